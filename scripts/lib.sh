@@ -1,0 +1,35 @@
+# shellcheck shell=bash
+# Shared by scripts/demo.sh and scripts/test.sh: install the Debian packages listed in
+# scripts/packages.txt (only when one is missing) and configure + build with CMake.
+set -euo pipefail
+
+CMR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export CMR_ROOT
+
+cmr_log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# cmr_packages: the package names of scripts/packages.txt (comments and blanks removed).
+cmr_packages() { sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$CMR_ROOT/scripts/packages.txt"; }
+
+cmr_install_packages() {
+    local missing=() p
+    for p in $(cmr_packages); do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        cmr_log "all Debian packages present; skipping apt-get"
+        return 0
+    fi
+    cmr_log "installing Debian packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# cmr_build DIR [cmake args...]: configure (once) and build the whole tree into DIR.
+cmr_build() {
+    local dir=$1; shift
+    cmake -S "$CMR_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake --build "$dir" -j "$(nproc)"
+}
