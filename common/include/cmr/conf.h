@@ -1,0 +1,94 @@
+/*
+ * conf.h - configuration shared by every program: one file format plus command-line
+ * overrides, and the command-line conventions (--help, -c, -X, clear errors).
+ *
+ * File format (Java-properties style, like Kafka's own client files):
+ *
+ *     # comment
+ *     kafka.bootstrap.servers = broker1:9092,broker2:9092
+ *     kafka.security.protocol = SASL_SSL
+ *     log.level               = info
+ *
+ * Keys starting with "kafka." are handed to librdkafka with the prefix removed, so every
+ * librdkafka property (SASL, TLS, timeouts, ...) can be set. Later settings win: files
+ * in the order given, then command-line options in the order given.
+ *
+ * Every program accepts:
+ *   -c, --config FILE      read a configuration file (may repeat)
+ *   -X, --set KEY=VALUE    set any configuration key
+ *       --bootstrap ADDR   shorthand for -X kafka.bootstrap.servers=ADDR
+ *       --log-level LEVEL  debug | info | warn | error
+ *   -h, --help             usage
+ */
+#ifndef CMR_CONF_H
+#define CMR_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cmr_conf cmr_conf_t;
+
+cmr_conf_t *cmr_conf_new(void);
+void cmr_conf_destroy(cmr_conf_t *conf);
+/* Deep copy (NULL on out of memory). */
+cmr_conf_t *cmr_conf_dup(const cmr_conf_t *conf);
+
+/* Sets key to value (both copied). `origin` names where it came from, for messages
+ * ("file.conf:12", "command line"); may be NULL. Returns 0, -1 on out of memory. */
+int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin);
+/* Parses "key=value". Returns 0, or -1 with errbuf filled. */
+int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin,
+                            char *errbuf, size_t errlen);
+/* Reads a file in the format above. Returns 0, or -1 with "path:line: reason" in errbuf. */
+int cmr_conf_load_file(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen);
+
+/* The value of key, or `def` when unset. The pointer lives until the key is set again. */
+const char *cmr_conf_get(const cmr_conf_t *conf, const char *key, const char *def);
+const char *cmr_conf_origin(const cmr_conf_t *conf, const char *key);
+/* Typed getters: 0 with *out set (to def when unset), or -1 with errbuf saying which key,
+ * where it was set and what is wrong. */
+int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min,
+                     int64_t max, int64_t *out, char *errbuf, size_t errlen);
+int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *out,
+                      char *errbuf, size_t errlen);
+
+/* Calls fn for every key that starts with prefix (in first-set order), with the prefix
+ * stripped from the key. Stops and returns fn's value when it is non-zero. */
+typedef int (cmr_conf_each_fn)(const char *key, const char *value, const char *origin, void *opaque);
+int cmr_conf_foreach(const cmr_conf_t *conf, const char *prefix, cmr_conf_each_fn *fn, void *opaque);
+
+/* Fails on the first key that is neither in `known` (NULL-ended list) nor starts with
+ * one of `known_prefixes` (NULL-ended, may be NULL): catches typos in files. */
+int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known,
+                         const char *const *known_prefixes, char *errbuf, size_t errlen);
+
+/* --- command line ------------------------------------------------------------------ */
+
+typedef struct cmr_cli_option {
+    const char *name;  /* long name without dashes */
+    char short_name;   /* 0 when none */
+    const char *key;   /* configuration key the option sets */
+    const char *arg;   /* name of the argument in --help; NULL: a flag that sets "true" */
+    const char *help;
+} cmr_cli_option_t;
+
+typedef struct cmr_cli {
+    const char *program;
+    const char *synopsis;               /* e.g. "[options] apply FILE" */
+    const char *summary;                /* one paragraph shown by --help */
+    const cmr_cli_option_t *options;    /* program's own options, ended by {0} */
+    const char *const *known_keys;      /* keys accepted besides the options' keys, NULL-ended */
+    const char *const *known_prefixes;  /* key prefixes accepted, e.g. "kafka.", NULL-ended */
+} cmr_cli_t;
+
+enum { CMR_CLI_OK = 0, CMR_CLI_HELP = 1, CMR_CLI_ERROR = 2 };
+
+/* Parses argv into conf (files first, then options in order) and applies log.level.
+ * Returns CMR_CLI_OK with *first_arg at the first positional argument, CMR_CLI_HELP
+ * after printing usage on stdout, or CMR_CLI_ERROR after printing a clear message on
+ * stderr (callers exit with 2). */
+int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf, int *first_arg);
+void cmr_cli_usage(const cmr_cli_t *cli, void *stream /* FILE * */);
+
+#endif

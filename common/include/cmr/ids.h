@@ -1,0 +1,30 @@
+/*
+ * ids.h - the identifiers of the system (see docs/ARCHITECTURE.md, "Identifiers").
+ *
+ *   class hash   XXH3-64 of the original class bytes
+ *   method id    XXH3-64 of "internal/class/Name.method(descriptor)"
+ *   agent id     XXH3-64 of "<agent name>@<host>": stable across restarts, no allocation
+ *   instance id  128 random bits, 32 hex characters: one agent run
+ *   trace id     128 random bits (W3C traceparent compatible), never all zero
+ */
+#ifndef CMR_IDS_H
+#define CMR_IDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t cmr_class_hash(const void *bytes, size_t len);
+uint64_t cmr_method_id(const char *class_name, const char *method_name, const char *descriptor);
+uint64_t cmr_agent_id(const char *agent_name, const char *hostname);
+
+/* Fills out with random bytes from the kernel (getrandom), never all zero. 0 or -1. */
+int cmr_random_bytes(void *out, size_t len);
+/* 32 lower-case hex chars + NUL into buf (>= 33 bytes). 0 or -1. */
+int cmr_instance_id_new(char *buf, size_t len);
+
+/* Lower-case hex of bytes into buf (needs 2*len+1). */
+void cmr_hex(const void *bytes, size_t len, char *buf);
+/* Parses exactly 2*len hex chars. 0 or -1. */
+int cmr_unhex(const char *hex, void *bytes, size_t len);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * kafka.h - the transport: producer, consumer and admin wrappers over librdkafka.
+ *
+ * Everything in the system talks through these. They add to librdkafka: our messages
+ * (encode on send, decode and validate on receive), topic and key choice from topics.h,
+ * configuration from cmr_conf_t ("kafka.*" keys pass through untouched, so SASL/TLS and
+ * any tuning work against a real cluster), log routing into log.h, and counters.
+ *
+ * Delivery semantics:
+ *   - The producer is idempotent (enable.idempotence=true unless configured otherwise)
+ *     and never blocks: a full local queue returns CMR_SEND_QUEUE_FULL and is counted.
+ *     Delivery reports are served on the producer's own thread and handed to the
+ *     callback given at creation.
+ *   - The consumer joins a consumer group and stores an offset only when the caller
+ *     says a record is done (cmr_consumer_done()), after whatever write covers it is
+ *     durable. Stored offsets are committed periodically and on close: a restarted
+ *     consumer resumes after the last record marked done.
+ *   - A message that does not decode (foreign, corrupt, unknown schema) is logged with
+ *     its topic/partition/offset, counted, and skipped; it never reaches the caller.
+ */
+#ifndef CMR_KAFKA_H
+#define CMR_KAFKA_H
+
+#include <librdkafka/rdkafka.h>
+#include <stdint.h>
+
+#include "cmr/conf.h"
+#include "cmr/msg.h"
+#include "cmr/topics.h"
+
+/* Builds a librdkafka configuration from every "kafka.*" key of conf, plus log and error
+ * callbacks into log.h. The caller owns the result (rd_kafka_conf_destroy, or pass it
+ * to rd_kafka_new which takes it). NULL with errbuf filled on a bad property. */
+rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t errlen);
+
+/* --- producer ---------------------------------------------------------------------- */
+
+typedef struct cmr_producer cmr_producer_t;
+
+typedef struct cmr_delivery {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    rd_kafka_resp_err_t err; /* RD_KAFKA_RESP_ERR_NO_ERROR when delivered */
+    void *opaque;            /* as given to cmr_producer_send() */
+} cmr_delivery_t;
+
+typedef void(cmr_delivery_cb_t)(const cmr_delivery_t *delivery, void *cb_opaque);
+
+typedef struct cmr_producer_stats {
+    uint64_t queued;        /* accepted into the local queue */
+    uint64_t delivered;     /* acknowledged by the cluster */
+    uint64_t failed;        /* permanently failed (reported through the callback) */
+    uint64_t queue_full;    /* refused because the local queue was full */
+    uint64_t invalid;       /* refused because the message did not encode */
+} cmr_producer_stats_t;
+
+enum { CMR_SEND_OK = 0, CMR_SEND_QUEUE_FULL = 1, CMR_SEND_ERROR = -1 };
+
+/* cb may be NULL. The producer takes no ownership of conf. */
+cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id,
+                                 cmr_delivery_cb_t *cb, void *cb_opaque, char *errbuf, size_t errlen);
+/* Encodes and queues one message on its topic (cmr_msg_topic()) with its key
+ * (cmr_msg_key()). Command messages need `topic` (the agent's command topic); for other
+ * types, topic may be NULL. Never blocks. Returns a CMR_SEND_* value. */
+int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic,
+                      void *opaque, char *errbuf, size_t errlen);
+/* Queues already encoded bytes (copied). */
+int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len,
+                          const void *payload, size_t len, void *opaque);
+/* Waits up to timeout_ms until every queued message is delivered or failed. 0, or -1
+ * when messages are still outstanding. */
+int cmr_producer_flush(cmr_producer_t *p, int timeout_ms);
+void cmr_producer_stats(cmr_producer_t *p, cmr_producer_stats_t *out);
+/* Messages not yet delivered or failed. */
+int cmr_producer_outstanding(cmr_producer_t *p);
+rd_kafka_t *cmr_producer_handle(cmr_producer_t *p);
+/* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
+void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
+
+/* --- consumer ---------------------------------------------------------------------- */
+
+typedef struct cmr_consumer cmr_consumer_t;
+
+/* One consumed message. Owned by the caller after cmr_consumer_poll(); release with
+ * cmr_record_free() (after cmr_consumer_done() if it was processed). */
+typedef struct cmr_record {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const char *key; /* NUL-terminated copy, "" when none */
+    size_t key_len;
+    int64_t timestamp_ms;
+    cmr_msg_t msg; /* decoded body */
+    rd_kafka_message_t *raw;
+    char *key_copy;
+} cmr_record_t;
+
+typedef struct cmr_consumer_stats {
+    uint64_t received;  /* decoded and handed out */
+    uint64_t rejected;  /* skipped because they did not decode */
+    uint64_t done;      /* marked done by the caller */
+    uint64_t rebalances;
+} cmr_consumer_stats_t;
+
+/* Called when partitions are assigned (revoked = 0) or revoked (revoked = 1), on the
+ * polling thread, before the change takes effect: a worker flushes what it holds for
+ * revoked partitions here. */
+typedef void(cmr_rebalance_cb_t)(cmr_consumer_t *c, int revoked,
+                                 const rd_kafka_topic_partition_list_t *parts, void *opaque);
+
+/* Joins consumer group `group_id` and subscribes to `topics` (ntopics names). Defaults:
+ * auto.offset.reset=earliest, offsets stored only by cmr_consumer_done(). */
+cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id,
+                                 const char *const *topics, size_t ntopics,
+                                 cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque,
+                                 char *errbuf, size_t errlen);
+/* Waits up to timeout_ms for the next decodable record. Returns 1 with *out set, 0 when
+ * none arrived, -1 on a fatal consumer error (logged). */
+int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out);
+/* The record is processed and what it changed is durable: its offset may be committed. */
+void cmr_consumer_done(cmr_consumer_t *c, const cmr_record_t *rec);
+/* Commits the stored offsets now (synchronously). 0 or -1. */
+int cmr_consumer_commit(cmr_consumer_t *c);
+void cmr_consumer_stats(cmr_consumer_t *c, cmr_consumer_stats_t *out);
+rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c);
+/* Commits stored offsets, leaves the group, frees. */
+void cmr_consumer_close(cmr_consumer_t *c);
+
+void cmr_record_free(cmr_record_t *rec);
+
+/* --- admin ------------------------------------------------------------------------- */
+
+/* Creates the topic unless it exists (partitions, replication factor -1 = broker
+ * default, compacted or not). 0 when it exists afterwards, -1 with errbuf filled. */
+int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions,
+                           int replication, int compacted, int timeout_ms, char *errbuf, size_t errlen);
+
+#endif

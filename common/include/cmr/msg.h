@@ -1,0 +1,335 @@
+/*
+ * msg.h - the messages the agent and the CMR workers exchange, as C structs.
+ *
+ * Every struct here mirrors one Avro record of schemas/ *.avsc field for field; the
+ * codec (msg_codec.c) turns a struct into an Avro single-object encoded message and
+ * back, driven by the field tables of msg_desc.c. A unit test checks that every table
+ * matches its schema, so a struct and its schema cannot drift apart silently.
+ *
+ * Conventions:
+ *   - Avro long  -> int64_t (ids and hashes are unsigned 64-bit values carried as
+ *                  the same bits: cast with (uint64_t)).
+ *   - Avro string -> char * (NUL-terminated UTF-8); ["null","string"] -> char * or NULL.
+ *   - Avro bytes  -> cmr_bytes_t;  enums -> the C enums below;  arrays -> {items, count}.
+ *
+ * Ownership: a struct filled by cmr_msg_decode() owns every pointer inside it and is
+ * released with cmr_msg_free(). A struct the caller fills for cmr_msg_encode() is only
+ * read: the caller keeps ownership of what it points to.
+ */
+#ifndef CMR_MSG_H
+#define CMR_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cmr_bytes {
+    uint8_t *data;
+    size_t len;
+} cmr_bytes_t;
+
+typedef struct cmr_strings {
+    char **items;
+    size_t count;
+} cmr_strings_t;
+
+typedef struct cmr_kv {
+    char *key;
+    char *value;
+} cmr_kv_t;
+
+typedef struct cmr_kvs {
+    cmr_kv_t *items;
+    size_t count;
+} cmr_kvs_t;
+
+/* The message types, one per schema. The order is part of no wire format. */
+typedef enum cmr_msg_type {
+    CMR_MSG_AGENT_REGISTRATION,
+    CMR_MSG_AGENT_CONFIGURATION,
+    CMR_MSG_NO_ENVIRONMENT,
+    CMR_MSG_CLASS_LOADED,
+    CMR_MSG_BYTECODE_RESEND,
+    CMR_MSG_REDEFINE,
+    CMR_MSG_REDEFINE_RESULT,
+    CMR_MSG_AGENT_STATUS,
+    CMR_MSG_CONFIG_CHANGE,
+    CMR_MSG_METHOD_ENTRY,
+    CMR_MSG_EVENT_BATCH,
+    CMR_MSG_METRIC_BATCH,
+    CMR_MSG__COUNT
+} cmr_msg_type_t;
+
+typedef enum cmr_sensor_kind {
+    CMR_SENSOR_TIMER,
+    CMR_SENSOR_INVOCATION_SEQUENCE,
+    CMR_SENSOR_ANCHOR,
+} cmr_sensor_kind_t;
+
+typedef enum cmr_class_cause {
+    CMR_CLASS_LOADED,
+    CMR_CLASS_LOADED_BEFORE_REGISTRATION,
+    CMR_CLASS_RESEND,
+} cmr_class_cause_t;
+
+typedef enum cmr_command_status {
+    CMR_COMMAND_APPLIED,
+    CMR_COMMAND_FAILED,
+    CMR_COMMAND_UNKNOWN_CLASS,
+} cmr_command_status_t;
+
+typedef enum cmr_agent_state {
+    CMR_AGENT_MINIMAL,
+    CMR_AGENT_FULL,
+    CMR_AGENT_DISCONNECTED,
+    CMR_AGENT_RECONNECTED,
+    CMR_AGENT_NO_ENVIRONMENT,
+    CMR_AGENT_SHUTDOWN,
+} cmr_agent_state_t;
+
+typedef enum cmr_config_kind {
+    CMR_CONFIG_ENVIRONMENT,
+    CMR_CONFIG_ENVIRONMENT_DELETED,
+    CMR_CONFIG_MAPPINGS,
+} cmr_config_kind_t;
+
+/* cmr.registrations */
+typedef struct cmr_agent_registration {
+    char *instance_id;
+    char *agent_name;
+    char *hostname;
+    cmr_strings_t ip_addresses;
+    int64_t pid;
+    char *jvm_vendor;
+    char *jvm_version;
+    char *agent_version;
+    int64_t start_time_ms;
+    int32_t attempt;
+} cmr_agent_registration_t;
+
+typedef struct cmr_strategy {
+    int32_t send_interval_ms;
+    int32_t ring_records;
+    int32_t max_batch_events;
+    int32_t metric_interval_ms;
+    int32_t max_threads;
+} cmr_strategy_t;
+
+typedef struct cmr_sensor_setting {
+    cmr_sensor_kind_t kind;
+    bool enabled;
+    cmr_kvs_t properties;
+} cmr_sensor_setting_t;
+
+/* cmr.cmd.<instance id> */
+typedef struct cmr_agent_configuration {
+    char *instance_id;
+    int64_t agent_id;
+    char *environment_id;
+    char *environment_name;
+    int64_t revision;
+    struct {
+        cmr_sensor_setting_t *items;
+        size_t count;
+    } sensors;
+    cmr_strategy_t strategy;
+} cmr_agent_configuration_t;
+
+/* cmr.cmd.<instance id> */
+typedef struct cmr_no_environment {
+    char *instance_id;
+    char *agent_name;
+    char *hostname;
+    cmr_strings_t ip_addresses;
+    char *reason;
+    int64_t time_ms;
+} cmr_no_environment_t;
+
+/* cmr.classes */
+typedef struct cmr_class_loaded {
+    int64_t agent_id;
+    char *class_name;
+    int64_t loader_id;
+    char *loader_name; /* optional */
+    int64_t class_hash;
+    cmr_class_cause_t cause;
+    int64_t request_id;
+    cmr_bytes_t bytecode;
+} cmr_class_loaded_t;
+
+/* cmr.cmd.<instance id> */
+typedef struct cmr_bytecode_resend {
+    int64_t request_id;
+    int64_t agent_id;
+    char *class_name;
+    int64_t loader_id;
+    int64_t class_hash;
+} cmr_bytecode_resend_t;
+
+typedef struct cmr_instrumented_method {
+    int64_t method_id;
+    char *name;
+    char *descriptor;
+    cmr_sensor_kind_t sensor;
+} cmr_instrumented_method_t;
+
+/* cmr.cmd.<instance id> */
+typedef struct cmr_redefine {
+    int64_t request_id;
+    int64_t agent_id;
+    char *class_name;
+    int64_t loader_id;
+    int64_t class_hash;
+    bool original;
+    int64_t revision;
+    cmr_bytes_t bytecode;
+    struct {
+        cmr_instrumented_method_t *items;
+        size_t count;
+    } methods;
+} cmr_redefine_t;
+
+/* cmr.agent-events */
+typedef struct cmr_redefine_result {
+    int64_t agent_id;
+    char *instance_id;
+    int64_t request_id;
+    char *class_name;
+    int64_t loader_id;
+    int64_t class_hash;
+    cmr_command_status_t status;
+    int32_t jvmti_error;
+    char *message;
+    int64_t time_ms;
+} cmr_redefine_result_t;
+
+/* cmr.agent-events */
+typedef struct cmr_agent_status {
+    int64_t agent_id;
+    char *instance_id;
+    cmr_agent_state_t state;
+    int64_t time_ms;
+    int64_t events_recorded;
+    int64_t events_dropped;
+    int64_t batches_sent;
+    int64_t classes_seen;
+    int64_t classes_sent;
+    int64_t messages_failed;
+} cmr_agent_status_t;
+
+typedef struct cmr_sensor_assignment {
+    cmr_sensor_kind_t sensor;
+    char *class_pattern;
+    char *superclass;         /* optional */
+    char *interface;          /* optional */
+    char *annotation;         /* optional */
+    char *method_pattern;
+    char *descriptor_pattern; /* optional */
+    int32_t modifiers_required;
+    int32_t modifiers_excluded;
+    bool constructors;
+} cmr_sensor_assignment_t;
+
+typedef struct cmr_environment {
+    char *id;
+    char *name;
+    char *description;
+    struct {
+        cmr_sensor_assignment_t *items;
+        size_t count;
+    } assignments;
+    cmr_strategy_t strategy;
+} cmr_environment_t;
+
+typedef struct cmr_agent_mapping {
+    char *agent_pattern;
+    char *address;
+    char *environment_id;
+} cmr_agent_mapping_t;
+
+/* cmr.config */
+typedef struct cmr_config_change {
+    cmr_config_kind_t kind;
+    int64_t revision;
+    int64_t time_ms;
+    char *author;
+    cmr_environment_t *environment; /* optional */
+    struct {
+        cmr_agent_mapping_t *items;
+        size_t count;
+    } mappings;
+} cmr_config_change_t;
+
+/* cmr.methods */
+typedef struct cmr_method_entry {
+    int64_t method_id;
+    char *class_name;
+    char *method_name;
+    char *descriptor;
+    int32_t access_flags;
+    char *source_file; /* optional */
+    int32_t first_line;
+} cmr_method_entry_t;
+
+typedef struct cmr_parent_link {
+    int64_t agent_id;
+    int64_t segment_id;
+    int64_t event_seq;
+} cmr_parent_link_t;
+
+/* cmr.events; `events` holds event_count records of CMR_EVENT_RECORD_SIZE bytes (event.h). */
+typedef struct cmr_event_batch {
+    int64_t agent_id;
+    int64_t thread_id;
+    char *thread_name;
+    int64_t segment_id;
+    uint8_t trace_id[16];
+    cmr_parent_link_t *parent; /* optional */
+    int32_t batch_seq;
+    int64_t first_event_seq;
+    bool last;
+    int32_t dropped;
+    int32_t event_count;
+    cmr_bytes_t events;
+} cmr_event_batch_t;
+
+typedef struct cmr_method_metric {
+    int64_t method_id;
+    int64_t count;
+    int64_t exceptions;
+    int64_t sum_ns;
+    int64_t min_ns;
+    int64_t max_ns;
+} cmr_method_metric_t;
+
+/* cmr.metrics */
+typedef struct cmr_metric_batch {
+    int64_t agent_id;
+    int64_t interval_start_ms;
+    int32_t interval_ms;
+    struct {
+        cmr_method_metric_t *items;
+        size_t count;
+    } metrics;
+} cmr_metric_batch_t;
+
+/* A decoded message of any type: what consumers hand out. */
+typedef struct cmr_msg {
+    cmr_msg_type_t type;
+    union {
+        cmr_agent_registration_t registration;
+        cmr_agent_configuration_t agent_configuration;
+        cmr_no_environment_t no_environment;
+        cmr_class_loaded_t class_loaded;
+        cmr_bytecode_resend_t bytecode_resend;
+        cmr_redefine_t redefine;
+        cmr_redefine_result_t redefine_result;
+        cmr_agent_status_t agent_status;
+        cmr_config_change_t config_change;
+        cmr_method_entry_t method_entry;
+        cmr_event_batch_t event_batch;
+        cmr_metric_batch_t metric_batch;
+    } u;
+} cmr_msg_t;
+
+#endif /* CMR_MSG_H */

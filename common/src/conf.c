@@ -1,0 +1,420 @@
+/*
+ * conf.c - configuration files, key/value store and command-line parsing (see conf.h).
+ *
+ * The store is a small array kept in first-set order: programs hold a few dozen keys at
+ * most, and deterministic order keeps librdkafka configuration and --help stable.
+ */
+#include "cmr/conf.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/log.h"
+
+typedef struct conf_entry {
+    char *key;
+    char *value;
+    char *origin;
+} conf_entry_t;
+
+struct cmr_conf {
+    conf_entry_t *items;
+    size_t count;
+    size_t cap;
+};
+
+#define ERRF(...)                                      \
+    do {                                               \
+        if (errbuf && errlen)                          \
+            snprintf(errbuf, errlen, __VA_ARGS__);     \
+    } while (0)
+
+cmr_conf_t *cmr_conf_new(void)
+{
+    return calloc(1, sizeof(cmr_conf_t));
+}
+
+void cmr_conf_destroy(cmr_conf_t *conf)
+{
+    if (!conf)
+        return;
+    for (size_t i = 0; i < conf->count; i++) {
+        free(conf->items[i].key);
+        free(conf->items[i].value);
+        free(conf->items[i].origin);
+    }
+    free(conf->items);
+    free(conf);
+}
+
+static conf_entry_t *conf_find(const cmr_conf_t *conf, const char *key)
+{
+    for (size_t i = 0; i < conf->count; i++)
+        if (strcmp(conf->items[i].key, key) == 0)
+            return &conf->items[i];
+    return NULL;
+}
+
+int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin)
+{
+    char *v = strdup(value);
+    char *o = strdup(origin ? origin : "program");
+    if (!v || !o)
+        goto oom;
+    conf_entry_t *e = conf_find(conf, key);
+    if (e) {
+        free(e->value);
+        free(e->origin);
+        e->value = v;
+        e->origin = o;
+        return 0;
+    }
+    if (conf->count == conf->cap) {
+        size_t cap = conf->cap ? conf->cap * 2 : 16;
+        conf_entry_t *items = realloc(conf->items, cap * sizeof *items);
+        if (!items)
+            goto oom;
+        conf->items = items;
+        conf->cap = cap;
+    }
+    char *k = strdup(key);
+    if (!k)
+        goto oom;
+    conf->items[conf->count++] = (conf_entry_t){k, v, o};
+    return 0;
+oom:
+    free(v);
+    free(o);
+    return -1;
+}
+
+cmr_conf_t *cmr_conf_dup(const cmr_conf_t *conf)
+{
+    cmr_conf_t *copy = cmr_conf_new();
+    for (size_t i = 0; copy && i < conf->count; i++) {
+        if (cmr_conf_set(copy, conf->items[i].key, conf->items[i].value, conf->items[i].origin)) {
+            cmr_conf_destroy(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return s;
+}
+
+static int valid_key(const char *key)
+{
+    if (!*key)
+        return 0;
+    for (const char *p = key; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
+            return 0;
+    return 1;
+}
+
+int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin,
+                            char *errbuf, size_t errlen)
+{
+    char *copy = strdup(assignment);
+    if (!copy) {
+        ERRF("%s: out of memory", origin);
+        return -1;
+    }
+    int rc = -1;
+    char *eq = strchr(copy, '=');
+    if (!eq) {
+        ERRF("%s: expected KEY=VALUE, got \"%s\"", origin, assignment);
+    } else {
+        *eq = '\0';
+        char *key = trim(copy), *value = trim(eq + 1);
+        if (!valid_key(key))
+            ERRF("%s: \"%s\" is not a valid key (letters, digits, '.', '_', '-')", origin, key);
+        else if (cmr_conf_set(conf, key, value, origin) != 0)
+            ERRF("%s: out of memory", origin);
+        else
+            rc = 0;
+    }
+    free(copy);
+    return rc;
+}
+
+int cmr_conf_load_file(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        ERRF("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0, rc = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char *s = trim(line);
+        if (!*s || *s == '#' || *s == '!')
+            continue;
+        char origin[512];
+        snprintf(origin, sizeof origin, "%s:%d", path, lineno);
+        if (!strchr(s, '=')) {
+            ERRF("%s: expected \"key = value\", got \"%.80s\"", origin, s);
+            rc = -1;
+            break;
+        }
+        if ((rc = cmr_conf_set_assignment(conf, s, origin, errbuf, errlen)) != 0)
+            break;
+    }
+    if (rc == 0 && ferror(f)) {
+        ERRF("%s: read error: %s", path, strerror(errno));
+        rc = -1;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+const char *cmr_conf_get(const cmr_conf_t *conf, const char *key, const char *def)
+{
+    const conf_entry_t *e = conf ? conf_find(conf, key) : NULL;
+    return e ? e->value : def;
+}
+
+const char *cmr_conf_origin(const cmr_conf_t *conf, const char *key)
+{
+    const conf_entry_t *e = conf ? conf_find(conf, key) : NULL;
+    return e ? e->origin : "default";
+}
+
+int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min,
+                     int64_t max, int64_t *out, char *errbuf, size_t errlen)
+{
+    const char *v = cmr_conf_get(conf, key, NULL);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 0);
+    if (errno || end == v || *trim(end) != '\0') {
+        ERRF("%s: %s = \"%s\" is not an integer", cmr_conf_origin(conf, key), key, v);
+        return -1;
+    }
+    if (n < min || n > max) {
+        ERRF("%s: %s = %lld is outside %lld..%lld", cmr_conf_origin(conf, key), key, n,
+             (long long)min, (long long)max);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *out,
+                      char *errbuf, size_t errlen)
+{
+    const char *v = cmr_conf_get(conf, key, NULL);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on")) {
+        *out = true;
+    } else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off")) {
+        *out = false;
+    } else {
+        ERRF("%s: %s = \"%s\" is not a boolean (true/false)", cmr_conf_origin(conf, key), key, v);
+        return -1;
+    }
+    return 0;
+}
+
+int cmr_conf_foreach(const cmr_conf_t *conf, const char *prefix, cmr_conf_each_fn *fn, void *opaque)
+{
+    size_t plen = prefix ? strlen(prefix) : 0;
+    for (size_t i = 0; i < conf->count; i++) {
+        const conf_entry_t *e = &conf->items[i];
+        if (plen && strncmp(e->key, prefix, plen) != 0)
+            continue;
+        int rc = fn(e->key + plen, e->value, e->origin, opaque);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int in_list(const char *key, const char *const *list, int prefix)
+{
+    for (size_t i = 0; list && list[i]; i++)
+        if (prefix ? strncmp(key, list[i], strlen(list[i])) == 0 : strcmp(key, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known,
+                         const char *const *known_prefixes, char *errbuf, size_t errlen)
+{
+    for (size_t i = 0; i < conf->count; i++) {
+        const conf_entry_t *e = &conf->items[i];
+        if (!in_list(e->key, known, 0) && !in_list(e->key, known_prefixes, 1)) {
+            ERRF("%s: unknown configuration key \"%s\"", e->origin, e->key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --- command line ------------------------------------------------------------------ */
+
+static const cmr_cli_option_t common_options[] = {
+    {"config", 'c', NULL, "FILE", "read configuration from FILE (may repeat; later wins)"},
+    {"set", 'X', NULL, "KEY=VALUE", "set a configuration key (kafka.* goes to librdkafka)"},
+    {"bootstrap", 0, "kafka.bootstrap.servers", "HOST:PORT", "Kafka bootstrap servers"},
+    {"log-level", 0, "log.level", "LEVEL", "debug, info, warn or error (default info)"},
+    {"help", 'h', NULL, NULL, "show this help and exit"},
+    {0},
+};
+
+static void usage_options(FILE *out, const cmr_cli_option_t *opts)
+{
+    for (const cmr_cli_option_t *o = opts; o && o->name; o++) {
+        char left[64];
+        if (o->short_name)
+            snprintf(left, sizeof left, "-%c, --%s%s%s", o->short_name, o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        else
+            snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(out, "  %-28s %s\n", left, o->help);
+    }
+}
+
+void cmr_cli_usage(const cmr_cli_t *cli, void *stream)
+{
+    FILE *out = stream;
+    fprintf(out, "Usage: %s %s\n\n", cli->program, cli->synopsis ? cli->synopsis : "[options]");
+    if (cli->summary)
+        fprintf(out, "%s\n\n", cli->summary);
+    fprintf(out, "Options:\n");
+    usage_options(out, cli->options);
+    usage_options(out, common_options);
+    fprintf(out, "\nConfiguration files hold \"key = value\" lines; see docs/CONFIGURATION.md.\n");
+}
+
+/* Finds the option `arg` names: "--name", "--name=value", "-x". */
+static const cmr_cli_option_t *cli_match(const cmr_cli_t *cli, const char *arg, const char **inline_value)
+{
+    *inline_value = NULL;
+    const cmr_cli_option_t *sets[2] = {cli->options, common_options};
+    for (int s = 0; s < 2; s++) {
+        for (const cmr_cli_option_t *o = sets[s]; o && o->name; o++) {
+            if (arg[1] == '-') {
+                size_t n = strlen(o->name);
+                if (strncmp(arg + 2, o->name, n) == 0 && (arg[2 + n] == '\0' || arg[2 + n] == '=')) {
+                    if (arg[2 + n] == '=')
+                        *inline_value = arg + 3 + n;
+                    return o;
+                }
+            } else if (o->short_name && arg[1] == o->short_name) {
+                if (arg[2])
+                    *inline_value = arg + 2;
+                return o;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int cli_fail(const cmr_cli_t *cli, const char *fmt, const char *what)
+{
+    fprintf(stderr, "%s: ", cli->program);
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\nTry '%s --help'.\n", cli->program);
+    return CMR_CLI_ERROR;
+}
+
+int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf, int *first_arg)
+{
+    char err[512];
+    int pass, i;
+    /* Pass 0 reads the files, pass 1 applies the options over them. */
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 1; i < argc; i++) {
+            const char *arg = argv[i];
+            if (strcmp(arg, "--") == 0) {
+                i++;
+                break;
+            }
+            if (arg[0] != '-' || arg[1] == '\0')
+                break;
+            const char *value;
+            const cmr_cli_option_t *o = cli_match(cli, arg, &value);
+            if (!o)
+                return cli_fail(cli, "unknown option %s", arg);
+            if (o->arg && !value) {
+                if (i + 1 >= argc)
+                    return cli_fail(cli, "option %s needs an argument", arg);
+                value = argv[++i];
+            } else if (!o->arg && value) {
+                return cli_fail(cli, "option %s takes no argument", arg);
+            }
+            if (strcmp(o->name, "help") == 0) {
+                cmr_cli_usage(cli, stdout);
+                return CMR_CLI_HELP;
+            }
+            if (strcmp(o->name, "config") == 0) {
+                if (pass == 0 && cmr_conf_load_file(conf, value, err, sizeof err) != 0)
+                    return cli_fail(cli, "%s", err);
+            } else if (pass == 1 && strcmp(o->name, "set") == 0) {
+                if (cmr_conf_set_assignment(conf, value, "command line (-X)", err, sizeof err) != 0)
+                    return cli_fail(cli, "%s", err);
+            } else if (pass == 1 && o->key) {
+                char origin[80];
+                snprintf(origin, sizeof origin, "command line (--%s)", o->name);
+                if (cmr_conf_set(conf, o->key, o->arg ? value : "true", origin) != 0)
+                    return cli_fail(cli, "%s", "out of memory");
+            }
+        }
+    }
+    *first_arg = i;
+
+    /* Every key must be one the program knows: a typo is an error, not a silent default. */
+    size_t nknown = 0;
+    for (const cmr_cli_option_t *o = cli->options; o && o->name; o++)
+        nknown++;
+    for (size_t k = 0; cli->known_keys && cli->known_keys[k]; k++)
+        nknown++;
+    const char **known = calloc(nknown + 3, sizeof *known);
+    if (!known)
+        return cli_fail(cli, "%s", "out of memory");
+    size_t n = 0;
+    for (const cmr_cli_option_t *o = cli->options; o && o->name; o++)
+        if (o->key)
+            known[n++] = o->key;
+    for (size_t k = 0; cli->known_keys && cli->known_keys[k]; k++)
+        known[n++] = cli->known_keys[k];
+    known[n++] = "log.level";
+    known[n++] = "kafka.bootstrap.servers";
+    int rc = cmr_conf_check_known(conf, known, cli->known_prefixes, err, sizeof err);
+    free(known);
+    if (rc != 0)
+        return cli_fail(cli, "%s", err);
+
+    const char *level = cmr_conf_get(conf, "log.level", "info");
+    int lvl = cmr_log_level_parse(level);
+    if (lvl < 0) {
+        snprintf(err, sizeof err, "%s: log.level = \"%s\" is not one of debug, info, warn, error, off",
+                 cmr_conf_origin(conf, "log.level"), level);
+        return cli_fail(cli, "%s", err);
+    }
+    cmr_log_set_level((cmr_log_level_t)lvl);
+    return CMR_CLI_OK;
+}

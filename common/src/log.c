@@ -1,0 +1,96 @@
+/*
+ * log.c - structured log lines (see log.h).
+ */
+#include "cmr/log.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "strbuf.h"
+
+static const char *log_program = "cmr";
+static _Atomic int log_level = CMR_LOG_INFO;
+static cmr_log_sink_t *log_sink;
+static void *log_sink_opaque;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+
+void cmr_log_set_program(const char *prog)
+{
+    log_program = prog;
+}
+
+void cmr_log_set_level(cmr_log_level_t level)
+{
+    log_level = (int)level;
+}
+
+cmr_log_level_t cmr_log_get_level(void)
+{
+    return (cmr_log_level_t)log_level;
+}
+
+int cmr_log_level_parse(const char *name)
+{
+    for (int i = 0; i <= CMR_LOG_OFF; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void cmr_log_set_sink(cmr_log_sink_t *sink, void *opaque)
+{
+    pthread_mutex_lock(&log_lock);
+    log_sink = sink;
+    log_sink_opaque = opaque;
+    pthread_mutex_unlock(&log_lock);
+}
+
+void cmr_logv(cmr_log_level_t level, const char *event, const char *fmt, va_list ap)
+{
+    if ((int)level < log_level || level >= CMR_LOG_OFF)
+        return;
+    struct timespec ts;
+    struct tm tm;
+    char when[32];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+
+    char stack[512];
+    cmr_strbuf_t sb = {0};
+    cmr_strbuf_printf(&sb, "ts=%s.%03ldZ level=%s prog=%s event=%s", when, ts.tv_nsec / 1000000,
+                      level_names[level], log_program, event);
+    if (fmt && *fmt) {
+        cmr_strbuf_putc(&sb, ' ');
+        cmr_strbuf_vprintf(&sb, fmt, ap);
+    }
+    const char *line = sb.s;
+    if (!line) { /* out of memory: still say something */
+        snprintf(stack, sizeof stack, "level=%s prog=%s event=%s (log line lost: out of memory)",
+                 level_names[level], log_program, event);
+        line = stack;
+    }
+    pthread_mutex_lock(&log_lock);
+    if (log_sink) {
+        log_sink(level, line, log_sink_opaque);
+    } else {
+        fputs(line, stderr);
+        fputc('\n', stderr);
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&log_lock);
+    cmr_strbuf_free(&sb);
+}
+
+void cmr_log(cmr_log_level_t level, const char *event, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cmr_logv(level, event, fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,861 @@
+/*
+ * msg_codec.c - C structs <-> Avro single-object encoded messages, through avro-c.
+ *
+ * Encoding fills an avro-c generic value from the struct (walking the field table of
+ * msg_desc.c) and writes it after the 10-byte header. Decoding checks the header, lets
+ * msg_validate.c walk the body against the schema with bounds checks, has avro-c read the
+ * body into a generic value, and copies it into a freshly allocated struct.
+ *
+ * Thread safety: after cmr_wire_init() (run once, under pthread_once) the schemas and
+ * value interfaces are read-only; each call creates its own generic value.
+ */
+#include <avro.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "msg_desc.h"
+#include "msg_validate.h"
+#include "strbuf.h"
+
+static const uint8_t wire_magic[2] = {0xC3, 0x01};
+
+static struct {
+    avro_schema_t schema;
+    avro_value_iface_t *iface;
+    uint64_t fingerprint;
+} wire_types[CMR_MSG__COUNT];
+
+static pthread_once_t wire_once = PTHREAD_ONCE_INIT;
+static int wire_init_rc = -1;
+static _Atomic size_t wire_max_message = CMR_WIRE_DEFAULT_MAX_MESSAGE;
+static _Atomic uint64_t wire_rejects[CMR_WIRE_ERR__COUNT];
+
+static const char *const wire_errors[CMR_WIRE_ERR__COUNT] = {
+    [CMR_WIRE_OK] = "ok",
+    [CMR_WIRE_ERR_TRUNCATED] = "truncated message",
+    [CMR_WIRE_ERR_BAD_MAGIC] = "not an Avro single-object message (bad magic)",
+    [CMR_WIRE_ERR_UNKNOWN_FINGERPRINT] = "unknown schema fingerprint",
+    [CMR_WIRE_ERR_OVERSIZED] = "message larger than the configured maximum",
+    [CMR_WIRE_ERR_CORRUPT] = "message body does not match its schema",
+    [CMR_WIRE_ERR_TRAILING] = "trailing bytes after the message body",
+    [CMR_WIRE_ERR_INVALID] = "message violates its schema",
+    [CMR_WIRE_ERR_INTERNAL] = "internal Avro error",
+};
+
+const char *cmr_wire_strerror(cmr_wire_err_t err)
+{
+    return (unsigned)err < CMR_WIRE_ERR__COUNT ? wire_errors[err] : "unknown error";
+}
+
+#define ERRF(...)                                      \
+    do {                                               \
+        if (errbuf && errlen)                          \
+            snprintf(errbuf, errlen, __VA_ARGS__);     \
+    } while (0)
+
+/* --- start-up: schemas, fingerprints, table check ---------------------------------- */
+
+static avro_schema_t schema_resolve(avro_schema_t s)
+{
+    while (s && avro_typeof(s) == AVRO_LINK)
+        s = avro_schema_link_target(s);
+    return s;
+}
+
+/* Does the schema of one field have the shape the C table expects? */
+static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, size_t whylen);
+
+static int record_matches(const cmr_record_desc_t *d, avro_schema_t s, char *why, size_t whylen)
+{
+    s = schema_resolve(s);
+    if (!is_avro_record(s) || strcmp(avro_schema_name(s), d->name) != 0) {
+        snprintf(why, whylen, "%s: schema is not record %s", d->name, d->name);
+        return -1;
+    }
+    if (avro_schema_record_size(s) != d->nfields) {
+        snprintf(why, whylen, "%s: schema has %zu fields, the C table %zu", d->name,
+                 avro_schema_record_size(s), d->nfields);
+        return -1;
+    }
+    for (size_t i = 0; i < d->nfields; i++) {
+        const char *name = avro_schema_record_field_name(s, (int)i);
+        if (strcmp(name, d->fields[i].name) != 0) {
+            snprintf(why, whylen, "%s: field %zu is %s in the schema, %s in the C table",
+                     d->name, i, name, d->fields[i].name);
+            return -1;
+        }
+        if (field_matches(&d->fields[i], avro_schema_record_field_get_by_index(s, (int)i), why,
+                          whylen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static bool is_null_or(avro_schema_t s, avro_type_t other, avro_schema_t *branch)
+{
+    s = schema_resolve(s);
+    if (!is_avro_union(s) || avro_schema_union_size(s) != 2)
+        return false;
+    avro_schema_t b0 = schema_resolve(avro_schema_union_branch(s, 0));
+    avro_schema_t b1 = schema_resolve(avro_schema_union_branch(s, 1));
+    if (!is_avro_null(b0) || avro_typeof(b1) != other)
+        return false;
+    *branch = b1;
+    return true;
+}
+
+static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, size_t whylen)
+{
+    s = schema_resolve(s);
+    avro_schema_t inner = NULL;
+    bool ok;
+    switch (f->type) {
+    case CMR_F_INT: ok = is_avro_int32(s); break;
+    case CMR_F_LONG: ok = is_avro_int64(s); break;
+    case CMR_F_BOOL: ok = is_avro_boolean(s); break;
+    case CMR_F_ENUM:
+        ok = is_avro_enum(s);
+        for (int i = 0; ok && f->symbols[i]; i++)
+            ok = avro_schema_enum_get(s, i) && strcmp(avro_schema_enum_get(s, i), f->symbols[i]) == 0 &&
+                 (f->symbols[i + 1] || avro_schema_enum_number_of_symbols(s) == i + 1);
+        break;
+    case CMR_F_STRING: ok = is_avro_string(s); break;
+    case CMR_F_BYTES: ok = is_avro_bytes(s); break;
+    case CMR_F_FIXED16: ok = is_avro_fixed(s) && avro_schema_fixed_size(s) == 16; break;
+    case CMR_F_OPT_STRING: ok = is_null_or(s, AVRO_STRING, &inner); break;
+    case CMR_F_RECORD: return record_matches(f->rec, s, why, whylen);
+    case CMR_F_OPT_RECORD:
+        ok = is_null_or(s, AVRO_RECORD, &inner);
+        return ok ? record_matches(f->rec, inner, why, whylen)
+                  : (snprintf(why, whylen, "field %s: expected [null, record]", f->name), -1);
+    case CMR_F_STRINGS:
+        ok = is_avro_array(s) && is_avro_string(schema_resolve(avro_schema_array_items(s)));
+        break;
+    case CMR_F_MAP:
+        ok = is_avro_map(s) && is_avro_string(schema_resolve(avro_schema_map_values(s)));
+        break;
+    case CMR_F_RECORDS:
+        if (!is_avro_array(s)) {
+            ok = false;
+            break;
+        }
+        return record_matches(f->rec, avro_schema_array_items(s), why, whylen);
+    default: ok = false;
+    }
+    if (!ok)
+        snprintf(why, whylen, "field %s: schema type %s does not fit the C table", f->name,
+                 avro_schema_type_name(s));
+    return ok ? 0 : -1;
+}
+
+static void wire_init_once(void)
+{
+    for (int t = 0; t < CMR_MSG__COUNT; t++) {
+        const char *text = cmr_schema_texts[t];
+        char why[256];
+        if (avro_schema_from_json_length(text, strlen(text), &wire_types[t].schema) != 0) {
+            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"",
+                    cmr_msg_descs[t]->name, avro_strerror());
+            return;
+        }
+        if (record_matches(cmr_msg_descs[t], wire_types[t].schema, why, sizeof why) != 0) {
+            cmr_log(CMR_LOG_ERROR, "wire.schema_mismatch", "error=\"%s\"", why);
+            return;
+        }
+        char *canonical = cmr_wire_canonical_form(text, why, sizeof why);
+        if (!canonical) {
+            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"",
+                    cmr_msg_descs[t]->name, why);
+            return;
+        }
+        wire_types[t].fingerprint = cmr_wire_crc64_avro(canonical, strlen(canonical));
+        free(canonical);
+        wire_types[t].iface = avro_generic_class_from_schema(wire_types[t].schema);
+        if (!wire_types[t].iface) {
+            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"",
+                    cmr_msg_descs[t]->name, avro_strerror());
+            return;
+        }
+    }
+    wire_init_rc = 0;
+}
+
+int cmr_wire_init(void)
+{
+    pthread_once(&wire_once, wire_init_once);
+    return wire_init_rc;
+}
+
+const char *cmr_msg_type_name(cmr_msg_type_t type)
+{
+    return (unsigned)type < CMR_MSG__COUNT ? cmr_msg_descs[type]->name : "Unknown";
+}
+
+int cmr_msg_type_by_name(const char *name)
+{
+    for (int t = 0; t < CMR_MSG__COUNT; t++)
+        if (strcmp(cmr_msg_descs[t]->name, name) == 0)
+            return t;
+    return -1;
+}
+
+const char *cmr_msg_schema_json(cmr_msg_type_t type)
+{
+    return (unsigned)type < CMR_MSG__COUNT ? cmr_schema_texts[type] : NULL;
+}
+
+uint64_t cmr_msg_fingerprint(cmr_msg_type_t type)
+{
+    if (cmr_wire_init() != 0 || (unsigned)type >= CMR_MSG__COUNT)
+        return 0;
+    return wire_types[type].fingerprint;
+}
+
+void cmr_wire_set_max_message(size_t max_bytes)
+{
+    wire_max_message = max_bytes ? max_bytes : CMR_WIRE_DEFAULT_MAX_MESSAGE;
+}
+
+size_t cmr_wire_max_message(void)
+{
+    return wire_max_message;
+}
+
+uint64_t cmr_wire_rejected(cmr_wire_err_t reason)
+{
+    return (unsigned)reason < CMR_WIRE_ERR__COUNT ? wire_rejects[reason] : 0;
+}
+
+uint64_t cmr_wire_rejected_total(void)
+{
+    uint64_t n = 0;
+    for (int i = 1; i < CMR_WIRE_ERR__COUNT; i++)
+        n += wire_rejects[i];
+    return n;
+}
+
+void cmr_buf_free(cmr_buf_t *buf)
+{
+    if (!buf)
+        return;
+    free(buf->data);
+    *buf = (cmr_buf_t){0};
+}
+
+static int buf_reserve(cmr_buf_t *buf, size_t need)
+{
+    if (buf->cap >= need)
+        return 0;
+    uint8_t *d = realloc(buf->data, need);
+    if (!d)
+        return -1;
+    buf->data = d;
+    buf->cap = need;
+    return 0;
+}
+
+/* --- encode: struct -> generic value ----------------------------------------------- */
+
+#define AV_CHECK(call)                \
+    do {                              \
+        if ((call) != 0)              \
+            return CMR_WIRE_ERR_INTERNAL; \
+    } while (0)
+
+static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, avro_value_t *rec,
+                                  char *errbuf, size_t errlen);
+
+static cmr_wire_err_t fill_string(avro_value_t *v, const char *s, const char *field,
+                                  char *errbuf, size_t errlen)
+{
+    if (!s) {
+        ERRF("field %s is NULL but the schema requires a string", field);
+        return CMR_WIRE_ERR_INVALID;
+    }
+    AV_CHECK(avro_value_set_string_len(v, s, strlen(s) + 1));
+    return CMR_WIRE_OK;
+}
+
+static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_value_t *v,
+                                 char *errbuf, size_t errlen)
+{
+    avro_value_t branch, elem;
+    cmr_wire_err_t rc;
+    switch (f->type) {
+    case CMR_F_INT: AV_CHECK(avro_value_set_int(v, *(const int32_t *)p)); return CMR_WIRE_OK;
+    case CMR_F_LONG: AV_CHECK(avro_value_set_long(v, *(const int64_t *)p)); return CMR_WIRE_OK;
+    case CMR_F_BOOL: AV_CHECK(avro_value_set_boolean(v, *(const bool *)p)); return CMR_WIRE_OK;
+    case CMR_F_ENUM: {
+        int sym = *(const int *)p;
+        int nsym = avro_schema_enum_number_of_symbols(schema_resolve(avro_value_get_schema(v)));
+        if (sym < 0 || sym >= nsym) {
+            ERRF("field %s: enum value %d out of range 0..%d", f->name, sym, nsym - 1);
+            return CMR_WIRE_ERR_INVALID;
+        }
+        AV_CHECK(avro_value_set_enum(v, sym));
+        return CMR_WIRE_OK;
+    }
+    case CMR_F_STRING: return fill_string(v, *(char *const *)p, f->name, errbuf, errlen);
+    case CMR_F_OPT_STRING: {
+        const char *s = *(char *const *)p;
+        AV_CHECK(avro_value_set_branch(v, s ? 1 : 0, &branch));
+        if (!s) {
+            AV_CHECK(avro_value_set_null(&branch));
+            return CMR_WIRE_OK;
+        }
+        return fill_string(&branch, s, f->name, errbuf, errlen);
+    }
+    case CMR_F_BYTES: {
+        const cmr_bytes_t *b = (const cmr_bytes_t *)p;
+        if (!b->data && b->len) {
+            ERRF("field %s: NULL data with length %zu", f->name, b->len);
+            return CMR_WIRE_ERR_INVALID;
+        }
+        AV_CHECK(avro_value_set_bytes(v, b->data ? (void *)b->data : (void *)"", b->len));
+        return CMR_WIRE_OK;
+    }
+    case CMR_F_FIXED16: AV_CHECK(avro_value_set_fixed(v, (void *)p, 16)); return CMR_WIRE_OK;
+    case CMR_F_RECORD: return fill_record(f->rec, p, v, errbuf, errlen);
+    case CMR_F_OPT_RECORD: {
+        const void *sub = *(const void *const *)p;
+        AV_CHECK(avro_value_set_branch(v, sub ? 1 : 0, &branch));
+        if (!sub) {
+            AV_CHECK(avro_value_set_null(&branch));
+            return CMR_WIRE_OK;
+        }
+        return fill_record(f->rec, sub, &branch, errbuf, errlen);
+    }
+    case CMR_F_STRINGS: {
+        const cmr_strings_t *a = (const cmr_strings_t *)p;
+        for (size_t i = 0; i < a->count; i++) {
+            AV_CHECK(avro_value_append(v, &elem, NULL));
+            if ((rc = fill_string(&elem, a->items[i], f->name, errbuf, errlen)) != CMR_WIRE_OK)
+                return rc;
+        }
+        return CMR_WIRE_OK;
+    }
+    case CMR_F_MAP: {
+        const cmr_kvs_t *m = (const cmr_kvs_t *)p;
+        for (size_t i = 0; i < m->count; i++) {
+            if (!m->items[i].key) {
+                ERRF("field %s: map key %zu is NULL", f->name, i);
+                return CMR_WIRE_ERR_INVALID;
+            }
+            AV_CHECK(avro_value_add(v, m->items[i].key, &elem, NULL, NULL));
+            if ((rc = fill_string(&elem, m->items[i].value, f->name, errbuf, errlen)) != CMR_WIRE_OK)
+                return rc;
+        }
+        return CMR_WIRE_OK;
+    }
+    case CMR_F_RECORDS: {
+        const cmr_array_any_t *a = (const cmr_array_any_t *)p;
+        if (!a->items && a->count) {
+            ERRF("field %s: NULL items with count %zu", f->name, a->count);
+            return CMR_WIRE_ERR_INVALID;
+        }
+        for (size_t i = 0; i < a->count; i++) {
+            AV_CHECK(avro_value_append(v, &elem, NULL));
+            rc = fill_record(f->rec, (const char *)a->items + i * f->rec->size, &elem, errbuf, errlen);
+            if (rc != CMR_WIRE_OK)
+                return rc;
+        }
+        return CMR_WIRE_OK;
+    }
+    }
+    return CMR_WIRE_ERR_INTERNAL;
+}
+
+static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, avro_value_t *rec,
+                                  char *errbuf, size_t errlen)
+{
+    for (size_t i = 0; i < d->nfields; i++) {
+        avro_value_t field;
+        AV_CHECK(avro_value_get_by_index(rec, i, &field, NULL));
+        cmr_wire_err_t rc = fill_field(&d->fields[i], (const char *)src + d->fields[i].offset,
+                                       &field, errbuf, errlen);
+        if (rc != CMR_WIRE_OK)
+            return rc;
+    }
+    return CMR_WIRE_OK;
+}
+
+/* Builds the generic value of a struct. On success *value must be released by the caller
+ * with avro_value_decref(). */
+static cmr_wire_err_t value_from_struct(cmr_msg_type_t type, const void *msg, avro_value_t *value,
+                                        char *errbuf, size_t errlen)
+{
+    if (cmr_wire_init() != 0) {
+        ERRF("wire contracts failed to initialize (see log)");
+        return CMR_WIRE_ERR_INTERNAL;
+    }
+    if ((unsigned)type >= CMR_MSG__COUNT || !msg) {
+        ERRF("no such message type %d", (int)type);
+        return CMR_WIRE_ERR_INVALID;
+    }
+    if (avro_generic_value_new(wire_types[type].iface, value) != 0) {
+        ERRF("avro: %s", avro_strerror());
+        return CMR_WIRE_ERR_INTERNAL;
+    }
+    cmr_wire_err_t rc = fill_record(cmr_msg_descs[type], msg, value, errbuf, errlen);
+    if (rc != CMR_WIRE_OK) {
+        if (rc == CMR_WIRE_ERR_INTERNAL)
+            ERRF("%s: avro: %s", cmr_msg_descs[type]->name, avro_strerror());
+        avro_value_decref(value);
+    }
+    return rc;
+}
+
+static void put_header(uint8_t *out, uint64_t fingerprint)
+{
+    out[0] = wire_magic[0];
+    out[1] = wire_magic[1];
+    for (int i = 0; i < 8; i++)
+        out[2 + i] = (uint8_t)(fingerprint >> (8 * i));
+}
+
+cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *out,
+                              char *errbuf, size_t errlen)
+{
+    avro_value_t value;
+    cmr_wire_err_t rc = value_from_struct(type, msg, &value, errbuf, errlen);
+    if (rc != CMR_WIRE_OK)
+        return rc;
+    size_t body = 0;
+    if (avro_value_sizeof(&value, &body) != 0) {
+        ERRF("avro sizeof: %s", avro_strerror());
+        rc = CMR_WIRE_ERR_INTERNAL;
+    } else if (body + CMR_WIRE_HEADER_SIZE > wire_max_message) {
+        ERRF("%s of %zu bytes exceeds the %zu-byte maximum", cmr_msg_descs[type]->name,
+             body + CMR_WIRE_HEADER_SIZE, (size_t)wire_max_message);
+        rc = CMR_WIRE_ERR_OVERSIZED;
+    } else if (buf_reserve(out, body + CMR_WIRE_HEADER_SIZE) != 0) {
+        ERRF("out of memory for %zu bytes", body + CMR_WIRE_HEADER_SIZE);
+        rc = CMR_WIRE_ERR_INTERNAL;
+    } else {
+        put_header(out->data, wire_types[type].fingerprint);
+        avro_writer_t w = avro_writer_memory((const char *)out->data + CMR_WIRE_HEADER_SIZE,
+                                             (int64_t)body);
+        if (!w || avro_value_write(w, &value) != 0) {
+            ERRF("avro write: %s", avro_strerror());
+            rc = CMR_WIRE_ERR_INTERNAL;
+        } else {
+            out->len = body + CMR_WIRE_HEADER_SIZE;
+        }
+        if (w)
+            avro_writer_free(w);
+    }
+    avro_value_decref(&value);
+    return rc;
+}
+
+/* --- decode: generic value -> struct ----------------------------------------------- */
+
+static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst);
+
+static int take_string(avro_value_t *v, char **out)
+{
+    const char *s;
+    size_t size;
+    if (avro_value_get_string(v, &s, &size) != 0)
+        return -1;
+    size_t n = size && s[size - 1] == '\0' ? size - 1 : size;
+    *out = strndup(s, n);
+    return *out ? 0 : -1;
+}
+
+static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
+{
+    avro_value_t branch, elem;
+    int disc, ival;
+    size_t n;
+    switch (f->type) {
+    case CMR_F_INT: return avro_value_get_int(v, (int32_t *)p);
+    case CMR_F_LONG: return avro_value_get_long(v, (int64_t *)p);
+    case CMR_F_BOOL:
+        if (avro_value_get_boolean(v, &ival) != 0)
+            return -1;
+        *(bool *)p = ival != 0;
+        return 0;
+    case CMR_F_ENUM: return avro_value_get_enum(v, (int *)p);
+    case CMR_F_STRING: return take_string(v, (char **)p);
+    case CMR_F_OPT_STRING:
+        if (avro_value_get_discriminant(v, &disc) != 0)
+            return -1;
+        *(char **)p = NULL;
+        if (disc == 0)
+            return 0;
+        return avro_value_get_current_branch(v, &branch) || take_string(&branch, (char **)p) ? -1 : 0;
+    case CMR_F_BYTES: {
+        const void *data;
+        cmr_bytes_t *b = (cmr_bytes_t *)p;
+        if (avro_value_get_bytes(v, &data, &n) != 0)
+            return -1;
+        b->data = malloc(n ? n : 1);
+        if (!b->data)
+            return -1;
+        memcpy(b->data, data, n);
+        b->len = n;
+        return 0;
+    }
+    case CMR_F_FIXED16: {
+        const void *data;
+        if (avro_value_get_fixed(v, &data, &n) != 0 || n != 16)
+            return -1;
+        memcpy(p, data, 16);
+        return 0;
+    }
+    case CMR_F_RECORD: return take_record(f->rec, v, p);
+    case CMR_F_OPT_RECORD: {
+        if (avro_value_get_discriminant(v, &disc) != 0)
+            return -1;
+        *(void **)p = NULL;
+        if (disc == 0)
+            return 0;
+        void *sub = calloc(1, f->rec->size);
+        if (!sub)
+            return -1;
+        *(void **)p = sub;
+        return avro_value_get_current_branch(v, &branch) || take_record(f->rec, &branch, sub) ? -1 : 0;
+    }
+    case CMR_F_STRINGS: {
+        cmr_strings_t *a = (cmr_strings_t *)p;
+        if (avro_value_get_size(v, &n) != 0 || !(a->items = calloc(n ? n : 1, sizeof(char *))))
+            return -1;
+        a->count = n;
+        for (size_t i = 0; i < n; i++)
+            if (avro_value_get_by_index(v, i, &elem, NULL) || take_string(&elem, &a->items[i]))
+                return -1;
+        return 0;
+    }
+    case CMR_F_MAP: {
+        cmr_kvs_t *m = (cmr_kvs_t *)p;
+        const char *key;
+        if (avro_value_get_size(v, &n) != 0 || !(m->items = calloc(n ? n : 1, sizeof(cmr_kv_t))))
+            return -1;
+        m->count = n;
+        for (size_t i = 0; i < n; i++) {
+            if (avro_value_get_by_index(v, i, &elem, &key) || !(m->items[i].key = strdup(key)) ||
+                take_string(&elem, &m->items[i].value))
+                return -1;
+        }
+        return 0;
+    }
+    case CMR_F_RECORDS: {
+        cmr_array_any_t *a = (cmr_array_any_t *)p;
+        if (avro_value_get_size(v, &n) != 0 || !(a->items = calloc(n ? n : 1, f->rec->size)))
+            return -1;
+        a->count = n;
+        for (size_t i = 0; i < n; i++)
+            if (avro_value_get_by_index(v, i, &elem, NULL) ||
+                take_record(f->rec, &elem, (char *)a->items + i * f->rec->size))
+                return -1;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst)
+{
+    for (size_t i = 0; i < d->nfields; i++) {
+        avro_value_t field;
+        if (avro_value_get_by_index(rec, i, &field, NULL) != 0 ||
+            take_field(&d->fields[i], &field, (char *)dst + d->fields[i].offset) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* --- free -------------------------------------------------------------------------- */
+
+static void free_record(const cmr_record_desc_t *d, void *p);
+
+static void free_field(const cmr_field_desc_t *f, char *p)
+{
+    switch (f->type) {
+    case CMR_F_STRING:
+    case CMR_F_OPT_STRING: free(*(char **)p); break;
+    case CMR_F_BYTES: free(((cmr_bytes_t *)p)->data); break;
+    case CMR_F_RECORD: free_record(f->rec, p); break;
+    case CMR_F_OPT_RECORD:
+        if (*(void **)p)
+            free_record(f->rec, *(void **)p);
+        free(*(void **)p);
+        break;
+    case CMR_F_STRINGS: {
+        cmr_strings_t *a = (cmr_strings_t *)p;
+        for (size_t i = 0; a->items && i < a->count; i++)
+            free(a->items[i]);
+        free(a->items);
+        break;
+    }
+    case CMR_F_MAP: {
+        cmr_kvs_t *m = (cmr_kvs_t *)p;
+        for (size_t i = 0; m->items && i < m->count; i++) {
+            free(m->items[i].key);
+            free(m->items[i].value);
+        }
+        free(m->items);
+        break;
+    }
+    case CMR_F_RECORDS: {
+        cmr_array_any_t *a = (cmr_array_any_t *)p;
+        for (size_t i = 0; a->items && i < a->count; i++)
+            free_record(f->rec, (char *)a->items + i * f->rec->size);
+        free(a->items);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void free_record(const cmr_record_desc_t *d, void *p)
+{
+    for (size_t i = 0; i < d->nfields; i++)
+        free_field(&d->fields[i], (char *)p + d->fields[i].offset);
+}
+
+void cmr_msg_body_free(cmr_msg_type_t type, void *body)
+{
+    if (body && (unsigned)type < CMR_MSG__COUNT) {
+        free_record(cmr_msg_descs[type], body);
+        memset(body, 0, cmr_msg_descs[type]->size);
+    }
+}
+
+void *cmr_msg_body(cmr_msg_t *msg)
+{
+    return &msg->u;
+}
+
+const void *cmr_msg_body_const(const cmr_msg_t *msg)
+{
+    return &msg->u;
+}
+
+void cmr_msg_free(cmr_msg_t *msg)
+{
+    if (msg)
+        cmr_msg_body_free(msg->type, &msg->u);
+}
+
+/* --- decode ------------------------------------------------------------------------ */
+
+static cmr_wire_err_t reject(cmr_wire_err_t err)
+{
+    if ((unsigned)err < CMR_WIRE_ERR__COUNT)
+        wire_rejects[err]++;
+    return err;
+}
+
+cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *type)
+{
+    const uint8_t *p = data;
+    if (cmr_wire_init() != 0)
+        return CMR_WIRE_ERR_INTERNAL;
+    if (!p || len < CMR_WIRE_HEADER_SIZE)
+        return CMR_WIRE_ERR_TRUNCATED;
+    if (p[0] != wire_magic[0] || p[1] != wire_magic[1])
+        return CMR_WIRE_ERR_BAD_MAGIC;
+    uint64_t fp = 0;
+    for (int i = 0; i < 8; i++)
+        fp |= (uint64_t)p[2 + i] << (8 * i);
+    for (int t = 0; t < CMR_MSG__COUNT; t++) {
+        if (wire_types[t].fingerprint == fp) {
+            *type = (cmr_msg_type_t)t;
+            return CMR_WIRE_OK;
+        }
+    }
+    return CMR_WIRE_ERR_UNKNOWN_FINGERPRINT;
+}
+
+cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char *errbuf,
+                              size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (len > wire_max_message) {
+        ERRF("message of %zu bytes exceeds the %zu-byte maximum", len, (size_t)wire_max_message);
+        return reject(CMR_WIRE_ERR_OVERSIZED);
+    }
+    cmr_msg_type_t type;
+    cmr_wire_err_t rc = cmr_wire_peek_type(data, len, &type);
+    if (rc != CMR_WIRE_OK) {
+        if (rc == CMR_WIRE_ERR_UNKNOWN_FINGERPRINT) {
+            const uint8_t *p = data;
+            uint64_t fp = 0;
+            for (int i = 0; i < 8; i++)
+                fp |= (uint64_t)p[2 + i] << (8 * i);
+            ERRF("unknown schema fingerprint %016llx", (unsigned long long)fp);
+        } else {
+            ERRF("%s (%zu bytes)", cmr_wire_strerror(rc), len);
+        }
+        return reject(rc);
+    }
+    const uint8_t *body = (const uint8_t *)data + CMR_WIRE_HEADER_SIZE;
+    size_t body_len = len - CMR_WIRE_HEADER_SIZE;
+    size_t used = 0;
+    rc = cmr_wire_validate(wire_types[type].schema, body, body_len, &used, errbuf, errlen);
+    if (rc == CMR_WIRE_OK && used != body_len) {
+        ERRF("%s: %zu trailing bytes after the body", cmr_msg_descs[type]->name, body_len - used);
+        rc = CMR_WIRE_ERR_TRAILING;
+    }
+    if (rc != CMR_WIRE_OK)
+        return reject(rc);
+
+    avro_value_t value;
+    if (avro_generic_value_new(wire_types[type].iface, &value) != 0) {
+        ERRF("avro: %s", avro_strerror());
+        return reject(CMR_WIRE_ERR_INTERNAL);
+    }
+    avro_reader_t r = avro_reader_memory((const char *)body, (int64_t)body_len);
+    if (!r || avro_value_read(r, &value) != 0) {
+        ERRF("%s: avro read: %s", cmr_msg_descs[type]->name, avro_strerror());
+        rc = CMR_WIRE_ERR_CORRUPT;
+    } else {
+        out->type = type;
+        if (take_record(cmr_msg_descs[type], &value, &out->u) != 0) {
+            ERRF("%s: out of memory or avro error: %s", cmr_msg_descs[type]->name, avro_strerror());
+            cmr_msg_free(out);
+            rc = CMR_WIRE_ERR_INTERNAL;
+        }
+    }
+    if (r)
+        avro_reader_free(r);
+    avro_value_decref(&value);
+    return rc == CMR_WIRE_OK ? CMR_WIRE_OK : reject(rc);
+}
+
+/* --- JSON rendering (for tools and logs) ------------------------------------------- */
+
+static void json_string(cmr_strbuf_t *sb, const char *s)
+{
+    cmr_strbuf_putc(sb, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            cmr_strbuf_printf(sb, "\\%c", *p);
+        else if (*p < 0x20)
+            cmr_strbuf_printf(sb, "\\u%04x", *p);
+        else
+            cmr_strbuf_putc(sb, (char)*p);
+    }
+    cmr_strbuf_putc(sb, '"');
+}
+
+static void json_record(cmr_strbuf_t *sb, const cmr_record_desc_t *d, const void *p);
+
+static void json_field(cmr_strbuf_t *sb, const cmr_field_desc_t *f, const char *p)
+{
+    switch (f->type) {
+    case CMR_F_INT: cmr_strbuf_printf(sb, "%d", *(const int32_t *)p); break;
+    case CMR_F_LONG: cmr_strbuf_printf(sb, "%lld", (long long)*(const int64_t *)p); break;
+    case CMR_F_BOOL: cmr_strbuf_puts(sb, *(const bool *)p ? "true" : "false"); break;
+    case CMR_F_ENUM: {
+        int sym = *(const int *)p, n = 0;
+        while (f->symbols[n])
+            n++;
+        if (sym >= 0 && sym < n)
+            json_string(sb, f->symbols[sym]);
+        else
+            cmr_strbuf_printf(sb, "%d", sym);
+        break;
+    }
+    case CMR_F_STRING:
+    case CMR_F_OPT_STRING: {
+        const char *s = *(char *const *)p;
+        if (s)
+            json_string(sb, s);
+        else
+            cmr_strbuf_puts(sb, "null");
+        break;
+    }
+    case CMR_F_BYTES: {
+        const cmr_bytes_t *b = (const cmr_bytes_t *)p;
+        cmr_strbuf_printf(sb, "{\"length\":%zu,\"head\":\"", b->len);
+        for (size_t i = 0; i < b->len && i < 16; i++)
+            cmr_strbuf_printf(sb, "%02x", b->data[i]);
+        cmr_strbuf_puts(sb, "\"}");
+        break;
+    }
+    case CMR_F_FIXED16:
+        cmr_strbuf_putc(sb, '"');
+        for (int i = 0; i < 16; i++)
+            cmr_strbuf_printf(sb, "%02x", ((const uint8_t *)p)[i]);
+        cmr_strbuf_putc(sb, '"');
+        break;
+    case CMR_F_RECORD: json_record(sb, f->rec, p); break;
+    case CMR_F_OPT_RECORD:
+        if (*(void *const *)p)
+            json_record(sb, f->rec, *(void *const *)p);
+        else
+            cmr_strbuf_puts(sb, "null");
+        break;
+    case CMR_F_STRINGS: {
+        const cmr_strings_t *a = (const cmr_strings_t *)p;
+        cmr_strbuf_putc(sb, '[');
+        for (size_t i = 0; i < a->count; i++) {
+            if (i)
+                cmr_strbuf_putc(sb, ',');
+            json_string(sb, a->items[i] ? a->items[i] : "");
+        }
+        cmr_strbuf_putc(sb, ']');
+        break;
+    }
+    case CMR_F_MAP: {
+        const cmr_kvs_t *m = (const cmr_kvs_t *)p;
+        cmr_strbuf_putc(sb, '{');
+        for (size_t i = 0; i < m->count; i++) {
+            if (i)
+                cmr_strbuf_putc(sb, ',');
+            json_string(sb, m->items[i].key ? m->items[i].key : "");
+            cmr_strbuf_putc(sb, ':');
+            json_string(sb, m->items[i].value ? m->items[i].value : "");
+        }
+        cmr_strbuf_putc(sb, '}');
+        break;
+    }
+    case CMR_F_RECORDS: {
+        const cmr_array_any_t *a = (const cmr_array_any_t *)p;
+        cmr_strbuf_putc(sb, '[');
+        for (size_t i = 0; i < a->count; i++) {
+            if (i)
+                cmr_strbuf_putc(sb, ',');
+            json_record(sb, f->rec, (const char *)a->items + i * f->rec->size);
+        }
+        cmr_strbuf_putc(sb, ']');
+        break;
+    }
+    }
+}
+
+static void json_record(cmr_strbuf_t *sb, const cmr_record_desc_t *d, const void *p)
+{
+    cmr_strbuf_putc(sb, '{');
+    for (size_t i = 0; i < d->nfields; i++) {
+        if (i)
+            cmr_strbuf_putc(sb, ',');
+        json_string(sb, d->fields[i].name);
+        cmr_strbuf_putc(sb, ':');
+        json_field(sb, &d->fields[i], (const char *)p + d->fields[i].offset);
+    }
+    cmr_strbuf_putc(sb, '}');
+}
+
+char *cmr_msg_to_json(const cmr_msg_t *msg)
+{
+    if (!msg || (unsigned)msg->type >= CMR_MSG__COUNT)
+        return NULL;
+    cmr_strbuf_t sb = {0};
+    cmr_strbuf_printf(&sb, "{\"type\":\"%s\",\"body\":", cmr_msg_descs[msg->type]->name);
+    json_record(&sb, cmr_msg_descs[msg->type], &msg->u);
+    cmr_strbuf_putc(&sb, '}');
+    if (sb.oom) {
+        cmr_strbuf_free(&sb);
+        return NULL;
+    }
+    return cmr_strbuf_take(&sb);
+}

@@ -1,0 +1,188 @@
+/*
+ * producer.c - the producer side of the transport (see kafka.h).
+ *
+ * One rd_kafka_t per producer plus one thread that serves its delivery reports
+ * (rd_kafka_poll), so callers never have to poll and never block on the network.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/kafka.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "kafka_internal.h"
+
+struct cmr_producer {
+    rd_kafka_t *rk;
+    cmr_delivery_cb_t *cb;
+    void *cb_opaque;
+    pthread_t poller;
+    atomic_bool stop;
+    _Atomic uint64_t queued, delivered, failed, queue_full, invalid;
+};
+
+#define ERRF(...)                                      \
+    do {                                               \
+        if (errbuf && errlen)                          \
+            snprintf(errbuf, errlen, __VA_ARGS__);     \
+    } while (0)
+
+static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    cmr_producer_t *p = opaque;
+    if (m->err) {
+        p->failed++;
+        cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "topic=%s error=\"%s\"",
+                rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+    } else {
+        p->delivered++;
+    }
+    if (p->cb) {
+        cmr_delivery_t d = {rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->err, m->_private};
+        p->cb(&d, p->cb_opaque);
+    }
+}
+
+static void *producer_poll_main(void *arg)
+{
+    cmr_producer_t *p = arg;
+    while (!p->stop)
+        rd_kafka_poll(p->rk, 100);
+    return NULL;
+}
+
+cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id,
+                                 cmr_delivery_cb_t *cb, void *cb_opaque, char *errbuf, size_t errlen)
+{
+    if (cmr_wire_init() != 0) {
+        ERRF("wire contracts failed to initialize");
+        return NULL;
+    }
+    cmr_producer_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        ERRF("out of memory");
+        return NULL;
+    }
+    p->cb = cb;
+    p->cb_opaque = cb_opaque;
+    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
+    if (!rk_conf)
+        goto fail;
+    if (cmr_kafka_conf_default(rk_conf, conf, "enable.idempotence", "true", errbuf, errlen) ||
+        cmr_kafka_conf_default(rk_conf, conf, "client.id", client_id ? client_id : "cmr", errbuf, errlen) ||
+        cmr_kafka_conf_default(rk_conf, conf, "linger.ms", "5", errbuf, errlen) ||
+        cmr_kafka_conf_default(rk_conf, conf, "message.max.bytes", "16777216", errbuf, errlen) ||
+        cmr_kafka_conf_default(rk_conf, conf, "compression.codec", "lz4", errbuf, errlen)) {
+        rd_kafka_conf_destroy(rk_conf);
+        goto fail;
+    }
+    rd_kafka_conf_set_dr_msg_cb(rk_conf, producer_dr_cb);
+    rd_kafka_conf_set_opaque(rk_conf, p);
+    char err[512];
+    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, rk_conf, err, sizeof err);
+    if (!p->rk) {
+        ERRF("cannot create producer: %s", err);
+        rd_kafka_conf_destroy(rk_conf);
+        goto fail;
+    }
+    if (pthread_create(&p->poller, NULL, producer_poll_main, p) != 0) {
+        ERRF("cannot start the producer's poll thread");
+        rd_kafka_destroy(p->rk);
+        goto fail;
+    }
+    return p;
+fail:
+    free(p);
+    return NULL;
+}
+
+int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len,
+                          const void *payload, size_t len, void *opaque)
+{
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(key_len ? key : NULL, key_len), RD_KAFKA_V_VALUE((void *)payload, len),
+        RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        p->queued++;
+        return CMR_SEND_OK;
+    }
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        p->queue_full++;
+        return CMR_SEND_QUEUE_FULL;
+    }
+    p->failed++;
+    cmr_log(CMR_LOG_WARN, "kafka.produce_failed", "topic=%s error=\"%s\"", topic, rd_kafka_err2str(err));
+    return CMR_SEND_ERROR;
+}
+
+int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic,
+                      void *opaque, char *errbuf, size_t errlen)
+{
+    if (!topic) {
+        cmr_topic_t t = cmr_msg_topic(type);
+        topic = t == CMR_TOPIC_COMMANDS ? NULL : cmr_topic_name(t);
+        if (!topic) {
+            ERRF("%s needs an explicit topic (the agent's command topic)", cmr_msg_type_name(type));
+            p->invalid++;
+            return CMR_SEND_ERROR;
+        }
+    }
+    cmr_buf_t buf = {0};
+    cmr_wire_err_t werr = cmr_msg_encode(type, msg, &buf, errbuf, errlen);
+    if (werr != CMR_WIRE_OK) {
+        p->invalid++;
+        cmr_buf_free(&buf);
+        return CMR_SEND_ERROR;
+    }
+    char key[CMR_KEY_MAX];
+    size_t key_len = cmr_msg_key(type, msg, key, sizeof key);
+    int rc = cmr_producer_send_raw(p, topic, key, key_len, buf.data, buf.len, opaque);
+    if (rc == CMR_SEND_QUEUE_FULL)
+        ERRF("local producer queue is full");
+    else if (rc == CMR_SEND_ERROR)
+        ERRF("produce to %s failed", topic);
+    cmr_buf_free(&buf);
+    return rc;
+}
+
+int cmr_producer_flush(cmr_producer_t *p, int timeout_ms)
+{
+    return rd_kafka_flush(p->rk, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
+}
+
+int cmr_producer_outstanding(cmr_producer_t *p)
+{
+    return rd_kafka_outq_len(p->rk);
+}
+
+void cmr_producer_stats(cmr_producer_t *p, cmr_producer_stats_t *out)
+{
+    out->queued = p->queued;
+    out->delivered = p->delivered;
+    out->failed = p->failed;
+    out->queue_full = p->queue_full;
+    out->invalid = p->invalid;
+}
+
+rd_kafka_t *cmr_producer_handle(cmr_producer_t *p)
+{
+    return p->rk;
+}
+
+void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)
+{
+    if (!p)
+        return;
+    p->stop = true;
+    pthread_join(p->poller, NULL); /* from here on, flush serves the delivery reports */
+    if (rd_kafka_flush(p->rk, flush_timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        cmr_log(CMR_LOG_WARN, "kafka.flush_incomplete", "client=%s undelivered=%d timeout_ms=%d",
+                rd_kafka_name(p->rk), rd_kafka_outq_len(p->rk), flush_timeout_ms);
+    rd_kafka_destroy(p->rk);
+    free(p);
+}

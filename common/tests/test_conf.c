@@ -1,0 +1,157 @@
+/*
+ * test_conf.c - configuration files, overrides and command-line conventions.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmr/conf.h"
+#include "cmr/kafka.h"
+#include "cmr/log.h"
+
+static char *write_file(const char *text)
+{
+    char *path = strdup("/tmp/cmr-test-conf-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static void test_file_and_getters(void **state)
+{
+    (void)state;
+    char *path = write_file("# comment\n\n  kafka.bootstrap.servers = a:1 , b:2  \n"
+                            "broker.port=9092\nflag = yes\n! also a comment\n");
+    cmr_conf_t *c = cmr_conf_new();
+    char err[256];
+    assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), 0);
+    assert_string_equal(cmr_conf_get(c, "kafka.bootstrap.servers", NULL), "a:1 , b:2");
+    int64_t port;
+    assert_int_equal(cmr_conf_get_int(c, "broker.port", 0, 0, 65535, &port, err, sizeof err), 0);
+    assert_int_equal(port, 9092);
+    bool flag;
+    assert_int_equal(cmr_conf_get_bool(c, "flag", false, &flag, err, sizeof err), 0);
+    assert_true(flag);
+    assert_int_equal(cmr_conf_get_int(c, "missing", 17, 0, 100, &port, err, sizeof err), 0);
+    assert_int_equal(port, 17);
+    /* errors name the key and where it was set */
+    cmr_conf_set(c, "broker.port", "70000", "here:3");
+    assert_int_equal(cmr_conf_get_int(c, "broker.port", 0, 0, 65535, &port, err, sizeof err), -1);
+    assert_non_null(strstr(err, "here:3"));
+    assert_non_null(strstr(err, "outside"));
+    cmr_conf_set(c, "flag", "maybe", NULL);
+    assert_int_equal(cmr_conf_get_bool(c, "flag", false, &flag, err, sizeof err), -1);
+    cmr_conf_set(c, "n", "12abc", NULL);
+    assert_int_equal(cmr_conf_get_int(c, "n", 0, 0, 100, &port, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not an integer"));
+    cmr_conf_destroy(c);
+    unlink(path);
+    free(path);
+}
+
+static void test_file_errors_have_line_numbers(void **state)
+{
+    (void)state;
+    char *path = write_file("a = 1\nthis line has no equals sign\n");
+    cmr_conf_t *c = cmr_conf_new();
+    char err[512];
+    assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:"));
+    unlink(path);
+    free(path);
+    assert_int_equal(cmr_conf_load_file(c, "/nonexistent/cmr.conf", err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot open"));
+    assert_int_equal(cmr_conf_set_assignment(c, "bad key=1", "cli", err, sizeof err), -1);
+    cmr_conf_destroy(c);
+}
+
+static const cmr_cli_option_t opts[] = {
+    {"port", 'p', "broker.port", "PORT", "port"},
+    {"verbose", 'v', "verbose", NULL, "flag"},
+    {0},
+};
+static const char *const prefixes[] = {"kafka.", NULL};
+static const cmr_cli_t cli = {"test", "[options] CMD", "Test.", opts, NULL, prefixes};
+
+static int parse(cmr_conf_t *c, int argc, const char **argv, int *first)
+{
+    return cmr_cli_parse(&cli, argc, (char **)argv, c, first);
+}
+
+static void test_cli(void **state)
+{
+    (void)state;
+    char *path = write_file("broker.port = 1\nkafka.linger.ms = 3\n");
+    cmr_conf_t *c = cmr_conf_new();
+    int first;
+    /* options win over files whatever their order */
+    const char *argv1[] = {"test", "-p", "5", "--config", path, "-X", "kafka.acks=all", "-v",
+                           "--bootstrap=h:1", "run", "x"};
+    assert_int_equal(parse(c, 11, argv1, &first), CMR_CLI_OK);
+    assert_int_equal(first, 9);
+    assert_string_equal(cmr_conf_get(c, "broker.port", NULL), "5");
+    assert_string_equal(cmr_conf_get(c, "kafka.linger.ms", NULL), "3");
+    assert_string_equal(cmr_conf_get(c, "kafka.acks", NULL), "all");
+    assert_string_equal(cmr_conf_get(c, "verbose", NULL), "true");
+    assert_string_equal(cmr_conf_get(c, "kafka.bootstrap.servers", NULL), "h:1");
+    cmr_conf_destroy(c);
+    unlink(path);
+    free(path);
+
+    c = cmr_conf_new();
+    const char *bad1[] = {"test", "--nope"};
+    assert_int_equal(parse(c, 2, bad1, &first), CMR_CLI_ERROR);
+    const char *bad2[] = {"test", "--port"};
+    assert_int_equal(parse(c, 2, bad2, &first), CMR_CLI_ERROR);
+    const char *bad3[] = {"test", "-X", "typo.key=1"};
+    assert_int_equal(parse(c, 3, bad3, &first), CMR_CLI_ERROR);
+    const char *bad4[] = {"test", "--log-level", "loud"};
+    assert_int_equal(parse(c, 3, bad4, &first), CMR_CLI_ERROR);
+    const char *bad5[] = {"test", "--verbose=1"};
+    assert_int_equal(parse(c, 2, bad5, &first), CMR_CLI_ERROR);
+    const char *help[] = {"test", "--help"};
+    assert_int_equal(parse(c, 2, help, &first), CMR_CLI_HELP);
+    cmr_conf_destroy(c);
+    cmr_log_set_level(CMR_LOG_INFO);
+}
+
+static void test_kafka_properties_pass_through(void **state)
+{
+    (void)state;
+    cmr_conf_t *c = cmr_conf_new();
+    char err[256];
+    cmr_conf_set(c, "kafka.security.protocol", "SASL_SSL", "f:1");
+    cmr_conf_set(c, "kafka.sasl.mechanisms", "PLAIN", "f:2");
+    cmr_conf_set(c, "unrelated", "x", "f:3");
+    rd_kafka_conf_t *rk = cmr_kafka_conf(c, err, sizeof err);
+    assert_non_null(rk);
+    char val[64];
+    size_t n = sizeof val;
+    assert_int_equal(rd_kafka_conf_get(rk, "sasl.mechanisms", val, &n), RD_KAFKA_CONF_OK);
+    assert_string_equal(val, "PLAIN");
+    rd_kafka_conf_destroy(rk);
+    cmr_conf_set(c, "kafka.no.such.property", "1", "f:4");
+    assert_null(cmr_kafka_conf(c, err, sizeof err));
+    assert_non_null(strstr(err, "f:4"));
+    cmr_conf_destroy(c);
+}
+
+int main(void)
+{
+    cmr_log_set_level(CMR_LOG_OFF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_file_and_getters),
+        cmocka_unit_test(test_file_errors_have_line_numbers),
+        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_kafka_properties_pass_through),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,88 @@
+/*
+ * test_topics_ids.c - topic names, message keys and identifiers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "cmr/ids.h"
+#include "cmr/topics.h"
+
+static void test_topic_names(void **state)
+{
+    (void)state;
+    assert_string_equal(cmr_topic_name(CMR_TOPIC_EVENTS), "cmr.events");
+    assert_string_equal(cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), "cmr.agent-events");
+    assert_null(cmr_topic_name(CMR_TOPIC_COMMANDS));
+    char t[CMR_TOPIC_NAME_MAX];
+    assert_int_equal(cmr_topic_command("0123abcd", t, sizeof t), 0);
+    assert_string_equal(t, "cmr.cmd.0123abcd");
+    assert_int_equal(cmr_topic_command("bad/id", t, sizeof t), -1);
+    assert_int_equal(cmr_topic_command("", t, sizeof t), -1);
+    assert_int_equal(cmr_topics_set_prefix("prod.eu"), 0);
+    assert_string_equal(cmr_topic_name(CMR_TOPIC_CLASSES), "prod.eu.classes");
+    assert_int_equal(cmr_topics_set_prefix("bad prefix"), -1);
+    assert_int_equal(cmr_topics_set_prefix("cmr"), 0);
+    assert_true(cmr_topic_layout(CMR_TOPIC_CONFIG)->compacted);
+    for (int m = 0; m < CMR_MSG__COUNT; m++)
+        assert_true(cmr_msg_topic(m) < CMR_TOPIC__COUNT);
+}
+
+static void test_keys(void **state)
+{
+    (void)state;
+    char key[CMR_KEY_MAX];
+    cmr_event_batch_t b = {0};
+    for (int i = 0; i < 16; i++)
+        b.trace_id[i] = (uint8_t)i;
+    assert_int_equal(cmr_msg_key(CMR_MSG_EVENT_BATCH, &b, key, sizeof key), 32);
+    assert_string_equal(key, "000102030405060708090a0b0c0d0e0f");
+    cmr_class_loaded_t c = {.agent_id = -1};
+    cmr_msg_key(CMR_MSG_CLASS_LOADED, &c, key, sizeof key);
+    assert_string_equal(key, "ffffffffffffffff");
+    cmr_environment_t env = {.id = "prod"};
+    cmr_config_change_t cc = {.kind = CMR_CONFIG_ENVIRONMENT, .environment = &env};
+    cmr_msg_key(CMR_MSG_CONFIG_CHANGE, &cc, key, sizeof key);
+    assert_string_equal(key, "prod");
+    cc.kind = CMR_CONFIG_MAPPINGS;
+    cmr_msg_key(CMR_MSG_CONFIG_CHANGE, &cc, key, sizeof key);
+    assert_string_equal(key, "mappings");
+    cmr_redefine_t r = {0};
+    assert_int_equal(cmr_msg_key(CMR_MSG_REDEFINE, &r, key, sizeof key), 0);
+}
+
+static void test_ids(void **state)
+{
+    (void)state;
+    /* method id = XXH3-64 of the full signature, computed without building it */
+    const char *sig = "java/lang/String.length()I";
+    assert_true(cmr_method_id("java/lang/String", "length", "()I") == cmr_class_hash(sig, strlen(sig)));
+    assert_true(cmr_agent_id("shop", "host1") == cmr_agent_id("shop", "host1"));
+    assert_true(cmr_agent_id("shop", "host1") != cmr_agent_id("shop", "host2"));
+    char a[33], b[33];
+    assert_int_equal(cmr_instance_id_new(a, sizeof a), 0);
+    assert_int_equal(cmr_instance_id_new(b, sizeof b), 0);
+    assert_int_equal(strlen(a), 32);
+    assert_string_not_equal(a, b);
+    uint8_t raw[16], back[16];
+    assert_int_equal(cmr_random_bytes(raw, sizeof raw), 0);
+    char hex[33];
+    cmr_hex(raw, 16, hex);
+    assert_int_equal(cmr_unhex(hex, back, 16), 0);
+    assert_memory_equal(raw, back, 16);
+    assert_int_equal(cmr_unhex("zz", back, 1), -1);
+    assert_int_equal(cmr_unhex("abc", back, 1), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_topic_names),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_ids),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
