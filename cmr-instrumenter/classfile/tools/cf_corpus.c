@@ -9,9 +9,8 @@
  *   cf_corpus [--instrument] [--sample N] [--max-fail N] PATH...
  * --sample N keeps one class in N (deterministic, by file order).
  */
-#define _GNU_SOURCE
 #include "cmr/classfile.h"
-#include "cmr/cf_probes.h"
+#include "cf_testprobes.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -98,12 +97,9 @@ static void do_class(const char *path) {
         for (uint32_t m = 0; m < r.n_methods; m++) refusals[r.methods[m].refusal]++;
         n_instr_ok += r.n_instrumented;
       }
-      if (r.bytes) {
-        char why[256];
-        if (cf_check_instrumented(r.bytes, r.len, why, sizeof why)) {
-          n_reparse_fail++;
-          fail(path, "instrumented class check", why);
-        }
+      if (r.bytes && cf_class_check(r.bytes, r.len, &err)) {
+        n_reparse_fail++;
+        fail(path, "instrumented class check", err.msg);
       }
       cf_instrument_result_free(&r);
     }

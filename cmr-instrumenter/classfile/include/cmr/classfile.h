@@ -194,7 +194,6 @@ typedef struct cf_probe {
 typedef enum cf_refusal {
   CF_REFUSE_NONE = 0,
   CF_REFUSE_ABSTRACT_OR_NATIVE,  /* no code */
-  CF_REFUSE_CLASS_INIT,          /* <clinit> is never instrumented */
   CF_REFUSE_JSR_RET,             /* jsr/ret subroutines */
   CF_REFUSE_CODE_TOO_LARGE,      /* result would exceed 65535 bytes of code */
   CF_REFUSE_STACK_TOO_LARGE,     /* max_stack would exceed 65535 */
@@ -202,7 +201,6 @@ typedef enum cf_refusal {
   CF_REFUSE_CTOR_INIT,           /* constructor: no single super()/this() call found */
   CF_REFUSE_BAD_CODE,            /* bytecode or tables inconsistent (bad branch target ...) */
   CF_REFUSE_CONSTANT_POOL_FULL,  /* not enough constant-pool slots */
-  CF_REFUSE_ALREADY,             /* method already calls the probe's entry method */
   CF_REFUSE__COUNT
 } cf_refusal;
 
@@ -210,7 +208,7 @@ const char *cf_refusal_name(cf_refusal r);
 
 typedef struct cf_method_result {
   uint16_t method_index;
-  cf_str name, desc;
+  cf_str name, desc;          /* point into the class (cf_instrument_class: into `bytes`) */
   uint64_t method_id;
   cf_refusal refusal;          /* CF_REFUSE_NONE = instrumented */
   char why[CF_ERROR_MSG_MAX];  /* text of the refusal */
@@ -239,6 +237,11 @@ cf_err cf_instrument_class(const uint8_t *bytes, size_t len, const cf_probe *p,
                            cf_method_filter filter, void *ud, cf_instrument_result *out,
                            cf_error *err);
 void cf_instrument_result_free(cf_instrument_result *r);
+
+/* Structural check of a class (used on instrumented output by the tests): parses it, decodes
+ * every method's code, checks branch/switch targets, exception ranges, StackMapTable frame
+ * offsets, line-number and local-variable ranges against instruction boundaries. */
+cf_err cf_class_check(const uint8_t *bytes, size_t len, cf_error *err);
 
 /* Checks that a probe description is well formed. */
 cf_err cf_probe_check(const cf_probe *p, cf_error *err);

@@ -1,0 +1,686 @@
+/*
+ * cf_instrument.c - inserts probe calls into a method and relocates everything the insertion
+ * moves.
+ *
+ * Shape of an instrumented method (no new locals, no frames except one):
+ *     [entry probe]            at pc 0, or right after super()/this() in a constructor
+ *     ... original code, each xRETURN preceded by [normal-exit probe] ...
+ *   H:[exceptional-exit probe] athrow      catch-all over [after entry probe, H)
+ * The entry probe is not a branch target (branches to the first instruction land after it);
+ * a normal-exit probe is (branches to a return land on its probe). The handler gets the
+ * only new StackMapTable frame: full_frame(locals=[], stack=[java/lang/Throwable]), which is
+ * valid for any method because an empty locals list is assignable from every frame.
+ *
+ * Relocation: instructions are decoded (cf_code.c), a new layout is computed and iterated
+ * until stable: 16-bit branches that no longer reach are widened (goto -> goto_w,
+ * if<cond> L -> if<!cond> +8; goto_w L; the latter only where the fall-through already has a
+ * frame), switch padding follows the new pc. Then code, exception table, StackMapTable
+ * (cf_stackmap.c), LineNumberTable, LocalVariable(Type)Table and type-annotation offsets are
+ * rewritten. Anything that cannot be done safely is refused with a reason and the class is
+ * left as it was (constant-pool additions are rolled back).
+ * Ownership: the new Code attribute bytes are allocated in the class arena.
+ */
+#include "cf_ctor.h"
+#include "cf_probe.h"
+#include "cf_stackmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ACC_STATIC 0x0008
+#define ACC_NATIVE 0x0100
+#define ACC_ABSTRACT 0x0400
+#define NO_INDEX UINT32_MAX
+
+const char *cf_refusal_name(cf_refusal r) {
+  switch (r) {
+  case CF_REFUSE_NONE: return "none";
+  case CF_REFUSE_ABSTRACT_OR_NATIVE: return "abstract-or-native";
+  case CF_REFUSE_JSR_RET: return "jsr-ret";
+  case CF_REFUSE_CODE_TOO_LARGE: return "code-too-large";
+  case CF_REFUSE_STACK_TOO_LARGE: return "stack-too-large";
+  case CF_REFUSE_BRANCH_NEEDS_FRAME: return "branch-needs-frame";
+  case CF_REFUSE_CTOR_INIT: return "constructor-init";
+  case CF_REFUSE_BAD_CODE: return "bad-code";
+  case CF_REFUSE_CONSTANT_POOL_FULL: return "constant-pool-full";
+  case CF_REFUSE__COUNT: break;
+  }
+  return "unknown";
+}
+
+/* Class-level constants shared by all methods of one instrumentation run. */
+typedef struct cls_ctx {
+  bool ready;
+  uint16_t mref[3];
+  uint16_t throwable;
+  int words[3];
+} cls_ctx;
+
+typedef struct layout {
+  const cf_code *code;
+  cf_insn *in;
+  uint32_t n;
+  uint32_t *pc2i;                 /* code_len + 1 entries; NO_INDEX inside instructions */
+  uint32_t *start, *tgt, *ipos, *size;
+  uint16_t *ent, *ex;
+  uint8_t *widen, *has_frame;
+  uint32_t end_orig;              /* new pc after the last original instruction */
+} layout;
+
+typedef struct job {
+  cf_class *c;
+  cf_member *m;
+  const cf_probe *p;
+  cls_ctx *cx;
+  cf_method_result *res;
+  cf_code code;
+  layout L;
+  cf_frame *frames;
+  uint32_t nframes;
+  const cf_attr *smt;
+  cf_buf entry, exit, handler;
+  uint32_t init_index;            /* insn index after which the entry probe goes, or NO_INDEX */
+  uint32_t entry_index;           /* insn index the entry probe precedes */
+} job;
+
+static cf_err refuse(job *j, cf_refusal r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static cf_err refuse(job *j, cf_refusal r, const char *fmt, ...) {
+  j->res->refusal = r;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(j->res->why, sizeof j->res->why, fmt, ap);
+  va_end(ap);
+  return CF_ERR_REFUSED;
+}
+
+/* ------------------------------------------------------------------ layout */
+
+static bool is_cond(uint8_t op) { return (op >= 0x99 && op <= 0xa6) || op == 0xc6 || op == 0xc7; }
+static uint8_t invert(uint8_t op) {
+  if (op == 0xc6) return 0xc7;
+  if (op == 0xc7) return 0xc6;
+  return (op & 1) ? (uint8_t)(op + 1) : (uint8_t)(op - 1);
+}
+
+static uint32_t insn_size(const layout *L, uint32_t i, uint32_t pos) {
+  const cf_insn *in = &L->in[i];
+  if (in->kind == CF_K_TABLESWITCH || in->kind == CF_K_LOOKUPSWITCH) {
+    uint32_t pad = (4 - ((pos + 1) & 3)) & 3;
+    uint32_t body = in->kind == CF_K_TABLESWITCH ? 12 + 4 * in->npairs : 8 + 8 * in->npairs;
+    return 1 + pad + body;
+  }
+  if (in->kind == CF_K_BRANCH16 && L->widen[i]) return is_cond(in->op) ? 8 : 5;
+  return in->len;
+}
+
+static void compute_positions(layout *L) {
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < L->n; i++) {
+    L->start[i] = pos;
+    L->tgt[i] = pos + L->ent[i];
+    L->ipos[i] = L->tgt[i] + L->ex[i];
+    L->size[i] = insn_size(L, i, L->ipos[i]);
+    pos = L->ipos[i] + L->size[i];
+    if (pos > 0x7fffffffu) pos = 0x7fffffffu;
+  }
+  L->end_orig = pos;
+}
+
+static uint32_t target_index(const layout *L, uint32_t i, int32_t rel) {
+  return L->pc2i[(uint32_t)((int64_t)L->in[i].pc + rel)];
+}
+
+/* Widens branches until every offset fits. false + refusal when a widening needs a frame. */
+static cf_err stabilize(job *j) {
+  layout *L = &j->L;
+  bool need_frames = j->c->major >= 50;
+  for (;;) {
+    compute_positions(L);
+    if (L->end_orig > 65535) return CF_OK; /* caller refuses: too large */
+    bool changed = false;
+    for (uint32_t i = 0; i < L->n; i++) {
+      const cf_insn *in = &L->in[i];
+      if (in->kind != CF_K_BRANCH16 || L->widen[i]) continue;
+      int64_t off = (int64_t)L->tgt[target_index(L, i, in->branch)] - L->ipos[i];
+      if (off >= -32768 && off <= 32767) continue;
+      if (is_cond(in->op) && need_frames && (i + 1 >= L->n || !L->has_frame[i + 1]))
+        return refuse(j, CF_REFUSE_BRANCH_NEEDS_FRAME,
+                      "conditional branch at pc %u must be widened but its fall-through has no "
+                      "stack map frame", in->pc);
+      L->widen[i] = 1;
+      changed = true;
+    }
+    if (!changed) return CF_OK;
+  }
+}
+
+/* ------------------------------------------------------------------ mapping helpers */
+
+static bool map_tgt(const layout *L, uint32_t pc, uint32_t *out) {
+  if (pc >= L->code->code_len || L->pc2i[pc] == NO_INDEX) return false;
+  *out = L->tgt[L->pc2i[pc]];
+  return true;
+}
+static bool map_pre(const layout *L, uint32_t pc, uint32_t *out) {
+  if (pc == L->code->code_len) {
+    *out = L->end_orig;
+    return true;
+  }
+  if (pc > L->code->code_len || L->pc2i[pc] == NO_INDEX) return false;
+  *out = L->start[L->pc2i[pc]];
+  return true;
+}
+static bool map_ins_cb(void *ud, uint32_t pc, uint32_t *out) {
+  const layout *L = ud;
+  if (pc >= L->code->code_len || L->pc2i[pc] == NO_INDEX) return false;
+  *out = L->ipos[L->pc2i[pc]];
+  return true;
+}
+
+/* ------------------------------------------------------------------ code emission */
+
+static void put_s4(cf_buf *b, int64_t v) { cf_buf_u4(b, (uint32_t)(int32_t)v); }
+
+static void emit_code(job *j, cf_buf *b) {
+  layout *L = &j->L;
+  const uint8_t *code = j->code.code;
+  for (uint32_t i = 0; i < L->n; i++) {
+    const cf_insn *in = &L->in[i];
+    if (L->ent[i]) cf_buf_bytes(b, j->entry.p, j->entry.len);
+    if (L->ex[i]) cf_buf_bytes(b, j->exit.p, j->exit.len);
+    uint32_t at = L->ipos[i];
+    if (in->kind == CF_K_BRANCH16) {
+      int64_t off = (int64_t)L->tgt[target_index(L, i, in->branch)] - at;
+      if (!L->widen[i]) {
+        cf_buf_u1(b, in->op);
+        cf_buf_u2(b, (uint16_t)(int16_t)off);
+      } else if (!is_cond(in->op)) {
+        cf_buf_u1(b, in->op == 0xa7 ? 0xc8 : 0xc9);
+        put_s4(b, off);
+      } else {
+        cf_buf_u1(b, invert(in->op));
+        cf_buf_u2(b, 8);
+        cf_buf_u1(b, 0xc8);
+        put_s4(b, off - 3);
+      }
+    } else if (in->kind == CF_K_BRANCH32) {
+      cf_buf_u1(b, in->op);
+      put_s4(b, (int64_t)L->tgt[target_index(L, i, in->branch)] - at);
+    } else if (in->kind == CF_K_TABLESWITCH || in->kind == CF_K_LOOKUPSWITCH) {
+      cf_buf_u1(b, in->op);
+      for (uint32_t pad = (4 - ((at + 1) & 3)) & 3; pad; pad--) cf_buf_u1(b, 0);
+      put_s4(b, (int64_t)L->tgt[target_index(L, i, in->branch)] - at);
+      if (in->kind == CF_K_TABLESWITCH) {
+        int32_t lo;
+        cf_switch_target(code, in, 0, &lo);
+        put_s4(b, lo);
+        put_s4(b, (int64_t)lo + in->npairs - 1);
+      } else {
+        put_s4(b, in->npairs);
+      }
+      for (uint32_t k = 0; k < in->npairs; k++) {
+        int32_t key;
+        int32_t rel = cf_switch_target(code, in, k, &key);
+        if (in->kind == CF_K_LOOKUPSWITCH) put_s4(b, key);
+        put_s4(b, (int64_t)L->tgt[target_index(L, i, rel)] - at);
+      }
+    } else {
+      cf_buf_bytes(b, code + in->pc, in->len);
+    }
+  }
+  cf_buf_bytes(b, j->handler.p, j->handler.len);
+}
+
+/* ------------------------------------------------------------------ tables */
+
+static bool rewrite_lnt(const layout *L, const cf_attr *a, cf_buf *b) {
+  cf_rd r;
+  cf_rd_init(&r, a->data, a->len);
+  uint16_t n = cf_rd_u2(&r);
+  if (r.bad || (size_t)n * 4 + 2 != a->len) return false;
+  cf_buf_u2(b, n);
+  for (uint16_t i = 0; i < n; i++) {
+    uint32_t pc = cf_rd_u2(&r), np;
+    uint16_t line = cf_rd_u2(&r);
+    if (!map_pre(L, pc, &np) || pc == L->code->code_len) return false;
+    cf_buf_u2(b, (uint16_t)np);
+    cf_buf_u2(b, line);
+  }
+  return true;
+}
+
+static bool map_range(const layout *L, uint32_t s, uint32_t len, uint32_t *ns, uint32_t *nlen) {
+  uint32_t e = s + len, ne;
+  if (!map_pre(L, s, ns) || !map_pre(L, e, &ne) || ne < *ns) return false;
+  *nlen = ne - *ns;
+  return true;
+}
+
+static bool rewrite_lvt(const layout *L, const cf_attr *a, cf_buf *b) {
+  cf_rd r;
+  cf_rd_init(&r, a->data, a->len);
+  uint16_t n = cf_rd_u2(&r);
+  if (r.bad || (size_t)n * 10 + 2 != a->len) return false;
+  cf_buf_u2(b, n);
+  for (uint16_t i = 0; i < n; i++) {
+    uint32_t s = cf_rd_u2(&r), len = cf_rd_u2(&r), ns, nl;
+    if (!map_range(L, s, len, &ns, &nl)) return false;
+    cf_buf_u2(b, (uint16_t)ns);
+    cf_buf_u2(b, (uint16_t)nl);
+    cf_buf_bytes(b, cf_rd_skip(&r, 6), 6);
+  }
+  return !r.bad;
+}
+
+/* element_value / annotation skipping for type annotations */
+static bool skip_annotation(cf_rd *r, int depth);
+static bool skip_element(cf_rd *r, int depth) {
+  if (depth > 64) return false;
+  uint8_t tag = cf_rd_u1(r);
+  switch (tag) {
+  case 'B': case 'C': case 'D': case 'F': case 'I': case 'J': case 'S': case 'Z': case 's':
+  case 'c':
+    cf_rd_u2(r);
+    return !r->bad;
+  case 'e':
+    cf_rd_u2(r);
+    cf_rd_u2(r);
+    return !r->bad;
+  case '@':
+    return skip_annotation(r, depth + 1);
+  case '[': {
+    uint16_t n = cf_rd_u2(r);
+    for (uint16_t i = 0; i < n && !r->bad; i++)
+      if (!skip_element(r, depth + 1)) return false;
+    return !r->bad;
+  }
+  default:
+    return false;
+  }
+}
+static bool skip_annotation(cf_rd *r, int depth) {
+  cf_rd_u2(r);
+  uint16_t n = cf_rd_u2(r);
+  for (uint16_t i = 0; i < n && !r->bad; i++) {
+    cf_rd_u2(r);
+    if (!skip_element(r, depth)) return false;
+  }
+  return !r->bad;
+}
+
+static bool rewrite_type_annos(const layout *L, const cf_attr *a, cf_buf *b) {
+  cf_rd r;
+  cf_rd_init(&r, a->data, a->len);
+  uint16_t n = cf_rd_u2(&r);
+  cf_buf_u2(b, n);
+  for (uint16_t i = 0; i < n && !r.bad; i++) {
+    uint8_t t = cf_rd_u1(&r);
+    cf_buf_u1(b, t);
+    size_t from = r.pos;
+    uint32_t np, nl;
+    switch (t) {
+    case 0x40: case 0x41: {
+      uint16_t k = cf_rd_u2(&r);
+      cf_buf_u2(b, k);
+      for (uint16_t x = 0; x < k && !r.bad; x++) {
+        uint32_t s = cf_rd_u2(&r), len = cf_rd_u2(&r);
+        uint16_t idx = cf_rd_u2(&r);
+        if (r.bad || !map_range(L, s, len, &np, &nl)) return false;
+        cf_buf_u2(b, (uint16_t)np);
+        cf_buf_u2(b, (uint16_t)nl);
+        cf_buf_u2(b, idx);
+      }
+      from = r.pos;
+      break;
+    }
+    case 0x42: cf_rd_u2(&r); break; /* exception-table index: unchanged (ours is appended) */
+    case 0x43: case 0x44: case 0x45: case 0x46:
+    case 0x47: case 0x48: case 0x49: case 0x4a: case 0x4b: {
+      uint32_t pc = cf_rd_u2(&r);
+      if (r.bad || !map_ins_cb((void *)L, pc, &np)) return false;
+      cf_buf_u2(b, (uint16_t)np);
+      if (t >= 0x47) cf_buf_u1(b, cf_rd_u1(&r));
+      from = r.pos;
+      break;
+    }
+    case 0x00: case 0x01: case 0x16: cf_rd_u1(&r); break;
+    case 0x10: case 0x17: cf_rd_u2(&r); break;
+    case 0x11: case 0x12: cf_rd_u2(&r); break;
+    case 0x13: case 0x14: case 0x15: break;
+    default: return false;
+    }
+    uint8_t plen = cf_rd_u1(&r);
+    cf_rd_skip(&r, (size_t)plen * 2);
+    if (r.bad || !skip_annotation(&r, 0)) return false;
+    cf_buf_bytes(b, r.p + from, r.pos - from);
+  }
+  return !r.bad && r.pos == r.len && !b->oom;
+}
+
+static bool rewrite_stackmap(job *j, cf_buf *b, uint32_t handler_pc) {
+  layout *L = &j->L;
+  cf_buf_u2(b, (uint16_t)(j->nframes + 1));
+  int64_t prev = -1;
+  for (uint32_t i = 0; i < j->nframes; i++) {
+    uint32_t np;
+    if (!map_tgt(L, j->frames[i].pc, &np)) return false;
+    if (!cf_stackmap_put_frame(b, &j->frames[i], prev, np, map_ins_cb, L)) return false;
+    prev = np;
+  }
+  int64_t d = prev < 0 ? handler_pc : (int64_t)handler_pc - prev - 1;
+  if (d < 0 || d > 65535) return false;
+  cf_buf_u1(b, 255);
+  cf_buf_u2(b, (uint16_t)d);
+  cf_buf_u2(b, 0); /* no locals */
+  cf_buf_u2(b, 1); /* stack: [java/lang/Throwable] */
+  cf_buf_u1(b, 7);
+  cf_buf_u2(b, j->cx->throwable);
+  return !b->oom;
+}
+
+/* ------------------------------------------------------------------ steps */
+
+static cf_err prepare_class(cf_class *c, const cf_probe *p, cls_ctx *cx) {
+  if (cx->ready) return CF_OK;
+  const cf_probe_call *calls[3] = {&p->enter, &p->normal_exit, &p->exc_exit};
+  for (int k = 0; k < 3; k++) {
+    cx->words[k] = cf_probe_stack_words(calls[k]);
+    cx->mref[k] = calls[k]->owner ? cf_probe_methodref(c, calls[k]) : 0;
+    if (calls[k]->owner && !cx->mref[k]) return CF_ERR_LIMIT;
+  }
+  if (c->major >= 50) {
+    cx->throwable = cf_cp_add_class(c, "java/lang/Throwable");
+    if (!cx->throwable) return CF_ERR_LIMIT;
+  }
+  cx->ready = true;
+  return CF_OK;
+}
+
+static cf_err alloc_layout(job *j, cf_error *err) {
+  layout *L = &j->L;
+  uint32_t n = L->n, cl = j->code.code_len;
+  L->code = &j->code;
+  L->pc2i = malloc(sizeof(uint32_t) * (cl + 1));
+  L->start = malloc(sizeof(uint32_t) * n * 4);
+  L->ent = calloc(n * 2, sizeof(uint16_t));
+  L->widen = calloc(n * 2, 1);
+  if (!L->pc2i || !L->start || !L->ent || !L->widen) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+  L->tgt = L->start + n;
+  L->ipos = L->start + 2 * n;
+  L->size = L->start + 3 * n;
+  L->ex = L->ent + n;
+  L->has_frame = L->widen + n;
+  for (uint32_t pc = 0; pc <= cl; pc++) L->pc2i[pc] = NO_INDEX;
+  for (uint32_t i = 0; i < n; i++) L->pc2i[L->in[i].pc] = i;
+  L->pc2i[cl] = n;
+  return CF_OK;
+}
+
+static void free_job(job *j) {
+  free(j->L.in);
+  free(j->L.pc2i);
+  free(j->L.start);
+  free(j->L.ent);
+  free(j->L.widen);
+  free(j->frames);
+  cf_buf_free(&j->entry);
+  cf_buf_free(&j->exit);
+  cf_buf_free(&j->handler);
+  cf_code_release(&j->code);
+}
+
+static bool is_name(const cf_class *c, uint16_t idx, const char *s) {
+  return cf_str_eq(cf_cp_utf8(c, idx), s);
+}
+
+/* Decodes code and frames, applies the refusal rules, finds the entry point. */
+static cf_err analyse(job *j, cf_error *err) {
+  cf_class *c = j->c;
+  cf_error e2;
+  const cf_attr *ca = cf_method_code_attr(c, j->m);
+  if ((j->m->access & (ACC_ABSTRACT | ACC_NATIVE)) || !ca)
+    return refuse(j, CF_REFUSE_ABSTRACT_OR_NATIVE, "method has no code");
+  if (cf_code_parse(c, ca, &j->code, &e2)) return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
+  if (cf_code_decode_all(&j->code, &j->L.in, &j->L.n, &e2))
+    return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
+  for (uint32_t i = 0; i < j->L.n; i++) {
+    uint8_t op = j->L.in[i].op;
+    if (op == 0xa8 || op == 0xc9 || op == 0xa9)
+      return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u", j->L.in[i].pc);
+  }
+  cf_err e = alloc_layout(j, err);
+  if (e) return e;
+  if (c->major >= 50) {
+    for (uint16_t k = 0; k < j->code.attr_count; k++)
+      if (is_name(c, j->code.attrs[k].name, "StackMapTable")) {
+        if (j->smt) return refuse(j, CF_REFUSE_BAD_CODE, "two StackMapTable attributes");
+        j->smt = &j->code.attrs[k];
+      }
+    if (j->smt) {
+      if (cf_stackmap_decode(j->smt, j->code.code_len, &j->frames, &j->nframes, &e2))
+        return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
+      for (uint32_t f = 0; f < j->nframes; f++) {
+        uint32_t idx = j->L.pc2i[j->frames[f].pc];
+        if (idx == NO_INDEX)
+          return refuse(j, CF_REFUSE_BAD_CODE, "stack map frame at pc %u inside an instruction",
+                        j->frames[f].pc);
+        j->L.has_frame[idx] = 1;
+      }
+    }
+  }
+  j->entry_index = 0;
+  j->init_index = NO_INDEX;
+  if (is_name(c, j->m->name, "<init>") && !(j->m->access & ACC_STATIC) &&
+      !cf_str_eq(cf_class_name(c), "java/lang/Object")) {
+    char why[CF_ERROR_MSG_MAX];
+    uint32_t idx;
+    if (!cf_ctor_find_init(c, &j->code, j->L.in, j->L.n, j->L.pc2i, &idx, why, sizeof why))
+      return refuse(j, CF_REFUSE_CTOR_INIT, "%s", why);
+    j->init_index = idx;
+    j->entry_index = idx + 1;
+    if (j->entry_index >= j->L.n)
+      return refuse(j, CF_REFUSE_CTOR_INIT, "constructor ends with its super() call");
+  }
+  return CF_OK;
+}
+
+static cf_err build_snippets(job *j) {
+  cf_probe_consts pk = {0};
+  pk.method_id = j->res->method_id;
+  const cf_probe *p = j->p;
+  bool ok = cf_probe_emit(j->c, j->m, &p->enter, j->cx->mref[0], &pk, &j->entry) &&
+            cf_probe_emit(j->c, j->m, &p->normal_exit, j->cx->mref[1], &pk, &j->exit) &&
+            cf_probe_emit(j->c, j->m, &p->exc_exit, j->cx->mref[2], &pk, &j->handler);
+  cf_buf_u1(&j->handler, 0xbf); /* athrow */
+  if (!ok || j->handler.oom)
+    return refuse(j, CF_REFUSE_CONSTANT_POOL_FULL, "constant pool full while adding probe constants");
+  return CF_OK;
+}
+
+static void plan_insertions(job *j) {
+  layout *L = &j->L;
+  L->ent[j->entry_index] = (uint16_t)j->entry.len;
+  if (j->exit.len)
+    for (uint32_t i = 0; i < L->n; i++)
+      if (L->in[i].kind == CF_K_RETURN) L->ex[i] = (uint16_t)j->exit.len;
+}
+
+static cf_err write_code_attr(job *j, cf_buf *o) {
+  layout *L = &j->L;
+  cf_class *c = j->c;
+  uint32_t handler_pc = L->end_orig;
+  uint32_t new_len = handler_pc + (uint32_t)j->handler.len;
+  if (new_len > 65535)
+    return refuse(j, CF_REFUSE_CODE_TOO_LARGE, "code would be %u bytes (max 65535)", new_len);
+  int w = j->cx->words[0] > j->cx->words[1] ? j->cx->words[0] : j->cx->words[1];
+  uint32_t ms = (uint32_t)j->code.max_stack + (uint32_t)w;
+  if ((uint32_t)j->cx->words[2] + 1 > ms) ms = (uint32_t)j->cx->words[2] + 1;
+  if (ms > 65535) return refuse(j, CF_REFUSE_STACK_TOO_LARGE, "max_stack would be %u", ms);
+  cf_buf_u2(o, (uint16_t)ms);
+  cf_buf_u2(o, j->code.max_locals);
+  cf_buf_u4(o, new_len);
+  size_t code_at = o->len;
+  emit_code(j, o);
+  if (!o->oom && o->len - code_at != new_len)
+    return refuse(j, CF_REFUSE_BAD_CODE, "internal layout mismatch (%zu != %u)", o->len - code_at,
+                  new_len);
+  /* exception table: originals, then the catch-all (last, so it never shadows them) */
+  cf_buf_u2(o, (uint16_t)(j->code.exc_count + 1));
+  for (uint16_t k = 0; k < j->code.exc_count; k++) {
+    const cf_exc *x = &j->code.exc[k];
+    uint32_t s, e, h;
+    if (!map_tgt(L, x->start, &s) || !map_pre(L, x->end, &e) || !map_tgt(L, x->handler, &h) || e <= s)
+      return refuse(j, CF_REFUSE_BAD_CODE, "exception entry %u cannot be relocated", k);
+    cf_buf_u2(o, (uint16_t)s);
+    cf_buf_u2(o, (uint16_t)e);
+    cf_buf_u2(o, (uint16_t)h);
+    cf_buf_u2(o, x->type);
+  }
+  uint32_t cover = L->tgt[j->entry_index];
+  cf_buf_u2(o, (uint16_t)cover);
+  cf_buf_u2(o, (uint16_t)handler_pc);
+  cf_buf_u2(o, (uint16_t)handler_pc);
+  cf_buf_u2(o, 0);
+  /* sub-attributes */
+  bool add_smt = c->major >= 50 && !j->smt;
+  uint16_t smt_name = 0;
+  if (add_smt) {
+    smt_name = cf_cp_add_utf8(c, "StackMapTable", 13);
+    if (!smt_name) return refuse(j, CF_REFUSE_CONSTANT_POOL_FULL, "no room for StackMapTable name");
+  }
+  cf_buf_u2(o, (uint16_t)(j->code.attr_count + (add_smt ? 1 : 0)));
+  for (uint16_t k = 0; k < j->code.attr_count; k++) {
+    const cf_attr *a = &j->code.attrs[k];
+    cf_buf_u2(o, a->name);
+    size_t len_at = o->len;
+    cf_buf_u4(o, 0);
+    size_t body = o->len;
+    bool ok = true;
+    const char *what = NULL;
+    if (a == j->smt) ok = rewrite_stackmap(j, o, handler_pc), what = "StackMapTable";
+    else if (is_name(c, a->name, "LineNumberTable")) ok = rewrite_lnt(L, a, o), what = "LineNumberTable";
+    else if (is_name(c, a->name, "LocalVariableTable") ||
+             is_name(c, a->name, "LocalVariableTypeTable"))
+      ok = rewrite_lvt(L, a, o), what = "LocalVariable(Type)Table";
+    else if (is_name(c, a->name, "RuntimeVisibleTypeAnnotations") ||
+             is_name(c, a->name, "RuntimeInvisibleTypeAnnotations"))
+      ok = rewrite_type_annos(L, a, o), what = "type annotations";
+    else
+      cf_buf_bytes(o, a->data, a->len);
+    if (!ok) return refuse(j, CF_REFUSE_BAD_CODE, "%s cannot be relocated", what);
+    if (!o->oom) cf_put32(o->p + len_at, (uint32_t)(o->len - body));
+  }
+  if (add_smt) {
+    cf_buf_u2(o, smt_name);
+    size_t len_at = o->len;
+    cf_buf_u4(o, 0);
+    size_t body = o->len;
+    if (!rewrite_stackmap(j, o, handler_pc))
+      return refuse(j, CF_REFUSE_BAD_CODE, "cannot write StackMapTable");
+    if (!o->oom) cf_put32(o->p + len_at, (uint32_t)(o->len - body));
+  }
+  return o->oom ? CF_ERR_NOMEM : CF_OK;
+}
+
+static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ctx *cx,
+                             cf_method_result *res, cf_error *err) {
+  cf_member *m = &c->methods[mi];
+  memset(res, 0, sizeof *res);
+  res->method_index = mi;
+  res->name = cf_cp_utf8(c, m->name);
+  res->desc = cf_cp_utf8(c, m->desc);
+  res->method_id = cf_method_id(c, m);
+  job j;
+  memset(&j, 0, sizeof j);
+  j.c = c;
+  j.m = m;
+  j.p = p;
+  j.cx = cx;
+  j.res = res;
+  uint16_t cp_mark = c->cp_count;
+  bool was_ready = cx->ready;
+  cf_buf o = {0};
+  cf_err e = analyse(&j, err);
+  if (!e) {
+    if (prepare_class(c, p, cx)) e = refuse(&j, CF_REFUSE_CONSTANT_POOL_FULL, "constant pool full");
+  }
+  if (!e) e = build_snippets(&j);
+  if (!e) {
+    plan_insertions(&j);
+    e = stabilize(&j);
+  }
+  if (!e) e = write_code_attr(&j, &o);
+  if (!e) {
+    uint8_t *data = cf_arena_alloc(c->arena, o.len);
+    if (!data) e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
+    else {
+      memcpy(data, o.p, o.len);
+      cf_attr *ca = (cf_attr *)cf_method_code_attr(c, m);
+      ca->data = data;
+      ca->len = (uint32_t)o.len;
+    }
+  }
+  if (e) {
+    c->cp_count = cp_mark; /* roll back constant-pool additions */
+    if (!was_ready) cx->ready = false; /* its constants were rolled back too */
+    if (e == CF_ERR_REFUSED)
+      cf_fail(err, CF_ERR_REFUSED, "%s: %s", cf_refusal_name(res->refusal), res->why);
+  }
+  cf_buf_free(&o);
+  free_job(&j);
+  return e;
+}
+
+cf_err cf_instrument_method(cf_class *c, uint16_t method_index, const cf_probe *p,
+                            cf_method_result *res, cf_error *err) {
+  cf_err e = cf_probe_check(p, err);
+  if (e) return e;
+  if (method_index >= c->method_count)
+    return cf_fail(err, CF_ERR_ARG, "method index %u out of range", method_index);
+  cls_ctx cx = {0};
+  return instrument_one(c, method_index, p, &cx, res, err);
+}
+
+cf_err cf_instrument_class(const uint8_t *bytes, size_t len, const cf_probe *p,
+                           cf_method_filter filter, void *ud, cf_instrument_result *out,
+                           cf_error *err) {
+  memset(out, 0, sizeof *out);
+  cf_err e = cf_probe_check(p, err);
+  if (e) return e;
+  cf_class *c;
+  e = cf_class_parse(bytes, len, &c, err);
+  if (e) return e;
+  out->methods = c->method_count ? calloc(c->method_count, sizeof(cf_method_result)) : NULL;
+  if (c->method_count && !out->methods) {
+    cf_class_free(c);
+    return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+  }
+  cls_ctx cx = {0};
+  for (uint16_t i = 0; i < c->method_count; i++) {
+    if (filter && !filter(c, &c->methods[i], ud)) continue;
+    cf_method_result *r = &out->methods[out->n_methods++];
+    cf_error e2;
+    e = instrument_one(c, i, p, &cx, r, &e2);
+    if (e == CF_OK) out->n_instrumented++;
+    else if (e != CF_ERR_REFUSED) {
+      cf_fail(err, e, "method %u: %s", i, e2.msg);
+      break;
+    }
+    e = CF_OK;
+  }
+  if (!e && out->n_instrumented) e = cf_class_write(c, &out->bytes, &out->len, err);
+  /* results' name/desc point into the caller's `bytes` (parsed Utf8 entries are borrowed) */
+  cf_class_free(c);
+  if (e) {
+    cf_instrument_result_free(out);
+    return e;
+  }
+  return CF_OK;
+}
+
+void cf_instrument_result_free(cf_instrument_result *r) {
+  free(r->bytes);
+  free(r->methods);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,193 @@
+/*
+ * cf_probe.c - the generic probe description: validation (cf_probe_check) and the
+ * translation of one probe call into bytecode (push constant arguments, invokestatic,
+ * pop a non-void result). Every probe kind (timer, anchor, conditional ...) goes through
+ * this single path; only the description differs. Constants are added to the class's
+ * pool through cf_cpool.c.
+ */
+#include "cf_probe.h"
+
+#include <stdio.h>
+
+/* Parses the parameter types of desc into codes: 'J','I','S' (String),'T' (Throwable/Object) */
+static int param_codes(const char *d, char *codes, int max, char *ret) {
+  if (!d || d[0] != '(') return -1;
+  int n = 0;
+  const char *p = d + 1;
+  while (*p && *p != ')') {
+    if (n >= max) return -1;
+    if (*p == 'J') codes[n++] = 'J', p++;
+    else if (*p == 'I' || *p == 'Z' || *p == 'B' || *p == 'C' || *p == 'S') codes[n++] = 'I', p++;
+    else if (!strncmp(p, "Ljava/lang/String;", 18)) codes[n++] = 'S', p += 18;
+    else if (!strncmp(p, "Ljava/lang/Throwable;", 21)) codes[n++] = 'T', p += 21;
+    else if (!strncmp(p, "Ljava/lang/Object;", 18)) codes[n++] = 'T', p += 18;
+    else return -1;
+  }
+  if (*p != ')') return -1;
+  p++;
+  if (!strcmp(p, "V")) *ret = 'V';
+  else if (!strcmp(p, "J") || !strcmp(p, "D")) *ret = 'J';
+  else if (strlen(p) == 1 && strchr("IZBCSF", *p)) *ret = 'I';
+  else if ((*p == 'L' && p[strlen(p) - 1] == ';') || *p == '[') *ret = 'A';
+  else return -1;
+  return n;
+}
+
+static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf_error *err) {
+  if (!pc->owner) return CF_OK;
+  if (!pc->name || !pc->desc || !*pc->owner || !*pc->name)
+    return cf_fail(err, CF_ERR_ARG, "%s probe: owner, name and desc are required", site);
+  if (pc->nargs > CF_PROBE_MAX_ARGS)
+    return cf_fail(err, CF_ERR_ARG, "%s probe: %u arguments (max %d)", site, pc->nargs,
+                   CF_PROBE_MAX_ARGS);
+  char codes[CF_PROBE_MAX_ARGS + 1], ret;
+  int n = param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+  if (n < 0 || n != pc->nargs)
+    return cf_fail(err, CF_ERR_ARG, "%s probe: descriptor %s does not match %u arguments", site,
+                   pc->desc, pc->nargs);
+  for (int i = 0; i < n; i++) {
+    char want;
+    switch (pc->args[i].kind) {
+    case CF_PARG_METHOD_ID: case CF_PARG_LONG: want = 'J'; break;
+    case CF_PARG_INT: want = 'I'; break;
+    case CF_PARG_STRING: case CF_PARG_METHOD_NAME: want = 'S'; break;
+    case CF_PARG_THROWABLE:
+      if (!exc || i != 0)
+        return cf_fail(err, CF_ERR_ARG, "%s probe: THROWABLE only as first argument of the "
+                       "exceptional-exit probe", site);
+      want = 'T';
+      break;
+    default:
+      return cf_fail(err, CF_ERR_ARG, "%s probe: unknown argument kind %d", site, pc->args[i].kind);
+    }
+    if (want != codes[i])
+      return cf_fail(err, CF_ERR_ARG, "%s probe: argument %d does not match descriptor %s", site,
+                     i, pc->desc);
+    if (pc->args[i].kind == CF_PARG_STRING && !pc->args[i].s)
+      return cf_fail(err, CF_ERR_ARG, "%s probe: NULL string argument", site);
+  }
+  return CF_OK;
+}
+
+cf_err cf_probe_check(const cf_probe *p, cf_error *err) {
+  if (!p) return cf_fail(err, CF_ERR_ARG, "NULL probe");
+  cf_err e = check_call(&p->enter, "entry", false, err);
+  if (!e) e = check_call(&p->normal_exit, "normal-exit", false, err);
+  if (!e) e = check_call(&p->exc_exit, "exceptional-exit", true, err);
+  if (!e && !p->enter.owner && !p->normal_exit.owner && !p->exc_exit.owner)
+    return cf_fail(err, CF_ERR_ARG, "probe has no call at any site");
+  return e;
+}
+
+uint16_t cf_probe_methodref(cf_class *c, const cf_probe_call *pc) {
+  return cf_cp_add_methodref(c, pc->owner, pc->name, pc->desc);
+}
+
+int cf_probe_stack_words(const cf_probe_call *pc) {
+  if (!pc->owner) return 0;
+  int w = 0;
+  for (int i = 0; i < pc->nargs; i++)
+    w += (pc->args[i].kind == CF_PARG_METHOD_ID || pc->args[i].kind == CF_PARG_LONG) ? 2 : 1;
+  char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
+  param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+  int r = ret == 'V' ? 0 : ret == 'J' ? 2 : 1;
+  return w > r ? w : r;
+}
+
+static void push_int(cf_class *c, cf_buf *b, int64_t v, bool *full) {
+  if (v >= -1 && v <= 5) cf_buf_u1(b, (uint8_t)(0x03 + v));
+  else if (v >= -128 && v <= 127) {
+    cf_buf_u1(b, 0x10);
+    cf_buf_u1(b, (uint8_t)(int8_t)v);
+  } else if (v >= -32768 && v <= 32767) {
+    cf_buf_u1(b, 0x11);
+    cf_buf_u2(b, (uint16_t)(int16_t)v);
+  } else {
+    uint16_t k = cf_cp_add_int(c, (int32_t)v);
+    if (!k) *full = true;
+    if (k < 256) {
+      cf_buf_u1(b, 0x12);
+      cf_buf_u1(b, (uint8_t)k);
+    } else {
+      cf_buf_u1(b, 0x13);
+      cf_buf_u2(b, k);
+    }
+  }
+}
+
+static void push_ldc(cf_buf *b, uint16_t k) {
+  if (k < 256) {
+    cf_buf_u1(b, 0x12);
+    cf_buf_u1(b, (uint8_t)k);
+  } else {
+    cf_buf_u1(b, 0x13);
+    cf_buf_u2(b, k);
+  }
+}
+
+bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uint16_t mref,
+                   cf_probe_consts *pk, cf_buf *b) {
+  if (!pc->owner) return true;
+  bool full = false;
+  for (int i = 0; i < pc->nargs; i++) {
+    const cf_parg *a = &pc->args[i];
+    switch (a->kind) {
+    case CF_PARG_METHOD_ID:
+    case CF_PARG_LONG: {
+      int64_t v = a->kind == CF_PARG_METHOD_ID ? (int64_t)pk->method_id : a->i;
+      if (a->kind == CF_PARG_LONG && (v == 0 || v == 1)) {
+        cf_buf_u1(b, (uint8_t)(0x09 + v));
+        break;
+      }
+      uint16_t k = 0;
+      for (int j = 0; j < pk->nlongs; j++)
+        if (pk->long_vals[j] == v) k = pk->long_idx[j];
+      if (!k) {
+        k = cf_cp_add_long(c, v);
+        if (!k) full = true;
+        else if (pk->nlongs < CF_PROBE_CONST_CACHE) {
+          pk->long_vals[pk->nlongs] = v;
+          pk->long_idx[pk->nlongs++] = k;
+        }
+      }
+      cf_buf_u1(b, 0x14);
+      cf_buf_u2(b, k);
+      break;
+    }
+    case CF_PARG_INT:
+      push_int(c, b, a->i, &full);
+      break;
+    case CF_PARG_STRING: {
+      uint16_t k = cf_cp_add_string(c, a->s, strlen(a->s));
+      if (!k) full = true;
+      push_ldc(b, k);
+      break;
+    }
+    case CF_PARG_METHOD_NAME: {
+      if (!pk->name_str) {
+        cf_str o = cf_class_name(c), n = cf_cp_utf8(c, m->name), d = cf_cp_utf8(c, m->desc);
+        cf_buf s = {0};
+        cf_buf_bytes(&s, o.p, o.len);
+        cf_buf_u1(&s, '.');
+        cf_buf_bytes(&s, n.p, n.len);
+        cf_buf_bytes(&s, d.p, d.len);
+        pk->name_str = s.oom ? 0 : cf_cp_add_string(c, (const char *)s.p, s.len);
+        cf_buf_free(&s);
+        if (!pk->name_str) full = true;
+      }
+      push_ldc(b, pk->name_str);
+      break;
+    }
+    case CF_PARG_THROWABLE:
+      cf_buf_u1(b, 0x59); /* dup */
+      break;
+    }
+  }
+  cf_buf_u1(b, 0xb8); /* invokestatic */
+  cf_buf_u2(b, mref);
+  char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
+  param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+  if (ret == 'J') cf_buf_u1(b, 0x58);      /* pop2 */
+  else if (ret != 'V') cf_buf_u1(b, 0x57); /* pop */
+  return !full && !b->oom;
+}

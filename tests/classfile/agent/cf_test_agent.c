@@ -1,0 +1,255 @@
+/*
+ * cf_test_agent.c - throwaway JVMTI transformer used only by the class-file engine's JVM
+ * tests (not the product agent). Every class the JVM hands to ClassFileLoadHook (except the
+ * probe helper) is instrumented with every probe kind of cf_testprobes.c, one pass after the
+ * other. The helper class cmrtest/Probes is appended to the bootstrap class path.
+ *
+ * At VM death the agent suspends the other threads, reads the probe counters through JNI,
+ * and counts the frames of instrumented methods still on every thread's stack: for each
+ * kind, enters - (normal exits + exceptional exits) must equal those live frames.
+ * The report goes to the file given by report=PATH (key=value lines).
+ *
+ *   -agentpath:libcf_test_agent.so=helper=DIR_OR_JAR,report=PATH
+ */
+#include "cf_testprobes.h"
+
+#include <jvmti.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+static jvmtiEnv *jvmti;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static char report_path[1024] = "cf_agent_report.txt";
+static unsigned long n_seen, n_instrumented_classes, n_methods, n_errors, n_refused[CF_REFUSE__COUNT];
+static unsigned long n_pass_mismatch;
+static FILE *errlog;
+
+/* open-addressing set of instrumented method ids */
+static uint64_t *ids;
+static size_t ids_cap, ids_n;
+
+static void ids_add_locked(uint64_t id) {
+  if (id == 0) id = 1;
+  if ((ids_n + 1) * 2 > ids_cap) {
+    size_t ncap = ids_cap ? ids_cap * 2 : 1 << 16;
+    uint64_t *n = calloc(ncap, sizeof *n);
+    if (!n) return;
+    for (size_t i = 0; i < ids_cap; i++)
+      if (ids[i]) {
+        size_t h = ids[i] & (ncap - 1);
+        while (n[h]) h = (h + 1) & (ncap - 1);
+        n[h] = ids[i];
+      }
+    free(ids);
+    ids = n;
+    ids_cap = ncap;
+  }
+  size_t h = id & (ids_cap - 1);
+  while (ids[h] && ids[h] != id) h = (h + 1) & (ids_cap - 1);
+  if (!ids[h]) {
+    ids[h] = id;
+    ids_n++;
+  }
+}
+
+static int ids_has(uint64_t id) {
+  if (id == 0) id = 1;
+  if (!ids_cap) return 0;
+  size_t h = id & (ids_cap - 1);
+  while (ids[h]) {
+    if (ids[h] == id) return 1;
+    h = (h + 1) & (ids_cap - 1);
+  }
+  return 0;
+}
+
+static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, jobject loader,
+                                 const char *name, jobject pd, jint len, const unsigned char *data,
+                                 jint *new_len, unsigned char **new_data) {
+  (void)jni; (void)redefined; (void)loader; (void)pd;
+  if (name && strncmp(name, "cmrtest/Probes", 14) == 0) return;
+  uint8_t *cur = NULL;
+  size_t cur_len = (size_t)len;
+  cf_error err;
+  unsigned long first_count = 0;
+  uint64_t *mids = NULL;
+  uint32_t nm = 0;
+  int failed = 0;
+  for (int k = 0; k < CF_PROBE_KIND_COUNT; k++) {
+    cf_instrument_result r;
+    if (cf_instrument_class(cur ? cur : data, cur_len, cf_test_probe(k), NULL, NULL, &r, &err)) {
+      failed = 1;
+      break;
+    }
+    if (k == 0) {
+      first_count = r.n_instrumented;
+      mids = malloc(sizeof(uint64_t) * (r.n_methods + 1));
+      pthread_mutex_lock(&mu);
+      for (uint32_t m = 0; m < r.n_methods; m++) {
+        n_refused[r.methods[m].refusal]++;
+        if (r.methods[m].refusal == CF_REFUSE_NONE && mids) mids[nm++] = r.methods[m].method_id;
+      }
+      pthread_mutex_unlock(&mu);
+    } else if (r.n_instrumented != first_count) {
+      pthread_mutex_lock(&mu);
+      n_pass_mismatch++;
+      pthread_mutex_unlock(&mu);
+    }
+    if (r.bytes) {
+      free(cur);
+      cur = r.bytes;
+      cur_len = r.len;
+      r.bytes = NULL;
+    }
+    cf_instrument_result_free(&r);
+  }
+  pthread_mutex_lock(&mu);
+  n_seen++;
+  if (failed) {
+    n_errors++;
+    if (errlog) fprintf(errlog, "error %s: %s\n", name ? name : "?", err.msg);
+  } else if (cur) {
+    n_instrumented_classes++;
+    n_methods += first_count;
+    for (uint32_t i = 0; i < nm; i++) ids_add_locked(mids[i]);
+  }
+  pthread_mutex_unlock(&mu);
+  free(mids);
+  if (failed || !cur) {
+    free(cur);
+    return;
+  }
+  unsigned char *out;
+  if ((*env)->Allocate(env, (jlong)cur_len, &out) == JVMTI_ERROR_NONE) {
+    memcpy(out, cur, cur_len);
+    *new_data = out;
+    *new_len = (jint)cur_len;
+  }
+  free(cur);
+}
+
+/* Counts frames of instrumented methods on one thread's stack. */
+static long live_frames(JNIEnv *jni, jthread t, int *in_probe) {
+  jvmtiFrameInfo frames[2048];
+  jint count = 0;
+  long live = 0;
+  if ((*jvmti)->GetStackTrace(jvmti, t, 0, 2048, frames, &count) != JVMTI_ERROR_NONE) return 0;
+  for (jint i = 0; i < count; i++) {
+    jclass k;
+    char *sig = NULL, *mname = NULL, *msig = NULL;
+    if ((*jvmti)->GetMethodDeclaringClass(jvmti, frames[i].method, &k) != JVMTI_ERROR_NONE) continue;
+    if ((*jvmti)->GetClassSignature(jvmti, k, &sig, NULL) == JVMTI_ERROR_NONE &&
+        (*jvmti)->GetMethodName(jvmti, frames[i].method, &mname, &msig, NULL) == JVMTI_ERROR_NONE &&
+        sig[0] == 'L') {
+      size_t sl = strlen(sig);
+      cf_str owner = {sig + 1, (uint32_t)(sl - 2)};
+      if ((owner.len == 14 && !memcmp(owner.p, "cmrtest/Probes", 14))) *in_probe = 1;
+      cf_str n = {mname, (uint32_t)strlen(mname)}, d = {msig, (uint32_t)strlen(msig)};
+      if (ids_has(cf_method_id_of(owner, n, d))) live++;
+    }
+    if (sig) (*jvmti)->Deallocate(jvmti, (unsigned char *)sig);
+    if (mname) (*jvmti)->Deallocate(jvmti, (unsigned char *)mname);
+    if (msig) (*jvmti)->Deallocate(jvmti, (unsigned char *)msig);
+    (*jni)->DeleteLocalRef(jni, k);
+  }
+  return live;
+}
+
+static jlong counter(JNIEnv *jni, jclass c, const char *f) {
+  jfieldID id = (*jni)->GetStaticFieldID(jni, c, f, "J");
+  if (!id) {
+    (*jni)->ExceptionClear(jni);
+    return -1;
+  }
+  return (*jni)->GetStaticLongField(jni, c, id);
+}
+
+static void JNICALL on_vm_death(jvmtiEnv *env, JNIEnv *jni) {
+  (void)env;
+  jthread self;
+  (*jvmti)->GetCurrentThread(jvmti, &self);
+  jint nt = 0;
+  jthread *ts = NULL;
+  (*jvmti)->GetAllThreads(jvmti, &nt, &ts);
+  for (jint i = 0; i < nt; i++)
+    if (!(*jni)->IsSameObject(jni, ts[i], self)) (*jvmti)->SuspendThread(jvmti, ts[i]);
+  long live = 0;
+  int threads_in_probe = 0;
+  for (jint i = 0; i < nt; i++) {
+    int in_probe = 0;
+    live += live_frames(jni, ts[i], &in_probe);
+    threads_in_probe += in_probe;
+  }
+  jclass pc = (*jni)->FindClass(jni, "cmrtest/Probes");
+  FILE *f = fopen(report_path, "w");
+  if (f) {
+    pthread_mutex_lock(&mu);
+    fprintf(f, "classes_seen=%lu\nclasses_instrumented=%lu\nmethods_instrumented=%lu\n"
+               "errors=%lu\npass_mismatch=%lu\nlive_frames=%ld\nthreads_in_probe=%d\n",
+            n_seen, n_instrumented_classes, n_methods, n_errors, n_pass_mismatch, live,
+            threads_in_probe);
+    for (int r = 1; r < CF_REFUSE__COUNT; r++)
+      fprintf(f, "refused_%s=%lu\n", cf_refusal_name((cf_refusal)r), n_refused[r]);
+    pthread_mutex_unlock(&mu);
+    if (pc) {
+      static const char *kinds[3][4] = {{"timer", "enter", "exit", "excExit"},
+                                        {"anchor", "anchorEnter", "anchorExit", "anchorExc"},
+                                        {"conditional", "condEnter", "condExit", "condExc"}};
+      for (int k = 0; k < 3; k++) {
+        jlong e = counter(jni, pc, kinds[k][1]), x = counter(jni, pc, kinds[k][2]),
+              t = counter(jni, pc, kinds[k][3]);
+        fprintf(f, "%s_enter=%lld\n%s_exit=%lld\n%s_exc=%lld\n%s_unbalanced=%lld\n", kinds[k][0],
+                (long long)e, kinds[k][0], (long long)x, kinds[k][0], (long long)t, kinds[k][0],
+                (long long)(e - x - t - live));
+      }
+      fprintf(f, "bad_args=%lld\n", (long long)counter(jni, pc, "badArgs"));
+    } else {
+      (*jni)->ExceptionClear(jni);
+      fprintf(f, "helper_missing=1\n");
+    }
+    fclose(f);
+  }
+  for (jint i = 0; i < nt; i++)
+    if (!(*jni)->IsSameObject(jni, ts[i], self)) (*jvmti)->ResumeThread(jvmti, ts[i]);
+  if (errlog) fclose(errlog);
+  errlog = NULL;
+}
+
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
+  (void)reserved;
+  if ((*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_11) != JNI_OK) return JNI_ERR;
+  char helper[1024] = "";
+  char opts[4096];
+  snprintf(opts, sizeof opts, "%s", options ? options : "");
+  for (char *save = NULL, *tok = strtok_r(opts, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (!strncmp(tok, "helper=", 7)) snprintf(helper, sizeof helper, "%s", tok + 7);
+    else if (!strncmp(tok, "report=", 7)) snprintf(report_path, sizeof report_path, "%s", tok + 7);
+  }
+  if (!*helper) {
+    fprintf(stderr, "cf_test_agent: helper=PATH required\n");
+    return JNI_ERR;
+  }
+  char errpath[1100];
+  snprintf(errpath, sizeof errpath, "%s.errors", report_path);
+  errlog = fopen(errpath, "w");
+  jvmtiCapabilities caps;
+  memset(&caps, 0, sizeof caps);
+  caps.can_generate_all_class_hook_events = 1;
+  caps.can_suspend = 1;
+  if ((*jvmti)->AddCapabilities(jvmti, &caps) != JVMTI_ERROR_NONE) return JNI_ERR;
+  if ((*jvmti)->AddToBootstrapClassLoaderSearch(jvmti, helper) != JVMTI_ERROR_NONE) {
+    fprintf(stderr, "cf_test_agent: cannot add %s to the bootstrap class path\n", helper);
+    return JNI_ERR;
+  }
+  jvmtiEventCallbacks cb;
+  memset(&cb, 0, sizeof cb);
+  cb.ClassFileLoadHook = on_load_hook;
+  cb.VMDeath = on_vm_death;
+  (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof cb);
+  (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
+  (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_VM_DEATH, NULL);
+  return JNI_OK;
+}
