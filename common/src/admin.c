@@ -1,8 +1,10 @@
 /*
  * admin.c - topic creation through the Kafka Admin API (see kafka.h).
  *
- * Used for the per-agent command topics, which appear as agents do. Works the same on a
- * real cluster (given the ACL to create topics) and on the embedded broker.
+ * Used for the per-agent command topics, which appear as agents do. The topic is looked
+ * up first; a missing one is requested through a metadata request (which creates it on
+ * clusters that allow auto-creation, the embedded broker included) and, if still
+ * missing, through CreateTopics (which needs the ACL to create topics).
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +17,29 @@
         if (errbuf && errlen)                          \
             snprintf(errbuf, errlen, __VA_ARGS__);     \
     } while (0)
+
+/* 1 when the cluster knows the topic, 0 when not, -1 when the cluster did not answer.
+ * On a cluster with auto-creation enabled, asking creates the topic. */
+static int topic_known(rd_kafka_t *rk, const char *topic, int timeout_ms)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (!rkt)
+        return -1;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+    int known = -1;
+    if (!err && md) {
+        known = 0;
+        for (int i = 0; i < md->topic_cnt; i++)
+            if (strcmp(md->topics[i].topic, topic) == 0 && md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                md->topics[i].partition_cnt > 0)
+                known = 1;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return known;
+}
 
 int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions,
                            int replication, int compacted, int timeout_ms, char *errbuf, size_t errlen)
@@ -30,6 +55,18 @@ int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partit
         return -1;
     }
     int rc = -1;
+    int known = topic_known(rk, topic, timeout_ms);
+    if (known == 0) /* the first request may just have created it */
+        known = topic_known(rk, topic, timeout_ms);
+    if (known == 1) {
+        rd_kafka_destroy(rk);
+        return 0;
+    }
+    if (known < 0) {
+        ERRF("topic %s: the cluster did not answer within %d ms", topic, timeout_ms);
+        rd_kafka_destroy(rk);
+        return -1;
+    }
     rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, replication, err, sizeof err);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);

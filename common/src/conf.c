@@ -341,26 +341,60 @@ static int cli_fail(const cmr_cli_t *cli, const char *fmt, const char *what)
     return CMR_CLI_ERROR;
 }
 
+/* Moves the positional arguments after the options, keeping both in order (as GNU
+ * getopt does), so that "prog run --bootstrap x" works like "prog --bootstrap x run".
+ * Everything after "--" is positional. Returns the index of the first positional
+ * argument, or -1 after printing an error. */
+static int cli_permute(const cmr_cli_t *cli, int argc, char **argv)
+{
+    char **opts = calloc((size_t)argc + 1, sizeof *opts), **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int nopts = 0, npos = 0, rc = -1;
+    if (!opts || !pos) {
+        cli_fail(cli, "%s", "out of memory");
+        goto out;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *value;
+        if (strcmp(arg, "--") == 0) {
+            while (++i < argc)
+                pos[npos++] = argv[i];
+            break;
+        }
+        if (arg[0] != '-' || arg[1] == '\0') {
+            pos[npos++] = argv[i];
+            continue;
+        }
+        const cmr_cli_option_t *o = cli_match(cli, arg, &value);
+        opts[nopts++] = argv[i];
+        if (o && o->arg && !value && i + 1 < argc)
+            opts[nopts++] = argv[++i];
+    }
+    memcpy(argv + 1, opts, (size_t)nopts * sizeof *argv);
+    memcpy(argv + 1 + nopts, pos, (size_t)npos * sizeof *argv);
+    rc = 1 + nopts;
+out:
+    free(opts);
+    free(pos);
+    return rc;
+}
+
 int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf, int *first_arg)
 {
     char err[512];
     int pass, i;
+    int nopt_end = cli_permute(cli, argc, argv);
+    if (nopt_end < 0)
+        return CMR_CLI_ERROR;
     /* Pass 0 reads the files, pass 1 applies the options over them. */
     for (pass = 0; pass < 2; pass++) {
-        for (i = 1; i < argc; i++) {
+        for (i = 1; i < nopt_end; i++) {
             const char *arg = argv[i];
-            if (strcmp(arg, "--") == 0) {
-                i++;
-                break;
-            }
-            if (arg[0] != '-' || arg[1] == '\0')
-                break;
             const char *value;
             const cmr_cli_option_t *o = cli_match(cli, arg, &value);
             if (!o)
                 return cli_fail(cli, "unknown option %s", arg);
             if (o->arg && !value) {
-                if (i + 1 >= argc)
+                if (i + 1 >= nopt_end)
                     return cli_fail(cli, "option %s needs an argument", arg);
                 value = argv[++i];
             } else if (!o->arg && value) {

@@ -135,6 +135,13 @@ size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len)
         cmr_hex(((const cmr_event_batch_t *)msg)->trace_id, 16, buf);
         return 32;
     case CMR_MSG_METRIC_BATCH: return key_id((uint64_t)((const cmr_metric_batch_t *)msg)->agent_id, buf, len);
-    default: return 0; /* commands: one partition per agent topic, no key */
+    case CMR_MSG_AGENT_CONFIGURATION:
+    case CMR_MSG_NO_ENVIRONMENT:
+    case CMR_MSG_BYTECODE_RESEND:
+    case CMR_MSG_REDEFINE:
+        /* One constant key: every command of an agent lands in one partition and keeps
+         * its order, however many partitions the command topic was created with. */
+        return key_str("cmd", buf, len);
+    default: return 0;
     }
 }

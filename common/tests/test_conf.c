@@ -93,10 +93,14 @@ static void test_cli(void **state)
     cmr_conf_t *c = cmr_conf_new();
     int first;
     /* options win over files whatever their order */
-    const char *argv1[] = {"test", "-p", "5", "--config", path, "-X", "kafka.acks=all", "-v",
-                           "--bootstrap=h:1", "run", "x"};
-    assert_int_equal(parse(c, 11, argv1, &first), CMR_CLI_OK);
-    assert_int_equal(first, 9);
+    const char *argv1[] = {"test", "-p", "5", "run", "--config", path, "-X", "kafka.acks=all", "-v",
+                           "--bootstrap=h:1", "x", "--", "--not-an-option"};
+    assert_int_equal(parse(c, 13, argv1, &first), CMR_CLI_OK);
+    /* positional arguments are moved behind the options, in order */
+    assert_int_equal(first, 10 - 1);
+    assert_string_equal(argv1[9], "run");
+    assert_string_equal(argv1[10], "x");
+    assert_string_equal(argv1[11], "--not-an-option");
     assert_string_equal(cmr_conf_get(c, "broker.port", NULL), "5");
     assert_string_equal(cmr_conf_get(c, "kafka.linger.ms", NULL), "3");
     assert_string_equal(cmr_conf_get(c, "kafka.acks", NULL), "all");

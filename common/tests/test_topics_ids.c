@@ -51,7 +51,8 @@ static void test_keys(void **state)
     cmr_msg_key(CMR_MSG_CONFIG_CHANGE, &cc, key, sizeof key);
     assert_string_equal(key, "mappings");
     cmr_redefine_t r = {0};
-    assert_int_equal(cmr_msg_key(CMR_MSG_REDEFINE, &r, key, sizeof key), 0);
+    assert_int_equal(cmr_msg_key(CMR_MSG_REDEFINE, &r, key, sizeof key), 3);
+    assert_string_equal(key, "cmd");
 }
 
 static void test_ids(void **state)

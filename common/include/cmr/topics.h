@@ -3,7 +3,7 @@
  *
  *  topic                       producer -> consumer              key
  *  cmr.registrations           agent -> cmr-config               instance id
- *  cmr.cmd.<instance id>       cmr-config, -instrumenter -> agent (none: one partition)
+ *  cmr.cmd.<instance id>       cmr-config, -instrumenter -> agent "cmd" (keeps commands in order)
  *  cmr.classes                 agent -> cmr-instrumenter         agent id
  *  cmr.agent-events            agent -> CMR                      agent id
  *  cmr.config   (compacted)    cmr-config -> everyone            environment id | "mappings"
@@ -56,7 +56,7 @@ int cmr_topic_command(const char *instance_id, char *buf, size_t len);
 /* The topic a message type travels on. */
 cmr_topic_t cmr_msg_topic(cmr_msg_type_t type);
 /* The key of a message (a NUL-terminated string into buf, at least CMR_KEY_MAX bytes);
- * returns its length, 0 for messages sent without a key. */
+ * returns its length. */
 size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,233 @@
+/*
+ * msg_sample.c - realistic sample messages: what the system really sends, with the ids
+ * computed as the real components compute them.
+ */
+#include "msg_sample.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmr/event.h"
+#include "cmr/ids.h"
+
+#define DUP(s) strdup(s)
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static cmr_strings_t strings2(const char *a, const char *b)
+{
+    cmr_strings_t s = {calloc(2, sizeof(char *)), 2};
+    s.items[0] = DUP(a);
+    s.items[1] = DUP(b);
+    return s;
+}
+
+static cmr_strategy_t default_strategy(void)
+{
+    return (cmr_strategy_t){.send_interval_ms = 5, .ring_records = 8192, .max_batch_events = 4096,
+                            .metric_interval_ms = 10000, .max_threads = 4096};
+}
+
+static const char *const sample_instance = "5f0c7e2a9b8d4c3e8a1b2c3d4e5f6071";
+static const char *const sample_class = "com/acme/shop/CheckoutService";
+
+static int64_t sample_agent(void)
+{
+    return (int64_t)cmr_agent_id("shop-frontend", "app-01.example.net");
+}
+
+static void sample_bytecode(cmr_bytes_t *b)
+{
+    static const uint8_t head[] = {0xCA, 0xFE, 0xBA, 0xBE, 0x00, 0x00, 0x00, 0x3D};
+    b->len = 512;
+    b->data = calloc(1, b->len);
+    memcpy(b->data, head, sizeof head);
+    for (size_t i = sizeof head; i < b->len; i++)
+        b->data[i] = (uint8_t)(i * 31);
+}
+
+void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->type = type;
+    int64_t agent = sample_agent();
+    switch (type) {
+    case CMR_MSG_AGENT_REGISTRATION: {
+        cmr_agent_registration_t *m = &out->u.registration;
+        m->instance_id = DUP(sample_instance);
+        m->agent_name = DUP("shop-frontend");
+        m->hostname = DUP("app-01.example.net");
+        m->ip_addresses = strings2("10.1.2.3", "fe80::1");
+        m->pid = 4711;
+        m->jvm_vendor = DUP("Debian");
+        m->jvm_version = DUP("17.0.15+6-Debian-1deb12u1");
+        m->agent_version = DUP("0.1.0");
+        m->start_time_ms = now_ms() - 1500;
+        m->attempt = 1;
+        break;
+    }
+    case CMR_MSG_AGENT_CONFIGURATION: {
+        cmr_agent_configuration_t *m = &out->u.agent_configuration;
+        m->instance_id = DUP(sample_instance);
+        m->agent_id = agent;
+        m->environment_id = DUP("production");
+        m->environment_name = DUP("Production shop");
+        m->revision = 7;
+        m->sensors.count = 2;
+        m->sensors.items = calloc(2, sizeof *m->sensors.items);
+        m->sensors.items[0] = (cmr_sensor_setting_t){CMR_SENSOR_INVOCATION_SEQUENCE, true, {0}};
+        m->sensors.items[1].kind = CMR_SENSOR_TIMER;
+        m->sensors.items[1].enabled = true;
+        m->sensors.items[1].properties.count = 1;
+        m->sensors.items[1].properties.items = calloc(1, sizeof(cmr_kv_t));
+        m->sensors.items[1].properties.items[0] = (cmr_kv_t){DUP("charting"), DUP("true")};
+        m->strategy = default_strategy();
+        break;
+    }
+    case CMR_MSG_NO_ENVIRONMENT: {
+        cmr_no_environment_t *m = &out->u.no_environment;
+        m->instance_id = DUP(sample_instance);
+        m->agent_name = DUP("batch-import");
+        m->hostname = DUP("batch-07.example.net");
+        m->ip_addresses = strings2("10.9.8.7", "127.0.0.1");
+        m->reason = DUP("no agent mapping matches name batch-import at 10.9.8.7");
+        m->time_ms = now_ms();
+        break;
+    }
+    case CMR_MSG_CLASS_LOADED: {
+        cmr_class_loaded_t *m = &out->u.class_loaded;
+        m->agent_id = agent;
+        m->class_name = DUP(sample_class);
+        m->loader_id = 2;
+        m->loader_name = DUP("app");
+        sample_bytecode(&m->bytecode);
+        m->class_hash = (int64_t)cmr_class_hash(m->bytecode.data, m->bytecode.len);
+        m->cause = CMR_CLASS_LOADED;
+        break;
+    }
+    case CMR_MSG_BYTECODE_RESEND: {
+        cmr_bytecode_resend_t *m = &out->u.bytecode_resend;
+        m->request_id = 1001;
+        m->agent_id = agent;
+        m->class_name = DUP(sample_class);
+        m->loader_id = 2;
+        m->class_hash = 0;
+        break;
+    }
+    case CMR_MSG_REDEFINE: {
+        cmr_redefine_t *m = &out->u.redefine;
+        m->request_id = 1002;
+        m->agent_id = agent;
+        m->class_name = DUP(sample_class);
+        m->loader_id = 2;
+        sample_bytecode(&m->bytecode);
+        m->class_hash = (int64_t)cmr_class_hash(m->bytecode.data, m->bytecode.len);
+        m->original = false;
+        m->revision = 7;
+        m->methods.count = 1;
+        m->methods.items = calloc(1, sizeof *m->methods.items);
+        m->methods.items[0] = (cmr_instrumented_method_t){
+            (int64_t)cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V"), DUP("checkout"),
+            DUP("(Lcom/acme/shop/Cart;)V"), CMR_SENSOR_INVOCATION_SEQUENCE};
+        break;
+    }
+    case CMR_MSG_REDEFINE_RESULT: {
+        cmr_redefine_result_t *m = &out->u.redefine_result;
+        m->agent_id = agent;
+        m->instance_id = DUP(sample_instance);
+        m->request_id = 1002;
+        m->class_name = DUP(sample_class);
+        m->loader_id = 2;
+        m->status = CMR_COMMAND_APPLIED;
+        m->message = DUP("redefined");
+        m->time_ms = now_ms();
+        break;
+    }
+    case CMR_MSG_AGENT_STATUS: {
+        cmr_agent_status_t *m = &out->u.agent_status;
+        m->agent_id = agent;
+        m->instance_id = DUP(sample_instance);
+        m->state = CMR_AGENT_FULL;
+        m->time_ms = now_ms();
+        m->events_recorded = 1200345;
+        m->events_dropped = 12;
+        m->batches_sent = 4211;
+        m->classes_seen = 5120;
+        m->classes_sent = 611;
+        break;
+    }
+    case CMR_MSG_CONFIG_CHANGE: {
+        cmr_config_change_t *m = &out->u.config_change;
+        m->kind = CMR_CONFIG_ENVIRONMENT;
+        m->revision = 7;
+        m->time_ms = now_ms();
+        m->author = DUP("ops@example.net");
+        m->environment = calloc(1, sizeof *m->environment);
+        m->environment->id = DUP("production");
+        m->environment->name = DUP("Production shop");
+        m->environment->description = DUP("Everything under com.acme.shop, HTTP entry points");
+        m->environment->assignments.count = 1;
+        m->environment->assignments.items = calloc(1, sizeof(cmr_sensor_assignment_t));
+        cmr_sensor_assignment_t *a = m->environment->assignments.items;
+        a->sensor = CMR_SENSOR_INVOCATION_SEQUENCE;
+        a->class_pattern = DUP("com/acme/shop/*");
+        a->interface = DUP("jakarta/servlet/Servlet");
+        a->method_pattern = DUP("*");
+        a->modifiers_required = 0x0001; /* ACC_PUBLIC */
+        m->environment->strategy = default_strategy();
+        break;
+    }
+    case CMR_MSG_METHOD_ENTRY: {
+        cmr_method_entry_t *m = &out->u.method_entry;
+        m->class_name = DUP(sample_class);
+        m->method_name = DUP("checkout");
+        m->descriptor = DUP("(Lcom/acme/shop/Cart;)V");
+        m->method_id = (int64_t)cmr_method_id(m->class_name, m->method_name, m->descriptor);
+        m->access_flags = 0x0001;
+        m->source_file = DUP("CheckoutService.java");
+        m->first_line = 42;
+        break;
+    }
+    case CMR_MSG_EVENT_BATCH: {
+        cmr_event_batch_t *m = &out->u.event_batch;
+        m->agent_id = agent;
+        m->thread_id = 31;
+        m->thread_name = DUP("http-nio-8080-exec-3");
+        m->segment_id = 77;
+        cmr_random_bytes(m->trace_id, 16);
+        m->event_count = 4;
+        m->last = true;
+        m->events.len = 4 * CMR_EVENT_RECORD_SIZE;
+        m->events.data = calloc(1, m->events.len);
+        uint64_t outer = cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V");
+        uint64_t inner = cmr_method_id("com/acme/shop/PriceService", "total", "(Lcom/acme/shop/Cart;)J");
+        uint64_t t0 = (uint64_t)now_ms() * 1000000ULL;
+        cmr_event_t evs[4] = {{outer, t0, CMR_EVENT_ENTER, 0},
+                              {inner, t0 + 1200, CMR_EVENT_ENTER, 0},
+                              {inner, t0 + 850000, CMR_EVENT_EXIT, 0},
+                              {outer, t0 + 910000, CMR_EVENT_EXIT, 0}};
+        for (int i = 0; i < 4; i++)
+            cmr_event_write(m->events.data, (size_t)i, &evs[i]);
+        break;
+    }
+    case CMR_MSG_METRIC_BATCH: {
+        cmr_metric_batch_t *m = &out->u.metric_batch;
+        m->agent_id = agent;
+        m->interval_start_ms = now_ms() - 10000;
+        m->interval_ms = 10000;
+        m->metrics.count = 1;
+        m->metrics.items = calloc(1, sizeof *m->metrics.items);
+        m->metrics.items[0] = (cmr_method_metric_t){
+            (int64_t)cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V"), 1520, 3,
+            1520LL * 910000, 402000, 8800000};
+        break;
+    }
+    default: break;
+    }
+}
