@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -22,6 +23,8 @@ struct cmr_producer {
     pthread_t poller;
     atomic_bool stop;
     _Atomic uint64_t queued, delivered, failed, queue_full, invalid;
+    uint64_t failed_logged; /* failures already summarized in the log (poll thread only) */
+    int64_t last_fail_log_ms;
 };
 
 #define ERRF(...)                                      \
@@ -32,12 +35,21 @@ struct cmr_producer {
 
 static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
-    (void)rk;
     cmr_producer_t *p = opaque;
     if (m->err) {
         p->failed++;
-        cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "topic=%s error=\"%s\"",
-                rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+        /* A dead cluster fails every queued message at once: one line per second says
+         * how many, instead of one line per message. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        if (now_ms - p->last_fail_log_ms >= 1000) {
+            cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "client=%s topic=%s error=\"%s\" failed_since_last_report=%llu",
+                    rd_kafka_name(rk), rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err),
+                    (unsigned long long)(p->failed - p->failed_logged));
+            p->failed_logged = p->failed;
+            p->last_fail_log_ms = now_ms;
+        }
     } else {
         p->delivered++;
     }
@@ -183,6 +195,10 @@ void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)
     if (rd_kafka_flush(p->rk, flush_timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
         cmr_log(CMR_LOG_WARN, "kafka.flush_incomplete", "client=%s undelivered=%d timeout_ms=%d",
                 rd_kafka_name(p->rk), rd_kafka_outq_len(p->rk), flush_timeout_ms);
+    if (p->failed > p->failed_logged)
+        cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "client=%s failed_since_last_report=%llu failed_total=%llu",
+                rd_kafka_name(p->rk), (unsigned long long)(p->failed - p->failed_logged),
+                (unsigned long long)p->failed);
     rd_kafka_destroy(p->rk);
     free(p);
 }

@@ -131,8 +131,10 @@ void cmr_record_free(cmr_record_t *rec);
 
 /* --- admin ------------------------------------------------------------------------- */
 
-/* Creates the topic unless it exists (partitions, replication factor -1 = broker
- * default, compacted or not). 0 when it exists afterwards, -1 with errbuf filled. */
+/* Makes sure the topic exists. A cluster that auto-creates topics creates it on the
+ * first request, with its own default partition count; otherwise it is created with
+ * CreateTopics (partitions, replication factor -1 = broker default, compacted or not).
+ * 0 when it exists afterwards, -1 with errbuf filled. */
 int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions,
                            int replication, int compacted, int timeout_ms, char *errbuf, size_t errlen);
 

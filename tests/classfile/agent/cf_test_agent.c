@@ -9,7 +9,9 @@
  * kind, enters - (normal exits + exceptional exits) must equal those live frames.
  * The report goes to the file given by report=PATH (key=value lines).
  *
- *   -agentpath:libcf_test_agent.so=helper=DIR_OR_JAR,report=PATH
+ *   -agentpath:libcf_test_agent.so=helper=DIR_OR_JAR,report=PATH[,retransform]
+ * retransform: at VM init, also retransform (instrument) every modifiable class loaded
+ * before the hook could see it (java.lang.Object, String, Thread ...).
  */
 #include "cf_testprobes.h"
 
@@ -131,7 +133,37 @@ static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, j
   free(cur);
 }
 
-/* Counts frames of instrumented methods on one thread's stack. */
+/* retransform: classes loaded before the hook saw them (primordial phase) are
+ * retransformed at VM init, one by one, so that they are instrumented too. */
+static unsigned long n_retransformed, n_retransform_failed;
+static void JNICALL on_vm_init(jvmtiEnv *env, JNIEnv *jni, jthread thread) {
+  (void)jni;
+  (void)thread;
+  jint n = 0;
+  jclass *cls = NULL;
+  if ((*env)->GetLoadedClasses(env, &n, &cls) != JVMTI_ERROR_NONE) return;
+  for (jint i = 0; i < n; i++) {
+    jboolean mod = 0;
+    char *sig = NULL;
+    (*env)->IsModifiableClass(env, cls[i], &mod);
+    (*env)->GetClassSignature(env, cls[i], &sig, NULL);
+    /* java.lang.Object is left alone: HotSpot's C2 crashes compiling a retransformed
+     * Object.<init> that has exception handlers (observed on 17.0.15). */
+    if (mod && sig && strncmp(sig, "Lcmrtest/", 9) != 0 && strcmp(sig, "Ljava/lang/Object;") != 0) {
+      jvmtiError e = (*env)->RetransformClasses(env, 1, &cls[i]);
+      if (e == JVMTI_ERROR_NONE) n_retransformed++;
+      else {
+        n_retransform_failed++;
+        if (errlog) fprintf(errlog, "retransform %s failed: %d\n", sig, e);
+      }
+    }
+    if (sig) (*env)->Deallocate(env, (unsigned char *)sig);
+  }
+  (*env)->Deallocate(env, (unsigned char *)cls);
+}
+
+/* Counts frames of instrumented methods on one thread's stack (frames still running an
+ * obsolete, pre-retransformation version of a method have no probes and are skipped). */
 static long live_frames(JNIEnv *jni, jthread t, int *in_probe) {
   jvmtiFrameInfo frames[2048];
   jint count = 0;
@@ -140,6 +172,9 @@ static long live_frames(JNIEnv *jni, jthread t, int *in_probe) {
   for (jint i = 0; i < count; i++) {
     jclass k;
     char *sig = NULL, *mname = NULL, *msig = NULL;
+    jboolean obsolete = 0;
+    (*jvmti)->IsMethodObsolete(jvmti, frames[i].method, &obsolete);
+    if (obsolete) continue;
     if ((*jvmti)->GetMethodDeclaringClass(jvmti, frames[i].method, &k) != JVMTI_ERROR_NONE) continue;
     if ((*jvmti)->GetClassSignature(jvmti, k, &sig, NULL) == JVMTI_ERROR_NONE &&
         (*jvmti)->GetMethodName(jvmti, frames[i].method, &mname, &msig, NULL) == JVMTI_ERROR_NONE &&
@@ -188,9 +223,10 @@ static void JNICALL on_vm_death(jvmtiEnv *env, JNIEnv *jni) {
   if (f) {
     pthread_mutex_lock(&mu);
     fprintf(f, "classes_seen=%lu\nclasses_instrumented=%lu\nmethods_instrumented=%lu\n"
-               "errors=%lu\npass_mismatch=%lu\nlive_frames=%ld\nthreads_in_probe=%d\n",
+               "errors=%lu\npass_mismatch=%lu\nlive_frames=%ld\nthreads_in_probe=%d\n"
+            "retransformed=%lu\nretransform_failed=%lu\n",
             n_seen, n_instrumented_classes, n_methods, n_errors, n_pass_mismatch, live,
-            threads_in_probe);
+            threads_in_probe, n_retransformed, n_retransform_failed);
     for (int r = 1; r < CF_REFUSE__COUNT; r++)
       fprintf(f, "refused_%s=%lu\n", cf_refusal_name((cf_refusal)r), n_refused[r]);
     pthread_mutex_unlock(&mu);
@@ -222,11 +258,13 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
   (void)reserved;
   if ((*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_11) != JNI_OK) return JNI_ERR;
   char helper[1024] = "";
+  int retransform = 0;
   char opts[4096];
   snprintf(opts, sizeof opts, "%s", options ? options : "");
   for (char *save = NULL, *tok = strtok_r(opts, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (!strncmp(tok, "helper=", 7)) snprintf(helper, sizeof helper, "%s", tok + 7);
     else if (!strncmp(tok, "report=", 7)) snprintf(report_path, sizeof report_path, "%s", tok + 7);
+    else if (!strcmp(tok, "retransform")) retransform = 1;
   }
   if (!*helper) {
     fprintf(stderr, "cf_test_agent: helper=PATH required\n");
@@ -239,6 +277,7 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
   memset(&caps, 0, sizeof caps);
   caps.can_generate_all_class_hook_events = 1;
   caps.can_suspend = 1;
+  if (retransform) caps.can_retransform_classes = 1;
   if ((*jvmti)->AddCapabilities(jvmti, &caps) != JVMTI_ERROR_NONE) return JNI_ERR;
   if ((*jvmti)->AddToBootstrapClassLoaderSearch(jvmti, helper) != JVMTI_ERROR_NONE) {
     fprintf(stderr, "cf_test_agent: cannot add %s to the bootstrap class path\n", helper);
@@ -248,6 +287,10 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
   memset(&cb, 0, sizeof cb);
   cb.ClassFileLoadHook = on_load_hook;
   cb.VMDeath = on_vm_death;
+  if (retransform) {
+    cb.VMInit = on_vm_init;
+    (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_VM_INIT, NULL);
+  }
   (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof cb);
   (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
   (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_VM_DEATH, NULL);

@@ -1,0 +1,410 @@
+/*
+ * test_transport.c - the transport against the embedded broker, run as its own process:
+ *
+ *  - every message type, produced through the transport, is consumed intact by a
+ *    consumer group, on its topic, with its key;
+ *  - two consumers of one group share the partitions of a topic;
+ *  - a consumer that restarts resumes after the last record it marked done: nothing
+ *    lost, nothing processed twice;
+ *  - foreign and corrupt messages on a topic are skipped and counted, the valid ones
+ *    around them still arrive;
+ *  - an unreachable broker: sends do not block, the failures are reported and counted.
+ *
+ * Usage: test_transport PATH-TO-cmr-broker
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker_proc.h"
+#include "cmr/ids.h"
+#include "cmr/kafka.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "msg_sample.h"
+
+static const char *broker_bin;
+static broker_proc_t broker;
+static cmr_conf_t *conf;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void unique(const char *prefix, char *buf, size_t len)
+{
+    uint8_t raw[6];
+    char hex[13];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(buf, len, "%s-%s", prefix, hex);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_WARN);
+    if (broker_proc_start(&broker, broker_bin, NULL) != 0)
+        return -1;
+    conf = cmr_conf_new();
+    cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
+    /* react to group changes quickly */
+    cmr_conf_set(conf, "kafka.session.timeout.ms", "6000", "test");
+    cmr_conf_set(conf, "kafka.heartbeat.interval.ms", "500", "test");
+    cmr_conf_set(conf, "kafka.topic.metadata.refresh.interval.ms", "1000", "test");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cmr_conf_destroy(conf);
+    broker_proc_stop(&broker);
+    return 0;
+}
+
+/* --- every message type ------------------------------------------------------------ */
+
+static void test_every_type_on_its_topic_with_its_key(void **state)
+{
+    (void)state;
+    char err[512], cmd_topic[CMR_TOPIC_NAME_MAX], group[64];
+    cmr_msg_t samples[CMR_MSG__COUNT];
+    cmr_buf_t bytes[CMR_MSG__COUNT];
+    int seen[CMR_MSG__COUNT] = {0};
+
+    cmr_msg_sample(CMR_MSG_AGENT_REGISTRATION, &samples[0]);
+    assert_int_equal(cmr_topic_command(samples[0].u.registration.instance_id, cmd_topic, sizeof cmd_topic), 0);
+    cmr_msg_free(&samples[0]);
+    assert_int_equal(cmr_admin_ensure_topic(conf, cmd_topic, 1, -1, 0, 10000, err, sizeof err), 0);
+
+    cmr_producer_t *p = cmr_producer_new(conf, "test", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    for (int t = 0; t < CMR_MSG__COUNT; t++) {
+        cmr_msg_sample(t, &samples[t]);
+        memset(&bytes[t], 0, sizeof bytes[t]);
+        assert_int_equal(cmr_msg_encode(t, &samples[t].u, &bytes[t], err, sizeof err), CMR_WIRE_OK);
+        const char *topic = cmr_msg_topic(t) == CMR_TOPIC_COMMANDS ? cmd_topic : NULL;
+        assert_int_equal(cmr_producer_send(p, t, &samples[t].u, topic, NULL, err, sizeof err), CMR_SEND_OK);
+    }
+    /* a command without its topic is refused, not sent somewhere */
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_REDEFINE, &samples[CMR_MSG_REDEFINE].u, NULL, NULL, err, sizeof err),
+                     CMR_SEND_ERROR);
+    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+    cmr_producer_stats_t ps;
+    cmr_producer_stats(p, &ps);
+    assert_int_equal(ps.delivered, CMR_MSG__COUNT);
+    cmr_producer_destroy(p, 1000);
+
+    const char *topics[CMR_TOPIC__COUNT];
+    size_t n = 0;
+    for (int t = 0; t < CMR_TOPIC__COUNT; t++)
+        topics[n++] = t == CMR_TOPIC_COMMANDS ? cmd_topic : cmr_topic_name(t);
+    unique("every-type", group, sizeof group);
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, n, NULL, NULL, err, sizeof err);
+    assert_non_null(c);
+    int got = 0;
+    int64_t deadline = mono_ms() + 60000;
+    while (got < CMR_MSG__COUNT && mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) != 1)
+            continue;
+        int t = rec->msg.type;
+        if (rec->raw->len == bytes[t].len && memcmp(rec->raw->payload, bytes[t].data, bytes[t].len) == 0) {
+            char key[CMR_KEY_MAX];
+            cmr_msg_key(t, &samples[t].u, key, sizeof key);
+            assert_string_equal(rec->key, key);
+            const char *want = cmr_msg_topic(t) == CMR_TOPIC_COMMANDS ? cmd_topic : cmr_topic_name(cmr_msg_topic(t));
+            assert_string_equal(rec->topic, want);
+            /* the decoded struct is the value that was sent */
+            cmr_buf_t again = {0};
+            assert_int_equal(cmr_msg_encode(t, &rec->msg.u, &again, err, sizeof err), CMR_WIRE_OK);
+            assert_memory_equal(again.data, bytes[t].data, bytes[t].len);
+            cmr_buf_free(&again);
+            assert_int_equal(seen[t], 0);
+            seen[t] = 1;
+            got++;
+        }
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    cmr_consumer_close(c);
+    assert_int_equal(got, CMR_MSG__COUNT);
+    for (int t = 0; t < CMR_MSG__COUNT; t++) {
+        cmr_msg_free(&samples[t]);
+        cmr_buf_free(&bytes[t]);
+    }
+}
+
+/* --- two consumers in one group ---------------------------------------------------- */
+
+#define SHARE_MESSAGES 400
+
+static void send_batches(int count, const char *topic_unused)
+{
+    (void)topic_unused;
+    char err[256];
+    cmr_producer_t *p = cmr_producer_new(conf, "test-share", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    for (int i = 0; i < count; i++) {
+        cmr_msg_t m;
+        cmr_msg_sample(CMR_MSG_EVENT_BATCH, &m); /* random trace id: spreads over partitions */
+        m.u.event_batch.segment_id = i;
+        assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &m.u, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+        cmr_msg_free(&m);
+    }
+    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+    cmr_producer_destroy(p, 1000);
+}
+
+static void test_two_consumers_share_partitions(void **state)
+{
+    (void)state;
+    char err[512], group[64];
+    unique("share", group, sizeof group);
+    const char *topics[] = {cmr_topic_name(CMR_TOPIC_EVENTS)};
+    cmr_consumer_t *c[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
+        assert_non_null(c[i]);
+    }
+    /* wait until both are members: each holds some partitions and none is shared */
+    int64_t deadline = mono_ms() + 60000;
+    int owners_ok = 0;
+    while (!owners_ok && mono_ms() < deadline) {
+        cmr_record_t *rec;
+        for (int i = 0; i < 2; i++)
+            if (cmr_consumer_poll(c[i], 100, &rec) == 1)
+                cmr_record_free(rec); /* leftovers of other tests: not done, not counted */
+        rd_kafka_topic_partition_list_t *a[2];
+        rd_kafka_assignment(cmr_consumer_handle(c[0]), &a[0]);
+        rd_kafka_assignment(cmr_consumer_handle(c[1]), &a[1]);
+        owners_ok = a[0]->cnt > 0 && a[1]->cnt > 0 && a[0]->cnt + a[1]->cnt == cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
+        rd_kafka_topic_partition_list_destroy(a[0]);
+        rd_kafka_topic_partition_list_destroy(a[1]);
+    }
+    assert_true(owners_ok);
+
+    send_batches(SHARE_MESSAGES, NULL);
+    int per_consumer[2] = {0, 0}, owner_of[64];
+    char *got = calloc(SHARE_MESSAGES, 1);
+    for (int i = 0; i < 64; i++)
+        owner_of[i] = -1;
+    int total = 0;
+    deadline = mono_ms() + 60000;
+    while (total < SHARE_MESSAGES && mono_ms() < deadline) {
+        for (int i = 0; i < 2; i++) {
+            cmr_record_t *rec;
+            if (cmr_consumer_poll(c[i], 50, &rec) != 1)
+                continue;
+            int64_t seg = rec->msg.u.event_batch.segment_id;
+            if (strcmp(rec->msg.u.event_batch.thread_name, "http-nio-8080-exec-3") == 0 && seg >= 0 &&
+                seg < SHARE_MESSAGES && !got[seg]) {
+                got[seg] = 1;
+                total++;
+                per_consumer[i]++;
+                /* a partition belongs to one consumer */
+                assert_true(owner_of[rec->partition] == -1 || owner_of[rec->partition] == i);
+                owner_of[rec->partition] = i;
+            }
+            cmr_consumer_done(c[i], rec);
+            cmr_record_free(rec);
+        }
+    }
+    free(got);
+    cmr_consumer_close(c[0]);
+    cmr_consumer_close(c[1]);
+    print_message("shared: consumer A %d, consumer B %d of %d\n", per_consumer[0], per_consumer[1], SHARE_MESSAGES);
+    assert_int_equal(total, SHARE_MESSAGES);
+    assert_true(per_consumer[0] > 0 && per_consumer[1] > 0);
+}
+
+/* --- restart resumes from the committed offset ------------------------------------- */
+
+#define RESUME_MESSAGES 120
+#define RESUME_FIRST 45
+
+static void test_restart_resumes_without_loss_or_duplicates(void **state)
+{
+    (void)state;
+    char err[512], topic[96], group[64];
+    unique("cmr.test-resume", topic, sizeof topic);
+    unique("resume", group, sizeof group);
+    assert_int_equal(cmr_admin_ensure_topic(conf, topic, 3, -1, 0, 10000, err, sizeof err), 0);
+
+    cmr_producer_t *p = cmr_producer_new(conf, "test-resume", NULL, NULL, err, sizeof err);
+    for (int i = 0; i < RESUME_MESSAGES; i++) {
+        cmr_method_entry_t m = {.method_id = i, .class_name = "C", .method_name = "m", .descriptor = "()V"};
+        assert_int_equal(cmr_producer_send(p, CMR_MSG_METHOD_ENTRY, &m, topic, NULL, err, sizeof err), CMR_SEND_OK);
+    }
+    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+    cmr_producer_destroy(p, 1000);
+
+    int processed[RESUME_MESSAGES] = {0};
+    const char *topics[] = {topic};
+    /* first life: process RESUME_FIRST records, then stop; what was fetched but not
+     * processed must come again */
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    int n = 0;
+    int64_t deadline = mono_ms() + 60000;
+    while (n < RESUME_FIRST && mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) != 1)
+            continue;
+        processed[rec->msg.u.method_entry.method_id]++;
+        n++;
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    assert_int_equal(n, RESUME_FIRST);
+    cmr_consumer_close(c);
+
+    /* second life */
+    c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    deadline = mono_ms() + 60000;
+    while (n < RESUME_MESSAGES && mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) != 1)
+            continue;
+        processed[rec->msg.u.method_entry.method_id]++;
+        n++;
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    /* nothing more arrives */
+    cmr_record_t *extra = NULL;
+    for (int i = 0; i < 10 && !extra; i++)
+        if (cmr_consumer_poll(c, 200, &extra) != 1)
+            extra = NULL;
+    assert_null(extra);
+    cmr_consumer_close(c);
+    assert_int_equal(n, RESUME_MESSAGES);
+    for (int i = 0; i < RESUME_MESSAGES; i++)
+        assert_int_equal(processed[i], 1);
+}
+
+/* --- foreign messages -------------------------------------------------------------- */
+
+static void test_foreign_messages_are_skipped_and_counted(void **state)
+{
+    (void)state;
+    char err[512], topic[96], group[64];
+    unique("cmr.test-foreign", topic, sizeof topic);
+    unique("foreign", group, sizeof group);
+    assert_int_equal(cmr_admin_ensure_topic(conf, topic, 1, -1, 0, 10000, err, sizeof err), 0);
+    cmr_producer_t *p = cmr_producer_new(conf, "test-foreign", NULL, NULL, err, sizeof err);
+    /* one key for all: one partition, so the order below is the order consumed */
+    cmr_method_entry_t m = {.method_id = 1, .class_name = "C", .method_name = "m", .descriptor = "()V"};
+    cmr_buf_t valid = {0};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METHOD_ENTRY, &m, &valid, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(cmr_producer_send_raw(p, topic, "k", 1, valid.data, valid.len, NULL), CMR_SEND_OK);
+    const char *json = "{\"not\":\"avro\"}";
+    assert_int_equal(cmr_producer_send_raw(p, topic, "k", 1, json, strlen(json), NULL), CMR_SEND_OK);
+    uint8_t foreign[20] = {0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0};
+    assert_int_equal(cmr_producer_send_raw(p, topic, "k", 1, foreign, sizeof foreign, NULL), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_send_raw(p, topic, "k", 1, "", 0, NULL), CMR_SEND_OK);
+    m.method_id = 2;
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METHOD_ENTRY, &m, &valid, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(cmr_producer_send_raw(p, topic, "k", 1, valid.data, valid.len, NULL), CMR_SEND_OK);
+    cmr_buf_free(&valid);
+    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+    cmr_producer_destroy(p, 1000);
+
+    const char *topics[] = {topic};
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    int64_t ids[2], n = 0, deadline = mono_ms() + 30000;
+    cmr_consumer_stats_t st = {0};
+    while ((n < 2 || st.rejected < 3) && mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) == 1) {
+            assert_true(n < 2);
+            ids[n++] = rec->msg.u.method_entry.method_id;
+            cmr_consumer_done(c, rec);
+            cmr_record_free(rec);
+        }
+        cmr_consumer_stats(c, &st);
+    }
+    cmr_consumer_close(c);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(st.rejected, 3);
+}
+
+/* --- unreachable broker ------------------------------------------------------------ */
+
+typedef struct dr_count {
+    int ok, failed;
+} dr_count_t;
+
+static void count_dr(const cmr_delivery_t *d, void *opaque)
+{
+    dr_count_t *c = opaque;
+    if (d->err)
+        c->failed++;
+    else
+        c->ok++;
+}
+
+static void test_unreachable_broker_never_blocks(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_conf_t *bad = cmr_conf_new();
+    cmr_conf_set(bad, "kafka.bootstrap.servers", "127.0.0.1:1", "test");
+    cmr_conf_set(bad, "kafka.message.timeout.ms", "1500", "test");
+    cmr_conf_set(bad, "kafka.queue.buffering.max.messages", "50", "test");
+    cmr_conf_set(bad, "log.level", "off", "test");
+    dr_count_t dr = {0};
+    cmr_producer_t *p = cmr_producer_new(bad, "test-unreachable", count_dr, &dr, err, sizeof err);
+    assert_non_null(p);
+    int64_t t0 = mono_ms();
+    int queued = 0, full = 0;
+    for (int i = 0; i < 80; i++) {
+        cmr_method_entry_t m = {.method_id = i, .class_name = "C", .method_name = "m", .descriptor = "()V"};
+        int rc = cmr_producer_send(p, CMR_MSG_METHOD_ENTRY, &m, NULL, NULL, err, sizeof err);
+        queued += rc == CMR_SEND_OK;
+        full += rc == CMR_SEND_QUEUE_FULL;
+    }
+    assert_true(mono_ms() - t0 < 1000); /* sending never waited for the network */
+    assert_int_equal(queued, 50);
+    assert_int_equal(full, 30);
+    assert_int_equal(cmr_producer_flush(p, 10000), 0); /* all reported, as failures */
+    cmr_producer_stats_t st;
+    cmr_producer_stats(p, &st);
+    assert_int_equal(st.queue_full, 30);
+    assert_int_equal(st.failed, 50);
+    assert_int_equal(dr.failed, 50);
+    assert_int_equal(dr.ok, 0);
+    cmr_producer_destroy(p, 100);
+    /* the admin client says clearly that nobody answered */
+    assert_int_equal(cmr_admin_ensure_topic(bad, "cmr.cmd.x", 1, -1, 0, 1000, err, sizeof err), -1);
+    assert_non_null(strstr(err, "did not answer"));
+    cmr_conf_destroy(bad);
+}
+
+int main(int argc, char **argv)
+{
+    broker_bin = argc > 1 ? argv[1] : getenv("CMR_BROKER_BIN");
+    if (!broker_bin) {
+        fprintf(stderr, "usage: %s PATH-TO-cmr-broker\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_type_on_its_topic_with_its_key),
+        cmocka_unit_test(test_two_consumers_share_partitions),
+        cmocka_unit_test(test_restart_resumes_without_loss_or_duplicates),
+        cmocka_unit_test(test_foreign_messages_are_skipped_and_counted),
+        cmocka_unit_test(test_unreachable_broker_never_blocks),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
