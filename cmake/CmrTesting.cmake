@@ -18,3 +18,27 @@ function(cmr_add_test)
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "CMR_SOURCE_DIR=${PROJECT_SOURCE_DIR};CMR_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endfunction()
+
+# cmr_add_fuzzer(NAME name SOURCES a.c ... [LIBS lib ...] [CORPUS dir])
+#   A libFuzzer target (only when CMR_FUZZ is ON, with clang). ctest -L fuzz runs it for
+#   CMR_FUZZ_SECONDS seconds over a copy of CORPUS (the seeds in the source tree stay as
+#   they are); any crash, leak, out-of-bounds access or UB report fails the test.
+function(cmr_add_fuzzer)
+  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;LIBS" ${ARGN})
+  if(NOT CMR_FUZZ)
+    return()
+  endif()
+  add_executable(${F_NAME} ${F_SOURCES})
+  target_link_libraries(${F_NAME} PRIVATE ${F_LIBS})
+  target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  set(work ${CMAKE_CURRENT_BINARY_DIR}/${F_NAME}-corpus)
+  set(seed_args "")
+  if(F_CORPUS)
+    set(seed_args ${F_CORPUS})
+  endif()
+  add_test(NAME ${F_NAME}
+    COMMAND ${CMAKE_COMMAND} -E env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+            sh -c "mkdir -p '${work}' && exec '$<TARGET_FILE:${F_NAME}>' -max_total_time=${CMR_FUZZ_SECONDS} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 '${work}' ${seed_args}")
+  math(EXPR t "${CMR_FUZZ_SECONDS} + 120")
+  set_tests_properties(${F_NAME} PROPERTIES LABELS fuzz TIMEOUT ${t})
+endfunction()
