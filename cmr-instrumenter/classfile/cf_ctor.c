@@ -6,8 +6,11 @@
  * after that call and starts its catch-all range there. The analysis is a small data-flow
  * over stack and local *words* with two tags (uninitializedThis / anything else): exactly
  * what is needed to recognize which invokespecial consumes uninitializedThis, without types.
- * It refuses (returns false with a reason) unless there is exactly one such call, every
- * instruction before it is reached with `this` uninitialized and none after it is.
+ * Several init sites are allowed (Groovy selects the super constructor in a switch): the
+ * entry probe goes after each of them, and the catch-all handler covers exactly the
+ * instructions reached only after initialization (possibly several ranges). It refuses
+ * (returns false with a reason) when no init site exists or when code after an init site is
+ * also reached before initialization.
  */
 #include "cf_ctor.h"
 
@@ -196,8 +199,42 @@ static bool ends_flow(uint8_t op) {
          op == 0xbf;
 }
 
-bool cf_ctor_find_init(const cf_class *c, const cf_code *code, const cf_insn *insns, uint32_t n,
-                       const uint32_t *pc2i, uint32_t *init_index, char *why, size_t why_len) {
+/* Marks instructions reachable from `from` (by flow and exception edges) without passing
+ * through instructions already marked in `stop`. */
+static bool reach(const cf_code *code, const cf_insn *insns, uint32_t n, const uint32_t *pc2i,
+                  uint8_t *mark, uint32_t *work, uint32_t nwork) {
+  while (nwork) {
+    uint32_t i = work[--nwork];
+    const cf_insn *in = &insns[i];
+    uint32_t succ[3];
+    uint32_t ns = 0;
+#define PUSH_SUCC(j_)                                          \
+    do {                                                       \
+      uint32_t jj_ = (j_);                                     \
+      if (jj_ < n && !mark[jj_]) {                             \
+        mark[jj_] = 1;                                         \
+        work[nwork++] = jj_;                                   \
+      }                                                        \
+    } while (0)
+    for (uint16_t e = 0; e < code->exc_count; e++)
+      if (in->pc >= code->exc[e].start && in->pc < code->exc[e].end)
+        PUSH_SUCC(pc2i[code->exc[e].handler]);
+    if (in->kind == CF_K_BRANCH16 || in->kind == CF_K_BRANCH32) succ[ns++] = pc2i[in->pc + in->branch];
+    if (in->kind == CF_K_TABLESWITCH || in->kind == CF_K_LOOKUPSWITCH) {
+      PUSH_SUCC(pc2i[in->pc + in->branch]);
+      for (uint32_t k = 0; k < in->npairs; k++)
+        PUSH_SUCC(pc2i[in->pc + cf_switch_target(code->code, in, k, NULL)]);
+    }
+    if (!ends_flow(in->op)) succ[ns++] = i + 1;
+    for (uint32_t k = 0; k < ns; k++) PUSH_SUCC(succ[k]);
+#undef PUSH_SUCC
+  }
+  return true;
+}
+
+bool cf_ctor_analyse(const cf_class *c, const cf_code *code, const cf_insn *insns, uint32_t n,
+                     const uint32_t *pc2i, uint8_t *is_site, uint8_t *covered, char *why,
+                     size_t why_len) {
   uint32_t ms = code->max_stack, ml = code->max_locals;
   size_t slot = (size_t)ms + ml + 4; /* sp (4 bytes) + stack + locals */
   if ((size_t)n * slot > ((size_t)64 << 20)) {
@@ -209,7 +246,9 @@ bool cf_ctor_find_init(const cf_class *c, const cf_code *code, const cf_insn *in
   uint32_t *work = malloc(sizeof(uint32_t) * (n + 1));
   uint8_t *cur = malloc(slot + 1);
   bool ok = states && seen && work && cur;
-  uint32_t nwork = 0, found = UINT32_MAX, nfound = 0;
+  uint32_t nwork = 0, nfound = 0;
+  memset(is_site, 0, n);
+  memset(covered, 0, n);
   if (!ok) snprintf(why, why_len, "out of memory");
   sim s = {c, code, ms, ml, cur + 4, cur + 4 + ms, 0};
   /* initial state */
@@ -264,8 +303,8 @@ bool cf_ctor_find_init(const cf_class *c, const cf_code *code, const cf_insn *in
     }
     memcpy(cur, &s.sp, 4);
     if (init) {
-      if (found != i) nfound++;
-      found = i;
+      if (!is_site[i]) nfound++;
+      is_site[i] = 1;
       continue; /* `this` is initialized from here on: not followed */
     }
     if (in->kind == CF_K_BRANCH16 || in->kind == CF_K_BRANCH32)
@@ -285,23 +324,30 @@ bool cf_ctor_find_init(const cf_class *c, const cf_code *code, const cf_insn *in
     }
   }
 #undef ENQUEUE
-  if (ok && nfound != 1) {
+  if (ok && nfound == 0) {
     ok = false;
-    snprintf(why, why_len, "constructor has %u super()/this() calls on uninitializedThis", nfound);
+    snprintf(why, why_len, "constructor never calls super()/this() on uninitializedThis");
   }
   if (ok) {
-    for (uint32_t i = 0; i < n && ok; i++) {
-      bool before = i <= found;
-      if (before != (seen[i] != 0)) {
+    /* post-init reachability from the instruction after every init site */
+    uint8_t *post = calloc(n, 1);
+    uint32_t nw = 0;
+    if (!post) ok = false;
+    for (uint32_t i = 0; ok && i < n; i++) {
+      if (!is_site[i]) continue;
+      if (i + 1 >= n || seen[i + 1]) {
         ok = false;
-        snprintf(why, why_len,
-                 "constructor code at pc %u is %s the super()/this() call in code order but "
-                 "%sreached before it",
-                 insns[i].pc, before ? "before" : "after", before ? "not " : "");
+        snprintf(why, why_len, "code after the super()/this() call at pc %u is also reached "
+                 "before it", insns[i].pc);
+      } else if (!post[i + 1]) {
+        post[i + 1] = 1;
+        work[nw++] = i + 1;
       }
     }
+    if (ok) reach(code, insns, n, pc2i, post, work, nw);
+    for (uint32_t i = 0; ok && i < n; i++) covered[i] = post[i] && !seen[i];
+    free(post);
   }
-  if (ok) *init_index = found;
   free(states);
   free(seen);
   free(work);

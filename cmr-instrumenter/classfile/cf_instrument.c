@@ -79,8 +79,8 @@ typedef struct job {
   uint32_t nframes;
   const cf_attr *smt;
   cf_buf entry, exit, handler;
-  uint32_t init_index;            /* insn index after which the entry probe goes, or NO_INDEX */
-  uint32_t entry_index;           /* insn index the entry probe precedes */
+  uint8_t *entry_at;              /* n flags: the entry probe precedes instruction i */
+  uint8_t *covered;               /* n flags: instruction i is inside the catch-all */
 } job;
 
 static cf_err refuse(job *j, cf_refusal r, const char *fmt, ...)
@@ -424,6 +424,7 @@ static void free_job(job *j) {
   free(j->L.ent);
   free(j->L.widen);
   free(j->frames);
+  free(j->entry_at);
   cf_buf_free(&j->entry);
   cf_buf_free(&j->exit);
   cf_buf_free(&j->handler);
@@ -469,18 +470,22 @@ static cf_err analyse(job *j, cf_error *err) {
       }
     }
   }
-  j->entry_index = 0;
-  j->init_index = NO_INDEX;
+  uint32_t n = j->L.n;
+  j->entry_at = calloc((size_t)n * 3, 1);
+  if (!j->entry_at) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+  j->covered = j->entry_at + n;
+  uint8_t *is_site = j->entry_at + 2 * (size_t)n;
   if (is_name(c, j->m->name, "<init>") && !(j->m->access & ACC_STATIC) &&
       !cf_str_eq(cf_class_name(c), "java/lang/Object")) {
     char why[CF_ERROR_MSG_MAX];
-    uint32_t idx;
-    if (!cf_ctor_find_init(c, &j->code, j->L.in, j->L.n, j->L.pc2i, &idx, why, sizeof why))
+    if (!cf_ctor_analyse(c, &j->code, j->L.in, n, j->L.pc2i, is_site, j->covered, why,
+                         sizeof why))
       return refuse(j, CF_REFUSE_CTOR_INIT, "%s", why);
-    j->init_index = idx;
-    j->entry_index = idx + 1;
-    if (j->entry_index >= j->L.n)
-      return refuse(j, CF_REFUSE_CTOR_INIT, "constructor ends with its super() call");
+    for (uint32_t i = 0; i + 1 < n; i++)
+      if (is_site[i]) j->entry_at[i + 1] = 1;
+  } else {
+    j->entry_at[0] = 1;
+    memset(j->covered, 1, n);
   }
   return CF_OK;
 }
@@ -500,7 +505,8 @@ static cf_err build_snippets(job *j) {
 
 static void plan_insertions(job *j) {
   layout *L = &j->L;
-  L->ent[j->entry_index] = (uint16_t)j->entry.len;
+  for (uint32_t i = 0; i < L->n; i++)
+    if (j->entry_at[i]) L->ent[i] = (uint16_t)j->entry.len;
   if (j->exit.len)
     for (uint32_t i = 0; i < L->n; i++)
       if (L->in[i].kind == CF_K_RETURN) L->ex[i] = (uint16_t)j->exit.len;
@@ -525,8 +531,13 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
   if (!o->oom && o->len - code_at != new_len)
     return refuse(j, CF_REFUSE_BAD_CODE, "internal layout mismatch (%zu != %u)", o->len - code_at,
                   new_len);
-  /* exception table: originals, then the catch-all (last, so it never shadows them) */
-  cf_buf_u2(o, (uint16_t)(j->code.exc_count + 1));
+  /* exception table: originals, then the catch-all ranges (last, so they never shadow them) */
+  uint32_t nranges = 0;
+  for (uint32_t i = 0; i < L->n; i++)
+    if (j->covered[i] && (i == 0 || !j->covered[i - 1])) nranges++;
+  if (nranges == 0 || j->code.exc_count + nranges > 65535)
+    return refuse(j, CF_REFUSE_BAD_CODE, "no code to cover with the exceptional-exit handler");
+  cf_buf_u2(o, (uint16_t)(j->code.exc_count + nranges));
   for (uint16_t k = 0; k < j->code.exc_count; k++) {
     const cf_exc *x = &j->code.exc[k];
     uint32_t s, e, h;
@@ -537,11 +548,17 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
     cf_buf_u2(o, (uint16_t)h);
     cf_buf_u2(o, x->type);
   }
-  uint32_t cover = L->tgt[j->entry_index];
-  cf_buf_u2(o, (uint16_t)cover);
-  cf_buf_u2(o, (uint16_t)handler_pc);
-  cf_buf_u2(o, (uint16_t)handler_pc);
-  cf_buf_u2(o, 0);
+  for (uint32_t i = 0; i < L->n; i++) {
+    if (!j->covered[i] || (i > 0 && j->covered[i - 1])) continue;
+    uint32_t k = i;
+    while (k < L->n && j->covered[k]) k++;
+    uint32_t s = L->tgt[i], e = k < L->n ? L->start[k] : handler_pc;
+    if (e <= s) continue; /* cannot happen: every instruction has a size */
+    cf_buf_u2(o, (uint16_t)s);
+    cf_buf_u2(o, (uint16_t)e);
+    cf_buf_u2(o, (uint16_t)handler_pc);
+    cf_buf_u2(o, 0);
+  }
   /* sub-attributes */
   bool add_smt = c->major >= 50 && !j->smt;
   uint16_t smt_name = 0;

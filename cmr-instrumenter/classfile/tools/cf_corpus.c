@@ -6,7 +6,7 @@
  * Prints counts of classes, methods instrumented and refusals by reason. Exit status 1 on
  * any round-trip mismatch, parse failure or instrumentation error.
  *
- *   cf_corpus [--instrument] [--sample N] [--max-fail N] PATH...
+ *   cf_corpus [--instrument] [--show-refusals] [--sample N] [--max-fail N] PATH...
  * --sample N keeps one class in N (deterministic, by file order).
  */
 #include "cmr/classfile.h"
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int opt_instrument, opt_sample = 1, opt_max_fail = 20;
+static int opt_show_refusals, opt_instrument, opt_sample = 1, opt_max_fail = 20;
 static unsigned long n_files, n_seen, n_classes, n_parse_fail, n_rt_fail, n_methods,
     n_callees, n_instr_ok, n_instr_err, n_reparse_fail;
 static unsigned long refusals[CF_REFUSE__COUNT];
@@ -94,7 +94,14 @@ static void do_class(const char *path) {
         continue;
       }
       if (k == 0) {
-        for (uint32_t m = 0; m < r.n_methods; m++) refusals[r.methods[m].refusal]++;
+        for (uint32_t m = 0; m < r.n_methods; m++) {
+          cf_method_result *mr = &r.methods[m];
+          refusals[mr->refusal]++;
+          if (opt_show_refusals && mr->refusal != CF_REFUSE_NONE &&
+              mr->refusal != CF_REFUSE_ABSTRACT_OR_NATIVE)
+            printf("refused %s %.*s%.*s: %s: %s\n", path, (int)mr->name.len, mr->name.p,
+                   (int)mr->desc.len, mr->desc.p, cf_refusal_name(mr->refusal), mr->why);
+        }
         n_instr_ok += r.n_instrumented;
       }
       if (r.bytes && cf_class_check(r.bytes, r.len, &err)) {
@@ -103,6 +110,17 @@ static void do_class(const char *path) {
       }
       cf_instrument_result_free(&r);
     }
+    /* all kinds stacked on each other (what the JVM tests load) */
+    size_t ol;
+    uint8_t *all = cf_test_instrument_all(bytes, len, &ol, NULL, &err);
+    if (!all && err.code != CF_OK) {
+      n_instr_err++;
+      fail(path, "instrument (all kinds)", err.msg);
+    } else if (all && cf_class_check(all, ol, &err)) {
+      n_reparse_fail++;
+      fail(path, "stacked instrumented class check", err.msg);
+    }
+    free(all);
   }
   free(bytes);
 }
@@ -124,6 +142,7 @@ int main(int argc, char **argv) {
   int first = 1;
   for (; first < argc && strncmp(argv[first], "--", 2) == 0; first++) {
     if (!strcmp(argv[first], "--instrument")) opt_instrument = 1;
+    else if (!strcmp(argv[first], "--show-refusals")) opt_show_refusals = 1;
     else if (!strcmp(argv[first], "--sample") && first + 1 < argc) opt_sample = atoi(argv[++first]);
     else if (!strcmp(argv[first], "--max-fail") && first + 1 < argc) opt_max_fail = atoi(argv[++first]);
     else {

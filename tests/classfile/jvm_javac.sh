@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# JVM test: javac (every loaded class instrumented with every probe kind, -Xverify:all)
+# compiles the multi-file program in java/prog plus a generated Big.java; the classes it
+# produces must equal those of an uninstrumented javac. Then the program runs instrumented
+# and must print exactly what it prints uninstrumented.
+#   jvm_javac.sh AGENT JAVA_HOME WORKDIR
+source "$(dirname "$0")/jvm_common.sh"
+cf_init "$@"
+mkdir -p "$WORK/src"
+cp "$HERE"/java/prog/app/*.java "$WORK/src/"
+python3 "$HERE/gen_big.py" "$WORK/src/Big.java"
+
+"$JAVA_HOME/bin/javac" -d "$WORK/out0" "$WORK"/src/*.java
+# shellcheck disable=SC2046
+"$JAVA" $(agent_opts javac) -m jdk.compiler/com.sun.tools.javac.Main -d "$WORK/out1" "$WORK"/src/*.java \
+  > "$WORK/javac.log" 2>&1 || { cat "$WORK/javac.log"; fail "instrumented javac failed"; }
+if diff -r "$WORK/out0" "$WORK/out1" > /dev/null; then echo "javac output identical"; else fail "instrumented javac produced different classes"; fi
+
+"$JAVA" -cp "$WORK/out0" app.Main > "$WORK/run0.txt" 2>&1
+# shellcheck disable=SC2046
+"$JAVA" $(agent_opts program) -cp "$WORK/out0" app.Main > "$WORK/run1.txt" 2>&1 || fail "instrumented program failed"
+cat "$WORK/run1.txt"
+diff "$WORK/run0.txt" "$WORK/run1.txt" || fail "program output differs when instrumented"
+check_no_verify_error "$WORK/javac.log" "$WORK/run1.txt"
+check_report javac
+check_report program
+grep -q '^refused_branch-needs-frame=1$' "$WORK/program.report" || fail "expected exactly one branch-needs-frame refusal (Big.loopPlain)"
+cf_done
