@@ -103,6 +103,9 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
     case CMR_MSG_CLASS_LOADED: {
         cmr_class_loaded_t *m = &out->u.class_loaded;
         m->agent_id = agent;
+        m->instance_id = DUP(sample_instance);
+        m->environment_id = DUP("production");
+        m->revision = 7;
         m->class_name = DUP(sample_class);
         m->loader_id = 2;
         m->loader_name = DUP("app");

@@ -99,6 +99,9 @@ static const cmr_record_desc_t no_environment_desc = {
 
 static const cmr_field_desc_t class_loaded_fields[] = {
     FIELD(cmr_class_loaded_t, agent_id, LONG),
+    FIELD(cmr_class_loaded_t, instance_id, STRING),
+    FIELD(cmr_class_loaded_t, environment_id, STRING),
+    FIELD(cmr_class_loaded_t, revision, LONG),
     FIELD(cmr_class_loaded_t, class_name, STRING),
     FIELD(cmr_class_loaded_t, loader_id, LONG),
     FIELD(cmr_class_loaded_t, loader_name, OPT_STRING),

@@ -180,7 +180,7 @@ static void test_encode_refuses_invalid_structs(void **state)
     assert_int_equal(cmr_msg_encode(CMR_MSG_REDEFINE_RESULT, &res, &buf, err, sizeof err), CMR_WIRE_ERR_INVALID);
     assert_non_null(strstr(err, "status"));
 
-    cmr_class_loaded_t cl = {.class_name = "A", .bytecode = {NULL, 10}};
+    cmr_class_loaded_t cl = {.instance_id = "i", .environment_id = "e", .class_name = "A", .bytecode = {NULL, 10}};
     assert_int_equal(cmr_msg_encode(CMR_MSG_CLASS_LOADED, &cl, &buf, err, sizeof err), CMR_WIRE_ERR_INVALID);
     assert_non_null(strstr(err, "bytecode"));
 

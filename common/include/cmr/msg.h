@@ -148,6 +148,9 @@ typedef struct cmr_no_environment {
 /* cmr.classes */
 typedef struct cmr_class_loaded {
     int64_t agent_id;
+    char *instance_id;
+    char *environment_id;
+    int64_t revision;
     char *class_name;
     int64_t loader_id;
     char *loader_name; /* optional */
