@@ -57,15 +57,16 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
     e->end = cf_rd_u2(&r);
     e->handler = cf_rd_u2(&r);
     e->type = cf_rd_u2(&r);
-    if (e->start >= e->end || e->end > out->code_len || e->handler >= out->code_len) {
+    cf_exc x = *e; /* copy: cf_code_release frees the table */
+    if (x.start >= x.end || x.end > out->code_len || x.handler >= out->code_len) {
       cf_code_release(out);
       return cf_fail(err, CF_ERR_CODE, "exception entry %u: bad range %u..%u handler %u", i,
-                     e->start, e->end, e->handler);
+                     x.start, x.end, x.handler);
     }
-    if (e->type && (e->type >= c->cp_count || c->cp[e->type].tag != CF_CONSTANT_Class)) {
+    if (x.type && (x.type >= c->cp_count || c->cp[x.type].tag != CF_CONSTANT_Class)) {
       cf_code_release(out);
       return cf_fail(err, CF_ERR_CPOOL_INDEX, "exception entry %u: catch type #%u is not a Class",
-                     i, e->type);
+                     i, x.type);
     }
   }
   out->attr_count = cf_rd_u2(&r);
@@ -210,10 +211,11 @@ cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_er
         ok = target_ok(starts, len, in->pc, cf_switch_target(code->code, in, k, NULL));
     }
     if (!ok) {
+      uint32_t pc = in->pc;
       free(starts);
       free(v);
       return cf_fail(err, CF_ERR_CODE, "branch at pc %u targets the middle of an instruction or "
-                     "outside the code", in->pc);
+                     "outside the code", pc);
     }
   }
   for (uint16_t i = 0; i < code->exc_count; i++) {

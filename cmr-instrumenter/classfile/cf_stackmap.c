@@ -59,9 +59,10 @@ cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, u
       }
     }
     if (!ok || r.bad) {
+      uint8_t type = f->type;
       free(v);
       return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable frame %u: bad type %u or truncated", i,
-                     f->type);
+                     type);
     }
     f->body_len = (uint32_t)(r.p + r.pos - f->body);
     pc = pc < 0 ? delta : pc + delta + 1;
