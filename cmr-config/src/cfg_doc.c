@@ -1,0 +1,622 @@
+/*
+ * cfg_doc.c - parses the environment file (YAML, format version 1; see cfg_doc.h and
+ * docs/ENVIRONMENTS.md) with libyaml's document API, so that every node carries its line
+ * for error messages. Unknown keys are errors (typos surface); every value is checked.
+ *
+ * Ownership: every string and array of the result comes from the document's pool
+ * (cmr_cfg_pool_t: a list of allocations freed together by cmr_cfg_doc_free()).
+ */
+#include "cmr/cfg_doc.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "cmr/cfg_match.h"
+
+struct cmr_cfg_pool {
+    void **items;
+    size_t n, cap;
+};
+
+typedef struct parse_ctx {
+    yaml_document_t *ydoc;
+    const char *origin;
+    char *err;
+    size_t errlen;
+    cmr_cfg_doc_t *doc;
+} parse_ctx_t;
+
+/* --- pool --------------------------------------------------------------------------- */
+
+static void *pool_alloc(cmr_cfg_pool_t *p, size_t size)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 32;
+        void **items = realloc(p->items, cap * sizeof *items);
+        if (!items)
+            return NULL;
+        p->items = items;
+        p->cap = cap;
+    }
+    void *m = calloc(1, size ? size : 1);
+    if (m)
+        p->items[p->n++] = m;
+    return m;
+}
+
+static char *pool_strdup(cmr_cfg_pool_t *p, const char *s)
+{
+    size_t len = strlen(s);
+    char *d = pool_alloc(p, len + 1);
+    if (d)
+        memcpy(d, s, len + 1);
+    return d;
+}
+
+void cmr_cfg_doc_free(cmr_cfg_doc_t *doc)
+{
+    if (!doc || !doc->pool)
+        return;
+    for (size_t i = 0; i < doc->pool->n; i++)
+        free(doc->pool->items[i]);
+    free(doc->pool->items);
+    free(doc->pool);
+    memset(doc, 0, sizeof *doc);
+}
+
+/* --- names -------------------------------------------------------------------------- */
+
+static const char *const sensor_names[] = {
+    [CMR_SENSOR_TIMER] = "timer",
+    [CMR_SENSOR_INVOCATION_SEQUENCE] = "invocation-sequence",
+    [CMR_SENSOR_ANCHOR] = "anchor",
+};
+
+const char *cmr_cfg_sensor_name(cmr_sensor_kind_t k)
+{
+    return (unsigned)k < 3 ? sensor_names[k] : "?";
+}
+
+int cmr_cfg_sensor_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, sensor_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static const struct {
+    const char *name;
+    int flag;
+} modifiers[] = {
+    {"public", 0x0001},   {"private", 0x0002},   {"protected", 0x0004}, {"static", 0x0008},
+    {"final", 0x0010},    {"synchronized", 0x0020}, {"bridge", 0x0040}, {"varargs", 0x0080},
+    {"native", 0x0100},   {"abstract", 0x0400},  {"strict", 0x0800},    {"synthetic", 0x1000},
+};
+
+int cmr_cfg_modifier_flag(const char *name)
+{
+    for (size_t i = 0; i < sizeof modifiers / sizeof modifiers[0]; i++)
+        if (strcmp(name, modifiers[i].name) == 0)
+            return modifiers[i].flag;
+    return 0;
+}
+
+void cmr_cfg_modifiers_str(int flags, const char *neg, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof modifiers / sizeof modifiers[0]; i++) {
+        if (!(flags & modifiers[i].flag))
+            continue;
+        int w = snprintf(buf + at, len - at, "%s%s%s", at ? ", " : "", neg ? neg : "", modifiers[i].name);
+        if (w < 0 || (size_t)w >= len - at)
+            return;
+        at += (size_t)w;
+    }
+}
+
+void cmr_cfg_default_strategy(cmr_strategy_t *s)
+{
+    s->send_interval_ms = 1000;
+    s->ring_records = 65536;
+    s->max_batch_events = 4096;
+    s->metric_interval_ms = 10000;
+    s->max_threads = 1024;
+}
+
+/* --- errors and node access --------------------------------------------------------- */
+
+static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (node)
+        snprintf(c->err, c->errlen, "%s:%zu: %s", c->origin, node->start_mark.line + 1, msg);
+    else
+        snprintf(c->err, c->errlen, "%s: %s", c->origin, msg);
+    return -1;
+}
+
+static int line_of(const yaml_node_t *n)
+{
+    return n ? (int)n->start_mark.line + 1 : 0;
+}
+
+static yaml_node_t *node_at(parse_ctx_t *c, int index)
+{
+    return yaml_document_get_node(c->ydoc, index);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int want_scalar(parse_ctx_t *c, const yaml_node_t *n, const char *where, const char **out)
+{
+    const char *s = scalar(n);
+    if (!s)
+        return fail(c, n, "%s: expected a single value (a string or number)", where);
+    *out = s;
+    return 0;
+}
+
+static int want_string(parse_ctx_t *c, const yaml_node_t *n, const char *where, char **out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, n, where, &s) != 0)
+        return -1;
+    *out = pool_strdup(c->doc->pool, s);
+    return *out ? 0 : fail(c, n, "out of memory");
+}
+
+static int want_int(parse_ctx_t *c, const yaml_node_t *n, const char *where, long min, long max, int32_t *out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, n, where, &s) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end)
+        return fail(c, n, "%s: \"%s\" is not an integer", where, s);
+    if (v < min || v > max)
+        return fail(c, n, "%s: %ld is outside %ld..%ld", where, v, min, max);
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int want_bool(parse_ctx_t *c, const yaml_node_t *n, const char *where, bool *out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, n, where, &s) != 0)
+        return -1;
+    if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
+        *out = true;
+    else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
+        *out = false;
+    else
+        return fail(c, n, "%s: \"%s\" is not a boolean (true or false)", where, s);
+    return 0;
+}
+
+static int want_mapping(parse_ctx_t *c, const yaml_node_t *n, const char *where)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return fail(c, n, "%s: expected a mapping (key: value lines)", where);
+    return 0;
+}
+
+static int want_sequence(parse_ctx_t *c, const yaml_node_t *n, const char *where)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return fail(c, n, "%s: expected a list (\"- \" items)", where);
+    return 0;
+}
+
+static size_t seq_len(const yaml_node_t *n)
+{
+    return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+}
+
+/* Identifiers: environment ids are topic keys and file names. */
+static int valid_id(const char *s)
+{
+    if (!*s || strlen(s) > 64 || strcmp(s, "mappings") == 0)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+              *p == '_' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+/* Java names may be written with dots; the CMR works with internal names (slashes). */
+static void to_internal(char *s)
+{
+    for (; *s; s++)
+        if (*s == '.')
+            *s = '/';
+}
+
+/* --- sensor assignments ------------------------------------------------------------- */
+
+static int parse_modifiers(parse_ctx_t *c, const yaml_node_t *n, const char *where, int32_t *req, int32_t *excl)
+{
+    if (want_sequence(c, n, where) != 0)
+        return -1;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *m = node_at(c, *it);
+        const char *s = NULL;
+        if (want_scalar(c, m, where, &s) != 0)
+            return -1;
+        int neg = s[0] == '!';
+        int flag = cmr_cfg_modifier_flag(s + neg);
+        if (!flag)
+            return fail(c, m, "%s: unknown modifier \"%s\" (public, private, protected, static, final, "
+                              "synchronized, bridge, varargs, native, abstract, strict, synthetic; '!' negates)",
+                        where, s);
+        if ((neg ? *req : *excl) & flag)
+            return fail(c, m, "%s: modifier %s is both required and excluded", where, s + neg);
+        *(neg ? excl : req) |= flag;
+    }
+    return 0;
+}
+
+static int parse_assignment(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_sensor_assignment_t *a)
+{
+    if (want_mapping(c, n, where) != 0)
+        return -1;
+    int have_sensor = 0, have_class = 0;
+    a->method_pattern = pool_strdup(c->doc->pool, "*");
+    char w[160];
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
+        const char *key = scalar(k);
+        if (!key)
+            return fail(c, k, "%s: keys must be plain names", where);
+        snprintf(w, sizeof w, "%s.%s", where, key);
+        if (!strcmp(key, "sensor")) {
+            const char *s = NULL;
+            if (want_scalar(c, v, w, &s) != 0)
+                return -1;
+            int kind = cmr_cfg_sensor_parse(s);
+            if (kind < 0)
+                return fail(c, v, "%s: unknown sensor \"%s\" (timer, invocation-sequence, anchor)", w, s);
+            a->sensor = (cmr_sensor_kind_t)kind;
+            have_sensor = 1;
+        } else if (!strcmp(key, "class")) {
+            if (want_string(c, v, w, &a->class_pattern) != 0)
+                return -1;
+            to_internal(a->class_pattern);
+            have_class = 1;
+        } else if (!strcmp(key, "superclass") || !strcmp(key, "interface") || !strcmp(key, "annotation")) {
+            char **dst = key[0] == 's' ? &a->superclass : key[0] == 'i' ? &a->interface : &a->annotation;
+            if (want_string(c, v, w, dst) != 0)
+                return -1;
+            if (!**dst)
+                return fail(c, v, "%s: empty name", w);
+            to_internal(*dst);
+        } else if (!strcmp(key, "method")) {
+            if (want_string(c, v, w, &a->method_pattern) != 0)
+                return -1;
+        } else if (!strcmp(key, "descriptor")) {
+            if (want_string(c, v, w, &a->descriptor_pattern) != 0)
+                return -1;
+            if (a->descriptor_pattern[0] != '(' && a->descriptor_pattern[0] != '*')
+                return fail(c, v, "%s: a method descriptor starts with '(' (e.g. \"(Ljava/lang/String;)V\")", w);
+        } else if (!strcmp(key, "modifiers")) {
+            if (parse_modifiers(c, v, w, &a->modifiers_required, &a->modifiers_excluded) != 0)
+                return -1;
+        } else if (!strcmp(key, "constructors")) {
+            if (want_bool(c, v, w, &a->constructors) != 0)
+                return -1;
+        } else {
+            return fail(c, k, "%s: unknown key \"%s\" (sensor, class, superclass, interface, annotation, method, "
+                              "descriptor, modifiers, constructors)",
+                        where, key);
+        }
+    }
+    if (!have_sensor)
+        return fail(c, n, "%s: missing \"sensor\"", where);
+    if (!have_class)
+        return fail(c, n, "%s: missing \"class\" (use \"*\" with superclass/interface/annotation)", where);
+    return a->method_pattern ? 0 : fail(c, n, "out of memory");
+}
+
+/* --- environments ------------------------------------------------------------------- */
+
+static int parse_strategy(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_strategy_t *s)
+{
+    if (want_mapping(c, n, where) != 0)
+        return -1;
+    char w[160];
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
+        const char *key = scalar(k);
+        snprintf(w, sizeof w, "%s.%s", where, key ? key : "?");
+        int rc;
+        if (!key)
+            return fail(c, k, "%s: keys must be plain names", where);
+        else if (!strcmp(key, "send_interval_ms"))
+            rc = want_int(c, v, w, 10, 3600000, &s->send_interval_ms);
+        else if (!strcmp(key, "ring_records"))
+            rc = want_int(c, v, w, 64, 1 << 24, &s->ring_records);
+        else if (!strcmp(key, "max_batch_events"))
+            rc = want_int(c, v, w, 1, 1 << 20, &s->max_batch_events);
+        else if (!strcmp(key, "metric_interval_ms"))
+            rc = want_int(c, v, w, 100, 3600000, &s->metric_interval_ms);
+        else if (!strcmp(key, "max_threads"))
+            rc = want_int(c, v, w, 1, 1 << 20, &s->max_threads);
+        else
+            return fail(c, k, "%s: unknown key \"%s\" (send_interval_ms, ring_records, max_batch_events, "
+                              "metric_interval_ms, max_threads)",
+                        where, key);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_sensors(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
+{
+    if (want_sequence(c, n, where) != 0)
+        return -1;
+    size_t count = seq_len(n);
+    env->assignments.items = pool_alloc(c->doc->pool, count * sizeof *env->assignments.items);
+    if (!env->assignments.items)
+        return fail(c, n, "out of memory");
+    char w[160];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(w, sizeof w, "%s[%zu]", where, i);
+        if (parse_assignment(c, node_at(c, n->data.sequence.items.start[i]), w, &env->assignments.items[i]) != 0)
+            return -1;
+    }
+    env->assignments.count = count;
+    return 0;
+}
+
+static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
+{
+    if (want_mapping(c, n, where) != 0)
+        return -1;
+    cmr_cfg_default_strategy(&env->strategy);
+    char w[160];
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
+        const char *key = scalar(k);
+        if (!key)
+            return fail(c, k, "%s: keys must be plain names", where);
+        snprintf(w, sizeof w, "%s.%s", where, key);
+        int rc;
+        if (!strcmp(key, "id"))
+            rc = want_string(c, v, w, &env->id);
+        else if (!strcmp(key, "name"))
+            rc = want_string(c, v, w, &env->name);
+        else if (!strcmp(key, "description"))
+            rc = want_string(c, v, w, &env->description);
+        else if (!strcmp(key, "sensors"))
+            rc = parse_sensors(c, v, w, env);
+        else if (!strcmp(key, "strategy"))
+            rc = parse_strategy(c, v, w, &env->strategy);
+        else
+            return fail(c, k, "%s: unknown key \"%s\" (id, name, description, sensors, strategy)", where, key);
+        if (rc != 0)
+            return -1;
+        if (!strcmp(key, "id") && !valid_id(env->id))
+            return fail(c, v, "%s: \"%s\" is not a valid environment id (1-64 of A-Z a-z 0-9 - _ ., not \"mappings\")",
+                        w, env->id);
+    }
+    if (!env->id)
+        return fail(c, n, "%s: missing \"id\"", where);
+    if (!env->name)
+        env->name = env->id;
+    if (!env->description)
+        env->description = pool_strdup(c->doc->pool, "");
+    return env->description ? 0 : fail(c, n, "out of memory");
+}
+
+static int parse_envs(parse_ctx_t *c, const yaml_node_t *n)
+{
+    if (want_sequence(c, n, "environments") != 0)
+        return -1;
+    size_t count = seq_len(n);
+    cmr_cfg_doc_t *d = c->doc;
+    d->envs = pool_alloc(d->pool, count * sizeof *d->envs);
+    d->env_lines = pool_alloc(d->pool, count * sizeof *d->env_lines);
+    if (!d->envs || !d->env_lines)
+        return fail(c, n, "out of memory");
+    char w[64];
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *e = node_at(c, n->data.sequence.items.start[i]);
+        snprintf(w, sizeof w, "environments[%zu]", i);
+        if (parse_env(c, e, w, &d->envs[i]) != 0)
+            return -1;
+        d->env_lines[i] = line_of(e);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(d->envs[j].id, d->envs[i].id) == 0)
+                return fail(c, e, "%s: environment \"%s\" is defined twice (first at line %d)", w, d->envs[i].id,
+                            d->env_lines[j]);
+        d->n_envs = i + 1;
+    }
+    return 0;
+}
+
+/* --- mappings ----------------------------------------------------------------------- */
+
+static int parse_mapping(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_agent_mapping_t *m)
+{
+    if (want_mapping(c, n, where) != 0)
+        return -1;
+    char w[160];
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
+        const char *key = scalar(k);
+        if (!key)
+            return fail(c, k, "%s: keys must be plain names", where);
+        snprintf(w, sizeof w, "%s.%s", where, key);
+        int rc;
+        if (!strcmp(key, "agent"))
+            rc = want_string(c, v, w, &m->agent_pattern);
+        else if (!strcmp(key, "address"))
+            rc = want_string(c, v, w, &m->address);
+        else if (!strcmp(key, "environment"))
+            rc = want_string(c, v, w, &m->environment_id);
+        else
+            return fail(c, k, "%s: unknown key \"%s\" (agent, address, environment)", where, key);
+        if (rc != 0)
+            return -1;
+        if (!strcmp(key, "address")) {
+            cmr_cfg_addr_t a;
+            char why[200];
+            if (cmr_cfg_addr_parse(m->address, &a, why, sizeof why) != 0)
+                return fail(c, v, "%s: %s", w, why);
+        }
+    }
+    if (!m->environment_id)
+        return fail(c, n, "%s: missing \"environment\"", where);
+    if (!m->agent_pattern)
+        m->agent_pattern = pool_strdup(c->doc->pool, "*");
+    if (!m->address)
+        m->address = pool_strdup(c->doc->pool, "*");
+    return m->agent_pattern && m->address ? 0 : fail(c, n, "out of memory");
+}
+
+static int parse_mappings(parse_ctx_t *c, const yaml_node_t *n)
+{
+    cmr_cfg_doc_t *d = c->doc;
+    d->has_mappings = true;
+    if (n->type == YAML_SCALAR_NODE && (!strcmp(scalar(n), "") || !strcmp(scalar(n), "[]")))
+        return 0;
+    if (want_sequence(c, n, "mappings") != 0)
+        return -1;
+    size_t count = seq_len(n);
+    d->mappings = pool_alloc(d->pool, count * sizeof *d->mappings);
+    d->mapping_lines = pool_alloc(d->pool, count * sizeof *d->mapping_lines);
+    if (!d->mappings || !d->mapping_lines)
+        return fail(c, n, "out of memory");
+    char w[64];
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *m = node_at(c, n->data.sequence.items.start[i]);
+        snprintf(w, sizeof w, "mappings[%zu]", i);
+        if (parse_mapping(c, m, w, &d->mappings[i]) != 0)
+            return -1;
+        d->mapping_lines[i] = line_of(m);
+        d->n_mappings = i + 1;
+    }
+    return 0;
+}
+
+/* --- the document ------------------------------------------------------------------- */
+
+static int parse_root(parse_ctx_t *c)
+{
+    yaml_node_t *root = yaml_document_get_root_node(c->ydoc);
+    if (!root)
+        return fail(c, NULL, "empty file: expected \"version: 1\" and \"environments:\"");
+    if (want_mapping(c, root, "top level") != 0)
+        return -1;
+    int version = 0;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
+        const char *key = scalar(k);
+        if (!key)
+            return fail(c, k, "top level: keys must be plain names");
+        if (!strcmp(key, "version")) {
+            int32_t ver;
+            if (want_int(c, v, "version", 1, 1000, &ver) != 0)
+                return -1;
+            if (ver != CMR_CFG_FORMAT_VERSION)
+                return fail(c, v, "version: this cmr-config reads format version %d, the file has %d",
+                            CMR_CFG_FORMAT_VERSION, ver);
+            version = ver;
+        } else if (!strcmp(key, "environments")) {
+            if (parse_envs(c, v) != 0)
+                return -1;
+        } else if (!strcmp(key, "mappings")) {
+            if (parse_mappings(c, v) != 0)
+                return -1;
+        } else {
+            return fail(c, k, "top level: unknown key \"%s\" (version, environments, mappings)", key);
+        }
+    }
+    if (!version)
+        return fail(c, root, "top level: missing \"version: %d\"", CMR_CFG_FORMAT_VERSION);
+    return 0;
+}
+
+int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_doc_t *doc, char *err,
+                      size_t errlen)
+{
+    memset(doc, 0, sizeof *doc);
+    doc->pool = calloc(1, sizeof *doc->pool);
+    if (!doc->pool) {
+        snprintf(err, errlen, "%s: out of memory", origin);
+        return -1;
+    }
+    yaml_parser_t parser;
+    yaml_document_t ydoc;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int rc;
+    if (!yaml_parser_load(&parser, &ydoc)) {
+        snprintf(err, errlen, "%s:%zu: YAML syntax: %s%s%s", origin, parser.problem_mark.line + 1,
+                 parser.problem ? parser.problem : "unreadable", parser.context ? " " : "",
+                 parser.context ? parser.context : "");
+        rc = -1;
+    } else {
+        parse_ctx_t c = {&ydoc, origin, err, errlen, doc};
+        rc = parse_root(&c);
+        yaml_document_delete(&ydoc);
+    }
+    yaml_parser_delete(&parser);
+    if (rc != 0)
+        cmr_cfg_doc_free(doc);
+    return rc;
+}
+
+int cmr_cfg_doc_load(const char *path, cmr_cfg_doc_t *doc, char *err, size_t errlen)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 8192, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *bigger = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, errlen, "%s: cannot read (too large or I/O error)", path);
+        return -1;
+    }
+    int rc = cmr_cfg_doc_parse(buf, n, path, doc, err, errlen);
+    free(buf);
+    return rc;
+}

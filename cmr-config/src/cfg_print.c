@@ -1,0 +1,96 @@
+/*
+ * cfg_print.c - writes environments and mappings back in the environment file format
+ * (docs/ENVIRONMENTS.md), for `cmr-config show` and `list`. What it writes parses again
+ * with cfg_doc.c into the same content.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmr/cfg_doc.h"
+
+/* Double-quoted YAML string: safe for globs ('*' would start an alias unquoted). */
+static void put_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void put_field(FILE *f, const char *indent, const char *key, const char *value)
+{
+    if (!value)
+        return;
+    fprintf(f, "%s%s: ", indent, key);
+    put_str(f, value);
+    fputc('\n', f);
+}
+
+static void put_modifiers(FILE *f, int32_t req, int32_t excl)
+{
+    if (!req && !excl)
+        return;
+    char a[256], b[256];
+    cmr_cfg_modifiers_str(req, NULL, a, sizeof a);
+    cmr_cfg_modifiers_str(excl, "!", b, sizeof b);
+    fprintf(f, "        modifiers: [");
+    /* quote each: "!static" must not be read as a YAML tag */
+    const char *lists[2] = {a, b};
+    int first = 1;
+    for (int i = 0; i < 2; i++) {
+        char *save = NULL, copy[256];
+        snprintf(copy, sizeof copy, "%s", lists[i]);
+        for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+            fprintf(f, "%s\"%s\"", first ? "" : ", ", t);
+            first = 0;
+        }
+    }
+    fprintf(f, "]\n");
+}
+
+void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
+{
+    FILE *f = stream;
+    fprintf(f, "  - id: ");
+    put_str(f, env->id);
+    fputc('\n', f);
+    put_field(f, "    ", "name", env->name);
+    put_field(f, "    ", "description", env->description);
+    const cmr_strategy_t *s = &env->strategy;
+    fprintf(f,
+            "    strategy:\n      send_interval_ms: %d\n      ring_records: %d\n      max_batch_events: %d\n"
+            "      metric_interval_ms: %d\n      max_threads: %d\n",
+            s->send_interval_ms, s->ring_records, s->max_batch_events, s->metric_interval_ms, s->max_threads);
+    fprintf(f, "    sensors:%s\n", env->assignments.count ? "" : " []");
+    for (size_t i = 0; i < env->assignments.count; i++) {
+        const cmr_sensor_assignment_t *a = &env->assignments.items[i];
+        fprintf(f, "      - sensor: %s\n", cmr_cfg_sensor_name(a->sensor));
+        put_field(f, "        ", "class", a->class_pattern);
+        put_field(f, "        ", "superclass", a->superclass);
+        put_field(f, "        ", "interface", a->interface);
+        put_field(f, "        ", "annotation", a->annotation);
+        put_field(f, "        ", "method", a->method_pattern);
+        put_field(f, "        ", "descriptor", a->descriptor_pattern);
+        put_modifiers(f, a->modifiers_required, a->modifiers_excluded);
+        if (a->constructors)
+            fprintf(f, "        constructors: true\n");
+    }
+}
+
+void cmr_cfg_write_mappings(const cmr_agent_mapping_t *m, size_t n, void *stream)
+{
+    FILE *f = stream;
+    fprintf(f, "mappings:%s\n", n ? "" : " []");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "  - agent: ");
+        put_str(f, m[i].agent_pattern);
+        fprintf(f, "\n    address: ");
+        put_str(f, m[i].address);
+        fprintf(f, "\n    environment: ");
+        put_str(f, m[i].environment_id);
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,94 @@
+/*
+ * main.c - cmr-config: the configuration worker and its operator commands.
+ * Thin: options (cmr_cli_parse conventions), then one call into the library.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmr/cfg_cli.h"
+#include "cmr/cfg_worker.h"
+#include "cmr/conf.h"
+#include "cmr/log.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
+
+static const cmr_cli_option_t options[] = {
+    {"group", 0, "config.group", "ID", "run: consumer group of the workers (default cmr-config)"},
+    {"author", 0, "config.author", "NAME", "apply/delete: author recorded in the change (default $USER@host)"},
+    {"timeout-ms", 0, "config.timeout_ms", "MS", "how long to wait for the configuration topic (default 30000)"},
+    {0},
+};
+static const char *const known_keys[] = {"topic.prefix", "config.catchup_timeout_ms", NULL};
+static const char *const known_prefixes[] = {"kafka.", NULL};
+
+static const cmr_cli_t cli = {
+    .program = "cmr-config",
+    .synopsis = "[options] apply FILE | diff FILE | list | show ID|mappings | delete ID | run",
+    .summary = "Environments (sensor assignments, strategy) and agent mappings of the CMR.\n"
+               "  apply FILE   publish the environments and mappings of FILE (YAML, docs/ENVIRONMENTS.md)\n"
+               "  diff FILE    show what apply would change, change nothing\n"
+               "  list         environments and the mapping table\n"
+               "  show ID      one environment (or 'mappings') in the file format\n"
+               "  delete ID    delete an environment no mapping names\n"
+               "  run          the worker: answers registrations, pushes environment updates",
+    .options = options,
+    .known_keys = known_keys,
+    .known_prefixes = known_prefixes,
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **args)
+{
+    if (!strcmp(cmd, "apply") && nargs == 1)
+        return cmr_cfg_cli_apply(conf, args[0], 0, stdout);
+    if (!strcmp(cmd, "diff") && nargs == 1)
+        return cmr_cfg_cli_apply(conf, args[0], 1, stdout);
+    if (!strcmp(cmd, "list") && nargs == 0)
+        return cmr_cfg_cli_list(conf, stdout);
+    if (!strcmp(cmd, "show") && nargs == 1)
+        return cmr_cfg_cli_show(conf, args[0], stdout);
+    if (!strcmp(cmd, "delete") && nargs == 1)
+        return cmr_cfg_cli_delete(conf, args[0], stdout);
+    if (!strcmp(cmd, "run") && nargs == 0) {
+        struct sigaction sa = {0};
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        return cmr_cfg_worker_run(conf, &stop_flag);
+    }
+    fprintf(stderr, "cmr-config: bad command or arguments: %s\nTry 'cmr-config --help'.\n", cmd);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    cmr_log_set_program("cmr-config");
+    cmr_conf_t *conf = cmr_conf_new();
+    int first;
+    int rc = cmr_cli_parse(&cli, argc, argv, conf, &first);
+    if (rc != CMR_CLI_OK) {
+        cmr_conf_destroy(conf);
+        return rc == CMR_CLI_HELP ? 0 : 2;
+    }
+    if (cmr_wire_init() != 0 || cmr_topics_set_prefix(cmr_conf_get(conf, "topic.prefix", "cmr")) != 0) {
+        fprintf(stderr, "cmr-config: bad topic.prefix or broken schemas\n");
+        cmr_conf_destroy(conf);
+        return 2;
+    }
+    if (first >= argc) {
+        cmr_cli_usage(&cli, stderr);
+        rc = 2;
+    } else {
+        rc = dispatch(conf, argv[first], argc - first - 1, argv + first + 1);
+    }
+    cmr_conf_destroy(conf);
+    return rc;
+}

@@ -1,0 +1,351 @@
+/*
+ * cfg_unit_test.c - cmr-config without Kafka: mapping resolution (globs, CIDR v4/v6, first
+ * match), the environment file (a full document, and every kind of error with its line),
+ * the configuration projection (revisions, deletes, replays) and the registration answer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/cfg_answer.h"
+#include "cmr/cfg_doc.h"
+#include "cmr/cfg_match.h"
+#include "cmr/cfg_state.h"
+#include "cmr/ids.h"
+#include "cmr/wire.h"
+
+static const char *full_doc =
+    "# a comment\n"
+    "version: 1\n"
+    "environments:\n"
+    "  - id: shop\n"
+    "    name: Shop production\n"
+    "    strategy:\n"
+    "      send_interval_ms: 500\n"
+    "      max_threads: 64\n"
+    "    sensors:\n"
+    "      - sensor: timer\n"
+    "        class: com.shop.*\n"
+    "        method: \"get*\"\n"
+    "        descriptor: \"()*\"\n"
+    "        modifiers: [public, \"!static\"]\n"
+    "      - sensor: invocation-sequence\n"
+    "        class: \"*\"\n"
+    "        interface: javax.servlet.Servlet\n"
+    "        method: service\n"
+    "        constructors: true\n"
+    "      - sensor: anchor\n"
+    "        class: \"*\"\n"
+    "        annotation: com.shop.Traced\n"
+    "        superclass: com/shop/Base\n"
+    "  - id: batch\n"
+    "    sensors: []\n"
+    "mappings:\n"
+    "  - agent: \"shop-*\"\n"
+    "    address: 10.0.0.0/8\n"
+    "    environment: shop\n"
+    "  - agent: \"*\"\n"
+    "    address: \"2001:db8::/32\"\n"
+    "    environment: batch\n";
+
+static void test_glob(void **state)
+{
+    (void)state;
+    assert_true(cmr_cfg_glob("shop-*", "shop-eu-1"));
+    assert_false(cmr_cfg_glob("shop-*", "shopping"));
+    assert_true(cmr_cfg_glob("com/shop/*", "com/shop/cart/Cart")); /* '*' crosses '/' */
+    assert_true(cmr_cfg_glob("get?", "getX"));
+    assert_false(cmr_cfg_glob("get?", "get"));
+    assert_true(cmr_cfg_glob("[ab]*", "beta"));
+    assert_true(cmr_cfg_glob("*", ""));
+}
+
+static void test_cidr_v4(void **state)
+{
+    (void)state;
+    cmr_cfg_addr_t a;
+    char err[256];
+    assert_int_equal(cmr_cfg_addr_parse("10.0.0.0/8", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "10.255.1.2"));
+    assert_false(cmr_cfg_addr_match(&a, "11.0.0.1"));
+    assert_true(cmr_cfg_addr_match(&a, "::ffff:10.1.2.3")); /* v4-mapped */
+    assert_false(cmr_cfg_addr_match(&a, "fe80::1"));
+    assert_false(cmr_cfg_addr_match(&a, "not-an-ip"));
+    assert_int_equal(cmr_cfg_addr_parse("192.168.1.128/25", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "192.168.1.200"));
+    assert_false(cmr_cfg_addr_match(&a, "192.168.1.127"));
+    assert_int_equal(cmr_cfg_addr_parse("192.168.1.7", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "192.168.1.7"));
+    assert_false(cmr_cfg_addr_match(&a, "192.168.1.8"));
+    assert_int_equal(cmr_cfg_addr_parse("0.0.0.0/0", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "8.8.8.8"));
+    assert_int_equal(cmr_cfg_addr_parse("10.0.0.0/33", &a, err, sizeof err), -1);
+    assert_non_null(strstr(err, "0..32"));
+    assert_int_equal(cmr_cfg_addr_parse("10.0.0/8", &a, err, sizeof err), -1);
+    assert_int_equal(cmr_cfg_addr_parse("/8", &a, err, sizeof err), -1);
+    assert_int_equal(cmr_cfg_addr_parse("*", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "anything"));
+}
+
+static void test_cidr_v6(void **state)
+{
+    (void)state;
+    cmr_cfg_addr_t a;
+    char err[256];
+    assert_int_equal(cmr_cfg_addr_parse("2001:db8::/32", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "2001:db8:1::42"));
+    assert_false(cmr_cfg_addr_match(&a, "2001:db9::1"));
+    assert_false(cmr_cfg_addr_match(&a, "10.0.0.1"));
+    assert_int_equal(cmr_cfg_addr_parse("fe80::/10", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "febf::1"));
+    assert_false(cmr_cfg_addr_match(&a, "fec0::1"));
+    assert_int_equal(cmr_cfg_addr_parse("::1", &a, err, sizeof err), 0);
+    assert_true(cmr_cfg_addr_match(&a, "0:0:0:0:0:0:0:1"));
+    assert_int_equal(cmr_cfg_addr_parse("2001:db8::/129", &a, err, sizeof err), -1);
+    assert_non_null(strstr(err, "0..128"));
+}
+
+static void test_resolve_first_match(void **state)
+{
+    (void)state;
+    cmr_agent_mapping_t m[] = {
+        {"shop-*", "10.0.0.0/8", "shop"},
+        {"shop-*", "*", "shop-other"},
+        {"*", "2001:db8::/32", "v6"},
+    };
+    char *ips_a[] = {"192.168.0.1", "10.1.1.1"};
+    cmr_strings_t a = {ips_a, 2};
+    assert_int_equal(cmr_cfg_resolve(m, 3, "shop-1", &a), 0); /* any of the addresses */
+    char *ips_b[] = {"192.168.0.1"};
+    cmr_strings_t b = {ips_b, 1};
+    assert_int_equal(cmr_cfg_resolve(m, 3, "shop-1", &b), 1);
+    assert_int_equal(cmr_cfg_resolve(m, 3, "billing", &b), -1);
+    char *ips_c[] = {"2001:db8::5"};
+    cmr_strings_t c = {ips_c, 1};
+    assert_int_equal(cmr_cfg_resolve(m, 3, "billing", &c), 2);
+    cmr_strings_t none = {NULL, 0};
+    assert_int_equal(cmr_cfg_resolve(m, 3, "billing", &none), -1);
+    assert_int_equal(cmr_cfg_resolve(m, 3, "shop-x", &none), 1);
+}
+
+static void test_doc_full(void **state)
+{
+    (void)state;
+    cmr_cfg_doc_t d;
+    char err[512];
+    assert_int_equal(cmr_cfg_doc_parse(full_doc, strlen(full_doc), "env.yaml", &d, err, sizeof err), 0);
+    assert_int_equal(d.n_envs, 2);
+    cmr_environment_t *shop = &d.envs[0];
+    assert_string_equal(shop->id, "shop");
+    assert_string_equal(shop->name, "Shop production");
+    assert_int_equal(d.env_lines[0], 4);
+    assert_int_equal(shop->strategy.send_interval_ms, 500);
+    assert_int_equal(shop->strategy.max_threads, 64);
+    assert_int_equal(shop->strategy.ring_records, 65536); /* default */
+    assert_int_equal(shop->assignments.count, 3);
+    cmr_sensor_assignment_t *t = &shop->assignments.items[0];
+    assert_int_equal(t->sensor, CMR_SENSOR_TIMER);
+    assert_string_equal(t->class_pattern, "com/shop/*"); /* dots become slashes */
+    assert_string_equal(t->method_pattern, "get*");
+    assert_string_equal(t->descriptor_pattern, "()*");
+    assert_int_equal(t->modifiers_required, 0x0001);
+    assert_int_equal(t->modifiers_excluded, 0x0008);
+    assert_false(t->constructors);
+    cmr_sensor_assignment_t *s = &shop->assignments.items[1];
+    assert_int_equal(s->sensor, CMR_SENSOR_INVOCATION_SEQUENCE);
+    assert_string_equal(s->interface, "javax/servlet/Servlet");
+    assert_true(s->constructors);
+    assert_null(s->superclass);
+    cmr_sensor_assignment_t *an = &shop->assignments.items[2];
+    assert_string_equal(an->annotation, "com/shop/Traced");
+    assert_string_equal(an->superclass, "com/shop/Base");
+    assert_string_equal(an->method_pattern, "*"); /* default */
+    assert_string_equal(d.envs[1].name, "batch"); /* name defaults to id */
+    assert_int_equal(d.envs[1].assignments.count, 0);
+    assert_true(d.has_mappings);
+    assert_int_equal(d.n_mappings, 2);
+    assert_string_equal(d.mappings[1].address, "2001:db8::/32");
+    assert_int_equal(d.mapping_lines[1], 30);
+
+    /* what `show` prints parses back into the same environment */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fprintf(f, "version: 1\nenvironments:\n");
+    cmr_cfg_write_env(shop, f);
+    cmr_cfg_write_mappings(d.mappings, d.n_mappings, f);
+    fclose(f);
+    cmr_cfg_doc_t again;
+    assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
+    assert_true(cmr_cfg_env_equal(shop, &again.envs[0]));
+    assert_int_equal(again.n_mappings, 2);
+    cmr_cfg_doc_free(&again);
+    free(text);
+    cmr_cfg_doc_free(&d);
+}
+
+/* A document that must be rejected, and the message it must produce. */
+static void expect_error(const char *text, const char *want)
+{
+    cmr_cfg_doc_t d;
+    char err[512] = "";
+    int rc = cmr_cfg_doc_parse(text, strlen(text), "f.yaml", &d, err, sizeof err);
+    if (rc != -1 || !strstr(err, want))
+        fail_msg("expected an error containing \"%s\", got rc=%d \"%s\"", want, rc, err);
+}
+
+static void test_doc_errors(void **state)
+{
+    (void)state;
+    expect_error("", "f.yaml: empty file");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: tmer\n        class: x\n",
+                 "f.yaml:5: environments[0].sensors[0].sensor: unknown sensor \"tmer\"");
+    expect_error("version: 2\n", "f.yaml:1: version: this cmr-config reads format version 1, the file has 2");
+    expect_error("environments: []\n", "f.yaml:1: top level: missing \"version: 1\"");
+    expect_error("version: 1\nenvironment: []\n", "f.yaml:2: top level: unknown key \"environment\"");
+    expect_error("version: 1\nenvironments:\n  - id: a\n  - id: a\n",
+                 "f.yaml:4: environments[1]: environment \"a\" is defined twice (first at line 3)");
+    expect_error("version: 1\nenvironments:\n  - name: x\n", "f.yaml:3: environments[0]: missing \"id\"");
+    expect_error("version: 1\nenvironments:\n  - id: \"a b\"\n", "f.yaml:3: environments[0].id: \"a b\" is not a valid");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    strategy:\n      send_interval_ms: fast\n",
+                 "f.yaml:5: environments[0].strategy.send_interval_ms: \"fast\" is not an integer");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    strategy:\n      ring_records: 1\n",
+                 "f.yaml:5: environments[0].strategy.ring_records: 1 is outside 64..16777216");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n",
+                 "f.yaml:5: environments[0].sensors[0]: missing \"class\"");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - class: x\n",
+                 "f.yaml:5: environments[0].sensors[0]: missing \"sensor\"");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: x\n"
+                 "        modifiers: [public, statik]\n",
+                 "f.yaml:7: environments[0].sensors[0].modifiers: unknown modifier \"statik\"");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: x\n"
+                 "        modifiers: [static, \"!static\"]\n",
+                 "modifier static is both required and excluded");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: x\n"
+                 "        descriptor: V\n",
+                 "f.yaml:7: environments[0].sensors[0].descriptor: a method descriptor starts with '('");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: x\n"
+                 "        constructors: maybe\n",
+                 "f.yaml:7: environments[0].sensors[0].constructors: \"maybe\" is not a boolean");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        klass: x\n",
+                 "f.yaml:6: environments[0].sensors[0]: unknown key \"klass\"");
+    expect_error("version: 1\nmappings:\n  - agent: x\n    address: 10.0.0.0/40\n    environment: a\n",
+                 "f.yaml:4: mappings[0].address: \"10.0.0.0/40\": prefix length must be 0..32");
+    expect_error("version: 1\nmappings:\n  - agent: x\n    address: bogus\n    environment: a\n",
+                 "f.yaml:4: mappings[0].address: \"bogus\" is not an IP address");
+    expect_error("version: 1\nmappings:\n  - agent: x\n", "f.yaml:3: mappings[0]: missing \"environment\"");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors: {}\n",
+                 "f.yaml:4: environments[0].sensors: expected a list");
+    /* YAML syntax errors carry the line too */
+    expect_error("version: 1\nenvironments:\n  - id: [a\n  - id: b\n", "f.yaml:4: YAML syntax:");
+    expect_error("version: 1\n\tenvironments: []\n", "f.yaml:2: YAML syntax:");
+}
+
+/* --- projection --------------------------------------------------------------------- */
+
+static void encode_change(const cmr_config_change_t *c, cmr_buf_t *out)
+{
+    char err[256];
+    memset(out, 0, sizeof *out);
+    assert_int_equal(cmr_msg_encode(CMR_MSG_CONFIG_CHANGE, c, out, err, sizeof err), CMR_WIRE_OK);
+}
+
+static int apply_change(cmr_cfg_state_t *s, const cmr_config_change_t *c)
+{
+    cmr_buf_t b;
+    char err[256];
+    encode_change(c, &b);
+    int rc = cmr_cfg_state_apply(s, b.data, b.len, NULL, err, sizeof err);
+    cmr_buf_free(&b);
+    return rc;
+}
+
+static void test_state_projection(void **state)
+{
+    (void)state;
+    cmr_cfg_doc_t d;
+    char err[512];
+    assert_int_equal(cmr_cfg_doc_parse(full_doc, strlen(full_doc), "env.yaml", &d, err, sizeof err), 0);
+    cmr_cfg_state_t *s = cmr_cfg_state_new();
+    cmr_config_change_t c = {CMR_CONFIG_ENVIRONMENT, 1, 0, "test", &d.envs[0], {NULL, 0}};
+    assert_int_equal(apply_change(s, &c), CMR_CFG_ENV_CHANGED);
+    assert_int_equal(apply_change(s, &c), CMR_CFG_IGNORED); /* replay */
+    int64_t rev = 0;
+    const cmr_environment_t *e = cmr_cfg_state_env(s, "shop", &rev);
+    assert_non_null(e);
+    assert_int_equal(rev, 1);
+    assert_true(cmr_cfg_env_equal(e, &d.envs[0]));
+    c.environment = &d.envs[1];
+    assert_int_equal(apply_change(s, &c), CMR_CFG_ENV_CHANGED);
+    assert_int_equal(cmr_cfg_state_env_count(s), 2);
+    assert_string_equal(cmr_cfg_state_env_at(s, 0, NULL)->id, "batch"); /* id order */
+
+    cmr_config_change_t m = {CMR_CONFIG_MAPPINGS, 3, 0, "test", NULL, {d.mappings, d.n_mappings}};
+    assert_int_equal(apply_change(s, &m), CMR_CFG_MAPPINGS_CHANGED);
+    m.revision = 2;
+    assert_int_equal(apply_change(s, &m), CMR_CFG_IGNORED); /* older */
+    size_t n;
+    cmr_cfg_state_mappings(s, &n, &rev);
+    assert_int_equal(n, 2);
+    assert_int_equal(rev, 3);
+
+    /* delete, then a stale create is ignored */
+    cmr_config_change_t del = {CMR_CONFIG_ENVIRONMENT_DELETED, 2, 0, "test", &d.envs[1], {NULL, 0}};
+    assert_int_equal(apply_change(s, &del), CMR_CFG_ENV_DELETED);
+    assert_null(cmr_cfg_state_env(s, "batch", NULL));
+    assert_int_equal(apply_change(s, &c), CMR_CFG_IGNORED);
+    assert_int_equal(cmr_cfg_state_key_revision(s, "batch"), 2);
+    assert_int_equal(cmr_cfg_state_key_revision(s, "mappings"), 3);
+    assert_int_equal(cmr_cfg_state_key_revision(s, "nope"), 0);
+
+    /* not a ConfigChange: an error, nothing changes */
+    cmr_bytecode_resend_t other = {1, 2, "a/B", 0, 3};
+    cmr_buf_t b = {0};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_BYTECODE_RESEND, &other, &b, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(cmr_cfg_state_apply(s, b.data, b.len, NULL, err, sizeof err), -1);
+    assert_int_equal(cmr_cfg_state_apply(s, "junk", 4, NULL, err, sizeof err), -1);
+    cmr_buf_free(&b);
+    assert_int_equal(cmr_cfg_state_env_count(s), 1);
+
+    /* answers */
+    char *ips[] = {"10.2.3.4"};
+    cmr_agent_registration_t reg = {.instance_id = "0123456789abcdef0123456789abcdef",
+                                    .agent_name = "shop-1",
+                                    .hostname = "h1",
+                                    .ip_addresses = {ips, 1}};
+    cmr_cfg_answer_t a;
+    cmr_cfg_answer(s, &reg, 5, &a);
+    assert_true(a.configured);
+    assert_int_equal((uint64_t)a.cfg.agent_id, cmr_agent_id("shop-1", "h1"));
+    assert_string_equal(a.cfg.environment_id, "shop");
+    assert_int_equal(a.cfg.revision, 1);
+    assert_int_equal(a.cfg.sensors.count, 3);
+    assert_int_equal(a.cfg.strategy.send_interval_ms, 500);
+    reg.agent_name = "billing";
+    cmr_cfg_answer(s, &reg, 5, &a);
+    assert_false(a.configured);
+    assert_non_null(strstr(a.no_env.reason, "no agent mapping matches agent name \"billing\" with addresses [10.2.3.4]"));
+    char *ips6[] = {"2001:db8::7"};
+    reg.ip_addresses = (cmr_strings_t){ips6, 1};
+    cmr_cfg_answer(s, &reg, 5, &a); /* maps to the deleted "batch" */
+    assert_false(a.configured);
+    assert_non_null(strstr(a.no_env.reason, "names environment \"batch\", which does not exist"));
+    cmr_cfg_state_free(s);
+    cmr_cfg_doc_free(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_glob),           cmocka_unit_test(test_cidr_v4),
+        cmocka_unit_test(test_cidr_v6),        cmocka_unit_test(test_resolve_first_match),
+        cmocka_unit_test(test_doc_full),       cmocka_unit_test(test_doc_errors),
+        cmocka_unit_test(test_state_projection),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
