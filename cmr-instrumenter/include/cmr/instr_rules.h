@@ -1,0 +1,57 @@
+/*
+ * instr_rules.h - which methods of a class get which sensor, from an environment's sensor
+ * assignments (docs/ENVIRONMENTS.md) and the class's metadata (instr_meta.h).
+ *
+ * An assignment matches a method when all of its criteria hold:
+ *   class        glob on the class's internal name
+ *   superclass   a proper superclass, anywhere up the chain
+ *   interface    an interface the class implements: directly, through a superclass, or
+ *                through a super-interface (the whole hierarchy)
+ *   annotation   carried by the class or by the method
+ *   method       glob on the method name; constructors (<init>) only with constructors:
+ *                true; static initializers, abstract and native methods never
+ *   descriptor   glob on the method descriptor
+ *   modifiers    required flags all set, excluded flags all clear
+ * The first matching assignment of the environment gives the method its sensor.
+ *
+ * Superclasses and interfaces are resolved through a lookup function (the types the same
+ * agent has sent). A type not seen yet cannot be followed: it is reported in `missing`
+ * and the decision is made with what is known; the caller decides again when the type
+ * arrives. Excluded classes (instr_exclude.h) get no sensor at all.
+ */
+#ifndef CMR_INSTR_RULES_H
+#define CMR_INSTR_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/instr_meta.h"
+#include "cmr/msg.h"
+
+/* Returns the metadata of `type` as seen from the same agent, or NULL when that agent has
+ * not sent it yet. The result is borrowed: it must stay valid until cmr_instr_decide()
+ * returns. */
+typedef const cmr_instr_meta_t *(cmr_instr_lookup_fn)(const char *type, void *ud);
+
+typedef struct cmr_instr_pick {
+    uint16_t method;          /* index into meta->methods */
+    cmr_sensor_kind_t sensor;
+} cmr_instr_pick_t;
+
+typedef struct cmr_instr_decision {
+    cmr_instr_pick_t *picks;  /* owned */
+    size_t n_picks;
+    cmr_instr_names_t missing; /* owned: types that could not be resolved */
+    int excluded;             /* the class is on the exclusion list */
+} cmr_instr_decision_t;
+
+/* Decides for one class. 0, or -1 on out of memory. */
+int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, cmr_instr_lookup_fn *lookup,
+                     void *ud, cmr_instr_decision_t *out);
+void cmr_instr_decision_free(cmr_instr_decision_t *d);
+
+/* Stable 64-bit summary of a decision (0 = nothing instrumented): the same picks give the
+ * same value, so the cache can tell whether a class's instrumentation changed. */
+uint64_t cmr_instr_decision_signature(const cmr_instr_meta_t *cls, const cmr_instr_decision_t *d);
+
+#endif

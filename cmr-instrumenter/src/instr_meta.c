@@ -1,0 +1,421 @@
+/*
+ * instr_meta.c - class metadata for rule matching (see instr_meta.h): extraction with the
+ * class-file engine (constant pool, annotations attributes walked with bounds checks) and
+ * the cache encoding (little-endian lengths + bytes, version byte first).
+ */
+#include "cmr/instr_meta.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/classfile.h"
+
+#define META_FORMAT 1
+
+static char *dup_str(cf_str s)
+{
+    char *d = malloc((size_t)s.len + 1);
+    if (d) {
+        memcpy(d, s.p, s.len);
+        d[s.len] = '\0';
+    }
+    return d;
+}
+
+static int names_add(cmr_instr_names_t *n, char *s)
+{
+    if (!s)
+        return -1;
+    char **items = realloc(n->items, (n->count + 1) * sizeof *items);
+    if (!items) {
+        free(s);
+        return -1;
+    }
+    n->items = items;
+    n->items[n->count++] = s;
+    return 0;
+}
+
+static void names_free(cmr_instr_names_t *n)
+{
+    for (size_t i = 0; i < n->count; i++)
+        free(n->items[i]);
+    free(n->items);
+    n->items = NULL;
+    n->count = 0;
+}
+
+void cmr_instr_meta_free(cmr_instr_meta_t *m)
+{
+    if (!m)
+        return;
+    free(m->name);
+    free(m->super_name);
+    free(m->source_file);
+    names_free(&m->interfaces);
+    names_free(&m->annotations);
+    for (size_t i = 0; i < m->n_methods; i++) {
+        free(m->methods[i].name);
+        free(m->methods[i].desc);
+        names_free(&m->methods[i].annotations);
+    }
+    free(m->methods);
+    memset(m, 0, sizeof *m);
+}
+
+/* --- annotations attributes --------------------------------------------------------- */
+
+typedef struct rd {
+    const uint8_t *p, *end;
+    int bad;
+} rd_t;
+
+static unsigned u1(rd_t *r)
+{
+    if (r->end - r->p < 1) {
+        r->bad = 1;
+        return 0;
+    }
+    return *r->p++;
+}
+
+static unsigned u2(rd_t *r)
+{
+    if (r->end - r->p < 2) {
+        r->bad = 1;
+        r->p = r->end;
+        return 0;
+    }
+    unsigned v = (unsigned)r->p[0] << 8 | r->p[1];
+    r->p += 2;
+    return v;
+}
+
+static void skip_annotation(rd_t *r, int depth);
+
+static void skip_element_value(rd_t *r, int depth)
+{
+    if (depth > 64) {
+        r->bad = 1;
+        return;
+    }
+    unsigned tag = u1(r);
+    switch (tag) {
+    case 'B': case 'C': case 'D': case 'F': case 'I': case 'J': case 'S': case 'Z': case 's': case 'c':
+        u2(r);
+        break;
+    case 'e':
+        u2(r);
+        u2(r);
+        break;
+    case '@':
+        skip_annotation(r, depth + 1);
+        break;
+    case '[': {
+        unsigned n = u2(r);
+        for (unsigned i = 0; i < n && !r->bad; i++)
+            skip_element_value(r, depth + 1);
+        break;
+    }
+    default:
+        r->bad = 1;
+    }
+}
+
+static void skip_annotation(rd_t *r, int depth)
+{
+    u2(r); /* type */
+    unsigned pairs = u2(r);
+    for (unsigned i = 0; i < pairs && !r->bad; i++) {
+        u2(r);
+        skip_element_value(r, depth);
+    }
+}
+
+/* Adds the annotation types of one Runtime(In)VisibleAnnotations attribute. */
+static int read_annotations(const cf_class *c, const cf_attr *a, cmr_instr_names_t *out)
+{
+    rd_t r = {a->data, a->data + a->len, 0};
+    unsigned n = u2(&r);
+    for (unsigned i = 0; i < n && !r.bad; i++) {
+        unsigned type = u2(&r);
+        if (r.bad)
+            break;
+        cf_str d = cf_cp_utf8(c, (uint16_t)type);
+        if (d.len >= 3 && d.p[0] == 'L' && d.p[d.len - 1] == ';') {
+            cf_str inner = {d.p + 1, d.len - 2};
+            if (names_add(out, dup_str(inner)) != 0)
+                return -1;
+        }
+        r.p -= 2; /* re-read the type inside skip_annotation */
+        skip_annotation(&r, 0);
+    }
+    return 0; /* a malformed attribute only loses its annotations */
+}
+
+static int member_annotations(const cf_class *c, const cf_attr *attrs, uint16_t n, cmr_instr_names_t *out)
+{
+    const char *names[] = {"RuntimeVisibleAnnotations", "RuntimeInvisibleAnnotations"};
+    for (int i = 0; i < 2; i++) {
+        const cf_attr *a = cf_attr_find(c, attrs, n, names[i]);
+        if (a && read_annotations(c, a, out) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Lowest line of the method's LineNumberTable (0 when none). */
+static int32_t first_line(const cf_class *c, const cf_member *m)
+{
+    const cf_attr *code = cf_attr_find(c, m->attrs, m->attr_count, "Code");
+    if (!code)
+        return 0;
+    rd_t r = {code->data, code->data + code->len, 0};
+    u2(&r);
+    u2(&r);
+    uint32_t code_len = (uint32_t)u2(&r) << 16;
+    code_len |= u2(&r);
+    if (r.bad || (size_t)(r.end - r.p) < code_len)
+        return 0;
+    r.p += code_len;
+    unsigned exc = u2(&r);
+    if ((size_t)(r.end - r.p) < (size_t)exc * 8)
+        return 0;
+    r.p += exc * 8;
+    unsigned nattr = u2(&r);
+    int32_t best = 0;
+    for (unsigned i = 0; i < nattr && !r.bad; i++) {
+        cf_str name = cf_cp_utf8(c, (uint16_t)u2(&r));
+        uint32_t len = (uint32_t)u2(&r) << 16;
+        len |= u2(&r);
+        if (r.bad || (size_t)(r.end - r.p) < len)
+            break;
+        rd_t a = {r.p, r.p + len, 0};
+        r.p += len;
+        if (name.len != 15 || memcmp(name.p, "LineNumberTable", 15) != 0)
+            continue;
+        unsigned n = u2(&a);
+        for (unsigned j = 0; j < n && !a.bad; j++) {
+            u2(&a);
+            int32_t line = (int32_t)u2(&a);
+            if (!a.bad && line > 0 && (best == 0 || line < best))
+                best = line;
+        }
+    }
+    return best;
+}
+
+static int extract_methods(const cf_class *c, cmr_instr_meta_t *out)
+{
+    out->methods = calloc(c->method_count ? c->method_count : 1, sizeof *out->methods);
+    if (!out->methods)
+        return -1;
+    for (uint16_t i = 0; i < c->method_count; i++) {
+        const cf_member *m = &c->methods[i];
+        cmr_instr_method_t *im = &out->methods[i];
+        out->n_methods = (size_t)i + 1;
+        im->name = dup_str(cf_cp_utf8(c, m->name));
+        im->desc = dup_str(cf_cp_utf8(c, m->desc));
+        im->access = m->access;
+        im->index = i;
+        im->first_line = first_line(c, m);
+        if (!im->name || !im->desc || member_annotations(c, m->attrs, m->attr_count, &im->annotations) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cmr_instr_meta_extract(const uint8_t *bytes, size_t len, cmr_instr_meta_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    cf_class *c = NULL;
+    cf_error e;
+    if (cf_class_parse(bytes, len, &c, &e) != CF_OK) {
+        snprintf(err, errlen, "class file does not parse: %s: %s", cf_err_name(e.code), e.msg);
+        return -1;
+    }
+    int rc = 0;
+    out->name = dup_str(cf_class_name(c));
+    out->access = c->access;
+    if (c->super_class)
+        out->super_name = dup_str(cf_cp_class_name(c, c->super_class));
+    const cf_attr *sf = cf_attr_find(c, c->attrs, c->attr_count, "SourceFile");
+    if (sf && sf->len == 2)
+        out->source_file = dup_str(cf_cp_utf8(c, (uint16_t)(sf->data[0] << 8 | sf->data[1])));
+    for (uint16_t i = 0; i < c->iface_count && rc == 0; i++) {
+        uint16_t idx = (uint16_t)(c->ifaces[2 * i] << 8 | c->ifaces[2 * i + 1]);
+        rc = names_add(&out->interfaces, dup_str(cf_cp_class_name(c, idx)));
+    }
+    if (rc == 0)
+        rc = member_annotations(c, c->attrs, c->attr_count, &out->annotations);
+    if (rc == 0)
+        rc = extract_methods(c, out);
+    if (rc == 0 && (!out->name || (c->super_class && !out->super_name)))
+        rc = -1;
+    cf_class_free(c);
+    if (rc != 0) {
+        snprintf(err, errlen, "out of memory reading class metadata");
+        cmr_instr_meta_free(out);
+    }
+    return rc;
+}
+
+/* --- cache encoding ----------------------------------------------------------------- */
+
+static int put(cmr_buf_t *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static int put_u32(cmr_buf_t *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    return put(b, x, 4);
+}
+
+/* NULL is written as 0xffffffff. */
+static int put_str(cmr_buf_t *b, const char *s)
+{
+    if (!s)
+        return put_u32(b, 0xffffffffu);
+    size_t n = strlen(s);
+    return put_u32(b, (uint32_t)n) || put(b, s, n);
+}
+
+static int put_names(cmr_buf_t *b, const cmr_instr_names_t *n)
+{
+    if (put_u32(b, (uint32_t)n->count))
+        return -1;
+    for (size_t i = 0; i < n->count; i++)
+        if (put_str(b, n->items[i]))
+            return -1;
+    return 0;
+}
+
+int cmr_instr_meta_encode(const cmr_instr_meta_t *m, cmr_buf_t *out)
+{
+    out->len = 0;
+    uint8_t fmt = META_FORMAT;
+    if (put(out, &fmt, 1) || put_str(out, m->name) || put_str(out, m->super_name) || put_str(out, m->source_file) ||
+        put_u32(out, m->access) || put_names(out, &m->interfaces) || put_names(out, &m->annotations) ||
+        put_u32(out, (uint32_t)m->n_methods))
+        return -1;
+    for (size_t i = 0; i < m->n_methods; i++) {
+        const cmr_instr_method_t *x = &m->methods[i];
+        if (put_str(out, x->name) || put_str(out, x->desc) || put_u32(out, x->access) || put_u32(out, x->index) ||
+            put_u32(out, (uint32_t)x->first_line) || put_names(out, &x->annotations))
+            return -1;
+    }
+    return 0;
+}
+
+typedef struct in {
+    const uint8_t *p, *end;
+    int bad;
+} in_t;
+
+static uint32_t get_u32(in_t *r)
+{
+    if (r->end - r->p < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    return v;
+}
+
+static char *get_str(in_t *r, int *null)
+{
+    uint32_t n = get_u32(r);
+    *null = n == 0xffffffffu;
+    if (r->bad || *null)
+        return NULL;
+    if ((size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = malloc((size_t)n + 1);
+    if (!s) {
+        r->bad = 1;
+        return NULL;
+    }
+    memcpy(s, r->p, n);
+    s[n] = '\0';
+    r->p += n;
+    return s;
+}
+
+static char *get_req(in_t *r)
+{
+    int null;
+    char *s = get_str(r, &null);
+    if (null)
+        r->bad = 1;
+    return s;
+}
+
+static void get_names(in_t *r, cmr_instr_names_t *n)
+{
+    uint32_t count = get_u32(r);
+    if (count > (size_t)(r->end - r->p) / 4) {
+        r->bad = 1;
+        return;
+    }
+    for (uint32_t i = 0; i < count && !r->bad; i++) {
+        char *s = get_req(r);
+        if (!s || names_add(n, s) != 0)
+            r->bad = 1;
+    }
+}
+
+int cmr_instr_meta_decode(const void *data, size_t len, cmr_instr_meta_t *out)
+{
+    memset(out, 0, sizeof *out);
+    in_t r = {data, (const uint8_t *)data + len, 0};
+    int null;
+    if (len < 1 || r.p[0] != META_FORMAT)
+        return -1;
+    r.p++;
+    out->name = get_req(&r);
+    out->super_name = get_str(&r, &null);
+    out->source_file = get_str(&r, &null);
+    out->access = (uint16_t)get_u32(&r);
+    get_names(&r, &out->interfaces);
+    get_names(&r, &out->annotations);
+    uint32_t n = get_u32(&r);
+    if (!r.bad && n <= (size_t)(r.end - r.p) / 16) {
+        out->methods = calloc(n ? n : 1, sizeof *out->methods);
+        r.bad |= !out->methods;
+        for (uint32_t i = 0; i < n && !r.bad; i++) {
+            cmr_instr_method_t *x = &out->methods[i];
+            out->n_methods = (size_t)i + 1;
+            x->name = get_req(&r);
+            x->desc = get_req(&r);
+            x->access = (uint16_t)get_u32(&r);
+            x->index = (uint16_t)get_u32(&r);
+            x->first_line = (int32_t)get_u32(&r);
+            get_names(&r, &x->annotations);
+        }
+    } else {
+        r.bad = 1;
+    }
+    if (r.bad || r.p != r.end) {
+        cmr_instr_meta_free(out);
+        return -1;
+    }
+    return 0;
+}

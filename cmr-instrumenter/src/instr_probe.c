@@ -1,0 +1,74 @@
+/*
+ * instr_probe.c - sensor kinds to probe descriptions, and instrumentation of a class
+ * according to a decision (see instr_probe.h).
+ */
+#include "cmr/instr_probe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/log.h"
+
+#define CALL(n) {CMR_PROBE_CLASS, n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, 0}}}
+
+static const cf_probe probes[3] = {
+    [CMR_SENSOR_TIMER] = {"timer", CALL("timerEnter"), CALL("timerExit"), CALL("timerExitThrow")},
+    [CMR_SENSOR_INVOCATION_SEQUENCE] = {"invocation-sequence", CALL("enter"), CALL("exit"), CALL("exitThrow")},
+    [CMR_SENSOR_ANCHOR] = {"anchor", CALL("anchorEnter"), CALL("anchorExit"), CALL("anchorExitThrow")},
+};
+
+const cf_probe *cmr_instr_probe(cmr_sensor_kind_t sensor)
+{
+    return (unsigned)sensor < 3 ? &probes[sensor] : NULL;
+}
+
+void cmr_instr_built_free(cmr_instr_built_t *b)
+{
+    free(b->bytes);
+    free(b->methods);
+    free(b->meta_index);
+    memset(b, 0, sizeof *b);
+}
+
+int cmr_instr_build(const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta, const cmr_instr_decision_t *d,
+                    cmr_instr_built_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    cf_class *c = NULL;
+    cf_error e;
+    if (cf_class_parse(bytes, len, &c, &e) != CF_OK) {
+        snprintf(err, errlen, "class file does not parse: %s", e.msg);
+        return -1;
+    }
+    out->methods = calloc(d->n_picks ? d->n_picks : 1, sizeof *out->methods);
+    out->meta_index = calloc(d->n_picks ? d->n_picks : 1, sizeof *out->meta_index);
+    if (!out->methods || !out->meta_index) {
+        cf_class_free(c);
+        cmr_instr_built_free(out);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < d->n_picks; i++) {
+        const cmr_instr_method_t *m = &meta->methods[d->picks[i].method];
+        cf_method_result res;
+        cf_err rc = cf_instrument_method(c, m->index, cmr_instr_probe(d->picks[i].sensor), &res, &e);
+        if (rc != CF_OK) {
+            out->n_refused++;
+            cmr_log(CMR_LOG_DEBUG, "instr.method_refused", "class=%s method=%s%s reason=\"%s\"", meta->name, m->name,
+                    m->desc, rc == CF_ERR_REFUSED ? res.why : e.msg);
+            continue;
+        }
+        out->methods[out->n_methods] = (cmr_instrumented_method_t){(int64_t)res.method_id, m->name, m->desc,
+                                                                   d->picks[i].sensor};
+        out->meta_index[out->n_methods++] = d->picks[i].method;
+    }
+    int rc = 0;
+    if (out->n_methods > 0 && cf_class_write(c, &out->bytes, &out->len, &e) != CF_OK) {
+        snprintf(err, errlen, "class file does not write: %s", e.msg);
+        cmr_instr_built_free(out);
+        rc = -1;
+    }
+    cf_class_free(c);
+    return rc;
+}

@@ -1,0 +1,221 @@
+/*
+ * instr_rules.c - rule matching (see instr_rules.h). Hierarchy walks are bounded (depth
+ * and visited-set size) so that hostile or cyclic hierarchies cannot loop.
+ */
+#include "cmr/instr_rules.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "cmr/instr_exclude.h"
+
+#define MAX_DEPTH 64
+#define MAX_TYPES 512
+
+enum { NO = 0, YES = 1, UNKNOWN = 2 };
+
+typedef struct ctx {
+    const cmr_instr_meta_t *cls;
+    cmr_instr_lookup_fn *lookup;
+    void *ud;
+    cmr_instr_decision_t *out;
+    int oom;
+} ctx_t;
+
+static int glob(const char *pattern, const char *s)
+{
+    return fnmatch(pattern, s, 0) == 0;
+}
+
+static void note_missing(ctx_t *c, const char *type)
+{
+    cmr_instr_names_t *m = &c->out->missing;
+    for (size_t i = 0; i < m->count; i++)
+        if (strcmp(m->items[i], type) == 0)
+            return;
+    char **items = realloc(m->items, (m->count + 1) * sizeof *items);
+    char *copy = strdup(type);
+    if (!items || !copy) {
+        free(copy);
+        if (items)
+            m->items = items;
+        c->oom = 1;
+        return;
+    }
+    m->items = items;
+    m->items[m->count++] = copy;
+}
+
+static const cmr_instr_meta_t *resolve(ctx_t *c, const char *type)
+{
+    if (strcmp(type, c->cls->name) == 0)
+        return c->cls;
+    const cmr_instr_meta_t *m = c->lookup ? c->lookup(type, c->ud) : NULL;
+    if (!m)
+        note_missing(c, type);
+    return m;
+}
+
+static int has_superclass(ctx_t *c, const char *want)
+{
+    const char *s = c->cls->super_name;
+    for (int depth = 0; s && depth < MAX_DEPTH; depth++) {
+        if (strcmp(s, want) == 0)
+            return YES;
+        const cmr_instr_meta_t *m = resolve(c, s);
+        if (!m)
+            return UNKNOWN;
+        s = m->super_name;
+    }
+    return NO;
+}
+
+/* Breadth-first over the class, its superclasses and every interface they reach. */
+static int has_interface(ctx_t *c, const char *want)
+{
+    const char *queue[MAX_TYPES];
+    size_t head = 0, tail = 0;
+    int unknown = 0;
+    queue[tail++] = c->cls->name;
+    while (head < tail) {
+        const char *t = queue[head++];
+        const cmr_instr_meta_t *m = head == 1 ? c->cls : resolve(c, t);
+        if (!m) {
+            unknown = 1;
+            continue;
+        }
+        for (size_t i = 0; i < m->interfaces.count; i++)
+            if (strcmp(m->interfaces.items[i], want) == 0)
+                return YES;
+        const char *next[1 + 64];
+        size_t nn = 0;
+        if (m->super_name)
+            next[nn++] = m->super_name;
+        for (size_t i = 0; i < m->interfaces.count && nn < 65; i++)
+            next[nn++] = m->interfaces.items[i];
+        for (size_t i = 0; i < nn; i++) {
+            int seen = 0;
+            for (size_t j = 0; j < tail && !seen; j++)
+                seen = strcmp(queue[j], next[i]) == 0;
+            if (!seen && tail < MAX_TYPES)
+                queue[tail++] = next[i];
+        }
+    }
+    return unknown ? UNKNOWN : NO;
+}
+
+static int has_name(const cmr_instr_names_t *n, const char *want)
+{
+    for (size_t i = 0; i < n->count; i++)
+        if (strcmp(n->items[i], want) == 0)
+            return 1;
+    return 0;
+}
+
+/* Class-level criteria of one assignment: YES, NO or UNKNOWN (hierarchy not resolved). */
+static int class_matches(ctx_t *c, const cmr_sensor_assignment_t *a)
+{
+    if (!glob(a->class_pattern, c->cls->name))
+        return NO;
+    int r = YES;
+    if (a->superclass) {
+        r = has_superclass(c, a->superclass);
+        if (r == NO)
+            return NO;
+    }
+    if (a->interface) {
+        int i = has_interface(c, a->interface);
+        if (i == NO)
+            return NO;
+        if (i == UNKNOWN)
+            r = UNKNOWN;
+    }
+    return r;
+}
+
+static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta_t *cls, const cmr_instr_method_t *m)
+{
+    if (m->access & (0x0400 | 0x0100)) /* abstract, native: no code */
+        return 0;
+    if (strcmp(m->name, "<clinit>") == 0)
+        return 0;
+    if (strcmp(m->name, "<init>") == 0 && !a->constructors)
+        return 0;
+    if (!glob(a->method_pattern, m->name))
+        return 0;
+    if (a->descriptor_pattern && !glob(a->descriptor_pattern, m->desc))
+        return 0;
+    if ((m->access & a->modifiers_required) != a->modifiers_required || (m->access & a->modifiers_excluded))
+        return 0;
+    if (a->annotation && !has_name(&cls->annotations, a->annotation) && !has_name(&m->annotations, a->annotation))
+        return 0;
+    return 1;
+}
+
+int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, cmr_instr_lookup_fn *lookup, void *ud,
+                     cmr_instr_decision_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cmr_instr_excluded(cls->name)) {
+        out->excluded = 1;
+        return 0;
+    }
+    if (!env || env->assignments.count == 0 || cls->n_methods == 0)
+        return 0;
+    ctx_t c = {cls, lookup, ud, out, 0};
+    size_t na = env->assignments.count;
+    int *applies = calloc(na, sizeof *applies);
+    out->picks = calloc(cls->n_methods, sizeof *out->picks);
+    if (!applies || !out->picks) {
+        free(applies);
+        cmr_instr_decision_free(out);
+        return -1;
+    }
+    for (size_t i = 0; i < na; i++)
+        applies[i] = class_matches(&c, &env->assignments.items[i]);
+    for (size_t m = 0; m < cls->n_methods; m++) {
+        for (size_t i = 0; i < na; i++) {
+            if (applies[i] != YES || !method_matches(&env->assignments.items[i], cls, &cls->methods[m]))
+                continue;
+            out->picks[out->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, env->assignments.items[i].sensor};
+            break;
+        }
+    }
+    free(applies);
+    if (c.oom) {
+        cmr_instr_decision_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void cmr_instr_decision_free(cmr_instr_decision_t *d)
+{
+    free(d->picks);
+    for (size_t i = 0; i < d->missing.count; i++)
+        free(d->missing.items[i]);
+    free(d->missing.items);
+    memset(d, 0, sizeof *d);
+}
+
+uint64_t cmr_instr_decision_signature(const cmr_instr_meta_t *cls, const cmr_instr_decision_t *d)
+{
+    if (d->n_picks == 0)
+        return 0;
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 1;
+    XXH3_64bits_reset(st);
+    for (size_t i = 0; i < d->n_picks; i++) {
+        const cmr_instr_method_t *m = &cls->methods[d->picks[i].method];
+        uint32_t sensor = (uint32_t)d->picks[i].sensor;
+        XXH3_64bits_update(st, m->name, strlen(m->name) + 1);
+        XXH3_64bits_update(st, m->desc, strlen(m->desc) + 1);
+        XXH3_64bits_update(st, &sensor, sizeof sensor);
+    }
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h ? h : 1;
+}

@@ -1,0 +1,708 @@
+/*
+ * instr_worker.c - the instrumenter worker loop (see instr_worker.h).
+ *
+ * One thread. Processing of one record (or one environment run) is a unit: decisions and
+ * cache writes go to the cache's pending batch and commands to the producer; then the
+ * producer is flushed (every command delivered), the batch committed, and only then the
+ * record marked done. A failure before that point rolls the batch back and processes the
+ * record again; a crash replays it (every write is keyed, every answer recomputed).
+ *
+ * Ownership: the worker owns the cache, the configuration state, the Kafka handles and the
+ * metadata loaded during one decision (freed after it).
+ */
+#include "cmr/instr_worker.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "cmr/cfg_reader.h"
+#include "cmr/cfg_state.h"
+#include "cmr/ids.h"
+#include "cmr/instr_cache.h"
+#include "cmr/instr_probe.h"
+#include "cmr/instr_rules.h"
+#include "cmr/kafka.h"
+#include "cmr/log.h"
+
+#define MAX_PARTITIONS 1024
+
+typedef struct worker {
+    const cmr_conf_t *conf;
+    cmr_conf_t *pconf; /* producer configuration (low linger by default) */
+    cmr_instr_cache_t *cache;
+    cmr_cfg_state_t *state;
+    cmr_cfg_reader_t *config_reader;
+    cmr_consumer_t *consumer;
+    cmr_producer_t *producer;
+    unsigned char owned[MAX_PARTITIONS];
+    int assigned_once;
+    int envs_checked;
+    size_t sent;       /* messages queued in the current unit */
+    char **topics_ok;  /* command topics known to exist */
+    size_t n_topics, cap_topics;
+    uint64_t classes, redefines, resends, originals;
+} worker_t;
+
+/* Metadata loaded while deciding one class (lookup results must outlive the decision). */
+typedef struct lookup_ctx {
+    worker_t *w;
+    uint64_t agent;
+    cmr_instr_meta_t **loaded;
+    size_t n, cap;
+} lookup_ctx_t;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* --- lookup of supertypes ------------------------------------------------------------- */
+
+static const cmr_instr_meta_t *lookup_type(const char *type, void *ud)
+{
+    lookup_ctx_t *x = ud;
+    for (size_t i = 0; i < x->n; i++)
+        if (strcmp(x->loaded[i]->name, type) == 0)
+            return x->loaded[i];
+    uint64_t hash;
+    if (cmr_instr_cache_type(x->w->cache, x->agent, type, &hash) != 1)
+        return NULL;
+    cmr_instr_meta_t *m = calloc(1, sizeof *m);
+    if (!m || cmr_instr_cache_meta(x->w->cache, hash, m) != 1) {
+        free(m);
+        return NULL;
+    }
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 8;
+        cmr_instr_meta_t **l = realloc(x->loaded, cap * sizeof *l);
+        if (!l) {
+            cmr_instr_meta_free(m);
+            free(m);
+            return NULL;
+        }
+        x->loaded = l;
+        x->cap = cap;
+    }
+    x->loaded[x->n++] = m;
+    return m;
+}
+
+static void lookup_done(lookup_ctx_t *x)
+{
+    for (size_t i = 0; i < x->n; i++) {
+        cmr_instr_meta_free(x->loaded[i]);
+        free(x->loaded[i]);
+    }
+    free(x->loaded);
+    x->loaded = NULL;
+    x->n = x->cap = 0;
+}
+
+/* Decides for one class of one agent and records the types it waits for. */
+static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name, const cmr_instr_meta_t *meta,
+                  const cmr_environment_t *env, cmr_instr_decision_t *d)
+{
+    lookup_ctx_t x = {w, agent, NULL, 0, 0};
+    int rc = cmr_instr_decide(env, meta, lookup_type, &x, d);
+    lookup_done(&x);
+    for (size_t i = 0; rc == 0 && i < d->missing.count; i++)
+        cmr_instr_cache_put_waiting(w->cache, agent, d->missing.items[i], loader, name);
+    return rc;
+}
+
+/* --- sending ------------------------------------------------------------------------ */
+
+static int command_topic(worker_t *w, const char *instance_id, char *topic, size_t len)
+{
+    if (cmr_topic_command(instance_id, topic, len) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.bad_instance_id", "instance=\"%s\"", instance_id);
+        return -1;
+    }
+    for (size_t i = 0; i < w->n_topics; i++)
+        if (strcmp(w->topics_ok[i], topic) == 0)
+            return 0;
+    char err[256];
+    if (cmr_admin_ensure_topic(w->conf, topic, 1, -1, 0, 10000, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "instr.command_topic_failed", "topic=%s error=\"%s\"", topic, err);
+        return -1;
+    }
+    if (w->n_topics == w->cap_topics) {
+        size_t cap = w->cap_topics ? w->cap_topics * 2 : 16;
+        char **t = realloc(w->topics_ok, cap * sizeof *t);
+        if (!t)
+            return 0;
+        w->topics_ok = t;
+        w->cap_topics = cap;
+    }
+    char *copy = strdup(topic);
+    if (copy)
+        w->topics_ok[w->n_topics++] = copy;
+    return 0;
+}
+
+static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const char *topic)
+{
+    char err[256];
+    int rc = cmr_producer_send(w->producer, type, msg, topic, NULL, err, sizeof err);
+    if (rc != CMR_SEND_OK) {
+        cmr_log(CMR_LOG_ERROR, "instr.send_failed", "type=%s error=\"%s\"", cmr_msg_type_name(type),
+                rc == CMR_SEND_QUEUE_FULL ? "local queue full" : err);
+        return -1;
+    }
+    w->sent++;
+    return 0;
+}
+
+static int64_t request_id(uint64_t agent, int64_t loader, const char *name, uint64_t hash, uint64_t sig, int kind)
+{
+    char buf[1200];
+    int n = snprintf(buf, sizeof buf, "%016" PRIx64 "/%" PRId64 "/%s/%016" PRIx64 "/%016" PRIx64 "/%d", agent, loader,
+                     name, hash, sig, kind);
+    return (int64_t)(XXH3_64bits(buf, (size_t)(n > 0 ? n : 0)) & INT64_MAX);
+}
+
+static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const cmr_instr_built_t *b)
+{
+    for (size_t i = 0; i < b->n_methods; i++) {
+        uint64_t id = (uint64_t)b->methods[i].method_id;
+        if (cmr_instr_cache_method_sent(w->cache, id) == 1)
+            continue;
+        const cmr_instr_method_t *m = &meta->methods[b->meta_index[i]];
+        cmr_method_entry_t e = {b->methods[i].method_id, meta->name, m->name, m->desc, m->access,
+                                meta->source_file, m->first_line};
+        if (send_msg(w, CMR_MSG_METHOD_ENTRY, &e, NULL) != 0)
+            return -1;
+        cmr_instr_cache_put_method_sent(w->cache, id);
+    }
+    return 0;
+}
+
+/* Instruments and sends a Redefine with new bytes. *sig is set to 0 when every method was
+ * refused (the class then stays original). */
+static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
+                             uint64_t hash, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
+                             const cmr_instr_decision_t *d, int64_t revision, uint64_t *sig)
+{
+    cmr_instr_built_t b;
+    char err[256], topic[CMR_TOPIC_NAME_MAX];
+    if (cmr_instr_build(bytes, len, meta, d, &b, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.class_failed", "class=%s agent=%016" PRIx64 " error=\"%s\"", name, agent, err);
+        *sig = 0;
+        return 0;
+    }
+    int rc = 0;
+    if (b.n_methods == 0) {
+        cmr_log(CMR_LOG_INFO, "instr.class_refused", "class=%s agent=%016" PRIx64 " refused=%zu", name, agent,
+                b.n_refused);
+        *sig = 0;
+    } else if (command_topic(w, instance, topic, sizeof topic) == 0) {
+        cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, *sig, 1),
+                            .agent_id = (int64_t)agent,
+                            .class_name = (char *)name,
+                            .loader_id = loader,
+                            .class_hash = (int64_t)hash,
+                            .original = false,
+                            .revision = revision,
+                            .bytecode = {b.bytes, b.len}};
+        r.methods.items = b.methods;
+        r.methods.count = b.n_methods;
+        rc = send_msg(w, CMR_MSG_REDEFINE, &r, topic);
+        if (rc == 0)
+            rc = send_method_entries(w, meta, &b);
+        if (rc == 0)
+            w->redefines++;
+        cmr_log(CMR_LOG_DEBUG, "instr.redefine", "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu", name, agent,
+                b.n_methods, b.n_refused);
+    }
+    cmr_instr_built_free(&b);
+    return rc;
+}
+
+/* --- one class ---------------------------------------------------------------------- */
+
+typedef struct target {
+    uint64_t agent;
+    const char *instance;
+    const char *env_id;
+    const cmr_environment_t *env;
+    int64_t revision;
+} target_t;
+
+/* Brings one cached class of an agent in line with its environment. */
+static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char *name, cmr_instr_class_rec_t *rec)
+{
+    cmr_instr_meta_t meta;
+    if (cmr_instr_cache_meta(w->cache, rec->hash, &meta) != 1)
+        return 0;
+    cmr_instr_decision_t d;
+    int rc = decide(w, t->agent, loader, name, &meta, t->env, &d);
+    uint64_t sig = rc == 0 ? cmr_instr_decision_signature(&meta, &d) : rec->signature;
+    if (rc != 0 || sig == rec->signature) {
+        if (rc == 0 && rec->revision != t->revision) {
+            rec->revision = t->revision;
+            cmr_instr_cache_put_class(w->cache, t->agent, loader, name, rec);
+        }
+        cmr_instr_decision_free(&d);
+        cmr_instr_meta_free(&meta);
+        return rc;
+    }
+    cmr_buf_t bytes = {0};
+    int have = cmr_instr_cache_bytes(w->cache, rec->hash, &bytes);
+    char topic[CMR_TOPIC_NAME_MAX];
+    snprintf(rec->instance_id, sizeof rec->instance_id, "%s", t->instance);
+    snprintf(rec->env_id, sizeof rec->env_id, "%s", t->env_id);
+    rec->revision = t->revision;
+    if (have < 0) {
+        rc = -1;
+    } else if (sig != 0 && have == 1) {
+        cmr_instr_cache_pin(w->cache, rec->hash);
+        rc = send_instrumented(w, t->agent, t->instance, loader, name, rec->hash, bytes.data, bytes.len, &meta, &d,
+                               t->revision, &sig);
+        rec->signature = sig;
+        rec->resend = 0;
+    } else if (sig != 0) {
+        if (!rec->resend && command_topic(w, t->instance, topic, sizeof topic) == 0) {
+            cmr_bytecode_resend_t r = {request_id(t->agent, loader, name, rec->hash, sig, 2), (int64_t)t->agent,
+                                       (char *)name, loader, (int64_t)rec->hash};
+            rc = send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, topic);
+            w->resends += rc == 0;
+        }
+        rec->resend = 1;
+    } else if (have == 1 && command_topic(w, t->instance, topic, sizeof topic) == 0) {
+        cmr_redefine_t r = {.request_id = request_id(t->agent, loader, name, rec->hash, 0, 3),
+                            .agent_id = (int64_t)t->agent,
+                            .class_name = (char *)name,
+                            .loader_id = loader,
+                            .class_hash = (int64_t)rec->hash,
+                            .original = true,
+                            .revision = t->revision,
+                            .bytecode = {bytes.data, bytes.len}};
+        rc = send_msg(w, CMR_MSG_REDEFINE, &r, topic);
+        w->originals += rc == 0;
+        rec->signature = 0;
+        rec->resend = 0;
+    } else {
+        cmr_log(CMR_LOG_WARN, "instr.original_missing", "class=%s agent=%016" PRIx64, name, t->agent);
+        rec->signature = 0;
+    }
+    if (rc == 0)
+        cmr_instr_cache_put_class(w->cache, t->agent, loader, name, rec);
+    cmr_buf_free(&bytes);
+    cmr_instr_decision_free(&d);
+    cmr_instr_meta_free(&meta);
+    return rc;
+}
+
+typedef struct waiter_ctx {
+    worker_t *w;
+    const target_t *t;
+    const char *type;
+    int rc;
+} waiter_ctx_t;
+
+static int on_waiter(int64_t loader, const char *name, void *ud)
+{
+    waiter_ctx_t *x = ud;
+    cmr_instr_class_rec_t rec;
+    cmr_instr_cache_del_waiting(x->w->cache, x->t->agent, x->type, loader, name);
+    if (cmr_instr_cache_class(x->w->cache, x->t->agent, loader, name, &rec) == 1 && reconcile(x->w, x->t, loader, name, &rec) != 0)
+        x->rc = -1;
+    return x->rc;
+}
+
+static const cmr_environment_t *env_of(worker_t *w, const char *env_id, int64_t *revision)
+{
+    *revision = 0;
+    return env_id ? cmr_cfg_state_env(w->state, env_id, revision) : NULL;
+}
+
+/* Handles one ClassLoaded inside the current unit. */
+static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition)
+{
+    uint64_t agent = (uint64_t)cl->agent_id;
+    if (!cl->class_name || !cl->class_name[0] || cl->bytecode.len == 0) {
+        cmr_log(CMR_LOG_WARN, "instr.class_rejected", "agent=%016" PRIx64 " reason=\"no class name or no bytes\"", agent);
+        return 0;
+    }
+    uint64_t hash = cmr_class_hash(cl->bytecode.data, cl->bytecode.len);
+    if (hash != (uint64_t)cl->class_hash)
+        cmr_log(CMR_LOG_WARN, "instr.hash_mismatch", "class=%s agent=%016" PRIx64 " sent=%016" PRIx64 " computed=%016" PRIx64,
+                cl->class_name, agent, (uint64_t)cl->class_hash, hash);
+    w->classes++;
+    cmr_instr_agent_rec_t ar = {cl->revision, partition, "", ""};
+    snprintf(ar.instance_id, sizeof ar.instance_id, "%s", cl->instance_id);
+    snprintf(ar.env_id, sizeof ar.env_id, "%s", cl->environment_id);
+    cmr_instr_cache_put_agent(w->cache, agent, &ar);
+
+    cmr_instr_meta_t meta;
+    char err[512];
+    int have = cmr_instr_cache_meta(w->cache, hash, &meta);
+    if (have < 0)
+        return -1;
+    if (have == 0) {
+        if (cmr_instr_meta_extract(cl->bytecode.data, cl->bytecode.len, &meta, err, sizeof err) != 0) {
+            cmr_log(CMR_LOG_WARN, "instr.class_rejected", "class=%s agent=%016" PRIx64 " reason=\"%s\"", cl->class_name,
+                    agent, err);
+            return 0;
+        }
+        cmr_instr_cache_put_meta(w->cache, hash, &meta);
+    }
+    if (strcmp(meta.name, cl->class_name) != 0)
+        cmr_log(CMR_LOG_WARN, "instr.name_mismatch", "sent=%s class_file=%s", cl->class_name, meta.name);
+    cmr_instr_cache_put_type(w->cache, agent, meta.name, hash);
+
+    int64_t revision;
+    const cmr_environment_t *env = env_of(w, cl->environment_id, &revision);
+    if (!env)
+        cmr_log(CMR_LOG_WARN, "instr.unknown_environment", "environment=%s agent=%016" PRIx64 " class=%s",
+                cl->environment_id, agent, cl->class_name);
+    target_t t = {agent, cl->instance_id, cl->environment_id, env, revision};
+    cmr_instr_decision_t d;
+    int rc = decide(w, agent, cl->loader_id, cl->class_name, &meta, env, &d);
+    uint64_t sig = rc == 0 ? cmr_instr_decision_signature(&meta, &d) : 0;
+    if (rc == 0)
+        rc = cmr_instr_cache_put_bytes(w->cache, hash, cl->bytecode.data, cl->bytecode.len, sig != 0);
+    if (rc == 0 && sig != 0)
+        rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
+                               cl->bytecode.len, &meta, &d, revision, &sig);
+    if (rc == 0) {
+        cmr_instr_class_rec_t rec = {hash, sig, revision, 0, "", ""};
+        snprintf(rec.instance_id, sizeof rec.instance_id, "%s", cl->instance_id);
+        snprintf(rec.env_id, sizeof rec.env_id, "%s", cl->environment_id);
+        cmr_instr_cache_put_class(w->cache, agent, cl->loader_id, cl->class_name, &rec);
+        waiter_ctx_t x = {w, &t, meta.name, 0};
+        cmr_instr_cache_each_waiting(w->cache, agent, meta.name, on_waiter, &x);
+        rc = x.rc;
+    }
+    cmr_instr_decision_free(&d);
+    cmr_instr_meta_free(&meta);
+    return rc;
+}
+
+/* --- units: flush, commit ----------------------------------------------------------- */
+
+static void unit_begin(worker_t *w)
+{
+    w->sent = 0;
+}
+
+/* Every command of the unit delivered, then the cache written. 0 or -1 (rolled back). */
+static int unit_end(worker_t *w)
+{
+    char err[256];
+    if (w->sent) {
+        cmr_producer_stats_t before, after;
+        cmr_producer_stats(w->producer, &before);
+        if (cmr_producer_flush(w->producer, 30000) != 0) {
+            cmr_log(CMR_LOG_ERROR, "instr.delivery_timeout", "outstanding=%d", cmr_producer_outstanding(w->producer));
+            cmr_instr_cache_rollback(w->cache);
+            return -1;
+        }
+        cmr_producer_stats(w->producer, &after);
+        if (after.failed != before.failed)
+            cmr_log(CMR_LOG_ERROR, "instr.delivery_failed", "failed=%" PRIu64, after.failed - before.failed);
+    }
+    if (cmr_instr_cache_commit(w->cache, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "instr.cache_commit_failed", "error=\"%s\"", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* --- environment runs --------------------------------------------------------------- */
+
+typedef struct class_ref {
+    int64_t loader;
+    char *name;
+    cmr_instr_class_rec_t rec;
+} class_ref_t;
+
+typedef struct class_list {
+    class_ref_t *items;
+    size_t n, cap;
+} class_list_t;
+
+static int collect_class(int64_t loader, const char *name, const cmr_instr_class_rec_t *r, void *ud)
+{
+    class_list_t *l = ud;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        class_ref_t *items = realloc(l->items, cap * sizeof *items);
+        if (!items)
+            return -1;
+        l->items = items;
+        l->cap = cap;
+    }
+    l->items[l->n] = (class_ref_t){loader, strdup(name), *r};
+    if (!l->items[l->n].name)
+        return -1;
+    l->n++;
+    return 0;
+}
+
+typedef struct env_run {
+    worker_t *w;
+    const char *env_id;
+    uint64_t *agents;
+    cmr_instr_agent_rec_t *recs;
+    size_t n, cap;
+} env_run_t;
+
+static int collect_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
+{
+    env_run_t *x = ud;
+    if (strcmp(r->env_id, x->env_id) != 0 || r->partition < 0 || r->partition >= MAX_PARTITIONS ||
+        !x->w->owned[r->partition])
+        return 0;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 16;
+        uint64_t *a = realloc(x->agents, cap * sizeof *a);
+        if (a)
+            x->agents = a;
+        cmr_instr_agent_rec_t *rr = realloc(x->recs, cap * sizeof *rr);
+        if (rr)
+            x->recs = rr;
+        if (!a || !rr)
+            return -1;
+        x->cap = cap;
+    }
+    x->agents[x->n] = agent;
+    x->recs[x->n++] = *r;
+    return 0;
+}
+
+/* Runs environment env_id (NULL content = deleted: no sensors) against the cache. */
+static int run_env(worker_t *w, const char *env_id)
+{
+    int64_t revision;
+    const cmr_environment_t *env = env_of(w, env_id, &revision);
+    if (!env)
+        revision = cmr_cfg_state_key_revision(w->state, env_id);
+    env_run_t x = {w, env_id, NULL, NULL, 0, 0};
+    cmr_instr_cache_each_agent(w->cache, collect_agent, &x);
+    uint64_t before[3] = {w->redefines, w->resends, w->originals};
+    size_t n_classes = 0;
+    int rc = 0;
+    for (size_t i = 0; i < x.n && rc == 0; i++) {
+        class_list_t l = {0};
+        cmr_instr_cache_each_class(w->cache, x.agents[i], collect_class, &l);
+        target_t t = {x.agents[i], x.recs[i].instance_id, env_id, env, revision};
+        unit_begin(w);
+        for (size_t j = 0; j < l.n && rc == 0; j++)
+            if (strcmp(l.items[j].rec.instance_id, t.instance) == 0) /* loader ids are per run */
+                rc = reconcile(w, &t, l.items[j].loader, l.items[j].name, &l.items[j].rec);
+        n_classes += l.n;
+        for (size_t j = 0; j < l.n; j++)
+            free(l.items[j].name);
+        free(l.items);
+        if (rc == 0)
+            rc = unit_end(w);
+        else
+            cmr_instr_cache_rollback(w->cache);
+    }
+    if (rc == 0) {
+        cmr_instr_cache_put_env_run(w->cache, env_id, revision);
+        char err[256];
+        rc = cmr_instr_cache_commit(w->cache, err, sizeof err);
+    }
+    cmr_log(CMR_LOG_INFO, "instr.environment_run",
+            "environment=%s revision=%" PRId64 " agents=%zu classes=%zu redefined=%" PRIu64 " resend=%" PRIu64
+            " restored=%" PRIu64 " ok=%d",
+            env_id, revision, x.n, n_classes, w->redefines - before[0], w->resends - before[1],
+            w->originals - before[2], rc == 0);
+    free(x.agents);
+    free(x.recs);
+    return rc;
+}
+
+/* Environments whose current revision has not been run against the cache yet. */
+static void run_pending_envs(worker_t *w)
+{
+    for (size_t i = 0;; i++) {
+        int64_t rev, done;
+        const cmr_environment_t *e = cmr_cfg_state_env_at(w->state, i, &rev);
+        if (!e)
+            break;
+        if (cmr_instr_cache_env_run(w->cache, e->id, &done) != 1 || done != rev)
+            run_env(w, e->id);
+    }
+}
+
+/* --- configuration ------------------------------------------------------------------ */
+
+static void on_config_record(worker_t *w, const cmr_cfg_rec_t *rec, int live)
+{
+    char err[256];
+    const char *id = NULL;
+    int effect = cmr_cfg_state_apply(w->state, rec->payload, rec->len, &id, err, sizeof err);
+    if (effect < 0)
+        cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
+                rec->offset, err);
+    else if (live && (effect == CMR_CFG_ENV_CHANGED || effect == CMR_CFG_ENV_DELETED) && w->assigned_once) {
+        char *copy = strdup(id);
+        if (copy)
+            run_env(w, copy);
+        free(copy);
+    }
+}
+
+static int drain_config(worker_t *w, int timeout_ms)
+{
+    cmr_cfg_rec_t rec;
+    int rc;
+    while ((rc = cmr_cfg_reader_poll(w->config_reader, timeout_ms, &rec)) == 1) {
+        on_config_record(w, &rec, cmr_cfg_reader_caught_up(w->config_reader));
+        timeout_ms = 0;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static void on_rebalance(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    (void)c;
+    worker_t *w = opaque;
+    for (int i = 0; i < parts->cnt; i++)
+        if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTITIONS)
+            w->owned[parts->elems[i].partition] = (unsigned char)!revoked;
+    if (!revoked) {
+        w->assigned_once = 1;
+        w->envs_checked = 0;
+    }
+    cmr_log(CMR_LOG_INFO, revoked ? "instr.partitions_revoked" : "instr.partitions_assigned", "count=%d", parts->cnt);
+}
+
+/* --- setup and loop ----------------------------------------------------------------- */
+
+static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
+{
+    int64_t budget, sync;
+    w->conf = conf;
+    if (cmr_conf_get_int(conf, "instrumenter.cache_budget_bytes", 256ll << 20, 0, INT64_MAX, &budget, err, errlen) != 0)
+        return -1;
+    bool b;
+    if (cmr_conf_get_bool(conf, "instrumenter.sync", false, &b, err, errlen) != 0)
+        return -1;
+    sync = b;
+    const char *path = cmr_conf_get(conf, "instrumenter.db", "/var/lib/cmr/instrumenter");
+    w->cache = cmr_instr_cache_open(path, (uint64_t)budget, (int)sync, err, errlen);
+    if (!w->cache)
+        return -1;
+    w->state = cmr_cfg_state_new();
+    w->config_reader = cmr_cfg_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), err, errlen);
+    if (!w->state || !w->config_reader)
+        return -1;
+    w->pconf = cmr_conf_dup(conf);
+    if (!w->pconf)
+        return -1;
+    if (!cmr_conf_get(conf, "kafka.linger.ms", NULL))
+        cmr_conf_set(w->pconf, "kafka.linger.ms", "1", "cmr-instrumenter default");
+    w->producer = cmr_producer_new(w->pconf, "cmr-instrumenter", NULL, NULL, err, errlen);
+    return w->producer ? 0 : -1;
+}
+
+static void teardown(worker_t *w)
+{
+    if (w->consumer)
+        cmr_consumer_close(w->consumer);
+    if (w->producer)
+        cmr_producer_destroy(w->producer, 5000);
+    cmr_conf_destroy(w->pconf);
+    cmr_cfg_reader_free(w->config_reader);
+    cmr_cfg_state_free(w->state);
+    cmr_instr_cache_close(w->cache);
+    for (size_t i = 0; i < w->n_topics; i++)
+        free(w->topics_ok[i]);
+    free(w->topics_ok);
+}
+
+static int catch_up(worker_t *w, int64_t timeout_ms)
+{
+    int64_t deadline = mono_ms() + timeout_ms;
+    while (!cmr_cfg_reader_caught_up(w->config_reader)) {
+        if (mono_ms() > deadline) {
+            cmr_log(CMR_LOG_ERROR, "instr.catch_up_timeout", "topic=%s", cmr_topic_name(CMR_TOPIC_CONFIG));
+            return -1;
+        }
+        if (drain_config(w, 200) != 0)
+            return -1;
+    }
+    cmr_log(CMR_LOG_INFO, "instr.config_loaded", "environments=%zu", cmr_cfg_state_env_count(w->state));
+    return 0;
+}
+
+/* Processes one record until it is done (retrying after a delivery failure). */
+static int process(worker_t *w, cmr_record_t *rec, volatile sig_atomic_t *stop)
+{
+    if (rec->msg.type != CMR_MSG_CLASS_LOADED) {
+        cmr_log(CMR_LOG_WARN, "instr.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
+                rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+        cmr_consumer_done(w->consumer, rec);
+        return 0;
+    }
+    while (!*stop) {
+        unit_begin(w);
+        int rc = on_class(w, &rec->msg.u.class_loaded, rec->partition);
+        if (rc == 0 && unit_end(w) == 0) {
+            cmr_consumer_done(w->consumer, rec);
+            return 0;
+        }
+        if (rc != 0)
+            cmr_instr_cache_rollback(w->cache);
+        sleep(1);
+    }
+    return -1;
+}
+
+int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
+{
+    worker_t w = {0};
+    char err[512] = "";
+    int64_t timeout;
+    int rc = 1;
+    if (cmr_conf_get_int(conf, "instrumenter.catchup_timeout_ms", 60000, 1000, 3600000, &timeout, err, sizeof err) !=
+            0 ||
+        setup(&w, conf, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
+        goto out;
+    }
+    if (catch_up(&w, timeout) != 0)
+        goto out;
+    const char *topics[] = {cmr_topic_name(CMR_TOPIC_CLASSES)};
+    const char *group = cmr_conf_get(conf, "instrumenter.group", "cmr-instrumenter");
+    w.consumer = cmr_consumer_new(conf, group, topics, 1, on_rebalance, &w, err, sizeof err);
+    if (!w.consumer) {
+        cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
+        goto out;
+    }
+    cmr_log(CMR_LOG_INFO, "instr.started", "group=%s", group);
+    while (!*stop) {
+        if (drain_config(&w, 0) != 0)
+            goto out;
+        if (w.assigned_once && !w.envs_checked) {
+            w.envs_checked = 1;
+            run_pending_envs(&w);
+        }
+        cmr_record_t *rec;
+        int got = cmr_consumer_poll(w.consumer, 50, &rec);
+        if (got < 0)
+            goto out;
+        if (got == 1) {
+            process(&w, rec, stop);
+            cmr_record_free(rec);
+        }
+    }
+    rc = 0;
+out:
+    cmr_log(CMR_LOG_INFO, "instr.stopped",
+            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64, w.classes, w.redefines,
+            w.resends, w.originals);
+    teardown(&w);
+    return rc;
+}

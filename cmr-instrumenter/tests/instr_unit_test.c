@@ -1,0 +1,454 @@
+/*
+ * instr_unit_test.c - the instrumenter without Kafka: rule matching (class globs,
+ * superclass chains, interfaces inherited through superclasses and super-interfaces,
+ * types not seen yet, annotations, method name / descriptor / modifiers, constructors,
+ * first-match order, exclusions), decision signatures, the metadata cache encoding, and
+ * the RocksDB class cache (batch reads, commit, rollback, eviction past the budget).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmr/instr_cache.h"
+#include "cmr/instr_exclude.h"
+#include "cmr/instr_rules.h"
+
+/* --- a tiny type universe ------------------------------------------------------------- */
+
+typedef struct universe {
+    cmr_instr_meta_t types[16];
+    size_t n;
+    int lookups;
+} universe_t;
+
+static char **names(const char *const *v, size_t *n)
+{
+    size_t c = 0;
+    while (v && v[c])
+        c++;
+    char **out = calloc(c ? c : 1, sizeof *out);
+    for (size_t i = 0; i < c; i++)
+        out[i] = strdup(v[i]);
+    *n = c;
+    return out;
+}
+
+/* methods: "name desc access" triples */
+static cmr_instr_meta_t *add_type(universe_t *u, const char *name, const char *super, const char *const *ifaces,
+                                  const char *const *annotations)
+{
+    cmr_instr_meta_t *m = &u->types[u->n++];
+    memset(m, 0, sizeof *m);
+    m->name = strdup(name);
+    m->super_name = super ? strdup(super) : NULL;
+    m->access = 0x0001;
+    m->interfaces.items = names(ifaces, &m->interfaces.count);
+    m->annotations.items = names(annotations, &m->annotations.count);
+    return m;
+}
+
+static void add_method(cmr_instr_meta_t *m, const char *name, const char *desc, uint16_t access, const char *ann)
+{
+    m->methods = realloc(m->methods, (m->n_methods + 1) * sizeof *m->methods);
+    cmr_instr_method_t *x = &m->methods[m->n_methods];
+    memset(x, 0, sizeof *x);
+    x->name = strdup(name);
+    x->desc = strdup(desc);
+    x->access = access;
+    x->index = (uint16_t)m->n_methods;
+    if (ann) {
+        const char *v[] = {ann, NULL};
+        x->annotations.items = names(v, &x->annotations.count);
+    }
+    m->n_methods++;
+}
+
+static const cmr_instr_meta_t *lookup(const char *type, void *ud)
+{
+    universe_t *u = ud;
+    u->lookups++;
+    for (size_t i = 0; i < u->n; i++)
+        if (strcmp(u->types[i].name, type) == 0)
+            return &u->types[i];
+    return NULL;
+}
+
+static void universe_free(universe_t *u)
+{
+    for (size_t i = 0; i < u->n; i++)
+        cmr_instr_meta_free(&u->types[i]);
+}
+
+static cmr_sensor_assignment_t rule(cmr_sensor_kind_t k, const char *cls, const char *method)
+{
+    cmr_sensor_assignment_t a = {0};
+    a.sensor = k;
+    a.class_pattern = (char *)cls;
+    a.method_pattern = (char *)method;
+    return a;
+}
+
+static cmr_environment_t env_of(cmr_sensor_assignment_t *a, size_t n)
+{
+    cmr_environment_t e = {0};
+    e.id = "e";
+    e.name = "e";
+    e.description = "";
+    e.assignments.items = a;
+    e.assignments.count = n;
+    return e;
+}
+
+/* Sensor picked for method `name` (-1 when none). */
+static int picked(const cmr_instr_meta_t *m, const cmr_instr_decision_t *d, const char *name)
+{
+    for (size_t i = 0; i < d->n_picks; i++)
+        if (strcmp(m->methods[d->picks[i].method].name, name) == 0)
+            return (int)d->picks[i].sensor;
+    return -1;
+}
+
+static int has_missing(const cmr_instr_decision_t *d, const char *type)
+{
+    for (size_t i = 0; i < d->missing.count; i++)
+        if (strcmp(d->missing.items[i], type) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_class_glob_and_methods(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *c = add_type(&u, "com/shop/Cart", "java/lang/Object", NULL, NULL);
+    add_method(c, "<init>", "()V", 0x0001, NULL);
+    add_method(c, "<clinit>", "()V", 0x0008, NULL);
+    add_method(c, "getTotal", "()J", 0x0001, NULL);
+    add_method(c, "getItems", "(I)Ljava/util/List;", 0x0001, NULL);
+    add_method(c, "helper", "()V", 0x0002 | 0x0008, NULL);
+    add_method(c, "abstractOne", "()V", 0x0001 | 0x0400, NULL);
+    add_method(c, "nativeOne", "()V", 0x0001 | 0x0100, NULL);
+    add_type(&u, "java/lang/Object", NULL, NULL, NULL);
+
+    cmr_sensor_assignment_t a[3];
+    a[0] = rule(CMR_SENSOR_TIMER, "com/shop/*", "get*");
+    a[0].descriptor_pattern = "()*";
+    a[1] = rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/*", "*");
+    a[1].modifiers_required = 0x0001;
+    a[2] = rule(CMR_SENSOR_ANCHOR, "com/shop/Cart", "*");
+    a[2].modifiers_required = 0x0008;
+    a[2].modifiers_excluded = 0x0001;
+    cmr_environment_t e = env_of(a, 3);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&e, c, lookup, &u, &d), 0);
+    assert_int_equal(picked(c, &d, "getTotal"), CMR_SENSOR_TIMER);              /* first match wins */
+    assert_int_equal(picked(c, &d, "getItems"), CMR_SENSOR_INVOCATION_SEQUENCE); /* descriptor rules out a[0] */
+    assert_int_equal(picked(c, &d, "helper"), CMR_SENSOR_ANCHOR);               /* static, not public */
+    assert_int_equal(picked(c, &d, "<init>"), -1);                               /* constructors: false */
+    assert_int_equal(picked(c, &d, "<clinit>"), -1);
+    assert_int_equal(picked(c, &d, "abstractOne"), -1);
+    assert_int_equal(picked(c, &d, "nativeOne"), -1);
+    assert_int_equal(d.missing.count, 0);
+    uint64_t sig1 = cmr_instr_decision_signature(c, &d);
+    assert_int_not_equal(sig1, 0);
+    cmr_instr_decision_free(&d);
+
+    a[1].constructors = true;
+    assert_int_equal(cmr_instr_decide(&e, c, lookup, &u, &d), 0);
+    assert_int_equal(picked(c, &d, "<init>"), CMR_SENSOR_INVOCATION_SEQUENCE);
+    assert_int_equal(picked(c, &d, "<clinit>"), -1); /* never */
+    assert_int_not_equal(cmr_instr_decision_signature(c, &d), sig1);
+    cmr_instr_decision_free(&d);
+
+    cmr_sensor_assignment_t none = rule(CMR_SENSOR_TIMER, "org/*", "*");
+    cmr_environment_t e2 = env_of(&none, 1);
+    assert_int_equal(cmr_instr_decide(&e2, c, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    assert_int_equal(cmr_instr_decision_signature(c, &d), 0);
+    cmr_instr_decision_free(&d);
+    assert_int_equal(cmr_instr_decide(NULL, c, lookup, &u, &d), 0); /* unknown environment */
+    assert_int_equal(d.n_picks, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
+/*  Impl extends Base; Base implements Service; Service extends Marker (interface);
+ *  Other implements Unrelated. */
+static void build_hierarchy(universe_t *u, int with_base, int with_service)
+{
+    add_type(u, "java/lang/Object", NULL, NULL, NULL);
+    cmr_instr_meta_t *impl = add_type(u, "app/Impl", "app/Base", NULL, NULL);
+    add_method(impl, "handle", "(Ljava/lang/String;)V", 0x0001, NULL);
+    add_method(impl, "other", "()V", 0x0001, "app/Traced");
+    if (with_base) {
+        const char *bi[] = {"app/Service", NULL};
+        cmr_instr_meta_t *b = add_type(u, "app/Base", "java/lang/Object", bi, NULL);
+        add_method(b, "handle", "(Ljava/lang/String;)V", 0x0001, NULL);
+    }
+    if (with_service) {
+        const char *si[] = {"app/Marker", NULL};
+        add_type(u, "app/Service", "java/lang/Object", si, NULL);
+        add_type(u, "app/Marker", "java/lang/Object", NULL, NULL);
+    }
+}
+
+static void test_inherited_interfaces(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    build_hierarchy(&u, 1, 1);
+    const cmr_instr_meta_t *impl = lookup("app/Impl", &u);
+    cmr_sensor_assignment_t a[1];
+    cmr_environment_t e = env_of(a, 1);
+    cmr_instr_decision_t d;
+
+    a[0] = rule(CMR_SENSOR_TIMER, "*", "handle");
+    a[0].interface = "app/Service"; /* through the superclass */
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(picked(impl, &d, "handle"), CMR_SENSOR_TIMER);
+    assert_int_equal(picked(impl, &d, "other"), -1);
+    cmr_instr_decision_free(&d);
+
+    a[0].interface = "app/Marker"; /* super-interface of an inherited interface */
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(picked(impl, &d, "handle"), CMR_SENSOR_TIMER);
+    assert_int_equal(d.missing.count, 0);
+    cmr_instr_decision_free(&d);
+
+    a[0].interface = "app/Unrelated";
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    assert_int_equal(d.missing.count, 0); /* everything resolved: a definite no */
+    cmr_instr_decision_free(&d);
+
+    a[0].interface = NULL;
+    a[0].superclass = "app/Base";
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(picked(impl, &d, "handle"), CMR_SENSOR_TIMER);
+    cmr_instr_decision_free(&d);
+    a[0].superclass = "app/Impl"; /* proper superclasses only */
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    cmr_instr_decision_free(&d);
+
+    /* annotation on the method */
+    a[0] = rule(CMR_SENSOR_ANCHOR, "app/*", "*");
+    a[0].annotation = "app/Traced";
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(picked(impl, &d, "other"), CMR_SENSOR_ANCHOR);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
+static void test_types_not_seen_yet(void **state)
+{
+    (void)state;
+    cmr_sensor_assignment_t a[1];
+    a[0] = rule(CMR_SENSOR_TIMER, "*", "handle");
+    a[0].interface = "app/Marker";
+    cmr_environment_t e = env_of(a, 1);
+    cmr_instr_decision_t d;
+
+    /* Base not sent yet: no decision possible, Base reported missing */
+    universe_t u = {0};
+    build_hierarchy(&u, 0, 0);
+    const cmr_instr_meta_t *impl = lookup("app/Impl", &u);
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    assert_true(has_missing(&d, "app/Base"));
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+
+    /* Base arrived, Service not yet: now Service is the missing one */
+    universe_t u2 = {0};
+    build_hierarchy(&u2, 1, 0);
+    impl = lookup("app/Impl", &u2);
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u2, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    assert_true(has_missing(&d, "app/Service"));
+    assert_false(has_missing(&d, "app/Base"));
+    cmr_instr_decision_free(&d);
+
+    /* a match found elsewhere in the hierarchy does not wait for the unknown parts */
+    a[0].interface = "app/Service";
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u2, &d), 0);
+    assert_int_equal(picked(impl, &d, "handle"), CMR_SENSOR_TIMER);
+    cmr_instr_decision_free(&d);
+    universe_free(&u2);
+
+    /* superclass chain with a gap */
+    universe_t u3 = {0};
+    build_hierarchy(&u3, 0, 0);
+    impl = lookup("app/Impl", &u3);
+    a[0].interface = NULL;
+    a[0].superclass = "java/lang/Object";
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u3, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    assert_true(has_missing(&d, "app/Base"));
+    cmr_instr_decision_free(&d);
+    /* a class-only rule needs no hierarchy: no lookups at all */
+    a[0].superclass = NULL;
+    u3.lookups = 0;
+    assert_int_equal(cmr_instr_decide(&e, impl, lookup, &u3, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(u3.lookups, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u3);
+}
+
+static void test_cyclic_hierarchy_terminates(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    const char *ia[] = {"x/B", NULL}, *ib[] = {"x/A", NULL};
+    cmr_instr_meta_t *a = add_type(&u, "x/A", "x/B", ia, NULL);
+    add_type(&u, "x/B", "x/A", ib, NULL);
+    add_method(a, "m", "()V", 1, NULL);
+    cmr_sensor_assignment_t r[1];
+    r[0] = rule(CMR_SENSOR_TIMER, "*", "*");
+    r[0].interface = "x/Nope";
+    r[0].superclass = "x/Nope2";
+    cmr_environment_t e = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&e, a, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
+static void test_exclusions(void **state)
+{
+    (void)state;
+    const char *never[] = {"cmr/agent/Probe", "cmr/agent/x/Y", "java/lang/Object", "java/lang/Thread",
+                           "java/lang/ThreadLocal$ThreadLocalMap", "java/lang/invoke/MethodHandle",
+                           "java/lang/ref/Reference", "jdk/internal/misc/Unsafe", "sun/misc/Signal",
+                           "java/nio/DirectByteBuffer", "com/app/Foo$$Lambda$14/0x0000000800c0b000", NULL};
+    for (int i = 0; never[i]; i++)
+        if (!cmr_instr_excluded(never[i]))
+            fail_msg("%s should be excluded", never[i]);
+    const char *fine[] = {"java/util/HashMap", "com/shop/Cart", "java/lang/Objects", "cmr/agentx/Z", NULL};
+    for (int i = 0; fine[i]; i++)
+        if (cmr_instr_excluded(fine[i]))
+            fail_msg("%s should not be excluded", fine[i]);
+    universe_t u = {0};
+    cmr_instr_meta_t *p = add_type(&u, "cmr/agent/Probe", "java/lang/Object", NULL, NULL);
+    add_method(p, "enter", "(J)V", 0x0009, NULL);
+    cmr_sensor_assignment_t r[1];
+    r[0] = rule(CMR_SENSOR_TIMER, "*", "*");
+    cmr_environment_t e = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&e, p, lookup, &u, &d), 0);
+    assert_true(d.excluded);
+    assert_int_equal(d.n_picks, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
+static void test_meta_encoding(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    build_hierarchy(&u, 1, 1);
+    cmr_instr_meta_t *impl = &u.types[1];
+    impl->source_file = strdup("Impl.java");
+    impl->methods[0].first_line = 42;
+    cmr_buf_t b = {0};
+    assert_int_equal(cmr_instr_meta_encode(impl, &b), 0);
+    cmr_instr_meta_t back;
+    assert_int_equal(cmr_instr_meta_decode(b.data, b.len, &back), 0);
+    assert_string_equal(back.name, "app/Impl");
+    assert_string_equal(back.super_name, "app/Base");
+    assert_string_equal(back.source_file, "Impl.java");
+    assert_int_equal(back.n_methods, 2);
+    assert_int_equal(back.methods[0].first_line, 42);
+    assert_string_equal(back.methods[1].annotations.items[0], "app/Traced");
+    cmr_instr_meta_free(&back);
+    /* every truncation is rejected, never read past the end */
+    for (size_t n = 0; n < b.len; n++) {
+        uint8_t *copy = malloc(n ? n : 1);
+        memcpy(copy, b.data, n);
+        assert_int_equal(cmr_instr_meta_decode(copy, n, &back), -1);
+        free(copy);
+    }
+    cmr_buf_free(&b);
+    universe_free(&u);
+}
+
+static void test_cache(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/instr-cache-XXXXXX", err[256];
+    assert_non_null(mkdtemp(dir));
+    cmr_instr_cache_t *c = cmr_instr_cache_open(dir, 100, 0, err, sizeof err);
+    assert_non_null(c);
+    char big[60];
+    memset(big, 'x', sizeof big);
+    /* pending writes are visible before commit, gone after rollback */
+    assert_int_equal(cmr_instr_cache_put_bytes(c, 1, big, sizeof big, 0), 0);
+    cmr_buf_t b = {0};
+    assert_int_equal(cmr_instr_cache_bytes(c, 1, &b), 1);
+    cmr_instr_cache_rollback(c);
+    assert_int_equal(cmr_instr_cache_bytes(c, 1, &b), 0);
+    assert_int_equal(cmr_instr_cache_unpinned_bytes(c), 0);
+    /* eviction: unpinned bytes beyond 100 go, oldest first; pinned ones stay */
+    cmr_instr_cache_put_bytes(c, 1, big, sizeof big, 0);
+    assert_int_equal(cmr_instr_cache_commit(c, err, sizeof err), 0);
+    cmr_instr_cache_put_bytes(c, 2, big, sizeof big, 1);
+    assert_int_equal(cmr_instr_cache_commit(c, err, sizeof err), 0);
+    cmr_instr_cache_put_bytes(c, 3, big, sizeof big, 0);
+    assert_int_equal(cmr_instr_cache_commit(c, err, sizeof err), 0);
+    assert_int_equal(cmr_instr_cache_unpinned_bytes(c), 60); /* 120 > 100: hash 1 evicted */
+    cmr_instr_cache_put_bytes(c, 4, big, 10, 0);
+    assert_int_equal(cmr_instr_cache_commit(c, err, sizeof err), 0);
+    assert_int_equal(cmr_instr_cache_bytes(c, 1, &b), 0);
+    assert_int_equal(cmr_instr_cache_bytes(c, 2, &b), 1);
+    assert_int_equal(cmr_instr_cache_bytes(c, 3, &b), 1);
+    assert_int_equal(cmr_instr_cache_bytes(c, 4, &b), 1);
+    cmr_buf_free(&b);
+    /* records survive a reopen */
+    cmr_instr_class_rec_t r = {7, 9, 3, 1, "inst", "env"}, r2;
+    cmr_instr_cache_put_class(c, 5, 2, "a/B", &r);
+    cmr_instr_agent_rec_t ar = {4, 3, "inst", "env"}, ar2;
+    cmr_instr_cache_put_agent(c, 5, &ar);
+    cmr_instr_cache_put_waiting(c, 5, "a/Base", 2, "a/B");
+    assert_int_equal(cmr_instr_cache_commit(c, err, sizeof err), 0);
+    cmr_instr_cache_close(c);
+    c = cmr_instr_cache_open(dir, 100, 0, err, sizeof err);
+    assert_non_null(c);
+    assert_int_equal(cmr_instr_cache_unpinned_bytes(c), 70);
+    assert_int_equal(cmr_instr_cache_class(c, 5, 2, "a/B", &r2), 1);
+    assert_int_equal(r2.hash, 7);
+    assert_int_equal(r2.signature, 9);
+    assert_int_equal(r2.revision, 3);
+    assert_int_equal(r2.resend, 1);
+    assert_string_equal(r2.env_id, "env");
+    assert_int_equal(cmr_instr_cache_agent(c, 5, &ar2), 1);
+    assert_int_equal(ar2.partition, 3);
+    assert_int_equal(ar2.revision, 4);
+    assert_string_equal(ar2.instance_id, "inst");
+    cmr_instr_cache_close(c);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_class_glob_and_methods),
+        cmocka_unit_test(test_inherited_interfaces),
+        cmocka_unit_test(test_types_not_seen_yet),
+        cmocka_unit_test(test_cyclic_hierarchy_terminates),
+        cmocka_unit_test(test_exclusions),
+        cmocka_unit_test(test_meta_encoding),
+        cmocka_unit_test(test_cache),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
