@@ -1,0 +1,113 @@
+/*
+ * cp_support.h - helpers of the control-plane integration tests, written to be reused by
+ * the end-to-end tests with a real JVM later:
+ *
+ *  - cp_proc: start a CMR program (cmr-config run, cmr-instrumenter) as a child process
+ *    with its log in a file, stop it (SIGTERM) or kill it (SIGKILL);
+ *  - cp_peer: a scripted agent that plays the agent's side of the protocol
+ *    (docs/ARCHITECTURE.md) through the real transport: registers, reads its command
+ *    topic, sends ClassLoaded with real class bytes;
+ *  - cp_java: compiles Java sources with javac into a temporary directory and reads the
+ *    class files back;
+ *  - cp_apply: writes an environment file and runs `cmr-config apply` on it.
+ */
+#ifndef CP_SUPPORT_H
+#define CP_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cmr/conf.h"
+#include "cmr/kafka.h"
+#include "cmr/msg.h"
+
+int64_t cp_mono_ms(void);
+/* A random hex suffix for names (groups, agents). */
+void cp_unique(const char *prefix, char *buf, size_t len);
+/* A fresh temporary directory (mkdtemp) and its removal. */
+int cp_tmpdir(char *buf, size_t len);
+void cp_rmrf(const char *dir);
+
+/* --- processes ---------------------------------------------------------------------- */
+
+typedef struct cp_proc {
+    pid_t pid;
+    char log[512];
+} cp_proc_t;
+
+/* argv NULL-ended; stdout and stderr go to `log` (a path). 0 or -1. */
+int cp_proc_start(cp_proc_t *p, const char *const *argv, const char *log);
+/* SIGTERM and wait (SIGKILL after 10 s); returns the exit status or -1. */
+int cp_proc_stop(cp_proc_t *p);
+void cp_proc_kill(cp_proc_t *p);
+/* Waits until `needle` appears in the process's log. 0, or -1 on timeout. */
+int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms);
+/* Runs a program to completion, output into *out (malloc'd, may be NULL). Exit status. */
+int cp_run(const char *const *argv, char **out);
+
+/* --- the scripted agent ------------------------------------------------------------- */
+
+typedef struct cp_peer {
+    const cmr_conf_t *conf;
+    char instance_id[33];
+    char name[128];
+    char host[128];
+    char ip[64];
+    char cmd_topic[256];
+    int64_t start_time_ms; /* wall clock at open: a later run registers a later start */
+    cmr_producer_t *producer;
+    cmr_consumer_t *commands;
+    /* from AgentConfiguration */
+    int64_t agent_id;
+    char env_id[128];
+    int64_t revision;
+} cp_peer_t;
+
+/* Draws an instance id, creates the command topic and joins it as group
+ * cmr-agent-<instance id> (from the earliest offset), like the agent does. */
+int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const char *host, const char *ip);
+void cp_peer_close(cp_peer_t *p);
+/* Sends AgentRegistration (attempt n). */
+int cp_peer_register(cp_peer_t *p, int attempt);
+/* Next command within timeout_ms: 1 with *out filled (free with cmr_msg_free), 0 none. */
+int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out);
+/* Waits for a command of `type` (others are freed and counted in *skipped when not NULL). */
+int cp_peer_expect(cp_peer_t *p, cmr_msg_type_t type, int timeout_ms, cmr_msg_t *out);
+/* Applies an AgentConfiguration (agent id, environment, revision). */
+void cp_peer_configure(cp_peer_t *p, const cmr_agent_configuration_t *c);
+/* Sends one class (hash computed here). agent id defaults to cmr_agent_id(name, host). */
+int cp_peer_send_class(cp_peer_t *p, const char *class_name, int64_t loader, const uint8_t *bytes, size_t len,
+                       cmr_class_cause_t cause, int64_t request_id);
+int cp_peer_flush(cp_peer_t *p);
+
+/* --- Java classes ------------------------------------------------------------------- */
+
+typedef struct cp_class {
+    char name[256]; /* internal name */
+    uint8_t *bytes;
+    size_t len;
+} cp_class_t;
+
+typedef struct cp_classes {
+    cp_class_t *items;
+    size_t count;
+    char dir[256];
+} cp_classes_t;
+
+/* Writes each (file name, source) pair into a temporary directory, runs javac and reads
+ * every produced class. sources is NULL-ended pairs. 0, or -1 with the reason on stderr. */
+int cp_java_compile(const char *const *sources, cp_classes_t *out);
+/* Extracts classes of a JDK module (jimage extract), up to `max` whose names match the
+ * prefix (e.g. "java/util/"). 0 or -1. */
+int cp_jdk_classes(const char *module, const char *prefix, size_t max, cp_classes_t *out);
+const cp_class_t *cp_classes_find(const cp_classes_t *c, const char *name);
+void cp_classes_free(cp_classes_t *c);
+
+/* --- configuration ------------------------------------------------------------------ */
+
+/* Writes `yaml` to a temporary file and runs `cmr_config_bin --bootstrap B apply FILE`.
+ * Returns the exit status; its output into *out when out is not NULL. */
+int cp_apply(const char *cmr_config_bin, const char *bootstrap, const char *yaml, char **out);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * test_cp_config.c - cmr-config against the embedded broker, with scripted agents:
+ *
+ *  - registration -> AgentConfiguration (stable agent id, environment, revision, strategy);
+ *    a repeated registration gets the same answer;
+ *  - an agent no mapping matches -> NoEnvironment with the reason, logged on the CMR side;
+ *  - an environment changed while the agent "runs" -> a new AgentConfiguration to the agents
+ *    of that environment only; a mapping change -> the agents whose environment changed;
+ *  - a malformed environment file is rejected with its line and changes nothing;
+ *  - foreign bytes on cmr.registrations are skipped; a restarted worker rebuilds its state
+ *    from cmr.config and answers as before.
+ *
+ * Usage: test_cp_config CMR-BROKER CMR-CONFIG
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_proc.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "cp_support.h"
+
+static const char *broker_bin, *config_bin;
+static broker_proc_t broker;
+static cmr_conf_t *conf;
+static cp_proc_t worker;
+static char tmp[256], worker_log[300];
+
+static const char *env_v1 =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: shop\n"
+    "    name: Shop\n"
+    "    strategy: {send_interval_ms: 500}\n"
+    "    sensors:\n"
+    "      - {sensor: timer, class: \"com.shop.*\", method: \"*\"}\n"
+    "      - {sensor: invocation-sequence, class: \"com.shop.web.*\", method: service}\n"
+    "  - id: batch\n"
+    "    sensors:\n"
+    "      - {sensor: timer, class: \"com.batch.*\"}\n"
+    "mappings:\n"
+    "  - {agent: \"shop-*\", address: 10.0.0.0/8, environment: shop}\n"
+    "  - {agent: \"*\", address: \"2001:db8::/32\", environment: batch}\n";
+
+static int start_worker(void)
+{
+    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "-X", "kafka.session.timeout.ms=6000",
+                          "-X", "kafka.heartbeat.interval.ms=500", "run", NULL};
+    if (cp_proc_start(&worker, argv, worker_log) != 0)
+        return -1;
+    return cp_proc_wait_log(&worker, "event=config.started", 30000);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_ERROR);
+    if (cp_tmpdir(tmp, sizeof tmp) != 0 || broker_proc_start(&broker, broker_bin, NULL) != 0)
+        return -1;
+    snprintf(worker_log, sizeof worker_log, "%s/cmr-config.log", tmp);
+    conf = cmr_conf_new();
+    cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
+    cmr_conf_set(conf, "kafka.session.timeout.ms", "6000", "test");
+    cmr_conf_set(conf, "kafka.heartbeat.interval.ms", "500", "test");
+    char *out = NULL;
+    int rc = cp_apply(config_bin, broker.bootstrap, env_v1, &out);
+    if (rc != 0)
+        fprintf(stderr, "apply: %s\n", out ? out : "");
+    free(out);
+    return rc == 0 ? start_worker() : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cp_proc_stop(&worker);
+    cmr_conf_destroy(conf);
+    broker_proc_stop(&broker);
+    cp_rmrf(tmp);
+    return 0;
+}
+
+static void expect_configuration(cp_peer_t *p, const char *env, int64_t revision, int32_t send_interval)
+{
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_expect(p, CMR_MSG_AGENT_CONFIGURATION, 30000, &m), 1);
+    const cmr_agent_configuration_t *c = &m.u.agent_configuration;
+    assert_string_equal(c->instance_id, p->instance_id);
+    assert_int_equal((uint64_t)c->agent_id, cmr_agent_id(p->name, p->host));
+    assert_string_equal(c->environment_id, env);
+    assert_int_equal(c->revision, revision);
+    assert_int_equal(c->strategy.send_interval_ms, send_interval);
+    cp_peer_configure(p, c);
+    cmr_msg_free(&m);
+}
+
+static cp_peer_t shop1, billing, batch1;
+
+static void test_registration_gets_configuration(void **state)
+{
+    (void)state;
+    /* an earlier run of the agent shop-1@host-a */
+    cp_peer_t earlier;
+    assert_int_equal(cp_peer_open(&earlier, conf, "shop-1", "host-a", "10.1.2.3"), 0);
+    assert_int_equal(cp_peer_register(&earlier, 1), 0);
+    expect_configuration(&earlier, "shop", 1, 500);
+    /* a repeated registration of the same instance gets the same answer */
+    assert_int_equal(cp_peer_register(&earlier, 2), 0);
+    expect_configuration(&earlier, "shop", 1, 500);
+    /* the next run of the same agent: same agent id */
+    assert_int_equal(cp_peer_open(&shop1, conf, "shop-1", "host-a", "10.1.2.3"), 0);
+    assert_int_equal(cp_peer_register(&shop1, 1), 0);
+    expect_configuration(&shop1, "shop", 1, 500);
+    assert_int_equal(shop1.agent_id, earlier.agent_id);
+    cp_peer_close(&earlier);
+
+    assert_int_equal(cp_peer_open(&batch1, conf, "batch-7", "host-b", "2001:db8:5::9"), 0);
+    assert_int_equal(cp_peer_register(&batch1, 1), 0);
+    expect_configuration(&batch1, "batch", 1, 1000);
+}
+
+static void test_unmapped_agent_gets_no_environment(void **state)
+{
+    (void)state;
+    assert_int_equal(cp_peer_open(&billing, conf, "billing", "host-c", "192.168.1.1"), 0);
+    assert_int_equal(cp_peer_register(&billing, 1), 0);
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_expect(&billing, CMR_MSG_NO_ENVIRONMENT, 30000, &m), 1);
+    assert_string_equal(m.u.no_environment.instance_id, billing.instance_id);
+    assert_non_null(strstr(m.u.no_environment.reason, "\"billing\""));
+    assert_non_null(strstr(m.u.no_environment.reason, "192.168.1.1"));
+    cmr_msg_free(&m);
+    assert_int_equal(cp_proc_wait_log(&worker, "event=agent.no_environment agent=\"billing\"", 5000), 0);
+}
+
+static void test_environment_update_reaches_its_agents(void **state)
+{
+    (void)state;
+    char *v2 = strdup(env_v1);
+    char *at = strstr(v2, "send_interval_ms: 500");
+    memcpy(at, "send_interval_ms: 250", 21);
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, v2, &out), 0);
+    assert_non_null(strstr(out, "environment shop: updated"));
+    assert_null(strstr(out, "environment batch")); /* unchanged: not republished */
+    free(out);
+    free(v2);
+    expect_configuration(&shop1, "shop", 2, 250);
+    /* the other environment's agent gets nothing */
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_next(&batch1, 2000, &m), 0);
+}
+
+static void test_mapping_change_reaches_remapped_agents(void **state)
+{
+    (void)state;
+    const char *remap = "version: 1\n"
+                        "mappings:\n"
+                        "  - {agent: \"shop-*\", address: 10.0.0.0/8, environment: shop}\n"
+                        "  - {agent: billing, address: 192.168.0.0/16, environment: shop}\n"
+                        "  - {agent: \"*\", address: \"2001:db8::/32\", environment: batch}\n";
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, remap, &out), 0);
+    assert_non_null(strstr(out, "mappings: updated"));
+    free(out);
+    expect_configuration(&billing, "shop", 2, 250);
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_next(&shop1, 1000, &m), 0); /* environment unchanged: nothing */
+}
+
+static void test_malformed_file_changes_nothing(void **state)
+{
+    (void)state;
+    const char *bad = "version: 1\n"
+                      "environments:\n"
+                      "  - id: shop\n"
+                      "    sensors:\n"
+                      "      - {sensor: timr, class: x}\n";
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, bad, &out), 1);
+    assert_non_null(strstr(out, ":5: environments[0].sensors[0].sensor: unknown sensor \"timr\""));
+    assert_non_null(strstr(out, "nothing changed"));
+    free(out);
+    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "show", "shop", NULL};
+    assert_int_equal(cp_run(argv, &out), 0);
+    assert_non_null(strstr(out, "# revision 2"));
+    assert_non_null(strstr(out, "send_interval_ms: 250"));
+    free(out);
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_next(&shop1, 1000, &m), 0);
+}
+
+static void test_foreign_bytes_and_restart(void **state)
+{
+    (void)state;
+    cmr_producer_t *p = cmr_producer_new(conf, "junk", NULL, NULL, NULL, 0);
+    assert_non_null(p);
+    assert_int_equal(cmr_producer_send_raw(p, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), "k", 1, "junk!", 5, NULL), 0);
+    assert_int_equal(cmr_producer_flush(p, 10000), 0);
+    cmr_producer_destroy(p, 1000);
+    /* still answering */
+    cp_peer_t shop2;
+    assert_int_equal(cp_peer_open(&shop2, conf, "shop-2", "host-d", "10.9.9.9"), 0);
+    assert_int_equal(cp_peer_register(&shop2, 1), 0);
+    expect_configuration(&shop2, "shop", 2, 250);
+    cp_peer_close(&shop2);
+
+    /* a restarted worker rebuilds the configuration from cmr.config */
+    assert_int_equal(cp_proc_stop(&worker), 0);
+    assert_int_equal(start_worker(), 0);
+    cp_peer_t shop3;
+    assert_int_equal(cp_peer_open(&shop3, conf, "shop-3", "host-e", "10.9.9.8"), 0);
+    assert_int_equal(cp_peer_register(&shop3, 1), 0);
+    expect_configuration(&shop3, "shop", 2, 250);
+    cp_peer_close(&shop3);
+    cp_peer_close(&shop1);
+    cp_peer_close(&billing);
+    cp_peer_close(&batch1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s CMR-BROKER CMR-CONFIG\n", argv[0]);
+        return 2;
+    }
+    broker_bin = argv[1];
+    config_bin = argv[2];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registration_gets_configuration),
+        cmocka_unit_test(test_unmapped_agent_gets_no_environment),
+        cmocka_unit_test(test_environment_update_reaches_its_agents),
+        cmocka_unit_test(test_mapping_change_reaches_remapped_agents),
+        cmocka_unit_test(test_malformed_file_changes_nothing),
+        cmocka_unit_test(test_foreign_bytes_and_restart),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
