@@ -36,6 +36,7 @@ struct cmr_broker {
     rd_kafka_t *rk; /* the handle the mock cluster lives in */
     rd_kafka_mock_cluster_t *mcluster;
     char bootstrap[64];
+    int count;
     /* fixed-port relay */
     int listen_fd;
     struct sockaddr_in upstream;
@@ -185,6 +186,8 @@ cmr_broker_t *cmr_broker_start(const cmr_broker_options_t *opts, char *errbuf, s
         return NULL;
     }
     cmr_broker_t *b = calloc(1, sizeof *b);
+    if (b)
+        b->count = o.brokers;
     if (!b) {
         ERRF("out of memory");
         return NULL;
@@ -227,6 +230,17 @@ cmr_broker_t *cmr_broker_start(const cmr_broker_options_t *opts, char *errbuf, s
     cmr_log(CMR_LOG_INFO, "broker.started", "bootstrap=%s brokers=%d cluster=\"%s\"", b->bootstrap,
             o.brokers, rd_kafka_mock_cluster_bootstraps(b->mcluster));
     return b;
+}
+
+void cmr_broker_set_available(cmr_broker_t *b, int available)
+{
+    for (int id = 1; id <= b->count; id++) {
+        rd_kafka_resp_err_t err = available ? rd_kafka_mock_broker_set_up(b->mcluster, id)
+                                            : rd_kafka_mock_broker_set_down(b->mcluster, id);
+        if (err)
+            cmr_log(CMR_LOG_WARN, "broker.availability_failed", "broker=%d error=\"%s\"", id, rd_kafka_err2str(err));
+    }
+    cmr_log(CMR_LOG_INFO, available ? "broker.up" : "broker.down", "brokers=%d", b->count);
 }
 
 const char *cmr_broker_bootstrap(const cmr_broker_t *b)

@@ -2,7 +2,8 @@
  * main.c - cmr-broker: run the embedded Kafka broker until SIGINT or SIGTERM.
  *
  * Prints "bootstrap=127.0.0.1:PORT" on stdout once the topics exist, so scripts and
- * tests can start it and read where to connect.
+ * tests can start it and read where to connect. SIGUSR1 takes the brokers down (clients
+ * see an outage, the data stays), SIGUSR2 brings them back: for outage tests.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -65,6 +66,8 @@ int main(int argc, char **argv)
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGUSR1);
+    sigaddset(&stop, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     cmr_broker_options_t opts = {(int)brokers, (int)port, (int)partitions};
@@ -89,7 +92,13 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     int sig = 0;
-    sigwait(&stop, &sig);
+    for (;;) {
+        sigwait(&stop, &sig);
+        if (sig == SIGUSR1 || sig == SIGUSR2)
+            cmr_broker_set_available(b, sig == SIGUSR2);
+        else
+            break;
+    }
     cmr_log(CMR_LOG_INFO, "broker.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
     cmr_broker_stop(b);
     cmr_conf_destroy(conf);

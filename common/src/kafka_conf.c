@@ -1,7 +1,10 @@
 /*
  * kafka_conf.c - cmr_conf_t -> librdkafka configuration, with logs routed into log.h.
  */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 #include "cmr/kafka.h"
@@ -22,7 +25,27 @@ static cmr_log_level_t level_of(int syslog_level)
 
 static void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
+    /* Connection failures also reach the error callback, which rate-limits them. */
+    if (strcmp(fac, "FAIL") == 0 && level > 2)
+        level = 7;
     cmr_log(level_of(level), "kafka.log", "client=%s facility=%s msg=\"%s\"", rd_kafka_name(rk), fac, buf);
+}
+
+/* A broker that stays away makes librdkafka report the same error every few seconds:
+ * one line per error code per 30 s, with how many were suppressed, is enough. */
+#define ERROR_REPEAT_MS 30000
+static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int code;
+    int64_t last_ms;
+    uint64_t suppressed;
+} error_seen[16];
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -31,8 +54,31 @@ static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *op
     /* Transport errors (broker down, all brokers down) are retried by librdkafka: they
      * are warnings unless librdkafka says they are fatal. */
     int fatal = err == RD_KAFKA_RESP_ERR__FATAL;
+    uint64_t suppressed = 0;
+    if (!fatal) {
+        int64_t now = mono_ms();
+        int log = 1;
+        pthread_mutex_lock(&error_lock);
+        size_t i, free_slot = 16;
+        for (i = 0; i < 16 && error_seen[i].last_ms && error_seen[i].code != err; i++)
+            ;
+        if (i < 16 && error_seen[i].last_ms && now - error_seen[i].last_ms < ERROR_REPEAT_MS) {
+            error_seen[i].suppressed++;
+            log = 0;
+        } else if (i < 16) {
+            suppressed = error_seen[i].suppressed;
+            error_seen[i].code = err;
+            error_seen[i].last_ms = now;
+            error_seen[i].suppressed = 0;
+        }
+        (void)free_slot;
+        pthread_mutex_unlock(&error_lock);
+        if (!log)
+            return;
+    }
     cmr_log(fatal ? CMR_LOG_ERROR : CMR_LOG_WARN, fatal ? "kafka.fatal" : "kafka.error",
-            "client=%s code=%s reason=\"%s\"", rd_kafka_name(rk), rd_kafka_err2name(err), reason);
+            "client=%s code=%s reason=\"%s\" suppressed_since_last=%llu", rd_kafka_name(rk), rd_kafka_err2name(err),
+            reason, (unsigned long long)suppressed);
 }
 
 typedef struct conf_ctx {

@@ -23,6 +23,9 @@ typedef struct cmr_broker_options {
 /* Starts the cluster and creates the project's shared topics. NULL with errbuf filled
  * when it cannot (port taken, ...). */
 cmr_broker_t *cmr_broker_start(const cmr_broker_options_t *opts, char *errbuf, size_t errlen);
+/* Takes every broker down (connections closed, new ones refused) or brings them back;
+ * the data stays. For outage tests: cmr-broker does this on SIGUSR1 / SIGUSR2. */
+void cmr_broker_set_available(cmr_broker_t *b, int available);
 /* "127.0.0.1:port": what clients put in bootstrap.servers. */
 const char *cmr_broker_bootstrap(const cmr_broker_t *b);
 void cmr_broker_stop(cmr_broker_t *b);

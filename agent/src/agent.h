@@ -1,0 +1,109 @@
+/*
+ * agent.h - the state of the one agent inside a JVM, shared by the agent's files.
+ *
+ *   agent_entry.c     Agent_OnLoad / Agent_OnAttach / Agent_OnUnload, JVMTI set-up and
+ *                     the event callbacks (VMInit, VMDeath, ClassFileLoadHook,
+ *                     ClassPrepare, ThreadEnd): the JVMTI phases, kept apart
+ *   agent_control.c   the control thread: registration, commands, class shipping, status
+ *   agent_commands.c  Redefine and BytecodeResend applied through JVMTI
+ *   probe_rings.c     per-thread event rings and the JNI natives of cmr/agent/Probe
+ *   probe_publisher.c the publisher thread: drains rings into EventBatch / MetricBatch
+ *   class_cache.c     never-send set, pending classes, registry (no JVM calls)
+ *   agent_options.c   options from the option string, environment and file
+ *
+ * Threads: application threads run only the load hook and the probes; the control and
+ * publisher threads are native threads attached to the JVM as daemons, so they never
+ * keep it alive and never run Java code.
+ */
+#ifndef CMR_AGENT_H
+#define CMR_AGENT_H
+
+#include <jni.h>
+#include <jvmti.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent_options.h"
+#include "class_cache.h"
+#include "cmr/kafka.h"
+#include "cmr/msg.h"
+#include "cmr/topics.h"
+
+#define CMR_AGENT_VERSION "0.1.0"
+#define CMR_PROBE_CLASS "cmr/agent/Probe"
+
+typedef enum cmr_agent_mode {
+    CMR_MODE_MINIMAL,        /* registering; classes are recorded, not sent */
+    CMR_MODE_FULL,           /* configured */
+    CMR_MODE_NO_ENVIRONMENT, /* the CMR has no environment for us: idle until restart */
+    CMR_MODE_STOPPED,
+} cmr_agent_mode_t;
+
+typedef struct cmr_probe_rings cmr_probe_rings_t;
+
+typedef struct cmr_agent {
+    JavaVM *jvm;
+    jvmtiEnv *jvmti;
+    cmr_conf_t *conf;
+    cmr_agent_settings_t settings;
+    char instance_id[33];
+    char hostname[256];
+    cmr_strings_t addresses; /* this host's IP addresses */
+    char cmd_topic[CMR_TOPIC_NAME_MAX];
+    int64_t start_time_ms;
+    char jvm_vendor[128], jvm_version[128];
+
+    _Atomic int mode;        /* cmr_agent_mode_t */
+    atomic_bool connected;   /* the cluster answers */
+    atomic_bool stopping;
+    atomic_bool live;        /* VMInit seen: JNI calls allowed */
+    _Atomic int64_t agent_id;
+    pthread_mutex_t config_lock; /* guards the fields below */
+    char environment_id[128];
+    int64_t revision;
+    cmr_strategy_t strategy;
+
+    cmr_class_cache_t *classes;
+    _Atomic int64_t next_loader_id;
+    pthread_mutex_t tag_lock;
+
+    cmr_producer_t *producer;
+    cmr_probe_rings_t *rings;
+
+    pthread_t control_thread, publisher_thread;
+    bool control_started, publisher_started;
+
+    /* counters reported in AgentStatus */
+    _Atomic uint64_t commands_applied, commands_failed, hook_ns_total, hook_calls;
+} cmr_agent_t;
+
+extern cmr_agent_t *cmr_agent_self;
+
+int64_t cmr_now_ms(void);
+int64_t cmr_now_mono_ns(void);
+
+/* agent_entry.c: the loader id of a class loader object (tags it on first sight). */
+int64_t cmr_agent_loader_id(jvmtiEnv *jvmti, jobject loader);
+/* Logs a JVMTI error with what was being done; returns err. */
+jvmtiError cmr_agent_check(jvmtiError err, const char *what);
+
+/* agent_control.c */
+int cmr_agent_control_start(cmr_agent_t *a);
+void cmr_agent_control_stop(cmr_agent_t *a);
+/* Sends an AgentStatus now (any thread). */
+void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state);
+
+/* agent_commands.c (control thread, attached to the JVM) */
+void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd);
+void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd);
+/* Captures the bytes of classes whose bytes the cache had to drop (retransform). */
+void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);
+/* Dynamic attach: records every class already loaded (bytes captured later). */
+void cmr_agent_record_loaded_classes(cmr_agent_t *a);
+/* The load hook's part of a resend: if a capture is pending for this class, take the
+ * bytes. Returns true when the class was captured. */
+bool cmr_agent_capture_hook(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t *bytes, size_t len);
+
+#endif

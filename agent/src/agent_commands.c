@@ -1,0 +1,278 @@
+/*
+ * agent_commands.c - what the CMR asks of the JVM: Redefine (RedefineClasses) and
+ * BytecodeResend (RetransformClasses, with the load hook capturing the bytes), plus the
+ * same capture for classes whose bytes the agent could not keep (budget) or never saw
+ * (loaded before a dynamic attach).
+ *
+ * Runs on the control thread, attached to the JVM. Every command fails alone: an unknown
+ * class or bytes the JVM rejects produce a RedefineResult with the JVMTI error, and the
+ * JVM goes on unchanged (RedefineClasses installs all classes of a call or none).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+
+#define CAPTURE_BATCH 64
+
+/* --- finding the JVM's classes ------------------------------------------------------------ */
+
+typedef struct find_ctx {
+    JNIEnv *env;
+    int64_t loader_id;  /* the loader asked for */
+    uint64_t hash;      /* also take same-named classes of other loaders with these bytes */
+    bool any_same_hash;
+    jclass found[32];
+    int64_t loaders[32];
+    int n;
+} find_ctx_t;
+
+static int find_visit(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque)
+{
+    (void)name;
+    find_ctx_t *f = opaque;
+    if (!handle || f->n == (int)(sizeof f->found / sizeof f->found[0]))
+        return 0;
+    if (loader_id != f->loader_id && !(f->any_same_hash && hash == f->hash))
+        return 0;
+    jclass k = (*f->env)->NewLocalRef(f->env, (jweak)handle);
+    if (k) { /* NULL: the class was unloaded */
+        f->loaders[f->n] = loader_id;
+        f->found[f->n++] = k;
+    }
+    return 0;
+}
+
+static void find_release(find_ctx_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        (*f->env)->DeleteLocalRef(f->env, f->found[i]);
+    f->n = 0;
+}
+
+/* --- results ---------------------------------------------------------------------------- */
+
+static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, int64_t loader_id, int64_t hash,
+                   cmr_command_status_t status, jvmtiError jerr, const char *message)
+{
+    char *jname = NULL;
+    if (jerr)
+        (*a->jvmti)->GetErrorName(a->jvmti, jerr, &jname);
+    char text[512];
+    snprintf(text, sizeof text, "%s%s%s", message, jname ? ": " : "", jname ? jname : "");
+    if (jname)
+        (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)jname);
+    cmr_redefine_result_t r = {
+        .agent_id = a->agent_id,
+        .instance_id = a->instance_id,
+        .request_id = request_id,
+        .class_name = (char *)class_name,
+        .loader_id = loader_id,
+        .class_hash = hash,
+        .status = status,
+        .jvmti_error = (int32_t)jerr,
+        .message = text,
+        .time_ms = cmr_now_ms(),
+    };
+    if (status == CMR_COMMAND_APPLIED)
+        a->commands_applied++;
+    else
+        a->commands_failed++;
+    cmr_log(status == CMR_COMMAND_APPLIED ? CMR_LOG_DEBUG : CMR_LOG_WARN, "agent.command_result",
+            "request=%lld class=%s loader=%lld status=%s message=\"%s\"", (long long)request_id, class_name,
+            (long long)loader_id, status == CMR_COMMAND_APPLIED ? "APPLIED" : status == CMR_COMMAND_FAILED ? "FAILED" : "UNKNOWN_CLASS",
+            text);
+    char err[256];
+    cmr_producer_send(a->producer, CMR_MSG_REDEFINE_RESULT, &r, NULL, NULL, err, sizeof err);
+}
+
+/* --- Redefine --------------------------------------------------------------------------- */
+
+void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
+{
+    find_ctx_t f = {.env = env, .loader_id = cmd->loader_id, .hash = (uint64_t)cmd->class_hash, .any_same_hash = true};
+    cmr_class_cache_visit(a->classes, cmd->class_name, find_visit, &f);
+    if (f.n == 0) {
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
+               "no loaded class of that name and loader");
+        return;
+    }
+    jvmtiClassDefinition defs[32];
+    for (int i = 0; i < f.n; i++)
+        defs[i] = (jvmtiClassDefinition){f.found[i], (jint)cmd->bytecode.len, cmd->bytecode.data};
+    int64_t t0 = cmr_now_mono_ns();
+    jvmtiError jerr = (*a->jvmti)->RedefineClasses(a->jvmti, f.n, defs);
+    int64_t took_us = (cmr_now_mono_ns() - t0) / 1000;
+    if (jerr != JVMTI_ERROR_NONE) {
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_FAILED, jerr,
+               "RedefineClasses refused the bytes; the class is unchanged");
+    } else {
+        /* seed: original bytes -> "not needed", instrumented bytes -> "needed" */
+        if (cmd->original)
+            cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
+        else
+            cmr_class_cache_unmark_never_send(a->classes, (uint64_t)cmd->class_hash);
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s bytes installed in %d class%s in %lld us", cmd->original ? "original" : "instrumented",
+                 f.n, f.n == 1 ? "" : "es", (long long)took_us);
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_APPLIED, 0, msg);
+    }
+    find_release(&f);
+}
+
+/* --- captures (resend, dropped bytes, attach) ------------------------------------------------ */
+
+typedef struct capture {
+    const char *name;
+    int64_t loader_id;
+    int64_t request_id;        /* resend */
+    cmr_class_entry_t *entry;  /* byteless entry */
+    bool done;
+} capture_t;
+
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static capture_t *captures;
+static int ncaptures;
+
+bool cmr_agent_capture_hook(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t *bytes, size_t len)
+{
+    bool hit = false;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < ncaptures; i++) {
+        capture_t *c = &captures[i];
+        if (c->done || c->loader_id != loader_id || strcmp(c->name, name) != 0)
+            continue;
+        uint64_t hash = cmr_class_hash(bytes, len);
+        if (c->entry)
+            cmr_class_cache_attach_bytes(a->classes, c->entry, hash, bytes, len);
+        else
+            cmr_class_cache_offer_resend(a->classes, name, loader_id, hash, bytes, len, c->request_id);
+        c->done = true;
+        hit = true;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return hit;
+}
+
+/* Retransforms `n` classes with the captures set; the hook fills them in, on this thread. */
+static jvmtiError capture_run(cmr_agent_t *a, capture_t *set, int n, jclass *classes, int nclasses)
+{
+    pthread_mutex_lock(&capture_lock);
+    captures = set;
+    ncaptures = n;
+    pthread_mutex_unlock(&capture_lock);
+    jvmtiError jerr = nclasses ? (*a->jvmti)->RetransformClasses(a->jvmti, nclasses, classes) : JVMTI_ERROR_NONE;
+    pthread_mutex_lock(&capture_lock);
+    captures = NULL;
+    ncaptures = 0;
+    pthread_mutex_unlock(&capture_lock);
+    return jerr;
+}
+
+void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd)
+{
+    find_ctx_t f = {.env = env, .loader_id = cmd->loader_id};
+    cmr_class_cache_visit(a->classes, cmd->class_name, find_visit, &f);
+    uint64_t hash = 0;
+    if (cmr_class_cache_hash_of(a->classes, cmd->class_name, cmd->loader_id, &hash))
+        cmr_class_cache_unmark_never_send(a->classes, hash); /* seed: mark it "to be sent" */
+    if (f.n == 0) {
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
+               "no loaded class of that name and loader");
+        return;
+    }
+    capture_t cap = {cmd->class_name, cmd->loader_id, cmd->request_id, NULL, false};
+    jvmtiError jerr = capture_run(a, &cap, 1, f.found, 1);
+    if (jerr != JVMTI_ERROR_NONE)
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, (int64_t)hash, CMR_COMMAND_FAILED, jerr,
+               "RetransformClasses could not give the class bytes");
+    else if (!cap.done)
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, (int64_t)hash, CMR_COMMAND_FAILED, 0,
+               "the JVM did not hand the class bytes to the agent");
+    else
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, (int64_t)hash, CMR_COMMAND_APPLIED, 0,
+               "bytes queued for the CMR");
+    find_release(&f);
+}
+
+void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env)
+{
+    cmr_class_entry_t *entries[CAPTURE_BATCH];
+    size_t n = cmr_class_cache_take_byteless(a->classes, entries, CAPTURE_BATCH);
+    if (n == 0)
+        return;
+    capture_t caps[CAPTURE_BATCH];
+    jclass classes[CAPTURE_BATCH];
+    int nclasses = 0;
+    for (size_t i = 0; i < n; i++) {
+        caps[i] = (capture_t){entries[i]->name, entries[i]->loader_id, 0, entries[i], false};
+        find_ctx_t f = {.env = env, .loader_id = entries[i]->loader_id};
+        cmr_class_cache_visit(a->classes, entries[i]->name, find_visit, &f);
+        jboolean modifiable = JNI_FALSE;
+        if (f.n > 0 && (*a->jvmti)->IsModifiableClass(a->jvmti, f.found[0], &modifiable) == JVMTI_ERROR_NONE &&
+            modifiable)
+            classes[nclasses++] = (*env)->NewLocalRef(env, f.found[0]);
+        find_release(&f);
+    }
+    jvmtiError jerr = capture_run(a, caps, (int)n, classes, nclasses);
+    if (jerr != JVMTI_ERROR_NONE)
+        cmr_agent_check(jerr, "RetransformClasses (capturing class bytes)");
+    size_t lost = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!caps[i].done) { /* unloaded or not modifiable: nothing to instrument anyway */
+            cmr_log(CMR_LOG_DEBUG, "agent.class_not_captured", "class=%s loader=%lld", entries[i]->name,
+                    (long long)entries[i]->loader_id);
+            cmr_class_cache_drop(a->classes, entries[i]);
+            lost++;
+        }
+    }
+    for (int i = 0; i < nclasses; i++)
+        (*env)->DeleteLocalRef(env, classes[i]);
+    cmr_log(CMR_LOG_DEBUG, "agent.classes_captured", "captured=%zu not_capturable=%zu", n - lost, lost);
+}
+
+/* --- dynamic attach ------------------------------------------------------------------------- */
+
+void cmr_agent_record_loaded_classes(cmr_agent_t *a)
+{
+    JNIEnv *env = NULL;
+    if ((*a->jvm)->GetEnv(a->jvm, (void **)&env, JNI_VERSION_1_8) != JNI_OK)
+        return;
+    jint count = 0;
+    jclass *classes = NULL;
+    if (cmr_agent_check((*a->jvmti)->GetLoadedClasses(a->jvmti, &count, &classes), "GetLoadedClasses"))
+        return;
+    int recorded = 0;
+    for (jint i = 0; i < count; i++) {
+        char *sig = NULL;
+        jobject loader = NULL;
+        jboolean modifiable = JNI_FALSE;
+        if ((*a->jvmti)->IsModifiableClass(a->jvmti, classes[i], &modifiable) == JVMTI_ERROR_NONE && modifiable &&
+            (*a->jvmti)->GetClassSignature(a->jvmti, classes[i], &sig, NULL) == JVMTI_ERROR_NONE && sig[0] == 'L' &&
+            (*a->jvmti)->GetClassLoader(a->jvmti, classes[i], &loader) == JVMTI_ERROR_NONE) {
+            size_t n = strlen(sig);
+            char *name = strndup(sig + 1, n - 2);
+            int64_t loader_id = cmr_agent_loader_id(a->jvmti, loader);
+            if (name && loader_id >= 0 && strncmp(name, "cmr/agent/", 10) != 0) {
+                jweak weak = (*env)->NewWeakGlobalRef(env, classes[i]);
+                jweak old = weak ? cmr_class_cache_set_handle(a->classes, name, loader_id, weak) : NULL;
+                if (old)
+                    (*env)->DeleteWeakGlobalRef(env, old);
+                cmr_class_cache_offer_unread(a->classes, name, loader_id, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+                recorded++;
+            }
+            free(name);
+        }
+        if (sig)
+            (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)sig);
+        if (loader)
+            (*env)->DeleteLocalRef(env, loader);
+        (*env)->DeleteLocalRef(env, classes[i]);
+    }
+    (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)classes);
+    cmr_log(CMR_LOG_INFO, "agent.attached", "loaded_classes=%d recorded=%d", count, recorded);
+}

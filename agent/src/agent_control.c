@@ -1,0 +1,480 @@
+/*
+ * agent_control.c - the control thread: the agent's conversation with the CMR.
+ *
+ * One native thread, attached to the JVM (as a daemon) only once the JVM is live, runs a
+ * loop that never blocks an application thread:
+ *
+ *   - minimum-initialization mode: send AgentRegistration, again with exponential
+ *     backoff until the CMR answers on the agent's command topic;
+ *   - AgentConfiguration -> full mode; NoEnvironment -> log it, stop trying;
+ *   - ship the classes the load hook recorded (ClassLoaded), keeping each one until the
+ *     cluster acknowledges it: a failed delivery puts it back in the queue;
+ *   - notice when the cluster stops answering (disconnected mode: classes keep being
+ *     recorded) and when it is back (they are shipped then);
+ *   - apply Redefine and BytecodeResend commands (agent_commands.c);
+ *   - report AgentStatus on state changes and periodically.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "probe_rings.h"
+
+#define SHIP_MAX_IN_FLIGHT 2000
+#define STATUS_INTERVAL_MS 10000
+#define SILENCE_DISCONNECT_MS 3000
+
+typedef struct control {
+    cmr_agent_t *a;
+    cmr_consumer_t *consumer;
+    JNIEnv *env;
+    int attempt;
+    int64_t next_register_ms, register_backoff_ms;
+    int64_t next_setup_ms, setup_backoff_ms;
+    int64_t next_status_ms, next_probe_ms;
+    _Atomic int64_t last_ack_ms;    /* last successful delivery */
+    _Atomic int64_t first_unacked_ms; /* oldest send not yet acknowledged, 0 when none */
+    _Atomic int in_flight;
+    _Atomic uint64_t failed;
+    bool disconnect_reported;
+    /* commands that arrived before the JVM was live */
+    cmr_record_t *deferred[64];
+    int ndeferred;
+} control_t;
+
+static control_t control_state;
+static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;
+
+/* --- delivery reports (producer's poll thread) -------------------------------------------- */
+
+static void on_delivery(const cmr_delivery_t *d, void *opaque)
+{
+    control_t *c = opaque;
+    cmr_agent_t *a = c->a;
+    if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        c->last_ack_ms = cmr_now_ms();
+        if (!a->connected)
+            a->connected = true;
+    } else {
+        c->failed++;
+        a->connected = false;
+    }
+    if (d->opaque) { /* a ClassLoaded: the entry waits for this answer */
+        c->in_flight--;
+        cmr_class_cache_delivered(a->classes, d->opaque, d->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+}
+
+static void control_wake(void)
+{
+    pthread_mutex_lock(&wake_lock);
+    pthread_cond_signal(&wake_cond);
+    pthread_mutex_unlock(&wake_lock);
+}
+
+static void control_sleep(int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&wake_lock);
+    pthread_cond_timedwait(&wake_cond, &wake_lock, &ts);
+    pthread_mutex_unlock(&wake_lock);
+}
+
+/* --- status ----------------------------------------------------------------------------- */
+
+static const char *state_name(cmr_agent_state_t s)
+{
+    static const char *const names[] = {"MINIMAL", "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT", "SHUTDOWN"};
+    return (unsigned)s < 6 ? names[s] : "?";
+}
+
+void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
+{
+    if (!a->producer)
+        return;
+    cmr_class_cache_stats_t cs;
+    cmr_class_cache_stats(a->classes, &cs);
+    cmr_probe_stats_t ps = {0};
+    cmr_probe_rings_stats(a->rings, &ps);
+    cmr_producer_stats_t prod;
+    cmr_producer_stats(a->producer, &prod);
+    cmr_agent_status_t st = {
+        .agent_id = a->agent_id,
+        .instance_id = a->instance_id,
+        .state = state,
+        .time_ms = cmr_now_ms(),
+        .events_recorded = (int64_t)ps.recorded,
+        .events_dropped = (int64_t)ps.dropped,
+        .batches_sent = (int64_t)ps.batches,
+        .classes_seen = (int64_t)cs.seen,
+        .classes_sent = (int64_t)cs.sent,
+        .messages_failed = (int64_t)(prod.failed + prod.queue_full),
+    };
+    char err[256];
+    if (cmr_producer_send(a->producer, CMR_MSG_AGENT_STATUS, &st, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
+        cmr_log(CMR_LOG_DEBUG, "agent.status_not_sent", "state=%s error=\"%s\"", state_name(state), err);
+}
+
+/* --- registration ------------------------------------------------------------------------ */
+
+static void send_registration(control_t *c)
+{
+    cmr_agent_t *a = c->a;
+    cmr_agent_registration_t r = {
+        .instance_id = a->instance_id,
+        .agent_name = a->settings.name,
+        .hostname = a->hostname,
+        .ip_addresses = a->addresses,
+        .pid = (int64_t)getpid(),
+        .jvm_vendor = a->jvm_vendor,
+        .jvm_version = a->jvm_version,
+        .agent_version = CMR_AGENT_VERSION,
+        .start_time_ms = a->start_time_ms,
+        .attempt = ++c->attempt,
+    };
+    char err[256];
+    int rc = cmr_producer_send(a->producer, CMR_MSG_AGENT_REGISTRATION, &r, NULL, NULL, err, sizeof err);
+    cmr_log(c->attempt == 1 ? CMR_LOG_INFO : CMR_LOG_WARN, "agent.registering",
+            "attempt=%d cmr=%s next_retry_ms=%lld%s", c->attempt, a->settings.bootstrap,
+            (long long)c->register_backoff_ms, rc == CMR_SEND_OK ? "" : " queue=full");
+}
+
+/* --- commands ----------------------------------------------------------------------------- */
+
+static void apply_configuration(control_t *c, const cmr_agent_configuration_t *cfg)
+{
+    cmr_agent_t *a = c->a;
+    pthread_mutex_lock(&a->config_lock);
+    snprintf(a->environment_id, sizeof a->environment_id, "%s", cfg->environment_id);
+    a->revision = cfg->revision;
+    a->strategy = cfg->strategy;
+    pthread_mutex_unlock(&a->config_lock);
+    a->agent_id = cfg->agent_id;
+    cmr_probe_rings_configure(a->rings, &cfg->strategy);
+    int was = a->mode;
+    if (was == CMR_MODE_MINIMAL)
+        a->mode = CMR_MODE_FULL;
+    a->connected = true;
+    cmr_class_cache_stats_t cs;
+    cmr_class_cache_stats(a->classes, &cs);
+    cmr_log(CMR_LOG_INFO, was == CMR_MODE_MINIMAL ? "agent.configured" : "agent.reconfigured",
+            "agent_id=%016" PRIx64 " environment=%s (%s) revision=%lld sensors=%zu classes_waiting=%zu",
+            (uint64_t)cfg->agent_id, cfg->environment_id, cfg->environment_name, (long long)cfg->revision,
+            cfg->sensors.count, cs.pending);
+    cmr_agent_send_status(a, CMR_AGENT_FULL);
+    control_wake();
+}
+
+static void apply_no_environment(control_t *c, const cmr_no_environment_t *ne)
+{
+    cmr_agent_t *a = c->a;
+    a->mode = CMR_MODE_NO_ENVIRONMENT;
+    cmr_log(CMR_LOG_ERROR, "agent.no_environment",
+            "name=%s host=%s reason=\"%s\" action=\"the agent stays idle until the JVM is restarted\"",
+            a->settings.name, a->hostname, ne->reason);
+    cmr_agent_send_status(a, CMR_AGENT_NO_ENVIRONMENT);
+}
+
+static bool ensure_env(control_t *c)
+{
+    cmr_agent_t *a = c->a;
+    if (c->env)
+        return true;
+    if (!a->live)
+        return false;
+    JavaVMAttachArgs args = {JNI_VERSION_1_8, "cmr-agent-control", NULL};
+    if ((*a->jvm)->AttachCurrentThreadAsDaemon(a->jvm, (void **)&c->env, &args) != JNI_OK) {
+        cmr_log(CMR_LOG_ERROR, "agent.attach_failed", "thread=control");
+        c->env = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Returns false when the record must wait (JVM not live yet). */
+static bool handle_command(control_t *c, cmr_record_t *rec)
+{
+    cmr_agent_t *a = c->a;
+    cmr_msg_t *m = &rec->msg;
+    switch (m->type) {
+    case CMR_MSG_AGENT_CONFIGURATION:
+        if (strcmp(m->u.agent_configuration.instance_id, a->instance_id) == 0 && a->mode != CMR_MODE_NO_ENVIRONMENT)
+            apply_configuration(c, &m->u.agent_configuration);
+        return true;
+    case CMR_MSG_NO_ENVIRONMENT:
+        if (strcmp(m->u.no_environment.instance_id, a->instance_id) == 0 && a->mode == CMR_MODE_MINIMAL)
+            apply_no_environment(c, &m->u.no_environment);
+        return true;
+    case CMR_MSG_REDEFINE:
+        if (!ensure_env(c))
+            return false;
+        cmr_agent_apply_redefine(a, c->env, &m->u.redefine);
+        return true;
+    case CMR_MSG_BYTECODE_RESEND:
+        if (!ensure_env(c))
+            return false;
+        cmr_agent_apply_resend(a, c->env, &m->u.bytecode_resend);
+        return true;
+    default:
+        cmr_log(CMR_LOG_WARN, "agent.unexpected_message", "type=%s topic=%s offset=%lld",
+                cmr_msg_type_name(m->type), rec->topic, (long long)rec->offset);
+        return true;
+    }
+}
+
+static void poll_commands(control_t *c, int timeout_ms)
+{
+    /* deferred commands first, in order, once the JVM is live */
+    while (c->ndeferred > 0 && c->a->live) {
+        if (!handle_command(c, c->deferred[0]))
+            break;
+        cmr_consumer_done(c->consumer, c->deferred[0]);
+        cmr_record_free(c->deferred[0]);
+        memmove(c->deferred, c->deferred + 1, (size_t)--c->ndeferred * sizeof c->deferred[0]);
+    }
+    for (int i = 0; i < 64; i++) {
+        if (c->ndeferred == (int)(sizeof c->deferred / sizeof c->deferred[0]))
+            return; /* stop reading until the JVM is live */
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c->consumer, i == 0 ? timeout_ms : 0, &rec) != 1)
+            return;
+        if (c->ndeferred == 0 && handle_command(c, rec)) {
+            cmr_consumer_done(c->consumer, rec);
+            cmr_record_free(rec);
+        } else {
+            c->deferred[c->ndeferred++] = rec;
+        }
+    }
+}
+
+static void setup_consumer(control_t *c, int64_t now)
+{
+    cmr_agent_t *a = c->a;
+    char err[512], group[64];
+    if (a->stopping)
+        return;
+    if (cmr_admin_ensure_topic(a->conf, a->cmd_topic, 1, -1, 0, 1500, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_WARN, "agent.cmr_unreachable", "error=\"%s\" retry_ms=%lld", err, (long long)c->setup_backoff_ms);
+        c->next_setup_ms = now + c->setup_backoff_ms;
+        c->setup_backoff_ms = c->setup_backoff_ms * 2 > a->settings.register_backoff_max_ms
+                                  ? a->settings.register_backoff_max_ms
+                                  : c->setup_backoff_ms * 2;
+        return;
+    }
+    snprintf(group, sizeof group, "cmr-agent-%s", a->instance_id);
+    const char *topics[] = {a->cmd_topic};
+    c->consumer = cmr_consumer_new(a->conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    if (!c->consumer) {
+        cmr_log(CMR_LOG_ERROR, "agent.consumer_failed", "error=\"%s\"", err);
+        c->next_setup_ms = now + c->setup_backoff_ms;
+    }
+}
+
+/* --- class shipping ---------------------------------------------------------------------- */
+
+static void ship_classes(control_t *c)
+{
+    cmr_agent_t *a = c->a;
+    char env_id[128];
+    int64_t revision;
+    pthread_mutex_lock(&a->config_lock);
+    snprintf(env_id, sizeof env_id, "%s", a->environment_id);
+    revision = a->revision;
+    pthread_mutex_unlock(&a->config_lock);
+    while (c->in_flight < SHIP_MAX_IN_FLIGHT && !a->stopping) {
+        cmr_class_entry_t *e = cmr_class_cache_take(a->classes);
+        if (!e)
+            return;
+        cmr_class_loaded_t msg = {
+            .agent_id = a->agent_id,
+            .instance_id = a->instance_id,
+            .environment_id = env_id,
+            .revision = revision,
+            .class_name = e->name,
+            .loader_id = e->loader_id,
+            .class_hash = (int64_t)e->hash,
+            .cause = e->cause,
+            .request_id = e->request_id,
+            .bytecode = {e->bytes, e->len},
+        };
+        char err[256];
+        if (c->in_flight == 0)
+            c->first_unacked_ms = cmr_now_ms();
+        c->in_flight++;
+        int rc = cmr_producer_send(a->producer, CMR_MSG_CLASS_LOADED, &msg, NULL, e, err, sizeof err);
+        if (rc != CMR_SEND_OK) {
+            c->in_flight--;
+            if (rc == CMR_SEND_ERROR) {
+                cmr_log(CMR_LOG_ERROR, "agent.class_not_sent", "class=%s error=\"%s\"", e->name, err);
+                cmr_class_cache_drop(a->classes, e);
+                continue;
+            }
+            cmr_class_cache_delivered(a->classes, e, false); /* queue full: back in line */
+            return;
+        }
+    }
+}
+
+/* Disconnected when the cluster has not acknowledged anything for a while although we
+ * are waiting for answers. Reconnected when a metadata request succeeds again. */
+static void check_connection(control_t *c, int64_t now)
+{
+    cmr_agent_t *a = c->a;
+    if (a->connected && c->in_flight > 0 && now - c->last_ack_ms > SILENCE_DISCONNECT_MS &&
+        now - c->first_unacked_ms > SILENCE_DISCONNECT_MS)
+        a->connected = false;
+    if (!a->connected && !c->disconnect_reported && a->mode == CMR_MODE_FULL) {
+        cmr_class_cache_stats_t cs;
+        cmr_class_cache_stats(a->classes, &cs);
+        cmr_log(CMR_LOG_WARN, "agent.disconnected", "cmr=%s classes_waiting=%zu action=\"recording classes until the CMR is back\"",
+                a->settings.bootstrap, cs.pending + cs.in_flight);
+        c->disconnect_reported = true;
+        cmr_agent_send_status(a, CMR_AGENT_DISCONNECTED);
+    }
+    if (!a->connected && now >= c->next_probe_ms) {
+        c->next_probe_ms = now + 1000;
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(cmr_producer_handle(a->producer), 0, NULL, &md, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            md && md->broker_cnt > 0)
+            a->connected = true;
+        if (md)
+            rd_kafka_metadata_destroy(md);
+    }
+    if (a->connected && c->disconnect_reported) {
+        c->disconnect_reported = false;
+        c->last_ack_ms = now;
+        c->first_unacked_ms = now;
+        cmr_class_cache_stats_t cs;
+        cmr_class_cache_stats(a->classes, &cs);
+        cmr_log(CMR_LOG_INFO, "agent.reconnected", "cmr=%s classes_waiting=%zu", a->settings.bootstrap,
+                cs.pending + cs.in_flight);
+        cmr_agent_send_status(a, CMR_AGENT_RECONNECTED);
+    }
+}
+
+/* --- the loop ----------------------------------------------------------------------------- */
+
+static void *control_main(void *arg)
+{
+    control_t *c = arg;
+    cmr_agent_t *a = c->a;
+    c->register_backoff_ms = 1000;
+    c->setup_backoff_ms = 1000;
+    c->last_ack_ms = cmr_now_ms();
+    cmr_agent_send_status(a, CMR_AGENT_MINIMAL);
+    while (!a->stopping) {
+        int64_t now = cmr_now_ms();
+        if (!c->consumer && now >= c->next_setup_ms)
+            setup_consumer(c, now);
+        if (a->mode == CMR_MODE_MINIMAL && c->consumer && now >= c->next_register_ms) {
+            send_registration(c);
+            c->next_register_ms = now + c->register_backoff_ms;
+            c->register_backoff_ms = c->register_backoff_ms * 2 > a->settings.register_backoff_max_ms
+                                         ? a->settings.register_backoff_max_ms
+                                         : c->register_backoff_ms * 2;
+        }
+        if (c->consumer)
+            poll_commands(c, 20);
+        if (a->mode == CMR_MODE_FULL) {
+            check_connection(c, now);
+            if (a->connected) {
+                ship_classes(c);
+                if (ensure_env(c))
+                    cmr_agent_capture_byteless(a, c->env);
+            }
+        }
+        if (now >= c->next_status_ms) {
+            if (c->next_status_ms && a->mode == CMR_MODE_FULL && a->connected)
+                cmr_agent_send_status(a, CMR_AGENT_FULL);
+            c->next_status_ms = now + STATUS_INTERVAL_MS;
+        }
+        if (!c->consumer)
+            control_sleep(100);
+    }
+    /* shutdown: ship what can still go, say goodbye, flush (bounded by the caller) */
+    if (a->mode == CMR_MODE_FULL && a->connected)
+        ship_classes(c);
+    cmr_agent_send_status(a, CMR_AGENT_SHUTDOWN);
+    for (int i = 0; i < c->ndeferred; i++)
+        cmr_record_free(c->deferred[i]);
+    c->ndeferred = 0;
+    if (c->consumer)
+        cmr_consumer_close(c->consumer);
+    c->consumer = NULL;
+    if (c->env)
+        (*a->jvm)->DetachCurrentThread(a->jvm);
+    return NULL;
+}
+
+int cmr_agent_control_start(cmr_agent_t *a)
+{
+    control_t *c = &control_state;
+    memset(c, 0, sizeof *c);
+    c->a = a;
+    char err[512];
+    /* Agent defaults: deliveries fail within 10 s so that classes go back in the queue,
+     * and librdkafka's own buffer stays small; each can be overridden with kafka.*. */
+    static const char *const defaults[][2] = {
+        {"kafka.message.timeout.ms", "10000"},
+        {"kafka.queue.buffering.max.kbytes", "65536"},
+        {"kafka.queue.buffering.max.messages", "100000"},
+        {"kafka.reconnect.backoff.max.ms", "2000"},
+        {"kafka.socket.connection.setup.timeout.ms", "5000"},
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (!cmr_conf_get(a->conf, defaults[i][0], NULL))
+            cmr_conf_set(a->conf, defaults[i][0], defaults[i][1], "agent default");
+    char client_id[80];
+    snprintf(client_id, sizeof client_id, "cmr-agent-%s", a->instance_id);
+    a->producer = cmr_producer_new(a->conf, client_id, on_delivery, c, err, sizeof err);
+    if (!a->producer) {
+        cmr_log(CMR_LOG_ERROR, "agent.producer_failed", "error=\"%s\"", err);
+        return -1;
+    }
+    if (pthread_create(&a->control_thread, NULL, control_main, c) != 0) {
+        cmr_producer_destroy(a->producer, 0);
+        a->producer = NULL;
+        return -1;
+    }
+    a->control_started = true;
+    return 0;
+}
+
+void cmr_agent_control_stop(cmr_agent_t *a)
+{
+    if (!a->control_started)
+        return;
+    a->stopping = true;
+    control_wake();
+    /* A cluster that does not answer gets half a second, not the whole flush time. */
+    int64_t flush_ms = a->settings.shutdown_flush_ms;
+    if (!a->connected && flush_ms > 500)
+        flush_ms = 500;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += flush_ms / 1000;
+    deadline.tv_nsec += (flush_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    if (pthread_timedjoin_np(a->control_thread, NULL, &deadline) != 0) {
+        /* still inside a network call: the process is ending, leave it be */
+        cmr_log(CMR_LOG_WARN, "agent.shutdown_incomplete", "waited_ms=%lld", (long long)flush_ms);
+        return;
+    }
+    a->control_started = false;
+    cmr_producer_destroy(a->producer, (int)flush_ms);
+    a->producer = NULL;
+}

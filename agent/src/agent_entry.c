@@ -1,0 +1,383 @@
+/*
+ * agent_entry.c - how the JVM enters the agent: Agent_OnLoad (-agentpath), Agent_OnAttach
+ * (dynamic attach), Agent_OnUnload, and the JVMTI event callbacks.
+ *
+ * Phases, as the JVMTI specification orders them:
+ *   OnLoad   read options, get the JVMTI environment, add capabilities, install event
+ *            callbacks, put the probe jar on the bootstrap class path, start the control
+ *            thread (registration needs no JVM: it can run while the JVM starts)
+ *   start    ClassFileLoadHook already hashes and records classes (no JNI calls)
+ *   live     (VMInit) JNI is usable: start the publisher, let the control thread
+ *            attach and apply commands
+ *   dead     (VMDeath) flush within the configured time, stop our threads, go quiet
+ *
+ * The JVM must never be harmed: a bad option or a JVMTI failure disables the agent's
+ * features with a clear log line and the JVM runs on, unless the user asked for
+ * strict=true. Every JVMTI error is checked and reported with what was being done.
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "probe_rings.h"
+
+cmr_agent_t *cmr_agent_self;
+
+int64_t cmr_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t cmr_now_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+jvmtiError cmr_agent_check(jvmtiError err, const char *what)
+{
+    if (err != JVMTI_ERROR_NONE) {
+        char *name = NULL;
+        jvmtiEnv *jvmti = cmr_agent_self ? cmr_agent_self->jvmti : NULL;
+        if (jvmti)
+            (*jvmti)->GetErrorName(jvmti, err, &name);
+        cmr_log(CMR_LOG_ERROR, "agent.jvmti_error", "call=\"%s\" error=%s code=%d", what, name ? name : "?", err);
+        if (name)
+            (*jvmti)->Deallocate(jvmti, (unsigned char *)name);
+    }
+    return err;
+}
+
+/* --- class loaders ---------------------------------------------------------------------- */
+
+int64_t cmr_agent_loader_id(jvmtiEnv *jvmti, jobject loader)
+{
+    if (!loader)
+        return 0; /* bootstrap */
+    jlong tag = 0;
+    if ((*jvmti)->GetTag(jvmti, loader, &tag) != JVMTI_ERROR_NONE)
+        return -1;
+    if (tag)
+        return tag;
+    cmr_agent_t *a = cmr_agent_self;
+    pthread_mutex_lock(&a->tag_lock);
+    if ((*jvmti)->GetTag(jvmti, loader, &tag) == JVMTI_ERROR_NONE && tag == 0) {
+        tag = ++a->next_loader_id;
+        if ((*jvmti)->SetTag(jvmti, loader, tag) != JVMTI_ERROR_NONE)
+            tag = -1;
+    }
+    pthread_mutex_unlock(&a->tag_lock);
+    return tag;
+}
+
+/* --- event callbacks -------------------------------------------------------------------- */
+
+static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass class_being_redefined,
+                                       jobject loader, const char *name, jobject protection_domain,
+                                       jint len, const unsigned char *data, jint *new_len,
+                                       unsigned char **new_data)
+{
+    (void)env;
+    (void)protection_domain;
+    (void)new_len;
+    (void)new_data; /* never set: the JVM always gets the original bytes */
+    cmr_agent_t *a = cmr_agent_self;
+    int mode = a->mode;
+    if (!name || mode == CMR_MODE_NO_ENVIRONMENT || mode == CMR_MODE_STOPPED || len <= 0)
+        return;
+    if (strncmp(name, "cmr/agent/", 10) == 0)
+        return;
+    int64_t t0 = cmr_now_mono_ns();
+    int64_t loader_id = cmr_agent_loader_id(jvmti, loader);
+    if (loader_id < 0)
+        return;
+    if (class_being_redefined) {
+        /* Our own RedefineClasses, or a RetransformClasses asked for to capture bytes. */
+        cmr_agent_capture_hook(a, name, loader_id, data, (size_t)len);
+    } else {
+        uint64_t hash = cmr_class_hash(data, (size_t)len);
+        cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
+        cmr_class_cache_offer(a->classes, name, loader_id, hash, data, (size_t)len, cause);
+    }
+    a->hook_ns_total += (uint64_t)(cmr_now_mono_ns() - t0);
+    a->hook_calls++;
+}
+
+/* Internal name of a class from its signature "Lpkg/Name;" (malloc'd), NULL for arrays
+ * and primitives. */
+static char *internal_name(const char *sig)
+{
+    size_t n = strlen(sig);
+    if (n < 3 || sig[0] != 'L' || sig[n - 1] != ';')
+        return NULL;
+    return strndup(sig + 1, n - 2);
+}
+
+static void JNICALL on_class_prepare(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass klass)
+{
+    (void)thread;
+    cmr_agent_t *a = cmr_agent_self;
+    if (a->mode == CMR_MODE_STOPPED)
+        return;
+    char *sig = NULL;
+    if ((*jvmti)->GetClassSignature(jvmti, klass, &sig, NULL) != JVMTI_ERROR_NONE)
+        return;
+    char *name = internal_name(sig);
+    (*jvmti)->Deallocate(jvmti, (unsigned char *)sig);
+    if (!name)
+        return;
+    if (strcmp(name, CMR_PROBE_CLASS) == 0) {
+        cmr_probe_rings_bind_natives(a->rings, env, klass);
+    } else {
+        jobject loader = NULL;
+        if ((*jvmti)->GetClassLoader(jvmti, klass, &loader) == JVMTI_ERROR_NONE) {
+            int64_t loader_id = cmr_agent_loader_id(jvmti, loader);
+            jweak weak = loader_id >= 0 ? (*env)->NewWeakGlobalRef(env, klass) : NULL;
+            if (weak) {
+                jweak old = cmr_class_cache_set_handle(a->classes, name, loader_id, weak);
+                if (old)
+                    (*env)->DeleteWeakGlobalRef(env, old);
+            }
+            if (loader)
+                (*env)->DeleteLocalRef(env, loader);
+        }
+    }
+    free(name);
+}
+
+static void JNICALL on_thread_end(jvmtiEnv *jvmti, JNIEnv *env, jthread thread)
+{
+    (void)env;
+    (void)thread;
+    cmr_probe_rings_thread_end(cmr_agent_self->rings, jvmti);
+}
+
+static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread)
+{
+    (void)jvmti;
+    (void)env;
+    (void)thread;
+    cmr_agent_t *a = cmr_agent_self;
+    a->live = true;
+    if (cmr_probe_publisher_start(a) != 0)
+        cmr_log(CMR_LOG_ERROR, "agent.publisher_failed", "probes will record nothing");
+    cmr_log(CMR_LOG_DEBUG, "agent.vm_init", "instance=%s", a->instance_id);
+}
+
+static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
+{
+    (void)env;
+    cmr_agent_t *a = cmr_agent_self;
+    int64_t t0 = cmr_now_ms();
+    /* Stop reacting to the JVM first: no new work while we flush. */
+    (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
+    (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_PREPARE, NULL);
+    cmr_probe_publisher_stop(a);  /* final drain of every ring, bounded */
+    cmr_agent_control_stop(a);    /* SHUTDOWN status, flush, bounded */
+    a->mode = CMR_MODE_STOPPED;
+    cmr_log(CMR_LOG_INFO, "agent.stopped", "instance=%s flush_ms=%lld", a->instance_id,
+            (long long)(cmr_now_ms() - t0));
+}
+
+/* --- set-up ----------------------------------------------------------------------------- */
+
+static void host_identity(cmr_agent_t *a)
+{
+    if (gethostname(a->hostname, sizeof a->hostname) != 0)
+        snprintf(a->hostname, sizeof a->hostname, "unknown");
+    a->hostname[sizeof a->hostname - 1] = '\0';
+    struct ifaddrs *ifs = NULL, *i;
+    size_t cap = 8;
+    a->addresses.items = calloc(cap, sizeof(char *));
+    if (a->addresses.items && getifaddrs(&ifs) == 0) {
+        for (i = ifs; i; i = i->ifa_next) {
+            if (!i->ifa_addr || (i->ifa_flags & IFF_LOOPBACK) || a->addresses.count == cap)
+                continue;
+            char buf[INET6_ADDRSTRLEN] = "";
+            if (i->ifa_addr->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf, sizeof buf);
+            else if (i->ifa_addr->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, buf, sizeof buf);
+            if (buf[0])
+                a->addresses.items[a->addresses.count++] = strdup(buf);
+        }
+        freeifaddrs(ifs);
+    }
+    if (a->addresses.items && a->addresses.count == 0)
+        a->addresses.items[a->addresses.count++] = strdup("127.0.0.1");
+}
+
+static void system_property(jvmtiEnv *jvmti, const char *key, char *out, size_t len)
+{
+    char *v = NULL;
+    if ((*jvmti)->GetSystemProperty(jvmti, key, &v) == JVMTI_ERROR_NONE && v) {
+        snprintf(out, len, "%s", v);
+        (*jvmti)->Deallocate(jvmti, (unsigned char *)v);
+    } else {
+        snprintf(out, len, "unknown");
+    }
+}
+
+/* The probe jar sits next to libcmragent.so unless agent.probe.jar says otherwise. */
+static int probe_jar_path(char *out, size_t len)
+{
+    Dl_info info;
+    if (!dladdr((void *)probe_jar_path, &info) || !info.dli_fname)
+        return -1;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir = slash ? (int)(slash - info.dli_fname) : 1;
+    snprintf(out, len, "%.*s/cmr-agent-probe.jar", dir, slash ? info.dli_fname : ".");
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+static int setup_jvmti(cmr_agent_t *a)
+{
+    jvmtiEnv *jvmti = a->jvmti;
+    jvmtiCapabilities want = {0}, have = {0};
+    (*jvmti)->GetPotentialCapabilities(jvmti, &have);
+    want.can_redefine_classes = 1;
+    want.can_retransform_classes = 1;
+    want.can_tag_objects = 1;
+    want.can_generate_all_class_hook_events = 1;
+    if (have.can_generate_early_class_hook_events)
+        want.can_generate_early_class_hook_events = 1;
+    if (cmr_agent_check((*jvmti)->AddCapabilities(jvmti, &want), "AddCapabilities") != JVMTI_ERROR_NONE)
+        return -1;
+    jvmtiEventCallbacks cb = {0};
+    cb.VMInit = on_vm_init;
+    cb.VMDeath = on_vm_death;
+    cb.ClassFileLoadHook = on_class_file_load;
+    cb.ClassPrepare = on_class_prepare;
+    cb.ThreadEnd = on_thread_end;
+    if (cmr_agent_check((*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof cb), "SetEventCallbacks"))
+        return -1;
+    const jvmtiEvent events[] = {JVMTI_EVENT_VM_INIT, JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK,
+                                 JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_THREAD_END};
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+        if (cmr_agent_check((*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, events[i], NULL),
+                            "SetEventNotificationMode"))
+            return -1;
+    return 0;
+}
+
+static void agent_free(cmr_agent_t *a)
+{
+    if (!a)
+        return;
+    cmr_conf_destroy(a->conf);
+    for (size_t i = 0; i < a->addresses.count; i++)
+        free(a->addresses.items[i]);
+    free(a->addresses.items);
+    free(a);
+}
+
+/* Common to OnLoad and OnAttach. Returns JNI_OK when the JVM should go on (with or
+ * without the agent's features), JNI_ERR only in strict mode. */
+static jint agent_start(JavaVM *vm, char *options, int attach)
+{
+    cmr_log_set_program("cmr-agent");
+    if (cmr_agent_self) {
+        cmr_log(CMR_LOG_WARN, "agent.already_loaded", "the agent is loaded once per JVM; ignoring");
+        return JNI_OK;
+    }
+    cmr_agent_t *a = calloc(1, sizeof *a);
+    char err[512] = "";
+    if (!a || !(a->conf = cmr_conf_new())) {
+        fprintf(stderr, "cmr-agent: out of memory; the JVM runs without the agent\n");
+        agent_free(a);
+        return JNI_OK;
+    }
+    bool strict = options && strstr(options, "strict=true");
+    if (cmr_agent_options_load(options, NULL, a->conf, err, sizeof err) != 0 ||
+        cmr_agent_settings_from_conf(a->conf, &a->settings, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "agent.bad_options", "error=\"%s\" action=\"%s\"", err,
+                strict ? "aborting the JVM (strict=true)" : "the JVM runs without the agent's features");
+        agent_free(a);
+        return strict ? JNI_ERR : JNI_OK;
+    }
+    strict = a->settings.strict;
+    cmr_log_set_level((cmr_log_level_t)cmr_log_level_parse(cmr_conf_get(a->conf, "log.level", "info")));
+    if (cmr_topics_set_prefix(cmr_conf_get(a->conf, "topic.prefix", "cmr")) != 0) {
+        cmr_log(CMR_LOG_ERROR, "agent.bad_options", "error=\"bad topic.prefix\"");
+        agent_free(a);
+        return strict ? JNI_ERR : JNI_OK;
+    }
+    a->jvm = vm;
+    if ((*vm)->GetEnv(vm, (void **)&a->jvmti, JVMTI_VERSION_11) != JNI_OK) {
+        cmr_log(CMR_LOG_ERROR, "agent.no_jvmti", "error=\"JVMTI 11 is not available\"");
+        agent_free(a);
+        return strict ? JNI_ERR : JNI_OK;
+    }
+    pthread_mutex_init(&a->config_lock, NULL);
+    pthread_mutex_init(&a->tag_lock, NULL);
+    cmr_agent_self = a;
+    a->mode = CMR_MODE_MINIMAL;
+    a->start_time_ms = cmr_now_ms();
+    cmr_instance_id_new(a->instance_id, sizeof a->instance_id);
+    cmr_topic_command(a->instance_id, a->cmd_topic, sizeof a->cmd_topic);
+    host_identity(a);
+    system_property(a->jvmti, "java.vm.vendor", a->jvm_vendor, sizeof a->jvm_vendor);
+    system_property(a->jvmti, "java.runtime.version", a->jvm_version, sizeof a->jvm_version);
+    a->classes = cmr_class_cache_new((size_t)a->settings.class_buffer_bytes);
+    a->rings = cmr_probe_rings_new(a);
+    char jar[4096];
+    const char *jar_opt = cmr_conf_get(a->conf, "agent.probe.jar", NULL);
+    if (jar_opt)
+        snprintf(jar, sizeof jar, "%s", jar_opt);
+    if (!a->classes || !a->rings || (!jar_opt && probe_jar_path(jar, sizeof jar) != 0) || setup_jvmti(a) != 0 ||
+        cmr_agent_check((*a->jvmti)->AddToBootstrapClassLoaderSearch(a->jvmti, jar),
+                        "AddToBootstrapClassLoaderSearch") != JVMTI_ERROR_NONE) {
+        cmr_log(CMR_LOG_ERROR, "agent.setup_failed", "probe_jar=%s action=\"%s\"", jar,
+                strict ? "aborting the JVM (strict=true)" : "the JVM runs without the agent's features");
+        (*a->jvmti)->SetEventNotificationMode(a->jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
+        a->mode = CMR_MODE_STOPPED;
+        return strict ? JNI_ERR : JNI_OK;
+    }
+    cmr_log(CMR_LOG_INFO, "agent.started", "name=%s host=%s instance=%s cmr=%s jvm=\"%s %s\" attach=%d",
+            a->settings.name, a->hostname, a->instance_id, a->settings.bootstrap, a->jvm_vendor, a->jvm_version,
+            attach);
+    if (attach) { /* the JVM is live already */
+        a->live = true;
+        cmr_probe_publisher_start(a);
+    }
+    if (cmr_agent_control_start(a) != 0) {
+        cmr_log(CMR_LOG_ERROR, "agent.control_failed", "action=\"the JVM runs without the agent's features\"");
+        a->mode = CMR_MODE_STOPPED;
+        return strict ? JNI_ERR : JNI_OK;
+    }
+    return JNI_OK;
+}
+
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
+{
+    (void)reserved;
+    return agent_start(vm, options, 0);
+}
+
+JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *reserved)
+{
+    (void)reserved;
+    jint rc = agent_start(vm, options, 1);
+    if (rc == JNI_OK && cmr_agent_self && cmr_agent_self->mode != CMR_MODE_STOPPED)
+        cmr_agent_record_loaded_classes(cmr_agent_self);
+    return rc;
+}
+
+JNIEXPORT void JNICALL Agent_OnUnload(JavaVM *vm)
+{
+    (void)vm;
+    /* VMDeath did the work; the memory goes with the process. */
+}

@@ -1,0 +1,60 @@
+/*
+ * agent_options.h - the agent's options: from the -agentpath option string, environment
+ * variables and an optional configuration file, into one cmr_conf_t.
+ *
+ *   -agentpath:/opt/cmr/libcmragent.so=bootstrap=kafka1:9092,kafka2:9092,name=shop
+ *
+ * The option string is a comma-separated list of key=value. A piece without '=' belongs
+ * to the value before it, so broker lists need no quoting ("bootstrap=a:1,b:2"). Keys:
+ *
+ *   bootstrap=HOST:PORT[,...]   the CMR's Kafka cluster (kafka.bootstrap.servers)
+ *   name=NAME                   agent name (default: "jvm")
+ *   config=FILE                 configuration file ("key = value" lines, like the workers')
+ *   log=LEVEL                   debug | info | warn | error | off (default info)
+ *   strict=true                 abort the JVM on bad options instead of running without
+ *                               the agent's features
+ *   kafka.<property>=VALUE      any librdkafka property (security, timeouts...)
+ *   any other key of the "agent." family, see docs/AGENT.md
+ *
+ * Environment: CMR_AGENT_OPTIONS (same syntax), CMR_AGENT_BOOTSTRAP, CMR_AGENT_NAME,
+ * CMR_AGENT_CONFIG. Precedence, lowest first: file, environment, option string.
+ */
+#ifndef CMR_AGENT_OPTIONS_H
+#define CMR_AGENT_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/conf.h"
+
+/* Settings the agent runs with, read from the configuration. */
+typedef struct cmr_agent_settings {
+    char name[128];
+    char bootstrap[1024];
+    bool strict;
+    int64_t register_backoff_max_ms;  /* agent.register.backoff.max.ms, default 30000 */
+    int64_t class_buffer_bytes;       /* agent.class.buffer.bytes: bytecode kept while not
+                                         connected, default 64 MiB */
+    int64_t ring_records;             /* agent.ring.records: per-thread ring, default 16384 */
+    int64_t send_interval_ms;         /* agent.send.interval.ms, default 10 */
+    int64_t shutdown_flush_ms;        /* agent.shutdown.flush.ms, default 3000 */
+    int64_t metric_interval_ms;       /* agent.metric.interval.ms, default 10000 */
+    int64_t max_threads;              /* agent.max.threads with a ring at once, default 4096 */
+} cmr_agent_settings_t;
+
+/* Parses one option string into conf. 0, or -1 with errbuf filled. */
+int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t *conf,
+                            char *errbuf, size_t errlen);
+
+/* Builds the complete configuration: file (from config= in options or environment),
+ * environment, then the option string. `getenv_fn` lets tests supply an environment
+ * (NULL: the process's). 0, or -1 with errbuf filled. */
+int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const char *),
+                           cmr_conf_t *conf, char *errbuf, size_t errlen);
+
+/* Checks every key and fills settings. 0, or -1 with errbuf naming key and origin. */
+int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out,
+                                 char *errbuf, size_t errlen);
+
+#endif

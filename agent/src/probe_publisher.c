@@ -1,0 +1,308 @@
+/*
+ * probe_publisher.c - the publisher thread: drains every ring continuously (every send
+ * interval, and early when a ring is half full), cuts the records into thread segments
+ * and ships them as EventBatch messages; aggregates timer samples per method and ships
+ * them as MetricBatch messages once per metric interval.
+ *
+ * Segments: a thread's root invocation (call depth 1) starts a segment with a new trace
+ * id; its events go out in batches while it runs (continuous sending: a long call is
+ * visible before it ends), the batch that holds its final exit says last = true.
+ * (Context hand-over between threads and JVMs builds on this in the invocation-sequence
+ * work: a segment then names its parent instead of starting a new trace.)
+ *
+ * Nothing here blocks an application thread: the rings are read lock-free, and when the
+ * producer's queue is full a batch is dropped and its events counted as dropped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "cmr/event.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "probe_rings.h"
+
+#define MAX_RINGS_PER_PASS 8192
+#define METRIC_SLOTS_MIN 1024
+
+typedef struct metric_slot {
+    uint64_t method_id; /* 0: empty */
+    int64_t count, exceptions, sum, min, max;
+} metric_slot_t;
+
+typedef struct publisher {
+    cmr_agent_t *a;
+    cmr_probe_rings_t *rings;
+    int64_t clock_offset_ns; /* realtime - monotonic */
+    _Atomic int64_t next_segment;
+    uint64_t rng[2];
+    /* timer aggregation of the current interval */
+    metric_slot_t *slots;
+    size_t nslots, used;
+    int64_t interval_start_ms;
+    /* counters of this pass */
+    uint64_t recorded, dropped, batches, metric_batches;
+    cmr_ring_t *pass[MAX_RINGS_PER_PASS];
+} publisher_t;
+
+static publisher_t pub;
+
+static uint64_t rng_next(publisher_t *p)
+{
+    /* xorshift128+: trace ids need uniqueness, not secrecy; seeded from the kernel */
+    uint64_t s1 = p->rng[0];
+    const uint64_t s0 = p->rng[1];
+    p->rng[0] = s0;
+    s1 ^= s1 << 23;
+    p->rng[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+    return p->rng[1] + s0;
+}
+
+static void refresh_clock(publisher_t *p)
+{
+    struct timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    p->clock_offset_ns = ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
+}
+
+/* --- event batches ------------------------------------------------------------------------- */
+
+static void segment_open(publisher_t *p, cmr_ring_t *ring)
+{
+    ring->segment_open = true;
+    ring->segment_id = ++p->next_segment;
+    uint64_t hi = rng_next(p), lo = rng_next(p);
+    if (!hi && !lo)
+        lo = 1;
+    memcpy(ring->trace_id, &hi, 8);
+    memcpy(ring->trace_id + 8, &lo, 8);
+    ring->batch_seq = 0;
+    ring->event_seq = 0;
+    ring->batch_count = 0;
+}
+
+static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
+{
+    cmr_agent_t *a = p->a;
+    if (ring->batch_count == 0 && !last)
+        return;
+    cmr_event_batch_t b = {
+        .agent_id = a->agent_id,
+        .thread_id = ring->thread_id,
+        .thread_name = ring->thread_name,
+        .segment_id = ring->segment_id,
+        .parent = NULL,
+        .batch_seq = ring->batch_seq,
+        .first_event_seq = ring->event_seq,
+        .last = last,
+        .dropped = ring->dropped_pending,
+        .event_count = (int32_t)ring->batch_count,
+        .events = {ring->batch, (size_t)ring->batch_count * CMR_EVENT_RECORD_SIZE},
+    };
+    memcpy(b.trace_id, ring->trace_id, 16);
+    char err[256];
+    int rc = a->producer ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, NULL, err, sizeof err)
+                         : CMR_SEND_ERROR;
+    if (rc == CMR_SEND_OK)
+        p->batches++;
+    else
+        p->dropped += ring->batch_count;
+    ring->batch_seq++;
+    ring->event_seq += ring->batch_count;
+    ring->batch_count = 0;
+    ring->dropped_pending = 0;
+    if (last)
+        ring->segment_open = false;
+}
+
+static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uint32_t kind, uint32_t depth)
+{
+    if (!ring->segment_open)
+        segment_open(p, ring);
+    cmr_event_t ev;
+    cmr_event_read(rec, 0, &ev);
+    ev.timestamp_ns = (uint64_t)((int64_t)ev.timestamp_ns + p->clock_offset_ns);
+    cmr_event_write(ring->batch, ring->batch_count++, &ev);
+    if (ring->batch_count == ring->batch_cap)
+        batch_send(p, ring, false);
+    if ((kind == CMR_EVENT_EXIT || kind == CMR_EVENT_EXCEPTION_EXIT) && depth <= 1)
+        batch_send(p, ring, true);
+}
+
+/* --- timer aggregation --------------------------------------------------------------------- */
+
+static void metric_add(publisher_t *p, uint64_t method_id, int64_t ns, bool thrown)
+{
+    if (p->used * 2 >= p->nslots) { /* grow */
+        size_t n = p->nslots ? p->nslots * 2 : METRIC_SLOTS_MIN;
+        metric_slot_t *slots = calloc(n, sizeof *slots);
+        if (!slots) {
+            p->dropped++;
+            return;
+        }
+        for (size_t i = 0; i < p->nslots; i++) {
+            if (!p->slots[i].method_id)
+                continue;
+            size_t j = (p->slots[i].method_id * 0x9E3779B97F4A7C15ULL) & (n - 1);
+            while (slots[j].method_id)
+                j = (j + 1) & (n - 1);
+            slots[j] = p->slots[i];
+        }
+        free(p->slots);
+        p->slots = slots;
+        p->nslots = n;
+    }
+    uint64_t key = method_id ? method_id : 1;
+    size_t j = (key * 0x9E3779B97F4A7C15ULL) & (p->nslots - 1);
+    while (p->slots[j].method_id && p->slots[j].method_id != key)
+        j = (j + 1) & (p->nslots - 1);
+    metric_slot_t *s = &p->slots[j];
+    if (!s->method_id) {
+        s->method_id = key;
+        s->min = ns;
+        s->max = ns;
+        p->used++;
+    }
+    s->count++;
+    s->exceptions += thrown;
+    s->sum += ns;
+    if (ns < s->min)
+        s->min = ns;
+    if (ns > s->max)
+        s->max = ns;
+}
+
+static void metrics_send(publisher_t *p, int64_t now_ms)
+{
+    cmr_agent_t *a = p->a;
+    if (p->used > 0 && a->producer) {
+        cmr_method_metric_t *items = calloc(p->used, sizeof *items);
+        size_t n = 0;
+        for (size_t i = 0; items && i < p->nslots; i++) {
+            metric_slot_t *s = &p->slots[i];
+            if (s->method_id)
+                items[n++] = (cmr_method_metric_t){(int64_t)s->method_id, s->count, s->exceptions, s->sum, s->min, s->max};
+        }
+        cmr_metric_batch_t mb = {a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), {items, n}};
+        char err[256];
+        if (items && cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
+            p->metric_batches++;
+        free(items);
+        memset(p->slots, 0, p->nslots * sizeof *p->slots);
+        p->used = 0;
+    }
+    p->interval_start_ms = now_ms;
+}
+
+/* --- draining -------------------------------------------------------------------------------- */
+
+static void drain_ring(publisher_t *p, cmr_ring_t *ring)
+{
+    uint64_t w = __atomic_load_n((uint64_t *)ring->mem, __ATOMIC_ACQUIRE);
+    uint64_t r = ring->read, mask = ring->cap - 1;
+    for (; r < w; r++) {
+        const uint8_t *rec = ring->mem + CMR_RING_HEADER + (r & mask) * CMR_EVENT_RECORD_SIZE;
+        uint32_t kind = cmr_le32(rec + 16), aux = cmr_le32(rec + 20);
+        switch (kind) {
+        case CMR_EVENT_ENTER:
+            if (aux <= 1 && ring->segment_open) /* the exit of the last root was lost */
+                batch_send(p, ring, true);
+            batch_append(p, ring, rec, kind, aux);
+            break;
+        case CMR_EVENT_EXIT:
+        case CMR_EVENT_EXCEPTION_EXIT:
+            if (aux == 0) /* an exit without its entry (the method was redefined meanwhile) */
+                break;
+            batch_append(p, ring, rec, kind, aux);
+            break;
+        case CMR_RING_TIMER:
+        case CMR_RING_TIMER_THROW:
+            metric_add(p, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), kind == CMR_RING_TIMER_THROW);
+            break;
+        default: break; /* unknown kind: skip */
+        }
+        p->recorded++;
+    }
+    ring->read = r;
+    __atomic_store_n((uint64_t *)(ring->mem + 8), r, __ATOMIC_RELEASE);
+    uint64_t dropped = __atomic_load_n((uint64_t *)(ring->mem + 16), __ATOMIC_RELAXED);
+    if (dropped != ring->dropped_seen) {
+        uint64_t d = dropped - ring->dropped_seen;
+        ring->dropped_seen = dropped;
+        p->dropped += d;
+        ring->dropped_pending += (int32_t)(d > INT32_MAX ? INT32_MAX : d);
+    }
+    /* continuous sending: what the open segment has so far goes out now */
+    if (ring->batch_count)
+        batch_send(p, ring, false);
+    if (ring->closed && ring->segment_open && ring->read == w) /* thread ended inside a call */
+        batch_send(p, ring, true);
+}
+
+static void pass_once(publisher_t *p)
+{
+    cmr_ring_t *dead[256];
+    size_t ndead;
+    refresh_clock(p);
+    size_t n = cmr_probe_rings_snapshot(p->rings, p->pass, MAX_RINGS_PER_PASS, dead, &ndead, 256);
+    for (size_t i = 0; i < n; i++)
+        drain_ring(p, p->pass[i]);
+    for (size_t i = 0; i < ndead; i++)
+        cmr_ring_free(dead[i]);
+    cmr_probe_rings_count(p->rings, p->recorded, p->dropped, p->batches, p->metric_batches);
+    p->recorded = p->dropped = p->batches = p->metric_batches = 0;
+}
+
+static void *publisher_main(void *arg)
+{
+    publisher_t *p = arg;
+    cmr_agent_t *a = p->a;
+    while (!a->stopping) {
+        cmr_probe_rings_wait(p->rings, (int)cmr_probe_rings_send_interval_ms(p->rings));
+        if (a->mode != CMR_MODE_FULL && a->mode != CMR_MODE_STOPPED)
+            continue; /* no agent id yet: events wait in the rings (or are dropped when full) */
+        pass_once(p);
+        int64_t now = cmr_now_ms();
+        if (now - p->interval_start_ms >= cmr_probe_rings_metric_interval_ms(p->rings)) {
+            metrics_send(p, now);
+            cmr_probe_rings_count(p->rings, 0, 0, 0, p->metric_batches);
+            p->metric_batches = 0;
+        }
+    }
+    return NULL;
+}
+
+int cmr_probe_publisher_start(cmr_agent_t *a)
+{
+    if (a->publisher_started)
+        return 0;
+    memset(&pub, 0, sizeof pub);
+    pub.a = a;
+    pub.rings = a->rings;
+    pub.interval_start_ms = cmr_now_ms();
+    if (cmr_random_bytes(pub.rng, sizeof pub.rng) != 0)
+        pub.rng[0] = (uint64_t)cmr_now_mono_ns() | 1;
+    refresh_clock(&pub);
+    if (pthread_create(&a->publisher_thread, NULL, publisher_main, &pub) != 0)
+        return -1;
+    a->publisher_started = true;
+    return 0;
+}
+
+void cmr_probe_publisher_stop(cmr_agent_t *a)
+{
+    if (!a->publisher_started)
+        return;
+    a->stopping = true;
+    cmr_probe_rings_wake(a->rings);
+    pthread_join(a->publisher_thread, NULL);
+    a->publisher_started = false;
+    if (a->mode == CMR_MODE_FULL) {
+        pass_once(&pub); /* what the threads recorded until now */
+        metrics_send(&pub, cmr_now_ms());
+        cmr_probe_rings_count(pub.rings, 0, 0, 0, pub.metric_batches);
+    }
+}

@@ -1,0 +1,261 @@
+/*
+ * probe_rings.c - allocation and registry of the per-thread rings, and the JNI natives of
+ * cmr/agent/Probe (see probe_rings.h for the memory layout).
+ *
+ * A thread's first probe call runs Probe.register0() once: the agent allocates the ring,
+ * wraps it in a direct ByteBuffer and remembers it in the thread's JVMTI thread-local
+ * storage so that ThreadEnd can close it. After that no probe crosses JNI, except a rare
+ * wake0() when a ring is half full and the publisher should drain it early.
+ */
+#include "probe_rings.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "cmr/event.h"
+#include "cmr/log.h"
+
+struct cmr_probe_rings {
+    cmr_agent_t *agent;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool woken;
+    cmr_ring_t **rings;
+    size_t count, cap;
+    uint64_t ring_records; /* for new threads */
+    int64_t send_interval_ms, metric_interval_ms;
+    uint32_t max_batch;
+    size_t max_threads;
+    cmr_probe_stats_t stats;
+};
+
+static uint64_t pow2_at_least(uint64_t n)
+{
+    uint64_t p = 64;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+cmr_probe_rings_t *cmr_probe_rings_new(cmr_agent_t *a)
+{
+    cmr_probe_rings_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->agent = a;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->wake, NULL);
+    r->ring_records = pow2_at_least((uint64_t)a->settings.ring_records);
+    r->send_interval_ms = a->settings.send_interval_ms;
+    r->metric_interval_ms = a->settings.metric_interval_ms;
+    r->max_batch = 4096;
+    r->max_threads = (size_t)a->settings.max_threads;
+    return r;
+}
+
+void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s)
+{
+    pthread_mutex_lock(&r->lock);
+    if (s->ring_records > 0)
+        r->ring_records = pow2_at_least((uint64_t)s->ring_records);
+    if (s->send_interval_ms > 0)
+        r->send_interval_ms = s->send_interval_ms;
+    if (s->metric_interval_ms > 0)
+        r->metric_interval_ms = s->metric_interval_ms;
+    if (s->max_batch_events > 0)
+        r->max_batch = (uint32_t)s->max_batch_events;
+    if (s->max_threads > 0)
+        r->max_threads = (size_t)s->max_threads;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_ring_free(cmr_ring_t *ring)
+{
+    if (!ring)
+        return;
+    free(ring->mem);
+    free(ring->batch);
+    free(ring);
+}
+
+/* --- natives ------------------------------------------------------------------------------ */
+
+static cmr_probe_rings_t *natives_rings; /* the rings the natives serve */
+
+/* static native ByteBuffer register0(long threadId, String threadName) */
+static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id, jstring thread_name)
+{
+    (void)cls;
+    cmr_probe_rings_t *r = natives_rings;
+    cmr_agent_t *a = r->agent;
+    pthread_mutex_lock(&r->lock);
+    bool full = r->count >= r->max_threads;
+    uint64_t records = r->ring_records;
+    uint32_t max_batch = r->max_batch;
+    if (full)
+        r->stats.rings_refused++;
+    pthread_mutex_unlock(&r->lock);
+    if (full || a->mode == CMR_MODE_STOPPED)
+        return NULL;
+    cmr_ring_t *ring = calloc(1, sizeof *ring);
+    size_t bytes = CMR_RING_HEADER + records * CMR_EVENT_RECORD_SIZE;
+    if (!ring || posix_memalign((void **)&ring->mem, 64, bytes) != 0 ||
+        !(ring->batch = malloc((size_t)max_batch * CMR_EVENT_RECORD_SIZE))) {
+        cmr_ring_free(ring);
+        return NULL;
+    }
+    memset(ring->mem, 0, CMR_RING_HEADER);
+    ring->cap = records;
+    ring->batch_cap = max_batch;
+    ring->thread_id = thread_id;
+    const char *name = thread_name ? (*env)->GetStringUTFChars(env, thread_name, NULL) : NULL;
+    snprintf(ring->thread_name, sizeof ring->thread_name, "%s", name ? name : "?");
+    if (name)
+        (*env)->ReleaseStringUTFChars(env, thread_name, name);
+    jobject buf = (*env)->NewDirectByteBuffer(env, ring->mem, (jlong)bytes);
+    if (!buf || (*a->jvmti)->SetThreadLocalStorage(a->jvmti, NULL, ring) != JVMTI_ERROR_NONE) {
+        cmr_ring_free(ring);
+        return NULL;
+    }
+    pthread_mutex_lock(&r->lock);
+    if (r->count == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        cmr_ring_t **rings = realloc(r->rings, cap * sizeof *rings);
+        if (!rings) {
+            pthread_mutex_unlock(&r->lock);
+            (*a->jvmti)->SetThreadLocalStorage(a->jvmti, NULL, NULL);
+            cmr_ring_free(ring);
+            return NULL;
+        }
+        r->rings = rings;
+        r->cap = cap;
+    }
+    r->rings[r->count++] = ring;
+    r->stats.rings_live = r->count;
+    pthread_mutex_unlock(&r->lock);
+    return buf;
+}
+
+/* static native void wake0() */
+static void JNICALL probe_wake0(JNIEnv *env, jclass cls)
+{
+    (void)env;
+    (void)cls;
+    cmr_probe_rings_wake(natives_rings);
+}
+
+void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class)
+{
+    natives_rings = r;
+    JNINativeMethod methods[] = {
+        {"register0", "(JLjava/lang/String;)Ljava/nio/ByteBuffer;", (void *)probe_register0},
+        {"wake0", "()V", (void *)probe_wake0},
+    };
+    if ((*env)->RegisterNatives(env, probe_class, methods, 2) != 0) {
+        (*env)->ExceptionClear(env);
+        cmr_log(CMR_LOG_ERROR, "agent.probe_natives_failed", "class=%s action=\"probes record nothing\"", CMR_PROBE_CLASS);
+    }
+}
+
+void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti)
+{
+    cmr_ring_t *ring = NULL;
+    if ((*jvmti)->GetThreadLocalStorage(jvmti, NULL, (void **)&ring) != JVMTI_ERROR_NONE || !ring)
+        return;
+    (*jvmti)->SetThreadLocalStorage(jvmti, NULL, NULL);
+    ring->closed = true;
+    cmr_probe_rings_wake(r);
+}
+
+/* --- publisher side ------------------------------------------------------------------------ */
+
+size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead,
+                                size_t *ndead, size_t max_dead)
+{
+    size_t n = 0, keep = 0;
+    *ndead = 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->count; i++) {
+        cmr_ring_t *ring = r->rings[i];
+        uint64_t w = __atomic_load_n((uint64_t *)ring->mem, __ATOMIC_ACQUIRE);
+        if (ring->closed && ring->read == w && !ring->segment_open && ring->batch_count == 0 && *ndead < max_dead) {
+            dead[(*ndead)++] = ring;
+            continue;
+        }
+        r->rings[keep++] = ring;
+        if (n < max)
+            out[n++] = ring;
+    }
+    r->count = keep;
+    r->stats.rings_live = keep;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dropped, uint64_t batches,
+                           uint64_t metric_batches)
+{
+    pthread_mutex_lock(&r->lock);
+    r->stats.recorded += recorded;
+    r->stats.dropped += dropped;
+    r->stats.batches += batches;
+    r->stats.metric_batches += metric_batches;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_stats(cmr_probe_rings_t *r, cmr_probe_stats_t *out)
+{
+    pthread_mutex_lock(&r->lock);
+    *out = r->stats;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_wake(cmr_probe_rings_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->woken = true;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)timeout_ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&r->lock);
+    if (!r->woken)
+        pthread_cond_timedwait(&r->wake, &r->lock, &ts);
+    r->woken = false;
+    pthread_mutex_unlock(&r->lock);
+}
+
+int64_t cmr_probe_rings_send_interval_ms(cmr_probe_rings_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int64_t v = r->send_interval_ms;
+    pthread_mutex_unlock(&r->lock);
+    return v;
+}
+
+int64_t cmr_probe_rings_metric_interval_ms(cmr_probe_rings_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int64_t v = r->metric_interval_ms;
+    pthread_mutex_unlock(&r->lock);
+    return v;
+}
+
+uint32_t cmr_probe_rings_max_batch(cmr_probe_rings_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint32_t v = r->max_batch;
+    pthread_mutex_unlock(&r->lock);
+    return v;
+}

@@ -1,0 +1,97 @@
+/*
+ * probe_rings.h - per-thread event rings shared by the Java probes and the agent.
+ *
+ * A ring is native memory the agent allocates when a thread first runs a probe, handed to
+ * Java as a direct ByteBuffer. Layout (little endian):
+ *
+ *   0   u64 write index  records written; the thread's probes advance it (release store)
+ *   8   u64 read index   records consumed; the publisher advances it (release store)
+ *   16  u64 dropped      records the thread could not write because the ring was full
+ *   24..63              reserved
+ *   64  records          capacity (a power of two) x 24 bytes, as in cmr/event.h, except
+ *                        that the timestamp is the JVM's System.nanoTime() (CLOCK_MONOTONIC)
+ *                        and, for ring-internal kinds, other meanings (below)
+ *
+ * One writer (the thread), one reader (the publisher): no locks, no JNI per event. A full
+ * ring drops and counts; it never blocks the thread.
+ *
+ * Record kinds in a ring: 1 enter, 2 exit, 3 exceptional exit (aux = call depth of the
+ * invocation, 1 for the thread's root call), and the ring-internal timer samples
+ * 16 (normal) and 17 (exceptional) whose timestamp field holds the duration in ns.
+ */
+#ifndef CMR_PROBE_RINGS_H
+#define CMR_PROBE_RINGS_H
+
+#include <jni.h>
+#include <jvmti.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cmr/msg.h"
+
+#define CMR_RING_HEADER 64
+#define CMR_RING_TIMER 16
+#define CMR_RING_TIMER_THROW 17
+
+struct cmr_agent;
+
+typedef struct cmr_ring {
+    uint8_t *mem;
+    uint64_t cap; /* records, power of two */
+    int64_t thread_id;
+    char thread_name[96];
+    atomic_bool closed; /* the thread ended */
+    /* publisher state (publisher thread only) */
+    uint64_t read;
+    uint64_t dropped_seen;
+    bool segment_open;
+    int64_t segment_id;
+    uint8_t trace_id[16];
+    int32_t batch_seq;
+    int64_t event_seq;
+    int32_t dropped_pending;
+    uint8_t *batch;     /* events of the open segment not yet sent */
+    uint32_t batch_count, batch_cap;
+} cmr_ring_t;
+
+typedef struct cmr_probe_stats {
+    uint64_t recorded; /* events drained from rings */
+    uint64_t dropped;  /* events lost: ring full, or the producer refused the batch */
+    uint64_t batches;  /* EventBatch messages queued */
+    uint64_t metric_batches;
+    uint64_t rings_live, rings_refused;
+} cmr_probe_stats_t;
+
+typedef struct cmr_probe_rings cmr_probe_rings_t;
+
+cmr_probe_rings_t *cmr_probe_rings_new(struct cmr_agent *a);
+/* Registers the natives of cmr/agent/Probe (called when that class is prepared). */
+void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class);
+/* JVMTI ThreadEnd on the ending thread: its ring is drained one last time and freed. */
+void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti);
+/* Strategy from the CMR: ring size for new threads, send and metric intervals, batch size. */
+void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s);
+void cmr_probe_rings_stats(cmr_probe_rings_t *r, cmr_probe_stats_t *out);
+
+/* The publisher thread (probe_publisher.c). */
+int cmr_probe_publisher_start(struct cmr_agent *a);
+/* Drains every ring one last time (bounded by agent.shutdown.flush.ms) and stops. */
+void cmr_probe_publisher_stop(struct cmr_agent *a);
+
+/* --- shared between probe_rings.c and probe_publisher.c ------------------------------------ */
+/* Copies the live rings into out (up to max); closed and fully drained rings are removed
+ * and handed back through *dead (the caller frees them with cmr_ring_free). */
+size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead,
+                                size_t *ndead, size_t max_dead);
+void cmr_ring_free(cmr_ring_t *ring);
+void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dropped, uint64_t batches,
+                           uint64_t metric_batches);
+/* Waits until woken (a ring half full, or stop) or timeout_ms. */
+void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms);
+void cmr_probe_rings_wake(cmr_probe_rings_t *r);
+int64_t cmr_probe_rings_send_interval_ms(cmr_probe_rings_t *r);
+int64_t cmr_probe_rings_metric_interval_ms(cmr_probe_rings_t *r);
+uint32_t cmr_probe_rings_max_batch(cmr_probe_rings_t *r);
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * test_class_cache.c - the agent's class memory: never-send set, queue with byte budget,
+ * in-flight entries that come back on failed delivery, captures, registry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "class_cache.h"
+
+static const uint8_t bytes[100] = {0xCA, 0xFE, 0xBA, 0xBE};
+
+static void test_offer_once_then_never_send(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
+    assert_true(cmr_class_cache_offer(c, "a/A", 0, 11, bytes, sizeof bytes, CMR_CLASS_LOADED));
+    /* the same bytes in another loader are not queued twice */
+    assert_false(cmr_class_cache_offer(c, "a/A", 5, 11, bytes, sizeof bytes, CMR_CLASS_LOADED));
+    assert_true(cmr_class_cache_never_send(c, 11));
+    cmr_class_cache_unmark_never_send(c, 11); /* a Redefine with instrumented bytes */
+    assert_false(cmr_class_cache_never_send(c, 11));
+    assert_true(cmr_class_cache_offer(c, "a/A", 6, 11, bytes, sizeof bytes, CMR_CLASS_LOADED));
+    cmr_class_cache_stats_t st;
+    cmr_class_cache_stats(c, &st);
+    assert_int_equal(st.seen, 3);
+    assert_int_equal(st.queued, 2);
+    assert_int_equal(st.skipped, 1);
+    assert_int_equal(st.pending, 2);
+    uint64_t h;
+    assert_true(cmr_class_cache_hash_of(c, "a/A", 5, &h));
+    assert_true(h == 11);
+    assert_false(cmr_class_cache_hash_of(c, "a/B", 0, &h));
+    cmr_class_cache_free(c, NULL, NULL);
+}
+
+static void test_never_send_set_grows_and_deletes(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(0);
+    for (uint64_t h = 1; h <= 20000; h++)
+        cmr_class_cache_mark_never_send(c, h * 0x9E3779B97F4A7C15ULL);
+    for (uint64_t h = 1; h <= 20000; h += 2)
+        cmr_class_cache_unmark_never_send(c, h * 0x9E3779B97F4A7C15ULL);
+    for (uint64_t h = 1; h <= 20000; h++)
+        assert_int_equal(cmr_class_cache_never_send(c, h * 0x9E3779B97F4A7C15ULL), h % 2 == 0);
+    cmr_class_cache_mark_never_send(c, 0);
+    assert_true(cmr_class_cache_never_send(c, 0));
+    cmr_class_cache_free(c, NULL, NULL);
+}
+
+static void test_budget_keeps_names_and_failed_delivery_requeues(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(250); /* room for two classes' bytes */
+    char name[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "p/C%d", i);
+        assert_true(cmr_class_cache_offer(c, name, 1, (uint64_t)i + 100, bytes, sizeof bytes,
+                                          CMR_CLASS_LOADED_BEFORE_REGISTRATION));
+    }
+    cmr_class_cache_stats_t st;
+    cmr_class_cache_stats(c, &st);
+    assert_int_equal(st.pending, 5);
+    assert_int_equal(st.bytes_dropped, 3);
+    assert_int_equal(st.buffered_bytes, 200);
+
+    cmr_class_entry_t *e1 = cmr_class_cache_take(c), *e2 = cmr_class_cache_take(c);
+    assert_string_equal(e1->name, "p/C0");
+    assert_string_equal(e2->name, "p/C1");
+    assert_null(cmr_class_cache_take(c)); /* the rest have no bytes */
+    cmr_class_cache_delivered(c, e1, true);
+    cmr_class_cache_delivered(c, e2, false); /* back in line, nothing lost */
+    cmr_class_cache_stats(c, &st);
+    assert_int_equal(st.sent, 1);
+    assert_int_equal(st.requeued, 1);
+    assert_int_equal(st.pending, 4);
+    assert_int_equal(st.buffered_bytes, 100);
+
+    /* the byteless ones are captured from the JVM later */
+    cmr_class_entry_t *bl[8];
+    size_t n = cmr_class_cache_take_byteless(c, bl, 8);
+    assert_int_equal(n, 3);
+    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 102, bytes, sizeof bytes));
+    cmr_class_cache_drop(c, bl[1]);
+    assert_true(cmr_class_cache_attach_bytes(c, bl[2], 104, bytes, 10));
+    cmr_class_cache_stats(c, &st);
+    assert_int_equal(st.pending, 3);
+    assert_int_equal(st.in_flight, 0);
+    int taken = 0;
+    cmr_class_entry_t *e;
+    while ((e = cmr_class_cache_take(c))) {
+        taken++;
+        cmr_class_cache_delivered(c, e, true);
+    }
+    assert_int_equal(taken, 3);
+    cmr_class_cache_stats(c, &st);
+    assert_int_equal(st.buffered_bytes, 0);
+    cmr_class_cache_free(c, NULL, NULL);
+}
+
+static void test_unread_classes_get_their_hash_at_capture(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
+    cmr_class_cache_offer_unread(c, "x/Old", 3, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+    cmr_class_cache_offer_unread(c, "x/Twin", 4, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+    cmr_class_entry_t *bl[4];
+    assert_int_equal(cmr_class_cache_take_byteless(c, bl, 4), 2);
+    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 77, bytes, sizeof bytes));
+    /* identical bytes already queued: the second is not sent again */
+    assert_false(cmr_class_cache_attach_bytes(c, bl[1], 77, bytes, sizeof bytes));
+    uint64_t h;
+    assert_true(cmr_class_cache_hash_of(c, "x/Old", 3, &h));
+    assert_true(h == 77);
+    cmr_class_cache_offer_resend(c, "x/Old", 3, 77, bytes, sizeof bytes, 555);
+    cmr_class_entry_t *e = cmr_class_cache_take(c);
+    assert_int_equal(e->cause, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+    cmr_class_cache_delivered(c, e, true);
+    e = cmr_class_cache_take(c);
+    assert_int_equal(e->cause, CMR_CLASS_RESEND);
+    assert_int_equal(e->request_id, 555);
+    cmr_class_cache_delivered(c, e, true);
+    cmr_class_cache_free(c, NULL, NULL);
+}
+
+static int released;
+static void release(void *handle, void *opaque)
+{
+    (void)handle;
+    (void)opaque;
+    released++;
+}
+
+typedef struct seen {
+    int n;
+    int64_t loaders[8];
+} seen_t;
+
+static int visit(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque)
+{
+    (void)name;
+    (void)hash;
+    (void)handle;
+    seen_t *s = opaque;
+    s->loaders[s->n++] = loader_id;
+    return 0;
+}
+
+static void test_registry_handles(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(0);
+    int h1, h2, h3;
+    assert_null(cmr_class_cache_set_handle(c, "r/R", 1, &h1));
+    assert_null(cmr_class_cache_set_handle(c, "r/R", 2, &h2));
+    assert_ptr_equal(cmr_class_cache_set_handle(c, "r/R", 1, &h3), &h1);
+    for (int i = 0; i < 10000; i++) { /* growth keeps entries findable */
+        char name[32];
+        snprintf(name, sizeof name, "g/G%d", i);
+        cmr_class_cache_set_handle(c, name, i % 7, &h1);
+    }
+    seen_t s = {0};
+    cmr_class_cache_visit(c, "r/R", visit, &s);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(cmr_class_cache_registered(c), 10002);
+    released = 0;
+    cmr_class_cache_free(c, release, NULL);
+    assert_int_equal(released, 10002);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_offer_once_then_never_send),
+        cmocka_unit_test(test_never_send_set_grows_and_deletes),
+        cmocka_unit_test(test_budget_keeps_names_and_failed_delivery_requeues),
+        cmocka_unit_test(test_unread_classes_get_their_hash_at_capture),
+        cmocka_unit_test(test_registry_handles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

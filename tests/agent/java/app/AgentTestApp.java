@@ -1,0 +1,74 @@
+/*
+ * AgentTestApp - the application the agent tests run under the agent. It reads commands
+ * on stdin and answers on stdout, one line each, so a test can drive it step by step:
+ *
+ *   ping                  -> pong
+ *   greet                 -> greet: <what demo.Greeter says>
+ *   load CLASS...         -> loaded CLASS...     (Class.forName: a class load the agent sees)
+ *   work THREADS CALLS    -> work: calls=N       (each thread calls demo.Work.call CALLS times)
+ *   exit                  -> the JVM ends normally
+ */
+import demo.Greeter;
+import demo.Work;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+
+public class AgentTestApp {
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        System.out.println("ready");
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split("\\s+");
+            switch (w[0]) {
+                case "ping":
+                    System.out.println("pong");
+                    break;
+                case "greet":
+                    System.out.println("greet: " + new Greeter().greet());
+                    break;
+                case "load": {
+                    StringBuilder sb = new StringBuilder("loaded");
+                    for (int i = 1; i < w.length; i++) {
+                        Class.forName(w[i]);
+                        sb.append(' ').append(w[i]);
+                    }
+                    System.out.println(sb);
+                    break;
+                }
+                case "work":
+                    System.out.println("work: calls=" + work(Integer.parseInt(w[1]), Long.parseLong(w[2])));
+                    break;
+                case "exit":
+                    System.out.println("bye");
+                    return;
+                default:
+                    System.out.println("unknown command " + w[0]);
+            }
+        }
+    }
+
+    static long work(int threads, long calls) throws InterruptedException {
+        Thread[] t = new Thread[threads];
+        long[] done = new long[threads];
+        for (int i = 0; i < threads; i++) {
+            final int k = i;
+            t[i] = new Thread(() -> {
+                long sum = 0;
+                for (long c = 0; c < calls; c++)
+                    sum += Work.call(3);
+                done[k] = calls;
+                if (sum == 42)
+                    System.out.print("");
+            }, "worker-" + i);
+            t[i].start();
+        }
+        long total = 0;
+        for (int i = 0; i < threads; i++) {
+            t[i].join();
+            total += done[i];
+        }
+        return total;
+    }
+}

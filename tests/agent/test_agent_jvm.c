@@ -1,0 +1,558 @@
+/*
+ * test_agent_jvm.c - the agent inside a real JVM, against the embedded broker and a
+ * scripted CMR (support/cmr_peer.c) that decides every answer:
+ *
+ *   - unknown options: a clear message, the JVM runs on without the agent;
+ *   - the registration handshake, with classes loaded before it processed after it;
+ *   - NoEnvironment: logged, the agent stops trying, the JVM runs uninstrumented;
+ *   - Redefine (instrumented and original bytes) changes what the class does; bad bytes
+ *     and unknown classes fail alone; BytecodeResend sends the class's bytes again;
+ *   - probes: a class instrumented by the class-file engine records balanced call trees
+ *     (invocation sequence) and per-method aggregates (timer);
+ *   - disconnected mode: classes loaded during a broker outage arrive after it;
+ *   - stress: many threads; every event arrives or is counted as dropped, none corrupt.
+ *
+ * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker_proc.h"
+#include "cmr/classfile.h"
+#include "cmr/event.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr_peer.h"
+#include "jvm_proc.h"
+
+static const char *broker_bin, *java_bin, *agent_so, *classpath, *greeter_v2_path;
+static broker_proc_t broker;
+static cmr_peer_t peer;
+
+typedef struct agent_run {
+    jvm_proc_t jvm;
+    char name[64];
+    char instance[33];
+    char hostname[256];
+    int64_t agent_id;
+} agent_run_t;
+
+/* --- helpers -------------------------------------------------------------------------------- */
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0) {
+        fclose(f);
+        return NULL;
+    }
+    uint8_t *d = malloc((size_t)n);
+    if (fread(d, 1, (size_t)n, f) != (size_t)n) {
+        free(d);
+        d = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return d;
+}
+
+static bool by_name(const cmr_msg_t *m, const void *ud)
+{
+    return m->type == CMR_MSG_AGENT_REGISTRATION && strcmp(m->u.registration.agent_name, (const char *)ud) == 0;
+}
+
+typedef struct class_match {
+    const char *instance;
+    const char *class_name;
+    int cause; /* -1: any */
+} class_match_t;
+
+static bool class_of(const cmr_msg_t *m, const void *ud)
+{
+    const class_match_t *c = ud;
+    return strcmp(m->u.class_loaded.instance_id, c->instance) == 0 &&
+           strcmp(m->u.class_loaded.class_name, c->class_name) == 0 && (c->cause < 0 || (int)m->u.class_loaded.cause == c->cause);
+}
+
+typedef struct status_match {
+    const char *instance;
+    cmr_agent_state_t state;
+} status_match_t;
+
+static bool status_of(const cmr_msg_t *m, const void *ud)
+{
+    const status_match_t *s = ud;
+    return strcmp(m->u.agent_status.instance_id, s->instance) == 0 && m->u.agent_status.state == s->state;
+}
+
+typedef struct result_match {
+    const char *instance;
+    int64_t request_id;
+} result_match_t;
+
+static bool result_of(const cmr_msg_t *m, const void *ud)
+{
+    const result_match_t *r = ud;
+    return strcmp(m->u.redefine_result.instance_id, r->instance) == 0 && m->u.redefine_result.request_id == r->request_id;
+}
+
+/* Starts a JVM with the agent (extra agent options may be appended) and waits for its
+ * registration. */
+static void agent_start(agent_run_t *r, const char *test, const char *extra_options)
+{
+    memset(r, 0, sizeof *r);
+    uint8_t raw[4];
+    char hex[9];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(r->name, sizeof r->name, "%s-%s", test, hex);
+    char agentpath[2048];
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s%s%s", agent_so, broker.bootstrap, r->name,
+             extra_options ? "," : "", extra_options ? extra_options : "");
+    const char *argv[] = {java_bin, "-Xshare:auto", agentpath, "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(&r->jvm, argv), 0);
+    assert_int_equal(jvm_proc_expect(&r->jvm, "ready", NULL, 0, 30000), 0);
+    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, r->name, 0, 30000);
+    assert_non_null(reg);
+    snprintf(r->instance, sizeof r->instance, "%s", reg->msg.u.registration.instance_id);
+    snprintf(r->hostname, sizeof r->hostname, "%s", reg->msg.u.registration.hostname);
+    r->agent_id = (int64_t)cmr_agent_id(r->name, r->hostname);
+    assert_true(reg->msg.u.registration.pid > 0);
+    assert_true(reg->msg.u.registration.attempt >= 1);
+    assert_true(strlen(reg->msg.u.registration.jvm_version) > 0);
+    assert_true(reg->msg.u.registration.ip_addresses.count > 0);
+    assert_string_equal(reg->key, r->instance);
+}
+
+static void agent_configure(agent_run_t *r, int metric_interval_ms)
+{
+    cmr_agent_configuration_t cfg = {
+        .instance_id = r->instance,
+        .agent_id = r->agent_id,
+        .environment_id = "test",
+        .environment_name = "Test environment",
+        .revision = 1,
+        .strategy = {.send_interval_ms = 5, .ring_records = 0, .max_batch_events = 2048,
+                     .metric_interval_ms = metric_interval_ms, .max_threads = 0},
+    };
+    assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_AGENT_CONFIGURATION, &cfg), 0);
+    status_match_t sm = {r->instance, CMR_AGENT_FULL};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000));
+}
+
+/* Ends the JVM normally (exit code 0); its stderr stays readable until agent_done(). */
+static void agent_exit(agent_run_t *r)
+{
+    jvm_proc_send(&r->jvm, "exit");
+    assert_int_equal(jvm_proc_expect(&r->jvm, "bye", NULL, 0, 10000), 0);
+    assert_int_equal(jvm_proc_wait(&r->jvm, 30000), 0);
+}
+
+static void agent_done(agent_run_t *r)
+{
+    jvm_proc_cleanup(&r->jvm);
+}
+
+static void expect_greeting(agent_run_t *r, const char *want)
+{
+    char line[256];
+    jvm_proc_send(&r->jvm, "greet");
+    assert_int_equal(jvm_proc_expect(&r->jvm, "greet:", line, sizeof line, 10000), 0);
+    assert_string_equal(line + 7, want);
+}
+
+static const cmr_redefine_result_t *send_redefine(agent_run_t *r, int64_t request_id, const char *class_name,
+                                                  int64_t loader_id, int64_t hash, const uint8_t *bytes, size_t len,
+                                                  bool original)
+{
+    cmr_redefine_t cmd = {.request_id = request_id, .agent_id = r->agent_id, .class_name = (char *)class_name,
+                          .loader_id = loader_id, .class_hash = hash, .original = original, .revision = 1,
+                          .bytecode = {(uint8_t *)bytes, len}};
+    assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_REDEFINE, &cmd), 0);
+    result_match_t rm = {r->instance, request_id};
+    const cmr_record_t *res = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &rm, 0, 30000);
+    assert_non_null(res);
+    return &res->msg.u.redefine_result;
+}
+
+static const cmr_class_loaded_t *wait_class(agent_run_t *r, const char *class_name, int cause, int timeout_ms)
+{
+    class_match_t cm = {r->instance, class_name, cause};
+    const cmr_record_t *rec = cmr_peer_wait(&peer, CMR_MSG_CLASS_LOADED, class_of, &cm, 0, timeout_ms);
+    return rec ? &rec->msg.u.class_loaded : NULL;
+}
+
+/* --- probes ----------------------------------------------------------------------------------- */
+
+#define PROBE_CALL(n) {"cmr/agent/Probe", n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}}
+static const cf_probe sequence_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"),
+                                        PROBE_CALL("exitThrow")};
+static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"),
+                                     PROBE_CALL("timerExitThrow")};
+
+static int only_call(const cf_class *c, const cf_member *m, void *ud)
+{
+    (void)ud;
+    cf_str name = cf_cp_utf8(c, m->name);
+    return name.len == 4 && memcmp(name.p, "call", 4) == 0;
+}
+
+static void instrument_work(agent_run_t *r, const cmr_class_loaded_t *work, const cf_probe *probe, int64_t request_id)
+{
+    cf_instrument_result res;
+    cf_error err;
+    assert_int_equal(cf_instrument_class(work->bytecode.data, work->bytecode.len, probe, only_call, NULL, &res, &err),
+                     CF_OK);
+    assert_int_equal(res.n_instrumented, 1);
+    const cmr_redefine_result_t *out = send_redefine(r, request_id, "demo/Work", work->loader_id, work->class_hash,
+                                                     res.bytes, res.len, false);
+    assert_int_equal(out->status, CMR_COMMAND_APPLIED);
+    cf_instrument_result_free(&res);
+}
+
+typedef struct event_tally {
+    uint64_t events, enters, exits, segments_done, bad;
+    uint64_t batches;
+} event_tally_t;
+
+/* Every record of every batch of the agent: right method, right kinds, depths 1..4. */
+static void tally_events(agent_run_t *r, uint64_t method_id, event_tally_t *t)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < peer.n; i++) {
+        const cmr_msg_t *m = &peer.recs[i]->msg;
+        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != r->agent_id)
+            continue;
+        const cmr_event_batch_t *b = &m->u.event_batch;
+        t->batches++;
+        if (b->events.len != (size_t)b->event_count * CMR_EVENT_RECORD_SIZE) {
+            t->bad++;
+            continue;
+        }
+        uint64_t prev_ts = 0;
+        for (int32_t k = 0; k < b->event_count; k++) {
+            cmr_event_t ev;
+            cmr_event_read(b->events.data, (size_t)k, &ev);
+            t->events++;
+            if (ev.method_id != method_id || (ev.kind != CMR_EVENT_ENTER && ev.kind != CMR_EVENT_EXIT) || ev.aux < 1 ||
+                ev.aux > 4 || ev.timestamp_ns < prev_ts)
+                t->bad++;
+            prev_ts = ev.timestamp_ns;
+            t->enters += ev.kind == CMR_EVENT_ENTER;
+            t->exits += ev.kind == CMR_EVENT_EXIT;
+        }
+        t->segments_done += b->last;
+    }
+}
+
+/* --- tests ------------------------------------------------------------------------------------- */
+
+static void test_unknown_options_leave_the_jvm_running(void **state)
+{
+    (void)state;
+    jvm_proc_t j;
+    char agentpath[2048];
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,no_such_option=1", agent_so, broker.bootstrap);
+    const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(&j, argv), 0);
+    assert_int_equal(jvm_proc_expect(&j, "ready", NULL, 0, 30000), 0);
+    jvm_proc_send(&j, "greet");
+    char line[128];
+    assert_int_equal(jvm_proc_expect(&j, "greet:", line, sizeof line, 10000), 0);
+    assert_string_equal(line, "greet: hello");
+    jvm_proc_send(&j, "exit");
+    assert_int_equal(jvm_proc_wait(&j, 30000), 0);
+    assert_true(jvm_proc_stderr_has(&j, "event=agent.bad_options"));
+    assert_true(jvm_proc_stderr_has(&j, "no_such_option"));
+    jvm_proc_cleanup(&j);
+}
+
+static void test_handshake_processes_classes_loaded_before_it(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "handshake", NULL);
+    /* the CMR takes its time; the JVM keeps loading classes meanwhile */
+    jvm_proc_send(&r.jvm, "load java.util.concurrent.Exchanger");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    cmr_peer_poll(&peer, 1500);
+    class_match_t none = {r.instance, "AgentTestApp", -1};
+    assert_int_equal(cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, class_of, &none), 0); /* nothing before the answer */
+    agent_configure(&r, 10000);
+    const cmr_class_loaded_t *app = wait_class(&r, "AgentTestApp", CMR_CLASS_LOADED_BEFORE_REGISTRATION, 30000);
+    assert_non_null(app);
+    assert_int_equal(app->bytecode.data[0], 0xCA);
+    assert_true((uint64_t)app->class_hash == cmr_class_hash(app->bytecode.data, app->bytecode.len));
+    assert_string_equal(app->environment_id, "test");
+    assert_non_null(wait_class(&r, "java/util/concurrent/Exchanger", CMR_CLASS_LOADED_BEFORE_REGISTRATION, 30000));
+    assert_non_null(wait_class(&r, "java/lang/Thread", -1, 30000));
+    /* and what is loaded afterwards goes out as it loads */
+    jvm_proc_send(&r.jvm, "load java.util.concurrent.Phaser");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    assert_non_null(wait_class(&r, "java/util/concurrent/Phaser", CMR_CLASS_LOADED, 30000));
+    size_t early = cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, cmr_peer_of_instance, r.instance);
+    print_message("classes sent by the agent: %zu\n", early);
+    assert_true(early > 300);
+    agent_exit(&r);
+    status_match_t bye = {r.instance, CMR_AGENT_SHUTDOWN};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &bye, 0, 10000));
+    agent_done(&r);
+}
+
+static void test_no_environment_stops_the_agent(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "noenv", NULL);
+    cmr_no_environment_t ne = {.instance_id = r.instance, .agent_name = r.name, .hostname = r.hostname,
+                               .reason = "no agent mapping matches", .time_ms = 1};
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_NO_ENVIRONMENT, &ne), 0);
+    status_match_t sm = {r.instance, CMR_AGENT_NO_ENVIRONMENT};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000));
+    size_t regs = cmr_peer_count(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, r.name);
+    expect_greeting(&r, "hello");
+    cmr_peer_poll(&peer, 4000);
+    assert_int_equal(cmr_peer_count(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, r.name), regs); /* no more tries */
+    assert_int_equal(cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, cmr_peer_of_instance, r.instance), 0);
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.no_environment"));
+    agent_done(&r);
+}
+
+static void test_redefine_resend_and_failures(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "redefine", NULL);
+    agent_configure(&r, 10000);
+    expect_greeting(&r, "hello");
+    const cmr_class_loaded_t *g = wait_class(&r, "demo/Greeter", -1, 30000);
+    assert_non_null(g);
+    size_t v2_len = 0;
+    uint8_t *v2 = read_file(greeter_v2_path, &v2_len);
+    assert_non_null(v2);
+
+    const cmr_redefine_result_t *res = send_redefine(&r, 1, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
+    assert_int_equal(res->status, CMR_COMMAND_APPLIED);
+    expect_greeting(&r, "redefined");
+
+    res = send_redefine(&r, 2, "demo/Greeter", g->loader_id, g->class_hash, g->bytecode.data, g->bytecode.len, true);
+    assert_int_equal(res->status, CMR_COMMAND_APPLIED);
+    expect_greeting(&r, "hello");
+
+    static const uint8_t garbage[] = {0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 61, 0xFF, 0xFF, 1, 2, 3};
+    res = send_redefine(&r, 3, "demo/Greeter", g->loader_id, g->class_hash, garbage, sizeof garbage, false);
+    assert_int_equal(res->status, CMR_COMMAND_FAILED);
+    assert_true(res->jvmti_error != 0);
+    expect_greeting(&r, "hello"); /* unchanged, and the JVM goes on */
+
+    res = send_redefine(&r, 4, "demo/NoSuchClass", 0, 0, v2, v2_len, false);
+    assert_int_equal(res->status, CMR_COMMAND_UNKNOWN_CLASS);
+
+    cmr_bytecode_resend_t rs = {.request_id = 5, .agent_id = r.agent_id, .class_name = "demo/Greeter",
+                                .loader_id = g->loader_id, .class_hash = 0};
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_BYTECODE_RESEND, &rs), 0);
+    const cmr_class_loaded_t *again = wait_class(&r, "demo/Greeter", CMR_CLASS_RESEND, 30000);
+    assert_non_null(again);
+    assert_int_equal(again->request_id, 5);
+    assert_true((uint64_t)again->class_hash == cmr_class_hash(again->bytecode.data, again->bytecode.len));
+    result_match_t rm = {r.instance, 5};
+    const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &rm, 0, 10000);
+    assert_non_null(rr);
+    assert_int_equal(rr->msg.u.redefine_result.status, CMR_COMMAND_APPLIED);
+    free(v2);
+    agent_exit(&r);
+    agent_done(&r);
+}
+
+static void test_probes_record_call_trees_and_timers(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "probes", NULL);
+    agent_configure(&r, 300);
+    jvm_proc_send(&r.jvm, "load demo.Work");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+
+    instrument_work(&r, work, &sequence_probe, 10);
+    char line[128];
+    jvm_proc_send(&r.jvm, "work 2 500");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
+    assert_string_equal(line, "work: calls=1000");
+    event_tally_t t;
+    for (int i = 0; i < 100; i++) {
+        cmr_peer_poll(&peer, 100);
+        tally_events(&r, call_id, &t);
+        if (t.events >= 8000)
+            break;
+    }
+    print_message("events %" PRIu64 " in %" PRIu64 " batches, %" PRIu64 " trees\n", t.events, t.batches, t.segments_done);
+    assert_int_equal(t.bad, 0);
+    assert_int_equal(t.enters, 4000); /* 1000 calls x depth 0..3 */
+    assert_int_equal(t.exits, 4000);
+    assert_int_equal(t.segments_done, 1000);
+
+    /* the same method with the timer sensor instead: aggregates, not events */
+    instrument_work(&r, work, &timer_probe, 11);
+    jvm_proc_send(&r.jvm, "work 1 300");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
+    int64_t count = 0;
+    for (int i = 0; i < 100 && count < 1200; i++) {
+        cmr_peer_poll(&peer, 100);
+        count = 0;
+        for (size_t k = 0; k < peer.n; k++) {
+            const cmr_msg_t *m = &peer.recs[k]->msg;
+            if (m->type != CMR_MSG_METRIC_BATCH || m->u.metric_batch.agent_id != r.agent_id)
+                continue;
+            for (size_t x = 0; x < m->u.metric_batch.metrics.count; x++) {
+                const cmr_method_metric_t *mm = &m->u.metric_batch.metrics.items[x];
+                if ((uint64_t)mm->method_id == call_id) {
+                    count += mm->count;
+                    assert_true(mm->min_ns >= 0 && mm->min_ns <= mm->max_ns && mm->sum_ns >= mm->max_ns);
+                }
+            }
+        }
+    }
+    assert_int_equal(count, 1200);
+    event_tally_t after;
+    tally_events(&r, call_id, &after);
+    assert_int_equal(after.events, t.events); /* the timer run produced no events */
+    agent_exit(&r);
+    agent_done(&r);
+}
+
+static void test_disconnected_mode_loses_no_class(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "outage", NULL);
+    agent_configure(&r, 10000);
+    cmr_peer_poll(&peer, 1000);
+    kill(broker.pid, SIGUSR1); /* the brokers go down; their data stays */
+    sleep(1);
+    static const char *const names[] = {"java.util.zip.Adler32", "java.util.concurrent.CountDownLatch",
+                                        "java.util.concurrent.CyclicBarrier", "java.util.BitSet",
+                                        "java.util.concurrent.atomic.LongAdder", "java.util.Timer"};
+    char cmd[512] = "load";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %s", names[i]);
+    jvm_proc_send(&r.jvm, cmd);
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    expect_greeting(&r, "hello"); /* the application does not notice */
+    sleep(5);
+    kill(broker.pid, SIGUSR2);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char internal[128];
+        snprintf(internal, sizeof internal, "%s", names[i]);
+        for (char *p = internal; *p; p++)
+            if (*p == '.')
+                *p = '/';
+        assert_non_null(wait_class(&r, internal, -1, 60000));
+    }
+    status_match_t back = {r.instance, CMR_AGENT_RECONNECTED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &back, 0, 30000));
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.disconnected"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.reconnected"));
+    agent_done(&r);
+}
+
+static bool shutdown_status(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
+}
+
+static void test_stress_every_event_arrives_or_is_counted(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "stress", "agent.ring.records=4096");
+    agent_configure(&r, 10000);
+    jvm_proc_send(&r.jvm, "load demo.Work");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    instrument_work(&r, work, &sequence_probe, 20);
+    char line[128];
+    const int threads = 16;
+    const long calls = 20000;
+    snprintf(line, sizeof line, "work %d %ld", threads, calls);
+    jvm_proc_send(&r.jvm, line);
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 120000), 0);
+    long done = strtol(line + strlen("work: calls="), NULL, 10);
+    assert_int_equal(done, threads * calls);
+    agent_exit(&r);
+    agent_done(&r);
+    const cmr_record_t *bye = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, shutdown_status, r.instance, 0, 30000);
+    assert_non_null(bye);
+    uint64_t expected = (uint64_t)done * 8; /* 4 invocations per call, enter + exit */
+    event_tally_t t;
+    for (int i = 0; i < 200; i++) {
+        tally_events(&r, cmr_method_id("demo/Work", "call", "(I)J"), &t);
+        if (t.events + (uint64_t)bye->msg.u.agent_status.events_dropped >= expected)
+            break;
+        cmr_peer_poll(&peer, 100);
+    }
+    print_message("stress: %" PRIu64 " events expected, %" PRIu64 " received in %" PRIu64 " batches, %" PRId64
+                  " dropped\n", expected, t.events, t.batches, bye->msg.u.agent_status.events_dropped);
+    assert_int_equal(t.bad, 0);
+    assert_int_equal(t.events + (uint64_t)bye->msg.u.agent_status.events_dropped, expected);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_WARN);
+    if (broker_proc_start(&broker, broker_bin, NULL) != 0)
+        return -1;
+    return cmr_peer_start(&peer, broker.bootstrap);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cmr_peer_stop(&peer);
+    broker_proc_stop(&broker);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 6) {
+        fprintf(stderr, "usage: %s BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS\n", argv[0]);
+        return 2;
+    }
+    broker_bin = argv[1];
+    java_bin = argv[2];
+    agent_so = argv[3];
+    classpath = argv[4];
+    greeter_v2_path = argv[5];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unknown_options_leave_the_jvm_running),
+        cmocka_unit_test(test_handshake_processes_classes_loaded_before_it),
+        cmocka_unit_test(test_no_environment_stops_the_agent),
+        cmocka_unit_test(test_redefine_resend_and_failures),
+        cmocka_unit_test(test_probes_record_call_trees_and_timers),
+        cmocka_unit_test(test_disconnected_mode_loses_no_class),
+        cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
