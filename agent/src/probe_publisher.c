@@ -285,6 +285,9 @@ int cmr_probe_publisher_start(cmr_agent_t *a)
     pub.interval_start_ms = cmr_now_ms();
     if (cmr_random_bytes(pub.rng, sizeof pub.rng) != 0)
         pub.rng[0] = (uint64_t)cmr_now_mono_ns() | 1;
+    /* segment ids never repeat, also across restarts of the same agent: a random base
+     * per run (62 bits, low 24 bits free for the counter) */
+    pub.next_segment = (int64_t)((rng_next(&pub) >> 2) & ~(uint64_t)0xFFFFFF);
     refresh_clock(&pub);
     if (pthread_create(&a->publisher_thread, NULL, publisher_main, &pub) != 0)
         return -1;

@@ -6,8 +6,8 @@
  *   offset 0   u64  method id (XXH3-64 of the method's signature), 0 when not a method
  *   offset 8   u64  timestamp, nanoseconds since the Unix epoch
  *   offset 16  u32  kind (cmr_event_kind_t)
- *   offset 20  u32  aux: for CMR_EVENT_FORK the hand-off number the child segment names,
- *                   otherwise 0
+ *   offset 20  u32  aux: for ENTER / EXIT / EXCEPTION_EXIT the call depth of the
+ *                   invocation on its thread (1 = the segment's root call); for FORK 0
  *
  * The probe runtime writes exactly this layout into its per-thread rings, so the agent
  * ships records without re-encoding them and the ingest worker reads them in place.
@@ -25,7 +25,9 @@ typedef enum cmr_event_kind {
     CMR_EVENT_ENTER = 1,          /* method entry */
     CMR_EVENT_EXIT = 2,           /* normal return */
     CMR_EVENT_EXCEPTION_EXIT = 3, /* exit by a thrown exception */
-    CMR_EVENT_FORK = 4,           /* the trace context was handed to another thread/JVM */
+    CMR_EVENT_FORK = 4,           /* the trace context was handed to another thread or JVM:
+                                   * method_id = the hand-off point's method id (or 0), and
+                                   * a child segment names this event in its ParentLink */
 } cmr_event_kind_t;
 
 typedef struct cmr_event {
