@@ -52,7 +52,7 @@ void *cf_arena_alloc(cf_arena *a, size_t n) {
   return p;
 }
 
-bool cf_buf_reserve(cf_buf *b, size_t extra) {
+bool cf_buf_grow(cf_buf *b, size_t extra) {
   if (b->oom) return false;
   if (b->cap - b->len >= extra) return true;
   size_t cap = b->cap ? b->cap * 2 : 256;

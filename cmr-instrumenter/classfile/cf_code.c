@@ -108,7 +108,11 @@ void cf_code_release(cf_code *code) {
 static int32_t s4(const uint8_t *p) { return (int32_t)cf_be32(p); }
 
 bool cf_insn_decode(const uint8_t *code, uint32_t code_len, uint32_t pc, cf_insn *in) {
-  memset(in, 0, sizeof *in);
+  in->kind = CF_K_PLAIN;
+  in->wide = 0;
+  in->branch = 0;
+  in->npairs = 0;
+  in->len = 0;
   if (pc >= code_len) return false;
   uint8_t op = code[pc];
   in->pc = pc;
@@ -177,25 +181,31 @@ static bool target_ok(const uint8_t *starts, uint32_t code_len, uint32_t pc, int
   return t >= 0 && t < code_len && starts[t];
 }
 
-cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_error *err) {
-  *out = NULL;
+static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+  if (*cap >= need) return true;
+  uint32_t n = need < 256 ? 256 : need;
+  void *q = realloc(*p, (size_t)n * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = n;
+  return true;
+}
+
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap,
+                            uint8_t **starts_p, uint32_t *starts_cap, uint32_t *n, cf_error *err) {
   *n = 0;
   uint32_t len = code->code_len;
-  uint8_t *starts = calloc(len, 1);
-  cf_insn *v = malloc(sizeof(cf_insn) * len); /* at most one insn per byte */
-  if (!starts || !v) {
-    free(starts);
-    free(v);
+  if (!grow((void **)insns, insn_cap, len, sizeof(cf_insn)) ||
+      !grow((void **)starts_p, starts_cap, len, 1))
     return cf_fail(err, CF_ERR_NOMEM, "out of memory");
-  }
+  cf_insn *v = *insns;
+  uint8_t *starts = *starts_p;
+  memset(starts, 0, len);
   uint32_t cnt = 0;
   for (uint32_t pc = 0; pc < len;) {
-    if (!cf_insn_decode(code->code, len, pc, &v[cnt])) {
-      free(starts);
-      free(v);
+    if (!cf_insn_decode(code->code, len, pc, &v[cnt]))
       return cf_fail(err, CF_ERR_CODE, "bad instruction (opcode 0x%02x) at pc %u", code->code[pc],
                      pc);
-    }
     starts[pc] = 1;
     pc += v[cnt].len;
     cnt++;
@@ -210,25 +220,32 @@ cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_er
       for (uint32_t k = 0; ok && k < in->npairs; k++)
         ok = target_ok(starts, len, in->pc, cf_switch_target(code->code, in, k, NULL));
     }
-    if (!ok) {
-      uint32_t pc = in->pc;
-      free(starts);
-      free(v);
+    if (!ok)
       return cf_fail(err, CF_ERR_CODE, "branch at pc %u targets the middle of an instruction or "
-                     "outside the code", pc);
-    }
+                     "outside the code", in->pc);
   }
   for (uint16_t i = 0; i < code->exc_count; i++) {
     const cf_exc *e = &code->exc[i];
-    if (!starts[e->start] || !starts[e->handler] || (e->end < len && !starts[e->end])) {
-      free(starts);
-      free(v);
+    if (!starts[e->start] || !starts[e->handler] || (e->end < len && !starts[e->end]))
       return cf_fail(err, CF_ERR_CODE, "exception entry %u not on instruction boundaries", i);
-    }
   }
-  free(starts);
-  *out = v;
   *n = cnt;
+  return CF_OK;
+}
+
+cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_error *err) {
+  cf_insn *v = NULL;
+  uint8_t *starts = NULL;
+  uint32_t vc = 0, sc = 0;
+  cf_err e = cf_code_decode_reuse(code, &v, &vc, &starts, &sc, n, err);
+  free(starts);
+  if (e) {
+    free(v);
+    *out = NULL;
+    *n = 0;
+    return e;
+  }
+  *out = v;
   return CF_OK;
 }
 

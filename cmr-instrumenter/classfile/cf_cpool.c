@@ -131,10 +131,23 @@ uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len) {
   return 0;
 }
 
-uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len) {
+void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t *len,
+                           uint16_t *out, int n) {
+  uint64_t lens = 0; /* bit L set: some wanted string has length L (mod 64) */
+  for (int k = 0; k < n; k++) {
+    out[k] = 0;
+    lens |= 1ull << (len[k] & 63);
+  }
+  for (uint32_t i = 1; i < c->cp_count; i++) {
+    const cf_const *e = &c->cp[i];
+    if (e->tag != CF_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1)) continue;
+    for (int k = 0; k < n; k++)
+      if (!out[k] && e->len == len[k] && memcmp(e->data, s[k], len[k]) == 0) out[k] = (uint16_t)i;
+  }
+}
+
+uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len) {
   if (len > 65535) return 0;
-  uint16_t i = cf_cp_find_utf8(c, s, len);
-  if (i) return i;
   uint8_t *copy = cf_arena_alloc(c->arena, len + 1);
   if (!copy) return 0;
   memcpy(copy, s, len);
@@ -147,7 +160,24 @@ uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len) {
   return idx;
 }
 
-static uint16_t add_ref1(cf_class *c, uint8_t tag, uint16_t a) {
+uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len) {
+  if (len > 65535) return 0;
+  uint16_t i = cf_cp_find_utf8(c, s, len);
+  return i ? i : cf_cp_append_utf8(c, s, len);
+}
+
+uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b) {
+  uint16_t idx = c->cp_count;
+  cf_const *k = cp_append(c, 1);
+  if (!k) return 0;
+  k->tag = tag;
+  k->a = a;
+  k->b = b;
+  k->len = (tag == CF_CONSTANT_Class || tag == CF_CONSTANT_String) ? 2 : 4;
+  return idx;
+}
+
+uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a) {
   for (uint32_t i = 1; i < c->cp_count; i++)
     if (c->cp[i].tag == tag && c->cp[i].a == a) return (uint16_t)i;
   uint16_t idx = c->cp_count;
@@ -174,12 +204,12 @@ static uint16_t add_ref2(cf_class *c, uint8_t tag, uint16_t a, uint16_t b) {
 
 uint16_t cf_cp_add_class(cf_class *c, const char *name) {
   uint16_t u = cf_cp_add_utf8(c, name, strlen(name));
-  return u ? add_ref1(c, CF_CONSTANT_Class, u) : 0;
+  return u ? cf_cp_add_ref1(c, CF_CONSTANT_Class, u) : 0;
 }
 
 uint16_t cf_cp_add_string(cf_class *c, const char *s, size_t len) {
   uint16_t u = cf_cp_add_utf8(c, s, len);
-  return u ? add_ref1(c, CF_CONSTANT_String, u) : 0;
+  return u ? cf_cp_add_ref1(c, CF_CONSTANT_String, u) : 0;
 }
 
 uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc) {

@@ -48,20 +48,61 @@ const char *cf_refusal_name(cf_refusal r) {
   return "unknown";
 }
 
+/* Buffers reused by every method of one instrumentation run (grown, never shrunk);
+ * released by ctx_free. */
+typedef struct scratch {
+  cf_insn *insns;
+  uint32_t insn_cap;
+  uint8_t *starts;
+  uint32_t starts_cap;
+  uint32_t *u32;
+  size_t u32_cap;
+  uint16_t *u16;
+  size_t u16_cap;
+  uint8_t *u8;
+  size_t u8_cap;
+  cf_buf out, entry, exit, handler;
+} scratch;
+
 /* Class-level constants shared by all methods of one instrumentation run. */
 typedef struct cls_ctx {
   bool ready;
   uint16_t mref[3];
   uint16_t throwable;
+  uint16_t smt_name;   /* "StackMapTable" Utf8, 0 = not looked up yet */
   int words[3];
+  scratch s;
 } cls_ctx;
+
+static void ctx_free(cls_ctx *cx) {
+  free(cx->s.insns);
+  free(cx->s.starts);
+  free(cx->s.u32);
+  free(cx->s.u16);
+  free(cx->s.u8);
+  cf_buf_free(&cx->s.out);
+  cf_buf_free(&cx->s.entry);
+  cf_buf_free(&cx->s.exit);
+  cf_buf_free(&cx->s.handler);
+}
+
+static bool grow_scratch(void **p, size_t *cap, size_t need, size_t elem) {
+  if (*cap >= need) return true;
+  size_t n = need < 1024 ? 1024 : need + need / 2;
+  void *q = realloc(*p, n * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = n;
+  return true;
+}
 
 typedef struct layout {
   const cf_code *code;
   cf_insn *in;
   uint32_t n;
   uint32_t *pc2i;                 /* code_len + 1 entries; NO_INDEX inside instructions */
-  uint32_t *start, *tgt, *ipos, *size;
+  uint32_t *start;                /* n + 1 entries: where instruction i's block begins */
+  const uint8_t *starts;          /* code_len flags: an instruction starts at pc */
   uint16_t *ent, *ex;
   uint8_t *widen, *has_frame;
   uint32_t end_orig;              /* new pc after the last original instruction */
@@ -78,7 +119,7 @@ typedef struct job {
   cf_frame *frames;
   uint32_t nframes;
   const cf_attr *smt;
-  cf_buf entry, exit, handler;
+  cf_buf *entry, *exit, *handler; /* scratch buffers of the class context */
   uint8_t *entry_at;              /* n flags: the entry probe precedes instruction i */
   uint8_t *covered;               /* n flags: instruction i is inside the catch-all */
 } job;
@@ -114,16 +155,22 @@ static uint32_t insn_size(const layout *L, uint32_t i, uint32_t pos) {
   return in->len;
 }
 
+/* block of instruction i: [entry probe][exit probe][instruction] */
+static inline uint32_t TGT(const layout *L, uint32_t i) { return L->start[i] + L->ent[i]; }
+static inline uint32_t IPOS(const layout *L, uint32_t i) { return TGT(L, i) + L->ex[i]; }
+
 static void compute_positions(layout *L) {
   uint32_t pos = 0;
+  const cf_insn *in = L->in;
   for (uint32_t i = 0; i < L->n; i++) {
     L->start[i] = pos;
-    L->tgt[i] = pos + L->ent[i];
-    L->ipos[i] = L->tgt[i] + L->ex[i];
-    L->size[i] = insn_size(L, i, L->ipos[i]);
-    pos = L->ipos[i] + L->size[i];
+    pos += (uint32_t)L->ent[i] + L->ex[i];
+    uint8_t k = in[i].kind;
+    pos += (k == CF_K_BRANCH16 || k == CF_K_TABLESWITCH || k == CF_K_LOOKUPSWITCH)
+               ? insn_size(L, i, pos) : in[i].len;
     if (pos > 0x7fffffffu) pos = 0x7fffffffu;
   }
+  L->start[L->n] = pos;
   L->end_orig = pos;
 }
 
@@ -142,7 +189,7 @@ static cf_err stabilize(job *j) {
     for (uint32_t i = 0; i < L->n; i++) {
       const cf_insn *in = &L->in[i];
       if (in->kind != CF_K_BRANCH16 || L->widen[i]) continue;
-      int64_t off = (int64_t)L->tgt[target_index(L, i, in->branch)] - L->ipos[i];
+      int64_t off = (int64_t)TGT(L, target_index(L, i, in->branch)) - IPOS(L, i);
       if (off >= -32768 && off <= 32767) continue;
       if (is_cond(in->op) && need_frames && (i + 1 >= L->n || !L->has_frame[i + 1]))
         return refuse(j, CF_REFUSE_BRANCH_NEEDS_FRAME,
@@ -158,8 +205,8 @@ static cf_err stabilize(job *j) {
 /* ------------------------------------------------------------------ mapping helpers */
 
 static bool map_tgt(const layout *L, uint32_t pc, uint32_t *out) {
-  if (pc >= L->code->code_len || L->pc2i[pc] == NO_INDEX) return false;
-  *out = L->tgt[L->pc2i[pc]];
+  if (pc >= L->code->code_len || !L->starts[pc]) return false;
+  *out = TGT(L, L->pc2i[pc]);
   return true;
 }
 static bool map_pre(const layout *L, uint32_t pc, uint32_t *out) {
@@ -167,14 +214,14 @@ static bool map_pre(const layout *L, uint32_t pc, uint32_t *out) {
     *out = L->end_orig;
     return true;
   }
-  if (pc > L->code->code_len || L->pc2i[pc] == NO_INDEX) return false;
+  if (pc > L->code->code_len || !L->starts[pc]) return false;
   *out = L->start[L->pc2i[pc]];
   return true;
 }
 static bool map_ins_cb(void *ud, uint32_t pc, uint32_t *out) {
   const layout *L = ud;
-  if (pc >= L->code->code_len || L->pc2i[pc] == NO_INDEX) return false;
-  *out = L->ipos[L->pc2i[pc]];
+  if (pc >= L->code->code_len || !L->starts[pc]) return false;
+  *out = IPOS(L, L->pc2i[pc]);
   return true;
 }
 
@@ -187,11 +234,11 @@ static void emit_code(job *j, cf_buf *b) {
   const uint8_t *code = j->code.code;
   for (uint32_t i = 0; i < L->n; i++) {
     const cf_insn *in = &L->in[i];
-    if (L->ent[i]) cf_buf_bytes(b, j->entry.p, j->entry.len);
-    if (L->ex[i]) cf_buf_bytes(b, j->exit.p, j->exit.len);
-    uint32_t at = L->ipos[i];
+    if (L->ent[i]) cf_buf_bytes(b, j->entry->p, j->entry->len);
+    if (L->ex[i]) cf_buf_bytes(b, j->exit->p, j->exit->len);
+    uint32_t at = IPOS(L, i);
     if (in->kind == CF_K_BRANCH16) {
-      int64_t off = (int64_t)L->tgt[target_index(L, i, in->branch)] - at;
+      int64_t off = (int64_t)TGT(L, target_index(L, i, in->branch)) - at;
       if (!L->widen[i]) {
         cf_buf_u1(b, in->op);
         cf_buf_u2(b, (uint16_t)(int16_t)off);
@@ -206,11 +253,11 @@ static void emit_code(job *j, cf_buf *b) {
       }
     } else if (in->kind == CF_K_BRANCH32) {
       cf_buf_u1(b, in->op);
-      put_s4(b, (int64_t)L->tgt[target_index(L, i, in->branch)] - at);
+      put_s4(b, (int64_t)TGT(L, target_index(L, i, in->branch)) - at);
     } else if (in->kind == CF_K_TABLESWITCH || in->kind == CF_K_LOOKUPSWITCH) {
       cf_buf_u1(b, in->op);
       for (uint32_t pad = (4 - ((at + 1) & 3)) & 3; pad; pad--) cf_buf_u1(b, 0);
-      put_s4(b, (int64_t)L->tgt[target_index(L, i, in->branch)] - at);
+      put_s4(b, (int64_t)TGT(L, target_index(L, i, in->branch)) - at);
       if (in->kind == CF_K_TABLESWITCH) {
         int32_t lo;
         cf_switch_target(code, in, 0, &lo);
@@ -223,13 +270,21 @@ static void emit_code(job *j, cf_buf *b) {
         int32_t key;
         int32_t rel = cf_switch_target(code, in, k, &key);
         if (in->kind == CF_K_LOOKUPSWITCH) put_s4(b, key);
-        put_s4(b, (int64_t)L->tgt[target_index(L, i, rel)] - at);
+        put_s4(b, (int64_t)TGT(L, target_index(L, i, rel)) - at);
       }
     } else {
-      cf_buf_bytes(b, code + in->pc, in->len);
+      /* a run of instructions that need no rewriting and get no probe: one copy */
+      uint32_t k = i + 1;
+      while (k < L->n && !L->ent[k] && !L->ex[k] && L->in[k].kind != CF_K_BRANCH16 &&
+             L->in[k].kind != CF_K_BRANCH32 && L->in[k].kind != CF_K_TABLESWITCH &&
+             L->in[k].kind != CF_K_LOOKUPSWITCH)
+        k++;
+      uint32_t end = k < L->n ? L->in[k].pc : j->code.code_len;
+      cf_buf_bytes(b, code + in->pc, end - in->pc);
+      i = k - 1;
     }
   }
-  cf_buf_bytes(b, j->handler.p, j->handler.len);
+  cf_buf_bytes(b, j->handler->p, j->handler->len);
 }
 
 /* ------------------------------------------------------------------ tables */
@@ -381,16 +436,59 @@ static bool rewrite_stackmap(job *j, cf_buf *b, uint32_t handler_pc) {
 
 /* ------------------------------------------------------------------ steps */
 
+/* Adds the probe methodrefs and java/lang/Throwable. One pass over the pool decides: when
+ * the pool does not mention a probe's owner yet (the usual case), its entries are appended
+ * without searching; otherwise they are looked up and reused. */
 static cf_err prepare_class(cf_class *c, const cf_probe *p, cls_ctx *cx) {
   if (cx->ready) return CF_OK;
   const cf_probe_call *calls[3] = {&p->enter, &p->normal_exit, &p->exc_exit};
+  const char *names[11];
+  size_t lens[11];
+  uint16_t found[11];
+  names[0] = "java/lang/Throwable", lens[0] = 19;
+  names[1] = "StackMapTable", lens[1] = 13;
+  for (int k = 0; k < 3; k++) {
+    const char *s3[3] = {calls[k]->owner ? calls[k]->owner : "", calls[k]->name ? calls[k]->name : "",
+                         calls[k]->desc ? calls[k]->desc : ""};
+    for (int q = 0; q < 3; q++) names[2 + 3 * k + q] = s3[q], lens[2 + 3 * k + q] = strlen(s3[q]);
+  }
+  cf_cp_find_utf8_multi(c, names, lens, found, 11);
+  cx->smt_name = found[1];
+  uint16_t owner_cls[3] = {0, 0, 0};
   for (int k = 0; k < 3; k++) {
     cx->words[k] = cf_probe_stack_words(calls[k]);
-    cx->mref[k] = calls[k]->owner ? cf_probe_methodref(c, calls[k]) : 0;
-    if (calls[k]->owner && !cx->mref[k]) return CF_ERR_LIMIT;
+    cx->mref[k] = 0;
+    if (!calls[k]->owner) continue;
+    uint16_t *f = &found[2 + 3 * k];
+    if (f[0]) { /* the pool already mentions this owner: look up and reuse what exists */
+      cx->mref[k] = cf_probe_methodref(c, calls[k]);
+    } else {
+      int same = -1; /* a previous site with the same owner (already appended) */
+      for (int q = 0; q < k; q++)
+        if (owner_cls[q] && !strcmp(calls[q]->owner, calls[k]->owner)) same = q;
+      uint16_t cls = same >= 0 ? owner_cls[same] : 0;
+      if (!cls) {
+        uint16_t u = cf_cp_append_utf8(c, calls[k]->owner, lens[2 + 3 * k]);
+        cls = u ? cf_cp_append_ref(c, CF_CONSTANT_Class, u, 0) : 0;
+      }
+      owner_cls[k] = cls;
+      /* names/descs appended for an earlier site are found again among later sites */
+      uint16_t nm = f[1], ds = f[2];
+      for (int q = 0; q < k; q++) {
+        if (!nm && calls[q]->owner && !strcmp(calls[q]->name, calls[k]->name)) nm = found[2 + 3 * q + 1];
+        if (!ds && calls[q]->owner && !strcmp(calls[q]->desc, calls[k]->desc)) ds = found[2 + 3 * q + 2];
+      }
+      if (!nm) nm = f[1] = cf_cp_append_utf8(c, calls[k]->name, lens[3 + 3 * k]);
+      if (!ds) ds = f[2] = cf_cp_append_utf8(c, calls[k]->desc, lens[4 + 3 * k]);
+      uint16_t nat = nm && ds ? cf_cp_append_ref(c, CF_CONSTANT_NameAndType, nm, ds) : 0;
+      cx->mref[k] = cls && nat ? cf_cp_append_ref(c, CF_CONSTANT_Methodref, cls, nat) : 0;
+    }
+    if (!cx->mref[k]) return CF_ERR_LIMIT;
   }
   if (c->major >= 50) {
-    cx->throwable = cf_cp_add_class(c, "java/lang/Throwable");
+    uint16_t u = found[0] ? found[0] : cf_cp_append_utf8(c, "java/lang/Throwable", 19);
+    cx->throwable = !u ? 0 : found[0] ? cf_cp_add_ref1(c, CF_CONSTANT_Class, u)
+                                      : cf_cp_append_ref(c, CF_CONSTANT_Class, u, 0);
     if (!cx->throwable) return CF_ERR_LIMIT;
   }
   cx->ready = true;
@@ -399,35 +497,32 @@ static cf_err prepare_class(cf_class *c, const cf_probe *p, cls_ctx *cx) {
 
 static cf_err alloc_layout(job *j, cf_error *err) {
   layout *L = &j->L;
-  uint32_t n = L->n, cl = j->code.code_len;
+  scratch *S = &j->cx->s;
+  size_t n = L->n, cl = j->code.code_len;
+  if (!grow_scratch((void **)&S->u32, &S->u32_cap, cl + 1 + n + 1, sizeof(uint32_t)) ||
+      !grow_scratch((void **)&S->u16, &S->u16_cap, 2 * n, sizeof(uint16_t)) ||
+      !grow_scratch((void **)&S->u8, &S->u8_cap, 5 * n, 1))
+    return cf_fail(err, CF_ERR_NOMEM, "out of memory");
   L->code = &j->code;
-  L->pc2i = malloc(sizeof(uint32_t) * (cl + 1));
-  L->start = malloc(sizeof(uint32_t) * n * 4);
-  L->ent = calloc(n * 2, sizeof(uint16_t));
-  L->widen = calloc(n * 2, 1);
-  if (!L->pc2i || !L->start || !L->ent || !L->widen) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
-  L->tgt = L->start + n;
-  L->ipos = L->start + 2 * n;
-  L->size = L->start + 3 * n;
-  L->ex = L->ent + n;
-  L->has_frame = L->widen + n;
-  for (uint32_t pc = 0; pc <= cl; pc++) L->pc2i[pc] = NO_INDEX;
+  L->pc2i = S->u32;
+  L->start = S->u32 + cl + 1;
+  L->starts = S->starts;
+  L->ent = S->u16;
+  L->ex = S->u16 + n;
+  memset(S->u16, 0, 2 * n * sizeof(uint16_t));
+  L->widen = S->u8;
+  L->has_frame = S->u8 + n;
+  j->entry_at = S->u8 + 2 * n;
+  j->covered = S->u8 + 3 * n;
+  memset(S->u8, 0, 5 * n);
+  /* pc2i is only read where starts[pc] says an instruction begins */
   for (uint32_t i = 0; i < n; i++) L->pc2i[L->in[i].pc] = i;
-  L->pc2i[cl] = n;
+  L->pc2i[cl] = (uint32_t)n;
   return CF_OK;
 }
 
 static void free_job(job *j) {
-  free(j->L.in);
-  free(j->L.pc2i);
-  free(j->L.start);
-  free(j->L.ent);
-  free(j->L.widen);
   free(j->frames);
-  free(j->entry_at);
-  cf_buf_free(&j->entry);
-  cf_buf_free(&j->exit);
-  cf_buf_free(&j->handler);
   cf_code_release(&j->code);
 }
 
@@ -443,8 +538,11 @@ static cf_err analyse(job *j, cf_error *err) {
   if ((j->m->access & (ACC_ABSTRACT | ACC_NATIVE)) || !ca)
     return refuse(j, CF_REFUSE_ABSTRACT_OR_NATIVE, "method has no code");
   if (cf_code_parse(c, ca, &j->code, &e2)) return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
-  if (cf_code_decode_all(&j->code, &j->L.in, &j->L.n, &e2))
+  scratch *S = &j->cx->s;
+  if (cf_code_decode_reuse(&j->code, &S->insns, &S->insn_cap, &S->starts, &S->starts_cap,
+                           &j->L.n, &e2))
     return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
+  j->L.in = S->insns;
   for (uint32_t i = 0; i < j->L.n; i++) {
     uint8_t op = j->L.in[i].op;
     if (op == 0xa8 || op == 0xc9 || op == 0xa9)
@@ -462,18 +560,14 @@ static cf_err analyse(job *j, cf_error *err) {
       if (cf_stackmap_decode(j->smt, j->code.code_len, &j->frames, &j->nframes, &e2))
         return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
       for (uint32_t f = 0; f < j->nframes; f++) {
-        uint32_t idx = j->L.pc2i[j->frames[f].pc];
-        if (idx == NO_INDEX)
+        if (!j->L.starts[j->frames[f].pc]) /* decode checked pc < code_len */
           return refuse(j, CF_REFUSE_BAD_CODE, "stack map frame at pc %u inside an instruction",
                         j->frames[f].pc);
-        j->L.has_frame[idx] = 1;
+        j->L.has_frame[j->L.pc2i[j->frames[f].pc]] = 1;
       }
     }
   }
   uint32_t n = j->L.n;
-  j->entry_at = calloc((size_t)n * 3, 1);
-  if (!j->entry_at) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
-  j->covered = j->entry_at + n;
   uint8_t *is_site = j->entry_at + 2 * (size_t)n;
   if (is_name(c, j->m->name, "<init>") && !(j->m->access & ACC_STATIC) &&
       !cf_str_eq(cf_class_name(c), "java/lang/Object")) {
@@ -494,11 +588,15 @@ static cf_err build_snippets(job *j) {
   cf_probe_consts pk = {0};
   pk.method_id = j->res->method_id;
   const cf_probe *p = j->p;
-  bool ok = cf_probe_emit(j->c, j->m, &p->enter, j->cx->mref[0], &pk, &j->entry) &&
-            cf_probe_emit(j->c, j->m, &p->normal_exit, j->cx->mref[1], &pk, &j->exit) &&
-            cf_probe_emit(j->c, j->m, &p->exc_exit, j->cx->mref[2], &pk, &j->handler);
-  cf_buf_u1(&j->handler, 0xbf); /* athrow */
-  if (!ok || j->handler.oom)
+  j->entry = &j->cx->s.entry;
+  j->exit = &j->cx->s.exit;
+  j->handler = &j->cx->s.handler;
+  j->entry->len = j->exit->len = j->handler->len = 0;
+  bool ok = cf_probe_emit(j->c, j->m, &p->enter, j->cx->mref[0], &pk, j->entry) &&
+            cf_probe_emit(j->c, j->m, &p->normal_exit, j->cx->mref[1], &pk, j->exit) &&
+            cf_probe_emit(j->c, j->m, &p->exc_exit, j->cx->mref[2], &pk, j->handler);
+  cf_buf_u1(j->handler, 0xbf); /* athrow */
+  if (!ok || j->handler->oom)
     return refuse(j, CF_REFUSE_CONSTANT_POOL_FULL, "constant pool full while adding probe constants");
   return CF_OK;
 }
@@ -506,17 +604,17 @@ static cf_err build_snippets(job *j) {
 static void plan_insertions(job *j) {
   layout *L = &j->L;
   for (uint32_t i = 0; i < L->n; i++)
-    if (j->entry_at[i]) L->ent[i] = (uint16_t)j->entry.len;
-  if (j->exit.len)
+    if (j->entry_at[i]) L->ent[i] = (uint16_t)j->entry->len;
+  if (j->exit->len)
     for (uint32_t i = 0; i < L->n; i++)
-      if (L->in[i].kind == CF_K_RETURN) L->ex[i] = (uint16_t)j->exit.len;
+      if (L->in[i].kind == CF_K_RETURN) L->ex[i] = (uint16_t)j->exit->len;
 }
 
 static cf_err write_code_attr(job *j, cf_buf *o) {
   layout *L = &j->L;
   cf_class *c = j->c;
   uint32_t handler_pc = L->end_orig;
-  uint32_t new_len = handler_pc + (uint32_t)j->handler.len;
+  uint32_t new_len = handler_pc + (uint32_t)j->handler->len;
   if (new_len > 65535)
     return refuse(j, CF_REFUSE_CODE_TOO_LARGE, "code would be %u bytes (max 65535)", new_len);
   int w = j->cx->words[0] > j->cx->words[1] ? j->cx->words[0] : j->cx->words[1];
@@ -552,7 +650,7 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
     if (!j->covered[i] || (i > 0 && j->covered[i - 1])) continue;
     uint32_t k = i;
     while (k < L->n && j->covered[k]) k++;
-    uint32_t s = L->tgt[i], e = k < L->n ? L->start[k] : handler_pc;
+    uint32_t s = TGT(L, i), e = k < L->n ? L->start[k] : handler_pc;
     if (e <= s) continue; /* cannot happen: every instruction has a size */
     cf_buf_u2(o, (uint16_t)s);
     cf_buf_u2(o, (uint16_t)e);
@@ -563,7 +661,9 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
   bool add_smt = c->major >= 50 && !j->smt;
   uint16_t smt_name = 0;
   if (add_smt) {
-    smt_name = cf_cp_add_utf8(c, "StackMapTable", 13);
+    if (!j->cx->smt_name || j->cx->smt_name >= c->cp_count)
+      j->cx->smt_name = cf_cp_add_utf8(c, "StackMapTable", 13);
+    smt_name = j->cx->smt_name;
     if (!smt_name) return refuse(j, CF_REFUSE_CONSTANT_POOL_FULL, "no room for StackMapTable name");
   }
   cf_buf_u2(o, (uint16_t)(j->code.attr_count + (add_smt ? 1 : 0)));
@@ -617,7 +717,8 @@ static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ct
   j.res = res;
   uint16_t cp_mark = c->cp_count;
   bool was_ready = cx->ready;
-  cf_buf o = {0};
+  cf_buf *o = &cx->s.out;
+  o->len = 0;
   cf_err e = analyse(&j, err);
   if (!e) {
     if (prepare_class(c, p, cx)) e = refuse(&j, CF_REFUSE_CONSTANT_POOL_FULL, "constant pool full");
@@ -627,15 +728,21 @@ static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ct
     plan_insertions(&j);
     e = stabilize(&j);
   }
-  if (!e) e = write_code_attr(&j, &o);
   if (!e) {
-    uint8_t *data = cf_arena_alloc(c->arena, o.len);
+    uint32_t nret = 0;
+    for (uint32_t i = 0; i < j.L.n; i++) nret += j.L.in[i].kind == CF_K_RETURN;
+    cf_buf_reserve(o, (size_t)cf_method_code_attr(c, m)->len + j.entry->len +
+                          (size_t)nret * j.exit->len + j.handler->len + 16u * j.L.n / 8 + 64);
+    e = write_code_attr(&j, o);
+  }
+  if (!e) {
+    uint8_t *data = cf_arena_alloc(c->arena, o->len);
     if (!data) e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
     else {
-      memcpy(data, o.p, o.len);
+      memcpy(data, o->p, o->len);
       cf_attr *ca = (cf_attr *)cf_method_code_attr(c, m);
       ca->data = data;
-      ca->len = (uint32_t)o.len;
+      ca->len = (uint32_t)o->len;
     }
   }
   if (e) {
@@ -644,7 +751,6 @@ static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ct
     if (e == CF_ERR_REFUSED)
       cf_fail(err, CF_ERR_REFUSED, "%s: %s", cf_refusal_name(res->refusal), res->why);
   }
-  cf_buf_free(&o);
   free_job(&j);
   return e;
 }
@@ -656,7 +762,9 @@ cf_err cf_instrument_method(cf_class *c, uint16_t method_index, const cf_probe *
   if (method_index >= c->method_count)
     return cf_fail(err, CF_ERR_ARG, "method index %u out of range", method_index);
   cls_ctx cx = {0};
-  return instrument_one(c, method_index, p, &cx, res, err);
+  e = instrument_one(c, method_index, p, &cx, res, err);
+  ctx_free(&cx);
+  return e;
 }
 
 cf_err cf_instrument_class(const uint8_t *bytes, size_t len, const cf_probe *p,
@@ -686,6 +794,7 @@ cf_err cf_instrument_class(const uint8_t *bytes, size_t len, const cf_probe *p,
     }
     e = CF_OK;
   }
+  ctx_free(&cx);
   if (!e && out->n_instrumented) e = cf_class_write(c, &out->bytes, &out->len, err);
   /* results' name/desc point into the caller's `bytes` (parsed Utf8 entries are borrowed) */
   cf_class_free(c);

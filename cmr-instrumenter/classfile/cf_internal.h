@@ -72,7 +72,10 @@ typedef struct cf_buf {
   size_t len, cap;
   bool oom;
 } cf_buf;
-bool cf_buf_reserve(cf_buf *b, size_t extra);
+bool cf_buf_grow(cf_buf *b, size_t extra);
+static inline bool cf_buf_reserve(cf_buf *b, size_t extra) {
+  return (!b->oom && b->cap - b->len >= extra) || cf_buf_grow(b, extra);
+}
 static inline void cf_buf_u1(cf_buf *b, uint8_t v) {
   if (cf_buf_reserve(b, 1)) b->p[b->len++] = v;
 }
@@ -99,6 +102,14 @@ uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, c
 uint16_t cf_cp_add_long(cf_class *c, int64_t v);  /* always appends (2 slots) */
 uint16_t cf_cp_add_int(cf_class *c, int32_t v);
 uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len);
+/* One pass over the pool: out[k] = index of Utf8 s[k] or 0. */
+void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t *len,
+                           uint16_t *out, int n);
+/* Append without looking for an existing equal entry (duplicates are legal). */
+uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len);
+uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b);
+/* Find-or-add of a one-index entry (Class, String ...) referring to Utf8 `a`. */
+uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a);
 /* Ref (Fieldref/Methodref/InterfaceMethodref) -> owner, name, desc. false if bad. */
 bool cf_cp_ref(const cf_class *c, uint16_t idx, cf_str *owner, cf_str *name, cf_str *desc);
 bool cf_cp_nat(const cf_class *c, uint16_t idx, cf_str *name, cf_str *desc);
@@ -151,6 +162,10 @@ int32_t cf_switch_target(const uint8_t *code, const cf_insn *in, uint32_t i, int
 /* Decodes the whole code array into a malloc'ed insn array (caller frees) and checks every
  * branch/switch target lands on an instruction start. */
 cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_error *err);
+/* Same, decoding into caller-owned buffers that are grown (realloc) as needed: *insns holds
+ * *insn_cap entries, *starts *starts_cap bytes. The caller frees both. */
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap,
+                            uint8_t **starts, uint32_t *starts_cap, uint32_t *n, cf_error *err);
 
 /* ---------------------------------------------------------------- descriptors */
 /* Words taken by the arguments of a method descriptor (no receiver); -1 if malformed.

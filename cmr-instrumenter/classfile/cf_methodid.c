@@ -9,12 +9,8 @@
 #include <stdlib.h>
 #include <xxhash.h>
 
-static bool needs_conversion(cf_str s) {
-  for (uint32_t i = 0; i < s.len; i++) {
-    uint8_t b = (uint8_t)s.p[i];
-    if (b == 0xC0 || b == 0xED) return true; /* encoded NUL or surrogate */
-  }
-  return false;
+static bool needs_conversion(cf_str s) { /* encoded NUL or surrogate present */
+  return s.len && (memchr(s.p, 0xC0, s.len) || memchr(s.p, 0xED, s.len));
 }
 
 void cf_mutf8_to_utf8(cf_buf *b, cf_str s) {

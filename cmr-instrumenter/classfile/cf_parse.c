@@ -14,6 +14,7 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err) {
   c->cp_count = cf_rd_u2(r);
   if (r->bad) return cf_fail(err, CF_ERR_TRUNCATED, "truncated before constant_pool_count");
   if (c->cp_count == 0) return cf_fail(err, CF_ERR_LENGTH, "constant_pool_count is 0");
+  size_t raw_start = r->pos;
   c->cp_cap = (uint32_t)c->cp_count + 32;
   c->cp = cf_arena_alloc(c->arena, sizeof(cf_const) * c->cp_cap);
   if (!c->cp) return cf_fail(err, CF_ERR_NOMEM, "out of memory (constant pool)");
@@ -72,6 +73,9 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err) {
     }
     if (r->bad) return cf_fail(err, CF_ERR_TRUNCATED, "truncated in constant #%u", i);
   }
+  c->cp_raw = r->p + raw_start;
+  c->cp_raw_len = (uint32_t)(r->pos - raw_start);
+  c->cp_raw_count = c->cp_count;
   return CF_OK;
 }
 

@@ -1,10 +1,12 @@
 /*
  * cf_write.c - writes a cf_class back to class-file bytes.
  *
- * The constant pool is written from the decoded fields (tag, kind, a, b) or, for value
- * constants, from their bytes; attributes are written from their (possibly replaced) data.
- * A class that was parsed and not modified is therefore written back byte-identical, which
- * the corpus test checks. The output is malloc'ed and owned by the caller.
+ * The parsed part of the constant pool is copied from the input (entries are only appended),
+ * appended constants are encoded from their decoded fields (tag, kind, a, b) or value bytes;
+ * with CF_WRITE_REENCODE every constant is encoded from its fields. Attributes are written
+ * from their (possibly replaced) data. A class that was parsed and not modified is written
+ * back byte-identical both ways, which the corpus test checks. The output is malloc'ed and
+ * owned by the caller.
  */
 #include "cf_internal.h"
 
@@ -28,9 +30,18 @@ static size_t const_size(const cf_const *k) {
   }
 }
 
-size_t cf_class_size(const cf_class *c) {
+static bool use_raw(const cf_class *c, unsigned flags) {
+  return !(flags & CF_WRITE_REENCODE) && c->cp_raw && c->cp_count >= c->cp_raw_count;
+}
+
+static size_t class_size(const cf_class *c, unsigned flags) {
   size_t s = 10;
-  for (uint32_t i = 1; i < c->cp_count; i++) s += const_size(&c->cp[i]);
+  uint32_t first = 1;
+  if (use_raw(c, flags)) {
+    s += c->cp_raw_len;
+    first = c->cp_raw_count;
+  }
+  for (uint32_t i = first; i < c->cp_count; i++) s += const_size(&c->cp[i]);
   s += 8 + 2 * (size_t)c->iface_count;
   s += 2;
   for (uint16_t i = 0; i < c->field_count; i++)
@@ -41,6 +52,8 @@ size_t cf_class_size(const cf_class *c) {
   s += attrs_size(c->attrs, c->attr_count);
   return s;
 }
+
+size_t cf_class_size(const cf_class *c) { return class_size(c, 0); }
 
 static uint8_t *put_attrs(uint8_t *o, const cf_attr *a, uint16_t n) {
   cf_put16(o, n);
@@ -96,7 +109,12 @@ static uint8_t *put_const(uint8_t *o, const cf_const *k) {
 }
 
 cf_err cf_class_write(const cf_class *c, uint8_t **out, size_t *out_len, cf_error *err) {
-  size_t n = cf_class_size(c);
+  return cf_class_write_flags(c, 0, out, out_len, err);
+}
+
+cf_err cf_class_write_flags(const cf_class *c, unsigned flags, uint8_t **out, size_t *out_len,
+                            cf_error *err) {
+  size_t n = class_size(c, flags);
   uint8_t *b = malloc(n);
   if (!b) return cf_fail(err, CF_ERR_NOMEM, "out of memory (%zu bytes)", n);
   uint8_t *o = b;
@@ -105,7 +123,13 @@ cf_err cf_class_write(const cf_class *c, uint8_t **out, size_t *out_len, cf_erro
   cf_put16(o + 6, c->major);
   cf_put16(o + 8, c->cp_count);
   o += 10;
-  for (uint32_t i = 1; i < c->cp_count; i++) o = put_const(o, &c->cp[i]);
+  uint32_t first = 1;
+  if (use_raw(c, flags)) {
+    memcpy(o, c->cp_raw, c->cp_raw_len);
+    o += c->cp_raw_len;
+    first = c->cp_raw_count;
+  }
+  for (uint32_t i = first; i < c->cp_count; i++) o = put_const(o, &c->cp[i]);
   cf_put16(o, c->access);
   cf_put16(o + 2, c->this_class);
   cf_put16(o + 4, c->super_class);

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (cf_class_parse(data, size, &c, &e) != CF_OK) return 0;
   uint8_t *o;
   size_t ol;
-  if (cf_class_write(c, &o, &ol, &e) == CF_OK) {
+  if (cf_class_write_flags(c, CF_WRITE_REENCODE, &o, &ol, &e) == CF_OK) {
     if (ol != size || memcmp(o, data, size) != 0) abort();
     free(o);
   }

@@ -28,7 +28,7 @@ static cf_err exercise(const uint8_t *b, size_t n) {
   }
   uint8_t *o;
   size_t ol;
-  if (cf_class_write(c, &o, &ol, &e) == CF_OK) {
+  if (cf_class_write_flags(c, CF_WRITE_REENCODE, &o, &ol, &e) == CF_OK) {
     assert_int_equal(ol, n);
     assert_memory_equal(o, b, n); /* whatever parses round-trips */
     free(o);

@@ -110,6 +110,10 @@ static void test_roundtrip_all_tags(void **st) {
   assert_int_equal(ol, n);
   assert_memory_equal(o, b, n);
   assert_int_equal(cf_class_size(c), n);
+  free(o);
+  assert_int_equal(cf_class_write_flags(c, CF_WRITE_REENCODE, &o, &ol, &e), CF_OK);
+  assert_int_equal(ol, n);
+  assert_memory_equal(o, b, n);
   /* callees: invokedynamic resolved with its bootstrap method */
   cf_callee *v;
   size_t k;

@@ -5,7 +5,7 @@
  *                             normal exit, catch-all exceptional exit, all methods)
  * Prints classes/s and MB/s (input bytes). Compare with tests/classfile/java/AsmBench.java
  * (tests/classfile/bench.sh runs both).
- *   cf_bench [--seconds S] PATH...
+ *   cf_bench [--seconds S] [--only 1|2] PATH...
  */
 #include "cf_testprobes.h"
 
@@ -91,10 +91,10 @@ static void bench(const char *name, void (*pass)(void), double seconds) {
 
 int main(int argc, char **argv) {
   double seconds = 5;
-  int i = 1;
-  if (argc > 2 && !strcmp(argv[1], "--seconds")) {
-    seconds = atof(argv[2]);
-    i = 3;
+  int i = 1, only = 0; /* --only 1|2: run one mode (for profiling) */
+  for (; i + 1 < argc && !strncmp(argv[i], "--", 2); i += 2) {
+    if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--only")) only = atoi(argv[i + 1]);
   }
   for (; i < argc; i++) nftw(argv[i], visit, 32, FTW_PHYS);
   if (!n_items) {
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   printf("corpus: %zu classes, %.1f MB\n", n_items, total_bytes / 1e6);
-  bench("parse+write", pass_roundtrip, seconds);
-  bench("parse+instrument+write", pass_instrument, seconds);
+  if (only != 2) bench("parse+write", pass_roundtrip, seconds);
+  if (only != 1) bench("parse+instrument+write", pass_instrument, seconds);
   return sink == 0;
 }

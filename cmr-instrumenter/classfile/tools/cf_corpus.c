@@ -71,6 +71,17 @@ static void do_class(const char *path) {
     }
     free(out);
   }
+  /* and with every constant re-encoded from its decoded fields */
+  if (cf_class_write_flags(c, CF_WRITE_REENCODE, &out, &out_len, &err)) {
+    n_rt_fail++;
+    fail(path, "write (re-encode)", err.msg);
+  } else {
+    if (out_len != len || memcmp(out, bytes, len) != 0) {
+      n_rt_fail++;
+      fail(path, "round-trip (re-encode)", "bytes differ");
+    }
+    free(out);
+  }
   for (uint16_t i = 0; i < c->method_count; i++) {
     n_methods++;
     cf_callee *v;

@@ -105,6 +105,12 @@ typedef struct cf_class {
   uint16_t cp_count;      /* as in the class file: slots 1..cp_count-1 are used */
   uint32_t cp_cap;
   cf_const *cp;
+  /* The parsed pool's bytes (entries 1..cp_raw_count-1): written back verbatim unless
+   * CF_WRITE_REENCODE is asked for. Entries are only ever appended by the engine; set
+   * cp_raw to NULL after changing an existing entry. */
+  const uint8_t *cp_raw;
+  uint32_t cp_raw_len;
+  uint16_t cp_raw_count;
   uint16_t access, this_class, super_class;
   uint16_t iface_count;
   const uint8_t *ifaces;  /* raw u2 array */
@@ -121,6 +127,11 @@ void cf_class_free(cf_class *c);
 
 /* Writes the class. *out is malloc'ed (caller frees). */
 cf_err cf_class_write(const cf_class *c, uint8_t **out, size_t *out_len, cf_error *err);
+/* CF_WRITE_REENCODE: encode every constant from its decoded fields instead of copying the
+ * parsed pool (the corpus test checks both ways reproduce the input). */
+#define CF_WRITE_REENCODE 1u
+cf_err cf_class_write_flags(const cf_class *c, unsigned flags, uint8_t **out, size_t *out_len,
+                            cf_error *err);
 /* Exact size cf_class_write would produce. */
 size_t cf_class_size(const cf_class *c);
 
