@@ -368,7 +368,9 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
     int rc = decide(w, agent, cl->loader_id, cl->class_name, &meta, env, &d);
     uint64_t sig = rc == 0 ? cmr_instr_decision_signature(&meta, &d) : 0;
     if (rc == 0)
-        rc = cmr_instr_cache_put_bytes(w->cache, hash, cl->bytecode.data, cl->bytecode.len, sig != 0);
+        /* a class waiting for types may need its bytes once they arrive: keep them */
+        rc = cmr_instr_cache_put_bytes(w->cache, hash, cl->bytecode.data, cl->bytecode.len,
+                                       sig != 0 || d.missing.count > 0);
     if (rc == 0 && sig != 0)
         rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
                                cl->bytecode.len, &meta, &d, revision, &sig);

@@ -1,0 +1,402 @@
+/*
+ * test_cp_instrumenter.c - cmr-instrumenter (with cmr-config) against the embedded broker,
+ * with a scripted agent sending real classes compiled by javac:
+ *
+ *  - a class whose interface is inherited through a superclass and a super-interface is
+ *    instrumented once the types it depends on have arrived (sent in the "wrong" order);
+ *    the Redefine parses, passes the structural check, lists its methods with their ids
+ *    and sensors, calls the probes of the contract; MethodEntry records reach cmr.methods;
+ *  - classes that need nothing, and the agent's own classes, get no command;
+ *  - an environment changed while the agent "runs": Redefine with newly instrumented
+ *    bytes (bytes cached), BytecodeResend (bytes not cached) answered by a RESEND, and
+ *    Redefine with the original bytes (original = true);
+ *  - malformed class bytes are rejected without harm; a restarted worker keeps its cache.
+ *
+ * Usage: test_cp_instrumenter CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_proc.h"
+#include "cmr/classfile.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "cp_support.h"
+
+static const char *broker_bin, *config_bin, *instr_bin;
+static broker_proc_t broker;
+static cmr_conf_t *conf;
+static cp_proc_t config_worker, instr_worker;
+static char tmp[256], instr_log[300], instr_db[300];
+static cp_classes_t classes;
+static cp_peer_t peer;
+
+static const char *const java_sources[] = {
+    "Marker.java", "package app; public interface Marker {}\n",
+    "Service.java", "package app; public interface Service extends Marker { void handle(String s); }\n",
+    "Base.java",
+    "package app;\npublic abstract class Base implements Service {\n"
+    "  public void handle(String s) {\n    if (s == null) throw new IllegalArgumentException();\n    work(s);\n  }\n"
+    "  protected void work(String s) {}\n}\n",
+    "Impl.java",
+    "package app;\npublic class Impl extends Base {\n  public void handle(String s) {\n    super.handle(s);\n  }\n"
+    "  public int other(int x) {\n    return x * 2;\n  }\n}\n",
+    "Plain.java", "package app;\npublic class Plain {\n  public int plain() {\n    return 1;\n  }\n}\n",
+    "Later.java", "package app;\npublic class Later {\n  public int later() {\n    return 2;\n  }\n}\n",
+    "Probe.java", "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
+    NULL, NULL,
+};
+
+static const char *env_v1 =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: app\n"
+    "    sensors:\n"
+    "      - {sensor: timer, class: \"*\", interface: app.Marker, method: handle}\n"
+    "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+    "      - {sensor: timer, class: \"cmr.agent.*\", method: \"*\"}\n"
+    "mappings:\n"
+    "  - {agent: \"app-*\", address: \"*\", environment: app}\n";
+
+static const char *env_v2 =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: app\n"
+    "    sensors:\n"
+    "      - {sensor: timer, class: app.Impl, method: other}\n"
+    "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+    "      - {sensor: anchor, class: app.Later, method: later}\n";
+
+static const char *env_v3 =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: app\n"
+    "    sensors:\n"
+    "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+    "      - {sensor: anchor, class: app.Later, method: later}\n";
+
+static int start_instrumenter(void)
+{
+    const char *argv[] = {instr_bin, "--bootstrap", broker.bootstrap, "--db", instr_db, "--cache-budget", "0",
+                          "-X", "kafka.session.timeout.ms=6000", "-X", "kafka.heartbeat.interval.ms=500",
+                          "--log-level", "debug", NULL};
+    if (cp_proc_start(&instr_worker, argv, instr_log) != 0)
+        return -1;
+    return cp_proc_wait_log(&instr_worker, "event=instr.partitions_assigned", 30000);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_ERROR);
+    if (cp_tmpdir(tmp, sizeof tmp) != 0 || cp_java_compile(java_sources, &classes) != 0 ||
+        broker_proc_start(&broker, broker_bin, NULL) != 0)
+        return -1;
+    snprintf(instr_log, sizeof instr_log, "%s/cmr-instrumenter.log", tmp);
+    snprintf(instr_db, sizeof instr_db, "%s/db", tmp);
+    char config_log[300];
+    snprintf(config_log, sizeof config_log, "%s/cmr-config.log", tmp);
+    conf = cmr_conf_new();
+    cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
+    char *out = NULL;
+    if (cp_apply(config_bin, broker.bootstrap, env_v1, &out) != 0) {
+        fprintf(stderr, "apply: %s\n", out ? out : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    const char *cargv[] = {config_bin, "--bootstrap", broker.bootstrap, "run", NULL};
+    if (cp_proc_start(&config_worker, cargv, config_log) != 0 ||
+        cp_proc_wait_log(&config_worker, "event=config.started", 30000) != 0 || start_instrumenter() != 0)
+        return -1;
+    if (cp_peer_open(&peer, conf, "app-1", "host-1", "10.0.0.1") != 0 || cp_peer_register(&peer, 1) != 0)
+        return -1;
+    cmr_msg_t m;
+    if (cp_peer_expect(&peer, CMR_MSG_AGENT_CONFIGURATION, 30000, &m) != 1)
+        return -1;
+    cp_peer_configure(&peer, &m.u.agent_configuration);
+    cmr_msg_free(&m);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cp_peer_close(&peer);
+    cp_proc_stop(&instr_worker);
+    cp_proc_stop(&config_worker);
+    cmr_conf_destroy(conf);
+    broker_proc_stop(&broker);
+    cp_classes_free(&classes);
+    cp_rmrf(tmp);
+    return 0;
+}
+
+static const cp_class_t *cls(const char *name)
+{
+    const cp_class_t *c = cp_classes_find(&classes, name);
+    if (!c)
+        fail_msg("class %s was not compiled", name);
+    return c;
+}
+
+static void send_class(const char *name, int64_t loader)
+{
+    const cp_class_t *c = cls(name);
+    assert_int_equal(cp_peer_send_class(&peer, name, loader, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    assert_int_equal(cp_peer_flush(&peer), 0);
+}
+
+/* Next Redefine; it must be for `name`. */
+static void expect_redefine(const char *name, int64_t loader, cmr_msg_t *m)
+{
+    assert_int_equal(cp_peer_expect(&peer, CMR_MSG_REDEFINE, 30000, m), 1);
+    if (strcmp(m->u.redefine.class_name, name) != 0 || m->u.redefine.loader_id != loader)
+        fail_msg("expected a Redefine of %s (loader %lld), got %s (loader %lld)", name, (long long)loader,
+                 m->u.redefine.class_name, (long long)m->u.redefine.loader_id);
+}
+
+/* Does method `method` of the class call cmr/agent/Probe.<probe>(J)V? */
+static int calls_probe(const cmr_bytes_t *bytes, const char *method, const char *probe)
+{
+    cf_class *c = NULL;
+    cf_error e;
+    assert_int_equal(cf_class_parse(bytes->data, bytes->len, &c, &e), CF_OK);
+    int found = 0;
+    for (uint16_t i = 0; i < c->method_count && !found; i++) {
+        cf_str n = cf_cp_utf8(c, c->methods[i].name);
+        if (n.len != strlen(method) || memcmp(n.p, method, n.len) != 0)
+            continue;
+        cf_callee *callees = NULL;
+        size_t nc = 0;
+        assert_int_equal(cf_method_callees(c, &c->methods[i], &callees, &nc, &e), CF_OK);
+        for (size_t j = 0; j < nc; j++)
+            found |= callees[j].owner.len == 15 && memcmp(callees[j].owner.p, "cmr/agent/Probe", 15) == 0 &&
+                     callees[j].name.len == strlen(probe) && memcmp(callees[j].name.p, probe, callees[j].name.len) == 0 &&
+                     callees[j].desc.len == 4 && memcmp(callees[j].desc.p, "(J)V", 4) == 0;
+        free(callees);
+    }
+    cf_class_free(c);
+    return found;
+}
+
+static void check_instrumented(const cmr_msg_t *m, const char *class_name, const char *method, const char *desc,
+                               cmr_sensor_kind_t sensor, const char *const probes[3])
+{
+    const cmr_redefine_t *r = &m->u.redefine;
+    const cp_class_t *orig = cls(class_name);
+    assert_false(r->original);
+    assert_int_equal((uint64_t)r->class_hash, cmr_class_hash(orig->bytes, orig->len));
+    assert_int_equal((uint64_t)r->agent_id, (uint64_t)peer.agent_id);
+    cf_error e;
+    assert_int_equal(cf_class_check(r->bytecode.data, r->bytecode.len, &e), CF_OK);
+    int listed = 0;
+    for (size_t i = 0; i < r->methods.count; i++)
+        if (strcmp(r->methods.items[i].name, method) == 0 && strcmp(r->methods.items[i].descriptor, desc) == 0) {
+            assert_int_equal((uint64_t)r->methods.items[i].method_id, cmr_method_id(class_name, method, desc));
+            assert_int_equal(r->methods.items[i].sensor, sensor);
+            listed = 1;
+        }
+    if (!listed)
+        fail_msg("%s.%s%s is not in the Redefine of %s", class_name, method, desc, class_name);
+    for (int i = 0; i < 3; i++)
+        if (!calls_probe(&r->bytecode, method, probes[i]))
+            fail_msg("%s.%s does not call cmr/agent/Probe.%s(J)V", class_name, method, probes[i]);
+}
+
+static const char *const timer_probes[3] = {"timerEnter", "timerExit", "timerExitThrow"};
+static const char *const seq_probes[3] = {"enter", "exit", "exitThrow"};
+static const char *const anchor_probes[3] = {"anchorEnter", "anchorExit", "anchorExitThrow"};
+
+static void test_hierarchy_resolved_as_types_arrive(void **state)
+{
+    (void)state;
+    cmr_msg_t m;
+    /* Impl first: its superclass and interfaces are not known yet */
+    send_class("app/Impl", 1);
+    send_class("cmr/agent/Probe", 0); /* matches a rule, but never instrumented */
+    send_class("app/Plain", 1);
+    expect_redefine("app/Plain", 1, &m);
+    check_instrumented(&m, "app/Plain", "plain", "()I", CMR_SENSOR_INVOCATION_SEQUENCE, seq_probes);
+    assert_int_equal(m.u.redefine.methods.count, 1);
+    assert_int_equal(m.u.redefine.revision, 1);
+    cmr_msg_free(&m);
+    /* Base arrives: still waiting for Service */
+    send_class("app/Base", 1);
+    send_class("app/Plain", 7); /* a sentinel: commands keep their order */
+    expect_redefine("app/Plain", 7, &m);
+    cmr_msg_free(&m);
+    /* Service arrives: Base and Impl are resolved (Marker through Service) */
+    send_class("app/Service", 1);
+    expect_redefine("app/Base", 1, &m);
+    check_instrumented(&m, "app/Base", "handle", "(Ljava/lang/String;)V", CMR_SENSOR_TIMER, timer_probes);
+    assert_int_equal(m.u.redefine.methods.count, 1); /* work() does not match */
+    cmr_msg_free(&m);
+    expect_redefine("app/Impl", 1, &m);
+    check_instrumented(&m, "app/Impl", "handle", "(Ljava/lang/String;)V", CMR_SENSOR_TIMER, timer_probes);
+    assert_int_equal(m.u.redefine.methods.count, 1);
+    cmr_msg_free(&m);
+    /* classes that need nothing get no command */
+    send_class("app/Marker", 1);
+    send_class("app/Later", 1);
+    send_class("app/Plain", 8);
+    expect_redefine("app/Plain", 8, &m);
+    cmr_msg_free(&m);
+
+    /* the method table reached cmr.methods */
+    char group[64], err[256];
+    cp_unique("methods", group, sizeof group);
+    const char *topics[] = {cmr_topic_name(CMR_TOPIC_METHODS)};
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    assert_non_null(c);
+    uint64_t want[3] = {cmr_method_id("app/Impl", "handle", "(Ljava/lang/String;)V"),
+                        cmr_method_id("app/Base", "handle", "(Ljava/lang/String;)V"),
+                        cmr_method_id("app/Plain", "plain", "()I")};
+    int got[3] = {0, 0, 0}, n = 0;
+    int64_t deadline = cp_mono_ms() + 30000;
+    while (n < 3 && cp_mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) != 1)
+            continue;
+        const cmr_method_entry_t *e = &rec->msg.u.method_entry;
+        for (int i = 0; i < 3; i++)
+            if (rec->msg.type == CMR_MSG_METHOD_ENTRY && (uint64_t)e->method_id == want[i] && !got[i]) {
+                got[i] = 1;
+                n++;
+                assert_non_null(e->source_file);
+                assert_true(e->first_line > 0);
+                if (i == 0) {
+                    assert_string_equal(e->source_file, "Impl.java");
+                    assert_int_equal(e->first_line, 4);
+                    assert_string_equal(e->class_name, "app/Impl");
+                    assert_int_equal(e->access_flags, 0x0001);
+                }
+            }
+        cmr_record_free(rec);
+    }
+    cmr_consumer_close(c);
+    assert_int_equal(n, 3);
+}
+
+static void test_environment_change_redefine_resend_original(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, env_v2, &out), 0);
+    free(out);
+    int have_conf = 0, have_base = 0, have_impl = 0, have_resend = 0;
+    int64_t resend_id = 0;
+    int64_t deadline = cp_mono_ms() + 40000;
+    while (!(have_conf && have_base && have_impl && have_resend) && cp_mono_ms() < deadline) {
+        cmr_msg_t m;
+        if (cp_peer_next(&peer, 1000, &m) != 1)
+            continue;
+        if (m.type == CMR_MSG_AGENT_CONFIGURATION) {
+            assert_int_equal(m.u.agent_configuration.revision, 2);
+            have_conf++;
+        } else if (m.type == CMR_MSG_REDEFINE && !strcmp(m.u.redefine.class_name, "app/Base")) {
+            /* instrumentation gone: the original bytes */
+            const cp_class_t *b = cls("app/Base");
+            assert_true(m.u.redefine.original);
+            assert_int_equal(m.u.redefine.bytecode.len, b->len);
+            assert_memory_equal(m.u.redefine.bytecode.data, b->bytes, b->len);
+            assert_int_equal(m.u.redefine.methods.count, 0);
+            have_base++;
+        } else if (m.type == CMR_MSG_REDEFINE && !strcmp(m.u.redefine.class_name, "app/Impl")) {
+            /* cached bytes, newly instrumented: other() now, handle() no more */
+            check_instrumented(&m, "app/Impl", "other", "(I)I", CMR_SENSOR_TIMER, timer_probes);
+            assert_int_equal(m.u.redefine.methods.count, 1);
+            assert_false(calls_probe(&m.u.redefine.bytecode, "handle", "timerEnter"));
+            assert_int_equal(m.u.redefine.revision, 2);
+            have_impl++;
+        } else if (m.type == CMR_MSG_BYTECODE_RESEND) {
+            /* Later's bytes were not kept (budget 0): ask the agent */
+            const cp_class_t *l = cls("app/Later");
+            assert_string_equal(m.u.bytecode_resend.class_name, "app/Later");
+            assert_int_equal(m.u.bytecode_resend.loader_id, 1);
+            assert_int_equal((uint64_t)m.u.bytecode_resend.class_hash, cmr_class_hash(l->bytes, l->len));
+            resend_id = m.u.bytecode_resend.request_id;
+            have_resend++;
+        } else {
+            fail_msg("unexpected %s (%s)", cmr_msg_type_name(m.type),
+                     m.type == CMR_MSG_REDEFINE ? m.u.redefine.class_name : "");
+        }
+        cmr_msg_free(&m);
+    }
+    assert_int_equal(have_conf, 1);
+    assert_int_equal(have_base, 1);
+    assert_int_equal(have_impl, 1);
+    assert_int_equal(have_resend, 1);
+    peer.revision = 2;
+    /* the agent answers the resend: the class goes through the normal path */
+    const cp_class_t *l = cls("app/Later");
+    assert_int_equal(cp_peer_send_class(&peer, "app/Later", 1, l->bytes, l->len, CMR_CLASS_RESEND, resend_id), 0);
+    assert_int_equal(cp_peer_flush(&peer), 0);
+    cmr_msg_t m;
+    expect_redefine("app/Later", 1, &m);
+    check_instrumented(&m, "app/Later", "later", "()I", CMR_SENSOR_ANCHOR, anchor_probes);
+    cmr_msg_free(&m);
+    /* nothing else was pending (Plain unchanged, Service and Marker need nothing) */
+    assert_int_equal(cp_peer_next(&peer, 1500, &m), 0);
+}
+
+static void test_bad_class_and_restart_keeps_cache(void **state)
+{
+    (void)state;
+    static const uint8_t junk[] = {0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 61, 0, 9, 1, 2, 3};
+    assert_int_equal(cp_peer_send_class(&peer, "bad/Junk", 1, junk, sizeof junk, CMR_CLASS_LOADED, 0), 0);
+    send_class("app/Plain", 9);
+    cmr_msg_t m;
+    expect_redefine("app/Plain", 9, &m);
+    cmr_msg_free(&m);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.class_rejected class=bad/Junk", 5000), 0);
+
+    /* restart: the cache (RocksDB) survives, so removing Impl's sensor restores its
+     * original bytes although the new process never received Impl */
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    assert_int_equal(start_instrumenter(), 0);
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, env_v3, &out), 0);
+    free(out);
+    int64_t deadline = cp_mono_ms() + 30000;
+    int restored = 0;
+    while (!restored && cp_mono_ms() < deadline) {
+        if (cp_peer_next(&peer, 1000, &m) != 1)
+            continue;
+        if (m.type == CMR_MSG_REDEFINE) {
+            assert_string_equal(m.u.redefine.class_name, "app/Impl");
+            assert_true(m.u.redefine.original);
+            const cp_class_t *i = cls("app/Impl");
+            assert_memory_equal(m.u.redefine.bytecode.data, i->bytes, i->len);
+            restored = 1;
+        } else {
+            assert_int_equal(m.type, CMR_MSG_AGENT_CONFIGURATION);
+        }
+        cmr_msg_free(&m);
+    }
+    assert_true(restored);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER\n", argv[0]);
+        return 2;
+    }
+    broker_bin = argv[1];
+    config_bin = argv[2];
+    instr_bin = argv[3];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hierarchy_resolved_as_types_arrive),
+        cmocka_unit_test(test_environment_change_redefine_resend_original),
+        cmocka_unit_test(test_bad_class_and_restart_keeps_cache),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
