@@ -61,6 +61,8 @@ typedef struct scratch {
   size_t u16_cap;
   uint8_t *u8;
   size_t u8_cap;
+  uint32_t *special;   /* indices of branches, switches and returns */
+  size_t special_cap;
   cf_buf out, entry, exit, handler;
 } scratch;
 
@@ -80,6 +82,7 @@ static void ctx_free(cls_ctx *cx) {
   free(cx->s.u32);
   free(cx->s.u16);
   free(cx->s.u8);
+  free(cx->s.special);
   cf_buf_free(&cx->s.out);
   cf_buf_free(&cx->s.entry);
   cf_buf_free(&cx->s.exit);
@@ -122,6 +125,9 @@ typedef struct job {
   cf_buf *entry, *exit, *handler; /* scratch buffers of the class context */
   uint8_t *entry_at;              /* n flags: the entry probe precedes instruction i */
   uint8_t *covered;               /* n flags: instruction i is inside the catch-all */
+  bool is_ctor;                   /* covered/entry_at come from the constructor analysis */
+  uint32_t *special, nspecial;    /* branch / switch / return instruction indices */
+  uint32_t nret;
 } job;
 
 static cf_err refuse(job *j, cf_refusal r, const char *fmt, ...)
@@ -186,7 +192,8 @@ static cf_err stabilize(job *j) {
     compute_positions(L);
     if (L->end_orig > 65535) return CF_OK; /* caller refuses: too large */
     bool changed = false;
-    for (uint32_t i = 0; i < L->n; i++) {
+    for (uint32_t s = 0; s < j->nspecial; s++) {
+      uint32_t i = j->special[s];
       const cf_insn *in = &L->in[i];
       if (in->kind != CF_K_BRANCH16 || L->widen[i]) continue;
       int64_t off = (int64_t)TGT(L, target_index(L, i, in->branch)) - IPOS(L, i);
@@ -543,10 +550,21 @@ static cf_err analyse(job *j, cf_error *err) {
                            &j->L.n, &e2))
     return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
   j->L.in = S->insns;
+  if (!grow_scratch((void **)&S->special, &S->special_cap, j->L.n, sizeof(uint32_t)))
+    return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+  j->special = S->special;
+  j->nspecial = j->nret = 0;
   for (uint32_t i = 0; i < j->L.n; i++) {
-    uint8_t op = j->L.in[i].op;
-    if (op == 0xa8 || op == 0xc9 || op == 0xa9)
-      return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u", j->L.in[i].pc);
+    const cf_insn *in = &j->L.in[i];
+    if (in->kind == CF_K_PLAIN || in->kind == CF_K_INVOKE) {
+      if (in->op == 0xa9) /* ret */
+        return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u", in->pc);
+      continue;
+    }
+    if (in->op == 0xa8 || in->op == 0xc9)
+      return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u", in->pc);
+    j->special[j->nspecial++] = i;
+    j->nret += in->kind == CF_K_RETURN;
   }
   cf_err e = alloc_layout(j, err);
   if (e) return e;
@@ -577,9 +595,9 @@ static cf_err analyse(job *j, cf_error *err) {
       return refuse(j, CF_REFUSE_CTOR_INIT, "%s", why);
     for (uint32_t i = 0; i + 1 < n; i++)
       if (is_site[i]) j->entry_at[i + 1] = 1;
+    j->is_ctor = true;
   } else {
-    j->entry_at[0] = 1;
-    memset(j->covered, 1, n);
+    j->entry_at[0] = 1; /* covered[] is implied: everything (see write_code_attr) */
   }
   return CF_OK;
 }
@@ -603,11 +621,13 @@ static cf_err build_snippets(job *j) {
 
 static void plan_insertions(job *j) {
   layout *L = &j->L;
-  for (uint32_t i = 0; i < L->n; i++)
-    if (j->entry_at[i]) L->ent[i] = (uint16_t)j->entry->len;
-  if (j->exit->len)
+  if (!j->is_ctor) L->ent[0] = (uint16_t)j->entry->len;
+  else
     for (uint32_t i = 0; i < L->n; i++)
-      if (L->in[i].kind == CF_K_RETURN) L->ex[i] = (uint16_t)j->exit->len;
+      if (j->entry_at[i]) L->ent[i] = (uint16_t)j->entry->len;
+  if (j->exit->len)
+    for (uint32_t k = 0; k < j->nspecial; k++)
+      if (L->in[j->special[k]].kind == CF_K_RETURN) L->ex[j->special[k]] = (uint16_t)j->exit->len;
 }
 
 static cf_err write_code_attr(job *j, cf_buf *o) {
@@ -631,8 +651,10 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
                   new_len);
   /* exception table: originals, then the catch-all ranges (last, so they never shadow them) */
   uint32_t nranges = 0;
-  for (uint32_t i = 0; i < L->n; i++)
-    if (j->covered[i] && (i == 0 || !j->covered[i - 1])) nranges++;
+  if (!j->is_ctor) nranges = 1; /* everything after the entry probe */
+  else
+    for (uint32_t i = 0; i < L->n; i++)
+      if (j->covered[i] && (i == 0 || !j->covered[i - 1])) nranges++;
   if (nranges == 0 || j->code.exc_count + nranges > 65535)
     return refuse(j, CF_REFUSE_BAD_CODE, "no code to cover with the exceptional-exit handler");
   cf_buf_u2(o, (uint16_t)(j->code.exc_count + nranges));
@@ -647,6 +669,13 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
     cf_buf_u2(o, x->type);
   }
   for (uint32_t i = 0; i < L->n; i++) {
+    if (!j->is_ctor) { /* one range: [after the entry probe, handler) */
+      cf_buf_u2(o, (uint16_t)TGT(L, 0));
+      cf_buf_u2(o, (uint16_t)handler_pc);
+      cf_buf_u2(o, (uint16_t)handler_pc);
+      cf_buf_u2(o, 0);
+      break;
+    }
     if (!j->covered[i] || (i > 0 && j->covered[i - 1])) continue;
     uint32_t k = i;
     while (k < L->n && j->covered[k]) k++;
@@ -703,7 +732,8 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
 static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ctx *cx,
                              cf_method_result *res, cf_error *err) {
   cf_member *m = &c->methods[mi];
-  memset(res, 0, sizeof *res);
+  res->refusal = CF_REFUSE_NONE;
+  res->why[0] = 0;
   res->method_index = mi;
   res->name = cf_cp_utf8(c, m->name);
   res->desc = cf_cp_utf8(c, m->desc);
@@ -729,10 +759,8 @@ static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ct
     e = stabilize(&j);
   }
   if (!e) {
-    uint32_t nret = 0;
-    for (uint32_t i = 0; i < j.L.n; i++) nret += j.L.in[i].kind == CF_K_RETURN;
     cf_buf_reserve(o, (size_t)cf_method_code_attr(c, m)->len + j.entry->len +
-                          (size_t)nret * j.exit->len + j.handler->len + 16u * j.L.n / 8 + 64);
+                          (size_t)j.nret * j.exit->len + j.handler->len + 4u * j.nspecial + 64);
     e = write_code_attr(&j, o);
   }
   if (!e) {
