@@ -140,6 +140,16 @@ int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms)
     return -1;
 }
 
+int cp_proc_count_log(const cp_proc_t *p, const char *needle)
+{
+    char *text = read_file(p->log, NULL);
+    int n = 0;
+    for (const char *at = text; at && (at = strstr(at, needle)); at += strlen(needle))
+        n++;
+    free(text);
+    return n;
+}
+
 int cp_run(const char *const *argv, char **out)
 {
     char tmpl[] = "/tmp/cmr-cp-run-XXXXXX";
@@ -364,10 +374,10 @@ int cp_java_compile(const char *const *sources, cp_classes_t *out)
     snprintf(cls, sizeof cls, "%s/classes", out->dir);
     mkdir(src, 0755);
     mkdir(cls, 0755);
-    const char *argv[64] = {jdk_bin("javac", javac, sizeof javac), "-g", "-d", cls};
+    const char *argv[72] = {jdk_bin("javac", javac, sizeof javac), "-g", "-d", cls};
     int n = 4;
-    char paths[32][400];
-    for (int i = 0; sources[2 * i] && i < 32; i++) {
+    char paths[64][400];
+    for (int i = 0; i < 64 && sources[2 * i]; i++) {
         snprintf(paths[i], sizeof paths[i], "%s/%s", src, sources[2 * i]);
         FILE *f = fopen(paths[i], "w");
         if (!f || fputs(sources[2 * i + 1], f) < 0 || fclose(f) != 0)

@@ -1,0 +1,162 @@
+/*
+ * test_cp_failover.c - two cmr-instrumenter processes in one consumer group share the
+ * agents (cmr.classes is keyed by agent id); one is killed with SIGKILL in the middle of
+ * the run, the other takes its partitions over, and every class of every agent still gets
+ * its Redefine (offsets are committed only after the answer is delivered and the cache
+ * write is durable, so what the dead worker had not finished is replayed).
+ *
+ * Usage: test_cp_failover CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_proc.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "cp_support.h"
+
+#define N_CLASSES 30
+#define N_AGENTS 10
+
+static const char *broker_bin, *config_bin, *instr_bin;
+
+static const char *env =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: gen\n"
+    "    sensors:\n"
+    "      - {sensor: timer, class: \"gen.*\", method: m}\n";
+
+static int start_worker(cp_proc_t *p, const char *bootstrap, const char *tmp, const char *name)
+{
+    char db[300], log[300];
+    snprintf(db, sizeof db, "%s/%s-db", tmp, name);
+    snprintf(log, sizeof log, "%s/%s.log", tmp, name);
+    const char *argv[] = {instr_bin, "--bootstrap", bootstrap, "--db", db, "-X", "kafka.session.timeout.ms=6000",
+                          "-X", "kafka.heartbeat.interval.ms=500", "--log-level", "debug", NULL};
+    return cp_proc_start(p, argv, log);
+}
+
+/* Reads every peer's commands once; marks answered classes. */
+static int collect(cp_peer_t *peers, unsigned char answered[N_AGENTS][N_CLASSES], int *total)
+{
+    for (int a = 0; a < N_AGENTS; a++) {
+        cmr_msg_t m;
+        while (cp_peer_next(&peers[a], 20, &m) == 1) {
+            int i;
+            if (m.type == CMR_MSG_REDEFINE && sscanf(m.u.redefine.class_name, "gen/C%d", &i) == 1 && i >= 0 &&
+                i < N_CLASSES && !answered[a][i]) {
+                answered[a][i] = 1;
+                (*total)++;
+            }
+            cmr_msg_free(&m);
+        }
+    }
+    return *total;
+}
+
+static void test_worker_killed_mid_run(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_ERROR);
+    char tmp[256];
+    assert_int_equal(cp_tmpdir(tmp, sizeof tmp), 0);
+    /* N_CLASSES tiny classes */
+    static char names[N_CLASSES][32], bodies[N_CLASSES][160];
+    const char *sources[2 * N_CLASSES + 2];
+    for (int i = 0; i < N_CLASSES; i++) {
+        snprintf(names[i], sizeof names[i], "C%d.java", i);
+        snprintf(bodies[i], sizeof bodies[i], "package gen;\npublic class C%d {\n  public int m(int x) {\n    return x + %d;\n  }\n}\n", i, i);
+        sources[2 * i] = names[i];
+        sources[2 * i + 1] = bodies[i];
+    }
+    sources[2 * N_CLASSES] = sources[2 * N_CLASSES + 1] = NULL;
+    cp_classes_t classes;
+    assert_int_equal(cp_java_compile(sources, &classes), 0);
+    assert_int_equal(classes.count, N_CLASSES);
+
+    broker_proc_t broker;
+    assert_int_equal(broker_proc_start(&broker, broker_bin, NULL), 0);
+    cmr_conf_t *conf = cmr_conf_new();
+    cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, env, NULL), 0);
+
+    cp_proc_t w[2];
+    assert_int_equal(start_worker(&w[0], broker.bootstrap, tmp, "a"), 0);
+    assert_int_equal(cp_proc_wait_log(&w[0], "event=instr.partitions_assigned", 30000), 0);
+    assert_int_equal(start_worker(&w[1], broker.bootstrap, tmp, "b"), 0);
+    assert_int_equal(cp_proc_wait_log(&w[1], "event=instr.partitions_assigned", 30000), 0);
+
+    static cp_peer_t peers[N_AGENTS];
+    for (int a = 0; a < N_AGENTS; a++) {
+        char name[32];
+        snprintf(name, sizeof name, "gen-%d", a);
+        assert_int_equal(cp_peer_open(&peers[a], conf, name, "host", "10.0.0.1"), 0);
+        snprintf(peers[a].env_id, sizeof peers[a].env_id, "gen");
+        peers[a].revision = 1;
+    }
+    static unsigned char answered[N_AGENTS][N_CLASSES];
+    int total = 0;
+    /* first half */
+    for (int a = 0; a < N_AGENTS; a++) {
+        for (int i = 0; i < N_CLASSES / 2; i++)
+            assert_int_equal(cp_peer_send_class(&peers[a], classes.items[i].name, 1, classes.items[i].bytes,
+                                                classes.items[i].len, CMR_CLASS_LOADED, 0), 0);
+        assert_int_equal(cp_peer_flush(&peers[a]), 0);
+    }
+    int64_t deadline = cp_mono_ms() + 60000;
+    while (collect(peers, answered, &total) < N_AGENTS * 3 && cp_mono_ms() < deadline)
+        ;
+    assert_true(total >= N_AGENTS * 3);
+    /* both workers were answering: the one killed had agents of its own */
+    assert_true(cp_proc_count_log(&w[0], "event=instr.redefine ") > 0);
+    assert_true(cp_proc_count_log(&w[1], "event=instr.redefine ") > 0);
+    int assigned_before = cp_proc_count_log(&w[1], "event=instr.partitions_assigned");
+    /* kill one worker in the middle of the run */
+    cp_proc_kill(&w[0]);
+    fprintf(stderr, "killed worker a after %d answers\n", total);
+    for (int a = 0; a < N_AGENTS; a++) {
+        for (int i = N_CLASSES / 2; i < N_CLASSES; i++)
+            assert_int_equal(cp_peer_send_class(&peers[a], classes.items[i].name, 1, classes.items[i].bytes,
+                                                classes.items[i].len, CMR_CLASS_LOADED, 0), 0);
+        assert_int_equal(cp_peer_flush(&peers[a]), 0);
+    }
+    deadline = cp_mono_ms() + 90000;
+    while (collect(peers, answered, &total) < N_AGENTS * N_CLASSES && cp_mono_ms() < deadline)
+        ;
+    /* the survivor took the dead worker's partitions over */
+    assert_true(cp_proc_count_log(&w[1], "event=instr.partitions_assigned") > assigned_before);
+    for (int a = 0; a < N_AGENTS; a++)
+        for (int i = 0; i < N_CLASSES; i++)
+            if (!answered[a][i])
+                fprintf(stderr, "agent gen-%d: class gen/C%d never answered\n", a, i);
+    assert_int_equal(total, N_AGENTS * N_CLASSES);
+
+    for (int a = 0; a < N_AGENTS; a++)
+        cp_peer_close(&peers[a]);
+    assert_int_equal(cp_proc_stop(&w[1]), 0);
+    cmr_conf_destroy(conf);
+    broker_proc_stop(&broker);
+    cp_classes_free(&classes);
+    cp_rmrf(tmp);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER\n", argv[0]);
+        return 2;
+    }
+    broker_bin = argv[1];
+    config_bin = argv[2];
+    instr_bin = argv[3];
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_worker_killed_mid_run)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
