@@ -516,10 +516,15 @@ static void test_tables_and_uninitialized(void **st) {
   uint8_t lnt[] = {0, 2, 0, 0, 0, 10, 0, 12, 0, 11};
   uint16_t nm = a_utf8(&a, "x"), ds = a_utf8(&a, "I");
   uint8_t lvt[] = {0, 1, 0, 0, 0, 13, (uint8_t)(nm >> 8), (uint8_t)nm, (uint8_t)(ds >> 8), (uint8_t)ds, 0, 0};
+  /* type annotations: new at pc 0 (offset_target) and local 0 over [0, 13) (localvar_target) */
+  uint16_t tn = a_utf8(&a, "Lp/T;");
+  uint8_t ta[] = {0, 2, 0x44, 0, 0, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0,
+                  0x40, 0, 1, 0, 4, 0, 9, 0, 0, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0};
   asm_attrs ca = {0};
   aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
   aa_add(&a, &ca, "LineNumberTable", lnt, sizeof lnt);
   aa_add(&a, &ca, "LocalVariableTable", lvt, sizeof lvt);
+  aa_add(&a, &ca, "RuntimeInvisibleTypeAnnotations", ta, sizeof ta);
   a_method(&a, 0x9, "u", "(I)V", code, sizeof code, 3, 1, NULL, 0, &ca);
   size_t n;
   uint8_t *b = a_finish(&a, "p/U", "java/lang/Object", &n);
@@ -548,6 +553,14 @@ static void test_tables_and_uninitialized(void **st) {
   assert_int_equal(cf_be16(v->data + 2), 0);
   assert_int_equal(cf_be16(v->data + 4), 25);      /* whole original code, not the handler */
   assert_int_equal(k.exc[0].end, 25);
+  const cf_attr *t = sub_attr(c, &k, "RuntimeInvisibleTypeAnnotations");
+  assert_non_null(t);
+  assert_int_equal(t->len, sizeof ta);
+  assert_int_equal(t->data[2], 0x44);
+  assert_int_equal(cf_be16(t->data + 3), 6);       /* the `new` moved from 0 to 6 */
+  assert_int_equal(t->data[10], 0x40);
+  assert_int_equal(cf_be16(t->data + 13), 10);     /* local range [4, 13=end) -> [10, 25=end) */
+  assert_int_equal(cf_be16(t->data + 15), 15);
   cf_code_release(&k);
   cf_class_free(c);
   cf_instrument_result_free(&r);
