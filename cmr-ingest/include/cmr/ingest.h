@@ -1,0 +1,344 @@
+/*
+ * ingest.h - cmr-ingest: call trees across threads and JVMs, assembled from the
+ * EventBatch stream (cmr.events), stored in RocksDB, queried, exported and replayed.
+ *
+ * Layers (one source file each, see src/):
+ *   stored batch   ing_batch.c   an EventBatch as stored: key (trace, agent, segment, seq)
+ *   tree           ing_tree.c    assembly of one trace's call tree from its batches (pure)
+ *   trace state    ing_state.c   per-trace incremental summary (dedup, root, completeness)
+ *   store          ing_store.c   one RocksDB per cmr.events partition + the meta store
+ *   engine         ing_engine.c  applies batches to stores, group-commits durably
+ *   names          ing_names.c   method and agent tables (cmr.methods, cmr.registrations)
+ *   reader         ing_reader.c  reads a whole topic by assign(), from the start or a time
+ *   query          ing_query.c   list with filters, show (text), JSON tree
+ *   export         ing_export.c  Chrome trace-event JSON, OTLP JSON
+ *   http           ing_http.c    loopback HTTP/1.1 JSON API
+ *   worker         ing_worker.c  the consumer-group worker (run)
+ *   replay         ing_replay.c  rebuild a fresh store from the topic
+ *
+ * See docs/INGEST.md for the store layout, the CLI and the HTTP API.
+ */
+#ifndef CMR_INGEST_H
+#define CMR_INGEST_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cmr/conf.h"
+#include "cmr/msg.h"
+
+/* --- stored batch ------------------------------------------------------------------- */
+
+#define CMR_INGEST_BATCH_KEY_LEN 36 /* trace(16) agent(8) segment(8) batch_seq(4), big endian */
+
+/* One EventBatch, flattened. Points into memory it does not own (a decoded message or a
+ * stored value). */
+typedef struct cmr_ingest_batch {
+    uint8_t trace_id[16];
+    uint64_t agent_id;
+    uint64_t segment_id;
+    int64_t thread_id;
+    const char *thread_name; /* not NUL-terminated: name_len bytes */
+    size_t name_len;
+    bool has_parent;
+    uint64_t parent_agent;
+    uint64_t parent_segment;
+    int64_t parent_seq;
+    int32_t batch_seq;
+    int64_t first_event_seq;
+    bool last;
+    int32_t dropped;
+    uint32_t event_count;
+    const uint8_t *events; /* event_count * CMR_EVENT_RECORD_SIZE bytes */
+} cmr_ingest_batch_t;
+
+/* Checks a decoded EventBatch (sizes, counts, sequence numbers) and flattens it.
+ * 0, or -1 with the reason in err. */
+int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen);
+void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN]);
+/* Stored value: a malloc'd buffer (*out, *len) the caller frees. 0 or -1. */
+int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len);
+/* Parses a stored key and value; out points into val. 0, or -1 when corrupt. */
+int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
+                            cmr_ingest_batch_t *out);
+
+/* --- tree --------------------------------------------------------------------------- */
+
+typedef enum cmr_tree_node_kind {
+    CMR_NODE_CALL = 0,     /* a method invocation */
+    CMR_NODE_REMOTE = 1,   /* a caller outside the CMR (foreign traceparent) */
+    CMR_NODE_MISSING = 2,  /* the parent of a segment that has not arrived (or was lost) */
+} cmr_tree_node_kind_t;
+
+#define CMR_NODE_NONE UINT32_MAX
+
+typedef struct cmr_tree_node {
+    cmr_tree_node_kind_t kind;
+    uint64_t method_id;
+    uint64_t agent_id;
+    uint64_t segment_id;
+    int64_t thread_id;
+    uint32_t thread_name; /* index into the tree's names, CMR_NODE_NONE when unknown */
+    int64_t event_seq;    /* index of the enter event in its segment; -1 for synthetic nodes */
+    int64_t start_ns;
+    int64_t end_ns;       /* for a running call: the latest timestamp seen in its segment */
+    bool running;         /* no exit yet */
+    bool exception;       /* exceptional exit */
+    bool lost_exit;       /* closed because a later event showed its exit was lost */
+    bool async;           /* first node of a segment linked under a node of another segment */
+    int64_t total_ns;
+    int64_t self_ns;      /* total minus the synchronous (same-segment) children */
+    uint32_t parent, first_child, next_sibling, depth;
+} cmr_tree_node_t;
+
+typedef struct cmr_tree {
+    uint8_t trace_id[16];
+    cmr_tree_node_t *nodes;
+    size_t count, cap;
+    uint32_t first_root; /* roots linked through next_sibling */
+    char **names;
+    size_t nnames;
+    int64_t start_ns, end_ns;
+    uint64_t events, dropped;
+    uint32_t segments, batches, gaps, unmatched; /* gaps: missing batches; unmatched exits */
+    uint32_t agents, threads;
+    bool complete;
+} cmr_tree_t;
+
+/* Assembles the tree of one trace from its batches, in any order, duplicates allowed
+ * (the same (agent, segment, batch_seq) counts once). Batches of other traces are
+ * ignored (the trace is that of batches[0]). 0, or -1 on out of memory. */
+int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *out);
+void cmr_tree_free(cmr_tree_t *t);
+
+/* --- trace summary ------------------------------------------------------------------ */
+
+enum {
+    CMR_TRACE_COMPLETE = 1,    /* every segment ended, no batch missing, every parent present */
+    CMR_TRACE_HAS_ROOT = 2,    /* the root segment (no parent) has arrived */
+    CMR_TRACE_REMOTE_ROOT = 4, /* the trace started outside the CMR */
+};
+
+typedef struct cmr_trace_summary {
+    uint8_t trace_id[16];
+    int64_t start_ns, end_ns;
+    uint64_t root_method;
+    uint64_t root_agent;
+    int64_t root_thread;
+    uint64_t events, dropped;
+    uint32_t segments, agents;
+    uint32_t flags;
+} cmr_trace_summary_t;
+
+#define CMR_TRACE_SUMMARY_LEN 84
+void cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_LEN]);
+int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *s);
+
+/* Per-trace incremental state: which batches were seen (duplicates are refused), time
+ * range, segments, agents and methods. Every derived value depends only on the set of
+ * batches, never on their order: a replay gives the same summary. */
+typedef struct cmr_trace_state cmr_trace_state_t;
+
+cmr_trace_state_t *cmr_trace_state_new(const uint8_t trace_id[16]);
+void cmr_trace_state_free(cmr_trace_state_t *s);
+/* 1 when the batch is new (applied), 0 for a duplicate, -1 on out of memory. New agents
+ * and methods are reported through the callbacks (may be NULL). */
+typedef void(cmr_trace_new_id_fn)(void *opaque, uint64_t id);
+int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr_trace_new_id_fn *on_agent,
+                          cmr_trace_new_id_fn *on_method, void *opaque);
+void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out);
+size_t cmr_trace_state_bytes(const cmr_trace_state_t *s);
+
+/* --- names (methods and agents) ----------------------------------------------------- */
+
+typedef struct cmr_names cmr_names_t;
+
+cmr_names_t *cmr_names_new(void);
+void cmr_names_free(cmr_names_t *n);
+/* Stored value formats, shared with the meta store. 0 or -1. */
+int cmr_names_put_method(cmr_names_t *n, const cmr_method_entry_t *m);
+int cmr_names_put_agent(cmr_names_t *n, const cmr_agent_registration_t *r);
+int cmr_names_load_method(cmr_names_t *n, uint64_t id, const void *val, size_t len);
+int cmr_names_load_agent(cmr_names_t *n, uint64_t id, const void *val, size_t len);
+/* Serialized values for the meta store (malloc'd). */
+char *cmr_names_method_value(const cmr_method_entry_t *m, size_t *len);
+char *cmr_names_agent_value(const cmr_agent_registration_t *r, size_t *len);
+/* "com.example.Foo.bar(I)V", or "method#<hex>" when unknown; into buf. */
+const char *cmr_names_method(const cmr_names_t *n, uint64_t id, char *buf, size_t len);
+/* "name@host pid N", or "agent#<hex>"; into buf. */
+const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t len);
+/* Ids of methods whose display name contains `pattern` (or equals it as 16 hex digits).
+ * Returns the count; *ids malloc'd. */
+size_t cmr_names_find_methods(const cmr_names_t *n, const char *pattern, uint64_t **ids);
+size_t cmr_names_find_agents(const cmr_names_t *n, const char *pattern, uint64_t **ids);
+
+/* --- store -------------------------------------------------------------------------- */
+
+/* A store root holds one RocksDB per cmr.events partition (p000, p001, ...), so a
+ * partition's history moves with the partition from worker to worker, and meta stores
+ * (meta/0, meta/1, ...: one per running worker) with the method and agent tables. */
+typedef struct cmr_store cmr_store_t;
+
+typedef struct cmr_store_opts {
+    bool read_only;
+    bool sync;                  /* fsync the WAL at every group commit (default true) */
+    int64_t retention_age_ms;   /* 0: keep forever */
+    int64_t retention_bytes;    /* per partition; 0: no bound */
+} cmr_store_opts_t;
+
+enum {
+    CMR_CF_BATCHES, CMR_CF_TRACES, CMR_CF_IDX_TIME, CMR_CF_IDX_DURATION, CMR_CF_IDX_ROOT,
+    CMR_CF_IDX_AGENT, CMR_CF_IDX_METHOD, CMR_CF__COUNT
+};
+
+/* Opens (creating it unless read-only) the store of `partition` under root. When the
+ * store is locked by another process (a worker giving the partition up), retries for up
+ * to wait_ms. NULL with err filled. */
+cmr_store_t *cmr_store_open_partition(const char *root, int partition, const cmr_store_opts_t *o, int wait_ms,
+                                      char *err, size_t errlen);
+/* Opens the first free meta slot (or, read-only, slot `slot`). */
+cmr_store_t *cmr_store_open_meta(const char *root, int slot, const cmr_store_opts_t *o, char *err, size_t errlen);
+void cmr_store_close(cmr_store_t *s);
+int cmr_store_partition(const cmr_store_t *s);
+/* Partitions present under root (sorted); returns the count, *parts malloc'd. */
+size_t cmr_store_list_partitions(const char *root, int **parts);
+size_t cmr_store_list_meta(const char *root, int **slots);
+
+/* Raw access for the engine and queries. */
+void *cmr_store_db(cmr_store_t *s);              /* rocksdb_t* */
+void *cmr_store_cf(cmr_store_t *s, int cf);      /* rocksdb_column_family_handle_t* */
+/* Writes a rocksdb_writebatch_t durably (WAL, fsync when opts.sync). 0 or -1. */
+int cmr_store_write(cmr_store_t *s, void *writebatch, char *err, size_t errlen);
+/* Every batch of a trace. *batches (malloc'd) point into *vals (malloc'd, free both with
+ * cmr_store_batches_free). Returns the count, -1 on error. */
+int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches,
+                            void **vals);
+void cmr_store_batches_free(cmr_ingest_batch_t *batches, void *vals);
+int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_summary_t *out); /* 1, 0, -1 */
+/* Loads every method and agent of a meta store into names. */
+int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names);
+/* Deletes traces older than the age bound, then the oldest until under the size bound.
+ * Returns the number of traces deleted. */
+long cmr_store_retention(cmr_store_t *s, int64_t now_ns);
+/* Deletes one trace: batches, summary, index entries. */
+int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16]);
+
+/* Index keys (big endian so that byte order is numeric order). */
+void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], uint8_t dur_key[24],
+                          uint8_t root_key[32]);
+
+/* --- engine ------------------------------------------------------------------------- */
+
+/* Applies batches to partition stores and commits them in groups: everything added
+ * since the last cmr_ingest_engine_flush() becomes durable at the next flush. */
+typedef struct cmr_ingest_engine cmr_ingest_engine_t;
+
+typedef struct cmr_ingest_stats {
+    uint64_t batches, events, duplicates, rejected, flushes, traces_touched;
+    uint64_t methods, agents;
+} cmr_ingest_stats_t;
+
+cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen);
+void cmr_ingest_engine_free(cmr_ingest_engine_t *e);
+/* Opens / closes the store of a partition (close flushes first). 0 or -1. */
+int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int wait_ms);
+int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
+/* Adds one EventBatch received on `partition`. 1 applied, 0 duplicate, -1 rejected as
+ * malformed (err says why; nothing changed), -2 cannot be stored (partition not open,
+ * out of memory): the caller must not mark the record done. */
+int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err,
+                          size_t errlen);
+int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m);
+int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r);
+/* Writes everything added since the last flush, durably. 0 or -1 (then nothing may be
+ * marked done: the caller exits and the records come again). */
+int cmr_ingest_engine_flush(cmr_ingest_engine_t *e);
+size_t cmr_ingest_engine_pending(const cmr_ingest_engine_t *e);
+void cmr_ingest_engine_stats(const cmr_ingest_engine_t *e, cmr_ingest_stats_t *out);
+const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e);
+/* Runs retention on every open partition. */
+long cmr_ingest_engine_retention(cmr_ingest_engine_t *e);
+
+/* --- query -------------------------------------------------------------------------- */
+
+/* A read view over a store root: every partition (read-only) plus the names. */
+typedef struct cmr_ingest_view cmr_ingest_view_t;
+
+typedef struct cmr_trace_filter {
+    int64_t from_ns, to_ns;     /* start time range, 0 = open */
+    int64_t min_duration_ns;
+    const char *root_method;    /* substring of the root method's name, or its hex id */
+    const char *agent;          /* substring of "name@host", or the hex agent id */
+    const char *contains;       /* a method in the trace: substring or hex id */
+    bool slowest;               /* order by duration, longest first (default: newest first) */
+    size_t limit;               /* 0 = 50 */
+} cmr_trace_filter_t;
+
+cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errlen);
+void cmr_ingest_view_free(cmr_ingest_view_t *v);
+const cmr_names_t *cmr_ingest_view_names(const cmr_ingest_view_t *v);
+/* Matching summaries, sorted; *out malloc'd. Returns the count or -1. */
+long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr_trace_summary_t **out);
+/* The tree of a trace: 1 found, 0 unknown, -1 error. */
+int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_tree_t *out);
+
+/* Output (deterministic: the same store content gives the same bytes). */
+void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count);
+void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t);
+/* JSON texts (malloc'd). */
+char *cmr_ingest_list_json(const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count);
+char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t);
+/* Parses a filter from "key=value&..." (HTTP query) or sets one key (CLI). 0 or -1. */
+int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *value, char *err, size_t errlen);
+/* "2026-11-21T21:40:00Z", "...123Z", unix seconds/ms/ns, or "-10m" (relative). */
+int cmr_ingest_parse_time(const char *s, int64_t *ns);
+int cmr_ingest_parse_duration(const char *s, int64_t *ns); /* "12ms", "1.5s", "300us", "10ns" */
+
+/* --- export ------------------------------------------------------------------------- */
+
+char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t);
+char *cmr_ingest_export_otlp(const cmr_names_t *n, const cmr_tree_t *t);
+
+/* --- reader, worker, replay, http --------------------------------------------------- */
+
+typedef struct cmr_ingest_reader cmr_ingest_reader_t;
+typedef struct cmr_ingest_rec {
+    const void *payload;
+    size_t len;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;
+} cmr_ingest_rec_t;
+
+/* Assigns every partition of topic from its beginning, or from the first message at or
+ * after since_ms (> 0). */
+cmr_ingest_reader_t *cmr_ingest_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err,
+                                           size_t errlen);
+void cmr_ingest_reader_free(cmr_ingest_reader_t *r);
+int cmr_ingest_reader_poll(cmr_ingest_reader_t *r, int timeout_ms, cmr_ingest_rec_t *out);
+bool cmr_ingest_reader_caught_up(const cmr_ingest_reader_t *r);
+int cmr_ingest_reader_partitions(const cmr_ingest_reader_t *r);
+/* Messages between the start positions and the ends seen at start (for progress). */
+int64_t cmr_ingest_reader_total(const cmr_ingest_reader_t *r);
+
+/* Store options from ingest.sync / ingest.retention.*: 0, or -1 with err filled. */
+int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen);
+int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop);
+int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress);
+
+typedef struct cmr_ingest_http cmr_ingest_http_t;
+typedef struct cmr_ingest_http_source {
+    /* Runs a query with a fresh view; the server owns no store. */
+    const char *root;
+} cmr_ingest_http_source_t;
+/* Serves the JSON API on addr:port (port 0 picks one) in its own thread. */
+cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, char *err, size_t errlen);
+int cmr_ingest_http_port(const cmr_ingest_http_t *h);
+void cmr_ingest_http_stop(cmr_ingest_http_t *h);
+/* Answers one request (method, target) -> status, body (malloc'd JSON). For tests. */
+int cmr_ingest_http_answer(const char *root, const char *method, const char *target, char **body);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * ing_batch.c - an EventBatch as cmr-ingest stores it.
+ *
+ * Key (36 bytes, big endian): trace id | agent id | segment id | batch_seq. All batches of
+ * a trace are adjacent and in (agent, segment, sequence) order, and a redelivered batch
+ * overwrites itself: the write is idempotent.
+ *
+ * Value (little endian): version(1)=1 | thread id(8) | first_event_seq(8) | flags(1:
+ * bit0 last, bit1 parent) | parent agent(8) | parent segment(8) | parent seq(8) |
+ * dropped(4) | event_count(4) | name length(2) | name | events (event_count * 24).
+ * The events bytes are the agent's bytes, unchanged.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/event.h"
+#include "cmr/ingest.h"
+#include "ing_bytes.h"
+
+#define HDR_LEN (1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2)
+#define MAX_NAME 65535u
+
+int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (m->event_count < 0 || (size_t)m->event_count * CMR_EVENT_RECORD_SIZE != m->events.len) {
+        snprintf(err, errlen, "event_count %d does not match %zu bytes of events", m->event_count, m->events.len);
+        return -1;
+    }
+    if (m->batch_seq < 0 || m->batch_seq > (1 << 24) || m->first_event_seq < 0) {
+        snprintf(err, errlen, "batch_seq %d (0..16777216) or first_event_seq %lld out of range", m->batch_seq,
+                 (long long)m->first_event_seq);
+        return -1;
+    }
+    static const uint8_t zero[16];
+    if (!memcmp(m->trace_id, zero, 16)) {
+        snprintf(err, errlen, "trace id is all zero");
+        return -1;
+    }
+    memcpy(out->trace_id, m->trace_id, 16);
+    out->agent_id = (uint64_t)m->agent_id;
+    out->segment_id = (uint64_t)m->segment_id;
+    out->thread_id = m->thread_id;
+    out->thread_name = m->thread_name ? m->thread_name : "";
+    out->name_len = strlen(out->thread_name);
+    if (out->name_len > MAX_NAME)
+        out->name_len = MAX_NAME;
+    if (m->parent) {
+        out->has_parent = true;
+        out->parent_agent = (uint64_t)m->parent->agent_id;
+        out->parent_segment = (uint64_t)m->parent->segment_id;
+        out->parent_seq = m->parent->event_seq;
+        if (out->parent_agent == out->agent_id && out->parent_segment == out->segment_id) {
+            snprintf(err, errlen, "segment names itself as its parent");
+            return -1;
+        }
+    }
+    out->batch_seq = m->batch_seq;
+    out->first_event_seq = m->first_event_seq;
+    out->last = m->last;
+    out->dropped = m->dropped < 0 ? 0 : m->dropped;
+    out->event_count = (uint32_t)m->event_count;
+    out->events = m->events.data;
+    return 0;
+}
+
+void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN])
+{
+    memcpy(key, b->trace_id, 16);
+    ing_put_be64(key + 16, b->agent_id);
+    ing_put_be64(key + 24, b->segment_id);
+    ing_put_be32(key + 32, (uint32_t)b->batch_seq);
+}
+
+int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len)
+{
+    size_t ev = (size_t)b->event_count * CMR_EVENT_RECORD_SIZE;
+    size_t n = HDR_LEN + b->name_len + ev;
+    uint8_t *p = malloc(n);
+    if (!p)
+        return -1;
+    uint8_t *q = p;
+    *q++ = 1;
+    cmr_put_le64(q, (uint64_t)b->thread_id), q += 8;
+    cmr_put_le64(q, (uint64_t)b->first_event_seq), q += 8;
+    *q++ = (uint8_t)((b->last ? 1 : 0) | (b->has_parent ? 2 : 0));
+    cmr_put_le64(q, b->parent_agent), q += 8;
+    cmr_put_le64(q, b->parent_segment), q += 8;
+    cmr_put_le64(q, (uint64_t)b->parent_seq), q += 8;
+    cmr_put_le32(q, (uint32_t)b->dropped), q += 4;
+    cmr_put_le32(q, b->event_count), q += 4;
+    *q++ = (uint8_t)(b->name_len & 0xff);
+    *q++ = (uint8_t)(b->name_len >> 8);
+    memcpy(q, b->thread_name, b->name_len), q += b->name_len;
+    if (ev)
+        memcpy(q, b->events, ev);
+    *out = p;
+    *len = n;
+    return 0;
+}
+
+int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
+                            cmr_ingest_batch_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || val[0] != 1)
+        return -1;
+    memcpy(out->trace_id, key, 16);
+    out->agent_id = ing_be64(key + 16);
+    out->segment_id = ing_be64(key + 24);
+    out->batch_seq = (int32_t)ing_be32(key + 32);
+    const uint8_t *q = val + 1;
+    out->thread_id = (int64_t)cmr_le64(q), q += 8;
+    out->first_event_seq = (int64_t)cmr_le64(q), q += 8;
+    uint8_t flags = *q++;
+    out->last = flags & 1;
+    out->has_parent = (flags & 2) != 0;
+    out->parent_agent = cmr_le64(q), q += 8;
+    out->parent_segment = cmr_le64(q), q += 8;
+    out->parent_seq = (int64_t)cmr_le64(q), q += 8;
+    out->dropped = (int32_t)cmr_le32(q), q += 4;
+    out->event_count = cmr_le32(q), q += 4;
+    out->name_len = (size_t)q[0] | (size_t)q[1] << 8;
+    q += 2;
+    size_t rest = vlen - HDR_LEN;
+    if (out->name_len > rest || (rest - out->name_len) != (size_t)out->event_count * CMR_EVENT_RECORD_SIZE)
+        return -1;
+    out->thread_name = (const char *)q;
+    out->events = q + out->name_len;
+    return 0;
+}

@@ -1,0 +1,428 @@
+/*
+ * ing_engine.c - applies EventBatches to the partition stores and commits them in groups.
+ *
+ * For every batch: validate, find the trace's state (in memory, or rebuilt from the
+ * store's batches after a restart), drop it when (agent, segment, batch_seq) was seen,
+ * otherwise queue in the partition's write batch: the stored batch, and the agent and
+ * method index entries the trace did not have yet. At flush, every trace that changed
+ * gets its summary recomputed; when it differs from the stored one, the old time /
+ * duration / root index entries are deleted and the new ones written with it. Then one
+ * RocksDB write per touched partition (WAL, fsync): only after that may the caller mark
+ * the records done. Every write is keyed by what it describes, so a record that comes
+ * again (after a crash between write and commit) changes nothing.
+ *
+ * Memory: trace states of a partition are dropped after a flush when there are more
+ * than `max_traces` of them; they are rebuilt from the store when a trace gets more.
+ *
+ * Ownership: the engine owns its stores, write batches and states.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rocksdb/c.h>
+
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+#include "cmr/log.h"
+#include "ing_bytes.h"
+
+#define MAX_PARTITIONS 4096
+#define MAX_TRACES_PER_PART 20000
+
+typedef struct trace_entry {
+    uint8_t id[16];
+    cmr_trace_state_t *st;
+    uint8_t stored[CMR_TRACE_SUMMARY_LEN];
+    bool has_stored, dirty;
+    struct trace_entry *next_dirty;
+} trace_entry_t;
+
+typedef struct part {
+    int partition;
+    cmr_store_t *store;
+    rocksdb_writebatch_t *wb;
+    size_t wb_count;
+    trace_entry_t **map; /* open addressing on the trace id */
+    size_t count, cap;
+    trace_entry_t *dirty;
+} part_t;
+
+struct cmr_ingest_engine {
+    char root[4096];
+    cmr_store_opts_t o;
+    part_t *parts[MAX_PARTITIONS];
+    cmr_store_t *meta;
+    rocksdb_writebatch_t *meta_wb;
+    size_t pending;
+    cmr_ingest_stats_t stats;
+};
+
+cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
+{
+    cmr_ingest_engine_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(e->root, sizeof e->root, "%s", root);
+    e->o = *o;
+    e->meta = cmr_store_open_meta(root, 0, o, err, errlen);
+    if (!e->meta) {
+        free(e);
+        return NULL;
+    }
+    e->meta_wb = rocksdb_writebatch_create();
+    return e;
+}
+
+static void free_entries(part_t *p)
+{
+    for (size_t i = 0; i < p->cap; i++)
+        if (p->map[i]) {
+            cmr_trace_state_free(p->map[i]->st);
+            free(p->map[i]);
+        }
+    free(p->map);
+    p->map = NULL;
+    p->count = p->cap = 0;
+    p->dirty = NULL;
+}
+
+void cmr_ingest_engine_free(cmr_ingest_engine_t *e)
+{
+    if (!e)
+        return;
+    cmr_ingest_engine_flush(e);
+    for (int i = 0; i < MAX_PARTITIONS; i++)
+        if (e->parts[i])
+            cmr_ingest_engine_close_partition(e, i);
+    rocksdb_writebatch_destroy(e->meta_wb);
+    cmr_store_close(e->meta);
+    free(e);
+}
+
+const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e)
+{
+    return e->root;
+}
+
+int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int wait_ms)
+{
+    if (partition < 0 || partition >= MAX_PARTITIONS)
+        return -1;
+    if (e->parts[partition])
+        return 0;
+    char err[1024];
+    part_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    p->partition = partition;
+    p->store = cmr_store_open_partition(e->root, partition, &e->o, wait_ms, err, sizeof err);
+    if (!p->store) {
+        cmr_log(CMR_LOG_ERROR, "ingest.store_open_failed", "partition=%d error=\"%s\"", partition, err);
+        free(p);
+        return -1;
+    }
+    p->wb = rocksdb_writebatch_create();
+    e->parts[partition] = p;
+    cmr_log(CMR_LOG_INFO, "ingest.partition_opened", "partition=%d", partition);
+    return 0;
+}
+
+int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition)
+{
+    if (partition < 0 || partition >= MAX_PARTITIONS || !e->parts[partition])
+        return 0;
+    int rc = cmr_ingest_engine_flush(e);
+    part_t *p = e->parts[partition];
+    free_entries(p);
+    rocksdb_writebatch_destroy(p->wb);
+    cmr_store_close(p->store);
+    free(p);
+    e->parts[partition] = NULL;
+    cmr_log(CMR_LOG_INFO, "ingest.partition_closed", "partition=%d", partition);
+    return rc;
+}
+
+static size_t hash_id(const uint8_t id[16], size_t cap)
+{
+    uint64_t a, b;
+    memcpy(&a, id, 8);
+    memcpy(&b, id + 8, 8);
+    return (size_t)((a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull >> 20) & (cap - 1);
+}
+
+static trace_entry_t *map_find(part_t *p, const uint8_t id[16])
+{
+    if (!p->cap)
+        return NULL;
+    for (size_t h = hash_id(id, p->cap);; h = (h + 1) & (p->cap - 1)) {
+        if (!p->map[h])
+            return NULL;
+        if (!memcmp(p->map[h]->id, id, 16))
+            return p->map[h];
+    }
+}
+
+static int map_insert(part_t *p, trace_entry_t *t)
+{
+    if ((p->count + 1) * 2 > p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        trace_entry_t **m = calloc(cap, sizeof *m);
+        if (!m)
+            return -1;
+        for (size_t i = 0; i < p->cap; i++)
+            if (p->map[i]) {
+                size_t h = hash_id(p->map[i]->id, cap);
+                while (m[h])
+                    h = (h + 1) & (cap - 1);
+                m[h] = p->map[i];
+            }
+        free(p->map);
+        p->map = m;
+        p->cap = cap;
+    }
+    size_t h = hash_id(t->id, p->cap);
+    while (p->map[h])
+        h = (h + 1) & (p->cap - 1);
+    p->map[h] = t;
+    p->count++;
+    return 0;
+}
+
+/* The trace's state: in memory, or rebuilt from what the store holds. */
+static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
+{
+    trace_entry_t *t = map_find(p, id);
+    if (t)
+        return t;
+    t = calloc(1, sizeof *t);
+    if (!t || !(t->st = cmr_trace_state_new(id))) {
+        free(t);
+        return NULL;
+    }
+    memcpy(t->id, id, 16);
+    cmr_trace_summary_t sum;
+    if (cmr_store_get_summary(p->store, id, &sum) == 1) {
+        t->has_stored = true;
+        cmr_trace_summary_encode(&sum, t->stored);
+        cmr_ingest_batch_t *b;
+        void *vals;
+        int n = cmr_store_trace_batches(p->store, id, &b, &vals);
+        for (int i = 0; i < n; i++)
+            cmr_trace_state_apply(t->st, &b[i], NULL, NULL, NULL);
+        if (n >= 0)
+            cmr_store_batches_free(b, vals);
+    }
+    if (map_insert(p, t) != 0) {
+        cmr_trace_state_free(t->st);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+typedef struct idx_ctx {
+    part_t *p;
+    const uint8_t *trace;
+} idx_ctx_t;
+
+static void put_idx(idx_ctx_t *c, int cf, uint64_t id)
+{
+    uint8_t k[24];
+    ing_put_be64(k, id);
+    memcpy(k + 8, c->trace, 16);
+    rocksdb_writebatch_put_cf(c->p->wb, cmr_store_cf(c->p->store, cf), (const char *)k, 24, "", 0);
+}
+
+static void on_agent(void *o, uint64_t id)
+{
+    put_idx(o, CMR_CF_IDX_AGENT, id);
+}
+
+static void on_method(void *o, uint64_t id)
+{
+    put_idx(o, CMR_CF_IDX_METHOD, id);
+}
+
+int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen)
+{
+    cmr_ingest_batch_t b;
+    if (cmr_ingest_batch_from_msg(m, &b, err, errlen) != 0) {
+        e->stats.rejected++;
+        return -1;
+    }
+    part_t *p = partition >= 0 && partition < MAX_PARTITIONS ? e->parts[partition] : NULL;
+    if (!p) {
+        snprintf(err, errlen, "partition %d is not open", partition);
+        return -2;
+    }
+    trace_entry_t *t = get_trace(p, b.trace_id);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -2;
+    }
+    idx_ctx_t ctx = {p, b.trace_id};
+    int r = cmr_trace_state_apply(t->st, &b, on_agent, on_method, &ctx);
+    if (r < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -2;
+    }
+    if (r == 0) {
+        e->stats.duplicates++;
+        return 0;
+    }
+    uint8_t key[CMR_INGEST_BATCH_KEY_LEN];
+    cmr_ingest_batch_key(&b, key);
+    uint8_t *val;
+    size_t vlen;
+    if (cmr_ingest_batch_encode(&b, &val, &vlen) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -2;
+    }
+    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_BATCHES), (const char *)key, sizeof key,
+                              (const char *)val, vlen);
+    free(val);
+    p->wb_count++;
+    if (!t->dirty) {
+        t->dirty = true;
+        t->next_dirty = p->dirty;
+        p->dirty = t;
+    }
+    e->pending++;
+    e->stats.batches++;
+    e->stats.events += b.event_count;
+    return 1;
+}
+
+static void put_id_value(cmr_ingest_engine_t *e, int cf, uint64_t id, const char *v, size_t len)
+{
+    uint8_t k[8];
+    ing_put_be64(k, id);
+    rocksdb_writebatch_put_cf(e->meta_wb, cmr_store_cf(e->meta, cf), (const char *)k, 8, v, len);
+    e->pending++;
+}
+
+int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m)
+{
+    size_t len;
+    char *v = cmr_names_method_value(m, &len);
+    if (!v)
+        return -1;
+    put_id_value(e, 0, (uint64_t)m->method_id, v, len); /* meta cf 0 = methods */
+    free(v);
+    e->stats.methods++;
+    return 0;
+}
+
+int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r)
+{
+    size_t len;
+    char *v = cmr_names_agent_value(r, &len);
+    if (!v)
+        return -1;
+    uint64_t id = cmr_agent_id(r->agent_name ? r->agent_name : "", r->hostname ? r->hostname : "");
+    put_id_value(e, 1, id, v, len); /* meta cf 1 = agents */
+    free(v);
+    e->stats.agents++;
+    return 0;
+}
+
+/* Queues the summary of a changed trace and moves its time / duration / root entries. */
+static void write_summary(part_t *p, trace_entry_t *t)
+{
+    cmr_trace_summary_t now, old;
+    cmr_trace_state_summary(t->st, &now);
+    uint8_t enc[CMR_TRACE_SUMMARY_LEN];
+    cmr_trace_summary_encode(&now, enc);
+    if (t->has_stored && !memcmp(enc, t->stored, sizeof enc))
+        return;
+    uint8_t tk[24], dk[24], rk[32], otk[24], odk[24], ork[32];
+    cmr_store_index_keys(&now, tk, dk, rk);
+    if (t->has_stored) {
+        cmr_trace_summary_decode(t->stored, sizeof t->stored, &old);
+        cmr_store_index_keys(&old, otk, odk, ork);
+        if (memcmp(tk, otk, 24))
+            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
+        if (memcmp(dk, odk, 24))
+            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)odk, 24);
+        if (memcmp(rk, ork, 32))
+            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)ork, 32);
+    }
+    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)tk, 24, "", 0);
+    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)dk, 24, "", 0);
+    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)rk, 32, "", 0);
+    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_TRACES), (const char *)t->id, 16, (const char *)enc,
+                              sizeof enc);
+    memcpy(t->stored, enc, sizeof enc);
+    t->has_stored = true;
+}
+
+int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
+{
+    char err[1024];
+    int rc = 0;
+    for (int i = 0; i < MAX_PARTITIONS; i++) {
+        part_t *p = e->parts[i];
+        if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb)))
+            continue;
+        for (trace_entry_t *t = p->dirty, *next; t; t = next) {
+            next = t->next_dirty;
+            write_summary(p, t);
+            t->dirty = false;
+            t->next_dirty = NULL;
+            e->stats.traces_touched++;
+        }
+        p->dirty = NULL;
+        if (cmr_store_write(p->store, p->wb, err, sizeof err) != 0) {
+            cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"%s\"", i, err);
+            rc = -1;
+        }
+        rocksdb_writebatch_clear(p->wb);
+        p->wb_count = 0;
+        if (p->count > MAX_TRACES_PER_PART)
+            free_entries(p);
+    }
+    if (rocksdb_writebatch_count(e->meta_wb)) {
+        if (cmr_store_write(e->meta, e->meta_wb, err, sizeof err) != 0) {
+            cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "store=meta error=\"%s\"", err);
+            rc = -1;
+        }
+        rocksdb_writebatch_clear(e->meta_wb);
+    }
+    e->pending = 0;
+    e->stats.flushes++;
+    return rc;
+}
+
+size_t cmr_ingest_engine_pending(const cmr_ingest_engine_t *e)
+{
+    return e->pending;
+}
+
+void cmr_ingest_engine_stats(const cmr_ingest_engine_t *e, cmr_ingest_stats_t *out)
+{
+    *out = e->stats;
+}
+
+long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
+{
+    if (cmr_ingest_engine_flush(e) != 0)
+        return -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    long total = 0;
+    for (int i = 0; i < MAX_PARTITIONS; i++)
+        if (e->parts[i]) {
+            long n = cmr_store_retention(e->parts[i]->store, now);
+            if (n > 0) {
+                free_entries(e->parts[i]); /* rebuilt from the store when needed */
+                total += n;
+            }
+        }
+    return total;
+}

@@ -1,0 +1,183 @@
+/*
+ * ing_export.c - exports one trace:
+ *
+ *  - Chrome trace-event JSON ({"traceEvents": [...]}, complete events "ph":"X" with
+ *    microsecond ts/dur relative to the trace start, pid = JVM, tid = thread, plus
+ *    process_name / thread_name metadata): opens in Perfetto and chrome://tracing.
+ *  - OTLP JSON (resourceSpans, one resource per JVM with service.name, scopeSpans "cmr",
+ *    spans with hex traceId / spanId / parentSpanId and unix-nano start / end as strings,
+ *    the protobuf JSON mapping). A span id is derived from (agent, segment, event seq),
+ *    so it is stable across exports and replays. Synthetic nodes are not spans: children
+ *    of a remote caller name the foreign parent-id as parentSpanId.
+ *
+ * Ownership: returns malloc'd JSON text.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t span_id(const cmr_tree_node_t *x)
+{
+    uint64_t v = mix(x->agent_id ^ mix(x->segment_id ^ mix((uint64_t)x->event_seq + 0x9E3779B97F4A7C15ull)));
+    return v ? v : 1;
+}
+
+/* Distinct agents of the tree in first-appearance order (pre-order). */
+static size_t agents_of(const cmr_tree_t *t, uint64_t **out)
+{
+    uint64_t *a = malloc((t->count + 1) * sizeof *a);
+    size_t n = 0;
+    if (!a)
+        return 0;
+    for (size_t i = 0; i < t->count; i++) {
+        if (t->nodes[i].kind != CMR_NODE_CALL)
+            continue;
+        size_t k = 0;
+        while (k < n && a[k] != t->nodes[i].agent_id)
+            k++;
+        if (k == n)
+            a[n++] = t->nodes[i].agent_id;
+    }
+    *out = a;
+    return n;
+}
+
+static size_t agent_index(const uint64_t *a, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] == id)
+            return i;
+    return 0;
+}
+
+char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t)
+{
+    uint64_t *agents = NULL;
+    size_t na = agents_of(t, &agents);
+    json_t *ev = json_array();
+    char buf[1024];
+    for (size_t i = 0; i < na; i++) {
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "name", "process_name", "ph", "M", "pid",
+                                            (json_int_t)(i + 1), "tid", (json_int_t)0, "args", "name",
+                                            cmr_names_agent(n, agents[i], buf, sizeof buf)));
+    }
+    for (size_t i = 0; i < t->count; i++) { /* thread names, once per (JVM, thread) */
+        const cmr_tree_node_t *x = &t->nodes[i];
+        if (x->kind != CMR_NODE_CALL || x->event_seq != 0)
+            continue;
+        const char *name = x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : "thread";
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "name", "thread_name", "ph", "M", "pid",
+                                            (json_int_t)(agent_index(agents, na, x->agent_id) + 1), "tid",
+                                            (json_int_t)x->thread_id, "args", "name", name));
+    }
+    for (size_t i = 0; i < t->count; i++) {
+        const cmr_tree_node_t *x = &t->nodes[i];
+        if (x->kind != CMR_NODE_CALL)
+            continue;
+        json_t *e = json_object();
+        json_object_set_new(e, "name", json_string(cmr_names_method(n, x->method_id, buf, sizeof buf)));
+        json_object_set_new(e, "cat", json_string(x->async ? "call,async" : "call"));
+        json_object_set_new(e, "ph", json_string("X"));
+        json_object_set_new(e, "ts", json_real((double)(x->start_ns - t->start_ns) / 1000.0));
+        json_object_set_new(e, "dur", json_real((double)x->total_ns / 1000.0));
+        json_object_set_new(e, "pid", json_integer((json_int_t)(agent_index(agents, na, x->agent_id) + 1)));
+        json_object_set_new(e, "tid", json_integer(x->thread_id));
+        json_object_set_new(e, "args", json_pack("{s:I,s:b,s:b}", "self_ns", (json_int_t)x->self_ns, "running",
+                                                 x->running, "exception", x->exception));
+        json_array_append_new(ev, e);
+    }
+    free(agents);
+    char id[33];
+    cmr_hex(t->trace_id, 16, id);
+    json_t *o = json_pack("{s:o,s:s,s:{s:s}}", "traceEvents", ev, "displayTimeUnit", "ns", "otherData", "trace_id", id);
+    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_INDENT(1));
+    json_decref(o);
+    return out;
+}
+
+static json_t *attr_str(const char *k, const char *v)
+{
+    return json_pack("{s:s,s:{s:s}}", "key", k, "value", "stringValue", v);
+}
+
+static json_t *attr_int(const char *k, int64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%" PRId64, v);
+    return json_pack("{s:s,s:{s:s}}", "key", k, "value", "intValue", s);
+}
+
+static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tree_node_t *x, const char *trace_hex)
+{
+    char sid[17], pid[17] = "", buf[1024], ts[32], te[32];
+    snprintf(sid, sizeof sid, "%016" PRIx64, span_id(x));
+    if (x->parent != CMR_NODE_NONE) {
+        const cmr_tree_node_t *p = &t->nodes[x->parent];
+        if (p->kind == CMR_NODE_CALL)
+            snprintf(pid, sizeof pid, "%016" PRIx64, span_id(p));
+        else if (p->kind == CMR_NODE_REMOTE)
+            snprintf(pid, sizeof pid, "%016" PRIx64, p->segment_id);
+    }
+    snprintf(ts, sizeof ts, "%" PRId64, x->start_ns);
+    snprintf(te, sizeof te, "%" PRId64, x->end_ns);
+    json_t *attrs = json_array();
+    json_array_append_new(attrs, attr_str("thread.name", x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : ""));
+    json_array_append_new(attrs, attr_int("thread.id", x->thread_id));
+    json_array_append_new(attrs, attr_int("cmr.self_ns", x->self_ns));
+    if (x->running)
+        json_array_append_new(attrs, attr_str("cmr.state", "running"));
+    json_t *s = json_object();
+    json_object_set_new(s, "traceId", json_string(trace_hex));
+    json_object_set_new(s, "spanId", json_string(sid));
+    json_object_set_new(s, "parentSpanId", json_string(pid));
+    json_object_set_new(s, "name", json_string(cmr_names_method(n, x->method_id, buf, sizeof buf)));
+    json_object_set_new(s, "kind", json_integer(1)); /* SPAN_KIND_INTERNAL */
+    json_object_set_new(s, "startTimeUnixNano", json_string(ts));
+    json_object_set_new(s, "endTimeUnixNano", json_string(te));
+    json_object_set_new(s, "attributes", attrs);
+    json_object_set_new(s, "status", x->exception ? json_pack("{s:i,s:s}", "code", 2, "message", "exception")
+                                                  : json_pack("{s:i}", "code", 0));
+    return s;
+}
+
+char *cmr_ingest_export_otlp(const cmr_names_t *n, const cmr_tree_t *t)
+{
+    uint64_t *agents = NULL;
+    size_t na = agents_of(t, &agents);
+    char trace_hex[33], buf[1024], hex[17];
+    cmr_hex(t->trace_id, 16, trace_hex);
+    json_t *rs = json_array();
+    for (size_t a = 0; a < na; a++) {
+        json_t *spans = json_array();
+        for (size_t i = 0; i < t->count; i++)
+            if (t->nodes[i].kind == CMR_NODE_CALL && t->nodes[i].agent_id == agents[a])
+                json_array_append_new(spans, otlp_span(n, t, &t->nodes[i], trace_hex));
+        snprintf(hex, sizeof hex, "%016" PRIx64, agents[a]);
+        json_t *attrs = json_array();
+        json_array_append_new(attrs, attr_str("service.name", cmr_names_agent(n, agents[a], buf, sizeof buf)));
+        json_array_append_new(attrs, attr_str("cmr.agent_id", hex));
+        json_array_append_new(rs, json_pack("{s:{s:o},s:[{s:{s:s,s:s},s:o}]}", "resource", "attributes", attrs,
+                                            "scopeSpans", "scope", "name", "cmr", "version", "0.1.0", "spans", spans));
+    }
+    free(agents);
+    json_t *o = json_pack("{s:o}", "resourceSpans", rs);
+    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_INDENT(1));
+    json_decref(o);
+    return out;
+}

@@ -1,0 +1,423 @@
+/*
+ * ing_http.c - the HTTP/1.1 JSON API of cmr-ingest, on loopback by default.
+ *
+ *   GET /health                               {"status":"ok"}
+ *   GET /api/traces?from=&to=&min_duration=&root=&agent=&contains=&slowest=&limit=
+ *                                             {"traces":[summary, ...]}
+ *   GET /api/traces/<trace id>                the call tree as JSON
+ *   GET /api/traces/<trace id>/export?format=chrome|otlp
+ *
+ * One thread, one request per connection (Connection: close), requests up to 8 KiB,
+ * 2 s to send them. Errors are JSON {"error": "..."} with 400 / 404 / 405 / 413 / 500.
+ * Answers come from a read-only view of the whole store root, reopened when older than
+ * one second; recent trees are kept rendered in memory (keyed by trace id and summary,
+ * so a trace that changed is rendered again).
+ *
+ * Ownership: the server owns its socket, thread and caches.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+#include "cmr/log.h"
+
+#define CACHE_SLOTS 64
+
+typedef struct cached_tree {
+    uint8_t id[16];
+    uint8_t summary[CMR_TRACE_SUMMARY_LEN];
+    char *json;
+} cached_tree_t;
+
+struct cmr_ingest_http {
+    int fd, port;
+    pthread_t thread;
+    atomic_int stop;
+    char root[4096];
+    cmr_ingest_view_t *view;
+    int64_t view_ms;
+    cached_tree_t cache[CACHE_SLOTS];
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *error_json(const char *msg)
+{
+    size_t n = strlen(msg) * 2 + 32;
+    char *b = malloc(n), *p = b;
+    if (!b)
+        return NULL;
+    p += sprintf(p, "{\"error\":\"");
+    for (const char *s = msg; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            *p++ = '\\';
+        *p++ = (unsigned char)*s < 0x20 ? ' ' : *s;
+    }
+    strcpy(p, "\"}");
+    return b;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* In-place URL decoding; -1 on a bad escape. */
+static int url_decode(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '+')
+            *o++ = ' ';
+        else if (*s == '%') {
+            int a = hexval(s[1]), b = a >= 0 ? hexval(s[2]) : -1;
+            if (b < 0)
+                return -1;
+            *o++ = (char)(a * 16 + b);
+            s += 2;
+        } else
+            *o++ = *s;
+    }
+    *o = '\0';
+    return 0;
+}
+
+typedef struct query {
+    char *keys[32], *vals[32];
+    int n;
+} query_t;
+
+static int parse_query(char *q, query_t *out, char *err, size_t errlen)
+{
+    out->n = 0;
+    for (char *save = NULL, *tok = q ? strtok_r(q, "&", &save) : NULL; tok; tok = strtok_r(NULL, "&", &save)) {
+        if (out->n == 32) {
+            snprintf(err, errlen, "too many query parameters");
+            return -1;
+        }
+        char *eq = strchr(tok, '=');
+        if (eq)
+            *eq = '\0';
+        char *v = eq ? eq + 1 : tok + strlen(tok);
+        if (url_decode(tok) || url_decode(v)) {
+            snprintf(err, errlen, "bad %%-escape in the query");
+            return -1;
+        }
+        out->keys[out->n] = tok;
+        out->vals[out->n++] = v;
+    }
+    return 0;
+}
+
+static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, cmr_ingest_view_t **owned, char *err,
+                                   size_t errlen)
+{
+    if (!h) {
+        *owned = cmr_ingest_view_open(root, err, errlen);
+        return *owned;
+    }
+    *owned = NULL;
+    if (h->view && mono_ms() - h->view_ms < 1000)
+        return h->view;
+    cmr_ingest_view_free(h->view);
+    h->view = cmr_ingest_view_open(root, err, errlen);
+    h->view_ms = mono_ms();
+    return h->view;
+}
+
+static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t id[16], const char *format, char **body)
+{
+    cmr_trace_summary_t s;
+    uint8_t enc[CMR_TRACE_SUMMARY_LEN];
+    cached_tree_t *slot = NULL;
+    if (h && !format)
+        slot = &h->cache[id[0] % CACHE_SLOTS];
+    cmr_tree_t t;
+    int r = cmr_ingest_view_tree(v, id, &t);
+    if (r == 0) {
+        *body = error_json("no such trace");
+        return 404;
+    }
+    if (r < 0) {
+        *body = error_json("cannot read the trace");
+        return 500;
+    }
+    memset(&s, 0, sizeof s);
+    memcpy(s.trace_id, id, 16);
+    s.start_ns = t.start_ns;
+    s.end_ns = t.end_ns;
+    s.events = t.events;
+    s.segments = t.segments;
+    s.flags = t.complete;
+    cmr_trace_summary_encode(&s, enc);
+    if (slot && slot->json && !memcmp(slot->id, id, 16) && !memcmp(slot->summary, enc, sizeof enc)) {
+        cmr_tree_free(&t);
+        *body = strdup(slot->json);
+        return 200;
+    }
+    const cmr_names_t *n = cmr_ingest_view_names(v);
+    if (!format)
+        *body = cmr_ingest_tree_json(n, &t);
+    else if (!strcmp(format, "chrome"))
+        *body = cmr_ingest_export_chrome(n, &t);
+    else if (!strcmp(format, "otlp"))
+        *body = cmr_ingest_export_otlp(n, &t);
+    else {
+        cmr_tree_free(&t);
+        *body = error_json("format must be chrome or otlp");
+        return 400;
+    }
+    cmr_tree_free(&t);
+    if (slot && *body) {
+        free(slot->json);
+        memcpy(slot->id, id, 16);
+        memcpy(slot->summary, enc, sizeof enc);
+        slot->json = strdup(*body);
+    }
+    return *body ? 200 : 500;
+}
+
+static int answer(cmr_ingest_http_t *h, const char *root, const char *method, const char *target, char **body)
+{
+    char err[512];
+    *body = NULL;
+    if (strcmp(method, "GET")) {
+        *body = error_json("only GET is supported");
+        return 405;
+    }
+    char path[2048];
+    if (strlen(target) >= sizeof path) {
+        *body = error_json("target too long");
+        return 414;
+    }
+    strcpy(path, target);
+    char *qs = strchr(path, '?');
+    if (qs)
+        *qs++ = '\0';
+    query_t q;
+    if (parse_query(qs, &q, err, sizeof err) != 0) {
+        *body = error_json(err);
+        return 400;
+    }
+    if (!strcmp(path, "/health")) {
+        *body = strdup("{\"status\":\"ok\"}");
+        return 200;
+    }
+    if (strncmp(path, "/api/traces", 11) || (path[11] && path[11] != '/')) {
+        *body = error_json("not found: try /api/traces or /api/traces/<trace id>");
+        return 404;
+    }
+    cmr_ingest_view_t *owned, *v = get_view(h, root, &owned, err, sizeof err);
+    if (!v) {
+        *body = error_json(err);
+        return 500;
+    }
+    int status = 200;
+    if (!path[11] || !path[12]) {
+        cmr_trace_filter_t f = {0};
+        for (int i = 0; i < q.n; i++)
+            if (cmr_trace_filter_set(&f, q.keys[i], q.vals[i], err, sizeof err) != 0) {
+                *body = error_json(err);
+                status = 400;
+                goto out;
+            }
+        cmr_trace_summary_t *s;
+        long cnt = cmr_ingest_view_list(v, &f, &s);
+        if (cnt < 0) {
+            *body = error_json("query failed");
+            status = 500;
+            goto out;
+        }
+        *body = cmr_ingest_list_json(cmr_ingest_view_names(v), s, (size_t)cnt);
+        free(s);
+        goto out;
+    }
+    char *id_s = path + 12, *rest = strchr(id_s, '/');
+    if (rest)
+        *rest++ = '\0';
+    uint8_t id[16];
+    if (strlen(id_s) != 32 || cmr_unhex(id_s, id, 16) != 0) {
+        *body = error_json("a trace id is 32 hex digits");
+        status = 400;
+        goto out;
+    }
+    const char *format = NULL;
+    if (rest) {
+        if (strcmp(rest, "export")) {
+            *body = error_json("not found");
+            status = 404;
+            goto out;
+        }
+        format = "chrome";
+        for (int i = 0; i < q.n; i++)
+            if (!strcmp(q.keys[i], "format"))
+                format = q.vals[i];
+    }
+    status = answer_tree(h, v, id, format, body);
+out:
+    cmr_ingest_view_free(owned);
+    return status;
+}
+
+int cmr_ingest_http_answer(const char *root, const char *method, const char *target, char **body)
+{
+    return answer(NULL, root, method, target, body);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    default: return "Internal Server Error";
+    }
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void serve_one(cmr_ingest_http_t *h, int fd)
+{
+    char req[8192];
+    size_t len = 0;
+    int64_t deadline = mono_ms() + 2000;
+    int status = 0;
+    char *body = NULL;
+    while (!memmem(req, len, "\r\n\r\n", 4)) {
+        if (len == sizeof req) {
+            status = 413;
+            body = error_json("request header too large");
+            break;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)(deadline - mono_ms());
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            return; /* too slow: drop */
+        ssize_t r = recv(fd, req + len, sizeof req - len, 0);
+        if (r <= 0)
+            return;
+        len += (size_t)r;
+    }
+    if (!status) {
+        char method[16], target[4096], version[16];
+        char *eol = memmem(req, len, "\r\n", 2);
+        *eol = '\0';
+        if (sscanf(req, "%15s %4095s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
+            status = 400;
+            body = error_json("malformed request line");
+        } else {
+            status = answer(h, h->root, method, target, &body);
+        }
+    }
+    if (!body)
+        body = error_json("out of memory");
+    char head[256];
+    size_t blen = body ? strlen(body) : 0;
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n",
+                      status, reason(status), blen);
+    send_all(fd, head, (size_t)hl);
+    if (body)
+        send_all(fd, body, blen);
+    free(body);
+}
+
+static void *serve(void *arg)
+{
+    cmr_ingest_http_t *h = arg;
+    while (!atomic_load(&h->stop)) {
+        struct pollfd p = {h->fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        int c = accept(h->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        serve_one(h, c);
+        close(c);
+    }
+    return NULL;
+}
+
+cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, char *err, size_t errlen)
+{
+    cmr_ingest_http_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(h->root, sizeof h->root, "%s", root);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "ingest.http.address: \"%s\" is not an IPv4 address", addr);
+        free(h);
+        return NULL;
+    }
+    h->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (h->fd < 0 || bind(h->fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(h->fd, 16) != 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", addr, port, strerror(errno));
+        if (h->fd >= 0)
+            close(h->fd);
+        free(h);
+        return NULL;
+    }
+    socklen_t sl = sizeof sa;
+    getsockname(h->fd, (struct sockaddr *)&sa, &sl);
+    h->port = ntohs(sa.sin_port);
+    if (pthread_create(&h->thread, NULL, serve, h) != 0) {
+        snprintf(err, errlen, "cannot start the HTTP thread");
+        close(h->fd);
+        free(h);
+        return NULL;
+    }
+    cmr_log(CMR_LOG_INFO, "ingest.http_listening", "address=%s port=%d", addr, h->port);
+    return h;
+}
+
+int cmr_ingest_http_port(const cmr_ingest_http_t *h)
+{
+    return h->port;
+}
+
+void cmr_ingest_http_stop(cmr_ingest_http_t *h)
+{
+    if (!h)
+        return;
+    atomic_store(&h->stop, 1);
+    pthread_join(h->thread, NULL);
+    close(h->fd);
+    cmr_ingest_view_free(h->view);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        free(h->cache[i].json);
+    free(h);
+}

@@ -1,0 +1,329 @@
+/*
+ * ing_print.c - how traces are shown: the list and the indented call tree as text, both
+ * as JSON, and the parsing of filters, times and durations.
+ *
+ * Output is a function of the store content only (no clock, no addresses, deterministic
+ * order), so a replayed store prints the same bytes.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+
+static void fmt_time(int64_t ns, char *buf, size_t len)
+{
+    time_t sec = (time_t)(ns / 1000000000);
+    int64_t frac = ns % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        sec--;
+    }
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char d[32];
+    strftime(d, sizeof d, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%09" PRId64 "Z", d, frac);
+}
+
+static const char *thread_name(const cmr_tree_t *t, const cmr_tree_node_t *x)
+{
+    return x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : "";
+}
+
+void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count)
+{
+    fprintf(f, "%-32s  %-30s  %12s  %8s  %4s  %-9s  %s\n", "TRACE", "START", "DURATION_MS", "EVENTS", "JVMS",
+            "STATE", "ROOT");
+    for (size_t i = 0; i < count; i++) {
+        char id[33], ts[64], m[1024];
+        cmr_hex(s[i].trace_id, 16, id);
+        fmt_time(s[i].start_ns, ts, sizeof ts);
+        const char *state = s[i].flags & CMR_TRACE_COMPLETE ? "complete" : "partial";
+        const char *root = s[i].flags & CMR_TRACE_HAS_ROOT ? cmr_names_method(n, s[i].root_method, m, sizeof m)
+                                                           : "(root not arrived)";
+        fprintf(f, "%s  %-30s  %12.3f  %8" PRIu64 "  %4u  %-9s  %s%s\n", id, ts,
+                (double)(s[i].end_ns - s[i].start_ns) / 1e6, s[i].events, s[i].agents, state,
+                s[i].flags & CMR_TRACE_REMOTE_ROOT ? "(remote caller) " : "", root);
+    }
+}
+
+static void node_label(const cmr_names_t *n, const cmr_tree_node_t *x, char *buf, size_t len)
+{
+    switch (x->kind) {
+    case CMR_NODE_REMOTE:
+        snprintf(buf, len, "(remote caller %016" PRIx64 ")", x->segment_id);
+        break;
+    case CMR_NODE_MISSING:
+        snprintf(buf, len, "(missing parent %016" PRIx64 ":%016" PRIx64 ":%" PRId64 ")", x->agent_id,
+                 x->segment_id, x->event_seq);
+        break;
+    default:
+        cmr_names_method(n, x->method_id, buf, len);
+    }
+}
+
+void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
+{
+    char id[33], ts[64];
+    cmr_hex(t->trace_id, 16, id);
+    fmt_time(t->start_ns, ts, sizeof ts);
+    fprintf(f, "trace %s\n", id);
+    fprintf(f, "  start %s  duration %.3f ms  events %" PRIu64 "  segments %u  threads %u  jvms %u  %s\n", ts,
+            (double)(t->end_ns - t->start_ns) / 1e6, t->events, t->segments, t->threads, t->agents,
+            t->complete ? "complete" : "partial");
+    if (t->dropped || t->gaps || t->unmatched)
+        fprintf(f, "  dropped events %" PRIu64 "  missing batches %u  unmatched exits %u\n", t->dropped, t->gaps,
+                t->unmatched);
+    fprintf(f, "  %10s %10s  %s\n", "TOTAL_MS", "SELF_MS", "CALL  [thread #id @ jvm]");
+    /* iterative pre-order walk */
+    uint32_t *stack = malloc((t->count + 1) * sizeof *stack);
+    if (!stack)
+        return;
+    size_t ns = 0;
+    uint32_t *rev = malloc((t->count + 1) * sizeof *rev);
+    size_t nr = 0;
+    for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
+        rev[nr++] = r;
+    while (nr)
+        stack[ns++] = rev[--nr];
+    char label[1024], jvm[512];
+    while (ns) {
+        const cmr_tree_node_t *x = &t->nodes[stack[--ns]];
+        node_label(n, x, label, sizeof label);
+        fprintf(f, "  %10.3f %10.3f  %*s%s", (double)x->total_ns / 1e6, (double)x->self_ns / 1e6, (int)(x->depth * 2),
+                "", label);
+        if (x->kind == CMR_NODE_CALL)
+            fprintf(f, "  [%s #%" PRId64 " @ %s]", thread_name(t, x), x->thread_id,
+                    cmr_names_agent(n, x->agent_id, jvm, sizeof jvm));
+        if (x->async)
+            fprintf(f, " async");
+        if (x->running)
+            fprintf(f, " running");
+        if (x->exception)
+            fprintf(f, " exception");
+        if (x->lost_exit)
+            fprintf(f, " exit-lost");
+        fputc('\n', f);
+        nr = 0;
+        for (uint32_t c = x->first_child; c != CMR_NODE_NONE; c = t->nodes[c].next_sibling)
+            rev[nr++] = c;
+        while (nr)
+            stack[ns++] = rev[--nr];
+    }
+    free(rev);
+    free(stack);
+}
+
+static json_t *summary_json(const cmr_names_t *n, const cmr_trace_summary_t *s)
+{
+    char id[33], m[1024], a[512], ts[64];
+    cmr_hex(s->trace_id, 16, id);
+    fmt_time(s->start_ns, ts, sizeof ts);
+    json_t *o = json_object();
+    json_object_set_new(o, "trace_id", json_string(id));
+    json_object_set_new(o, "start", json_string(ts));
+    json_object_set_new(o, "start_ns", json_integer(s->start_ns));
+    json_object_set_new(o, "duration_ns", json_integer(s->end_ns - s->start_ns));
+    json_object_set_new(o, "events", json_integer((json_int_t)s->events));
+    json_object_set_new(o, "dropped", json_integer((json_int_t)s->dropped));
+    json_object_set_new(o, "segments", json_integer(s->segments));
+    json_object_set_new(o, "jvms", json_integer(s->agents));
+    json_object_set_new(o, "complete", json_boolean(s->flags & CMR_TRACE_COMPLETE));
+    json_object_set_new(o, "remote_root", json_boolean(s->flags & CMR_TRACE_REMOTE_ROOT));
+    if (s->flags & CMR_TRACE_HAS_ROOT) {
+        json_object_set_new(o, "root_method", json_string(cmr_names_method(n, s->root_method, m, sizeof m)));
+        json_object_set_new(o, "root_jvm", json_string(cmr_names_agent(n, s->root_agent, a, sizeof a)));
+    } else {
+        json_object_set_new(o, "root_method", json_null());
+        json_object_set_new(o, "root_jvm", json_null());
+    }
+    return o;
+}
+
+char *cmr_ingest_list_json(const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < count; i++)
+        json_array_append_new(arr, summary_json(n, &s[i]));
+    json_t *o = json_pack("{s:o}", "traces", arr);
+    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
+    json_decref(o);
+    return out;
+}
+
+static const char *kind_name(cmr_tree_node_kind_t k)
+{
+    return k == CMR_NODE_REMOTE ? "remote_caller" : k == CMR_NODE_MISSING ? "missing_parent" : "call";
+}
+
+static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, int depth)
+{
+    const cmr_tree_node_t *x = &t->nodes[i];
+    char label[1024], jvm[512], hex[17];
+    node_label(n, x, label, sizeof label);
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(kind_name(x->kind)));
+    json_object_set_new(o, "method", json_string(label));
+    snprintf(hex, sizeof hex, "%016" PRIx64, x->method_id);
+    json_object_set_new(o, "method_id", json_string(hex));
+    json_object_set_new(o, "start_ns", json_integer(x->start_ns));
+    json_object_set_new(o, "end_ns", json_integer(x->end_ns));
+    json_object_set_new(o, "total_ns", json_integer(x->total_ns));
+    json_object_set_new(o, "self_ns", json_integer(x->self_ns));
+    if (x->kind == CMR_NODE_CALL) {
+        json_object_set_new(o, "thread", json_string(thread_name(t, x)));
+        json_object_set_new(o, "thread_id", json_integer(x->thread_id));
+        json_object_set_new(o, "jvm", json_string(cmr_names_agent(n, x->agent_id, jvm, sizeof jvm)));
+        snprintf(hex, sizeof hex, "%016" PRIx64, x->agent_id);
+        json_object_set_new(o, "agent_id", json_string(hex));
+        snprintf(hex, sizeof hex, "%016" PRIx64, x->segment_id);
+        json_object_set_new(o, "segment_id", json_string(hex));
+    }
+    json_object_set_new(o, "async", json_boolean(x->async));
+    json_object_set_new(o, "running", json_boolean(x->running));
+    json_object_set_new(o, "exception", json_boolean(x->exception));
+    json_object_set_new(o, "exit_lost", json_boolean(x->lost_exit));
+    json_t *kids = json_array();
+    if (depth < 2000)
+        for (uint32_t c = x->first_child; c != CMR_NODE_NONE; c = t->nodes[c].next_sibling)
+            json_array_append_new(kids, node_json(n, t, c, depth + 1));
+    json_object_set_new(o, "children", kids);
+    return o;
+}
+
+char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
+{
+    char id[33];
+    cmr_hex(t->trace_id, 16, id);
+    json_t *o = json_object();
+    json_object_set_new(o, "trace_id", json_string(id));
+    json_object_set_new(o, "start_ns", json_integer(t->start_ns));
+    json_object_set_new(o, "duration_ns", json_integer(t->end_ns - t->start_ns));
+    json_object_set_new(o, "events", json_integer((json_int_t)t->events));
+    json_object_set_new(o, "dropped", json_integer((json_int_t)t->dropped));
+    json_object_set_new(o, "segments", json_integer(t->segments));
+    json_object_set_new(o, "threads", json_integer(t->threads));
+    json_object_set_new(o, "jvms", json_integer(t->agents));
+    json_object_set_new(o, "missing_batches", json_integer(t->gaps));
+    json_object_set_new(o, "complete", json_boolean(t->complete));
+    json_t *roots = json_array();
+    for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
+        json_array_append_new(roots, node_json(n, t, r, 0));
+    json_object_set_new(o, "roots", roots);
+    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
+    json_decref(o);
+    return out;
+}
+
+int cmr_ingest_parse_duration(const char *s, int64_t *ns)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    double mul = 1e6; /* default unit: ms */
+    if (!strcmp(end, "ns"))
+        mul = 1;
+    else if (!strcmp(end, "us"))
+        mul = 1e3;
+    else if (!strcmp(end, "ms") || !*end)
+        mul = 1e6;
+    else if (!strcmp(end, "s"))
+        mul = 1e9;
+    else if (!strcmp(end, "m"))
+        mul = 60e9;
+    else if (!strcmp(end, "h"))
+        mul = 3600e9;
+    else
+        return -1;
+    *ns = (int64_t)(v * mul);
+    return 0;
+}
+
+int cmr_ingest_parse_time(const char *s, int64_t *ns)
+{
+    if (s[0] == '-') { /* relative to now */
+        int64_t d;
+        if (cmr_ingest_parse_duration(s + 1, &d) != 0)
+            return -1;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        *ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - d;
+        return 0;
+    }
+    bool digits = *s != '\0';
+    for (const char *p = s; *p; p++)
+        digits = digits && isdigit((unsigned char)*p);
+    if (digits) {
+        long long v = strtoll(s, NULL, 10);
+        size_t len = strlen(s);
+        *ns = len <= 10 ? v * 1000000000LL : len <= 13 ? v * 1000000LL : len <= 16 ? v * 1000LL : v;
+        return 0;
+    }
+    struct tm tm = {0};
+    const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!rest)
+        return -1;
+    int64_t frac = 0;
+    if (*rest == '.') {
+        int digits_n = 0;
+        for (rest++; isdigit((unsigned char)*rest); rest++, digits_n++)
+            if (digits_n < 9)
+                frac = frac * 10 + (*rest - '0');
+        for (; digits_n < 9; digits_n++)
+            frac *= 10;
+    }
+    if (*rest && strcmp(rest, "Z"))
+        return -1;
+    *ns = (int64_t)timegm(&tm) * 1000000000 + frac;
+    return 0;
+}
+
+int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *value, char *err, size_t errlen)
+{
+    if (!strcmp(key, "from") || !strcmp(key, "to")) {
+        int64_t ns;
+        if (cmr_ingest_parse_time(value, &ns) != 0) {
+            snprintf(err, errlen, "%s: bad time \"%s\" (ISO 8601 UTC like 2026-11-21T21:40:00Z, unix time, or -10m)",
+                     key, value);
+            return -1;
+        }
+        if (!strcmp(key, "from"))
+            f->from_ns = ns;
+        else
+            f->to_ns = ns;
+    } else if (!strcmp(key, "min-duration") || !strcmp(key, "min_duration")) {
+        if (cmr_ingest_parse_duration(value, &f->min_duration_ns) != 0) {
+            snprintf(err, errlen, "%s: bad duration \"%s\" (like 250ms, 1.5s, 300us)", key, value);
+            return -1;
+        }
+    } else if (!strcmp(key, "root")) {
+        f->root_method = value;
+    } else if (!strcmp(key, "agent")) {
+        f->agent = value;
+    } else if (!strcmp(key, "contains")) {
+        f->contains = value;
+    } else if (!strcmp(key, "slowest")) {
+        f->slowest = !strcmp(value, "true") || !strcmp(value, "1") || !*value;
+    } else if (!strcmp(key, "limit")) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (*end || v <= 0 || v > 100000) {
+            snprintf(err, errlen, "limit: \"%s\" is not a number in 1..100000", value);
+            return -1;
+        }
+        f->limit = (size_t)v;
+    } else {
+        snprintf(err, errlen, "unknown filter \"%s\" (from, to, min-duration, root, agent, contains, slowest, limit)",
+                 key);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,269 @@
+/*
+ * ing_query.c - read views over a store root: list traces with filters, load one tree.
+ *
+ * A view opens every partition store read-only (a running worker keeps writing; the view
+ * sees what was written when it was opened) and merges the method and agent tables of
+ * every meta slot. Listing drives one index per partition — the contained method, the
+ * agent, the root method, duration (slowest first) or start time (newest first) — checks
+ * the other filters on each candidate, and merges the partitions in a deterministic
+ * order (newest or slowest first, ties by trace id).
+ *
+ * Ownership: the view owns its stores and names; results are malloc'd for the caller.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rocksdb/c.h>
+
+#include "cmr/ingest.h"
+#include "ing_bytes.h"
+
+struct cmr_ingest_view {
+    cmr_store_t **stores;
+    size_t nstores;
+    cmr_names_t *names;
+};
+
+cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errlen)
+{
+    cmr_ingest_view_t *v = calloc(1, sizeof *v);
+    if (!v || !(v->names = cmr_names_new())) {
+        free(v);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    cmr_store_opts_t o = {.read_only = true};
+    int *ids;
+    size_t n = cmr_store_list_meta(root, &ids);
+    for (size_t i = 0; i < n; i++) {
+        cmr_store_t *m = cmr_store_open_meta(root, ids[i], &o, err, errlen);
+        if (m) {
+            cmr_store_load_names(m, v->names);
+            cmr_store_close(m);
+        }
+    }
+    free(ids);
+    n = cmr_store_list_partitions(root, &ids);
+    v->stores = calloc(n + 1, sizeof *v->stores);
+    for (size_t i = 0; v->stores && i < n; i++) {
+        cmr_store_t *s = cmr_store_open_partition(root, ids[i], &o, 0, err, errlen);
+        if (!s) {
+            free(ids);
+            cmr_ingest_view_free(v);
+            return NULL;
+        }
+        v->stores[v->nstores++] = s;
+    }
+    free(ids);
+    if (!v->stores) {
+        cmr_ingest_view_free(v);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return v;
+}
+
+void cmr_ingest_view_free(cmr_ingest_view_t *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->nstores; i++)
+        cmr_store_close(v->stores[i]);
+    free(v->stores);
+    cmr_names_free(v->names);
+    free(v);
+}
+
+const cmr_names_t *cmr_ingest_view_names(const cmr_ingest_view_t *v)
+{
+    return v->names;
+}
+
+int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_tree_t *out)
+{
+    for (size_t i = 0; i < v->nstores; i++) {
+        cmr_trace_summary_t s;
+        if (cmr_store_get_summary(v->stores[i], trace_id, &s) != 1)
+            continue;
+        cmr_ingest_batch_t *b;
+        void *vals;
+        int n = cmr_store_trace_batches(v->stores[i], trace_id, &b, &vals);
+        if (n < 0)
+            return -1;
+        int rc = cmr_tree_build(b, (size_t)n, out);
+        cmr_store_batches_free(b, vals);
+        if (rc != 0)
+            return -1;
+        memcpy(out->trace_id, trace_id, 16);
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct results {
+    cmr_trace_summary_t *items;
+    size_t count, cap;
+} results_t;
+
+typedef struct qctx {
+    cmr_ingest_view_t *v;
+    const cmr_trace_filter_t *f;
+    cmr_store_t *s;
+    uint64_t *roots, *agents, *methods;
+    size_t nroots, nagents, nmethods;
+    results_t *r;
+    size_t matched; /* in this partition */
+} qctx_t;
+
+static bool has_key(cmr_store_t *s, int cf, uint64_t id, const uint8_t trace[16])
+{
+    uint8_t k[24];
+    ing_put_be64(k, id);
+    memcpy(k + 8, trace, 16);
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    char *e = NULL;
+    size_t vl;
+    char *val = rocksdb_get_cf(cmr_store_db(s), ro, cmr_store_cf(s, cf), (const char *)k, 24, &vl, &e);
+    rocksdb_readoptions_destroy(ro);
+    free(e);
+    bool found = val != NULL;
+    rocksdb_free(val);
+    return found;
+}
+
+static bool in_set(const uint64_t *v, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == id)
+            return true;
+    return false;
+}
+
+/* Checks every filter on one candidate and keeps it. */
+static void consider(qctx_t *q, const uint8_t trace[16])
+{
+    const cmr_trace_filter_t *f = q->f;
+    cmr_trace_summary_t s;
+    if (cmr_store_get_summary(q->s, trace, &s) != 1)
+        return;
+    if ((f->from_ns && s.start_ns < f->from_ns) || (f->to_ns && s.start_ns > f->to_ns))
+        return;
+    if (f->min_duration_ns && s.end_ns - s.start_ns < f->min_duration_ns)
+        return;
+    if (f->root_method && !in_set(q->roots, q->nroots, s.root_method))
+        return;
+    if (f->agent) {
+        bool any = false;
+        for (size_t i = 0; i < q->nagents && !any; i++)
+            any = has_key(q->s, CMR_CF_IDX_AGENT, q->agents[i], trace);
+        if (!any)
+            return;
+    }
+    if (f->contains) {
+        bool any = false;
+        for (size_t i = 0; i < q->nmethods && !any; i++)
+            any = has_key(q->s, CMR_CF_IDX_METHOD, q->methods[i], trace);
+        if (!any)
+            return;
+    }
+    results_t *r = q->r;
+    for (size_t i = 0; i < r->count; i++) /* a trace found through two ids */
+        if (!memcmp(r->items[i].trace_id, trace, 16))
+            return;
+    if (r->count == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        cmr_trace_summary_t *n = realloc(r->items, cap * sizeof *n);
+        if (!n)
+            return;
+        r->items = n;
+        r->cap = cap;
+    }
+    r->items[r->count++] = s;
+    q->matched++;
+}
+
+/* Scans an index: entries with the 8-byte prefix (or all when prefix is NULL), in
+ * reverse when `reverse`; the trace id is the last 16 bytes of each key. Stops after
+ * `stop_after` matches when non-zero. */
+static void scan(qctx_t *q, int cf, const uint64_t *prefix, bool reverse, size_t stop_after)
+{
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(q->s), ro, cmr_store_cf(q->s, cf));
+    uint8_t pk[8];
+    size_t start = q->matched;
+    if (prefix) {
+        ing_put_be64(pk, *prefix);
+        rocksdb_iter_seek(it, (const char *)pk, 8);
+    } else if (reverse) {
+        rocksdb_iter_seek_to_last(it);
+    } else {
+        rocksdb_iter_seek_to_first(it);
+    }
+    while (rocksdb_iter_valid(it)) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl < 24 || (prefix && memcmp(k, pk, 8)))
+            break;
+        consider(q, k + kl - 16);
+        if (stop_after && q->matched - start >= stop_after)
+            break;
+        if (reverse)
+            rocksdb_iter_prev(it);
+        else
+            rocksdb_iter_next(it);
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+}
+
+static bool slowest_order;
+static int cmp_summary(const void *a, const void *b)
+{
+    const cmr_trace_summary_t *x = a, *y = b;
+    int64_t kx = slowest_order ? x->end_ns - x->start_ns : x->start_ns;
+    int64_t ky = slowest_order ? y->end_ns - y->start_ns : y->start_ns;
+    if (kx != ky)
+        return kx > ky ? -1 : 1;
+    return memcmp(x->trace_id, y->trace_id, 16);
+}
+
+long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr_trace_summary_t **out)
+{
+    *out = NULL;
+    size_t limit = f->limit ? f->limit : 50;
+    results_t r = {0};
+    qctx_t q = {.v = v, .f = f, .r = &r};
+    if (f->root_method)
+        q.nroots = cmr_names_find_methods(v->names, f->root_method, &q.roots);
+    if (f->agent)
+        q.nagents = cmr_names_find_agents(v->names, f->agent, &q.agents);
+    if (f->contains)
+        q.nmethods = cmr_names_find_methods(v->names, f->contains, &q.methods);
+    bool empty = (f->root_method && !q.nroots) || (f->agent && !q.nagents) || (f->contains && !q.nmethods);
+    for (size_t i = 0; i < v->nstores && !empty; i++) {
+        q.s = v->stores[i];
+        q.matched = 0;
+        if (f->contains)
+            for (size_t k = 0; k < q.nmethods; k++)
+                scan(&q, CMR_CF_IDX_METHOD, &q.methods[k], false, 0);
+        else if (f->agent)
+            for (size_t k = 0; k < q.nagents; k++)
+                scan(&q, CMR_CF_IDX_AGENT, &q.agents[k], false, 0);
+        else if (f->root_method)
+            for (size_t k = 0; k < q.nroots; k++)
+                scan(&q, CMR_CF_IDX_ROOT, &q.roots[k], false, 0);
+        else
+            scan(&q, f->slowest ? CMR_CF_IDX_DURATION : CMR_CF_IDX_TIME, NULL, true, limit);
+    }
+    free(q.roots);
+    free(q.agents);
+    free(q.methods);
+    slowest_order = f->slowest;
+    if (r.count)
+        qsort(r.items, r.count, sizeof *r.items, cmp_summary);
+    if (r.count > limit)
+        r.count = limit;
+    *out = r.items;
+    return (long)r.count;
+}

@@ -1,0 +1,339 @@
+/*
+ * ing_state.c - per-trace incremental state kept by the engine while a trace receives
+ * batches, and the summary derived from it (what the trace index stores).
+ *
+ * The state knows every (agent, segment, batch_seq) it has seen, so a redelivered batch
+ * is recognised and changes nothing. Every derived value (time range, root, counts,
+ * completeness, the sets of agents and methods) is a function of the set of batches
+ * seen, not of their order: a replay in another order ends in the same summary.
+ *
+ * Summary encoding (CMR_TRACE_SUMMARY_LEN bytes, little endian): trace(16) start(8)
+ * end(8) root_method(8) root_agent(8) root_thread(8) events(8) dropped(8) segments(4)
+ * agents(4) flags(4).
+ *
+ * Ownership: the state owns its arrays; cmr_trace_state_free() releases them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/event.h"
+#include "cmr/ingest.h"
+
+typedef struct st_seg {
+    uint64_t agent, segment;
+    bool has_parent;
+    uint64_t parent_agent, parent_segment;
+    int64_t parent_seq;
+    int64_t thread_id;
+    uint64_t root_method;
+    int64_t root_start;
+    bool have_first;
+    int32_t last_seq; /* -1 until the last batch arrived */
+    uint32_t nseen;
+    uint8_t *bits;    /* seen batch_seq bitmap */
+    size_t nbytes;
+} st_seg_t;
+
+struct cmr_trace_state {
+    uint8_t trace_id[16];
+    int64_t start_ns, end_ns;
+    uint64_t events, dropped;
+    st_seg_t *segs; /* sorted by (agent, segment) */
+    size_t nsegs, capsegs;
+    uint64_t *methods; /* open addressing, 0 = empty */
+    size_t nmethods, capmethods;
+    uint64_t *agents;
+    size_t nagents, capagents;
+};
+
+cmr_trace_state_t *cmr_trace_state_new(const uint8_t trace_id[16])
+{
+    cmr_trace_state_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    memcpy(s->trace_id, trace_id, 16);
+    s->start_ns = INT64_MAX;
+    s->end_ns = INT64_MIN;
+    return s;
+}
+
+void cmr_trace_state_free(cmr_trace_state_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nsegs; i++)
+        free(s->segs[i].bits);
+    free(s->segs);
+    free(s->methods);
+    free(s->agents);
+    free(s);
+}
+
+size_t cmr_trace_state_bytes(const cmr_trace_state_t *s)
+{
+    size_t n = sizeof *s + s->capsegs * sizeof(st_seg_t) + s->capmethods * 8 + s->capagents * 8;
+    for (size_t i = 0; i < s->nsegs; i++)
+        n += s->segs[i].nbytes;
+    return n;
+}
+
+static st_seg_t *get_seg(cmr_trace_state_t *s, uint64_t agent, uint64_t segment, bool *created)
+{
+    size_t lo = 0, hi = s->nsegs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        st_seg_t *m = &s->segs[mid];
+        if (m->agent < agent || (m->agent == agent && m->segment < segment))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *created = false;
+    if (lo < s->nsegs && s->segs[lo].agent == agent && s->segs[lo].segment == segment)
+        return &s->segs[lo];
+    if (s->nsegs == s->capsegs) {
+        size_t cap = s->capsegs ? s->capsegs * 2 : 4;
+        st_seg_t *n = realloc(s->segs, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        s->segs = n;
+        s->capsegs = cap;
+    }
+    memmove(&s->segs[lo + 1], &s->segs[lo], (s->nsegs - lo) * sizeof *s->segs);
+    s->nsegs++;
+    st_seg_t *g = &s->segs[lo];
+    memset(g, 0, sizeof *g);
+    g->agent = agent;
+    g->segment = segment;
+    g->last_seq = -1;
+    *created = true;
+    return g;
+}
+
+/* 1 when seq was not seen before (and is now marked), 0 when it was, -1 out of memory. */
+static int mark_seen(st_seg_t *g, int32_t seq)
+{
+    size_t byte = (size_t)seq / 8;
+    if (byte >= g->nbytes) {
+        size_t n = g->nbytes ? g->nbytes : 8;
+        while (n <= byte)
+            n *= 2;
+        uint8_t *b = realloc(g->bits, n);
+        if (!b)
+            return -1;
+        memset(b + g->nbytes, 0, n - g->nbytes);
+        g->bits = b;
+        g->nbytes = n;
+    }
+    uint8_t bit = (uint8_t)(1u << (seq % 8));
+    if (g->bits[byte] & bit)
+        return 0;
+    g->bits[byte] |= bit;
+    g->nseen++;
+    return 1;
+}
+
+static int add_method(cmr_trace_state_t *s, uint64_t id)
+{
+    if (!id)
+        return 0;
+    if ((s->nmethods + 1) * 2 > s->capmethods) {
+        size_t cap = s->capmethods ? s->capmethods * 2 : 64;
+        uint64_t *n = calloc(cap, sizeof *n);
+        if (!n)
+            return -1;
+        for (size_t i = 0; i < s->capmethods; i++) {
+            uint64_t v = s->methods[i];
+            if (!v)
+                continue;
+            size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            while (n[h])
+                h = (h + 1) & (cap - 1);
+            n[h] = v;
+        }
+        free(s->methods);
+        s->methods = n;
+        s->capmethods = cap;
+    }
+    size_t h = (size_t)(id * 0x9E3779B97F4A7C15ull) & (s->capmethods - 1);
+    while (s->methods[h]) {
+        if (s->methods[h] == id)
+            return 0;
+        h = (h + 1) & (s->capmethods - 1);
+    }
+    s->methods[h] = id;
+    s->nmethods++;
+    return 1;
+}
+
+static int add_agent(cmr_trace_state_t *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->nagents; i++)
+        if (s->agents[i] == id)
+            return 0;
+    if (s->nagents == s->capagents) {
+        size_t cap = s->capagents ? s->capagents * 2 : 4;
+        uint64_t *n = realloc(s->agents, cap * sizeof *n);
+        if (!n)
+            return -1;
+        s->agents = n;
+        s->capagents = cap;
+    }
+    s->agents[s->nagents++] = id;
+    return 1;
+}
+
+int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr_trace_new_id_fn *on_agent,
+                          cmr_trace_new_id_fn *on_method, void *opaque)
+{
+    bool created;
+    st_seg_t *g = get_seg(s, b->agent_id, b->segment_id, &created);
+    if (!g)
+        return -1;
+    int r = mark_seen(g, b->batch_seq);
+    if (r <= 0)
+        return r;
+    if (created || b->batch_seq == 0) {
+        g->has_parent = b->has_parent;
+        g->parent_agent = b->parent_agent;
+        g->parent_segment = b->parent_segment;
+        g->parent_seq = b->parent_seq;
+        g->thread_id = b->thread_id;
+    }
+    if (b->last)
+        g->last_seq = b->batch_seq;
+    s->events += b->event_count;
+    s->dropped += (uint64_t)b->dropped;
+    int ra = add_agent(s, b->agent_id);
+    if (ra < 0)
+        return -1;
+    if (ra && on_agent)
+        on_agent(opaque, b->agent_id);
+    uint64_t last_method = 0;
+    for (uint32_t i = 0; i < b->event_count; i++) {
+        const uint8_t *p = b->events + (size_t)i * CMR_EVENT_RECORD_SIZE;
+        int64_t ts = (int64_t)cmr_le64(p + 8);
+        if (ts < s->start_ns)
+            s->start_ns = ts;
+        if (ts > s->end_ns)
+            s->end_ns = ts;
+        uint64_t m = cmr_le64(p);
+        if (m == last_method || cmr_le32(p + 16) != CMR_EVENT_ENTER)
+            continue;
+        last_method = m;
+        int rm = add_method(s, m);
+        if (rm < 0)
+            return -1;
+        if (rm && on_method)
+            on_method(opaque, m);
+    }
+    if (b->first_event_seq == 0 && b->event_count) {
+        cmr_event_t ev;
+        cmr_event_read(b->events, 0, &ev);
+        if (ev.kind == CMR_EVENT_ENTER) {
+            g->have_first = true;
+            g->root_method = ev.method_id;
+            g->root_start = (int64_t)ev.timestamp_ns;
+        }
+    }
+    return 1;
+}
+
+static bool better_root(const st_seg_t *a, const st_seg_t *b)
+{
+    if (a->have_first != b->have_first)
+        return a->have_first;
+    if (a->have_first && a->root_start != b->root_start)
+        return a->root_start < b->root_start;
+    return a->agent < b->agent || (a->agent == b->agent && a->segment < b->segment);
+}
+
+static bool has_seg(const cmr_trace_state_t *s, uint64_t agent, uint64_t segment)
+{
+    for (size_t i = 0; i < s->nsegs; i++)
+        if (s->segs[i].agent == agent && s->segs[i].segment == segment)
+            return true;
+    return false;
+}
+
+void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out)
+{
+    memset(out, 0, sizeof *out);
+    memcpy(out->trace_id, s->trace_id, 16);
+    out->start_ns = s->nsegs && s->start_ns != INT64_MAX ? s->start_ns : 0;
+    out->end_ns = s->nsegs && s->end_ns != INT64_MIN ? s->end_ns : out->start_ns;
+    out->events = s->events;
+    out->dropped = s->dropped;
+    out->segments = (uint32_t)s->nsegs;
+    out->agents = (uint32_t)s->nagents;
+    const st_seg_t *root = NULL, *remote = NULL;
+    bool complete = true;
+    for (size_t i = 0; i < s->nsegs; i++) {
+        const st_seg_t *g = &s->segs[i];
+        if (g->last_seq < 0 || g->nseen != (uint32_t)g->last_seq + 1)
+            complete = false;
+        if (!g->has_parent) {
+            if (!root || better_root(g, root))
+                root = g;
+        } else if (g->parent_agent == 0 && g->parent_seq == -1) {
+            if (!remote || better_root(g, remote))
+                remote = g;
+        } else if (!has_seg(s, g->parent_agent, g->parent_segment)) {
+            complete = false;
+        }
+    }
+    if (!root && remote) {
+        root = remote;
+        out->flags |= CMR_TRACE_REMOTE_ROOT;
+    }
+    if (root) {
+        out->flags |= CMR_TRACE_HAS_ROOT;
+        out->root_method = root->root_method;
+        out->root_agent = root->agent;
+        out->root_thread = root->thread_id;
+    }
+    if (complete && root)
+        out->flags |= CMR_TRACE_COMPLETE;
+}
+
+static void put64(uint8_t **p, uint64_t v)
+{
+    cmr_put_le64(*p, v);
+    *p += 8;
+}
+
+void cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_LEN])
+{
+    uint8_t *p = out;
+    memcpy(p, s->trace_id, 16);
+    p += 16;
+    put64(&p, (uint64_t)s->start_ns);
+    put64(&p, (uint64_t)s->end_ns);
+    put64(&p, s->root_method);
+    put64(&p, s->root_agent);
+    put64(&p, (uint64_t)s->root_thread);
+    put64(&p, s->events);
+    put64(&p, s->dropped);
+    cmr_put_le32(p, s->segments);
+    cmr_put_le32(p + 4, s->agents);
+    cmr_put_le32(p + 8, s->flags);
+}
+
+int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *s)
+{
+    if (len != CMR_TRACE_SUMMARY_LEN)
+        return -1;
+    memcpy(s->trace_id, v, 16);
+    const uint8_t *p = v + 16;
+    s->start_ns = (int64_t)cmr_le64(p);
+    s->end_ns = (int64_t)cmr_le64(p + 8);
+    s->root_method = cmr_le64(p + 16);
+    s->root_agent = cmr_le64(p + 24);
+    s->root_thread = (int64_t)cmr_le64(p + 32);
+    s->events = cmr_le64(p + 40);
+    s->dropped = cmr_le64(p + 48);
+    s->segments = cmr_le32(p + 56);
+    s->agents = cmr_le32(p + 60);
+    s->flags = cmr_le32(p + 64);
+    return 0;
+}

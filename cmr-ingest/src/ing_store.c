@@ -1,0 +1,507 @@
+/*
+ * ing_store.c - the RocksDB stores of cmr-ingest.
+ *
+ * Layout under the store root:
+ *   p000, p001, ...  one RocksDB per cmr.events partition. A partition's history moves
+ *                    with the partition: the worker that gets it opens its store.
+ *   meta/0, meta/1   one per running worker (the first slot whose lock is free): the
+ *                    method and agent tables. Every worker reads both topics fully, so
+ *                    any slot answers; queries merge them.
+ *
+ * Column families of a partition store (keys big endian, so byte order = numeric order):
+ *   batches       trace | agent | segment | batch_seq -> stored batch (ing_batch.c)
+ *   traces        trace -> summary (ing_state.c)
+ *   idx_time      start | trace                 -> ""
+ *   idx_duration  duration | trace              -> ""
+ *   idx_root      root method | start | trace   -> ""
+ *   idx_agent     agent | trace                 -> ""
+ *   idx_method    method | trace                -> ""   (every method entered in the trace)
+ * Meta store: methods (method id -> value), agents (agent id -> value), see ing_names.c.
+ *
+ * WAL is always on; writes are synced (fsync) when opts.sync is set (the default).
+ * Ownership: a cmr_store_t owns its RocksDB handles; cmr_store_close() releases them.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#include "cmr/ingest.h"
+#include "cmr/log.h"
+#include "ing_bytes.h"
+
+static const char *const part_cfs[] = {"default", "batches", "traces", "idx_time", "idx_duration",
+                                       "idx_root", "idx_agent", "idx_method"};
+#define NPART_CFS 8
+static const char *const meta_cfs[] = {"default", "methods", "agents"};
+#define NMETA_CFS 3
+
+struct cmr_store {
+    rocksdb_t *db;
+    rocksdb_options_t *opts;
+    rocksdb_options_t *cf_opts[NPART_CFS];
+    rocksdb_column_family_handle_t *cfs[NPART_CFS];
+    int ncfs;
+    rocksdb_writeoptions_t *wo;
+    rocksdb_readoptions_t *ro;
+    int partition; /* -1 for a meta store */
+    cmr_store_opts_t o;
+    char path[4096];
+};
+
+static int mkdirs(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static rocksdb_options_t *cf_options(size_t write_buffer, bool compress)
+{
+    rocksdb_options_t *o = rocksdb_options_create();
+    rocksdb_options_set_write_buffer_size(o, write_buffer);
+    rocksdb_options_set_compression(o, compress ? rocksdb_lz4_compression : rocksdb_no_compression);
+    return o;
+}
+
+static cmr_store_t *store_open(const char *path, const char *const *names, int n, int partition,
+                               const cmr_store_opts_t *o, int wait_ms, char *err, size_t errlen)
+{
+    cmr_store_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->partition = partition;
+    s->o = *o;
+    s->ncfs = n;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    if (!o->read_only && mkdirs(path) != 0) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        free(s);
+        return NULL;
+    }
+    s->opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(s->opts, 1);
+    rocksdb_options_set_create_missing_column_families(s->opts, 1);
+    rocksdb_options_set_max_background_jobs(s->opts, 2);
+    rocksdb_options_set_keep_log_file_num(s->opts, 2);
+    rocksdb_options_set_max_total_wal_size(s->opts, 128u << 20);
+    for (int i = 0; i < n; i++)
+        s->cf_opts[i] = cf_options(i == 1 && partition >= 0 ? (64u << 20) : (4u << 20), i == 1);
+    const rocksdb_options_t *cfo[NPART_CFS];
+    for (int i = 0; i < n; i++)
+        cfo[i] = s->cf_opts[i];
+    char *e = NULL;
+    for (int waited = 0;; waited += 100) {
+        e = NULL;
+        if (o->read_only)
+            s->db = rocksdb_open_for_read_only_column_families(s->opts, path, n, (const char *const *)names, cfo,
+                                                               s->cfs, 0, &e);
+        else
+            s->db = rocksdb_open_column_families(s->opts, path, n, (const char *const *)names, cfo, s->cfs, &e);
+        if (s->db || waited >= wait_ms || !e || !strstr(e, "lock"))
+            break;
+        free(e);
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!s->db) {
+        snprintf(err, errlen, "cannot open store %s: %s", path, e ? e : "unknown error");
+        free(e);
+        s->ncfs = 0;
+        cmr_store_close(s);
+        return NULL;
+    }
+    s->wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(s->wo, o->sync);
+    s->ro = rocksdb_readoptions_create();
+    return s;
+}
+
+cmr_store_t *cmr_store_open_partition(const char *root, int partition, const cmr_store_opts_t *o, int wait_ms,
+                                      char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/p%03d", root, partition);
+    return store_open(path, part_cfs, NPART_CFS, partition, o, wait_ms, err, errlen);
+}
+
+cmr_store_t *cmr_store_open_meta(const char *root, int slot, const cmr_store_opts_t *o, char *err, size_t errlen)
+{
+    char path[4096];
+    if (o->read_only) {
+        snprintf(path, sizeof path, "%s/meta/%d", root, slot);
+        return store_open(path, meta_cfs, NMETA_CFS, -1, o, 0, err, errlen);
+    }
+    for (int i = 0; i < 64; i++) { /* the first slot no running worker holds */
+        snprintf(path, sizeof path, "%s/meta/%d", root, i);
+        cmr_store_t *s = store_open(path, meta_cfs, NMETA_CFS, -1, o, 0, err, errlen);
+        if (s || !strstr(err, "lock"))
+            return s;
+    }
+    return NULL;
+}
+
+void cmr_store_close(cmr_store_t *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->ncfs; i++)
+        if (s->cfs[i])
+            rocksdb_column_family_handle_destroy(s->cfs[i]);
+    if (s->db)
+        rocksdb_close(s->db);
+    for (int i = 0; i < NPART_CFS; i++)
+        if (s->cf_opts[i])
+            rocksdb_options_destroy(s->cf_opts[i]);
+    if (s->opts)
+        rocksdb_options_destroy(s->opts);
+    if (s->wo)
+        rocksdb_writeoptions_destroy(s->wo);
+    if (s->ro)
+        rocksdb_readoptions_destroy(s->ro);
+    free(s);
+}
+
+int cmr_store_partition(const cmr_store_t *s)
+{
+    return s->partition;
+}
+
+void *cmr_store_db(cmr_store_t *s)
+{
+    return s->db;
+}
+
+void *cmr_store_cf(cmr_store_t *s, int cf)
+{
+    return cf + 1 < s->ncfs ? s->cfs[cf + 1] : NULL;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+static size_t list_dirs(const char *dir, const char *prefix, int **out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    size_t pl = strlen(prefix);
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, pl) || !de->d_name[pl])
+            continue;
+        char *end;
+        long v = strtol(de->d_name + pl, &end, 10);
+        if (*end || v < 0 || v > 100000)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            int *p = realloc(*out, cap * sizeof *p);
+            if (!p)
+                break;
+            *out = p;
+        }
+        (*out)[n++] = (int)v;
+    }
+    closedir(d);
+    if (n)
+        qsort(*out, n, sizeof **out, cmp_int);
+    return n;
+}
+
+size_t cmr_store_list_partitions(const char *root, int **parts)
+{
+    return list_dirs(root, "p", parts);
+}
+
+size_t cmr_store_list_meta(const char *root, int **slots)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/meta", root);
+    return list_dirs(dir, "", slots);
+}
+
+int cmr_store_write(cmr_store_t *s, void *writebatch, char *err, size_t errlen)
+{
+    char *e = NULL;
+    rocksdb_write(s->db, s->wo, writebatch, &e);
+    if (e) {
+        snprintf(err, errlen, "write %s: %s", s->path, e);
+        free(e);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct kv_buf {
+    uint8_t *data;
+    size_t len, cap;
+} kv_buf_t;
+
+static int kv_append(kv_buf_t *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches, void **vals)
+{
+    *batches = NULL;
+    *vals = NULL;
+    kv_buf_t buf = {0};
+    size_t n = 0;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_BATCHES]);
+    rocksdb_iter_seek(it, (const char *)trace_id, 16);
+    for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const char *k = rocksdb_iter_key(it, &kl);
+        if (kl < 16 || memcmp(k, trace_id, 16))
+            break;
+        const char *v = rocksdb_iter_value(it, &vl);
+        uint64_t lens[2] = {kl, vl};
+        if (kv_append(&buf, lens, sizeof lens) || kv_append(&buf, k, kl) || kv_append(&buf, v, vl)) {
+            rocksdb_iter_destroy(it);
+            free(buf.data);
+            return -1;
+        }
+        n++;
+    }
+    rocksdb_iter_destroy(it);
+    cmr_ingest_batch_t *b = calloc(n + 1, sizeof *b);
+    if (!b) {
+        free(buf.data);
+        return -1;
+    }
+    size_t off = 0, good = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lens[2];
+        memcpy(lens, buf.data + off, sizeof lens);
+        off += sizeof lens;
+        const uint8_t *k = buf.data + off, *v = k + lens[0];
+        off += lens[0] + lens[1];
+        if (cmr_ingest_batch_decode(k, lens[0], v, lens[1], &b[good]) == 0)
+            good++;
+        else
+            cmr_log(CMR_LOG_WARN, "ingest.corrupt_batch", "store=%s", s->path);
+    }
+    *batches = b;
+    *vals = buf.data;
+    return (int)good;
+}
+
+void cmr_store_batches_free(cmr_ingest_batch_t *batches, void *vals)
+{
+    free(batches);
+    free(vals);
+}
+
+int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_summary_t *out)
+{
+    char *e = NULL;
+    size_t vl;
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16, &vl, &e);
+    if (e) {
+        free(e);
+        return -1;
+    }
+    if (!v)
+        return 0;
+    int rc = cmr_trace_summary_decode((const uint8_t *)v, vl, out) == 0 ? 1 : -1;
+    rocksdb_free(v);
+    return rc;
+}
+
+static int load_cf(cmr_store_t *s, int cf, cmr_names_t *names, int agents)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[cf]);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const char *k = rocksdb_iter_key(it, &kl);
+        const char *v = rocksdb_iter_value(it, &vl);
+        if (kl != 8)
+            continue;
+        uint64_t id = ing_be64((const uint8_t *)k);
+        if (agents)
+            cmr_names_load_agent(names, id, v, vl);
+        else
+            cmr_names_load_method(names, id, v, vl);
+    }
+    rocksdb_iter_destroy(it);
+    return 0;
+}
+
+int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names)
+{
+    if (meta->partition >= 0)
+        return -1;
+    load_cf(meta, 1, names, 0);
+    load_cf(meta, 2, names, 1);
+    return 0;
+}
+
+void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], uint8_t dur_key[24],
+                          uint8_t root_key[32])
+{
+    ing_put_be64s(time_key, s->start_ns);
+    memcpy(time_key + 8, s->trace_id, 16);
+    ing_put_be64s(dur_key, s->end_ns - s->start_ns);
+    memcpy(dur_key + 8, s->trace_id, 16);
+    ing_put_be64(root_key, s->root_method);
+    ing_put_be64s(root_key + 8, s->start_ns);
+    memcpy(root_key + 16, s->trace_id, 16);
+}
+
+static void collect_id(void *opaque, uint64_t id)
+{
+    kv_buf_t *b = opaque;
+    kv_append(b, &id, sizeof id);
+}
+
+typedef struct ids2 {
+    kv_buf_t agents, methods;
+} ids2_t;
+
+static void on_agent(void *o, uint64_t id)
+{
+    collect_id(&((ids2_t *)o)->agents, id);
+}
+
+static void on_method(void *o, uint64_t id)
+{
+    collect_id(&((ids2_t *)o)->methods, id);
+}
+
+int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
+{
+    cmr_ingest_batch_t *b;
+    void *vals;
+    int n = cmr_store_trace_batches(s, trace_id, &b, &vals);
+    if (n < 0)
+        return -1;
+    cmr_trace_state_t *st = cmr_trace_state_new(trace_id);
+    ids2_t ids = {0};
+    for (int i = 0; st && i < n; i++)
+        cmr_trace_state_apply(st, &b[i], on_agent, on_method, &ids);
+    cmr_store_batches_free(b, vals);
+    cmr_trace_state_free(st);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    uint8_t end[16];
+    memcpy(end, trace_id, 16);
+    for (int i = 15; i >= 0 && ++end[i] == 0; i--)
+        ;
+    rocksdb_writebatch_delete_range_cf(wb, s->cfs[1 + CMR_CF_BATCHES], (const char *)trace_id, 16,
+                                       (const char *)end, 16);
+    cmr_trace_summary_t sum;
+    if (cmr_store_get_summary(s, trace_id, &sum) == 1) {
+        uint8_t tk[24], dk[24], rk[32];
+        cmr_store_index_keys(&sum, tk, dk, rk);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_TIME], (const char *)tk, 24);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DURATION], (const char *)dk, 24);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
+    }
+    rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16);
+    uint8_t k[24];
+    memcpy(k + 8, trace_id, 16);
+    for (size_t i = 0; i < ids.agents.len / 8; i++) {
+        uint64_t id;
+        memcpy(&id, ids.agents.data + i * 8, 8);
+        ing_put_be64(k, id);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_AGENT], (const char *)k, 24);
+    }
+    for (size_t i = 0; i < ids.methods.len / 8; i++) {
+        uint64_t id;
+        memcpy(&id, ids.methods.data + i * 8, 8);
+        ing_put_be64(k, id);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_METHOD], (const char *)k, 24);
+    }
+    free(ids.agents.data);
+    free(ids.methods.data);
+    char err[512];
+    int rc = cmr_store_write(s, wb, err, sizeof err);
+    rocksdb_writebatch_destroy(wb);
+    if (rc)
+        cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "error=\"%s\"", err);
+    return rc;
+}
+
+static uint64_t batches_bytes(cmr_store_t *s)
+{
+    char *v = rocksdb_property_value_cf(s->db, s->cfs[1 + CMR_CF_BATCHES], "rocksdb.estimate-live-data-size");
+    uint64_t disk = v ? strtoull(v, NULL, 10) : 0;
+    free(v);
+    v = rocksdb_property_value_cf(s->db, s->cfs[1 + CMR_CF_BATCHES], "rocksdb.cur-size-all-mem-tables");
+    uint64_t mem = v ? strtoull(v, NULL, 10) : 0;
+    free(v);
+    return disk + mem;
+}
+
+long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
+{
+    if (s->partition < 0 || s->o.read_only)
+        return 0;
+    int64_t cutoff = s->o.retention_age_ms > 0 ? now_ns - s->o.retention_age_ms * 1000000 : INT64_MIN;
+    uint64_t size = s->o.retention_bytes > 0 ? batches_bytes(s) : 0;
+    int64_t excess = s->o.retention_bytes > 0 ? (int64_t)size - s->o.retention_bytes : 0;
+    if (cutoff == INT64_MIN && excess <= 0)
+        return 0;
+    long deleted = 0;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_IDX_TIME]);
+    uint8_t victims[256][16];
+    int nv = 0;
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it) && nv < 256; rocksdb_iter_next(it)) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl != 24)
+            continue;
+        int64_t start = ing_be64s(k);
+        bool old = start < cutoff;
+        if (!old && excess <= 0)
+            break;
+        if (!old) {
+            cmr_trace_summary_t sum;
+            if (cmr_store_get_summary(s, k + 8, &sum) == 1)
+                excess -= (int64_t)(sum.events * CMR_EVENT_RECORD_SIZE + sum.segments * 64u);
+            else
+                excess -= 64;
+        }
+        memcpy(victims[nv++], k + 8, 16);
+    }
+    rocksdb_iter_destroy(it);
+    for (int i = 0; i < nv; i++)
+        if (cmr_store_delete_trace(s, victims[i]) == 0)
+            deleted++;
+    if (deleted)
+        cmr_log(CMR_LOG_INFO, "ingest.retention", "partition=%d deleted=%ld", s->partition, deleted);
+    return deleted;
+}

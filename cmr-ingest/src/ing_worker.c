@@ -1,0 +1,266 @@
+/*
+ * ing_worker.c - `cmr-ingest run`: the consumer-group worker.
+ *
+ * Consumes cmr.events in group `ingest.group` (default cmr-ingest). Records are applied to
+ * the engine and committed in groups: when `ingest.commit.records` are pending, after
+ * `ingest.commit.interval_ms`, or when the topic is idle, the engine writes them durably
+ * and only then are they marked done (their offsets stored and committed). On a
+ * rebalance the pending group is written and marked before the revoked partitions'
+ * stores are closed, so the next owner opens a store that holds everything committed.
+ *
+ * cmr.methods and cmr.registrations are read fully by assign() (every worker needs all
+ * of them) into the worker's meta store. The HTTP API runs in its own thread.
+ *
+ * Ownership: the worker owns its consumer, readers, engine and HTTP server.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmr/ingest.h"
+#include "cmr/kafka.h"
+#include "cmr/log.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
+
+typedef struct worker {
+    const cmr_conf_t *conf;
+    cmr_ingest_engine_t *engine;
+    cmr_consumer_t *consumer;
+    cmr_ingest_reader_t *methods, *registrations;
+    cmr_record_t **pending;
+    size_t npending, cap;
+    int64_t first_pending_ms;
+    int64_t commit_records, commit_interval_ms;
+    int fatal;
+} worker_t;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Makes the group durable, then marks its records done. */
+static int commit_group(worker_t *w)
+{
+    if (cmr_ingest_engine_flush(w->engine) != 0) {
+        w->fatal = 1;
+        return -1;
+    }
+    for (size_t i = 0; i < w->npending; i++) {
+        cmr_consumer_done(w->consumer, w->pending[i]);
+        cmr_record_free(w->pending[i]);
+    }
+    w->npending = 0;
+    return 0;
+}
+
+static void on_rebalance(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    (void)c;
+    worker_t *w = opaque;
+    if (revoked) {
+        commit_group(w);
+        for (int i = 0; i < parts->cnt; i++)
+            cmr_ingest_engine_close_partition(w->engine, parts->elems[i].partition);
+        return;
+    }
+    for (int i = 0; i < parts->cnt; i++)
+        if (cmr_ingest_engine_open_partition(w->engine, parts->elems[i].partition, 30000) != 0)
+            w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
+}
+
+static int hold(worker_t *w, cmr_record_t *rec)
+{
+    if (w->npending == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        cmr_record_t **p = realloc(w->pending, cap * sizeof *p);
+        if (!p)
+            return -1;
+        w->pending = p;
+        w->cap = cap;
+    }
+    if (!w->npending)
+        w->first_pending_ms = mono_ms();
+    w->pending[w->npending++] = rec;
+    return 0;
+}
+
+static void handle(worker_t *w, cmr_record_t *rec)
+{
+    char err[512];
+    if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
+        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s",
+                rec->topic, rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+    } else {
+        int r = cmr_ingest_engine_add(w->engine, rec->partition, &rec->msg.u.event_batch, err, sizeof err);
+        if (r == -1)
+            cmr_log(CMR_LOG_WARN, "ingest.batch_rejected", "partition=%d offset=%" PRId64 " reason=\"%s\"",
+                    rec->partition, rec->offset, err);
+        if (r == -2) {
+            cmr_log(CMR_LOG_ERROR, "ingest.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
+                    rec->partition, rec->offset, err);
+            w->fatal = 1;
+            cmr_record_free(rec);
+            return;
+        }
+    }
+    if (hold(w, rec) != 0) {
+        w->fatal = 1;
+        cmr_record_free(rec);
+    }
+}
+
+/* Drains what the method and registration readers have. */
+static void poll_tables(worker_t *w)
+{
+    cmr_ingest_rec_t r;
+    cmr_ingest_reader_t *readers[2] = {w->methods, w->registrations};
+    for (int k = 0; k < 2; k++)
+        for (int n = 0; readers[k] && n < 1000 && cmr_ingest_reader_poll(readers[k], 0, &r) == 1; n++) {
+            cmr_msg_t m;
+            char why[256];
+            if (cmr_msg_decode(r.payload, r.len, &m, why, sizeof why) != CMR_WIRE_OK)
+                continue; /* counted and logged by the codec's counters */
+            if (m.type == CMR_MSG_METHOD_ENTRY)
+                cmr_ingest_engine_add_method(w->engine, &m.u.method_entry);
+            else if (m.type == CMR_MSG_AGENT_REGISTRATION)
+                cmr_ingest_engine_add_agent(w->engine, &m.u.registration);
+            cmr_msg_free(&m);
+        }
+}
+
+static int open_tables(worker_t *w)
+{
+    char err[512];
+    const cmr_topic_t topics[2] = {CMR_TOPIC_METHODS, CMR_TOPIC_REGISTRATIONS};
+    cmr_ingest_reader_t **out[2] = {&w->methods, &w->registrations};
+    for (int i = 0; i < 2; i++) {
+        const cmr_topic_layout_t *l = cmr_topic_layout(topics[i]);
+        const char *name = cmr_topic_name(topics[i]);
+        if (cmr_admin_ensure_topic(w->conf, name, l->partitions, -1, l->compacted, 15000, err, sizeof err) != 0)
+            cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", name, err);
+        *out[i] = cmr_ingest_reader_new(w->conf, name, 0, err, sizeof err);
+        if (!*out[i]) {
+            cmr_log(CMR_LOG_ERROR, "ingest.reader_failed", "topic=%s error=\"%s\"", name, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
+{
+    bool sync;
+    int64_t age, bytes;
+    if (cmr_conf_get_bool(conf, "ingest.sync", true, &sync, err, errlen) ||
+        cmr_conf_get_int(conf, "ingest.retention.age_ms", 7LL * 24 * 3600 * 1000, 0, INT64_MAX, &age, err, errlen) ||
+        cmr_conf_get_int(conf, "ingest.retention.bytes", 0, 0, INT64_MAX, &bytes, err, errlen))
+        return -1;
+    *o = (cmr_store_opts_t){.sync = sync, .retention_age_ms = age, .retention_bytes = bytes};
+    return 0;
+}
+
+int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
+{
+    return read_store_opts(conf, o, err, errlen);
+}
+
+static void log_stats(worker_t *w)
+{
+    cmr_ingest_stats_t s;
+    cmr_ingest_engine_stats(w->engine, &s);
+    cmr_log(CMR_LOG_INFO, "ingest.stats",
+            "batches=%" PRIu64 " events=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64 " flushes=%" PRIu64
+            " methods=%" PRIu64 " agents=%" PRIu64,
+            s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents);
+}
+
+int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
+{
+    char err[1024];
+    worker_t w = {.conf = conf};
+    cmr_store_opts_t o;
+    int64_t port, retention_ms;
+    if (read_store_opts(conf, &o, err, sizeof err) ||
+        cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
+        cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
+        cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
+        cmr_conf_get_int(conf, "ingest.retention.check_ms", 10000, 100, 86400000, &retention_ms, err, sizeof err)) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 2;
+    }
+    const char *root = cmr_conf_get(conf, "ingest.store", "cmr-ingest-data");
+    w.engine = cmr_ingest_engine_new(root, &o, err, sizeof err);
+    if (!w.engine) {
+        cmr_log(CMR_LOG_ERROR, "ingest.store_failed", "store=%s error=\"%s\"", root, err);
+        return 1;
+    }
+    int rc = 1;
+    cmr_ingest_http_t *http = NULL;
+    if (port >= 0) {
+        http = cmr_ingest_http_start(root, cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
+                                     sizeof err);
+        if (!http) {
+            cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\"", err);
+            goto out;
+        }
+    }
+    if (open_tables(&w) != 0)
+        goto out;
+    const char *events = cmr_topic_name(CMR_TOPIC_EVENTS);
+    const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_EVENTS);
+    if (cmr_admin_ensure_topic(conf, events, l->partitions, -1, 0, 15000, err, sizeof err) != 0)
+        cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", events, err);
+    w.consumer = cmr_consumer_new(conf, cmr_conf_get(conf, "ingest.group", "cmr-ingest"), &events, 1, on_rebalance,
+                                  &w, err, sizeof err);
+    if (!w.consumer) {
+        cmr_log(CMR_LOG_ERROR, "ingest.consumer_failed", "error=\"%s\"", err);
+        goto out;
+    }
+    cmr_log(CMR_LOG_INFO, "ingest.started", "store=%s http_port=%d group=%s", root,
+            http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
+    int64_t last_stats = mono_ms(), last_retention = mono_ms();
+    while (!*stop && !w.fatal) {
+        poll_tables(&w);
+        cmr_record_t *rec;
+        int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
+        if (got < 0)
+            break;
+        if (got == 1)
+            handle(&w, rec);
+        int64_t now = mono_ms();
+        bool idle = got == 0;
+        if ((w.npending && ((int64_t)w.npending >= w.commit_records || idle ||
+                            now - w.first_pending_ms >= w.commit_interval_ms)) ||
+            (!w.npending && cmr_ingest_engine_pending(w.engine)))
+            if (commit_group(&w) != 0)
+                break;
+        if (now - last_retention >= retention_ms) {
+            cmr_ingest_engine_retention(w.engine);
+            last_retention = now;
+        }
+        if (now - last_stats >= 10000) {
+            log_stats(&w);
+            last_stats = now;
+        }
+    }
+    if (!w.fatal && commit_group(&w) == 0)
+        rc = 0;
+    log_stats(&w);
+out:
+    if (w.consumer)
+        cmr_consumer_close(w.consumer); /* commits what was marked done */
+    for (size_t i = 0; i < w.npending; i++)
+        cmr_record_free(w.pending[i]);
+    free(w.pending);
+    cmr_ingest_reader_free(w.methods);
+    cmr_ingest_reader_free(w.registrations);
+    cmr_ingest_http_stop(http);
+    cmr_ingest_engine_free(w.engine);
+    return rc;
+}

@@ -1,0 +1,269 @@
+/*
+ * main.c - cmr-ingest: the ingest worker and its operator commands.
+ * Thin: options (cmr_cli_parse conventions), then one call into the library.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/conf.h"
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+#include "cmr/log.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
+
+static const cmr_cli_option_t options[] = {
+    {"store", 's', "ingest.store", "DIR", "store root (default ./cmr-ingest-data)"},
+    {"group", 0, "ingest.group", "ID", "run: consumer group (default cmr-ingest)"},
+    {"http-port", 0, "ingest.http.port", "PORT", "run: HTTP API port, 0 = any free one, -1 = off (default 8470)"},
+    {"http-address", 0, "ingest.http.address", "ADDR", "run: HTTP API address (default 127.0.0.1)"},
+    {"since", 0, "query.since", "TIME", "replay: start at this time instead of the beginning"},
+    {"from", 0, "query.from", "TIME", "traces: started at or after TIME (ISO 8601 UTC, unix time, or -10m)"},
+    {"to", 0, "query.to", "TIME", "traces: started at or before TIME"},
+    {"min-duration", 0, "query.min-duration", "DUR", "traces: at least this long (250ms, 1.5s, 300us)"},
+    {"root", 0, "query.root", "METHOD", "traces: root method (part of Class.method(desc), or its hex id)"},
+    {"agent", 0, "query.agent", "AGENT", "traces: a JVM took part (part of name@host, or its hex agent id)"},
+    {"contains", 0, "query.contains", "METHOD", "traces: this method was called somewhere in the trace"},
+    {"slowest", 0, "query.slowest", NULL, "traces: longest first (default: newest first)"},
+    {"limit", 'n', "query.limit", "N", "traces: at most N (default 50)"},
+    {"json", 0, "query.json", NULL, "traces, show: JSON instead of text"},
+    {"format", 'f', "query.format", "FMT", "export: chrome | otlp"},
+    {0},
+};
+static const char *const known_keys[] = {"topic.prefix",
+                                         "ingest.sync",
+                                         "ingest.commit.records",
+                                         "ingest.commit.interval_ms",
+                                         "ingest.retention.age_ms",
+                                         "ingest.retention.bytes",
+                                         "ingest.retention.check_ms",
+                                         NULL};
+static const char *const known_prefixes[] = {"kafka.", NULL};
+
+static const cmr_cli_t cli = {
+    .program = "cmr-ingest",
+    .synopsis = "[options] run | replay | traces | show TRACE | export TRACE FILE | http",
+    .summary = "Call trees across threads and JVMs from cmr.events, stored in RocksDB (docs/INGEST.md).\n"
+               "  run                 the worker: consumes cmr.events in its group, serves the HTTP API\n"
+               "  replay [--since T]  rebuild a fresh store (--store DIR, empty) from the topics\n"
+               "  traces [filters]    list traces (--from --to --min-duration --root --agent --contains\n"
+               "                      --slowest --limit --json)\n"
+               "  show TRACE          the call tree: total and self time, thread and JVM of every call\n"
+               "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
+               "  http                serve the HTTP API on a store without consuming",
+    .options = options,
+    .known_keys = known_keys,
+    .known_prefixes = known_prefixes,
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static int open_view(const cmr_conf_t *conf, cmr_ingest_view_t **v)
+{
+    char err[1024];
+    *v = cmr_ingest_view_open(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"), err, sizeof err);
+    if (!*v) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_traces(const cmr_conf_t *conf)
+{
+    static const char *const keys[] = {"from", "to", "min-duration", "root", "agent", "contains", "limit", NULL};
+    cmr_trace_filter_t f = {0};
+    char err[512], key[64];
+    for (int i = 0; keys[i]; i++) {
+        snprintf(key, sizeof key, "query.%s", keys[i]);
+        const char *v = cmr_conf_get(conf, key, NULL);
+        if (v && cmr_trace_filter_set(&f, keys[i], v, err, sizeof err) != 0) {
+            fprintf(stderr, "cmr-ingest: --%s\n", err);
+            return 2;
+        }
+    }
+    bool slowest, json;
+    if (cmr_conf_get_bool(conf, "query.slowest", false, &slowest, err, sizeof err) ||
+        cmr_conf_get_bool(conf, "query.json", false, &json, err, sizeof err)) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 2;
+    }
+    f.slowest = slowest;
+    cmr_ingest_view_t *v;
+    if (open_view(conf, &v))
+        return 1;
+    cmr_trace_summary_t *s;
+    long n = cmr_ingest_view_list(v, &f, &s);
+    if (n < 0) {
+        fprintf(stderr, "cmr-ingest: query failed\n");
+        cmr_ingest_view_free(v);
+        return 1;
+    }
+    if (json) {
+        char *j = cmr_ingest_list_json(cmr_ingest_view_names(v), s, (size_t)n);
+        printf("%s\n", j ? j : "");
+        free(j);
+    } else {
+        cmr_ingest_print_list(stdout, cmr_ingest_view_names(v), s, (size_t)n);
+    }
+    free(s);
+    cmr_ingest_view_free(v);
+    return 0;
+}
+
+/* Loads a trace's tree; prints why not. 0, 1 (not found / error), 2 (bad id). */
+static int load_tree(const cmr_conf_t *conf, const char *id_s, cmr_ingest_view_t **v, cmr_tree_t *t)
+{
+    uint8_t id[16];
+    if (strlen(id_s) != 32 || cmr_unhex(id_s, id, 16) != 0) {
+        fprintf(stderr, "cmr-ingest: \"%s\" is not a trace id (32 hex digits)\n", id_s);
+        return 2;
+    }
+    if (open_view(conf, v))
+        return 1;
+    int r = cmr_ingest_view_tree(*v, id, t);
+    if (r != 1) {
+        fprintf(stderr, "cmr-ingest: %s: %s\n", id_s, r == 0 ? "no such trace" : "cannot read the trace");
+        cmr_ingest_view_free(*v);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_show(const cmr_conf_t *conf, const char *id)
+{
+    cmr_ingest_view_t *v;
+    cmr_tree_t t;
+    int rc = load_tree(conf, id, &v, &t);
+    if (rc)
+        return rc;
+    bool json = !strcmp(cmr_conf_get(conf, "query.json", "false"), "true");
+    if (json) {
+        char *j = cmr_ingest_tree_json(cmr_ingest_view_names(v), &t);
+        printf("%s\n", j ? j : "");
+        free(j);
+    } else {
+        cmr_ingest_print_tree(stdout, cmr_ingest_view_names(v), &t);
+    }
+    cmr_tree_free(&t);
+    cmr_ingest_view_free(v);
+    return 0;
+}
+
+static int cmd_export(const cmr_conf_t *conf, const char *id, const char *file)
+{
+    const char *format = cmr_conf_get(conf, "query.format", "chrome");
+    if (strcmp(format, "chrome") && strcmp(format, "otlp")) {
+        fprintf(stderr, "cmr-ingest: --format must be chrome or otlp, not \"%s\"\n", format);
+        return 2;
+    }
+    cmr_ingest_view_t *v;
+    cmr_tree_t t;
+    int rc = load_tree(conf, id, &v, &t);
+    if (rc)
+        return rc;
+    char *j = !strcmp(format, "chrome") ? cmr_ingest_export_chrome(cmr_ingest_view_names(v), &t)
+                                        : cmr_ingest_export_otlp(cmr_ingest_view_names(v), &t);
+    cmr_tree_free(&t);
+    cmr_ingest_view_free(v);
+    FILE *f = strcmp(file, "-") ? fopen(file, "w") : stdout;
+    if (!j || !f) {
+        fprintf(stderr, "cmr-ingest: cannot write %s\n", file);
+        free(j);
+        return 1;
+    }
+    fprintf(f, "%s\n", j);
+    free(j);
+    if (f != stdout && fclose(f) != 0) {
+        fprintf(stderr, "cmr-ingest: cannot write %s\n", file);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_http(const cmr_conf_t *conf)
+{
+    char err[512];
+    int64_t port;
+    if (cmr_conf_get_int(conf, "ingest.http.port", 8470, 0, 65535, &port, err, sizeof err)) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 2;
+    }
+    cmr_ingest_http_t *h = cmr_ingest_http_start(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"),
+                                                 cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
+                                                 sizeof err);
+    if (!h) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 1;
+    }
+    install_signals();
+    while (!stop_flag)
+        pause();
+    cmr_ingest_http_stop(h);
+    return 0;
+}
+
+static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **args)
+{
+    if (!strcmp(cmd, "run") && nargs == 0) {
+        install_signals();
+        return cmr_ingest_worker_run(conf, &stop_flag);
+    }
+    if (!strcmp(cmd, "replay") && nargs == 0)
+        return cmr_ingest_replay(conf, cmr_conf_get(conf, "query.since", NULL), stderr);
+    if (!strcmp(cmd, "traces") && nargs == 0)
+        return cmd_traces(conf);
+    if (!strcmp(cmd, "show") && nargs == 1)
+        return cmd_show(conf, args[0]);
+    if (!strcmp(cmd, "export") && nargs == 2)
+        return cmd_export(conf, args[0], args[1]);
+    if (!strcmp(cmd, "http") && nargs == 0)
+        return cmd_http(conf);
+    fprintf(stderr, "cmr-ingest: bad command or arguments: %s\nTry 'cmr-ingest --help'.\n", cmd);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    cmr_log_set_program("cmr-ingest");
+    cmr_conf_t *conf = cmr_conf_new();
+    int first;
+    int rc = cmr_cli_parse(&cli, argc, argv, conf, &first);
+    if (rc != CMR_CLI_OK) {
+        cmr_conf_destroy(conf);
+        return rc == CMR_CLI_HELP ? 0 : 2;
+    }
+    if (first >= argc) {
+        fprintf(stderr, "cmr-ingest: missing command\nTry 'cmr-ingest --help'.\n");
+        cmr_conf_destroy(conf);
+        return 2;
+    }
+    if (cmr_topics_set_prefix(cmr_conf_get(conf, "topic.prefix", "cmr")) != 0) {
+        fprintf(stderr, "cmr-ingest: bad topic.prefix\n");
+        cmr_conf_destroy(conf);
+        return 2;
+    }
+    if (cmr_wire_init() != 0) {
+        cmr_conf_destroy(conf);
+        return 1;
+    }
+    rc = dispatch(conf, argv[first], argc - first - 1, argv + first + 1);
+    cmr_conf_destroy(conf);
+    return rc;
+}
