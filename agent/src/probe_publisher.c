@@ -201,7 +201,7 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
 
 static void drain_ring(publisher_t *p, cmr_ring_t *ring)
 {
-    uint64_t w = __atomic_load_n((uint64_t *)ring->mem, __ATOMIC_ACQUIRE);
+    uint64_t w = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_WRITE), __ATOMIC_ACQUIRE);
     uint64_t r = ring->read, mask = ring->cap - 1;
     for (; r < w; r++) {
         const uint8_t *rec = ring->mem + CMR_RING_HEADER + (r & mask) * CMR_EVENT_RECORD_SIZE;
@@ -227,8 +227,8 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         p->recorded++;
     }
     ring->read = r;
-    __atomic_store_n((uint64_t *)(ring->mem + 8), r, __ATOMIC_RELEASE);
-    uint64_t dropped = __atomic_load_n((uint64_t *)(ring->mem + 16), __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(ring->mem + CMR_RING_READ), r, __ATOMIC_RELEASE);
+    uint64_t dropped = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_DROPPED), __ATOMIC_RELAXED);
     if (dropped != ring->dropped_seen) {
         uint64_t d = dropped - ring->dropped_seen;
         ring->dropped_seen = dropped;

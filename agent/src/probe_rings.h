@@ -5,10 +5,11 @@
  * Java as a direct ByteBuffer. Layout (little endian):
  *
  *   0   u64 write index  records written; the thread's probes advance it (release store)
- *   8   u64 read index   records consumed; the publisher advances it (release store)
- *   16  u64 dropped      records the thread could not write because the ring was full
- *   24..63              reserved
- *   64  records          capacity (a power of two) x 24 bytes, as in cmr/event.h, except
+ *   8   u64 dropped      records the thread could not write because the ring was full
+ *   64  u64 read index   records consumed; the publisher advances it (release store). On
+ *                        its own cache line: the thread and the publisher never write the
+ *                        same line.
+ *   128 records          capacity (a power of two) x 24 bytes, as in cmr/event.h, except
  *                        that the timestamp is the JVM's System.nanoTime() (CLOCK_MONOTONIC)
  *                        and, for ring-internal kinds, other meanings (below)
  *
@@ -30,7 +31,10 @@
 
 #include "cmr/msg.h"
 
-#define CMR_RING_HEADER 64
+#define CMR_RING_HEADER 128
+#define CMR_RING_WRITE 0
+#define CMR_RING_DROPPED 8
+#define CMR_RING_READ 64
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 

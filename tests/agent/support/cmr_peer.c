@@ -18,7 +18,7 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int cmr_peer_start(cmr_peer_t *p, const char *bootstrap)
+static int peer_start(cmr_peer_t *p, const char *bootstrap, bool with_data)
 {
     memset(p, 0, sizeof *p);
     char err[512], group[64], rnd[17];
@@ -34,12 +34,23 @@ int cmr_peer_start(cmr_peer_t *p, const char *bootstrap)
     const char *topics[] = {cmr_topic_name(CMR_TOPIC_REGISTRATIONS), cmr_topic_name(CMR_TOPIC_CLASSES),
                             cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), cmr_topic_name(CMR_TOPIC_EVENTS),
                             cmr_topic_name(CMR_TOPIC_METRICS)};
-    p->consumer = cmr_consumer_new(p->conf, group, topics, 5, NULL, NULL, err, sizeof err);
+    /* events and metrics last: a control-only peer takes the first three */
+    p->consumer = cmr_consumer_new(p->conf, group, topics, with_data ? 5 : 3, NULL, NULL, err, sizeof err);
     if (!p->producer || !p->consumer) {
         fprintf(stderr, "cmr_peer: %s\n", err);
         return -1;
     }
     return 0;
+}
+
+int cmr_peer_start(cmr_peer_t *p, const char *bootstrap)
+{
+    return peer_start(p, bootstrap, true);
+}
+
+int cmr_peer_start_control_only(cmr_peer_t *p, const char *bootstrap)
+{
+    return peer_start(p, bootstrap, false);
 }
 
 void cmr_peer_stop(cmr_peer_t *p)

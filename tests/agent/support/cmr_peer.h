@@ -23,6 +23,9 @@ typedef struct cmr_peer {
 typedef bool (*cmr_peer_match_fn)(const cmr_msg_t *m, const void *ud);
 
 int cmr_peer_start(cmr_peer_t *p, const char *bootstrap);
+/* Same, without consuming cmr.events and cmr.metrics (for benchmarks: the peer then
+ * costs the machine nothing while the agent ships events). */
+int cmr_peer_start_control_only(cmr_peer_t *p, const char *bootstrap);
 void cmr_peer_stop(cmr_peer_t *p);
 /* Reads whatever arrived during `ms`. */
 void cmr_peer_poll(cmr_peer_t *p, int ms);

@@ -21,15 +21,13 @@ public final class Probe {
     private Probe() {
     }
 
-    static final int HEADER = 64;
+    static final int HEADER = 128, WRITE = 0, DROPPED = 8, READ = 64; // see probe_rings.h
     static final int RECORD = 24;
     static final int ENTER = 1, EXIT = 2, EXIT_THROW = 3, TIMER = 16, TIMER_THROW = 17;
     static final int TIMER_STACK = 256;
 
     private static final VarHandle LONGS =
             MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle INTS =
-            MethodHandles.byteBufferViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
 
     /** A thread's ring; NONE when the agent gave none (limit reached, or registering). */
     static final class Ring {
@@ -41,6 +39,7 @@ public final class Probe {
         long readSeen;   // last read index seen: free space without reading shared memory
         long dropped;
         long nextWake;
+        int recheck;     // drops left before the read index is looked at again
         int depth;       // invocation depth on this thread
         int timerDepth;
         final long[] starts = new long[TIMER_STACK];
@@ -60,23 +59,28 @@ public final class Probe {
                 return;
             long w = write;
             if (w - readSeen >= half) {
-                readSeen = (long) LONGS.getAcquire(b, 8);
+                if (w - readSeen >= cap && --recheck > 0) { // full: drop without touching
+                    LONGS.setOpaque(b, DROPPED, ++dropped);  // the publisher's cache line
+                    return;
+                }
+                recheck = 64;
+                readSeen = (long) LONGS.getAcquire(b, READ);
                 if (w >= nextWake && w - readSeen >= half) {
                     nextWake = w + half;
                     wake0();
                 }
                 if (w - readSeen >= cap) {
-                    LONGS.setOpaque(b, 16, ++dropped);
+                    LONGS.setOpaque(b, DROPPED, ++dropped);
                     return;
                 }
             }
             int off = HEADER + ((int) w & mask) * RECORD;
             LONGS.set(b, off, id);
             LONGS.set(b, off + 8, time);
-            INTS.set(b, off + 16, kind);
-            INTS.set(b, off + 20, aux);
+            LONGS.set(b, off + 16, ((long) aux << 32) | kind); // kind and aux, little endian
+
             write = w + 1;
-            LONGS.setRelease(b, 0, w + 1);
+            LONGS.setRelease(b, WRITE, w + 1);
         }
     }
 

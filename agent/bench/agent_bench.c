@@ -1,0 +1,226 @@
+/*
+ * agent_bench.c - the agent's overhead on a MooBench-style workload (printed numbers, not a
+ * test). Runs agent/bench/java/MooBench in separate JVMs:
+ *
+ *   baseline     no agent
+ *   full         the agent, monitoredMethod instrumented with the invocation-sequence
+ *                probes by the class-file engine: every call recorded (enter + exit)
+ *   timer        the agent, timer probes: per-method aggregates
+ *   jfr-trace    JDK 25's JFR method tracing of monitoredMethod (when that JDK is there)
+ *   jfr-timing   JDK 25's JFR method timing of monitoredMethod
+ *
+ * and prints ns per top-level call and the overhead per monitored call over the baseline
+ * of the same JDK. The CMR side is scripted (tests/agent/support/cmr_peer.c) on the
+ * embedded broker, so the agent ships its events for real while the benchmark runs.
+ *
+ * Usage: agent_bench BROKER JAVA17 JAVA25|- AGENT_SO CLASSES [CALLS] [DEPTH]
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker_proc.h"
+#include "cmr/classfile.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr_peer.h"
+#include "jvm_proc.h"
+
+static const char *broker_bin, *agent_so, *classes;
+static broker_proc_t broker;
+static cmr_peer_t peer;
+static long long calls = 20000000, warmup = 20000000;
+static int depth = 10;
+
+#define PROBE_CALL(n) {"cmr/agent/Probe", n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}}
+static const cf_probe full_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"), PROBE_CALL("exitThrow")};
+static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"), PROBE_CALL("timerExitThrow")};
+
+static int only_monitored(const cf_class *c, const cf_member *m, void *ud)
+{
+    (void)ud;
+    cf_str n = cf_cp_utf8(c, m->name);
+    return n.len == 15 && memcmp(n.p, "monitoredMethod", 15) == 0;
+}
+
+static bool by_name(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.registration.agent_name, (const char *)ud) == 0;
+}
+
+typedef struct cls_match {
+    const char *instance;
+} cls_match_t;
+
+static bool moobench_class(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.class_loaded.instance_id, (const char *)ud) == 0 &&
+           strcmp(m->u.class_loaded.class_name, "MooBench") == 0;
+}
+
+static bool result_of(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.redefine_result.instance_id, (const char *)ud) == 0;
+}
+
+static bool status_of(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
+}
+
+static bool configured(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_FULL;
+}
+
+typedef struct outcome {
+    double ns;
+    long long recorded, dropped;
+    bool ok;
+} outcome_t;
+
+/* Runs MooBench in one JVM; with `probe`, under the agent with monitoredMethod instrumented. */
+static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe *probe)
+{
+    outcome_t out = {0};
+    jvm_proc_t j;
+    char agentpath[2048], name[64], instance[33] = "", cmd[128], line[512];
+    uint8_t raw[4];
+    char hex[9];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "moobench-%s", hex);
+    snprintf(agentpath, sizeof agentpath,
+             "-agentpath:%s=bootstrap=%s,name=%s,agent.ring.records=1048576,log=warn", agent_so, broker.bootstrap, name);
+    const char *argv[8];
+    int n = 0;
+    argv[n++] = java;
+    argv[n++] = "-Xms1g";
+    if (probe)
+        argv[n++] = agentpath;
+    if (extra_jvm_arg)
+        argv[n++] = extra_jvm_arg;
+    argv[n++] = "-cp";
+    argv[n++] = classes;
+    argv[n++] = "MooBench";
+    argv[n] = NULL;
+    if (jvm_proc_start(&j, argv) != 0 || jvm_proc_expect(&j, "ready", NULL, 0, 60000) != 0)
+        goto done;
+    if (probe) {
+        const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, name, 0, 30000);
+        if (!reg)
+            goto done;
+        snprintf(instance, sizeof instance, "%s", reg->msg.u.registration.instance_id);
+        int64_t agent_id = (int64_t)cmr_agent_id(name, reg->msg.u.registration.hostname);
+        cmr_agent_configuration_t cfg = {.instance_id = instance, .agent_id = agent_id, .environment_id = "bench",
+                                         .environment_name = "bench", .revision = 1,
+                                         .strategy = {.send_interval_ms = 5, .max_batch_events = 8192,
+                                                      .metric_interval_ms = 1000}};
+        cmr_peer_command(&peer, instance, CMR_MSG_AGENT_CONFIGURATION, &cfg);
+        if (!cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, configured, instance, 0, 30000))
+            goto done;
+        const cmr_record_t *cls = cmr_peer_wait(&peer, CMR_MSG_CLASS_LOADED, moobench_class, instance, 0, 60000);
+        if (!cls)
+            goto done;
+        const cmr_class_loaded_t *c = &cls->msg.u.class_loaded;
+        cf_instrument_result res;
+        cf_error err;
+        if (cf_instrument_class(c->bytecode.data, c->bytecode.len, probe, only_monitored, NULL, &res, &err) != CF_OK ||
+            res.n_instrumented != 1)
+            goto done;
+        cmr_redefine_t rd = {.request_id = 1, .agent_id = agent_id, .class_name = "MooBench", .loader_id = c->loader_id,
+                             .class_hash = c->class_hash, .revision = 1, .bytecode = {res.bytes, res.len}};
+        cmr_peer_command(&peer, instance, CMR_MSG_REDEFINE, &rd);
+        cf_instrument_result_free(&res);
+        const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, instance, 0, 30000);
+        if (!rr || rr->msg.u.redefine_result.status != CMR_COMMAND_APPLIED)
+            goto done;
+    }
+    snprintf(cmd, sizeof cmd, "run %lld %lld %d", warmup, calls, depth);
+    jvm_proc_send(&j, cmd);
+    if (jvm_proc_expect(&j, "result", line, sizeof line, 600000) != 0)
+        goto done;
+    out.ns = strtod(strstr(line, "ns_per_call=") + 12, NULL);
+    jvm_proc_send(&j, "exit");
+    jvm_proc_wait(&j, 60000);
+    out.ok = true;
+    if (probe) {
+        const cmr_record_t *bye = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, instance, 0, 30000);
+        if (bye) {
+            out.recorded = bye->msg.u.agent_status.events_recorded;
+            out.dropped = bye->msg.u.agent_status.events_dropped;
+        }
+        /* the peer keeps every message: free memory between runs */
+        for (size_t i = 0; i < peer.n; i++)
+            cmr_record_free(peer.recs[i]);
+        peer.n = 0;
+    }
+done:
+    if (!out.ok)
+        fprintf(stderr, "run failed (see %s)\n", j.stderr_path);
+    jvm_proc_cleanup(&j);
+    return out;
+}
+
+static void report(const char *jdk, const char *mode, outcome_t o, double base)
+{
+    if (!o.ok) {
+        printf("| %s | %-10s | failed | | |\n", jdk, mode);
+        return;
+    }
+    char events[96] = "";
+    if (o.recorded || o.dropped)
+        snprintf(events, sizeof events, "%lld recorded, %lld dropped", o.recorded, o.dropped);
+    if (base > 0 && strcmp(mode, "baseline") != 0)
+        printf("| %s | %-10s | %8.2f | %8.2f | %s |\n", jdk, mode, o.ns, (o.ns - base) / depth, events);
+    else
+        printf("| %s | %-10s | %8.2f | | %s |\n", jdk, mode, o.ns, events);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s BROKER JAVA17 JAVA25|- AGENT_SO CLASSES [CALLS] [DEPTH]\n", argv[0]);
+        return 2;
+    }
+    broker_bin = argv[1];
+    const char *java17 = argv[2], *java25 = strcmp(argv[3], "-") ? argv[3] : NULL;
+    agent_so = argv[4];
+    classes = argv[5];
+    if (argc > 6)
+        calls = warmup = atoll(argv[6]);
+    if (argc > 7)
+        depth = atoi(argv[7]);
+    cmr_log_set_level(CMR_LOG_ERROR);
+    if (broker_proc_start(&broker, broker_bin, NULL) != 0 || cmr_peer_start_control_only(&peer, broker.bootstrap) != 0)
+        return 1;
+    printf("MooBench-style: %lld calls of monitoredMethod recursing to depth %d (after as many warm-up calls)\n\n",
+           calls, depth);
+    printf("| JDK | mode | ns per call (depth %d) | overhead ns per monitored call | agent events |\n", depth);
+    printf("|---|---|---|---|---|\n");
+    const char *jdks[2][2] = {{"17", java17}, {"25", java25}};
+    for (int k = 0; k < 2; k++) {
+        if (!jdks[k][1])
+            continue;
+        outcome_t base = run(jdks[k][1], NULL, NULL);
+        report(jdks[k][0], "baseline", base, 0);
+        report(jdks[k][0], "full", run(jdks[k][1], NULL, &full_probe), base.ns);
+        report(jdks[k][0], "timer", run(jdks[k][1], NULL, &timer_probe), base.ns);
+        if (k == 1) {
+            report(jdks[k][0], "jfr-trace",
+                   run(jdks[k][1], "-XX:StartFlightRecording:method-trace=MooBench::monitoredMethod,filename=/tmp/cmr-moobench-trace.jfr", NULL),
+                   base.ns);
+            report(jdks[k][0], "jfr-timing",
+                   run(jdks[k][1], "-XX:StartFlightRecording:method-timing=MooBench::monitoredMethod,filename=/tmp/cmr-moobench-timing.jfr", NULL),
+                   base.ns);
+            remove("/tmp/cmr-moobench-trace.jfr");
+            remove("/tmp/cmr-moobench-timing.jfr");
+        }
+    }
+    cmr_peer_stop(&peer);
+    broker_proc_stop(&broker);
+    return 0;
+}
