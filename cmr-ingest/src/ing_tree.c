@@ -177,6 +177,13 @@ static int walk_event(cmr_tree_t *t, seg_t *s, walk_t *w, const cmr_event_t *ev,
         }
         while (w->depth > i)
             close_lost(t, w->stack[--w->depth], (int64_t)ev->timestamp_ns);
+        if (ev->method_id && t->nodes[w->stack[i - 1]].method_id != ev->method_id) {
+            /* the exit of another call at this depth: the open one lost its exit, and
+             * this exit's enter is in a missing batch */
+            close_lost(t, w->stack[--w->depth], prev_ts);
+            t->unmatched++;
+            return 0;
+        }
         cmr_tree_node_t *x = &t->nodes[w->stack[--w->depth]];
         x->running = false;
         x->end_ns = (int64_t)ev->timestamp_ns > x->start_ns ? (int64_t)ev->timestamp_ns : x->start_ns;

@@ -1,1 +1,786 @@
-int main(void){return 0;}
+/*
+ * ingest_unit_test.c - cmr-ingest without a broker: stored batches, tree assembly (one
+ * thread, across threads and JVMs, remote callers, missing parents, out-of-order and
+ * duplicate batches, lost batches and exits, running calls), the trace summary's order
+ * independence, the store with its indexes, filters and retention, the text / JSON
+ * output, the exporters (validated with jansson) and the HTTP answers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmr/event.h"
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+#include "cmr/log.h"
+#include "ing_synth.h"
+
+static uint64_t A1, A2; /* the agent ids of shop@host-a and billing@host-b */
+#define M_MAIN 0x100
+#define M_A 0x200
+#define M_B 0x300
+#define M_TASK 0x400
+#define M_HANDLER 0x500
+#define T0 1763760000000000000ull /* 2025-11-21T21:20:00Z */
+
+/* All batches of several segments, flattened into ingest batches. */
+typedef struct stream {
+    cmr_event_batch_t *msgs[16];
+    size_t counts[16];
+    int nseg;
+    cmr_ingest_batch_t *flat;
+    size_t nflat;
+} stream_t;
+
+static void stream_add(stream_t *st, const synth_seg_t *s, size_t per_batch)
+{
+    st->counts[st->nseg] = synth_batches(s, per_batch, &st->msgs[st->nseg]);
+    st->nseg++;
+}
+
+static void stream_flatten(stream_t *st)
+{
+    size_t n = 0;
+    for (int i = 0; i < st->nseg; i++)
+        n += st->counts[i];
+    st->flat = calloc(n, sizeof *st->flat);
+    st->nflat = 0;
+    char err[256];
+    for (int i = 0; i < st->nseg; i++)
+        for (size_t k = 0; k < st->counts[i]; k++)
+            assert_int_equal(cmr_ingest_batch_from_msg(&st->msgs[i][k], &st->flat[st->nflat++], err, sizeof err), 0);
+}
+
+static void stream_free(stream_t *st)
+{
+    for (int i = 0; i < st->nseg; i++)
+        synth_batches_free(st->msgs[i], st->counts[i]);
+    free(st->flat);
+    memset(st, 0, sizeof *st);
+}
+
+static const cmr_tree_node_t *child(const cmr_tree_t *t, const cmr_tree_node_t *n, int k)
+{
+    uint32_t c = n ? n->first_child : t->first_root;
+    while (c != CMR_NODE_NONE && k--)
+        c = t->nodes[c].next_sibling;
+    return c == CMR_NODE_NONE ? NULL : &t->nodes[c];
+}
+
+static int nchildren(const cmr_tree_t *t, const cmr_tree_node_t *n)
+{
+    int k = 0;
+    for (uint32_t c = n ? n->first_child : t->first_root; c != CMR_NODE_NONE; c = t->nodes[c].next_sibling)
+        k++;
+    return k;
+}
+
+static char *tree_json(const cmr_tree_t *t)
+{
+    cmr_names_t *n = cmr_names_new();
+    char *j = cmr_ingest_tree_json(n, t);
+    cmr_names_free(n);
+    return j;
+}
+
+/* main { a { b } a } in one thread */
+static void build_nested_at(synth_seg_t *s, uint64_t trace_n, uint64_t base)
+{
+    uint8_t tid[16];
+    synth_trace_id(trace_n, tid);
+    synth_seg_init(s, tid, A1, 1, 1, "main", NULL);
+    synth_enter(s, M_MAIN, base);
+    synth_enter(s, M_A, base + 100);
+    synth_enter(s, M_B, base + 200);
+    synth_exit(s, M_B, base + 500);
+    synth_exit(s, M_A, base + 600);
+    synth_enter(s, M_A, base + 700);
+    synth_exit(s, M_A, base + 800);
+    synth_exit(s, M_MAIN, base + 1000);
+}
+
+static void build_nested(synth_seg_t *s, uint64_t trace_n)
+{
+    build_nested_at(s, trace_n, T0);
+}
+
+static void test_nested_one_thread(void **state)
+{
+    (void)state;
+    synth_seg_t s;
+    build_nested(&s, 1);
+    stream_t st = {0};
+    stream_add(&st, &s, 3);
+    stream_flatten(&st);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+    assert_int_equal(nchildren(&t, NULL), 1);
+    const cmr_tree_node_t *m = child(&t, NULL, 0);
+    assert_int_equal(m->method_id, M_MAIN);
+    assert_int_equal(m->total_ns, 1000);
+    assert_int_equal(m->self_ns, 1000 - 500 - 100);
+    assert_int_equal(nchildren(&t, m), 2);
+    const cmr_tree_node_t *a1 = child(&t, m, 0), *a2 = child(&t, m, 1);
+    assert_int_equal(a1->method_id, M_A);
+    assert_int_equal(a1->total_ns, 500);
+    assert_int_equal(a1->self_ns, 200);
+    assert_int_equal(child(&t, a1, 0)->method_id, M_B);
+    assert_int_equal(child(&t, a1, 0)->total_ns, 300);
+    assert_int_equal(a2->start_ns - (int64_t)T0, 700);
+    assert_true(t.complete);
+    assert_int_equal(t.events, 8);
+    assert_int_equal(t.gaps, 0);
+    assert_string_equal(t.names[m->thread_name], "main");
+    cmr_tree_free(&t);
+    stream_free(&st);
+    synth_seg_free(&s);
+}
+
+/* main on thread 1 forks to a pool thread (task), and calls B over HTTP in JVM 2 */
+static void build_multi(synth_seg_t segs[4], uint64_t trace_n)
+{
+    uint8_t tid[16];
+    synth_trace_id(trace_n, tid);
+    synth_seg_t *p = &segs[0], *c = &segs[1], *r = &segs[2], *f = &segs[3];
+    synth_seg_init(p, tid, A1, 10, 1, "main", NULL);
+    synth_enter(p, M_MAIN, T0);
+    synth_enter(p, M_A, T0 + 100);
+    int64_t fork1 = synth_fork(p, T0 + 150);
+    synth_exit(p, M_A, T0 + 200);
+    int64_t fork2 = synth_fork(p, T0 + 300); /* HTTP call to JVM 2 from main */
+    synth_exit(p, M_MAIN, T0 + 2000);
+    cmr_parent_link_t l1 = {(int64_t)A1, 10, fork1};
+    synth_seg_init(c, tid, A1, 11, 21, "pool-1-thread-1", &l1);
+    synth_enter(c, M_TASK, T0 + 400);
+    synth_enter(c, M_B, T0 + 450);
+    synth_exit(c, M_B, T0 + 550);
+    synth_exit(c, M_TASK, T0 + 1400);
+    cmr_parent_link_t l2 = {(int64_t)A2 ^ 0, 0, 0};
+    l2.agent_id = (int64_t)A1;
+    l2.segment_id = 10;
+    l2.event_seq = fork2;
+    synth_seg_init(r, tid, A2, 5, 7, "http-nio-8080-exec-1", &l2);
+    synth_enter(r, M_HANDLER, T0 + 500);
+    synth_exit(r, M_HANDLER, T0 + 1500);
+    /* a request from a foreign tracer into the same trace */
+    cmr_parent_link_t l3 = {0, 0x0badcafe, -1};
+    synth_seg_init(f, tid, A2, 6, 8, "http-nio-8080-exec-2", &l3);
+    synth_enter(f, M_HANDLER, T0 + 3000);
+    synth_throw(f, M_HANDLER, T0 + 3500);
+}
+
+static void test_across_threads_and_jvms(void **state)
+{
+    (void)state;
+    synth_seg_t segs[4];
+    build_multi(segs, 2);
+    stream_t st = {0};
+    for (int i = 0; i < 4; i++)
+        stream_add(&st, &segs[i], 2);
+    stream_flatten(&st);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+    assert_int_equal(nchildren(&t, NULL), 2); /* main, the remote caller */
+    const cmr_tree_node_t *m = child(&t, NULL, 0), *rem = child(&t, NULL, 1);
+    assert_int_equal(m->method_id, M_MAIN);
+    assert_int_equal(rem->kind, CMR_NODE_REMOTE);
+    assert_int_equal(rem->segment_id, 0x0badcafe);
+    assert_int_equal(nchildren(&t, rem), 1);
+    assert_true(child(&t, rem, 0)->exception);
+    assert_true(child(&t, rem, 0)->async);
+    /* main: A (sync, with the task forked inside it), the handler in JVM 2 (async) */
+    assert_int_equal(nchildren(&t, m), 2);
+    const cmr_tree_node_t *a = child(&t, m, 0), *h = child(&t, m, 1);
+    assert_int_equal(a->method_id, M_A);
+    assert_int_equal(h->method_id, M_HANDLER);
+    assert_int_equal(h->agent_id, A2);
+    assert_true(h->async);
+    assert_int_equal(h->thread_id, 7);
+    assert_int_equal(m->self_ns, 2000 - 100); /* async children do not count */
+    assert_int_equal(nchildren(&t, a), 1);
+    const cmr_tree_node_t *task = child(&t, a, 0);
+    assert_int_equal(task->method_id, M_TASK);
+    assert_int_equal(task->thread_id, 21);
+    assert_string_equal(t.names[task->thread_name], "pool-1-thread-1");
+    assert_int_equal(task->total_ns, 1000);
+    assert_int_equal(task->self_ns, 900);
+    assert_int_equal(t.agents, 2);
+    assert_int_equal(t.threads, 4);
+    assert_int_equal(t.segments, 4);
+    assert_true(t.complete);
+    /* a child lies within its parent for synchronous calls */
+    for (size_t i = 0; i < t.count; i++) {
+        const cmr_tree_node_t *x = &t.nodes[i];
+        if (x->parent != CMR_NODE_NONE && !x->async && t.nodes[x->parent].kind == CMR_NODE_CALL) {
+            assert_true(x->start_ns >= t.nodes[x->parent].start_ns);
+            assert_true(x->end_ns <= t.nodes[x->parent].end_ns);
+        }
+    }
+    cmr_tree_free(&t);
+    stream_free(&st);
+    for (int i = 0; i < 4; i++)
+        synth_seg_free(&segs[i]);
+}
+
+static void test_out_of_order_and_duplicates(void **state)
+{
+    (void)state;
+    synth_seg_t segs[4];
+    build_multi(segs, 3);
+    stream_t st = {0};
+    for (int i = 0; i < 4; i++)
+        stream_add(&st, &segs[i], 1);
+    stream_flatten(&st);
+    cmr_tree_t ref;
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &ref), 0);
+    char *want = tree_json(&ref);
+    /* reversed, shuffled, with every batch twice */
+    size_t n = st.nflat;
+    cmr_ingest_batch_t *mix = calloc(2 * n, sizeof *mix);
+    srand(42);
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < n; i++)
+            mix[i] = mix[n + i] = st.flat[n - 1 - i];
+        for (size_t i = 2 * n - 1; i > 0; i--) {
+            size_t j = (size_t)rand() % (i + 1);
+            cmr_ingest_batch_t tmp = mix[i];
+            mix[i] = mix[j];
+            mix[j] = tmp;
+        }
+        cmr_tree_t t;
+        assert_int_equal(cmr_tree_build(mix, 2 * n, &t), 0);
+        char *got = tree_json(&t);
+        assert_string_equal(got, want);
+        free(got);
+        assert_int_equal(t.batches, n);
+        cmr_tree_free(&t);
+    }
+    /* the summary is order independent too, and duplicates are refused */
+    cmr_trace_state_t *a = cmr_trace_state_new(st.flat[0].trace_id), *b = cmr_trace_state_new(st.flat[0].trace_id);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(cmr_trace_state_apply(a, &st.flat[i], NULL, NULL, NULL), 1);
+    for (size_t i = 0; i < 2 * n; i++)
+        cmr_trace_state_apply(b, &mix[i], NULL, NULL, NULL);
+    assert_int_equal(cmr_trace_state_apply(a, &st.flat[0], NULL, NULL, NULL), 0);
+    cmr_trace_summary_t sa, sb;
+    cmr_trace_state_summary(a, &sa);
+    cmr_trace_state_summary(b, &sb);
+    uint8_t ea[CMR_TRACE_SUMMARY_LEN], eb[CMR_TRACE_SUMMARY_LEN];
+    cmr_trace_summary_encode(&sa, ea);
+    cmr_trace_summary_encode(&sb, eb);
+    assert_memory_equal(ea, eb, sizeof ea);
+    assert_true(sa.flags & CMR_TRACE_COMPLETE);
+    assert_int_equal(sa.root_method, M_MAIN);
+    assert_int_equal(sa.agents, 2);
+    assert_int_equal(sa.start_ns, (int64_t)T0);
+    assert_int_equal(sa.end_ns, (int64_t)T0 + 3500);
+    cmr_trace_state_free(a);
+    cmr_trace_state_free(b);
+    free(mix);
+    free(want);
+    cmr_tree_free(&ref);
+    stream_free(&st);
+    for (int i = 0; i < 4; i++)
+        synth_seg_free(&segs[i]);
+}
+
+static void test_missing_parent_then_arrives(void **state)
+{
+    (void)state;
+    synth_seg_t segs[4];
+    build_multi(segs, 4);
+    stream_t st = {0};
+    stream_add(&st, &segs[1], 8); /* only the pool task: its parent has not arrived */
+    stream_flatten(&st);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+    assert_int_equal(nchildren(&t, NULL), 1);
+    const cmr_tree_node_t *miss = child(&t, NULL, 0);
+    assert_int_equal(miss->kind, CMR_NODE_MISSING);
+    assert_int_equal(miss->agent_id, A1);
+    assert_int_equal(miss->segment_id, 10);
+    assert_int_equal(child(&t, miss, 0)->method_id, M_TASK);
+    assert_false(t.complete);
+    cmr_tree_free(&t);
+    cmr_trace_state_t *s = cmr_trace_state_new(st.flat[0].trace_id);
+    cmr_trace_state_apply(s, &st.flat[0], NULL, NULL, NULL);
+    cmr_trace_summary_t sum;
+    cmr_trace_state_summary(s, &sum);
+    assert_false(sum.flags & CMR_TRACE_HAS_ROOT);
+    assert_false(sum.flags & CMR_TRACE_COMPLETE);
+    cmr_trace_state_free(s);
+    stream_free(&st);
+    /* the parent arrives: linked under A */
+    stream_add(&st, &segs[0], 8);
+    stream_add(&st, &segs[1], 8);
+    stream_flatten(&st);
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+    assert_int_equal(child(&t, child(&t, child(&t, NULL, 0), 0), 0)->method_id, M_TASK);
+    cmr_tree_free(&t);
+    stream_free(&st);
+    for (int i = 0; i < 4; i++)
+        synth_seg_free(&segs[i]);
+}
+
+static void test_lost_batch_and_exits(void **state)
+{
+    (void)state;
+    uint8_t tid[16];
+    synth_trace_id(5, tid);
+    synth_seg_t s;
+    synth_seg_init(&s, tid, A1, 1, 1, "main", NULL);
+    synth_enter(&s, M_MAIN, T0);
+    for (int i = 0; i < 10; i++) {
+        synth_enter(&s, M_A + (uint64_t)i, T0 + 10 + (uint64_t)i * 10);
+        synth_exit(&s, M_A + (uint64_t)i, T0 + 15 + (uint64_t)i * 10);
+    }
+    synth_exit(&s, M_MAIN, T0 + 500);
+    stream_t st = {0};
+    stream_add(&st, &s, 4);
+    stream_flatten(&st);
+    /* drop batch 2 (events 8..11): a call whose exit is lost, an exit without its enter */
+    cmr_ingest_batch_t *v = calloc(st.nflat, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < st.nflat; i++)
+        if (st.flat[i].batch_seq != 2)
+            v[n++] = st.flat[i];
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(v, n, &t), 0);
+    assert_int_equal(t.gaps, 1);
+    assert_false(t.complete);
+    const cmr_tree_node_t *m = child(&t, NULL, 0);
+    assert_int_equal(m->method_id, M_MAIN);
+    assert_false(m->running);
+    assert_int_equal(m->total_ns, 500);
+    int lost = 0;
+    for (size_t i = 0; i < t.count; i++)
+        lost += t.nodes[i].lost_exit;
+    assert_int_equal(lost, 1);
+    assert_int_equal(t.unmatched, 1);
+    cmr_tree_free(&t);
+    /* the root still running: only the first two batches */
+    n = 0;
+    for (size_t i = 0; i < st.nflat; i++)
+        if (st.flat[i].batch_seq < 2)
+            v[n++] = st.flat[i];
+    assert_int_equal(cmr_tree_build(v, n, &t), 0);
+    m = child(&t, NULL, 0);
+    assert_true(m->running);
+    assert_false(t.complete);
+    assert_int_equal(m->end_ns, (int64_t)T0 + 40); /* the latest event seen: A3's enter */
+    cmr_tree_free(&t);
+    free(v);
+    stream_free(&st);
+    synth_seg_free(&s);
+}
+
+static void test_batch_validation_and_roundtrip(void **state)
+{
+    (void)state;
+    synth_seg_t s;
+    build_nested(&s, 6);
+    cmr_event_batch_t *b;
+    size_t n = synth_batches(&s, 100, &b);
+    assert_int_equal(n, 1);
+    cmr_ingest_batch_t ib, back;
+    char err[256];
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), 0);
+    uint8_t key[CMR_INGEST_BATCH_KEY_LEN], *val;
+    size_t vlen;
+    cmr_ingest_batch_key(&ib, key);
+    assert_int_equal(cmr_ingest_batch_encode(&ib, &val, &vlen), 0);
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, vlen, &back), 0);
+    assert_int_equal(back.event_count, ib.event_count);
+    assert_memory_equal(back.events, ib.events, ib.event_count * CMR_EVENT_RECORD_SIZE);
+    assert_int_equal(back.name_len, 4);
+    assert_true(back.last);
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, vlen - 1, &back), -1);
+    val[0] = 9;
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, vlen, &back), -1);
+    free(val);
+    b[0].event_count = 3; /* does not match the bytes */
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
+    assert_non_null(strstr(err, "event_count"));
+    b[0].event_count = 8;
+    memset(b[0].trace_id, 0, 16);
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
+    synth_trace_id(6, b[0].trace_id);
+    b[0].batch_seq = -1;
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
+    b[0].batch_seq = 0;
+    b[0].parent = malloc(sizeof *b[0].parent);
+    *b[0].parent = (cmr_parent_link_t){(int64_t)A1, 1, 0};
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
+    synth_batches_free(b, n);
+    synth_seg_free(&s);
+}
+
+/* Unknown event kinds and absurd depths do not break the walk. */
+static void test_hostile_events(void **state)
+{
+    (void)state;
+    uint8_t tid[16], ev[24 * 6];
+    synth_trace_id(7, tid);
+    cmr_event_t e[6] = {{1, T0, 9, 0},          {2, T0 + 1, CMR_EVENT_EXIT, 7},    {3, T0 + 2, CMR_EVENT_ENTER, 100000},
+                        {4, T0 - 5, CMR_EVENT_ENTER, 0}, {5, T0 + 3, CMR_EVENT_FORK, 0}, {6, 0, CMR_EVENT_EXIT, 1}};
+    for (int i = 0; i < 6; i++)
+        cmr_event_write(ev, (size_t)i, &e[i]);
+    cmr_ingest_batch_t b = {.agent_id = A1, .segment_id = 1, .event_count = 6, .events = ev, .last = true};
+    memcpy(b.trace_id, tid, 16);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(&b, 1, &t), 0);
+    for (size_t i = 0; i < t.count; i++)
+        assert_true(t.nodes[i].total_ns >= 0);
+    cmr_tree_free(&t);
+}
+
+static void test_exporters(void **state)
+{
+    (void)state;
+    synth_seg_t segs[4];
+    build_multi(segs, 8);
+    stream_t st = {0};
+    for (int i = 0; i < 4; i++)
+        stream_add(&st, &segs[i], 4);
+    stream_flatten(&st);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+    cmr_names_t *n = cmr_names_new();
+    cmr_method_entry_t me = {.method_id = M_MAIN, .class_name = "com/example/App", .method_name = "main",
+                             .descriptor = "([Ljava/lang/String;)V"};
+    cmr_names_put_method(n, &me);
+    char *chrome = cmr_ingest_export_chrome(n, &t);
+    json_error_t je;
+    json_t *c = json_loads(chrome, 0, &je);
+    assert_non_null(c);
+    json_t *evs = json_object_get(c, "traceEvents");
+    assert_true(json_is_array(evs));
+    size_t calls = 0, x = 0;
+    for (size_t i = 0; i < t.count; i++)
+        calls += t.nodes[i].kind == CMR_NODE_CALL;
+    bool saw_main = false;
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        json_t *e = json_array_get(evs, i);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        assert_non_null(ph);
+        if (strcmp(ph, "X"))
+            continue;
+        x++;
+        assert_true(json_is_number(json_object_get(e, "ts")));
+        assert_true(json_number_value(json_object_get(e, "dur")) >= 0);
+        assert_true(json_is_integer(json_object_get(e, "pid")));
+        assert_true(json_is_integer(json_object_get(e, "tid")));
+        if (!strcmp(json_string_value(json_object_get(e, "name")), "com.example.App.main([Ljava/lang/String;)V"))
+            saw_main = true;
+    }
+    assert_int_equal(x, calls);
+    assert_true(saw_main);
+    json_decref(c);
+    free(chrome);
+
+    char *otlp = cmr_ingest_export_otlp(n, &t);
+    json_t *o = json_loads(otlp, 0, &je);
+    assert_non_null(o);
+    json_t *rs = json_object_get(o, "resourceSpans");
+    assert_int_equal(json_array_size(rs), 2); /* two JVMs */
+    char ids[64][17];
+    char parents[64][17];
+    size_t ns = 0;
+    char trace_hex[33];
+    cmr_hex(t.trace_id, 16, trace_hex);
+    for (size_t r = 0; r < json_array_size(rs); r++) {
+        json_t *ss = json_object_get(json_array_get(rs, r), "scopeSpans");
+        json_t *spans = json_object_get(json_array_get(ss, 0), "spans");
+        for (size_t i = 0; i < json_array_size(spans); i++) {
+            json_t *s = json_array_get(spans, i);
+            assert_string_equal(json_string_value(json_object_get(s, "traceId")), trace_hex);
+            const char *sid = json_string_value(json_object_get(s, "spanId"));
+            assert_int_equal(strlen(sid), 16);
+            snprintf(ids[ns], 17, "%s", sid);
+            snprintf(parents[ns], 17, "%s", json_string_value(json_object_get(s, "parentSpanId")));
+            long long st_ns = strtoll(json_string_value(json_object_get(s, "startTimeUnixNano")), NULL, 10);
+            long long en_ns = strtoll(json_string_value(json_object_get(s, "endTimeUnixNano")), NULL, 10);
+            assert_true(st_ns >= (long long)T0 && en_ns >= st_ns);
+            ns++;
+        }
+    }
+    assert_int_equal(ns, calls);
+    size_t roots = 0, remote = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (!parents[i][0]) {
+            roots++;
+            continue;
+        }
+        if (!strcmp(parents[i], "000000000badcafe")) {
+            remote++;
+            continue;
+        }
+        bool found = false;
+        for (size_t k = 0; k < ns; k++)
+            found = found || !strcmp(ids[k], parents[i]);
+        assert_true(found);
+    }
+    assert_int_equal(roots, 1);
+    assert_int_equal(remote, 1);
+    json_decref(o);
+    free(otlp);
+    cmr_names_free(n);
+    cmr_tree_free(&t);
+    stream_free(&st);
+    for (int i = 0; i < 4; i++)
+        synth_seg_free(&segs[i]);
+}
+
+static char tmpdir[256];
+
+static int make_tmp(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ingest-unit-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmp(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *capture_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, long *count)
+{
+    cmr_trace_summary_t *s;
+    *count = cmr_ingest_view_list(v, f, &s);
+    assert_true(*count >= 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cmr_ingest_print_list(m, cmr_ingest_view_names(v), s, (size_t)*count);
+    fclose(m);
+    free(s);
+    return buf;
+}
+
+static void feed(cmr_ingest_engine_t *e, int partition, const synth_seg_t *segs, int nseg, size_t per_batch,
+                 int twice)
+{
+    char err[256];
+    for (int i = 0; i < nseg; i++) {
+        cmr_event_batch_t *b;
+        size_t n = synth_batches(&segs[i], per_batch, &b);
+        for (int r = 0; r <= twice; r++)
+            for (size_t k = 0; k < n; k++)
+                assert_true(cmr_ingest_engine_add(e, partition, &b[k], err, sizeof err) >= 0);
+        synth_batches_free(b, n);
+    }
+}
+
+static void test_store_engine_queries(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
+    cmr_method_entry_t m1 = {.method_id = M_MAIN, .class_name = "com/example/App", .method_name = "main",
+                             .descriptor = "()V"};
+    cmr_method_entry_t m2 = {.method_id = M_TASK, .class_name = "com/example/Task", .method_name = "run",
+                             .descriptor = "()V"};
+    cmr_ingest_engine_add_method(e, &m1);
+    cmr_ingest_engine_add_method(e, &m2);
+    cmr_agent_registration_t reg = {.agent_name = "shop", .hostname = "host-a", .pid = 42};
+    cmr_ingest_engine_add_agent(e, &reg);
+    synth_seg_t multi[4], nested;
+    build_multi(multi, 20);
+    build_nested_at(&nested, 21, T0 + 10000);
+    feed(e, 0, multi, 4, 2, 1);   /* every batch twice */
+    feed(e, 3, &nested, 1, 3, 0);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    feed(e, 3, &nested, 1, 3, 0); /* redelivered after the flush */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_stats_t stats;
+    cmr_ingest_engine_stats(e, &stats);
+    assert_true(stats.duplicates > 0);
+    cmr_ingest_view_t *busy = cmr_ingest_view_open(tmpdir, err, sizeof err); /* while the engine has it open */
+    assert_non_null(busy);
+    cmr_ingest_view_free(busy);
+    cmr_ingest_engine_free(e);
+
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_trace_filter_t f = {0};
+    long n;
+    char *all = capture_list(v, &f, &n);
+    assert_int_equal(n, 2);
+    f.slowest = true;
+    char *slow = capture_list(v, &f, &n);
+    assert_int_equal(n, 2);
+    assert_string_not_equal(all, slow); /* different order */
+    assert_true(strstr(all, "7a000000000000000000000000000015") < strstr(all, "7a000000000000000000000000000014"));
+    assert_true(strstr(slow, "7a000000000000000000000000000014") < strstr(slow, "7a000000000000000000000000000015"));
+    free(slow);
+    free(all);
+    cmr_trace_filter_t g = {0};
+    assert_int_equal(cmr_trace_filter_set(&g, "contains", "Task.run", err, sizeof err), 0);
+    free(capture_list(v, &g, &n));
+    assert_int_equal(n, 1);
+    cmr_trace_filter_t h = {0};
+    assert_int_equal(cmr_trace_filter_set(&h, "agent", "shop@host-a", err, sizeof err), 0);
+    free(capture_list(v, &h, &n));
+    assert_int_equal(n, 2);
+    char a2hex[17];
+    snprintf(a2hex, sizeof a2hex, "%016" PRIx64, A2);
+    assert_int_equal(cmr_trace_filter_set(&h, "agent", a2hex, err, sizeof err), 0);
+    free(capture_list(v, &h, &n));
+    assert_int_equal(n, 1);
+    cmr_trace_filter_t i2 = {0};
+    assert_int_equal(cmr_trace_filter_set(&i2, "min-duration", "2us", err, sizeof err), 0);
+    free(capture_list(v, &i2, &n));
+    assert_int_equal(n, 1);
+    cmr_trace_filter_t r = {0};
+    assert_int_equal(cmr_trace_filter_set(&r, "root", "App.main", err, sizeof err), 0);
+    free(capture_list(v, &r, &n));
+    assert_int_equal(n, 2);
+    assert_int_equal(cmr_trace_filter_set(&r, "root", "Task.run", err, sizeof err), 0); /* not a root */
+    free(capture_list(v, &r, &n));
+    assert_int_equal(n, 0);
+    cmr_trace_filter_t none = {0};
+    assert_int_equal(cmr_trace_filter_set(&none, "contains", "NoSuch.method", err, sizeof err), 0);
+    free(capture_list(v, &none, &n));
+    assert_int_equal(n, 0);
+    cmr_trace_filter_t bad = {0};
+    assert_int_equal(cmr_trace_filter_set(&bad, "from", "yesterday", err, sizeof err), -1);
+    assert_int_equal(cmr_trace_filter_set(&bad, "colour", "red", err, sizeof err), -1);
+    assert_int_equal(cmr_trace_filter_set(&bad, "limit", "-3", err, sizeof err), -1);
+
+    /* show: the text tree has thread and JVM of every call */
+    uint8_t tid[16];
+    synth_trace_id(20, tid);
+    cmr_tree_t t;
+    assert_int_equal(cmr_ingest_view_tree(v, tid, &t), 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    cmr_ingest_print_tree(mf, cmr_ingest_view_names(v), &t);
+    fclose(mf);
+    assert_non_null(strstr(buf, "com.example.App.main()V  [main #1 @ shop@host-a pid 42]"));
+    assert_non_null(strstr(buf, "com.example.Task.run()V  [pool-1-thread-1 #21 @ shop@host-a pid 42] async"));
+    assert_non_null(strstr(buf, "(remote caller 000000000badcafe)"));
+    assert_non_null(strstr(buf, "complete"));
+    free(buf);
+    cmr_tree_free(&t);
+    synth_trace_id(99, tid);
+    assert_int_equal(cmr_ingest_view_tree(v, tid, &t), 0);
+    cmr_ingest_view_free(v);
+
+    /* HTTP answers */
+    char *body;
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?slowest=1&limit=5", &body), 200);
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    assert_int_equal(json_array_size(json_object_get(j, "traces")), 2);
+    json_decref(j);
+    free(body);
+    char target[128], hex[33];
+    synth_trace_id(20, tid);
+    cmr_hex(tid, 16, hex);
+    snprintf(target, sizeof target, "/api/traces/%s", hex);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 200);
+    j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(j, "roots")), 2);
+    json_decref(j);
+    free(body);
+    snprintf(target, sizeof target, "/api/traces/%s/export?format=otlp", hex);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 200);
+    assert_non_null(strstr(body, "resourceSpans"));
+    free(body);
+    snprintf(target, sizeof target, "/api/traces/%s/export?format=svg", hex);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 400);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces/xyz", &body), 400);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces/00000000000000000000000000000001", &body), 404);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "POST", "/api/traces", &body), 405);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?from=soon", &body), 400);
+    assert_non_null(strstr(body, "error"));
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?root=%zz", &body), 400);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/nothing", &body), 404);
+    free(body);
+
+    /* retention by age: everything is older than a day */
+    o.retention_age_ms = 24LL * 3600 * 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
+    assert_int_equal(cmr_ingest_engine_retention(e), 2);
+    cmr_ingest_engine_free(e);
+    v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    free(capture_list(v, &f, &n));
+    assert_int_equal(n, 0);
+    cmr_ingest_view_free(v);
+    for (int k = 0; k < 4; k++)
+        synth_seg_free(&multi[k]);
+    synth_seg_free(&nested);
+}
+
+static void test_parse_time_and_duration(void **state)
+{
+    (void)state;
+    int64_t ns;
+    assert_int_equal(cmr_ingest_parse_time("2026-11-21T21:40:00Z", &ns), 0);
+    assert_int_equal(ns, 1795297200LL * 1000000000LL);
+    assert_int_equal(cmr_ingest_parse_time("2026-11-21T21:40:00.5Z", &ns), 0);
+    assert_int_equal(ns % 1000000000LL, 500000000LL);
+    assert_int_equal(cmr_ingest_parse_time("1795297200", &ns), 0);
+    assert_int_equal(ns, 1795297200LL * 1000000000LL);
+    assert_int_equal(cmr_ingest_parse_time("1795297200000", &ns), 0);
+    assert_int_equal(ns, 1795297200LL * 1000000000LL);
+    assert_int_equal(cmr_ingest_parse_time("-10m", &ns), 0);
+    assert_int_equal(cmr_ingest_parse_time("tomorrow", &ns), -1);
+    assert_int_equal(cmr_ingest_parse_time("2026-11-21T21:40:00+02:00", &ns), -1);
+    assert_int_equal(cmr_ingest_parse_duration("1.5s", &ns), 0);
+    assert_int_equal(ns, 1500000000LL);
+    assert_int_equal(cmr_ingest_parse_duration("300us", &ns), 0);
+    assert_int_equal(ns, 300000);
+    assert_int_equal(cmr_ingest_parse_duration("12", &ns), 0);
+    assert_int_equal(ns, 12000000);
+    assert_int_equal(cmr_ingest_parse_duration("12 parsecs", &ns), -1);
+    assert_int_equal(cmr_ingest_parse_duration("-1s", &ns), -1);
+}
+
+int main(void)
+{
+    cmr_log_set_level(CMR_LOG_WARN);
+    A1 = cmr_agent_id("shop", "host-a");
+    A2 = cmr_agent_id("billing", "host-b");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nested_one_thread),
+        cmocka_unit_test(test_across_threads_and_jvms),
+        cmocka_unit_test(test_out_of_order_and_duplicates),
+        cmocka_unit_test(test_missing_parent_then_arrives),
+        cmocka_unit_test(test_lost_batch_and_exits),
+        cmocka_unit_test(test_batch_validation_and_roundtrip),
+        cmocka_unit_test(test_hostile_events),
+        cmocka_unit_test(test_exporters),
+        cmocka_unit_test_setup_teardown(test_store_engine_queries, make_tmp, remove_tmp),
+        cmocka_unit_test(test_parse_time_and_duration),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
