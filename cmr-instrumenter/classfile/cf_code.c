@@ -202,7 +202,25 @@ cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn
   uint8_t *starts = *starts_p;
   memset(starts, 0, len);
   uint32_t cnt = 0;
+  const uint8_t *cb = code->code;
   for (uint32_t pc = 0; pc < len;) {
+    uint8_t op = cb[pc];
+    uint32_t l = op_len[op];
+    /* fast path: fixed-length instruction that is not a branch, return or invoke */
+    if (l != 0 && l != 255 && pc + l <= len && !(op >= 0x99 && op <= 0xa8) &&
+        !(op >= 0xac && op <= 0xba) && op < 0xc6) {
+      cf_insn *in = &v[cnt++];
+      in->pc = pc;
+      in->len = l;
+      in->op = op;
+      in->kind = CF_K_PLAIN;
+      in->wide = 0;
+      in->branch = 0;
+      in->npairs = 0;
+      starts[pc] = 1;
+      pc += l;
+      continue;
+    }
     if (!cf_insn_decode(code->code, len, pc, &v[cnt]))
       return cf_fail(err, CF_ERR_CODE, "bad instruction (opcode 0x%02x) at pc %u", code->code[pc],
                      pc);

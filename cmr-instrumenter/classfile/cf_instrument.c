@@ -449,44 +449,39 @@ static bool rewrite_stackmap(job *j, cf_buf *b, uint32_t handler_pc) {
 static cf_err prepare_class(cf_class *c, const cf_probe *p, cls_ctx *cx) {
   if (cx->ready) return CF_OK;
   const cf_probe_call *calls[3] = {&p->enter, &p->normal_exit, &p->exc_exit};
-  const char *names[11];
-  size_t lens[11];
-  uint16_t found[11];
+  const char *names[5];
+  size_t lens[5];
+  uint16_t found[5];
   names[0] = "java/lang/Throwable", lens[0] = 19;
   names[1] = "StackMapTable", lens[1] = 13;
   for (int k = 0; k < 3; k++) {
-    const char *s3[3] = {calls[k]->owner ? calls[k]->owner : "", calls[k]->name ? calls[k]->name : "",
-                         calls[k]->desc ? calls[k]->desc : ""};
-    for (int q = 0; q < 3; q++) names[2 + 3 * k + q] = s3[q], lens[2 + 3 * k + q] = strlen(s3[q]);
+    names[2 + k] = calls[k]->owner ? calls[k]->owner : "";
+    lens[2 + k] = strlen(names[2 + k]);
   }
-  cf_cp_find_utf8_multi(c, names, lens, found, 11);
+  cf_cp_find_utf8_multi(c, names, lens, found, 5);
   cx->smt_name = found[1];
-  uint16_t owner_cls[3] = {0, 0, 0};
+  uint16_t owner_cls[3] = {0, 0, 0}, nm_idx[3] = {0, 0, 0}, ds_idx[3] = {0, 0, 0};
   for (int k = 0; k < 3; k++) {
     cx->words[k] = cf_probe_stack_words(calls[k]);
     cx->mref[k] = 0;
     if (!calls[k]->owner) continue;
-    uint16_t *f = &found[2 + 3 * k];
-    if (f[0]) { /* the pool already mentions this owner: look up and reuse what exists */
+    if (found[2 + k]) { /* the pool already mentions this owner: look up and reuse */
       cx->mref[k] = cf_probe_methodref(c, calls[k]);
-    } else {
-      int same = -1; /* a previous site with the same owner (already appended) */
-      for (int q = 0; q < k; q++)
-        if (owner_cls[q] && !strcmp(calls[q]->owner, calls[k]->owner)) same = q;
-      uint16_t cls = same >= 0 ? owner_cls[same] : 0;
+    } else {            /* it cannot hold our entries yet: append without searching */
+      uint16_t cls = 0, nm = 0, ds = 0;
+      for (int q = 0; q < k; q++) {
+        if (!owner_cls[q]) continue;
+        if (!cls && !strcmp(calls[q]->owner, calls[k]->owner)) cls = owner_cls[q];
+        if (!nm && !strcmp(calls[q]->name, calls[k]->name)) nm = nm_idx[q];
+        if (!ds && !strcmp(calls[q]->desc, calls[k]->desc)) ds = ds_idx[q];
+      }
       if (!cls) {
-        uint16_t u = cf_cp_append_utf8(c, calls[k]->owner, lens[2 + 3 * k]);
+        uint16_t u = cf_cp_append_utf8(c, calls[k]->owner, lens[2 + k]);
         cls = u ? cf_cp_append_ref(c, CF_CONSTANT_Class, u, 0) : 0;
       }
-      owner_cls[k] = cls;
-      /* names/descs appended for an earlier site are found again among later sites */
-      uint16_t nm = f[1], ds = f[2];
-      for (int q = 0; q < k; q++) {
-        if (!nm && calls[q]->owner && !strcmp(calls[q]->name, calls[k]->name)) nm = found[2 + 3 * q + 1];
-        if (!ds && calls[q]->owner && !strcmp(calls[q]->desc, calls[k]->desc)) ds = found[2 + 3 * q + 2];
-      }
-      if (!nm) nm = f[1] = cf_cp_append_utf8(c, calls[k]->name, lens[3 + 3 * k]);
-      if (!ds) ds = f[2] = cf_cp_append_utf8(c, calls[k]->desc, lens[4 + 3 * k]);
+      if (!nm) nm = cf_cp_append_utf8(c, calls[k]->name, strlen(calls[k]->name));
+      if (!ds) ds = cf_cp_append_utf8(c, calls[k]->desc, strlen(calls[k]->desc));
+      owner_cls[k] = cls, nm_idx[k] = nm, ds_idx[k] = ds;
       uint16_t nat = nm && ds ? cf_cp_append_ref(c, CF_CONSTANT_NameAndType, nm, ds) : 0;
       cx->mref[k] = cls && nat ? cf_cp_append_ref(c, CF_CONSTANT_Methodref, cls, nat) : 0;
     }
