@@ -567,6 +567,47 @@ static void test_tables_and_uninitialized(void **st) {
   free(b);
 }
 
+/* limits: a full constant pool and a max_stack that cannot grow are refused, class untouched */
+static void test_limits(void **st) {
+  (void)st;
+  asm_cls a;
+  a_init(&a, 52);
+  char name[16];
+  for (int i = 0; i < 65525; i++) { /* 65532 entries with the others */
+    snprintf(name, sizeof name, "u%d", i);
+    a_utf8(&a, name);
+  }
+  uint8_t code[] = {0xb1};
+  a_method(&a, 0x9, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
+  size_t n;
+  uint8_t *b = a_finish(&a, "p/F", "java/lang/Object", &n);
+  cf_class *c = parse_ok(b, n);
+  uint16_t before = c->cp_count;
+  cf_method_result mr;
+  cf_error e;
+  assert_int_equal(cf_instrument_method(c, 0, timer(), &mr, &e), CF_ERR_REFUSED);
+  assert_int_equal(mr.refusal, CF_REFUSE_CONSTANT_POOL_FULL);
+  assert_int_equal(c->cp_count, before);
+  uint8_t *o;
+  size_t ol;
+  assert_int_equal(cf_class_write(c, &o, &ol, &e), CF_OK);
+  assert_int_equal(ol, n);
+  assert_memory_equal(o, b, n);
+  free(o);
+  cf_class_free(c);
+  free(b);
+
+  a_init(&a, 52);
+  a_method(&a, 0x9, "s", "()V", code, sizeof code, 65534, 0, NULL, 0, NULL);
+  b = a_finish(&a, "p/S", "java/lang/Object", &n);
+  cf_instrument_result r;
+  assert_int_equal(cf_instrument_class(b, n, timer(), NULL, NULL, &r, &e), CF_OK);
+  assert_null(r.bytes);
+  assert_int_equal(r.methods[0].refusal, CF_REFUSE_STACK_TOO_LARGE);
+  cf_instrument_result_free(&r);
+  free(b);
+}
+
 static void test_probe_check(void **st) {
   (void)st;
   cf_error e;
@@ -598,6 +639,7 @@ int main(void) {
     cmocka_unit_test(test_constructors),
     cmocka_unit_test(test_refusals),
     cmocka_unit_test(test_tables_and_uninitialized),
+    cmocka_unit_test(test_limits),
     cmocka_unit_test(test_probe_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,6 +136,7 @@ static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, j
 /* retransform: classes loaded before the hook saw them (primordial phase) are
  * retransformed at VM init, one by one, so that they are instrumented too. */
 static unsigned long n_retransformed, n_retransform_failed;
+static int include_object; /* option object: also retransform java.lang.Object */
 static void JNICALL on_vm_init(jvmtiEnv *env, JNIEnv *jni, jthread thread) {
   (void)jni;
   (void)thread;
@@ -149,7 +150,8 @@ static void JNICALL on_vm_init(jvmtiEnv *env, JNIEnv *jni, jthread thread) {
     (*env)->GetClassSignature(env, cls[i], &sig, NULL);
     /* java.lang.Object is left alone: HotSpot's C2 crashes compiling a retransformed
      * Object.<init> that has exception handlers (observed on 17.0.15). */
-    if (mod && sig && strncmp(sig, "Lcmrtest/", 9) != 0 && strcmp(sig, "Ljava/lang/Object;") != 0) {
+    if (mod && sig && strncmp(sig, "Lcmrtest/", 9) != 0 &&
+        (include_object || strcmp(sig, "Ljava/lang/Object;") != 0)) {
       jvmtiError e = (*env)->RetransformClasses(env, 1, &cls[i]);
       if (e == JVMTI_ERROR_NONE) n_retransformed++;
       else {
@@ -265,6 +267,7 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
     if (!strncmp(tok, "helper=", 7)) snprintf(helper, sizeof helper, "%s", tok + 7);
     else if (!strncmp(tok, "report=", 7)) snprintf(report_path, sizeof report_path, "%s", tok + 7);
     else if (!strcmp(tok, "retransform")) retransform = 1;
+    else if (!strcmp(tok, "object")) include_object = 1;
   }
   if (!*helper) {
     fprintf(stderr, "cf_test_agent: helper=PATH required\n");
