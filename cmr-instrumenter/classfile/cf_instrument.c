@@ -549,15 +549,21 @@ static cf_err analyse(job *j, cf_error *err) {
     return cf_fail(err, CF_ERR_NOMEM, "out of memory");
   j->special = S->special;
   j->nspecial = j->nret = 0;
+  /* jsr/ret: fine for the type-inference verifier (class files < 50: subroutine code is
+   * relocated like any other, jsr widened to jsr_w); from 50 on a StackMapTable cannot
+   * describe subroutines, so such methods are refused. */
+  bool subroutines_ok = c->major < 50;
   for (uint32_t i = 0; i < j->L.n; i++) {
     const cf_insn *in = &j->L.in[i];
     if (in->kind == CF_K_PLAIN || in->kind == CF_K_INVOKE) {
-      if (in->op == 0xa9) /* ret */
-        return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u", in->pc);
+      if (in->op == 0xa9 && !subroutines_ok) /* ret */
+        return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u (class file %u)",
+                      in->pc, c->major);
       continue;
     }
-    if (in->op == 0xa8 || in->op == 0xc9)
-      return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u", in->pc);
+    if ((in->op == 0xa8 || in->op == 0xc9) && !subroutines_ok)
+      return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u (class file %u)", in->pc,
+                    c->major);
     j->special[j->nspecial++] = i;
     j->nret += in->kind == CF_K_RETURN;
   }

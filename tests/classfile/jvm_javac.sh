@@ -3,9 +3,12 @@
 # compiles the multi-file program in java/prog plus a generated Big.java; the classes it
 # produces must equal those of an uninstrumented javac. Then the program runs instrumented
 # and must print exactly what it prints uninstrumented.
-#   jvm_javac.sh AGENT JAVA_HOME WORKDIR
+# With a 4th argument (the cf_gen_jsr tool) it also runs JsrDemo, a version-49 class with a
+# jsr/ret subroutine, which the old type-inference verifier checks.
+#   jvm_javac.sh AGENT JAVA_HOME WORKDIR [CF_GEN_JSR]
+GEN_JSR=${4:-}
 source "$(dirname "$0")/jvm_common.sh"
-cf_init "$@"
+cf_init "$1" "$2" "$3"
 mkdir -p "$WORK/src"
 cp "$HERE"/java/prog/app/*.java "$WORK/src/"
 python3 "$HERE/gen_big.py" "$WORK/src/Big.java"
@@ -25,4 +28,18 @@ check_no_verify_error "$WORK/javac.log" "$WORK/run1.txt"
 check_report javac
 check_report program
 grep -q '^refused_branch-needs-frame=1$' "$WORK/program.report" || fail "expected exactly one branch-needs-frame refusal (Big.loopPlain)"
+
+if [ -n "$GEN_JSR" ]; then
+  mkdir -p "$WORK/jsr"
+  "$GEN_JSR" "$WORK/jsr"
+  "$JAVA" -Xverify:all -cp "$WORK/jsr" JsrDemo > "$WORK/jsr0.txt" 2>&1
+  # shellcheck disable=SC2046
+  "$JAVA" $(agent_opts jsr) -cp "$WORK/jsr" JsrDemo > "$WORK/jsr1.txt" 2>&1 || fail "instrumented JsrDemo failed"
+  echo "JsrDemo: $(tr '\n' ' ' < "$WORK/jsr1.txt")"
+  printf '10\n-100\n2\n' | diff - "$WORK/jsr0.txt" || fail "JsrDemo output unexpected"
+  diff "$WORK/jsr0.txt" "$WORK/jsr1.txt" || fail "JsrDemo output differs when instrumented"
+  check_no_verify_error "$WORK/jsr1.txt"
+  check_report jsr
+  grep -q '^refused_jsr-ret=0$' "$WORK/jsr.report" || fail "jsr/ret method refused"
+fi
 cf_done

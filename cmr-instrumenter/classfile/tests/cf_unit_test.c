@@ -484,7 +484,7 @@ static void test_constructors(void **st) {
 static void test_refusals(void **st) {
   (void)st;
   asm_cls a;
-  a_init(&a, 49);
+  a_init(&a, 50); /* jsr/ret with a StackMapTable-era class file: refused */
   uint8_t jsr[] = {0xa8, 0, 4, 0xb1, 0x4c, 0xa9, 1};
   a_method(&a, 0x9, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
   a_method_nocode(&a, 0x401, "abs", "()V");
@@ -498,6 +498,26 @@ static void test_refusals(void **st) {
   assert_int_equal(r.methods[0].refusal, CF_REFUSE_JSR_RET);
   assert_int_equal(r.methods[1].refusal, CF_REFUSE_ABSTRACT_OR_NATIVE);
   assert_int_equal(r.methods[2].refusal, CF_REFUSE_ABSTRACT_OR_NATIVE);
+  cf_instrument_result_free(&r);
+  free(b);
+
+  /* the same subroutine in a version-49 class (type-inference verifier): instrumented, the
+   * jsr relocated past the entry probe and ret left as is */
+  a_init(&a, 49);
+  a_method(&a, 0x9, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
+  b = a_finish(&a, "p/R", "java/lang/Object", &n);
+  uint8_t *o;
+  cf_class *c = instrument_ok(b, n, &o, &r);
+  cf_code k;
+  code_of(c, "j", &k);
+  assert_int_equal(k.code[6], 0xa8);                              /* jsr */
+  assert_int_equal(k.code[6 + (int16_t)cf_be16(k.code + 7)], 0x4c); /* -> astore_1 */
+  assert_int_equal(k.code[9], 0x14);                              /* exit probe before return */
+  assert_int_equal(k.code[16], 0x4c);
+  assert_int_equal(k.code[17], 0xa9);                             /* ret 1 */
+  assert_null(sub_attr(c, &k, "StackMapTable"));                  /* none before version 50 */
+  cf_code_release(&k);
+  cf_class_free(c);
   cf_instrument_result_free(&r);
   free(b);
 }

@@ -205,7 +205,8 @@ typedef struct cf_probe {
 typedef enum cf_refusal {
   CF_REFUSE_NONE = 0,
   CF_REFUSE_ABSTRACT_OR_NATIVE,  /* no code */
-  CF_REFUSE_JSR_RET,             /* jsr/ret subroutines */
+  CF_REFUSE_JSR_RET,             /* jsr/ret in a class file >= 50 (frames cannot describe them);
+                                    older class files are instrumented */
   CF_REFUSE_CODE_TOO_LARGE,      /* result would exceed 65535 bytes of code */
   CF_REFUSE_STACK_TOO_LARGE,     /* max_stack would exceed 65535 */
   CF_REFUSE_BRANCH_NEEDS_FRAME,  /* widening a conditional branch would need a new frame */
