@@ -115,6 +115,50 @@ static uint8_t *base_class(size_t *n) {
   return a_finish(&a, "p/A", "java/lang/Object", n);
 }
 
+/* A version-49 class with a jsr/ret subroutine and an exception handler (old verifier). */
+static uint8_t *jsr_class(size_t *n) {
+  asm_cls a;
+  a_init(&a, 49);
+  uint16_t cnt = a_ref(&a, 9, "p/J", "c", "I");
+  uint8_t code[] = {0x1a, 0x9c, 0, 5, 0x01, 0xbf, /* iload_0 ifge +5 (6); aconst_null athrow */
+                    0xa8, 0, 9, 0x1a, 0xac,       /* 6 jsr 15; iload_0 ireturn */
+                    0x4c, 0xa8, 0, 3, 0x2b, 0xbf, /* 11 astore_1 jsr 15; aload_1 athrow */
+                    0x4d, 0xb2, (uint8_t)(cnt >> 8), (uint8_t)cnt, 0x57, 0xa9, 2};
+  /* fix offsets: jsr at 6 -> 17, jsr at 12 -> 17 */
+  code[7] = 0; code[8] = 11;
+  code[13] = 0; code[14] = 5;
+  uint16_t exc[] = {0, 9, 11, 0};
+  a_method(&a, 0x9, "f", "(I)I", code, sizeof code, 2, 3, exc, 1, NULL);
+  return a_finish(&a, "p/J", "java/lang/Object", n);
+}
+
+static void test_jsr_class(void **st) {
+  (void)st;
+  size_t n;
+  uint8_t *b = jsr_class(&n);
+  assert_int_equal(exercise(b, n), CF_OK);
+  cf_instrument_result r;
+  cf_error e;
+  assert_int_equal(cf_instrument_class(b, n, cf_test_probe(0), NULL, NULL, &r, &e), CF_OK);
+  assert_int_equal(r.n_instrumented, 1);
+  cf_instrument_result_free(&r);
+  for (size_t pos = 0; pos < n; pos++)
+    for (int v = 0; v < 256; v += 17) {
+      uint8_t *t = malloc(n);
+      memcpy(t, b, n);
+      t[pos] = (uint8_t)v;
+      (void)exercise(t, n);
+      free(t);
+    }
+  for (size_t len = 0; len < n; len++) {
+    uint8_t *t = malloc(len ? len : 1);
+    memcpy(t, b, len);
+    assert_int_not_equal(exercise(t, len), CF_OK);
+    free(t);
+  }
+  free(b);
+}
+
 static void test_base_is_valid(void **st) {
   (void)st;
   size_t n;
@@ -375,6 +419,7 @@ static void test_bad_code(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_base_is_valid),
+    cmocka_unit_test(test_jsr_class),
     cmocka_unit_test(test_truncations),
     cmocka_unit_test(test_byte_mutations),
     cmocka_unit_test(test_random_mutations),
