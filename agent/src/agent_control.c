@@ -156,6 +156,13 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
 {
     cmr_agent_t *a = c->a;
     pthread_mutex_lock(&a->config_lock);
+    /* answers to retried registrations repeat the configuration we have */
+    bool same = a->mode == CMR_MODE_FULL && a->revision == cfg->revision &&
+                strcmp(a->environment_id, cfg->environment_id) == 0 && a->agent_id == cfg->agent_id;
+    pthread_mutex_unlock(&a->config_lock);
+    if (same)
+        return;
+    pthread_mutex_lock(&a->config_lock);
     snprintf(a->environment_id, sizeof a->environment_id, "%s", cfg->environment_id);
     a->revision = cfg->revision;
     a->strategy = cfg->strategy;

@@ -188,8 +188,19 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
     cmr_probe_publisher_stop(a);  /* final drain of every ring, bounded */
     cmr_agent_control_stop(a);    /* SHUTDOWN status, flush, bounded */
     a->mode = CMR_MODE_STOPPED;
-    cmr_log(CMR_LOG_INFO, "agent.stopped", "instance=%s flush_ms=%lld", a->instance_id,
-            (long long)(cmr_now_ms() - t0));
+    cmr_class_cache_stats_t cs;
+    cmr_class_cache_stats(a->classes, &cs);
+    cmr_probe_stats_t ps;
+    cmr_probe_rings_stats(a->rings, &ps);
+    uint64_t calls = a->hook_calls;
+    cmr_log(CMR_LOG_INFO, "agent.stopped",
+            "instance=%s flush_ms=%lld hook_calls=%llu hook_ns_avg=%llu hook_ms_total=%.1f classes_seen=%llu "
+            "classes_sent=%llu events_recorded=%llu events_dropped=%llu commands_applied=%llu commands_failed=%llu",
+            a->instance_id, (long long)(cmr_now_ms() - t0), (unsigned long long)calls,
+            (unsigned long long)(calls ? a->hook_ns_total / calls : 0), (double)a->hook_ns_total / 1e6,
+            (unsigned long long)cs.seen, (unsigned long long)cs.sent, (unsigned long long)ps.recorded,
+            (unsigned long long)ps.dropped, (unsigned long long)a->commands_applied,
+            (unsigned long long)a->commands_failed);
 }
 
 /* --- set-up ----------------------------------------------------------------------------- */
