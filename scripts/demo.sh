@@ -1,34 +1,67 @@
 #!/usr/bin/env bash
-# The main job: starts the embedded Kafka broker on loopback and shows every message type
-# of the system produced through the transport and consumed back, intact, by a consumer
-# group. Builds first (installing Debian packages when one is missing).
+# The main job: the whole system on this machine. Starts the embedded Kafka broker, the
+# three CMR workers (cmr-config, cmr-instrumenter, cmr-ingest), applies the demo
+# environment, runs a multi-threaded sample application (demo/java/shop) in a real JVM
+# with the agent, and prints the slowest call trees with their timings. Builds first
+# (installing Debian packages when one is missing).
+#   scripts/demo.sh [SECONDS]       how long the application runs (default 10)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+seconds=${1:-10}
 cmr_install_packages
 cd "$CMR_ROOT"
 cmr_build build
-bin=$CMR_ROOT/build
+B=$CMR_ROOT/build
+JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 
 work=$(mktemp -d)
-broker_pid=""
+pids=()
 cleanup() {
-    [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null || true
-    rm -rf "$work"
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    [ -n "${CMR_DEMO_KEEP:-}" ] && echo "logs and store kept in $work" || rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
+step() { printf '\n== %s\n' "$*"; }
 
-cmr_log "starting the embedded broker (in memory, loopback only)"
-"$bin/cmr-broker/cmr-broker" --bootstrap-file "$work/bootstrap" >/dev/null 2>"$work/broker.log" &
-broker_pid=$!
+step "Embedded Kafka broker (in memory, loopback only)"
+"$B/cmr-broker/cmr-broker" --bootstrap-file "$work/bootstrap" >/dev/null 2>"$work/broker.log" &
+pids+=($!)
 for _ in $(seq 100); do [ -s "$work/bootstrap" ] && break; sleep 0.1; done
-[ -s "$work/bootstrap" ] || { cat "$work/broker.log" >&2; echo "broker did not start" >&2; exit 1; }
-bootstrap=$(cat "$work/bootstrap")
-cmr_log "broker at $bootstrap"
+[ -s "$work/bootstrap" ] || { cat "$work/broker.log" >&2; echo "the broker did not start" >&2; exit 1; }
+bs=$(cat "$work/bootstrap")
+echo "bootstrap $bs"
 
-echo
-echo "== The wire contracts (schemas/*.avsc, Avro single-object encoding)"
-"$bin/tools/cmr-wire" list
-echo
-echo "== One message of each type through Kafka and back"
-"$bin/tools/cmr-wire" roundtrip --bootstrap "$bootstrap" --log-level warn
+step "Environment and agent mapping (demo/environment.yaml)"
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply demo/environment.yaml
+
+step "CMR workers: cmr-config, cmr-instrumenter, cmr-ingest"
+"$B/cmr-config/cmr-config" --bootstrap "$bs" run >"$work/config.log" 2>&1 & pids+=($!)
+"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --db "$work/instrumenter" run >"$work/instrumenter.log" 2>&1 & pids+=($!)
+"$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port -1 run >"$work/ingest.log" 2>&1 &
+ingest_pid=$!
+pids+=($ingest_pid)
+sleep 2
+echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
+
+step "The shop application, ${seconds}s, with the agent"
+"$JAVA" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=shop-demo" \
+    -cp "$B/demo/classes" shop.ShopDemo "$seconds" 2>"$work/jvm.log"
+grep -E "event=agent\.(configured|stopped)" "$work/jvm.log" | sed -e 's/^ts=[^ ]* //' || true
+echo "classes instrumented and redefined in the running JVM: $(sed -n 's/.*event=agent.stopped.*commands_applied=\([0-9]*\).*/\1/p' "$work/jvm.log")"
+
+step "Waiting for cmr-ingest to store the last batches"
+sleep 3
+kill "$ingest_pid"; wait "$ingest_pid" 2>/dev/null || true
+
+step "The slowest traces"
+"$B/cmr-ingest/cmr-ingest" --store "$work/ingest" traces --slowest --limit 5
+slowest=$("$B/cmr-ingest/cmr-ingest" --store "$work/ingest" traces --slowest --limit 1 --json |
+          python3 -c 'import json,sys; d=json.load(sys.stdin); t=d if isinstance(d,list) else d.get("traces",[]); print(t[0]["trace_id"] if t else "")')
+[ -n "$slowest" ] || { echo "no trace was stored (see $work/*.log)"; CMR_DEMO_KEEP=1; exit 1; }
+
+step "Where the time went in the slowest checkout"
+"$B/cmr-ingest/cmr-ingest" --store "$work/ingest" show "$slowest"
+"$B/cmr-ingest/cmr-ingest" --store "$work/ingest" export "$slowest" "$work/slowest.json" --format chrome >/dev/null &&
+    echo "(also exported as Chrome trace-event JSON: open it in https://ui.perfetto.dev)"
