@@ -13,8 +13,9 @@
  *
  * Relocation: instructions are decoded (cf_code.c), a new layout is computed and iterated
  * until stable: 16-bit branches that no longer reach are widened (goto -> goto_w,
- * if<cond> L -> if<!cond> +8; goto_w L; the latter only where the fall-through already has a
- * frame), switch padding follows the new pc. Then code, exception table, StackMapTable
+ * if<cond> L -> if<!cond> +8; goto_w L where the fall-through already has a frame, otherwise
+ * if<cond> T with a `T: goto_w L` trampoline placed after an instruction that never falls
+ * through, whose frame is L's frame written in full), switch padding follows the new pc. Then code, exception table, StackMapTable
  * (cf_stackmap.c), LineNumberTable, LocalVariable(Type)Table and type-annotation offsets are
  * rewritten. Anything that cannot be done safely is refused with a reason and the class is
  * left as it was (constant-pool additions are rolled back).
@@ -107,8 +108,13 @@ typedef struct layout {
   uint32_t *start;                /* n + 1 entries: where instruction i's block begins */
   const uint8_t *starts;          /* code_len flags: an instruction starts at pc */
   uint16_t *ent, *ex;
+  uint16_t *tramp;                /* bytes of trampolines placed before instruction i */
   uint8_t *widen, *has_frame;
   uint32_t end_orig;              /* new pc after the last original instruction */
+  /* trampolines: branch `br` jumps to a `goto_w` placed before instruction `at` (the
+   * `ord`-th there), which jumps on to the branch's target */
+  struct tramp { uint32_t br, at, ord; } *tr;
+  uint32_t ntr, tr_cap;
 } layout;
 
 typedef struct job {
@@ -121,6 +127,7 @@ typedef struct job {
   layout L;
   cf_frame *frames;
   uint32_t nframes;
+  cf_xframe *xframes;             /* expanded frames, only when trampolines need them */
   const cf_attr *smt;
   cf_buf *entry, *exit, *handler; /* scratch buffers of the class context */
   uint8_t *entry_at;              /* n flags: the entry probe precedes instruction i */
@@ -162,7 +169,10 @@ static uint32_t insn_size(const layout *L, uint32_t i, uint32_t pos) {
 }
 
 /* block of instruction i: [entry probe][exit probe][instruction] */
-static inline uint32_t TGT(const layout *L, uint32_t i) { return L->start[i] + L->ent[i]; }
+/* block of instruction i: [trampolines][entry probe][exit probe][instruction] */
+static inline uint32_t TGT(const layout *L, uint32_t i) {
+  return L->start[i] + L->tramp[i] + L->ent[i];
+}
 static inline uint32_t IPOS(const layout *L, uint32_t i) { return TGT(L, i) + L->ex[i]; }
 
 static void compute_positions(layout *L) {
@@ -170,7 +180,7 @@ static void compute_positions(layout *L) {
   const cf_insn *in = L->in;
   for (uint32_t i = 0; i < L->n; i++) {
     L->start[i] = pos;
-    pos += (uint32_t)L->ent[i] + L->ex[i];
+    pos += (uint32_t)L->tramp[i] + L->ent[i] + L->ex[i];
     uint8_t k = in[i].kind;
     pos += (k == CF_K_BRANCH16 || k == CF_K_TABLESWITCH || k == CF_K_LOOKUPSWITCH)
                ? insn_size(L, i, pos) : in[i].len;
@@ -185,6 +195,58 @@ static uint32_t target_index(const layout *L, uint32_t i, int32_t rel) {
 }
 
 /* Widens branches until every offset fits. false + refusal when a widening needs a frame. */
+static const struct tramp *tramp_of(const layout *L, uint32_t br) {
+  for (uint32_t k = 0; k < L->ntr; k++)
+    if (L->tr[k].br == br) return &L->tr[k];
+  return NULL;
+}
+
+static inline uint32_t tramp_pos(const layout *L, const struct tramp *t) {
+  return L->start[t->at] + 5 * t->ord;
+}
+
+static bool ends_flow(uint8_t op) {
+  return op == 0xa7 || op == 0xc8 || op == 0xaa || op == 0xab || (op >= 0xac && op <= 0xb1) ||
+         op == 0xbf;
+}
+
+/* A far conditional branch whose fall-through has no frame: jump (16-bit) to a `goto_w`
+ * trampoline placed after an instruction that never falls through, before an instruction
+ * that has a frame, outside every original exception range. The trampoline gets the
+ * branch target's frame (written in full). Returns false if no place is in reach. */
+static bool place_trampoline(job *j, uint32_t br) {
+  layout *L = &j->L;
+  uint32_t from = IPOS(L, br), best = NO_INDEX;
+  int64_t best_d = 0;
+  for (uint32_t u = 0; u + 1 < L->n; u++) {
+    if (!ends_flow(L->in[u].op) || !L->has_frame[u + 1]) continue;
+    uint32_t pc_next = L->in[u + 1].pc;
+    bool straddled = false;
+    for (uint16_t e = 0; e < j->code.exc_count && !straddled; e++)
+      straddled = j->code.exc[e].start < pc_next && j->code.exc[e].end > pc_next;
+    if (straddled) continue;
+    int64_t d = (int64_t)L->start[u + 1] + L->tramp[u + 1] - from;
+    if (d < -30000 || d > 30000) continue; /* room for later shifts */
+    if (best == NO_INDEX || (d < 0 ? -d : d) < (best_d < 0 ? -best_d : best_d)) {
+      best = u + 1;
+      best_d = d;
+    }
+  }
+  if (best == NO_INDEX) return false;
+  if (L->ntr == L->tr_cap) {
+    uint32_t cap = L->tr_cap ? L->tr_cap * 2 : 8;
+    struct tramp *t = realloc(L->tr, sizeof *t * cap);
+    if (!t) return false;
+    L->tr = t;
+    L->tr_cap = cap;
+  }
+  L->tr[L->ntr++] = (struct tramp){br, best, L->tramp[best] / 5u};
+  L->tramp[best] = (uint16_t)(L->tramp[best] + 5);
+  return true;
+}
+
+/* Widens branches until every offset fits. Refuses when a widening would need a frame that
+ * cannot be provided. */
 static cf_err stabilize(job *j) {
   layout *L = &j->L;
   bool need_frames = j->c->major >= 50;
@@ -196,13 +258,21 @@ static cf_err stabilize(job *j) {
       uint32_t i = j->special[s];
       const cf_insn *in = &L->in[i];
       if (in->kind != CF_K_BRANCH16 || L->widen[i]) continue;
-      int64_t off = (int64_t)TGT(L, target_index(L, i, in->branch)) - IPOS(L, i);
+      const struct tramp *t = L->ntr ? tramp_of(L, i) : NULL;
+      int64_t off = (t ? (int64_t)tramp_pos(L, t) : (int64_t)TGT(L, target_index(L, i, in->branch))) -
+                    IPOS(L, i);
       if (off >= -32768 && off <= 32767) continue;
-      if (is_cond(in->op) && need_frames && (i + 1 >= L->n || !L->has_frame[i + 1]))
+      if (t)
         return refuse(j, CF_REFUSE_BRANCH_NEEDS_FRAME,
-                      "conditional branch at pc %u must be widened but its fall-through has no "
-                      "stack map frame", in->pc);
-      L->widen[i] = 1;
+                      "branch at pc %u lost the reach of its trampoline", in->pc);
+      if (is_cond(in->op) && need_frames && (i + 1 >= L->n || !L->has_frame[i + 1])) {
+        if (j->is_ctor || !L->has_frame[target_index(L, i, in->branch)] || !place_trampoline(j, i))
+          return refuse(j, CF_REFUSE_BRANCH_NEEDS_FRAME,
+                        "conditional branch at pc %u must be widened, its fall-through has no "
+                        "stack map frame and no trampoline place is in reach", in->pc);
+      } else {
+        L->widen[i] = 1;
+      }
       changed = true;
     }
     if (!changed) return CF_OK;
@@ -241,10 +311,22 @@ static void emit_code(job *j, cf_buf *b) {
   const uint8_t *code = j->code.code;
   for (uint32_t i = 0; i < L->n; i++) {
     const cf_insn *in = &L->in[i];
+    for (uint32_t ord = 0; ord * 5u < L->tramp[i]; ord++)
+      for (uint32_t k = 0; k < L->ntr; k++)
+        if (L->tr[k].at == i && L->tr[k].ord == ord) {
+          const cf_insn *bi = &L->in[L->tr[k].br];
+          cf_buf_u1(b, 0xc8); /* goto_w target */
+          put_s4(b, (int64_t)TGT(L, target_index(L, L->tr[k].br, bi->branch)) -
+                        tramp_pos(L, &L->tr[k]));
+        }
     if (L->ent[i]) cf_buf_bytes(b, j->entry->p, j->entry->len);
     if (L->ex[i]) cf_buf_bytes(b, j->exit->p, j->exit->len);
     uint32_t at = IPOS(L, i);
-    if (in->kind == CF_K_BRANCH16) {
+    const struct tramp *tr = (in->kind == CF_K_BRANCH16 && L->ntr) ? tramp_of(L, i) : NULL;
+    if (tr) {
+      cf_buf_u1(b, in->op);
+      cf_buf_u2(b, (uint16_t)(int16_t)((int64_t)tramp_pos(L, tr) - at));
+    } else if (in->kind == CF_K_BRANCH16) {
       int64_t off = (int64_t)TGT(L, target_index(L, i, in->branch)) - at;
       if (!L->widen[i]) {
         cf_buf_u1(b, in->op);
@@ -282,7 +364,7 @@ static void emit_code(job *j, cf_buf *b) {
     } else {
       /* a run of instructions that need no rewriting and get no probe: one copy */
       uint32_t k = i + 1;
-      while (k < L->n && !L->ent[k] && !L->ex[k] && L->in[k].kind != CF_K_BRANCH16 &&
+      while (k < L->n && !L->ent[k] && !L->ex[k] && !L->tramp[k] && L->in[k].kind != CF_K_BRANCH16 &&
              L->in[k].kind != CF_K_BRANCH32 && L->in[k].kind != CF_K_TABLESWITCH &&
              L->in[k].kind != CF_K_LOOKUPSWITCH)
         k++;
@@ -420,14 +502,95 @@ static bool rewrite_type_annos(const layout *L, const cf_attr *a, cf_buf *b) {
   return !r.bad && r.pos == r.len && !b->oom;
 }
 
+/* The implicit initial frame of the method (JVMS 4.10.1.6), for expanding frames. Adds
+ * Class constants for reference parameters when needed. */
+static bool initial_frame(job *j, cf_vtype *v, uint16_t *n, uint16_t cap) {
+  cf_class *c = j->c;
+  uint16_t k = 0;
+  if (!(j->m->access & ACC_STATIC)) {
+    if (k >= cap) return false;
+    if (j->is_ctor) v[k++] = (cf_vtype){6, 0};
+    else v[k++] = (cf_vtype){7, c->this_class};
+  }
+  cf_str d = cf_cp_utf8(c, j->m->desc);
+  uint32_t i = 1;
+  char name[1024];
+  while (i < d.len && d.p[i] != ')') {
+    if (k >= cap) return false;
+    uint32_t st = i;
+    while (i < d.len && d.p[i] == '[') i++;
+    if (i >= d.len) return false;
+    char ch = d.p[i];
+    if (ch == 'L') {
+      while (i < d.len && d.p[i] != ';') i++;
+      if (i >= d.len) return false;
+    }
+    i++;
+    if (st != i - 1 || ch == 'L') { /* array or class: Object_variable_info */
+      uint32_t from = st, len = i - st;             /* array: the descriptor itself */
+      if (d.p[st] == 'L') from = st + 1, len = i - st - 2; /* class: the name inside L...; */
+      if (len >= sizeof name) return false;
+      memcpy(name, d.p + from, len);
+      name[len] = 0;
+      uint16_t ci = cf_cp_add_class(c, name);
+      if (!ci) return false;
+      v[k++] = (cf_vtype){7, ci};
+    } else if (ch == 'J') {
+      v[k++] = (cf_vtype){4, 0};
+    } else if (ch == 'D') {
+      v[k++] = (cf_vtype){3, 0};
+    } else if (ch == 'F') {
+      v[k++] = (cf_vtype){2, 0};
+    } else {
+      v[k++] = (cf_vtype){1, 0};
+    }
+  }
+  *n = k;
+  return true;
+}
+
+static int32_t frame_index_at(const job *j, uint32_t pc) {
+  uint32_t lo = 0, hi = j->nframes;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (j->frames[mid].pc < pc) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < j->nframes && j->frames[lo].pc == pc ? (int32_t)lo : -1;
+}
+
 static bool rewrite_stackmap(job *j, cf_buf *b, uint32_t handler_pc) {
   layout *L = &j->L;
-  cf_buf_u2(b, (uint16_t)(j->nframes + 1));
+  if (L->ntr && !j->xframes) {
+    cf_vtype init[256];
+    uint16_t ninit;
+    if (!initial_frame(j, init, &ninit, 256) ||
+        !cf_stackmap_expand(j->frames, j->nframes, init, ninit, &j->xframes))
+      return false;
+  }
+  cf_buf_u2(b, (uint16_t)(j->nframes + L->ntr + 1));
   int64_t prev = -1;
   for (uint32_t i = 0; i < j->nframes; i++) {
     uint32_t np;
     if (!map_tgt(L, j->frames[i].pc, &np)) return false;
-    if (!cf_stackmap_put_frame(b, &j->frames[i], prev, np, map_ins_cb, L)) return false;
+    uint32_t x = L->pc2i[j->frames[i].pc];
+    if (L->tramp[x]) {
+      for (uint32_t ord = 0; ord * 5u < L->tramp[x]; ord++)
+        for (uint32_t k = 0; k < L->ntr; k++) {
+          if (L->tr[k].at != x || L->tr[k].ord != ord) continue;
+          const cf_insn *bi = &L->in[L->tr[k].br];
+          int32_t fi = frame_index_at(j, (uint32_t)((int64_t)bi->pc + bi->branch));
+          uint32_t tp = tramp_pos(L, &L->tr[k]);
+          if (fi < 0 || !cf_stackmap_put_full(b, &j->xframes[fi], prev, tp, map_ins_cb, L))
+            return false;
+          prev = tp;
+        }
+      /* the frame after the trampolines is written in full: its original encoding was
+       * relative to the frame before it */
+      if (!cf_stackmap_put_full(b, &j->xframes[i], prev, np, map_ins_cb, L)) return false;
+    } else if (!cf_stackmap_put_frame(b, &j->frames[i], prev, np, map_ins_cb, L)) {
+      return false;
+    }
     prev = np;
   }
   int64_t d = prev < 0 ? handler_pc : (int64_t)handler_pc - prev - 1;
@@ -502,7 +665,7 @@ static cf_err alloc_layout(job *j, cf_error *err) {
   scratch *S = &j->cx->s;
   size_t n = L->n, cl = j->code.code_len;
   if (!grow_scratch((void **)&S->u32, &S->u32_cap, cl + 1 + n + 1, sizeof(uint32_t)) ||
-      !grow_scratch((void **)&S->u16, &S->u16_cap, 2 * n, sizeof(uint16_t)) ||
+      !grow_scratch((void **)&S->u16, &S->u16_cap, 3 * n, sizeof(uint16_t)) ||
       !grow_scratch((void **)&S->u8, &S->u8_cap, 5 * n, 1))
     return cf_fail(err, CF_ERR_NOMEM, "out of memory");
   L->code = &j->code;
@@ -511,7 +674,9 @@ static cf_err alloc_layout(job *j, cf_error *err) {
   L->starts = S->starts;
   L->ent = S->u16;
   L->ex = S->u16 + n;
-  memset(S->u16, 0, 2 * n * sizeof(uint16_t));
+  L->tramp = S->u16 + 2 * n;
+  memset(S->u16, 0, 3 * n * sizeof(uint16_t));
+  L->ntr = 0;
   L->widen = S->u8;
   L->has_frame = S->u8 + n;
   j->entry_at = S->u8 + 2 * n;
@@ -524,6 +689,8 @@ static cf_err alloc_layout(job *j, cf_error *err) {
 }
 
 static void free_job(job *j) {
+  free(j->L.tr);
+  free(j->xframes);
   free(j->frames);
   cf_code_release(&j->code);
 }

@@ -25,4 +25,24 @@ typedef bool (*cf_pc_map)(void *ud, uint32_t old_pc, uint32_t *new_pc);
  * the delta no longer fits) and remapping Uninitialized(offset) through `map`. */
 bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32_t new_pc,
                            cf_pc_map map, void *ud);
+
+/* ---- expanded (absolute) frames, used when a frame must be written in full ---- */
+typedef struct cf_vtype {
+  uint8_t tag;   /* 0..8 */
+  uint16_t v;    /* Object: class index; Uninitialized: offset of the `new` */
+} cf_vtype;
+
+typedef struct cf_xframe {
+  uint16_t nl, ns;
+  cf_vtype *v;   /* nl locals followed by ns stack entries */
+} cf_xframe;
+
+/* Expands frames[0..n) to absolute states, starting from the implicit initial frame `init`
+ * (ninit locals). *out is one malloc'ed block (caller frees) holding n cf_xframe. */
+bool cf_stackmap_expand(const cf_frame *frames, uint32_t n, const cf_vtype *init, uint16_t ninit,
+                        cf_xframe **out);
+
+/* Appends a full_frame with state x at new_pc, remapping Uninitialized offsets. */
+bool cf_stackmap_put_full(cf_buf *b, const cf_xframe *x, int64_t prev_pc, uint32_t new_pc,
+                          cf_pc_map map, void *ud);
 #endif

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates app/Big.java: methods whose branches cross ~32 KiB of code, so that the probes
 inserted before their many returns push 16-bit branch offsets out of range. The engine must
-widen goto -> goto_w and invert-and-widen conditional branches (where the fall-through has a
-stack map frame), or refuse the method with a reason; the JVM verifier judges the result."""
+widen goto -> goto_w, invert-and-widen conditional branches (where the fall-through has a
+stack map frame) or route them through a goto_w trampoline; the JVM verifier judges."""
 import sys
 
 def body(n_fill, n_ret, var):
@@ -38,7 +38,8 @@ class Big {{
     return acc + i;
   }}
 
-  // while loop: the forward exit branch spans the body; no frame at its fall-through.
+  // while loop: the forward exit branch spans the body and has no frame at its fall-through:
+  // the engine sends it through a goto_w trampoline placed after a return.
   static int loopPlain(int n) {{
     int acc = 0;
     int i = 0;

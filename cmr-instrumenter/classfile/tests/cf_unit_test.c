@@ -357,6 +357,66 @@ static void test_widening(void **st) {
   free(b);
 }
 
+/* A far conditional branch without a fall-through frame goes through a goto_w trampoline
+ * placed after a return, with the target's frame written in full. */
+static void test_trampoline(void **st) {
+  (void)st;
+  enum { FILL = 5500 };
+  uint32_t len = 7 + FILL + 1, end = len - 1;
+  uint8_t *code = malloc(len);
+  code[0] = 0x1a;                          /* 0 iload_0 */
+  code[1] = 0x99;                          /* 1 ifeq end */
+  cf_put16(code + 2, (uint16_t)(end - 1));
+  code[4] = 0xb1;                          /* 4 return */
+  code[5] = 0x1a;                          /* 5 iload_0 (frame) */
+  code[6] = 0x57;                          /* 6 pop */
+  memset(code + 7, 0xb1, FILL);
+  code[end] = 0xb1;
+  uint8_t smt[] = {0, 2, 5, 251, 0, 0};    /* same@5, same_extended@end */
+  cf_put16(smt + 4, (uint16_t)(end - 5 - 1));
+  asm_cls a;
+  a_init(&a, 52);
+  asm_attrs ca = {0};
+  aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
+  a_method(&a, 0x9, "t", "(I)V", code, len, 1, 1, NULL, 0, &ca);
+  free(code);
+  size_t n;
+  uint8_t *b = a_finish(&a, "p/T", "java/lang/Object", &n);
+  uint8_t *o;
+  cf_instrument_result r;
+  cf_class *c = instrument_ok(b, n, &o, &r);
+  assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+  cf_code k;
+  code_of(c, "t", &k);
+  assert_int_equal(k.code[7], 0x99);                       /* ifeq kept, now to the trampoline */
+  uint32_t tp = 7 + (uint32_t)(int16_t)cf_be16(k.code + 8);
+  assert_int_equal(tp, 17);                                /* after the return and its probe */
+  assert_int_equal(k.code[16], 0xb1);
+  assert_int_equal(k.code[tp], 0xc8);                      /* goto_w end */
+  uint32_t tgt = tp + (uint32_t)(int32_t)cf_be32(k.code + tp + 1);
+  assert_true(tgt > 32767);
+  assert_int_equal(k.code[tgt], 0x14);                     /* the final return's probe */
+  assert_int_equal(k.code[22], 0x1a);                      /* original pc 5 */
+  cf_frame *fr;
+  uint32_t nf;
+  cf_error e;
+  assert_int_equal(cf_stackmap_decode(sub_attr(c, &k, "StackMapTable"), k.code_len, &fr, &nf, &e), CF_OK);
+  assert_int_equal(nf, 4);
+  assert_int_equal(fr[0].pc, 17);
+  assert_int_equal(fr[0].type, 255);                       /* locals [int], stack [] */
+  assert_int_equal(cf_be16(fr[0].body), 1);
+  assert_int_equal(fr[0].body[2], 1);
+  assert_int_equal(cf_be16(fr[0].body + 3), 0);
+  assert_int_equal(fr[1].pc, 22);
+  assert_int_equal(fr[1].type, 255);                       /* rewritten in full */
+  assert_int_equal(fr[2].pc, tgt);
+  free(fr);
+  cf_code_release(&k);
+  cf_class_free(c);
+  cf_instrument_result_free(&r);
+  free(b);
+}
+
 /* tableswitch / lookupswitch at every alignment */
 static void test_switch_padding(void **st) {
   (void)st;
@@ -654,6 +714,7 @@ int main(void) {
     cmocka_unit_test(test_instrument_basic),
     cmocka_unit_test(test_branch_targets),
     cmocka_unit_test(test_widening),
+    cmocka_unit_test(test_trampoline),
     cmocka_unit_test(test_switch_padding),
     cmocka_unit_test(test_code_too_large),
     cmocka_unit_test(test_constructors),

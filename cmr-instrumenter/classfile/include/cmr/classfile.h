@@ -209,7 +209,8 @@ typedef enum cf_refusal {
                                     older class files are instrumented */
   CF_REFUSE_CODE_TOO_LARGE,      /* result would exceed 65535 bytes of code */
   CF_REFUSE_STACK_TOO_LARGE,     /* max_stack would exceed 65535 */
-  CF_REFUSE_BRANCH_NEEDS_FRAME,  /* widening a conditional branch would need a new frame */
+  CF_REFUSE_BRANCH_NEEDS_FRAME,  /* a far conditional branch needs a frame nobody can give:
+                                    no fall-through frame and no trampoline place in reach */
   CF_REFUSE_CTOR_INIT,           /* constructor: no single super()/this() call found */
   CF_REFUSE_BAD_CODE,            /* bytecode or tables inconsistent (bad branch target ...) */
   CF_REFUSE_CONSTANT_POOL_FULL,  /* not enough constant-pool slots */
