@@ -342,6 +342,8 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
     host_identity(a);
     system_property(a->jvmti, "java.vm.vendor", a->jvm_vendor, sizeof a->jvm_vendor);
     system_property(a->jvmti, "java.runtime.version", a->jvm_version, sizeof a->jvm_version);
+    if (strcmp(a->jvm_version, "unknown") == 0) /* not a VM property when attaching */
+        system_property(a->jvmti, "java.vm.version", a->jvm_version, sizeof a->jvm_version);
     a->classes = cmr_class_cache_new((size_t)a->settings.class_buffer_bytes);
     a->rings = cmr_probe_rings_new(a);
     char jar[4096];

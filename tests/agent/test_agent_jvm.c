@@ -517,6 +517,60 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
     assert_int_equal(t.events + (uint64_t)bye->msg.u.agent_status.events_dropped, expected);
 }
 
+static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)
+{
+    (void)state;
+    /* a JVM started without the agent */
+    jvm_proc_t j;
+    const char *argv[] = {java_bin, "-XX:+EnableDynamicAgentLoading", "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(&j, argv), 0);
+    assert_int_equal(jvm_proc_expect(&j, "ready", NULL, 0, 30000), 0);
+    jvm_proc_send(&j, "greet");
+    assert_int_equal(jvm_proc_expect(&j, "greet:", NULL, 0, 10000), 0);
+    /* jcmd of the same JDK loads the agent into it */
+    char jcmd[1024], pid[32], options[1024], name[64];
+    snprintf(jcmd, sizeof jcmd, "%s", java_bin);
+    char *slash = strrchr(jcmd, '/');
+    assert_non_null(slash);
+    snprintf(slash + 1, sizeof jcmd - (size_t)(slash + 1 - jcmd), "jcmd");
+    snprintf(pid, sizeof pid, "%d", (int)j.pid);
+    uint8_t raw[4];
+    char hex[9];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "attach-%s", hex);
+    /* quoted: jcmd's own parser would split key=value arguments */
+    snprintf(options, sizeof options, "\"bootstrap=%s,name=%s\"", broker.bootstrap, name);
+    jvm_proc_t tool;
+    const char *cmd[] = {jcmd, pid, "JVMTI.agent_load", agent_so, options, NULL};
+    assert_int_equal(jvm_proc_start(&tool, cmd), 0);
+    assert_int_equal(jvm_proc_wait(&tool, 60000), 0);
+    jvm_proc_cleanup(&tool);
+    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, name, 0, 30000);
+    assert_non_null(reg);
+    agent_run_t r = {.jvm = j};
+    snprintf(r.name, sizeof r.name, "%s", name);
+    snprintf(r.instance, sizeof r.instance, "%s", reg->msg.u.registration.instance_id);
+    snprintf(r.hostname, sizeof r.hostname, "%s", reg->msg.u.registration.hostname);
+    r.agent_id = (int64_t)cmr_agent_id(r.name, r.hostname);
+    agent_configure(&r, 10000);
+    /* classes the JVM loaded before the agent existed: their bytes come from the JVM */
+    const cmr_class_loaded_t *g = wait_class(&r, "demo/Greeter", -1, 60000);
+    assert_non_null(g);
+    assert_true((uint64_t)g->class_hash == cmr_class_hash(g->bytecode.data, g->bytecode.len));
+    assert_non_null(wait_class(&r, "AgentTestApp", -1, 60000));
+    /* and the attached agent applies commands like a loaded one */
+    size_t v2_len = 0;
+    uint8_t *v2 = read_file(greeter_v2_path, &v2_len);
+    const cmr_redefine_result_t *res = send_redefine(&r, 31, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
+    assert_int_equal(res->status, CMR_COMMAND_APPLIED);
+    expect_greeting(&r, "redefined");
+    free(v2);
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.attached"));
+    agent_done(&r);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -552,6 +606,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_redefine_resend_and_failures),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
         cmocka_unit_test(test_disconnected_mode_loses_no_class),
+        cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
