@@ -18,7 +18,8 @@
 #include "cmr/ingest.h"
 #include "ing_bytes.h"
 
-#define HDR_LEN (1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2)
+#define HDR_LEN CMR_INGEST_BATCH_HDR_LEN
+_Static_assert(HDR_LEN == 1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2, "stored batch header");
 #define MAX_NAME 65535u
 
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen)
@@ -71,6 +72,23 @@ void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BA
     ing_put_be64(key + 16, b->agent_id);
     ing_put_be64(key + 24, b->segment_id);
     ing_put_be32(key + 32, (uint32_t)b->batch_seq);
+}
+
+size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGEST_BATCH_HDR_LEN])
+{
+    uint8_t *q = out;
+    *q++ = 1;
+    cmr_put_le64(q, (uint64_t)b->thread_id), q += 8;
+    cmr_put_le64(q, (uint64_t)b->first_event_seq), q += 8;
+    *q++ = (uint8_t)((b->last ? 1 : 0) | (b->has_parent ? 2 : 0));
+    cmr_put_le64(q, b->parent_agent), q += 8;
+    cmr_put_le64(q, b->parent_segment), q += 8;
+    cmr_put_le64(q, (uint64_t)b->parent_seq), q += 8;
+    cmr_put_le32(q, (uint32_t)b->dropped), q += 4;
+    cmr_put_le32(q, b->event_count), q += 4;
+    *q++ = (uint8_t)(b->name_len & 0xff);
+    *q++ = (uint8_t)(b->name_len >> 8);
+    return (size_t)(q - out);
 }
 
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len)

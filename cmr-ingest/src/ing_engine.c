@@ -7,8 +7,8 @@
  * method index entries the trace did not have yet. At flush, every trace that changed
  * gets its summary recomputed; when it differs from the stored one, the old time /
  * duration / root index entries are deleted and the new ones written with it. Then one
- * RocksDB write per touched partition (WAL, fsync): only after that may the caller mark
- * the records done. Every write is keyed by what it describes, so a record that comes
+ * RocksDB write per touched partition (WAL, fsync; the partitions' writes run in parallel
+ * so that their fsyncs overlap): only after that may the caller mark the records done. Every write is keyed by what it describes, so a record that comes
  * again (after a crash between write and commit) changes nothing.
  *
  * Memory: trace states of a partition are dropped after a flush when there are more
@@ -17,6 +17,7 @@
  * Ownership: the engine owns its stores, write batches and states.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 
 #include <rocksdb/c.h>
 
+#include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/log.h"
@@ -277,15 +279,13 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
     }
     uint8_t key[CMR_INGEST_BATCH_KEY_LEN];
     cmr_ingest_batch_key(&b, key);
-    uint8_t *val;
-    size_t vlen;
-    if (cmr_ingest_batch_encode(&b, &val, &vlen) != 0) {
-        snprintf(err, errlen, "out of memory");
-        return -2;
-    }
-    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_BATCHES), (const char *)key, sizeof key,
-                              (const char *)val, vlen);
-    free(val);
+    uint8_t hdr[CMR_INGEST_BATCH_HDR_LEN];
+    const char *parts[3] = {(const char *)hdr, b.thread_name, (const char *)b.events};
+    size_t lens[3] = {cmr_ingest_batch_header(&b, hdr), b.name_len,
+                      (size_t)b.event_count * CMR_EVENT_RECORD_SIZE};
+    const char *kparts[1] = {(const char *)key};
+    size_t klens[1] = {sizeof key};
+    rocksdb_writebatch_putv_cf(p->wb, cmr_store_cf(p->store, CMR_CF_BATCHES), 1, kparts, klens, 3, parts, lens);
     p->wb_count++;
     if (!t->dirty) {
         t->dirty = true;
@@ -361,10 +361,31 @@ static void write_summary(part_t *p, trace_entry_t *t)
     t->has_stored = true;
 }
 
+/* One partition's write, run on its own thread when several partitions are written:
+ * the fsyncs of different stores then overlap instead of queueing. */
+typedef struct write_job {
+    part_t *p;
+    pthread_t thread;
+    int rc;
+    bool started;
+} write_job_t;
+
+static void *write_part(void *arg)
+{
+    write_job_t *j = arg;
+    char err[1024];
+    j->rc = cmr_store_write(j->p->store, j->p->wb, err, sizeof err);
+    if (j->rc)
+        cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"%s\"", j->p->partition, err);
+    return NULL;
+}
+
 int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
 {
     char err[1024];
     int rc = 0;
+    write_job_t jobs[MAX_PARTITIONS];
+    size_t njobs = 0;
     for (int i = 0; i < MAX_PARTITIONS; i++) {
         part_t *p = e->parts[i];
         if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb)))
@@ -377,10 +398,19 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             e->stats.traces_touched++;
         }
         p->dirty = NULL;
-        if (cmr_store_write(p->store, p->wb, err, sizeof err) != 0) {
-            cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"%s\"", i, err);
-            rc = -1;
-        }
+        jobs[njobs++] = (write_job_t){.p = p};
+    }
+    for (size_t i = 0; i < njobs; i++) /* the first one runs on this thread */
+        if (i > 0 && e->o.sync)
+            jobs[i].started = pthread_create(&jobs[i].thread, NULL, write_part, &jobs[i]) == 0;
+    for (size_t i = 0; i < njobs; i++)
+        if (!jobs[i].started)
+            write_part(&jobs[i]);
+    for (size_t i = 0; i < njobs; i++) {
+        if (jobs[i].started)
+            pthread_join(jobs[i].thread, NULL);
+        rc |= jobs[i].rc;
+        part_t *p = jobs[i].p;
         rocksdb_writebatch_clear(p->wb);
         p->wb_count = 0;
         if (p->count > MAX_TRACES_PER_PART)
@@ -395,7 +425,7 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
     }
     e->pending = 0;
     e->stats.flushes++;
-    return rc;
+    return rc ? -1 : 0;
 }
 
 size_t cmr_ingest_engine_pending(const cmr_ingest_engine_t *e)

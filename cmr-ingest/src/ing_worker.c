@@ -34,6 +34,7 @@ typedef struct worker {
     size_t npending, cap;
     int64_t first_pending_ms;
     int64_t commit_records, commit_interval_ms;
+    int64_t first_record_ms, last_commit_ms; /* wall clock, for throughput measurements */
     int fatal;
 } worker_t;
 
@@ -41,6 +42,13 @@ static int64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -55,6 +63,8 @@ static int commit_group(worker_t *w)
         cmr_consumer_done(w->consumer, w->pending[i]);
         cmr_record_free(w->pending[i]);
     }
+    if (w->npending)
+        w->last_commit_ms = wall_ms();
     w->npending = 0;
     return 0;
 }
@@ -93,6 +103,8 @@ static int hold(worker_t *w, cmr_record_t *rec)
 static void handle(worker_t *w, cmr_record_t *rec)
 {
     char err[512];
+    if (!w->first_record_ms)
+        w->first_record_ms = wall_ms();
     if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
         cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s",
                 rec->topic, rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
@@ -176,8 +188,9 @@ static void log_stats(worker_t *w)
     cmr_ingest_engine_stats(w->engine, &s);
     cmr_log(CMR_LOG_INFO, "ingest.stats",
             "batches=%" PRIu64 " events=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64 " flushes=%" PRIu64
-            " methods=%" PRIu64 " agents=%" PRIu64,
-            s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents);
+            " methods=%" PRIu64 " agents=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
+            s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents, w->first_record_ms,
+            w->last_commit_ms);
 }
 
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
@@ -185,12 +198,13 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     char err[1024];
     worker_t w = {.conf = conf};
     cmr_store_opts_t o;
-    int64_t port, retention_ms;
+    int64_t port, retention_ms, exit_idle_ms;
     if (read_store_opts(conf, &o, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
-        cmr_conf_get_int(conf, "ingest.retention.check_ms", 10000, 100, 86400000, &retention_ms, err, sizeof err)) {
+        cmr_conf_get_int(conf, "ingest.retention.check_ms", 10000, 100, 86400000, &retention_ms, err, sizeof err) ||
+        cmr_conf_get_int(conf, "ingest.exit_idle_ms", 0, 0, 86400000, &exit_idle_ms, err, sizeof err)) {
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 2;
     }
@@ -224,16 +238,21 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     cmr_log(CMR_LOG_INFO, "ingest.started", "store=%s http_port=%d group=%s", root,
             http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
-    int64_t last_stats = mono_ms(), last_retention = mono_ms();
+    int64_t last_stats = mono_ms(), last_retention = mono_ms(), last_record = mono_ms();
     while (!*stop && !w.fatal) {
         poll_tables(&w);
         cmr_record_t *rec;
         int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
         if (got < 0)
             break;
-        if (got == 1)
-            handle(&w, rec);
         int64_t now = mono_ms();
+        if (got == 1) {
+            handle(&w, rec);
+            last_record = now;
+        } else if (exit_idle_ms && w.first_record_ms && now - last_record >= exit_idle_ms) {
+            cmr_log(CMR_LOG_INFO, "ingest.idle_exit", "idle_ms=%" PRId64, now - last_record);
+            break; /* ingest.exit_idle_ms: catch up, then exit */
+        }
         bool idle = got == 0;
         if ((w.npending && ((int64_t)w.npending >= w.commit_records || idle ||
                             now - w.first_pending_ms >= w.commit_interval_ms)) ||

@@ -39,6 +39,7 @@ static const char *const known_keys[] = {"topic.prefix",
                                          "ingest.retention.age_ms",
                                          "ingest.retention.bytes",
                                          "ingest.retention.check_ms",
+                                         "ingest.exit_idle_ms",
                                          NULL};
 static const char *const known_prefixes[] = {"kafka.", NULL};
 

@@ -59,6 +59,10 @@ typedef struct cmr_ingest_batch {
  * 0, or -1 with the reason in err. */
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen);
 void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN]);
+/* The stored value is header | thread name | events: the header alone (its length is
+ * returned), so that a writer can hand the three parts to RocksDB without a copy. */
+#define CMR_INGEST_BATCH_HDR_LEN 52
+size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGEST_BATCH_HDR_LEN]);
 /* Stored value: a malloc'd buffer (*out, *len) the caller frees. 0 or -1. */
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len);
 /* Parses a stored key and value; out points into val. 0, or -1 when corrupt. */

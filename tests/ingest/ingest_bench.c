@@ -1,0 +1,304 @@
+/*
+ * ingest_bench.c - how many events per second cmr-ingest assembles and stores.
+ *
+ *  1. store stage alone, in process: pre-decoded EventBatches through the engine
+ *     (validation, trace state, RocksDB write batch, one fsync'ed write per group of
+ *     64 batches) - no Kafka, no Avro; 4 times the data of the broker runs;
+ *  2. the real worker (`cmr-ingest run` processes) consuming a pre-filled cmr.events on
+ *     the embedded broker, with 1 and then 2 workers in a fresh group each: events
+ *     divided by the time from the first record received to the last group committed
+ *     (each worker logs both at exit; ingest.exit_idle_ms makes them exit when caught up).
+ *
+ * The pre-filled topic stays within the mock broker's retention (about 5 MiB per
+ * partition): by default 16 partitions x ~32 batches x 4096 events.
+ *
+ * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
+ */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker_proc.h"
+#include "cmr/ids.h"
+#include "cmr/ingest.h"
+#include "cmr/kafka.h"
+#include "cmr/log.h"
+#include "cmr/wire.h"
+#include "cp_support.h"
+#include "ing_synth.h"
+
+#define BATCHES_PER_TRACE 4
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One trace: one segment of BATCHES_PER_TRACE * batch events, calls nested 3 deep over a
+ * pool of 200 methods, a FORK now and then. */
+static void make_segment(synth_seg_t *s, uint64_t k, size_t events, uint64_t base)
+{
+    uint8_t tid[16];
+    cmr_random_bytes(tid, 16);
+    synth_seg_init(s, tid, cmr_agent_id("bench", "host"), k + 1, (int64_t)(k % 64), "worker", NULL);
+    uint64_t t = base + k * 1000000;
+    synth_enter(s, 1, t++);
+    while (s->count + 6 <= events - 1) {
+        uint64_t m = 2 + (s->count * 7 + k) % 200;
+        synth_enter(s, m, t++);
+        synth_enter(s, m + 1, t++);
+        if (s->count % 97 == 0)
+            synth_fork(s, t++);
+        synth_exit(s, m + 1, t++);
+        synth_exit(s, m, t++);
+    }
+    synth_exit(s, 1, t++);
+}
+
+typedef struct data {
+    synth_seg_t *segs;
+    size_t ntraces;
+    size_t batch;
+    uint64_t events;
+} data_t;
+
+static void make_data(data_t *d, size_t batch, size_t nbatches)
+{
+    d->batch = batch;
+    d->ntraces = nbatches / BATCHES_PER_TRACE;
+    d->segs = calloc(d->ntraces, sizeof *d->segs);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t base = (uint64_t)ts.tv_sec * 1000000000ull - 3600ull * 1000000000ull;
+    d->events = 0;
+    for (size_t k = 0; k < d->ntraces; k++) {
+        make_segment(&d->segs[k], k, batch * BATCHES_PER_TRACE, base);
+        d->events += d->segs[k].count;
+    }
+}
+
+static void bench_store(const data_t *d, bool sync)
+{
+    char dir[256], err[512];
+    if (cp_tmpdir(dir, sizeof dir) != 0)
+        return;
+    cmr_store_opts_t o = {.sync = sync};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
+    for (int p = 0; p < 16; p++)
+        cmr_ingest_engine_open_partition(e, p, 0);
+    /* decoded batches prepared before the clock starts */
+    size_t nb = 0;
+    cmr_event_batch_t **b = calloc(d->ntraces, sizeof *b);
+    size_t *cnt = calloc(d->ntraces, sizeof *cnt);
+    for (size_t k = 0; k < d->ntraces; k++)
+        nb += cnt[k] = synth_batches(&d->segs[k], d->batch, &b[k]);
+    double t0 = now_s();
+    size_t in_group = 0;
+    for (size_t i = 0; i < BATCHES_PER_TRACE; i++) /* interleaved traces, like a live stream */
+        for (size_t k = 0; k < d->ntraces; k++) {
+            if (i >= cnt[k])
+                continue;
+            cmr_ingest_engine_add(e, (int)(k % 16), &b[k][i], err, sizeof err);
+            if (++in_group == 64) {
+                cmr_ingest_engine_flush(e);
+                in_group = 0;
+            }
+        }
+    cmr_ingest_engine_flush(e);
+    double dt = now_s() - t0;
+    cmr_ingest_stats_t s;
+    cmr_ingest_engine_stats(e, &s);
+    printf("store stage (in process, %s per 64 batches): %" PRIu64 " events in %zu batches of %zu, %.3f s: "
+           "%.2f M events/s\n",
+           sync ? "WAL fsync" : "WAL write, no fsync", s.events, nb, d->batch, dt, (double)s.events / dt / 1e6);
+    cmr_ingest_engine_free(e);
+    for (size_t k = 0; k < d->ntraces; k++)
+        synth_batches_free(b[k], cnt[k]);
+    free(b);
+    free(cnt);
+    cp_rmrf(dir);
+}
+
+static int64_t fill(const char *bootstrap, const data_t *d)
+{
+    cmr_conf_t *conf = cmr_conf_new();
+    cmr_conf_set(conf, "kafka.bootstrap.servers", bootstrap, "bench");
+    char err[512];
+    cmr_producer_t *p = cmr_producer_new(conf, "bench", NULL, NULL, err, sizeof err);
+    double t0 = now_s();
+    for (size_t k = 0; k < d->ntraces; k++) {
+        cmr_event_batch_t *b;
+        size_t n = synth_batches(&d->segs[k], d->batch, &b);
+        for (size_t i = 0; i < n; i++)
+            while (cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[i], NULL, NULL, err, sizeof err) == CMR_SEND_QUEUE_FULL)
+                cmr_producer_flush(p, 100);
+        synth_batches_free(b, n);
+    }
+    cmr_producer_flush(p, 60000);
+    double dt = now_s() - t0;
+    int64_t total = 0;
+    for (int part = 0; part < 16; part++) {
+        int64_t lo, hi;
+        if (rd_kafka_query_watermark_offsets(cmr_producer_handle(p), "cmr.events", part, &lo, &hi, 5000) == 0)
+            total += hi - lo;
+    }
+    printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64
+           " messages\n",
+           d->ntraces * BATCHES_PER_TRACE, d->events, dt, total);
+    cmr_producer_destroy(p, 5000);
+    cmr_conf_destroy(conf);
+    return total;
+}
+
+static int64_t log_value(const char *text, const char *key)
+{
+    const char *last = NULL;
+    for (const char *p = text; p && (p = strstr(p, "event=ingest.stats")); p++)
+        last = p;
+    const char *v = last ? strstr(last, key) : NULL;
+    return v ? strtoll(v + strlen(key), NULL, 10) : -1;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t r = fread(b, 1, (size_t)n, f);
+    b[r] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* Starts n workers in a fresh group on a fresh store. */
+static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const char *bootstrap, const char *store,
+                          char logs[2][320], const char *dir)
+{
+    char group[64], setgroup[96];
+    cp_unique("bench", group, sizeof group);
+    snprintf(setgroup, sizeof setgroup, "ingest.group=%s", group);
+    for (int i = 0; i < n; i++) {
+        snprintf(logs[i], sizeof logs[i], "%s/w%d.log", dir, i);
+        const char *argv[] = {ingest_bin, "run", "--bootstrap", bootstrap, "--store", store, "--http-port", "-1",
+                              "-X", setgroup, "-X", "ingest.exit_idle_ms=5000", "--log-level", "info", NULL};
+        cp_proc_start(&w[i], argv, logs[i]);
+    }
+}
+
+/* Waits until the workers share all 16 partitions and the assignment held for 3 s. */
+static void wait_assigned(cp_proc_t *w, int n)
+{
+    int stable = 0;
+    for (int t = 0; t < 600 && stable < 30; t++) {
+        int opened = 0, closed = 0;
+        for (int i = 0; i < n; i++) {
+            opened += cp_proc_count_log(&w[i], "event=ingest.partition_opened");
+            closed += cp_proc_count_log(&w[i], "event=ingest.partition_closed");
+        }
+        bool all_in = true;
+        for (int i = 0; i < n; i++)
+            all_in = all_in && cp_proc_count_log(&w[i], "event=ingest.partition_opened") > 0;
+        stable = opened - closed == 16 && all_in ? stable + 1 : 0;
+        usleep(100000);
+    }
+}
+
+static void report(int n, char logs[2][320], uint64_t expect, const char *how)
+{
+    int64_t first = INT64_MAX, last = 0, events = 0;
+    for (int i = 0; i < n; i++) {
+        char *text = slurp(logs[i]);
+        int64_t ev = text ? log_value(text, " events=") : -1;
+        int64_t f = text ? log_value(text, "first_record_ms=") : -1;
+        int64_t l = text ? log_value(text, "last_commit_ms=") : -1;
+        free(text);
+        if (ev > 0) {
+            events += ev;
+            first = f < first ? f : first;
+            last = l > last ? l : last;
+        }
+        printf("  worker %d: %" PRId64 " events\n", i + 1, ev);
+    }
+    double dt = (double)(last - first) / 1000.0;
+    printf("%d worker%s, %s: %" PRId64 " of %" PRIu64 " events in %.3f s: %.2f M events/s\n", n, n > 1 ? "s" : "",
+           how, events, expect, dt, dt > 0 ? (double)events / dt / 1e6 : 0.0);
+}
+
+static void wait_exit(cp_proc_t *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int status;
+        int t = 0;
+        for (; t < 1800 && waitpid(w[i].pid, &status, WNOHANG) == 0; t++)
+            usleep(100000);
+        if (t == 1800)
+            cp_proc_stop(&w[i]);
+    }
+}
+
+/* mode 0: the topic is filled first, then one worker catches up (a backlog).
+ * mode 1: the workers join first and share the partitions, then the topic is filled at
+ *         full speed (>10 M events/s, faster than ingest): the workers consume a backlog
+ *         that grows under them, with no rebalance in the measured time. */
+static void bench_workers(const char *broker_bin, const char *ingest_bin, const data_t *d, int n, int mode)
+{
+    char dir[256], store[300], logs[2][320];
+    cp_tmpdir(dir, sizeof dir);
+    snprintf(store, sizeof store, "%s/store", dir);
+    broker_proc_t b;
+    if (broker_proc_start(&b, broker_bin, NULL) != 0)
+        return;
+    cp_proc_t w[2];
+    int64_t held = 0;
+    if (mode == 0) {
+        held = fill(b.bootstrap, d);
+        start_workers(w, n, ingest_bin, b.bootstrap, store, logs, dir);
+    } else {
+        start_workers(w, n, ingest_bin, b.bootstrap, store, logs, dir);
+        wait_assigned(w, n);
+        held = fill(b.bootstrap, d);
+    }
+    wait_exit(w, n);
+    uint64_t expect = held == (int64_t)(d->ntraces * BATCHES_PER_TRACE) ? d->events : 0;
+    report(n, logs, expect, mode == 0 ? "pre-filled topic" : "joined, then topic filled");
+    broker_proc_stop(&b);
+    cp_rmrf(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]\n", argv[0]);
+        return 2;
+    }
+    cmr_log_set_level(CMR_LOG_WARN);
+    size_t batch = argc > 3 ? strtoul(argv[3], NULL, 10) : 4096;
+    size_t nbatches = argc > 4 ? strtoul(argv[4], NULL, 10) : 512;
+    data_t big, d;
+    make_data(&big, batch, nbatches * 4); /* the store stage is not bound by the broker */
+    bench_store(&big, true);
+    bench_store(&big, false);
+    for (size_t k = 0; k < big.ntraces; k++)
+        synth_seg_free(&big.segs[k]);
+    free(big.segs);
+    make_data(&d, batch, nbatches);
+    bench_workers(argv[1], argv[2], &d, 1, 0);
+    bench_workers(argv[1], argv[2], &d, 1, 1);
+    bench_workers(argv[1], argv[2], &d, 2, 1);
+    for (size_t k = 0; k < d.ntraces; k++)
+        synth_seg_free(&d.segs[k]);
+    free(d.segs);
+    return 0;
+}
