@@ -44,6 +44,7 @@ const char *cf_refusal_name(cf_refusal r) {
   case CF_REFUSE_CTOR_INIT: return "constructor-init";
   case CF_REFUSE_BAD_CODE: return "bad-code";
   case CF_REFUSE_CONSTANT_POOL_FULL: return "constant-pool-full";
+  case CF_REFUSE_OBJECT_INIT: return "object-init";
   case CF_REFUSE__COUNT: break;
   }
   return "unknown";
@@ -706,6 +707,10 @@ static cf_err analyse(job *j, cf_error *err) {
   const cf_attr *ca = cf_method_code_attr(c, j->m);
   if ((j->m->access & (ACC_ABSTRACT | ACC_NATIVE)) || !ca)
     return refuse(j, CF_REFUSE_ABSTRACT_OR_NATIVE, "method has no code");
+  if (is_name(c, j->m->name, "<init>") && cf_str_eq(cf_class_name(c), "java/lang/Object"))
+    return refuse(j, CF_REFUSE_OBJECT_INIT,
+                  "java/lang/Object.<init> is special-cased by the JVM: with exception handlers "
+                  "it crashes HotSpot's JIT (seen on 17.0.15 and 25.0.3)");
   if (cf_code_parse(c, ca, &j->code, &e2)) return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
   scratch *S = &j->cx->s;
   if (cf_code_decode_reuse(&j->code, &S->insns, &S->insn_cap, &S->starts, &S->starts_cap,

@@ -12,6 +12,7 @@
  *   -agentpath:libcf_test_agent.so=helper=DIR_OR_JAR,report=PATH[,retransform]
  * retransform: at VM init, also retransform (instrument) every modifiable class loaded
  * before the hook could see it (java.lang.Object, String, Thread ...).
+ * noobject: with retransform, leave java.lang.Object alone.
  */
 #include "cf_testprobes.h"
 
@@ -136,7 +137,7 @@ static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, j
 /* retransform: classes loaded before the hook saw them (primordial phase) are
  * retransformed at VM init, one by one, so that they are instrumented too. */
 static unsigned long n_retransformed, n_retransform_failed;
-static int include_object; /* option object: also retransform java.lang.Object */
+static int skip_object; /* option noobject: do not retransform java.lang.Object */
 static void JNICALL on_vm_init(jvmtiEnv *env, JNIEnv *jni, jthread thread) {
   (void)jni;
   (void)thread;
@@ -148,10 +149,11 @@ static void JNICALL on_vm_init(jvmtiEnv *env, JNIEnv *jni, jthread thread) {
     char *sig = NULL;
     (*env)->IsModifiableClass(env, cls[i], &mod);
     (*env)->GetClassSignature(env, cls[i], &sig, NULL);
-    /* java.lang.Object is left alone: HotSpot's C2 crashes compiling a retransformed
-     * Object.<init> that has exception handlers (observed on 17.0.15). */
+    /* java.lang.Object is retransformed too: the engine refuses Object.<init> (a
+     * retransformed Object.<init> with handlers crashes HotSpot's JIT), its other methods
+     * are instrumented. Option `noobject` leaves the class alone. */
     if (mod && sig && strncmp(sig, "Lcmrtest/", 9) != 0 &&
-        (include_object || strcmp(sig, "Ljava/lang/Object;") != 0)) {
+        (!skip_object || strcmp(sig, "Ljava/lang/Object;") != 0)) {
       jvmtiError e = (*env)->RetransformClasses(env, 1, &cls[i]);
       if (e == JVMTI_ERROR_NONE) n_retransformed++;
       else {
@@ -267,7 +269,7 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
     if (!strncmp(tok, "helper=", 7)) snprintf(helper, sizeof helper, "%s", tok + 7);
     else if (!strncmp(tok, "report=", 7)) snprintf(report_path, sizeof report_path, "%s", tok + 7);
     else if (!strcmp(tok, "retransform")) retransform = 1;
-    else if (!strcmp(tok, "object")) include_object = 1;
+    else if (!strcmp(tok, "noobject")) skip_object = 1;
   }
   if (!*helper) {
     fprintf(stderr, "cf_test_agent: helper=PATH required\n");

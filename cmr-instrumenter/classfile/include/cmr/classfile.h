@@ -214,6 +214,8 @@ typedef enum cf_refusal {
   CF_REFUSE_CTOR_INIT,           /* constructor: no single super()/this() call found */
   CF_REFUSE_BAD_CODE,            /* bytecode or tables inconsistent (bad branch target ...) */
   CF_REFUSE_CONSTANT_POOL_FULL,  /* not enough constant-pool slots */
+  CF_REFUSE_OBJECT_INIT,         /* java/lang/Object.<init>: special-cased by HotSpot (finalizer
+                                    registration, JIT); instrumenting it crashes the JIT */
   CF_REFUSE__COUNT
 } cf_refusal;
 
