@@ -171,7 +171,16 @@ cf_err cf_method_callees(const cf_class *c, const cf_member *m, cf_callee **out,
 /* One generic probe description. At each site (entry, each normal return, exceptional
  * exit) the engine pushes the constant arguments and calls a static method
  * owner.name(desc); a non-void result is popped. A site whose owner is NULL gets no call.
- * Different probe kinds (timer, anchor, conditional ...) are different descriptions. */
+ * Different probe kinds (timer, anchor, conditional ...) are different descriptions.
+ *
+ * Instrumented method: [entry call] at pc 0 (in constructors right after each
+ * super()/this() call), [normal-exit call] before every xRETURN (branches to the return land
+ * on it), and a catch-all handler appended at the end - [exceptional-exit call] athrow -
+ * covering the code after the entry call (in constructors: exactly the code that runs after
+ * initialization). No locals are added; the only new StackMapTable frame is the handler's
+ * full_frame(locals=[], stack=[java/lang/Throwable]), plus full frames for the rare goto_w
+ * trampolines of far conditional branches. Probe calls can be stacked: instrumenting an
+ * instrumented class again (another probe kind) works. */
 typedef enum cf_parg_kind {
   CF_PARG_METHOD_ID,   /* J: the method id of the instrumented method */
   CF_PARG_LONG,        /* J: constant `i` */
@@ -211,7 +220,8 @@ typedef enum cf_refusal {
   CF_REFUSE_STACK_TOO_LARGE,     /* max_stack would exceed 65535 */
   CF_REFUSE_BRANCH_NEEDS_FRAME,  /* a far conditional branch needs a frame nobody can give:
                                     no fall-through frame and no trampoline place in reach */
-  CF_REFUSE_CTOR_INIT,           /* constructor: no single super()/this() call found */
+  CF_REFUSE_CTOR_INIT,           /* constructor: no super()/this() call on uninitializedThis,
+                                    or code after such a call is also reached before it */
   CF_REFUSE_BAD_CODE,            /* bytecode or tables inconsistent (bad branch target ...) */
   CF_REFUSE_CONSTANT_POOL_FULL,  /* not enough constant-pool slots */
   CF_REFUSE_OBJECT_INIT,         /* java/lang/Object.<init>: special-cased by HotSpot (finalizer
