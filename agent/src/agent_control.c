@@ -169,6 +169,7 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
     pthread_mutex_unlock(&a->config_lock);
     a->agent_id = cfg->agent_id;
     cmr_probe_rings_configure(a->rings, &cfg->strategy);
+    cmr_probe_rings_set_agent(a->rings, cfg->agent_id);
     int was = a->mode;
     if (was == CMR_MODE_MINIMAL)
         a->mode = CMR_MODE_FULL;

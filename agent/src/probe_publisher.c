@@ -49,6 +49,14 @@ typedef struct publisher {
 
 static publisher_t pub;
 
+/* Trace ids are kept as two 64-bit halves by the probes; on the wire they are 16 bytes,
+ * high half first, each big endian: the same digits as a W3C traceparent trace-id. */
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
 static uint64_t rng_next(publisher_t *p)
 {
     /* xorshift128+: trace ids need uniqueness, not secrecy; seeded from the kernel */
@@ -70,15 +78,26 @@ static void refresh_clock(publisher_t *p)
 
 /* --- event batches ------------------------------------------------------------------------- */
 
+/* Opens a segment with the identity the probes announced (records 5-7), or, when those
+ * records were lost to a full ring, with a fresh one of the publisher's. */
 static void segment_open(publisher_t *p, cmr_ring_t *ring)
 {
     ring->segment_open = true;
-    ring->segment_id = ++p->next_segment;
-    uint64_t hi = rng_next(p), lo = rng_next(p);
-    if (!hi && !lo)
-        lo = 1;
-    memcpy(ring->trace_id, &hi, 8);
-    memcpy(ring->trace_id + 8, &lo, 8);
+    if (ring->next_valid) {
+        ring->segment_id = ring->next_segment;
+        memcpy(ring->trace_id, ring->next_trace, 16);
+        ring->has_parent = ring->next_has_parent;
+        ring->parent = ring->next_parent;
+        ring->next_valid = false;
+    } else {
+        ring->segment_id = ++p->next_segment;
+        uint64_t hi = rng_next(p), lo = rng_next(p);
+        if (!hi && !lo)
+            lo = 1;
+        put_be64(ring->trace_id, hi);
+        put_be64(ring->trace_id + 8, lo);
+        ring->has_parent = false;
+    }
     ring->batch_seq = 0;
     ring->event_seq = 0;
     ring->batch_count = 0;
@@ -94,7 +113,7 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
         .thread_id = ring->thread_id,
         .thread_name = ring->thread_name,
         .segment_id = ring->segment_id,
-        .parent = NULL,
+        .parent = ring->has_parent ? &ring->parent : NULL,
         .batch_seq = ring->batch_seq,
         .first_event_seq = ring->event_seq,
         .last = last,
@@ -128,7 +147,7 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
     cmr_event_write(ring->batch, ring->batch_count++, &ev);
     if (ring->batch_count == ring->batch_cap)
         batch_send(p, ring, false);
-    if ((kind == CMR_EVENT_EXIT || kind == CMR_EVENT_EXCEPTION_EXIT) && depth <= 1)
+    if ((kind == CMR_EVENT_EXIT || kind == CMR_EVENT_EXCEPTION_EXIT) && depth == 1)
         batch_send(p, ring, true);
 }
 
@@ -218,6 +237,25 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
                 break;
             batch_append(p, ring, rec, kind, aux);
             break;
+        case CMR_EVENT_FORK:
+            if (ring->segment_open)
+                batch_append(p, ring, rec, kind, UINT32_MAX);
+            break;
+        case CMR_RING_SEG_BEGIN: /* the probes name the next segment */
+            ring->next_valid = true;
+            ring->next_segment = (int64_t)cmr_le64(rec);
+            put_be64(ring->next_trace, cmr_le64(rec + 8));
+            ring->next_has_parent = aux & 1;
+            ring->next_parent.agent_id = p->a->agent_id; /* a local parent unless record 7 says */
+            break;
+        case CMR_RING_SEG_TRACE:
+            put_be64(ring->next_trace + 8, cmr_le64(rec));
+            ring->next_parent.segment_id = (int64_t)cmr_le64(rec + 8);
+            ring->next_parent.event_seq = (int32_t)aux; /* -1: the fork event was lost */
+            break;
+        case CMR_RING_SEG_PARENT_AGENT:
+            ring->next_parent.agent_id = (int64_t)cmr_le64(rec);
+            break;
         case CMR_RING_TIMER:
         case CMR_RING_TIMER_THROW:
             metric_add(p, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), kind == CMR_RING_TIMER_THROW);
@@ -288,6 +326,8 @@ int cmr_probe_publisher_start(cmr_agent_t *a)
     /* segment ids never repeat, also across restarts of the same agent: a random base
      * per run (62 bits, low 24 bits free for the counter) */
     pub.next_segment = (int64_t)((rng_next(&pub) >> 2) & ~(uint64_t)0xFFFFFF);
+    /* the probes count their segment ids from the same random base, far from ours */
+    cmr_probe_rings_set_segment_base(a->rings, (uint64_t)pub.next_segment + (UINT64_C(1) << 40));
     refresh_clock(&pub);
     if (pthread_create(&a->publisher_thread, NULL, publisher_main, &pub) != 0)
         return -1;

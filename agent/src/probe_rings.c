@@ -30,6 +30,8 @@ struct cmr_probe_rings {
     int64_t send_interval_ms, metric_interval_ms;
     uint32_t max_batch;
     size_t max_threads;
+    int64_t agent_id;
+    uint64_t segment_base;
     cmr_probe_stats_t stats;
 };
 
@@ -73,6 +75,22 @@ void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s)
     pthread_mutex_unlock(&r->lock);
 }
 
+void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id)
+{
+    pthread_mutex_lock(&r->lock);
+    r->agent_id = agent_id;
+    for (size_t i = 0; i < r->count; i++)
+        __atomic_store_n((uint64_t *)(r->rings[i]->mem + CMR_RING_AGENT_ID), (uint64_t)agent_id, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_set_segment_base(cmr_probe_rings_t *r, uint64_t base)
+{
+    pthread_mutex_lock(&r->lock);
+    r->segment_base = base;
+    pthread_mutex_unlock(&r->lock);
+}
+
 void cmr_ring_free(cmr_ring_t *ring)
 {
     if (!ring)
@@ -109,6 +127,10 @@ static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id,
         return NULL;
     }
     memset(ring->mem, 0, CMR_RING_HEADER);
+    pthread_mutex_lock(&r->lock);
+    cmr_put_le64(ring->mem + CMR_RING_AGENT_ID, (uint64_t)r->agent_id);
+    cmr_put_le64(ring->mem + CMR_RING_SEGMENT_BASE, r->segment_base);
+    pthread_mutex_unlock(&r->lock);
     ring->cap = records;
     ring->batch_cap = max_batch;
     ring->thread_id = thread_id;

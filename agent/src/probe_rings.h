@@ -6,6 +6,8 @@
  *
  *   0   u64 write index  records written; the thread's probes advance it (release store)
  *   8   u64 dropped      records the thread could not write because the ring was full
+ *   16  u64 agent id     written by the agent once the CMR has given it (0 before)
+ *   24  u64 segment base first segment id of this agent run (random, see the publisher)
  *   64  u64 read index   records consumed; the publisher advances it (release store). On
  *                        its own cache line: the thread and the publisher never write the
  *                        same line.
@@ -17,8 +19,13 @@
  * ring drops and counts; it never blocks the thread.
  *
  * Record kinds in a ring: 1 enter, 2 exit, 3 exceptional exit (aux = call depth of the
- * invocation, 1 for the thread's root call), and the ring-internal timer samples
- * 16 (normal) and 17 (exceptional) whose timestamp field holds the duration in ns.
+ * invocation, 1 for the thread's root call), 4 fork (a hand-off), and ring-internal ones:
+ *   5  segment begin   id = segment id, timestamp = trace id high, aux = 1 has a parent,
+ *                      | 2 the parent is remote
+ *   6  segment trace   id = trace id low, timestamp = parent segment, aux = parent event
+ *   7  parent agent    id = the remote parent's agent id (0: another tracer)
+ *   16 / 17 timer sample (normal / exceptional), timestamp = duration in ns
+ * Records 5-7 come right before the root enter of the segment they describe.
  */
 #ifndef CMR_PROBE_RINGS_H
 #define CMR_PROBE_RINGS_H
@@ -35,6 +42,11 @@
 #define CMR_RING_WRITE 0
 #define CMR_RING_DROPPED 8
 #define CMR_RING_READ 64
+#define CMR_RING_AGENT_ID 16
+#define CMR_RING_SEGMENT_BASE 24
+#define CMR_RING_SEG_BEGIN 5
+#define CMR_RING_SEG_TRACE 6
+#define CMR_RING_SEG_PARENT_AGENT 7
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -55,6 +67,13 @@ typedef struct cmr_ring {
     int32_t batch_seq;
     int64_t event_seq;
     int32_t dropped_pending;
+    bool has_parent;
+    cmr_parent_link_t parent;
+    /* identity announced by records 5-7 for the next segment */
+    bool next_valid, next_has_parent;
+    int64_t next_segment;
+    uint8_t next_trace[16];
+    cmr_parent_link_t next_parent;
     uint8_t *batch;     /* events of the open segment not yet sent */
     uint32_t batch_count, batch_cap;
 } cmr_ring_t;
@@ -74,6 +93,10 @@ cmr_probe_rings_t *cmr_probe_rings_new(struct cmr_agent *a);
 void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class);
 /* JVMTI ThreadEnd on the ending thread: its ring is drained one last time and freed. */
 void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti);
+/* The agent id the CMR gave, for every ring (probes put it in outgoing HTTP headers). */
+void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id);
+/* The first segment id of this run (random; the probes count up from it). */
+void cmr_probe_rings_set_segment_base(cmr_probe_rings_t *r, uint64_t base);
 /* Strategy from the CMR: ring size for new threads, send and metric intervals, batch size. */
 void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s);
 void cmr_probe_rings_stats(cmr_probe_rings_t *r, cmr_probe_stats_t *out);
