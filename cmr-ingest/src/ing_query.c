@@ -2,7 +2,8 @@
  * ing_query.c - read views over a store root: list traces with filters, load one tree.
  *
  * A view opens every partition store read-only (a running worker keeps writing; the view
- * sees what was written when it was opened) and merges the method and agent tables of
+ * sees what was written when it was opened; a store that a worker is creating at that
+ * moment holds nothing yet and is skipped) and merges the method and agent tables of
  * every meta slot. Listing drives one index per partition — the contained method, the
  * agent, the root method, duration (slowest first) or start time (newest first) — checks
  * the other filters on each candidate, and merges the partitions in a deterministic
@@ -48,6 +49,8 @@ cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errl
     v->stores = calloc(n + 1, sizeof *v->stores);
     for (size_t i = 0; v->stores && i < n; i++) {
         cmr_store_t *s = cmr_store_open_partition(root, ids[i], &o, 0, err, errlen);
+        if (!s && (strstr(err, "No such file") || strstr(err, "Column family not found")))
+            continue; /* a store a worker is creating right now: nothing in it yet */
         if (!s) {
             free(ids);
             cmr_ingest_view_free(v);

@@ -83,7 +83,7 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 2;
     }
-    o.sync = false; /* one sync at the end */
+    o.sync = false; /* no fsync per group: an interrupted replay is run again into a new store */
     cmr_ingest_engine_t *e = cmr_ingest_engine_new(root, &o, err, sizeof err);
     if (!e) {
         fprintf(stderr, "cmr-ingest: replay: %s\n", err);

@@ -371,6 +371,8 @@ static void test_kill_restart_and_replay(void **state)
     build_reference(tr, ref);
     char *want = render(ref);
     assert_non_null(want);
+    if (getenv("CMR_INGEST_VERBOSE")) /* shows what the CLI prints */
+        printf("%s", want);
     assert_non_null(strstr(want, "com.shop.Mailer.run()V  [pool-1-thread #21 @ shop@host-a pid 4242] async"));
 
     cmr_producer_t *p = producer();
