@@ -97,12 +97,14 @@ static void del(cmr_instr_cache_t *c, const key_t_ *k)
     rocksdb_writebatch_wi_delete(c->batch, k->b, k->n);
 }
 
-/* Iterates committed keys starting with prefix. fn gets the key suffix and the value. */
+/* Iterates the keys starting with prefix, pending batch included. fn gets the key suffix
+ * and the value. */
 typedef int(raw_fn)(const unsigned char *suffix, size_t n, const char *val, size_t vlen, void *ud);
 
 static int each_prefix(cmr_instr_cache_t *c, const key_t_ *prefix, raw_fn *fn, void *ud)
 {
-    rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ro);
+    /* the batch iterator takes the database iterator over */
+    rocksdb_iterator_t *it = rocksdb_writebatch_wi_create_iterator_with_base(c->batch, rocksdb_create_iterator(c->db, c->ro));
     int rc = 0;
     for (rocksdb_iter_seek(it, prefix->b, prefix->n); rc == 0 && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kl, vl;
@@ -184,41 +186,64 @@ void cmr_instr_cache_close(cmr_instr_cache_t *c)
 }
 
 typedef struct evict_ctx {
-    cmr_instr_cache_t *c;
+    uint64_t over;       /* bytes still to free */
+    uint64_t (*items)[3]; /* seq, hash, len */
+    size_t n, cap;
 } evict_ctx_t;
 
-static int evict_one(const unsigned char *suffix, size_t n, const char *val, size_t vlen, void *ud)
+/* Collects the oldest eviction entries until enough bytes are covered (no writes while
+ * the batch is being iterated). */
+static int evict_collect(const unsigned char *suffix, size_t n, const char *val, size_t vlen, void *ud)
 {
     evict_ctx_t *x = ud;
-    cmr_instr_cache_t *c = x->c;
-    if (c->unpinned <= c->budget)
+    if (x->over == 0)
         return 1;
     if (n != 8 || vlen != 16)
         return 0;
-    key_t_ ek, bk, pk;
-    k_init(&ek, 'e');
-    k_u64(&ek, rd_u64(suffix));
-    del(c, &ek);
-    uint64_t hash = rd_u64((const unsigned char *)val), len = rd_u64((const unsigned char *)val + 8);
-    k_init(&pk, 'p');
-    k_u64(&pk, hash);
-    if (exists(c, &pk) == 0) {
-        k_init(&bk, 'b');
-        k_u64(&bk, hash);
-        del(c, &bk);
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 64;
+        uint64_t(*items)[3] = realloc(x->items, cap * sizeof *items);
+        if (!items)
+            return 1;
+        x->items = items;
+        x->cap = cap;
     }
-    c->unpinned = c->unpinned > len ? c->unpinned - len : 0;
+    uint64_t len = rd_u64((const unsigned char *)val + 8);
+    x->items[x->n][0] = rd_u64(suffix);
+    x->items[x->n][1] = rd_u64((const unsigned char *)val);
+    x->items[x->n][2] = len;
+    x->n++;
+    x->over = x->over > len ? x->over - len : 0;
     return 0;
+}
+
+static void evict(cmr_instr_cache_t *c)
+{
+    key_t_ prefix;
+    k_init(&prefix, 'e');
+    evict_ctx_t x = {c->unpinned - c->budget, NULL, 0, 0};
+    each_prefix(c, &prefix, evict_collect, &x);
+    for (size_t i = 0; i < x.n; i++) {
+        key_t_ ek, bk, pk;
+        k_init(&ek, 'e');
+        k_u64(&ek, x.items[i][0]);
+        del(c, &ek);
+        k_init(&pk, 'p');
+        k_u64(&pk, x.items[i][1]);
+        if (exists(c, &pk) == 0) {
+            k_init(&bk, 'b');
+            k_u64(&bk, x.items[i][1]);
+            del(c, &bk);
+        }
+        c->unpinned = c->unpinned > x.items[i][2] ? c->unpinned - x.items[i][2] : 0;
+    }
+    free(x.items);
 }
 
 int cmr_instr_cache_commit(cmr_instr_cache_t *c, char *err, size_t errlen)
 {
-    if (c->unpinned > c->budget) {
-        key_t_ prefix;
-        k_init(&prefix, 'e');
-        evict_ctx_t x = {c};
-        each_prefix(c, &prefix, evict_one, &x);
-    }
+    if (c->unpinned > c->budget)
+        evict(c);
     put_counters(c);
     char *e = NULL;
     rocksdb_write_writebatch_wi(c->db, c->wo, c->batch, &e);

@@ -1,10 +1,11 @@
 /*
  * instr_worker.c - the instrumenter worker loop (see instr_worker.h).
  *
- * One thread. Processing of one record (or one environment run) is a unit: decisions and
- * cache writes go to the cache's pending batch and commands to the producer; then the
- * producer is flushed (every command delivered), the batch committed, and only then the
- * record marked done. A failure before that point rolls the batch back and processes the
+ * One thread. Records are processed in units (what the consumer has ready, up to 256; or
+ * one environment run): decisions and cache writes go to the cache's pending batch (which
+ * later reads of the unit see) and commands to the producer; then the producer is flushed
+ * (every command delivered), the batch committed, and only then the records are marked
+ * done, in order. A failure before that point rolls the batch back and processes the
  * record again; a crash replays it (every write is keyed, every answer recomputed).
  *
  * Ownership: the worker owns the cache, the configuration state, the Kafka handles and the
@@ -300,21 +301,50 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
     return rc;
 }
 
-typedef struct waiter_ctx {
-    worker_t *w;
-    const target_t *t;
-    const char *type;
-    int rc;
-} waiter_ctx_t;
+typedef struct waiter {
+    int64_t loader;
+    char *name;
+} waiter_t;
 
-static int on_waiter(int64_t loader, const char *name, void *ud)
+typedef struct waiters {
+    waiter_t *items;
+    size_t n, cap;
+} waiters_t;
+
+static int collect_waiter(int64_t loader, const char *name, void *ud)
 {
-    waiter_ctx_t *x = ud;
-    cmr_instr_class_rec_t rec;
-    cmr_instr_cache_del_waiting(x->w->cache, x->t->agent, x->type, loader, name);
-    if (cmr_instr_cache_class(x->w->cache, x->t->agent, loader, name, &rec) == 1 && reconcile(x->w, x->t, loader, name, &rec) != 0)
-        x->rc = -1;
-    return x->rc;
+    waiters_t *x = ud;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 16;
+        waiter_t *items = realloc(x->items, cap * sizeof *items);
+        if (!items)
+            return -1;
+        x->items = items;
+        x->cap = cap;
+    }
+    x->items[x->n].loader = loader;
+    x->items[x->n].name = strdup(name);
+    if (!x->items[x->n].name)
+        return -1;
+    x->n++;
+    return 0;
+}
+
+/* Re-decides the classes that were waiting for `type` (collected first: the cache is not
+ * written while it is being iterated). */
+static int resolve_waiters(worker_t *w, const target_t *t, const char *type)
+{
+    waiters_t x = {0};
+    int rc = cmr_instr_cache_each_waiting(w->cache, t->agent, type, collect_waiter, &x) ? -1 : 0;
+    for (size_t i = 0; i < x.n; i++) {
+        cmr_instr_class_rec_t rec;
+        cmr_instr_cache_del_waiting(w->cache, t->agent, type, x.items[i].loader, x.items[i].name);
+        if (rc == 0 && cmr_instr_cache_class(w->cache, t->agent, x.items[i].loader, x.items[i].name, &rec) == 1)
+            rc = reconcile(w, t, x.items[i].loader, x.items[i].name, &rec);
+        free(x.items[i].name);
+    }
+    free(x.items);
+    return rc;
 }
 
 static const cmr_environment_t *env_of(worker_t *w, const char *env_id, int64_t *revision)
@@ -379,9 +409,7 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         snprintf(rec.instance_id, sizeof rec.instance_id, "%s", cl->instance_id);
         snprintf(rec.env_id, sizeof rec.env_id, "%s", cl->environment_id);
         cmr_instr_cache_put_class(w->cache, agent, cl->loader_id, cl->class_name, &rec);
-        waiter_ctx_t x = {w, &t, meta.name, 0};
-        cmr_instr_cache_each_waiting(w->cache, agent, meta.name, on_waiter, &x);
-        rc = x.rc;
+        rc = resolve_waiters(w, &t, meta.name);
     }
     cmr_instr_decision_free(&d);
     cmr_instr_meta_free(&meta);
@@ -395,6 +423,21 @@ static void unit_begin(worker_t *w)
     w->sent = 0;
 }
 
+/* Waits until every queued message is delivered or failed (reported by the producer's
+ * own thread). Polls the outstanding count finely: rd_kafka_flush() sleeps in 10 ms steps
+ * when another thread serves the delivery reports, which would add to every unit. */
+static int wait_delivered(worker_t *w, int timeout_ms)
+{
+    int64_t deadline = mono_ms() + timeout_ms;
+    while (cmr_producer_outstanding(w->producer) > 0) {
+        if (mono_ms() > deadline)
+            return -1;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 /* Every command of the unit delivered, then the cache written. 0 or -1 (rolled back). */
 static int unit_end(worker_t *w)
 {
@@ -402,7 +445,7 @@ static int unit_end(worker_t *w)
     if (w->sent) {
         cmr_producer_stats_t before, after;
         cmr_producer_stats(w->producer, &before);
-        if (cmr_producer_flush(w->producer, 30000) != 0) {
+        if (wait_delivered(w, 30000) != 0) {
             cmr_log(CMR_LOG_ERROR, "instr.delivery_timeout", "outstanding=%d", cmr_producer_outstanding(w->producer));
             cmr_instr_cache_rollback(w->cache);
             return -1;
@@ -639,27 +682,66 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
     return 0;
 }
 
-/* Processes one record until it is done (retrying after a delivery failure). */
-static int process(worker_t *w, cmr_record_t *rec, volatile sig_atomic_t *stop)
+#define UNIT_MAX 256
+
+/* One unit of records: processed together, delivered and committed together, then
+ * marked done in the order they were received. */
+typedef struct unit {
+    cmr_record_t *recs[UNIT_MAX];
+    size_t n;
+} unit_t;
+
+static int process_unit(worker_t *w, unit_t *u)
 {
-    if (rec->msg.type != CMR_MSG_CLASS_LOADED) {
-        cmr_log(CMR_LOG_WARN, "instr.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
-                rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
-        cmr_consumer_done(w->consumer, rec);
-        return 0;
-    }
-    while (!*stop) {
-        unit_begin(w);
-        int rc = on_class(w, &rec->msg.u.class_loaded, rec->partition);
-        if (rc == 0 && unit_end(w) == 0) {
-            cmr_consumer_done(w->consumer, rec);
-            return 0;
+    int64_t t0 = mono_ms();
+    unit_begin(w);
+    for (size_t i = 0; i < u->n; i++) {
+        cmr_record_t *rec = u->recs[i];
+        if (rec->msg.type != CMR_MSG_CLASS_LOADED) {
+            cmr_log(CMR_LOG_WARN, "instr.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s",
+                    rec->topic, rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+            continue;
         }
-        if (rc != 0)
+        if (on_class(w, &rec->msg.u.class_loaded, rec->partition) != 0) {
             cmr_instr_cache_rollback(w->cache);
-        sleep(1);
+            return -1;
+        }
     }
-    return -1;
+    int64_t t1 = mono_ms();
+    int rc = unit_end(w);
+    cmr_log(CMR_LOG_DEBUG, "instr.unit", "records=%zu messages=%zu process_ms=%" PRId64 " deliver_commit_ms=%" PRId64,
+            u->n, w->sent, t1 - t0, mono_ms() - t1);
+    return rc;
+}
+
+/* Fills a unit: waits up to 50 ms for the first record, then takes what is already there. */
+static int fill_unit(worker_t *w, unit_t *u)
+{
+    u->n = 0;
+    cmr_record_t *rec;
+    int got = cmr_consumer_poll(w->consumer, 50, &rec);
+    while (got == 1) {
+        u->recs[u->n++] = rec;
+        if (u->n == UNIT_MAX)
+            break;
+        got = cmr_consumer_poll(w->consumer, 0, &rec);
+    }
+    return got < 0 ? -1 : 0;
+}
+
+/* Processes a unit until it is done (a failed unit is rolled back and processed again). */
+static void run_unit(worker_t *w, unit_t *u, volatile sig_atomic_t *stop)
+{
+    if (u->n == 0)
+        return;
+    while (!*stop && process_unit(w, u) != 0)
+        sleep(1);
+    for (size_t i = 0; i < u->n; i++) {
+        if (!*stop)
+            cmr_consumer_done(w->consumer, u->recs[i]);
+        cmr_record_free(u->recs[i]);
+    }
+    u->n = 0;
 }
 
 int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
@@ -691,14 +773,11 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             w.envs_checked = 1;
             run_pending_envs(&w);
         }
-        cmr_record_t *rec;
-        int got = cmr_consumer_poll(w.consumer, 50, &rec);
-        if (got < 0)
+        static unit_t unit;
+        int rc_fill = fill_unit(&w, &unit);
+        run_unit(&w, &unit, stop);
+        if (rc_fill < 0)
             goto out;
-        if (got == 1) {
-            process(&w, rec, stop);
-            cmr_record_free(rec);
-        }
     }
     rc = 0;
 out:

@@ -238,7 +238,8 @@ int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out)
     int64_t deadline = cp_mono_ms() + timeout_ms;
     do {
         cmr_record_t *rec;
-        int rc = cmr_consumer_poll(p->commands, 50, &rec);
+        int64_t left = deadline - cp_mono_ms();
+        int rc = cmr_consumer_poll(p->commands, left > 50 ? 50 : left > 0 ? (int)left : 0, &rec);
         if (rc == 1) {
             char err[256];
             /* hand out an owned copy: decode the raw bytes again */

@@ -14,8 +14,8 @@
  *   v <environment id>                the environment revision last run against the cache
  *   m <method id>                     a MethodEntry was published for this method id
  *
- * Writes go to a pending batch that reads see (get = batch + database); commit() writes
- * the batch atomically. Every write is keyed by what it describes, so replaying a record
+ * Writes go to a pending batch that reads and iterations see (batch + database); commit()
+ * writes the batch atomically. Every write is keyed by what it describes, so replaying a record
  * rewrites the same values (idempotent).
  *
  * Eviction: bytes of classes that need no instrumentation are unpinned; when the unpinned
@@ -75,7 +75,8 @@ int cmr_instr_cache_class(cmr_instr_cache_t *c, uint64_t agent, int64_t loader, 
 int cmr_instr_cache_put_class(cmr_instr_cache_t *c, uint64_t agent, int64_t loader, const char *name,
                               const cmr_instr_class_rec_t *r);
 typedef int(cmr_instr_class_fn)(int64_t loader, const char *name, const cmr_instr_class_rec_t *r, void *ud);
-/* Calls fn for every committed class of the agent; stops when fn returns non-zero. */
+/* Calls fn for every class of the agent (pending writes included); stops when fn returns
+ * non-zero. fn must not write to the cache. */
 int cmr_instr_cache_each_class(cmr_instr_cache_t *c, uint64_t agent, cmr_instr_class_fn *fn, void *ud);
 
 int cmr_instr_cache_put_waiting(cmr_instr_cache_t *c, uint64_t agent, const char *type, int64_t loader,
