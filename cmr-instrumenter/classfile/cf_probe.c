@@ -33,8 +33,19 @@ static int param_codes(const char *d, char *codes, int max, char *ret) {
   return n;
 }
 
+/* Strings go into the constant pool as they are: they must already be modified UTF-8,
+ * which for C strings means no 4-byte (supplementary) sequences. */
+static bool mutf8_ok(const char *s) {
+  for (; *s; s++)
+    if ((uint8_t)*s >= 0xF0) return false;
+  return true;
+}
+
 static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf_error *err) {
   if (!pc->owner) return CF_OK;
+  if (pc->name && pc->desc && (!mutf8_ok(pc->owner) || !mutf8_ok(pc->name) || !mutf8_ok(pc->desc)))
+    return cf_fail(err, CF_ERR_ARG, "%s probe: owner/name/desc not representable in a class file",
+                   site);
   if (!pc->name || !pc->desc || !*pc->owner || !*pc->name)
     return cf_fail(err, CF_ERR_ARG, "%s probe: owner, name and desc are required", site);
   if (pc->nargs > CF_PROBE_MAX_ARGS)
@@ -63,8 +74,13 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
     if (want != codes[i])
       return cf_fail(err, CF_ERR_ARG, "%s probe: argument %d does not match descriptor %s", site,
                      i, pc->desc);
-    if (pc->args[i].kind == CF_PARG_STRING && !pc->args[i].s)
-      return cf_fail(err, CF_ERR_ARG, "%s probe: NULL string argument", site);
+    if (pc->args[i].kind == CF_PARG_STRING &&
+        (!pc->args[i].s || strlen(pc->args[i].s) > 65535 || !mutf8_ok(pc->args[i].s)))
+      return cf_fail(err, CF_ERR_ARG, "%s probe: string argument NULL, too long or with "
+                     "supplementary characters (not modified UTF-8)", site);
+    if (pc->args[i].kind == CF_PARG_INT && (pc->args[i].i < INT32_MIN || pc->args[i].i > INT32_MAX))
+      return cf_fail(err, CF_ERR_ARG, "%s probe: int argument %lld out of range", site,
+                     (long long)pc->args[i].i);
   }
   return CF_OK;
 }

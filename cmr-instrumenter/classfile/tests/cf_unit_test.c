@@ -699,6 +699,18 @@ static void test_probe_check(void **st) {
   p.enter.args[0].kind = CF_PARG_THROWABLE;
   p.enter.desc = "(Ljava/lang/Throwable;)V";
   assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG);
+  p = *timer();
+  p.normal_exit.desc = "(JI)V";
+  p.normal_exit.nargs = 2;
+  p.normal_exit.args[1] = (cf_parg){CF_PARG_INT, INT64_C(1) << 40, NULL};
+  assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG);      /* int out of range */
+  p = *timer();
+  p.normal_exit.desc = "(JLjava/lang/String;)V";
+  p.normal_exit.nargs = 2;
+  p.normal_exit.args[1] = (cf_parg){CF_PARG_STRING, 0, "smile \xF0\x9F\x98\x80"};
+  assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG);      /* not modified UTF-8 */
+  p.normal_exit.args[1].s = "ok \xC3\xA9";
+  assert_int_equal(cf_probe_check(&p, &e), CF_OK);
   cf_probe none = {0};
   assert_int_equal(cf_probe_check(&none, &e), CF_ERR_ARG);
   /* a probe with only an exceptional-exit call is fine (entry/exit sites get no call) */
