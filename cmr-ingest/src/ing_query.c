@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rocksdb/c.h>
 
@@ -48,9 +49,20 @@ cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errl
     n = cmr_store_list_partitions(root, &ids);
     v->stores = calloc(n + 1, sizeof *v->stores);
     for (size_t i = 0; v->stores && i < n; i++) {
-        cmr_store_t *s = cmr_store_open_partition(root, ids[i], &o, 0, err, errlen);
-        if (!s && (strstr(err, "No such file") || strstr(err, "Column family not found")))
+        char current[4200];
+        snprintf(current, sizeof current, "%s/p%03d/CURRENT", root, ids[i]);
+        if (access(current, F_OK) != 0)
             continue; /* a store a worker is creating right now: nothing in it yet */
+        cmr_store_t *s = NULL;
+        for (int attempt = 0; !s && attempt < 5; attempt++) {
+            if (attempt) /* a file the writer replaced while we opened: try again */
+                usleep(50000);
+            s = cmr_store_open_partition(root, ids[i], &o, 0, err, errlen);
+            if (!s && strstr(err, "Column family not found"))
+                break; /* created, its column families not yet: nothing in it yet */
+        }
+        if (!s && strstr(err, "Column family not found"))
+            continue;
         if (!s) {
             free(ids);
             cmr_ingest_view_free(v);

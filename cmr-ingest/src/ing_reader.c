@@ -27,6 +27,8 @@ struct cmr_ingest_reader {
     unsigned char *eof_seen;
     int eof_count;
     int64_t total;
+    int64_t since_ms; /* messages older than this are skipped (0: none) */
+    int64_t skipped;
     rd_kafka_message_t *last;
 };
 
@@ -90,13 +92,16 @@ cmr_ingest_reader_t *cmr_ingest_reader_new(const cmr_conf_t *conf, const char *t
     for (int p = 0; p < r->partitions; p++)
         rd_kafka_topic_partition_list_add(parts, topic, p)->offset = since_ms > 0 ? since_ms : RD_KAFKA_OFFSET_BEGINNING;
     if (since_ms > 0) {
-        rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(r->rk, parts, 10000);
-        if (e) {
-            snprintf(err, errlen, "offsets for time on %s: %s", topic, rd_kafka_err2str(e));
-            rd_kafka_topic_partition_list_destroy(parts);
-            cmr_ingest_reader_free(r);
-            return NULL;
-        }
+        /* a seek hint only: where the cluster cannot answer (the embedded broker always
+         * says "end"), the partition is read from the beginning and poll() skips what is
+         * older than since_ms */
+        r->since_ms = since_ms;
+        if (rd_kafka_offsets_for_times(r->rk, parts, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            for (int p = 0; p < r->partitions; p++)
+                parts->elems[p].offset = RD_KAFKA_OFFSET_BEGINNING;
+        for (int p = 0; p < r->partitions; p++)
+            if (parts->elems[p].offset < 0 || parts->elems[p].err)
+                parts->elems[p].offset = RD_KAFKA_OFFSET_BEGINNING;
     }
     for (int p = 0; p < r->partitions; p++) {
         int64_t lo = 0, hi = 0;
@@ -154,6 +159,11 @@ int cmr_ingest_reader_poll(cmr_ingest_reader_t *r, int timeout_ms, cmr_ingest_re
         rd_kafka_message_destroy(m);
         return fatal ? -1 : 0;
     }
+    if (r->since_ms && rd_kafka_message_timestamp(m, NULL) < r->since_ms) {
+        r->skipped++;
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
     r->last = m;
     out->payload = m->payload;
     out->len = m->len;
@@ -176,4 +186,9 @@ int cmr_ingest_reader_partitions(const cmr_ingest_reader_t *r)
 int64_t cmr_ingest_reader_total(const cmr_ingest_reader_t *r)
 {
     return r->total;
+}
+
+int64_t cmr_ingest_reader_skipped(const cmr_ingest_reader_t *r)
+{
+    return r->skipped;
 }

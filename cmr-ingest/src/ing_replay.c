@@ -135,16 +135,20 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
         if (now - last >= 1000) {
             cmr_ingest_stats_t s;
             cmr_ingest_engine_stats(e, &s);
+            int64_t seen = done + cmr_ingest_reader_skipped(r);
             fprintf(progress, "replay: %" PRId64 "/%" PRId64 " records (%.0f%%), %" PRIu64 " events, %.0f events/s\n",
-                    done, total, total ? 100.0 * (double)done / (double)total : 100.0, s.events,
+                    seen, total, total ? 100.0 * (double)seen / (double)total : 100.0, s.events,
                     (double)s.events * 1000.0 / (double)(now - start));
             fflush(progress);
             last = now;
         }
     }
+    int64_t skipped = cmr_ingest_reader_skipped(r);
     cmr_ingest_reader_free(r);
     if (cmr_ingest_engine_flush(e) != 0)
         rc = 1;
+    if (skipped)
+        fprintf(progress, "replay: %" PRId64 " records older than --since skipped\n", skipped);
     cmr_ingest_stats_t s;
     cmr_ingest_engine_stats(e, &s);
     fprintf(progress, "replay: done: %" PRId64 " records, %" PRIu64 " batches, %" PRIu64 " events, %" PRIu64

@@ -219,10 +219,9 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     if (port >= 0) {
         http = cmr_ingest_http_start(root, cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
                                      sizeof err);
-        if (!http) {
-            cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\"", err);
-            goto out;
-        }
+        if (!http) /* ingest matters more than queries: run without the API */
+            cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\" action=\"running without the HTTP API\"",
+                    err);
     }
     if (open_tables(&w) != 0)
         goto out;

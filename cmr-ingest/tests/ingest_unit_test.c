@@ -723,13 +723,26 @@ static void test_store_engine_queries(void **state)
     assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/nothing", &body), 404);
     free(body);
 
+    /* retention by size: the oldest go first */
+    cmr_store_opts_t so = {.sync = true, .retention_bytes = 1};
+    e = cmr_ingest_engine_new(tmpdir, &so, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0); /* trace 21 only */
+    assert_int_equal(cmr_ingest_engine_retention(e), 1);
+    cmr_ingest_engine_free(e);
+    v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    char *left = capture_list(v, &f, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(left, "7a000000000000000000000000000014"));
+    free(left);
+    cmr_ingest_view_free(v);
     /* retention by age: everything is older than a day */
     o.retention_age_ms = 24LL * 3600 * 1000;
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
-    assert_int_equal(cmr_ingest_engine_retention(e), 2);
+    assert_int_equal(cmr_ingest_engine_retention(e), 1);
     cmr_ingest_engine_free(e);
     v = cmr_ingest_view_open(tmpdir, err, sizeof err);
     free(capture_list(v, &f, &n));

@@ -381,6 +381,10 @@ static void test_kill_restart_and_replay(void **state)
     start_worker(&w, store, log);
     send_traces(p, tr, 0, 20);
     send_bad(p);
+    usleep(20000);
+    char mid[32]; /* replay --since this time gets the second half only */
+    snprintf(mid, sizeof mid, "%" PRIu64, now_ns() / 1000000);
+    usleep(20000);
     /* kill it as soon as it has stored something */
     int64_t deadline = cp_mono_ms() + 60000;
     while (count_complete(store) < 1 && cp_mono_ms() < deadline)
@@ -412,6 +416,20 @@ static void test_kill_restart_and_replay(void **state)
     /* replay refuses a store that is not empty */
     assert_int_equal(cp_run(argv, &out), 2);
     free(out);
+    /* replay from a time: only what was produced after it */
+    char since_store[600];
+    snprintf(since_store, sizeof since_store, "%s/since", tmp);
+    const char *sargv[] = {ingest_bin, "replay", "--bootstrap", broker.bootstrap, "--store", since_store,
+                           "--since", mid, "--log-level", "error", NULL};
+    assert_int_equal(cp_run(sargv, &out), 0);
+    char *later = cli(since_store, "traces", "--limit", "1000");
+    assert_non_null(later);
+    if (!strstr(later, "7a000000000000000000000000005027"))
+        fprintf(stderr, "replay --since %s:\n%s\n%s\n", mid, out, later);
+    free(out);
+    assert_non_null(strstr(later, "7a000000000000000000000000005027"));
+    assert_null(strstr(later, "7a000000000000000000000000005003"));
+    free(later);
     /* exports of a replayed trace */
     char file[600];
     snprintf(file, sizeof file, "%s/trace.json", tmp);

@@ -317,8 +317,9 @@ typedef struct cmr_ingest_rec {
     int64_t timestamp_ms;
 } cmr_ingest_rec_t;
 
-/* Assigns every partition of topic from its beginning, or from the first message at or
- * after since_ms (> 0). */
+/* Assigns every partition of topic from its beginning, or (since_ms > 0) hands out only
+ * messages with a timestamp at or after since_ms, seeking there when the cluster can
+ * answer offsets-for-times. */
 cmr_ingest_reader_t *cmr_ingest_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err,
                                            size_t errlen);
 void cmr_ingest_reader_free(cmr_ingest_reader_t *r);
@@ -327,6 +328,8 @@ bool cmr_ingest_reader_caught_up(const cmr_ingest_reader_t *r);
 int cmr_ingest_reader_partitions(const cmr_ingest_reader_t *r);
 /* Messages between the start positions and the ends seen at start (for progress). */
 int64_t cmr_ingest_reader_total(const cmr_ingest_reader_t *r);
+/* Messages skipped because they are older than since_ms (read, not handed out). */
+int64_t cmr_ingest_reader_skipped(const cmr_ingest_reader_t *r);
 
 /* Store options from ingest.sync / ingest.retention.*: 0, or -1 with err filled. */
 int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen);
