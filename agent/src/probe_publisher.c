@@ -220,6 +220,9 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
 
 static void drain_ring(publisher_t *p, cmr_ring_t *ring)
 {
+    /* Seen before reading anything: once the thread ended, this pass reads its last
+     * records and its last drop count, and the ring may go. */
+    bool closed = ring->closed;
     uint64_t w = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_WRITE), __ATOMIC_ACQUIRE);
     uint64_t r = ring->read, mask = ring->cap - 1;
     for (; r < w; r++) {
@@ -276,8 +279,10 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
     /* continuous sending: what the open segment has so far goes out now */
     if (ring->batch_count)
         batch_send(p, ring, false);
-    if (ring->closed && ring->segment_open && ring->read == w) /* thread ended inside a call */
+    if (closed && ring->segment_open) /* the thread ended inside a call */
         batch_send(p, ring, true);
+    if (closed)
+        ring->final_drained = true;
 }
 
 static void pass_once(publisher_t *p)

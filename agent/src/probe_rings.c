@@ -203,8 +203,7 @@ size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t m
     pthread_mutex_lock(&r->lock);
     for (size_t i = 0; i < r->count; i++) {
         cmr_ring_t *ring = r->rings[i];
-        uint64_t w = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_WRITE), __ATOMIC_ACQUIRE);
-        if (ring->closed && ring->read == w && !ring->segment_open && ring->batch_count == 0 && *ndead < max_dead) {
+        if (ring->final_drained && !ring->segment_open && ring->batch_count == 0 && *ndead < max_dead) {
             dead[(*ndead)++] = ring;
             continue;
         }

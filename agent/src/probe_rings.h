@@ -58,6 +58,7 @@ typedef struct cmr_ring {
     int64_t thread_id;
     char thread_name[96];
     atomic_bool closed; /* the thread ended */
+    bool final_drained; /* drained completely after `closed` was seen: may be freed */
     /* publisher state (publisher thread only) */
     uint64_t read;
     uint64_t dropped_seen;

@@ -205,6 +205,13 @@ static const cf_probe sequence_probe = {"invocation-sequence", PROBE_CALL("enter
 static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"),
                                      PROBE_CALL("timerExitThrow")};
 
+static int only_run(const cf_class *c, const cf_member *m, void *ud)
+{
+    (void)ud;
+    cf_str name = cf_cp_utf8(c, m->name);
+    return name.len == 3 && memcmp(name.p, "run", 3) == 0;
+}
+
 static int only_call(const cf_class *c, const cf_member *m, void *ud)
 {
     (void)ud;
@@ -475,6 +482,143 @@ static void test_disconnected_mode_loses_no_class(void **state)
     agent_done(&r);
 }
 
+/* The batches of one segment, in order, as one array of events (NULL when a batch is
+ * missing). *n gets the count; the caller frees. */
+static cmr_event_t *segment_events(agent_run_t *r, int64_t segment, size_t *n, const cmr_event_batch_t **first)
+{
+    size_t cap = 64;
+    cmr_event_t *ev = malloc(cap * sizeof *ev);
+    *n = 0;
+    *first = NULL;
+    for (int32_t seq = 0;; seq++) {
+        const cmr_event_batch_t *b = NULL;
+        for (size_t i = 0; i < peer.n && !b; i++) {
+            const cmr_msg_t *m = &peer.recs[i]->msg;
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
+                m->u.event_batch.segment_id == segment && m->u.event_batch.batch_seq == seq)
+                b = &m->u.event_batch;
+        }
+        if (!b) {
+            free(ev);
+            return NULL;
+        }
+        if (seq == 0)
+            *first = b;
+        if (b->first_event_seq != (int64_t)*n) {
+            free(ev);
+            return NULL;
+        }
+        for (int32_t k = 0; k < b->event_count; k++) {
+            if (*n == cap)
+                ev = realloc(ev, (cap *= 2) * sizeof *ev);
+            cmr_event_read(b->events.data, (size_t)k, &ev[(*n)++]);
+        }
+        if (b->last)
+            return ev;
+    }
+}
+
+static void test_context_follows_work_to_other_threads(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "fanout", NULL);
+    agent_configure(&r, 10000);
+    jvm_proc_send(&r.jvm, "load demo.Work demo.Fanout");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    const cmr_class_loaded_t *fan = wait_class(&r, "demo/Fanout", -1, 30000);
+    assert_non_null(work);
+    assert_non_null(fan);
+    instrument_work(&r, work, &sequence_probe, 40);
+    cf_instrument_result res;
+    cf_error err;
+    /* Fanout.run only: the worker side's lambda stands for JDK code that runs before the
+     * task, which is not instrumented */
+    assert_int_equal(cf_instrument_class(fan->bytecode.data, fan->bytecode.len, &sequence_probe, only_run, NULL, &res, &err),
+                     CF_OK);
+    assert_int_equal(send_redefine(&r, 41, "demo/Fanout", fan->loader_id, fan->class_hash, res.bytes, res.len, false)->status,
+                     CMR_COMMAND_APPLIED);
+    cf_instrument_result_free(&res);
+
+    jvm_proc_send(&r.jvm, "fanout 5");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "fanout: tasks=5", NULL, 0, 30000), 0);
+    uint64_t run_id = cmr_method_id("demo/Fanout", "run", "(Ljava/util/concurrent/ExecutorService;I)I");
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+
+    /* the parent: the segment whose root is Fanout.run, with 5 forks */
+    const cmr_event_batch_t *root = NULL;
+    for (int i = 0; i < 200 && !root; i++) {
+        cmr_peer_poll(&peer, 100);
+        for (size_t k = 0; k < peer.n && !root; k++) {
+            const cmr_msg_t *m = &peer.recs[k]->msg;
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
+                m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
+                cmr_event_t e0;
+                cmr_event_read(m->u.event_batch.events.data, 0, &e0);
+                if (e0.method_id == run_id && e0.kind == CMR_EVENT_ENTER)
+                    root = &m->u.event_batch;
+            }
+        }
+    }
+    assert_non_null(root);
+    assert_null(root->parent);
+    size_t np;
+    const cmr_event_batch_t *pfirst;
+    cmr_peer_poll(&peer, 1000);
+    cmr_event_t *pe = segment_events(&r, root->segment_id, &np, &pfirst);
+    assert_non_null(pe);
+    int forks = 0;
+    for (size_t i = 0; i < np; i++)
+        forks += pe[i].kind == CMR_EVENT_FORK && pe[i].method_id == 0x5A5A5A5AULL;
+    assert_int_equal(forks, 5);
+
+    if (getenv("CMR_TEST_DEBUG"))
+        for (size_t k = 0; k < peer.n; k++) {
+            const cmr_msg_t *m = &peer.recs[k]->msg;
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id)
+                print_message("batch seg=%" PRId64 " seq=%d thread=%s parent=%s%" PRId64 " events=%d root=%" PRId64 "\n",
+                              m->u.event_batch.segment_id, m->u.event_batch.batch_seq, m->u.event_batch.thread_name,
+                              m->u.event_batch.parent ? "seg " : "none ",
+                              m->u.event_batch.parent ? m->u.event_batch.parent->segment_id : 0,
+                              m->u.event_batch.event_count, root->segment_id);
+        }
+    /* the children: five segments of other threads, same trace, each naming one FORK */
+    int children = 0;
+    char seen_fork[4096] = {0};
+    for (size_t k = 0; k < peer.n; k++) {
+        const cmr_msg_t *m = &peer.recs[k]->msg;
+        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != r.agent_id ||
+            m->u.event_batch.batch_seq != 0 || !m->u.event_batch.parent ||
+            m->u.event_batch.parent->segment_id != root->segment_id)
+            continue;
+        const cmr_event_batch_t *c = &m->u.event_batch;
+        assert_memory_equal(c->trace_id, root->trace_id, 16);
+        assert_int_equal(c->parent->agent_id, r.agent_id);
+        assert_true(c->thread_id != root->thread_id);
+        int64_t at = c->parent->event_seq;
+        assert_true(at >= 0 && (size_t)at < np);
+        assert_int_equal(pe[at].kind, CMR_EVENT_FORK);
+        assert_int_equal(seen_fork[at], 0);
+        seen_fork[at] = 1;
+        size_t nc;
+        const cmr_event_batch_t *cf;
+        cmr_event_t *ce = segment_events(&r, c->segment_id, &nc, &cf);
+        assert_non_null(ce);
+        /* hand-off node, then Work.call(2) recursing: 1 + 3 invocations, enter and exit */
+        assert_int_equal(nc, 8);
+        assert_true(ce[0].method_id == 0x5A5A5A5AULL && ce[0].kind == CMR_EVENT_ENTER && ce[0].aux == 1);
+        assert_true(ce[1].method_id == call_id && ce[1].kind == CMR_EVENT_ENTER && ce[1].aux == 2);
+        assert_true(ce[7].kind == CMR_EVENT_EXIT && ce[7].aux == 1);
+        free(ce);
+        children++;
+    }
+    free(pe);
+    assert_int_equal(children, 5);
+    agent_exit(&r);
+    agent_done(&r);
+}
+
 static bool shutdown_status(const cmr_msg_t *m, const void *ud)
 {
     return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
@@ -605,6 +749,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_environment_stops_the_agent),
         cmocka_unit_test(test_redefine_resend_and_failures),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
+        cmocka_unit_test(test_context_follows_work_to_other_threads),
         cmocka_unit_test(test_disconnected_mode_loses_no_class),
         cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),

@@ -16,6 +16,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.ArrayDeque;
 import java.util.IdentityHashMap;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
@@ -158,9 +159,13 @@ public final class Probe {
     /** Segment ids: blocks handed to threads from a base the agent draws at random. */
     private static final AtomicLong SEGMENTS = new AtomicLong();
 
-    /** Tasks handed to another thread, with the context they carry (bounded). */
+    /** Tasks handed to another thread, with the contexts they carry, oldest first: the
+     *  same object may be handed over many times (a non-capturing lambda is one shared
+     *  instance), and executors run tasks in about the order they were handed over.
+     *  Bounded: past HANDOFF_MAX pending hand-offs the table is forgotten. */
     private static final int HANDOFF_MAX = 1 << 16;
-    private static final Map<Object, Context> HANDOFF = new IdentityHashMap<>();
+    private static final Map<Object, ArrayDeque<Context>> HANDOFF = new IdentityHashMap<>();
+    private static int handoffs;
 
     private static final Ring NONE = new Ring(null);
     private static final ThreadLocal<Ring> RINGS = new ThreadLocal<>();
@@ -238,9 +243,12 @@ public final class Probe {
             r.seq++;
         Context c = new Context(r.traceHi, r.traceLo, 0, r.segment, recorded ? at : -1, false);
         synchronized (HANDOFF) {
-            if (HANDOFF.size() >= HANDOFF_MAX)
-                HANDOFF.clear(); // tasks that never ran: forget them rather than grow
-            HANDOFF.put(task, c);
+            if (handoffs >= HANDOFF_MAX) { // tasks that never ran: forget them rather than grow
+                HANDOFF.clear();
+                handoffs = 0;
+            }
+            HANDOFF.computeIfAbsent(task, k -> new ArrayDeque<>(2)).addLast(c);
+            handoffs++;
         }
     }
 
@@ -254,7 +262,12 @@ public final class Probe {
             c = null;
         else
             synchronized (HANDOFF) {
-                c = HANDOFF.remove(task);
+                ArrayDeque<Context> q = HANDOFF.get(task);
+                c = q == null ? null : q.pollFirst();
+                if (c != null)
+                    handoffs--;
+                if (q != null && q.isEmpty())
+                    HANDOFF.remove(task);
             }
         boolean opens = c != null && r.depth == 0 && r.buf != null;
         r.ctxStack = (r.ctxStack << 1) | (opens ? 1 : 0);

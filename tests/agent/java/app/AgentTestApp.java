@@ -6,6 +6,7 @@
  *   greet                 -> greet: <what demo.Greeter says>
  *   load CLASS...         -> loaded CLASS...     (Class.forName: a class load the agent sees)
  *   work THREADS CALLS    -> work: calls=N       (each thread calls demo.Work.call CALLS times)
+ *   fanout TASKS          -> fanout: tasks=N     (demo.Fanout hands TASKS tasks to a pool)
  *   exit                  -> the JVM ends normally
  */
 import demo.Greeter;
@@ -15,6 +16,13 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 
 public class AgentTestApp {
+    static final java.util.concurrent.ExecutorService POOL =
+            java.util.concurrent.Executors.newFixedThreadPool(3, r -> {
+                Thread t = new Thread(r, "pool-worker");
+                t.setDaemon(true);
+                return t;
+            });
+
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         System.out.println("ready");
@@ -39,6 +47,9 @@ public class AgentTestApp {
                 }
                 case "work":
                     System.out.println("work: calls=" + work(Integer.parseInt(w[1]), Long.parseLong(w[2])));
+                    break;
+                case "fanout":
+                    System.out.println("fanout: tasks=" + demo.Fanout.run(POOL, Integer.parseInt(w[1])));
                     break;
                 case "exit":
                     System.out.println("bye");
