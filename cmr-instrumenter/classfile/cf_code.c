@@ -181,6 +181,26 @@ static bool target_ok(const uint8_t *starts, uint32_t code_len, uint32_t pc, int
   return t >= 0 && t < code_len && starts[t];
 }
 
+/* op_len restricted to instructions decoded as CF_K_PLAIN (0 = take the full decoder) */
+static const uint8_t plain_len[256] = {
+  /* 0x00 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x10 */ 2,3,2,3,3,2,2,2,2,2,1,1,1,1,1,1,
+  /* 0x20 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x30 */ 1,1,1,1,1,1,2,2,2,2,2,1,1,1,1,1,
+  /* 0x40 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x50 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x60 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x70 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x80 */ 1,1,1,1,3,1,1,1,1,1,1,1,1,1,1,1,
+  /* 0x90 */ 1,1,1,1,1,1,1,1,1,0,0,0,0,0,0,0,
+  /* 0xa0 */ 0,0,0,0,0,0,0,0,0,2,0,0,0,0,0,0,
+  /* 0xb0 */ 0,0,0,0,0,0,0,0,0,0,0,3,2,3,1,1,
+  /* 0xc0 */ 3,3,1,1,0,4,0,0,0,0,0,0,0,0,0,0,
+  /* 0xd0 */ 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+  /* 0xe0 */ 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+  /* 0xf0 */ 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+};
+
 static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
   if (*cap >= need) return true;
   uint32_t n = need < 256 ? 256 : need;
@@ -205,10 +225,9 @@ cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn
   const uint8_t *cb = code->code;
   for (uint32_t pc = 0; pc < len;) {
     uint8_t op = cb[pc];
-    uint32_t l = op_len[op];
-    /* fast path: fixed-length instruction that is not a branch, return or invoke */
-    if (l != 0 && l != 255 && pc + l <= len && !(op >= 0x99 && op <= 0xa8) &&
-        !(op >= 0xac && op <= 0xba) && op < 0xc6) {
+    uint32_t l = plain_len[op];
+    /* fast path: fixed-length instruction that is not a branch, return, invoke or wide */
+    if (l && pc + l <= len) {
       cf_insn *in = &v[cnt++];
       in->pc = pc;
       in->len = l;

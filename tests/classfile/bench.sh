@@ -2,7 +2,8 @@
 # Benchmark of the class-file engine against ASM (Debian's libasm-java), single core,
 # same in-memory corpus: JDK 17 java.base + jdk.compiler and the classes of a few Debian
 # jars (asm, h2, tomcat catalina, groovy). Prints numbers; not a pass/fail test.
-#   bench.sh BUILD_DIR [SECONDS]      e.g. tests/classfile/bench.sh build 5
+#   bench.sh BUILD_DIR [SECONDS]      e.g. tests/classfile/bench.sh build 10
+# Each mode runs SECONDS split in five rounds; each engine reports its best round.
 set -euo pipefail
 BUILD=$(cd "$1" && pwd); SECONDS_PER_MODE=${2:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,8 +27,8 @@ taskset -c 0 "$BUILD/cmr-instrumenter/classfile/cf_bench" --seconds "$SECONDS_PE
 echo "== ASM $(basename "$(readlink -f /usr/share/java/asm.jar)" .jar) on JDK 17, warmed up, one core"
 taskset -c 0 "$JDK/bin/java" -XX:ActiveProcessorCount=1 -Xms2g -Xmx2g -cp "$WORK/asmbench:$CP" AsmBench "$SECONDS_PER_MODE" "$WORK/corpus" | tee "$WORK/asm.txt"
 ratio() {  # ratio MODE
-  c=$(grep " $1 " "$WORK/c.txt" | awk '{print $(NF-5)}')
-  a=$(grep " $1 " "$WORK/asm.txt" | awk '{print $(NF-5)}')
+  c=$(grep " $1 " "$WORK/c.txt" | sed 's/.* \([0-9.]*\) MB\/s.*/\1/')
+  a=$(grep " $1 " "$WORK/asm.txt" | sed 's/.* \([0-9.]*\) MB\/s.*/\1/')
   awk -v c="$c" -v a="$a" -v m="$1" 'BEGIN { printf "ratio %-24s C/ASM = %.2fx (MB/s %s vs %s)\n", m, c / a, c, a }'
 }
 ratio parse+write

@@ -75,18 +75,29 @@ static void pass_instrument(void) {
   }
 }
 
+/* Five rounds of seconds/5 each; the best round is reported (the machine is shared, so
+ * the best round is the one least disturbed by other processes). */
 static void bench(const char *name, void (*pass)(void), double seconds) {
   pass(); /* warm-up: caches, page faults */
-  int passes = 0;
-  double t0 = now(), t;
-  do {
-    pass();
-    passes++;
-    t = now() - t0;
-  } while (t < seconds);
-  double cps = (double)n_items * passes / t, mbs = (double)total_bytes * passes / t / 1e6;
-  printf("C engine  %-24s %10.0f classes/s %8.1f MB/s  (%d passes, %.2f s)\n", name, cps, mbs,
-         passes, t);
+  double best = 0;
+  int best_passes = 0, total_passes = 0;
+  for (int round = 0; round < 5; round++) {
+    int passes = 0;
+    double t0 = now(), t;
+    do {
+      pass();
+      passes++;
+      t = now() - t0;
+    } while (t < seconds / 5);
+    total_passes += passes;
+    if (passes / t > best) {
+      best = passes / t;
+      best_passes = passes;
+    }
+  }
+  double cps = (double)n_items * best, mbs = (double)total_bytes * best / 1e6;
+  printf("C engine  %-24s %10.0f classes/s %8.1f MB/s  (best of 5 rounds, %d passes in it, %d "
+         "in all)\n", name, cps, mbs, best_passes, total_passes);
 }
 
 int main(int argc, char **argv) {
