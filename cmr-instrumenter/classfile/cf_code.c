@@ -37,6 +37,9 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
   memset(out, 0, sizeof *out);
   cf_rd r;
   cf_rd_init(&r, a->data, a->len);
+  /* The JVMS once allowed a u1/u1/u2 header before 45.3; HotSpot 17 and 25 read every
+   * version with this layout (checked: a 45.0 class with the old header is rejected), so the
+   * engine does the same. */
   out->max_stack = cf_rd_u2(&r);
   out->max_locals = cf_rd_u2(&r);
   out->code_len = cf_rd_u4(&r);

@@ -4,7 +4,7 @@
 # produces must equal those of an uninstrumented javac. Then the program runs instrumented
 # and must print exactly what it prints uninstrumented.
 # With a 4th argument (the cf_gen_jsr tool) it also runs JsrDemo, a version-49 class with a
-# jsr/ret subroutine, which the old type-inference verifier checks.
+# jsr/ret subroutine, which the old type-inference verifier checks, and Old45 (version 45.0).
 #   jvm_javac.sh AGENT JAVA_HOME WORKDIR [CF_GEN_JSR]
 GEN_JSR=${4:-}
 source "$(dirname "$0")/jvm_common.sh"
@@ -42,5 +42,13 @@ if [ -n "$GEN_JSR" ]; then
   check_no_verify_error "$WORK/jsr1.txt"
   check_report jsr
   grep -q '^refused_jsr-ret=0$' "$WORK/jsr.report" || fail "jsr/ret method refused"
+  # Old45: class-file version 45.0
+  "$JAVA" -Xverify:all -cp "$WORK/jsr" Old45 > "$WORK/old0.txt" 2>&1
+  # shellcheck disable=SC2046
+  "$JAVA" $(agent_opts old45) -cp "$WORK/jsr" Old45 > "$WORK/old1.txt" 2>&1 || fail "instrumented Old45 failed"
+  echo "Old45: $(cat "$WORK/old1.txt")"
+  echo "old 45.0" | diff - "$WORK/old1.txt" || fail "Old45 output differs when instrumented"
+  check_no_verify_error "$WORK/old1.txt"
+  check_report old45
 fi
 cf_done

@@ -112,6 +112,20 @@ void a_method(asm_cls *a, uint16_t access, const char *name, const char *desc,
   a->nmethods++;
 }
 
+void a_method_code_body(asm_cls *a, uint16_t access, const char *name, const char *desc,
+                        const uint8_t *body, uint32_t len) {
+  uint16_t n = a_utf8(a, name), d = a_utf8(a, desc), ca = a_utf8(a, "Code");
+  cf_buf *m = &a->methods;
+  cf_buf_u2(m, access);
+  cf_buf_u2(m, n);
+  cf_buf_u2(m, d);
+  cf_buf_u2(m, 1);
+  cf_buf_u2(m, ca);
+  cf_buf_u4(m, len);
+  cf_buf_bytes(m, body, len);
+  a->nmethods++;
+}
+
 void a_method_nocode(asm_cls *a, uint16_t access, const char *name, const char *desc) {
   cf_buf *m = &a->methods;
   cf_buf_u2(m, access);

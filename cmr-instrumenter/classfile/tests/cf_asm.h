@@ -41,6 +41,9 @@ void a_method(asm_cls *a, uint16_t access, const char *name, const char *desc,
               const uint8_t *code, uint32_t code_len, uint16_t max_stack, uint16_t max_locals,
               const uint16_t *exc, uint16_t nexc, asm_attrs *code_attrs);
 void a_method_nocode(asm_cls *a, uint16_t access, const char *name, const char *desc);
+/* A method whose Code attribute body is given as is (e.g. the pre-45.3 layout). */
+void a_method_code_body(asm_cls *a, uint16_t access, const char *name, const char *desc,
+                        const uint8_t *body, uint32_t len);
 void a_field(asm_cls *a, uint16_t access, const char *name, const char *desc);
 void a_class_attr(asm_cls *a, const char *name, const void *data, uint32_t len);
 /* Returns malloc'ed class bytes. */

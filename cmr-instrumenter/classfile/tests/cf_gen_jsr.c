@@ -4,6 +4,8 @@
  * test runs it under -Xverify:all (old type-inference verifier) with and without the
  * engine's instrumentation:   cf_gen_jsr OUT_DIR   -> OUT_DIR/JsrDemo.class
  * Expected output: 10, -100, 2.
+ * It also writes OUT_DIR/Old45.class, class-file version 45.0 (what JDK 1.0 compilers
+ * wrote); main prints "old 45.0".
  */
 #include "cf_asm.h"
 
@@ -14,6 +16,19 @@ static uint8_t code[128];
 static uint32_t pc;
 static void u1(uint8_t v) { code[pc++] = v; }
 static void u2(uint16_t v) { u1((uint8_t)(v >> 8)); u1((uint8_t)v); }
+
+static int write_class(const char *dir, const char *name, const uint8_t *b, size_t n) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.class", dir, name);
+  FILE *fo = fopen(path, "wb");
+  if (!fo || fwrite(b, 1, n, fo) != n) {
+    perror(path);
+    if (fo) fclose(fo);
+    return 1;
+  }
+  fclose(fo);
+  return 0;
+}
 
 int main(int argc, char **argv) {
   if (argc != 2) {
@@ -77,14 +92,22 @@ int main(int argc, char **argv) {
 
   size_t n;
   uint8_t *b = a_finish(&a, "JsrDemo", "java/lang/Object", &n);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/JsrDemo.class", argv[1]);
-  FILE *fo = fopen(path, "wb");
-  if (!fo || fwrite(b, 1, n, fo) != n) {
-    perror(path);
-    return 1;
-  }
-  fclose(fo);
+  if (write_class(argv[1], "JsrDemo", b, n)) return 1;
+  free(b);
+
+  /* Old45: version 45.0, old Code header */
+  a_init(&a, 45);
+  uint16_t out2 = a_ref(&a, 9, "java/lang/System", "out", "Ljava/io/PrintStream;");
+  uint16_t pr = a_ref(&a, 10, "java/io/PrintStream", "println", "(Ljava/lang/String;)V");
+  uint16_t str = a_string(&a, "old 45.0");
+  uint16_t oinit = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
+  uint8_t mc[] = {0xb2, (uint8_t)(out2 >> 8), (uint8_t)out2, 0x12, (uint8_t)str,
+                  0xb6, (uint8_t)(pr >> 8), (uint8_t)pr, 0xb1};
+  a_method(&a, 0x9, "main", "([Ljava/lang/String;)V", mc, sizeof mc, 2, 1, NULL, 0, NULL);
+  uint8_t ic[] = {0x2a, 0xb7, (uint8_t)(oinit >> 8), (uint8_t)oinit, 0xb1};
+  a_method(&a, 0x1, "<init>", "()V", ic, sizeof ic, 1, 1, NULL, 0, NULL);
+  b = a_finish(&a, "Old45", "java/lang/Object", &n);
+  if (write_class(argv[1], "Old45", b, n)) return 1;
   free(b);
   return 0;
 }
