@@ -100,6 +100,10 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
 void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd);
 /* Captures the bytes of classes whose bytes the cache had to drop (retransform). */
 void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);
+/* Load -> redefined latency of instrumented classes: recorded per Redefine, logged as a
+ * distribution (event=agent.redefine_latency) when the JVM stops. */
+void cmr_agent_record_redefine_latency(cmr_agent_t *a, int64_t loaded_ns);
+void cmr_agent_log_redefine_latency(cmr_agent_t *a);
 /* Dynamic attach: records every class already loaded (bytes captured later). */
 void cmr_agent_record_loaded_classes(cmr_agent_t *a);
 /* The load hook's part of a resend: if a capture is pending for this class, take the

@@ -112,16 +112,51 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
                "RedefineClasses refused the bytes; the class is unchanged");
     } else {
         /* seed: original bytes -> "not needed", instrumented bytes -> "needed" */
-        if (cmd->original)
+        if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
-        else
+        } else {
             cmr_class_cache_unmark_never_send(a->classes, (uint64_t)cmd->class_hash);
+            for (int i = 0; i < f.n; i++)
+                cmr_agent_record_redefine_latency(a, cmr_class_cache_loaded_ns(a->classes, cmd->class_name, f.loaders[i]));
+        }
         char msg[160];
         snprintf(msg, sizeof msg, "%s bytes installed in %d class%s in %lld us", cmd->original ? "original" : "instrumented",
                  f.n, f.n == 1 ? "" : "es", (long long)took_us);
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_APPLIED, 0, msg);
     }
     find_release(&f);
+}
+
+/* --- load -> redefined latency ---------------------------------------------------------- */
+
+#define LATENCY_SAMPLES 65536
+static int64_t latency_us[LATENCY_SAMPLES];
+static size_t latency_n;
+
+void cmr_agent_record_redefine_latency(cmr_agent_t *a, int64_t loaded_ns)
+{
+    (void)a;
+    if (loaded_ns <= 0 || latency_n == LATENCY_SAMPLES) /* unknown load time (attach, resend) */
+        return;
+    latency_us[latency_n++] = (cmr_now_mono_ns() - loaded_ns) / 1000;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+void cmr_agent_log_redefine_latency(cmr_agent_t *a)
+{
+    (void)a;
+    if (latency_n == 0)
+        return;
+    qsort(latency_us, latency_n, sizeof latency_us[0], cmp_i64);
+    size_t n = latency_n;
+    cmr_log(CMR_LOG_INFO, "agent.redefine_latency",
+            "classes=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f", n, latency_us[n / 2] / 1000.0,
+            latency_us[n * 9 / 10] / 1000.0, latency_us[(n * 99) / 100] / 1000.0, latency_us[n - 1] / 1000.0);
 }
 
 /* --- captures (resend, dropped bytes, attach) ------------------------------------------------ */

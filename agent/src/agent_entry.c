@@ -110,7 +110,7 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
     } else {
         uint64_t hash = cmr_class_hash(data, (size_t)len);
         cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
-        cmr_class_cache_offer(a->classes, name, loader_id, hash, data, (size_t)len, cause);
+        cmr_class_cache_offer(a->classes, name, loader_id, hash, data, (size_t)len, cause, t0);
     }
     a->hook_ns_total += (uint64_t)(cmr_now_mono_ns() - t0);
     a->hook_calls++;
@@ -201,6 +201,7 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
             (unsigned long long)cs.seen, (unsigned long long)cs.sent, (unsigned long long)ps.recorded,
             (unsigned long long)ps.dropped, (unsigned long long)a->commands_applied,
             (unsigned long long)a->commands_failed);
+    cmr_agent_log_redefine_latency(a);
 }
 
 /* --- set-up ----------------------------------------------------------------------------- */

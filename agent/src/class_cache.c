@@ -13,6 +13,7 @@ typedef struct reg_entry {
     char *name;
     int64_t loader_id;
     uint64_t hash;
+    int64_t loaded_ns;
     void *handle;
     struct reg_entry *next;
 } reg_entry_t;
@@ -266,6 +267,15 @@ bool cmr_class_cache_hash_of(cmr_class_cache_t *c, const char *name, int64_t loa
     return r != NULL;
 }
 
+int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *c, const char *name, int64_t loader_id)
+{
+    pthread_mutex_lock(&c->lock);
+    reg_entry_t *r = reg_find(c, name, loader_id, false);
+    int64_t t = r ? r->loaded_ns : 0;
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
 size_t cmr_class_cache_registered(cmr_class_cache_t *c)
 {
     pthread_mutex_lock(&c->lock);
@@ -317,14 +327,16 @@ static cmr_class_entry_t *entry_new(const char *name, int64_t loader_id, uint64_
 }
 
 bool cmr_class_cache_offer(cmr_class_cache_t *c, const char *name, int64_t loader_id, uint64_t hash,
-                           const uint8_t *bytes, size_t len, cmr_class_cause_t cause)
+                           const uint8_t *bytes, size_t len, cmr_class_cause_t cause, int64_t loaded_ns)
 {
     bool queued = false;
     pthread_mutex_lock(&c->lock);
     c->stats.seen++;
     reg_entry_t *r = reg_find(c, name, loader_id, true);
-    if (r)
+    if (r) {
         r->hash = hash;
+        r->loaded_ns = loaded_ns;
+    }
     if (set_contains(c, hash)) {
         c->stats.skipped++;
     } else {

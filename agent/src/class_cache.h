@@ -64,7 +64,7 @@ void cmr_class_cache_unmark_never_send(cmr_class_cache_t *cache, uint64_t hash);
  * and marks the hash never-send, so that the same bytes are not queued twice. Returns
  * true when the class was queued. Never blocks on anything but the cache's mutex. */
 bool cmr_class_cache_offer(cmr_class_cache_t *cache, const char *name, int64_t loader_id, uint64_t hash,
-                           const uint8_t *bytes, size_t len, cmr_class_cause_t cause);
+                           const uint8_t *bytes, size_t len, cmr_class_cause_t cause, int64_t loaded_ns);
 /* Queues a class known by name only (classes loaded before a dynamic attach): its bytes
  * and hash come later through a capture. Does not touch the never-send set. */
 void cmr_class_cache_offer_unread(cmr_class_cache_t *cache, const char *name, int64_t loader_id,
@@ -99,6 +99,8 @@ void *cmr_class_cache_set_handle(cmr_class_cache_t *cache, const char *name, int
  * must not call back into the cache. */
 typedef int (cmr_class_visit_fn)(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque);
 int cmr_class_cache_visit(cmr_class_cache_t *cache, const char *name, cmr_class_visit_fn *fn, void *opaque);
+/* When (name, loader) was loaded (cmr_now_mono_ns of the load hook); 0 when unknown. */
+int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *cache, const char *name, int64_t loader_id);
 /* The original hash recorded for (name, loader); false when unknown. */
 bool cmr_class_cache_hash_of(cmr_class_cache_t *cache, const char *name, int64_t loader_id, uint64_t *hash);
 size_t cmr_class_cache_registered(cmr_class_cache_t *cache);

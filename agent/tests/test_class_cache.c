@@ -19,13 +19,13 @@ static void test_offer_once_then_never_send(void **state)
 {
     (void)state;
     cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
-    assert_true(cmr_class_cache_offer(c, "a/A", 0, 11, bytes, sizeof bytes, CMR_CLASS_LOADED));
+    assert_true(cmr_class_cache_offer(c, "a/A", 0, 11, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
     /* the same bytes in another loader are not queued twice */
-    assert_false(cmr_class_cache_offer(c, "a/A", 5, 11, bytes, sizeof bytes, CMR_CLASS_LOADED));
+    assert_false(cmr_class_cache_offer(c, "a/A", 5, 11, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
     assert_true(cmr_class_cache_never_send(c, 11));
     cmr_class_cache_unmark_never_send(c, 11); /* a Redefine with instrumented bytes */
     assert_false(cmr_class_cache_never_send(c, 11));
-    assert_true(cmr_class_cache_offer(c, "a/A", 6, 11, bytes, sizeof bytes, CMR_CLASS_LOADED));
+    assert_true(cmr_class_cache_offer(c, "a/A", 6, 11, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
     cmr_class_cache_stats_t st;
     cmr_class_cache_stats(c, &st);
     assert_int_equal(st.seen, 3);
@@ -35,6 +35,10 @@ static void test_offer_once_then_never_send(void **state)
     uint64_t h;
     assert_true(cmr_class_cache_hash_of(c, "a/A", 5, &h));
     assert_true(h == 11);
+    /* load times are remembered per (class, loader) for the redefine latency */
+    assert_true(cmr_class_cache_offer(c, "t/T", 2, 99, bytes, sizeof bytes, CMR_CLASS_LOADED, 123456789));
+    assert_int_equal(cmr_class_cache_loaded_ns(c, "t/T", 2), 123456789);
+    assert_int_equal(cmr_class_cache_loaded_ns(c, "t/T", 3), 0);
     assert_false(cmr_class_cache_hash_of(c, "a/B", 0, &h));
     cmr_class_cache_free(c, NULL, NULL);
 }
@@ -62,7 +66,7 @@ static void test_budget_keeps_names_and_failed_delivery_requeues(void **state)
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof name, "p/C%d", i);
         assert_true(cmr_class_cache_offer(c, name, 1, (uint64_t)i + 100, bytes, sizeof bytes,
-                                          CMR_CLASS_LOADED_BEFORE_REGISTRATION));
+                                          CMR_CLASS_LOADED_BEFORE_REGISTRATION, 0));
     }
     cmr_class_cache_stats_t st;
     cmr_class_cache_stats(c, &st);

@@ -1,0 +1,302 @@
+/*
+ * test_e2e_control.c - the control plane end to end: the real cmr-config and
+ * cmr-instrumenter workers (separate processes) on the embedded broker, and real JVMs with
+ * the agent (tests/agent's AgentTestApp). A scripted observer (tests/agent/support/
+ * cmr_peer.c) only watches what agents send; every answer comes from the workers.
+ *
+ *   - a method matching the environment's rule is instrumented and its probes fire;
+ *   - a JVM whose name maps to no environment gets NoEnvironment and runs uninstrumented;
+ *   - applying a changed environment while the JVM runs instruments a class the CMR has
+ *     (redefine), one whose bytes it dropped (resend, then redefine), and removes the
+ *     instrumentation of another (original bytes; its probes stop firing).
+ *
+ * Usage: test_e2e_control BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker_proc.h"
+#include "cmr/event.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr_peer.h"
+#include "jvm_proc.h"
+
+static const char *broker_bin, *config_bin, *instr_bin, *java_bin, *agent_so, *classpath;
+static broker_proc_t broker;
+static cmr_peer_t peer;
+static jvm_proc_t config_worker, instr_worker;
+static char workdir[] = "/tmp/cmr-e2e-XXXXXX";
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* cmr-config apply: a process that must succeed. */
+static void apply_environment(const char *yaml)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/env.yaml", workdir);
+    write_text(path, yaml);
+    jvm_proc_t p;
+    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "apply", path, NULL};
+    assert_int_equal(jvm_proc_start(&p, argv), 0);
+    assert_int_equal(jvm_proc_wait(&p, 60000), 0);
+    jvm_proc_cleanup(&p);
+}
+
+typedef struct jvm_agent {
+    jvm_proc_t jvm;
+    char name[64], instance[33], hostname[256];
+    int64_t agent_id;
+} jvm_agent_t;
+
+static bool by_name(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.registration.agent_name, (const char *)ud) == 0;
+}
+
+static void start_jvm(jvm_agent_t *j, const char *prefix)
+{
+    memset(j, 0, sizeof *j);
+    uint8_t raw[4];
+    char hex[9], agentpath[2048];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(j->name, sizeof j->name, "%s-%s", prefix, hex);
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s", agent_so, broker.bootstrap, j->name);
+    const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(&j->jvm, argv), 0);
+    assert_int_equal(jvm_proc_expect(&j->jvm, "ready", NULL, 0, 30000), 0);
+    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, j->name, 0, 30000);
+    assert_non_null(reg);
+    snprintf(j->instance, sizeof j->instance, "%s", reg->msg.u.registration.instance_id);
+    snprintf(j->hostname, sizeof j->hostname, "%s", reg->msg.u.registration.hostname);
+    j->agent_id = (int64_t)cmr_agent_id(j->name, j->hostname);
+}
+
+static void command(jvm_agent_t *j, const char *cmd, const char *answer)
+{
+    jvm_proc_send(&j->jvm, cmd);
+    assert_int_equal(jvm_proc_expect(&j->jvm, answer, NULL, 0, 30000), 0);
+}
+
+typedef struct result_match {
+    const char *instance, *class_name;
+    int status;
+} result_match_t;
+
+static bool result_of(const cmr_msg_t *m, const void *ud)
+{
+    const result_match_t *r = ud;
+    return strcmp(m->u.redefine_result.instance_id, r->instance) == 0 &&
+           strcmp(m->u.redefine_result.class_name, r->class_name) == 0 && (int)m->u.redefine_result.status == r->status;
+}
+
+typedef struct state_match {
+    const char *instance;
+    cmr_agent_state_t state;
+} state_match_t;
+
+static bool state_of(const cmr_msg_t *m, const void *ud)
+{
+    const state_match_t *s = ud;
+    return strcmp(m->u.agent_status.instance_id, s->instance) == 0 && m->u.agent_status.state == s->state;
+}
+
+typedef struct resend_match {
+    const char *instance, *class_name;
+} resend_match_t;
+
+static bool resent(const cmr_msg_t *m, const void *ud)
+{
+    const resend_match_t *r = ud;
+    return strcmp(m->u.class_loaded.instance_id, r->instance) == 0 &&
+           strcmp(m->u.class_loaded.class_name, r->class_name) == 0 && m->u.class_loaded.cause == CMR_CLASS_RESEND;
+}
+
+/* Events of the agent for one method, counted over every batch seen so far. */
+static uint64_t events_of(jvm_agent_t *j, uint64_t method_id)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < peer.n; i++) {
+        const cmr_msg_t *m = &peer.recs[i]->msg;
+        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != j->agent_id)
+            continue;
+        for (int32_t k = 0; k < m->u.event_batch.event_count; k++) {
+            cmr_event_t ev;
+            cmr_event_read(m->u.event_batch.events.data, (size_t)k, &ev);
+            n += ev.method_id == method_id;
+        }
+    }
+    return n;
+}
+
+static uint64_t wait_events(jvm_agent_t *j, uint64_t method_id, uint64_t at_least, int timeout_ms)
+{
+    uint64_t n = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 100) {
+        cmr_peer_poll(&peer, 100);
+        if ((n = events_of(j, method_id)) >= at_least)
+            break;
+    }
+    return n;
+}
+
+static const char env_v1[] =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: e2e\n"
+    "    name: End to end\n"
+    "    strategy:\n"
+    "      send_interval_ms: 10\n"
+    "    sensors:\n"
+    "      - sensor: invocation-sequence\n"
+    "        class: demo.Work\n"
+    "        method: call\n"
+    "mappings:\n"
+    "  - agent: \"e2e-*\"\n"
+    "    address: \"*\"\n"
+    "    environment: e2e\n";
+
+/* Work.call loses its sensor, Greeter.greet (bytes kept) and Fanout.run (bytes dropped by
+ * the instrumenter's tiny cache budget) get one. */
+static const char env_v2[] =
+    "version: 1\n"
+    "environments:\n"
+    "  - id: e2e\n"
+    "    name: End to end\n"
+    "    strategy:\n"
+    "      send_interval_ms: 10\n"
+    "    sensors:\n"
+    "      - sensor: invocation-sequence\n"
+    "        class: demo.Greeter\n"
+    "        method: greet\n"
+    "      - sensor: invocation-sequence\n"
+    "        class: demo.Fanout\n"
+    "        method: run\n"
+    "mappings:\n"
+    "  - agent: \"e2e-*\"\n"
+    "    address: \"*\"\n"
+    "    environment: e2e\n";
+
+static void test_rules_instrument_and_changes_apply_while_running(void **state)
+{
+    (void)state;
+    jvm_agent_t j;
+    start_jvm(&j, "e2e");
+    command(&j, "greet", "greet: hello");
+    command(&j, "load demo.Work demo.Fanout", "loaded");
+    result_match_t work_on = {j.instance, "demo/Work", CMR_COMMAND_APPLIED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &work_on, 0, 60000));
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+    command(&j, "work 1 50", "work: calls=50");
+    assert_int_equal(wait_events(&j, call_id, 400, 30000), 400); /* 50 calls x 4 invocations x 2 */
+
+    apply_environment(env_v2);
+    /* Greeter: bytes in the cache -> Redefine with newly instrumented bytes */
+    result_match_t greet_on = {j.instance, "demo/Greeter", CMR_COMMAND_APPLIED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &greet_on, 0, 60000));
+    /* Fanout: bytes dropped by the cache -> BytecodeResend, the agent sends them, Redefine */
+    resend_match_t fan = {j.instance, "demo/Fanout"};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_CLASS_LOADED, resent, &fan, 0, 60000));
+    result_match_t fan_on = {j.instance, "demo/Fanout", CMR_COMMAND_APPLIED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &fan_on, 0, 60000));
+    /* Work: instrumentation removed -> original bytes: a second APPLIED result */
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &work_on, 1, 60000));
+
+    uint64_t greet_id = cmr_method_id("demo/Greeter", "greet", "()Ljava/lang/String;");
+    command(&j, "greet", "greet: hello"); /* same behaviour, now with probes */
+    assert_true(wait_events(&j, greet_id, 2, 30000) >= 2);
+    uint64_t before = events_of(&j, call_id);
+    command(&j, "work 1 50", "work: calls=50");
+    command(&j, "fanout 2", "fanout: tasks=2");
+    uint64_t run_id = cmr_method_id("demo/Fanout", "run", "(Ljava/util/concurrent/ExecutorService;I)I");
+    assert_true(wait_events(&j, run_id, 2, 30000) >= 2);
+    cmr_peer_poll(&peer, 1000);
+    assert_int_equal(events_of(&j, call_id), before); /* Work.call's probes are gone */
+    command(&j, "exit", "bye");
+    assert_int_equal(jvm_proc_wait(&j.jvm, 30000), 0);
+    jvm_proc_cleanup(&j.jvm);
+}
+
+static void test_unmapped_jvm_gets_no_environment(void **state)
+{
+    (void)state;
+    jvm_agent_t j;
+    start_jvm(&j, "unmapped");
+    state_match_t sm = {j.instance, CMR_AGENT_NO_ENVIRONMENT};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, state_of, &sm, 0, 60000));
+    command(&j, "greet", "greet: hello");
+    command(&j, "exit", "bye");
+    assert_int_equal(jvm_proc_wait(&j.jvm, 30000), 0);
+    assert_true(jvm_proc_stderr_has(&j.jvm, "event=agent.no_environment"));
+    jvm_proc_cleanup(&j.jvm);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_WARN);
+    if (!mkdtemp(workdir) || broker_proc_start(&broker, broker_bin, NULL) != 0 ||
+        cmr_peer_start(&peer, broker.bootstrap) != 0)
+        return -1;
+    char path[256], db[256];
+    snprintf(path, sizeof path, "%s/env.yaml", workdir);
+    write_text(path, env_v1);
+    jvm_proc_t p;
+    const char *apply[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "apply", path, NULL};
+    if (jvm_proc_start(&p, apply) != 0 || jvm_proc_wait(&p, 60000) != 0)
+        return -1;
+    jvm_proc_cleanup(&p);
+    snprintf(db, sizeof db, "%s/instrumenter", workdir);
+    const char *cfg[] = {config_bin, "--bootstrap", broker.bootstrap, "run", NULL};
+    /* a 1-byte cache budget: bytes of classes that need nothing are not kept (resend path) */
+    const char *ins[] = {instr_bin, "--bootstrap", broker.bootstrap, "--db", db, "--cache-budget", "1", "run", NULL};
+    if (jvm_proc_start(&config_worker, cfg) != 0 || jvm_proc_start(&instr_worker, ins) != 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    jvm_proc_cleanup(&config_worker);
+    jvm_proc_cleanup(&instr_worker);
+    cmr_peer_stop(&peer);
+    broker_proc_stop(&broker);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH\n", argv[0]);
+        return 2;
+    }
+    broker_bin = argv[1];
+    config_bin = argv[2];
+    instr_bin = argv[3];
+    java_bin = argv[4];
+    agent_so = argv[5];
+    classpath = argv[6];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unmapped_jvm_gets_no_environment),
+        cmocka_unit_test(test_rules_instrument_and_changes_apply_while_running),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
