@@ -184,7 +184,8 @@ static bool target_ok(const uint8_t *starts, uint32_t code_len, uint32_t pc, int
   return t >= 0 && t < code_len && starts[t];
 }
 
-/* op_len restricted to instructions decoded as CF_K_PLAIN (0 = take the full decoder) */
+/* op_len restricted to instructions decoded as CF_K_PLAIN, except ret (0 = take the full
+ * decoder, which also lists the instruction as special) */
 static const uint8_t plain_len[256] = {
   /* 0x00 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
   /* 0x10 */ 2,3,2,3,3,2,2,2,2,2,1,1,1,1,1,1,
@@ -196,7 +197,7 @@ static const uint8_t plain_len[256] = {
   /* 0x70 */ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
   /* 0x80 */ 1,1,1,1,3,1,1,1,1,1,1,1,1,1,1,1,
   /* 0x90 */ 1,1,1,1,1,1,1,1,1,0,0,0,0,0,0,0,
-  /* 0xa0 */ 0,0,0,0,0,0,0,0,0,2,0,0,0,0,0,0,
+  /* 0xa0 */ 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
   /* 0xb0 */ 0,0,0,0,0,0,0,0,0,0,0,3,2,3,1,1,
   /* 0xc0 */ 3,3,1,1,0,4,0,0,0,0,0,0,0,0,0,0,
   /* 0xd0 */ 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
@@ -214,10 +215,11 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
   return true;
 }
 
-cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap,
-                            uint8_t **starts_p, uint32_t *starts_cap, uint32_t *n, cf_error *err) {
+cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_cap,
+                         uint8_t **starts_p, uint32_t *starts_cap, uint32_t *pc2i,
+                         uint32_t *special, uint32_t *nspecial, uint32_t *n, cf_error *err) {
   *n = 0;
-  uint32_t len = code->code_len;
+  uint32_t len = code->code_len, nsp = 0;
   if (!grow((void **)insns, insn_cap, len, sizeof(cf_insn)) ||
       !grow((void **)starts_p, starts_cap, len, 1))
     return cf_fail(err, CF_ERR_NOMEM, "out of memory");
@@ -229,6 +231,7 @@ cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn
   for (uint32_t pc = 0; pc < len;) {
     uint8_t op = cb[pc];
     uint32_t l = plain_len[op];
+    if (pc2i) pc2i[pc] = cnt;
     /* fast path: fixed-length instruction that is not a branch, return, invoke or wide */
     if (l && pc + l <= len) {
       cf_insn *in = &v[cnt++];
@@ -248,10 +251,13 @@ cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn
                      pc);
     starts[pc] = 1;
     pc += v[cnt].len;
+    if (special && (v[cnt].kind != CF_K_PLAIN || v[cnt].op == 0xa9)) special[nsp++] = cnt;
     cnt++;
   }
-  for (uint32_t i = 0; i < cnt; i++) {
-    cf_insn *in = &v[i];
+  if (pc2i) pc2i[len] = cnt;
+  uint32_t nchk = special ? nsp : cnt;
+  for (uint32_t q = 0; q < nchk; q++) {
+    cf_insn *in = &v[special ? special[q] : q];
     bool ok = true;
     if (in->kind == CF_K_BRANCH16 || in->kind == CF_K_BRANCH32) {
       ok = target_ok(starts, len, in->pc, in->branch);
@@ -269,8 +275,14 @@ cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn
     if (!starts[e->start] || !starts[e->handler] || (e->end < len && !starts[e->end]))
       return cf_fail(err, CF_ERR_CODE, "exception entry %u not on instruction boundaries", i);
   }
+  if (nspecial) *nspecial = nsp;
   *n = cnt;
   return CF_OK;
+}
+
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap,
+                            uint8_t **starts_p, uint32_t *starts_cap, uint32_t *n, cf_error *err) {
+  return cf_code_decode_ex(code, insns, insn_cap, starts_p, starts_cap, NULL, NULL, NULL, n, err);
 }
 
 cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_error *err) {

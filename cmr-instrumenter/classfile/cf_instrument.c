@@ -665,8 +665,7 @@ static cf_err alloc_layout(job *j, cf_error *err) {
   layout *L = &j->L;
   scratch *S = &j->cx->s;
   size_t n = L->n, cl = j->code.code_len;
-  if (!grow_scratch((void **)&S->u32, &S->u32_cap, cl + 1 + n + 1, sizeof(uint32_t)) ||
-      !grow_scratch((void **)&S->u16, &S->u16_cap, 3 * n, sizeof(uint16_t)) ||
+  if (!grow_scratch((void **)&S->u16, &S->u16_cap, 3 * n, sizeof(uint16_t)) ||
       !grow_scratch((void **)&S->u8, &S->u8_cap, 5 * n, 1))
     return cf_fail(err, CF_ERR_NOMEM, "out of memory");
   L->code = &j->code;
@@ -683,9 +682,7 @@ static cf_err alloc_layout(job *j, cf_error *err) {
   j->entry_at = S->u8 + 2 * n;
   j->covered = S->u8 + 3 * n;
   memset(S->u8, 0, 5 * n);
-  /* pc2i is only read where starts[pc] says an instruction begins */
-  for (uint32_t i = 0; i < n; i++) L->pc2i[L->in[i].pc] = i;
-  L->pc2i[cl] = (uint32_t)n;
+  /* pc2i (filled by the decoder) is only read where starts[pc] says an instruction begins */
   return CF_OK;
 }
 
@@ -713,19 +710,24 @@ static cf_err analyse(job *j, cf_error *err) {
                   "it crashes HotSpot's JIT (seen on 17.0.15 and 25.0.3)");
   if (cf_code_parse(c, ca, &j->code, &e2)) return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
   scratch *S = &j->cx->s;
-  if (cf_code_decode_reuse(&j->code, &S->insns, &S->insn_cap, &S->starts, &S->starts_cap,
-                           &j->L.n, &e2))
+  size_t cl = j->code.code_len;
+  /* u32 scratch: pc2i (cl + 1) then start (n + 1 <= cl + 1) */
+  if (!grow_scratch((void **)&S->u32, &S->u32_cap, 2 * cl + 2, sizeof(uint32_t)) ||
+      !grow_scratch((void **)&S->special, &S->special_cap, cl, sizeof(uint32_t)))
+    return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+  uint32_t nsp = 0;
+  if (cf_code_decode_ex(&j->code, &S->insns, &S->insn_cap, &S->starts, &S->starts_cap, S->u32,
+                        S->special, &nsp, &j->L.n, &e2))
     return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
   j->L.in = S->insns;
-  if (!grow_scratch((void **)&S->special, &S->special_cap, j->L.n, sizeof(uint32_t)))
-    return cf_fail(err, CF_ERR_NOMEM, "out of memory");
   j->special = S->special;
   j->nspecial = j->nret = 0;
   /* jsr/ret: fine for the type-inference verifier (class files < 50: subroutine code is
    * relocated like any other, jsr widened to jsr_w); from 50 on a StackMapTable cannot
    * describe subroutines, so such methods are refused. */
   bool subroutines_ok = c->major < 50;
-  for (uint32_t i = 0; i < j->L.n; i++) {
+  for (uint32_t q = 0; q < nsp; q++) { /* non-plain instructions only; compacted in place */
+    uint32_t i = S->special[q];
     const cf_insn *in = &j->L.in[i];
     if (in->kind == CF_K_PLAIN || in->kind == CF_K_INVOKE) {
       if (in->op == 0xa9 && !subroutines_ok) /* ret */
