@@ -34,6 +34,12 @@ void cf_arena_free(cf_arena *a) {
 }
 
 void *cf_arena_alloc(cf_arena *a, size_t n) {
+  void *p = cf_arena_alloc_raw(a, n);
+  if (p) memset(p, 0, (n + 15) & ~(size_t)15);
+  return p;
+}
+
+void *cf_arena_alloc_raw(cf_arena *a, size_t n) {
   n = (n + 15) & ~(size_t)15;
   if (n == 0) n = 16;
   cf_block *b = a->head;
@@ -48,7 +54,6 @@ void *cf_arena_alloc(cf_arena *a, size_t n) {
   }
   void *p = b->mem + b->used;
   b->used += n;
-  memset(p, 0, n);
   return p;
 }
 

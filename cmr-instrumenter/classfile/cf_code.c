@@ -34,7 +34,9 @@ const cf_attr *cf_method_code_attr(const cf_class *c, const cf_member *m) {
 }
 
 cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error *err) {
-  memset(out, 0, sizeof *out);
+  out->exc = NULL;
+  out->attrs = NULL;
+  out->exc_count = out->attr_count = 0;
   cf_rd r;
   cf_rd_init(&r, a->data, a->len);
   /* The JVMS once allowed a u1/u1/u2 header before 45.3; HotSpot 17 and 25 read every
@@ -51,7 +53,7 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
   if (r.bad || !cf_rd_has(&r, (size_t)out->exc_count * 8))
     return cf_fail(err, CF_ERR_CODE, "Code attribute truncated in code or exception table");
   if (out->exc_count) {
-    out->exc = malloc(sizeof(cf_exc) * out->exc_count);
+    out->exc = out->exc_count <= 8 ? out->exc_small : malloc(sizeof(cf_exc) * out->exc_count);
     if (!out->exc) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
   }
   for (uint16_t i = 0; i < out->exc_count; i++) {
@@ -78,7 +80,7 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
     return cf_fail(err, CF_ERR_CODE, "Code attribute: bad attributes_count");
   }
   if (out->attr_count) {
-    out->attrs = malloc(sizeof(cf_attr) * out->attr_count);
+    out->attrs = out->attr_count <= 6 ? out->attrs_small : malloc(sizeof(cf_attr) * out->attr_count);
     if (!out->attrs) {
       cf_code_release(out);
       return cf_fail(err, CF_ERR_NOMEM, "out of memory");
@@ -102,8 +104,8 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
 }
 
 void cf_code_release(cf_code *code) {
-  free(code->exc);
-  free(code->attrs);
+  if (code->exc != code->exc_small) free(code->exc);
+  if (code->attrs != code->attrs_small) free(code->attrs);
   code->exc = NULL;
   code->attrs = NULL;
 }

@@ -65,6 +65,8 @@ typedef struct scratch {
   size_t u8_cap;
   uint32_t *special;   /* indices of branches, switches and returns */
   size_t special_cap;
+  cf_frame *frames;
+  uint32_t frames_cap;
   cf_buf out, entry, exit, handler;
 } scratch;
 
@@ -85,6 +87,7 @@ static void ctx_free(cls_ctx *cx) {
   free(cx->s.u16);
   free(cx->s.u8);
   free(cx->s.special);
+  free(cx->s.frames);
   cf_buf_free(&cx->s.out);
   cf_buf_free(&cx->s.entry);
   cf_buf_free(&cx->s.exit);
@@ -126,7 +129,7 @@ typedef struct job {
   cf_method_result *res;
   cf_code code;
   layout L;
-  cf_frame *frames;
+  cf_frame *frames;               /* scratch of the class context */
   uint32_t nframes;
   cf_xframe *xframes;             /* expanded frames, only when trampolines need them */
   const cf_attr *smt;
@@ -689,7 +692,6 @@ static cf_err alloc_layout(job *j, cf_error *err) {
 static void free_job(job *j) {
   free(j->L.tr);
   free(j->xframes);
-  free(j->frames);
   cf_code_release(&j->code);
 }
 
@@ -750,8 +752,10 @@ static cf_err analyse(job *j, cf_error *err) {
         j->smt = &j->code.attrs[k];
       }
     if (j->smt) {
-      if (cf_stackmap_decode(j->smt, j->code.code_len, &j->frames, &j->nframes, &e2))
+      if (cf_stackmap_decode_into(j->smt, j->code.code_len, &S->frames, &S->frames_cap,
+                                  &j->nframes, &e2))
         return refuse(j, CF_REFUSE_BAD_CODE, "%s", e2.msg);
+      j->frames = S->frames;
       for (uint32_t f = 0; f < j->nframes; f++) {
         if (!j->L.starts[j->frames[f].pc]) /* decode checked pc < code_len */
           return refuse(j, CF_REFUSE_BAD_CODE, "stack map frame at pc %u inside an instruction",

@@ -16,7 +16,8 @@
  * A cf_arena owns every block it hands out; cf_arena_free releases them all at once. */
 cf_arena *cf_arena_new(void);
 void cf_arena_free(cf_arena *a);
-void *cf_arena_alloc(cf_arena *a, size_t n);           /* zeroed, 8-aligned; NULL on OOM */
+void *cf_arena_alloc(cf_arena *a, size_t n);           /* zeroed, 16-aligned; NULL on OOM */
+void *cf_arena_alloc_raw(cf_arena *a, size_t n);       /* same, not zeroed */
 
 /* ---------------------------------------------------------------- errors (cf_error.c) */
 cf_err cf_fail(cf_error *err, cf_err code, const char *fmt, ...)
@@ -125,9 +126,11 @@ typedef struct cf_code {
   uint32_t code_len;
   const uint8_t *code;
   uint16_t exc_count;
-  cf_exc *exc;           /* malloc'ed by cf_code_parse, freed by cf_code_release */
+  cf_exc *exc;           /* exc_small or malloc'ed by cf_code_parse; cf_code_release frees */
   uint16_t attr_count;
-  cf_attr *attrs;        /* malloc'ed by cf_code_parse, freed by cf_code_release */
+  cf_attr *attrs;        /* attrs_small or malloc'ed by cf_code_parse; cf_code_release frees */
+  cf_exc exc_small[8];   /* in-place storage for the usual sizes (a cf_code is not copied) */
+  cf_attr attrs_small[6];
 } cf_code;
 
 cf_err cf_code_parse(const cf_class *c, const cf_attr *code_attr, cf_code *out, cf_error *err);

@@ -16,11 +16,17 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err) {
   if (c->cp_count == 0) return cf_fail(err, CF_ERR_LENGTH, "constant_pool_count is 0");
   size_t raw_start = r->pos;
   c->cp_cap = (uint32_t)c->cp_count + 32;
-  c->cp = cf_arena_alloc(c->arena, sizeof(cf_const) * c->cp_cap);
+  /* not zeroed: every parsed slot is fully set below; appended slots are cleared when added */
+  c->cp = cf_arena_alloc_raw(c->arena, sizeof(cf_const) * c->cp_cap);
   if (!c->cp) return cf_fail(err, CF_ERR_NOMEM, "out of memory (constant pool)");
+  memset(&c->cp[0], 0, sizeof(cf_const));
   for (uint32_t i = 1; i < c->cp_count; i++) {
     cf_const *k = &c->cp[i];
     size_t at = r->pos;
+    k->kind = 0;
+    k->a = k->b = 0;
+    k->data = NULL;
+    k->len = 0;
     k->tag = cf_rd_u1(r);
     switch (k->tag) {
     case CF_CONSTANT_Utf8:
@@ -39,6 +45,7 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err) {
       if (i + 1 >= c->cp_count)
         return cf_fail(err, CF_ERR_CPOOL_INDEX, "constant #%u: 8-byte constant in last slot", i);
       i++; /* the next slot is unusable (tag 0) */
+      memset(&c->cp[i], 0, sizeof(cf_const));
       break;
     case CF_CONSTANT_Class:
     case CF_CONSTANT_String:

@@ -21,6 +21,17 @@ static bool skip_vtypes(cf_rd *r, uint32_t count) {
 cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, uint32_t *n,
                           cf_error *err) {
   *out = NULL;
+  uint32_t cap = 0;
+  cf_err e = cf_stackmap_decode_into(a, code_len, out, &cap, n, err);
+  if (e) {
+    free(*out);
+    *out = NULL;
+  }
+  return e;
+}
+
+cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf,
+                               uint32_t *cap, uint32_t *n, cf_error *err) {
   *n = 0;
   cf_rd r;
   cf_rd_init(&r, a->data, a->len);
@@ -28,8 +39,14 @@ cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, u
   if (r.bad) return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable truncated");
   if (count == 0) return CF_OK;
   if (count > a->len) return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable: bad frame count");
-  cf_frame *v = malloc(sizeof(cf_frame) * count);
-  if (!v) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+  if (*cap < count) {
+    uint32_t nc = count < 64 ? 64 : count;
+    cf_frame *nb = realloc(*buf, sizeof(cf_frame) * nc);
+    if (!nb) return cf_fail(err, CF_ERR_NOMEM, "out of memory");
+    *buf = nb;
+    *cap = nc;
+  }
+  cf_frame *v = *buf;
   int64_t pc = -1;
   for (uint16_t i = 0; i < count; i++) {
     cf_frame *f = &v[i];
@@ -60,24 +77,19 @@ cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, u
     }
     if (!ok || r.bad) {
       uint8_t type = f->type;
-      free(v);
       return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable frame %u: bad type %u or truncated", i,
                      type);
     }
     f->body_len = (uint32_t)(r.p + r.pos - f->body);
     pc = pc < 0 ? delta : pc + delta + 1;
     if (pc >= code_len) {
-      free(v);
       return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable frame %u at pc %lld past code end", i,
                      (long long)pc);
     }
     f->pc = (uint32_t)pc;
   }
-  if (r.pos != r.len) {
-    free(v);
+  if (r.pos != r.len)
     return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable: %zu bytes left over", r.len - r.pos);
-  }
-  *out = v;
   *n = count;
   return CF_OK;
 }
