@@ -699,6 +699,21 @@ static bool is_name(const cf_class *c, uint16_t idx, const char *s) {
   return cf_str_eq(cf_cp_utf8(c, idx), s);
 }
 
+/* Code sub-attributes the relocation rewrites (dispatch on the name's length first). */
+enum { CA_OTHER, CA_SMT, CA_LNT, CA_LVT, CA_TYPE_ANNOS };
+static int code_attr_kind(const cf_class *c, uint16_t idx) {
+  cf_str n = cf_cp_utf8(c, idx);
+  switch (n.len) {
+  case 13: return memcmp(n.p, "StackMapTable", 13) ? CA_OTHER : CA_SMT;
+  case 15: return memcmp(n.p, "LineNumberTable", 15) ? CA_OTHER : CA_LNT;
+  case 18: return memcmp(n.p, "LocalVariableTable", 18) ? CA_OTHER : CA_LVT;
+  case 22: return memcmp(n.p, "LocalVariableTypeTable", 22) ? CA_OTHER : CA_LVT;
+  case 29: return memcmp(n.p, "RuntimeVisibleTypeAnnotations", 29) ? CA_OTHER : CA_TYPE_ANNOS;
+  case 31: return memcmp(n.p, "RuntimeInvisibleTypeAnnotations", 31) ? CA_OTHER : CA_TYPE_ANNOS;
+  default: return CA_OTHER;
+  }
+}
+
 /* Decodes code and frames, applies the refusal rules, finds the entry point. */
 static cf_err analyse(job *j, cf_error *err) {
   cf_class *c = j->c;
@@ -747,7 +762,7 @@ static cf_err analyse(job *j, cf_error *err) {
   if (e) return e;
   if (c->major >= 50) {
     for (uint16_t k = 0; k < j->code.attr_count; k++)
-      if (is_name(c, j->code.attrs[k].name, "StackMapTable")) {
+      if (code_attr_kind(c, j->code.attrs[k].name) == CA_SMT) {
         if (j->smt) return refuse(j, CF_REFUSE_BAD_CODE, "two StackMapTable attributes");
         j->smt = &j->code.attrs[k];
       }
@@ -883,13 +898,13 @@ static cf_err write_code_attr(job *j, cf_buf *o) {
     size_t body = o->len;
     bool ok = true;
     const char *what = NULL;
+    int kind = CA_OTHER;
     if (a == j->smt) ok = rewrite_stackmap(j, o, handler_pc), what = "StackMapTable";
-    else if (is_name(c, a->name, "LineNumberTable")) ok = rewrite_lnt(L, a, o), what = "LineNumberTable";
-    else if (is_name(c, a->name, "LocalVariableTable") ||
-             is_name(c, a->name, "LocalVariableTypeTable"))
+    else if ((kind = code_attr_kind(c, a->name)) == CA_LNT)
+      ok = rewrite_lnt(L, a, o), what = "LineNumberTable";
+    else if (kind == CA_LVT)
       ok = rewrite_lvt(L, a, o), what = "LocalVariable(Type)Table";
-    else if (is_name(c, a->name, "RuntimeVisibleTypeAnnotations") ||
-             is_name(c, a->name, "RuntimeInvisibleTypeAnnotations"))
+    else if (kind == CA_TYPE_ANNOS)
       ok = rewrite_type_annos(L, a, o), what = "type annotations";
     else
       cf_buf_bytes(o, a->data, a->len);
