@@ -192,7 +192,8 @@ static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const cha
     for (int i = 0; i < n; i++) {
         snprintf(logs[i], sizeof logs[i], "%s/w%d.log", dir, i);
         const char *argv[] = {ingest_bin, "run", "--bootstrap", bootstrap, "--store", store, "--http-port", "-1",
-                              "-X", setgroup, "-X", "ingest.exit_idle_ms=5000", "--log-level", "info", NULL};
+                              "-X", setgroup, "-X", "ingest.exit_idle_ms=5000", "-X", "kafka.session.timeout.ms=6000",
+                              "-X", "kafka.heartbeat.interval.ms=500", "--log-level", "info", NULL};
         cp_proc_start(&w[i], argv, logs[i]);
     }
 }
@@ -215,25 +216,32 @@ static void wait_assigned(cp_proc_t *w, int n)
     }
 }
 
+/* Throughput over the union of the workers' busy spans (first record received to last
+ * group committed). When the workers' spans do not overlap (a rebalance parked one of
+ * them), that is said, with each worker's own rate. */
 static void report(int n, char logs[2][320], uint64_t expect, const char *how)
 {
-    int64_t first = INT64_MAX, last = 0, events = 0;
+    int64_t first = INT64_MAX, last = 0, events = 0, f[2] = {0}, l[2] = {0}, ev[2] = {0};
     for (int i = 0; i < n; i++) {
         char *text = slurp(logs[i]);
-        int64_t ev = text ? log_value(text, " events=") : -1;
-        int64_t f = text ? log_value(text, "first_record_ms=") : -1;
-        int64_t l = text ? log_value(text, "last_commit_ms=") : -1;
+        ev[i] = text ? log_value(text, " events=") : -1;
+        f[i] = text ? log_value(text, "first_record_ms=") : -1;
+        l[i] = text ? log_value(text, "last_commit_ms=") : -1;
         free(text);
-        if (ev > 0) {
-            events += ev;
-            first = f < first ? f : first;
-            last = l > last ? l : last;
+        if (ev[i] > 0) {
+            events += ev[i];
+            first = f[i] < first ? f[i] : first;
+            last = l[i] > last ? l[i] : last;
         }
-        printf("  worker %d: %" PRId64 " events\n", i + 1, ev);
+        double own = (double)(l[i] - f[i]) / 1000.0;
+        printf("  worker %d: %" PRId64 " events in %.3f s (%.2f M events/s)\n", i + 1, ev[i], own,
+               own > 0 ? (double)ev[i] / own / 1e6 : 0.0);
     }
     double dt = (double)(last - first) / 1000.0;
-    printf("%d worker%s, %s: %" PRId64 " of %" PRIu64 " events in %.3f s: %.2f M events/s\n", n, n > 1 ? "s" : "",
-           how, events, expect, dt, dt > 0 ? (double)events / dt / 1e6 : 0.0);
+    bool apart = n == 2 && ev[0] > 0 && ev[1] > 0 && (f[0] > l[1] || f[1] > l[0]);
+    printf("%d worker%s, %s: %" PRId64 " of %" PRIu64 " events in %.3f s: %.2f M events/s%s\n", n, n > 1 ? "s" : "",
+           how, events, expect, dt, dt > 0 ? (double)events / dt / 1e6 : 0.0,
+           apart ? " (the workers did not run at the same time: group join/rebalance in between)" : "");
 }
 
 static void wait_exit(cp_proc_t *w, int n)
@@ -248,7 +256,8 @@ static void wait_exit(cp_proc_t *w, int n)
     }
 }
 
-/* mode 0: the topic is filled first, then one worker catches up (a backlog).
+/* mode 0: the topic is filled first, then the workers (started together) catch up; with
+ *         two, the measured time includes their group join and any rebalance.
  * mode 1: the workers join first and share the partitions, then the topic is filled at
  *         full speed (>10 M events/s, faster than ingest): the workers consume a backlog
  *         that grows under them, with no rebalance in the measured time. */
@@ -274,7 +283,10 @@ static void bench_workers(const char *broker_bin, const char *ingest_bin, const 
     uint64_t expect = held == (int64_t)(d->ntraces * BATCHES_PER_TRACE) ? d->events : 0;
     report(n, logs, expect, mode == 0 ? "pre-filled topic" : "joined, then topic filled");
     broker_proc_stop(&b);
-    cp_rmrf(dir);
+    if (getenv("CMR_BENCH_KEEP"))
+        printf("  logs kept in %s\n", dir);
+    else
+        cp_rmrf(dir);
 }
 
 int main(int argc, char **argv)
@@ -295,6 +307,7 @@ int main(int argc, char **argv)
     free(big.segs);
     make_data(&d, batch, nbatches);
     bench_workers(argv[1], argv[2], &d, 1, 0);
+    bench_workers(argv[1], argv[2], &d, 2, 0);
     bench_workers(argv[1], argv[2], &d, 1, 1);
     bench_workers(argv[1], argv[2], &d, 2, 1);
     for (size_t k = 0; k < d.ntraces; k++)
