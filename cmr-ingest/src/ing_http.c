@@ -37,6 +37,7 @@
 typedef struct cached_tree {
     uint8_t id[16];
     uint8_t summary[CMR_TRACE_SUMMARY_LEN];
+    size_t names; /* size of the name tables it was rendered with */
     char *json;
 } cached_tree_t;
 
@@ -141,15 +142,13 @@ static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, cmr_i
     return h->view;
 }
 
+/* A tree as JSON (or an export). Rendered trees are kept per trace with the summary they
+ * were rendered from: while the stored summary (and the name tables) are unchanged, the
+ * answer comes from memory without reading the trace's batches. */
 static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t id[16], const char *format, char **body)
 {
     cmr_trace_summary_t s;
-    uint8_t enc[CMR_TRACE_SUMMARY_LEN];
-    cached_tree_t *slot = NULL;
-    if (h && !format)
-        slot = &h->cache[id[0] % CACHE_SLOTS];
-    cmr_tree_t t;
-    int r = cmr_ingest_view_tree(v, id, &t);
+    int r = cmr_ingest_view_summary(v, id, &s);
     if (r == 0) {
         *body = error_json("no such trace");
         return 404;
@@ -158,36 +157,38 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         *body = error_json("cannot read the trace");
         return 500;
     }
-    memset(&s, 0, sizeof s);
-    memcpy(s.trace_id, id, 16);
-    s.start_ns = t.start_ns;
-    s.end_ns = t.end_ns;
-    s.events = t.events;
-    s.segments = t.segments;
-    s.flags = t.complete;
+    uint8_t enc[CMR_TRACE_SUMMARY_LEN];
     cmr_trace_summary_encode(&s, enc);
-    if (slot && slot->json && !memcmp(slot->id, id, 16) && !memcmp(slot->summary, enc, sizeof enc)) {
-        cmr_tree_free(&t);
+    cached_tree_t *slot = h && !format ? &h->cache[(id[15] ^ id[7]) % CACHE_SLOTS] : NULL;
+    size_t names = cmr_names_count(cmr_ingest_view_names(v));
+    if (slot && slot->json && !memcmp(slot->id, id, 16) && !memcmp(slot->summary, enc, sizeof enc) &&
+        slot->names == names) {
         *body = strdup(slot->json);
-        return 200;
+        return *body ? 200 : 500;
+    }
+    if (format && strcmp(format, "chrome") && strcmp(format, "otlp")) {
+        *body = error_json("format must be chrome or otlp");
+        return 400;
+    }
+    cmr_tree_t t;
+    r = cmr_ingest_view_tree(v, id, &t);
+    if (r != 1) {
+        *body = error_json(r == 0 ? "no such trace" : "cannot read the trace");
+        return r == 0 ? 404 : 500;
     }
     const cmr_names_t *n = cmr_ingest_view_names(v);
     if (!format)
         *body = cmr_ingest_tree_json(n, &t);
     else if (!strcmp(format, "chrome"))
         *body = cmr_ingest_export_chrome(n, &t);
-    else if (!strcmp(format, "otlp"))
+    else
         *body = cmr_ingest_export_otlp(n, &t);
-    else {
-        cmr_tree_free(&t);
-        *body = error_json("format must be chrome or otlp");
-        return 400;
-    }
     cmr_tree_free(&t);
     if (slot && *body) {
         free(slot->json);
         memcpy(slot->id, id, 16);
         memcpy(slot->summary, enc, sizeof enc);
+        slot->names = names;
         slot->json = strdup(*body);
     }
     return *body ? 200 : 500;

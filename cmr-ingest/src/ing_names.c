@@ -275,3 +275,8 @@ size_t cmr_names_find_agents(const cmr_names_t *n, const char *pattern, uint64_t
 {
     return table_match(&n->agents, pattern, ids);
 }
+
+size_t cmr_names_count(const cmr_names_t *n)
+{
+    return n->methods.count + n->agents.count;
+}

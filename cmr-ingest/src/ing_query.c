@@ -95,6 +95,16 @@ const cmr_names_t *cmr_ingest_view_names(const cmr_ingest_view_t *v)
     return v->names;
 }
 
+int cmr_ingest_view_summary(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_trace_summary_t *out)
+{
+    for (size_t i = 0; i < v->nstores; i++) {
+        int r = cmr_store_get_summary(v->stores[i], trace_id, out);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
 int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_tree_t *out)
 {
     for (size_t i = 0; i < v->nstores; i++) {
@@ -232,12 +242,12 @@ static void scan(qctx_t *q, int cf, const uint64_t *prefix, bool reverse, size_t
     rocksdb_readoptions_destroy(ro);
 }
 
-static bool slowest_order;
-static int cmp_summary(const void *a, const void *b)
+static int cmp_summary(const void *a, const void *b, void *slowest)
 {
     const cmr_trace_summary_t *x = a, *y = b;
-    int64_t kx = slowest_order ? x->end_ns - x->start_ns : x->start_ns;
-    int64_t ky = slowest_order ? y->end_ns - y->start_ns : y->start_ns;
+    bool slow = *(const bool *)slowest;
+    int64_t kx = slow ? x->end_ns - x->start_ns : x->start_ns;
+    int64_t ky = slow ? y->end_ns - y->start_ns : y->start_ns;
     if (kx != ky)
         return kx > ky ? -1 : 1;
     return memcmp(x->trace_id, y->trace_id, 16);
@@ -274,9 +284,9 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
     free(q.roots);
     free(q.agents);
     free(q.methods);
-    slowest_order = f->slowest;
+    bool slowest = f->slowest;
     if (r.count)
-        qsort(r.items, r.count, sizeof *r.items, cmp_summary);
+        qsort_r(r.items, r.count, sizeof *r.items, cmp_summary, &slowest);
     if (r.count > limit)
         r.count = limit;
     *out = r.items;

@@ -343,10 +343,10 @@ static int cmp_node_order(const cmr_tree_node_t *x, const cmr_tree_node_t *y)
     return 0;
 }
 
-static const cmr_tree_t *sort_tree;
-static int cmp_idx(const void *a, const void *b)
+static int cmp_idx(const void *a, const void *b, void *tree)
 {
-    return cmp_node_order(&sort_tree->nodes[*(const uint32_t *)a], &sort_tree->nodes[*(const uint32_t *)b]);
+    const cmr_tree_t *t = tree;
+    return cmp_node_order(&t->nodes[*(const uint32_t *)a], &t->nodes[*(const uint32_t *)b]);
 }
 
 /* Sorts a sibling list; returns the new head. tmp holds at least count entries. */
@@ -357,8 +357,7 @@ static uint32_t sort_list(cmr_tree_t *t, uint32_t head, uint32_t *tmp)
         tmp[n++] = c;
     if (n < 2)
         return head;
-    sort_tree = t;
-    qsort(tmp, n, sizeof *tmp, cmp_idx);
+    qsort_r(tmp, n, sizeof *tmp, cmp_idx, t);
     for (size_t i = 0; i + 1 < n; i++)
         t->nodes[tmp[i]].next_sibling = tmp[i + 1];
     t->nodes[tmp[n - 1]].next_sibling = CMR_NODE_NONE;

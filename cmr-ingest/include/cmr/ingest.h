@@ -177,6 +177,8 @@ const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t
 /* Ids of methods whose display name contains `pattern` (or equals it as 16 hex digits).
  * Returns the count; *ids malloc'd. */
 size_t cmr_names_find_methods(const cmr_names_t *n, const char *pattern, uint64_t **ids);
+/* Methods plus agents known (grows as tables arrive: a render cache key). */
+size_t cmr_names_count(const cmr_names_t *n);
 size_t cmr_names_find_agents(const cmr_names_t *n, const char *pattern, uint64_t **ids);
 
 /* --- store -------------------------------------------------------------------------- */
@@ -286,6 +288,8 @@ void cmr_ingest_view_free(cmr_ingest_view_t *v);
 const cmr_names_t *cmr_ingest_view_names(const cmr_ingest_view_t *v);
 /* Matching summaries, sorted; *out malloc'd. Returns the count or -1. */
 long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr_trace_summary_t **out);
+/* The stored summary of a trace: 1 found, 0 unknown, -1 error. */
+int cmr_ingest_view_summary(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_trace_summary_t *out);
 /* The tree of a trace: 1 found, 0 unknown, -1 error. */
 int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_tree_t *out);
 
