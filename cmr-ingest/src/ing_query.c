@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rocksdb/c.h>
@@ -33,6 +34,12 @@ cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errl
     if (!v || !(v->names = cmr_names_new())) {
         free(v);
         snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    struct stat st;
+    if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "no store at %s (give the worker's store root with --store)", root);
+        cmr_ingest_view_free(v);
         return NULL;
     }
     cmr_store_opts_t o = {.read_only = true};
