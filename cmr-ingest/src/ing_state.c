@@ -250,10 +250,16 @@ static bool better_root(const st_seg_t *a, const st_seg_t *b)
 
 static bool has_seg(const cmr_trace_state_t *s, uint64_t agent, uint64_t segment)
 {
-    for (size_t i = 0; i < s->nsegs; i++)
-        if (s->segs[i].agent == agent && s->segs[i].segment == segment)
-            return true;
-    return false;
+    size_t lo = 0, hi = s->nsegs; /* segs are sorted by (agent, segment) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const st_seg_t *m = &s->segs[mid];
+        if (m->agent < agent || (m->agent == agent && m->segment < segment))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nsegs && s->segs[lo].agent == agent && s->segs[lo].segment == segment;
 }
 
 void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out)

@@ -428,20 +428,35 @@ static int finish(cmr_tree_t *t)
     return 0;
 }
 
-static void count_agents_threads(cmr_tree_t *t, const seg_t *segs, size_t n)
+typedef struct agent_thread {
+    uint64_t agent;
+    int64_t thread;
+} agent_thread_t;
+
+static int cmp_agent_thread(const void *a, const void *b)
+{
+    const agent_thread_t *x = a, *y = b;
+    if (x->agent != y->agent)
+        return x->agent < y->agent ? -1 : 1;
+    return x->thread < y->thread ? -1 : x->thread > y->thread;
+}
+
+/* Distinct JVMs and distinct (JVM, thread) pairs among the segments. */
+static int count_agents_threads(cmr_tree_t *t, const seg_t *segs, size_t n)
 {
     t->agents = t->threads = 0;
+    agent_thread_t *v = malloc((n + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (agent_thread_t){segs[i].agent, segs[i].thread_id};
+    qsort(v, n, sizeof *v, cmp_agent_thread);
     for (size_t i = 0; i < n; i++) {
-        bool new_agent = i == 0 || segs[i].agent != segs[i - 1].agent;
-        t->agents += new_agent;
-        bool seen = false;
-        for (size_t j = i; j-- > 0 && segs[j].agent == segs[i].agent;)
-            if (segs[j].thread_id == segs[i].thread_id) {
-                seen = true;
-                break;
-            }
-        t->threads += !seen;
+        t->agents += i == 0 || v[i].agent != v[i - 1].agent;
+        t->threads += i == 0 || cmp_agent_thread(&v[i], &v[i - 1]) != 0;
     }
+    free(v);
+    return 0;
 }
 
 int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *t)
@@ -500,7 +515,8 @@ int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *t)
         root = root || !segs[i].first->has_parent ||
                (segs[i].first->parent_agent == 0 && segs[i].first->parent_seq == -1);
     }
-    count_agents_threads(t, segs, nsegs);
+    if (count_agents_threads(t, segs, nsegs) != 0)
+        goto out;
     t->complete = ended && root && !missing && t->gaps == 0;
     rc = finish(t);
 out:
