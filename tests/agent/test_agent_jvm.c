@@ -176,6 +176,8 @@ static void expect_greeting(agent_run_t *r, const char *want)
     assert_string_equal(line + 7, want);
 }
 
+#define PROBE_CALL(n) {"cmr/agent/Probe", n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}}
+static const cf_probe sequence_probe;
 static const cmr_redefine_result_t *send_redefine(agent_run_t *r, int64_t request_id, const char *class_name,
                                                   int64_t loader_id, int64_t hash, const uint8_t *bytes, size_t len,
                                                   bool original)
@@ -199,7 +201,6 @@ static const cmr_class_loaded_t *wait_class(agent_run_t *r, const char *class_na
 
 /* --- probes ----------------------------------------------------------------------------------- */
 
-#define PROBE_CALL(n) {"cmr/agent/Probe", n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}}
 static const cf_probe sequence_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"),
                                         PROBE_CALL("exitThrow")};
 static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"),
@@ -382,6 +383,30 @@ static void test_redefine_resend_and_failures(void **state)
     const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &rm, 0, 10000);
     assert_non_null(rr);
     assert_int_equal(rr->msg.u.redefine_result.status, CMR_COMMAND_APPLIED);
+
+    /* the resent bytes, instrumented, installed: the probes fire */
+    cf_instrument_result ir;
+    cf_error cerr;
+    assert_int_equal(cf_instrument_class(again->bytecode.data, again->bytecode.len, &sequence_probe, NULL, NULL, &ir, &cerr),
+                     CF_OK);
+    res = send_redefine(&r, 6, "demo/Greeter", again->loader_id, again->class_hash, ir.bytes, ir.len, false);
+    assert_int_equal(res->status, CMR_COMMAND_APPLIED);
+    cf_instrument_result_free(&ir);
+    expect_greeting(&r, "hello");
+    uint64_t greet_id = cmr_method_id("demo/Greeter", "greet", "()Ljava/lang/String;");
+    bool fired = false;
+    for (int i = 0; i < 100 && !fired; i++) {
+        cmr_peer_poll(&peer, 100);
+        for (size_t k = 0; k < peer.n && !fired; k++) {
+            const cmr_msg_t *m = &peer.recs[k]->msg;
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id && m->u.event_batch.event_count) {
+                cmr_event_t ev;
+                cmr_event_read(m->u.event_batch.events.data, 0, &ev);
+                fired = ev.method_id == greet_id;
+            }
+        }
+    }
+    assert_true(fired);
     free(v2);
     agent_exit(&r);
     agent_done(&r);
@@ -628,7 +653,8 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
 {
     (void)state;
     agent_run_t r;
-    agent_start(&r, "stress", "agent.ring.records=4096");
+    /* a generous shutdown flush: tens of thousands of small batches may still be queued */
+    agent_start(&r, "stress", "agent.ring.records=4096,agent.shutdown.flush.ms=30000");
     agent_configure(&r, 10000);
     jvm_proc_send(&r.jvm, "load demo.Work");
     assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
