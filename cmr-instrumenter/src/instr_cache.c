@@ -657,3 +657,33 @@ int cmr_instr_cache_put_method_sent(cmr_instr_cache_t *c, uint64_t method_id)
     put(c, &k, "", 0);
     return 0;
 }
+
+int cmr_instr_cache_offset(cmr_instr_cache_t *c, int32_t partition, int64_t *offset)
+{
+    key_t_ k;
+    k_init(&k, 'o');
+    k_u64(&k, (uint64_t)(uint32_t)partition);
+    char *v;
+    size_t n;
+    int rc = get(c, &k, &v, &n);
+    if (rc == 1 && n == 8)
+        *offset = (int64_t)rd_u64((unsigned char *)v);
+    else if (rc == 1)
+        rc = 0;
+    free(v);
+    return rc;
+}
+
+int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t offset)
+{
+    int64_t cur;
+    if (cmr_instr_cache_offset(c, partition, &cur) == 1 && cur >= offset)
+        return 0;
+    key_t_ k, v;
+    k_init(&k, 'o');
+    k_u64(&k, (uint64_t)(uint32_t)partition);
+    v.n = 0;
+    k_u64(&v, (uint64_t)offset);
+    put(c, &k, v.b, v.n);
+    return 0;
+}

@@ -47,6 +47,7 @@ typedef struct worker {
     char **topics_ok;  /* command topics known to exist */
     size_t n_topics, cap_topics;
     uint64_t classes, redefines, resends, originals;
+    int replaying;     /* catch-up of a newly assigned partition: cache only, no commands */
 } worker_t;
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
@@ -126,6 +127,8 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
         cmr_log(CMR_LOG_WARN, "instr.bad_instance_id", "instance=\"%s\"", instance_id);
         return -1;
     }
+    if (w->replaying)
+        return 0;
     for (size_t i = 0; i < w->n_topics; i++)
         if (strcmp(w->topics_ok[i], topic) == 0)
             return 0;
@@ -150,6 +153,8 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
 
 static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const char *topic)
 {
+    if (w->replaying)
+        return 0; /* the previous owner answered these records */
     char err[256];
     int rc = cmr_producer_send(w->producer, type, msg, topic, NULL, err, sizeof err);
     if (rc != CMR_SEND_OK) {
@@ -191,6 +196,8 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
                              uint64_t hash, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
                              const cmr_instr_decision_t *d, int64_t revision, uint64_t *sig)
 {
+    if (w->replaying)
+        return 0;
     cmr_instr_built_t b;
     char err[256], topic[CMR_TOPIC_NAME_MAX];
     if (cmr_instr_build(bytes, len, meta, d, &b, err, sizeof err) != 0) {
@@ -275,7 +282,7 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
             rc = send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, topic);
             w->resends += rc == 0;
         }
-        rec->resend = 1;
+        rec->resend = !w->replaying;
     } else if (have == 1 && command_topic(w, t->instance, topic, sizeof topic) == 0) {
         cmr_redefine_t r = {.request_id = request_id(t->agent, loader, name, rec->hash, 0, 3),
                             .agent_id = (int64_t)t->agent,
@@ -609,10 +616,115 @@ static int drain_config(worker_t *w, int timeout_ms)
     return rc < 0 ? -1 : 0;
 }
 
+/* --- catch-up of newly assigned partitions ------------------------------------------ */
+
+/* A temporary consumer handle in the instrumenter's group that never subscribes: it reads
+ * the group's committed offsets and assigned partitions, commits nothing. */
+static rd_kafka_t *replay_handle(worker_t *w)
+{
+    char err[256];
+    rd_kafka_conf_t *kc = cmr_kafka_conf(w->conf, err, sizeof err);
+    if (!kc)
+        return NULL;
+    if (rd_kafka_conf_set(kc, "group.id", cmr_conf_get(w->conf, "instrumenter.group", "cmr-instrumenter"), err,
+                          sizeof err) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(kc, "enable.auto.commit", "false", err, sizeof err) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(kc, "enable.partition.eof", "true", err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, err, sizeof err);
+    if (!rk) {
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
+
+/* Feeds records [from, until) of one partition into the cache without sending anything:
+ * the worker that owned the partition before answered them. */
+static int replay_partition(worker_t *w, rd_kafka_t *rk, const char *topic, int32_t partition, int64_t from,
+                            int64_t until)
+{
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, topic, partition)->offset = from;
+    rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    if (e)
+        return -1;
+    int64_t deadline = mono_ms() + 120000, next = from, n = 0;
+    int rc = 0;
+    w->replaying = 1;
+    while (next < until && rc == 0 && mono_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        if (!m)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            next = until; /* the log ends before the committed offset: nothing more */
+        } else if (!m->err && m->offset < until) {
+            cmr_msg_t msg;
+            char err[256];
+            if (cmr_msg_decode(m->payload, m->len, &msg, err, sizeof err) == CMR_WIRE_OK) {
+                if (msg.type == CMR_MSG_CLASS_LOADED)
+                    rc = on_class(w, &msg.u.class_loaded, partition);
+                cmr_msg_free(&msg);
+            }
+            cmr_instr_cache_put_offset(w->cache, partition, m->offset);
+            next = m->offset + 1;
+            n++;
+            if (rc == 0 && n % 256 == 0)
+                rc = cmr_instr_cache_commit(w->cache, err, sizeof err);
+        } else if (!m->err) {
+            next = until;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    w->replaying = 0;
+    char err[256];
+    if (rc == 0)
+        rc = cmr_instr_cache_commit(w->cache, err, sizeof err);
+    else
+        cmr_instr_cache_rollback(w->cache);
+    rd_kafka_assign(rk, NULL);
+    cmr_log(CMR_LOG_INFO, "instr.partition_caught_up", "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64
+            " ok=%d", partition, from, until, n, rc == 0 && next >= until);
+    return rc;
+}
+
+/* For each newly assigned partition: what the group committed beyond what this cache has
+ * seen was answered by another worker; read it into the cache first, so that configuration
+ * changes and type resolution know those classes. Runs before the assignment takes effect. */
+static void catch_up_partitions(worker_t *w, const rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_t *rk = replay_handle(w);
+    if (!rk) {
+        cmr_log(CMR_LOG_WARN, "instr.catch_up_failed", "reason=\"no consumer handle\"");
+        return;
+    }
+    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
+    if (rd_kafka_committed(rk, committed, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < committed->cnt; i++) {
+            const rd_kafka_topic_partition_t *p = &committed->elems[i];
+            int64_t seen = -1;
+            cmr_instr_cache_offset(w->cache, p->partition, &seen);
+            if (p->offset >= 0 && seen + 1 < p->offset)
+                replay_partition(w, rk, p->topic, p->partition, seen + 1, p->offset);
+        }
+    } else {
+        cmr_log(CMR_LOG_WARN, "instr.catch_up_failed", "reason=\"committed offsets unavailable\"");
+    }
+    rd_kafka_topic_partition_list_destroy(committed);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
 static void on_rebalance(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     (void)c;
     worker_t *w = opaque;
+    if (!revoked)
+        catch_up_partitions(w, parts);
     for (int i = 0; i < parts->cnt; i++)
         if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTITIONS)
             w->owned[parts->elems[i].partition] = (unsigned char)!revoked;
@@ -700,8 +812,10 @@ static int process_unit(worker_t *w, unit_t *u)
         if (rec->msg.type != CMR_MSG_CLASS_LOADED) {
             cmr_log(CMR_LOG_WARN, "instr.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s",
                     rec->topic, rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+            cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
             continue;
         }
+        cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
         if (on_class(w, &rec->msg.u.class_loaded, rec->partition) != 0) {
             cmr_instr_cache_rollback(w->cache);
             return -1;

@@ -3,7 +3,10 @@
  * agents (cmr.classes is keyed by agent id); one is killed with SIGKILL in the middle of
  * the run, the other takes its partitions over, and every class of every agent still gets
  * its Redefine (offsets are committed only after the answer is delivered and the cache
- * write is durable, so what the dead worker had not finished is replayed).
+ * write is durable, so what the dead worker had not finished is replayed). The survivor
+ * also reads what the dead worker had finished into its own cache (catch-up of newly
+ * assigned partitions): a configuration change afterwards restores the original bytes of
+ * every class of every agent, the moved ones included.
  *
  * Usage: test_cp_failover CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER
  */
@@ -26,6 +29,10 @@
 #define N_AGENTS 10
 
 static const char *broker_bin, *config_bin, *instr_bin;
+/* what the test starts, so that a failing assertion still stops it (group teardown) */
+static broker_proc_t broker;
+static cp_proc_t w[2];
+static char tmp[256];
 
 static const char *env =
     "version: 1\n"
@@ -66,7 +73,6 @@ static void test_worker_killed_mid_run(void **state)
 {
     (void)state;
     cmr_log_set_level(CMR_LOG_ERROR);
-    char tmp[256];
     assert_int_equal(cp_tmpdir(tmp, sizeof tmp), 0);
     /* N_CLASSES tiny classes */
     static char names[N_CLASSES][32], bodies[N_CLASSES][160];
@@ -82,13 +88,11 @@ static void test_worker_killed_mid_run(void **state)
     assert_int_equal(cp_java_compile(sources, &classes), 0);
     assert_int_equal(classes.count, N_CLASSES);
 
-    broker_proc_t broker;
     assert_int_equal(broker_proc_start(&broker, broker_bin, NULL), 0);
     cmr_conf_t *conf = cmr_conf_new();
     cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
     assert_int_equal(cp_apply(config_bin, broker.bootstrap, env, NULL), 0);
 
-    cp_proc_t w[2];
     assert_int_equal(start_worker(&w[0], broker.bootstrap, tmp, "a"), 0);
     assert_int_equal(cp_proc_wait_log(&w[0], "event=instr.partitions_assigned", 30000), 0);
     assert_int_equal(start_worker(&w[1], broker.bootstrap, tmp, "b"), 0);
@@ -139,13 +143,52 @@ static void test_worker_killed_mid_run(void **state)
                 fprintf(stderr, "agent gen-%d: class gen/C%d never answered\n", a, i);
     assert_int_equal(total, N_AGENTS * N_CLASSES);
 
+    /* remove the sensor: every class of every agent gets its original bytes back */
+    const char *env_off = "version: 1\nenvironments:\n  - id: gen\n    sensors: []\n";
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, env_off, NULL), 0);
+    static unsigned char restored[N_AGENTS][N_CLASSES];
+    int n_restored = 0;
+    deadline = cp_mono_ms() + 60000;
+    while (n_restored < N_AGENTS * N_CLASSES && cp_mono_ms() < deadline) {
+        for (int a = 0; a < N_AGENTS; a++) {
+            cmr_msg_t m;
+            while (cp_peer_next(&peers[a], 20, &m) == 1) {
+                int i;
+                if (m.type == CMR_MSG_REDEFINE && m.u.redefine.original &&
+                    sscanf(m.u.redefine.class_name, "gen/C%d", &i) == 1 && i >= 0 && i < N_CLASSES && !restored[a][i]) {
+                    const cp_class_t *c = cp_classes_find(&classes, m.u.redefine.class_name);
+                    assert_non_null(c);
+                    assert_int_equal(m.u.redefine.bytecode.len, c->len);
+                    assert_memory_equal(m.u.redefine.bytecode.data, c->bytes, c->len);
+                    restored[a][i] = 1;
+                    n_restored++;
+                }
+                cmr_msg_free(&m);
+            }
+        }
+    }
+    for (int a = 0; a < N_AGENTS; a++)
+        for (int i = 0; i < N_CLASSES; i++)
+            if (!restored[a][i])
+                fprintf(stderr, "agent gen-%d: class gen/C%d not restored\n", a, i);
+    assert_int_equal(n_restored, N_AGENTS * N_CLASSES);
+    assert_true(cp_proc_count_log(&w[1], "event=instr.partition_caught_up") > 0);
+
     for (int a = 0; a < N_AGENTS; a++)
         cp_peer_close(&peers[a]);
     assert_int_equal(cp_proc_stop(&w[1]), 0);
     cmr_conf_destroy(conf);
-    broker_proc_stop(&broker);
     cp_classes_free(&classes);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cp_proc_stop(&w[0]);
+    cp_proc_stop(&w[1]);
+    broker_proc_stop(&broker);
     cp_rmrf(tmp);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -158,5 +201,5 @@ int main(int argc, char **argv)
     config_bin = argv[2];
     instr_bin = argv[3];
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_worker_killed_mid_run)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, teardown);
 }

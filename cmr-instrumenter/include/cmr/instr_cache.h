@@ -13,6 +13,7 @@
  *   a <agent>                         agent: instance id, environment, revision, partition
  *   v <environment id>                the environment revision last run against the cache
  *   m <method id>                     a MethodEntry was published for this method id
+ *   o <partition>                     the last cmr.classes offset of that partition in the cache
  *
  * Writes go to a pending batch that reads and iterations see (batch + database); commit()
  * writes the batch atomically. Every write is keyed by what it describes, so replaying a record
@@ -97,6 +98,10 @@ int cmr_instr_cache_put_env_run(cmr_instr_cache_t *c, const char *env_id, int64_
 
 int cmr_instr_cache_method_sent(cmr_instr_cache_t *c, uint64_t method_id);
 int cmr_instr_cache_put_method_sent(cmr_instr_cache_t *c, uint64_t method_id);
+
+/* Last offset of a cmr.classes partition this cache has processed (1 found, 0 none). */
+int cmr_instr_cache_offset(cmr_instr_cache_t *c, int32_t partition, int64_t *offset);
+int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t offset);
 
 /* Unpinned bytes currently held. */
 uint64_t cmr_instr_cache_unpinned_bytes(const cmr_instr_cache_t *c);
