@@ -140,6 +140,19 @@ int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms)
     return -1;
 }
 
+void cp_proc_dump_log(const cp_proc_t *p, int lines)
+{
+    char *text = read_file(p->log, NULL);
+    if (!text)
+        return;
+    const char *at = text + strlen(text);
+    for (int n = 0; at > text && n <= lines; at--)
+        if (at[-1] == '\n')
+            n++;
+    fprintf(stderr, "--- last lines of %s ---\n%s\n---\n", p->log, at);
+    free(text);
+}
+
 int cp_proc_count_log(const cp_proc_t *p, const char *needle)
 {
     char *text = read_file(p->log, NULL);

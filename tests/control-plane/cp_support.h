@@ -43,6 +43,8 @@ int cp_proc_stop(cp_proc_t *p);
 void cp_proc_kill(cp_proc_t *p);
 /* Waits until `needle` appears in the process's log. 0, or -1 on timeout. */
 int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms);
+/* Copies the last `lines` lines of the process's log to stderr (diagnostics on failure). */
+void cp_proc_dump_log(const cp_proc_t *p, int lines);
 /* How many times `needle` appears in the process's log so far. */
 int cp_proc_count_log(const cp_proc_t *p, const char *needle);
 /* Runs a program to completion, output into *out (malloc'd, may be NULL). Exit status. */

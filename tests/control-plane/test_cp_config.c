@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker_proc.h"
 #include "cmr/ids.h"
@@ -49,13 +50,19 @@ static const char *env_v1 =
     "  - {agent: \"shop-*\", address: 10.0.0.0/8, environment: shop}\n"
     "  - {agent: \"*\", address: \"2001:db8::/32\", environment: batch}\n";
 
+static int tests_ok;
+
 static int start_worker(void)
 {
+    int started = cp_proc_count_log(&worker, "event=config.started");
     const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "-X", "kafka.session.timeout.ms=6000",
                           "-X", "kafka.heartbeat.interval.ms=500", "run", NULL};
     if (cp_proc_start(&worker, argv, worker_log) != 0)
         return -1;
-    return cp_proc_wait_log(&worker, "event=config.started", 30000);
+    for (int64_t deadline = cp_mono_ms() + 30000; cp_mono_ms() < deadline; usleep(50000))
+        if (cp_proc_count_log(&worker, "event=config.started") > started)
+            return 0;
+    return -1;
 }
 
 static int setup(void **state)
@@ -80,6 +87,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (tests_ok != 6)
+        cp_proc_dump_log(&worker, 60);
     cp_proc_stop(&worker);
     cmr_conf_destroy(conf);
     broker_proc_stop(&broker);
@@ -124,6 +133,7 @@ static void test_registration_gets_configuration(void **state)
     assert_int_equal(cp_peer_open(&batch1, conf, "batch-7", "host-b", "2001:db8:5::9"), 0);
     assert_int_equal(cp_peer_register(&batch1, 1), 0);
     expect_configuration(&batch1, "batch", 1, 1000);
+    tests_ok++;
 }
 
 static void test_unmapped_agent_gets_no_environment(void **state)
@@ -138,6 +148,7 @@ static void test_unmapped_agent_gets_no_environment(void **state)
     assert_non_null(strstr(m.u.no_environment.reason, "192.168.1.1"));
     cmr_msg_free(&m);
     assert_int_equal(cp_proc_wait_log(&worker, "event=agent.no_environment agent=\"billing\"", 5000), 0);
+    tests_ok++;
 }
 
 static void test_environment_update_reaches_its_agents(void **state)
@@ -156,6 +167,7 @@ static void test_environment_update_reaches_its_agents(void **state)
     /* the other environment's agent gets nothing */
     cmr_msg_t m;
     assert_int_equal(cp_peer_next(&batch1, 2000, &m), 0);
+    tests_ok++;
 }
 
 static void test_mapping_change_reaches_remapped_agents(void **state)
@@ -173,6 +185,7 @@ static void test_mapping_change_reaches_remapped_agents(void **state)
     expect_configuration(&billing, "shop", 2, 250);
     cmr_msg_t m;
     assert_int_equal(cp_peer_next(&shop1, 1000, &m), 0); /* environment unchanged: nothing */
+    tests_ok++;
 }
 
 static void test_malformed_file_changes_nothing(void **state)
@@ -195,6 +208,7 @@ static void test_malformed_file_changes_nothing(void **state)
     free(out);
     cmr_msg_t m;
     assert_int_equal(cp_peer_next(&shop1, 1000, &m), 0);
+    tests_ok++;
 }
 
 static void test_foreign_bytes_and_restart(void **state)
@@ -223,6 +237,7 @@ static void test_foreign_bytes_and_restart(void **state)
     cp_peer_close(&shop1);
     cp_peer_close(&billing);
     cp_peer_close(&batch1);
+    tests_ok++;
 }
 
 int main(int argc, char **argv)

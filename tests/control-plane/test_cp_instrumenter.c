@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker_proc.h"
 #include "cmr/classfile.h"
@@ -82,14 +83,20 @@ static const char *env_v3 =
     "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
     "      - {sensor: anchor, class: app.Later, method: later}\n";
 
+static int tests_ok;
+
 static int start_instrumenter(void)
 {
+    int assigned = cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned");
     const char *argv[] = {instr_bin, "--bootstrap", broker.bootstrap, "--db", instr_db, "--cache-budget", "0",
                           "-X", "kafka.session.timeout.ms=6000", "-X", "kafka.heartbeat.interval.ms=500",
                           "--log-level", "debug", NULL};
     if (cp_proc_start(&instr_worker, argv, instr_log) != 0)
         return -1;
-    return cp_proc_wait_log(&instr_worker, "event=instr.partitions_assigned", 30000);
+    for (int64_t deadline = cp_mono_ms() + 30000; cp_mono_ms() < deadline; usleep(50000))
+        if (cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned") > assigned)
+            return 0;
+    return -1;
 }
 
 static int setup(void **state)
@@ -129,6 +136,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (tests_ok != 3) {
+        cp_proc_dump_log(&config_worker, 30);
+        cp_proc_dump_log(&instr_worker, 60);
+    }
     cp_peer_close(&peer);
     cp_proc_stop(&instr_worker);
     cp_proc_stop(&config_worker);
@@ -283,6 +294,7 @@ static void test_hierarchy_resolved_as_types_arrive(void **state)
     }
     cmr_consumer_close(c);
     assert_int_equal(n, 3);
+    tests_ok++;
 }
 
 static void test_environment_change_redefine_resend_original(void **state)
@@ -345,6 +357,7 @@ static void test_environment_change_redefine_resend_original(void **state)
     cmr_msg_free(&m);
     /* nothing else was pending (Plain unchanged, Service and Marker need nothing) */
     assert_int_equal(cp_peer_next(&peer, 1500, &m), 0);
+    tests_ok++;
 }
 
 static void test_bad_class_and_restart_keeps_cache(void **state)
@@ -382,6 +395,7 @@ static void test_bad_class_and_restart_keeps_cache(void **state)
         cmr_msg_free(&m);
     }
     assert_true(restored);
+    tests_ok++;
 }
 
 int main(int argc, char **argv)
