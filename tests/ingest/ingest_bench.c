@@ -127,6 +127,68 @@ static void bench_store(const data_t *d, bool sync)
     cp_rmrf(dir);
 }
 
+/* Query-side assembly: the full tree of one big trace from its stored batches. */
+static void bench_assembly(void)
+{
+    char err[256];
+    uint8_t tid[16];
+    cmr_random_bytes(tid, 16);
+    uint64_t agent = cmr_agent_id("bench", "host");
+    /* a root that hands 10,000 tasks to pool threads, each task 10 calls */
+    enum { TASKS = 10000 };
+    synth_seg_t *segs = calloc(TASKS + 1, sizeof *segs);
+    synth_seg_init(&segs[0], tid, agent, 1, 1, "main", NULL);
+    synth_enter(&segs[0], 1, 1000);
+    int64_t *forks = calloc(TASKS, sizeof *forks);
+    for (int i = 0; i < TASKS; i++)
+        forks[i] = synth_fork(&segs[0], 1000 + (uint64_t)i);
+    synth_exit(&segs[0], 1, 100000000);
+    for (int i = 0; i < TASKS; i++) {
+        cmr_parent_link_t l = {(int64_t)agent, 1, forks[i]};
+        synth_seg_init(&segs[i + 1], tid, agent, 2 + (uint64_t)i, 10 + i % 32, "pool", &l);
+        uint64_t t = 2000 + (uint64_t)i * 100;
+        synth_enter(&segs[i + 1], 2, t);
+        for (int k = 0; k < 4; k++) {
+            synth_enter(&segs[i + 1], 3 + (uint64_t)k, t + 1 + (uint64_t)k * 2);
+            synth_exit(&segs[i + 1], 3 + (uint64_t)k, t + 2 + (uint64_t)k * 2);
+        }
+        synth_exit(&segs[i + 1], 2, t + 50);
+    }
+    size_t nflat = 0, cap = 0;
+    cmr_ingest_batch_t *flat = NULL;
+    cmr_event_batch_t **msgs = calloc(TASKS + 1, sizeof *msgs);
+    size_t *cnt = calloc(TASKS + 1, sizeof *cnt);
+    uint64_t events = 0;
+    for (int i = 0; i <= TASKS; i++) {
+        cnt[i] = synth_batches(&segs[i], 4096, &msgs[i]);
+        for (size_t k = 0; k < cnt[i]; k++) {
+            if (nflat == cap) {
+                cap = cap ? cap * 2 : 1024;
+                flat = realloc(flat, cap * sizeof *flat);
+            }
+            cmr_ingest_batch_from_msg(&msgs[i][k], &flat[nflat++], err, sizeof err);
+            events += (uint64_t)msgs[i][k].event_count;
+        }
+    }
+    double t0 = now_s();
+    cmr_tree_t t;
+    cmr_tree_build(flat, nflat, &t);
+    double dt = now_s() - t0;
+    printf("assembly of one trace (1 root forking %d pool tasks, %zu segments, %" PRIu64
+           " events) into its full tree: %.1f ms (%.1f M events/s)\n",
+           TASKS, (size_t)t.segments, events, dt * 1e3, (double)events / dt / 1e6);
+    cmr_tree_free(&t);
+    for (int i = 0; i <= TASKS; i++) {
+        synth_batches_free(msgs[i], cnt[i]);
+        synth_seg_free(&segs[i]);
+    }
+    free(msgs);
+    free(cnt);
+    free(flat);
+    free(forks);
+    free(segs);
+}
+
 static int64_t fill(const char *bootstrap, const data_t *d)
 {
     cmr_conf_t *conf = cmr_conf_new();
@@ -300,6 +362,7 @@ int main(int argc, char **argv)
     size_t nbatches = argc > 4 ? strtoul(argv[4], NULL, 10) : 512;
     data_t big, d;
     make_data(&big, batch, nbatches * 4); /* the store stage is not bound by the broker */
+    bench_assembly();
     bench_store(&big, true);
     bench_store(&big, false);
     for (size_t k = 0; k < big.ntraces; k++)
