@@ -97,6 +97,9 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state);
 
 /* agent_commands.c (control thread, attached to the JVM) */
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd);
+/* Applies several Redefine commands with one RedefineClasses call (one safepoint); if the
+ * JVM refuses the batch, each command is applied alone so that a bad one fails alone. */
+void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n);
 void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd);
 /* Captures the bytes of classes whose bytes the cache had to drop (retransform). */
 void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);

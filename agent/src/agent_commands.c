@@ -54,6 +54,58 @@ static void find_release(find_ctx_t *f)
     f->n = 0;
 }
 
+/* Classes loaded but not yet linked have had no ClassPrepare event, so the registry has no
+ * handle for them. On a miss, the loaded classes are scanned once for handles the registry
+ * lacks, but only if classes were loaded since the last scan. */
+static uint64_t scanned_at_hook_calls;
+
+static void register_unprepared(cmr_agent_t *a, JNIEnv *env)
+{
+    uint64_t calls = a->hook_calls;
+    if (calls == scanned_at_hook_calls)
+        return;
+    scanned_at_hook_calls = calls;
+    jint count = 0;
+    jclass *classes = NULL;
+    if (cmr_agent_check((*a->jvmti)->GetLoadedClasses(a->jvmti, &count, &classes), "GetLoadedClasses"))
+        return;
+    int added = 0;
+    for (jint i = 0; i < count; i++) {
+        char *sig = NULL;
+        jobject loader = NULL;
+        if ((*a->jvmti)->GetClassSignature(a->jvmti, classes[i], &sig, NULL) == JVMTI_ERROR_NONE && sig[0] == 'L' &&
+            (*a->jvmti)->GetClassLoader(a->jvmti, classes[i], &loader) == JVMTI_ERROR_NONE) {
+            char *name = strndup(sig + 1, strlen(sig) - 2);
+            int64_t loader_id = cmr_agent_loader_id(a->jvmti, loader);
+            if (name && loader_id >= 0 && !cmr_class_cache_has_handle(a->classes, name, loader_id)) {
+                jweak weak = (*env)->NewWeakGlobalRef(env, classes[i]);
+                jweak old = weak ? cmr_class_cache_set_handle(a->classes, name, loader_id, weak) : NULL;
+                if (old)
+                    (*env)->DeleteWeakGlobalRef(env, old);
+                added++;
+            }
+            free(name);
+        }
+        if (sig)
+            (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)sig);
+        if (loader)
+            (*env)->DeleteLocalRef(env, loader);
+        (*env)->DeleteLocalRef(env, classes[i]);
+    }
+    (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)classes);
+    cmr_log(CMR_LOG_DEBUG, "agent.classes_scanned", "loaded=%d handles_added=%d", count, added);
+}
+
+/* Finds the classes of a command: the registry first, the loaded classes on a miss. */
+static void find_classes(cmr_agent_t *a, JNIEnv *env, const char *name, find_ctx_t *f)
+{
+    cmr_class_cache_visit(a->classes, name, find_visit, f);
+    if (f->n == 0) {
+        register_unprepared(a, env);
+        cmr_class_cache_visit(a->classes, name, find_visit, f);
+    }
+}
+
 /* --- results ---------------------------------------------------------------------------- */
 
 static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, int64_t loader_id, int64_t hash,
@@ -95,7 +147,7 @@ static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, i
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
 {
     find_ctx_t f = {.env = env, .loader_id = cmd->loader_id, .hash = (uint64_t)cmd->class_hash, .any_same_hash = true};
-    cmr_class_cache_visit(a->classes, cmd->class_name, find_visit, &f);
+    find_classes(a, env, cmd->class_name, &f);
     if (f.n == 0) {
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
                "no loaded class of that name and loader");
@@ -125,6 +177,78 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_APPLIED, 0, msg);
     }
     find_release(&f);
+}
+
+/* A batch: every command's classes in one call. The classes found per command are kept to
+ * report and to update the cache once the JVM has answered. */
+#define BATCH_DEFS 1024
+
+void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n)
+{
+    if (n == 1) {
+        cmr_agent_apply_redefine(a, env, cmds[0]);
+        return;
+    }
+    find_ctx_t *found = calloc((size_t)n, sizeof *found);
+    jvmtiClassDefinition *defs = calloc(BATCH_DEFS, sizeof *defs);
+    if (!found || !defs) {
+        free(found);
+        free(defs);
+        for (int i = 0; i < n; i++)
+            cmr_agent_apply_redefine(a, env, cmds[i]);
+        return;
+    }
+    int ndefs = 0;
+    bool fits = true;
+    for (int i = 0; i < n; i++) {
+        found[i] = (find_ctx_t){.env = env, .loader_id = cmds[i]->loader_id, .hash = (uint64_t)cmds[i]->class_hash,
+                                .any_same_hash = true};
+        find_classes(a, env, cmds[i]->class_name, &found[i]);
+        for (int k = 0; k < found[i].n; k++) {
+            if (ndefs == BATCH_DEFS) {
+                fits = false;
+                break;
+            }
+            defs[ndefs++] = (jvmtiClassDefinition){found[i].found[k], (jint)cmds[i]->bytecode.len,
+                                                   cmds[i]->bytecode.data};
+        }
+    }
+    int64_t t0 = cmr_now_mono_ns();
+    jvmtiError jerr = fits && ndefs ? (*a->jvmti)->RedefineClasses(a->jvmti, ndefs, defs) : JVMTI_ERROR_INTERNAL;
+    int64_t took_us = (cmr_now_mono_ns() - t0) / 1000;
+    free(defs);
+    if (jerr != JVMTI_ERROR_NONE) {
+        /* one bad class (or the same class twice) fails the whole call: one by one, in order */
+        for (int i = 0; i < n; i++)
+            find_release(&found[i]);
+        free(found);
+        for (int i = 0; i < n; i++)
+            cmr_agent_apply_redefine(a, env, cmds[i]);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const cmr_redefine_t *cmd = cmds[i];
+        if (found[i].n == 0) {
+            report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
+                   "no loaded class of that name and loader");
+            continue;
+        }
+        if (cmd->original) {
+            cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
+        } else {
+            cmr_class_cache_unmark_never_send(a->classes, (uint64_t)cmd->class_hash);
+            for (int k = 0; k < found[i].n; k++)
+                cmr_agent_record_redefine_latency(a, cmr_class_cache_loaded_ns(a->classes, cmd->class_name,
+                                                                                found[i].loaders[k]));
+        }
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s bytes installed with %d other class%s in %lld us",
+                 cmd->original ? "original" : "instrumented", ndefs - 1, ndefs == 2 ? "" : "es", (long long)took_us);
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_APPLIED, 0, msg);
+    }
+    for (int i = 0; i < n; i++) /* local references, after their counts were used above */
+        find_release(&found[i]);
+    free(found);
 }
 
 /* --- load -> redefined latency ---------------------------------------------------------- */
@@ -211,7 +335,7 @@ static jvmtiError capture_run(cmr_agent_t *a, capture_t *set, int n, jclass *cla
 void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd)
 {
     find_ctx_t f = {.env = env, .loader_id = cmd->loader_id};
-    cmr_class_cache_visit(a->classes, cmd->class_name, find_visit, &f);
+    find_classes(a, env, cmd->class_name, &f);
     uint64_t hash = 0;
     if (cmr_class_cache_hash_of(a->classes, cmd->class_name, cmd->loader_id, &hash))
         cmr_class_cache_unmark_never_send(a->classes, hash); /* seed: mark it "to be sent" */
@@ -246,7 +370,7 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env)
     for (size_t i = 0; i < n; i++) {
         caps[i] = (capture_t){entries[i]->name, entries[i]->loader_id, 0, entries[i], false};
         find_ctx_t f = {.env = env, .loader_id = entries[i]->loader_id};
-        cmr_class_cache_visit(a->classes, entries[i]->name, find_visit, &f);
+        find_classes(a, env, entries[i]->name, &f);
         jboolean modifiable = JNI_FALSE;
         if (f.n > 0 && (*a->jvmti)->IsModifiableClass(a->jvmti, f.found[0], &modifiable) == JVMTI_ERROR_NONE &&
             modifiable)

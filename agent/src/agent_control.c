@@ -241,6 +241,24 @@ static bool handle_command(control_t *c, cmr_record_t *rec)
     }
 }
 
+/* Redefine commands waiting together are applied with one RedefineClasses call. */
+#define REDEFINE_BATCH 256
+
+static void flush_redefines(control_t *c, cmr_record_t **batch, int *n)
+{
+    if (*n == 0)
+        return;
+    const cmr_redefine_t *cmds[REDEFINE_BATCH];
+    for (int i = 0; i < *n; i++)
+        cmds[i] = &batch[i]->msg.u.redefine;
+    cmr_agent_apply_redefines(c->a, c->env, cmds, *n);
+    for (int i = 0; i < *n; i++) {
+        cmr_consumer_done(c->consumer, batch[i]);
+        cmr_record_free(batch[i]);
+    }
+    *n = 0;
+}
+
 static void poll_commands(control_t *c, int timeout_ms)
 {
     /* deferred commands first, in order, once the JVM is live */
@@ -251,12 +269,21 @@ static void poll_commands(control_t *c, int timeout_ms)
         cmr_record_free(c->deferred[0]);
         memmove(c->deferred, c->deferred + 1, (size_t)--c->ndeferred * sizeof c->deferred[0]);
     }
-    for (int i = 0; i < 64; i++) {
+    cmr_record_t *batch[REDEFINE_BATCH];
+    int nbatch = 0;
+    for (int i = 0; i < 1024; i++) {
         if (c->ndeferred == (int)(sizeof c->deferred / sizeof c->deferred[0]))
-            return; /* stop reading until the JVM is live */
+            break; /* stop reading until the JVM is live */
         cmr_record_t *rec;
         if (cmr_consumer_poll(c->consumer, i == 0 ? timeout_ms : 0, &rec) != 1)
-            return;
+            break;
+        if (c->ndeferred == 0 && rec->msg.type == CMR_MSG_REDEFINE && ensure_env(c)) {
+            batch[nbatch++] = rec;
+            if (nbatch == REDEFINE_BATCH)
+                flush_redefines(c, batch, &nbatch);
+            continue;
+        }
+        flush_redefines(c, batch, &nbatch); /* keep the order of commands */
         if (c->ndeferred == 0 && handle_command(c, rec)) {
             cmr_consumer_done(c->consumer, rec);
             cmr_record_free(rec);
@@ -264,6 +291,7 @@ static void poll_commands(control_t *c, int timeout_ms)
             c->deferred[c->ndeferred++] = rec;
         }
     }
+    flush_redefines(c, batch, &nbatch);
 }
 
 static void setup_consumer(control_t *c, int64_t now)

@@ -244,6 +244,15 @@ void *cmr_class_cache_set_handle(cmr_class_cache_t *c, const char *name, int64_t
     return old;
 }
 
+bool cmr_class_cache_has_handle(cmr_class_cache_t *c, const char *name, int64_t loader_id)
+{
+    pthread_mutex_lock(&c->lock);
+    reg_entry_t *r = reg_find(c, name, loader_id, false);
+    bool has = r && r->handle;
+    pthread_mutex_unlock(&c->lock);
+    return has;
+}
+
 int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visit_fn *fn, void *opaque)
 {
     int rc = 0;

@@ -7,6 +7,8 @@
  *   load CLASS...         -> loaded CLASS...     (Class.forName: a class load the agent sees)
  *   work THREADS CALLS    -> work: calls=N       (each thread calls demo.Work.call CALLS times)
  *   fanout TASKS          -> fanout: tasks=N     (demo.Fanout hands TASKS tasks to a pool)
+ *   loadjar JAR           -> loadjar: classes=N  (loads, without initializing, every class
+ *                                                  of JAR, which must be on the class path)
  *   exit                  -> the JVM ends normally
  */
 import demo.Greeter;
@@ -51,6 +53,25 @@ public class AgentTestApp {
                 case "fanout":
                     System.out.println("fanout: tasks=" + demo.Fanout.run(POOL, Integer.parseInt(w[1])));
                     break;
+                case "loadjar": {
+                    int n = 0;
+                    try (java.util.jar.JarFile jar = new java.util.jar.JarFile(w[1])) {
+                        for (java.util.Enumeration<java.util.jar.JarEntry> e = jar.entries(); e.hasMoreElements();) {
+                            String name = e.nextElement().getName();
+                            if (!name.endsWith(".class") || name.contains("-") || name.startsWith("META-INF"))
+                                continue;
+                            try {
+                                Class.forName(name.substring(0, name.length() - 6).replace('/', '.'), false,
+                                        AgentTestApp.class.getClassLoader());
+                                n++;
+                            } catch (Throwable t) {
+                                // a class whose dependencies are not on the class path
+                            }
+                        }
+                    }
+                    System.out.println("loadjar: classes=" + n);
+                    break;
+                }
                 case "exit":
                     System.out.println("bye");
                     return;
