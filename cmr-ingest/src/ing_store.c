@@ -101,8 +101,12 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     rocksdb_options_set_max_background_jobs(s->opts, 2);
     rocksdb_options_set_keep_log_file_num(s->opts, 2);
     rocksdb_options_set_max_total_wal_size(s->opts, 128u << 20);
+    /* memory: per store at most db_write_buffer_size of memtables (a worker holds up to
+     * one store per partition it owns) */
+    size_t wb = o->write_buffer_bytes ? (size_t)o->write_buffer_bytes : (16u << 20);
+    rocksdb_options_set_db_write_buffer_size(s->opts, wb * 2);
     for (int i = 0; i < n; i++)
-        s->cf_opts[i] = cf_options(i == 1 && partition >= 0 ? (64u << 20) : (4u << 20), i == 1);
+        s->cf_opts[i] = cf_options(i == 1 && partition >= 0 ? wb : (2u << 20), i == 1);
     const rocksdb_options_t *cfo[NPART_CFS];
     for (int i = 0; i < n; i++)
         cfo[i] = s->cf_opts[i];

@@ -168,12 +168,14 @@ static int open_tables(worker_t *w)
 static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
 {
     bool sync;
-    int64_t age, bytes;
+    int64_t age, bytes, wb_mb;
     if (cmr_conf_get_bool(conf, "ingest.sync", true, &sync, err, errlen) ||
         cmr_conf_get_int(conf, "ingest.retention.age_ms", 7LL * 24 * 3600 * 1000, 0, INT64_MAX, &age, err, errlen) ||
-        cmr_conf_get_int(conf, "ingest.retention.bytes", 0, 0, INT64_MAX, &bytes, err, errlen))
+        cmr_conf_get_int(conf, "ingest.retention.bytes", 0, 0, INT64_MAX, &bytes, err, errlen) ||
+        cmr_conf_get_int(conf, "ingest.store.write_buffer_mb", 16, 1, 1024, &wb_mb, err, errlen))
         return -1;
-    *o = (cmr_store_opts_t){.sync = sync, .retention_age_ms = age, .retention_bytes = bytes};
+    *o = (cmr_store_opts_t){.sync = sync, .retention_age_ms = age, .retention_bytes = bytes,
+                            .write_buffer_bytes = wb_mb << 20};
     return 0;
 }
 

@@ -40,6 +40,7 @@ static const char *const known_keys[] = {"topic.prefix",
                                          "ingest.retention.bytes",
                                          "ingest.retention.check_ms",
                                          "ingest.exit_idle_ms",
+                                         "ingest.store.write_buffer_mb",
                                          NULL};
 static const char *const known_prefixes[] = {"kafka.", NULL};
 

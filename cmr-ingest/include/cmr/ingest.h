@@ -193,6 +193,7 @@ typedef struct cmr_store_opts {
     bool sync;                  /* fsync the WAL at every group commit (default true) */
     int64_t retention_age_ms;   /* 0: keep forever */
     int64_t retention_bytes;    /* per partition; 0: no bound */
+    int64_t write_buffer_bytes; /* memtable of the batches column family; 0: 16 MiB */
 } cmr_store_opts_t;
 
 enum {
