@@ -66,7 +66,11 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
         c->failed++;
         a->connected = false;
     }
-    if (d->opaque) { /* a ClassLoaded: the entry waits for this answer */
+    uintptr_t tag = (uintptr_t)d->opaque;
+    if (tag & 1) { /* an EventBatch of tag >> 1 events */
+        if (d->err)
+            cmr_probe_rings_count(a->rings, 0, tag >> 1, 0, 0);
+    } else if (d->opaque) { /* a ClassLoaded: the entry waits for this answer */
         c->in_flight--;
         cmr_class_cache_delivered(a->classes, d->opaque, d->err == RD_KAFKA_RESP_ERR_NO_ERROR);
     }
@@ -438,9 +442,12 @@ static void *control_main(void *arg)
         if (!c->consumer)
             control_sleep(100);
     }
-    /* shutdown: ship what can still go, say goodbye, flush (bounded by the caller) */
+    /* shutdown: ship what can still go, wait for the cluster's answers so that the final
+     * counters include every delivery failure, say goodbye (flushed by the caller) */
     if (a->mode == CMR_MODE_FULL && a->connected)
         ship_classes(c);
+    if (a->producer)
+        cmr_producer_flush(a->producer, (int)(a->connected ? a->settings.shutdown_flush_ms : 200));
     cmr_agent_send_status(a, CMR_AGENT_SHUTDOWN);
     for (int i = 0; i < c->ndeferred; i++)
         cmr_record_free(c->deferred[i]);

@@ -123,7 +123,10 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
     };
     memcpy(b.trace_id, ring->trace_id, 16);
     char err[256];
-    int rc = a->producer ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, NULL, err, sizeof err)
+    /* the delivery report counts the events of a batch the cluster never took as dropped:
+     * an odd opaque value tells it apart from the class entries (pointers) */
+    void *tag = (void *)(((uintptr_t)ring->batch_count << 1) | 1);
+    int rc = a->producer ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, tag, err, sizeof err)
                          : CMR_SEND_ERROR;
     if (rc == CMR_SEND_OK)
         p->batches++;

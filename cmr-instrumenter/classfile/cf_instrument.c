@@ -45,6 +45,7 @@ const char *cf_refusal_name(cf_refusal r) {
   case CF_REFUSE_BAD_CODE: return "bad-code";
   case CF_REFUSE_CONSTANT_POOL_FULL: return "constant-pool-full";
   case CF_REFUSE_OBJECT_INIT: return "object-init";
+  case CF_REFUSE_PROBE_ARGS: return "probe-args";
   case CF_REFUSE__COUNT: break;
   }
   return "unknown";
@@ -793,6 +794,9 @@ static cf_err analyse(job *j, cf_error *err) {
   } else {
     j->entry_at[0] = 1; /* covered[] is implied: everything (see write_code_attr) */
   }
+  char why[CF_ERROR_MSG_MAX];
+  if (!cf_probe_args_fit(c, j->m, j->p, j->L.in, n, j->code.code, j->is_ctor, why, sizeof why))
+    return refuse(j, CF_REFUSE_PROBE_ARGS, "%s", why);
   return CF_OK;
 }
 

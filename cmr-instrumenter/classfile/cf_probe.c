@@ -68,6 +68,20 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
                        "exceptional-exit probe", site);
       want = 'T';
       break;
+    case CF_PARG_THIS:
+      if (exc) /* the handler's frame has no locals */
+        return cf_fail(err, CF_ERR_ARG, "%s probe: THIS is not available at the exceptional exit",
+                       site);
+      want = 'T';
+      break;
+    case CF_PARG_ARG:
+      if (strcmp(site, "entry") != 0)
+        return cf_fail(err, CF_ERR_ARG, "%s probe: ARG only at the entry site", site);
+      if (pc->args[i].i < 0 || pc->args[i].i > 254)
+        return cf_fail(err, CF_ERR_ARG, "%s probe: ARG index %lld out of range", site,
+                       (long long)pc->args[i].i);
+      want = 'T';
+      break;
     default:
       return cf_fail(err, CF_ERR_ARG, "%s probe: unknown argument kind %d", site, pc->args[i].kind);
     }
@@ -102,7 +116,7 @@ uint16_t cf_probe_methodref(cf_class *c, const cf_probe_call *pc) {
 int cf_probe_stack_words(const cf_probe_call *pc) {
   if (!pc->owner) return 0;
   int w = 0;
-  for (int i = 0; i < pc->nargs; i++)
+  for (int i = 0; i < pc->nargs; i++) /* THIS, ARG: one reference */
     w += (pc->args[i].kind == CF_PARG_METHOD_ID || pc->args[i].kind == CF_PARG_LONG) ? 2 : 1;
   char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
   param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
@@ -128,6 +142,99 @@ static void push_int(cf_class *c, cf_buf *b, int64_t v, bool *full) {
       cf_buf_u1(b, 0x13);
       cf_buf_u2(b, k);
     }
+  }
+}
+
+/* Local slot and type of parameter `index` of m: *type is the first character of its
+ * descriptor ('L', '[', 'I', 'J' ...). -1 when there is no such parameter. */
+static int param_slot(const cf_class *c, const cf_member *m, int64_t index, char *type) {
+  cf_str d = cf_cp_utf8(c, m->desc);
+  int slot = (m->access & 0x0008) ? 0 : 1; /* ACC_STATIC */
+  uint32_t p = 1;
+  for (int64_t k = 0; p < d.len && d.p[p] != ')'; k++) {
+    char t = d.p[p];
+    uint32_t q = p;
+    while (q < d.len && d.p[q] == '[') q++;
+    if (q < d.len && d.p[q] == 'L')
+      while (q < d.len && d.p[q] != ';') q++;
+    if (q >= d.len) return -1;
+    if (k == index) {
+      *type = t;
+      return slot;
+    }
+    slot += (t == 'J' || t == 'D') ? 2 : 1;
+    p = q + 1;
+  }
+  return -1;
+}
+
+/* Does instruction `in` store into local `slot` (or into slot - 1 with a two-word value)? */
+static bool stores_into(const uint8_t *code, const cf_insn *in, int slot) {
+  uint8_t op = in->op;
+  int idx = -1, words = 1;
+  if (op >= 0x36 && op <= 0x3a) { /* istore lstore fstore dstore astore, index operand */
+    idx = in->wide ? cf_be16(code + in->pc + 2) : code[in->pc + 1];
+    words = (op == 0x37 || op == 0x39) ? 2 : 1;
+  } else if (op >= 0x3b && op <= 0x4e) { /* xstore_<n> */
+    int group = (op - 0x3b) / 4;       /* 0 i, 1 l, 2 f, 3 d, 4 a */
+    idx = (op - 0x3b) % 4;
+    words = (group == 1 || group == 3) ? 2 : 1;
+  } else if (op == 0x84) { /* iinc: the slot holds an int */
+    idx = in->wide ? cf_be16(code + in->pc + 2) : code[in->pc + 1];
+  } else {
+    return false;
+  }
+  return idx == slot || (words == 2 && idx + 1 == slot);
+}
+
+bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p, const cf_insn *in,
+                       uint32_t n, const uint8_t *code, bool is_ctor, char *why, size_t whylen) {
+  const cf_probe_call *calls[2] = {&p->enter, &p->normal_exit};
+  for (int s = 0; s < 2; s++) {
+    const cf_probe_call *pc = calls[s];
+    if (!pc->owner) continue;
+    /* the entry probe reads locals before any code ran, except in constructors */
+    bool after_code = s == 1 || is_ctor;
+    for (int a = 0; a < pc->nargs; a++) {
+      int slot;
+      if (pc->args[a].kind == CF_PARG_THIS) {
+        if (m->access & 0x0008) {
+          snprintf(why, whylen, "the probe wants `this` but the method is static");
+          return false;
+        }
+        slot = 0;
+      } else if (pc->args[a].kind == CF_PARG_ARG) {
+        char type = 0;
+        slot = param_slot(c, m, pc->args[a].i, &type);
+        if (slot < 0 || (type != 'L' && type != '[')) {
+          snprintf(why, whylen, "the probe wants parameter %lld, which %s", (long long)pc->args[a].i,
+                   slot < 0 ? "the method does not have" : "is not a reference");
+          return false;
+        }
+      } else {
+        continue;
+      }
+      if (!after_code) continue;
+      for (uint32_t i = 0; i < n; i++)
+        if (stores_into(code, &in[i], slot)) {
+          snprintf(why, whylen, "local %d (read by the probe) is assigned at pc %u", slot, in[i].pc);
+          return false;
+        }
+    }
+  }
+  return true;
+}
+
+static void push_aload(cf_buf *b, int slot) {
+  if (slot <= 3) {
+    cf_buf_u1(b, (uint8_t)(0x2a + slot)); /* aload_<n> */
+  } else if (slot <= 255) {
+    cf_buf_u1(b, 0x19);
+    cf_buf_u1(b, (uint8_t)slot);
+  } else {
+    cf_buf_u1(b, 0xc4); /* wide aload */
+    cf_buf_u1(b, 0x19);
+    cf_buf_u2(b, (uint16_t)slot);
   }
 }
 
@@ -197,6 +304,14 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
     case CF_PARG_THROWABLE:
       cf_buf_u1(b, 0x59); /* dup */
       break;
+    case CF_PARG_THIS:
+      push_aload(b, 0);
+      break;
+    case CF_PARG_ARG: {
+      char type;
+      push_aload(b, param_slot(c, m, a->i, &type)); /* checked by cf_probe_args_fit */
+      break;
+    }
     }
   }
   cf_buf_u1(b, 0xb8); /* invokestatic */

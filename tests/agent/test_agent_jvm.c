@@ -213,6 +213,11 @@ static int only_run(const cf_class *c, const cf_member *m, void *ud)
     return name.len == 3 && memcmp(name.p, "run", 3) == 0;
 }
 
+static bool cf_str_len_eq(cf_str s, const char *z)
+{
+    return s.len == strlen(z) && memcmp(s.p, z, s.len) == 0;
+}
+
 static int only_call(const cf_class *c, const cf_member *m, void *ud)
 {
     (void)ud;
@@ -644,6 +649,139 @@ static void test_context_follows_work_to_other_threads(void **state)
     agent_done(&r);
 }
 
+/* Instruments the hand-off points of ThreadPoolExecutor as the instrumenter's built-in
+ * rules will: execute(Runnable) captures its argument, beforeExecute(Thread, Runnable)
+ * continues the task's context, afterExecute closes it. */
+static void instrument_thread_pool(agent_run_t *r, const cmr_class_loaded_t *tpe, int64_t request_id)
+{
+    static const cf_probe capture = {"ctx-capture",
+                                     {"cmr/agent/Probe", "ctxCapture", "(Ljava/lang/Object;J)V", 2,
+                                      {{CF_PARG_ARG, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+                                     {0}, {0}};
+    static const cf_probe begin = {"ctx-begin",
+                                   {"cmr/agent/Probe", "ctxBegin", "(Ljava/lang/Object;J)V", 2,
+                                    {{CF_PARG_ARG, 1, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+                                   {0}, {0}};
+    static const cf_probe end = {"ctx-end", PROBE_CALL("ctxEnd"), {0}, {0}};
+    cf_class *c;
+    cf_error err;
+    assert_int_equal(cf_class_parse(tpe->bytecode.data, tpe->bytecode.len, &c, &err), CF_OK);
+    int done = 0;
+    for (uint16_t i = 0; i < c->method_count; i++) {
+        cf_str name = cf_cp_utf8(c, c->methods[i].name), desc = cf_cp_utf8(c, c->methods[i].desc);
+        const cf_probe *p = NULL;
+        if (cf_str_len_eq(name, "execute") && cf_str_len_eq(desc, "(Ljava/lang/Runnable;)V"))
+            p = &capture;
+        else if (cf_str_len_eq(name, "beforeExecute"))
+            p = &begin;
+        else if (cf_str_len_eq(name, "afterExecute"))
+            p = &end;
+        if (!p)
+            continue;
+        cf_method_result res;
+        assert_int_equal(cf_instrument_method(c, i, p, &res, &err), CF_OK);
+        done++;
+    }
+    assert_int_equal(done, 3);
+    uint8_t *bytes;
+    size_t len;
+    assert_int_equal(cf_class_write(c, &bytes, &len, &err), CF_OK);
+    assert_int_equal(send_redefine(r, request_id, "java/util/concurrent/ThreadPoolExecutor", tpe->loader_id,
+                                   tpe->class_hash, bytes, len, false)->status,
+                     CMR_COMMAND_APPLIED);
+    free(bytes);
+    cf_class_free(c);
+}
+
+static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "pool", NULL);
+    agent_configure(&r, 10000);
+    jvm_proc_send(&r.jvm, "load demo.Work demo.PoolWork");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    const cmr_class_loaded_t *tpe = wait_class(&r, "java/util/concurrent/ThreadPoolExecutor", -1, 30000);
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    const cmr_class_loaded_t *pw = wait_class(&r, "demo/PoolWork", -1, 30000);
+    assert_non_null(tpe);
+    assert_non_null(work);
+    assert_non_null(pw);
+    instrument_thread_pool(&r, tpe, 50);
+    instrument_work(&r, work, &sequence_probe, 51);
+    cf_instrument_result res;
+    cf_error err;
+    assert_int_equal(cf_instrument_class(pw->bytecode.data, pw->bytecode.len, &sequence_probe, only_run, NULL, &res, &err),
+                     CF_OK);
+    assert_int_equal(send_redefine(&r, 52, "demo/PoolWork", pw->loader_id, pw->class_hash, res.bytes, res.len, false)->status,
+                     CMR_COMMAND_APPLIED);
+    cf_instrument_result_free(&res);
+
+    jvm_proc_send(&r.jvm, "pool 4");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "pool: tasks=4", NULL, 0, 30000), 0);
+    uint64_t run_id = cmr_method_id("demo/PoolWork", "run", "(Ljava/util/concurrent/ExecutorService;I)I");
+    uint64_t exec_id = cmr_method_id("java/util/concurrent/ThreadPoolExecutor", "execute", "(Ljava/lang/Runnable;)V");
+    uint64_t before_id = cmr_method_id("java/util/concurrent/ThreadPoolExecutor", "beforeExecute",
+                                       "(Ljava/lang/Thread;Ljava/lang/Runnable;)V");
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+    const cmr_event_batch_t *root = NULL;
+    int children = 0;
+    for (int i = 0; i < 200 && children < 4; i++) {
+        cmr_peer_poll(&peer, 100);
+        for (size_t k = 0; k < peer.n && !root; k++) {
+            const cmr_msg_t *m = &peer.recs[k]->msg;
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
+                m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
+                cmr_event_t e0;
+                cmr_event_read(m->u.event_batch.events.data, 0, &e0);
+                if (e0.method_id == run_id)
+                    root = &m->u.event_batch;
+            }
+        }
+        if (!root)
+            continue;
+        children = 0;
+        for (size_t k = 0; k < peer.n; k++) {
+            const cmr_msg_t *m = &peer.recs[k]->msg;
+            children += m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
+                        m->u.event_batch.parent && m->u.event_batch.parent->segment_id == root->segment_id &&
+                        m->u.event_batch.batch_seq == 0;
+        }
+    }
+    assert_non_null(root);
+    size_t np;
+    const cmr_event_batch_t *pf;
+    cmr_event_t *pe = segment_events(&r, root->segment_id, &np, &pf);
+    assert_non_null(pe);
+    int forks = 0;
+    for (size_t i = 0; i < np; i++)
+        forks += pe[i].kind == CMR_EVENT_FORK && pe[i].method_id == exec_id;
+    assert_int_equal(forks, 4);
+    assert_int_equal(children, 4);
+    for (size_t k = 0; k < peer.n; k++) {
+        const cmr_msg_t *m = &peer.recs[k]->msg;
+        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != r.agent_id || !m->u.event_batch.parent ||
+            m->u.event_batch.parent->segment_id != root->segment_id || m->u.event_batch.batch_seq != 0)
+            continue;
+        const cmr_event_batch_t *c = &m->u.event_batch;
+        assert_memory_equal(c->trace_id, root->trace_id, 16);
+        assert_int_equal(pe[c->parent->event_seq].kind, CMR_EVENT_FORK);
+        size_t nc;
+        const cmr_event_batch_t *cf;
+        cmr_event_t *ce = segment_events(&r, c->segment_id, &nc, &cf);
+        assert_non_null(ce);
+        /* beforeExecute's node, Work.call x3, closed with beforeExecute's id */
+        assert_int_equal(nc, 8);
+        assert_true(ce[0].method_id == before_id && ce[0].kind == CMR_EVENT_ENTER);
+        assert_true(ce[1].method_id == call_id);
+        assert_true(ce[7].method_id == before_id && ce[7].kind == CMR_EVENT_EXIT);
+        free(ce);
+    }
+    free(pe);
+    agent_exit(&r);
+    agent_done(&r);
+}
+
 static bool shutdown_status(const cmr_msg_t *m, const void *ud)
 {
     return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
@@ -776,6 +914,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_redefine_resend_and_failures),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
         cmocka_unit_test(test_context_follows_work_to_other_threads),
+        cmocka_unit_test(test_context_follows_thread_pool_tasks_through_the_jdk),
         cmocka_unit_test(test_disconnected_mode_loses_no_class),
         cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),

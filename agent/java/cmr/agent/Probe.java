@@ -57,6 +57,7 @@ public final class Probe {
         long nextSegment, segmentLimit;
         Context pending; // parent of the segment the next root call opens
         long ctxStack;   // one bit per open ctxBegin: did it open a segment?
+        long ctxSite;    // the hand-off node ctxBegin opened (ctxEnd closes that one)
         final long[] starts = new long[TIMER_STACK];
 
         Ring(ByteBuffer buf) {
@@ -273,6 +274,7 @@ public final class Probe {
         r.ctxStack = (r.ctxStack << 1) | (opens ? 1 : 0);
         if (opens) {
             r.pending = c;
+            r.ctxSite = siteId;
             enter(siteId);
         }
     }
@@ -289,8 +291,8 @@ public final class Probe {
         Ring r = ring();
         boolean opened = (r.ctxStack & 1) != 0;
         r.ctxStack >>>= 1;
-        if (opened)
-            leave(r, kind, siteId);
+        if (opened) // ctxEnd may run in another method than ctxBegin (afterExecute)
+            leave(r, kind, r.ctxSite);
     }
 
     // --- timer: one sample per call, aggregated by the agent ------------------------------

@@ -187,8 +187,12 @@ typedef enum cf_parg_kind {
   CF_PARG_INT,         /* I (or Z/B/C/S): constant `i` */
   CF_PARG_STRING,      /* Ljava/lang/String;: constant `s` */
   CF_PARG_METHOD_NAME, /* Ljava/lang/String;: "owner.name(desc)" of the method */
-  CF_PARG_THROWABLE    /* Ljava/lang/Throwable; (or Object): the exception; exceptional
+  CF_PARG_THROWABLE,   /* Ljava/lang/Throwable; (or Object): the exception; exceptional
                           site only, first argument only */
+  CF_PARG_THIS,        /* Ljava/lang/Object;: the method's own object (instance methods;
+                          entry and normal-exit sites; constructors: after super()) */
+  CF_PARG_ARG          /* Ljava/lang/Object;: parameter number `i` (0-based, reference
+                          typed; entry site only) */
 } cf_parg_kind;
 
 typedef struct cf_parg {
@@ -226,6 +230,8 @@ typedef enum cf_refusal {
   CF_REFUSE_CONSTANT_POOL_FULL,  /* not enough constant-pool slots */
   CF_REFUSE_OBJECT_INIT,         /* java/lang/Object.<init>: special-cased by HotSpot (finalizer
                                     registration, JIT); instrumenting it crashes the JIT */
+  CF_REFUSE_PROBE_ARGS,          /* the probe wants `this` or a parameter the method cannot give
+                                    (static method, primitive parameter, slot reassigned) */
   CF_REFUSE__COUNT
 } cf_refusal;
 

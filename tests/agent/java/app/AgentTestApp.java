@@ -7,6 +7,7 @@
  *   load CLASS...         -> loaded CLASS...     (Class.forName: a class load the agent sees)
  *   work THREADS CALLS    -> work: calls=N       (each thread calls demo.Work.call CALLS times)
  *   fanout TASKS          -> fanout: tasks=N     (demo.Fanout hands TASKS tasks to a pool)
+ *   pool TASKS            -> pool: tasks=N       (demo.PoolWork: plain ThreadPoolExecutor.execute)
  *   loadjar JAR           -> loadjar: classes=N  (loads, without initializing, every class
  *                                                  of JAR, which must be on the class path)
  *   exit                  -> the JVM ends normally
@@ -52,6 +53,9 @@ public class AgentTestApp {
                     break;
                 case "fanout":
                     System.out.println("fanout: tasks=" + demo.Fanout.run(POOL, Integer.parseInt(w[1])));
+                    break;
+                case "pool":
+                    System.out.println("pool: tasks=" + demo.PoolWork.run(POOL, Integer.parseInt(w[1])));
                     break;
                 case "loadjar": {
                     int n = 0;
