@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include "cf_asm.h"
@@ -582,6 +583,59 @@ static void test_refusals(void **st) {
   free(b);
 }
 
+/* Probes that take the method's own object or a parameter (the agent's context hand-off):
+ * loaded from the right local, and refused where that local cannot be trusted. */
+static void test_object_arguments(void **st) {
+  (void)st;
+  static const cf_probe capture = {"capture",
+                                   {"p/P", "capture", "(Ljava/lang/Object;Ljava/lang/Object;J)V", 3,
+                                    {{CF_PARG_THIS, 0, NULL}, {CF_PARG_ARG, 1, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+                                   {"p/P", "leave", "(Ljava/lang/Object;)V", 1, {{CF_PARG_THIS, 0, NULL}}},
+                                   {0}};
+  asm_cls a;
+  a_init(&a, 52);
+  uint8_t ret[] = {0xb1};                    /* return */
+  uint8_t clobber[] = {0x01, 0x4b, 0xb1};    /* aconst_null; astore_0; return */
+  a_method(&a, 0x1, "run", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+  a_method(&a, 0x9, "stat", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 3, NULL, 0, NULL);
+  a_method(&a, 0x1, "prim", "(JI)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+  a_method(&a, 0x1, "clob", "(JLjava/lang/Runnable;)V", clobber, sizeof clobber, 1, 4, NULL, 0, NULL);
+  size_t n;
+  uint8_t *b = a_finish(&a, "p/O", "java/lang/Object", &n);
+  cf_instrument_result r;
+  cf_error e;
+  assert_int_equal(cf_instrument_class(b, n, &capture, NULL, NULL, &r, &e), CF_OK);
+  assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+  assert_int_equal(r.methods[1].refusal, CF_REFUSE_PROBE_ARGS); /* static: no `this` */
+  assert_int_equal(r.methods[2].refusal, CF_REFUSE_PROBE_ARGS); /* int parameter */
+  assert_int_equal(r.methods[3].refusal, CF_REFUSE_PROBE_ARGS); /* `this` reassigned */
+  assert_non_null(strstr(r.methods[3].why, "assigned"));
+  assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+  cf_class *c = parse_ok(r.bytes, r.len);
+  cf_code k;
+  code_of(c, "run", &k);
+  assert_int_equal(k.code[0], 0x2a); /* aload_0: this */
+  assert_int_equal(k.code[1], 0x2d); /* aload_3: the Runnable (slots: this, long x2, Runnable) */
+  assert_int_equal(k.code[2], 0x14); /* ldc2_w method id */
+  assert_int_equal(k.code[5], 0xb8); /* invokestatic capture */
+  assert_int_equal(k.code[8], 0x2a); /* exit: aload_0 */
+  assert_int_equal(k.code[9], 0xb8); /* invokestatic leave */
+  assert_int_equal(k.code[12], 0xb1);
+  assert_true(k.max_stack >= 4);
+  cf_code_release(&k);
+  cf_class_free(c);
+  cf_instrument_result_free(&r);
+  free(b);
+
+  /* where the objects cannot be: the exceptional exit (no locals), a parameter at exits */
+  cf_probe bad = capture;
+  bad.exc_exit = bad.normal_exit;
+  assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+  bad = capture;
+  bad.normal_exit.args[0].kind = CF_PARG_ARG;
+  assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+}
+
 static void test_tables_and_uninitialized(void **st) {
   (void)st;
   asm_cls a;
@@ -731,6 +785,7 @@ int main(void) {
     cmocka_unit_test(test_code_too_large),
     cmocka_unit_test(test_constructors),
     cmocka_unit_test(test_refusals),
+    cmocka_unit_test(test_object_arguments),
     cmocka_unit_test(test_tables_and_uninitialized),
     cmocka_unit_test(test_limits),
     cmocka_unit_test(test_probe_check),
