@@ -121,6 +121,19 @@ static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name,
 
 /* --- sending ------------------------------------------------------------------------ */
 
+/* Fetches the producer's metadata of a new command topic now: the first command to an
+ * agent does not wait for the producer's own (backed-off) metadata refresh. */
+static void warm_topic(worker_t *w, const char *topic)
+{
+    rd_kafka_t *rk = cmr_producer_handle(w->producer);
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (t && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    if (t)
+        rd_kafka_topic_destroy(t);
+}
+
 static int command_topic(worker_t *w, const char *instance_id, char *topic, size_t len)
 {
     if (cmr_topic_command(instance_id, topic, len) != 0) {
@@ -148,6 +161,7 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
     char *copy = strdup(topic);
     if (copy)
         w->topics_ok[w->n_topics++] = copy;
+    warm_topic(w, topic);
     return 0;
 }
 
@@ -761,7 +775,10 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (!cmr_conf_get(conf, "kafka.linger.ms", NULL))
         cmr_conf_set(w->pconf, "kafka.linger.ms", "1", "cmr-instrumenter default");
     w->producer = cmr_producer_new(w->pconf, "cmr-instrumenter", NULL, NULL, err, errlen);
-    return w->producer ? 0 : -1;
+    if (!w->producer)
+        return -1;
+    warm_topic(w, cmr_topic_name(CMR_TOPIC_METHODS));
+    return 0;
 }
 
 static void teardown(worker_t *w)
