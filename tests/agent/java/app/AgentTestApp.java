@@ -8,8 +8,9 @@
  *   work THREADS CALLS    -> work: calls=N       (each thread calls demo.Work.call CALLS times)
  *   fanout TASKS          -> fanout: tasks=N     (demo.Fanout hands TASKS tasks to a pool)
  *   pool TASKS            -> pool: tasks=N       (demo.PoolWork: plain ThreadPoolExecutor.execute)
- *   loadjar JAR           -> loadjar: classes=N  (loads, without initializing, every class
- *                                                  of JAR, which must be on the class path)
+ *   loadjar JAR [RATE]    -> loadjar: classes=N  (loads, without initializing, every class
+ *                                                  of JAR, which must be on the class path;
+ *                                                  at most RATE classes per second)
  *   exit                  -> the JVM ends normally
  */
 import demo.Greeter;
@@ -59,12 +60,18 @@ public class AgentTestApp {
                     break;
                 case "loadjar": {
                     int n = 0;
+                    long rate = w.length > 2 ? Long.parseLong(w[2]) : 0, start = System.nanoTime();
                     try (java.util.jar.JarFile jar = new java.util.jar.JarFile(w[1])) {
                         for (java.util.Enumeration<java.util.jar.JarEntry> e = jar.entries(); e.hasMoreElements();) {
                             String name = e.nextElement().getName();
                             if (!name.endsWith(".class") || name.contains("-") || name.startsWith("META-INF"))
                                 continue;
                             try {
+                                if (rate > 0) { // pace: class n at n / rate seconds
+                                    long due = start + n * 1_000_000_000L / rate - System.nanoTime();
+                                    if (due > 0)
+                                        Thread.sleep(due / 1_000_000, (int) (due % 1_000_000));
+                                }
                                 Class.forName(name.substring(0, name.length() - 6).replace('/', '.'), false,
                                         AgentTestApp.class.getClassLoader());
                                 n++;
