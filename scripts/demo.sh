@@ -46,7 +46,7 @@ sleep 2
 echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
 
 step "The shop application, ${seconds}s, with the agent"
-"$JAVA" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=shop-demo" \
+"$JAVA" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=shop-demo,kafka.fetch.wait.max.ms=5" \
     -cp "$B/demo/classes" shop.ShopDemo "$seconds" 2>"$work/jvm.log"
 grep -E "event=agent\.(configured|stopped)" "$work/jvm.log" | sed -e 's/^ts=[^ ]* //' || true
 echo "classes instrumented and redefined in the running JVM: $(sed -n 's/.*event=agent.stopped.*commands_applied=\([0-9]*\).*/\1/p' "$work/jvm.log")"
