@@ -31,8 +31,8 @@ static int topic_partitions(rd_kafka_t *rk, const char *topic, char *err, size_t
     rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     int n = -1;
-    for (int attempt = 0; attempt < 10 && n <= 0; attempt++) {
-        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 5000);
+    for (int attempt = 0; attempt < 5 && n <= 0; attempt++) { /* about 10 s in all */
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 2000);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && md->topics[0].err == 0)
             n = md->topics[0].partition_cnt;
         else

@@ -326,8 +326,11 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     char err[512] = "";
     int64_t timeout;
     int rc = 1;
-    if (cmr_conf_get_int(conf, "config.catchup_timeout_ms", 60000, 1000, 3600000, &timeout, err, sizeof err) != 0 ||
-        setup(&w, conf, err, sizeof err) != 0) {
+    if (cmr_conf_get_int(conf, "config.catchup_timeout_ms", 60000, 1000, 3600000, &timeout, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s\n", err); /* a configuration error: exit status 2 */
+        return 2;
+    }
+    if (setup(&w, conf, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "config.start_failed", "error=\"%s\"", err);
         goto out;
     }

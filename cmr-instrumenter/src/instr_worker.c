@@ -881,9 +881,17 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     char err[512] = "";
     int64_t timeout;
     int rc = 1;
+    int64_t budget;
+    bool sync;
     if (cmr_conf_get_int(conf, "instrumenter.catchup_timeout_ms", 60000, 1000, 3600000, &timeout, err, sizeof err) !=
             0 ||
-        setup(&w, conf, err, sizeof err) != 0) {
+        cmr_conf_get_int(conf, "instrumenter.cache_budget_bytes", 256ll << 20, 0, INT64_MAX, &budget, err,
+                         sizeof err) != 0 ||
+        cmr_conf_get_bool(conf, "instrumenter.sync", false, &sync, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-instrumenter: %s\n", err); /* a configuration error: exit status 2 */
+        return 2;
+    }
+    if (setup(&w, conf, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
         goto out;
     }

@@ -21,7 +21,8 @@
 
 #include "cmr/conf.h"
 
-/* Runs until *stop becomes non-zero. Returns 0, or 1 on a fatal error (logged). */
+/* Runs until *stop becomes non-zero. Returns 0, 1 on a fatal error (logged), 2 on a bad
+ * configuration value (printed on stderr). */
 int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop);
 
 #endif

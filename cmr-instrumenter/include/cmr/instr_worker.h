@@ -20,6 +20,8 @@
 
 #include "cmr/conf.h"
 
+/* Runs until *stop becomes non-zero. 0, 1 on a fatal error (logged), 2 on a bad
+ * configuration value (printed on stderr). */
 int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop);
 
 #endif
