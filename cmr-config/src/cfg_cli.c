@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cmr/cfg_doc.h"
-#include "cmr/cfg_reader.h"
+#include "cmr/reader.h"
 #include "cmr/cfg_state.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -40,16 +40,16 @@ static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
         fprintf(stderr, "cmr-config: %s\n", err);
         return NULL;
     }
-    cmr_cfg_reader_t *r = cmr_cfg_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), err, sizeof err);
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, sizeof err);
     if (!r) {
         fprintf(stderr, "cmr-config: cannot read the configuration: %s\n", err);
         return NULL;
     }
     cmr_cfg_state_t *s = cmr_cfg_state_new();
     int64_t deadline = mono_ms() + timeout;
-    cmr_cfg_rec_t rec;
-    while (s && !cmr_cfg_reader_caught_up(r)) {
-        int rc = mono_ms() > deadline ? -1 : cmr_cfg_reader_poll(r, 200, &rec);
+    cmr_reader_rec_t rec;
+    while (s && !cmr_reader_caught_up(r)) {
+        int rc = mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
         if (rc < 0) {
             fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n",
                     cmr_topic_name(CMR_TOPIC_CONFIG), timeout);
@@ -60,7 +60,7 @@ static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
                     rec.offset, err);
         }
     }
-    cmr_cfg_reader_free(r);
+    cmr_reader_free(r);
     return s;
 }
 

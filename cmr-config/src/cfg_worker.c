@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "cmr/cfg_answer.h"
-#include "cmr/cfg_reader.h"
+#include "cmr/reader.h"
 #include "cmr/cfg_state.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
@@ -32,7 +32,7 @@ typedef struct agent {
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_cfg_state_t *state;
-    cmr_cfg_reader_t *config_reader, *registry_reader;
+    cmr_reader_t *config_reader, *registry_reader;
     cmr_consumer_t *consumer;
     cmr_producer_t *producer;
     agent_t *agents;
@@ -121,7 +121,7 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
 
 /* --- registry ----------------------------------------------------------------------- */
 
-static void registry_add(worker_t *w, const cmr_cfg_rec_t *rec)
+static void registry_add(worker_t *w, const cmr_reader_rec_t *rec)
 {
     cmr_msg_t m;
     char err[256];
@@ -190,7 +190,7 @@ static void on_env_changed(worker_t *w, const char *env_id)
 }
 
 /* Applies a mapping change and updates the agents whose environment it changes. */
-static void on_mappings_record(worker_t *w, const cmr_cfg_rec_t *rec)
+static void on_mappings_record(worker_t *w, const cmr_reader_rec_t *rec)
 {
     size_t n = w->n_agents;
     char **before = calloc(n ? n : 1, sizeof *before);
@@ -219,7 +219,7 @@ static void on_mappings_record(worker_t *w, const cmr_cfg_rec_t *rec)
                 rec->offset, err);
 }
 
-static void on_config_record(worker_t *w, const cmr_cfg_rec_t *rec, int live)
+static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
 {
     if (live && strcmp(rec->key, "mappings") == 0) {
         on_mappings_record(w, rec);
@@ -242,14 +242,14 @@ static void on_config_record(worker_t *w, const cmr_cfg_rec_t *rec, int live)
 static int catch_up_config(worker_t *w, int64_t timeout_ms)
 {
     int64_t deadline = mono_ms() + timeout_ms;
-    cmr_cfg_rec_t rec;
-    while (!cmr_cfg_reader_caught_up(w->config_reader)) {
+    cmr_reader_rec_t rec;
+    while (!cmr_reader_caught_up(w->config_reader)) {
         if (mono_ms() > deadline) {
             cmr_log(CMR_LOG_ERROR, "config.catch_up_timeout", "topic=%s timeout_ms=%" PRId64,
                     cmr_topic_name(CMR_TOPIC_CONFIG), timeout_ms);
             return -1;
         }
-        int rc = cmr_cfg_reader_poll(w->config_reader, 200, &rec);
+        int rc = cmr_reader_poll(w->config_reader, 200, &rec);
         if (rc < 0)
             return -1;
         if (rc == 1)
@@ -263,13 +263,13 @@ static int catch_up_config(worker_t *w, int64_t timeout_ms)
 
 static int drain_readers(worker_t *w)
 {
-    cmr_cfg_rec_t rec;
+    cmr_reader_rec_t rec;
     int rc;
-    while ((rc = cmr_cfg_reader_poll(w->config_reader, 0, &rec)) == 1)
+    while ((rc = cmr_reader_poll(w->config_reader, 0, &rec)) == 1)
         on_config_record(w, &rec, 1);
     if (rc < 0)
         return -1;
-    while ((rc = cmr_cfg_reader_poll(w->registry_reader, 0, &rec)) == 1)
+    while ((rc = cmr_reader_poll(w->registry_reader, 0, &rec)) == 1)
         registry_add(w, &rec);
     return rc < 0 ? -1 : 0;
 }
@@ -293,10 +293,10 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->state = cmr_cfg_state_new();
     if (!w->state)
         return -1;
-    w->config_reader = cmr_cfg_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), err, errlen);
+    w->config_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
     if (!w->config_reader)
         return -1;
-    w->registry_reader = cmr_cfg_reader_new(conf, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), err, errlen);
+    w->registry_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
     if (!w->registry_reader)
         return -1;
     w->producer = cmr_producer_new(conf, "cmr-config", NULL, NULL, err, errlen);
@@ -309,8 +309,8 @@ static void teardown(worker_t *w)
         cmr_consumer_close(w->consumer);
     if (w->producer)
         cmr_producer_destroy(w->producer, 5000);
-    cmr_cfg_reader_free(w->config_reader);
-    cmr_cfg_reader_free(w->registry_reader);
+    cmr_reader_free(w->config_reader);
+    cmr_reader_free(w->registry_reader);
     cmr_cfg_state_free(w->state);
     for (size_t i = 0; i < w->n_agents; i++)
         cmr_msg_free(&w->agents[i].reg);

@@ -31,16 +31,16 @@ static int64_t mono_ms(void)
 static int read_table(const cmr_conf_t *conf, cmr_ingest_engine_t *e, cmr_topic_t topic, FILE *progress)
 {
     char err[512];
-    cmr_ingest_reader_t *r = cmr_ingest_reader_new(conf, cmr_topic_name(topic), 0, err, sizeof err);
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(topic), 0, err, sizeof err);
     if (!r) {
         fprintf(stderr, "cmr-ingest: replay: %s\n", err);
         return -1;
     }
     long n = 0;
     int64_t deadline = mono_ms() + 60000;
-    while (!cmr_ingest_reader_caught_up(r) && mono_ms() < deadline) {
-        cmr_ingest_rec_t rec;
-        if (cmr_ingest_reader_poll(r, 200, &rec) != 1)
+    while (!cmr_reader_caught_up(r) && mono_ms() < deadline) {
+        cmr_reader_rec_t rec;
+        if (cmr_reader_poll(r, 200, &rec) != 1)
             continue;
         cmr_msg_t m;
         char why[256];
@@ -53,7 +53,7 @@ static int read_table(const cmr_conf_t *conf, cmr_ingest_engine_t *e, cmr_topic_
         cmr_msg_free(&m);
     }
     fprintf(progress, "replay: %s: %ld entries\n", cmr_topic_name(topic), n);
-    cmr_ingest_reader_free(r);
+    cmr_reader_free(r);
     return cmr_ingest_engine_flush(e);
 }
 
@@ -93,19 +93,19 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
         cmr_ingest_engine_free(e);
         return 1;
     }
-    cmr_ingest_reader_t *r = cmr_ingest_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), since_ms, err, sizeof err);
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), since_ms, err, sizeof err);
     if (!r) {
         fprintf(stderr, "cmr-ingest: replay: %s\n", err);
         cmr_ingest_engine_free(e);
         return 1;
     }
-    int64_t total = cmr_ingest_reader_total(r), done = 0, start = mono_ms(), last = start;
+    int64_t total = cmr_reader_total(r), done = 0, start = mono_ms(), last = start;
     int rc = 0;
     fprintf(progress, "replay: %s: %" PRId64 " records to read%s%s\n", cmr_topic_name(CMR_TOPIC_EVENTS), total,
             since ? " since " : "", since ? since : "");
-    while (!cmr_ingest_reader_caught_up(r)) {
-        cmr_ingest_rec_t rec;
-        int got = cmr_ingest_reader_poll(r, 200, &rec);
+    while (!cmr_reader_caught_up(r)) {
+        cmr_reader_rec_t rec;
+        int got = cmr_reader_poll(r, 200, &rec);
         if (got < 0) {
             rc = 1;
             break;
@@ -135,7 +135,7 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
         if (now - last >= 1000) {
             cmr_ingest_stats_t s;
             cmr_ingest_engine_stats(e, &s);
-            int64_t seen = done + cmr_ingest_reader_skipped(r);
+            int64_t seen = done + cmr_reader_skipped(r);
             fprintf(progress, "replay: %" PRId64 "/%" PRId64 " records (%.0f%%), %" PRIu64 " events, %.0f events/s\n",
                     seen, total, total ? 100.0 * (double)seen / (double)total : 100.0, s.events,
                     (double)s.events * 1000.0 / (double)(now - start));
@@ -143,8 +143,8 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
             last = now;
         }
     }
-    int64_t skipped = cmr_ingest_reader_skipped(r);
-    cmr_ingest_reader_free(r);
+    int64_t skipped = cmr_reader_skipped(r);
+    cmr_reader_free(r);
     if (cmr_ingest_engine_flush(e) != 0)
         rc = 1;
     if (skipped)

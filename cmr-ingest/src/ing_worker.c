@@ -29,7 +29,7 @@ typedef struct worker {
     const cmr_conf_t *conf;
     cmr_ingest_engine_t *engine;
     cmr_consumer_t *consumer;
-    cmr_ingest_reader_t *methods, *registrations;
+    cmr_reader_t *methods, *registrations;
     cmr_record_t **pending;
     size_t npending, cap;
     int64_t first_pending_ms;
@@ -130,10 +130,10 @@ static void handle(worker_t *w, cmr_record_t *rec)
 /* Drains what the method and registration readers have. */
 static void poll_tables(worker_t *w)
 {
-    cmr_ingest_rec_t r;
-    cmr_ingest_reader_t *readers[2] = {w->methods, w->registrations};
+    cmr_reader_rec_t r;
+    cmr_reader_t *readers[2] = {w->methods, w->registrations};
     for (int k = 0; k < 2; k++)
-        for (int n = 0; readers[k] && n < 1000 && cmr_ingest_reader_poll(readers[k], 0, &r) == 1; n++) {
+        for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++) {
             cmr_msg_t m;
             char why[256];
             if (cmr_msg_decode(r.payload, r.len, &m, why, sizeof why) != CMR_WIRE_OK)
@@ -150,13 +150,13 @@ static int open_tables(worker_t *w)
 {
     char err[512];
     const cmr_topic_t topics[2] = {CMR_TOPIC_METHODS, CMR_TOPIC_REGISTRATIONS};
-    cmr_ingest_reader_t **out[2] = {&w->methods, &w->registrations};
+    cmr_reader_t **out[2] = {&w->methods, &w->registrations};
     for (int i = 0; i < 2; i++) {
         const cmr_topic_layout_t *l = cmr_topic_layout(topics[i]);
         const char *name = cmr_topic_name(topics[i]);
         if (cmr_admin_ensure_topic(w->conf, name, l->partitions, -1, l->compacted, 15000, err, sizeof err) != 0)
             cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", name, err);
-        *out[i] = cmr_ingest_reader_new(w->conf, name, 0, err, sizeof err);
+        *out[i] = cmr_reader_new(w->conf, name, 0, err, sizeof err);
         if (!*out[i]) {
             cmr_log(CMR_LOG_ERROR, "ingest.reader_failed", "topic=%s error=\"%s\"", name, err);
             return -1;
@@ -278,8 +278,8 @@ out:
     for (size_t i = 0; i < w.npending; i++)
         cmr_record_free(w.pending[i]);
     free(w.pending);
-    cmr_ingest_reader_free(w.methods);
-    cmr_ingest_reader_free(w.registrations);
+    cmr_reader_free(w.methods);
+    cmr_reader_free(w.registrations);
     cmr_ingest_http_stop(http);
     cmr_ingest_engine_free(w.engine);
     return rc;

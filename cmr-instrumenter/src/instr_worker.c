@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "cmr/cfg_reader.h"
+#include "cmr/reader.h"
 #include "cmr/cfg_state.h"
 #include "cmr/ids.h"
 #include "cmr/instr_cache.h"
@@ -37,7 +37,7 @@ typedef struct worker {
     cmr_conf_t *pconf; /* producer configuration (low linger by default) */
     cmr_instr_cache_t *cache;
     cmr_cfg_state_t *state;
-    cmr_cfg_reader_t *config_reader;
+    cmr_reader_t *config_reader;
     cmr_consumer_t *consumer;
     cmr_producer_t *producer;
     unsigned char owned[MAX_PARTITIONS];
@@ -603,7 +603,7 @@ static void run_pending_envs(worker_t *w)
 
 /* --- configuration ------------------------------------------------------------------ */
 
-static void on_config_record(worker_t *w, const cmr_cfg_rec_t *rec, int live)
+static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
 {
     char err[256];
     const char *id = NULL;
@@ -621,10 +621,10 @@ static void on_config_record(worker_t *w, const cmr_cfg_rec_t *rec, int live)
 
 static int drain_config(worker_t *w, int timeout_ms)
 {
-    cmr_cfg_rec_t rec;
+    cmr_reader_rec_t rec;
     int rc;
-    while ((rc = cmr_cfg_reader_poll(w->config_reader, timeout_ms, &rec)) == 1) {
-        on_config_record(w, &rec, cmr_cfg_reader_caught_up(w->config_reader));
+    while ((rc = cmr_reader_poll(w->config_reader, timeout_ms, &rec)) == 1) {
+        on_config_record(w, &rec, cmr_reader_caught_up(w->config_reader));
         timeout_ms = 0;
     }
     return rc < 0 ? -1 : 0;
@@ -766,7 +766,7 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (!w->cache)
         return -1;
     w->state = cmr_cfg_state_new();
-    w->config_reader = cmr_cfg_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), err, errlen);
+    w->config_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
     if (!w->state || !w->config_reader)
         return -1;
     w->pconf = cmr_conf_dup(conf);
@@ -788,7 +788,7 @@ static void teardown(worker_t *w)
     if (w->producer)
         cmr_producer_destroy(w->producer, 5000);
     cmr_conf_destroy(w->pconf);
-    cmr_cfg_reader_free(w->config_reader);
+    cmr_reader_free(w->config_reader);
     cmr_cfg_state_free(w->state);
     cmr_instr_cache_close(w->cache);
     for (size_t i = 0; i < w->n_topics; i++)
@@ -799,7 +799,7 @@ static void teardown(worker_t *w)
 static int catch_up(worker_t *w, int64_t timeout_ms)
 {
     int64_t deadline = mono_ms() + timeout_ms;
-    while (!cmr_cfg_reader_caught_up(w->config_reader)) {
+    while (!cmr_reader_caught_up(w->config_reader)) {
         if (mono_ms() > deadline) {
             cmr_log(CMR_LOG_ERROR, "instr.catch_up_timeout", "topic=%s", cmr_topic_name(CMR_TOPIC_CONFIG));
             return -1;

@@ -1,7 +1,7 @@
 /*
  * cfg_cli.h - the operator commands of cmr-config: apply, diff, list, show, delete.
  *
- * Each reads the current configuration from cmr.config (cfg_reader.h + cfg_state.h) and,
+ * Each reads the current configuration from cmr.config (reader.h + cfg_state.h) and,
  * for apply and delete, publishes one ConfigChange per changed key (revision = held + 1).
  * A file that does not parse or does not fit the current configuration (a mapping naming
  * an unknown environment) is rejected before anything is sent.

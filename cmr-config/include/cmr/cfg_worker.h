@@ -4,7 +4,7 @@
  *  1. Rebuilds the configuration from cmr.config (from the beginning; cfg_state.h) and
  *     waits until it has caught up before answering anything.
  *  2. Keeps a registry of agents: the latest registration per agent id, rebuilt at start
- *     from cmr.registrations (every partition, cfg_reader.h) and kept current. Nothing is
+ *     from cmr.registrations (every partition, reader.h) and kept current. Nothing is
  *     persisted: the topic is the store.
  *  3. Answers registrations as a member of consumer group `config.group` (AgentConfiguration
  *     or NoEnvironment on cmr.cmd.<instance id>); an offset is stored after the answer was

@@ -9,7 +9,6 @@
  *   store          ing_store.c   one RocksDB per cmr.events partition + the meta store
  *   engine         ing_engine.c  applies batches to stores, group-commits durably
  *   names          ing_names.c   method and agent tables (cmr.methods, cmr.registrations)
- *   reader         ing_reader.c  reads a whole topic by assign(), from the start or a time
  *   query          ing_query.c   list with filters, show (text), JSON tree
  *   export         ing_export.c  Chrome trace-event JSON, OTLP JSON
  *   http           ing_http.c    loopback HTTP/1.1 JSON API
@@ -28,6 +27,7 @@
 #include <stdio.h>
 
 #include "cmr/conf.h"
+#include "cmr/reader.h"
 #include "cmr/msg.h"
 
 /* --- stored batch ------------------------------------------------------------------- */
@@ -313,28 +313,7 @@ char *cmr_ingest_export_otlp(const cmr_names_t *n, const cmr_tree_t *t);
 
 /* --- reader, worker, replay, http --------------------------------------------------- */
 
-typedef struct cmr_ingest_reader cmr_ingest_reader_t;
-typedef struct cmr_ingest_rec {
-    const void *payload;
-    size_t len;
-    int32_t partition;
-    int64_t offset;
-    int64_t timestamp_ms;
-} cmr_ingest_rec_t;
-
-/* Assigns every partition of topic from its beginning, or (since_ms > 0) hands out only
- * messages with a timestamp at or after since_ms, seeking there when the cluster can
- * answer offsets-for-times. */
-cmr_ingest_reader_t *cmr_ingest_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err,
-                                           size_t errlen);
-void cmr_ingest_reader_free(cmr_ingest_reader_t *r);
-int cmr_ingest_reader_poll(cmr_ingest_reader_t *r, int timeout_ms, cmr_ingest_rec_t *out);
-bool cmr_ingest_reader_caught_up(const cmr_ingest_reader_t *r);
-int cmr_ingest_reader_partitions(const cmr_ingest_reader_t *r);
-/* Messages between the start positions and the ends seen at start (for progress). */
-int64_t cmr_ingest_reader_total(const cmr_ingest_reader_t *r);
-/* Messages skipped because they are older than since_ms (read, not handed out). */
-int64_t cmr_ingest_reader_skipped(const cmr_ingest_reader_t *r);
+/* The reader of whole topics is common/include/cmr/reader.h. */
 
 /* Store options from ingest.sync / ingest.retention.*: 0, or -1 with err filled. */
 int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen);

@@ -1,0 +1,48 @@
+/*
+ * reader.h - reads a whole topic, every partition, outside any consumer group: how a
+ * worker rebuilds a projection (cmr.config, cmr.registrations, cmr.methods) and how
+ * cmr-ingest replays cmr.events.
+ *
+ * It starts at the beginning of every partition, or (since_ms > 0) hands out only
+ * messages with a timestamp at or after since_ms, seeking there where the cluster answers
+ * offsets-for-times. It knows when it has caught up (every partition reported its end
+ * once), keeps following the topic afterwards, and commits nothing: a reader always
+ * starts over.
+ *
+ * Ownership: the reader owns its librdkafka handle and the last record it handed out
+ * (valid until the next poll or cmr_reader_free()).
+ */
+#ifndef CMR_READER_H
+#define CMR_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/conf.h"
+
+typedef struct cmr_reader cmr_reader_t;
+
+typedef struct cmr_reader_rec {
+    const void *payload; /* valid until the next poll */
+    size_t len;
+    const char *key;     /* NUL-terminated (at most 255 bytes kept), "" when none */
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;
+} cmr_reader_rec_t;
+
+/* Assigns every partition of topic. NULL with err filled. */
+cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err, size_t errlen);
+void cmr_reader_free(cmr_reader_t *r);
+/* 1 with *out set, 0 when nothing arrived within timeout_ms, -1 on a fatal error. */
+int cmr_reader_poll(cmr_reader_t *r, int timeout_ms, cmr_reader_rec_t *out);
+/* Every partition has reached the end it had at some point after the reader started. */
+bool cmr_reader_caught_up(const cmr_reader_t *r);
+int cmr_reader_partitions(const cmr_reader_t *r);
+/* Messages between the start positions and the ends seen at start (for progress). */
+int64_t cmr_reader_total(const cmr_reader_t *r);
+/* Messages skipped because they are older than since_ms (read, not handed out). */
+int64_t cmr_reader_skipped(const cmr_reader_t *r);
+
+#endif
