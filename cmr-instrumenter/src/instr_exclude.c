@@ -27,6 +27,9 @@ static const char *const excluded[] = {
     "java/lang/ref/",            /* reference processing */
     "java/lang/reflect/",
     "java/util/concurrent/atomic/",
+    "java/util/concurrent/ThreadLocalRandom", /* trace ids of new segments */
+    "java/util/IdentityHashMap*",             /* the probes' hand-off table */
+    "java/util/ArrayDeque*",
     "java/util/concurrent/locks/",
     "java/nio/",                 /* direct buffers of the rings */
     "jdk/internal/",             /* Unsafe, misc, VM internals */

@@ -18,6 +18,25 @@ static const cf_probe probes[3] = {
     [CMR_SENSOR_ANCHOR] = {"anchor", CALL("anchorEnter"), CALL("anchorExit"), CALL("anchorExitThrow")},
 };
 
+/* The context probes of the hand-off points: CAPTURE and BEGIN pass the task (a parameter)
+ * and the hand-off point's method id; END closes what BEGIN opened. */
+#define CTX_CALL(n, arg) {CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, {{CF_PARG_ARG, arg, 0}, {CF_PARG_METHOD_ID, 0, 0}}}
+static const cf_probe handoff_probes[2][4] = {
+    {[CMR_HANDOFF_CAPTURE] = {"ctx-capture", CTX_CALL("ctxCapture", 0), {0}, {0}},
+     [CMR_HANDOFF_BEGIN] = {"ctx-begin", CTX_CALL("ctxBegin", 0), {0}, {0}},
+     [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}}},
+    {[CMR_HANDOFF_CAPTURE] = {"ctx-capture", CTX_CALL("ctxCapture", 1), {0}, {0}},
+     [CMR_HANDOFF_BEGIN] = {"ctx-begin", CTX_CALL("ctxBegin", 1), {0}, {0}},
+     [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}}},
+};
+
+static const cf_probe *pick_probe(const cmr_instr_pick_t *p)
+{
+    if (p->handoff != CMR_HANDOFF_NONE && p->arg < 2)
+        return &handoff_probes[p->arg][p->handoff];
+    return cmr_instr_probe(p->sensor);
+}
+
 const cf_probe *cmr_instr_probe(cmr_sensor_kind_t sensor)
 {
     return (unsigned)sensor < 3 ? &probes[sensor] : NULL;
@@ -52,7 +71,7 @@ int cmr_instr_build(const uint8_t *bytes, size_t len, const cmr_instr_meta_t *me
     for (size_t i = 0; i < d->n_picks; i++) {
         const cmr_instr_method_t *m = &meta->methods[d->picks[i].method];
         cf_method_result res;
-        cf_err rc = cf_instrument_method(c, m->index, cmr_instr_probe(d->picks[i].sensor), &res, &e);
+        cf_err rc = cf_instrument_method(c, m->index, pick_probe(&d->picks[i]), &res, &e);
         if (rc != CF_OK) {
             out->n_refused++;
             cmr_log(CMR_LOG_DEBUG, "instr.method_refused", "class=%s method=%s%s reason=\"%s\"", meta->name, m->name,

@@ -159,6 +159,42 @@ static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta
     return 1;
 }
 
+/* The hand-off points of the JDK that pass work to another thread. */
+static const struct {
+    const char *cls, *name, *desc;
+    cmr_instr_handoff_t role;
+    uint8_t arg;
+} handoffs[] = {
+    {"java/util/concurrent/ThreadPoolExecutor", "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
+    {"java/util/concurrent/ThreadPoolExecutor", "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V",
+     CMR_HANDOFF_BEGIN, 1},
+    {"java/util/concurrent/ThreadPoolExecutor", "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V",
+     CMR_HANDOFF_END, 0},
+};
+
+/* Adds (or puts in place of a sensor's pick) the hand-off probes of cls. */
+static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
+{
+    for (size_t h = 0; h < sizeof handoffs / sizeof handoffs[0]; h++) {
+        if (strcmp(cls->name, handoffs[h].cls) != 0)
+            continue;
+        for (size_t m = 0; m < cls->n_methods; m++) {
+            const cmr_instr_method_t *me = &cls->methods[m];
+            if (strcmp(me->name, handoffs[h].name) != 0 || strcmp(me->desc, handoffs[h].desc) != 0 ||
+                (me->access & (0x0400 | 0x0100)))
+                continue;
+            size_t at = out->n_picks;
+            for (size_t i = 0; i < out->n_picks; i++)
+                if (out->picks[i].method == m)
+                    at = i;
+            out->picks[at] = (cmr_instr_pick_t){(uint16_t)m, CMR_SENSOR_INVOCATION_SEQUENCE, handoffs[h].role,
+                                                handoffs[h].arg};
+            if (at == out->n_picks)
+                out->n_picks++;
+        }
+    }
+}
+
 int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, cmr_instr_lookup_fn *lookup, void *ud,
                      cmr_instr_decision_t *out)
 {
@@ -184,10 +220,16 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
         for (size_t i = 0; i < na; i++) {
             if (applies[i] != YES || !method_matches(&env->assignments.items[i], cls, &cls->methods[m]))
                 continue;
-            out->picks[out->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, env->assignments.items[i].sensor};
+            out->picks[out->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, env->assignments.items[i].sensor,
+                                                             CMR_HANDOFF_NONE, 0};
             break;
         }
     }
+    bool sequences = false;
+    for (size_t i = 0; i < na; i++)
+        sequences |= env->assignments.items[i].sensor == CMR_SENSOR_INVOCATION_SEQUENCE;
+    if (sequences)
+        add_handoffs(cls, out);
     free(applies);
     if (c.oom) {
         cmr_instr_decision_free(out);
@@ -215,7 +257,7 @@ uint64_t cmr_instr_decision_signature(const cmr_instr_meta_t *cls, const cmr_ins
     XXH3_64bits_reset(st);
     for (size_t i = 0; i < d->n_picks; i++) {
         const cmr_instr_method_t *m = &cls->methods[d->picks[i].method];
-        uint32_t sensor = (uint32_t)d->picks[i].sensor;
+        uint32_t sensor = (uint32_t)d->picks[i].sensor | (uint32_t)d->picks[i].handoff << 8;
         XXH3_64bits_update(st, m->name, strlen(m->name) + 1);
         XXH3_64bits_update(st, m->desc, strlen(m->desc) + 1);
         XXH3_64bits_update(st, &sensor, sizeof sensor);

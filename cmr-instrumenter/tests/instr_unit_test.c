@@ -351,6 +351,54 @@ static void test_exclusions(void **state)
     universe_free(&u);
 }
 
+/* The JDK's hand-off points get the context probes when the environment records
+ * invocation sequences, whatever the user's rules say about that class. */
+static void test_handoff_points(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *tpe = add_type(&u, "java/util/concurrent/ThreadPoolExecutor",
+                                     "java/util/concurrent/AbstractExecutorService", NULL, NULL);
+    add_method(tpe, "execute", "(Ljava/lang/Runnable;)V", 0x0001, NULL);
+    add_method(tpe, "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V", 0x0004, NULL);
+    add_method(tpe, "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V", 0x0004, NULL);
+    add_method(tpe, "shutdown", "()V", 0x0001, NULL);
+    cmr_sensor_assignment_t seq[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
+    cmr_environment_t env = env_of(seq, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, tpe, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 3);
+    for (size_t i = 0; i < d.n_picks; i++) {
+        const char *name = tpe->methods[d.picks[i].method].name;
+        if (strcmp(name, "execute") == 0)
+            assert_true(d.picks[i].handoff == CMR_HANDOFF_CAPTURE && d.picks[i].arg == 0);
+        else if (strcmp(name, "beforeExecute") == 0)
+            assert_true(d.picks[i].handoff == CMR_HANDOFF_BEGIN && d.picks[i].arg == 1);
+        else
+            assert_true(strcmp(name, "afterExecute") == 0 && d.picks[i].handoff == CMR_HANDOFF_END);
+    }
+    uint64_t with = cmr_instr_decision_signature(tpe, &d);
+    cmr_instr_decision_free(&d);
+
+    /* a user rule on the same class: the hand-off probe wins on its methods, the others keep theirs */
+    cmr_sensor_assignment_t both[] = {rule(CMR_SENSOR_TIMER, "java/util/concurrent/ThreadPoolExecutor", "*"),
+                                      rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
+    env = env_of(both, 2);
+    assert_int_equal(cmr_instr_decide(&env, tpe, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 4);
+    assert_int_equal(picked(tpe, &d, "shutdown"), CMR_SENSOR_TIMER);
+    assert_true(cmr_instr_decision_signature(tpe, &d) != with);
+    cmr_instr_decision_free(&d);
+
+    /* timers only: no context to hand over, no hand-off probes */
+    cmr_sensor_assignment_t timer_only[] = {rule(CMR_SENSOR_TIMER, "com/shop/*", "*")};
+    env = env_of(timer_only, 1);
+    assert_int_equal(cmr_instr_decide(&env, tpe, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 static void test_meta_encoding(void **state)
 {
     (void)state;
@@ -447,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_types_not_seen_yet),
         cmocka_unit_test(test_cyclic_hierarchy_terminates),
         cmocka_unit_test(test_exclusions),
+        cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
     };

@@ -127,7 +127,7 @@ static void agent_start(agent_run_t *r, const char *test, const char *extra_opti
     const char *argv[] = {java_bin, "-Xshare:auto", agentpath, "-cp", classpath, "AgentTestApp", NULL};
     assert_int_equal(jvm_proc_start(&r->jvm, argv), 0);
     assert_int_equal(jvm_proc_expect(&r->jvm, "ready", NULL, 0, 30000), 0);
-    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, r->name, 0, 30000);
+    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, r->name, 0, 90000);
     assert_non_null(reg);
     snprintf(r->instance, sizeof r->instance, "%s", reg->msg.u.registration.instance_id);
     snprintf(r->hostname, sizeof r->hostname, "%s", reg->msg.u.registration.hostname);

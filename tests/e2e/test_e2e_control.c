@@ -6,6 +6,8 @@
  *
  *   - a method matching the environment's rule is instrumented and its probes fire;
  *   - a JVM whose name maps to no environment gets NoEnvironment and runs uninstrumented;
+ *   - work handed to a ThreadPoolExecutor continues the trace on the pool's thread: the
+ *     instrumenter instruments the JDK's hand-off points by itself;
  *   - applying a changed environment while the JVM runs instruments a class the CMR has
  *     (redefine), one whose bytes it dropped (resend, then redefine), and removes the
  *     instrumentation of another (original bytes; its probes stop firing).
@@ -80,7 +82,7 @@ static void start_jvm(jvm_agent_t *j, const char *prefix)
     const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
     assert_int_equal(jvm_proc_start(&j->jvm, argv), 0);
     assert_int_equal(jvm_proc_expect(&j->jvm, "ready", NULL, 0, 30000), 0);
-    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, j->name, 0, 30000);
+    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, j->name, 0, 90000);
     assert_non_null(reg);
     snprintf(j->instance, sizeof j->instance, "%s", reg->msg.u.registration.instance_id);
     snprintf(j->hostname, sizeof j->hostname, "%s", reg->msg.u.registration.hostname);
@@ -179,6 +181,9 @@ static const char env_v1[] =
     "      - sensor: invocation-sequence\n"
     "        class: demo.Work\n"
     "        method: call\n"
+    "      - sensor: invocation-sequence\n"
+    "        class: demo.PoolWork\n"
+    "        method: run\n"
     "mappings:\n"
     "  - agent: \"e2e-*\"\n"
     "    address: \"*\"\n"
@@ -217,6 +222,26 @@ static void test_rules_instrument_and_changes_apply_while_running(void **state)
     uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
     command(&j, "work 1 50", "work: calls=50");
     assert_int_equal(wait_events(&j, call_id, 400, 30000), 400); /* 50 calls x 4 invocations x 2 */
+
+    /* the pool's tasks continue the trace: segments of other threads, parented by a FORK */
+    result_match_t tpe_on = {j.instance, "java/util/concurrent/ThreadPoolExecutor", CMR_COMMAND_APPLIED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &tpe_on, 0, 60000));
+    command(&j, "load demo.PoolWork", "loaded");
+    result_match_t pool_on = {j.instance, "demo/PoolWork", CMR_COMMAND_APPLIED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &pool_on, 0, 60000));
+    command(&j, "pool 3", "pool: tasks=3");
+    int children = 0;
+    for (int waited = 0; waited < 30000 && children < 3; waited += 100) {
+        cmr_peer_poll(&peer, 100);
+        children = 0;
+        for (size_t i = 0; i < peer.n; i++) {
+            const cmr_msg_t *m = &peer.recs[i]->msg;
+            children += m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == j.agent_id &&
+                        m->u.event_batch.batch_seq == 0 && m->u.event_batch.parent != NULL &&
+                        strcmp(m->u.event_batch.thread_name, "pool-worker") == 0;
+        }
+    }
+    assert_int_equal(children, 3);
 
     apply_environment(env_v2);
     /* Greeter: bytes in the cache -> Redefine with newly instrumented bytes */

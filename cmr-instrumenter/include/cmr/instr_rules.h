@@ -33,9 +33,20 @@
  * returns. */
 typedef const cmr_instr_meta_t *(cmr_instr_lookup_fn)(const char *type, void *ud);
 
+/* The JDK's hand-off points get the context probes (docs/ARCHITECTURE.md, "The probe
+ * contract") whenever the environment records invocation sequences. */
+typedef enum cmr_instr_handoff {
+    CMR_HANDOFF_NONE = 0,
+    CMR_HANDOFF_CAPTURE, /* ctxCapture(task): the task is handed over here */
+    CMR_HANDOFF_BEGIN,   /* ctxBegin(task): the task starts running here */
+    CMR_HANDOFF_END,     /* ctxEnd: the task is done */
+} cmr_instr_handoff_t;
+
 typedef struct cmr_instr_pick {
     uint16_t method;          /* index into meta->methods */
     cmr_sensor_kind_t sensor;
+    cmr_instr_handoff_t handoff; /* a hand-off point's probe instead of the sensor's */
+    uint8_t arg;              /* CAPTURE / BEGIN: which parameter is the task */
 } cmr_instr_pick_t;
 
 typedef struct cmr_instr_decision {

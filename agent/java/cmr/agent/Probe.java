@@ -202,9 +202,9 @@ public final class Probe {
     public static void enter(long methodId) {
         Ring r = ring();
         int d = r.depth + 1;
+        r.depth = d; // before beginSegment: JDK code it runs cannot open a second segment
         if (d == 1)
             r.beginSegment();
-        r.depth = d;
         r.event(ENTER, methodId, d);
     }
 
