@@ -37,8 +37,7 @@ typedef struct worker {
     cmr_producer_t *producer;
     agent_t *agents;
     size_t n_agents, cap_agents;
-    char **topics_ok; /* command topics known to exist (owned) */
-    size_t n_topics, cap_topics;
+    cmr_topic_set_t topics_ok; /* command topics known to exist */
 } worker_t;
 
 static int64_t now_ms(void)
@@ -59,25 +58,11 @@ static int64_t mono_ms(void)
 
 static int ensure_command_topic(worker_t *w, const char *topic)
 {
-    for (size_t i = 0; i < w->n_topics; i++)
-        if (strcmp(w->topics_ok[i], topic) == 0)
-            return 0;
     char err[256];
-    if (cmr_admin_ensure_topic(w->conf, topic, 1, -1, 0, 10000, err, sizeof err) != 0) {
+    if (cmr_admin_ensure_topic_once(&w->topics_ok, w->conf, topic, 10000, err, sizeof err) < 0) {
         cmr_log(CMR_LOG_ERROR, "config.command_topic_failed", "topic=%s error=\"%s\"", topic, err);
         return -1;
     }
-    if (w->n_topics == w->cap_topics) {
-        size_t cap = w->cap_topics ? w->cap_topics * 2 : 16;
-        char **t = realloc(w->topics_ok, cap * sizeof *t);
-        if (!t)
-            return 0;
-        w->topics_ok = t;
-        w->cap_topics = cap;
-    }
-    char *copy = strdup(topic);
-    if (copy)
-        w->topics_ok[w->n_topics++] = copy;
     return 0;
 }
 
@@ -315,9 +300,7 @@ static void teardown(worker_t *w)
     for (size_t i = 0; i < w->n_agents; i++)
         cmr_msg_free(&w->agents[i].reg);
     free(w->agents);
-    for (size_t i = 0; i < w->n_topics; i++)
-        free(w->topics_ok[i]);
-    free(w->topics_ok);
+    cmr_topic_set_free(&w->topics_ok);
 }
 
 int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)

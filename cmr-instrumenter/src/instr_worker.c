@@ -44,8 +44,7 @@ typedef struct worker {
     int assigned_once;
     int envs_checked;
     size_t sent;       /* messages queued in the current unit */
-    char **topics_ok;  /* command topics known to exist */
-    size_t n_topics, cap_topics;
+    cmr_topic_set_t topics_ok; /* command topics known to exist */
     uint64_t classes, redefines, resends, originals;
     int replaying;     /* catch-up of a newly assigned partition: cache only, no commands */
 } worker_t;
@@ -142,26 +141,14 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
     }
     if (w->replaying)
         return 0;
-    for (size_t i = 0; i < w->n_topics; i++)
-        if (strcmp(w->topics_ok[i], topic) == 0)
-            return 0;
     char err[256];
-    if (cmr_admin_ensure_topic(w->conf, topic, 1, -1, 0, 10000, err, sizeof err) != 0) {
+    int rc = cmr_admin_ensure_topic_once(&w->topics_ok, w->conf, topic, 10000, err, sizeof err);
+    if (rc < 0) {
         cmr_log(CMR_LOG_ERROR, "instr.command_topic_failed", "topic=%s error=\"%s\"", topic, err);
         return -1;
     }
-    if (w->n_topics == w->cap_topics) {
-        size_t cap = w->cap_topics ? w->cap_topics * 2 : 16;
-        char **t = realloc(w->topics_ok, cap * sizeof *t);
-        if (!t)
-            return 0;
-        w->topics_ok = t;
-        w->cap_topics = cap;
-    }
-    char *copy = strdup(topic);
-    if (copy)
-        w->topics_ok[w->n_topics++] = copy;
-    warm_topic(w, topic);
+    if (rc == 1) /* new: fetch its metadata now, not at the producer's next refresh */
+        warm_topic(w, topic);
     return 0;
 }
 
@@ -791,9 +778,7 @@ static void teardown(worker_t *w)
     cmr_reader_free(w->config_reader);
     cmr_cfg_state_free(w->state);
     cmr_instr_cache_close(w->cache);
-    for (size_t i = 0; i < w->n_topics; i++)
-        free(w->topics_ok[i]);
-    free(w->topics_ok);
+    cmr_topic_set_free(&w->topics_ok);
 }
 
 static int catch_up(worker_t *w, int64_t timeout_ms)

@@ -6,7 +6,9 @@
  * clusters that allow auto-creation, the embedded broker included) and, if still
  * missing, through CreateTopics (which needs the ACL to create topics).
  */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmr/kafka.h"
@@ -107,4 +109,47 @@ out:
     rd_kafka_queue_destroy(q);
     rd_kafka_destroy(rk);
     return rc;
+}
+
+static bool topic_set_has(const cmr_topic_set_t *set, const char *topic)
+{
+    for (size_t i = 0; i < set->count; i++)
+        if (strcmp(set->names[i], topic) == 0)
+            return true;
+    return false;
+}
+
+/* Remembers topic; out of memory only means it is asked for again later. */
+static void topic_set_add(cmr_topic_set_t *set, const char *topic)
+{
+    if (set->count == set->cap) {
+        size_t cap = set->cap ? set->cap * 2 : 16;
+        char **names = realloc(set->names, cap * sizeof *names);
+        if (!names)
+            return;
+        set->names = names;
+        set->cap = cap;
+    }
+    char *copy = strdup(topic);
+    if (copy)
+        set->names[set->count++] = copy;
+}
+
+int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic, int timeout_ms,
+                                char *errbuf, size_t errlen)
+{
+    if (topic_set_has(set, topic))
+        return 0;
+    if (cmr_admin_ensure_topic(conf, topic, 1, -1, 0, timeout_ms, errbuf, errlen) != 0)
+        return -1;
+    topic_set_add(set, topic);
+    return 1;
+}
+
+void cmr_topic_set_free(cmr_topic_set_t *set)
+{
+    for (size_t i = 0; i < set->count; i++)
+        free(set->names[i]);
+    free(set->names);
+    *set = (cmr_topic_set_t){0};
 }

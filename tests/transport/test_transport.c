@@ -292,6 +292,28 @@ static void test_restart_resumes_without_loss_or_duplicates(void **state)
         assert_int_equal(processed[i], 1);
 }
 
+/* --- topics made sure of once ------------------------------------------------------- */
+
+static void test_ensure_topic_once_asks_once(void **state)
+{
+    (void)state;
+    char err[256], topic[96];
+    unique("cmr.cmd.once", topic, sizeof topic);
+    cmr_topic_set_t set = {0};
+    assert_int_equal(cmr_admin_ensure_topic_once(&set, conf, topic, 10000, err, sizeof err), 1);
+    assert_int_equal(cmr_admin_ensure_topic_once(&set, conf, topic, 10000, err, sizeof err), 0);
+    assert_int_equal(set.count, 1);
+    /* a cluster that does not answer: an error, and the topic is not remembered */
+    cmr_conf_t *bad = cmr_conf_new();
+    cmr_conf_set(bad, "kafka.bootstrap.servers", "127.0.0.1:1", "test");
+    cmr_conf_set(bad, "log.level", "off", "test");
+    assert_int_equal(cmr_admin_ensure_topic_once(&set, bad, "cmr.cmd.unreachable", 500, err, sizeof err), -1);
+    assert_int_equal(set.count, 1);
+    cmr_conf_destroy(bad);
+    cmr_topic_set_free(&set);
+    assert_int_equal(set.count, 0);
+}
+
 /* --- foreign messages -------------------------------------------------------------- */
 
 static void test_foreign_messages_are_skipped_and_counted(void **state)
@@ -403,6 +425,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_every_type_on_its_topic_with_its_key),
         cmocka_unit_test(test_two_consumers_share_partitions),
         cmocka_unit_test(test_restart_resumes_without_loss_or_duplicates),
+        cmocka_unit_test(test_ensure_topic_once_asks_once),
         cmocka_unit_test(test_foreign_messages_are_skipped_and_counted),
         cmocka_unit_test(test_unreachable_broker_never_blocks),
     };

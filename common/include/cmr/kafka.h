@@ -138,4 +138,18 @@ void cmr_record_free(cmr_record_t *rec);
 int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions,
                            int replication, int compacted, int timeout_ms, char *errbuf, size_t errlen);
 
+/* Topics already made sure of, so that a worker asks the cluster once per topic (the
+ * per-agent command topics). A zeroed struct is empty; release with cmr_topic_set_free(). */
+typedef struct cmr_topic_set {
+    char **names; /* owned */
+    size_t count, cap;
+} cmr_topic_set_t;
+
+/* cmr_admin_ensure_topic() for a topic not in `set` (one partition, broker defaults), which
+ * is then remembered. 0 when it was known already, 1 when it was ensured now, -1 with
+ * errbuf filled when the cluster could not make sure of it (it is asked again next time). */
+int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic, int timeout_ms,
+                                char *errbuf, size_t errlen);
+void cmr_topic_set_free(cmr_topic_set_t *set);
+
 #endif
