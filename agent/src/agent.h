@@ -107,8 +107,9 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);
  * distribution (event=agent.redefine_latency) when the JVM stops. */
 void cmr_agent_record_redefine_latency(cmr_agent_t *a, int64_t loaded_ns);
 void cmr_agent_log_redefine_latency(cmr_agent_t *a);
-/* Dynamic attach: records every class already loaded (bytes captured later). */
-void cmr_agent_record_loaded_classes(cmr_agent_t *a);
+/* Records loaded classes for capture: all of them (after a dynamic attach), or only those
+ * whose bytes the load hook never saw (only_unseen: at VMInit). */
+void cmr_agent_record_loaded_classes(cmr_agent_t *a, bool only_unseen);
 /* The load hook's part of a resend: if a capture is pending for this class, take the
  * bytes. Returns true when the class was captured. */
 bool cmr_agent_capture_hook(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t *bytes, size_t len);

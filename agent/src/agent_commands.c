@@ -394,9 +394,12 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env)
     cmr_log(CMR_LOG_DEBUG, "agent.classes_captured", "captured=%zu not_capturable=%zu", n - lost, lost);
 }
 
-/* --- dynamic attach ------------------------------------------------------------------------- */
+/* --- classes the load hook never saw --------------------------------------------------------
+ * After a dynamic attach, every loaded class; at VMInit of a normal start, the few the JVM
+ * defined before the hook was armed (java.lang.Object, String, Thread ...: vmClasses). Their
+ * bytes are captured later, on the control thread, like a resend. */
 
-void cmr_agent_record_loaded_classes(cmr_agent_t *a)
+void cmr_agent_record_loaded_classes(cmr_agent_t *a, bool only_unseen)
 {
     JNIEnv *env = NULL;
     if ((*a->jvm)->GetEnv(a->jvm, (void **)&env, JNI_VERSION_1_8) != JNI_OK)
@@ -416,7 +419,8 @@ void cmr_agent_record_loaded_classes(cmr_agent_t *a)
             size_t n = strlen(sig);
             char *name = strndup(sig + 1, n - 2);
             int64_t loader_id = cmr_agent_loader_id(a->jvmti, loader);
-            if (name && loader_id >= 0 && strncmp(name, "cmr/agent/", 10) != 0) {
+            if (name && loader_id >= 0 && strncmp(name, "cmr/agent/", 10) != 0 &&
+                !(only_unseen && cmr_class_cache_knows(a->classes, name, loader_id))) {
                 jweak weak = (*env)->NewWeakGlobalRef(env, classes[i]);
                 jweak old = weak ? cmr_class_cache_set_handle(a->classes, name, loader_id, weak) : NULL;
                 if (old)
@@ -433,5 +437,6 @@ void cmr_agent_record_loaded_classes(cmr_agent_t *a)
         (*env)->DeleteLocalRef(env, classes[i]);
     }
     (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)classes);
-    cmr_log(CMR_LOG_INFO, "agent.attached", "loaded_classes=%d recorded=%d", count, recorded);
+    cmr_log(CMR_LOG_INFO, only_unseen ? "agent.early_classes" : "agent.attached", "loaded_classes=%d recorded=%d",
+            count, recorded);
 }

@@ -172,6 +172,8 @@ static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread)
     (void)thread;
     cmr_agent_t *a = cmr_agent_self;
     a->live = true;
+    if (a->mode != CMR_MODE_STOPPED)
+        cmr_agent_record_loaded_classes(a, true);
     if (cmr_probe_publisher_start(a) != 0)
         cmr_log(CMR_LOG_ERROR, "agent.publisher_failed", "probes will record nothing");
     cmr_log(CMR_LOG_DEBUG, "agent.vm_init", "instance=%s", a->instance_id);
@@ -386,7 +388,7 @@ JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *reserved)
     (void)reserved;
     jint rc = agent_start(vm, options, 1);
     if (rc == JNI_OK && cmr_agent_self && cmr_agent_self->mode != CMR_MODE_STOPPED)
-        cmr_agent_record_loaded_classes(cmr_agent_self);
+        cmr_agent_record_loaded_classes(cmr_agent_self, false);
     return rc;
 }
 

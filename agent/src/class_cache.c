@@ -253,6 +253,15 @@ bool cmr_class_cache_has_handle(cmr_class_cache_t *c, const char *name, int64_t 
     return has;
 }
 
+bool cmr_class_cache_knows(cmr_class_cache_t *c, const char *name, int64_t loader_id)
+{
+    pthread_mutex_lock(&c->lock);
+    reg_entry_t *r = reg_find(c, name, loader_id, false);
+    bool knows = r && r->hash != 0;
+    pthread_mutex_unlock(&c->lock);
+    return knows;
+}
+
 int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visit_fn *fn, void *opaque)
 {
     int rc = 0;

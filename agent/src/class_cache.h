@@ -96,6 +96,8 @@ void cmr_class_cache_stats(cmr_class_cache_t *cache, cmr_class_cache_stats_t *ou
 void *cmr_class_cache_set_handle(cmr_class_cache_t *cache, const char *name, int64_t loader_id, void *handle);
 /* Whether (name, loader) already has a handle. */
 bool cmr_class_cache_has_handle(cmr_class_cache_t *cache, const char *name, int64_t loader_id);
+/* Whether the load hook has offered this class (its hash is known). */
+bool cmr_class_cache_knows(cmr_class_cache_t *cache, const char *name, int64_t loader_id);
 /* Calls fn for every registered class named `name` (any loader); stops when fn returns
  * non-zero and returns that value. Runs under the cache's mutex: fn must be quick and
  * must not call back into the cache. */

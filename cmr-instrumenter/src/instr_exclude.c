@@ -9,7 +9,9 @@
 static const char *const excluded[] = {
     "cmr/agent/",                /* the agent's own classes, Probe included */
     "java/lang/Object",          /* every constructor chain ends here */
-    "java/lang/Thread",          /* Thread.currentThread() on the probe path */
+    "java/lang/Thread",          /* on the probe path; and its constructors run while a native
+                                    thread attaches, before it has a Thread object (a probe
+                                    that meets a contended monitor there crashes HotSpot) */
     "java/lang/Thread$*",
     "java/lang/ThreadLocal*",    /* per-thread ring lookup */
     "java/lang/Class",

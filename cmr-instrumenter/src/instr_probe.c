@@ -18,22 +18,32 @@ static const cf_probe probes[3] = {
     [CMR_SENSOR_ANCHOR] = {"anchor", CALL("anchorEnter"), CALL("anchorExit"), CALL("anchorExitThrow")},
 };
 
-/* The context probes of the hand-off points: CAPTURE and BEGIN pass the task (a parameter)
- * and the hand-off point's method id; END closes what BEGIN opened. */
-#define CTX_CALL(n, arg) {CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, {{CF_PARG_ARG, arg, 0}, {CF_PARG_METHOD_ID, 0, 0}}}
-static const cf_probe handoff_probes[2][4] = {
-    {[CMR_HANDOFF_CAPTURE] = {"ctx-capture", CTX_CALL("ctxCapture", 0), {0}, {0}},
-     [CMR_HANDOFF_BEGIN] = {"ctx-begin", CTX_CALL("ctxBegin", 0), {0}, {0}},
-     [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}}},
-    {[CMR_HANDOFF_CAPTURE] = {"ctx-capture", CTX_CALL("ctxCapture", 1), {0}, {0}},
-     [CMR_HANDOFF_BEGIN] = {"ctx-begin", CTX_CALL("ctxBegin", 1), {0}, {0}},
-     [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}}},
+/* The context probes of the hand-off points (docs/ARCHITECTURE.md, "The probe contract"):
+ * one set per place the probe's object comes from (parameter 0, parameter 1, `this`). */
+#define OBJ_CALL(n, kind, i)                                                                                       \
+    {CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, {{kind, i, 0}, {CF_PARG_METHOD_ID, 0, 0}}}
+#define HANDOFF_SET(kind, i)                                                                                       \
+    {                                                                                                              \
+        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                        \
+        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                              \
+        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                                 \
+        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
+        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                             \
+        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
+    }
+static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
+    HANDOFF_SET(CF_PARG_ARG, 0),
+    HANDOFF_SET(CF_PARG_ARG, 1),
+    HANDOFF_SET(CF_PARG_THIS, 0),
 };
 
 static const cf_probe *pick_probe(const cmr_instr_pick_t *p)
 {
-    if (p->handoff != CMR_HANDOFF_NONE && p->arg < 2)
-        return &handoff_probes[p->arg][p->handoff];
+    if (p->handoff > CMR_HANDOFF_NONE && p->handoff < CMR_HANDOFF__COUNT) {
+        unsigned from = p->arg == CMR_HANDOFF_ARG_THIS ? 2 : p->arg;
+        if (from < 3)
+            return &handoff_probes[from][p->handoff];
+    }
     return cmr_instr_probe(p->sensor);
 }
 

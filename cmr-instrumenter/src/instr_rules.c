@@ -144,6 +144,8 @@ static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta
 {
     if (m->access & (0x0400 | 0x0100)) /* abstract, native: no code */
         return 0;
+    if ((m->access & 0x0040) && !(a->modifiers_required & 0x0040)) /* bridge: javac's forwarder to */
+        return 0; /* the real method, which is matched by itself; only asked-for bridges */
     if (strcmp(m->name, "<clinit>") == 0)
         return 0;
     if (strcmp(m->name, "<init>") == 0 && !a->constructors)
@@ -159,18 +161,60 @@ static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta
     return 1;
 }
 
-/* The hand-off points of the JDK that pass work to another thread. */
+/* The hand-off points of the JDK that pass work to another thread or another JVM. They are
+ * instrumented even in classes of the exclusion list (Thread, sun/, jdk/internal/): their
+ * probes only move a context, and run no instrumented code. */
+#define TPE "java/util/concurrent/ThreadPoolExecutor"
+#define FJT "java/util/concurrent/ForkJoinTask"
+#define HUC "sun/net/www/protocol/http/HttpURLConnection"
 static const struct {
-    const char *cls, *name, *desc;
+    const char *cls, *name, *desc; /* desc NULL: any descriptor (it differs between JDKs) */
     cmr_instr_handoff_t role;
     uint8_t arg;
 } handoffs[] = {
-    {"java/util/concurrent/ThreadPoolExecutor", "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
-    {"java/util/concurrent/ThreadPoolExecutor", "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V",
-     CMR_HANDOFF_BEGIN, 1},
-    {"java/util/concurrent/ThreadPoolExecutor", "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V",
-     CMR_HANDOFF_END, 0},
+    /* Executors: the pool's own hooks around each task, so every executor built on it
+     * (Executors.*, ScheduledThreadPoolExecutor, submit()'s FutureTask) is covered */
+    {TPE, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
+    {TPE, "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V", CMR_HANDOFF_BEGIN, 1},
+    {TPE, "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V", CMR_HANDOFF_END, 0},
+    /* Threads: the started thread's first recorded call continues the trace */
+    {"java/lang/Thread", "start", "()V", CMR_HANDOFF_CAPTURE, CMR_HANDOFF_ARG_THIS},
+    /* ForkJoin: a task carries the context of the code that made it (fork(), invoke(),
+     * submit() and CompletableFuture's async stages all make one, wrappers included) and
+     * continues it wherever the pool runs it */
+    {FJT, "<init>", "()V", CMR_HANDOFF_CAPTURE, CMR_HANDOFF_ARG_THIS},
+    {FJT, "doExec", NULL, CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
+    /* CompletableFuture's async tasks are ForkJoinTasks, but an executor that is not a
+     * ForkJoinPool (the thread-per-task one used when the common pool has one thread, any
+     * ThreadPoolExecutor) runs them through run() */
+    {"java/util/concurrent/CompletableFuture$AsyncSupply", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
+    {"java/util/concurrent/CompletableFuture$AsyncRun", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
+    {"java/util/concurrent/CompletableFuture$Completion", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
+    /* HTTP out: before the request goes out (HttpURLConnection: whichever of these the
+     * application calls first; the later ones find it connected and add nothing) or is
+     * built (HttpClient) */
+    {HUC, "connect", "()V", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
+    {HUC, "getInputStream", "()Ljava/io/InputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
+    {HUC, "getOutputStream", "()Ljava/io/OutputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
+    {"jdk/internal/net/http/HttpRequestBuilderImpl", "build", "()Ljava/net/http/HttpRequest;", CMR_HANDOFF_HTTP_OUT,
+     CMR_HANDOFF_ARG_THIS},
+    /* HTTP in: a servlet's service continues the caller's trace */
+    {"jakarta/servlet/http/HttpServlet", "service", "(Ljakarta/servlet/ServletRequest;Ljakarta/servlet/ServletResponse;)V",
+     CMR_HANDOFF_HTTP_IN, 0},
+    {"javax/servlet/http/HttpServlet", "service", "(Ljavax/servlet/ServletRequest;Ljavax/servlet/ServletResponse;)V",
+     CMR_HANDOFF_HTTP_IN, 0},
 };
+#undef TPE
+#undef FJT
+#undef HUC
+
+static bool is_handoff_class(const char *name)
+{
+    for (size_t h = 0; h < sizeof handoffs / sizeof handoffs[0]; h++)
+        if (strcmp(name, handoffs[h].cls) == 0)
+            return true;
+    return false;
+}
 
 /* Adds (or puts in place of a sensor's pick) the hand-off probes of cls. */
 static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
@@ -180,7 +224,8 @@ static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
             continue;
         for (size_t m = 0; m < cls->n_methods; m++) {
             const cmr_instr_method_t *me = &cls->methods[m];
-            if (strcmp(me->name, handoffs[h].name) != 0 || strcmp(me->desc, handoffs[h].desc) != 0 ||
+            if (strcmp(me->name, handoffs[h].name) != 0 ||
+                (handoffs[h].desc && strcmp(me->desc, handoffs[h].desc) != 0) ||
                 (me->access & (0x0400 | 0x0100)))
                 continue;
             size_t at = out->n_picks;
@@ -199,12 +244,22 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
                      cmr_instr_decision_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (cmr_instr_excluded(cls->name)) {
-        out->excluded = 1;
+    if (!env || env->assignments.count == 0 || cls->n_methods == 0) {
+        out->excluded = cmr_instr_excluded(cls->name);
         return 0;
     }
-    if (!env || env->assignments.count == 0 || cls->n_methods == 0)
+    bool sequences = false;
+    for (size_t i = 0; i < env->assignments.count; i++)
+        sequences |= env->assignments.items[i].sensor == CMR_SENSOR_INVOCATION_SEQUENCE;
+    if (cmr_instr_excluded(cls->name)) { /* only its hand-off points, if any */
+        out->excluded = 1;
+        if (!sequences || !is_handoff_class(cls->name))
+            return 0;
+        if (!(out->picks = calloc(cls->n_methods, sizeof *out->picks)))
+            return -1;
+        add_handoffs(cls, out);
         return 0;
+    }
     ctx_t c = {cls, lookup, ud, out, 0};
     size_t na = env->assignments.count;
     int *applies = calloc(na, sizeof *applies);
@@ -225,9 +280,6 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
             break;
         }
     }
-    bool sequences = false;
-    for (size_t i = 0; i < na; i++)
-        sequences |= env->assignments.items[i].sensor == CMR_SENSOR_INVOCATION_SEQUENCE;
     if (sequences)
         add_handoffs(cls, out);
     free(applies);
@@ -257,7 +309,8 @@ uint64_t cmr_instr_decision_signature(const cmr_instr_meta_t *cls, const cmr_ins
     XXH3_64bits_reset(st);
     for (size_t i = 0; i < d->n_picks; i++) {
         const cmr_instr_method_t *m = &cls->methods[d->picks[i].method];
-        uint32_t sensor = (uint32_t)d->picks[i].sensor | (uint32_t)d->picks[i].handoff << 8;
+        uint32_t sensor =
+            (uint32_t)d->picks[i].sensor | (uint32_t)d->picks[i].handoff << 8 | (uint32_t)d->picks[i].arg << 16;
         XXH3_64bits_update(st, m->name, strlen(m->name) + 1);
         XXH3_64bits_update(st, m->desc, strlen(m->desc) + 1);
         XXH3_64bits_update(st, &sensor, sizeof sensor);

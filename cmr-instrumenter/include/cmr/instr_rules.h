@@ -37,23 +37,31 @@ typedef const cmr_instr_meta_t *(cmr_instr_lookup_fn)(const char *type, void *ud
  * contract") whenever the environment records invocation sequences. */
 typedef enum cmr_instr_handoff {
     CMR_HANDOFF_NONE = 0,
-    CMR_HANDOFF_CAPTURE, /* ctxCapture(task): the task is handed over here */
-    CMR_HANDOFF_BEGIN,   /* ctxBegin(task): the task starts running here */
-    CMR_HANDOFF_END,     /* ctxEnd: the task is done */
+    CMR_HANDOFF_CAPTURE,  /* entry: ctxCapture(task): the task is handed over here */
+    CMR_HANDOFF_BEGIN,    /* entry: ctxBegin(task): the task starts running here */
+    CMR_HANDOFF_END,      /* entry: ctxEnd: the task is done */
+    CMR_HANDOFF_SPAN,     /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_HTTP_OUT, /* entry: httpOut(request): an outgoing request gets the headers */
+    CMR_HANDOFF_HTTP_IN,  /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
+
+/* cmr_instr_pick_t.arg: the probe's object is `this` rather than a parameter */
+#define CMR_HANDOFF_ARG_THIS 0xFF
 
 typedef struct cmr_instr_pick {
     uint16_t method;          /* index into meta->methods */
     cmr_sensor_kind_t sensor;
     cmr_instr_handoff_t handoff; /* a hand-off point's probe instead of the sensor's */
-    uint8_t arg;              /* CAPTURE / BEGIN: which parameter is the task */
+    uint8_t arg;              /* the probe's object: parameter 0 or 1, or CMR_HANDOFF_ARG_THIS */
 } cmr_instr_pick_t;
 
 typedef struct cmr_instr_decision {
     cmr_instr_pick_t *picks;  /* owned */
     size_t n_picks;
     cmr_instr_names_t missing; /* owned: types that could not be resolved */
-    int excluded;             /* the class is on the exclusion list */
+    int excluded;             /* the class is on the exclusion list (hand-off points in it
+                                 still get their context probes) */
 } cmr_instr_decision_t;
 
 /* Decides for one class. 0, or -1 on out of memory. */

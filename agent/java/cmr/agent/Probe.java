@@ -14,11 +14,14 @@ package cmr.agent;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
+import java.lang.reflect.Method;
+import java.net.URLConnection;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
 import java.util.IdentityHashMap;
-import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -160,13 +163,115 @@ public final class Probe {
     /** Segment ids: blocks handed to threads from a base the agent draws at random. */
     private static final AtomicLong SEGMENTS = new AtomicLong();
 
-    /** Tasks handed to another thread, with the contexts they carry, oldest first: the
-     *  same object may be handed over many times (a non-capturing lambda is one shared
-     *  instance), and executors run tasks in about the order they were handed over.
-     *  Bounded: past HANDOFF_MAX pending hand-offs the table is forgotten. */
-    private static final int HANDOFF_MAX = 1 << 16;
-    private static final Map<Object, ArrayDeque<Context>> HANDOFF = new IdentityHashMap<>();
-    private static int handoffs;
+    /** Tasks (and threads) handed over, with the contexts they carry. */
+    private static final Handoffs HANDOFF = new Handoffs();
+
+    /**
+     * Objects handed to another thread, each with the contexts it carries, oldest first: the
+     * same object may be handed over many times (a non-capturing lambda is one shared
+     * instance), and executors run tasks in about the order they were handed over.
+     *
+     * Keys are held weakly and compared by identity: a task that is never run (a
+     * CompletableFuture stage completed inline, a thread that runs nothing instrumented)
+     * goes away with its object. Bounded: past MAX pending hand-offs the table is emptied.
+     */
+    static final class Handoffs {
+        static final int MAX = 1 << 16;
+
+        static final class Entry extends WeakReference<Object> {
+            final int hash;
+            Entry next;
+            final ArrayDeque<Context> contexts = new ArrayDeque<>(2);
+
+            Entry(Object key, int hash, Entry next, ReferenceQueue<Object> q) {
+                super(key, q);
+                this.hash = hash;
+                this.next = next;
+            }
+        }
+
+        private final ReferenceQueue<Object> gone = new ReferenceQueue<>();
+        private Entry[] table = new Entry[64];
+        private int entries, pending;
+        private volatile boolean empty = true; // lets ctxBegin skip the lock
+
+        synchronized void add(Object key, Context c) {
+            expunge();
+            if (pending >= MAX) { // contexts nobody took: forget them rather than grow
+                table = new Entry[64];
+                entries = pending = 0;
+            }
+            int h = System.identityHashCode(key);
+            Entry e = find(key, h);
+            if (e == null) {
+                if (entries >= table.length * 3 / 4)
+                    grow();
+                int i = h & (table.length - 1);
+                e = table[i] = new Entry(key, h, table[i], gone);
+                entries++;
+            }
+            e.contexts.addLast(c);
+            pending++;
+            empty = false;
+        }
+
+        /** The oldest context `key` carries, taken; null if none. */
+        Context take(Object key) {
+            if (empty)
+                return null;
+            synchronized (this) {
+                int h = System.identityHashCode(key);
+                Entry e = find(key, h);
+                if (e == null)
+                    return null;
+                Context c = e.contexts.pollFirst();
+                pending--;
+                if (e.contexts.isEmpty())
+                    unlink(e);
+                empty = entries == 0;
+                return c;
+            }
+        }
+
+        private Entry find(Object key, int h) {
+            for (Entry e = table[h & (table.length - 1)]; e != null; e = e.next)
+                if (e.hash == h && e.get() == key)
+                    return e;
+            return null;
+        }
+
+        private void unlink(Entry dead) {
+            int i = dead.hash & (table.length - 1);
+            for (Entry e = table[i], prev = null; e != null; prev = e, e = e.next)
+                if (e == dead) {
+                    if (prev == null)
+                        table[i] = e.next;
+                    else
+                        prev.next = e.next;
+                    entries--;
+                    pending -= e.contexts.size();
+                    e.contexts.clear();
+                    return;
+                }
+        }
+
+        private void expunge() {
+            for (Object r; (r = gone.poll()) != null; )
+                unlink((Entry) r);
+        }
+
+        private void grow() {
+            Entry[] old = table, t = new Entry[old.length * 2];
+            for (Entry head : old)
+                for (Entry e = head, n; e != null; e = n) {
+                    n = e.next;
+                    int i = e.hash & (t.length - 1);
+                    e.next = t[i];
+                    t[i] = e;
+                }
+            table = t;
+        }
+    }
 
     private static final Ring NONE = new Ring(null);
     private static final ThreadLocal<Ring> RINGS = new ThreadLocal<>();
@@ -185,6 +290,7 @@ public final class Probe {
             if (b != null) {
                 r = new Ring(b.order(ByteOrder.LITTLE_ENDIAN));
                 SEGMENTS.compareAndSet(0, (long) LONGS.getOpaque(b, SEGMENT_BASE));
+                r.pending = HANDOFF.take(t); // started by Thread.start inside a trace
             }
         } catch (Throwable e) {
             // no ring for this thread: its probes record nothing
@@ -233,24 +339,22 @@ public final class Probe {
     // remembers the context with the task; the thread that runs the task opens a segment
     // whose parent is that FORK.
 
-    /** On the submitting thread: `task` carries the current context to whoever runs it. */
+    /** On the submitting thread: `task` carries the current context to whoever runs it.
+     *  Also Thread.start (the task is the thread) and ForkJoinTask's constructor. */
     public static void ctxCapture(Object task, long siteId) {
-        Ring r = ring();
-        if (task == null || r.depth == 0 || r.buf == null)
+        Ring r = RINGS.get(); // a thread without a ring is outside any trace
+        if (task == null || r == null || r.depth == 0 || r.buf == null)
             return;
+        HANDOFF.add(task, fork(r, siteId));
+    }
+
+    /** Records a FORK event in the open segment: the context a child continues. */
+    private static Context fork(Ring r, long siteId) {
         long at = r.seq;
         boolean recorded = r.put(FORK, siteId, System.nanoTime(), 0);
         if (recorded)
             r.seq++;
-        Context c = new Context(r.traceHi, r.traceLo, 0, r.segment, recorded ? at : -1, false);
-        synchronized (HANDOFF) {
-            if (handoffs >= HANDOFF_MAX) { // tasks that never ran: forget them rather than grow
-                HANDOFF.clear();
-                handoffs = 0;
-            }
-            HANDOFF.computeIfAbsent(task, k -> new ArrayDeque<>(2)).addLast(c);
-            handoffs++;
-        }
+        return new Context(r.traceHi, r.traceLo, 0, r.segment, recorded ? at : -1, false);
     }
 
     /** On the thread that runs `task`: continue the trace it carries, under a node for the
@@ -258,19 +362,16 @@ public final class Probe {
      *  instrumented). Pair with ctxEnd / ctxEndThrow. */
     public static void ctxBegin(Object task, long siteId) {
         Ring r = ring();
-        Context c;
-        if (task == null)
-            c = null;
-        else
-            synchronized (HANDOFF) {
-                ArrayDeque<Context> q = HANDOFF.get(task);
-                c = q == null ? null : q.pollFirst();
-                if (c != null)
-                    handoffs--;
-                if (q != null && q.isEmpty())
-                    HANDOFF.remove(task);
-            }
-        boolean opens = c != null && r.depth == 0 && r.buf != null;
+        Context c = task == null ? null : HANDOFF.take(task);
+        if (r.depth == 0)
+            r.pending = null; // a hand-off point: what started the thread no longer applies
+        open(r, c, c != null, siteId);
+    }
+
+    /** Opens a segment under `c` (a new trace when null) with a node for the hand-off
+     *  point, if `wanted` and this thread is outside any recorded call. */
+    private static void open(Ring r, Context c, boolean wanted, long siteId) {
+        boolean opens = wanted && r.depth == 0 && r.buf != null;
         r.ctxStack = (r.ctxStack << 1) | (opens ? 1 : 0);
         if (opens) {
             r.pending = c;
@@ -294,6 +395,161 @@ public final class Probe {
         if (opened) // ctxEnd may run in another method than ctxBegin (afterExecute)
             leave(r, kind, r.ctxSite);
     }
+
+    // --- across JVMs: HTTP ---------------------------------------------------------------
+    //
+    // An outgoing request carries the context in two headers: W3C `traceparent` (the trace
+    // id, and the low 64 bits of the segment id as parent-id), which other tracers read, and
+    // `cmr-parent: <agent hex>:<segment hex>:<event seq hex>`, which names the FORK event
+    // exactly. An incoming request continues whatever it carries; a foreign traceparent
+    // joins that trace under a "remote caller" (agent 0, event -1).
+
+    static final String TRACEPARENT = "traceparent", CMR_PARENT = "cmr-parent";
+
+    /** Before an outgoing request: `request` is a java.net.URLConnection not yet connected,
+     *  or a java.net.http.HttpRequest.Builder about to build. */
+    public static void httpOut(Object request, long siteId) {
+        Ring r = RINGS.get();
+        if (request == null || r == null || r.depth == 0 || r.buf == null)
+            return;
+        long at = r.seq;
+        long agent = r.agentId();
+        String tp = traceparent(r.traceHi, r.traceLo, r.segment);
+        String cp = Long.toHexString(agent) + ':' + Long.toHexString(r.segment) + ':' + Long.toHexString(at);
+        try {
+            if (request instanceof URLConnection) {
+                URLConnection u = (URLConnection) request;
+                u.setRequestProperty(TRACEPARENT, tp);
+                if (agent != 0)
+                    u.setRequestProperty(CMR_PARENT, cp);
+            } else {
+                Method set = HEADER_SETTERS.of(request.getClass());
+                if (set == null)
+                    return;
+                set.invoke(request, TRACEPARENT, tp);
+                if (agent != 0)
+                    set.invoke(request, CMR_PARENT, cp);
+            }
+        } catch (Throwable e) {
+            return; // already connected, or headers refused: the call goes out untraced
+        }
+        if (r.put(FORK, siteId, System.nanoTime(), 0))
+            r.seq++;
+    }
+
+    /** Around an incoming request (a servlet's service): continue the caller's trace, or
+     *  begin a new one. Pair with ctxEnd / ctxEndThrow. */
+    public static void httpIn(Object request, long siteId) {
+        Ring r = ring();
+        Context c = null;
+        if (r.depth == 0 && request != null) {
+            try {
+                Method get = HEADER_GETTERS.of(request.getClass());
+                if (get != null)
+                    c = remoteContext((String) get.invoke(request, TRACEPARENT),
+                            (String) get.invoke(request, CMR_PARENT));
+            } catch (Throwable e) {
+                c = null; // unreadable headers: a trace of its own
+            }
+        }
+        if (r.depth == 0)
+            r.pending = null;
+        open(r, c, true, siteId);
+    }
+
+    static String traceparent(long hi, long lo, long segment) {
+        StringBuilder b = new StringBuilder(55).append("00-");
+        hex16(b, hi);
+        hex16(b, lo);
+        b.append('-');
+        hex16(b, segment == 0 ? 1 : segment); // an all-zero parent-id is invalid
+        return b.append("-01").toString();
+    }
+
+    private static void hex16(StringBuilder b, long v) {
+        for (int shift = 60; shift >= 0; shift -= 4)
+            b.append(Character.forDigit((int) (v >>> shift) & 15, 16));
+    }
+
+    /** The context an incoming request carries; null when it carries none (or garbage). */
+    static Context remoteContext(String traceparent, String cmrParent) {
+        if (traceparent == null)
+            return null;
+        String tp = traceparent.trim();
+        // version "-" trace-id(32) "-" parent-id(16) "-" flags(2); future versions may append
+        if (tp.length() < 55 || tp.charAt(2) != '-' || tp.charAt(35) != '-' || tp.charAt(52) != '-' ||
+                tp.startsWith("ff"))
+            return null;
+        try {
+            long hi = Long.parseUnsignedLong(tp.substring(3, 19), 16);
+            long lo = Long.parseUnsignedLong(tp.substring(19, 35), 16);
+            long parent = Long.parseUnsignedLong(tp.substring(36, 52), 16);
+            if ((hi | lo) == 0 || parent == 0)
+                return null;
+            if (cmrParent != null) {
+                String[] p = cmrParent.trim().split(":");
+                if (p.length == 3) {
+                    long agent = Long.parseUnsignedLong(p[0], 16);
+                    long segment = Long.parseUnsignedLong(p[1], 16);
+                    long event = Long.parseUnsignedLong(p[2], 16);
+                    if (agent != 0 && segment == parent)
+                        return new Context(hi, lo, agent, segment, event, true);
+                }
+            }
+            return new Context(hi, lo, 0, parent, -1, true);
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** Public header methods found through the object's class (the servlet and HTTP client
+     *  APIs are not visible from the bootstrap loader), one lookup per class. */
+    static final class HeaderMethods {
+        private final String iface, name;
+        private final Class<?>[] params;
+        private final IdentityHashMap<Class<?>, Method> found = new IdentityHashMap<>();
+
+        HeaderMethods(String iface, String name, Class<?>... params) {
+            this.iface = iface;
+            this.name = name;
+            this.params = params;
+        }
+
+        synchronized Method of(Class<?> k) {
+            if (found.containsKey(k))
+                return found.get(k);
+            Method m = null;
+            for (Class<?> c = k; c != null && m == null; c = c.getSuperclass())
+                for (Class<?> i : c.getInterfaces())
+                    if ((m = lookup(i)) != null)
+                        break;
+            if (found.size() > 256)
+                found.clear();
+            found.put(k, m);
+            return m;
+        }
+
+        private Method lookup(Class<?> i) {
+            for (String n : iface.split("\\|"))
+                if (i.getName().equals(n))
+                    try {
+                        return i.getMethod(name, params);
+                    } catch (NoSuchMethodException e) {
+                        return null;
+                    }
+            for (Class<?> sup : i.getInterfaces()) {
+                Method m = lookup(sup);
+                if (m != null)
+                    return m;
+            }
+            return null;
+        }
+    }
+
+    private static final HeaderMethods HEADER_GETTERS = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getHeader", String.class);
+    private static final HeaderMethods HEADER_SETTERS = new HeaderMethods(
+            "java.net.http.HttpRequest$Builder", "setHeader", String.class, String.class);
 
     // --- timer: one sample per call, aggregated by the agent ------------------------------
 

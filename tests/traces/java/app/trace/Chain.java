@@ -1,0 +1,31 @@
+package trace;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ForkJoinPool;
+
+/** run: two CompletableFuture chains, each supplyAsync(first) -> thenApplyAsync(second) ->
+ *  thenApply(third). One on a ForkJoinPool of its own, one on the default executor (the
+ *  common pool, or a thread per task when the common pool has a single thread). */
+public class Chain {
+    static final ForkJoinPool FJ = new ForkJoinPool(2);
+
+    public static long run() {
+        CompletableFuture<Long> a = CompletableFuture.supplyAsync(Chain::first, FJ)
+                .thenApplyAsync(Chain::second, FJ).thenApply(Chain::third);
+        CompletableFuture<Long> b = CompletableFuture.supplyAsync(Chain::first)
+                .thenApplyAsync(Chain::second).thenApply(Chain::third);
+        return a.join() + b.join();
+    }
+
+    static long first() {
+        return Leaf.work(1) & 0xff;
+    }
+
+    static long second(long x) {
+        return x + (Leaf.work(1) & 0xff);
+    }
+
+    static long third(long x) {
+        return x + 1;
+    }
+}

@@ -1,0 +1,16 @@
+package trace.web;
+
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+
+/** GET /orders/check: doGet -> Inventory.check -> Inventory.lookup; answers "ok N". */
+public class OrderServlet extends HttpServlet {
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+        long n = Inventory.check(req.getParameter("client"));
+        resp.setContentType("text/plain");
+        resp.getWriter().print("ok " + n);
+    }
+}

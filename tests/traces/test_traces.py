@@ -1,0 +1,645 @@
+#!/usr/bin/env python3
+"""Call trees end to end, checked where an operator reads them: cmr-ingest's HTTP API.
+
+Starts the embedded broker, the three CMR workers (cmr-config, cmr-instrumenter,
+cmr-ingest), a client JVM with the agent (TraceApp) and Tomcat 10 with the agent and a small
+servlet (trace.web.OrderServlet), all on loopback with free ports, in a scratch directory
+removed at the end. Each scenario runs one command of TraceApp (or one HTTP request) and
+then checks the stored tree: its exact shape in application methods, which calls ran on
+another thread or JVM (async), the thread and JVM of every node, and that every child lies
+within its parent in time.
+
+  nested    calls in one thread
+  pool      ExecutorService.submit on a pool of reused threads
+  thread    Thread.start
+  chain     CompletableFuture stages on a ForkJoinPool and on the default executor
+  forkjoin  a RecursiveTask forking and joining in a ForkJoinPool
+  http      HttpURLConnection and HttpClient calls into Tomcat (two JVMs, one trace)
+  foreign   a request with another tracer's traceparent joins that trace
+  plain     a request without headers starts a trace in Tomcat
+  running   a root call still running is visible (running), and complete later
+
+The JDK's hand-off points are instrumented by cmr-instrumenter while the JVMs run, so a
+scenario is repeated until its tree is right (bounded), then once more, which must be right
+at once.
+
+Exit status: 0 passed, 1 failed, 77 skipped (no Tomcat 10).
+"""
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+TC_HOME = "/usr/share/tomcat10"
+JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.")
+DEADLINE_S = 120          # per scenario, while instrumentation arrives
+CROSS_JVM_SLACK_NS = 2_000_000  # clocks of two JVMs: wall clock read once per JVM
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Proc:
+    """A child process with its output in a file (or, for `interactive`, on a pipe)."""
+
+    def __init__(self, name, argv, work, interactive=False, env=None):
+        self.name = name
+        self.logpath = os.path.join(work, name + ".log")
+        self.logf = open(self.logpath, "w")
+        self.lines = queue.Queue()
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE if interactive else self.logf,
+                                  stderr=self.logf, text=True, env=env, start_new_session=True)
+        if interactive:
+            threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.p.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def send(self, cmd, expect, timeout=60):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                line = self.lines.get(timeout=max(0.1, end - time.time()))
+            except queue.Empty:
+                break
+            if line is None:
+                raise RuntimeError("%s ended while waiting for %r" % (self.name, expect))
+            if line.startswith(expect):
+                return line
+            if line.startswith("error:") or line.startswith("unknown"):
+                raise RuntimeError("%s: %s" % (self.name, line))
+        raise RuntimeError("%s: no %r within %ds" % (self.name, expect, timeout))
+
+    def wait_log(self, pattern, timeout=60):
+        end = time.time() + timeout
+        rx = re.compile(pattern)
+        while time.time() < end:
+            with open(self.logpath) as f:
+                m = rx.search(f.read())
+            if m:
+                return m
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError("%s: no /%s/ in its log within %ds (exit %s)" % (self.name, pattern, timeout, self.p.poll()))
+
+    def stop(self, timeout=30):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.logf.close()
+
+
+# --- the ingest API -----------------------------------------------------------------------
+
+class Ingest:
+    def __init__(self, port):
+        self.base = "http://127.0.0.1:%d" % port
+
+    def get(self, path, **q):
+        url = self.base + path + ("?" + urllib.parse.urlencode(q) if q else "")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.load(r)
+
+    def traces(self, **q):
+        return self.get("/api/traces", **q)["traces"]
+
+    def trace(self, tid):
+        return self.get("/api/traces/" + tid)
+
+    def complete_trace(self, since_ns, timeout=15, **q):
+        """The newest complete trace that started after since_ns and matches q."""
+        end = time.time() + timeout
+        while time.time() < end:
+            for t in self.traces(**({"from": str(since_ns), "limit": "20"} | q)):
+                if t["complete"]:
+                    return self.trace(t["trace_id"])
+            time.sleep(0.2)
+        return None
+
+
+# --- trees --------------------------------------------------------------------------------
+
+def short(method):
+    """'trace.Nested.a()V' -> 'Nested.a'; JDK methods keep their package."""
+    name = method.split("(")[0]
+    if name.startswith("trace."):
+        name = name[len("trace."):]
+        if name.startswith("web."):
+            name = name[len("web."):]
+    return name
+
+
+def is_app(node):
+    return node["kind"] != "call" or not node["method"].startswith(JDK_PREFIXES) or \
+        node["method"].startswith("jakarta.servlet.http.HttpServlet.service")
+
+
+def app_view(node, async_above=False):
+    """The node's subtree in application methods: JDK hand-off nodes are left out, their
+    children lifted (async when a left-out node above them was)."""
+    out = []
+    for c in node.get("children", []):
+        if is_app(c):
+            out.append(dict(c, async_=c["async"] or async_above,
+                            children_view=app_view(c, False)))
+        else:
+            out.extend(app_view(c, async_above or c["async"]))
+    return out
+
+
+def shape(nodes):
+    """Comparable shape: (name, async, [children]) with children in order."""
+    return [(short(n["method"]) if n["kind"] == "call" else "(" + n["kind"] + ")", n["async_"],
+             shape(n["children_view"])) for n in nodes]
+
+
+def walk(node, parent=None):
+    yield node, parent
+    for c in node.get("children", []):
+        yield from walk(c, node)
+
+
+def within(n, p):
+    """None if call n lies within call p in time (two JVMs: within the clocks' slack)."""
+    slack = 0 if n["agent_id"] == p["agent_id"] else CROSS_JVM_SLACK_NS
+    if n["start_ns"] + slack < p["start_ns"] or n["end_ns"] > p["end_ns"] + slack:
+        return "%s [%d..%d] not within its parent %s [%d..%d]" % (
+            short(n["method"]), n["start_ns"], n["end_ns"], short(p["method"]), p["start_ns"], p["end_ns"])
+    return None
+
+
+def check_common(tree):
+    """Nothing running, nothing lost; every call within its parent in time. A JDK hand-off
+    node may end after its parent (the pool's bookkeeping after the task, afterExecute, runs
+    after the waiting caller was released): only its start is checked, and the application
+    calls below it are checked against the application call above it."""
+    problems = []
+    for root in tree["roots"]:
+        for n, p in walk(root):
+            if n.get("running"):
+                problems.append("%s still running" % short(n["method"]))
+            if n.get("exit_lost"):
+                problems.append("%s lost its exit" % short(n["method"]))
+            if p is None or p["kind"] != "call" or n["kind"] != "call":
+                continue
+            if n["async"] and not is_app(n):
+                if n["start_ns"] < p["start_ns"]:
+                    problems.append("%s starts before its parent %s" % (short(n["method"]), short(p["method"])))
+                continue
+            w = within(n, p)
+            if w:
+                problems.append(w)
+        if root["kind"] == "call":
+            view = dict(root, async_=False, children_view=app_view(root))
+            for v in app_nodes(view):
+                for c in v["children_view"]:
+                    w = within(c, v) if c["kind"] == "call" else None
+                    if w and w not in problems:
+                        problems.append(w)
+    if tree.get("missing_batches"):
+        problems.append("missing batches: %s" % tree["missing_batches"])
+    return problems
+
+
+def root_view(tree):
+    roots = tree["roots"]
+    if len(roots) != 1:
+        return None, ["%d roots" % len(roots)]
+    r = roots[0]
+    return dict(r, async_=False, children_view=app_view(r)), []
+
+
+def fmt(sh, indent=0):
+    lines = []
+    for name, a, kids in sh:
+        lines.append("  " * indent + name + (" async" if a else ""))
+        lines.extend(fmt(kids, indent + 1))
+    return lines
+
+
+def expect_shape(view, want):
+    got = shape([view])
+    if got != want:
+        return ["shape differs:\n    got:\n      " + "\n      ".join(fmt(got)) +
+                "\n    want:\n      " + "\n      ".join(fmt(want))]
+    return []
+
+
+def app_nodes(view):
+    yield view
+    for c in view["children_view"]:
+        yield from app_nodes(c)
+
+
+# --- scenarios ------------------------------------------------------------------------------
+
+class Scenarios:
+    def __init__(self, app, ingest, tomcat_url, app_agent, tc_agent):
+        self.app, self.ingest, self.url = app, ingest, tomcat_url
+        self.app_agent, self.tc_agent = app_agent, tc_agent
+
+    def _run(self, cmd, expect, root):
+        since = time.time_ns()
+        self.app.send(cmd, expect)
+        return self.ingest.complete_trace(since, root=root)
+
+    def nested(self):
+        tree = self._run("nested", "nested:", "trace.Nested.run")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        p = expect_shape(v, [("Nested.run", False, [
+            ("Nested.a", False, [("Nested.b", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])]),
+            ("Nested.c", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])])])
+        threads = {n["thread"] for n in app_nodes(v)}
+        if threads != {"main"}:
+            p.append("threads %s, want main only" % threads)
+        return p + check_common(tree)
+
+    def pool(self):
+        tree = self._run("pool 3", "pool:", "trace.Pool.run")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        task = ("Pool.task", True, [("Leaf.work", False, [("Leaf.pause", False, [])])])
+        p = expect_shape(v, [("Pool.run", False, [task, task, task])])
+        # each task under the pool's hand-off node, on a pool thread (reused: 2 threads, 3 tasks)
+        handoffs = [c for c in tree["roots"][0]["children"]]
+        if [short(c["method"]) for c in handoffs] != ["java.util.concurrent.ThreadPoolExecutor.beforeExecute"] * 3:
+            p.append("hand-off nodes: %s" % [short(c["method"]) for c in handoffs])
+        for c in handoffs:
+            if c["thread"] != "trace-pool" or not c["async"]:
+                p.append("task node on %s async=%s" % (c["thread"], c["async"]))
+        if len({c["segment_id"] for c in handoffs}) != 3:
+            p.append("the 3 tasks are not 3 segments")
+        return p + check_common(tree)
+
+    def thread(self):
+        tree = self._run("thread", "thread:", "trace.Threads.run")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        p = expect_shape(v, [("Threads.run", False, [
+            ("Threads.body", True, [("Leaf.work", False, [("Leaf.pause", False, [])])])])])
+        body = v["children_view"][0] if v["children_view"] else None
+        if body and body["thread"] != "trace-thread":
+            p.append("body ran on %s" % body["thread"])
+        return p + check_common(tree)
+
+    def chain(self):
+        tree = self._run("chain", "chain:", "trace.Chain.run")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        leaf = ("Leaf.work", False, [("Leaf.pause", False, [])])
+        first = ("Chain.first", True, [leaf])
+        second = ("Chain.second", True, [leaf])
+        third = ("Chain.third", True, [])
+        # per chain: first (async), then second (async) with third after it in the same task
+        # (second's thread, a sibling); the two chains interleave in time
+        got = shape([v])
+        kids = sorted(got[0][2]) if got else []
+        want = sorted([first, first, second, second, third, third])
+        if not got or got[0][0] != "Chain.run" or kids != want:
+            p.append("shape differs:\n    got:\n      " + "\n      ".join(fmt(got)) +
+                     "\n    want (any order): Chain.run -> first x2, second x2, third x2 (all async)")
+        by_seg = {}
+        for n, _ in walk(tree["roots"][0]):
+            if n["kind"] == "call" and n["method"].startswith("trace.Chain."):
+                by_seg.setdefault(n["segment_id"], []).append(short(n["method"]))
+                if n["method"].startswith("trace.Chain.run"):
+                    continue
+                if n["thread"] == "main":
+                    p.append("%s ran on main" % short(n["method"]))
+        for seg, names in by_seg.items():
+            if "Chain.third" in names and "Chain.second" not in names:
+                p.append("third not on second's thread: %s" % names)
+        return p + check_common(tree)
+
+    def forkjoin(self):
+        n = 64
+        tree = self._run("forkjoin %d" % n, "forkjoin:", "trace.Sum.total")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+
+        def count(lo, hi):
+            return 1 if hi - lo < 4 else 1 + count(lo, (lo + hi) >> 1) + count(((lo + hi) >> 1) + 1, hi)
+        computes = [x for x in app_nodes(v) if x["kind"] == "call" and x["method"].startswith("trace.Sum.compute")]
+        if len(computes) != count(1, n):
+            p.append("%d Sum.compute calls, want %d" % (len(computes), count(1, n)))
+        top = v["children_view"]
+        if len(top) != 1 or short(top[0]["method"]) != "Sum.compute" or not top[0]["async_"]:
+            p.append("Sum.total's child: %s" % fmt(shape(top)))
+        # every compute sits under Sum.total, under a compute or the task that ran it
+        for x in computes:
+            if x["thread"] == "main":
+                p.append("Sum.compute ran on main")
+                break
+        return p + check_common(tree)
+
+    def _servlet(self, is_async):
+        inner = [("OrderServlet.doGet", False, [("Inventory.check", False, [("Inventory.lookup", False, [])])])]
+        return ("jakarta.servlet.http.HttpServlet.service", is_async, inner)
+
+    def _servlet_nodes(self, tree):
+        return [n for r in tree["roots"] for n, _ in walk(r)
+                if n["kind"] == "call" and n["method"].startswith("jakarta.servlet.http.HttpServlet.service")]
+
+    def http(self):
+        tree = self._run("http " + self.url, "http:", "trace.Client.run")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        p = expect_shape(v, [("Client.run", False, [
+            ("Client.viaUrlConnection", False, [self._servlet(True)]),
+            ("Client.viaHttpClient", False, [self._servlet(True)])])])
+        if tree["jvms"] != 2:
+            p.append("%d JVMs, want 2" % tree["jvms"])
+        for s in self._servlet_nodes(tree):
+            if s["agent_id"] != self.tc_agent:
+                p.append("servlet on agent %s, want Tomcat's %s" % (s["agent_id"], self.tc_agent))
+            if not s["thread"].startswith("http-nio-"):
+                p.append("servlet on thread %s" % s["thread"])
+            for n, _ in walk(s):
+                if n["agent_id"] != self.tc_agent:
+                    p.append("%s under the servlet on agent %s" % (short(n["method"]), n["agent_id"]))
+        for n in app_nodes(v):
+            if n["method"].startswith("trace.Client") and (n["agent_id"] != self.app_agent or n["thread"] != "main"):
+                p.append("%s on %s / %s" % (short(n["method"]), n["agent_id"], n["thread"]))
+        return p + check_common(tree)
+
+    def _request(self, headers):
+        req = urllib.request.Request(self.url + "?client=curl", headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read().decode()
+        if not body.startswith("ok "):
+            raise RuntimeError("servlet answered %r" % body)
+
+    def foreign(self):
+        trace_id = os.urandom(16).hex()
+        parent = os.urandom(8).hex()
+        self._request({"traceparent": "00-%s-%s-01" % (trace_id, parent)})
+        end = time.time() + 15
+        tree = None
+        while time.time() < end:
+            try:
+                tree = self.ingest.trace(trace_id)
+                if tree["complete"]:
+                    break
+            except urllib.error.HTTPError:
+                pass
+            time.sleep(0.2)
+        if not tree or not tree["complete"]:
+            return ["no complete trace %s (the other tracer's id)" % trace_id]
+        p = []
+        roots = tree["roots"]
+        if len(roots) != 1 or roots[0]["kind"] != "remote_caller":
+            return ["roots: %s" % [r["kind"] for r in roots]]
+        if parent not in json.dumps(roots[0]):
+            p.append("remote caller does not name parent-id %s" % parent)
+        v = dict(roots[0], async_=False, children_view=app_view(roots[0]))
+        p += expect_shape(v, [("(remote_caller)", False, [self._servlet(True)])])
+        return p + check_common(tree)
+
+    def plain(self):
+        since = time.time_ns()
+        self._request({})
+        tree = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
+        if not tree:
+            return ["no complete trace rooted in the servlet"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        p = expect_shape(v, [self._servlet(False)])
+        return p + check_common(tree)
+
+    def running(self):
+        since = time.time_ns()
+        self.app.send("slow 6000", "slow:")
+        end = time.time() + 5
+        seen_running = None
+        while time.time() < end and not seen_running:
+            for t in self.ingest.traces(**{"from": str(since), "root": "trace.Slow.run"}):
+                tree = self.ingest.trace(t["trace_id"])
+                r = tree["roots"][0] if tree["roots"] else None
+                if r and r.get("running") and not tree["complete"] and any(
+                        c["method"].startswith("trace.Slow.step") for c in r["children"]):
+                    seen_running = tree
+            time.sleep(0.2)
+        if not seen_running:
+            return ["the running root call was not visible within 5 s"]
+        tid = seen_running["trace_id"]
+        end = time.time() + 20
+        while time.time() < end:
+            tree = self.ingest.trace(tid)
+            if tree["complete"]:
+                break
+            time.sleep(0.3)
+        else:
+            return ["trace %s not complete 20 s after it started" % tid]
+        v, p = root_view(tree)
+        if p:
+            return p
+        step = ("Slow.step", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])
+        p = expect_shape(v, [("Slow.run", False, [step, ("Leaf.pause", False, []), step])])
+        if tree["duration_ns"] < 6_000_000_000:
+            p.append("duration %d ns, want >= 6 s" % tree["duration_ns"])
+        return p + check_common(tree)
+
+
+def until_right(name, fn):
+    """Repeats a scenario until its tree is right (instrumentation arrives while the JVMs
+    run), then once more: the repeat must be right at once."""
+    end = time.time() + DEADLINE_S
+    tries, problems = 0, None
+    while time.time() < end:
+        tries += 1
+        problems = fn()
+        if not problems:
+            again = fn()
+            if again:
+                log("FAIL %s: right after %d tries, then wrong:" % (name, tries))
+                for x in again:
+                    log("    " + x)
+                return False
+            log("ok   %s (right after %d tries, and again)" % (name, tries))
+            return True
+        time.sleep(1)
+    log("FAIL %s after %d tries:" % (name, tries))
+    for x in problems or []:
+        log("    " + x)
+    return False
+
+
+# --- set-up -------------------------------------------------------------------------------
+
+def tomcat_base(work, webapp, port):
+    b = os.path.join(work, "tomcat")
+    for d in ("conf", "logs", "temp", "work", "webapps"):
+        os.makedirs(os.path.join(b, d), exist_ok=True)
+    conf = "/etc/tomcat10" if os.path.isfile("/etc/tomcat10/server.xml") else "/var/lib/tomcat10/conf"
+    for f in os.listdir(conf):
+        src = os.path.join(conf, f)
+        if os.path.isfile(src):
+            shutil.copy(src, os.path.join(b, "conf", f))
+    with open(os.path.join(b, "conf", "server.xml")) as f:
+        x = f.read()
+    x = x.replace('<Connector port="8080"', '<Connector address="127.0.0.1" port="%d"' % port)
+    x = re.sub(r'<Server port="[0-9-]*"', '<Server port="-1"', x)
+    with open(os.path.join(b, "conf", "server.xml"), "w") as f:
+        f.write(x)
+    os.symlink(webapp, os.path.join(b, "webapps", "orders"))
+    return b
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("broker", "config", "instrumenter", "ingest", "java", "agent", "app", "webapp", "environment"):
+        ap.add_argument("--" + a, required=True)
+    ap.add_argument("--only", help="comma-separated scenarios")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = ap.parse_args()
+    if not os.path.isfile(os.path.join(TC_HOME, "bin", "bootstrap.jar")) or \
+            not os.path.isfile(os.path.join(args.webapp, "WEB-INF", "web.xml")):
+        log("SKIP: Tomcat 10 (tomcat10) or the compiled servlet is missing")
+        return 77
+
+    work = tempfile.mkdtemp(prefix="cmr-traces-")
+    procs = []
+    ok = False
+    try:
+        boot_file = os.path.join(work, "bootstrap")
+        procs.append(Proc("broker", [args.broker, "--bootstrap-file", boot_file], work))
+        for _ in range(100):
+            if os.path.exists(boot_file) and open(boot_file).read().strip():
+                break
+            time.sleep(0.1)
+        bs = open(boot_file).read().strip()
+        subprocess.run([args.config, "--bootstrap", bs, "--log-level", "warn", "apply", args.environment],
+                       check=True, timeout=60)
+        procs.append(Proc("config", [args.config, "--bootstrap", bs, "run"], work))
+        procs.append(Proc("instrumenter", [args.instrumenter, "--bootstrap", bs, "--db",
+                                           os.path.join(work, "instrumenter"), "run"], work))
+        ingest = Proc("ingest", [args.ingest, "--bootstrap", bs, "--store", os.path.join(work, "store"),
+                                 "--http-port", "0", "--log-level", "info", "run"], work)
+        procs.append(ingest)
+        port = int(ingest.wait_log(r"event=ingest\.http_listening .*port=(\d+)").group(1))
+        api = Ingest(port)
+
+        agent_opts = "bootstrap=%s,kafka.fetch.wait.max.ms=5" % bs
+        app = Proc("app", [args.java, "-agentpath:%s=%s,name=trace-app" % (args.agent, agent_opts),
+                           "-cp", args.app, "TraceApp"], work, interactive=True)
+        procs.append(app)
+        tc_port = free_port()
+        base = tomcat_base(work, os.path.abspath(args.webapp), tc_port)
+        tomcat = Proc("tomcat", [args.java, "-agentpath:%s=%s,name=trace-orders" % (args.agent, agent_opts),
+                                 "-Dcatalina.home=" + TC_HOME, "-Dcatalina.base=" + base,
+                                 "-Djava.io.tmpdir=" + os.path.join(base, "temp"),
+                                 "-cp", TC_HOME + "/bin/bootstrap.jar:" + TC_HOME + "/bin/tomcat-juli.jar",
+                                 "org.apache.catalina.startup.Bootstrap", "start"], work)
+        procs.append(tomcat)
+        app.send("ping", "unknown")  # the app answers: it runs
+        url = "http://127.0.0.1:%d/orders/check" % tc_port
+        end = time.time() + 120
+        while time.time() < end:
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except Exception:
+                if tomcat.p.poll() is not None:
+                    raise RuntimeError("Tomcat ended (see its log)")
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("Tomcat did not answer within 120 s")
+        # the agents' ids, from the registrations the ingest worker recorded
+        app.wait_log(r"event=agent\.configured", 120)
+        tomcat.wait_log(r"event=agent\.configured", 120)
+        ids = {}
+        with open(app.logpath) as f:
+            ids["app"] = re.search(r"agent_id=([0-9a-f]{16})", f.read())
+        with open(tomcat.logpath) as f:
+            ids["tc"] = re.search(r"agent_id=([0-9a-f]{16})", f.read())
+        if not ids["app"] or not ids["tc"]:
+            raise RuntimeError("no agent_id in the agents' logs")
+        s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
+        names = ["nested", "pool", "thread", "chain", "forkjoin", "http", "foreign", "plain", "running"]
+        if args.only:
+            names = args.only.split(",")
+        results = [until_right(n, getattr(s, n)) for n in names]
+        ok = all(results)
+        app.send("exit", "bye")
+    except Exception as e:  # a set-up failure: say what, and show the logs' tails
+        log("FAIL: %s" % e)
+        for p in procs:
+            try:
+                with open(p.logpath) as f:
+                    tail = f.readlines()[-15:]
+                log("--- %s (%s)" % (p.name, p.logpath))
+                sys.stdout.write("".join(tail))
+            except OSError:
+                pass
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        if not ok:
+            for p in procs:
+                with open(p.logpath) as f:
+                    crash = [ln for ln in f if "SIGSEGV" in ln or "fatal error" in ln or "Aborted" in ln]
+                if crash:
+                    log("%s: %s" % (p.name, crash[:3]))
+        if args.keep or not ok:
+            log("scratch directory kept: %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    log("RESULT: %s" % ("OK" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
