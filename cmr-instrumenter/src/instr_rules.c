@@ -177,6 +177,9 @@ static const struct {
     {TPE, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
     {TPE, "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V", CMR_HANDOFF_BEGIN, 1},
     {TPE, "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V", CMR_HANDOFF_END, 0},
+    /* scheduled pools queue their tasks without execute() (first run of a periodic task) */
+    {"java/util/concurrent/ScheduledThreadPoolExecutor", "delayedExecute",
+     "(Ljava/util/concurrent/RunnableScheduledFuture;)V", CMR_HANDOFF_CAPTURE, 0},
     /* Threads: the started thread's first recorded call continues the trace */
     {"java/lang/Thread", "start", "()V", CMR_HANDOFF_CAPTURE, CMR_HANDOFF_ARG_THIS},
     /* ForkJoin: a task carries the context of the code that made it (fork(), invoke(),

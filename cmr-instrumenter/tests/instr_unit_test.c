@@ -399,6 +399,86 @@ static void test_handoff_points(void **state)
     universe_free(&u);
 }
 
+/* Classes of the exclusion list get their hand-off probes and nothing else, even under a
+ * rule that matches everything; a hand-off without a descriptor matches any (doExec's
+ * differs between JDKs), and `this` is the object of Thread.start and doExec. */
+static void test_handoff_points_in_excluded_classes(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *th = add_type(&u, "java/lang/Thread", "java/lang/Object", NULL, NULL);
+    add_method(th, "start", "()V", 0x0001, NULL);
+    add_method(th, "run", "()V", 0x0001, NULL);
+    add_method(th, "getName", "()Ljava/lang/String;", 0x0011, NULL);
+    cmr_instr_meta_t *fjt = add_type(&u, "java/util/concurrent/ForkJoinTask", "java/lang/Object", NULL, NULL);
+    add_method(fjt, "<init>", "()V", 0x0001, NULL);
+    add_method(fjt, "doExec", "()I", 0x0010, NULL);
+    add_method(fjt, "fork", "()Ljava/util/concurrent/ForkJoinTask;", 0x0011, NULL);
+    cmr_instr_meta_t *huc = add_type(&u, "sun/net/www/protocol/http/HttpURLConnection", "java/net/HttpURLConnection",
+                                     NULL, NULL);
+    add_method(huc, "getInputStream", "()Ljava/io/InputStream;", 0x0001, NULL);
+    add_method(huc, "getHeaderField", "(I)Ljava/lang/String;", 0x0001, NULL);
+
+    cmr_sensor_assignment_t all[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "*", "*")};
+    cmr_environment_t env = env_of(all, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, th, lookup, &u, &d), 0);
+    assert_true(d.excluded);
+    assert_int_equal(d.n_picks, 1);
+    assert_string_equal(th->methods[d.picks[0].method].name, "start");
+    assert_true(d.picks[0].handoff == CMR_HANDOFF_CAPTURE && d.picks[0].arg == CMR_HANDOFF_ARG_THIS);
+    cmr_instr_decision_free(&d);
+
+    assert_int_equal(cmr_instr_decide(&env, huc, lookup, &u, &d), 0);
+    assert_true(d.excluded);
+    assert_int_equal(d.n_picks, 1);
+    assert_true(d.picks[0].handoff == CMR_HANDOFF_HTTP_OUT);
+    cmr_instr_decision_free(&d);
+
+    /* not excluded: the user's rule instruments fork(), the hand-offs take <init> and doExec */
+    assert_int_equal(cmr_instr_decide(&env, fjt, lookup, &u, &d), 0);
+    assert_false(d.excluded);
+    assert_int_equal(d.n_picks, 3);
+    for (size_t i = 0; i < d.n_picks; i++) {
+        const char *name = fjt->methods[d.picks[i].method].name;
+        cmr_instr_handoff_t want = strcmp(name, "<init>") == 0   ? CMR_HANDOFF_CAPTURE
+                                   : strcmp(name, "doExec") == 0 ? CMR_HANDOFF_SPAN
+                                                                 : CMR_HANDOFF_NONE;
+        assert_int_equal(d.picks[i].handoff, want);
+    }
+    cmr_instr_decision_free(&d);
+
+    /* no invocation sequences: an excluded class gets nothing */
+    cmr_sensor_assignment_t timers[] = {rule(CMR_SENSOR_TIMER, "*", "*")};
+    env = env_of(timers, 1);
+    assert_int_equal(cmr_instr_decide(&env, th, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
+static void test_bridges_only_when_asked(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *t = add_type(&u, "com/shop/Sum", "java/util/concurrent/RecursiveTask", NULL, NULL);
+    add_method(t, "compute", "()Ljava/lang/Long;", 0x0004, NULL);
+    add_method(t, "compute", "()Ljava/lang/Object;", 0x1044, NULL); /* protected synthetic bridge */
+    cmr_sensor_assignment_t r[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
+    cmr_environment_t env = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_string_equal(t->methods[d.picks[0].method].desc, "()Ljava/lang/Long;");
+    cmr_instr_decision_free(&d);
+    r[0].modifiers_required = 0x0040;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_string_equal(t->methods[d.picks[0].method].desc, "()Ljava/lang/Object;");
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 static void test_meta_encoding(void **state)
 {
     (void)state;
@@ -496,6 +576,8 @@ int main(void)
         cmocka_unit_test(test_cyclic_hierarchy_terminates),
         cmocka_unit_test(test_exclusions),
         cmocka_unit_test(test_handoff_points),
+        cmocka_unit_test(test_handoff_points_in_excluded_classes),
+        cmocka_unit_test(test_bridges_only_when_asked),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
     };

@@ -11,6 +11,7 @@ within its parent in time.
 
   nested    calls in one thread
   pool      ExecutorService.submit on a pool of reused threads
+  scheduled a task of a scheduled pool
   thread    Thread.start
   chain     CompletableFuture stages on a ForkJoinPool and on the default executor
   forkjoin  a RecursiveTask forking and joining in a ForkJoinPool
@@ -311,6 +312,20 @@ class Scenarios:
             p.append("the 3 tasks are not 3 segments")
         return p + check_common(tree)
 
+    def scheduled(self):
+        tree = self._run("scheduled", "scheduled:", "trace.Pool.scheduled")
+        if not tree:
+            return ["no complete trace"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        p = expect_shape(v, [("Pool.scheduled", False, [
+            ("Pool.task", True, [("Leaf.work", False, [("Leaf.pause", False, [])])])])])
+        task = v["children_view"][0] if v["children_view"] else None
+        if task and task["thread"] != "trace-timer":
+            p.append("task ran on %s" % task["thread"])
+        return p + check_common(tree)
+
     def thread(self):
         tree = self._run("thread", "thread:", "trace.Threads.run")
         if not tree:
@@ -496,7 +511,8 @@ class Scenarios:
 def until_right(name, fn):
     """Repeats a scenario until its tree is right (instrumentation arrives while the JVMs
     run), then once more: the repeat must be right at once."""
-    end = time.time() + DEADLINE_S
+    t0 = time.time()
+    end = t0 + DEADLINE_S
     tries, problems = 0, None
     while time.time() < end:
         tries += 1
@@ -508,7 +524,7 @@ def until_right(name, fn):
                 for x in again:
                     log("    " + x)
                 return False
-            log("ok   %s (right after %d tries, and again)" % (name, tries))
+            log("ok   %s (right after %d tries, and again; %.1f s)" % (name, tries, time.time() - t0))
             return True
         time.sleep(1)
     log("FAIL %s after %d tries:" % (name, tries))
@@ -608,7 +624,7 @@ def main():
         if not ids["app"] or not ids["tc"]:
             raise RuntimeError("no agent_id in the agents' logs")
         s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
-        names = ["nested", "pool", "thread", "chain", "forkjoin", "http", "foreign", "plain", "running"]
+        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "foreign", "plain", "running"]
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

@@ -5,6 +5,7 @@
  *
  *   nested            -> nested: done         trace.Nested.run: calls nested in one thread
  *   pool TASKS        -> pool: tasks=N        trace.Pool.run: ExecutorService.submit
+ *   scheduled         -> scheduled: done      trace.Pool.scheduled: a task 5 ms later
  *   thread            -> thread: done         trace.Threads.run: Thread.start + join
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
@@ -30,6 +31,10 @@ public class TraceApp {
                         break;
                     case "pool":
                         System.out.println("pool: tasks=" + trace.Pool.run(Integer.parseInt(w[1])));
+                        break;
+                    case "scheduled":
+                        trace.Pool.scheduled();
+                        System.out.println("scheduled: done");
                         break;
                     case "thread":
                         trace.Threads.run();

@@ -5,6 +5,8 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 /** run submits TASKS tasks (each: Task.call -> Leaf.work) to a fixed pool of 2 reused
  *  threads and waits for them. */
@@ -25,6 +27,17 @@ public class Pool {
             n++;
         }
         return n;
+    }
+
+    static final ScheduledExecutorService TIMER = Executors.newScheduledThreadPool(1, r -> {
+        Thread t = new Thread(r, "trace-timer");
+        t.setDaemon(true);
+        return t;
+    });
+
+    /** scheduled: one task run 5 ms later by a scheduled pool. */
+    public static long scheduled() throws Exception {
+        return TIMER.schedule(Pool::task, 5, TimeUnit.MILLISECONDS).get();
     }
 
     static long task() {
