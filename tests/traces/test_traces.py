@@ -140,7 +140,7 @@ class Ingest:
     def trace(self, tid):
         return self.get("/api/traces/" + tid)
 
-    def complete_trace(self, since_ns, timeout=15, **q):
+    def complete_trace(self, since_ns, timeout=4, **q):
         """The newest complete trace that started after since_ns and matches q."""
         end = time.time() + timeout
         while time.time() < end:
@@ -600,7 +600,9 @@ def main():
                                  "-cp", TC_HOME + "/bin/bootstrap.jar:" + TC_HOME + "/bin/tomcat-juli.jar",
                                  "org.apache.catalina.startup.Bootstrap", "start"], work)
         procs.append(tomcat)
-        app.send("ping", "unknown")  # the app answers: it runs
+        # the scenarios' classes load now, so that they are instrumented while Tomcat starts
+        app.send("load trace.Nested trace.Pool trace.Threads trace.Chain trace.Sum trace.Client trace.Slow "
+                 "trace.Leaf", "loaded")
         url = "http://127.0.0.1:%d/orders/check" % tc_port
         end = time.time() + 120
         while time.time() < end:

@@ -11,6 +11,8 @@
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
  *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
  *   slow MS           -> slow: started        trace.Slow.run on a thread of its own, MS long
+ *   load CLASS...     -> loaded N             Class.forName: the classes load (and get
+ *                                             instrumented) before their scenario runs
  *   exit              -> the JVM ends normally
  */
 import java.io.BufferedReader;
@@ -57,6 +59,11 @@ public class TraceApp {
                         System.out.println("slow: started");
                         break;
                     }
+                    case "load":
+                        for (int i = 1; i < w.length; i++)
+                            Class.forName(w[i]);
+                        System.out.println("loaded " + (w.length - 1));
+                        break;
                     case "exit":
                         System.out.println("bye");
                         return;
