@@ -42,3 +42,24 @@ function(cmr_add_fuzzer)
   math(EXPR t "${CMR_FUZZ_SECONDS} + 120")
   set_tests_properties(${F_NAME} PROPERTIES LABELS fuzz TIMEOUT ${t})
 endfunction()
+
+# The JDKs the JVM tests run on, as VERSION:JAVA_HOME: Debian's OpenJDK 17 always, and
+# Temurin 25 where it is installed.
+set(CMR_TEST_JDKS "17:${CMR_JAVA_HOME}")
+if(EXISTS /usr/lib/jvm/temurin-25-jdk-amd64/bin/java)
+  list(APPEND CMR_TEST_JDKS "25:/usr/lib/jvm/temurin-25-jdk-amd64")
+endif()
+
+# cmr_add_jvm_test(NAME command...)
+#   One test NAME_<version> per JDK of CMR_TEST_JDKS (label jvm, 600 s, exit 77 = skipped);
+#   in the command, @JAVA_HOME@ stands for that JDK's home.
+function(cmr_add_jvm_test name)
+  foreach(jdk IN LISTS CMR_TEST_JDKS)
+    string(REPLACE ":" ";" parts ${jdk})
+    list(GET parts 0 version)
+    list(GET parts 1 home)
+    string(REPLACE "@JAVA_HOME@" "${home}" cmd "${ARGN}")
+    add_test(NAME ${name}_${version} COMMAND ${cmd})
+    set_tests_properties(${name}_${version} PROPERTIES LABELS jvm TIMEOUT 600 SKIP_RETURN_CODE 77)
+  endforeach()
+endfunction()

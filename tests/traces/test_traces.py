@@ -273,15 +273,18 @@ class Scenarios:
         self.app_agent, self.tc_agent = app_agent, tc_agent
 
     def _run(self, cmd, expect, root):
+        """Runs one command; its complete trace, the root's application view, and problems
+        (when there is no such trace, or it has other than one root)."""
         since = time.time_ns()
         self.app.send(cmd, expect)
-        return self.ingest.complete_trace(since, root=root)
+        tree = self.ingest.complete_trace(since, root=root)
+        if not tree:
+            return None, None, ["no complete trace rooted in %s" % root]
+        v, p = root_view(tree)
+        return tree, v, p
 
     def nested(self):
-        tree = self._run("nested", "nested:", "trace.Nested.run")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("nested", "nested:", "trace.Nested.run")
         if p:
             return p
         p = expect_shape(v, [("Nested.run", False, [
@@ -293,10 +296,7 @@ class Scenarios:
         return p + check_common(tree)
 
     def pool(self):
-        tree = self._run("pool 3", "pool:", "trace.Pool.run")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("pool 3", "pool:", "trace.Pool.run")
         if p:
             return p
         task = ("Pool.task", True, [("Leaf.work", False, [("Leaf.pause", False, [])])])
@@ -313,10 +313,7 @@ class Scenarios:
         return p + check_common(tree)
 
     def scheduled(self):
-        tree = self._run("scheduled", "scheduled:", "trace.Pool.scheduled")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("scheduled", "scheduled:", "trace.Pool.scheduled")
         if p:
             return p
         p = expect_shape(v, [("Pool.scheduled", False, [
@@ -327,10 +324,7 @@ class Scenarios:
         return p + check_common(tree)
 
     def thread(self):
-        tree = self._run("thread", "thread:", "trace.Threads.run")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("thread", "thread:", "trace.Threads.run")
         if p:
             return p
         p = expect_shape(v, [("Threads.run", False, [
@@ -341,10 +335,7 @@ class Scenarios:
         return p + check_common(tree)
 
     def chain(self):
-        tree = self._run("chain", "chain:", "trace.Chain.run")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("chain", "chain:", "trace.Chain.run")
         if p:
             return p
         leaf = ("Leaf.work", False, [("Leaf.pause", False, [])])
@@ -374,10 +365,7 @@ class Scenarios:
 
     def forkjoin(self):
         n = 64
-        tree = self._run("forkjoin %d" % n, "forkjoin:", "trace.Sum.total")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("forkjoin %d" % n, "forkjoin:", "trace.Sum.total")
         if p:
             return p
 
@@ -405,10 +393,7 @@ class Scenarios:
                 if n["kind"] == "call" and n["method"].startswith("jakarta.servlet.http.HttpServlet.service")]
 
     def http(self):
-        tree = self._run("http " + self.url, "http:", "trace.Client.run")
-        if not tree:
-            return ["no complete trace"]
-        v, p = root_view(tree)
+        tree, v, p = self._run("http " + self.url, "http:", "trace.Client.run")
         if p:
             return p
         p = expect_shape(v, [("Client.run", False, [
