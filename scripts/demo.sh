@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: the whole system on this machine. Starts the embedded Kafka broker, the
 # three CMR workers (cmr-config, cmr-instrumenter, cmr-ingest), applies the demo
-# environment, runs a multi-threaded sample application (demo/java/shop) in a real JVM
-# with the agent, and prints the slowest call trees with their timings. Builds first
+# environment, runs a multi-threaded sample shop (demo/java/shop) that calls a payment
+# service in a second JVM over HTTP (demo/java/payments), both with the agent, and prints
+# the slowest call trees with their timings: across threads and JVMs. Builds first
 # (installing Debian packages when one is missing).
 #   scripts/demo.sh [SECONDS]       how long the application runs (default 10)
 set -euo pipefail
@@ -45,11 +46,23 @@ pids+=($ingest_pid)
 sleep 2
 echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
 
+agent="$B/agent/libcmragent.so=bootstrap=$bs,kafka.fetch.wait.max.ms=5"
+step "The payment service (a second JVM, HTTP on loopback), with the agent"
+"$JAVA" "-agentpath:$agent,name=payments-demo" -cp "$B/demo/classes" payments.PaymentService "$work/payments.port" \
+    >"$work/payments.out" 2>"$work/payments.log" &
+payments_pid=$!
+pids+=($payments_pid)
+for _ in $(seq 150); do [ -s "$work/payments.port" ] && break; sleep 0.1; done
+[ -s "$work/payments.port" ] || { cat "$work/payments.log" >&2; echo "the payment service did not start" >&2; exit 1; }
+payment_url="http://127.0.0.1:$(cat "$work/payments.port")/charge"
+echo "listening on $payment_url"
+
 step "The shop application, ${seconds}s, with the agent"
-"$JAVA" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=shop-demo,kafka.fetch.wait.max.ms=5" \
-    -cp "$B/demo/classes" shop.ShopDemo "$seconds" 2>"$work/jvm.log"
+"$JAVA" "-agentpath:$agent,name=shop-demo" -cp "$B/demo/classes" shop.ShopDemo "$seconds" "$payment_url" 2>"$work/jvm.log"
 grep -E "event=agent\.(configured|stopped)" "$work/jvm.log" | sed -e 's/^ts=[^ ]* //' || true
 echo "classes instrumented and redefined in the running JVM: $(sed -n 's/.*event=agent.stopped.*commands_applied=\([0-9]*\).*/\1/p' "$work/jvm.log")"
+kill "$payments_pid" 2>/dev/null || true
+wait "$payments_pid" 2>/dev/null || true
 
 step "Waiting for cmr-ingest to store the last batches"
 sleep 3

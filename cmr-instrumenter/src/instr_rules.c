@@ -206,6 +206,9 @@ static const struct {
      CMR_HANDOFF_HTTP_IN, 0},
     {"javax/servlet/http/HttpServlet", "service", "(Ljavax/servlet/ServletRequest;Ljavax/servlet/ServletResponse;)V",
      CMR_HANDOFF_HTTP_IN, 0},
+    /* ... and the JDK's own HTTP server (jdk.httpserver): every exchange passes its filter chain */
+    {"com/sun/net/httpserver/Filter$Chain", "doFilter", "(Lcom/sun/net/httpserver/HttpExchange;)V",
+     CMR_HANDOFF_HTTP_IN, 0},
 };
 #undef TPE
 #undef FJT

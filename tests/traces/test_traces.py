@@ -16,6 +16,7 @@ within its parent in time.
   chain     CompletableFuture stages on a ForkJoinPool and on the default executor
   forkjoin  a RecursiveTask forking and joining in a ForkJoinPool
   http      HttpURLConnection and HttpClient calls into Tomcat (two JVMs, one trace)
+  local     a call into the JDK's own HttpServer (jdk.httpserver)
   foreign   a request with another tracer's traceparent joins that trace
   plain     a request without headers starts a trace in Tomcat
   running   a root call still running is visible (running), and complete later
@@ -43,7 +44,9 @@ import urllib.parse
 import urllib.request
 
 TC_HOME = "/usr/share/tomcat10"
-JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.")
+JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.", "com.sun.")
+# the incoming side of HTTP: kept in the application view (a JVM's entry point)
+SERVER_ENTRIES = ("jakarta.servlet.http.HttpServlet.service", "com.sun.net.httpserver.Filter$Chain.doFilter")
 DEADLINE_S = 120          # per scenario, while instrumentation arrives
 CROSS_JVM_SLACK_NS = 2_000_000  # clocks of two JVMs: wall clock read once per JVM
 
@@ -165,7 +168,7 @@ def short(method):
 
 def is_app(node):
     return node["kind"] != "call" or not node["method"].startswith(JDK_PREFIXES) or \
-        node["method"].startswith("jakarta.servlet.http.HttpServlet.service")
+        node["method"].startswith(SERVER_ENTRIES)
 
 
 def app_view(node, async_above=False):
@@ -414,6 +417,18 @@ class Scenarios:
                 p.append("%s on %s / %s" % (short(n["method"]), n["agent_id"], n["thread"]))
         return p + check_common(tree)
 
+    def local(self):
+        tree, v, p = self._run("local", "local:", "trace.Client.local")
+        if p:
+            return p
+        p = expect_shape(v, [("Client.local", False, [("Client.localUrl", False, []), ("Client.viaUrlConnection", False, [
+            ("com.sun.net.httpserver.Filter$Chain.doFilter", True, [
+                ("Client.handle", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])])])])])
+        for n, _ in walk(tree["roots"][0]):
+            if n["kind"] == "call" and n["method"].startswith("trace.Client.handle") and n["thread"] != "trace-server":
+                p.append("handler ran on %s" % n["thread"])
+        return p + check_common(tree)
+
     def _request(self, headers):
         req = urllib.request.Request(self.url + "?client=curl", headers=headers)
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -611,7 +626,7 @@ def main():
         if not ids["app"] or not ids["tc"]:
             raise RuntimeError("no agent_id in the agents' logs")
         s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
-        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "foreign", "plain", "running"]
+        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "plain", "running"]
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

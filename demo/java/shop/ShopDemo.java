@@ -1,12 +1,19 @@
 /*
  * ShopDemo - the sample application of the demo: checkout requests served by a pool of
- * worker threads, each going through a few services; some calls are slow on purpose, so
- * the call trees show where the time goes.
+ * worker threads, each going through a few services: prices on the request's thread, the
+ * stock check handed to another pool, the payment over HTTP to another JVM
+ * (payments.PaymentService). Some calls are slow on purpose, so the call trees show where
+ * the time goes, across threads and JVMs.
  *
- *   java shop.ShopDemo SECONDS
+ *   java shop.ShopDemo SECONDS [PAYMENT_URL]   (without a URL the payment is local)
  */
 package shop;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.HttpURLConnection;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -22,7 +29,7 @@ public class ShopDemo {
         ExecutorService requests = Executors.newFixedThreadPool(4, r -> new Thread(r, "http-worker"));
         ExecutorService stock = Executors.newFixedThreadPool(2, r -> new Thread(r, "stock-checker"));
         CheckoutService checkout = new CheckoutService(new PriceService(), new InventoryService(stock),
-                new PaymentGateway());
+                new PaymentGateway(args.length > 1 ? args[1] : null));
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         while (System.nanoTime() < end) {
             for (int i = 0; i < 4; i++) {
@@ -101,9 +108,30 @@ class InventoryService {
 }
 
 class PaymentGateway {
+    final String url; // the payment service, or null: pay locally
+
+    PaymentGateway(String url) {
+        this.url = url;
+    }
+
     boolean charge(int order, long amount) {
-        // every tenth payment goes to a slow provider
-        ShopDemo.work(order % 10 == 0 ? 15000 : 500);
-        return ThreadLocalRandom.current().nextInt(100) < 97;
+        if (url == null) {
+            // every tenth payment goes to a slow provider
+            ShopDemo.work(order % 10 == 0 ? 15000 : 500);
+            return ThreadLocalRandom.current().nextInt(100) < 97;
+        }
+        try {
+            HttpURLConnection c = (HttpURLConnection) new URL(url + "?order=" + order + "&amount=" + amount)
+                    .openConnection();
+            c.setConnectTimeout(2000);
+            c.setReadTimeout(10000);
+            if (c.getResponseCode() != 200)
+                return false;
+            try (InputStream in = c.getInputStream()) { // read to the end: the connection is reused
+                return new String(in.readAllBytes(), StandardCharsets.UTF_8).equals("approved");
+            }
+        } catch (IOException e) {
+            return false;
+        }
     }
 }

@@ -437,17 +437,15 @@ public final class Probe {
             r.seq++;
     }
 
-    /** Around an incoming request (a servlet's service): continue the caller's trace, or
-     *  begin a new one. Pair with ctxEnd / ctxEndThrow. */
+    /** Around an incoming request (a servlet's service, an HttpServer exchange's filter
+     *  chain): continue the caller's trace, or begin a new one. Pair with ctxEnd /
+     *  ctxEndThrow. */
     public static void httpIn(Object request, long siteId) {
         Ring r = ring();
         Context c = null;
         if (r.depth == 0 && request != null) {
             try {
-                Method get = HEADER_GETTERS.of(request.getClass());
-                if (get != null)
-                    c = remoteContext((String) get.invoke(request, TRACEPARENT),
-                            (String) get.invoke(request, CMR_PARENT));
+                c = remoteContext(header(request, TRACEPARENT), header(request, CMR_PARENT));
             } catch (Throwable e) {
                 c = null; // unreadable headers: a trace of its own
             }
@@ -455,6 +453,20 @@ public final class Probe {
         if (r.depth == 0)
             r.pending = null;
         open(r, c, true, siteId);
+    }
+
+    /** A request header: HttpServletRequest.getHeader, or for the JDK's HttpServer
+     *  HttpExchange.getRequestHeaders().getFirst. */
+    private static String header(Object request, String name) throws ReflectiveOperationException {
+        Method get = SERVLET_HEADER.of(request.getClass());
+        if (get != null)
+            return (String) get.invoke(request, name);
+        Method headers = EXCHANGE_HEADERS.of(request.getClass());
+        if (headers == null)
+            return null;
+        Object h = headers.invoke(request);
+        Method first = h == null ? null : HEADERS_FIRST.of(h.getClass());
+        return first == null ? null : (String) first.invoke(h, name);
     }
 
     static String traceparent(long hi, long lo, long segment) {
@@ -502,15 +514,17 @@ public final class Probe {
         }
     }
 
-    /** Public header methods found through the object's class (the servlet and HTTP client
-     *  APIs are not visible from the bootstrap loader), one lookup per class. */
+    /** Public header methods found through the object's class (the servlet, HttpServer and
+     *  HTTP client APIs are not visible from the bootstrap loader), one lookup per class:
+     *  the method `name` of the first class or interface named in `types` that the object's
+     *  class extends or implements. */
     static final class HeaderMethods {
-        private final String iface, name;
+        private final String types, name;
         private final Class<?>[] params;
         private final IdentityHashMap<Class<?>, Method> found = new IdentityHashMap<>();
 
-        HeaderMethods(String iface, String name, Class<?>... params) {
-            this.iface = iface;
+        HeaderMethods(String types, String name, Class<?>... params) {
+            this.types = types;
             this.name = name;
             this.params = params;
         }
@@ -519,24 +533,34 @@ public final class Probe {
             if (found.containsKey(k))
                 return found.get(k);
             Method m = null;
-            for (Class<?> c = k; c != null && m == null; c = c.getSuperclass())
+            for (Class<?> c = k; c != null && m == null; c = c.getSuperclass()) {
+                m = named(c);
                 for (Class<?> i : c.getInterfaces())
-                    if ((m = lookup(i)) != null)
-                        break;
+                    if (m == null)
+                        m = lookup(i);
+            }
             if (found.size() > 256)
                 found.clear();
             found.put(k, m);
             return m;
         }
 
-        private Method lookup(Class<?> i) {
-            for (String n : iface.split("\\|"))
-                if (i.getName().equals(n))
+        /** The method, if c is one of the named types. */
+        private Method named(Class<?> c) {
+            for (String n : types.split("\\|"))
+                if (c.getName().equals(n))
                     try {
-                        return i.getMethod(name, params);
+                        return c.getMethod(name, params);
                     } catch (NoSuchMethodException e) {
                         return null;
                     }
+            return null;
+        }
+
+        private Method lookup(Class<?> i) {
+            Method found = named(i);
+            if (found != null)
+                return found;
             for (Class<?> sup : i.getInterfaces()) {
                 Method m = lookup(sup);
                 if (m != null)
@@ -546,8 +570,12 @@ public final class Probe {
         }
     }
 
-    private static final HeaderMethods HEADER_GETTERS = new HeaderMethods(
+    private static final HeaderMethods SERVLET_HEADER = new HeaderMethods(
             "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getHeader", String.class);
+    private static final HeaderMethods EXCHANGE_HEADERS = new HeaderMethods(
+            "com.sun.net.httpserver.HttpExchange", "getRequestHeaders");
+    private static final HeaderMethods HEADERS_FIRST = new HeaderMethods(
+            "com.sun.net.httpserver.Headers", "getFirst", String.class);
     private static final HeaderMethods HEADER_SETTERS = new HeaderMethods(
             "java.net.http.HttpRequest$Builder", "setHeader", String.class, String.class);
 

@@ -10,6 +10,8 @@
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
  *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
+ *   local             -> local: CODE          trace.Client.local: HttpURLConnection into a
+ *                                             JDK HttpServer of this JVM
  *   slow MS           -> slow: started        trace.Slow.run on a thread of its own, MS long
  *   load CLASS...     -> loaded N             Class.forName: the classes load (and get
  *                                             instrumented) before their scenario runs
@@ -50,6 +52,9 @@ public class TraceApp {
                         break;
                     case "http":
                         System.out.println("http: " + trace.Client.run(w[1]));
+                        break;
+                    case "local":
+                        System.out.println("local: " + trace.Client.local());
                         break;
                     case "slow": {
                         long ms = Long.parseLong(w[1]);

@@ -7,8 +7,38 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 
-/** run(url): one GET with HttpURLConnection, then one with java.net.http.HttpClient. */
+/** run(url): one GET with HttpURLConnection, then one with java.net.http.HttpClient.
+ *  local(): one GET with HttpURLConnection to a JDK HttpServer in this JVM (its handler:
+ *  Client.handle -> Leaf.work, on a thread of the server's pool). */
 public class Client {
+    private static com.sun.net.httpserver.HttpServer server;
+
+    public static String local() throws Exception {
+        return Integer.toString(viaUrlConnection(localUrl()));
+    }
+
+    private static synchronized String localUrl() throws java.io.IOException {
+        if (server == null) {
+            server = com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 16);
+            server.createContext("/local", Client::handle);
+            server.setExecutor(java.util.concurrent.Executors.newFixedThreadPool(2, r -> {
+                Thread t = new Thread(r, "trace-server");
+                t.setDaemon(true);
+                return t;
+            }));
+            server.start();
+        }
+        return "http://127.0.0.1:" + server.getAddress().getPort() + "/local";
+    }
+
+    static void handle(com.sun.net.httpserver.HttpExchange ex) throws java.io.IOException {
+        byte[] body = ("ok " + (Leaf.work(1) & 0xff)).getBytes();
+        ex.sendResponseHeaders(200, body.length);
+        try (java.io.OutputStream out = ex.getResponseBody()) {
+            out.write(body);
+        }
+    }
+
     public static String run(String url) throws Exception {
         return viaUrlConnection(url) + " " + viaHttpClient(url);
     }

@@ -1,0 +1,74 @@
+/*
+ * PaymentService - the demo's second JVM: a payment provider behind the JDK's own HTTP
+ * server (jdk.httpserver) on 127.0.0.1. The shop calls GET /charge?order=N&amount=M for
+ * every checkout; the answer is "approved" or "declined". Every tenth order goes through a
+ * slow bank, so the demo's slowest traces cross from the shop's JVM into this one.
+ *
+ *   java payments.PaymentService PORT_FILE    (binds a free port, writes it to PORT_FILE,
+ *                                              serves until the JVM is stopped)
+ */
+package payments;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Executors;
+
+public class PaymentService {
+    public static void main(String[] args) throws Exception {
+        // answer at once: without TCP_NODELAY a small response waits for the client's
+        // delayed ACK (40 ms on Linux), which the shop's traces would show as network time
+        System.setProperty("sun.net.httpserver.nodelay", "true");
+        HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 64);
+        server.createContext("/charge", PaymentService::handle);
+        server.setExecutor(Executors.newFixedThreadPool(4, r -> new Thread(r, "payment-worker")));
+        server.start();
+        Path tmp = Path.of(args[0] + ".tmp");
+        Files.writeString(tmp, Integer.toString(server.getAddress().getPort()));
+        Files.move(tmp, Path.of(args[0]));
+    }
+
+    static void handle(HttpExchange ex) throws IOException {
+        int order = 0;
+        long amount = 0;
+        String q = ex.getRequestURI().getQuery();
+        for (String kv : q == null ? new String[0] : q.split("&")) {
+            if (kv.startsWith("order="))
+                order = Integer.parseInt(kv.substring(6));
+            else if (kv.startsWith("amount="))
+                amount = Long.parseLong(kv.substring(7));
+        }
+        boolean ok = FraudCheck.score(order, amount) < 90 && Bank.authorize(order, amount);
+        byte[] body = (ok ? "approved" : "declined").getBytes(StandardCharsets.UTF_8);
+        ex.sendResponseHeaders(200, body.length);
+        try (OutputStream out = ex.getResponseBody()) {
+            out.write(body);
+        }
+    }
+
+    static void work(long micros) {
+        long until = System.nanoTime() + micros * 1000;
+        while (System.nanoTime() < until)
+            Thread.onSpinWait();
+    }
+}
+
+class FraudCheck {
+    static int score(int order, long amount) {
+        PaymentService.work(300);
+        return (int) ((order * 7919L + amount) % 100);
+    }
+}
+
+class Bank {
+    static boolean authorize(int order, long amount) {
+        // every tenth payment goes to a slow bank
+        PaymentService.work(order % 10 == 0 ? 15000 : 400);
+        return amount > 0;
+    }
+}
