@@ -13,6 +13,7 @@ static const char *const excluded[] = {
                                     thread attaches, before it has a Thread object (a probe
                                     that meets a contended monitor there crashes HotSpot) */
     "java/lang/Thread$*",
+    "java/lang/ThreadGroup",     /* also run by Thread's constructor while a thread attaches */
     "java/lang/ThreadLocal*",    /* per-thread ring lookup */
     "java/lang/Class",
     "java/lang/ClassLoader",

@@ -327,7 +327,7 @@ static void test_exclusions(void **state)
 {
     (void)state;
     const char *never[] = {"cmr/agent/Probe", "cmr/agent/x/Y", "java/lang/Object", "java/lang/Thread",
-                           "java/lang/ThreadLocal$ThreadLocalMap", "java/lang/invoke/MethodHandle",
+                           "java/lang/ThreadLocal$ThreadLocalMap", "java/lang/ThreadGroup", "java/lang/invoke/MethodHandle",
                            "java/lang/ref/Reference", "jdk/internal/misc/Unsafe", "sun/misc/Signal",
                            "java/nio/DirectByteBuffer", "com/app/Foo$$Lambda$14/0x0000000800c0b000", NULL};
     for (int i = 0; never[i]; i++)

@@ -14,11 +14,13 @@
  * before the hook could see it (java.lang.Object, String ...).
  * noobject: with retransform, leave java.lang.Object alone.
  *
- * java.lang.Thread is never instrumented: when a native thread attaches (DestroyJavaVM at
- * exit, JNI AttachCurrentThread) HotSpot runs Thread's constructor before the thread has its
- * Thread object, and a probe that meets a contended monitor there crashes the VM (seen on
- * HotSpot 25: SIGSEGV in java_lang_Thread::set_thread_status). The product's exclusion list
- * keeps Thread out for the same reason (cmr-instrumenter/src/instr_exclude.c).
+ * The probes count through one native method, Probes.count, registered here when
+ * cmrtest/Probes is prepared (before any of its methods can run): an atomic add, no monitor.
+ * When a native thread attaches (DestroyJavaVM at exit, AttachCurrentThread) HotSpot runs
+ * Thread's constructor, and the instrumented code it calls, before the thread has its Thread
+ * object; a probe that met a contended monitor there crashed HotSpot 25 (SIGSEGV in
+ * java_lang_Thread::set_thread_status), which is why the product's probes take no monitor on
+ * their path either.
  */
 #include "cf_testprobes.h"
 
@@ -79,7 +81,7 @@ static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, j
                                  const char *name, jobject pd, jint len, const unsigned char *data,
                                  jint *new_len, unsigned char **new_data) {
   (void)jni; (void)redefined; (void)loader; (void)pd;
-  if (name && (strncmp(name, "cmrtest/Probes", 14) == 0 || strcmp(name, "java/lang/Thread") == 0)) return;
+  if (name && strncmp(name, "cmrtest/Probes", 14) == 0) return;
   uint8_t *cur = NULL;
   size_t cur_len = (size_t)len;
   cf_error err;
@@ -158,7 +160,7 @@ static void JNICALL on_vm_init(jvmtiEnv *env, JNIEnv *jni, jthread thread) {
     /* java.lang.Object is retransformed too: the engine refuses Object.<init> (a
      * retransformed Object.<init> with handlers crashes HotSpot's JIT), its other methods
      * are instrumented. Option `noobject` leaves the class alone. */
-    if (mod && sig && strncmp(sig, "Lcmrtest/", 9) != 0 && strcmp(sig, "Ljava/lang/Thread;") != 0 &&
+    if (mod && sig && strncmp(sig, "Lcmrtest/", 9) != 0 &&
         (!skip_object || strcmp(sig, "Ljava/lang/Object;") != 0)) {
       jvmtiError e = (*env)->RetransformClasses(env, 1, &cls[i]);
       if (e == JVMTI_ERROR_NONE) n_retransformed++;
@@ -206,14 +208,32 @@ static long live_frames(JNIEnv *jni, jthread t, int *in_probe, int *top_instrume
   return live;
 }
 
-static jlong counter(JNIEnv *jni, jclass c, const char *f) {
-  jfieldID id = (*jni)->GetStaticFieldID(jni, c, f, "J");
-  if (!id) {
-    (*jni)->ExceptionClear(jni);
-    return -1;
-  }
-  return (*jni)->GetStaticLongField(jni, c, id);
+/* The probes' counters, numbered as in cmrtest/Probes.java. */
+enum { C_ENTER, C_EXIT, C_EXC, C_ANCHOR_ENTER, C_ANCHOR_EXIT, C_ANCHOR_EXC, C_COND_ENTER, C_COND_EXIT,
+       C_COND_EXC, C_BAD_ARGS, C__COUNT };
+static long counts[C__COUNT];
+static int probes_registered;
+
+/* Probes.count(int): the only code the probes run. */
+JNIEXPORT void JNICALL Java_cmrtest_Probes_count(JNIEnv *jni, jclass cls, jint which) {
+  (void)jni;
+  (void)cls;
+  if (which >= 0 && which < C__COUNT) __atomic_fetch_add(&counts[which], 1, __ATOMIC_RELAXED);
 }
+
+static void JNICALL on_class_prepare(jvmtiEnv *env, JNIEnv *jni, jthread thread, jclass klass) {
+  (void)thread;
+  char *sig = NULL;
+  if ((*env)->GetClassSignature(env, klass, &sig, NULL) != JVMTI_ERROR_NONE) return;
+  if (strcmp(sig, "Lcmrtest/Probes;") == 0) {
+    JNINativeMethod m = {"count", "(I)V", (void *)Java_cmrtest_Probes_count};
+    if ((*jni)->RegisterNatives(jni, klass, &m, 1) == 0) probes_registered = 1;
+    else (*jni)->ExceptionClear(jni);
+  }
+  (*env)->Deallocate(env, (unsigned char *)sig);
+}
+
+static long counter(int which) { return __atomic_load_n(&counts[which], __ATOMIC_RELAXED); }
 
 static void JNICALL on_vm_death(jvmtiEnv *env, JNIEnv *jni) {
   (void)env;
@@ -238,7 +258,6 @@ static void JNICALL on_vm_death(jvmtiEnv *env, JNIEnv *jni) {
         (state & JVMTI_THREAD_STATE_RUNNABLE))
       mid_sequence++;
   }
-  jclass pc = (*jni)->FindClass(jni, "cmrtest/Probes");
   FILE *f = fopen(report_path, "w");
   if (f) {
     pthread_mutex_lock(&mu);
@@ -250,20 +269,15 @@ static void JNICALL on_vm_death(jvmtiEnv *env, JNIEnv *jni) {
     for (int r = 1; r < CF_REFUSE__COUNT; r++)
       fprintf(f, "refused_%s=%lu\n", cf_refusal_name((cf_refusal)r), n_refused[r]);
     pthread_mutex_unlock(&mu);
-    if (pc) {
-      static const char *kinds[3][4] = {{"timer", "enter", "exit", "excExit"},
-                                        {"anchor", "anchorEnter", "anchorExit", "anchorExc"},
-                                        {"conditional", "condEnter", "condExit", "condExc"}};
+    if (probes_registered) {
+      static const char *kinds[3] = {"timer", "anchor", "conditional"};
       for (int k = 0; k < 3; k++) {
-        jlong e = counter(jni, pc, kinds[k][1]), x = counter(jni, pc, kinds[k][2]),
-              t = counter(jni, pc, kinds[k][3]);
-        fprintf(f, "%s_enter=%lld\n%s_exit=%lld\n%s_exc=%lld\n%s_unbalanced=%lld\n", kinds[k][0],
-                (long long)e, kinds[k][0], (long long)x, kinds[k][0], (long long)t, kinds[k][0],
-                (long long)(e - x - t - live));
+        long e = counter(3 * k), x = counter(3 * k + 1), t = counter(3 * k + 2);
+        fprintf(f, "%s_enter=%ld\n%s_exit=%ld\n%s_exc=%ld\n%s_unbalanced=%ld\n", kinds[k], e, kinds[k], x,
+                kinds[k], t, kinds[k], e - x - t - live);
       }
-      fprintf(f, "bad_args=%lld\n", (long long)counter(jni, pc, "badArgs"));
+      fprintf(f, "bad_args=%ld\n", counter(C_BAD_ARGS));
     } else {
-      (*jni)->ExceptionClear(jni);
       fprintf(f, "helper_missing=1\n");
     }
     fclose(f);
@@ -308,6 +322,7 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
   memset(&cb, 0, sizeof cb);
   cb.ClassFileLoadHook = on_load_hook;
   cb.VMDeath = on_vm_death;
+  cb.ClassPrepare = on_class_prepare;
   if (retransform) {
     cb.VMInit = on_vm_init;
     (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_VM_INIT, NULL);
@@ -315,5 +330,6 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
   (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof cb);
   (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
   (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_VM_DEATH, NULL);
+  (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, JVMTI_EVENT_CLASS_PREPARE, NULL);
   return JNI_OK;
 }

@@ -1,46 +1,51 @@
 /*
  * Probe helper for the class-file engine's JVM tests. The JVMTI test agent appends this
  * class to the bootstrap class path; instrumented code calls these static methods. They only
- * count (static synchronized: no Java method is called, so there is no recursion into
- * instrumented code), and the agent reads the counters with JNI at VM death.
- * Signatures must match cmr-instrumenter/classfile/tools/cf_testprobes.c.
+ * count, through one native method that the agent registers when this class is prepared
+ * (an atomic add in C): no Java method is called, so there is no recursion into instrumented
+ * code, and no monitor is taken (a contended monitor in a thread that is still attaching,
+ * before it has its Thread object, crashes HotSpot 25). The agent reads the counters at VM
+ * death. Signatures must match cmr-instrumenter/classfile/tools/cf_testprobes.c; the
+ * counter numbers must match tests/classfile/agent/cf_test_agent.c.
  */
 package cmrtest;
 
 public final class Probes {
   private Probes() {}
 
-  static long enter, exit, excExit;           // timer kind
-  static long anchorEnter, anchorExit, anchorExc; // anchor kind
-  static long condEnter, condExit, condExc;   // conditional kind
-  static long badArgs;                        // constant arguments not as expected
+  static final int ENTER = 0, EXIT = 1, EXC_EXIT = 2;                // timer kind
+  static final int ANCHOR_ENTER = 3, ANCHOR_EXIT = 4, ANCHOR_EXC = 5; // anchor kind
+  static final int COND_ENTER = 6, COND_EXIT = 7, COND_EXC = 8;       // conditional kind
+  static final int BAD_ARGS = 9;                                      // arguments not as expected
 
-  public static synchronized void enter(long id) { enter++; }
-  public static synchronized void exit(long id) { exit++; }
-  public static synchronized void excExit(Throwable t, long id) {
-    if (t == null) badArgs++;
-    excExit++;
+  private static native void count(int counter);
+
+  public static void enter(long id) { count(ENTER); }
+  public static void exit(long id) { count(EXIT); }
+  public static void excExit(Throwable t, long id) {
+    if (t == null) count(BAD_ARGS);
+    count(EXC_EXIT);
   }
 
-  public static synchronized void anchorEnter(long id, String name) {
-    if (name == null) badArgs++;
-    anchorEnter++;
+  public static void anchorEnter(long id, String name) {
+    if (name == null) count(BAD_ARGS);
+    count(ANCHOR_ENTER);
   }
-  public static synchronized void anchorExit(long id) { anchorExit++; }
-  public static synchronized void anchorExc(long id) { anchorExc++; }
+  public static void anchorExit(long id) { count(ANCHOR_EXIT); }
+  public static void anchorExc(long id) { count(ANCHOR_EXC); }
 
-  public static synchronized boolean condEnter(long id, int k) {
-    if (k != 123456) badArgs++;
-    condEnter++;
+  public static boolean condEnter(long id, int k) {
+    if (k != 123456) count(BAD_ARGS);
+    count(COND_ENTER);
     return true;
   }
-  public static synchronized long condExit(long v, String ctx) {
-    if (v != 7 || ctx == null) badArgs++;
-    condExit++;
+  public static long condExit(long v, String ctx) {
+    if (v != 7 || ctx == null) count(BAD_ARGS);
+    count(COND_EXIT);
     return v;
   }
-  public static synchronized void condExc(Object t, int k) {
-    if (k != -1 || t == null) badArgs++;
-    condExc++;
+  public static void condExc(Object t, int k) {
+    if (k != -1 || t == null) count(BAD_ARGS);
+    count(COND_EXC);
   }
 }
