@@ -15,10 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmr/conf.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/program.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
 #include "msg_sample.h"
@@ -284,19 +284,10 @@ static int cmd_roundtrip(const cmr_conf_t *conf)
 
 int main(int argc, char **argv)
 {
-    cmr_log_set_program("cmr-wire");
-    cmr_conf_t *conf = cmr_conf_new();
-    int first, rc;
-    rc = cmr_cli_parse(&wire_cli, argc, argv, conf, &first);
-    if (rc != CMR_CLI_OK) {
-        cmr_conf_destroy(conf);
-        return rc == CMR_CLI_HELP ? 0 : 2;
-    }
-    if (cmr_wire_init() != 0 || cmr_topics_set_prefix(cmr_conf_get(conf, "topic.prefix", "cmr")) != 0) {
-        fprintf(stderr, "cmr-wire: bad topic.prefix or broken schemas\n");
-        cmr_conf_destroy(conf);
-        return 2;
-    }
+    cmr_conf_t *conf;
+    int first, rc = cmr_program_start(&wire_cli, argc, argv, &conf, &first);
+    if (rc != CMR_PROGRAM_RUN)
+        return rc;
     const char *cmd = first < argc ? argv[first] : NULL;
     int nargs = argc - first - 1;
     char **args = argv + first + 1;

@@ -8,10 +8,7 @@
 
 #include "cmr/cfg_cli.h"
 #include "cmr/cfg_worker.h"
-#include "cmr/conf.h"
-#include "cmr/log.h"
-#include "cmr/topics.h"
-#include "cmr/wire.h"
+#include "cmr/program.h"
 
 static const cmr_cli_option_t options[] = {
     {"group", 0, "config.group", "ID", "run: consumer group of the workers (default cmr-config)"},
@@ -39,12 +36,6 @@ static const cmr_cli_t cli = {
 
 static volatile sig_atomic_t stop_flag;
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
-
 static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **args)
 {
     if (!strcmp(cmd, "apply") && nargs == 1)
@@ -58,10 +49,7 @@ static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **a
     if (!strcmp(cmd, "delete") && nargs == 1)
         return cmr_cfg_cli_delete(conf, args[0], stdout);
     if (!strcmp(cmd, "run") && nargs == 0) {
-        struct sigaction sa = {0};
-        sa.sa_handler = on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        cmr_program_stop_on_signals(&stop_flag);
         return cmr_cfg_worker_run(conf, &stop_flag);
     }
     fprintf(stderr, "cmr-config: bad command or arguments: %s\nTry 'cmr-config --help'.\n", cmd);
@@ -70,19 +58,10 @@ static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **a
 
 int main(int argc, char **argv)
 {
-    cmr_log_set_program("cmr-config");
-    cmr_conf_t *conf = cmr_conf_new();
-    int first;
-    int rc = cmr_cli_parse(&cli, argc, argv, conf, &first);
-    if (rc != CMR_CLI_OK) {
-        cmr_conf_destroy(conf);
-        return rc == CMR_CLI_HELP ? 0 : 2;
-    }
-    if (cmr_wire_init() != 0 || cmr_topics_set_prefix(cmr_conf_get(conf, "topic.prefix", "cmr")) != 0) {
-        fprintf(stderr, "cmr-config: bad topic.prefix or broken schemas\n");
-        cmr_conf_destroy(conf);
-        return 2;
-    }
+    cmr_conf_t *conf;
+    int first, rc = cmr_program_start(&cli, argc, argv, &conf, &first);
+    if (rc != CMR_PROGRAM_RUN)
+        return rc;
     if (first >= argc) {
         cmr_cli_usage(&cli, stderr);
         rc = 2;

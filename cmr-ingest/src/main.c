@@ -11,8 +11,7 @@
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/log.h"
-#include "cmr/topics.h"
-#include "cmr/wire.h"
+#include "cmr/program.h"
 
 static const cmr_cli_option_t options[] = {
     {"store", 's', "ingest.store", "DIR", "store root (default ./cmr-ingest-data)"},
@@ -62,19 +61,6 @@ static const cmr_cli_t cli = {
 
 static volatile sig_atomic_t stop_flag;
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
 
 static int open_view(const cmr_conf_t *conf, cmr_ingest_view_t **v)
 {
@@ -214,7 +200,7 @@ static int cmd_http(const cmr_conf_t *conf)
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 1;
     }
-    install_signals();
+    cmr_program_stop_on_signals(&stop_flag);
     while (!stop_flag)
         pause();
     cmr_ingest_http_stop(h);
@@ -224,7 +210,7 @@ static int cmd_http(const cmr_conf_t *conf)
 static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **args)
 {
     if (!strcmp(cmd, "run") && nargs == 0) {
-        install_signals();
+        cmr_program_stop_on_signals(&stop_flag);
         return cmr_ingest_worker_run(conf, &stop_flag);
     }
     if (!strcmp(cmd, "replay") && nargs == 0)
@@ -243,27 +229,14 @@ static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **a
 
 int main(int argc, char **argv)
 {
-    cmr_log_set_program("cmr-ingest");
-    cmr_conf_t *conf = cmr_conf_new();
-    int first;
-    int rc = cmr_cli_parse(&cli, argc, argv, conf, &first);
-    if (rc != CMR_CLI_OK) {
-        cmr_conf_destroy(conf);
-        return rc == CMR_CLI_HELP ? 0 : 2;
-    }
+    cmr_conf_t *conf;
+    int first, rc = cmr_program_start(&cli, argc, argv, &conf, &first);
+    if (rc != CMR_PROGRAM_RUN)
+        return rc;
     if (first >= argc) {
         fprintf(stderr, "cmr-ingest: missing command\nTry 'cmr-ingest --help'.\n");
         cmr_conf_destroy(conf);
         return 2;
-    }
-    if (cmr_topics_set_prefix(cmr_conf_get(conf, "topic.prefix", "cmr")) != 0) {
-        fprintf(stderr, "cmr-ingest: bad topic.prefix\n");
-        cmr_conf_destroy(conf);
-        return 2;
-    }
-    if (cmr_wire_init() != 0) {
-        cmr_conf_destroy(conf);
-        return 1;
     }
     rc = dispatch(conf, argv[first], argc - first - 1, argv + first + 1);
     cmr_conf_destroy(conf);
