@@ -56,6 +56,11 @@ for _ in $(seq 150); do [ -s "$work/payments.port" ] && break; sleep 0.1; done
 [ -s "$work/payments.port" ] || { cat "$work/payments.log" >&2; echo "the payment service did not start" >&2; exit 1; }
 payment_url="http://127.0.0.1:$(cat "$work/payments.port")/charge"
 echo "listening on $payment_url"
+# a few requests load the HTTP server's classes, so that the instrumenter has instrumented
+# them (the entry point of incoming requests among them) before the shop starts
+python3 -c 'import sys, urllib.request
+for i in range(20): urllib.request.urlopen(sys.argv[1] + "?order=1&amount=1", timeout=10).read()' "$payment_url"
+sleep 2
 
 step "The shop application, ${seconds}s, with the agent"
 "$JAVA" "-agentpath:$agent,name=shop-demo" -cp "$B/demo/classes" shop.ShopDemo "$seconds" "$payment_url" 2>"$work/jvm.log"
