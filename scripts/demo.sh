@@ -19,7 +19,14 @@ JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 work=$(mktemp -d)
 pids=()
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    # the JVMs and workers first, newest first, the broker (pids[0]) last: they flush to it
+    # on their way out, and would wait for it if it were gone
+    local i
+    for ((i = ${#pids[@]} - 1; i >= 1; i--)); do
+        kill "${pids[i]}" 2>/dev/null || true
+        wait "${pids[i]}" 2>/dev/null || true
+    done
+    [ ${#pids[@]} -gt 0 ] && kill "${pids[0]}" 2>/dev/null || true
     wait 2>/dev/null || true
     [ -n "${CMR_DEMO_KEEP:-}" ] && echo "logs and store kept in $work" || rm -rf "$work"
 }
