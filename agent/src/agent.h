@@ -107,6 +107,8 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);
  * distribution (event=agent.redefine_latency) when the JVM stops. */
 void cmr_agent_record_redefine_latency(cmr_agent_t *a, int64_t loaded_ns);
 void cmr_agent_log_redefine_latency(cmr_agent_t *a);
+/* Puts a weak handle of cls in the class registry, replacing (and freeing) an older one. */
+void cmr_agent_keep_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id);
 /* Records loaded classes for capture: all of them (after a dynamic attach), or only those
  * whose bytes the load hook never saw (only_unseen: at VMInit). */
 void cmr_agent_record_loaded_classes(cmr_agent_t *a, bool only_unseen);

@@ -54,36 +54,30 @@ static void find_release(find_ctx_t *f)
     f->n = 0;
 }
 
-/* Classes loaded but not yet linked have had no ClassPrepare event, so the registry has no
- * handle for them. On a miss, the loaded classes are scanned once for handles the registry
- * lacks, but only if classes were loaded since the last scan. */
-static uint64_t scanned_at_hook_calls;
+/* Calls fn for every loaded class (only the modifiable ones when asked) with its internal
+ * name and loader id; array and primitive classes are skipped. The name and the local
+ * references are freed after fn returns. Returns the number of classes loaded. */
+typedef void loaded_class_fn(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id,
+                             void *ud);
 
-static void register_unprepared(cmr_agent_t *a, JNIEnv *env)
+static jint each_loaded_class(cmr_agent_t *a, JNIEnv *env, bool modifiable_only, loaded_class_fn *fn, void *ud)
 {
-    uint64_t calls = a->hook_calls;
-    if (calls == scanned_at_hook_calls)
-        return;
-    scanned_at_hook_calls = calls;
     jint count = 0;
     jclass *classes = NULL;
     if (cmr_agent_check((*a->jvmti)->GetLoadedClasses(a->jvmti, &count, &classes), "GetLoadedClasses"))
-        return;
-    int added = 0;
+        return 0;
     for (jint i = 0; i < count; i++) {
         char *sig = NULL;
         jobject loader = NULL;
-        if ((*a->jvmti)->GetClassSignature(a->jvmti, classes[i], &sig, NULL) == JVMTI_ERROR_NONE && sig[0] == 'L' &&
+        jboolean modifiable = JNI_TRUE;
+        if ((!modifiable_only ||
+             ((*a->jvmti)->IsModifiableClass(a->jvmti, classes[i], &modifiable) == JVMTI_ERROR_NONE && modifiable)) &&
+            (*a->jvmti)->GetClassSignature(a->jvmti, classes[i], &sig, NULL) == JVMTI_ERROR_NONE && sig[0] == 'L' &&
             (*a->jvmti)->GetClassLoader(a->jvmti, classes[i], &loader) == JVMTI_ERROR_NONE) {
             char *name = strndup(sig + 1, strlen(sig) - 2);
             int64_t loader_id = cmr_agent_loader_id(a->jvmti, loader);
-            if (name && loader_id >= 0 && !cmr_class_cache_has_handle(a->classes, name, loader_id)) {
-                jweak weak = (*env)->NewWeakGlobalRef(env, classes[i]);
-                jweak old = weak ? cmr_class_cache_set_handle(a->classes, name, loader_id, weak) : NULL;
-                if (old)
-                    (*env)->DeleteWeakGlobalRef(env, old);
-                added++;
-            }
+            if (name && loader_id >= 0)
+                fn(a, env, classes[i], name, loader_id, ud);
             free(name);
         }
         if (sig)
@@ -93,6 +87,39 @@ static void register_unprepared(cmr_agent_t *a, JNIEnv *env)
         (*env)->DeleteLocalRef(env, classes[i]);
     }
     (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)classes);
+    return count;
+}
+
+void cmr_agent_keep_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id)
+{
+    jweak weak = (*env)->NewWeakGlobalRef(env, cls);
+    jweak old = weak ? cmr_class_cache_set_handle(a->classes, name, loader_id, weak) : NULL;
+    if (old)
+        (*env)->DeleteWeakGlobalRef(env, old);
+}
+
+/* Classes loaded but not yet linked have had no ClassPrepare event, so the registry has no
+ * handle for them. On a miss, the loaded classes are scanned once for handles the registry
+ * lacks, but only if classes were loaded since the last scan. */
+static uint64_t scanned_at_hook_calls;
+
+static void add_missing_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id,
+                               void *ud)
+{
+    if (cmr_class_cache_has_handle(a->classes, name, loader_id))
+        return;
+    cmr_agent_keep_handle(a, env, cls, name, loader_id);
+    ++*(int *)ud;
+}
+
+static void register_unprepared(cmr_agent_t *a, JNIEnv *env)
+{
+    uint64_t calls = a->hook_calls;
+    if (calls == scanned_at_hook_calls)
+        return;
+    scanned_at_hook_calls = calls;
+    int added = 0;
+    jint count = each_loaded_class(a, env, false, add_missing_handle, &added);
     cmr_log(CMR_LOG_DEBUG, "agent.classes_scanned", "loaded=%d handles_added=%d", count, added);
 }
 
@@ -399,44 +426,28 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env)
  * defined before the hook was armed (java.lang.Object, String, Thread ...: vmClasses). Their
  * bytes are captured later, on the control thread, like a resend. */
 
+typedef struct record_ctx {
+    bool only_unseen;
+    int recorded;
+} record_ctx_t;
+
+static void record_class(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id, void *ud)
+{
+    record_ctx_t *r = ud;
+    if (strncmp(name, "cmr/agent/", 10) == 0 || (r->only_unseen && cmr_class_cache_knows(a->classes, name, loader_id)))
+        return;
+    cmr_agent_keep_handle(a, env, cls, name, loader_id);
+    cmr_class_cache_offer_unread(a->classes, name, loader_id, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+    r->recorded++;
+}
+
 void cmr_agent_record_loaded_classes(cmr_agent_t *a, bool only_unseen)
 {
     JNIEnv *env = NULL;
     if ((*a->jvm)->GetEnv(a->jvm, (void **)&env, JNI_VERSION_1_8) != JNI_OK)
         return;
-    jint count = 0;
-    jclass *classes = NULL;
-    if (cmr_agent_check((*a->jvmti)->GetLoadedClasses(a->jvmti, &count, &classes), "GetLoadedClasses"))
-        return;
-    int recorded = 0;
-    for (jint i = 0; i < count; i++) {
-        char *sig = NULL;
-        jobject loader = NULL;
-        jboolean modifiable = JNI_FALSE;
-        if ((*a->jvmti)->IsModifiableClass(a->jvmti, classes[i], &modifiable) == JVMTI_ERROR_NONE && modifiable &&
-            (*a->jvmti)->GetClassSignature(a->jvmti, classes[i], &sig, NULL) == JVMTI_ERROR_NONE && sig[0] == 'L' &&
-            (*a->jvmti)->GetClassLoader(a->jvmti, classes[i], &loader) == JVMTI_ERROR_NONE) {
-            size_t n = strlen(sig);
-            char *name = strndup(sig + 1, n - 2);
-            int64_t loader_id = cmr_agent_loader_id(a->jvmti, loader);
-            if (name && loader_id >= 0 && strncmp(name, "cmr/agent/", 10) != 0 &&
-                !(only_unseen && cmr_class_cache_knows(a->classes, name, loader_id))) {
-                jweak weak = (*env)->NewWeakGlobalRef(env, classes[i]);
-                jweak old = weak ? cmr_class_cache_set_handle(a->classes, name, loader_id, weak) : NULL;
-                if (old)
-                    (*env)->DeleteWeakGlobalRef(env, old);
-                cmr_class_cache_offer_unread(a->classes, name, loader_id, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
-                recorded++;
-            }
-            free(name);
-        }
-        if (sig)
-            (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)sig);
-        if (loader)
-            (*env)->DeleteLocalRef(env, loader);
-        (*env)->DeleteLocalRef(env, classes[i]);
-    }
-    (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)classes);
+    record_ctx_t r = {only_unseen, 0};
+    jint count = each_loaded_class(a, env, true, record_class, &r);
     cmr_log(CMR_LOG_INFO, only_unseen ? "agent.early_classes" : "agent.attached", "loaded_classes=%d recorded=%d",
-            count, recorded);
+            count, r.recorded);
 }

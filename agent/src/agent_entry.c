@@ -145,12 +145,8 @@ static void JNICALL on_class_prepare(jvmtiEnv *jvmti, JNIEnv *env, jthread threa
         jobject loader = NULL;
         if ((*jvmti)->GetClassLoader(jvmti, klass, &loader) == JVMTI_ERROR_NONE) {
             int64_t loader_id = cmr_agent_loader_id(jvmti, loader);
-            jweak weak = loader_id >= 0 ? (*env)->NewWeakGlobalRef(env, klass) : NULL;
-            if (weak) {
-                jweak old = cmr_class_cache_set_handle(a->classes, name, loader_id, weak);
-                if (old)
-                    (*env)->DeleteWeakGlobalRef(env, old);
-            }
+            if (loader_id >= 0)
+                cmr_agent_keep_handle(a, env, klass, name, loader_id);
             if (loader)
                 (*env)->DeleteLocalRef(env, loader);
         }

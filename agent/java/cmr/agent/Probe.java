@@ -363,14 +363,16 @@ public final class Probe {
     public static void ctxBegin(Object task, long siteId) {
         Ring r = ring();
         Context c = task == null ? null : HANDOFF.take(task);
-        if (r.depth == 0)
-            r.pending = null; // a hand-off point: what started the thread no longer applies
         open(r, c, c != null, siteId);
     }
 
     /** Opens a segment under `c` (a new trace when null) with a node for the hand-off
-     *  point, if `wanted` and this thread is outside any recorded call. */
+     *  point, if `wanted` and this thread is outside any recorded call. Outside a call, what
+     *  started the thread (Thread.start) no longer applies either way: a hand-off point
+     *  decides. */
     private static void open(Ring r, Context c, boolean wanted, long siteId) {
+        if (r.depth == 0)
+            r.pending = null;
         boolean opens = wanted && r.depth == 0 && r.buf != null;
         r.ctxStack = (r.ctxStack << 1) | (opens ? 1 : 0);
         if (opens) {
@@ -450,8 +452,6 @@ public final class Probe {
                 c = null; // unreadable headers: a trace of its own
             }
         }
-        if (r.depth == 0)
-            r.pending = null;
         open(r, c, true, siteId);
     }
 
@@ -519,12 +519,13 @@ public final class Probe {
      *  the method `name` of the first class or interface named in `types` that the object's
      *  class extends or implements. */
     static final class HeaderMethods {
-        private final String types, name;
+        private final String[] types;
+        private final String name;
         private final Class<?>[] params;
         private final IdentityHashMap<Class<?>, Method> found = new IdentityHashMap<>();
 
         HeaderMethods(String types, String name, Class<?>... params) {
-            this.types = types;
+            this.types = types.split("\\|");
             this.name = name;
             this.params = params;
         }
@@ -547,7 +548,7 @@ public final class Probe {
 
         /** The method, if c is one of the named types. */
         private Method named(Class<?> c) {
-            for (String n : types.split("\\|"))
+            for (String n : types)
                 if (c.getName().equals(n))
                     try {
                         return c.getMethod(name, params);
