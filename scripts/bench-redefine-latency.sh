@@ -19,9 +19,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-"$B/cmr-broker/cmr-broker" --bootstrap-file "$work/bs" >/dev/null 2>"$work/broker.log" & pids+=($!)
-for _ in $(seq 100); do [ -s "$work/bs" ] && break; sleep 0.1; done
-bs=$(cat "$work/bs")
+cmr_start_broker "$work"
 cat > "$work/env.yaml" <<YAML
 version: 1
 environments:

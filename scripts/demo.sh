@@ -34,11 +34,7 @@ trap cleanup EXIT INT TERM
 step() { printf '\n== %s\n' "$*"; }
 
 step "Embedded Kafka broker (in memory, loopback only)"
-"$B/cmr-broker/cmr-broker" --bootstrap-file "$work/bootstrap" >/dev/null 2>"$work/broker.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/bootstrap" ] && break; sleep 0.1; done
-[ -s "$work/bootstrap" ] || { cat "$work/broker.log" >&2; echo "the broker did not start" >&2; exit 1; }
-bs=$(cat "$work/bootstrap")
+cmr_start_broker "$work"
 echo "bootstrap $bs"
 
 step "Environment and agent mapping (demo/environment.yaml)"

@@ -33,3 +33,14 @@ cmr_build() {
     cmake -S "$CMR_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
     cmake --build "$dir" -j "$(nproc)"
 }
+
+# cmr_start_broker DIR: starts the embedded broker (build/cmr-broker) in the background,
+# its log in DIR/broker.log, its pid appended to the caller's `pids` array; sets `bs` to its
+# bootstrap address. Fails, with the broker's log, if it does not come up within 10 s.
+cmr_start_broker() {
+    "$CMR_ROOT/build/cmr-broker/cmr-broker" --bootstrap-file "$1/bootstrap" >/dev/null 2>"$1/broker.log" &
+    pids+=($!)
+    for _ in $(seq 100); do [ -s "$1/bootstrap" ] && break; sleep 0.1; done
+    [ -s "$1/bootstrap" ] || { cat "$1/broker.log" >&2; echo "the broker did not start" >&2; return 1; }
+    bs=$(cat "$1/bootstrap")
+}
