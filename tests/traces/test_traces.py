@@ -18,6 +18,7 @@ within its parent in time.
   http      HttpURLConnection and HttpClient calls into Tomcat (two JVMs, one trace)
   local     a call into the JDK's own HttpServer (jdk.httpserver)
   foreign   a request with another tracer's traceparent joins that trace
+  malformed unparsable trace headers are ignored: served, a trace of its own
   plain     a request without headers starts a trace in Tomcat
   running   a root call still running is visible (running), and complete later
 
@@ -438,6 +439,11 @@ class Scenarios:
         trace_id = os.urandom(16).hex()
         parent = os.urandom(8).hex()
         self._request({"traceparent": "00-%s-%s-01" % (trace_id, parent)})
+        return self._joined(trace_id, parent)
+
+    def _joined(self, trace_id, parent):
+        """The request that carried trace_id and parent-id `parent` (and no usable
+        cmr-parent) made trace trace_id: the servlet under a remote caller naming parent."""
         end = time.time() + 15
         tree = None
         while time.time() < end:
@@ -459,6 +465,26 @@ class Scenarios:
         v = dict(roots[0], async_=False, children_view=app_view(roots[0]))
         p += expect_shape(v, [("(remote_caller)", False, [self._servlet(True)])])
         return p + check_common(tree)
+
+    def malformed(self):
+        """Trace headers that do not parse are ignored, and the request is served: a bad
+        traceparent starts a trace of its own, as without headers; a good traceparent with a
+        garbage cmr-parent joins that trace as another tracer's."""
+        p = []
+        for headers in ({"traceparent": "00-zz%s-%s-01" % ("0" * 30, "1" * 16)},
+                        {"traceparent": "00-%s-%s-01" % ("0" * 32, "1" * 16)},  # all-zero trace id
+                        {"traceparent": "nonsense", "cmr-parent": "1:2:3"}):
+            since = time.time_ns()
+            self._request(headers)
+            tree = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
+            if not tree:
+                p.append("%s: no trace rooted in the servlet" % headers)
+                continue
+            v, q = root_view(tree)
+            p += q or expect_shape(v, [self._servlet(False)])
+        trace_id, parent = os.urandom(16).hex(), os.urandom(8).hex()
+        self._request({"traceparent": "00-%s-%s-01" % (trace_id, parent), "cmr-parent": "x:y:z"})
+        return p + self._joined(trace_id, parent)
 
     def plain(self):
         since = time.time_ns()
@@ -624,7 +650,7 @@ def main():
         if not ids["app"] or not ids["tc"]:
             raise RuntimeError("no agent_id in the agents' logs")
         s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
-        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "plain", "running"]
+        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "malformed", "plain", "running"]
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

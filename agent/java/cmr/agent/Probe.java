@@ -498,18 +498,25 @@ public final class Probe {
             long parent = Long.parseUnsignedLong(tp.substring(36, 52), 16);
             if ((hi | lo) == 0 || parent == 0)
                 return null;
-            if (cmrParent != null) {
-                String[] p = cmrParent.trim().split(":");
-                if (p.length == 3) {
-                    long agent = Long.parseUnsignedLong(p[0], 16);
-                    long segment = Long.parseUnsignedLong(p[1], 16);
-                    long event = Long.parseUnsignedLong(p[2], 16);
-                    if (agent != 0 && segment == parent)
-                        return new Context(hi, lo, agent, segment, event, true);
-                }
-            }
-            return new Context(hi, lo, 0, parent, -1, true);
+            Context exact = cmrParent == null ? null : exactParent(hi, lo, parent, cmrParent);
+            return exact != null ? exact : new Context(hi, lo, 0, parent, -1, true);
         } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** The caller's FORK that a cmr-parent header names, if it parses and agrees with the
+     *  traceparent's parent-id; null otherwise (the traceparent alone then counts). */
+    private static Context exactParent(long hi, long lo, long parent, String cmrParent) {
+        String[] p = cmrParent.trim().split(":");
+        if (p.length != 3)
+            return null;
+        try {
+            long agent = Long.parseUnsignedLong(p[0], 16);
+            long segment = Long.parseUnsignedLong(p[1], 16);
+            long event = Long.parseUnsignedLong(p[2], 16);
+            return agent != 0 && segment == parent ? new Context(hi, lo, agent, segment, event, true) : null;
+        } catch (NumberFormatException e) {
             return null;
         }
     }
