@@ -2,7 +2,8 @@
 # Runs every test of the project: builds (installing Debian packages first when one is
 # missing), then ctest over unit, broker, JVM and external-reader tests.
 #
-#   scripts/test.sh              all tests, in build/
+#   scripts/test.sh              the formatting check (scripts/format.sh --check), then
+#                                all tests, in build/
 #   scripts/test.sh --sanitize   the unit tests (no JVM, no broker) built with
 #                                AddressSanitizer + UBSan, in build-asan/
 #   extra arguments after -- go to ctest (e.g. -- -L unit, -- -R wire)
@@ -23,6 +24,7 @@ if [ "$mode" = sanitize ]; then
     cmr_log "unit tests under AddressSanitizer + UBSan"
     ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs" "$@"
 else
+    "$CMR_ROOT/scripts/format.sh" --check
     cmr_build build
     cmr_log "all tests"
     ctest --test-dir build --output-on-failure -j "$jobs" "$@"

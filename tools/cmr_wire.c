@@ -216,8 +216,8 @@ static int cmd_roundtrip(const cmr_conf_t *conf)
                  topic == CMR_TOPIC_COMMANDS ? cmd_topic : cmr_topic_name(topic));
         size_t klen = cmr_msg_key(t, &sample.u, sent[t].key, sizeof sent[t].key);
         if (cmr_msg_encode(t, &sample.u, &sent[t].bytes, err, sizeof err) != CMR_WIRE_OK ||
-            cmr_producer_send_raw(p, sent[t].topic, sent[t].key, klen, sent[t].bytes.data, sent[t].bytes.len,
-                                  NULL) != CMR_SEND_OK) {
+            cmr_producer_send_raw(p, sent[t].topic, sent[t].key, klen, sent[t].bytes.data, sent[t].bytes.len, NULL) !=
+                CMR_SEND_OK) {
             fprintf(stderr, "cmr-wire: cannot send %s: %s\n", cmr_msg_type_name(t), err);
             cmr_msg_free(&sample);
             cmr_producer_destroy(p, 1000);
@@ -277,8 +277,8 @@ static int cmd_roundtrip(const cmr_conf_t *conf)
             printf("MISSING %s on %s\n", cmr_msg_type_name(t), sent[t].topic);
         cmr_buf_free(&sent[t].bytes);
     }
-    printf("roundtrip: %d of %d message types consumed intact, %d on a wrong topic or key\n", got,
-           CMR_MSG__COUNT, wrong);
+    printf("roundtrip: %d of %d message types consumed intact, %d on a wrong topic or key\n", got, CMR_MSG__COUNT,
+           wrong);
     return got == CMR_MSG__COUNT && wrong == 0 ? 0 : 1;
 }
 

@@ -30,8 +30,11 @@ static cmr_strings_t strings2(const char *a, const char *b)
 
 static cmr_strategy_t default_strategy(void)
 {
-    return (cmr_strategy_t){.send_interval_ms = 5, .ring_records = 8192, .max_batch_events = 4096,
-                            .metric_interval_ms = 10000, .max_threads = 4096};
+    return (cmr_strategy_t){.send_interval_ms = 5,
+                            .ring_records = 8192,
+                            .max_batch_events = 4096,
+                            .metric_interval_ms = 10000,
+                            .max_threads = 4096};
 }
 
 static const char *const sample_instance = "5f0c7e2a9b8d4c3e8a1b2c3d4e5f6071";
@@ -226,9 +229,13 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->interval_ms = 10000;
         m->metrics.count = 1;
         m->metrics.items = calloc(1, sizeof *m->metrics.items);
-        m->metrics.items[0] = (cmr_method_metric_t){
-            (int64_t)cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V"), 1520, 3,
-            1520LL * 910000, 402000, 8800000};
+        m->metrics.items[0] =
+            (cmr_method_metric_t){(int64_t)cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V"),
+                                  1520,
+                                  3,
+                                  1520LL * 910000,
+                                  402000,
+                                  8800000};
         break;
     }
     default: break;

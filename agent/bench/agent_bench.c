@@ -34,9 +34,19 @@ static cmr_peer_t peer;
 static long long calls = 20000000, warmup = 20000000;
 static int depth = 10;
 
-#define PROBE_CALL(n) {"cmr/agent/Probe", n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}}
-static const cf_probe full_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"), PROBE_CALL("exitThrow")};
-static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"), PROBE_CALL("timerExitThrow")};
+#define PROBE_CALL(n)                      \
+    {                                      \
+        "cmr/agent/Probe", n, "(J)V", 1,   \
+        {                                  \
+            {                              \
+                CF_PARG_METHOD_ID, 0, NULL \
+            }                              \
+        }                                  \
+    }
+static const cf_probe full_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"),
+                                    PROBE_CALL("exitThrow")};
+static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"),
+                                     PROBE_CALL("timerExitThrow")};
 
 static int only_monitored(const cf_class *c, const cf_member *m, void *ud)
 {
@@ -67,7 +77,8 @@ static bool result_of(const cmr_msg_t *m, const void *ud)
 
 static bool status_of(const cmr_msg_t *m, const void *ud)
 {
-    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
+    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 &&
+           m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
 }
 
 static bool configured(const cmr_msg_t *m, const void *ud)
@@ -92,8 +103,8 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
     cmr_random_bytes(raw, sizeof raw);
     cmr_hex(raw, sizeof raw, hex);
     snprintf(name, sizeof name, "moobench-%s", hex);
-    snprintf(agentpath, sizeof agentpath,
-             "-agentpath:%s=bootstrap=%s,name=%s,agent.ring.records=1048576,log=warn", agent_so, broker.bootstrap, name);
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s,agent.ring.records=1048576,log=warn",
+             agent_so, broker.bootstrap, name);
     const char *argv[8];
     int n = 0;
     argv[n++] = java;
@@ -114,10 +125,13 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
             goto done;
         snprintf(instance, sizeof instance, "%s", reg->msg.u.registration.instance_id);
         int64_t agent_id = (int64_t)cmr_agent_id(name, reg->msg.u.registration.hostname);
-        cmr_agent_configuration_t cfg = {.instance_id = instance, .agent_id = agent_id, .environment_id = "bench",
-                                         .environment_name = "bench", .revision = 1,
-                                         .strategy = {.send_interval_ms = 5, .max_batch_events = 8192,
-                                                      .metric_interval_ms = 1000}};
+        cmr_agent_configuration_t cfg = {
+            .instance_id = instance,
+            .agent_id = agent_id,
+            .environment_id = "bench",
+            .environment_name = "bench",
+            .revision = 1,
+            .strategy = {.send_interval_ms = 5, .max_batch_events = 8192, .metric_interval_ms = 1000}};
         cmr_peer_command(&peer, instance, CMR_MSG_AGENT_CONFIGURATION, &cfg);
         if (!cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, configured, instance, 0, 30000))
             goto done;
@@ -130,8 +144,13 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
         if (cf_instrument_class(c->bytecode.data, c->bytecode.len, probe, only_monitored, NULL, &res, &err) != CF_OK ||
             res.n_instrumented != 1)
             goto done;
-        cmr_redefine_t rd = {.request_id = 1, .agent_id = agent_id, .class_name = "MooBench", .loader_id = c->loader_id,
-                             .class_hash = c->class_hash, .revision = 1, .bytecode = {res.bytes, res.len}};
+        cmr_redefine_t rd = {.request_id = 1,
+                             .agent_id = agent_id,
+                             .class_name = "MooBench",
+                             .loader_id = c->loader_id,
+                             .class_hash = c->class_hash,
+                             .revision = 1,
+                             .bytecode = {res.bytes, res.len}};
         cmr_peer_command(&peer, instance, CMR_MSG_REDEFINE, &rd);
         cf_instrument_result_free(&res);
         const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, instance, 0, 30000);
@@ -211,10 +230,16 @@ int main(int argc, char **argv)
         report(jdks[k][0], "timer", run(jdks[k][1], NULL, &timer_probe), base.ns);
         if (k == 1) {
             report(jdks[k][0], "jfr-trace",
-                   run(jdks[k][1], "-XX:StartFlightRecording:method-trace=MooBench::monitoredMethod,filename=/tmp/cmr-moobench-trace.jfr", NULL),
+                   run(jdks[k][1],
+                       "-XX:StartFlightRecording:method-trace=MooBench::monitoredMethod,filename=/tmp/"
+                       "cmr-moobench-trace.jfr",
+                       NULL),
                    base.ns);
             report(jdks[k][0], "jfr-timing",
-                   run(jdks[k][1], "-XX:StartFlightRecording:method-timing=MooBench::monitoredMethod,filename=/tmp/cmr-moobench-timing.jfr", NULL),
+                   run(jdks[k][1],
+                       "-XX:StartFlightRecording:method-timing=MooBench::monitoredMethod,filename=/tmp/"
+                       "cmr-moobench-timing.jfr",
+                       NULL),
                    base.ns);
             remove("/tmp/cmr-moobench-trace.jfr");
             remove("/tmp/cmr-moobench-timing.jfr");

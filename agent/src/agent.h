@@ -55,10 +55,10 @@ typedef struct cmr_agent {
     int64_t start_time_ms;
     char jvm_vendor[128], jvm_version[128];
 
-    _Atomic int mode;        /* cmr_agent_mode_t */
-    atomic_bool connected;   /* the cluster answers */
+    _Atomic int mode;      /* cmr_agent_mode_t */
+    atomic_bool connected; /* the cluster answers */
     atomic_bool stopping;
-    atomic_bool live;        /* VMInit seen: JNI calls allowed */
+    atomic_bool live; /* VMInit seen: JNI calls allowed */
     _Atomic int64_t agent_id;
     pthread_mutex_t config_lock; /* guards the fields below */
     char environment_id[128];

@@ -23,8 +23,8 @@
 
 typedef struct find_ctx {
     JNIEnv *env;
-    int64_t loader_id;  /* the loader asked for */
-    uint64_t hash;      /* also take same-named classes of other loaders with these bytes */
+    int64_t loader_id; /* the loader asked for */
+    uint64_t hash;     /* also take same-named classes of other loaders with these bytes */
     bool any_same_hash;
     jclass found[32];
     int64_t loaders[32];
@@ -57,8 +57,7 @@ static void find_release(find_ctx_t *f)
 /* Calls fn for every loaded class (only the modifiable ones when asked) with its internal
  * name and loader id; array and primitive classes are skipped. The name and the local
  * references are freed after fn returns. Returns the number of classes loaded. */
-typedef void loaded_class_fn(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id,
-                             void *ud);
+typedef void loaded_class_fn(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id, void *ud);
 
 static jint each_loaded_class(cmr_agent_t *a, JNIEnv *env, bool modifiable_only, loaded_class_fn *fn, void *ud)
 {
@@ -103,8 +102,7 @@ void cmr_agent_keep_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *
  * lacks, but only if classes were loaded since the last scan. */
 static uint64_t scanned_at_hook_calls;
 
-static void add_missing_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id,
-                               void *ud)
+static void add_missing_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id, void *ud)
 {
     if (cmr_class_cache_has_handle(a->classes, name, loader_id))
         return;
@@ -163,7 +161,10 @@ static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, i
         a->commands_failed++;
     cmr_log(status == CMR_COMMAND_APPLIED ? CMR_LOG_DEBUG : CMR_LOG_WARN, "agent.command_result",
             "request=%lld class=%s loader=%lld status=%s message=\"%s\"", (long long)request_id, class_name,
-            (long long)loader_id, status == CMR_COMMAND_APPLIED ? "APPLIED" : status == CMR_COMMAND_FAILED ? "FAILED" : "UNKNOWN_CLASS",
+            (long long)loader_id,
+            status == CMR_COMMAND_APPLIED  ? "APPLIED"
+            : status == CMR_COMMAND_FAILED ? "FAILED"
+                                           : "UNKNOWN_CLASS",
             text);
     char err[256];
     cmr_producer_send(a->producer, CMR_MSG_REDEFINE_RESULT, &r, NULL, NULL, err, sizeof err);
@@ -196,11 +197,12 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
         } else {
             cmr_class_cache_unmark_never_send(a->classes, (uint64_t)cmd->class_hash);
             for (int i = 0; i < f.n; i++)
-                cmr_agent_record_redefine_latency(a, cmr_class_cache_loaded_ns(a->classes, cmd->class_name, f.loaders[i]));
+                cmr_agent_record_redefine_latency(a,
+                                                  cmr_class_cache_loaded_ns(a->classes, cmd->class_name, f.loaders[i]));
         }
         char msg[160];
-        snprintf(msg, sizeof msg, "%s bytes installed in %d class%s in %lld us", cmd->original ? "original" : "instrumented",
-                 f.n, f.n == 1 ? "" : "es", (long long)took_us);
+        snprintf(msg, sizeof msg, "%s bytes installed in %d class%s in %lld us",
+                 cmd->original ? "original" : "instrumented", f.n, f.n == 1 ? "" : "es", (long long)took_us);
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_APPLIED, 0, msg);
     }
     find_release(&f);
@@ -228,16 +230,16 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
     int ndefs = 0;
     bool fits = true;
     for (int i = 0; i < n; i++) {
-        found[i] = (find_ctx_t){.env = env, .loader_id = cmds[i]->loader_id, .hash = (uint64_t)cmds[i]->class_hash,
-                                .any_same_hash = true};
+        found[i] = (find_ctx_t){
+            .env = env, .loader_id = cmds[i]->loader_id, .hash = (uint64_t)cmds[i]->class_hash, .any_same_hash = true};
         find_classes(a, env, cmds[i]->class_name, &found[i]);
         for (int k = 0; k < found[i].n; k++) {
             if (ndefs == BATCH_DEFS) {
                 fits = false;
                 break;
             }
-            defs[ndefs++] = (jvmtiClassDefinition){found[i].found[k], (jint)cmds[i]->bytecode.len,
-                                                   cmds[i]->bytecode.data};
+            defs[ndefs++] =
+                (jvmtiClassDefinition){found[i].found[k], (jint)cmds[i]->bytecode.len, cmds[i]->bytecode.data};
         }
     }
     int64_t t0 = cmr_now_mono_ns();
@@ -265,8 +267,8 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         } else {
             cmr_class_cache_unmark_never_send(a->classes, (uint64_t)cmd->class_hash);
             for (int k = 0; k < found[i].n; k++)
-                cmr_agent_record_redefine_latency(a, cmr_class_cache_loaded_ns(a->classes, cmd->class_name,
-                                                                                found[i].loaders[k]));
+                cmr_agent_record_redefine_latency(
+                    a, cmr_class_cache_loaded_ns(a->classes, cmd->class_name, found[i].loaders[k]));
         }
         char msg[160];
         snprintf(msg, sizeof msg, "%s bytes installed with %d other class%s in %lld us",
@@ -305,9 +307,9 @@ void cmr_agent_log_redefine_latency(cmr_agent_t *a)
         return;
     qsort(latency_us, latency_n, sizeof latency_us[0], cmp_i64);
     size_t n = latency_n;
-    cmr_log(CMR_LOG_INFO, "agent.redefine_latency",
-            "classes=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f", n, latency_us[n / 2] / 1000.0,
-            latency_us[n * 9 / 10] / 1000.0, latency_us[(n * 99) / 100] / 1000.0, latency_us[n - 1] / 1000.0);
+    cmr_log(CMR_LOG_INFO, "agent.redefine_latency", "classes=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f", n,
+            latency_us[n / 2] / 1000.0, latency_us[n * 9 / 10] / 1000.0, latency_us[(n * 99) / 100] / 1000.0,
+            latency_us[n - 1] / 1000.0);
 }
 
 /* --- captures (resend, dropped bytes, attach) ------------------------------------------------ */
@@ -315,8 +317,8 @@ void cmr_agent_log_redefine_latency(cmr_agent_t *a)
 typedef struct capture {
     const char *name;
     int64_t loader_id;
-    int64_t request_id;        /* resend */
-    cmr_class_entry_t *entry;  /* byteless entry */
+    int64_t request_id;       /* resend */
+    cmr_class_entry_t *entry; /* byteless entry */
     bool done;
 } capture_t;
 

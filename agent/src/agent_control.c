@@ -38,7 +38,7 @@ typedef struct control {
     int64_t next_register_ms, register_backoff_ms;
     int64_t next_setup_ms, setup_backoff_ms;
     int64_t next_status_ms, next_probe_ms;
-    _Atomic int64_t last_ack_ms;    /* last successful delivery */
+    _Atomic int64_t last_ack_ms;      /* last successful delivery */
     _Atomic int64_t first_unacked_ms; /* oldest send not yet acknowledged, 0 when none */
     _Atomic int in_flight;
     _Atomic uint64_t failed;
@@ -239,8 +239,8 @@ static bool handle_command(control_t *c, cmr_record_t *rec)
         cmr_agent_apply_resend(a, c->env, &m->u.bytecode_resend);
         return true;
     default:
-        cmr_log(CMR_LOG_WARN, "agent.unexpected_message", "type=%s topic=%s offset=%lld",
-                cmr_msg_type_name(m->type), rec->topic, (long long)rec->offset);
+        cmr_log(CMR_LOG_WARN, "agent.unexpected_message", "type=%s topic=%s offset=%lld", cmr_msg_type_name(m->type),
+                rec->topic, (long long)rec->offset);
         return true;
     }
 }
@@ -305,7 +305,8 @@ static void setup_consumer(control_t *c, int64_t now)
     if (a->stopping)
         return;
     if (cmr_admin_ensure_topic(a->conf, a->cmd_topic, 1, -1, 0, 1500, err, sizeof err) != 0) {
-        cmr_log(CMR_LOG_WARN, "agent.cmr_unreachable", "error=\"%s\" retry_ms=%lld", err, (long long)c->setup_backoff_ms);
+        cmr_log(CMR_LOG_WARN, "agent.cmr_unreachable", "error=\"%s\" retry_ms=%lld", err,
+                (long long)c->setup_backoff_ms);
         c->next_setup_ms = now + c->setup_backoff_ms;
         c->setup_backoff_ms = c->setup_backoff_ms * 2 > a->settings.register_backoff_max_ms
                                   ? a->settings.register_backoff_max_ms
@@ -377,8 +378,9 @@ static void check_connection(control_t *c, int64_t now)
     if (!a->connected && !c->disconnect_reported && a->mode == CMR_MODE_FULL) {
         cmr_class_cache_stats_t cs;
         cmr_class_cache_stats(a->classes, &cs);
-        cmr_log(CMR_LOG_WARN, "agent.disconnected", "cmr=%s classes_waiting=%zu action=\"recording classes until the CMR is back\"",
-                a->settings.bootstrap, cs.pending + cs.in_flight);
+        cmr_log(CMR_LOG_WARN, "agent.disconnected",
+                "cmr=%s classes_waiting=%zu action=\"recording classes until the CMR is back\"", a->settings.bootstrap,
+                cs.pending + cs.in_flight);
         c->disconnect_reported = true;
         cmr_agent_send_status(a, CMR_AGENT_DISCONNECTED);
     }

@@ -85,10 +85,9 @@ int64_t cmr_agent_loader_id(jvmtiEnv *jvmti, jobject loader)
 
 /* --- event callbacks -------------------------------------------------------------------- */
 
-static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass class_being_redefined,
-                                       jobject loader, const char *name, jobject protection_domain,
-                                       jint len, const unsigned char *data, jint *new_len,
-                                       unsigned char **new_data)
+static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass class_being_redefined, jobject loader,
+                                       const char *name, jobject protection_domain, jint len, const unsigned char *data,
+                                       jint *new_len, unsigned char **new_data)
 {
     (void)env;
     (void)protection_domain;
@@ -183,8 +182,8 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
     /* Stop reacting to the JVM first: no new work while we flush. */
     (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
     (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_PREPARE, NULL);
-    cmr_probe_publisher_stop(a);  /* final drain of every ring, bounded */
-    cmr_agent_control_stop(a);    /* SHUTDOWN status, flush, bounded */
+    cmr_probe_publisher_stop(a); /* final drain of every ring, bounded */
+    cmr_agent_control_stop(a);   /* SHUTDOWN status, flush, bounded */
     a->mode = CMR_MODE_STOPPED;
     cmr_class_cache_stats_t cs;
     cmr_class_cache_stats(a->classes, &cs);

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
 /* Short option names and the configuration keys they stand for. */
@@ -28,10 +28,20 @@ static const struct {
 };
 
 static const char *const known_keys[] = {
-    "kafka.bootstrap.servers", "agent.name", "log.level", "agent.strict", "agent.config",
-    "topic.prefix", "agent.register.backoff.max.ms", "agent.class.buffer.bytes",
-    "agent.ring.records", "agent.send.interval.ms", "agent.shutdown.flush.ms",
-    "agent.metric.interval.ms", "agent.max.threads", NULL,
+    "kafka.bootstrap.servers",
+    "agent.name",
+    "log.level",
+    "agent.strict",
+    "agent.config",
+    "topic.prefix",
+    "agent.register.backoff.max.ms",
+    "agent.class.buffer.bytes",
+    "agent.ring.records",
+    "agent.send.interval.ms",
+    "agent.shutdown.flush.ms",
+    "agent.metric.interval.ms",
+    "agent.max.threads",
+    NULL,
 };
 static const char *const known_prefixes[] = {"kafka.", NULL};
 
@@ -43,8 +53,7 @@ static const char *canonical_key(const char *key)
     return key;
 }
 
-int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t *conf,
-                            char *errbuf, size_t errlen)
+int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t *conf, char *errbuf, size_t errlen)
 {
     if (!options || !*options)
         return 0;
@@ -99,8 +108,8 @@ static const char *process_getenv(const char *name)
     return getenv(name);
 }
 
-int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const char *),
-                           cmr_conf_t *conf, char *errbuf, size_t errlen)
+int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const char *), cmr_conf_t *conf, char *errbuf,
+                           size_t errlen)
 {
     if (!getenv_fn)
         getenv_fn = process_getenv;
@@ -142,8 +151,7 @@ out:
     return rc;
 }
 
-int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out,
-                                 char *errbuf, size_t errlen)
+int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (cmr_conf_check_known(conf, known_keys, known_prefixes, errbuf, errlen) != 0)
@@ -165,10 +173,10 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
     snprintf(out->name, sizeof out->name, "%s", name);
     snprintf(out->bootstrap, sizeof out->bootstrap, "%s", bootstrap);
     if (cmr_conf_get_bool(conf, "agent.strict", false, &out->strict, errbuf, errlen) ||
-        cmr_conf_get_int(conf, "agent.register.backoff.max.ms", 30000, 100, 3600000,
-                         &out->register_backoff_max_ms, errbuf, errlen) ||
-        cmr_conf_get_int(conf, "agent.class.buffer.bytes", 64 << 20, 0, INT64_C(1) << 34,
-                         &out->class_buffer_bytes, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.register.backoff.max.ms", 30000, 100, 3600000, &out->register_backoff_max_ms,
+                         errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.class.buffer.bytes", 64 << 20, 0, INT64_C(1) << 34, &out->class_buffer_bytes,
+                         errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.ring.records", 16384, 64, 1 << 24, &out->ring_records, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.send.interval.ms", 10, 1, 60000, &out->send_interval_ms, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.shutdown.flush.ms", 3000, 0, 600000, &out->shutdown_flush_ms, errbuf, errlen) ||
@@ -178,8 +186,8 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         return -1;
     const char *level = cmr_conf_get(conf, "log.level", "info");
     if (cmr_log_level_parse(level) < 0) {
-        ERRF("%s: log.level = \"%s\" is not one of debug, info, warn, error, off",
-             cmr_conf_origin(conf, "log.level"), level);
+        ERRF("%s: log.level = \"%s\" is not one of debug, info, warn, error, off", cmr_conf_origin(conf, "log.level"),
+             level);
         return -1;
     }
     return 0;

@@ -33,28 +33,26 @@ typedef struct cmr_agent_settings {
     char name[128];
     char bootstrap[1024];
     bool strict;
-    int64_t register_backoff_max_ms;  /* agent.register.backoff.max.ms, default 30000 */
-    int64_t class_buffer_bytes;       /* agent.class.buffer.bytes: bytecode kept while not
+    int64_t register_backoff_max_ms; /* agent.register.backoff.max.ms, default 30000 */
+    int64_t class_buffer_bytes;      /* agent.class.buffer.bytes: bytecode kept while not
                                          connected, default 64 MiB */
-    int64_t ring_records;             /* agent.ring.records: per-thread ring, default 16384 */
-    int64_t send_interval_ms;         /* agent.send.interval.ms, default 10 */
-    int64_t shutdown_flush_ms;        /* agent.shutdown.flush.ms, default 3000 */
-    int64_t metric_interval_ms;       /* agent.metric.interval.ms, default 10000 */
-    int64_t max_threads;              /* agent.max.threads with a ring at once, default 4096 */
+    int64_t ring_records;            /* agent.ring.records: per-thread ring, default 16384 */
+    int64_t send_interval_ms;        /* agent.send.interval.ms, default 10 */
+    int64_t shutdown_flush_ms;       /* agent.shutdown.flush.ms, default 3000 */
+    int64_t metric_interval_ms;      /* agent.metric.interval.ms, default 10000 */
+    int64_t max_threads;             /* agent.max.threads with a ring at once, default 4096 */
 } cmr_agent_settings_t;
 
 /* Parses one option string into conf. 0, or -1 with errbuf filled. */
-int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t *conf,
-                            char *errbuf, size_t errlen);
+int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t *conf, char *errbuf, size_t errlen);
 
 /* Builds the complete configuration: file (from config= in options or environment),
  * environment, then the option string. `getenv_fn` lets tests supply an environment
  * (NULL: the process's). 0, or -1 with errbuf filled. */
-int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const char *),
-                           cmr_conf_t *conf, char *errbuf, size_t errlen);
+int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const char *), cmr_conf_t *conf, char *errbuf,
+                           size_t errlen);
 
 /* Checks every key and fills settings. 0, or -1 with errbuf naming key and origin. */
-int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out,
-                                 char *errbuf, size_t errlen);
+int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen);
 
 #endif

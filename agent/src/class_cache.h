@@ -31,8 +31,8 @@ typedef struct cmr_class_entry {
     int64_t loader_id;
     uint64_t hash;
     cmr_class_cause_t cause;
-    int64_t request_id;   /* RESEND: the request answered */
-    uint8_t *bytes;       /* NULL: bytes dropped (budget) or not yet captured */
+    int64_t request_id; /* RESEND: the request answered */
+    uint8_t *bytes;     /* NULL: bytes dropped (budget) or not yet captured */
     size_t len;
     struct cmr_class_entry *next;
 } cmr_class_entry_t;
@@ -46,12 +46,11 @@ typedef struct cmr_class_cache_stats {
     uint64_t requeued;      /* entries whose delivery failed and that wait again */
     size_t pending;         /* entries waiting now */
     size_t in_flight;
-    size_t buffered_bytes;  /* bytecode held now */
+    size_t buffered_bytes; /* bytecode held now */
 } cmr_class_cache_stats_t;
 
 cmr_class_cache_t *cmr_class_cache_new(size_t byte_budget);
-void cmr_class_cache_free(cmr_class_cache_t *cache, void (*release_handle)(void *handle, void *opaque),
-                          void *opaque);
+void cmr_class_cache_free(cmr_class_cache_t *cache, void (*release_handle)(void *handle, void *opaque), void *opaque);
 
 /* --- never-send set -------------------------------------------------------------------- */
 bool cmr_class_cache_never_send(cmr_class_cache_t *cache, uint64_t hash);
@@ -82,8 +81,8 @@ size_t cmr_class_cache_take_byteless(cmr_class_cache_t *cache, cmr_class_entry_t
 /* Gives a captured entry its bytes and puts it back in line. An entry captured without a
  * hash (unread) gets it now; if those bytes were already sent (never-send) it is
  * dropped instead. Returns true when queued. */
-bool cmr_class_cache_attach_bytes(cmr_class_cache_t *cache, cmr_class_entry_t *e, uint64_t hash,
-                                  const uint8_t *bytes, size_t len);
+bool cmr_class_cache_attach_bytes(cmr_class_cache_t *cache, cmr_class_entry_t *e, uint64_t hash, const uint8_t *bytes,
+                                  size_t len);
 void cmr_class_cache_drop(cmr_class_cache_t *cache, cmr_class_entry_t *e);
 /* Delivery outcome of an in-flight entry: freed on success, queued again on failure. */
 void cmr_class_cache_delivered(cmr_class_cache_t *cache, cmr_class_entry_t *e, bool ok);
@@ -101,7 +100,7 @@ bool cmr_class_cache_knows(cmr_class_cache_t *cache, const char *name, int64_t l
 /* Calls fn for every registered class named `name` (any loader); stops when fn returns
  * non-zero and returns that value. Runs under the cache's mutex: fn must be quick and
  * must not call back into the cache. */
-typedef int (cmr_class_visit_fn)(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque);
+typedef int(cmr_class_visit_fn)(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque);
 int cmr_class_cache_visit(cmr_class_cache_t *cache, const char *name, cmr_class_visit_fn *fn, void *opaque);
 /* When (name, loader) was loaded (cmr_now_mono_ns of the load hook); 0 when unknown. */
 int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *cache, const char *name, int64_t loader_id);

@@ -206,11 +206,14 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
         for (size_t i = 0; items && i < p->nslots; i++) {
             metric_slot_t *s = &p->slots[i];
             if (s->method_id)
-                items[n++] = (cmr_method_metric_t){(int64_t)s->method_id, s->count, s->exceptions, s->sum, s->min, s->max};
+                items[n++] =
+                    (cmr_method_metric_t){(int64_t)s->method_id, s->count, s->exceptions, s->sum, s->min, s->max};
         }
-        cmr_metric_batch_t mb = {a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), {items, n}};
+        cmr_metric_batch_t mb = {
+            a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), {items, n}};
         char err[256];
-        if (items && cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
+        if (items &&
+            cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
             p->metric_batches++;
         free(items);
         memset(p->slots, 0, p->nslots * sizeof *p->slots);
@@ -259,9 +262,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             ring->next_parent.segment_id = (int64_t)cmr_le64(rec + 8);
             ring->next_parent.event_seq = (int32_t)aux; /* -1: the fork event was lost */
             break;
-        case CMR_RING_SEG_PARENT_AGENT:
-            ring->next_parent.agent_id = (int64_t)cmr_le64(rec);
-            break;
+        case CMR_RING_SEG_PARENT_AGENT: ring->next_parent.agent_id = (int64_t)cmr_le64(rec); break;
         case CMR_RING_TIMER:
         case CMR_RING_TIMER_THROW:
             metric_add(p, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), kind == CMR_RING_TIMER_THROW);

@@ -179,7 +179,8 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
     };
     if ((*env)->RegisterNatives(env, probe_class, methods, 2) != 0) {
         (*env)->ExceptionClear(env);
-        cmr_log(CMR_LOG_ERROR, "agent.probe_natives_failed", "class=%s action=\"probes record nothing\"", CMR_PROBE_CLASS);
+        cmr_log(CMR_LOG_ERROR, "agent.probe_natives_failed", "class=%s action=\"probes record nothing\"",
+                CMR_PROBE_CLASS);
     }
 }
 
@@ -195,8 +196,8 @@ void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti)
 
 /* --- publisher side ------------------------------------------------------------------------ */
 
-size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead,
-                                size_t *ndead, size_t max_dead)
+size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead, size_t *ndead,
+                                size_t max_dead)
 {
     size_t n = 0, keep = 0;
     *ndead = 0;

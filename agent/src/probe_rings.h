@@ -75,7 +75,7 @@ typedef struct cmr_ring {
     int64_t next_segment;
     uint8_t next_trace[16];
     cmr_parent_link_t next_parent;
-    uint8_t *batch;     /* events of the open segment not yet sent */
+    uint8_t *batch; /* events of the open segment not yet sent */
     uint32_t batch_count, batch_cap;
 } cmr_ring_t;
 
@@ -110,8 +110,8 @@ void cmr_probe_publisher_stop(struct cmr_agent *a);
 /* --- shared between probe_rings.c and probe_publisher.c ------------------------------------ */
 /* Copies the live rings into out (up to max); closed and fully drained rings are removed
  * and handed back through *dead (the caller frees them with cmr_ring_free). */
-size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead,
-                                size_t *ndead, size_t max_dead);
+size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead, size_t *ndead,
+                                size_t max_dead);
 void cmr_ring_free(cmr_ring_t *ring);
 void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dropped, uint64_t batches,
                            uint64_t metric_batches);

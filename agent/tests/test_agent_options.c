@@ -35,8 +35,9 @@ static void test_option_string(void **state)
     clear_env();
     cmr_conf_t *c = cmr_conf_new();
     char err[256];
-    assert_int_equal(cmr_agent_options_load("bootstrap=a:1,b:2,c:3,name=shop,log=warn,kafka.acks=all", test_getenv,
-                                            c, err, sizeof err), 0);
+    assert_int_equal(cmr_agent_options_load("bootstrap=a:1,b:2,c:3,name=shop,log=warn,kafka.acks=all", test_getenv, c,
+                                            err, sizeof err),
+                     0);
     assert_string_equal(cmr_conf_get(c, "kafka.bootstrap.servers", NULL), "a:1,b:2,c:3");
     assert_string_equal(cmr_conf_get(c, "agent.name", NULL), "shop");
     assert_string_equal(cmr_conf_get(c, "kafka.acks", NULL), "all");
@@ -98,7 +99,8 @@ static void test_bad_options_are_clear(void **state)
     cmr_conf_destroy(c);
 
     c = cmr_conf_new();
-    assert_int_equal(cmr_agent_options_load("bootstrap=x:1,agent.ring.records=ten", test_getenv, c, err, sizeof err), 0);
+    assert_int_equal(cmr_agent_options_load("bootstrap=x:1,agent.ring.records=ten", test_getenv, c, err, sizeof err),
+                     0);
     assert_int_equal(cmr_agent_settings_from_conf(c, &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "agent options"));
     cmr_conf_destroy(c);

@@ -46,10 +46,10 @@ struct cmr_broker {
     relay_pair_t pairs[RELAY_MAX_PAIRS];
 };
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
 static int create_topics(cmr_broker_t *b, int partitions_override, char *errbuf, size_t errlen)
@@ -87,8 +87,7 @@ static void relay_accept(cmr_broker_t *b)
             slot = &b->pairs[i];
     int u = socket(AF_INET, SOCK_STREAM, 0);
     if (!slot || u < 0 || connect(u, (struct sockaddr *)&b->upstream, sizeof b->upstream) != 0) {
-        cmr_log(CMR_LOG_WARN, "broker.relay_refused", "reason=\"%s\"",
-                slot ? strerror(errno) : "too many connections");
+        cmr_log(CMR_LOG_WARN, "broker.relay_refused", "reason=\"%s\"", slot ? strerror(errno) : "too many connections");
         close(c);
         if (u >= 0)
             close(u);
@@ -227,16 +226,16 @@ cmr_broker_t *cmr_broker_start(const cmr_broker_options_t *opts, char *errbuf, s
         size_t n = strcspn(all, ",");
         snprintf(b->bootstrap, sizeof b->bootstrap, "%.*s", (int)n, all);
     }
-    cmr_log(CMR_LOG_INFO, "broker.started", "bootstrap=%s brokers=%d cluster=\"%s\"", b->bootstrap,
-            o.brokers, rd_kafka_mock_cluster_bootstraps(b->mcluster));
+    cmr_log(CMR_LOG_INFO, "broker.started", "bootstrap=%s brokers=%d cluster=\"%s\"", b->bootstrap, o.brokers,
+            rd_kafka_mock_cluster_bootstraps(b->mcluster));
     return b;
 }
 
 void cmr_broker_set_available(cmr_broker_t *b, int available)
 {
     for (int id = 1; id <= b->count; id++) {
-        rd_kafka_resp_err_t err = available ? rd_kafka_mock_broker_set_up(b->mcluster, id)
-                                            : rd_kafka_mock_broker_set_down(b->mcluster, id);
+        rd_kafka_resp_err_t err =
+            available ? rd_kafka_mock_broker_set_up(b->mcluster, id) : rd_kafka_mock_broker_set_down(b->mcluster, id);
         if (err)
             cmr_log(CMR_LOG_WARN, "broker.availability_failed", "broker=%d error=\"%s\"", id, rd_kafka_err2str(err));
     }

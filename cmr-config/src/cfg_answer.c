@@ -58,8 +58,7 @@ static void fill_no_env(const cmr_cfg_state_t *s, const cmr_agent_registration_t
     a->no_env.time_ms = now_ms;
 }
 
-void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *reg, int64_t now_ms,
-                    cmr_cfg_answer_t *a)
+void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *reg, int64_t now_ms, cmr_cfg_answer_t *a)
 {
     memset(a, 0, sizeof *a);
     const char *env_id = cmr_cfg_agent_env(s, reg->agent_name, &reg->ip_addresses);

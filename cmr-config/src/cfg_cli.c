@@ -109,8 +109,9 @@ static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const c
         for (size_t j = 0; j < doc->n_envs && !known; j++)
             known = strcmp(doc->envs[j].id, e) == 0;
         if (!known) {
-            fprintf(stderr, "cmr-config: %s:%d: mappings[%zu].environment: environment \"%s\" is neither in this file "
-                            "nor in the CMR (see 'cmr-config list')\n",
+            fprintf(stderr,
+                    "cmr-config: %s:%d: mappings[%zu].environment: environment \"%s\" is neither in this file "
+                    "nor in the CMR (see 'cmr-config list')\n",
                     path, doc->mapping_lines[i], i, e);
             return -1;
         }
@@ -266,8 +267,9 @@ int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
     const cmr_agent_mapping_t *m = cmr_cfg_state_mappings(s, &n, NULL);
     for (size_t i = 0; e && i < n; i++)
         if (strcmp(m[i].environment_id, id) == 0) {
-            fprintf(stderr, "cmr-config: mapping %zu (agent \"%s\") still names environment \"%s\": change the "
-                            "mappings first\n",
+            fprintf(stderr,
+                    "cmr-config: mapping %zu (agent \"%s\") still names environment \"%s\": change the "
+                    "mappings first\n",
                     i + 1, m[i].agent_pattern, id);
             e = NULL;
             n = 0;

@@ -93,9 +93,9 @@ static const struct {
     const char *name;
     int flag;
 } modifiers[] = {
-    {"public", 0x0001},   {"private", 0x0002},   {"protected", 0x0004}, {"static", 0x0008},
-    {"final", 0x0010},    {"synchronized", 0x0020}, {"bridge", 0x0040}, {"varargs", 0x0080},
-    {"native", 0x0100},   {"abstract", 0x0400},  {"strict", 0x0800},    {"synthetic", 0x1000},
+    {"public", 0x0001}, {"private", 0x0002},      {"protected", 0x0004}, {"static", 0x0008},
+    {"final", 0x0010},  {"synchronized", 0x0020}, {"bridge", 0x0040},    {"varargs", 0x0080},
+    {"native", 0x0100}, {"abstract", 0x0400},     {"strict", 0x0800},    {"synthetic", 0x1000},
 };
 
 int cmr_cfg_modifier_flag(const char *name)
@@ -131,8 +131,7 @@ void cmr_cfg_default_strategy(cmr_strategy_t *s)
 
 /* --- errors and node access --------------------------------------------------------- */
 
-static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...)
 {
@@ -264,8 +263,9 @@ static int parse_modifiers(parse_ctx_t *c, const yaml_node_t *n, const char *whe
         int neg = s[0] == '!';
         int flag = cmr_cfg_modifier_flag(s + neg);
         if (!flag)
-            return fail(c, m, "%s: unknown modifier \"%s\" (public, private, protected, static, final, "
-                              "synchronized, bridge, varargs, native, abstract, strict, synthetic; '!' negates)",
+            return fail(c, m,
+                        "%s: unknown modifier \"%s\" (public, private, protected, static, final, "
+                        "synchronized, bridge, varargs, native, abstract, strict, synthetic; '!' negates)",
                         where, s);
         if ((neg ? *req : *excl) & flag)
             return fail(c, m, "%s: modifier %s is both required and excluded", where, s + neg);
@@ -323,8 +323,9 @@ static int parse_assignment(parse_ctx_t *c, const yaml_node_t *n, const char *wh
             if (want_bool(c, v, w, &a->constructors) != 0)
                 return -1;
         } else {
-            return fail(c, k, "%s: unknown key \"%s\" (sensor, class, superclass, interface, annotation, method, "
-                              "descriptor, modifiers, constructors)",
+            return fail(c, k,
+                        "%s: unknown key \"%s\" (sensor, class, superclass, interface, annotation, method, "
+                        "descriptor, modifiers, constructors)",
                         where, key);
         }
     }
@@ -360,8 +361,9 @@ static int parse_strategy(parse_ctx_t *c, const yaml_node_t *n, const char *wher
         else if (!strcmp(key, "max_threads"))
             rc = want_int(c, v, w, 1, 1 << 20, &s->max_threads);
         else
-            return fail(c, k, "%s: unknown key \"%s\" (send_interval_ms, ring_records, max_batch_events, "
-                              "metric_interval_ms, max_threads)",
+            return fail(c, k,
+                        "%s: unknown key \"%s\" (send_interval_ms, ring_records, max_batch_events, "
+                        "metric_interval_ms, max_threads)",
                         where, key);
         if (rc != 0)
             return -1;
@@ -556,8 +558,7 @@ static int parse_root(parse_ctx_t *c)
     return 0;
 }
 
-int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_doc_t *doc, char *err,
-                      size_t errlen)
+int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_doc_t *doc, char *err, size_t errlen)
 {
     memset(doc, 0, sizeof *doc);
     doc->pool = calloc(1, sizeof *doc->pool);

@@ -16,9 +16,9 @@
 #include "cmr/wire.h"
 
 typedef struct env_entry {
-    char *id;          /* owned */
+    char *id; /* owned */
     int64_t revision;
-    cmr_msg_t msg;     /* owned decoded ConfigChange; type = -1 when deleted */
+    cmr_msg_t msg; /* owned decoded ConfigChange; type = -1 when deleted */
     int live;
 } env_entry_t;
 
@@ -218,11 +218,11 @@ static int str_eq(const char *a, const char *b)
 
 static int assignment_eq(const cmr_sensor_assignment_t *a, const cmr_sensor_assignment_t *b)
 {
-    return a->sensor == b->sensor && str_eq(a->class_pattern, b->class_pattern) && str_eq(a->superclass, b->superclass) &&
-           str_eq(a->interface, b->interface) && str_eq(a->annotation, b->annotation) &&
-           str_eq(a->method_pattern, b->method_pattern) && str_eq(a->descriptor_pattern, b->descriptor_pattern) &&
-           a->modifiers_required == b->modifiers_required && a->modifiers_excluded == b->modifiers_excluded &&
-           a->constructors == b->constructors;
+    return a->sensor == b->sensor && str_eq(a->class_pattern, b->class_pattern) &&
+           str_eq(a->superclass, b->superclass) && str_eq(a->interface, b->interface) &&
+           str_eq(a->annotation, b->annotation) && str_eq(a->method_pattern, b->method_pattern) &&
+           str_eq(a->descriptor_pattern, b->descriptor_pattern) && a->modifiers_required == b->modifiers_required &&
+           a->modifiers_excluded == b->modifiers_excluded && a->constructors == b->constructors;
 }
 
 int cmr_cfg_env_equal(const cmr_environment_t *a, const cmr_environment_t *b)

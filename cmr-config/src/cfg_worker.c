@@ -83,7 +83,8 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
                  ? cmr_producer_send(w->producer, CMR_MSG_AGENT_CONFIGURATION, &a.cfg, topic, NULL, err, sizeof err)
                  : cmr_producer_send(w->producer, CMR_MSG_NO_ENVIRONMENT, &a.no_env, topic, NULL, err, sizeof err);
     if (rc != CMR_SEND_OK) {
-        cmr_log(CMR_LOG_ERROR, "config.send_failed", "topic=%s error=\"%s\"", topic, rc == CMR_SEND_QUEUE_FULL ? "queue full" : err);
+        cmr_log(CMR_LOG_ERROR, "config.send_failed", "topic=%s error=\"%s\"", topic,
+                rc == CMR_SEND_QUEUE_FULL ? "queue full" : err);
         return -1;
     }
     cmr_producer_stats_t before, after;
@@ -96,8 +97,8 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
     if (a.configured)
         cmr_log(CMR_LOG_INFO, "agent.configured",
                 "why=%s agent=\"%s\" host=\"%s\" instance=%s agent_id=%016" PRIx64 " environment=%s revision=%" PRId64,
-                why, reg->agent_name, reg->hostname, reg->instance_id, (uint64_t)a.cfg.agent_id,
-                a.cfg.environment_id, a.cfg.revision);
+                why, reg->agent_name, reg->hostname, reg->instance_id, (uint64_t)a.cfg.agent_id, a.cfg.environment_id,
+                a.cfg.revision);
     else
         cmr_log(CMR_LOG_WARN, "agent.no_environment", "agent=\"%s\" host=\"%s\" instance=%s reason=\"%s\"",
                 reg->agent_name, reg->hostname, reg->instance_id, a.reason);

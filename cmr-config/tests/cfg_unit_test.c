@@ -19,39 +19,38 @@
 #include "cmr/ids.h"
 #include "cmr/wire.h"
 
-static const char *full_doc =
-    "# a comment\n"
-    "version: 1\n"
-    "environments:\n"
-    "  - id: shop\n"
-    "    name: Shop production\n"
-    "    strategy:\n"
-    "      send_interval_ms: 500\n"
-    "      max_threads: 64\n"
-    "    sensors:\n"
-    "      - sensor: timer\n"
-    "        class: com.shop.*\n"
-    "        method: \"get*\"\n"
-    "        descriptor: \"()*\"\n"
-    "        modifiers: [public, \"!static\"]\n"
-    "      - sensor: invocation-sequence\n"
-    "        class: \"*\"\n"
-    "        interface: javax.servlet.Servlet\n"
-    "        method: service\n"
-    "        constructors: true\n"
-    "      - sensor: anchor\n"
-    "        class: \"*\"\n"
-    "        annotation: com.shop.Traced\n"
-    "        superclass: com/shop/Base\n"
-    "  - id: batch\n"
-    "    sensors: []\n"
-    "mappings:\n"
-    "  - agent: \"shop-*\"\n"
-    "    address: 10.0.0.0/8\n"
-    "    environment: shop\n"
-    "  - agent: \"*\"\n"
-    "    address: \"2001:db8::/32\"\n"
-    "    environment: batch\n";
+static const char *full_doc = "# a comment\n"
+                              "version: 1\n"
+                              "environments:\n"
+                              "  - id: shop\n"
+                              "    name: Shop production\n"
+                              "    strategy:\n"
+                              "      send_interval_ms: 500\n"
+                              "      max_threads: 64\n"
+                              "    sensors:\n"
+                              "      - sensor: timer\n"
+                              "        class: com.shop.*\n"
+                              "        method: \"get*\"\n"
+                              "        descriptor: \"()*\"\n"
+                              "        modifiers: [public, \"!static\"]\n"
+                              "      - sensor: invocation-sequence\n"
+                              "        class: \"*\"\n"
+                              "        interface: javax.servlet.Servlet\n"
+                              "        method: service\n"
+                              "        constructors: true\n"
+                              "      - sensor: anchor\n"
+                              "        class: \"*\"\n"
+                              "        annotation: com.shop.Traced\n"
+                              "        superclass: com/shop/Base\n"
+                              "  - id: batch\n"
+                              "    sensors: []\n"
+                              "mappings:\n"
+                              "  - agent: \"shop-*\"\n"
+                              "    address: 10.0.0.0/8\n"
+                              "    environment: shop\n"
+                              "  - agent: \"*\"\n"
+                              "    address: \"2001:db8::/32\"\n"
+                              "    environment: batch\n";
 
 static void test_glob(void **state)
 {
@@ -211,7 +210,8 @@ static void test_doc_errors(void **state)
     expect_error("version: 1\nenvironments:\n  - id: a\n  - id: a\n",
                  "f.yaml:4: environments[1]: environment \"a\" is defined twice (first at line 3)");
     expect_error("version: 1\nenvironments:\n  - name: x\n", "f.yaml:3: environments[0]: missing \"id\"");
-    expect_error("version: 1\nenvironments:\n  - id: \"a b\"\n", "f.yaml:3: environments[0].id: \"a b\" is not a valid");
+    expect_error("version: 1\nenvironments:\n  - id: \"a b\"\n",
+                 "f.yaml:3: environments[0].id: \"a b\" is not a valid");
     expect_error("version: 1\nenvironments:\n  - id: a\n    strategy:\n      send_interval_ms: fast\n",
                  "f.yaml:5: environments[0].strategy.send_interval_ms: \"fast\" is not an integer");
     expect_error("version: 1\nenvironments:\n  - id: a\n    strategy:\n      ring_records: 1\n",
@@ -329,7 +329,8 @@ static void test_state_projection(void **state)
     reg.agent_name = "billing";
     cmr_cfg_answer(s, &reg, 5, &a);
     assert_false(a.configured);
-    assert_non_null(strstr(a.no_env.reason, "no agent mapping matches agent name \"billing\" with addresses [10.2.3.4]"));
+    assert_non_null(
+        strstr(a.no_env.reason, "no agent mapping matches agent name \"billing\" with addresses [10.2.3.4]"));
     char *ips6[] = {"2001:db8::7"};
     reg.ip_addresses = (cmr_strings_t){ips6, 1};
     cmr_cfg_answer(s, &reg, 5, &a); /* maps to the deleted "batch" */
@@ -342,9 +343,12 @@ static void test_state_projection(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),           cmocka_unit_test(test_cidr_v4),
-        cmocka_unit_test(test_cidr_v6),        cmocka_unit_test(test_resolve_first_match),
-        cmocka_unit_test(test_doc_full),       cmocka_unit_test(test_doc_errors),
+        cmocka_unit_test(test_glob),
+        cmocka_unit_test(test_cidr_v4),
+        cmocka_unit_test(test_cidr_v6),
+        cmocka_unit_test(test_resolve_first_match),
+        cmocka_unit_test(test_doc_full),
+        cmocka_unit_test(test_doc_errors),
         cmocka_unit_test(test_state_projection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -118,8 +118,7 @@ int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *
     return 0;
 }
 
-int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
-                            cmr_ingest_batch_t *out)
+int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen, cmr_ingest_batch_t *out)
 {
     memset(out, 0, sizeof *out);
     if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || val[0] != 1)

@@ -98,8 +98,9 @@ char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t)
         json_object_set_new(e, "dur", json_real((double)x->total_ns / 1000.0));
         json_object_set_new(e, "pid", json_integer((json_int_t)(agent_index(agents, na, x->agent_id) + 1)));
         json_object_set_new(e, "tid", json_integer(x->thread_id));
-        json_object_set_new(e, "args", json_pack("{s:I,s:b,s:b}", "self_ns", (json_int_t)x->self_ns, "running",
-                                                 x->running, "exception", x->exception));
+        json_object_set_new(e, "args",
+                            json_pack("{s:I,s:b,s:b}", "self_ns", (json_int_t)x->self_ns, "running", x->running,
+                                      "exception", x->exception));
         json_array_append_new(ev, e);
     }
     free(agents);
@@ -137,7 +138,8 @@ static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tr
     snprintf(ts, sizeof ts, "%" PRId64, x->start_ns);
     snprintf(te, sizeof te, "%" PRId64, x->end_ns);
     json_t *attrs = json_array();
-    json_array_append_new(attrs, attr_str("thread.name", x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : ""));
+    json_array_append_new(attrs,
+                          attr_str("thread.name", x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : ""));
     json_array_append_new(attrs, attr_int("thread.id", x->thread_id));
     json_array_append_new(attrs, attr_int("cmr.self_ns", x->self_ns));
     if (x->running)
@@ -151,8 +153,9 @@ static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tr
     json_object_set_new(s, "startTimeUnixNano", json_string(ts));
     json_object_set_new(s, "endTimeUnixNano", json_string(te));
     json_object_set_new(s, "attributes", attrs);
-    json_object_set_new(s, "status", x->exception ? json_pack("{s:i,s:s}", "code", 2, "message", "exception")
-                                                  : json_pack("{s:i}", "code", 0));
+    json_object_set_new(s, "status",
+                        x->exception ? json_pack("{s:i,s:s}", "code", 2, "message", "exception")
+                                     : json_pack("{s:i}", "code", 0));
     return s;
 }
 

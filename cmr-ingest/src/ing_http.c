@@ -76,7 +76,10 @@ static char *error_json(const char *msg)
 
 static int hexval(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* In-place URL decoding; -1 on a bad escape. */
@@ -145,7 +148,8 @@ static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, cmr_i
 /* A tree as JSON (or an export). Rendered trees are kept per trace with the summary they
  * were rendered from: while the stored summary (and the name tables) are unchanged, the
  * answer comes from memory without reading the trace's batches. */
-static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t id[16], const char *format, char **body)
+static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t id[16], const char *format,
+                       char **body)
 {
     cmr_trace_summary_t s;
     int r = cmr_ingest_view_summary(v, id, &s);

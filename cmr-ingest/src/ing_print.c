@@ -39,15 +39,15 @@ static const char *thread_name(const cmr_tree_t *t, const cmr_tree_node_t *x)
 
 void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count)
 {
-    fprintf(f, "%-32s  %-30s  %12s  %8s  %4s  %-9s  %s\n", "TRACE", "START", "DURATION_MS", "EVENTS", "JVMS",
-            "STATE", "ROOT");
+    fprintf(f, "%-32s  %-30s  %12s  %8s  %4s  %-9s  %s\n", "TRACE", "START", "DURATION_MS", "EVENTS", "JVMS", "STATE",
+            "ROOT");
     for (size_t i = 0; i < count; i++) {
         char id[33], ts[64], m[1024];
         cmr_hex(s[i].trace_id, 16, id);
         fmt_time(s[i].start_ns, ts, sizeof ts);
         const char *state = s[i].flags & CMR_TRACE_COMPLETE ? "complete" : "partial";
-        const char *root = s[i].flags & CMR_TRACE_HAS_ROOT ? cmr_names_method(n, s[i].root_method, m, sizeof m)
-                                                           : "(root not arrived)";
+        const char *root =
+            s[i].flags & CMR_TRACE_HAS_ROOT ? cmr_names_method(n, s[i].root_method, m, sizeof m) : "(root not arrived)";
         fprintf(f, "%s  %-30s  %12.3f  %8" PRIu64 "  %4u  %-9s  %s%s\n", id, ts,
                 (double)(s[i].end_ns - s[i].start_ns) / 1e6, s[i].events, s[i].agents, state,
                 s[i].flags & CMR_TRACE_REMOTE_ROOT ? "(remote caller) " : "", root);
@@ -57,15 +57,12 @@ void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summar
 static void node_label(const cmr_names_t *n, const cmr_tree_node_t *x, char *buf, size_t len)
 {
     switch (x->kind) {
-    case CMR_NODE_REMOTE:
-        snprintf(buf, len, "(remote caller %016" PRIx64 ")", x->segment_id);
-        break;
+    case CMR_NODE_REMOTE: snprintf(buf, len, "(remote caller %016" PRIx64 ")", x->segment_id); break;
     case CMR_NODE_MISSING:
-        snprintf(buf, len, "(missing parent %016" PRIx64 ":%016" PRIx64 ":%" PRId64 ")", x->agent_id,
-                 x->segment_id, x->event_seq);
+        snprintf(buf, len, "(missing parent %016" PRIx64 ":%016" PRIx64 ":%" PRId64 ")", x->agent_id, x->segment_id,
+                 x->event_seq);
         break;
-    default:
-        cmr_names_method(n, x->method_id, buf, len);
+    default: cmr_names_method(n, x->method_id, buf, len);
     }
 }
 

@@ -65,8 +65,10 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
     size_t nparts = cmr_store_list_partitions(root, &parts);
     free(parts);
     if (nparts) {
-        fprintf(stderr, "cmr-ingest: replay: %s already holds a store; replay builds a fresh one (give an empty or "
-                        "new directory with --store)\n", root);
+        fprintf(stderr,
+                "cmr-ingest: replay: %s already holds a store; replay builds a fresh one (give an empty or "
+                "new directory with --store)\n",
+                root);
         return 2;
     }
     int64_t since_ms = 0;
@@ -151,8 +153,9 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
         fprintf(progress, "replay: %" PRId64 " records older than --since skipped\n", skipped);
     cmr_ingest_stats_t s;
     cmr_ingest_engine_stats(e, &s);
-    fprintf(progress, "replay: done: %" PRId64 " records, %" PRIu64 " batches, %" PRIu64 " events, %" PRIu64
-                      " duplicates, %" PRIu64 " rejected, %.1f s\n",
+    fprintf(progress,
+            "replay: done: %" PRId64 " records, %" PRIu64 " batches, %" PRIu64 " events, %" PRIu64
+            " duplicates, %" PRIu64 " rejected, %.1f s\n",
             done, s.batches, s.events, s.duplicates, s.rejected, (double)(mono_ms() - start) / 1000.0);
     cmr_ingest_engine_free(e);
     return rc;

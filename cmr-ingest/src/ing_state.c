@@ -30,7 +30,7 @@ typedef struct st_seg {
     bool have_first;
     int32_t last_seq; /* -1 until the last batch arrived */
     uint32_t nseen;
-    uint8_t *bits;    /* seen batch_seq bitmap */
+    uint8_t *bits; /* seen batch_seq bitmap */
     size_t nbytes;
 } st_seg_t;
 

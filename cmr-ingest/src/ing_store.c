@@ -37,8 +37,8 @@
 #include "cmr/log.h"
 #include "ing_bytes.h"
 
-static const char *const part_cfs[] = {"default", "batches", "traces", "idx_time", "idx_duration",
-                                       "idx_root", "idx_agent", "idx_method"};
+static const char *const part_cfs[] = {"default",      "batches",  "traces",    "idx_time",
+                                       "idx_duration", "idx_root", "idx_agent", "idx_method"};
 #define NPART_CFS 8
 static const char *const meta_cfs[] = {"default", "methods", "agents"};
 #define NMETA_CFS 3
@@ -374,8 +374,7 @@ int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names)
     return 0;
 }
 
-void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], uint8_t dur_key[24],
-                          uint8_t root_key[32])
+void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], uint8_t dur_key[24], uint8_t root_key[32])
 {
     ing_put_be64s(time_key, s->start_ns);
     memcpy(time_key + 8, s->trace_id, 16);
@@ -424,8 +423,8 @@ int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
     memcpy(end, trace_id, 16);
     for (int i = 15; i >= 0 && ++end[i] == 0; i--)
         ;
-    rocksdb_writebatch_delete_range_cf(wb, s->cfs[1 + CMR_CF_BATCHES], (const char *)trace_id, 16,
-                                       (const char *)end, 16);
+    rocksdb_writebatch_delete_range_cf(wb, s->cfs[1 + CMR_CF_BATCHES], (const char *)trace_id, 16, (const char *)end,
+                                       16);
     cmr_trace_summary_t sum;
     if (cmr_store_get_summary(s, trace_id, &sum) == 1) {
         uint8_t tk[24], dk[24], rk[32];

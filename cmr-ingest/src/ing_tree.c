@@ -35,7 +35,7 @@ typedef struct seg {
     uint32_t name;
     int64_t thread_id;
     bool has_last;
-    uint32_t first_top;  /* top-level calls, linked through next_sibling */
+    uint32_t first_top; /* top-level calls, linked through next_sibling */
     fork_ref_t *forks;
     size_t nforks, capforks;
     int64_t max_ts;
@@ -190,10 +190,8 @@ static int walk_event(cmr_tree_t *t, seg_t *s, walk_t *w, const cmr_event_t *ev,
         x->exception = ev->kind == CMR_EVENT_EXCEPTION_EXIT;
         return 0;
     }
-    case CMR_EVENT_FORK:
-        return add_fork(s, seq, w->depth ? w->stack[w->depth - 1] : CMR_NODE_NONE);
-    default:
-        return 0; /* unknown kinds are skipped: a newer agent may send more */
+    case CMR_EVENT_FORK: return add_fork(s, seq, w->depth ? w->stack[w->depth - 1] : CMR_NODE_NONE);
+    default: return 0; /* unknown kinds are skipped: a newer agent may send more */
     }
 }
 
@@ -512,8 +510,8 @@ int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *t)
         if (link_segment(t, segs, nsegs, &segs[i], &missing) != 0)
             goto out;
         ended = ended && segs[i].has_last;
-        root = root || !segs[i].first->has_parent ||
-               (segs[i].first->parent_agent == 0 && segs[i].first->parent_seq == -1);
+        root =
+            root || !segs[i].first->has_parent || (segs[i].first->parent_agent == 0 && segs[i].first->parent_seq == -1);
     }
     if (count_agents_threads(t, segs, nsegs) != 0)
         goto out;

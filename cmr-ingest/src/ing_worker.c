@@ -106,8 +106,8 @@ static void handle(worker_t *w, cmr_record_t *rec)
     if (!w->first_record_ms)
         w->first_record_ms = wall_ms();
     if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
-        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s",
-                rec->topic, rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
+                rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
     } else {
         int r = cmr_ingest_engine_add(w->engine, rec->partition, &rec->msg.u.event_batch, err, sizeof err);
         if (r == -1)
@@ -174,8 +174,8 @@ static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *er
         cmr_conf_get_int(conf, "ingest.retention.bytes", 0, 0, INT64_MAX, &bytes, err, errlen) ||
         cmr_conf_get_int(conf, "ingest.store.write_buffer_mb", 16, 1, 1024, &wb_mb, err, errlen))
         return -1;
-    *o = (cmr_store_opts_t){.sync = sync, .retention_age_ms = age, .retention_bytes = bytes,
-                            .write_buffer_bytes = wb_mb << 20};
+    *o = (cmr_store_opts_t){
+        .sync = sync, .retention_age_ms = age, .retention_bytes = bytes, .write_buffer_bytes = wb_mb << 20};
     return 0;
 }
 
@@ -222,8 +222,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         http = cmr_ingest_http_start(root, cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
                                      sizeof err);
         if (!http) /* ingest matters more than queries: run without the API */
-            cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\" action=\"running without the HTTP API\"",
-                    err);
+            cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\" action=\"running without the HTTP API\"", err);
     }
     if (open_tables(&w) != 0)
         goto out;
@@ -231,8 +230,8 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_EVENTS);
     if (cmr_admin_ensure_topic(conf, events, l->partitions, -1, 0, 15000, err, sizeof err) != 0)
         cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", events, err);
-    w.consumer = cmr_consumer_new(conf, cmr_conf_get(conf, "ingest.group", "cmr-ingest"), &events, 1, on_rebalance,
-                                  &w, err, sizeof err);
+    w.consumer = cmr_consumer_new(conf, cmr_conf_get(conf, "ingest.group", "cmr-ingest"), &events, 1, on_rebalance, &w,
+                                  err, sizeof err);
     if (!w.consumer) {
         cmr_log(CMR_LOG_ERROR, "ingest.consumer_failed", "error=\"%s\"", err);
         goto out;
@@ -255,8 +254,8 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             break; /* ingest.exit_idle_ms: catch up, then exit */
         }
         bool idle = got == 0;
-        if ((w.npending && ((int64_t)w.npending >= w.commit_records || idle ||
-                            now - w.first_pending_ms >= w.commit_interval_ms)) ||
+        if ((w.npending &&
+             ((int64_t)w.npending >= w.commit_records || idle || now - w.first_pending_ms >= w.commit_interval_ms)) ||
             (!w.npending && cmr_ingest_engine_pending(w.engine)))
             if (commit_group(&w) != 0)
                 break;

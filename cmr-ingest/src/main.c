@@ -193,9 +193,9 @@ static int cmd_http(const cmr_conf_t *conf)
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 2;
     }
-    cmr_ingest_http_t *h = cmr_ingest_http_start(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"),
-                                                 cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
-                                                 sizeof err);
+    cmr_ingest_http_t *h =
+        cmr_ingest_http_start(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"),
+                              cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err, sizeof err);
     if (!h) {
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 1;

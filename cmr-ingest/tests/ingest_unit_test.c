@@ -429,8 +429,12 @@ static void test_hostile_events(void **state)
     (void)state;
     uint8_t tid[16], ev[24 * 6];
     synth_trace_id(7, tid);
-    cmr_event_t e[6] = {{1, T0, 9, 0},          {2, T0 + 1, CMR_EVENT_EXIT, 7},    {3, T0 + 2, CMR_EVENT_ENTER, 100000},
-                        {4, T0 - 5, CMR_EVENT_ENTER, 0}, {5, T0 + 3, CMR_EVENT_FORK, 0}, {6, 0, CMR_EVENT_EXIT, 1}};
+    cmr_event_t e[6] = {{1, T0, 9, 0},
+                        {2, T0 + 1, CMR_EVENT_EXIT, 7},
+                        {3, T0 + 2, CMR_EVENT_ENTER, 100000},
+                        {4, T0 - 5, CMR_EVENT_ENTER, 0},
+                        {5, T0 + 3, CMR_EVENT_FORK, 0},
+                        {6, 0, CMR_EVENT_EXIT, 1}};
     for (int i = 0; i < 6; i++)
         cmr_event_write(ev, (size_t)i, &e[i]);
     cmr_ingest_batch_t b = {.agent_id = A1, .segment_id = 1, .event_count = 6, .events = ev, .last = true};
@@ -516,7 +520,9 @@ static void test_exporters(void **state)
     cmr_tree_t t;
     assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
     cmr_names_t *n = cmr_names_new();
-    cmr_method_entry_t me = {.method_id = M_MAIN, .class_name = "com/example/App", .method_name = "main",
+    cmr_method_entry_t me = {.method_id = M_MAIN,
+                             .class_name = "com/example/App",
+                             .method_name = "main",
                              .descriptor = "([Ljava/lang/String;)V"};
     cmr_names_put_method(n, &me);
     char *chrome = cmr_ingest_export_chrome(n, &t);
@@ -632,8 +638,7 @@ static char *capture_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, lon
     return buf;
 }
 
-static void feed(cmr_ingest_engine_t *e, int partition, const synth_seg_t *segs, int nseg, size_t per_batch,
-                 int twice)
+static void feed(cmr_ingest_engine_t *e, int partition, const synth_seg_t *segs, int nseg, size_t per_batch, int twice)
 {
     char err[256];
     for (int i = 0; i < nseg; i++) {
@@ -655,10 +660,10 @@ static void test_store_engine_queries(void **state)
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
-    cmr_method_entry_t m1 = {.method_id = M_MAIN, .class_name = "com/example/App", .method_name = "main",
-                             .descriptor = "()V"};
-    cmr_method_entry_t m2 = {.method_id = M_TASK, .class_name = "com/example/Task", .method_name = "run",
-                             .descriptor = "()V"};
+    cmr_method_entry_t m1 = {
+        .method_id = M_MAIN, .class_name = "com/example/App", .method_name = "main", .descriptor = "()V"};
+    cmr_method_entry_t m2 = {
+        .method_id = M_TASK, .class_name = "com/example/Task", .method_name = "run", .descriptor = "()V"};
     cmr_ingest_engine_add_method(e, &m1);
     cmr_ingest_engine_add_method(e, &m2);
     cmr_agent_registration_t reg = {.agent_name = "shop", .hostname = "host-a", .pid = 42};
@@ -666,7 +671,7 @@ static void test_store_engine_queries(void **state)
     synth_seg_t multi[4], nested;
     build_multi(multi, 20);
     build_nested_at(&nested, 21, T0 + 10000);
-    feed(e, 0, multi, 4, 2, 1);   /* every batch twice */
+    feed(e, 0, multi, 4, 2, 1); /* every batch twice */
     feed(e, 3, &nested, 1, 3, 0);
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
     feed(e, 3, &nested, 1, 3, 0); /* redelivered after the flush */

@@ -17,8 +17,8 @@ struct cmr_instr_cache {
     rocksdb_writeoptions_t *wo;
     rocksdb_writebatch_wi_t *batch;
     uint64_t budget;
-    uint64_t unpinned;  /* unpinned bytes held (committed + pending) */
-    uint64_t seq;       /* next eviction sequence */
+    uint64_t unpinned; /* unpinned bytes held (committed + pending) */
+    uint64_t seq;      /* next eviction sequence */
     uint64_t committed_unpinned, committed_seq;
 };
 
@@ -104,7 +104,8 @@ typedef int(raw_fn)(const unsigned char *suffix, size_t n, const char *val, size
 static int each_prefix(cmr_instr_cache_t *c, const key_t_ *prefix, raw_fn *fn, void *ud)
 {
     /* the batch iterator takes the database iterator over */
-    rocksdb_iterator_t *it = rocksdb_writebatch_wi_create_iterator_with_base(c->batch, rocksdb_create_iterator(c->db, c->ro));
+    rocksdb_iterator_t *it =
+        rocksdb_writebatch_wi_create_iterator_with_base(c->batch, rocksdb_create_iterator(c->db, c->ro));
     int rc = 0;
     for (rocksdb_iter_seek(it, prefix->b, prefix->n); rc == 0 && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kl, vl;
@@ -186,7 +187,7 @@ void cmr_instr_cache_close(cmr_instr_cache_t *c)
 }
 
 typedef struct evict_ctx {
-    uint64_t over;       /* bytes still to free */
+    uint64_t over;        /* bytes still to free */
     uint64_t (*items)[3]; /* seq, hash, len */
     size_t n, cap;
 } evict_ctx_t;

@@ -7,35 +7,35 @@
 #include <string.h>
 
 static const char *const excluded[] = {
-    "cmr/agent/",                /* the agent's own classes, Probe included */
-    "java/lang/Object",          /* every constructor chain ends here */
-    "java/lang/Thread",          /* on the probe path; and its constructors run while a native
+    "cmr/agent/",       /* the agent's own classes, Probe included */
+    "java/lang/Object", /* every constructor chain ends here */
+    "java/lang/Thread", /* on the probe path; and its constructors run while a native
                                     thread attaches, before it has a Thread object (a probe
                                     that meets a contended monitor there crashes HotSpot) */
     "java/lang/Thread$*",
-    "java/lang/ThreadGroup",     /* also run by Thread's constructor while a thread attaches */
-    "java/lang/ThreadLocal*",    /* per-thread ring lookup */
+    "java/lang/ThreadGroup",  /* also run by Thread's constructor while a thread attaches */
+    "java/lang/ThreadLocal*", /* per-thread ring lookup */
     "java/lang/Class",
     "java/lang/ClassLoader",
     "java/lang/System",
     "java/lang/Runtime",
-    "java/lang/String*",         /* String, StringBuilder, StringLatin1, StringUTF16 ... */
+    "java/lang/String*", /* String, StringBuilder, StringLatin1, StringUTF16 ... */
     "java/lang/AbstractStringBuilder",
     "java/lang/Math",
     "java/lang/StrictMath",
-    "java/lang/Integer*",        /* boxing on the probe path */
+    "java/lang/Integer*", /* boxing on the probe path */
     "java/lang/Long*",
-    "java/lang/Throwable",       /* exceptional exits */
-    "java/lang/invoke/",         /* method handles, lambdas, string concatenation */
-    "java/lang/ref/",            /* reference processing */
+    "java/lang/Throwable", /* exceptional exits */
+    "java/lang/invoke/",   /* method handles, lambdas, string concatenation */
+    "java/lang/ref/",      /* reference processing */
     "java/lang/reflect/",
     "java/util/concurrent/atomic/",
     "java/util/concurrent/ThreadLocalRandom", /* trace ids of new segments */
     "java/util/IdentityHashMap*",             /* the probes' hand-off table */
     "java/util/ArrayDeque*",
     "java/util/concurrent/locks/",
-    "java/nio/",                 /* direct buffers of the rings */
-    "jdk/internal/",             /* Unsafe, misc, VM internals */
+    "java/nio/",     /* direct buffers of the rings */
+    "jdk/internal/", /* Unsafe, misc, VM internals */
     "sun/",
     "com/sun/",
     NULL,

@@ -102,24 +102,28 @@ static void skip_element_value(rd_t *r, int depth)
     }
     unsigned tag = u1(r);
     switch (tag) {
-    case 'B': case 'C': case 'D': case 'F': case 'I': case 'J': case 'S': case 'Z': case 's': case 'c':
-        u2(r);
-        break;
+    case 'B':
+    case 'C':
+    case 'D':
+    case 'F':
+    case 'I':
+    case 'J':
+    case 'S':
+    case 'Z':
+    case 's':
+    case 'c': u2(r); break;
     case 'e':
         u2(r);
         u2(r);
         break;
-    case '@':
-        skip_annotation(r, depth + 1);
-        break;
+    case '@': skip_annotation(r, depth + 1); break;
     case '[': {
         unsigned n = u2(r);
         for (unsigned i = 0; i < n && !r->bad; i++)
             skip_element_value(r, depth + 1);
         break;
     }
-    default:
-        r->bad = 1;
+    default: r->bad = 1;
     }
 }
 

@@ -10,7 +10,15 @@
 
 #include "cmr/log.h"
 
-#define CALL(n) {CMR_PROBE_CLASS, n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, 0}}}
+#define CALL(n)                         \
+    {                                   \
+        CMR_PROBE_CLASS, n, "(J)V", 1,  \
+        {                               \
+            {                           \
+                CF_PARG_METHOD_ID, 0, 0 \
+            }                           \
+        }                               \
+    }
 
 static const cf_probe probes[3] = {
     [CMR_SENSOR_TIMER] = {"timer", CALL("timerEnter"), CALL("timerExit"), CALL("timerExitThrow")},
@@ -20,16 +28,24 @@ static const cf_probe probes[3] = {
 
 /* The context probes of the hand-off points (docs/ARCHITECTURE.md, "The probe contract"):
  * one set per place the probe's object comes from (parameter 0, parameter 1, `this`). */
-#define OBJ_CALL(n, kind, i)                                                                                       \
-    {CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, {{kind, i, 0}, {CF_PARG_METHOD_ID, 0, 0}}}
-#define HANDOFF_SET(kind, i)                                                                                       \
-    {                                                                                                              \
-        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                        \
-        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                              \
-        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                                 \
-        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
-        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                             \
-        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
+#define OBJ_CALL(n, kind, i)                             \
+    {                                                    \
+        CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, \
+        {                                                \
+            {kind, i, 0},                                \
+            {                                            \
+                CF_PARG_METHOD_ID, 0, 0                  \
+            }                                            \
+        }                                                \
+    }
+#define HANDOFF_SET(kind, i)                                                                                   \
+    {                                                                                                          \
+        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                    \
+        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                          \
+        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                             \
+        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")}, \
+        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                         \
+        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")}, \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),
@@ -88,8 +104,8 @@ int cmr_instr_build(const uint8_t *bytes, size_t len, const cmr_instr_meta_t *me
                     m->desc, rc == CF_ERR_REFUSED ? res.why : e.msg);
             continue;
         }
-        out->methods[out->n_methods] = (cmr_instrumented_method_t){(int64_t)res.method_id, m->name, m->desc,
-                                                                   d->picks[i].sensor};
+        out->methods[out->n_methods] =
+            (cmr_instrumented_method_t){(int64_t)res.method_id, m->name, m->desc, d->picks[i].sensor};
         out->meta_index[out->n_methods++] = d->picks[i].method;
     }
     int rc = 0;

@@ -202,13 +202,13 @@ static const struct {
     {"jdk/internal/net/http/HttpRequestBuilderImpl", "build", "()Ljava/net/http/HttpRequest;", CMR_HANDOFF_HTTP_OUT,
      CMR_HANDOFF_ARG_THIS},
     /* HTTP in: a servlet's service continues the caller's trace */
-    {"jakarta/servlet/http/HttpServlet", "service", "(Ljakarta/servlet/ServletRequest;Ljakarta/servlet/ServletResponse;)V",
-     CMR_HANDOFF_HTTP_IN, 0},
+    {"jakarta/servlet/http/HttpServlet", "service",
+     "(Ljakarta/servlet/ServletRequest;Ljakarta/servlet/ServletResponse;)V", CMR_HANDOFF_HTTP_IN, 0},
     {"javax/servlet/http/HttpServlet", "service", "(Ljavax/servlet/ServletRequest;Ljavax/servlet/ServletResponse;)V",
      CMR_HANDOFF_HTTP_IN, 0},
     /* ... and the JDK's own HTTP server (jdk.httpserver): every exchange passes its filter chain */
-    {"com/sun/net/httpserver/Filter$Chain", "doFilter", "(Lcom/sun/net/httpserver/HttpExchange;)V",
-     CMR_HANDOFF_HTTP_IN, 0},
+    {"com/sun/net/httpserver/Filter$Chain", "doFilter", "(Lcom/sun/net/httpserver/HttpExchange;)V", CMR_HANDOFF_HTTP_IN,
+     0},
 };
 #undef TPE
 #undef FJT
@@ -231,15 +231,14 @@ static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
         for (size_t m = 0; m < cls->n_methods; m++) {
             const cmr_instr_method_t *me = &cls->methods[m];
             if (strcmp(me->name, handoffs[h].name) != 0 ||
-                (handoffs[h].desc && strcmp(me->desc, handoffs[h].desc) != 0) ||
-                (me->access & (0x0400 | 0x0100)))
+                (handoffs[h].desc && strcmp(me->desc, handoffs[h].desc) != 0) || (me->access & (0x0400 | 0x0100)))
                 continue;
             size_t at = out->n_picks;
             for (size_t i = 0; i < out->n_picks; i++)
                 if (out->picks[i].method == m)
                     at = i;
-            out->picks[at] = (cmr_instr_pick_t){(uint16_t)m, CMR_SENSOR_INVOCATION_SEQUENCE, handoffs[h].role,
-                                                handoffs[h].arg};
+            out->picks[at] =
+                (cmr_instr_pick_t){(uint16_t)m, CMR_SENSOR_INVOCATION_SEQUENCE, handoffs[h].role, handoffs[h].arg};
             if (at == out->n_picks)
                 out->n_picks++;
         }
@@ -281,8 +280,8 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
         for (size_t i = 0; i < na; i++) {
             if (applies[i] != YES || !method_matches(&env->assignments.items[i], cls, &cls->methods[m]))
                 continue;
-            out->picks[out->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, env->assignments.items[i].sensor,
-                                                             CMR_HANDOFF_NONE, 0};
+            out->picks[out->n_picks++] =
+                (cmr_instr_pick_t){(uint16_t)m, env->assignments.items[i].sensor, CMR_HANDOFF_NONE, 0};
             break;
         }
     }

@@ -43,10 +43,10 @@ typedef struct worker {
     unsigned char owned[MAX_PARTITIONS];
     int assigned_once;
     int envs_checked;
-    size_t sent;       /* messages queued in the current unit */
+    size_t sent;               /* messages queued in the current unit */
     cmr_topic_set_t topics_ok; /* command topics known to exist */
     uint64_t classes, redefines, resends, originals;
-    int replaying;     /* catch-up of a newly assigned partition: cache only, no commands */
+    int replaying; /* catch-up of a newly assigned partition: cache only, no commands */
 } worker_t;
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
@@ -182,8 +182,8 @@ static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const 
         if (cmr_instr_cache_method_sent(w->cache, id) == 1)
             continue;
         const cmr_instr_method_t *m = &meta->methods[b->meta_index[i]];
-        cmr_method_entry_t e = {b->methods[i].method_id, meta->name, m->name, m->desc, m->access,
-                                meta->source_file, m->first_line};
+        cmr_method_entry_t e = {b->methods[i].method_id, meta->name,   m->name, m->desc, m->access,
+                                meta->source_file,       m->first_line};
         if (send_msg(w, CMR_MSG_METHOD_ENTRY, &e, NULL) != 0)
             return -1;
         cmr_instr_cache_put_method_sent(w->cache, id);
@@ -366,13 +366,15 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
 {
     uint64_t agent = (uint64_t)cl->agent_id;
     if (!cl->class_name || !cl->class_name[0] || cl->bytecode.len == 0) {
-        cmr_log(CMR_LOG_WARN, "instr.class_rejected", "agent=%016" PRIx64 " reason=\"no class name or no bytes\"", agent);
+        cmr_log(CMR_LOG_WARN, "instr.class_rejected", "agent=%016" PRIx64 " reason=\"no class name or no bytes\"",
+                agent);
         return 0;
     }
     uint64_t hash = cmr_class_hash(cl->bytecode.data, cl->bytecode.len);
     if (hash != (uint64_t)cl->class_hash)
-        cmr_log(CMR_LOG_WARN, "instr.hash_mismatch", "class=%s agent=%016" PRIx64 " sent=%016" PRIx64 " computed=%016" PRIx64,
-                cl->class_name, agent, (uint64_t)cl->class_hash, hash);
+        cmr_log(CMR_LOG_WARN, "instr.hash_mismatch",
+                "class=%s agent=%016" PRIx64 " sent=%016" PRIx64 " computed=%016" PRIx64, cl->class_name, agent,
+                (uint64_t)cl->class_hash, hash);
     w->classes++;
     cmr_instr_agent_rec_t ar = {cl->revision, partition, "", ""};
     snprintf(ar.instance_id, sizeof ar.instance_id, "%s", cl->instance_id);
@@ -688,8 +690,9 @@ static int replay_partition(worker_t *w, rd_kafka_t *rk, const char *topic, int3
     else
         cmr_instr_cache_rollback(w->cache);
     rd_kafka_assign(rk, NULL);
-    cmr_log(CMR_LOG_INFO, "instr.partition_caught_up", "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64
-            " ok=%d", partition, from, until, n, rc == 0 && next >= until);
+    cmr_log(CMR_LOG_INFO, "instr.partition_caught_up",
+            "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64 " ok=%d", partition, from, until, n,
+            rc == 0 && next >= until);
     return rc;
 }
 

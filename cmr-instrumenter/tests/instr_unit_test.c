@@ -147,9 +147,9 @@ static void test_class_glob_and_methods(void **state)
     cmr_environment_t e = env_of(a, 3);
     cmr_instr_decision_t d;
     assert_int_equal(cmr_instr_decide(&e, c, lookup, &u, &d), 0);
-    assert_int_equal(picked(c, &d, "getTotal"), CMR_SENSOR_TIMER);              /* first match wins */
+    assert_int_equal(picked(c, &d, "getTotal"), CMR_SENSOR_TIMER);               /* first match wins */
     assert_int_equal(picked(c, &d, "getItems"), CMR_SENSOR_INVOCATION_SEQUENCE); /* descriptor rules out a[0] */
-    assert_int_equal(picked(c, &d, "helper"), CMR_SENSOR_ANCHOR);               /* static, not public */
+    assert_int_equal(picked(c, &d, "helper"), CMR_SENSOR_ANCHOR);                /* static, not public */
     assert_int_equal(picked(c, &d, "<init>"), -1);                               /* constructors: false */
     assert_int_equal(picked(c, &d, "<clinit>"), -1);
     assert_int_equal(picked(c, &d, "abstractOne"), -1);
@@ -326,10 +326,19 @@ static void test_cyclic_hierarchy_terminates(void **state)
 static void test_exclusions(void **state)
 {
     (void)state;
-    const char *never[] = {"cmr/agent/Probe", "cmr/agent/x/Y", "java/lang/Object", "java/lang/Thread",
-                           "java/lang/ThreadLocal$ThreadLocalMap", "java/lang/ThreadGroup", "java/lang/invoke/MethodHandle",
-                           "java/lang/ref/Reference", "jdk/internal/misc/Unsafe", "sun/misc/Signal",
-                           "java/nio/DirectByteBuffer", "com/app/Foo$$Lambda$14/0x0000000800c0b000", NULL};
+    const char *never[] = {"cmr/agent/Probe",
+                           "cmr/agent/x/Y",
+                           "java/lang/Object",
+                           "java/lang/Thread",
+                           "java/lang/ThreadLocal$ThreadLocalMap",
+                           "java/lang/ThreadGroup",
+                           "java/lang/invoke/MethodHandle",
+                           "java/lang/ref/Reference",
+                           "jdk/internal/misc/Unsafe",
+                           "sun/misc/Signal",
+                           "java/nio/DirectByteBuffer",
+                           "com/app/Foo$$Lambda$14/0x0000000800c0b000",
+                           NULL};
     for (int i = 0; never[i]; i++)
         if (!cmr_instr_excluded(never[i]))
             fail_msg("%s should be excluded", never[i]);
@@ -414,8 +423,8 @@ static void test_handoff_points_in_excluded_classes(void **state)
     add_method(fjt, "<init>", "()V", 0x0001, NULL);
     add_method(fjt, "doExec", "()I", 0x0010, NULL);
     add_method(fjt, "fork", "()Ljava/util/concurrent/ForkJoinTask;", 0x0011, NULL);
-    cmr_instr_meta_t *huc = add_type(&u, "sun/net/www/protocol/http/HttpURLConnection", "java/net/HttpURLConnection",
-                                     NULL, NULL);
+    cmr_instr_meta_t *huc =
+        add_type(&u, "sun/net/www/protocol/http/HttpURLConnection", "java/net/HttpURLConnection", NULL, NULL);
     add_method(huc, "getInputStream", "()Ljava/io/InputStream;", 0x0001, NULL);
     add_method(huc, "getHeaderField", "(I)Ljava/lang/String;", 0x0001, NULL);
 

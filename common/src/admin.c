@@ -14,10 +14,10 @@
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
 /* 1 when the cluster knows the topic, 0 when not, -1 when the cluster did not answer.
@@ -43,8 +43,8 @@ static int topic_known(rd_kafka_t *rk, const char *topic, int timeout_ms)
     return known;
 }
 
-int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions,
-                           int replication, int compacted, int timeout_ms, char *errbuf, size_t errlen)
+int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions, int replication, int compacted,
+                           int timeout_ms, char *errbuf, size_t errlen)
 {
     char err[512];
     rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);

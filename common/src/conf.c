@@ -26,10 +26,10 @@ struct cmr_conf {
     size_t cap;
 };
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
 cmr_conf_t *cmr_conf_new(void)
@@ -123,8 +123,7 @@ static int valid_key(const char *key)
     return 1;
 }
 
-int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin,
-                            char *errbuf, size_t errlen)
+int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin, char *errbuf, size_t errlen)
 {
     char *copy = strdup(assignment);
     if (!copy) {
@@ -195,8 +194,8 @@ const char *cmr_conf_origin(const cmr_conf_t *conf, const char *key)
     return e ? e->origin : "default";
 }
 
-int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min,
-                     int64_t max, int64_t *out, char *errbuf, size_t errlen)
+int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out,
+                     char *errbuf, size_t errlen)
 {
     const char *v = cmr_conf_get(conf, key, NULL);
     if (!v) {
@@ -211,16 +210,14 @@ int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64
         return -1;
     }
     if (n < min || n > max) {
-        ERRF("%s: %s = %lld is outside %lld..%lld", cmr_conf_origin(conf, key), key, n,
-             (long long)min, (long long)max);
+        ERRF("%s: %s = %lld is outside %lld..%lld", cmr_conf_origin(conf, key), key, n, (long long)min, (long long)max);
         return -1;
     }
     *out = n;
     return 0;
 }
 
-int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *out,
-                      char *errbuf, size_t errlen)
+int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *out, char *errbuf, size_t errlen)
 {
     const char *v = cmr_conf_get(conf, key, NULL);
     if (!v) {
@@ -260,8 +257,8 @@ static int in_list(const char *key, const char *const *list, int prefix)
     return 0;
 }
 
-int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known,
-                         const char *const *known_prefixes, char *errbuf, size_t errlen)
+int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known, const char *const *known_prefixes,
+                         char *errbuf, size_t errlen)
 {
     for (size_t i = 0; i < conf->count; i++) {
         const conf_entry_t *e = &conf->items[i];

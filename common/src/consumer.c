@@ -22,21 +22,20 @@ struct cmr_consumer {
     uint64_t received, rejected, done, rebalances;
 };
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
-static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                                  rd_kafka_topic_partition_list_t *parts, void *opaque)
+static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+                                  void *opaque)
 {
     cmr_consumer_t *c = opaque;
     int revoked = err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS;
     c->rebalances++;
     cmr_log(CMR_LOG_INFO, revoked ? "kafka.partitions_revoked" : "kafka.partitions_assigned",
-            "client=%s count=%d protocol=%s", rd_kafka_name(rk), parts->cnt,
-            rd_kafka_rebalance_protocol(rk));
+            "client=%s count=%d protocol=%s", rd_kafka_name(rk), parts->cnt, rd_kafka_rebalance_protocol(rk));
     if (c->rebalance_cb)
         c->rebalance_cb(c, revoked, parts, c->cb_opaque);
     if (revoked) /* hand over what was processed before the partitions go elsewhere */
@@ -55,10 +54,9 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
-cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id,
-                                 const char *const *topics, size_t ntopics,
-                                 cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque,
-                                 char *errbuf, size_t errlen)
+cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id, const char *const *topics,
+                                 size_t ntopics, cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque, char *errbuf,
+                                 size_t errlen)
 {
     if (cmr_wire_init() != 0) {
         ERRF("wire contracts failed to initialize");
@@ -186,8 +184,8 @@ void cmr_consumer_done(cmr_consumer_t *c, const cmr_record_t *rec)
 {
     rd_kafka_resp_err_t err = rd_kafka_offset_store(rec->raw->rkt, rec->partition, rec->offset);
     if (err)
-        cmr_log(CMR_LOG_WARN, "kafka.offset_store_failed", "topic=%s partition=%d offset=%lld error=\"%s\"",
-                rec->topic, rec->partition, (long long)rec->offset, rd_kafka_err2str(err));
+        cmr_log(CMR_LOG_WARN, "kafka.offset_store_failed", "topic=%s partition=%d offset=%lld error=\"%s\"", rec->topic,
+                rec->partition, (long long)rec->offset, rd_kafka_err2str(err));
     else
         c->done++;
 }

@@ -17,8 +17,7 @@ uint64_t cmr_class_hash(const void *bytes, size_t len)
 }
 
 /* Hashes "a<sep1>b<sep2>c" without building the string. */
-static uint64_t hash_parts(const char *a, const char *sep1, const char *b, const char *sep2,
-                           const char *c)
+static uint64_t hash_parts(const char *a, const char *sep1, const char *b, const char *sep2, const char *c)
 {
     XXH3_state_t st;
     XXH3_64bits_reset(&st);

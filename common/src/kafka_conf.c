@@ -115,8 +115,8 @@ rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t err
 }
 
 /* Sets a property only where the user did not. 0 or -1. */
-int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key,
-                           const char *value, char *errbuf, size_t errlen)
+int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
+                           char *errbuf, size_t errlen)
 {
     char full[256];
     snprintf(full, sizeof full, "kafka.%s", key);

@@ -6,7 +6,7 @@
 
 #include "cmr/kafka.h"
 
-int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key,
-                           const char *value, char *errbuf, size_t errlen);
+int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
+                           char *errbuf, size_t errlen);
 
 #endif

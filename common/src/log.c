@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "strbuf.h"
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 
 static const char *log_program = "cmr";
 static _Atomic int log_level = CMR_LOG_INFO;
@@ -54,25 +55,25 @@ void cmr_logv(cmr_log_level_t level, const char *event, const char *fmt, va_list
 {
     if ((int)level < log_level || level >= CMR_LOG_OFF)
         return;
-    struct timespec ts;
+    int64_t now_ns = cmr_wall_ns();
+    time_t secs = (time_t)(now_ns / 1000000000);
     struct tm tm;
     char when[32];
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    gmtime_r(&secs, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
 
     char stack[512];
-    cmr_strbuf_t sb = {0};
-    cmr_strbuf_printf(&sb, "ts=%s.%03ldZ level=%s prog=%s event=%s", when, ts.tv_nsec / 1000000,
-                      level_names[level], log_program, event);
+    cmr_buf_t sb = {0};
+    cmr_buf_printf(&sb, "ts=%s.%03dZ level=%s prog=%s event=%s", when, (int)(now_ns / 1000000 % 1000),
+                   level_names[level], log_program, event);
     if (fmt && *fmt) {
-        cmr_strbuf_putc(&sb, ' ');
-        cmr_strbuf_vprintf(&sb, fmt, ap);
+        cmr_buf_putc(&sb, ' ');
+        cmr_buf_vprintf(&sb, fmt, ap);
     }
-    const char *line = sb.s;
+    const char *line = cmr_buf_ok(&sb) ? cmr_buf_str(&sb) : NULL;
     if (!line) { /* out of memory: still say something */
-        snprintf(stack, sizeof stack, "level=%s prog=%s event=%s (log line lost: out of memory)",
-                 level_names[level], log_program, event);
+        snprintf(stack, sizeof stack, "level=%s prog=%s event=%s (log line lost: out of memory)", level_names[level],
+                 log_program, event);
         line = stack;
     }
     pthread_mutex_lock(&log_lock);
@@ -84,7 +85,7 @@ void cmr_logv(cmr_log_level_t level, const char *event, const char *fmt, va_list
         fflush(stderr);
     }
     pthread_mutex_unlock(&log_lock);
-    cmr_strbuf_free(&sb);
+    cmr_buf_free(&sb);
 }
 
 void cmr_log(cmr_log_level_t level, const char *event, const char *fmt, ...)

@@ -20,7 +20,7 @@
 #include "cmr/wire.h"
 #include "msg_desc.h"
 #include "msg_validate.h"
-#include "strbuf.h"
+#include "cmr/json.h"
 
 static const uint8_t wire_magic[2] = {0xC3, 0x01};
 
@@ -52,10 +52,10 @@ const char *cmr_wire_strerror(cmr_wire_err_t err)
     return (unsigned)err < CMR_WIRE_ERR__COUNT ? wire_errors[err] : "unknown error";
 }
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
 /* --- start-up: schemas, fingerprints, table check ---------------------------------- */
@@ -78,19 +78,18 @@ static int record_matches(const cmr_record_desc_t *d, avro_schema_t s, char *why
         return -1;
     }
     if (avro_schema_record_size(s) != d->nfields) {
-        snprintf(why, whylen, "%s: schema has %zu fields, the C table %zu", d->name,
-                 avro_schema_record_size(s), d->nfields);
+        snprintf(why, whylen, "%s: schema has %zu fields, the C table %zu", d->name, avro_schema_record_size(s),
+                 d->nfields);
         return -1;
     }
     for (size_t i = 0; i < d->nfields; i++) {
         const char *name = avro_schema_record_field_name(s, (int)i);
         if (strcmp(name, d->fields[i].name) != 0) {
-            snprintf(why, whylen, "%s: field %zu is %s in the schema, %s in the C table",
-                     d->name, i, name, d->fields[i].name);
+            snprintf(why, whylen, "%s: field %zu is %s in the schema, %s in the C table", d->name, i, name,
+                     d->fields[i].name);
             return -1;
         }
-        if (field_matches(&d->fields[i], avro_schema_record_field_get_by_index(s, (int)i), why,
-                          whylen) != 0)
+        if (field_matches(&d->fields[i], avro_schema_record_field_get_by_index(s, (int)i), why, whylen) != 0)
             return -1;
     }
     return 0;
@@ -133,12 +132,8 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
         ok = is_null_or(s, AVRO_RECORD, &inner);
         return ok ? record_matches(f->rec, inner, why, whylen)
                   : (snprintf(why, whylen, "field %s: expected [null, record]", f->name), -1);
-    case CMR_F_STRINGS:
-        ok = is_avro_array(s) && is_avro_string(schema_resolve(avro_schema_array_items(s)));
-        break;
-    case CMR_F_MAP:
-        ok = is_avro_map(s) && is_avro_string(schema_resolve(avro_schema_map_values(s)));
-        break;
+    case CMR_F_STRINGS: ok = is_avro_array(s) && is_avro_string(schema_resolve(avro_schema_array_items(s))); break;
+    case CMR_F_MAP: ok = is_avro_map(s) && is_avro_string(schema_resolve(avro_schema_map_values(s))); break;
     case CMR_F_RECORDS:
         if (!is_avro_array(s)) {
             ok = false;
@@ -148,8 +143,7 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
     default: ok = false;
     }
     if (!ok)
-        snprintf(why, whylen, "field %s: schema type %s does not fit the C table", f->name,
-                 avro_schema_type_name(s));
+        snprintf(why, whylen, "field %s: schema type %s does not fit the C table", f->name, avro_schema_type_name(s));
     return ok ? 0 : -1;
 }
 
@@ -159,8 +153,8 @@ static void wire_init_once(void)
         const char *text = cmr_schema_texts[t];
         char why[256];
         if (avro_schema_from_json_length(text, strlen(text), &wire_types[t].schema) != 0) {
-            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"",
-                    cmr_msg_descs[t]->name, avro_strerror());
+            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"", cmr_msg_descs[t]->name,
+                    avro_strerror());
             return;
         }
         if (record_matches(cmr_msg_descs[t], wire_types[t].schema, why, sizeof why) != 0) {
@@ -169,16 +163,15 @@ static void wire_init_once(void)
         }
         char *canonical = cmr_wire_canonical_form(text, why, sizeof why);
         if (!canonical) {
-            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"",
-                    cmr_msg_descs[t]->name, why);
+            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"", cmr_msg_descs[t]->name, why);
             return;
         }
         wire_types[t].fingerprint = cmr_wire_crc64_avro(canonical, strlen(canonical));
         free(canonical);
         wire_types[t].iface = avro_generic_class_from_schema(wire_types[t].schema);
         if (!wire_types[t].iface) {
-            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"",
-                    cmr_msg_descs[t]->name, avro_strerror());
+            cmr_log(CMR_LOG_ERROR, "wire.schema_invalid", "type=%s error=\"%s\"", cmr_msg_descs[t]->name,
+                    avro_strerror());
             return;
         }
     }
@@ -239,39 +232,18 @@ uint64_t cmr_wire_rejected_total(void)
     return n;
 }
 
-void cmr_buf_free(cmr_buf_t *buf)
-{
-    if (!buf)
-        return;
-    free(buf->data);
-    *buf = (cmr_buf_t){0};
-}
-
-static int buf_reserve(cmr_buf_t *buf, size_t need)
-{
-    if (buf->cap >= need)
-        return 0;
-    uint8_t *d = realloc(buf->data, need);
-    if (!d)
-        return -1;
-    buf->data = d;
-    buf->cap = need;
-    return 0;
-}
-
 /* --- encode: struct -> generic value ----------------------------------------------- */
 
-#define AV_CHECK(call)                \
-    do {                              \
-        if ((call) != 0)              \
+#define AV_CHECK(call)                    \
+    do {                                  \
+        if ((call) != 0)                  \
             return CMR_WIRE_ERR_INTERNAL; \
     } while (0)
 
-static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, avro_value_t *rec,
-                                  char *errbuf, size_t errlen);
+static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, avro_value_t *rec, char *errbuf,
+                                  size_t errlen);
 
-static cmr_wire_err_t fill_string(avro_value_t *v, const char *s, const char *field,
-                                  char *errbuf, size_t errlen)
+static cmr_wire_err_t fill_string(avro_value_t *v, const char *s, const char *field, char *errbuf, size_t errlen)
 {
     if (!s) {
         ERRF("field %s is NULL but the schema requires a string", field);
@@ -281,8 +253,7 @@ static cmr_wire_err_t fill_string(avro_value_t *v, const char *s, const char *fi
     return CMR_WIRE_OK;
 }
 
-static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_value_t *v,
-                                 char *errbuf, size_t errlen)
+static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_value_t *v, char *errbuf, size_t errlen)
 {
     avro_value_t branch, elem;
     cmr_wire_err_t rc;
@@ -370,14 +341,13 @@ static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_
     return CMR_WIRE_ERR_INTERNAL;
 }
 
-static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, avro_value_t *rec,
-                                  char *errbuf, size_t errlen)
+static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, avro_value_t *rec, char *errbuf,
+                                  size_t errlen)
 {
     for (size_t i = 0; i < d->nfields; i++) {
         avro_value_t field;
         AV_CHECK(avro_value_get_by_index(rec, i, &field, NULL));
-        cmr_wire_err_t rc = fill_field(&d->fields[i], (const char *)src + d->fields[i].offset,
-                                       &field, errbuf, errlen);
+        cmr_wire_err_t rc = fill_field(&d->fields[i], (const char *)src + d->fields[i].offset, &field, errbuf, errlen);
         if (rc != CMR_WIRE_OK)
             return rc;
     }
@@ -386,8 +356,8 @@ static cmr_wire_err_t fill_record(const cmr_record_desc_t *d, const void *src, a
 
 /* Builds the generic value of a struct. On success *value must be released by the caller
  * with avro_value_decref(). */
-static cmr_wire_err_t value_from_struct(cmr_msg_type_t type, const void *msg, avro_value_t *value,
-                                        char *errbuf, size_t errlen)
+static cmr_wire_err_t value_from_struct(cmr_msg_type_t type, const void *msg, avro_value_t *value, char *errbuf,
+                                        size_t errlen)
 {
     if (cmr_wire_init() != 0) {
         ERRF("wire contracts failed to initialize (see log)");
@@ -418,8 +388,7 @@ static void put_header(uint8_t *out, uint64_t fingerprint)
         out[2 + i] = (uint8_t)(fingerprint >> (8 * i));
 }
 
-cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *out,
-                              char *errbuf, size_t errlen)
+cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *out, char *errbuf, size_t errlen)
 {
     avro_value_t value;
     cmr_wire_err_t rc = value_from_struct(type, msg, &value, errbuf, errlen);
@@ -430,22 +399,26 @@ cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *o
         ERRF("avro sizeof: %s", avro_strerror());
         rc = CMR_WIRE_ERR_INTERNAL;
     } else if (body + CMR_WIRE_HEADER_SIZE > wire_max_message) {
-        ERRF("%s of %zu bytes exceeds the %zu-byte maximum", cmr_msg_descs[type]->name,
-             body + CMR_WIRE_HEADER_SIZE, (size_t)wire_max_message);
+        ERRF("%s of %zu bytes exceeds the %zu-byte maximum", cmr_msg_descs[type]->name, body + CMR_WIRE_HEADER_SIZE,
+             (size_t)wire_max_message);
         rc = CMR_WIRE_ERR_OVERSIZED;
-    } else if (buf_reserve(out, body + CMR_WIRE_HEADER_SIZE) != 0) {
-        ERRF("out of memory for %zu bytes", body + CMR_WIRE_HEADER_SIZE);
-        rc = CMR_WIRE_ERR_INTERNAL;
     } else {
-        put_header(out->data, wire_types[type].fingerprint);
-        avro_writer_t w = avro_writer_memory((const char *)out->data + CMR_WIRE_HEADER_SIZE,
-                                             (int64_t)body);
-        if (!w || avro_value_write(w, &value) != 0) {
-            ERRF("avro write: %s", avro_strerror());
+        cmr_buf_reset(out);
+        uint8_t *at = cmr_buf_append(out, body + CMR_WIRE_HEADER_SIZE);
+        avro_writer_t w = NULL;
+        if (!at) {
+            ERRF("out of memory for %zu bytes", body + CMR_WIRE_HEADER_SIZE);
             rc = CMR_WIRE_ERR_INTERNAL;
         } else {
-            out->len = body + CMR_WIRE_HEADER_SIZE;
+            put_header(at, wire_types[type].fingerprint);
+            w = avro_writer_memory((const char *)at + CMR_WIRE_HEADER_SIZE, (int64_t)body);
+            if (!w || avro_value_write(w, &value) != 0) {
+                ERRF("avro write: %s", avro_strerror());
+                rc = CMR_WIRE_ERR_INTERNAL;
+            }
         }
+        if (rc != CMR_WIRE_OK)
+            cmr_buf_reset(out);
         if (w)
             avro_writer_free(w);
     }
@@ -674,8 +647,7 @@ cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *
     return CMR_WIRE_ERR_UNKNOWN_FINGERPRINT;
 }
 
-cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char *errbuf,
-                              size_t errlen)
+cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char *errbuf, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (len > wire_max_message) {
@@ -732,130 +704,73 @@ cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char
 
 /* --- JSON rendering (for tools and logs) ------------------------------------------- */
 
-static void json_string(cmr_strbuf_t *sb, const char *s)
-{
-    cmr_strbuf_putc(sb, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            cmr_strbuf_printf(sb, "\\%c", *p);
-        else if (*p < 0x20)
-            cmr_strbuf_printf(sb, "\\u%04x", *p);
-        else
-            cmr_strbuf_putc(sb, (char)*p);
-    }
-    cmr_strbuf_putc(sb, '"');
-}
+static json_t *json_record(const cmr_record_desc_t *d, const void *p);
 
-static void json_record(cmr_strbuf_t *sb, const cmr_record_desc_t *d, const void *p);
-
-static void json_field(cmr_strbuf_t *sb, const cmr_field_desc_t *f, const char *p)
+static json_t *json_field(const cmr_field_desc_t *f, const char *p)
 {
     switch (f->type) {
-    case CMR_F_INT: cmr_strbuf_printf(sb, "%d", *(const int32_t *)p); break;
-    case CMR_F_LONG: cmr_strbuf_printf(sb, "%lld", (long long)*(const int64_t *)p); break;
-    case CMR_F_BOOL: cmr_strbuf_puts(sb, *(const bool *)p ? "true" : "false"); break;
+    case CMR_F_INT: return json_integer(*(const int32_t *)p);
+    case CMR_F_LONG: return json_integer(*(const int64_t *)p);
+    case CMR_F_BOOL: return json_boolean(*(const bool *)p);
     case CMR_F_ENUM: {
         int sym = *(const int *)p, n = 0;
         while (f->symbols[n])
             n++;
-        if (sym >= 0 && sym < n)
-            json_string(sb, f->symbols[sym]);
-        else
-            cmr_strbuf_printf(sb, "%d", sym);
-        break;
+        return sym >= 0 && sym < n ? json_string(f->symbols[sym]) : json_integer(sym);
     }
     case CMR_F_STRING:
-    case CMR_F_OPT_STRING: {
-        const char *s = *(char *const *)p;
-        if (s)
-            json_string(sb, s);
-        else
-            cmr_strbuf_puts(sb, "null");
-        break;
-    }
+    case CMR_F_OPT_STRING: return cmr_json_str(*(char *const *)p);
     case CMR_F_BYTES: {
         const cmr_bytes_t *b = (const cmr_bytes_t *)p;
-        cmr_strbuf_printf(sb, "{\"length\":%zu,\"head\":\"", b->len);
-        for (size_t i = 0; i < b->len && i < 16; i++)
-            cmr_strbuf_printf(sb, "%02x", b->data[i]);
-        cmr_strbuf_puts(sb, "\"}");
-        break;
+        return json_pack("{s:I,s:o}", "length", (json_int_t)b->len, "head",
+                         cmr_json_hex(b->data, b->len < 16 ? b->len : 16));
     }
-    case CMR_F_FIXED16:
-        cmr_strbuf_putc(sb, '"');
-        for (int i = 0; i < 16; i++)
-            cmr_strbuf_printf(sb, "%02x", ((const uint8_t *)p)[i]);
-        cmr_strbuf_putc(sb, '"');
-        break;
-    case CMR_F_RECORD: json_record(sb, f->rec, p); break;
-    case CMR_F_OPT_RECORD:
-        if (*(void *const *)p)
-            json_record(sb, f->rec, *(void *const *)p);
-        else
-            cmr_strbuf_puts(sb, "null");
-        break;
+    case CMR_F_FIXED16: return cmr_json_hex(p, 16);
+    case CMR_F_RECORD: return json_record(f->rec, p);
+    case CMR_F_OPT_RECORD: return *(void *const *)p ? json_record(f->rec, *(void *const *)p) : json_null();
     case CMR_F_STRINGS: {
         const cmr_strings_t *a = (const cmr_strings_t *)p;
-        cmr_strbuf_putc(sb, '[');
-        for (size_t i = 0; i < a->count; i++) {
-            if (i)
-                cmr_strbuf_putc(sb, ',');
-            json_string(sb, a->items[i] ? a->items[i] : "");
-        }
-        cmr_strbuf_putc(sb, ']');
-        break;
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < a->count; i++)
+            json_array_append_new(arr, cmr_json_str(a->items[i] ? a->items[i] : ""));
+        return arr;
     }
     case CMR_F_MAP: {
         const cmr_kvs_t *m = (const cmr_kvs_t *)p;
-        cmr_strbuf_putc(sb, '{');
-        for (size_t i = 0; i < m->count; i++) {
-            if (i)
-                cmr_strbuf_putc(sb, ',');
-            json_string(sb, m->items[i].key ? m->items[i].key : "");
-            cmr_strbuf_putc(sb, ':');
-            json_string(sb, m->items[i].value ? m->items[i].value : "");
+        json_t *obj = json_object();
+        for (size_t i = 0; obj && i < m->count; i++) {
+            json_t *key = cmr_json_str(m->items[i].key ? m->items[i].key : "");
+            if (key)
+                json_object_set_new(obj, json_string_value(key),
+                                    cmr_json_str(m->items[i].value ? m->items[i].value : ""));
+            json_decref(key);
         }
-        cmr_strbuf_putc(sb, '}');
-        break;
+        return obj;
     }
     case CMR_F_RECORDS: {
         const cmr_array_any_t *a = (const cmr_array_any_t *)p;
-        cmr_strbuf_putc(sb, '[');
-        for (size_t i = 0; i < a->count; i++) {
-            if (i)
-                cmr_strbuf_putc(sb, ',');
-            json_record(sb, f->rec, (const char *)a->items + i * f->rec->size);
-        }
-        cmr_strbuf_putc(sb, ']');
-        break;
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < a->count; i++)
+            json_array_append_new(arr, json_record(f->rec, (const char *)a->items + i * f->rec->size));
+        return arr;
     }
     }
+    return json_null();
 }
 
-static void json_record(cmr_strbuf_t *sb, const cmr_record_desc_t *d, const void *p)
+static json_t *json_record(const cmr_record_desc_t *d, const void *p)
 {
-    cmr_strbuf_putc(sb, '{');
-    for (size_t i = 0; i < d->nfields; i++) {
-        if (i)
-            cmr_strbuf_putc(sb, ',');
-        json_string(sb, d->fields[i].name);
-        cmr_strbuf_putc(sb, ':');
-        json_field(sb, &d->fields[i], (const char *)p + d->fields[i].offset);
-    }
-    cmr_strbuf_putc(sb, '}');
+    json_t *obj = json_object();
+    for (size_t i = 0; obj && i < d->nfields; i++)
+        json_object_set_new(obj, d->fields[i].name, json_field(&d->fields[i], (const char *)p + d->fields[i].offset));
+    return obj;
 }
 
 char *cmr_msg_to_json(const cmr_msg_t *msg)
 {
     if (!msg || (unsigned)msg->type >= CMR_MSG__COUNT)
         return NULL;
-    cmr_strbuf_t sb = {0};
-    cmr_strbuf_printf(&sb, "{\"type\":\"%s\",\"body\":", cmr_msg_descs[msg->type]->name);
-    json_record(&sb, cmr_msg_descs[msg->type], &msg->u);
-    cmr_strbuf_putc(&sb, '}');
-    if (sb.oom) {
-        cmr_strbuf_free(&sb);
-        return NULL;
-    }
-    return cmr_strbuf_take(&sb);
+    json_t *doc = json_pack("{s:s,s:o}", "type", cmr_msg_descs[msg->type]->name, "body",
+                            json_record(cmr_msg_descs[msg->type], &msg->u));
+    return cmr_json_take(doc, CMR_JSON_COMPACT);
 }

@@ -9,9 +9,18 @@
 
 #include <assert.h>
 
-#define FIELD(st, f, t) {#f, CMR_F_##t, offsetof(st, f), NULL, NULL}
-#define SUB(st, f, t, d) {#f, CMR_F_##t, offsetof(st, f), &d, NULL}
-#define ENUM(st, f, syms) {#f, CMR_F_ENUM, offsetof(st, f), NULL, syms}
+#define FIELD(st, f, t)                            \
+    {                                              \
+#f, CMR_F_##t, offsetof(st, f), NULL, NULL \
+    }
+#define SUB(st, f, t, d)                         \
+    {                                            \
+#f, CMR_F_##t, offsetof(st, f), &d, NULL \
+    }
+#define ENUM(st, f, syms)                           \
+    {                                               \
+#f, CMR_F_ENUM, offsetof(st, f), NULL, syms \
+    }
 #define TABLE(n) (sizeof(n) / sizeof((n)[0]))
 
 static_assert(sizeof(cmr_sensor_kind_t) == sizeof(int), "enums are stored as int");
@@ -23,39 +32,31 @@ static_assert(offsetof(cmr_kvs_t, count) == offsetof(cmr_array_any_t, count), "a
 static const char *const sensor_kinds[] = {"TIMER", "INVOCATION_SEQUENCE", "ANCHOR", NULL};
 static const char *const class_causes[] = {"LOADED", "LOADED_BEFORE_REGISTRATION", "RESEND", NULL};
 static const char *const command_statuses[] = {"APPLIED", "FAILED", "UNKNOWN_CLASS", NULL};
-static const char *const agent_states[] = {"MINIMAL", "FULL", "DISCONNECTED", "RECONNECTED",
-                                           "NO_ENVIRONMENT", "SHUTDOWN", NULL};
+static const char *const agent_states[] = {"MINIMAL",  "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT",
+                                           "SHUTDOWN", NULL};
 static const char *const config_kinds[] = {"ENVIRONMENT", "ENVIRONMENT_DELETED", "MAPPINGS", NULL};
 
 /* --- shared records --------------------------------------------------------------- */
 
 static const cmr_field_desc_t strategy_fields[] = {
-    FIELD(cmr_strategy_t, send_interval_ms, INT),
-    FIELD(cmr_strategy_t, ring_records, INT),
-    FIELD(cmr_strategy_t, max_batch_events, INT),
-    FIELD(cmr_strategy_t, metric_interval_ms, INT),
+    FIELD(cmr_strategy_t, send_interval_ms, INT), FIELD(cmr_strategy_t, ring_records, INT),
+    FIELD(cmr_strategy_t, max_batch_events, INT), FIELD(cmr_strategy_t, metric_interval_ms, INT),
     FIELD(cmr_strategy_t, max_threads, INT),
 };
-static const cmr_record_desc_t strategy_desc = {
-    "StrategySettings", sizeof(cmr_strategy_t), strategy_fields, TABLE(strategy_fields)};
+static const cmr_record_desc_t strategy_desc = {"StrategySettings", sizeof(cmr_strategy_t), strategy_fields,
+                                                TABLE(strategy_fields)};
 
 /* --- AgentRegistration ------------------------------------------------------------- */
 
 static const cmr_field_desc_t registration_fields[] = {
-    FIELD(cmr_agent_registration_t, instance_id, STRING),
-    FIELD(cmr_agent_registration_t, agent_name, STRING),
-    FIELD(cmr_agent_registration_t, hostname, STRING),
-    FIELD(cmr_agent_registration_t, ip_addresses, STRINGS),
-    FIELD(cmr_agent_registration_t, pid, LONG),
-    FIELD(cmr_agent_registration_t, jvm_vendor, STRING),
-    FIELD(cmr_agent_registration_t, jvm_version, STRING),
-    FIELD(cmr_agent_registration_t, agent_version, STRING),
-    FIELD(cmr_agent_registration_t, start_time_ms, LONG),
-    FIELD(cmr_agent_registration_t, attempt, INT),
+    FIELD(cmr_agent_registration_t, instance_id, STRING), FIELD(cmr_agent_registration_t, agent_name, STRING),
+    FIELD(cmr_agent_registration_t, hostname, STRING),    FIELD(cmr_agent_registration_t, ip_addresses, STRINGS),
+    FIELD(cmr_agent_registration_t, pid, LONG),           FIELD(cmr_agent_registration_t, jvm_vendor, STRING),
+    FIELD(cmr_agent_registration_t, jvm_version, STRING), FIELD(cmr_agent_registration_t, agent_version, STRING),
+    FIELD(cmr_agent_registration_t, start_time_ms, LONG), FIELD(cmr_agent_registration_t, attempt, INT),
 };
-static const cmr_record_desc_t registration_desc = {
-    "AgentRegistration", sizeof(cmr_agent_registration_t), registration_fields,
-    TABLE(registration_fields)};
+static const cmr_record_desc_t registration_desc = {"AgentRegistration", sizeof(cmr_agent_registration_t),
+                                                    registration_fields, TABLE(registration_fields)};
 
 /* --- AgentConfiguration ------------------------------------------------------------ */
 
@@ -64,9 +65,8 @@ static const cmr_field_desc_t sensor_setting_fields[] = {
     FIELD(cmr_sensor_setting_t, enabled, BOOL),
     FIELD(cmr_sensor_setting_t, properties, MAP),
 };
-static const cmr_record_desc_t sensor_setting_desc = {
-    "SensorSetting", sizeof(cmr_sensor_setting_t), sensor_setting_fields,
-    TABLE(sensor_setting_fields)};
+static const cmr_record_desc_t sensor_setting_desc = {"SensorSetting", sizeof(cmr_sensor_setting_t),
+                                                      sensor_setting_fields, TABLE(sensor_setting_fields)};
 
 static const cmr_field_desc_t agent_configuration_fields[] = {
     FIELD(cmr_agent_configuration_t, instance_id, STRING),
@@ -77,54 +77,42 @@ static const cmr_field_desc_t agent_configuration_fields[] = {
     SUB(cmr_agent_configuration_t, sensors, RECORDS, sensor_setting_desc),
     SUB(cmr_agent_configuration_t, strategy, RECORD, strategy_desc),
 };
-static const cmr_record_desc_t agent_configuration_desc = {
-    "AgentConfiguration", sizeof(cmr_agent_configuration_t), agent_configuration_fields,
-    TABLE(agent_configuration_fields)};
+static const cmr_record_desc_t agent_configuration_desc = {"AgentConfiguration", sizeof(cmr_agent_configuration_t),
+                                                           agent_configuration_fields,
+                                                           TABLE(agent_configuration_fields)};
 
 /* --- NoEnvironment ----------------------------------------------------------------- */
 
 static const cmr_field_desc_t no_environment_fields[] = {
-    FIELD(cmr_no_environment_t, instance_id, STRING),
-    FIELD(cmr_no_environment_t, agent_name, STRING),
-    FIELD(cmr_no_environment_t, hostname, STRING),
-    FIELD(cmr_no_environment_t, ip_addresses, STRINGS),
-    FIELD(cmr_no_environment_t, reason, STRING),
-    FIELD(cmr_no_environment_t, time_ms, LONG),
+    FIELD(cmr_no_environment_t, instance_id, STRING), FIELD(cmr_no_environment_t, agent_name, STRING),
+    FIELD(cmr_no_environment_t, hostname, STRING),    FIELD(cmr_no_environment_t, ip_addresses, STRINGS),
+    FIELD(cmr_no_environment_t, reason, STRING),      FIELD(cmr_no_environment_t, time_ms, LONG),
 };
-static const cmr_record_desc_t no_environment_desc = {
-    "NoEnvironment", sizeof(cmr_no_environment_t), no_environment_fields,
-    TABLE(no_environment_fields)};
+static const cmr_record_desc_t no_environment_desc = {"NoEnvironment", sizeof(cmr_no_environment_t),
+                                                      no_environment_fields, TABLE(no_environment_fields)};
 
 /* --- ClassLoaded ------------------------------------------------------------------- */
 
 static const cmr_field_desc_t class_loaded_fields[] = {
-    FIELD(cmr_class_loaded_t, agent_id, LONG),
-    FIELD(cmr_class_loaded_t, instance_id, STRING),
-    FIELD(cmr_class_loaded_t, environment_id, STRING),
-    FIELD(cmr_class_loaded_t, revision, LONG),
-    FIELD(cmr_class_loaded_t, class_name, STRING),
-    FIELD(cmr_class_loaded_t, loader_id, LONG),
-    FIELD(cmr_class_loaded_t, loader_name, OPT_STRING),
-    FIELD(cmr_class_loaded_t, class_hash, LONG),
-    ENUM(cmr_class_loaded_t, cause, class_causes),
-    FIELD(cmr_class_loaded_t, request_id, LONG),
+    FIELD(cmr_class_loaded_t, agent_id, LONG),          FIELD(cmr_class_loaded_t, instance_id, STRING),
+    FIELD(cmr_class_loaded_t, environment_id, STRING),  FIELD(cmr_class_loaded_t, revision, LONG),
+    FIELD(cmr_class_loaded_t, class_name, STRING),      FIELD(cmr_class_loaded_t, loader_id, LONG),
+    FIELD(cmr_class_loaded_t, loader_name, OPT_STRING), FIELD(cmr_class_loaded_t, class_hash, LONG),
+    ENUM(cmr_class_loaded_t, cause, class_causes),      FIELD(cmr_class_loaded_t, request_id, LONG),
     FIELD(cmr_class_loaded_t, bytecode, BYTES),
 };
-static const cmr_record_desc_t class_loaded_desc = {
-    "ClassLoaded", sizeof(cmr_class_loaded_t), class_loaded_fields, TABLE(class_loaded_fields)};
+static const cmr_record_desc_t class_loaded_desc = {"ClassLoaded", sizeof(cmr_class_loaded_t), class_loaded_fields,
+                                                    TABLE(class_loaded_fields)};
 
 /* --- BytecodeResend ---------------------------------------------------------------- */
 
 static const cmr_field_desc_t bytecode_resend_fields[] = {
-    FIELD(cmr_bytecode_resend_t, request_id, LONG),
-    FIELD(cmr_bytecode_resend_t, agent_id, LONG),
-    FIELD(cmr_bytecode_resend_t, class_name, STRING),
-    FIELD(cmr_bytecode_resend_t, loader_id, LONG),
+    FIELD(cmr_bytecode_resend_t, request_id, LONG),   FIELD(cmr_bytecode_resend_t, agent_id, LONG),
+    FIELD(cmr_bytecode_resend_t, class_name, STRING), FIELD(cmr_bytecode_resend_t, loader_id, LONG),
     FIELD(cmr_bytecode_resend_t, class_hash, LONG),
 };
-static const cmr_record_desc_t bytecode_resend_desc = {
-    "BytecodeResend", sizeof(cmr_bytecode_resend_t), bytecode_resend_fields,
-    TABLE(bytecode_resend_fields)};
+static const cmr_record_desc_t bytecode_resend_desc = {"BytecodeResend", sizeof(cmr_bytecode_resend_t),
+                                                       bytecode_resend_fields, TABLE(bytecode_resend_fields)};
 
 /* --- Redefine ---------------------------------------------------------------------- */
 
@@ -134,9 +122,9 @@ static const cmr_field_desc_t instrumented_method_fields[] = {
     FIELD(cmr_instrumented_method_t, descriptor, STRING),
     ENUM(cmr_instrumented_method_t, sensor, sensor_kinds),
 };
-static const cmr_record_desc_t instrumented_method_desc = {
-    "InstrumentedMethod", sizeof(cmr_instrumented_method_t), instrumented_method_fields,
-    TABLE(instrumented_method_fields)};
+static const cmr_record_desc_t instrumented_method_desc = {"InstrumentedMethod", sizeof(cmr_instrumented_method_t),
+                                                           instrumented_method_fields,
+                                                           TABLE(instrumented_method_fields)};
 
 static const cmr_field_desc_t redefine_fields[] = {
     FIELD(cmr_redefine_t, request_id, LONG),
@@ -149,43 +137,32 @@ static const cmr_field_desc_t redefine_fields[] = {
     FIELD(cmr_redefine_t, bytecode, BYTES),
     SUB(cmr_redefine_t, methods, RECORDS, instrumented_method_desc),
 };
-static const cmr_record_desc_t redefine_desc = {
-    "Redefine", sizeof(cmr_redefine_t), redefine_fields, TABLE(redefine_fields)};
+static const cmr_record_desc_t redefine_desc = {"Redefine", sizeof(cmr_redefine_t), redefine_fields,
+                                                TABLE(redefine_fields)};
 
 /* --- RedefineResult ---------------------------------------------------------------- */
 
 static const cmr_field_desc_t redefine_result_fields[] = {
-    FIELD(cmr_redefine_result_t, agent_id, LONG),
-    FIELD(cmr_redefine_result_t, instance_id, STRING),
-    FIELD(cmr_redefine_result_t, request_id, LONG),
-    FIELD(cmr_redefine_result_t, class_name, STRING),
-    FIELD(cmr_redefine_result_t, loader_id, LONG),
-    FIELD(cmr_redefine_result_t, class_hash, LONG),
-    ENUM(cmr_redefine_result_t, status, command_statuses),
-    FIELD(cmr_redefine_result_t, jvmti_error, INT),
-    FIELD(cmr_redefine_result_t, message, STRING),
-    FIELD(cmr_redefine_result_t, time_ms, LONG),
+    FIELD(cmr_redefine_result_t, agent_id, LONG),          FIELD(cmr_redefine_result_t, instance_id, STRING),
+    FIELD(cmr_redefine_result_t, request_id, LONG),        FIELD(cmr_redefine_result_t, class_name, STRING),
+    FIELD(cmr_redefine_result_t, loader_id, LONG),         FIELD(cmr_redefine_result_t, class_hash, LONG),
+    ENUM(cmr_redefine_result_t, status, command_statuses), FIELD(cmr_redefine_result_t, jvmti_error, INT),
+    FIELD(cmr_redefine_result_t, message, STRING),         FIELD(cmr_redefine_result_t, time_ms, LONG),
 };
-static const cmr_record_desc_t redefine_result_desc = {
-    "RedefineResult", sizeof(cmr_redefine_result_t), redefine_result_fields,
-    TABLE(redefine_result_fields)};
+static const cmr_record_desc_t redefine_result_desc = {"RedefineResult", sizeof(cmr_redefine_result_t),
+                                                       redefine_result_fields, TABLE(redefine_result_fields)};
 
 /* --- AgentStatus ------------------------------------------------------------------- */
 
 static const cmr_field_desc_t agent_status_fields[] = {
-    FIELD(cmr_agent_status_t, agent_id, LONG),
-    FIELD(cmr_agent_status_t, instance_id, STRING),
-    ENUM(cmr_agent_status_t, state, agent_states),
-    FIELD(cmr_agent_status_t, time_ms, LONG),
-    FIELD(cmr_agent_status_t, events_recorded, LONG),
-    FIELD(cmr_agent_status_t, events_dropped, LONG),
-    FIELD(cmr_agent_status_t, batches_sent, LONG),
-    FIELD(cmr_agent_status_t, classes_seen, LONG),
-    FIELD(cmr_agent_status_t, classes_sent, LONG),
-    FIELD(cmr_agent_status_t, messages_failed, LONG),
+    FIELD(cmr_agent_status_t, agent_id, LONG),        FIELD(cmr_agent_status_t, instance_id, STRING),
+    ENUM(cmr_agent_status_t, state, agent_states),    FIELD(cmr_agent_status_t, time_ms, LONG),
+    FIELD(cmr_agent_status_t, events_recorded, LONG), FIELD(cmr_agent_status_t, events_dropped, LONG),
+    FIELD(cmr_agent_status_t, batches_sent, LONG),    FIELD(cmr_agent_status_t, classes_seen, LONG),
+    FIELD(cmr_agent_status_t, classes_sent, LONG),    FIELD(cmr_agent_status_t, messages_failed, LONG),
 };
-static const cmr_record_desc_t agent_status_desc = {
-    "AgentStatus", sizeof(cmr_agent_status_t), agent_status_fields, TABLE(agent_status_fields)};
+static const cmr_record_desc_t agent_status_desc = {"AgentStatus", sizeof(cmr_agent_status_t), agent_status_fields,
+                                                    TABLE(agent_status_fields)};
 
 /* --- ConfigChange ------------------------------------------------------------------ */
 
@@ -201,9 +178,8 @@ static const cmr_field_desc_t sensor_assignment_fields[] = {
     FIELD(cmr_sensor_assignment_t, modifiers_excluded, INT),
     FIELD(cmr_sensor_assignment_t, constructors, BOOL),
 };
-static const cmr_record_desc_t sensor_assignment_desc = {
-    "SensorAssignment", sizeof(cmr_sensor_assignment_t), sensor_assignment_fields,
-    TABLE(sensor_assignment_fields)};
+static const cmr_record_desc_t sensor_assignment_desc = {"SensorAssignment", sizeof(cmr_sensor_assignment_t),
+                                                         sensor_assignment_fields, TABLE(sensor_assignment_fields)};
 
 static const cmr_field_desc_t environment_fields[] = {
     FIELD(cmr_environment_t, id, STRING),
@@ -212,17 +188,16 @@ static const cmr_field_desc_t environment_fields[] = {
     SUB(cmr_environment_t, assignments, RECORDS, sensor_assignment_desc),
     SUB(cmr_environment_t, strategy, RECORD, strategy_desc),
 };
-static const cmr_record_desc_t environment_desc = {
-    "Environment", sizeof(cmr_environment_t), environment_fields, TABLE(environment_fields)};
+static const cmr_record_desc_t environment_desc = {"Environment", sizeof(cmr_environment_t), environment_fields,
+                                                   TABLE(environment_fields)};
 
 static const cmr_field_desc_t agent_mapping_fields[] = {
     FIELD(cmr_agent_mapping_t, agent_pattern, STRING),
     FIELD(cmr_agent_mapping_t, address, STRING),
     FIELD(cmr_agent_mapping_t, environment_id, STRING),
 };
-static const cmr_record_desc_t agent_mapping_desc = {
-    "AgentMapping", sizeof(cmr_agent_mapping_t), agent_mapping_fields,
-    TABLE(agent_mapping_fields)};
+static const cmr_record_desc_t agent_mapping_desc = {"AgentMapping", sizeof(cmr_agent_mapping_t), agent_mapping_fields,
+                                                     TABLE(agent_mapping_fields)};
 
 static const cmr_field_desc_t config_change_fields[] = {
     ENUM(cmr_config_change_t, kind, config_kinds),
@@ -232,23 +207,19 @@ static const cmr_field_desc_t config_change_fields[] = {
     SUB(cmr_config_change_t, environment, OPT_RECORD, environment_desc),
     SUB(cmr_config_change_t, mappings, RECORDS, agent_mapping_desc),
 };
-static const cmr_record_desc_t config_change_desc = {
-    "ConfigChange", sizeof(cmr_config_change_t), config_change_fields,
-    TABLE(config_change_fields)};
+static const cmr_record_desc_t config_change_desc = {"ConfigChange", sizeof(cmr_config_change_t), config_change_fields,
+                                                     TABLE(config_change_fields)};
 
 /* --- MethodEntry ------------------------------------------------------------------- */
 
 static const cmr_field_desc_t method_entry_fields[] = {
-    FIELD(cmr_method_entry_t, method_id, LONG),
-    FIELD(cmr_method_entry_t, class_name, STRING),
-    FIELD(cmr_method_entry_t, method_name, STRING),
-    FIELD(cmr_method_entry_t, descriptor, STRING),
-    FIELD(cmr_method_entry_t, access_flags, INT),
-    FIELD(cmr_method_entry_t, source_file, OPT_STRING),
+    FIELD(cmr_method_entry_t, method_id, LONG),     FIELD(cmr_method_entry_t, class_name, STRING),
+    FIELD(cmr_method_entry_t, method_name, STRING), FIELD(cmr_method_entry_t, descriptor, STRING),
+    FIELD(cmr_method_entry_t, access_flags, INT),   FIELD(cmr_method_entry_t, source_file, OPT_STRING),
     FIELD(cmr_method_entry_t, first_line, INT),
 };
-static const cmr_record_desc_t method_entry_desc = {
-    "MethodEntry", sizeof(cmr_method_entry_t), method_entry_fields, TABLE(method_entry_fields)};
+static const cmr_record_desc_t method_entry_desc = {"MethodEntry", sizeof(cmr_method_entry_t), method_entry_fields,
+                                                    TABLE(method_entry_fields)};
 
 /* --- EventBatch -------------------------------------------------------------------- */
 
@@ -257,39 +228,29 @@ static const cmr_field_desc_t parent_link_fields[] = {
     FIELD(cmr_parent_link_t, segment_id, LONG),
     FIELD(cmr_parent_link_t, event_seq, LONG),
 };
-static const cmr_record_desc_t parent_link_desc = {
-    "ParentLink", sizeof(cmr_parent_link_t), parent_link_fields, TABLE(parent_link_fields)};
+static const cmr_record_desc_t parent_link_desc = {"ParentLink", sizeof(cmr_parent_link_t), parent_link_fields,
+                                                   TABLE(parent_link_fields)};
 
 static const cmr_field_desc_t event_batch_fields[] = {
-    FIELD(cmr_event_batch_t, agent_id, LONG),
-    FIELD(cmr_event_batch_t, thread_id, LONG),
-    FIELD(cmr_event_batch_t, thread_name, STRING),
-    FIELD(cmr_event_batch_t, segment_id, LONG),
-    FIELD(cmr_event_batch_t, trace_id, FIXED16),
-    SUB(cmr_event_batch_t, parent, OPT_RECORD, parent_link_desc),
-    FIELD(cmr_event_batch_t, batch_seq, INT),
-    FIELD(cmr_event_batch_t, first_event_seq, LONG),
-    FIELD(cmr_event_batch_t, last, BOOL),
-    FIELD(cmr_event_batch_t, dropped, INT),
-    FIELD(cmr_event_batch_t, event_count, INT),
-    FIELD(cmr_event_batch_t, events, BYTES),
+    FIELD(cmr_event_batch_t, agent_id, LONG),      FIELD(cmr_event_batch_t, thread_id, LONG),
+    FIELD(cmr_event_batch_t, thread_name, STRING), FIELD(cmr_event_batch_t, segment_id, LONG),
+    FIELD(cmr_event_batch_t, trace_id, FIXED16),   SUB(cmr_event_batch_t, parent, OPT_RECORD, parent_link_desc),
+    FIELD(cmr_event_batch_t, batch_seq, INT),      FIELD(cmr_event_batch_t, first_event_seq, LONG),
+    FIELD(cmr_event_batch_t, last, BOOL),          FIELD(cmr_event_batch_t, dropped, INT),
+    FIELD(cmr_event_batch_t, event_count, INT),    FIELD(cmr_event_batch_t, events, BYTES),
 };
-static const cmr_record_desc_t event_batch_desc = {
-    "EventBatch", sizeof(cmr_event_batch_t), event_batch_fields, TABLE(event_batch_fields)};
+static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_batch_t), event_batch_fields,
+                                                   TABLE(event_batch_fields)};
 
 /* --- MetricBatch ------------------------------------------------------------------- */
 
 static const cmr_field_desc_t method_metric_fields[] = {
-    FIELD(cmr_method_metric_t, method_id, LONG),
-    FIELD(cmr_method_metric_t, count, LONG),
-    FIELD(cmr_method_metric_t, exceptions, LONG),
-    FIELD(cmr_method_metric_t, sum_ns, LONG),
-    FIELD(cmr_method_metric_t, min_ns, LONG),
-    FIELD(cmr_method_metric_t, max_ns, LONG),
+    FIELD(cmr_method_metric_t, method_id, LONG),  FIELD(cmr_method_metric_t, count, LONG),
+    FIELD(cmr_method_metric_t, exceptions, LONG), FIELD(cmr_method_metric_t, sum_ns, LONG),
+    FIELD(cmr_method_metric_t, min_ns, LONG),     FIELD(cmr_method_metric_t, max_ns, LONG),
 };
-static const cmr_record_desc_t method_metric_desc = {
-    "MethodMetric", sizeof(cmr_method_metric_t), method_metric_fields,
-    TABLE(method_metric_fields)};
+static const cmr_record_desc_t method_metric_desc = {"MethodMetric", sizeof(cmr_method_metric_t), method_metric_fields,
+                                                     TABLE(method_metric_fields)};
 
 static const cmr_field_desc_t metric_batch_fields[] = {
     FIELD(cmr_metric_batch_t, agent_id, LONG),
@@ -297,20 +258,14 @@ static const cmr_field_desc_t metric_batch_fields[] = {
     FIELD(cmr_metric_batch_t, interval_ms, INT),
     SUB(cmr_metric_batch_t, metrics, RECORDS, method_metric_desc),
 };
-static const cmr_record_desc_t metric_batch_desc = {
-    "MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields, TABLE(metric_batch_fields)};
+static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
+                                                    TABLE(metric_batch_fields)};
 
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
-    [CMR_MSG_AGENT_REGISTRATION] = &registration_desc,
-    [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
-    [CMR_MSG_NO_ENVIRONMENT] = &no_environment_desc,
-    [CMR_MSG_CLASS_LOADED] = &class_loaded_desc,
-    [CMR_MSG_BYTECODE_RESEND] = &bytecode_resend_desc,
-    [CMR_MSG_REDEFINE] = &redefine_desc,
-    [CMR_MSG_REDEFINE_RESULT] = &redefine_result_desc,
-    [CMR_MSG_AGENT_STATUS] = &agent_status_desc,
-    [CMR_MSG_CONFIG_CHANGE] = &config_change_desc,
-    [CMR_MSG_METHOD_ENTRY] = &method_entry_desc,
-    [CMR_MSG_EVENT_BATCH] = &event_batch_desc,
-    [CMR_MSG_METRIC_BATCH] = &metric_batch_desc,
+    [CMR_MSG_AGENT_REGISTRATION] = &registration_desc, [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
+    [CMR_MSG_NO_ENVIRONMENT] = &no_environment_desc,   [CMR_MSG_CLASS_LOADED] = &class_loaded_desc,
+    [CMR_MSG_BYTECODE_RESEND] = &bytecode_resend_desc, [CMR_MSG_REDEFINE] = &redefine_desc,
+    [CMR_MSG_REDEFINE_RESULT] = &redefine_result_desc, [CMR_MSG_AGENT_STATUS] = &agent_status_desc,
+    [CMR_MSG_CONFIG_CHANGE] = &config_change_desc,     [CMR_MSG_METHOD_ENTRY] = &method_entry_desc,
+    [CMR_MSG_EVENT_BATCH] = &event_batch_desc,         [CMR_MSG_METRIC_BATCH] = &metric_batch_desc,
 };

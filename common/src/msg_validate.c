@@ -23,8 +23,7 @@ typedef struct walk {
 static cmr_wire_err_t walk_fail(walk_t *w, cmr_wire_err_t err, const char *what)
 {
     if (w->errbuf && w->errlen)
-        snprintf(w->errbuf, w->errlen, "%s%s%s", what, w->field ? " in field " : "",
-                 w->field ? w->field : "");
+        snprintf(w->errbuf, w->errlen, "%s%s%s", what, w->field ? " in field " : "", w->field ? w->field : "");
     return err;
 }
 
@@ -124,8 +123,7 @@ static cmr_wire_err_t walk_datum(walk_t *w, avro_schema_t s)
     case AVRO_INT32:
         if ((rc = read_varint(w, 5, &v)) != CMR_WIRE_OK)
             return rc;
-        return v < INT32_MIN || v > INT32_MAX ? walk_fail(w, CMR_WIRE_ERR_CORRUPT, "int out of range")
-                                              : CMR_WIRE_OK;
+        return v < INT32_MIN || v > INT32_MAX ? walk_fail(w, CMR_WIRE_ERR_CORRUPT, "int out of range") : CMR_WIRE_OK;
     case AVRO_INT64: return read_varint(w, 10, &v);
     case AVRO_FLOAT: return skip(w, 4);
     case AVRO_DOUBLE: return skip(w, 8);
@@ -167,8 +165,8 @@ static cmr_wire_err_t walk_datum(walk_t *w, avro_schema_t s)
     }
 }
 
-cmr_wire_err_t cmr_wire_validate(avro_schema_t schema, const uint8_t *body, size_t len,
-                                 size_t *used, char *errbuf, size_t errlen)
+cmr_wire_err_t cmr_wire_validate(avro_schema_t schema, const uint8_t *body, size_t len, size_t *used, char *errbuf,
+                                 size_t errlen)
 {
     walk_t w = {body, body + len, errbuf, errlen, NULL};
     cmr_wire_err_t rc = walk_datum(&w, schema);

@@ -14,7 +14,7 @@
  * number of bytes the datum takes. Checks every varint, length, count, union branch and
  * enum symbol against the schema and the bytes left, and that strings hold no NUL, so
  * that a datum it accepts can be materialized without surprises. */
-cmr_wire_err_t cmr_wire_validate(avro_schema_t schema, const uint8_t *body, size_t len,
-                                 size_t *used, char *errbuf, size_t errlen);
+cmr_wire_err_t cmr_wire_validate(avro_schema_t schema, const uint8_t *body, size_t len, size_t *used, char *errbuf,
+                                 size_t errlen);
 
 #endif

@@ -27,10 +27,10 @@ struct cmr_producer {
     int64_t last_fail_log_ms;
 };
 
-#define ERRF(...)                                      \
-    do {                                               \
-        if (errbuf && errlen)                          \
-            snprintf(errbuf, errlen, __VA_ARGS__);     \
+#define ERRF(...)                                  \
+    do {                                           \
+        if (errbuf && errlen)                      \
+            snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
 static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -44,8 +44,9 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
         clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
         if (now_ms - p->last_fail_log_ms >= 1000) {
-            cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "client=%s topic=%s error=\"%s\" failed_since_last_report=%llu",
-                    rd_kafka_name(rk), rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err),
+            cmr_log(CMR_LOG_WARN, "kafka.delivery_failed",
+                    "client=%s topic=%s error=\"%s\" failed_since_last_report=%llu", rd_kafka_name(rk),
+                    rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err),
                     (unsigned long long)(p->failed - p->failed_logged));
             p->failed_logged = p->failed;
             p->last_fail_log_ms = now_ms;
@@ -67,8 +68,8 @@ static void *producer_poll_main(void *arg)
     return NULL;
 }
 
-cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id,
-                                 cmr_delivery_cb_t *cb, void *cb_opaque, char *errbuf, size_t errlen)
+cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id, cmr_delivery_cb_t *cb, void *cb_opaque,
+                                 char *errbuf, size_t errlen)
 {
     if (cmr_wire_init() != 0) {
         ERRF("wire contracts failed to initialize");
@@ -112,13 +113,13 @@ fail:
     return NULL;
 }
 
-int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len,
-                          const void *payload, size_t len, void *opaque)
+int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len, const void *payload,
+                          size_t len, void *opaque)
 {
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_KEY(key_len ? key : NULL, key_len), RD_KAFKA_V_VALUE((void *)payload, len),
-        RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err =
+        rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_KEY(key_len ? key : NULL, key_len), RD_KAFKA_V_VALUE((void *)payload, len),
+                          RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         p->queued++;
         return CMR_SEND_OK;
@@ -132,8 +133,8 @@ int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key,
     return CMR_SEND_ERROR;
 }
 
-int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic,
-                      void *opaque, char *errbuf, size_t errlen)
+int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic, void *opaque,
+                      char *errbuf, size_t errlen)
 {
     if (!topic) {
         cmr_topic_t t = cmr_msg_topic(type);
@@ -193,8 +194,8 @@ void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)
     p->stop = true;
     pthread_join(p->poller, NULL); /* from here on, flush serves the delivery reports */
     if (rd_kafka_flush(p->rk, flush_timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        cmr_log(CMR_LOG_WARN, "kafka.flush_incomplete", "client=%s undelivered=%d timeout_ms=%d",
-                rd_kafka_name(p->rk), rd_kafka_outq_len(p->rk), flush_timeout_ms);
+        cmr_log(CMR_LOG_WARN, "kafka.flush_incomplete", "client=%s undelivered=%d timeout_ms=%d", rd_kafka_name(p->rk),
+                rd_kafka_outq_len(p->rk), flush_timeout_ms);
     if (p->failed > p->failed_logged)
         cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "client=%s failed_since_last_report=%llu failed_total=%llu",
                 rd_kafka_name(p->rk), (unsigned long long)(p->failed - p->failed_logged),

@@ -38,8 +38,7 @@ static int topic_partitions(rd_kafka_t *rk, const char *topic, char *err, size_t
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && md->topics[0].err == 0)
             n = md->topics[0].partition_cnt;
         else
-            snprintf(err, errlen, "topic %s: %s", topic,
-                     e ? rd_kafka_err2str(e) : rd_kafka_err2str(md->topics[0].err));
+            snprintf(err, errlen, "topic %s: %s", topic, e ? rd_kafka_err2str(e) : rd_kafka_err2str(md->topics[0].err));
         if (md)
             rd_kafka_metadata_destroy(md);
     }
@@ -47,8 +46,7 @@ static int topic_partitions(rd_kafka_t *rk, const char *topic, char *err, size_t
     return n;
 }
 
-cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err,
-                                           size_t errlen)
+cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err, size_t errlen)
 {
     cmr_reader_t *r = calloc(1, sizeof *r);
     rd_kafka_conf_t *kc = r ? cmr_kafka_conf(conf, err, errlen) : NULL;
@@ -86,7 +84,8 @@ cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t 
     }
     rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(r->partitions);
     for (int p = 0; p < r->partitions; p++)
-        rd_kafka_topic_partition_list_add(parts, topic, p)->offset = since_ms > 0 ? since_ms : RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_topic_partition_list_add(parts, topic, p)->offset =
+            since_ms > 0 ? since_ms : RD_KAFKA_OFFSET_BEGINNING;
     if (since_ms > 0) {
         /* a seek hint only: where the cluster cannot answer (the embedded broker always
          * says "end"), the partition is read from the beginning and poll() skips what is
@@ -102,7 +101,8 @@ cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t 
     for (int p = 0; p < r->partitions; p++) {
         int64_t lo = 0, hi = 0;
         if (rd_kafka_query_watermark_offsets(r->rk, topic, p, &lo, &hi, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            int64_t from = parts->elems[p].offset >= 0 ? parts->elems[p].offset : (parts->elems[p].offset == RD_KAFKA_OFFSET_END ? hi : lo);
+            int64_t from = parts->elems[p].offset >= 0 ? parts->elems[p].offset
+                                                       : (parts->elems[p].offset == RD_KAFKA_OFFSET_END ? hi : lo);
             r->total += hi > from ? hi - from : 0;
         }
     }

@@ -30,8 +30,8 @@ static int valid_component(const char *s, int allow_dot)
         return 0;
     for (const char *p = s; *p; p++) {
         char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || (allow_dot && c == '.')))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              (allow_dot && c == '.')))
             return 0;
     }
     return 1;
@@ -116,11 +116,9 @@ size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len)
     if (len)
         buf[0] = '\0';
     switch (type) {
-    case CMR_MSG_AGENT_REGISTRATION:
-        return key_str(((const cmr_agent_registration_t *)msg)->instance_id, buf, len);
+    case CMR_MSG_AGENT_REGISTRATION: return key_str(((const cmr_agent_registration_t *)msg)->instance_id, buf, len);
     case CMR_MSG_CLASS_LOADED: return key_id((uint64_t)((const cmr_class_loaded_t *)msg)->agent_id, buf, len);
-    case CMR_MSG_REDEFINE_RESULT:
-        return key_id((uint64_t)((const cmr_redefine_result_t *)msg)->agent_id, buf, len);
+    case CMR_MSG_REDEFINE_RESULT: return key_id((uint64_t)((const cmr_redefine_result_t *)msg)->agent_id, buf, len);
     case CMR_MSG_AGENT_STATUS: return key_id((uint64_t)((const cmr_agent_status_t *)msg)->agent_id, buf, len);
     case CMR_MSG_CONFIG_CHANGE: {
         const cmr_config_change_t *c = msg;

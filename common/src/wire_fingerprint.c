@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cmr/wire.h"
-#include "strbuf.h"
+#include "cmr/buf.h"
 
 #define CRC64_AVRO_EMPTY 0xc15d213aa4d7a795ULL
 
@@ -56,20 +56,20 @@ static bool is_primitive(const char *name)
 }
 
 /* Writes a JSON string literal: only '"', '\\' and control characters are escaped. */
-static void put_json_string(cmr_strbuf_t *sb, const char *s)
+static void put_json_string(cmr_buf_t *sb, const char *s)
 {
-    cmr_strbuf_putc(sb, '"');
+    cmr_buf_putc(sb, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') {
-            cmr_strbuf_putc(sb, '\\');
-            cmr_strbuf_putc(sb, (char)*p);
+            cmr_buf_putc(sb, '\\');
+            cmr_buf_putc(sb, (char)*p);
         } else if (*p < 0x20) {
-            cmr_strbuf_printf(sb, "\\u%04x", *p);
+            cmr_buf_printf(sb, "\\u%04x", *p);
         } else {
-            cmr_strbuf_putc(sb, (char)*p);
+            cmr_buf_putc(sb, (char)*p);
         }
     }
-    cmr_strbuf_putc(sb, '"');
+    cmr_buf_putc(sb, '"');
 }
 
 /* The full name of `name` seen inside namespace `ns` (may be NULL or ""). Malloc'd. */
@@ -91,10 +91,9 @@ static char *namespace_of(const char *fullname)
     return dot ? strndup(fullname, (size_t)(dot - fullname)) : strdup("");
 }
 
-static int canon(cmr_strbuf_t *sb, json_t *node, const char *ns, char *err, size_t errlen);
+static int canon(cmr_buf_t *sb, json_t *node, const char *ns, char *err, size_t errlen);
 
-static int canon_named(cmr_strbuf_t *sb, json_t *node, const char *type, const char *ns,
-                       char *err, size_t errlen)
+static int canon_named(cmr_buf_t *sb, json_t *node, const char *type, const char *ns, char *err, size_t errlen)
 {
     const char *name = json_string_value(json_object_get(node, "name"));
     if (!name) {
@@ -106,9 +105,9 @@ static int canon_named(cmr_strbuf_t *sb, json_t *node, const char *type, const c
     char *inner_ns = full ? namespace_of(full) : NULL;
     int rc = (full && inner_ns) ? 0 : -1;
     if (rc == 0) {
-        cmr_strbuf_puts(sb, "{\"name\":");
+        cmr_buf_puts(sb, "{\"name\":");
         put_json_string(sb, full);
-        cmr_strbuf_puts(sb, ",\"type\":");
+        cmr_buf_puts(sb, ",\"type\":");
         put_json_string(sb, strcmp(type, "error") == 0 ? "error" : type);
     }
     if (rc == 0 && (strcmp(type, "record") == 0 || strcmp(type, "error") == 0)) {
@@ -117,10 +116,11 @@ static int canon_named(cmr_strbuf_t *sb, json_t *node, const char *type, const c
             snprintf(err, errlen, "record %s without fields", full);
             rc = -1;
         } else {
-            cmr_strbuf_puts(sb, ",\"fields\":[");
+            cmr_buf_puts(sb, ",\"fields\":[");
             size_t i;
             json_t *f;
-            json_array_foreach(fields, i, f) {
+            json_array_foreach(fields, i, f)
+            {
                 const char *fname = json_string_value(json_object_get(f, "name"));
                 json_t *ftype = json_object_get(f, "type");
                 if (!fname || !ftype) {
@@ -128,14 +128,14 @@ static int canon_named(cmr_strbuf_t *sb, json_t *node, const char *type, const c
                     rc = -1;
                     break;
                 }
-                cmr_strbuf_puts(sb, i ? ",{\"name\":" : "{\"name\":");
+                cmr_buf_puts(sb, i ? ",{\"name\":" : "{\"name\":");
                 put_json_string(sb, fname);
-                cmr_strbuf_puts(sb, ",\"type\":");
+                cmr_buf_puts(sb, ",\"type\":");
                 if ((rc = canon(sb, ftype, inner_ns, err, errlen)) != 0)
                     break;
-                cmr_strbuf_putc(sb, '}');
+                cmr_buf_putc(sb, '}');
             }
-            cmr_strbuf_putc(sb, ']');
+            cmr_buf_putc(sb, ']');
         }
     } else if (rc == 0 && strcmp(type, "enum") == 0) {
         json_t *symbols = json_object_get(node, "symbols");
@@ -143,15 +143,16 @@ static int canon_named(cmr_strbuf_t *sb, json_t *node, const char *type, const c
             snprintf(err, errlen, "enum %s without symbols", full);
             rc = -1;
         } else {
-            cmr_strbuf_puts(sb, ",\"symbols\":[");
+            cmr_buf_puts(sb, ",\"symbols\":[");
             size_t i;
             json_t *s;
-            json_array_foreach(symbols, i, s) {
+            json_array_foreach(symbols, i, s)
+            {
                 if (i)
-                    cmr_strbuf_putc(sb, ',');
+                    cmr_buf_putc(sb, ',');
                 put_json_string(sb, json_string_value(s) ? json_string_value(s) : "");
             }
-            cmr_strbuf_putc(sb, ']');
+            cmr_buf_putc(sb, ']');
         }
     } else if (rc == 0) { /* fixed */
         json_t *size = json_object_get(node, "size");
@@ -159,17 +160,17 @@ static int canon_named(cmr_strbuf_t *sb, json_t *node, const char *type, const c
             snprintf(err, errlen, "fixed %s without size", full);
             rc = -1;
         } else {
-            cmr_strbuf_printf(sb, ",\"size\":%lld", (long long)json_integer_value(size));
+            cmr_buf_printf(sb, ",\"size\":%lld", (long long)json_integer_value(size));
         }
     }
     if (rc == 0)
-        cmr_strbuf_putc(sb, '}');
+        cmr_buf_putc(sb, '}');
     free(full);
     free(inner_ns);
     return rc;
 }
 
-static int canon(cmr_strbuf_t *sb, json_t *node, const char *ns, char *err, size_t errlen)
+static int canon(cmr_buf_t *sb, json_t *node, const char *ns, char *err, size_t errlen)
 {
     if (json_is_string(node)) {
         const char *name = json_string_value(node);
@@ -185,16 +186,17 @@ static int canon(cmr_strbuf_t *sb, json_t *node, const char *ns, char *err, size
         return 0;
     }
     if (json_is_array(node)) { /* union */
-        cmr_strbuf_putc(sb, '[');
+        cmr_buf_putc(sb, '[');
         size_t i;
         json_t *branch;
-        json_array_foreach(node, i, branch) {
+        json_array_foreach(node, i, branch)
+        {
             if (i)
-                cmr_strbuf_putc(sb, ',');
+                cmr_buf_putc(sb, ',');
             if (canon(sb, branch, ns, err, errlen) != 0)
                 return -1;
         }
-        cmr_strbuf_putc(sb, ']');
+        cmr_buf_putc(sb, ']');
         return 0;
     }
     if (!json_is_object(node)) {
@@ -209,8 +211,7 @@ static int canon(cmr_strbuf_t *sb, json_t *node, const char *ns, char *err, size
         put_json_string(sb, t);
         return 0;
     }
-    if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0 || strcmp(t, "enum") == 0 ||
-        strcmp(t, "fixed") == 0)
+    if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0 || strcmp(t, "enum") == 0 || strcmp(t, "fixed") == 0)
         return canon_named(sb, node, t, ns, err, errlen);
     if (strcmp(t, "array") == 0 || strcmp(t, "map") == 0) {
         const char *attr = t[0] == 'a' ? "items" : "values";
@@ -219,10 +220,10 @@ static int canon(cmr_strbuf_t *sb, json_t *node, const char *ns, char *err, size
             snprintf(err, errlen, "%s without %s", t, attr);
             return -1;
         }
-        cmr_strbuf_printf(sb, "{\"type\":\"%s\",\"%s\":", t, attr);
+        cmr_buf_printf(sb, "{\"type\":\"%s\",\"%s\":", t, attr);
         if (canon(sb, inner, ns, err, errlen) != 0)
             return -1;
-        cmr_strbuf_putc(sb, '}');
+        cmr_buf_putc(sb, '}');
         return 0;
     }
     /* A reference to a named type written as {"type": "Name"}. */
@@ -242,14 +243,14 @@ char *cmr_wire_canonical_form(const char *schema_json, char *errbuf, size_t errl
         snprintf(errbuf, errlen, "schema JSON, line %d: %s", jerr.line, jerr.text);
         return NULL;
     }
-    cmr_strbuf_t sb = {0};
+    cmr_buf_t sb = {0};
     int rc = canon(&sb, root, "", errbuf, errlen);
     json_decref(root);
     if (rc != 0 || sb.oom) {
         if (sb.oom)
             snprintf(errbuf, errlen, "out of memory");
-        cmr_strbuf_free(&sb);
+        cmr_buf_free(&sb);
         return NULL;
     }
-    return cmr_strbuf_take(&sb);
+    return cmr_buf_take(&sb);
 }

@@ -74,7 +74,9 @@ static void fill_field(fill_t *f, const cmr_field_desc_t *fd, char *p)
         *(int64_t *)p = empty ? 0 : maximal ? ((next(f) & 1) ? INT64_MAX : INT64_MIN) : (int64_t)next(f);
         break;
     case CMR_F_BOOL: *(bool *)p = !empty && (maximal || (next(f) & 1)); break;
-    case CMR_F_ENUM: *(int *)p = empty ? 0 : maximal ? enum_count(fd) - 1 : (int)(next(f) % (uint64_t)enum_count(fd)); break;
+    case CMR_F_ENUM:
+        *(int *)p = empty ? 0 : maximal ? enum_count(fd) - 1 : (int)(next(f) % (uint64_t)enum_count(fd));
+        break;
     case CMR_F_STRING: *(char **)p = make_string(f); break;
     case CMR_F_OPT_STRING: *(char **)p = empty ? NULL : make_string(f); break;
     case CMR_F_BYTES: {

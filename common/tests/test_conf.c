@@ -93,8 +93,19 @@ static void test_cli(void **state)
     cmr_conf_t *c = cmr_conf_new();
     int first;
     /* options win over files whatever their order */
-    const char *argv1[] = {"test", "-p", "5", "run", "--config", path, "-X", "kafka.acks=all", "-v",
-                           "--bootstrap=h:1", "x", "--", "--not-an-option"};
+    const char *argv1[] = {"test",
+                           "-p",
+                           "5",
+                           "run",
+                           "--config",
+                           path,
+                           "-X",
+                           "kafka.acks=all",
+                           "-v",
+                           "--bootstrap=h:1",
+                           "x",
+                           "--",
+                           "--not-an-option"};
     assert_int_equal(parse(c, 13, argv1, &first), CMR_CLI_OK);
     /* positional arguments are moved behind the options, in order */
     assert_int_equal(first, 10 - 1);

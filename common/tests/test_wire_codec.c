@@ -107,9 +107,15 @@ static void test_typed_fields_survive(void **state)
         {42, "<init>", "(Ljava/lang/String;)V", CMR_SENSOR_TIMER},
     };
     cmr_redefine_t r = {
-        .request_id = 77, .agent_id = -5, .class_name = "com/acme/Shop", .loader_id = 3,
-        .class_hash = (int64_t)0xFEDCBA9876543210ULL, .original = true, .revision = 12,
-        .bytecode = {code, sizeof code}, .methods = {methods, 2},
+        .request_id = 77,
+        .agent_id = -5,
+        .class_name = "com/acme/Shop",
+        .loader_id = 3,
+        .class_hash = (int64_t)0xFEDCBA9876543210ULL,
+        .original = true,
+        .revision = 12,
+        .bytecode = {code, sizeof code},
+        .methods = {methods, 2},
     };
     cmr_buf_t buf = {0};
     cmr_msg_t out;
@@ -144,9 +150,16 @@ static void test_optional_record_and_fixed(void **state)
     cmr_event_write(block, 0, &e1);
     cmr_event_write(block, 1, &e2);
     cmr_parent_link_t parent = {9, 10, 11};
-    cmr_event_batch_t batch = {.agent_id = 1, .thread_id = 2, .thread_name = "main", .segment_id = 3,
-                               .parent = &parent, .batch_seq = 0, .first_event_seq = 0, .last = true,
-                               .event_count = 2, .events = {block, sizeof block}};
+    cmr_event_batch_t batch = {.agent_id = 1,
+                               .thread_id = 2,
+                               .thread_name = "main",
+                               .segment_id = 3,
+                               .parent = &parent,
+                               .batch_seq = 0,
+                               .first_event_seq = 0,
+                               .last = true,
+                               .event_count = 2,
+                               .events = {block, sizeof block}};
     memset(batch.trace_id, 0xAB, 16);
     cmr_buf_t buf = {0};
     cmr_msg_t out;
@@ -196,17 +209,18 @@ static void test_canonical_form(void **state)
     free(pcf);
     pcf = cmr_wire_canonical_form(
         "{\"type\":\"record\",\"namespace\":\"a.b\",\"name\":\"R\",\"doc\":\"d\",\"aliases\":[\"Q\"],"
-        "\"fields\":[{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"X\",\"Y\"]},\"default\":\"X\"},"
+        "\"fields\":[{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"X\",\"Y\"]},\"default\":"
+        "\"X\"},"
         "{\"name\":\"f\",\"doc\":\"z\",\"type\":[\"null\",\"E\"]},"
         "{\"name\":\"g\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"fixed\",\"name\":\"c.F\",\"size\":4}}},"
         "{\"name\":\"h\",\"type\":{\"type\":\"array\",\"items\":\"string\"}}]}",
         NULL, 0);
-    assert_string_equal(pcf,
-                        "{\"name\":\"a.b.R\",\"type\":\"record\",\"fields\":["
-                        "{\"name\":\"e\",\"type\":{\"name\":\"a.b.E\",\"type\":\"enum\",\"symbols\":[\"X\",\"Y\"]}},"
-                        "{\"name\":\"f\",\"type\":[\"null\",\"a.b.E\"]},"
-                        "{\"name\":\"g\",\"type\":{\"type\":\"map\",\"values\":{\"name\":\"c.F\",\"type\":\"fixed\",\"size\":4}}},"
-                        "{\"name\":\"h\",\"type\":{\"type\":\"array\",\"items\":\"string\"}}]}");
+    assert_string_equal(
+        pcf, "{\"name\":\"a.b.R\",\"type\":\"record\",\"fields\":["
+             "{\"name\":\"e\",\"type\":{\"name\":\"a.b.E\",\"type\":\"enum\",\"symbols\":[\"X\",\"Y\"]}},"
+             "{\"name\":\"f\",\"type\":[\"null\",\"a.b.E\"]},"
+             "{\"name\":\"g\",\"type\":{\"type\":\"map\",\"values\":{\"name\":\"c.F\",\"type\":\"fixed\",\"size\":4}}},"
+             "{\"name\":\"h\",\"type\":{\"type\":\"array\",\"items\":\"string\"}}]}");
     free(pcf);
     char err[128];
     assert_null(cmr_wire_canonical_form("{not json", err, sizeof err));

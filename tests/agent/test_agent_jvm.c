@@ -86,7 +86,8 @@ static bool class_of(const cmr_msg_t *m, const void *ud)
 {
     const class_match_t *c = ud;
     return strcmp(m->u.class_loaded.instance_id, c->instance) == 0 &&
-           strcmp(m->u.class_loaded.class_name, c->class_name) == 0 && (c->cause < 0 || (int)m->u.class_loaded.cause == c->cause);
+           strcmp(m->u.class_loaded.class_name, c->class_name) == 0 &&
+           (c->cause < 0 || (int)m->u.class_loaded.cause == c->cause);
 }
 
 typedef struct status_match {
@@ -108,7 +109,8 @@ typedef struct result_match {
 static bool result_of(const cmr_msg_t *m, const void *ud)
 {
     const result_match_t *r = ud;
-    return strcmp(m->u.redefine_result.instance_id, r->instance) == 0 && m->u.redefine_result.request_id == r->request_id;
+    return strcmp(m->u.redefine_result.instance_id, r->instance) == 0 &&
+           m->u.redefine_result.request_id == r->request_id;
 }
 
 /* Starts a JVM with the agent (extra agent options may be appended) and waits for its
@@ -147,8 +149,11 @@ static void agent_configure(agent_run_t *r, int metric_interval_ms)
         .environment_id = "test",
         .environment_name = "Test environment",
         .revision = 1,
-        .strategy = {.send_interval_ms = 5, .ring_records = 0, .max_batch_events = 2048,
-                     .metric_interval_ms = metric_interval_ms, .max_threads = 0},
+        .strategy = {.send_interval_ms = 5,
+                     .ring_records = 0,
+                     .max_batch_events = 2048,
+                     .metric_interval_ms = metric_interval_ms,
+                     .max_threads = 0},
     };
     assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_AGENT_CONFIGURATION, &cfg), 0);
     status_match_t sm = {r->instance, CMR_AGENT_FULL};
@@ -176,14 +181,27 @@ static void expect_greeting(agent_run_t *r, const char *want)
     assert_string_equal(line + 7, want);
 }
 
-#define PROBE_CALL(n) {"cmr/agent/Probe", n, "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}}
+#define PROBE_CALL(n)                      \
+    {                                      \
+        "cmr/agent/Probe", n, "(J)V", 1,   \
+        {                                  \
+            {                              \
+                CF_PARG_METHOD_ID, 0, NULL \
+            }                              \
+        }                                  \
+    }
 static const cf_probe sequence_probe;
 static const cmr_redefine_result_t *send_redefine(agent_run_t *r, int64_t request_id, const char *class_name,
                                                   int64_t loader_id, int64_t hash, const uint8_t *bytes, size_t len,
                                                   bool original)
 {
-    cmr_redefine_t cmd = {.request_id = request_id, .agent_id = r->agent_id, .class_name = (char *)class_name,
-                          .loader_id = loader_id, .class_hash = hash, .original = original, .revision = 1,
+    cmr_redefine_t cmd = {.request_id = request_id,
+                          .agent_id = r->agent_id,
+                          .class_name = (char *)class_name,
+                          .loader_id = loader_id,
+                          .class_hash = hash,
+                          .original = original,
+                          .revision = 1,
                           .bytecode = {(uint8_t *)bytes, len}};
     assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_REDEFINE, &cmd), 0);
     result_match_t rm = {r->instance, request_id};
@@ -232,8 +250,8 @@ static void instrument_work(agent_run_t *r, const cmr_class_loaded_t *work, cons
     assert_int_equal(cf_instrument_class(work->bytecode.data, work->bytecode.len, probe, only_call, NULL, &res, &err),
                      CF_OK);
     assert_int_equal(res.n_instrumented, 1);
-    const cmr_redefine_result_t *out = send_redefine(r, request_id, "demo/Work", work->loader_id, work->class_hash,
-                                                     res.bytes, res.len, false);
+    const cmr_redefine_result_t *out =
+        send_redefine(r, request_id, "demo/Work", work->loader_id, work->class_hash, res.bytes, res.len, false);
     assert_int_equal(out->status, CMR_COMMAND_APPLIED);
     cf_instrument_result_free(&res);
 }
@@ -332,8 +350,11 @@ static void test_no_environment_stops_the_agent(void **state)
     (void)state;
     agent_run_t r;
     agent_start(&r, "noenv", NULL);
-    cmr_no_environment_t ne = {.instance_id = r.instance, .agent_name = r.name, .hostname = r.hostname,
-                               .reason = "no agent mapping matches", .time_ms = 1};
+    cmr_no_environment_t ne = {.instance_id = r.instance,
+                               .agent_name = r.name,
+                               .hostname = r.hostname,
+                               .reason = "no agent mapping matches",
+                               .time_ms = 1};
     assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_NO_ENVIRONMENT, &ne), 0);
     status_match_t sm = {r.instance, CMR_AGENT_NO_ENVIRONMENT};
     assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000));
@@ -360,7 +381,8 @@ static void test_redefine_resend_and_failures(void **state)
     uint8_t *v2 = read_file(greeter_v2_path, &v2_len);
     assert_non_null(v2);
 
-    const cmr_redefine_result_t *res = send_redefine(&r, 1, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
+    const cmr_redefine_result_t *res =
+        send_redefine(&r, 1, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     expect_greeting(&r, "redefined");
 
@@ -377,8 +399,11 @@ static void test_redefine_resend_and_failures(void **state)
     res = send_redefine(&r, 4, "demo/NoSuchClass", 0, 0, v2, v2_len, false);
     assert_int_equal(res->status, CMR_COMMAND_UNKNOWN_CLASS);
 
-    cmr_bytecode_resend_t rs = {.request_id = 5, .agent_id = r.agent_id, .class_name = "demo/Greeter",
-                                .loader_id = g->loader_id, .class_hash = 0};
+    cmr_bytecode_resend_t rs = {.request_id = 5,
+                                .agent_id = r.agent_id,
+                                .class_name = "demo/Greeter",
+                                .loader_id = g->loader_id,
+                                .class_hash = 0};
     assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_BYTECODE_RESEND, &rs), 0);
     const cmr_class_loaded_t *again = wait_class(&r, "demo/Greeter", CMR_CLASS_RESEND, 30000);
     assert_non_null(again);
@@ -392,8 +417,8 @@ static void test_redefine_resend_and_failures(void **state)
     /* the resent bytes, instrumented, installed: the probes fire */
     cf_instrument_result ir;
     cf_error cerr;
-    assert_int_equal(cf_instrument_class(again->bytecode.data, again->bytecode.len, &sequence_probe, NULL, NULL, &ir, &cerr),
-                     CF_OK);
+    assert_int_equal(
+        cf_instrument_class(again->bytecode.data, again->bytecode.len, &sequence_probe, NULL, NULL, &ir, &cerr), CF_OK);
     res = send_redefine(&r, 6, "demo/Greeter", again->loader_id, again->class_hash, ir.bytes, ir.len, false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     cf_instrument_result_free(&ir);
@@ -404,7 +429,8 @@ static void test_redefine_resend_and_failures(void **state)
         cmr_peer_poll(&peer, 100);
         for (size_t k = 0; k < peer.n && !fired; k++) {
             const cmr_msg_t *m = &peer.recs[k]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id && m->u.event_batch.event_count) {
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
+                m->u.event_batch.event_count) {
                 cmr_event_t ev;
                 cmr_event_read(m->u.event_batch.events.data, 0, &ev);
                 fired = ev.method_id == greet_id;
@@ -441,7 +467,8 @@ static void test_probes_record_call_trees_and_timers(void **state)
         if (t.events >= 8000)
             break;
     }
-    print_message("events %" PRIu64 " in %" PRIu64 " batches, %" PRIu64 " trees\n", t.events, t.batches, t.segments_done);
+    print_message("events %" PRIu64 " in %" PRIu64 " batches, %" PRIu64 " trees\n", t.events, t.batches,
+                  t.segments_done);
     assert_int_equal(t.bad, 0);
     assert_int_equal(t.enters, 4000); /* 1000 calls x depth 0..3 */
     assert_int_equal(t.exits, 4000);
@@ -485,9 +512,9 @@ static void test_disconnected_mode_loses_no_class(void **state)
     cmr_peer_poll(&peer, 1000);
     kill(broker.pid, SIGUSR1); /* the brokers go down; their data stays */
     sleep(1);
-    static const char *const names[] = {"java.util.zip.Adler32", "java.util.concurrent.CountDownLatch",
-                                        "java.util.concurrent.CyclicBarrier", "java.util.BitSet",
-                                        "java.util.concurrent.atomic.LongAdder", "java.util.Timer"};
+    static const char *const names[] = {
+        "java.util.zip.Adler32", "java.util.concurrent.CountDownLatch",   "java.util.concurrent.CyclicBarrier",
+        "java.util.BitSet",      "java.util.concurrent.atomic.LongAdder", "java.util.Timer"};
     char cmd[512] = "load";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %s", names[i]);
@@ -565,10 +592,11 @@ static void test_context_follows_work_to_other_threads(void **state)
     cf_error err;
     /* Fanout.run only: the worker side's lambda stands for JDK code that runs before the
      * task, which is not instrumented */
-    assert_int_equal(cf_instrument_class(fan->bytecode.data, fan->bytecode.len, &sequence_probe, only_run, NULL, &res, &err),
-                     CF_OK);
-    assert_int_equal(send_redefine(&r, 41, "demo/Fanout", fan->loader_id, fan->class_hash, res.bytes, res.len, false)->status,
-                     CMR_COMMAND_APPLIED);
+    assert_int_equal(
+        cf_instrument_class(fan->bytecode.data, fan->bytecode.len, &sequence_probe, only_run, NULL, &res, &err), CF_OK);
+    assert_int_equal(
+        send_redefine(&r, 41, "demo/Fanout", fan->loader_id, fan->class_hash, res.bytes, res.len, false)->status,
+        CMR_COMMAND_APPLIED);
     cf_instrument_result_free(&res);
 
     jvm_proc_send(&r.jvm, "fanout 5");
@@ -607,7 +635,8 @@ static void test_context_follows_work_to_other_threads(void **state)
         for (size_t k = 0; k < peer.n; k++) {
             const cmr_msg_t *m = &peer.recs[k]->msg;
             if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id)
-                print_message("batch seg=%" PRId64 " seq=%d thread=%s parent=%s%" PRId64 " events=%d root=%" PRId64 "\n",
+                print_message("batch seg=%" PRId64 " seq=%d thread=%s parent=%s%" PRId64 " events=%d root=%" PRId64
+                              "\n",
                               m->u.event_batch.segment_id, m->u.event_batch.batch_seq, m->u.event_batch.thread_name,
                               m->u.event_batch.parent ? "seg " : "none ",
                               m->u.event_batch.parent ? m->u.event_batch.parent->segment_id : 0,
@@ -655,13 +684,21 @@ static void test_context_follows_work_to_other_threads(void **state)
 static void instrument_thread_pool(agent_run_t *r, const cmr_class_loaded_t *tpe, int64_t request_id)
 {
     static const cf_probe capture = {"ctx-capture",
-                                     {"cmr/agent/Probe", "ctxCapture", "(Ljava/lang/Object;J)V", 2,
+                                     {"cmr/agent/Probe",
+                                      "ctxCapture",
+                                      "(Ljava/lang/Object;J)V",
+                                      2,
                                       {{CF_PARG_ARG, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
-                                     {0}, {0}};
+                                     {0},
+                                     {0}};
     static const cf_probe begin = {"ctx-begin",
-                                   {"cmr/agent/Probe", "ctxBegin", "(Ljava/lang/Object;J)V", 2,
+                                   {"cmr/agent/Probe",
+                                    "ctxBegin",
+                                    "(Ljava/lang/Object;J)V",
+                                    2,
                                     {{CF_PARG_ARG, 1, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
-                                   {0}, {0}};
+                                   {0},
+                                   {0}};
     static const cf_probe end = {"ctx-end", PROBE_CALL("ctxEnd"), {0}, {0}};
     cf_class *c;
     cf_error err;
@@ -687,7 +724,8 @@ static void instrument_thread_pool(agent_run_t *r, const cmr_class_loaded_t *tpe
     size_t len;
     assert_int_equal(cf_class_write(c, &bytes, &len, &err), CF_OK);
     assert_int_equal(send_redefine(r, request_id, "java/util/concurrent/ThreadPoolExecutor", tpe->loader_id,
-                                   tpe->class_hash, bytes, len, false)->status,
+                                   tpe->class_hash, bytes, len, false)
+                         ->status,
                      CMR_COMMAND_APPLIED);
     free(bytes);
     cf_class_free(c);
@@ -711,10 +749,11 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
     instrument_work(&r, work, &sequence_probe, 51);
     cf_instrument_result res;
     cf_error err;
-    assert_int_equal(cf_instrument_class(pw->bytecode.data, pw->bytecode.len, &sequence_probe, only_run, NULL, &res, &err),
-                     CF_OK);
-    assert_int_equal(send_redefine(&r, 52, "demo/PoolWork", pw->loader_id, pw->class_hash, res.bytes, res.len, false)->status,
-                     CMR_COMMAND_APPLIED);
+    assert_int_equal(
+        cf_instrument_class(pw->bytecode.data, pw->bytecode.len, &sequence_probe, only_run, NULL, &res, &err), CF_OK);
+    assert_int_equal(
+        send_redefine(&r, 52, "demo/PoolWork", pw->loader_id, pw->class_hash, res.bytes, res.len, false)->status,
+        CMR_COMMAND_APPLIED);
     cf_instrument_result_free(&res);
 
     jvm_proc_send(&r.jvm, "pool 4");
@@ -784,7 +823,8 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
 
 static bool shutdown_status(const cmr_msg_t *m, const void *ud)
 {
-    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
+    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 &&
+           m->u.agent_status.state == CMR_AGENT_SHUTDOWN;
 }
 
 static void test_stress_every_event_arrives_or_is_counted(void **state)
@@ -820,7 +860,8 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
         cmr_peer_poll(&peer, 100);
     }
     print_message("stress: %" PRIu64 " events expected, %" PRIu64 " received in %" PRIu64 " batches, %" PRId64
-                  " dropped\n", expected, t.events, t.batches, bye->msg.u.agent_status.events_dropped);
+                  " dropped\n",
+                  expected, t.events, t.batches, bye->msg.u.agent_status.events_dropped);
     assert_int_equal(t.bad, 0);
     assert_int_equal(t.events + (uint64_t)bye->msg.u.agent_status.events_dropped, expected);
 }
@@ -870,7 +911,8 @@ static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)
     /* and the attached agent applies commands like a loaded one */
     size_t v2_len = 0;
     uint8_t *v2 = read_file(greeter_v2_path, &v2_len);
-    const cmr_redefine_result_t *res = send_redefine(&r, 31, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
+    const cmr_redefine_result_t *res =
+        send_redefine(&r, 31, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     expect_greeting(&r, "redefined");
     free(v2);

@@ -23,7 +23,7 @@ find "$WORK/corpus" -name 'module-info.class' -delete
 CP=/usr/share/java/asm.jar:/usr/share/java/asm-commons.jar:/usr/share/java/asm-tree.jar:/usr/share/java/asm-analysis.jar
 "$JDK/bin/javac" -nowarn -cp "$CP" -d "$WORK/asmbench" "$HERE/java/bench/AsmBench.java"
 echo "== C engine ($(nproc) cores present, runs on one: taskset -c 0)"
-taskset -c 0 "$BUILD/cmr-instrumenter/classfile/cf_bench" --seconds "$SECONDS_PER_MODE" "$WORK/corpus" | tee "$WORK/c.txt"
+taskset -c 0 "$BUILD/classfile/cf_bench" --seconds "$SECONDS_PER_MODE" "$WORK/corpus" | tee "$WORK/c.txt"
 echo "== ASM $(basename "$(readlink -f /usr/share/java/asm.jar)" .jar) on JDK 17, warmed up, one core"
 taskset -c 0 "$JDK/bin/java" -XX:ActiveProcessorCount=1 -Xms2g -Xmx2g -cp "$WORK/asmbench:$CP" AsmBench "$SECONDS_PER_MODE" "$WORK/corpus" | tee "$WORK/asm.txt"
 ratio() {  # ratio MODE

@@ -43,7 +43,8 @@ static void drain(cp_peer_t *peer, const cp_classes_t *classes, sent_t *sent, si
         int64_t now = mono_us();
         if (m.type == CMR_MSG_REDEFINE) {
             for (size_t i = 0; i < classes->count; i++)
-                if (sent[i].latency_us < 0 && sent[i].at_us && strcmp(classes->items[i].name, m.u.redefine.class_name) == 0) {
+                if (sent[i].latency_us < 0 && sent[i].at_us &&
+                    strcmp(classes->items[i].name, m.u.redefine.class_name) == 0) {
                     sent[i].latency_us = now - sent[i].at_us;
                     (*answered)++;
                     break;
@@ -79,8 +80,16 @@ int main(int argc, char **argv)
     cp_proc_t w;
     /* consumers: the mock broker answers a fetch only when fetch.wait.max.ms expires (a real
      * broker answers as soon as data arrives): keep that wait short */
-    const char *wargv[] = {argv[3], "--bootstrap", broker.bootstrap, "--db", db, "-X", "kafka.fetch.wait.max.ms=5",
-                           "--log-level", getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info", NULL};
+    const char *wargv[] = {argv[3],
+                           "--bootstrap",
+                           broker.bootstrap,
+                           "--db",
+                           db,
+                           "-X",
+                           "kafka.fetch.wait.max.ms=5",
+                           "--log-level",
+                           getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info",
+                           NULL};
     if (cp_proc_start(&w, wargv, log) != 0 || cp_proc_wait_log(&w, "event=instr.partitions_assigned", 30000) != 0)
         return 1;
     cmr_conf_t *conf = cmr_conf_new();

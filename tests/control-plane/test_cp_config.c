@@ -34,29 +34,35 @@ static cmr_conf_t *conf;
 static cp_proc_t worker;
 static char tmp[256], worker_log[300];
 
-static const char *env_v1 =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: shop\n"
-    "    name: Shop\n"
-    "    strategy: {send_interval_ms: 500}\n"
-    "    sensors:\n"
-    "      - {sensor: timer, class: \"com.shop.*\", method: \"*\"}\n"
-    "      - {sensor: invocation-sequence, class: \"com.shop.web.*\", method: service}\n"
-    "  - id: batch\n"
-    "    sensors:\n"
-    "      - {sensor: timer, class: \"com.batch.*\"}\n"
-    "mappings:\n"
-    "  - {agent: \"shop-*\", address: 10.0.0.0/8, environment: shop}\n"
-    "  - {agent: \"*\", address: \"2001:db8::/32\", environment: batch}\n";
+static const char *env_v1 = "version: 1\n"
+                            "environments:\n"
+                            "  - id: shop\n"
+                            "    name: Shop\n"
+                            "    strategy: {send_interval_ms: 500}\n"
+                            "    sensors:\n"
+                            "      - {sensor: timer, class: \"com.shop.*\", method: \"*\"}\n"
+                            "      - {sensor: invocation-sequence, class: \"com.shop.web.*\", method: service}\n"
+                            "  - id: batch\n"
+                            "    sensors:\n"
+                            "      - {sensor: timer, class: \"com.batch.*\"}\n"
+                            "mappings:\n"
+                            "  - {agent: \"shop-*\", address: 10.0.0.0/8, environment: shop}\n"
+                            "  - {agent: \"*\", address: \"2001:db8::/32\", environment: batch}\n";
 
 static int tests_ok;
 
 static int start_worker(void)
 {
     int started = cp_proc_count_log(&worker, "event=config.started");
-    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "-X", "kafka.session.timeout.ms=6000",
-                          "-X", "kafka.heartbeat.interval.ms=500", "run", NULL};
+    const char *argv[] = {config_bin,
+                          "--bootstrap",
+                          broker.bootstrap,
+                          "-X",
+                          "kafka.session.timeout.ms=6000",
+                          "-X",
+                          "kafka.heartbeat.interval.ms=500",
+                          "run",
+                          NULL};
     if (cp_proc_start(&worker, argv, worker_log) != 0)
         return -1;
     for (int64_t deadline = cp_mono_ms() + 30000; cp_mono_ms() < deadline; usleep(50000))

@@ -34,20 +34,29 @@ static broker_proc_t broker;
 static cp_proc_t w[2];
 static char tmp[256];
 
-static const char *env =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: gen\n"
-    "    sensors:\n"
-    "      - {sensor: timer, class: \"gen.*\", method: m}\n";
+static const char *env = "version: 1\n"
+                         "environments:\n"
+                         "  - id: gen\n"
+                         "    sensors:\n"
+                         "      - {sensor: timer, class: \"gen.*\", method: m}\n";
 
 static int start_worker(cp_proc_t *p, const char *bootstrap, const char *tmp, const char *name)
 {
     char db[300], log[300];
     snprintf(db, sizeof db, "%s/%s-db", tmp, name);
     snprintf(log, sizeof log, "%s/%s.log", tmp, name);
-    const char *argv[] = {instr_bin, "--bootstrap", bootstrap, "--db", db, "-X", "kafka.session.timeout.ms=6000",
-                          "-X", "kafka.heartbeat.interval.ms=500", "--log-level", "debug", NULL};
+    const char *argv[] = {instr_bin,
+                          "--bootstrap",
+                          bootstrap,
+                          "--db",
+                          db,
+                          "-X",
+                          "kafka.session.timeout.ms=6000",
+                          "-X",
+                          "kafka.heartbeat.interval.ms=500",
+                          "--log-level",
+                          "debug",
+                          NULL};
     return cp_proc_start(p, argv, log);
 }
 
@@ -79,7 +88,8 @@ static void test_worker_killed_mid_run(void **state)
     const char *sources[2 * N_CLASSES + 2];
     for (int i = 0; i < N_CLASSES; i++) {
         snprintf(names[i], sizeof names[i], "C%d.java", i);
-        snprintf(bodies[i], sizeof bodies[i], "package gen;\npublic class C%d {\n  public int m(int x) {\n    return x + %d;\n  }\n}\n", i, i);
+        snprintf(bodies[i], sizeof bodies[i],
+                 "package gen;\npublic class C%d {\n  public int m(int x) {\n    return x + %d;\n  }\n}\n", i, i);
         sources[2 * i] = names[i];
         sources[2 * i + 1] = bodies[i];
     }
@@ -112,7 +122,8 @@ static void test_worker_killed_mid_run(void **state)
     for (int a = 0; a < N_AGENTS; a++) {
         for (int i = 0; i < N_CLASSES / 2; i++)
             assert_int_equal(cp_peer_send_class(&peers[a], classes.items[i].name, 1, classes.items[i].bytes,
-                                                classes.items[i].len, CMR_CLASS_LOADED, 0), 0);
+                                                classes.items[i].len, CMR_CLASS_LOADED, 0),
+                             0);
         assert_int_equal(cp_peer_flush(&peers[a]), 0);
     }
     int64_t deadline = cp_mono_ms() + 60000;
@@ -129,7 +140,8 @@ static void test_worker_killed_mid_run(void **state)
     for (int a = 0; a < N_AGENTS; a++) {
         for (int i = N_CLASSES / 2; i < N_CLASSES; i++)
             assert_int_equal(cp_peer_send_class(&peers[a], classes.items[i].name, 1, classes.items[i].bytes,
-                                                classes.items[i].len, CMR_CLASS_LOADED, 0), 0);
+                                                classes.items[i].len, CMR_CLASS_LOADED, 0),
+                             0);
         assert_int_equal(cp_peer_flush(&peers[a]), 0);
     }
     deadline = cp_mono_ms() + 90000;

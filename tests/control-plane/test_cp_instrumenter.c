@@ -40,8 +40,10 @@ static cp_classes_t classes;
 static cp_peer_t peer;
 
 static const char *const java_sources[] = {
-    "Marker.java", "package app; public interface Marker {}\n",
-    "Service.java", "package app; public interface Service extends Marker { void handle(String s); }\n",
+    "Marker.java",
+    "package app; public interface Marker {}\n",
+    "Service.java",
+    "package app; public interface Service extends Marker { void handle(String s); }\n",
     "Base.java",
     "package app;\npublic abstract class Base implements Service {\n"
     "  public void handle(String s) {\n    if (s == null) throw new IllegalArgumentException();\n    work(s);\n  }\n"
@@ -49,48 +51,60 @@ static const char *const java_sources[] = {
     "Impl.java",
     "package app;\npublic class Impl extends Base {\n  public void handle(String s) {\n    super.handle(s);\n  }\n"
     "  public int other(int x) {\n    return x * 2;\n  }\n}\n",
-    "Plain.java", "package app;\npublic class Plain {\n  public int plain() {\n    return 1;\n  }\n}\n",
-    "Later.java", "package app;\npublic class Later {\n  public int later() {\n    return 2;\n  }\n}\n",
-    "Probe.java", "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
-    NULL, NULL,
+    "Plain.java",
+    "package app;\npublic class Plain {\n  public int plain() {\n    return 1;\n  }\n}\n",
+    "Later.java",
+    "package app;\npublic class Later {\n  public int later() {\n    return 2;\n  }\n}\n",
+    "Probe.java",
+    "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
+    NULL,
+    NULL,
 };
 
-static const char *env_v1 =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: app\n"
-    "    sensors:\n"
-    "      - {sensor: timer, class: \"*\", interface: app.Marker, method: handle}\n"
-    "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-    "      - {sensor: timer, class: \"cmr.agent.*\", method: \"*\"}\n"
-    "mappings:\n"
-    "  - {agent: \"app-*\", address: \"*\", environment: app}\n";
+static const char *env_v1 = "version: 1\n"
+                            "environments:\n"
+                            "  - id: app\n"
+                            "    sensors:\n"
+                            "      - {sensor: timer, class: \"*\", interface: app.Marker, method: handle}\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+                            "      - {sensor: timer, class: \"cmr.agent.*\", method: \"*\"}\n"
+                            "mappings:\n"
+                            "  - {agent: \"app-*\", address: \"*\", environment: app}\n";
 
-static const char *env_v2 =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: app\n"
-    "    sensors:\n"
-    "      - {sensor: timer, class: app.Impl, method: other}\n"
-    "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-    "      - {sensor: anchor, class: app.Later, method: later}\n";
+static const char *env_v2 = "version: 1\n"
+                            "environments:\n"
+                            "  - id: app\n"
+                            "    sensors:\n"
+                            "      - {sensor: timer, class: app.Impl, method: other}\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later}\n";
 
-static const char *env_v3 =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: app\n"
-    "    sensors:\n"
-    "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-    "      - {sensor: anchor, class: app.Later, method: later}\n";
+static const char *env_v3 = "version: 1\n"
+                            "environments:\n"
+                            "  - id: app\n"
+                            "    sensors:\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later}\n";
 
 static int tests_ok;
 
 static int start_instrumenter(void)
 {
     int assigned = cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned");
-    const char *argv[] = {instr_bin, "--bootstrap", broker.bootstrap, "--db", instr_db, "--cache-budget", "0",
-                          "-X", "kafka.session.timeout.ms=6000", "-X", "kafka.heartbeat.interval.ms=500",
-                          "--log-level", "debug", NULL};
+    const char *argv[] = {instr_bin,
+                          "--bootstrap",
+                          broker.bootstrap,
+                          "--db",
+                          instr_db,
+                          "--cache-budget",
+                          "0",
+                          "-X",
+                          "kafka.session.timeout.ms=6000",
+                          "-X",
+                          "kafka.heartbeat.interval.ms=500",
+                          "--log-level",
+                          "debug",
+                          NULL};
     if (cp_proc_start(&instr_worker, argv, instr_log) != 0)
         return -1;
     for (int64_t deadline = cp_mono_ms() + 30000; cp_mono_ms() < deadline; usleep(50000))
@@ -190,8 +204,9 @@ static int calls_probe(const cmr_bytes_t *bytes, const char *method, const char 
         assert_int_equal(cf_method_callees(c, &c->methods[i], &callees, &nc, &e), CF_OK);
         for (size_t j = 0; j < nc; j++)
             found |= callees[j].owner.len == 15 && memcmp(callees[j].owner.p, "cmr/agent/Probe", 15) == 0 &&
-                     callees[j].name.len == strlen(probe) && memcmp(callees[j].name.p, probe, callees[j].name.len) == 0 &&
-                     callees[j].desc.len == 4 && memcmp(callees[j].desc.p, "(J)V", 4) == 0;
+                     callees[j].name.len == strlen(probe) &&
+                     memcmp(callees[j].name.p, probe, callees[j].name.len) == 0 && callees[j].desc.len == 4 &&
+                     memcmp(callees[j].desc.p, "(J)V", 4) == 0;
         free(callees);
     }
     cf_class_free(c);

@@ -170,45 +170,43 @@ static bool fires(jvm_agent_t *j, const char *cmd, const char *answer, uint64_t 
     return false;
 }
 
-static const char env_v1[] =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: e2e\n"
-    "    name: End to end\n"
-    "    strategy:\n"
-    "      send_interval_ms: 10\n"
-    "    sensors:\n"
-    "      - sensor: invocation-sequence\n"
-    "        class: demo.Work\n"
-    "        method: call\n"
-    "      - sensor: invocation-sequence\n"
-    "        class: demo.PoolWork\n"
-    "        method: run\n"
-    "mappings:\n"
-    "  - agent: \"e2e-*\"\n"
-    "    address: \"*\"\n"
-    "    environment: e2e\n";
+static const char env_v1[] = "version: 1\n"
+                             "environments:\n"
+                             "  - id: e2e\n"
+                             "    name: End to end\n"
+                             "    strategy:\n"
+                             "      send_interval_ms: 10\n"
+                             "    sensors:\n"
+                             "      - sensor: invocation-sequence\n"
+                             "        class: demo.Work\n"
+                             "        method: call\n"
+                             "      - sensor: invocation-sequence\n"
+                             "        class: demo.PoolWork\n"
+                             "        method: run\n"
+                             "mappings:\n"
+                             "  - agent: \"e2e-*\"\n"
+                             "    address: \"*\"\n"
+                             "    environment: e2e\n";
 
 /* Work.call loses its sensor, Greeter.greet (bytes kept) and Fanout.run (bytes dropped by
  * the instrumenter's tiny cache budget) get one. */
-static const char env_v2[] =
-    "version: 1\n"
-    "environments:\n"
-    "  - id: e2e\n"
-    "    name: End to end\n"
-    "    strategy:\n"
-    "      send_interval_ms: 10\n"
-    "    sensors:\n"
-    "      - sensor: invocation-sequence\n"
-    "        class: demo.Greeter\n"
-    "        method: greet\n"
-    "      - sensor: invocation-sequence\n"
-    "        class: demo.Fanout\n"
-    "        method: run\n"
-    "mappings:\n"
-    "  - agent: \"e2e-*\"\n"
-    "    address: \"*\"\n"
-    "    environment: e2e\n";
+static const char env_v2[] = "version: 1\n"
+                             "environments:\n"
+                             "  - id: e2e\n"
+                             "    name: End to end\n"
+                             "    strategy:\n"
+                             "      send_interval_ms: 10\n"
+                             "    sensors:\n"
+                             "      - sensor: invocation-sequence\n"
+                             "        class: demo.Greeter\n"
+                             "        method: greet\n"
+                             "      - sensor: invocation-sequence\n"
+                             "        class: demo.Fanout\n"
+                             "        method: run\n"
+                             "mappings:\n"
+                             "  - agent: \"e2e-*\"\n"
+                             "    address: \"*\"\n"
+                             "    environment: e2e\n";
 
 static void test_rules_instrument_and_changes_apply_while_running(void **state)
 {
@@ -300,8 +298,17 @@ static int setup(void **state)
     snprintf(db, sizeof db, "%s/instrumenter", workdir);
     const char *cfg[] = {config_bin, "--bootstrap", broker.bootstrap, "run", NULL};
     /* a 1-byte cache budget: bytes of classes that need nothing are not kept (resend path) */
-    const char *ins[] = {instr_bin, "--bootstrap", broker.bootstrap, "--db", db, "--cache-budget", "1", "--log-level",
-                         getenv("CMR_TEST_DEBUG") ? "debug" : "info", "run", NULL};
+    const char *ins[] = {instr_bin,
+                         "--bootstrap",
+                         broker.bootstrap,
+                         "--db",
+                         db,
+                         "--cache-budget",
+                         "1",
+                         "--log-level",
+                         getenv("CMR_TEST_DEBUG") ? "debug" : "info",
+                         "run",
+                         NULL};
     if (jvm_proc_start(&config_worker, cfg) != 0 || jvm_proc_start(&instr_worker, ins) != 0)
         return -1;
     return 0;

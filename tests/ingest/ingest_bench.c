@@ -212,8 +212,7 @@ static int64_t fill(const char *bootstrap, const data_t *d)
         if (rd_kafka_query_watermark_offsets(cmr_producer_handle(p), "cmr.events", part, &lo, &hi, 5000) == 0)
             total += hi - lo;
     }
-    printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64
-           " messages\n",
+    printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64 " messages\n",
            d->ntraces * BATCHES_PER_TRACE, d->events, dt, total);
     cmr_producer_destroy(p, 5000);
     cmr_conf_destroy(conf);
@@ -253,9 +252,16 @@ static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const cha
     snprintf(setgroup, sizeof setgroup, "ingest.group=%s", group);
     for (int i = 0; i < n; i++) {
         snprintf(logs[i], sizeof logs[i], "%s/w%d.log", dir, i);
-        const char *argv[] = {ingest_bin, "run", "--bootstrap", bootstrap, "--store", store, "--http-port", "-1",
-                              "-X", setgroup, "-X", "ingest.exit_idle_ms=5000", "-X", "kafka.session.timeout.ms=6000",
-                              "-X", "kafka.heartbeat.interval.ms=500", "--log-level", "info", NULL};
+        const char *argv[] = {ingest_bin,    "run",
+                              "--bootstrap", bootstrap,
+                              "--store",     store,
+                              "--http-port", "-1",
+                              "-X",          setgroup,
+                              "-X",          "ingest.exit_idle_ms=5000",
+                              "-X",          "kafka.session.timeout.ms=6000",
+                              "-X",          "kafka.heartbeat.interval.ms=500",
+                              "--log-level", "info",
+                              NULL};
         cp_proc_start(&w[i], argv, logs[i]);
     }
 }

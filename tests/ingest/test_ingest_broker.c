@@ -150,15 +150,23 @@ static void send_names(cmr_producer_t *p)
                     "(Ljakarta/servlet/http/HttpServletRequest;Ljakarta/servlet/http/HttpServletResponse;)V"},
                    {M_DB, "com/shop/Db", "query", "(Ljava/lang/String;)Ljava/util/List;"}};
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
-        cmr_method_entry_t m = {.method_id = (int64_t)methods[i].id, .class_name = (char *)methods[i].cls,
-                                .method_name = (char *)methods[i].name, .descriptor = (char *)methods[i].desc};
+        cmr_method_entry_t m = {.method_id = (int64_t)methods[i].id,
+                                .class_name = (char *)methods[i].cls,
+                                .method_name = (char *)methods[i].name,
+                                .descriptor = (char *)methods[i].desc};
         assert_int_equal(cmr_producer_send(p, CMR_MSG_METHOD_ENTRY, &m, NULL, NULL, err, sizeof err), CMR_SEND_OK);
     }
     char *ips[] = {"127.0.0.1"};
-    cmr_agent_registration_t r1 = {.instance_id = "00000000000000000000000000000001", .agent_name = "shop",
-                                   .hostname = "host-a", .ip_addresses = {ips, 1}, .pid = 4242,
-                                   .jvm_vendor = "Eclipse Adoptium", .jvm_version = "17.0.9", .agent_version = "0.1.0",
-                                   .start_time_ms = 1, .attempt = 1};
+    cmr_agent_registration_t r1 = {.instance_id = "00000000000000000000000000000001",
+                                   .agent_name = "shop",
+                                   .hostname = "host-a",
+                                   .ip_addresses = {ips, 1},
+                                   .pid = 4242,
+                                   .jvm_vendor = "Eclipse Adoptium",
+                                   .jvm_version = "17.0.9",
+                                   .agent_version = "0.1.0",
+                                   .start_time_ms = 1,
+                                   .attempt = 1};
     cmr_agent_registration_t r2 = r1;
     r2.instance_id = "00000000000000000000000000000002";
     r2.agent_name = "billing";
@@ -235,18 +243,24 @@ static void build_reference(traffic_t *tr, const char *root)
     cmr_producer_t *dummy = NULL;
     (void)dummy;
     const uint64_t ids[] = {M_MAIN, M_A, M_TASK, M_HANDLER, M_DB};
-    const char *cls[] = {"com/shop/App", "com/shop/Orders", "com/shop/Mailer", "com/billing/InvoiceServlet", "com/shop/Db"};
+    const char *cls[] = {"com/shop/App", "com/shop/Orders", "com/shop/Mailer", "com/billing/InvoiceServlet",
+                         "com/shop/Db"};
     const char *nm[] = {"main", "place", "run", "doPost", "query"};
     const char *ds[] = {"([Ljava/lang/String;)V", "(J)V", "()V",
                         "(Ljakarta/servlet/http/HttpServletRequest;Ljakarta/servlet/http/HttpServletResponse;)V",
                         "(Ljava/lang/String;)Ljava/util/List;"};
     for (int i = 0; i < 5; i++) {
-        cmr_method_entry_t m = {.method_id = (int64_t)ids[i], .class_name = (char *)cls[i],
-                                .method_name = (char *)nm[i], .descriptor = (char *)ds[i]};
+        cmr_method_entry_t m = {.method_id = (int64_t)ids[i],
+                                .class_name = (char *)cls[i],
+                                .method_name = (char *)nm[i],
+                                .descriptor = (char *)ds[i]};
         cmr_ingest_engine_add_method(e, &m);
     }
-    cmr_agent_registration_t r1 = {.agent_name = "shop", .hostname = "host-a", .pid = 4242,
-                                   .jvm_vendor = "Eclipse Adoptium", .jvm_version = "17.0.9"};
+    cmr_agent_registration_t r1 = {.agent_name = "shop",
+                                   .hostname = "host-a",
+                                   .pid = 4242,
+                                   .jvm_vendor = "Eclipse Adoptium",
+                                   .jvm_version = "17.0.9"};
     cmr_agent_registration_t r2 = r1;
     r2.agent_name = "billing";
     r2.hostname = "host-b";
@@ -341,10 +355,16 @@ static int wait_complete(const char *root, int want, int timeout_ms)
 
 static void start_worker(cp_proc_t *w, const char *root, const char *log)
 {
-    const char *argv[] = {ingest_bin, "run", "--bootstrap", broker.bootstrap, "--store", root, "--http-port", "0",
-                          "-X", "kafka.session.timeout.ms=6000", "-X", "kafka.heartbeat.interval.ms=500",
-                          "-X", "kafka.topic.metadata.refresh.interval.ms=1000", "-X", "ingest.commit.interval_ms=20",
-                          "--log-level", "info", NULL};
+    const char *argv[] = {ingest_bin,    "run",
+                          "--bootstrap", broker.bootstrap,
+                          "--store",     root,
+                          "--http-port", "0",
+                          "-X",          "kafka.session.timeout.ms=6000",
+                          "-X",          "kafka.heartbeat.interval.ms=500",
+                          "-X",          "kafka.topic.metadata.refresh.interval.ms=1000",
+                          "-X",          "ingest.commit.interval_ms=20",
+                          "--log-level", "info",
+                          NULL};
     assert_int_equal(cp_proc_start(w, argv, log), 0);
     assert_int_equal(cp_proc_wait_log(w, "event=ingest.started", 30000), 0);
 }
@@ -404,8 +424,8 @@ static void test_kill_restart_and_replay(void **state)
     check_log_mentions(log, "event=ingest.foreign_message");
 
     /* replay into an empty store: the same bytes */
-    const char *argv[] = {ingest_bin, "replay", "--bootstrap", broker.bootstrap, "--store", replayed, "--log-level",
-                          "error", NULL};
+    const char *argv[] = {ingest_bin,    "replay", "--bootstrap", broker.bootstrap, "--store", replayed,
+                          "--log-level", "error",  NULL};
     char *out = NULL;
     assert_int_equal(cp_run(argv, &out), 0);
     assert_non_null(strstr(out, "replay: done"));
@@ -420,7 +440,7 @@ static void test_kill_restart_and_replay(void **state)
     char since_store[600];
     snprintf(since_store, sizeof since_store, "%s/since", tmp);
     const char *sargv[] = {ingest_bin, "replay", "--bootstrap", broker.bootstrap, "--store", since_store,
-                           "--since", mid, "--log-level", "error", NULL};
+                           "--since",  mid,      "--log-level", "error",          NULL};
     assert_int_equal(cp_run(sargv, &out), 0);
     char *later = cli(since_store, "traces", "--limit", "1000");
     assert_non_null(later);
@@ -433,8 +453,8 @@ static void test_kill_restart_and_replay(void **state)
     /* exports of a replayed trace */
     char file[600];
     snprintf(file, sizeof file, "%s/trace.json", tmp);
-    const char *ex[] = {ingest_bin, "--store", replayed, "--format", "otlp", "export",
-                        "7a000000000000000000000000005003", file, NULL};
+    const char *ex[] = {
+        ingest_bin, "--store", replayed, "--format", "otlp", "export", "7a000000000000000000000000005003", file, NULL};
     assert_int_equal(cp_run(ex, NULL), 0);
     const char *bad[] = {ingest_bin, "--store", replayed, "show", "not-a-trace", NULL};
     assert_int_equal(cp_run(bad, &out), 2);

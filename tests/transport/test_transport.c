@@ -188,7 +188,8 @@ static void test_two_consumers_share_partitions(void **state)
         rd_kafka_topic_partition_list_t *a[2];
         rd_kafka_assignment(cmr_consumer_handle(c[0]), &a[0]);
         rd_kafka_assignment(cmr_consumer_handle(c[1]), &a[1]);
-        owners_ok = a[0]->cnt > 0 && a[1]->cnt > 0 && a[0]->cnt + a[1]->cnt == cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
+        owners_ok =
+            a[0]->cnt > 0 && a[1]->cnt > 0 && a[0]->cnt + a[1]->cnt == cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
         rd_kafka_topic_partition_list_destroy(a[0]);
         rd_kafka_topic_partition_list_destroy(a[1]);
     }

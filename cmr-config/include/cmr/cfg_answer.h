@@ -11,17 +11,16 @@
 #include "cmr/msg.h"
 
 typedef struct cmr_cfg_answer {
-    int configured;                       /* 1: cfg is the answer; 0: no_env is */
+    int configured; /* 1: cfg is the answer; 0: no_env is */
     cmr_agent_configuration_t cfg;
-    cmr_sensor_setting_t sensors[3];      /* storage for cfg.sensors */
+    cmr_sensor_setting_t sensors[3]; /* storage for cfg.sensors */
     cmr_no_environment_t no_env;
-    char reason[512];                     /* storage for no_env.reason */
+    char reason[512]; /* storage for no_env.reason */
 } cmr_cfg_answer_t;
 
 /* Fills *a for `reg`. Strings point into reg, the state and *a itself: the answer is valid
  * while those are. agent id = cmr_agent_id(name, host). */
-void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *reg, int64_t now_ms,
-                    cmr_cfg_answer_t *a);
+void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *reg, int64_t now_ms, cmr_cfg_answer_t *a);
 
 /* The environment id an agent maps to now (NULL: none, or the mapping names an
  * environment that does not exist). */

@@ -25,19 +25,18 @@ typedef struct cmr_cfg_pool cmr_cfg_pool_t;
 
 typedef struct cmr_cfg_doc {
     cmr_environment_t *envs;
-    int *env_lines;             /* line of each environment in the file (1-based) */
+    int *env_lines; /* line of each environment in the file (1-based) */
     size_t n_envs;
     cmr_agent_mapping_t *mappings;
     int *mapping_lines;
     size_t n_mappings;
-    bool has_mappings;          /* the file has a `mappings:` key (it then replaces the table) */
+    bool has_mappings; /* the file has a `mappings:` key (it then replaces the table) */
     cmr_cfg_pool_t *pool;
 } cmr_cfg_doc_t;
 
 /* Parses `len` bytes of YAML. `origin` names the source in messages (a path). Returns 0,
  * or -1 with "origin:line: reason" in err (doc then holds nothing to free). */
-int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_doc_t *doc,
-                      char *err, size_t errlen);
+int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_doc_t *doc, char *err, size_t errlen);
 /* Reads and parses a file ("-" = stdin). */
 int cmr_cfg_doc_load(const char *path, cmr_cfg_doc_t *doc, char *err, size_t errlen);
 void cmr_cfg_doc_free(cmr_cfg_doc_t *doc);

@@ -16,10 +16,10 @@
 #include "cmr/msg.h"
 
 typedef struct cmr_cfg_addr {
-    int any;        /* '*' */
-    int family;     /* 4 or 6 */
+    int any;    /* '*' */
+    int family; /* 4 or 6 */
     uint8_t bytes[16];
-    int prefix;     /* prefix length in bits */
+    int prefix; /* prefix length in bits */
 } cmr_cfg_addr_t;
 
 bool cmr_cfg_glob(const char *pattern, const char *s);
@@ -28,7 +28,6 @@ int cmr_cfg_addr_parse(const char *spec, cmr_cfg_addr_t *out, char *err, size_t 
 /* Does `ip` (a plain address, v4 or v6; v4-mapped v6 counts as v4) fall inside? */
 bool cmr_cfg_addr_match(const cmr_cfg_addr_t *a, const char *ip);
 /* First mapping matching the agent, or -1. */
-long cmr_cfg_resolve(const cmr_agent_mapping_t *m, size_t n, const char *agent_name,
-                     const cmr_strings_t *ips);
+long cmr_cfg_resolve(const cmr_agent_mapping_t *m, size_t n, const char *agent_name, const cmr_strings_t *ips);
 
 #endif

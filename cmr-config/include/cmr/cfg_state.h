@@ -24,8 +24,8 @@ cmr_cfg_state_t *cmr_cfg_state_new(void);
 void cmr_cfg_state_free(cmr_cfg_state_t *s);
 
 typedef enum cmr_cfg_effect {
-    CMR_CFG_IGNORED,       /* stale revision or duplicate */
-    CMR_CFG_ENV_CHANGED,   /* environment created or updated: *changed_id set */
+    CMR_CFG_IGNORED,     /* stale revision or duplicate */
+    CMR_CFG_ENV_CHANGED, /* environment created or updated: *changed_id set */
     CMR_CFG_ENV_DELETED,
     CMR_CFG_MAPPINGS_CHANGED,
 } cmr_cfg_effect_t;
@@ -33,8 +33,8 @@ typedef enum cmr_cfg_effect {
 /* Applies one encoded ConfigChange (the raw record value). Returns the effect, or -1 when
  * the bytes are not a ConfigChange (err filled). *changed_id (may be NULL) points at the
  * environment id inside the state. */
-int cmr_cfg_state_apply(cmr_cfg_state_t *s, const void *payload, size_t len, const char **changed_id,
-                        char *err, size_t errlen);
+int cmr_cfg_state_apply(cmr_cfg_state_t *s, const void *payload, size_t len, const char **changed_id, char *err,
+                        size_t errlen);
 
 /* Environment by id (NULL when unknown); *revision set when not NULL. */
 const cmr_environment_t *cmr_cfg_state_env(const cmr_cfg_state_t *s, const char *id, int64_t *revision);

@@ -66,15 +66,14 @@ size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGE
 /* Stored value: a malloc'd buffer (*out, *len) the caller frees. 0 or -1. */
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len);
 /* Parses a stored key and value; out points into val. 0, or -1 when corrupt. */
-int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
-                            cmr_ingest_batch_t *out);
+int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen, cmr_ingest_batch_t *out);
 
 /* --- tree --------------------------------------------------------------------------- */
 
 typedef enum cmr_tree_node_kind {
-    CMR_NODE_CALL = 0,     /* a method invocation */
-    CMR_NODE_REMOTE = 1,   /* a caller outside the CMR (foreign traceparent) */
-    CMR_NODE_MISSING = 2,  /* the parent of a segment that has not arrived (or was lost) */
+    CMR_NODE_CALL = 0,    /* a method invocation */
+    CMR_NODE_REMOTE = 1,  /* a caller outside the CMR (foreign traceparent) */
+    CMR_NODE_MISSING = 2, /* the parent of a segment that has not arrived (or was lost) */
 } cmr_tree_node_kind_t;
 
 #define CMR_NODE_NONE UINT32_MAX
@@ -88,13 +87,13 @@ typedef struct cmr_tree_node {
     uint32_t thread_name; /* index into the tree's names, CMR_NODE_NONE when unknown */
     int64_t event_seq;    /* index of the enter event in its segment; -1 for synthetic nodes */
     int64_t start_ns;
-    int64_t end_ns;       /* for a running call: the latest timestamp seen in its segment */
-    bool running;         /* no exit yet */
-    bool exception;       /* exceptional exit */
-    bool lost_exit;       /* closed because a later event showed its exit was lost */
-    bool async;           /* first node of a segment linked under a node of another segment */
+    int64_t end_ns; /* for a running call: the latest timestamp seen in its segment */
+    bool running;   /* no exit yet */
+    bool exception; /* exceptional exit */
+    bool lost_exit; /* closed because a later event showed its exit was lost */
+    bool async;     /* first node of a segment linked under a node of another segment */
     int64_t total_ns;
-    int64_t self_ns;      /* total minus the synchronous (same-segment) children */
+    int64_t self_ns; /* total minus the synchronous (same-segment) children */
     uint32_t parent, first_child, next_sibling, depth;
 } cmr_tree_node_t;
 
@@ -197,8 +196,14 @@ typedef struct cmr_store_opts {
 } cmr_store_opts_t;
 
 enum {
-    CMR_CF_BATCHES, CMR_CF_TRACES, CMR_CF_IDX_TIME, CMR_CF_IDX_DURATION, CMR_CF_IDX_ROOT,
-    CMR_CF_IDX_AGENT, CMR_CF_IDX_METHOD, CMR_CF__COUNT
+    CMR_CF_BATCHES,
+    CMR_CF_TRACES,
+    CMR_CF_IDX_TIME,
+    CMR_CF_IDX_DURATION,
+    CMR_CF_IDX_ROOT,
+    CMR_CF_IDX_AGENT,
+    CMR_CF_IDX_METHOD,
+    CMR_CF__COUNT
 };
 
 /* Opens (creating it unless read-only) the store of `partition` under root. When the
@@ -215,14 +220,13 @@ size_t cmr_store_list_partitions(const char *root, int **parts);
 size_t cmr_store_list_meta(const char *root, int **slots);
 
 /* Raw access for the engine and queries. */
-void *cmr_store_db(cmr_store_t *s);              /* rocksdb_t* */
-void *cmr_store_cf(cmr_store_t *s, int cf);      /* rocksdb_column_family_handle_t* */
+void *cmr_store_db(cmr_store_t *s);         /* rocksdb_t* */
+void *cmr_store_cf(cmr_store_t *s, int cf); /* rocksdb_column_family_handle_t* */
 /* Writes a rocksdb_writebatch_t durably (WAL, fsync when opts.sync). 0 or -1. */
 int cmr_store_write(cmr_store_t *s, void *writebatch, char *err, size_t errlen);
 /* Every batch of a trace. *batches (malloc'd) point into *vals (malloc'd, free both with
  * cmr_store_batches_free). Returns the count, -1 on error. */
-int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches,
-                            void **vals);
+int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches, void **vals);
 void cmr_store_batches_free(cmr_ingest_batch_t *batches, void *vals);
 int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_summary_t *out); /* 1, 0, -1 */
 /* Loads every method and agent of a meta store into names. */
@@ -256,8 +260,7 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
 /* Adds one EventBatch received on `partition`. 1 applied, 0 duplicate, -1 rejected as
  * malformed (err says why; nothing changed), -2 cannot be stored (partition not open,
  * out of memory): the caller must not mark the record done. */
-int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err,
-                          size_t errlen);
+int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen);
 int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m);
 int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r);
 /* Writes everything added since the last flush, durably. 0 or -1 (then nothing may be
@@ -275,13 +278,13 @@ long cmr_ingest_engine_retention(cmr_ingest_engine_t *e);
 typedef struct cmr_ingest_view cmr_ingest_view_t;
 
 typedef struct cmr_trace_filter {
-    int64_t from_ns, to_ns;     /* start time range, 0 = open */
+    int64_t from_ns, to_ns; /* start time range, 0 = open */
     int64_t min_duration_ns;
-    const char *root_method;    /* substring of the root method's name, or its hex id */
-    const char *agent;          /* substring of "name@host", or the hex agent id */
-    const char *contains;       /* a method in the trace: substring or hex id */
-    bool slowest;               /* order by duration, longest first (default: newest first) */
-    size_t limit;               /* 0 = 50 */
+    const char *root_method; /* substring of the root method's name, or its hex id */
+    const char *agent;       /* substring of "name@host", or the hex agent id */
+    const char *contains;    /* a method in the trace: substring or hex id */
+    bool slowest;            /* order by duration, longest first (default: newest first) */
+    size_t limit;            /* 0 = 50 */
 } cmr_trace_filter_t;
 
 cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errlen);

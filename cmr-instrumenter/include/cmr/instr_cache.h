@@ -38,9 +38,9 @@ typedef struct cmr_instr_cache cmr_instr_cache_t;
 
 typedef struct cmr_instr_class_rec {
     uint64_t hash;
-    uint64_t signature;  /* cmr_instr_decision_signature of what the agent runs; 0 = original */
-    int64_t revision;    /* environment revision it was decided with */
-    uint32_t resend;     /* a BytecodeResend is outstanding */
+    uint64_t signature; /* cmr_instr_decision_signature of what the agent runs; 0 = original */
+    int64_t revision;   /* environment revision it was decided with */
+    uint32_t resend;    /* a BytecodeResend is outstanding */
     char instance_id[64];
     char env_id[128];
 } cmr_instr_class_rec_t;

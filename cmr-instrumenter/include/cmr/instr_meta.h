@@ -28,15 +28,15 @@ typedef struct cmr_instr_method {
     char *name;
     char *desc;
     uint16_t access;
-    uint16_t index;          /* method_info index in the class */
-    int32_t first_line;      /* lowest LineNumberTable line, 0 when none */
+    uint16_t index;     /* method_info index in the class */
+    int32_t first_line; /* lowest LineNumberTable line, 0 when none */
     cmr_instr_names_t annotations;
 } cmr_instr_method_t;
 
 typedef struct cmr_instr_meta {
     char *name;
-    char *super_name;        /* NULL for java/lang/Object and module-info */
-    char *source_file;       /* NULL when absent */
+    char *super_name;  /* NULL for java/lang/Object and module-info */
+    char *source_file; /* NULL when absent */
     uint16_t access;
     cmr_instr_names_t interfaces;
     cmr_instr_names_t annotations;

@@ -26,10 +26,10 @@
 const cf_probe *cmr_instr_probe(cmr_sensor_kind_t sensor);
 
 typedef struct cmr_instr_built {
-    uint8_t *bytes;                      /* malloc'd instrumented class; NULL when no method could be */
+    uint8_t *bytes; /* malloc'd instrumented class; NULL when no method could be */
     size_t len;
-    cmr_instrumented_method_t *methods;  /* malloc'd, n_methods; strings point into the meta */
-    uint16_t *meta_index;                /* per method: index into meta->methods */
+    cmr_instrumented_method_t *methods; /* malloc'd, n_methods; strings point into the meta */
+    uint16_t *meta_index;               /* per method: index into meta->methods */
     size_t n_methods;
     size_t n_refused;
 } cmr_instr_built_t;

@@ -50,23 +50,23 @@ typedef enum cmr_instr_handoff {
 #define CMR_HANDOFF_ARG_THIS 0xFF
 
 typedef struct cmr_instr_pick {
-    uint16_t method;          /* index into meta->methods */
+    uint16_t method; /* index into meta->methods */
     cmr_sensor_kind_t sensor;
     cmr_instr_handoff_t handoff; /* a hand-off point's probe instead of the sensor's */
-    uint8_t arg;              /* the probe's object: parameter 0 or 1, or CMR_HANDOFF_ARG_THIS */
+    uint8_t arg;                 /* the probe's object: parameter 0 or 1, or CMR_HANDOFF_ARG_THIS */
 } cmr_instr_pick_t;
 
 typedef struct cmr_instr_decision {
-    cmr_instr_pick_t *picks;  /* owned */
+    cmr_instr_pick_t *picks; /* owned */
     size_t n_picks;
     cmr_instr_names_t missing; /* owned: types that could not be resolved */
-    int excluded;             /* the class is on the exclusion list (hand-off points in it
+    int excluded;              /* the class is on the exclusion list (hand-off points in it
                                  still get their context probes) */
 } cmr_instr_decision_t;
 
 /* Decides for one class. 0, or -1 on out of memory. */
-int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, cmr_instr_lookup_fn *lookup,
-                     void *ud, cmr_instr_decision_t *out);
+int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, cmr_instr_lookup_fn *lookup, void *ud,
+                     cmr_instr_decision_t *out);
 void cmr_instr_decision_free(cmr_instr_decision_t *d);
 
 /* Stable 64-bit summary of a decision (0 = nothing instrumented): the same picks give the

@@ -38,8 +38,7 @@ cmr_conf_t *cmr_conf_dup(const cmr_conf_t *conf);
  * ("file.conf:12", "command line"); may be NULL. Returns 0, -1 on out of memory. */
 int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin);
 /* Parses "key=value". Returns 0, or -1 with errbuf filled. */
-int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin,
-                            char *errbuf, size_t errlen);
+int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin, char *errbuf, size_t errlen);
 /* Reads a file in the format above. Returns 0, or -1 with "path:line: reason" in errbuf. */
 int cmr_conf_load_file(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen);
 
@@ -48,38 +47,37 @@ const char *cmr_conf_get(const cmr_conf_t *conf, const char *key, const char *de
 const char *cmr_conf_origin(const cmr_conf_t *conf, const char *key);
 /* Typed getters: 0 with *out set (to def when unset), or -1 with errbuf saying which key,
  * where it was set and what is wrong. */
-int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min,
-                     int64_t max, int64_t *out, char *errbuf, size_t errlen);
-int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *out,
-                      char *errbuf, size_t errlen);
+int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out,
+                     char *errbuf, size_t errlen);
+int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *out, char *errbuf, size_t errlen);
 
 /* Calls fn for every key that starts with prefix (in first-set order), with the prefix
  * stripped from the key. Stops and returns fn's value when it is non-zero. */
-typedef int (cmr_conf_each_fn)(const char *key, const char *value, const char *origin, void *opaque);
+typedef int(cmr_conf_each_fn)(const char *key, const char *value, const char *origin, void *opaque);
 int cmr_conf_foreach(const cmr_conf_t *conf, const char *prefix, cmr_conf_each_fn *fn, void *opaque);
 
 /* Fails on the first key that is neither in `known` (NULL-ended list) nor starts with
  * one of `known_prefixes` (NULL-ended, may be NULL): catches typos in files. */
-int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known,
-                         const char *const *known_prefixes, char *errbuf, size_t errlen);
+int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known, const char *const *known_prefixes,
+                         char *errbuf, size_t errlen);
 
 /* --- command line ------------------------------------------------------------------ */
 
 typedef struct cmr_cli_option {
-    const char *name;  /* long name without dashes */
-    char short_name;   /* 0 when none */
-    const char *key;   /* configuration key the option sets */
-    const char *arg;   /* name of the argument in --help; NULL: a flag that sets "true" */
+    const char *name; /* long name without dashes */
+    char short_name;  /* 0 when none */
+    const char *key;  /* configuration key the option sets */
+    const char *arg;  /* name of the argument in --help; NULL: a flag that sets "true" */
     const char *help;
 } cmr_cli_option_t;
 
 typedef struct cmr_cli {
     const char *program;
-    const char *synopsis;               /* e.g. "[options] apply FILE" */
-    const char *summary;                /* one paragraph shown by --help */
-    const cmr_cli_option_t *options;    /* program's own options, ended by {0} */
-    const char *const *known_keys;      /* keys accepted besides the options' keys, NULL-ended */
-    const char *const *known_prefixes;  /* key prefixes accepted, e.g. "kafka.", NULL-ended */
+    const char *synopsis;              /* e.g. "[options] apply FILE" */
+    const char *summary;               /* one paragraph shown by --help */
+    const cmr_cli_option_t *options;   /* program's own options, ended by {0} */
+    const char *const *known_keys;     /* keys accepted besides the options' keys, NULL-ended */
+    const char *const *known_prefixes; /* key prefixes accepted, e.g. "kafka.", NULL-ended */
 } cmr_cli_t;
 
 enum { CMR_CLI_OK = 0, CMR_CLI_HELP = 1, CMR_CLI_ERROR = 2 };

@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cmr/bytes.h"
 #include <string.h>
 
 #define CMR_EVENT_RECORD_SIZE 24
@@ -36,31 +38,6 @@ typedef struct cmr_event {
     uint32_t kind;
     uint32_t aux;
 } cmr_event_t;
-
-static inline uint64_t cmr_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static inline uint32_t cmr_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline void cmr_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void cmr_put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* Reads record i of a block (the caller checks i < count and the block's length). */
 static inline void cmr_event_read(const uint8_t *block, size_t i, cmr_event_t *ev)

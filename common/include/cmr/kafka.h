@@ -48,26 +48,26 @@ typedef struct cmr_delivery {
 typedef void(cmr_delivery_cb_t)(const cmr_delivery_t *delivery, void *cb_opaque);
 
 typedef struct cmr_producer_stats {
-    uint64_t queued;        /* accepted into the local queue */
-    uint64_t delivered;     /* acknowledged by the cluster */
-    uint64_t failed;        /* permanently failed (reported through the callback) */
-    uint64_t queue_full;    /* refused because the local queue was full */
-    uint64_t invalid;       /* refused because the message did not encode */
+    uint64_t queued;     /* accepted into the local queue */
+    uint64_t delivered;  /* acknowledged by the cluster */
+    uint64_t failed;     /* permanently failed (reported through the callback) */
+    uint64_t queue_full; /* refused because the local queue was full */
+    uint64_t invalid;    /* refused because the message did not encode */
 } cmr_producer_stats_t;
 
 enum { CMR_SEND_OK = 0, CMR_SEND_QUEUE_FULL = 1, CMR_SEND_ERROR = -1 };
 
 /* cb may be NULL. The producer takes no ownership of conf. */
-cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id,
-                                 cmr_delivery_cb_t *cb, void *cb_opaque, char *errbuf, size_t errlen);
+cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id, cmr_delivery_cb_t *cb, void *cb_opaque,
+                                 char *errbuf, size_t errlen);
 /* Encodes and queues one message on its topic (cmr_msg_topic()) with its key
  * (cmr_msg_key()). Command messages need `topic` (the agent's command topic); for other
  * types, topic may be NULL. Never blocks. Returns a CMR_SEND_* value. */
-int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic,
-                      void *opaque, char *errbuf, size_t errlen);
+int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic, void *opaque,
+                      char *errbuf, size_t errlen);
 /* Queues already encoded bytes (copied). */
-int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len,
-                          const void *payload, size_t len, void *opaque);
+int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len, const void *payload,
+                          size_t len, void *opaque);
 /* Waits up to timeout_ms until every queued message is delivered or failed. 0, or -1
  * when messages are still outstanding. */
 int cmr_producer_flush(cmr_producer_t *p, int timeout_ms);
@@ -97,24 +97,23 @@ typedef struct cmr_record {
 } cmr_record_t;
 
 typedef struct cmr_consumer_stats {
-    uint64_t received;  /* decoded and handed out */
-    uint64_t rejected;  /* skipped because they did not decode */
-    uint64_t done;      /* marked done by the caller */
+    uint64_t received; /* decoded and handed out */
+    uint64_t rejected; /* skipped because they did not decode */
+    uint64_t done;     /* marked done by the caller */
     uint64_t rebalances;
 } cmr_consumer_stats_t;
 
 /* Called when partitions are assigned (revoked = 0) or revoked (revoked = 1), on the
  * polling thread, before the change takes effect: a worker flushes what it holds for
  * revoked partitions here. */
-typedef void(cmr_rebalance_cb_t)(cmr_consumer_t *c, int revoked,
-                                 const rd_kafka_topic_partition_list_t *parts, void *opaque);
+typedef void(cmr_rebalance_cb_t)(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts,
+                                 void *opaque);
 
 /* Joins consumer group `group_id` and subscribes to `topics` (ntopics names). Defaults:
  * auto.offset.reset=earliest, offsets stored only by cmr_consumer_done(). */
-cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id,
-                                 const char *const *topics, size_t ntopics,
-                                 cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque,
-                                 char *errbuf, size_t errlen);
+cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id, const char *const *topics,
+                                 size_t ntopics, cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque, char *errbuf,
+                                 size_t errlen);
 /* Waits up to timeout_ms for the next decodable record. Returns 1 with *out set, 0 when
  * none arrived, -1 on a fatal consumer error (logged). */
 int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out);
@@ -135,8 +134,8 @@ void cmr_record_free(cmr_record_t *rec);
  * first request, with its own default partition count; otherwise it is created with
  * CreateTopics (partitions, replication factor -1 = broker default, compacted or not).
  * 0 when it exists afterwards, -1 with errbuf filled. */
-int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions,
-                           int replication, int compacted, int timeout_ms, char *errbuf, size_t errlen);
+int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions, int replication, int compacted,
+                           int timeout_ms, char *errbuf, size_t errlen);
 
 /* Topics already made sure of, so that a worker asks the cluster once per topic (the
  * per-agent command topics). A zeroed struct is empty; release with cmr_topic_set_free(). */

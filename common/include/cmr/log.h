@@ -29,11 +29,10 @@ cmr_log_level_t cmr_log_get_level(void);
 int cmr_log_level_parse(const char *name);
 
 /* Replaces the output (default: stderr). The sink gets the full line without newline. */
-typedef void (cmr_log_sink_t)(cmr_log_level_t level, const char *line, void *opaque);
+typedef void(cmr_log_sink_t)(cmr_log_level_t level, const char *line, void *opaque);
 void cmr_log_set_sink(cmr_log_sink_t *sink, void *opaque);
 
-void cmr_log(cmr_log_level_t level, const char *event, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void cmr_log(cmr_log_level_t level, const char *event, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void cmr_logv(cmr_log_level_t level, const char *event, const char *fmt, va_list ap);
 
 #endif

@@ -223,9 +223,9 @@ typedef struct cmr_agent_status {
 typedef struct cmr_sensor_assignment {
     cmr_sensor_kind_t sensor;
     char *class_pattern;
-    char *superclass;         /* optional */
-    char *interface;          /* optional */
-    char *annotation;         /* optional */
+    char *superclass; /* optional */
+    char *interface;  /* optional */
+    char *annotation; /* optional */
     char *method_pattern;
     char *descriptor_pattern; /* optional */
     int32_t modifiers_required;

@@ -26,7 +26,7 @@ typedef struct cmr_reader cmr_reader_t;
 typedef struct cmr_reader_rec {
     const void *payload; /* valid until the next poll */
     size_t len;
-    const char *key;     /* NUL-terminated (at most 255 bytes kept), "" when none */
+    const char *key; /* NUL-terminated (at most 255 bytes kept), "" when none */
     int32_t partition;
     int64_t offset;
     int64_t timestamp_ms;

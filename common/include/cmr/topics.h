@@ -34,9 +34,9 @@ typedef enum cmr_topic {
 } cmr_topic_t;
 
 typedef struct cmr_topic_layout {
-    const char *suffix;    /* "registrations"; "cmd." for the per-agent command topics */
-    int partitions;        /* default partition count for a new cluster */
-    int compacted;         /* cleanup.policy=compact */
+    const char *suffix; /* "registrations"; "cmd." for the per-agent command topics */
+    int partitions;     /* default partition count for a new cluster */
+    int compacted;      /* cleanup.policy=compact */
 } cmr_topic_layout_t;
 
 #define CMR_TOPIC_NAME_MAX 256

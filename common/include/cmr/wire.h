@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmr/buf.h"
 #include "cmr/msg.h"
 
 #define CMR_WIRE_HEADER_SIZE 10
@@ -38,24 +39,15 @@ typedef enum cmr_wire_err {
     CMR_WIRE_ERR__COUNT
 } cmr_wire_err_t;
 
-/* A growable byte buffer. Owned by whoever declared it; release with cmr_buf_free(). */
-typedef struct cmr_buf {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-} cmr_buf_t;
-
-void cmr_buf_free(cmr_buf_t *buf);
-
 /* Parses the compiled-in schemas and computes their fingerprints. Called implicitly by
  * every function below; safe to call from several threads. Returns 0, or -1 when the
  * build itself is broken (a schema that avro-c rejects), with the reason logged. */
 int cmr_wire_init(void);
 
 const char *cmr_wire_strerror(cmr_wire_err_t err);
-const char *cmr_msg_type_name(cmr_msg_type_t type);       /* "AgentRegistration" */
-const char *cmr_msg_schema_json(cmr_msg_type_t type);     /* the .avsc text */
-uint64_t cmr_msg_fingerprint(cmr_msg_type_t type);        /* CRC-64-AVRO of the canonical form */
+const char *cmr_msg_type_name(cmr_msg_type_t type);   /* "AgentRegistration" */
+const char *cmr_msg_schema_json(cmr_msg_type_t type); /* the .avsc text */
+uint64_t cmr_msg_fingerprint(cmr_msg_type_t type);    /* CRC-64-AVRO of the canonical form */
 /* Finds a type by its name (as cmr_msg_type_name() gives it); -1 when unknown. */
 int cmr_msg_type_by_name(const char *name);
 
@@ -65,8 +57,7 @@ size_t cmr_wire_max_message(void);
 
 /* Encodes `msg` (a pointer to the struct of `type`, e.g. cmr_redefine_t) into `out`,
  * replacing its content. On error `errbuf` (may be NULL) says why. */
-cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *out,
-                              char *errbuf, size_t errlen);
+cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *out, char *errbuf, size_t errlen);
 
 /* Reads only the header: which message type is this? */
 cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *type);
@@ -74,8 +65,7 @@ cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *
 /* Decodes a message of any known type into `out` (which then owns its pointers;
  * release with cmr_msg_free()). On error `out` holds nothing to free, the rejection is
  * counted and `errbuf` says why. */
-cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out,
-                              char *errbuf, size_t errlen);
+cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char *errbuf, size_t errlen);
 
 /* Releases what a decoded message owns (not `msg` itself). NULL-safe. */
 void cmr_msg_free(cmr_msg_t *msg);

@@ -93,8 +93,8 @@ static const cmr_record_t *find(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_mat
     return NULL;
 }
 
-const cmr_record_t *cmr_peer_wait(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud,
-                                  size_t k, int timeout_ms)
+const cmr_record_t *cmr_peer_wait(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud, size_t k,
+                                  int timeout_ms)
 {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {

@@ -31,8 +31,8 @@ void cmr_peer_stop(cmr_peer_t *p);
 void cmr_peer_poll(cmr_peer_t *p, int ms);
 /* Waits until the k-th (0-based) message of `type` that matches is there; NULL on timeout.
  * The record stays owned by the peer. */
-const cmr_record_t *cmr_peer_wait(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud,
-                                  size_t k, int timeout_ms);
+const cmr_record_t *cmr_peer_wait(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud, size_t k,
+                                  int timeout_ms);
 size_t cmr_peer_count(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud);
 /* Sends a command to an agent instance's command topic. 0 or -1. */
 int cmr_peer_command(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg);

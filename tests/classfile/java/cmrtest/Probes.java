@@ -5,7 +5,7 @@
  * (an atomic add in C): no Java method is called, so there is no recursion into instrumented
  * code, and no monitor is taken (a contended monitor in a thread that is still attaching,
  * before it has its Thread object, crashes HotSpot 25). The agent reads the counters at VM
- * death. Signatures must match cmr-instrumenter/classfile/tools/cf_testprobes.c; the
+ * death. Signatures must match classfile/tools/cf_testprobes.c; the
  * counter numbers must match tests/classfile/agent/cf_test_agent.c.
  */
 package cmrtest;

@@ -1,0 +1,288 @@
+/*
+ * cf_cpool.c - constant pool: validation of cross references after parsing, typed
+ * accessors, and the find-or-add helpers the instrumenter uses to add the constants its
+ * probe calls need. Added entries (and their string bytes) are owned by the class arena.
+ * The instrumenter rolls additions back by restoring cp_count.
+ */
+#include "cf_internal.h"
+
+#include <stdlib.h>
+
+bool cf_str_eq(cf_str s, const char *z)
+{
+    size_t n = strlen(z);
+    return s.len == n && (n == 0 || memcmp(s.p, z, n) == 0);
+}
+
+static bool is_tag(const cf_class *c, uint16_t i, uint8_t tag)
+{
+    return i != 0 && i < c->cp_count && c->cp[i].tag == tag;
+}
+
+cf_err cf_cp_validate(const cf_class *c, cf_error *err)
+{
+    for (uint32_t i = 1; i < c->cp_count; i++) {
+        const cf_const *k = &c->cp[i];
+        bool ok = true;
+        switch (k->tag) {
+        case 0: /* second slot of Long/Double */
+        case CF_CONSTANT_Utf8:
+        case CF_CONSTANT_Integer:
+        case CF_CONSTANT_Float:
+        case CF_CONSTANT_Long:
+        case CF_CONSTANT_Double: break;
+        case CF_CONSTANT_Class:
+        case CF_CONSTANT_String:
+        case CF_CONSTANT_MethodType:
+        case CF_CONSTANT_Module:
+        case CF_CONSTANT_Package: ok = is_tag(c, k->a, CF_CONSTANT_Utf8); break;
+        case CF_CONSTANT_Fieldref:
+        case CF_CONSTANT_Methodref:
+        case CF_CONSTANT_InterfaceMethodref:
+            ok = is_tag(c, k->a, CF_CONSTANT_Class) && is_tag(c, k->b, CF_CONSTANT_NameAndType);
+            break;
+        case CF_CONSTANT_NameAndType:
+            ok = is_tag(c, k->a, CF_CONSTANT_Utf8) && is_tag(c, k->b, CF_CONSTANT_Utf8);
+            break;
+        case CF_CONSTANT_Dynamic:
+        case CF_CONSTANT_InvokeDynamic: ok = is_tag(c, k->b, CF_CONSTANT_NameAndType); break;
+        case CF_CONSTANT_MethodHandle:
+            if (k->kind < 1 || k->kind > 9)
+                return cf_fail(err, CF_ERR_CPOOL_VALUE, "constant #%u: method-handle kind %u", i, k->kind);
+            if (k->kind <= 4)
+                ok = is_tag(c, k->a, CF_CONSTANT_Fieldref);
+            else if (k->kind == 9)
+                ok = is_tag(c, k->a, CF_CONSTANT_InterfaceMethodref);
+            else
+                ok = is_tag(c, k->a, CF_CONSTANT_Methodref) || is_tag(c, k->a, CF_CONSTANT_InterfaceMethodref);
+            break;
+        default: return cf_fail(err, CF_ERR_CPOOL_TAG, "constant #%u: tag %u", i, k->tag);
+        }
+        if (!ok)
+            return cf_fail(err, CF_ERR_CPOOL_INDEX,
+                           "constant #%u (tag %u) refers to a missing or wrong-kind entry (#%u/#%u)", i, k->tag, k->a,
+                           k->b);
+    }
+    return CF_OK;
+}
+
+cf_str cf_cp_utf8(const cf_class *c, uint16_t idx)
+{
+    cf_str s = {"", 0};
+    if (is_tag(c, idx, CF_CONSTANT_Utf8)) {
+        s.p = (const char *)c->cp[idx].data;
+        s.len = c->cp[idx].len;
+    }
+    return s;
+}
+
+cf_str cf_cp_class_name(const cf_class *c, uint16_t idx)
+{
+    if (!is_tag(c, idx, CF_CONSTANT_Class))
+        return (cf_str){"", 0};
+    return cf_cp_utf8(c, c->cp[idx].a);
+}
+
+cf_str cf_class_name(const cf_class *c)
+{
+    return cf_cp_class_name(c, c->this_class);
+}
+
+bool cf_cp_nat(const cf_class *c, uint16_t idx, cf_str *name, cf_str *desc)
+{
+    if (!is_tag(c, idx, CF_CONSTANT_NameAndType))
+        return false;
+    *name = cf_cp_utf8(c, c->cp[idx].a);
+    *desc = cf_cp_utf8(c, c->cp[idx].b);
+    return true;
+}
+
+bool cf_cp_ref(const cf_class *c, uint16_t idx, cf_str *owner, cf_str *name, cf_str *desc)
+{
+    if (idx == 0 || idx >= c->cp_count)
+        return false;
+    uint8_t t = c->cp[idx].tag;
+    if (t != CF_CONSTANT_Fieldref && t != CF_CONSTANT_Methodref && t != CF_CONSTANT_InterfaceMethodref)
+        return false;
+    *owner = cf_cp_class_name(c, c->cp[idx].a);
+    return cf_cp_nat(c, c->cp[idx].b, name, desc);
+}
+
+/* ---- additions ---- */
+
+static cf_const *cp_append(cf_class *c, uint32_t slots)
+{
+    if ((uint32_t)c->cp_count + slots > 65535)
+        return NULL;
+    if ((uint32_t)c->cp_count + slots > c->cp_cap) {
+        uint32_t cap = c->cp_cap * 2 + slots;
+        if (cap > 65536)
+            cap = 65536;
+        cf_const *n = cf_arena_alloc(c->arena, sizeof(cf_const) * cap);
+        if (!n)
+            return NULL;
+        memcpy(n, c->cp, sizeof(cf_const) * c->cp_count);
+        c->cp = n;
+        c->cp_cap = cap;
+    }
+    cf_const *k = &c->cp[c->cp_count];
+    memset(k, 0, sizeof(cf_const) * slots);
+    c->cp_count = (uint16_t)(c->cp_count + slots);
+    return k;
+}
+
+uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len)
+{
+    for (uint32_t i = 1; i < c->cp_count; i++) {
+        const cf_const *k = &c->cp[i];
+        if (k->tag == CF_CONSTANT_Utf8 && k->len == len && memcmp(k->data, s, len) == 0)
+            return (uint16_t)i;
+    }
+    return 0;
+}
+
+void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t *len, uint16_t *out, int n)
+{
+    uint64_t lens = 0; /* bit L set: some wanted string has length L (mod 64) */
+    for (int k = 0; k < n; k++) {
+        out[k] = 0;
+        lens |= 1ull << (len[k] & 63);
+    }
+    for (uint32_t i = 1; i < c->cp_count; i++) {
+        const cf_const *e = &c->cp[i];
+        if (e->tag != CF_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1))
+            continue;
+        for (int k = 0; k < n; k++)
+            if (!out[k] && e->len == len[k] && memcmp(e->data, s[k], len[k]) == 0)
+                out[k] = (uint16_t)i;
+    }
+}
+
+uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len)
+{
+    if (len > 65535)
+        return 0;
+    uint8_t *copy = cf_arena_alloc(c->arena, len + 1);
+    if (!copy)
+        return 0;
+    memcpy(copy, s, len);
+    uint16_t idx = c->cp_count;
+    cf_const *k = cp_append(c, 1);
+    if (!k)
+        return 0;
+    k->tag = CF_CONSTANT_Utf8;
+    k->data = copy;
+    k->len = (uint32_t)len;
+    return idx;
+}
+
+uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len)
+{
+    if (len > 65535)
+        return 0;
+    uint16_t i = cf_cp_find_utf8(c, s, len);
+    return i ? i : cf_cp_append_utf8(c, s, len);
+}
+
+uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
+{
+    uint16_t idx = c->cp_count;
+    cf_const *k = cp_append(c, 1);
+    if (!k)
+        return 0;
+    k->tag = tag;
+    k->a = a;
+    k->b = b;
+    k->len = (tag == CF_CONSTANT_Class || tag == CF_CONSTANT_String) ? 2 : 4;
+    return idx;
+}
+
+uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a)
+{
+    for (uint32_t i = 1; i < c->cp_count; i++)
+        if (c->cp[i].tag == tag && c->cp[i].a == a)
+            return (uint16_t)i;
+    uint16_t idx = c->cp_count;
+    cf_const *k = cp_append(c, 1);
+    if (!k)
+        return 0;
+    k->tag = tag;
+    k->a = a;
+    k->len = 2;
+    return idx;
+}
+
+static uint16_t add_ref2(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
+{
+    for (uint32_t i = 1; i < c->cp_count; i++)
+        if (c->cp[i].tag == tag && c->cp[i].a == a && c->cp[i].b == b)
+            return (uint16_t)i;
+    uint16_t idx = c->cp_count;
+    cf_const *k = cp_append(c, 1);
+    if (!k)
+        return 0;
+    k->tag = tag;
+    k->a = a;
+    k->b = b;
+    k->len = 4;
+    return idx;
+}
+
+uint16_t cf_cp_add_class(cf_class *c, const char *name)
+{
+    uint16_t u = cf_cp_add_utf8(c, name, strlen(name));
+    return u ? cf_cp_add_ref1(c, CF_CONSTANT_Class, u) : 0;
+}
+
+uint16_t cf_cp_add_string(cf_class *c, const char *s, size_t len)
+{
+    uint16_t u = cf_cp_add_utf8(c, s, len);
+    return u ? cf_cp_add_ref1(c, CF_CONSTANT_String, u) : 0;
+}
+
+uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc)
+{
+    uint16_t cl = cf_cp_add_class(c, owner);
+    uint16_t n = cf_cp_add_utf8(c, name, strlen(name));
+    uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
+    if (!cl || !n || !d)
+        return 0;
+    uint16_t nat = add_ref2(c, CF_CONSTANT_NameAndType, n, d);
+    return nat ? add_ref2(c, CF_CONSTANT_Methodref, cl, nat) : 0;
+}
+
+uint16_t cf_cp_add_long(cf_class *c, int64_t v)
+{
+    uint8_t *d = cf_arena_alloc(c->arena, 8);
+    if (!d)
+        return 0;
+    cf_put32(d, (uint32_t)((uint64_t)v >> 32));
+    cf_put32(d + 4, (uint32_t)v);
+    uint16_t idx = c->cp_count;
+    cf_const *k = cp_append(c, 2);
+    if (!k)
+        return 0;
+    k->tag = CF_CONSTANT_Long;
+    k->data = d;
+    k->len = 8;
+    return idx;
+}
+
+uint16_t cf_cp_add_int(cf_class *c, int32_t v)
+{
+    for (uint32_t i = 1; i < c->cp_count; i++)
+        if (c->cp[i].tag == CF_CONSTANT_Integer && cf_be32(c->cp[i].data) == (uint32_t)v)
+            return (uint16_t)i;
+    uint8_t *d = cf_arena_alloc(c->arena, 4);
+    if (!d)
+        return 0;
+    cf_put32(d, (uint32_t)v);
+    uint16_t idx = c->cp_count;
+    cf_const *k = cp_append(c, 1);
+    if (!k)
+        return 0;
+    k->tag = CF_CONSTANT_Integer;
+    k->data = d;
+    k->len = 4;
+    return idx;
+}

@@ -1,0 +1,851 @@
+/*
+ * cf_unit_test.c - unit tests of the class-file engine on classes crafted with cf_asm:
+ * round trip of every constant-pool tag, method ids, callees, probe insertion, relocation of
+ * branches (with widening), switches, exception tables, StackMapTable (including
+ * Uninitialized offsets), LineNumberTable/LocalVariableTable, constructors, refusals.
+ * No JVM needed (label unit); the JVM tests in tests/classfile judge with the real verifier.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "cf_asm.h"
+#include "cf_stackmap.h"
+#include "cf_testprobes.h"
+
+static const cf_probe *timer(void)
+{
+    return cf_test_probe(CF_PROBE_TIMER);
+}
+
+static cf_class *parse_ok(const uint8_t *b, size_t n)
+{
+    cf_class *c = NULL;
+    cf_error e;
+    cf_err r = cf_class_parse(b, n, &c, &e);
+    if (r)
+        fprintf(stderr, "parse: %s\n", e.msg);
+    assert_int_equal(r, CF_OK);
+    return c;
+}
+
+static int method_index(const cf_class *c, const char *name)
+{
+    for (uint16_t i = 0; i < c->method_count; i++)
+        if (cf_str_eq(cf_cp_utf8(c, c->methods[i].name), name))
+            return i;
+    fail_msg("no method %s", name);
+    return -1;
+}
+
+static void code_of(const cf_class *c, const char *name, cf_code *code)
+{
+    const cf_attr *a = cf_method_code_attr(c, &c->methods[method_index(c, name)]);
+    assert_non_null(a);
+    cf_error e;
+    assert_int_equal(cf_code_parse(c, a, code, &e), CF_OK);
+}
+
+static const cf_attr *sub_attr(const cf_class *c, const cf_code *code, const char *name)
+{
+    for (uint16_t i = 0; i < code->attr_count; i++)
+        if (cf_str_eq(cf_cp_utf8(c, code->attrs[i].name), name))
+            return &code->attrs[i];
+    return NULL;
+}
+
+/* Instruments every method with the timer kind; returns the new class (must change). */
+static cf_class *instrument_ok(const uint8_t *b, size_t n, uint8_t **out, cf_instrument_result *r)
+{
+    cf_error e;
+    cf_err rc = cf_instrument_class(b, n, timer(), NULL, NULL, r, &e);
+    if (rc)
+        fprintf(stderr, "instrument: %s\n", e.msg);
+    assert_int_equal(rc, CF_OK);
+    assert_non_null(r->bytes);
+    assert_int_equal(cf_class_check(r->bytes, r->len, &e), CF_OK);
+    *out = r->bytes;
+    return parse_ok(r->bytes, r->len);
+}
+
+/* ------------------------------------------------------------------ round trip */
+
+static void test_roundtrip_all_tags(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 61);
+    a_int(&a, -5);
+    a_float(&a, 0x3fc00000u);
+    a_long(&a, INT64_C(0x123456789abcdef));
+    a_double(&a, UINT64_C(0x400921fb54442d18));
+    a_string(&a, "hello");
+    uint16_t fr = a_ref(&a, 9, "p/A", "f", "I");
+    uint16_t mr = a_ref(&a, 10, "p/A", "m", "()V");
+    uint16_t imr = a_ref(&a, 11, "p/I", "i", "()V");
+    uint16_t bsm = a_ref(&a, 10, "p/Boot", "bsm",
+                         "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/"
+                         "MethodType;)Ljava/lang/invoke/CallSite;");
+    uint16_t mh1 = a_mh(&a, 1, fr);
+    a_mh(&a, 5, mr);
+    a_mh(&a, 9, imr);
+    uint16_t mh6 = a_mh(&a, 6, bsm);
+    a_mt(&a, "(I)J");
+    a_dyn(&a, 17, 0, "c", "J");
+    uint16_t indy = a_dyn(&a, 18, 0, "run", "()Ljava/lang/Runnable;");
+    a_modpkg(&a, 19, "my.mod");
+    a_modpkg(&a, 20, "p");
+    (void)mh1;
+    uint8_t bsm_attr[] = {0, 1, (uint8_t)(mh6 >> 8), (uint8_t)mh6, 0, 0};
+    a_class_attr(&a, "BootstrapMethods", bsm_attr, sizeof bsm_attr);
+    a_class_attr(&a, "ZzUnknown", "\x01\x02\x03\xff", 4);
+    a_field(&a, 0x2, "f", "I");
+    uint8_t code[] = {0xba, (uint8_t)(indy >> 8), (uint8_t)indy, 0, 0, 0x57, 0xb1};
+    asm_attrs ca = {0};
+    uint8_t lnt[] = {0, 1, 0, 0, 0, 42};
+    aa_add(&a, &ca, "LineNumberTable", lnt, sizeof lnt);
+    aa_add(&a, &ca, "XyzCodeAttr", "abc", 3);
+    a_method(&a, 0x9, "run", "()V", code, sizeof code, 1, 0, NULL, 0, &ca);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    assert_int_equal(c->major, 61);
+    assert_int_equal(c->cp[1].tag, CF_CONSTANT_Integer);
+    assert_int_equal(c->cp[4].tag, 0); /* second slot of the Long */
+    uint8_t *o;
+    size_t ol;
+    cf_error e;
+    assert_int_equal(cf_class_write(c, &o, &ol, &e), CF_OK);
+    assert_int_equal(ol, n);
+    assert_memory_equal(o, b, n);
+    assert_int_equal(cf_class_size(c), n);
+    free(o);
+    assert_int_equal(cf_class_write_flags(c, CF_WRITE_REENCODE, &o, &ol, &e), CF_OK);
+    assert_int_equal(ol, n);
+    assert_memory_equal(o, b, n);
+    /* callees: invokedynamic resolved with its bootstrap method */
+    cf_callee *v;
+    size_t k;
+    assert_int_equal(cf_method_callees(c, &c->methods[0], &v, &k, &e), CF_OK);
+    assert_int_equal(k, 1);
+    assert_int_equal(v[0].opcode, 0xba);
+    assert_true(cf_str_eq(v[0].name, "run"));
+    assert_true(cf_str_eq(v[0].bsm_owner, "p/Boot"));
+    assert_true(cf_str_eq(v[0].bsm_name, "bsm"));
+    free(v);
+    free(o);
+    cf_class_free(c);
+    free(b);
+}
+
+/* ------------------------------------------------------------------ method ids */
+
+static void test_method_id(void **st)
+{
+    (void)st;
+    const char *s = "java/lang/String.length()I";
+    cf_str o = {"java/lang/String", 16}, n = {"length", 6}, d = {"()I", 3};
+    assert_int_equal(cf_method_id_of(o, n, d), XXH3_64bits(s, strlen(s)));
+    /* modified UTF-8: encoded NUL and a surrogate pair (U+1F600) become standard UTF-8 */
+    cf_str n2 = {"a\xC0\x80"
+                 "b\xED\xA0\xBD\xED\xB8\x80",
+                 10};
+    const char want[] = "java/lang/String.a\0b\xF0\x9F\x98\x80()I";
+    assert_int_equal(cf_method_id_of(o, n2, d), XXH3_64bits(want, sizeof want - 1));
+}
+
+/* ------------------------------------------------------------------ callees */
+
+static void test_callees(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint16_t v = a_ref(&a, 10, "p/A", "v", "()V");
+    uint16_t s = a_ref(&a, 10, "p/B", "s", "(I)J");
+    uint16_t sp = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
+    uint16_t it = a_ref(&a, 11, "java/util/List", "size", "()I");
+    uint8_t code[] = {0x2a,       0xb6, 0,    (uint8_t)v, 0x2a, 0xb7,        0, (uint8_t)sp, 0x04, 0xb8, 0,
+                      (uint8_t)s, 0x58, 0x2a, 0xb9,       0,    (uint8_t)it, 1, 0,           0x57, 0xb1};
+    a_method(&a, 0x1, "m", "()V", code, sizeof code, 2, 1, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    cf_callee *cv;
+    size_t k;
+    cf_error e;
+    assert_int_equal(cf_method_callees(c, &c->methods[0], &cv, &k, &e), CF_OK);
+    assert_int_equal(k, 4);
+    assert_int_equal(cv[0].opcode, 0xb6);
+    assert_true(cf_str_eq(cv[0].owner, "p/A") && cf_str_eq(cv[0].name, "v"));
+    assert_int_equal(cv[1].opcode, 0xb7);
+    assert_true(cf_str_eq(cv[1].name, "<init>"));
+    assert_int_equal(cv[2].pc, 9);
+    assert_true(cf_str_eq(cv[2].owner, "p/B") && cf_str_eq(cv[2].desc, "(I)J"));
+    assert_int_equal(cv[3].opcode, 0xb9);
+    assert_true(cv[3].is_interface);
+    free(cv);
+    cf_class_free(c);
+    free(b);
+}
+
+/* ------------------------------------------------------------------ instrumentation */
+
+static void test_instrument_basic(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t code[] = {0x04, 0xac}; /* iconst_1; ireturn */
+    a_method(&a, 0x9, "one", "()I", code, sizeof code, 1, 0, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
+    uint8_t *o;
+    cf_instrument_result r;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    assert_int_equal(r.n_instrumented, 1);
+    cf_str on = {"p/A", 3}, nn = {"one", 3}, dd = {"()I", 3};
+    assert_int_equal(r.methods[0].method_id, cf_method_id_of(on, nn, dd));
+    cf_code k;
+    code_of(c, "one", &k);
+    const uint8_t *p = k.code;
+    /* entry: ldc2_w id; invokestatic enter */
+    assert_int_equal(p[0], 0x14);
+    uint16_t lidx = cf_be16(p + 1);
+    assert_int_equal(c->cp[lidx].tag, CF_CONSTANT_Long);
+    uint64_t v = (uint64_t)cf_be32(c->cp[lidx].data) << 32 | cf_be32(c->cp[lidx].data + 4);
+    assert_int_equal(v, r.methods[0].method_id);
+    assert_int_equal(p[3], 0xb8);
+    cf_str ow, nm, ds;
+    assert_true(cf_cp_ref(c, cf_be16(p + 4), &ow, &nm, &ds));
+    assert_true(cf_str_eq(ow, "cmrtest/Probes") && cf_str_eq(nm, "enter") && cf_str_eq(ds, "(J)V"));
+    assert_int_equal(p[6], 0x04); /* original iconst_1 */
+    assert_int_equal(p[7], 0x14); /* exit probe before ireturn */
+    assert_true(cf_cp_ref(c, cf_be16(p + 11), &ow, &nm, &ds));
+    assert_true(cf_str_eq(nm, "exit"));
+    assert_int_equal(p[13], 0xac);
+    /* handler: dup; ldc2_w; invokestatic excExit; athrow */
+    assert_int_equal(p[14], 0x59);
+    assert_int_equal(p[15], 0x14);
+    assert_int_equal(p[18], 0xb8);
+    assert_int_equal(p[21], 0xbf);
+    assert_int_equal(k.code_len, 22);
+    assert_int_equal(k.exc_count, 1);
+    assert_int_equal(k.exc[0].start, 6);
+    assert_int_equal(k.exc[0].end, 14);
+    assert_int_equal(k.exc[0].handler, 14);
+    assert_int_equal(k.exc[0].type, 0);
+    assert_true(k.max_stack >= 3);
+    /* the one frame: full_frame at 14, no locals, stack [java/lang/Throwable] */
+    const cf_attr *smt = sub_attr(c, &k, "StackMapTable");
+    assert_non_null(smt);
+    cf_frame *fr;
+    uint32_t nf;
+    cf_error e;
+    assert_int_equal(cf_stackmap_decode(smt, k.code_len, &fr, &nf, &e), CF_OK);
+    assert_int_equal(nf, 1);
+    assert_int_equal(fr[0].pc, 14);
+    assert_int_equal(fr[0].type, 255);
+    assert_int_equal(cf_be16(fr[0].body), 0);     /* locals */
+    assert_int_equal(cf_be16(fr[0].body + 2), 1); /* stack */
+    assert_int_equal(fr[0].body[4], 7);
+    assert_true(cf_str_eq(cf_cp_class_name(c, cf_be16(fr[0].body + 5)), "java/lang/Throwable"));
+    free(fr);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+/* Branch targets: to a plain instruction lands on it; to a return lands on its probe. */
+static void test_branch_targets(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    /* 0 iload_0; 1 ifeq +6 (->7); 4 iconst_1; 5 ifeq +4 (->9)... keep simple: */
+    uint8_t code[] = {0x1a, 0x99, 0, 7, 0x1a, 0x99, 0, 5, 0xb1, /* 8 */ 0x05, 0x57, 0xb1};
+    /* 1: ifeq -> 8 (return); 5: ifeq -> 10? recompute below */
+    code[2] = 0;
+    code[3] = 7; /* pc1 + 7 = 8: return */
+    code[6] = 0;
+    code[7] = 4; /* pc5 + 4 = 9: iconst_2 */
+    uint8_t smt[] = {0, 2, 8 /* same at 8 */, 0 /* same at 9 */};
+    asm_attrs ca = {0};
+    aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
+    a_method(&a, 0x9, "m", "(I)V", code, sizeof code, 2, 1, NULL, 0, &ca);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
+    uint8_t *o;
+    cf_instrument_result r;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    cf_code k;
+    code_of(c, "m", &k);
+    cf_insn in1, in2;
+    assert_true(cf_insn_decode(k.code, k.code_len, 7, &in1)); /* after 6-byte entry + iload */
+    assert_int_equal(in1.op, 0x99);
+    assert_int_equal(k.code[7 + in1.branch], 0x14); /* probe before the return */
+    assert_true(cf_insn_decode(k.code, k.code_len, 11, &in2));
+    assert_int_equal(in2.op, 0x99);
+    assert_int_equal(k.code[11 + in2.branch], 0x05); /* iconst_2 itself */
+    cf_frame *fr;
+    uint32_t nf;
+    cf_error e;
+    assert_int_equal(cf_stackmap_decode(sub_attr(c, &k, "StackMapTable"), k.code_len, &fr, &nf, &e), CF_OK);
+    assert_int_equal(nf, 3);
+    assert_int_equal(fr[0].pc, (uint32_t)(7 + in1.branch));
+    assert_int_equal(fr[1].pc, (uint32_t)(11 + in2.branch));
+    free(fr);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+/* goto and if spanning > 32 KiB after probes go in: widened, or refused without a frame. */
+static uint8_t *wide_class(int with_frame, size_t *n)
+{
+    enum { FILL = 5500 };
+    uint32_t len = 7 + FILL + 1;
+    uint8_t *code = malloc(len);
+    uint32_t end = len - 1;
+    code[0] = 0x1a; /* iload_0 */
+    code[1] = 0x99; /* ifeq end */
+    cf_put16(code + 2, (uint16_t)(end - 1));
+    code[4] = 0xa7; /* goto end */
+    cf_put16(code + 5, (uint16_t)(end - 4));
+    memset(code + 7, 0xb1, FILL); /* many returns: each gets an exit probe */
+    code[end] = 0xb1;
+    asm_cls a;
+    a_init(&a, 52);
+    asm_attrs ca = {0};
+    uint8_t smt[16];
+    size_t sl = 0;
+    cf_put16(smt, with_frame ? 2 : 1);
+    sl = 2;
+    if (with_frame)
+        smt[sl++] = 4; /* same_frame at 4 */
+    smt[sl++] = 251;   /* same_frame_extended at end */
+    cf_put16(smt + sl, (uint16_t)(with_frame ? end - 4 - 1 : end));
+    sl += 2;
+    aa_add(&a, &ca, "StackMapTable", smt, (uint32_t)sl);
+    a_method(&a, 0x9, "w", "(I)V", code, len, 1, 1, NULL, 0, &ca);
+    free(code);
+    return a_finish(&a, "p/W", "java/lang/Object", n);
+}
+
+static void test_widening(void **st)
+{
+    (void)st;
+    size_t n;
+    uint8_t *b = wide_class(1, &n);
+    uint8_t *o;
+    cf_instrument_result r;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    cf_code k;
+    code_of(c, "w", &k);
+    /* 6: iload_0; 7: ifne +8; 10: goto_w end; 15: goto_w end */
+    assert_int_equal(k.code[6], 0x1a);
+    assert_int_equal(k.code[7], 0x9a);
+    assert_int_equal(cf_be16(k.code + 8), 8);
+    assert_int_equal(k.code[10], 0xc8);
+    assert_int_equal(k.code[15], 0xc8);
+    int32_t t1 = 10 + (int32_t)cf_be32(k.code + 11), t2 = 15 + (int32_t)cf_be32(k.code + 16);
+    assert_int_equal(t1, t2);
+    assert_true(t1 > 32767);
+    assert_int_equal(k.code[t1], 0x14); /* exit probe of the final return */
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+
+    /* no frame at the if's fall-through: refused, class untouched */
+    b = wide_class(0, &n);
+    c = parse_ok(b, n);
+    uint16_t cp_before = c->cp_count;
+    cf_method_result mr;
+    cf_error e;
+    assert_int_equal(cf_instrument_method(c, 0, timer(), &mr, &e), CF_ERR_REFUSED);
+    assert_int_equal(mr.refusal, CF_REFUSE_BRANCH_NEEDS_FRAME);
+    assert_int_equal(c->cp_count, cp_before);
+    size_t ol;
+    assert_int_equal(cf_class_write(c, &o, &ol, &e), CF_OK);
+    assert_int_equal(ol, n);
+    assert_memory_equal(o, b, n);
+    free(o);
+    cf_class_free(c);
+    free(b);
+}
+
+/* A far conditional branch without a fall-through frame goes through a goto_w trampoline
+ * placed after a return, with the target's frame written in full. */
+static void test_trampoline(void **st)
+{
+    (void)st;
+    enum { FILL = 5500 };
+    uint32_t len = 7 + FILL + 1, end = len - 1;
+    uint8_t *code = malloc(len);
+    code[0] = 0x1a; /* 0 iload_0 */
+    code[1] = 0x99; /* 1 ifeq end */
+    cf_put16(code + 2, (uint16_t)(end - 1));
+    code[4] = 0xb1; /* 4 return */
+    code[5] = 0x1a; /* 5 iload_0 (frame) */
+    code[6] = 0x57; /* 6 pop */
+    memset(code + 7, 0xb1, FILL);
+    code[end] = 0xb1;
+    uint8_t smt[] = {0, 2, 5, 251, 0, 0}; /* same@5, same_extended@end */
+    cf_put16(smt + 4, (uint16_t)(end - 5 - 1));
+    asm_cls a;
+    a_init(&a, 52);
+    asm_attrs ca = {0};
+    aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
+    a_method(&a, 0x9, "t", "(I)V", code, len, 1, 1, NULL, 0, &ca);
+    free(code);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/T", "java/lang/Object", &n);
+    uint8_t *o;
+    cf_instrument_result r;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+    cf_code k;
+    code_of(c, "t", &k);
+    assert_int_equal(k.code[7], 0x99); /* ifeq kept, now to the trampoline */
+    uint32_t tp = 7 + (uint32_t)(int16_t)cf_be16(k.code + 8);
+    assert_int_equal(tp, 17); /* after the return and its probe */
+    assert_int_equal(k.code[16], 0xb1);
+    assert_int_equal(k.code[tp], 0xc8); /* goto_w end */
+    uint32_t tgt = tp + (uint32_t)(int32_t)cf_be32(k.code + tp + 1);
+    assert_true(tgt > 32767);
+    assert_int_equal(k.code[tgt], 0x14); /* the final return's probe */
+    assert_int_equal(k.code[22], 0x1a);  /* original pc 5 */
+    cf_frame *fr;
+    uint32_t nf;
+    cf_error e;
+    assert_int_equal(cf_stackmap_decode(sub_attr(c, &k, "StackMapTable"), k.code_len, &fr, &nf, &e), CF_OK);
+    assert_int_equal(nf, 4);
+    assert_int_equal(fr[0].pc, 17);
+    assert_int_equal(fr[0].type, 255); /* locals [int], stack [] */
+    assert_int_equal(cf_be16(fr[0].body), 1);
+    assert_int_equal(fr[0].body[2], 1);
+    assert_int_equal(cf_be16(fr[0].body + 3), 0);
+    assert_int_equal(fr[1].pc, 22);
+    assert_int_equal(fr[1].type, 255); /* rewritten in full */
+    assert_int_equal(fr[2].pc, tgt);
+    free(fr);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+/* tableswitch / lookupswitch at every alignment */
+static void test_switch_padding(void **st)
+{
+    (void)st;
+    for (int pre = 0; pre < 4; pre++) {
+        for (int kind = 0; kind < 2; kind++) {
+            uint8_t code[64];
+            uint32_t pc = 0;
+            for (int i = 0; i < pre; i++)
+                code[pc++] = 0x00;
+            code[pc++] = 0x1a;
+            uint32_t sw = pc;
+            code[pc++] = kind ? 0xab : 0xaa;
+            while (pc % 4)
+                code[pc++] = 0;
+            uint32_t body = pc;
+            uint32_t len_sw = kind ? 8 + 2 * 8 : 12 + 2 * 4;
+            uint32_t t_ret = body + len_sw, t_one = t_ret + 1; /* return ; iconst_1 pop return */
+            cf_put32(code + pc, t_one - sw);
+            pc += 4; /* default */
+            if (kind) {
+                cf_put32(code + pc, 2);
+                pc += 4;
+                cf_put32(code + pc, 5);
+                pc += 4;
+                cf_put32(code + pc, t_ret - sw);
+                pc += 4;
+                cf_put32(code + pc, 9);
+                pc += 4;
+                cf_put32(code + pc, t_one - sw);
+                pc += 4;
+            } else {
+                cf_put32(code + pc, 0);
+                pc += 4;
+                cf_put32(code + pc, 1);
+                pc += 4;
+                cf_put32(code + pc, t_ret - sw);
+                pc += 4;
+                cf_put32(code + pc, t_one - sw);
+                pc += 4;
+            }
+            code[pc++] = 0xb1;
+            code[pc++] = 0x04;
+            code[pc++] = 0x57;
+            code[pc++] = 0xb1;
+            asm_cls a;
+            a_init(&a, 50);
+            a_method(&a, 0x9, "s", "(I)V", code, pc, 1, 1, NULL, 0, NULL);
+            size_t n;
+            uint8_t *b = a_finish(&a, "p/S", "java/lang/Object", &n);
+            uint8_t *o;
+            cf_instrument_result r;
+            cf_class *c = instrument_ok(b, n, &o, &r);
+            cf_code k;
+            code_of(c, "s", &k);
+            uint32_t npc = 6 + (uint32_t)pre + 1;
+            cf_insn in;
+            assert_true(cf_insn_decode(k.code, k.code_len, npc, &in));
+            assert_int_equal(in.op, kind ? 0xab : 0xaa);
+            assert_int_equal(in.npairs, 2);
+            assert_int_equal(k.code[npc + in.branch], 0x04);                              /* default */
+            assert_int_equal(k.code[npc + cf_switch_target(k.code, &in, 0, NULL)], 0x14); /* return's probe */
+            assert_int_equal(k.code[npc + cf_switch_target(k.code, &in, 1, NULL)], 0x04);
+            cf_code_release(&k);
+            cf_class_free(c);
+            cf_instrument_result_free(&r);
+            free(b);
+        }
+    }
+}
+
+static void test_code_too_large(void **st)
+{
+    (void)st;
+    uint8_t *code = malloc(60000);
+    memset(code, 0xb1, 60000);
+    asm_cls a;
+    a_init(&a, 52);
+    a_method(&a, 0x9, "big", "()V", code, 60000, 0, 0, NULL, 0, NULL);
+    free(code);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/L", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_instrument_class(b, n, timer(), NULL, NULL, &r, &e), CF_OK);
+    assert_null(r.bytes); /* nothing instrumented: caller keeps the original */
+    assert_int_equal(r.n_methods, 1);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_CODE_TOO_LARGE);
+    assert_true(strstr(r.methods[0].why, "65535") != NULL);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+static void test_constructors(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint16_t sup = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
+    uint8_t c1[] = {0x2a, 0xb7, (uint8_t)(sup >> 8), (uint8_t)sup, 0xb1};
+    a_method(&a, 0x1, "<init>", "()V", c1, sizeof c1, 1, 1, NULL, 0, NULL);
+    /* two super() calls in two branches (Groovy style) */
+    uint8_t c2[] = {0x1b,         0x99, 0, 10, 0x2a, 0xb7, (uint8_t)(sup >> 8),
+                    (uint8_t)sup, 0xa7, 0, 7,  0x2a, 0xb7, (uint8_t)(sup >> 8),
+                    (uint8_t)sup, 0xb1};
+    uint8_t smt2[] = {0,   2, 255, 0, 11, 0, 2, 6, 1, 0, 0, /* full at 11: [uninitThis, int] [] */
+                      255, 0, 3,   0, 2,  7, 0, 0, 1, 0, 0};
+    uint16_t self = a_class(&a, "p/C");
+    smt2[17] = (uint8_t)(self >> 8);
+    smt2[18] = (uint8_t)self;
+    asm_attrs ca = {0};
+    aa_add(&a, &ca, "StackMapTable", smt2, sizeof smt2);
+    a_method(&a, 0x1, "<init>", "(I)V", c2, sizeof c2, 1, 2, NULL, 0, &ca);
+    /* no super() call at all: refused */
+    uint8_t c3[] = {0xb1};
+    a_method(&a, 0x1, "<init>", "(J)V", c3, sizeof c3, 0, 3, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/C", "java/lang/Object", &n);
+    uint8_t *o;
+    cf_instrument_result r;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    assert_int_equal(r.n_instrumented, 2);
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_CTOR_INIT);
+    cf_code k;
+    const cf_attr *ka = cf_method_code_attr(c, &c->methods[0]);
+    cf_error e;
+    assert_int_equal(cf_code_parse(c, ka, &k, &e), CF_OK);
+    assert_int_equal(k.code[0], 0x2a);
+    assert_int_equal(k.code[1], 0xb7);
+    assert_int_equal(k.code[4], 0x14); /* entry probe after super() */
+    assert_int_equal(k.exc[k.exc_count - 1].start, 10);
+    cf_code_release(&k);
+    ka = cf_method_code_attr(c, &c->methods[1]);
+    assert_int_equal(cf_code_parse(c, ka, &k, &e), CF_OK);
+    assert_int_equal(k.exc_count, 2);  /* two catch-all ranges, around the pre-init code */
+    assert_int_equal(k.code[8], 0x14); /* entry probe after the first super() */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(k.exc[i].type, 0);
+        assert_int_equal(k.exc[i].handler, k.code_len - 8); /* dup ldc2_w invokestatic athrow */
+    }
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+static void test_refusals(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 50); /* jsr/ret with a StackMapTable-era class file: refused */
+    uint8_t jsr[] = {0xa8, 0, 4, 0xb1, 0x4c, 0xa9, 1};
+    a_method(&a, 0x9, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
+    a_method_nocode(&a, 0x401, "abs", "()V");
+    a_method_nocode(&a, 0x109, "nat", "()V");
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/R", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_instrument_class(b, n, timer(), NULL, NULL, &r, &e), CF_OK);
+    assert_null(r.bytes);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_JSR_RET);
+    assert_int_equal(r.methods[1].refusal, CF_REFUSE_ABSTRACT_OR_NATIVE);
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_ABSTRACT_OR_NATIVE);
+    cf_instrument_result_free(&r);
+    free(b);
+
+    /* the same subroutine in a version-49 class (type-inference verifier): instrumented, the
+   * jsr relocated past the entry probe and ret left as is */
+    a_init(&a, 49);
+    a_method(&a, 0x9, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
+    b = a_finish(&a, "p/R", "java/lang/Object", &n);
+    uint8_t *o;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    cf_code k;
+    code_of(c, "j", &k);
+    assert_int_equal(k.code[6], 0xa8);                                /* jsr */
+    assert_int_equal(k.code[6 + (int16_t)cf_be16(k.code + 7)], 0x4c); /* -> astore_1 */
+    assert_int_equal(k.code[9], 0x14);                                /* exit probe before return */
+    assert_int_equal(k.code[16], 0x4c);
+    assert_int_equal(k.code[17], 0xa9);            /* ret 1 */
+    assert_null(sub_attr(c, &k, "StackMapTable")); /* none before version 50 */
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+/* Probes that take the method's own object or a parameter (the agent's context hand-off):
+ * loaded from the right local, and refused where that local cannot be trusted. */
+static void test_object_arguments(void **st)
+{
+    (void)st;
+    static const cf_probe capture = {"capture",
+                                     {"p/P",
+                                      "capture",
+                                      "(Ljava/lang/Object;Ljava/lang/Object;J)V",
+                                      3,
+                                      {{CF_PARG_THIS, 0, NULL}, {CF_PARG_ARG, 1, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+                                     {"p/P", "leave", "(Ljava/lang/Object;)V", 1, {{CF_PARG_THIS, 0, NULL}}},
+                                     {0}};
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t ret[] = {0xb1};                 /* return */
+    uint8_t clobber[] = {0x01, 0x4b, 0xb1}; /* aconst_null; astore_0; return */
+    a_method(&a, 0x1, "run", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+    a_method(&a, 0x9, "stat", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 3, NULL, 0, NULL);
+    a_method(&a, 0x1, "prim", "(JI)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+    a_method(&a, 0x1, "clob", "(JLjava/lang/Runnable;)V", clobber, sizeof clobber, 1, 4, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/O", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_instrument_class(b, n, &capture, NULL, NULL, &r, &e), CF_OK);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[1].refusal, CF_REFUSE_PROBE_ARGS); /* static: no `this` */
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_PROBE_ARGS); /* int parameter */
+    assert_int_equal(r.methods[3].refusal, CF_REFUSE_PROBE_ARGS); /* `this` reassigned */
+    assert_non_null(strstr(r.methods[3].why, "assigned"));
+    assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+    cf_class *c = parse_ok(r.bytes, r.len);
+    cf_code k;
+    code_of(c, "run", &k);
+    assert_int_equal(k.code[0], 0x2a); /* aload_0: this */
+    assert_int_equal(k.code[1], 0x2d); /* aload_3: the Runnable (slots: this, long x2, Runnable) */
+    assert_int_equal(k.code[2], 0x14); /* ldc2_w method id */
+    assert_int_equal(k.code[5], 0xb8); /* invokestatic capture */
+    assert_int_equal(k.code[8], 0x2a); /* exit: aload_0 */
+    assert_int_equal(k.code[9], 0xb8); /* invokestatic leave */
+    assert_int_equal(k.code[12], 0xb1);
+    assert_true(k.max_stack >= 4);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+
+    /* where the objects cannot be: the exceptional exit (no locals), a parameter at exits */
+    cf_probe bad = capture;
+    bad.exc_exit = bad.normal_exit;
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+    bad = capture;
+    bad.normal_exit.args[0].kind = CF_PARG_ARG;
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+}
+
+static void test_tables_and_uninitialized(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint16_t obj = a_class(&a, "java/lang/Object");
+    uint16_t init = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
+    /* 0 new Object; 3 dup; 4 iload_0; 5 ifeq +3 (8); 8 invokespecial; 11 pop; 12 return */
+    uint8_t code[] = {0xbb, (uint8_t)(obj >> 8),  (uint8_t)obj,  0x59, 0x1a, 0x99, 0, 3,
+                      0xb7, (uint8_t)(init >> 8), (uint8_t)init, 0x57, 0xb1};
+    /* frame at 8: full [int] [Uninitialized(0), Uninitialized(0)] */
+    uint8_t smt[] = {0, 1, 255, 0, 8, 0, 1, 1, 0, 2, 8, 0, 0, 8, 0, 0};
+    uint8_t lnt[] = {0, 2, 0, 0, 0, 10, 0, 12, 0, 11};
+    uint16_t nm = a_utf8(&a, "x"), ds = a_utf8(&a, "I");
+    uint8_t lvt[] = {0, 1, 0, 0, 0, 13, (uint8_t)(nm >> 8), (uint8_t)nm, (uint8_t)(ds >> 8), (uint8_t)ds, 0, 0};
+    /* type annotations: new at pc 0 (offset_target) and local 0 over [0, 13) (localvar_target) */
+    uint16_t tn = a_utf8(&a, "Lp/T;");
+    uint8_t ta[] = {0, 2, 0x44, 0, 0, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0, 0x40, 0, 1, 0,
+                    4, 0, 9,    0, 0, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0};
+    asm_attrs ca = {0};
+    aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
+    aa_add(&a, &ca, "LineNumberTable", lnt, sizeof lnt);
+    aa_add(&a, &ca, "LocalVariableTable", lvt, sizeof lvt);
+    aa_add(&a, &ca, "RuntimeInvisibleTypeAnnotations", ta, sizeof ta);
+    a_method(&a, 0x9, "u", "(I)V", code, sizeof code, 3, 1, NULL, 0, &ca);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/U", "java/lang/Object", &n);
+    uint8_t *o;
+    cf_instrument_result r;
+    cf_class *c = instrument_ok(b, n, &o, &r);
+    cf_code k;
+    code_of(c, "u", &k);
+    cf_frame *fr;
+    uint32_t nf;
+    cf_error e;
+    assert_int_equal(cf_stackmap_decode(sub_attr(c, &k, "StackMapTable"), k.code_len, &fr, &nf, &e), CF_OK);
+    assert_int_equal(nf, 2);
+    assert_int_equal(fr[0].pc, 14);
+    /* body: nlocals(2) int(1) nstack(2) U(3) U(3) */
+    assert_int_equal(fr[0].body[5], 8);
+    assert_int_equal(cf_be16(fr[0].body + 6), 6); /* `new` moved from 0 to 6 */
+    assert_int_equal(cf_be16(fr[0].body + 9), 6);
+    assert_int_equal(k.code[6], 0xbb);
+    free(fr);
+    const cf_attr *l = sub_attr(c, &k, "LineNumberTable");
+    assert_int_equal(cf_be16(l->data + 2), 0);  /* line 10 still starts at 0 */
+    assert_int_equal(cf_be16(l->data + 6), 18); /* line 11: the exit probe before return */
+    assert_int_equal(k.code[18], 0x14);
+    const cf_attr *v = sub_attr(c, &k, "LocalVariableTable");
+    assert_int_equal(cf_be16(v->data + 2), 0);
+    assert_int_equal(cf_be16(v->data + 4), 25); /* whole original code, not the handler */
+    assert_int_equal(k.exc[0].end, 25);
+    const cf_attr *t = sub_attr(c, &k, "RuntimeInvisibleTypeAnnotations");
+    assert_non_null(t);
+    assert_int_equal(t->len, sizeof ta);
+    assert_int_equal(t->data[2], 0x44);
+    assert_int_equal(cf_be16(t->data + 3), 6); /* the `new` moved from 0 to 6 */
+    assert_int_equal(t->data[10], 0x40);
+    assert_int_equal(cf_be16(t->data + 13), 10); /* local range [4, 13=end) -> [10, 25=end) */
+    assert_int_equal(cf_be16(t->data + 15), 15);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+/* limits: a full constant pool and a max_stack that cannot grow are refused, class untouched */
+static void test_limits(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    char name[16];
+    for (int i = 0; i < 65525; i++) { /* 65532 entries with the others */
+        snprintf(name, sizeof name, "u%d", i);
+        a_utf8(&a, name);
+    }
+    uint8_t code[] = {0xb1};
+    a_method(&a, 0x9, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/F", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    uint16_t before = c->cp_count;
+    cf_method_result mr;
+    cf_error e;
+    assert_int_equal(cf_instrument_method(c, 0, timer(), &mr, &e), CF_ERR_REFUSED);
+    assert_int_equal(mr.refusal, CF_REFUSE_CONSTANT_POOL_FULL);
+    assert_int_equal(c->cp_count, before);
+    uint8_t *o;
+    size_t ol;
+    assert_int_equal(cf_class_write(c, &o, &ol, &e), CF_OK);
+    assert_int_equal(ol, n);
+    assert_memory_equal(o, b, n);
+    free(o);
+    cf_class_free(c);
+    free(b);
+
+    a_init(&a, 52);
+    a_method(&a, 0x9, "s", "()V", code, sizeof code, 65534, 0, NULL, 0, NULL);
+    b = a_finish(&a, "p/S", "java/lang/Object", &n);
+    cf_instrument_result r;
+    assert_int_equal(cf_instrument_class(b, n, timer(), NULL, NULL, &r, &e), CF_OK);
+    assert_null(r.bytes);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_STACK_TOO_LARGE);
+    cf_instrument_result_free(&r);
+    free(b);
+}
+
+static void test_probe_check(void **st)
+{
+    (void)st;
+    cf_error e;
+    assert_int_equal(cf_probe_check(timer(), &e), CF_OK);
+    cf_probe p = *timer();
+    p.enter.desc = "(I)V";
+    assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG);
+    p = *timer();
+    p.enter.args[0].kind = CF_PARG_THROWABLE;
+    p.enter.desc = "(Ljava/lang/Throwable;)V";
+    assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG);
+    p = *timer();
+    p.normal_exit.desc = "(JI)V";
+    p.normal_exit.nargs = 2;
+    p.normal_exit.args[1] = (cf_parg){CF_PARG_INT, INT64_C(1) << 40, NULL};
+    assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG); /* int out of range */
+    p = *timer();
+    p.normal_exit.desc = "(JLjava/lang/String;)V";
+    p.normal_exit.nargs = 2;
+    p.normal_exit.args[1] = (cf_parg){CF_PARG_STRING, 0, "smile \xF0\x9F\x98\x80"};
+    assert_int_equal(cf_probe_check(&p, &e), CF_ERR_ARG); /* not modified UTF-8 */
+    p.normal_exit.args[1].s = "ok \xC3\xA9";
+    assert_int_equal(cf_probe_check(&p, &e), CF_OK);
+    cf_probe none = {0};
+    assert_int_equal(cf_probe_check(&none, &e), CF_ERR_ARG);
+    /* a probe with only an exceptional-exit call is fine (entry/exit sites get no call) */
+    cf_probe only_exc = {.kind = "x", .exc_exit = timer()->exc_exit};
+    assert_int_equal(cf_probe_check(&only_exc, &e), CF_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_all_tags),
+        cmocka_unit_test(test_method_id),
+        cmocka_unit_test(test_callees),
+        cmocka_unit_test(test_instrument_basic),
+        cmocka_unit_test(test_branch_targets),
+        cmocka_unit_test(test_widening),
+        cmocka_unit_test(test_trampoline),
+        cmocka_unit_test(test_switch_padding),
+        cmocka_unit_test(test_code_too_large),
+        cmocka_unit_test(test_constructors),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_object_arguments),
+        cmocka_unit_test(test_tables_and_uninitialized),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_probe_check),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
