@@ -10,6 +10,7 @@
 
 #include "cmr/event.h"
 #include "cmr/ids.h"
+#include "cmr/wire.h"
 
 #define DUP(s) strdup(s)
 
@@ -43,6 +44,14 @@ static const char *const sample_class = "com/acme/shop/CheckoutService";
 static int64_t sample_agent(void)
 {
     return (int64_t)cmr_agent_id("shop-frontend", "app-01.example.net");
+}
+
+static void sample_random_bytes(cmr_bytes_t *b, size_t n)
+{
+    b->data = malloc(n);
+    b->len = b->data ? n : 0;
+    if (b->data)
+        cmr_random_bytes(b->data, n);
 }
 
 static void sample_bytecode(cmr_bytes_t *b)
@@ -91,6 +100,8 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->sensors.items[1].properties.items = calloc(1, sizeof(cmr_kv_t));
         m->sensors.items[1].properties.items[0] = (cmr_kv_t){DUP("charting"), DUP("true")};
         m->strategy = default_strategy();
+        m->trace_context.policy = CMR_TRACE_CONTEXT_AUTHENTICATED;
+        sample_random_bytes(&m->trace_context.key, 32);
         break;
     }
     case CMR_MSG_NO_ENVIRONMENT: {
@@ -136,6 +147,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->class_hash = (int64_t)cmr_class_hash(m->bytecode.data, m->bytecode.len);
         m->original = false;
         m->revision = 7;
+        sample_random_bytes(&m->original_digest, 32);
         m->methods.count = 1;
         m->methods.items = calloc(1, sizeof *m->methods.items);
         m->methods.items[0] = (cmr_instrumented_method_t){
@@ -166,6 +178,10 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->batches_sent = 4211;
         m->classes_seen = 5120;
         m->classes_sent = 611;
+        m->commands_accepted = 611;
+        m->commands_refused.count = 1;
+        m->commands_refused.items = calloc(1, sizeof *m->commands_refused.items);
+        m->commands_refused.items[0] = (cmr_refusal_count_t){DUP("bad_signature"), 2};
         break;
     }
     case CMR_MSG_CONFIG_CHANGE: {
@@ -220,6 +236,27 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
                               {outer, t0 + 910000, CMR_EVENT_EXIT, 0}};
         for (int i = 0; i < 4; i++)
             cmr_event_write(m->events.data, (size_t)i, &evs[i]);
+        break;
+    }
+    case CMR_MSG_SIGNED_COMMAND: {
+        /* A Redefine inside an envelope; the signature is random bytes (a sample, made
+         * without a key: real ones come from cmr/trust.h). */
+        cmr_signed_command_t *m = &out->u.signed_command;
+        cmr_msg_t inner;
+        cmr_buf_t enc = {0};
+        char err[128];
+        cmr_msg_sample(CMR_MSG_REDEFINE, &inner);
+        if (cmr_msg_encode(CMR_MSG_REDEFINE, &inner.u.redefine, &enc, err, sizeof err) == CMR_WIRE_OK) {
+            m->payload.data = enc.data; /* taken from enc */
+            m->payload.len = enc.len;
+        }
+        cmr_msg_free(&inner);
+        m->target_instance = DUP(sample_instance);
+        cmr_random_bytes(m->command_id, sizeof m->command_id);
+        m->issued_ms = now_ms();
+        m->not_after_ms = m->issued_ms + 600000;
+        m->key_id = DUP("3f2a9c0d11e4b5a7");
+        sample_random_bytes(&m->signature, 64);
         break;
     }
     case CMR_MSG_METRIC_BATCH: {

@@ -136,8 +136,7 @@ static void test_refusals(void **state)
     t.signature[10] ^= 1;
     assert_int_equal(cmr_verifier_check(v, &t, payload, sizeof payload, now), CMR_TRUST_BAD_SIGNATURE);
     /* Time: expired (beyond the 60 s tolerance), from the future, valid for too long. */
-    assert_int_equal(cmr_verifier_check(v, &env, payload, sizeof payload, env.not_after_ms + 60001),
-                     CMR_TRUST_EXPIRED);
+    assert_int_equal(cmr_verifier_check(v, &env, payload, sizeof payload, env.not_after_ms + 60001), CMR_TRUST_EXPIRED);
     assert_int_equal(cmr_verifier_check(v, &env, payload, sizeof payload, env.issued_ms - 60001),
                      CMR_TRUST_NOT_YET_VALID);
     cmr_signer_sign(a, INSTANCE, 2 * 3600000, payload, sizeof payload, &t);

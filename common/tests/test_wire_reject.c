@@ -227,7 +227,7 @@ static void test_hostile_values(void **state)
     put_string(&m, "c");
     put_varint(&m, 0);
     put_varint(&m, 0);
-    put_varint(&m, 3); /* only 0..2 exist */
+    put_varint(&m, 4); /* only 0..3 exist */
     put_varint(&m, 0);
     put_string(&m, "m");
     put_varint(&m, 0);

@@ -44,6 +44,7 @@ static const char *const verdict_names[CMR_TRUST_VERDICT__COUNT] = {
     [CMR_TRUST_LIFETIME] = "lifetime_too_long",
     [CMR_TRUST_REPLAYED] = "replayed",
     [CMR_TRUST_OVERLOADED] = "replay_window_full",
+    [CMR_TRUST_MALFORMED] = "malformed",
 };
 
 const char *cmr_trust_verdict_name(cmr_trust_verdict_t v)
@@ -133,13 +134,21 @@ void cmr_verifier_counts(const cmr_verifier_t *v, uint64_t out[CMR_TRUST_VERDICT
     memcpy(out, v->counts, sizeof v->counts);
 }
 
+void cmr_verifier_recount(cmr_verifier_t *v, cmr_trust_verdict_t from, cmr_trust_verdict_t to)
+{
+    if ((unsigned)from < CMR_TRUST_VERDICT__COUNT && (unsigned)to < CMR_TRUST_VERDICT__COUNT && v->counts[from]) {
+        v->counts[from]--;
+        v->counts[to]++;
+    }
+}
+
 /* Forgets the ids whose forget-after time has passed. */
 static void prune_seen(cmr_verifier_t *v, int64_t now_ms)
 {
     size_t it = 0, n = 0, klen;
     const void *key;
     void *val;
-    uint8_t (*expired)[CMR_TRUST_COMMAND_ID_BYTES] = malloc(cmr_map_count(&v->seen) * sizeof *expired + 1);
+    uint8_t(*expired)[CMR_TRUST_COMMAND_ID_BYTES] = malloc(cmr_map_count(&v->seen) * sizeof *expired + 1);
     if (!expired)
         return;
     while (cmr_map_next(&v->seen, &it, &key, &klen, &val))
@@ -158,8 +167,8 @@ static const pinned_key_t *find_key(const cmr_verifier_t *v, const char *key_id)
     return NULL;
 }
 
-static cmr_trust_verdict_t check(cmr_verifier_t *v, const cmr_envelope_t *env, const void *payload,
-                                 size_t payload_len, int64_t now_ms)
+static cmr_trust_verdict_t check(cmr_verifier_t *v, const cmr_envelope_t *env, const void *payload, size_t payload_len,
+                                 int64_t now_ms)
 {
     static const uint8_t no_signature[CMR_TRUST_SIGNATURE_BYTES];
     if (!env->key_id[0] || !memcmp(env->signature, no_signature, sizeof no_signature))

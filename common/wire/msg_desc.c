@@ -31,7 +31,8 @@ static_assert(offsetof(cmr_kvs_t, count) == offsetof(cmr_array_any_t, count), "a
 
 static const char *const sensor_kinds[] = {"TIMER", "INVOCATION_SEQUENCE", "ANCHOR", NULL};
 static const char *const class_causes[] = {"LOADED", "LOADED_BEFORE_REGISTRATION", "RESEND", NULL};
-static const char *const command_statuses[] = {"APPLIED", "FAILED", "UNKNOWN_CLASS", NULL};
+static const char *const command_statuses[] = {"APPLIED", "FAILED", "UNKNOWN_CLASS", "DIGEST_MISMATCH", NULL};
+static const char *const trace_context_policies[] = {"AUTHENTICATED", "ANY", "NONE", NULL};
 static const char *const agent_states[] = {"MINIMAL",  "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT",
                                            "SHUTDOWN", NULL};
 static const char *const config_kinds[] = {"ENVIRONMENT", "ENVIRONMENT_DELETED", "MAPPINGS", NULL};
@@ -45,6 +46,13 @@ static const cmr_field_desc_t strategy_fields[] = {
 };
 static const cmr_record_desc_t strategy_desc = {"StrategySettings", sizeof(cmr_strategy_t), strategy_fields,
                                                 TABLE(strategy_fields)};
+
+static const cmr_field_desc_t trace_context_fields[] = {
+    ENUM(cmr_trace_context_t, policy, trace_context_policies),
+    FIELD(cmr_trace_context_t, key, BYTES),
+};
+static const cmr_record_desc_t trace_context_desc = {"TraceContextSettings", sizeof(cmr_trace_context_t),
+                                                     trace_context_fields, TABLE(trace_context_fields)};
 
 /* --- AgentRegistration ------------------------------------------------------------- */
 
@@ -76,6 +84,7 @@ static const cmr_field_desc_t agent_configuration_fields[] = {
     FIELD(cmr_agent_configuration_t, revision, LONG),
     SUB(cmr_agent_configuration_t, sensors, RECORDS, sensor_setting_desc),
     SUB(cmr_agent_configuration_t, strategy, RECORD, strategy_desc),
+    SUB(cmr_agent_configuration_t, trace_context, RECORD, trace_context_desc),
 };
 static const cmr_record_desc_t agent_configuration_desc = {"AgentConfiguration", sizeof(cmr_agent_configuration_t),
                                                            agent_configuration_fields,
@@ -127,15 +136,11 @@ static const cmr_record_desc_t instrumented_method_desc = {"InstrumentedMethod",
                                                            TABLE(instrumented_method_fields)};
 
 static const cmr_field_desc_t redefine_fields[] = {
-    FIELD(cmr_redefine_t, request_id, LONG),
-    FIELD(cmr_redefine_t, agent_id, LONG),
-    FIELD(cmr_redefine_t, class_name, STRING),
-    FIELD(cmr_redefine_t, loader_id, LONG),
-    FIELD(cmr_redefine_t, class_hash, LONG),
-    FIELD(cmr_redefine_t, original, BOOL),
-    FIELD(cmr_redefine_t, revision, LONG),
-    FIELD(cmr_redefine_t, bytecode, BYTES),
-    SUB(cmr_redefine_t, methods, RECORDS, instrumented_method_desc),
+    FIELD(cmr_redefine_t, request_id, LONG),       FIELD(cmr_redefine_t, agent_id, LONG),
+    FIELD(cmr_redefine_t, class_name, STRING),     FIELD(cmr_redefine_t, loader_id, LONG),
+    FIELD(cmr_redefine_t, class_hash, LONG),       FIELD(cmr_redefine_t, original, BOOL),
+    FIELD(cmr_redefine_t, revision, LONG),         FIELD(cmr_redefine_t, bytecode, BYTES),
+    FIELD(cmr_redefine_t, original_digest, BYTES), SUB(cmr_redefine_t, methods, RECORDS, instrumented_method_desc),
 };
 static const cmr_record_desc_t redefine_desc = {"Redefine", sizeof(cmr_redefine_t), redefine_fields,
                                                 TABLE(redefine_fields)};
@@ -154,12 +159,26 @@ static const cmr_record_desc_t redefine_result_desc = {"RedefineResult", sizeof(
 
 /* --- AgentStatus ------------------------------------------------------------------- */
 
+static const cmr_field_desc_t refusal_count_fields[] = {
+    FIELD(cmr_refusal_count_t, reason, STRING),
+    FIELD(cmr_refusal_count_t, count, LONG),
+};
+static const cmr_record_desc_t refusal_count_desc = {"RefusalCount", sizeof(cmr_refusal_count_t), refusal_count_fields,
+                                                     TABLE(refusal_count_fields)};
+
 static const cmr_field_desc_t agent_status_fields[] = {
-    FIELD(cmr_agent_status_t, agent_id, LONG),        FIELD(cmr_agent_status_t, instance_id, STRING),
-    ENUM(cmr_agent_status_t, state, agent_states),    FIELD(cmr_agent_status_t, time_ms, LONG),
-    FIELD(cmr_agent_status_t, events_recorded, LONG), FIELD(cmr_agent_status_t, events_dropped, LONG),
-    FIELD(cmr_agent_status_t, batches_sent, LONG),    FIELD(cmr_agent_status_t, classes_seen, LONG),
-    FIELD(cmr_agent_status_t, classes_sent, LONG),    FIELD(cmr_agent_status_t, messages_failed, LONG),
+    FIELD(cmr_agent_status_t, agent_id, LONG),
+    FIELD(cmr_agent_status_t, instance_id, STRING),
+    ENUM(cmr_agent_status_t, state, agent_states),
+    FIELD(cmr_agent_status_t, time_ms, LONG),
+    FIELD(cmr_agent_status_t, events_recorded, LONG),
+    FIELD(cmr_agent_status_t, events_dropped, LONG),
+    FIELD(cmr_agent_status_t, batches_sent, LONG),
+    FIELD(cmr_agent_status_t, classes_seen, LONG),
+    FIELD(cmr_agent_status_t, classes_sent, LONG),
+    FIELD(cmr_agent_status_t, messages_failed, LONG),
+    FIELD(cmr_agent_status_t, commands_accepted, LONG),
+    SUB(cmr_agent_status_t, commands_refused, RECORDS, refusal_count_desc),
 };
 static const cmr_record_desc_t agent_status_desc = {"AgentStatus", sizeof(cmr_agent_status_t), agent_status_fields,
                                                     TABLE(agent_status_fields)};
@@ -261,6 +280,17 @@ static const cmr_field_desc_t metric_batch_fields[] = {
 static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
                                                     TABLE(metric_batch_fields)};
 
+/* --- SignedCommand ----------------------------------------------------------------- */
+
+static const cmr_field_desc_t signed_command_fields[] = {
+    FIELD(cmr_signed_command_t, target_instance, STRING), FIELD(cmr_signed_command_t, command_id, FIXED16),
+    FIELD(cmr_signed_command_t, issued_ms, LONG),         FIELD(cmr_signed_command_t, not_after_ms, LONG),
+    FIELD(cmr_signed_command_t, key_id, STRING),          FIELD(cmr_signed_command_t, signature, BYTES),
+    FIELD(cmr_signed_command_t, payload, BYTES),
+};
+static const cmr_record_desc_t signed_command_desc = {"SignedCommand", sizeof(cmr_signed_command_t),
+                                                      signed_command_fields, TABLE(signed_command_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_AGENT_REGISTRATION] = &registration_desc, [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
     [CMR_MSG_NO_ENVIRONMENT] = &no_environment_desc,   [CMR_MSG_CLASS_LOADED] = &class_loaded_desc,
@@ -268,4 +298,5 @@ const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_REDEFINE_RESULT] = &redefine_result_desc, [CMR_MSG_AGENT_STATUS] = &agent_status_desc,
     [CMR_MSG_CONFIG_CHANGE] = &config_change_desc,     [CMR_MSG_METHOD_ENTRY] = &method_entry_desc,
     [CMR_MSG_EVENT_BATCH] = &event_batch_desc,         [CMR_MSG_METRIC_BATCH] = &metric_batch_desc,
+    [CMR_MSG_SIGNED_COMMAND] = &signed_command_desc,
 };

@@ -57,6 +57,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_METHOD_ENTRY,
     CMR_MSG_EVENT_BATCH,
     CMR_MSG_METRIC_BATCH,
+    CMR_MSG_SIGNED_COMMAND,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -76,7 +77,14 @@ typedef enum cmr_command_status {
     CMR_COMMAND_APPLIED,
     CMR_COMMAND_FAILED,
     CMR_COMMAND_UNKNOWN_CLASS,
+    CMR_COMMAND_DIGEST_MISMATCH, /* no loaded class has the original bytes it was made from */
 } cmr_command_status_t;
+
+typedef enum cmr_trace_context_policy {
+    CMR_TRACE_CONTEXT_AUTHENTICATED, /* join a trace only on a header with a valid MAC */
+    CMR_TRACE_CONTEXT_ANY,           /* join on any header (behind a trusted gateway) */
+    CMR_TRACE_CONTEXT_NONE,          /* never join: start a trace linked to the foreign parent */
+} cmr_trace_context_policy_t;
 
 typedef enum cmr_agent_state {
     CMR_AGENT_MINIMAL,
@@ -115,6 +123,11 @@ typedef struct cmr_strategy {
     int32_t max_threads;
 } cmr_strategy_t;
 
+typedef struct cmr_trace_context {
+    cmr_trace_context_policy_t policy;
+    cmr_bytes_t key; /* 32 bytes: MAC key of the cmr-parent header */
+} cmr_trace_context_t;
+
 typedef struct cmr_sensor_setting {
     cmr_sensor_kind_t kind;
     bool enabled;
@@ -133,6 +146,7 @@ typedef struct cmr_agent_configuration {
         size_t count;
     } sensors;
     cmr_strategy_t strategy;
+    cmr_trace_context_t trace_context;
 } cmr_agent_configuration_t;
 
 /* cmr.cmd.<instance id> */
@@ -186,6 +200,7 @@ typedef struct cmr_redefine {
     bool original;
     int64_t revision;
     cmr_bytes_t bytecode;
+    cmr_bytes_t original_digest; /* BLAKE2b-256 of the original class bytes */
     struct {
         cmr_instrumented_method_t *items;
         size_t count;
@@ -206,6 +221,11 @@ typedef struct cmr_redefine_result {
     int64_t time_ms;
 } cmr_redefine_result_t;
 
+typedef struct cmr_refusal_count {
+    char *reason;
+    int64_t count;
+} cmr_refusal_count_t;
+
 /* cmr.agent-events */
 typedef struct cmr_agent_status {
     int64_t agent_id;
@@ -218,6 +238,11 @@ typedef struct cmr_agent_status {
     int64_t classes_seen;
     int64_t classes_sent;
     int64_t messages_failed;
+    int64_t commands_accepted;
+    struct {
+        cmr_refusal_count_t *items;
+        size_t count;
+    } commands_refused;
 } cmr_agent_status_t;
 
 typedef struct cmr_sensor_assignment {
@@ -316,6 +341,17 @@ typedef struct cmr_metric_batch {
     } metrics;
 } cmr_metric_batch_t;
 
+/* cmr.cmd.<instance id>: the envelope of every command (cmr/trust.h, docs/SECURITY.md). */
+typedef struct cmr_signed_command {
+    char *target_instance;
+    uint8_t command_id[16];
+    int64_t issued_ms;
+    int64_t not_after_ms;
+    char *key_id;
+    cmr_bytes_t signature;
+    cmr_bytes_t payload; /* one command, single-object encoded */
+} cmr_signed_command_t;
+
 /* A decoded message of any type: what consumers hand out. */
 typedef struct cmr_msg {
     cmr_msg_type_t type;
@@ -332,6 +368,7 @@ typedef struct cmr_msg {
         cmr_method_entry_t method_entry;
         cmr_event_batch_t event_batch;
         cmr_metric_batch_t metric_batch;
+        cmr_signed_command_t signed_command;
     } u;
 } cmr_msg_t;
 

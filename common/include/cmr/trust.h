@@ -94,6 +94,7 @@ typedef enum cmr_trust_verdict {
     CMR_TRUST_LIFETIME,      /* valid for longer than the verifier accepts */
     CMR_TRUST_REPLAYED,      /* this command id was accepted before */
     CMR_TRUST_OVERLOADED,    /* too many live command ids remembered: refused, not forgotten */
+    CMR_TRUST_MALFORMED,     /* authentic, but the payload is not a command that decodes */
     CMR_TRUST_VERDICT__COUNT
 } cmr_trust_verdict_t;
 
@@ -121,6 +122,10 @@ size_t cmr_verifier_key_count(const cmr_verifier_t *v);
  * is remembered until it expires, so the same command is refused the next time. */
 cmr_trust_verdict_t cmr_verifier_check(cmr_verifier_t *v, const cmr_envelope_t *env, const void *payload,
                                        size_t payload_len, int64_t now_ms);
+
+/* Moves one count from verdict `from` to `to`: for a caller that finds an accepted
+ * envelope's payload unusable (CMR_TRUST_OK -> CMR_TRUST_MALFORMED). */
+void cmr_verifier_recount(cmr_verifier_t *v, cmr_trust_verdict_t from, cmr_trust_verdict_t to);
 
 /* Counts of every verdict so far (index: cmr_trust_verdict_t). */
 void cmr_verifier_counts(const cmr_verifier_t *v, uint64_t out[CMR_TRUST_VERDICT__COUNT]);
