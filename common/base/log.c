@@ -95,3 +95,76 @@ void cmr_log(cmr_log_level_t level, const char *event, const char *fmt, ...)
     cmr_logv(level, event, fmt, ap);
     va_end(ap);
 }
+
+/* The escape of one byte into e (at most 4 bytes); returns its length. */
+static size_t escape_byte(unsigned char c, char e[4])
+{
+    static const char hex[] = "0123456789abcdef";
+    const char *named = c == '"'    ? "\\\""
+                        : c == '\\' ? "\\\\"
+                        : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t"
+                                    : NULL;
+    if (named) {
+        memcpy(e, named, 2);
+        return 2;
+    }
+    if (c < 0x20 || c == 0x7f) {
+        e[0] = '\\', e[1] = 'x', e[2] = hex[c >> 4], e[3] = hex[c & 15];
+        return 4;
+    }
+    e[0] = (char)c;
+    return 1;
+}
+
+const char *cmr_log_escape(const char *s, char *out, size_t n)
+{
+    if (n < 4) {
+        if (n)
+            out[0] = '\0';
+        return out;
+    }
+    if (!s)
+        s = "(null)";
+    char e[4];
+    size_t total = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        total += escape_byte(*p, e);
+    /* Everything when it fits; otherwise as much as leaves room for "..." and the NUL. */
+    size_t limit = total + 1 <= n ? n : n - 3, o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        size_t len = escape_byte(*p, e);
+        if (o + len + 1 > limit)
+            break;
+        memcpy(out + o, e, len);
+        o += len;
+    }
+    if (total + 1 > n)
+        memcpy(out + o, "...", 3), o += 3;
+    out[o] = '\0';
+    return out;
+}
+
+bool cmr_log_allow(cmr_log_limiter_t *l, unsigned per_second, unsigned long long *suppressed)
+{
+    static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
+    long long now_s = (long long)(cmr_mono_ns() / 1000000000);
+    bool allow;
+    pthread_mutex_lock(&limit_lock);
+    if (l->window_s != now_s) {
+        l->window_s = now_s;
+        l->in_window = 0;
+    }
+    allow = l->in_window < per_second;
+    if (allow) {
+        l->in_window++;
+        if (suppressed)
+            *suppressed = l->suppressed;
+        l->suppressed = 0;
+    } else {
+        l->suppressed++;
+    }
+    pthread_mutex_unlock(&limit_lock);
+    return allow;
+}

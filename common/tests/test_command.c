@@ -155,8 +155,8 @@ static void test_forgeries(void **state)
     cmr_msg_free(&m);
 
     /* A valid envelope around something that is not a command. */
-    cmr_class_loaded_t cl = {.instance_id = INSTANCE, .environment_id = "e", .class_name = "X",
-                             .bytecode = {bytes, sizeof bytes}};
+    cmr_class_loaded_t cl = {
+        .instance_id = INSTANCE, .environment_id = "e", .class_name = "X", .bytecode = {bytes, sizeof bytes}};
     wire_envelope(INSTANCE, CMR_MSG_CLASS_LOADED, &cl, &wire);
     assert_int_equal(receive(v, &wire, &m), CMR_TRUST_MALFORMED);
     cmr_msg_free(&m);

@@ -16,6 +16,7 @@
 #include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/json.h"
+#include "cmr/log.h"
 #include "cmr/map.h"
 
 /* --- buf ---------------------------------------------------------------------------- */
@@ -318,6 +319,48 @@ static void test_json_untrusted_strings(void **state)
     json_decref(back);
 }
 
+/* --- log escaping and rate limiting ---------------------------------------------------- */
+
+static void test_log_escape(void **state)
+{
+    (void)state;
+    char out[64];
+    /* A name with a newline cannot forge a second log line; quotes cannot end the value. */
+    assert_string_equal(cmr_log_escape("shop\nts=x level=error event=forged", out, sizeof out),
+                        "shop\\nts=x level=error event=forged");
+    assert_string_equal(cmr_log_escape("a\"b\\c\r\t\x01\x7f", out, sizeof out), "a\\\"b\\\\c\\r\\t\\x01\\x7f");
+    assert_string_equal(cmr_log_escape("caf\xc3\xa9", out, sizeof out), "caf\xc3\xa9"); /* UTF-8 kept */
+    assert_string_equal(cmr_log_escape(NULL, out, sizeof out), "(null)");
+    /* Too long: cut with "...", always terminated, never a split escape. */
+    char small[8];
+    assert_string_equal(cmr_log_escape("abcdefghij", small, sizeof small), "abcd...");
+    assert_string_equal(cmr_log_escape("abcdefg", small, sizeof small), "abcdefg");
+    assert_string_equal(cmr_log_escape("abc\n\n\n", small, sizeof small), "abc...");
+    assert_string_equal(cmr_log_escape("\n\n\n\n", small, sizeof small), "\\n\\n...");
+    for (size_t n = 4; n < 20; n++) {
+        char buf[20];
+        cmr_log_escape("x\"y\"z\x02\x03 long value", buf, n);
+        assert_true(strlen(buf) < n);
+        assert_null(strchr(buf, '\n'));
+    }
+}
+
+static void test_log_limiter(void **state)
+{
+    (void)state;
+    cmr_log_limiter_t l = {0};
+    unsigned long long suppressed = 99;
+    int allowed = 0;
+    for (int i = 0; i < 100; i++)
+        allowed += cmr_log_allow(&l, 5, &suppressed);
+    assert_true(allowed >= 5 && allowed <= 10); /* 5 a second (the loop may cross a second) */
+    assert_true(l.suppressed >= 90);
+    cmr_sleep_ms(1100);
+    assert_true(cmr_log_allow(&l, 5, &suppressed));
+    assert_true(suppressed >= 90); /* what was suppressed is reported with the next line */
+    assert_int_equal(l.suppressed, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +374,8 @@ int main(void)
         cmocka_unit_test(test_byte_order),
         cmocka_unit_test(test_clocks),
         cmocka_unit_test(test_json_untrusted_strings),
+        cmocka_unit_test(test_log_escape),
+        cmocka_unit_test(test_log_limiter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
