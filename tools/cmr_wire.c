@@ -27,8 +27,13 @@ static const cmr_cli_option_t wire_options[] = {
     {"timeout-ms", 0, "wire.timeout_ms", "MS", "roundtrip: how long to wait for every message (default 30000)"},
     {0},
 };
-static const char *const wire_prefixes[] = {"kafka.", NULL};
-static const char *const wire_keys[] = {"topic.prefix", NULL};
+/* Every key cmr-wire accepts (docs/CONFIGURATION.md is generated from it: --help-keys). */
+static const cmr_conf_key_t wire_keys[] = {
+    {"wire.timeout_ms", "30000", NULL},
+    CMR_CONF_KEY_TOPIC_PREFIX,
+    CMR_CONF_KEY_KAFKA,
+    {0},
+};
 
 static const cmr_cli_t wire_cli = {
     .program = "cmr-wire",
@@ -36,8 +41,7 @@ static const cmr_cli_t wire_cli = {
     .summary = "Inspects the Avro wire contracts of the CMR (schemas/*.avsc) and checks them\n"
                "end to end through a Kafka cluster (roundtrip needs --bootstrap).",
     .options = wire_options,
-    .known_keys = wire_keys,
-    .known_prefixes = wire_prefixes,
+    .keys = wire_keys,
 };
 
 static int type_arg(const char *name)

@@ -16,38 +16,48 @@
             snprintf(errbuf, errlen, __VA_ARGS__); \
     } while (0)
 
-/* Short option names and the configuration keys they stand for. */
-static const struct {
-    const char *alias, *key;
-} option_aliases[] = {
-    {"bootstrap", "kafka.bootstrap.servers"},
-    {"name", "agent.name"},
-    {"log", "log.level"},
-    {"strict", "agent.strict"},
-    {"config", "agent.config"},
+/* Every key the agent accepts: cmr_agent_settings_from_conf rejects any other, and
+ * docs/AGENT.md's table is generated from it (cmr-agent-keys --help-keys). */
+static const cmr_conf_key_t agent_keys[] = {
+    {"kafka.bootstrap.servers", NULL, "the CMR's Kafka cluster, HOST:PORT[,...] (required)"},
+    {"agent.name", "jvm", "agent name; with the host it selects the environment"},
+    {"agent.config", NULL, "configuration file (\"key = value\" lines)"},
+    {"log.level", "info", "debug, info, warn, error or off"},
+    {"agent.strict", "false", "abort the JVM on bad options (false: the JVM runs without the agent's features)"},
+    {"agent.probe.jar", NULL,
+     "the probe jar to put on the bootstrap class path (default: cmr-agent-probe.jar next to libcmragent.so)"},
+    CMR_CONF_KEY_TOPIC_PREFIX,
+    {"agent.register.backoff.max.ms", "30000", "longest wait between registration attempts"},
+    {"agent.class.buffer.bytes", "67108864",
+     "bytecode kept while not connected (64 MiB); past it only names are kept and the bytes are fetched from the JVM "
+     "again later"},
+    {"agent.ring.records", "16384",
+     "events a thread's ring holds (rounded up to a power of two); the CMR's strategy may change it for new threads"},
+    {"agent.send.interval.ms", "10", "how often the rings are drained"},
+    {"agent.metric.interval.ms", "10000", "timer aggregation interval"},
+    {"agent.max.threads", "4096",
+     "threads that may hold a ring at once; probes of more threads record nothing and are counted"},
+    {"agent.shutdown.flush.ms", "3000",
+     "how long the JVM's exit may wait for the last events (500 when the CMR does not answer)"},
+    CMR_CONF_KEY_KAFKA,
+    {0},
 };
 
-static const char *const known_keys[] = {
-    "kafka.bootstrap.servers",
-    "agent.name",
-    "log.level",
-    "agent.strict",
-    "agent.config",
-    "topic.prefix",
-    "agent.register.backoff.max.ms",
-    "agent.class.buffer.bytes",
-    "agent.ring.records",
-    "agent.send.interval.ms",
-    "agent.shutdown.flush.ms",
-    "agent.metric.interval.ms",
-    "agent.max.threads",
-    NULL,
+/* Short names in the option string, and environment variables, for some of the keys. */
+static const struct {
+    const char *alias, *env, *key;
+} option_aliases[] = {
+    {"bootstrap", "CMR_AGENT_BOOTSTRAP", "kafka.bootstrap.servers"},
+    {"name", "CMR_AGENT_NAME", "agent.name"},
+    {"log", NULL, "log.level"},
+    {"strict", NULL, "agent.strict"},
+    {"config", "CMR_AGENT_CONFIG", "agent.config"},
 };
-static const char *const known_prefixes[] = {"kafka.", NULL};
+#define N_ALIASES (sizeof option_aliases / sizeof option_aliases[0])
 
 static const char *canonical_key(const char *key)
 {
-    for (size_t i = 0; i < sizeof option_aliases / sizeof option_aliases[0]; i++)
+    for (size_t i = 0; i < N_ALIASES; i++)
         if (strcmp(key, option_aliases[i].alias) == 0)
             return option_aliases[i].key;
     return key;
@@ -124,12 +134,9 @@ int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const c
     if ((v = getenv_fn("CMR_AGENT_OPTIONS")) &&
         cmr_agent_options_parse(v, "CMR_AGENT_OPTIONS", env, errbuf, errlen) != 0)
         goto out;
-    if ((v = getenv_fn("CMR_AGENT_BOOTSTRAP")))
-        cmr_conf_set(env, "kafka.bootstrap.servers", v, "CMR_AGENT_BOOTSTRAP");
-    if ((v = getenv_fn("CMR_AGENT_NAME")))
-        cmr_conf_set(env, "agent.name", v, "CMR_AGENT_NAME");
-    if ((v = getenv_fn("CMR_AGENT_CONFIG")))
-        cmr_conf_set(env, "agent.config", v, "CMR_AGENT_CONFIG");
+    for (size_t i = 0; i < N_ALIASES; i++)
+        if (option_aliases[i].env && (v = getenv_fn(option_aliases[i].env)))
+            cmr_conf_set(env, option_aliases[i].key, v, option_aliases[i].env);
     if (cmr_agent_options_parse(options, "agent options", opts, errbuf, errlen) != 0)
         goto out;
 
@@ -154,7 +161,7 @@ out:
 int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (cmr_conf_check_known(conf, known_keys, known_prefixes, errbuf, errlen) != 0)
+    if (cmr_conf_check_known(conf, agent_keys, errbuf, errlen) != 0)
         return -1;
     const char *name = cmr_conf_get(conf, "agent.name", "jvm");
     const char *bootstrap = cmr_conf_get(conf, "kafka.bootstrap.servers", NULL);
@@ -191,4 +198,32 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         return -1;
     }
     return 0;
+}
+
+const cmr_conf_key_t *cmr_agent_keys(void)
+{
+    return agent_keys;
+}
+
+void cmr_agent_keys_markdown(FILE *out)
+{
+    const char *head[] = {"key", "option string", "environment", "default", "meaning"};
+    const char *rule[] = {"---", "---", "---", "---", "---"};
+    cmr_markdown_row(out, head, 5);
+    cmr_markdown_row(out, rule, 5);
+    for (const cmr_conf_key_t *k = agent_keys; k->key; k++) {
+        char key[160], alias[64] = "", env[64] = "", def[160] = "";
+        snprintf(key, sizeof key, "`%s`", k->key);
+        for (size_t i = 0; i < N_ALIASES; i++) {
+            if (strcmp(option_aliases[i].key, k->key) != 0)
+                continue;
+            snprintf(alias, sizeof alias, "`%s`", option_aliases[i].alias);
+            if (option_aliases[i].env)
+                snprintf(env, sizeof env, "`%s`", option_aliases[i].env);
+        }
+        if (k->def)
+            snprintf(def, sizeof def, "`%s`", k->def);
+        const char *cells[] = {key, alias, env, def, k->description};
+        cmr_markdown_row(out, cells, 5);
+    }
 }

@@ -14,7 +14,7 @@
  *   strict=true                 abort the JVM on bad options instead of running without
  *                               the agent's features
  *   kafka.<property>=VALUE      any librdkafka property (security, timeouts...)
- *   any other key of the "agent." family, see docs/AGENT.md
+ *   any other key of the agent's table (agent_options.c, printed in docs/AGENT.md)
  *
  * Environment: CMR_AGENT_OPTIONS (same syntax), CMR_AGENT_BOOTSTRAP, CMR_AGENT_NAME,
  * CMR_AGENT_CONFIG. Precedence, lowest first: file, environment, option string.
@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cmr/conf.h"
 
@@ -54,5 +55,11 @@ int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const c
 
 /* Checks every key and fills settings. 0, or -1 with errbuf naming key and origin. */
 int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen);
+
+/* The keys the agent accepts (key, default, description; ended by {0}). */
+const cmr_conf_key_t *cmr_agent_keys(void);
+/* Prints them as a Markdown table (key, option string alias, environment variable,
+ * default, meaning): docs/AGENT.md's table, see agent/tests/agent_keys.c. */
+void cmr_agent_keys_markdown(FILE *out);
 
 #endif

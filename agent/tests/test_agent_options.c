@@ -117,12 +117,61 @@ static void test_bad_options_are_clear(void **state)
     cmr_conf_destroy(c);
 }
 
+/* The key table: every row described, its defaults the ones the settings use, and
+ * agent.probe.jar (read by agent_entry.c) accepted. */
+static void test_key_table(void **state)
+{
+    (void)state;
+    clear_env();
+    const cmr_conf_key_t *keys = cmr_agent_keys();
+    for (const cmr_conf_key_t *k = keys; k->key; k++)
+        assert_true(k->description && *k->description);
+    cmr_conf_t *c = cmr_conf_new();
+    char err[256];
+    assert_int_equal(
+        cmr_agent_options_load("bootstrap=x:1,agent.probe.jar=/opt/cmr/p.jar", test_getenv, c, err, sizeof err), 0);
+    cmr_agent_settings_t s;
+    assert_int_equal(cmr_agent_settings_from_conf(c, &s, err, sizeof err), 0);
+    const struct {
+        const char *key;
+        int64_t value;
+    } ints[] = {
+        {"agent.register.backoff.max.ms", s.register_backoff_max_ms},
+        {"agent.class.buffer.bytes", s.class_buffer_bytes},
+        {"agent.ring.records", s.ring_records},
+        {"agent.send.interval.ms", s.send_interval_ms},
+        {"agent.shutdown.flush.ms", s.shutdown_flush_ms},
+        {"agent.metric.interval.ms", s.metric_interval_ms},
+        {"agent.max.threads", s.max_threads},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const cmr_conf_key_t *k = cmr_conf_key_find(keys, ints[i].key);
+        assert_non_null(k);
+        assert_non_null(k->def);
+        assert_int_equal(strtoll(k->def, NULL, 10), ints[i].value);
+    }
+    assert_string_equal(cmr_conf_key_find(keys, "agent.name")->def, s.name);
+    assert_string_equal(cmr_conf_key_find(keys, "agent.strict")->def, s.strict ? "true" : "false");
+    cmr_conf_destroy(c);
+
+    /* the Markdown table names every key, its alias and environment variable */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cmr_agent_keys_markdown(f);
+    fclose(f);
+    assert_non_null(strstr(text, "| `kafka.bootstrap.servers` | `bootstrap` | `CMR_AGENT_BOOTSTRAP` | |"));
+    assert_non_null(strstr(text, "| `agent.ring.records` | | | `16384` |"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_option_string),
         cmocka_unit_test(test_precedence_file_env_options),
         cmocka_unit_test(test_bad_options_are_clear),
+        cmocka_unit_test(test_key_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

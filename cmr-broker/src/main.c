@@ -24,6 +24,17 @@ static const cmr_cli_option_t broker_options[] = {
     {0},
 };
 
+/* Every key cmr-broker accepts (docs/CONFIGURATION.md is generated from it: --help-keys).
+ * A NULL description: the option's help says it. No kafka.*: the broker is no client. */
+static const cmr_conf_key_t broker_keys[] = {
+    {"broker.port", "0", NULL},
+    {"broker.count", "1", NULL},
+    {"broker.partitions", "0", "partitions of every topic; 0 = each topic's own count"},
+    {"broker.bootstrap_file", NULL, NULL},
+    CMR_CONF_KEY_TOPIC_PREFIX,
+    {0},
+};
+
 static const cmr_cli_t broker_cli = {
     .program = "cmr-broker",
     .synopsis = "[options]",
@@ -31,6 +42,7 @@ static const cmr_cli_t broker_cli = {
                "topics created. In memory and not durable (librdkafka's mock cluster, which keeps\n"
                "only a few MiB per partition): production runs on Apache Kafka, see deploy/.",
     .options = broker_options,
+    .keys = broker_keys,
 };
 
 int main(int argc, char **argv)

@@ -16,8 +16,18 @@ static const cmr_cli_option_t options[] = {
     {"timeout-ms", 0, "config.timeout_ms", "MS", "how long to wait for the configuration topic (default 30000)"},
     {0},
 };
-static const char *const known_keys[] = {"topic.prefix", "config.catchup_timeout_ms", NULL};
-static const char *const known_prefixes[] = {"kafka.", NULL};
+/* Every key cmr-config accepts (docs/CONFIGURATION.md is generated from it: --help-keys). */
+static const cmr_conf_key_t keys[] = {
+    {"config.group", "cmr-config", "run: consumer group of the workers on cmr.registrations"},
+    {"config.catchup_timeout_ms", "60000",
+     "run: how long to wait for cmr.config to be read to its end at start; the worker answers nothing before (it exits "
+     "with status 1 when the time is up)"},
+    {"config.timeout_ms", "30000", "apply, diff, list, show, delete: how long to wait for cmr.config"},
+    {"config.author", NULL, "apply, delete: recorded in every ConfigChange (default $USER@host)"},
+    CMR_CONF_KEY_TOPIC_PREFIX,
+    CMR_CONF_KEY_KAFKA,
+    {0},
+};
 
 static const cmr_cli_t cli = {
     .program = "cmr-config",
@@ -30,8 +40,7 @@ static const cmr_cli_t cli = {
                "  delete ID    delete an environment no mapping names\n"
                "  run          the worker: answers registrations, pushes environment updates",
     .options = options,
-    .known_keys = known_keys,
-    .known_prefixes = known_prefixes,
+    .keys = keys,
 };
 
 static volatile sig_atomic_t stop_flag;

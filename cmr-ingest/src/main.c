@@ -31,17 +31,47 @@ static const cmr_cli_option_t options[] = {
     {"format", 'f', "query.format", "FMT", "export: chrome | otlp"},
     {0},
 };
-static const char *const known_keys[] = {"topic.prefix",
-                                         "ingest.sync",
-                                         "ingest.commit.records",
-                                         "ingest.commit.interval_ms",
-                                         "ingest.retention.age_ms",
-                                         "ingest.retention.bytes",
-                                         "ingest.retention.check_ms",
-                                         "ingest.exit_idle_ms",
-                                         "ingest.store.write_buffer_mb",
-                                         NULL};
-static const char *const known_prefixes[] = {"kafka.", NULL};
+/* Every key cmr-ingest accepts (docs/CONFIGURATION.md is generated from it: --help-keys).
+ * A NULL description: the option's help says it. */
+static const cmr_conf_key_t keys[] = {
+    {"ingest.store", "cmr-ingest-data",
+     "store root: one RocksDB per cmr.events partition plus meta slots; the workers of one group share it"},
+    {"ingest.group", "cmr-ingest", "run: consumer group on cmr.events"},
+    {"ingest.http.address", "127.0.0.1", "run, http: address of the HTTP API (IPv4)"},
+    {"ingest.http.port", "8470",
+     "run, http: port of the HTTP API; 0 = any free port (logged); -1 = no HTTP API (run only)"},
+    {"ingest.sync", "true",
+     "fsync the RocksDB WAL at every group commit (off: a killed process loses nothing, a crashed machine may lose the "
+     "last group, whose offsets were committed)"},
+    {"ingest.commit.records", "2000", "records per group commit at most"},
+    {"ingest.commit.interval_ms", "50",
+     "a group is committed at the latest this long after its first record (and at once when the topic is idle)"},
+    {"ingest.retention.age_ms", "604800000",
+     "traces that started longer ago are deleted (default 7 days); 0 keeps them"},
+    {"ingest.retention.bytes", "0",
+     "per partition: the oldest traces are deleted beyond this many bytes of stored batches; 0 = no bound"},
+    {"ingest.retention.check_ms", "10000", "how often retention runs"},
+    {"ingest.store.write_buffer_mb", "16",
+     "RocksDB memtable of a partition's batches (a partition store holds at most twice this in memtables; one store "
+     "per partition a worker owns)"},
+    {"ingest.exit_idle_ms", "0",
+     "exit after the topic has been idle this long once records arrived (catch up and stop: benchmarks, batch runs); "
+     "0 = never"},
+    {"query.since", NULL, NULL},
+    {"query.from", NULL, NULL},
+    {"query.to", NULL, NULL},
+    {"query.min-duration", NULL, NULL},
+    {"query.root", NULL, NULL},
+    {"query.agent", NULL, NULL},
+    {"query.contains", NULL, NULL},
+    {"query.slowest", "false", NULL},
+    {"query.limit", "50", NULL},
+    {"query.json", "false", NULL},
+    {"query.format", "chrome", NULL},
+    CMR_CONF_KEY_TOPIC_PREFIX,
+    CMR_CONF_KEY_KAFKA,
+    {0},
+};
 
 static const cmr_cli_t cli = {
     .program = "cmr-ingest",
@@ -55,8 +85,7 @@ static const cmr_cli_t cli = {
                "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
                "  http                serve the HTTP API on a store without consuming",
     .options = options,
-    .known_keys = known_keys,
-    .known_prefixes = known_prefixes,
+    .keys = keys,
 };
 
 static volatile sig_atomic_t stop_flag;

@@ -15,8 +15,20 @@ static const cmr_cli_option_t options[] = {
      "bytes of uninstrumented class files kept (default 268435456)"},
     {0},
 };
-static const char *const known_keys[] = {"topic.prefix", "instrumenter.sync", "instrumenter.catchup_timeout_ms", NULL};
-static const char *const known_prefixes[] = {"kafka.", NULL};
+/* Every key cmr-instrumenter accepts (docs/CONFIGURATION.md is generated from it: --help-keys). */
+static const cmr_conf_key_t keys[] = {
+    {"instrumenter.db", "/var/lib/cmr/instrumenter", "the class cache (RocksDB, one per worker process)"},
+    {"instrumenter.group", "cmr-instrumenter", "consumer group on cmr.classes"},
+    {"instrumenter.cache_budget_bytes", "268435456",
+     "bytes of class files kept for classes that need no instrumentation (256 MiB); beyond it the oldest are evicted "
+     "(their metadata stays; they get a BytecodeResend when a change needs them); 0 keeps none"},
+    {"instrumenter.sync", "false",
+     "fsync every cache commit; the WAL is always on: false survives a process crash, true also a machine crash"},
+    {"instrumenter.catchup_timeout_ms", "60000", "how long to wait for cmr.config at start"},
+    CMR_CONF_KEY_TOPIC_PREFIX,
+    CMR_CONF_KEY_KAFKA,
+    {0},
+};
 
 static const cmr_cli_t cli = {
     .program = "cmr-instrumenter",
@@ -25,8 +37,7 @@ static const cmr_cli_t cli = {
                "assignments of the agent's environment, instruments with the class-file engine and\n"
                "sends Redefine / BytecodeResend commands; reruns changed environments against its cache.",
     .options = options,
-    .known_keys = known_keys,
-    .known_prefixes = known_prefixes,
+    .keys = keys,
 };
 
 static volatile sig_atomic_t stop_flag;

@@ -6,8 +6,10 @@
  */
 #include "cmr/conf.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,25 +251,62 @@ int cmr_conf_foreach(const cmr_conf_t *conf, const char *prefix, cmr_conf_each_f
     return 0;
 }
 
-static int in_list(const char *key, const char *const *list, int prefix)
+const cmr_conf_key_t *cmr_conf_key_find(const cmr_conf_key_t *keys, const char *key)
 {
-    for (size_t i = 0; list && list[i]; i++)
-        if (prefix ? strncmp(key, list[i], strlen(list[i])) == 0 : strcmp(key, list[i]) == 0)
-            return 1;
-    return 0;
+    for (const cmr_conf_key_t *k = keys; k && k->key; k++) {
+        size_t n = strlen(k->key);
+        bool prefix = n >= 2 && strcmp(k->key + n - 2, ".*") == 0;
+        if (prefix ? strncmp(key, k->key, n - 1) == 0 : strcmp(key, k->key) == 0)
+            return k;
+    }
+    return NULL;
 }
 
-int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known, const char *const *known_prefixes,
-                         char *errbuf, size_t errlen)
+/* The unknown-key check over cmr_conf_foreach: `known` says whether a key is accepted. */
+typedef struct known_ctx {
+    bool (*known)(const struct known_ctx *ctx, const char *key);
+    const void *table; /* what `known` looks in */
+    char *errbuf;
+    size_t errlen;
+} known_ctx_t;
+
+static int check_one(const char *key, const char *value, const char *origin, void *opaque)
 {
-    for (size_t i = 0; i < conf->count; i++) {
-        const conf_entry_t *e = &conf->items[i];
-        if (!in_list(e->key, known, 0) && !in_list(e->key, known_prefixes, 1)) {
-            ERRF("%s: unknown configuration key \"%s\"", e->origin, e->key);
-            return -1;
+    (void)value;
+    const known_ctx_t *ctx = opaque;
+    if (ctx->known(ctx, key))
+        return 0;
+    char *errbuf = ctx->errbuf;
+    size_t errlen = ctx->errlen;
+    ERRF("%s: unknown configuration key \"%s\"", origin, key);
+    return -1;
+}
+
+static bool in_key_table(const known_ctx_t *ctx, const char *key)
+{
+    return cmr_conf_key_find(ctx->table, key) != NULL;
+}
+
+int cmr_conf_check_known(const cmr_conf_t *conf, const cmr_conf_key_t *keys, char *errbuf, size_t errlen)
+{
+    known_ctx_t ctx = {in_key_table, keys, errbuf, errlen};
+    return cmr_conf_foreach(conf, "", check_one, &ctx) ? -1 : 0;
+}
+
+void cmr_markdown_row(void *stream, const char *const *cells, size_t ncells)
+{
+    FILE *out = stream;
+    fputc('|', out);
+    for (size_t i = 0; i < ncells; i++) {
+        fputc(' ', out);
+        for (const char *p = cells[i] ? cells[i] : ""; *p; p++) {
+            if (*p == '|')
+                fputc('\\', out);
+            fputc(*p, out);
         }
+        fputs(cells[i] && *cells[i] ? " |" : "|", out);
     }
-    return 0;
+    fputc('\n', out);
 }
 
 /* --- command line ------------------------------------------------------------------ */
@@ -278,8 +317,91 @@ static const cmr_cli_option_t common_options[] = {
     {"bootstrap", 0, "kafka.bootstrap.servers", "HOST:PORT", "Kafka bootstrap servers"},
     {"log-level", 0, "log.level", "LEVEL", "debug, info, warn or error (default info)"},
     {"help", 'h', NULL, NULL, "show this help and exit"},
+    {"help-keys", 0, NULL, NULL, "print the configuration keys as a Markdown table and exit"},
     {0},
 };
+
+/* Keys every program accepts besides its own table (the common options set them). */
+static const cmr_conf_key_t common_keys[] = {
+    {"log.level", "info", "debug, info, warn, error or off"},
+    {"kafka.bootstrap.servers", NULL, "the Kafka cluster (HOST:PORT[,...])"},
+    {0},
+};
+
+/* The option of `opts` that sets key, or NULL. */
+static const cmr_cli_option_t *option_for_key(const cmr_cli_option_t *opts, const char *key)
+{
+    for (const cmr_cli_option_t *o = opts; o && o->name; o++)
+        if (o->key && strcmp(o->key, key) == 0)
+            return o;
+    return NULL;
+}
+
+/* A program accepts its table's keys, the common keys and the keys its options set. */
+static bool cli_key_known(const known_ctx_t *ctx, const char *key)
+{
+    const cmr_cli_t *cli = ctx->table;
+    return cmr_conf_key_find(cli->keys, key) || cmr_conf_key_find(common_keys, key) ||
+           option_for_key(cli->options, key);
+}
+
+/* "-s, --store DIR" for the option that sets key, in `code` Markdown; "" when none. */
+static void option_cell(char *buf, size_t len, const cmr_cli_t *cli, const char *key)
+{
+    const cmr_cli_option_t *o = option_for_key(cli->options, key);
+    if (!o)
+        o = option_for_key(common_options, key);
+    if (!o) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    char shrt[8] = "";
+    if (o->short_name)
+        snprintf(shrt, sizeof shrt, "-%c, ", o->short_name);
+    snprintf(buf, len, "`%s--%s%s%s`", shrt, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+static void key_row(FILE *out, const cmr_cli_t *cli, const cmr_conf_key_t *k)
+{
+    char key[160], opt[160], def[160];
+    snprintf(key, sizeof key, "`%s`", k->key);
+    option_cell(opt, sizeof opt, cli, k->key);
+    snprintf(def, sizeof def, k->def ? "`%s`" : "%s", k->def ? k->def : "");
+    const char *meaning = k->description;
+    if (!meaning) {
+        const cmr_cli_option_t *o = option_for_key(cli->options, k->key);
+        assert(o); /* checked by cmr_cli_print_keys */
+        meaning = o->help;
+    }
+    const char *cells[] = {key, opt, def, meaning};
+    cmr_markdown_row(out, cells, 4);
+}
+
+int cmr_cli_print_keys(const cmr_cli_t *cli, void *stream)
+{
+    for (const cmr_cli_option_t *o = cli->options; o && o->name; o++) {
+        if (o->key && !cmr_conf_key_find(cli->keys, o->key) && !cmr_conf_key_find(common_keys, o->key)) {
+            fprintf(stderr, "%s: option --%s sets \"%s\", which is not in the program's key table\n", cli->program,
+                    o->name, o->key);
+            return -1;
+        }
+    }
+    for (const cmr_conf_key_t *k = cli->keys; k && k->key; k++) {
+        if (!k->description && !option_for_key(cli->options, k->key)) {
+            fprintf(stderr, "%s: key \"%s\" has no description\n", cli->program, k->key);
+            return -1;
+        }
+    }
+    FILE *out = stream;
+    const char *head[] = {"key", "option", "default", "meaning"}, *rule[] = {"---", "---", "---", "---"};
+    cmr_markdown_row(out, head, 4);
+    cmr_markdown_row(out, rule, 4);
+    for (const cmr_conf_key_t *k = cli->keys; k && k->key; k++)
+        key_row(out, cli, k);
+    for (const cmr_conf_key_t *k = common_keys; k->key; k++)
+        key_row(out, cli, k);
+    return 0;
+}
 
 static void usage_options(FILE *out, const cmr_cli_option_t *opts)
 {
@@ -401,6 +523,8 @@ int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf,
                 cmr_cli_usage(cli, stdout);
                 return CMR_CLI_HELP;
             }
+            if (strcmp(o->name, "help-keys") == 0)
+                return cmr_cli_print_keys(cli, stdout) == 0 ? CMR_CLI_HELP : CMR_CLI_ERROR;
             if (strcmp(o->name, "config") == 0) {
                 if (pass == 0 && cmr_conf_load_file(conf, value, err, sizeof err) != 0)
                     return cli_fail(cli, "%s", err);
@@ -418,25 +542,8 @@ int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf,
     *first_arg = i;
 
     /* Every key must be one the program knows: a typo is an error, not a silent default. */
-    size_t nknown = 0;
-    for (const cmr_cli_option_t *o = cli->options; o && o->name; o++)
-        nknown++;
-    for (size_t k = 0; cli->known_keys && cli->known_keys[k]; k++)
-        nknown++;
-    const char **known = calloc(nknown + 3, sizeof *known);
-    if (!known)
-        return cli_fail(cli, "%s", "out of memory");
-    size_t n = 0;
-    for (const cmr_cli_option_t *o = cli->options; o && o->name; o++)
-        if (o->key)
-            known[n++] = o->key;
-    for (size_t k = 0; cli->known_keys && cli->known_keys[k]; k++)
-        known[n++] = cli->known_keys[k];
-    known[n++] = "log.level";
-    known[n++] = "kafka.bootstrap.servers";
-    int rc = cmr_conf_check_known(conf, known, cli->known_prefixes, err, sizeof err);
-    free(known);
-    if (rc != 0)
+    known_ctx_t ctx = {cli_key_known, cli, err, sizeof err};
+    if (cmr_conf_foreach(conf, "", check_one, &ctx) != 0)
         return cli_fail(cli, "%s", err);
 
     const char *level = cmr_conf_get(conf, "log.level", "info");

@@ -78,8 +78,14 @@ static const cmr_cli_option_t opts[] = {
     {"verbose", 'v', "verbose", NULL, "flag"},
     {0},
 };
-static const char *const prefixes[] = {"kafka.", NULL};
-static const cmr_cli_t cli = {"test", "[options] CMD", "Test.", opts, NULL, prefixes};
+static const cmr_conf_key_t keys[] = {
+    {"broker.port", "0", NULL},
+    {"verbose", "false", NULL},
+    {"test.depth", "3", "how deep | how far"},
+    CMR_CONF_KEY_KAFKA,
+    {0},
+};
+static const cmr_cli_t cli = {"test", "[options] CMD", "Test.", opts, keys};
 
 static int parse(cmr_conf_t *c, int argc, const char **argv, int *first)
 {
@@ -138,6 +144,85 @@ static void test_cli(void **state)
     cmr_log_set_level(CMR_LOG_INFO);
 }
 
+/* The key table decides what is known: exact keys, ".*" prefixes, option keys, common keys. */
+static void test_key_table(void **state)
+{
+    (void)state;
+    assert_ptr_equal(cmr_conf_key_find(keys, "test.depth"), &keys[2]);
+    assert_ptr_equal(cmr_conf_key_find(keys, "kafka.linger.ms"), &keys[3]);
+    assert_null(cmr_conf_key_find(keys, "kafka"));
+    assert_null(cmr_conf_key_find(keys, "test.dept"));
+    assert_null(cmr_conf_key_find(keys, "test.depth.x"));
+
+    cmr_conf_t *c = cmr_conf_new();
+    char err[256];
+    cmr_conf_set(c, "test.depth", "1", "f:1");
+    cmr_conf_set(c, "kafka.acks", "all", "f:2");
+    assert_int_equal(cmr_conf_check_known(c, keys, err, sizeof err), 0);
+    cmr_conf_set(c, "test.dpth", "1", "f:3");
+    assert_int_equal(cmr_conf_check_known(c, keys, err, sizeof err), -1);
+    assert_string_equal(err, "f:3: unknown configuration key \"test.dpth\"");
+    cmr_conf_destroy(c);
+
+    /* a file with an unknown key: the parse fails naming file and line */
+    char *path = write_file("test.depth = 2\nlog.level = warn\ntest.dpth = 1\n");
+    c = cmr_conf_new();
+    int first;
+    const char *argv1[] = {"test", "-c", path};
+    assert_int_equal(parse(c, 3, argv1, &first), CMR_CLI_ERROR);
+    cmr_conf_destroy(c);
+    c = cmr_conf_new();
+    const char *argv2[] = {"test", "-X", "log.level=warn", "--bootstrap", "h:1", "-X", "test.depth=4"};
+    assert_int_equal(parse(c, 7, argv2, &first), CMR_CLI_OK);
+    cmr_conf_destroy(c);
+    cmr_log_set_level(CMR_LOG_OFF);
+    unlink(path);
+    free(path);
+}
+
+static char *print_keys(const cmr_cli_t *cl, int *rc)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    *rc = cmr_cli_print_keys(cl, f);
+    fclose(f);
+    return text;
+}
+
+static void test_print_keys(void **state)
+{
+    (void)state;
+    int rc;
+    char *text = print_keys(&cli, &rc);
+    assert_int_equal(rc, 0);
+    assert_string_equal(text, "| key | option | default | meaning |\n"
+                              "| --- | --- | --- | --- |\n"
+                              "| `broker.port` | `-p, --port PORT` | `0` | port |\n"
+                              "| `verbose` | `-v, --verbose` | `false` | flag |\n"
+                              "| `test.depth` | | `3` | how deep \\| how far |\n"
+                              "| `kafka.*` | | | handed to librdkafka without the prefix: every librdkafka property "
+                              "works (security, timeouts, ...) |\n"
+                              "| `log.level` | `--log-level LEVEL` | `info` | debug, info, warn, error or off |\n"
+                              "| `kafka.bootstrap.servers` | `--bootstrap HOST:PORT` | | the Kafka cluster "
+                              "(HOST:PORT[,...]) |\n");
+    free(text);
+
+    /* an option whose key has no row is an error: the table must name every key */
+    static const cmr_cli_option_t bad_opts[] = {{"depth", 0, "test.deep", "N", "depth"}, {0}};
+    const cmr_cli_t bad = {"test", NULL, NULL, bad_opts, keys};
+    text = print_keys(&bad, &rc);
+    assert_int_equal(rc, -1);
+    free(text);
+    /* --help-keys goes through the parser like --help */
+    cmr_conf_t *c = cmr_conf_new();
+    int first;
+    const char *argv1[] = {"test", "--help-keys"};
+    assert_int_equal(cmr_cli_parse(&bad, 2, (char **)argv1, c, &first), CMR_CLI_ERROR);
+    cmr_conf_destroy(c);
+}
+
 static void test_kafka_properties_pass_through(void **state)
 {
     (void)state;
@@ -166,6 +251,8 @@ int main(void)
         cmocka_unit_test(test_file_and_getters),
         cmocka_unit_test(test_file_errors_have_line_numbers),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_key_table),
+        cmocka_unit_test(test_print_keys),
         cmocka_unit_test(test_kafka_properties_pass_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,12 @@
  *       --bootstrap ADDR   shorthand for -X kafka.bootstrap.servers=ADDR
  *       --log-level LEVEL  debug | info | warn | error
  *   -h, --help             usage
+ *       --help-keys        the configuration keys, as a Markdown table
+ *
+ * Every program lists the keys it accepts in ONE table of cmr_conf_key_t (key, default,
+ * description): the unknown-key check accepts exactly those (plus the keys its options
+ * set and the common ones), --help-keys prints them, and scripts/gen-docs.sh writes that
+ * output into docs/CONFIGURATION.md (tests/docs checks the docs and the code agree).
  */
 #ifndef CMR_CONF_H
 #define CMR_CONF_H
@@ -56,10 +62,37 @@ int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *o
 typedef int(cmr_conf_each_fn)(const char *key, const char *value, const char *origin, void *opaque);
 int cmr_conf_foreach(const cmr_conf_t *conf, const char *prefix, cmr_conf_each_fn *fn, void *opaque);
 
-/* Fails on the first key that is neither in `known` (NULL-ended list) nor starts with
- * one of `known_prefixes` (NULL-ended, may be NULL): catches typos in files. */
-int cmr_conf_check_known(const cmr_conf_t *conf, const char *const *known, const char *const *known_prefixes,
-                         char *errbuf, size_t errlen);
+/* One configuration key a program accepts. A key ending in ".*" stands for every key
+ * with that prefix ("kafka.*"). Tables end with {0}. */
+typedef struct cmr_conf_key {
+    const char *key;
+    const char *def;         /* the default the code uses, as text; NULL: none, or computed
+                              * (then the description says how) */
+    const char *description; /* one line; NULL only when a command-line option sets the key
+                              * (its help text is used) */
+} cmr_conf_key_t;
+
+/* Rows several programs share. */
+#define CMR_CONF_KEY_TOPIC_PREFIX                                                                         \
+    {                                                                                                     \
+        "topic.prefix", "cmr", "prefix of every topic name, so several installations can share a cluster" \
+    }
+#define CMR_CONF_KEY_KAFKA                                                                                       \
+    {                                                                                                            \
+        "kafka.*", NULL,                                                                                         \
+            "handed to librdkafka without the prefix: every librdkafka property works (security, timeouts, ...)" \
+    }
+
+/* The row of `keys` that accepts key (exactly, or by a ".*" prefix), or NULL. */
+const cmr_conf_key_t *cmr_conf_key_find(const cmr_conf_key_t *keys, const char *key);
+
+/* Fails on the first key of conf that `keys` does not accept, with "origin: unknown
+ * configuration key" in errbuf: catches typos in files. */
+int cmr_conf_check_known(const cmr_conf_t *conf, const cmr_conf_key_t *keys, char *errbuf, size_t errlen);
+
+/* Writes one Markdown table row "| a | b |" to stream (a FILE *): cells as given, with '|'
+ * escaped; NULL cells are empty. */
+void cmr_markdown_row(void *stream, const char *const *cells, size_t ncells);
 
 /* --- command line ------------------------------------------------------------------ */
 
@@ -73,11 +106,12 @@ typedef struct cmr_cli_option {
 
 typedef struct cmr_cli {
     const char *program;
-    const char *synopsis;              /* e.g. "[options] apply FILE" */
-    const char *summary;               /* one paragraph shown by --help */
-    const cmr_cli_option_t *options;   /* program's own options, ended by {0} */
-    const char *const *known_keys;     /* keys accepted besides the options' keys, NULL-ended */
-    const char *const *known_prefixes; /* key prefixes accepted, e.g. "kafka.", NULL-ended */
+    const char *synopsis;            /* e.g. "[options] apply FILE" */
+    const char *summary;             /* one paragraph shown by --help */
+    const cmr_cli_option_t *options; /* program's own options, ended by {0} */
+    const cmr_conf_key_t *keys;      /* every key the program accepts (ended by {0}), with
+                                        * the keys its options set; log.level and
+                                        * kafka.bootstrap.servers are added for every program */
 } cmr_cli_t;
 
 enum { CMR_CLI_OK = 0, CMR_CLI_HELP = 1, CMR_CLI_ERROR = 2 };
@@ -88,5 +122,9 @@ enum { CMR_CLI_OK = 0, CMR_CLI_HELP = 1, CMR_CLI_ERROR = 2 };
  * stderr (callers exit with 2). */
 int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf, int *first_arg);
 void cmr_cli_usage(const cmr_cli_t *cli, void *stream /* FILE * */);
+/* --help-keys: prints the keys the program accepts as a Markdown table (key, option,
+ * default, meaning): the program's rows, then the common ones. Returns 0, or -1 with a
+ * message on stderr when one of the program's options sets a key that has no row. */
+int cmr_cli_print_keys(const cmr_cli_t *cli, void *stream /* FILE * */);
 
 #endif
