@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "agent_probes.h"
 #include "broker_proc.h"
 #include "cmr/classfile.h"
 #include "cmr/ids.h"
@@ -33,20 +33,6 @@ static broker_proc_t broker;
 static cmr_peer_t peer;
 static long long calls = 20000000, warmup = 20000000;
 static int depth = 10;
-
-#define PROBE_CALL(n)                      \
-    {                                      \
-        "cmr/agent/Probe", n, "(J)V", 1,   \
-        {                                  \
-            {                              \
-                CF_PARG_METHOD_ID, 0, NULL \
-            }                              \
-        }                                  \
-    }
-static const cf_probe full_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"),
-                                    PROBE_CALL("exitThrow")};
-static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"),
-                                     PROBE_CALL("timerExitThrow")};
 
 static int only_monitored(const cf_class *c, const cf_member *m, void *ud)
 {
@@ -226,8 +212,8 @@ int main(int argc, char **argv)
             continue;
         outcome_t base = run(jdks[k][1], NULL, NULL);
         report(jdks[k][0], "baseline", base, 0);
-        report(jdks[k][0], "full", run(jdks[k][1], NULL, &full_probe), base.ns);
-        report(jdks[k][0], "timer", run(jdks[k][1], NULL, &timer_probe), base.ns);
+        report(jdks[k][0], "full", run(jdks[k][1], NULL, &agent_sequence_probe), base.ns);
+        report(jdks[k][0], "timer", run(jdks[k][1], NULL, &agent_timer_probe), base.ns);
         if (k == 1) {
             report(jdks[k][0], "jfr-trace",
                    run(jdks[k][1],

@@ -27,6 +27,7 @@
 
 #include "agent_options.h"
 #include "class_cache.h"
+#include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/msg.h"
 #include "cmr/topics.h"
@@ -81,8 +82,13 @@ typedef struct cmr_agent {
 
 extern cmr_agent_t *cmr_agent_self;
 
-int64_t cmr_now_ms(void);
-int64_t cmr_now_mono_ns(void);
+/* The absolute CLOCK_REALTIME time ms milliseconds from now, as pthread_cond_timedwait
+ * and pthread_timedjoin_np want their deadlines. */
+static inline struct timespec cmr_agent_deadline(int64_t ms)
+{
+    int64_t ns = cmr_wall_ns() + ms * 1000000;
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
+}
 
 /* agent_entry.c: the loader id of a class loader object (tags it on first sight). */
 int64_t cmr_agent_loader_id(jvmtiEnv *jvmti, jobject loader);

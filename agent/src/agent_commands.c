@@ -153,7 +153,7 @@ static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, i
         .status = status,
         .jvmti_error = (int32_t)jerr,
         .message = text,
-        .time_ms = cmr_now_ms(),
+        .time_ms = cmr_wall_ms(),
     };
     if (status == CMR_COMMAND_APPLIED)
         a->commands_applied++;
@@ -184,9 +184,9 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
     jvmtiClassDefinition defs[32];
     for (int i = 0; i < f.n; i++)
         defs[i] = (jvmtiClassDefinition){f.found[i], (jint)cmd->bytecode.len, cmd->bytecode.data};
-    int64_t t0 = cmr_now_mono_ns();
+    int64_t t0 = cmr_mono_ns();
     jvmtiError jerr = (*a->jvmti)->RedefineClasses(a->jvmti, f.n, defs);
-    int64_t took_us = (cmr_now_mono_ns() - t0) / 1000;
+    int64_t took_us = (cmr_mono_ns() - t0) / 1000;
     if (jerr != JVMTI_ERROR_NONE) {
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_FAILED, jerr,
                "RedefineClasses refused the bytes; the class is unchanged");
@@ -242,9 +242,9 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
                 (jvmtiClassDefinition){found[i].found[k], (jint)cmds[i]->bytecode.len, cmds[i]->bytecode.data};
         }
     }
-    int64_t t0 = cmr_now_mono_ns();
+    int64_t t0 = cmr_mono_ns();
     jvmtiError jerr = fits && ndefs ? (*a->jvmti)->RedefineClasses(a->jvmti, ndefs, defs) : JVMTI_ERROR_INTERNAL;
-    int64_t took_us = (cmr_now_mono_ns() - t0) / 1000;
+    int64_t took_us = (cmr_mono_ns() - t0) / 1000;
     free(defs);
     if (jerr != JVMTI_ERROR_NONE) {
         /* one bad class (or the same class twice) fails the whole call: one by one, in order */
@@ -291,7 +291,7 @@ void cmr_agent_record_redefine_latency(cmr_agent_t *a, int64_t loaded_ns)
     (void)a;
     if (loaded_ns <= 0 || latency_n == LATENCY_SAMPLES) /* unknown load time (attach, resend) */
         return;
-    latency_us[latency_n++] = (cmr_now_mono_ns() - loaded_ns) / 1000;
+    latency_us[latency_n++] = (cmr_mono_ns() - loaded_ns) / 1000;
 }
 
 static int cmp_i64(const void *x, const void *y)

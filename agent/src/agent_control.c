@@ -14,11 +14,11 @@
  *   - apply Redefine and BytecodeResend commands (agent_commands.c);
  *   - report AgentStatus on state changes and periodically.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -37,6 +37,7 @@ typedef struct control {
     int attempt;
     int64_t next_register_ms, register_backoff_ms;
     int64_t next_setup_ms, setup_backoff_ms;
+    /* times in this struct are monotonic (cmr_mono_ms): deadlines and silences only */
     int64_t next_status_ms, next_probe_ms;
     _Atomic int64_t last_ack_ms;      /* last successful delivery */
     _Atomic int64_t first_unacked_ms; /* oldest send not yet acknowledged, 0 when none */
@@ -59,7 +60,7 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
     control_t *c = opaque;
     cmr_agent_t *a = c->a;
     if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        c->last_ack_ms = cmr_now_ms();
+        c->last_ack_ms = cmr_mono_ms();
         if (!a->connected)
             a->connected = true;
     } else {
@@ -85,11 +86,7 @@ static void control_wake(void)
 
 static void control_sleep(int ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    struct timespec ts = cmr_agent_deadline(ms);
     pthread_mutex_lock(&wake_lock);
     pthread_cond_timedwait(&wake_cond, &wake_lock, &ts);
     pthread_mutex_unlock(&wake_lock);
@@ -100,6 +97,7 @@ static void control_sleep(int ms)
 static const char *state_name(cmr_agent_state_t s)
 {
     static const char *const names[] = {"MINIMAL", "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT", "SHUTDOWN"};
+    assert((unsigned)s < sizeof names / sizeof names[0]); /* the agent's own states only */
     return (unsigned)s < 6 ? names[s] : "?";
 }
 
@@ -117,7 +115,7 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
         .agent_id = a->agent_id,
         .instance_id = a->instance_id,
         .state = state,
-        .time_ms = cmr_now_ms(),
+        .time_ms = cmr_wall_ms(),
         .events_recorded = (int64_t)ps.recorded,
         .events_dropped = (int64_t)ps.dropped,
         .batches_sent = (int64_t)ps.batches,
@@ -252,6 +250,7 @@ static void flush_redefines(control_t *c, cmr_record_t **batch, int *n)
 {
     if (*n == 0)
         return;
+    assert(*n <= REDEFINE_BATCH);
     const cmr_redefine_t *cmds[REDEFINE_BATCH];
     for (int i = 0; i < *n; i++)
         cmds[i] = &batch[i]->msg.u.redefine;
@@ -351,7 +350,7 @@ static void ship_classes(control_t *c)
         };
         char err[256];
         if (c->in_flight == 0)
-            c->first_unacked_ms = cmr_now_ms();
+            c->first_unacked_ms = cmr_mono_ms();
         c->in_flight++;
         int rc = cmr_producer_send(a->producer, CMR_MSG_CLASS_LOADED, &msg, NULL, e, err, sizeof err);
         if (rc != CMR_SEND_OK) {
@@ -413,10 +412,10 @@ static void *control_main(void *arg)
     cmr_agent_t *a = c->a;
     c->register_backoff_ms = 1000;
     c->setup_backoff_ms = 1000;
-    c->last_ack_ms = cmr_now_ms();
+    c->last_ack_ms = cmr_mono_ms();
     cmr_agent_send_status(a, CMR_AGENT_MINIMAL);
     while (!a->stopping) {
-        int64_t now = cmr_now_ms();
+        int64_t now = cmr_mono_ms();
         if (!c->consumer && now >= c->next_setup_ms)
             setup_consumer(c, now);
         if (a->mode == CMR_MODE_MINIMAL && c->consumer && now >= c->next_register_ms) {
@@ -506,14 +505,7 @@ void cmr_agent_control_stop(cmr_agent_t *a)
     int64_t flush_ms = a->settings.shutdown_flush_ms;
     if (!a->connected && flush_ms > 500)
         flush_ms = 500;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += flush_ms / 1000;
-    deadline.tv_nsec += (flush_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = cmr_agent_deadline(flush_ms);
     if (pthread_timedjoin_np(a->control_thread, NULL, &deadline) != 0) {
         /* still inside a network call: the process is ending, leave it be */
         cmr_log(CMR_LOG_WARN, "agent.shutdown_incomplete", "waited_ms=%lld", (long long)flush_ms);

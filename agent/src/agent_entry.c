@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -32,20 +31,6 @@
 #include "probe_rings.h"
 
 cmr_agent_t *cmr_agent_self;
-
-int64_t cmr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t cmr_now_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 jvmtiError cmr_agent_check(jvmtiError err, const char *what)
 {
@@ -99,7 +84,7 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
         return;
     if (strncmp(name, "cmr/agent/", 10) == 0)
         return;
-    int64_t t0 = cmr_now_mono_ns();
+    int64_t t0 = cmr_mono_ns();
     int64_t loader_id = cmr_agent_loader_id(jvmti, loader);
     if (loader_id < 0)
         return;
@@ -111,7 +96,7 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
         cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
         cmr_class_cache_offer(a->classes, name, loader_id, hash, data, (size_t)len, cause, t0);
     }
-    a->hook_ns_total += (uint64_t)(cmr_now_mono_ns() - t0);
+    a->hook_ns_total += (uint64_t)(cmr_mono_ns() - t0);
     a->hook_calls++;
 }
 
@@ -178,7 +163,7 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
 {
     (void)env;
     cmr_agent_t *a = cmr_agent_self;
-    int64_t t0 = cmr_now_ms();
+    int64_t t0 = cmr_mono_ms();
     /* Stop reacting to the JVM first: no new work while we flush. */
     (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
     (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_PREPARE, NULL);
@@ -193,7 +178,7 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
     cmr_log(CMR_LOG_INFO, "agent.stopped",
             "instance=%s flush_ms=%lld hook_calls=%llu hook_ns_avg=%llu hook_ms_total=%.1f classes_seen=%llu "
             "classes_sent=%llu events_recorded=%llu events_dropped=%llu commands_applied=%llu commands_failed=%llu",
-            a->instance_id, (long long)(cmr_now_ms() - t0), (unsigned long long)calls,
+            a->instance_id, (long long)(cmr_mono_ms() - t0), (unsigned long long)calls,
             (unsigned long long)(calls ? a->hook_ns_total / calls : 0), (double)a->hook_ns_total / 1e6,
             (unsigned long long)cs.seen, (unsigned long long)cs.sent, (unsigned long long)ps.recorded,
             (unsigned long long)ps.dropped, (unsigned long long)a->commands_applied,
@@ -334,7 +319,7 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
     pthread_mutex_init(&a->tag_lock, NULL);
     cmr_agent_self = a;
     a->mode = CMR_MODE_MINIMAL;
-    a->start_time_ms = cmr_now_ms();
+    a->start_time_ms = cmr_wall_ms();
     cmr_instance_id_new(a->instance_id, sizeof a->instance_id);
     cmr_topic_command(a->instance_id, a->cmd_topic, sizeof a->cmd_topic);
     host_identity(a);

@@ -5,68 +5,64 @@
  */
 #include "class_cache.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
+#include "cmr/map.h"
+
+/* The registry's value for (name, loader); the name and loader are in the map's key. */
 typedef struct reg_entry {
-    char *name;
-    int64_t loader_id;
     uint64_t hash;
     int64_t loaded_ns;
     void *handle;
-    struct reg_entry *next;
 } reg_entry_t;
 
 struct cmr_class_cache {
     pthread_mutex_t lock;
-    /* never-send: open addressing; 0 marks an empty slot, hash 0 is kept in a flag */
-    uint64_t *set;
-    size_t set_cap, set_count;
-    bool set_has_zero;
+    /* never-send: class hashes, no values (cmr_u64map_has) */
+    cmr_u64map_t never_send;
     /* pending FIFO */
     cmr_class_entry_t *head, *tail;
     size_t pending, in_flight, buffered, budget;
-    /* registry: chained hash table on (name, loader) */
-    reg_entry_t **reg;
-    size_t reg_cap, reg_count;
+    /* registry: key = loader id (8 bytes, little endian) then the class name; value = an
+     * owned reg_entry_t */
+    cmr_map_t reg;
+    cmr_buf_t key; /* scratch for building registry keys (lock held) */
     cmr_class_cache_stats_t stats;
 };
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t name_hash(const char *name, int64_t loader_id)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return mix(h ^ (uint64_t)loader_id);
-}
 
 cmr_class_cache_t *cmr_class_cache_new(size_t byte_budget)
 {
     cmr_class_cache_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->set_cap = 4096;
-    c->reg_cap = 4096;
-    c->set = calloc(c->set_cap, sizeof *c->set);
-    c->reg = calloc(c->reg_cap, sizeof *c->reg);
-    if (!c->set || !c->reg) {
-        free(c->set);
-        free(c->reg);
-        free(c);
-        return NULL;
-    }
     c->budget = byte_budget;
     pthread_mutex_init(&c->lock, NULL);
     return c;
+}
+
+/* The registry key of (name, loader) in the key scratch buffer; NULL when memory ran out. */
+static const cmr_buf_t *reg_key(cmr_class_cache_t *c, const char *name, int64_t loader_id)
+{
+    cmr_buf_reset(&c->key);
+    uint8_t *p = cmr_buf_append(&c->key, 8);
+    if (p)
+        cmr_put_le64(p, (uint64_t)loader_id);
+    cmr_buf_puts(&c->key, name);
+    return cmr_buf_ok(&c->key) ? &c->key : NULL;
+}
+
+/* Name and loader back from a registry key (the map keeps its keys NUL-terminated). */
+static const char *reg_key_name(const void *key, size_t klen, int64_t *loader_id)
+{
+    assert(klen >= 8);
+    (void)klen;
+    *loader_id = (int64_t)cmr_le64(key);
+    return (const char *)key + 8;
 }
 
 static void entry_free(cmr_class_entry_t *e)
@@ -84,17 +80,17 @@ void cmr_class_cache_free(cmr_class_cache_t *c, void (*release_handle)(void *, v
         n = e->next;
         entry_free(e);
     }
-    for (size_t i = 0; i < c->reg_cap; i++) {
-        for (reg_entry_t *r = c->reg[i], *n; r; r = n) {
-            n = r->next;
-            if (r->handle && release_handle)
-                release_handle(r->handle, opaque);
-            free(r->name);
-            free(r);
-        }
+    size_t it = 0;
+    void *val;
+    while (cmr_map_next(&c->reg, &it, NULL, NULL, &val)) {
+        reg_entry_t *r = val;
+        if (r->handle && release_handle)
+            release_handle(r->handle, opaque);
+        free(r);
     }
-    free(c->reg);
-    free(c->set);
+    cmr_map_free(&c->reg);
+    cmr_buf_free(&c->key);
+    cmr_u64map_free(&c->never_send);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -103,68 +99,18 @@ void cmr_class_cache_free(cmr_class_cache_t *c, void (*release_handle)(void *, v
 
 static bool set_contains(const cmr_class_cache_t *c, uint64_t h)
 {
-    if (h == 0)
-        return c->set_has_zero;
-    for (size_t i = mix(h) & (c->set_cap - 1);; i = (i + 1) & (c->set_cap - 1)) {
-        if (c->set[i] == h)
-            return true;
-        if (c->set[i] == 0)
-            return false;
-    }
-}
-
-static void set_insert_slot(uint64_t *set, size_t cap, uint64_t h)
-{
-    size_t i = mix(h) & (cap - 1);
-    while (set[i] != 0 && set[i] != h)
-        i = (i + 1) & (cap - 1);
-    set[i] = h;
+    return cmr_u64map_has(&c->never_send, h);
 }
 
 static void set_add(cmr_class_cache_t *c, uint64_t h)
 {
-    if (h == 0) {
-        c->set_has_zero = true;
-        return;
-    }
-    if (set_contains(c, h))
-        return;
-    if ((c->set_count + 1) * 2 > c->set_cap) {
-        size_t cap = c->set_cap * 2;
-        uint64_t *set = calloc(cap, sizeof *set);
-        if (!set)
-            return; /* out of memory: the class is just sent again later */
-        for (size_t i = 0; i < c->set_cap; i++)
-            if (c->set[i])
-                set_insert_slot(set, cap, c->set[i]);
-        free(c->set);
-        c->set = set;
-        c->set_cap = cap;
-    }
-    set_insert_slot(c->set, c->set_cap, h);
-    c->set_count++;
+    /* out of memory: not recorded, the class is just sent again later */
+    (void)cmr_u64map_put(&c->never_send, h, NULL);
 }
 
-/* Deletion in linear probing: empty the slot and re-insert the rest of its cluster. */
 static void set_remove(cmr_class_cache_t *c, uint64_t h)
 {
-    if (h == 0) {
-        c->set_has_zero = false;
-        return;
-    }
-    size_t mask = c->set_cap - 1, i = mix(h) & mask;
-    while (c->set[i] != h) {
-        if (c->set[i] == 0)
-            return;
-        i = (i + 1) & mask;
-    }
-    c->set[i] = 0;
-    c->set_count--;
-    for (size_t j = (i + 1) & mask; c->set[j] != 0; j = (j + 1) & mask) {
-        uint64_t k = c->set[j];
-        c->set[j] = 0;
-        set_insert_slot(c->set, c->set_cap, k);
-    }
+    cmr_u64map_del(&c->never_send, h, NULL);
 }
 
 bool cmr_class_cache_never_send(cmr_class_cache_t *c, uint64_t hash)
@@ -191,42 +137,24 @@ void cmr_class_cache_unmark_never_send(cmr_class_cache_t *c, uint64_t hash)
 
 /* --- registry (lock held) --------------------------------------------------------------- */
 
+/* The registry entry of (name, loader), created (hash 0, no handle) when asked to; NULL
+ * when absent or when memory ran out. */
 static reg_entry_t *reg_find(cmr_class_cache_t *c, const char *name, int64_t loader_id, bool create)
 {
-    size_t b = name_hash(name, loader_id) & (c->reg_cap - 1);
-    for (reg_entry_t *r = c->reg[b]; r; r = r->next)
-        if (r->loader_id == loader_id && strcmp(r->name, name) == 0)
-            return r;
+    const cmr_buf_t *k = reg_key(c, name, loader_id);
+    if (!k)
+        return NULL;
     if (!create)
+        return cmr_map_get(&c->reg, k->data, k->len);
+    bool created = false;
+    void **slot = cmr_map_get_slot(&c->reg, k->data, k->len, &created);
+    if (!slot)
         return NULL;
-    if (c->reg_count + 1 > c->reg_cap) { /* grow: keep chains short */
-        size_t cap = c->reg_cap * 2;
-        reg_entry_t **reg = calloc(cap, sizeof *reg);
-        if (reg) {
-            for (size_t i = 0; i < c->reg_cap; i++) {
-                for (reg_entry_t *r = c->reg[i], *n; r; r = n) {
-                    n = r->next;
-                    size_t nb = name_hash(r->name, r->loader_id) & (cap - 1);
-                    r->next = reg[nb];
-                    reg[nb] = r;
-                }
-            }
-            free(c->reg);
-            c->reg = reg;
-            c->reg_cap = cap;
-            b = name_hash(name, loader_id) & (cap - 1);
-        }
-    }
-    reg_entry_t *r = calloc(1, sizeof *r);
-    if (!r || !(r->name = strdup(name))) {
-        free(r);
+    if (created && !(*slot = calloc(1, sizeof(reg_entry_t)))) {
+        cmr_map_del(&c->reg, k->data, k->len, NULL);
         return NULL;
     }
-    r->loader_id = loader_id;
-    r->next = c->reg[b];
-    c->reg[b] = r;
-    c->reg_count++;
-    return r;
+    return *slot;
 }
 
 void *cmr_class_cache_set_handle(cmr_class_cache_t *c, const char *name, int64_t loader_id, void *handle)
@@ -266,11 +194,17 @@ int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visi
 {
     int rc = 0;
     pthread_mutex_lock(&c->lock);
-    /* The loader is part of the bucket hash: walk every bucket (commands are rare). */
-    for (size_t i = 0; i < c->reg_cap && rc == 0; i++)
-        for (reg_entry_t *r = c->reg[i]; r && rc == 0; r = r->next)
-            if (strcmp(r->name, name) == 0)
-                rc = fn(r->name, r->loader_id, r->hash, r->handle, opaque);
+    /* The loader is part of the key: walk every entry (commands are rare). */
+    size_t it = 0, klen;
+    const void *key;
+    void *val;
+    while (rc == 0 && cmr_map_next(&c->reg, &it, &key, &klen, &val)) {
+        int64_t loader_id;
+        const char *rname = reg_key_name(key, klen, &loader_id);
+        const reg_entry_t *r = val;
+        if (strcmp(rname, name) == 0)
+            rc = fn(rname, loader_id, r->hash, r->handle, opaque);
+    }
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -297,7 +231,7 @@ int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *c, const char *name, int64_
 size_t cmr_class_cache_registered(cmr_class_cache_t *c)
 {
     pthread_mutex_lock(&c->lock);
-    size_t n = c->reg_count;
+    size_t n = cmr_map_count(&c->reg);
     pthread_mutex_unlock(&c->lock);
     return n;
 }
@@ -444,6 +378,7 @@ bool cmr_class_cache_attach_bytes(cmr_class_cache_t *c, cmr_class_entry_t *e, ui
 {
     bool queued = false;
     pthread_mutex_lock(&c->lock);
+    assert(c->in_flight > 0); /* only entries taken from the queue come back */
     c->in_flight--;
     bool unread = e->hash == 0 && e->cause != CMR_CLASS_RESEND;
     if (unread) {
@@ -485,7 +420,9 @@ void cmr_class_cache_offer_unread(cmr_class_cache_t *c, const char *name, int64_
 void cmr_class_cache_drop(cmr_class_cache_t *c, cmr_class_entry_t *e)
 {
     pthread_mutex_lock(&c->lock);
+    assert(c->in_flight > 0); /* only entries taken from the queue come back */
     c->in_flight--;
+    assert(!e->bytes || c->buffered >= e->len);
     c->buffered -= e->bytes ? e->len : 0;
     pthread_mutex_unlock(&c->lock);
     entry_free(e);
@@ -494,6 +431,7 @@ void cmr_class_cache_drop(cmr_class_cache_t *c, cmr_class_entry_t *e)
 void cmr_class_cache_delivered(cmr_class_cache_t *c, cmr_class_entry_t *e, bool ok)
 {
     pthread_mutex_lock(&c->lock);
+    assert(c->in_flight > 0); /* only entries taken from the queue come back */
     c->in_flight--;
     if (ok) {
         c->stats.sent++;

@@ -102,7 +102,7 @@ bool cmr_class_cache_knows(cmr_class_cache_t *cache, const char *name, int64_t l
  * must not call back into the cache. */
 typedef int(cmr_class_visit_fn)(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque);
 int cmr_class_cache_visit(cmr_class_cache_t *cache, const char *name, cmr_class_visit_fn *fn, void *opaque);
-/* When (name, loader) was loaded (cmr_now_mono_ns of the load hook); 0 when unknown. */
+/* When (name, loader) was loaded (cmr_mono_ns() in the load hook); 0 when unknown. */
 int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *cache, const char *name, int64_t loader_id);
 /* The original hash recorded for (name, loader); false when unknown. */
 bool cmr_class_cache_hash_of(cmr_class_cache_t *cache, const char *name, int64_t loader_id, uint64_t *hash);

@@ -13,24 +13,21 @@
  * Nothing here blocks an application thread: the rings are read lock-free, and when the
  * producer's queue is full a batch is dropped and its events counted as dropped.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent.h"
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 #include "probe_rings.h"
 
 #define MAX_RINGS_PER_PASS 8192
-#define METRIC_SLOTS_MIN 1024
-
-typedef struct metric_slot {
-    uint64_t method_id; /* 0: empty */
-    int64_t count, exceptions, sum, min, max;
-} metric_slot_t;
 
 typedef struct publisher {
     cmr_agent_t *a;
@@ -38,9 +35,12 @@ typedef struct publisher {
     int64_t clock_offset_ns; /* realtime - monotonic */
     _Atomic int64_t next_segment;
     uint64_t rng[2];
-    /* timer aggregation of the current interval */
-    metric_slot_t *slots;
-    size_t nslots, used;
+    /* timer aggregation of the current interval: one item per method, found through
+     * metric_index (method id -> position in metrics, as a uintptr_t); both owned, emptied
+     * (memory kept) when the interval is sent */
+    cmr_method_metric_t *metrics;
+    size_t nmetrics, metrics_cap;
+    cmr_u64map_t metric_index;
     int64_t interval_start_ms;
     /* counters of this pass */
     uint64_t recorded, dropped, batches, metric_batches;
@@ -48,14 +48,6 @@ typedef struct publisher {
 } publisher_t;
 
 static publisher_t pub;
-
-/* Trace ids are kept as two 64-bit halves by the probes; on the wire they are 16 bytes,
- * high half first, each big endian: the same digits as a W3C traceparent trace-id. */
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
 
 static uint64_t rng_next(publisher_t *p)
 {
@@ -68,18 +60,18 @@ static uint64_t rng_next(publisher_t *p)
     return p->rng[1] + s0;
 }
 
+/* The probes stamp System.nanoTime() (CLOCK_MONOTONIC); events leave with wall time. */
 static void refresh_clock(publisher_t *p)
 {
-    struct timespec rt, mono;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    p->clock_offset_ns = ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
+    p->clock_offset_ns = cmr_wall_ns() - cmr_mono_ns();
 }
 
 /* --- event batches ------------------------------------------------------------------------- */
 
 /* Opens a segment with the identity the probes announced (records 5-7), or, when those
- * records were lost to a full ring, with a fresh one of the publisher's. */
+ * records were lost to a full ring, with a fresh one of the publisher's. Trace ids are
+ * kept as two 64-bit halves by the probes; on the wire they are 16 bytes, high half
+ * first, each big endian: the same digits as a W3C traceparent trace-id. */
 static void segment_open(publisher_t *p, cmr_ring_t *ring)
 {
     ring->segment_open = true;
@@ -94,8 +86,8 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
         uint64_t hi = rng_next(p), lo = rng_next(p);
         if (!hi && !lo)
             lo = 1;
-        put_be64(ring->trace_id, hi);
-        put_be64(ring->trace_id + 8, lo);
+        cmr_put_be64(ring->trace_id, hi);
+        cmr_put_be64(ring->trace_id + 8, lo);
         ring->has_parent = false;
     }
     ring->batch_seq = 0;
@@ -156,68 +148,50 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
 
 /* --- timer aggregation --------------------------------------------------------------------- */
 
+/* Adds one timer sample of method_id to the interval's aggregate. Runs on the publisher
+ * thread (never an application thread), once per sample: one map lookup, as the private
+ * table it replaced. The generic map costs a few ns more per sample (measured 4 -> 9 ns
+ * with 1000 methods), which the publisher can afford. */
 static void metric_add(publisher_t *p, uint64_t method_id, int64_t ns, bool thrown)
 {
-    if (p->used * 2 >= p->nslots) { /* grow */
-        size_t n = p->nslots ? p->nslots * 2 : METRIC_SLOTS_MIN;
-        metric_slot_t *slots = calloc(n, sizeof *slots);
-        if (!slots) {
+    bool created = false;
+    void **slot = cmr_u64map_get_slot(&p->metric_index, method_id, &created);
+    if (!slot) {
+        p->dropped++; /* out of memory: the sample is lost */
+        return;
+    }
+    if (created) {
+        if (CMR_ARRAY_GROW(p->metrics, p->metrics_cap, p->nmetrics + 1) != 0) {
+            cmr_u64map_del(&p->metric_index, method_id, NULL);
             p->dropped++;
             return;
         }
-        for (size_t i = 0; i < p->nslots; i++) {
-            if (!p->slots[i].method_id)
-                continue;
-            size_t j = (p->slots[i].method_id * 0x9E3779B97F4A7C15ULL) & (n - 1);
-            while (slots[j].method_id)
-                j = (j + 1) & (n - 1);
-            slots[j] = p->slots[i];
-        }
-        free(p->slots);
-        p->slots = slots;
-        p->nslots = n;
+        *slot = (void *)(uintptr_t)p->nmetrics;
+        p->metrics[p->nmetrics++] = (cmr_method_metric_t){.method_id = (int64_t)method_id, .min_ns = ns, .max_ns = ns};
     }
-    uint64_t key = method_id ? method_id : 1;
-    size_t j = (key * 0x9E3779B97F4A7C15ULL) & (p->nslots - 1);
-    while (p->slots[j].method_id && p->slots[j].method_id != key)
-        j = (j + 1) & (p->nslots - 1);
-    metric_slot_t *s = &p->slots[j];
-    if (!s->method_id) {
-        s->method_id = key;
-        s->min = ns;
-        s->max = ns;
-        p->used++;
-    }
-    s->count++;
-    s->exceptions += thrown;
-    s->sum += ns;
-    if (ns < s->min)
-        s->min = ns;
-    if (ns > s->max)
-        s->max = ns;
+    size_t i = (size_t)(uintptr_t)*slot;
+    assert(i < p->nmetrics);
+    cmr_method_metric_t *m = &p->metrics[i];
+    m->count++;
+    m->exceptions += thrown;
+    m->sum_ns += ns;
+    if (ns < m->min_ns)
+        m->min_ns = ns;
+    if (ns > m->max_ns)
+        m->max_ns = ns;
 }
 
 static void metrics_send(publisher_t *p, int64_t now_ms)
 {
     cmr_agent_t *a = p->a;
-    if (p->used > 0 && a->producer) {
-        cmr_method_metric_t *items = calloc(p->used, sizeof *items);
-        size_t n = 0;
-        for (size_t i = 0; items && i < p->nslots; i++) {
-            metric_slot_t *s = &p->slots[i];
-            if (s->method_id)
-                items[n++] =
-                    (cmr_method_metric_t){(int64_t)s->method_id, s->count, s->exceptions, s->sum, s->min, s->max};
-        }
+    if (p->nmetrics > 0 && a->producer) {
         cmr_metric_batch_t mb = {
-            a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), {items, n}};
+            a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), {p->metrics, p->nmetrics}};
         char err[256];
-        if (items &&
-            cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
+        if (cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
             p->metric_batches++;
-        free(items);
-        memset(p->slots, 0, p->nslots * sizeof *p->slots);
-        p->used = 0;
+        p->nmetrics = 0;
+        cmr_u64map_clear(&p->metric_index);
     }
     p->interval_start_ms = now_ms;
 }
@@ -231,6 +205,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
     bool closed = ring->closed;
     uint64_t w = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_WRITE), __ATOMIC_ACQUIRE);
     uint64_t r = ring->read, mask = ring->cap - 1;
+    assert(ring->cap && (ring->cap & mask) == 0); /* pow2_at_least() made it */
     for (; r < w; r++) {
         const uint8_t *rec = ring->mem + CMR_RING_HEADER + (r & mask) * CMR_EVENT_RECORD_SIZE;
         uint32_t kind = cmr_le32(rec + 16), aux = cmr_le32(rec + 20);
@@ -253,12 +228,12 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         case CMR_RING_SEG_BEGIN: /* the probes name the next segment */
             ring->next_valid = true;
             ring->next_segment = (int64_t)cmr_le64(rec);
-            put_be64(ring->next_trace, cmr_le64(rec + 8));
+            cmr_put_be64(ring->next_trace, cmr_le64(rec + 8));
             ring->next_has_parent = aux & 1;
             ring->next_parent.agent_id = p->a->agent_id; /* a local parent unless record 7 says */
             break;
         case CMR_RING_SEG_TRACE:
-            put_be64(ring->next_trace + 8, cmr_le64(rec));
+            cmr_put_be64(ring->next_trace + 8, cmr_le64(rec));
             ring->next_parent.segment_id = (int64_t)cmr_le64(rec + 8);
             ring->next_parent.event_seq = (int32_t)aux; /* -1: the fork event was lost */
             break;
@@ -308,12 +283,14 @@ static void *publisher_main(void *arg)
     publisher_t *p = arg;
     cmr_agent_t *a = p->a;
     while (!a->stopping) {
-        cmr_probe_rings_wait(p->rings, (int)cmr_probe_rings_send_interval_ms(p->rings));
+        int64_t send_ms, metric_ms;
+        cmr_probe_rings_intervals(p->rings, &send_ms, &metric_ms);
+        cmr_probe_rings_wait(p->rings, (int)send_ms);
         if (a->mode != CMR_MODE_FULL && a->mode != CMR_MODE_STOPPED)
             continue; /* no agent id yet: events wait in the rings (or are dropped when full) */
         pass_once(p);
-        int64_t now = cmr_now_ms();
-        if (now - p->interval_start_ms >= cmr_probe_rings_metric_interval_ms(p->rings)) {
+        int64_t now = cmr_wall_ms();
+        if (now - p->interval_start_ms >= metric_ms) {
             metrics_send(p, now);
             cmr_probe_rings_count(p->rings, 0, 0, 0, p->metric_batches);
             p->metric_batches = 0;
@@ -329,9 +306,9 @@ int cmr_probe_publisher_start(cmr_agent_t *a)
     memset(&pub, 0, sizeof pub);
     pub.a = a;
     pub.rings = a->rings;
-    pub.interval_start_ms = cmr_now_ms();
+    pub.interval_start_ms = cmr_wall_ms();
     if (cmr_random_bytes(pub.rng, sizeof pub.rng) != 0)
-        pub.rng[0] = (uint64_t)cmr_now_mono_ns() | 1;
+        pub.rng[0] = (uint64_t)cmr_mono_ns() | 1;
     /* segment ids never repeat, also across restarts of the same agent: a random base
      * per run (62 bits, low 24 bits free for the counter) */
     pub.next_segment = (int64_t)((rng_next(&pub) >> 2) & ~(uint64_t)0xFFFFFF);
@@ -354,7 +331,11 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
     a->publisher_started = false;
     if (a->mode == CMR_MODE_FULL) {
         pass_once(&pub); /* what the threads recorded until now */
-        metrics_send(&pub, cmr_now_ms());
+        metrics_send(&pub, cmr_wall_ms());
         cmr_probe_rings_count(pub.rings, 0, 0, 0, pub.metric_batches);
     }
+    free(pub.metrics);
+    pub.metrics = NULL;
+    pub.nmetrics = pub.metrics_cap = 0;
+    cmr_u64map_free(&pub.metric_index);
 }

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent.h"
+#include "cmr/buf.h"
 #include "cmr/event.h"
 #include "cmr/log.h"
 
@@ -144,17 +144,11 @@ static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id,
         return NULL;
     }
     pthread_mutex_lock(&r->lock);
-    if (r->count == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        cmr_ring_t **rings = realloc(r->rings, cap * sizeof *rings);
-        if (!rings) {
-            pthread_mutex_unlock(&r->lock);
-            (*a->jvmti)->SetThreadLocalStorage(a->jvmti, NULL, NULL);
-            cmr_ring_free(ring);
-            return NULL;
-        }
-        r->rings = rings;
-        r->cap = cap;
+    if (CMR_ARRAY_GROW(r->rings, r->cap, r->count + 1) != 0) {
+        pthread_mutex_unlock(&r->lock);
+        (*a->jvmti)->SetThreadLocalStorage(a->jvmti, NULL, NULL);
+        cmr_ring_free(ring);
+        return NULL;
     }
     r->rings[r->count++] = ring;
     r->stats.rings_live = r->count;
@@ -246,11 +240,7 @@ void cmr_probe_rings_wake(cmr_probe_rings_t *r)
 
 void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)timeout_ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    struct timespec ts = cmr_agent_deadline(timeout_ms);
     pthread_mutex_lock(&r->lock);
     if (!r->woken)
         pthread_cond_timedwait(&r->wake, &r->lock, &ts);
@@ -258,26 +248,10 @@ void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms)
     pthread_mutex_unlock(&r->lock);
 }
 
-int64_t cmr_probe_rings_send_interval_ms(cmr_probe_rings_t *r)
+void cmr_probe_rings_intervals(cmr_probe_rings_t *r, int64_t *send_ms, int64_t *metric_ms)
 {
     pthread_mutex_lock(&r->lock);
-    int64_t v = r->send_interval_ms;
+    *send_ms = r->send_interval_ms;
+    *metric_ms = r->metric_interval_ms;
     pthread_mutex_unlock(&r->lock);
-    return v;
-}
-
-int64_t cmr_probe_rings_metric_interval_ms(cmr_probe_rings_t *r)
-{
-    pthread_mutex_lock(&r->lock);
-    int64_t v = r->metric_interval_ms;
-    pthread_mutex_unlock(&r->lock);
-    return v;
-}
-
-uint32_t cmr_probe_rings_max_batch(cmr_probe_rings_t *r)
-{
-    pthread_mutex_lock(&r->lock);
-    uint32_t v = r->max_batch;
-    pthread_mutex_unlock(&r->lock);
-    return v;
 }

@@ -118,8 +118,7 @@ void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dro
 /* Waits until woken (a ring half full, or stop) or timeout_ms. */
 void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms);
 void cmr_probe_rings_wake(cmr_probe_rings_t *r);
-int64_t cmr_probe_rings_send_interval_ms(cmr_probe_rings_t *r);
-int64_t cmr_probe_rings_metric_interval_ms(cmr_probe_rings_t *r);
-uint32_t cmr_probe_rings_max_batch(cmr_probe_rings_t *r);
+/* The publisher's intervals as the strategy sets them now. */
+void cmr_probe_rings_intervals(cmr_probe_rings_t *r, int64_t *send_ms, int64_t *metric_ms);
 
 #endif

@@ -178,6 +178,68 @@ static void test_registry_handles(void **state)
     assert_int_equal(released, 10002);
 }
 
+typedef struct named {
+    const char *want;
+    int n;
+    int64_t loader;
+} named_t;
+
+static int visit_named(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque)
+{
+    (void)hash;
+    (void)handle;
+    named_t *s = opaque;
+    assert_string_equal(name, s->want);
+    s->loader = loader_id;
+    return ++s->n == 2 ? 7 : 0; /* stops at the second */
+}
+
+/* The registry's key is (loader, name) exactly: names that share a prefix, long names, the
+ * bootstrap loader (0) and loaders that differ only in high bits are all distinct. */
+static void test_registry_keys_are_exact(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
+    char long_a[5000], long_b[5000];
+    memset(long_a, 'x', sizeof long_a - 1);
+    long_a[sizeof long_a - 1] = '\0';
+    memcpy(long_b, long_a, sizeof long_b);
+    long_b[sizeof long_b - 2] = 'y'; /* differs in its last character only */
+    int h;
+    assert_true(cmr_class_cache_offer(c, "p/A", 0, 1, bytes, 4, CMR_CLASS_LOADED, 10));
+    assert_true(cmr_class_cache_offer(c, "p/AB", 0, 2, bytes, 4, CMR_CLASS_LOADED, 20));
+    assert_true(cmr_class_cache_offer(c, "p/A", INT64_C(1) << 40, 3, bytes, 4, CMR_CLASS_LOADED, 30));
+    assert_true(cmr_class_cache_offer(c, long_a, 1, 4, bytes, 4, CMR_CLASS_LOADED, 40));
+    assert_true(cmr_class_cache_offer(c, long_b, 1, 5, bytes, 4, CMR_CLASS_LOADED, 50));
+    assert_null(cmr_class_cache_set_handle(c, "p/Handle", 9, &h));
+    assert_int_equal(cmr_class_cache_registered(c), 6);
+    uint64_t hash = 0;
+    assert_true(cmr_class_cache_hash_of(c, "p/A", 0, &hash) && hash == 1);
+    assert_true(cmr_class_cache_hash_of(c, "p/AB", 0, &hash) && hash == 2);
+    assert_true(cmr_class_cache_hash_of(c, "p/A", INT64_C(1) << 40, &hash) && hash == 3);
+    assert_true(cmr_class_cache_hash_of(c, long_a, 1, &hash) && hash == 4);
+    assert_true(cmr_class_cache_hash_of(c, long_b, 1, &hash) && hash == 5);
+    assert_false(cmr_class_cache_hash_of(c, "p/A", 1, &hash));
+    assert_false(cmr_class_cache_hash_of(c, "p/", 0, &hash));
+    assert_int_equal(cmr_class_cache_loaded_ns(c, long_b, 1), 50);
+    /* a handle alone: registered, but the load hook never offered its bytes */
+    assert_true(cmr_class_cache_has_handle(c, "p/Handle", 9));
+    assert_false(cmr_class_cache_knows(c, "p/Handle", 9));
+    assert_true(cmr_class_cache_knows(c, "p/AB", 0));
+    assert_false(cmr_class_cache_has_handle(c, "p/AB", 0));
+    /* a visit sees names and loaders as registered, and stops when asked */
+    named_t s = {long_b, 0, 0};
+    assert_int_equal(cmr_class_cache_visit(c, long_b, visit_named, &s), 0);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.loader, 1);
+    s = (named_t){"p/A", 0, 0};
+    assert_int_equal(cmr_class_cache_visit(c, "p/A", visit_named, &s), 7);
+    assert_int_equal(s.n, 2);
+    released = 0;
+    cmr_class_cache_free(c, release, NULL);
+    assert_int_equal(released, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_budget_keeps_names_and_failed_delivery_requeues),
         cmocka_unit_test(test_unread_classes_get_their_hash_at_capture),
         cmocka_unit_test(test_registry_handles),
+        cmocka_unit_test(test_registry_keys_are_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,11 +24,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "agent_probes.h"
 #include "broker_proc.h"
+#include "cmr/buf.h"
 #include "cmr/classfile.h"
+#include "cmr/clock.h"
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
@@ -173,6 +175,15 @@ static void agent_done(agent_run_t *r)
     jvm_proc_cleanup(&r->jvm);
 }
 
+/* Has the application load classes (binary names separated by spaces). */
+static void load_classes(agent_run_t *r, const char *names)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "load %s", names);
+    jvm_proc_send(&r->jvm, cmd);
+    assert_int_equal(jvm_proc_expect(&r->jvm, "loaded", NULL, 0, 10000), 0);
+}
+
 static void expect_greeting(agent_run_t *r, const char *want)
 {
     char line[256];
@@ -181,16 +192,6 @@ static void expect_greeting(agent_run_t *r, const char *want)
     assert_string_equal(line + 7, want);
 }
 
-#define PROBE_CALL(n)                      \
-    {                                      \
-        "cmr/agent/Probe", n, "(J)V", 1,   \
-        {                                  \
-            {                              \
-                CF_PARG_METHOD_ID, 0, NULL \
-            }                              \
-        }                                  \
-    }
-static const cf_probe sequence_probe;
 static const cmr_redefine_result_t *send_redefine(agent_run_t *r, int64_t request_id, const char *class_name,
                                                   int64_t loader_id, int64_t hash, const uint8_t *bytes, size_t len,
                                                   bool original)
@@ -219,11 +220,6 @@ static const cmr_class_loaded_t *wait_class(agent_run_t *r, const char *class_na
 
 /* --- probes ----------------------------------------------------------------------------------- */
 
-static const cf_probe sequence_probe = {"invocation-sequence", PROBE_CALL("enter"), PROBE_CALL("exit"),
-                                        PROBE_CALL("exitThrow")};
-static const cf_probe timer_probe = {"timer", PROBE_CALL("timerEnter"), PROBE_CALL("timerExit"),
-                                     PROBE_CALL("timerExitThrow")};
-
 static int only_run(const cf_class *c, const cf_member *m, void *ud)
 {
     (void)ud;
@@ -243,17 +239,26 @@ static int only_call(const cf_class *c, const cf_member *m, void *ud)
     return name.len == 4 && memcmp(name.p, "call", 4) == 0;
 }
 
-static void instrument_work(agent_run_t *r, const cmr_class_loaded_t *work, const cf_probe *probe, int64_t request_id)
+/* Instruments the methods of cls that filter selects with probe and redefines the class
+ * with the result, which must apply. Returns how many methods were instrumented. */
+static uint32_t redefine_instrumented(agent_run_t *r, const cmr_class_loaded_t *cls, const cf_probe *probe,
+                                      cf_method_filter filter, int64_t request_id)
 {
     cf_instrument_result res;
     cf_error err;
-    assert_int_equal(cf_instrument_class(work->bytecode.data, work->bytecode.len, probe, only_call, NULL, &res, &err),
+    assert_int_equal(cf_instrument_class(cls->bytecode.data, cls->bytecode.len, probe, filter, NULL, &res, &err),
                      CF_OK);
-    assert_int_equal(res.n_instrumented, 1);
     const cmr_redefine_result_t *out =
-        send_redefine(r, request_id, "demo/Work", work->loader_id, work->class_hash, res.bytes, res.len, false);
+        send_redefine(r, request_id, cls->class_name, cls->loader_id, cls->class_hash, res.bytes, res.len, false);
     assert_int_equal(out->status, CMR_COMMAND_APPLIED);
+    uint32_t n = res.n_instrumented;
     cf_instrument_result_free(&res);
+    return n;
+}
+
+static void instrument_work(agent_run_t *r, const cmr_class_loaded_t *work, const cf_probe *probe, int64_t request_id)
+{
+    assert_int_equal(redefine_instrumented(r, work, probe, only_call, request_id), 1);
 }
 
 typedef struct event_tally {
@@ -319,8 +324,7 @@ static void test_handshake_processes_classes_loaded_before_it(void **state)
     agent_run_t r;
     agent_start(&r, "handshake", NULL);
     /* the CMR takes its time; the JVM keeps loading classes meanwhile */
-    jvm_proc_send(&r.jvm, "load java.util.concurrent.Exchanger");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "java.util.concurrent.Exchanger");
     cmr_peer_poll(&peer, 1500);
     class_match_t none = {r.instance, "AgentTestApp", -1};
     assert_int_equal(cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, class_of, &none), 0); /* nothing before the answer */
@@ -333,8 +337,7 @@ static void test_handshake_processes_classes_loaded_before_it(void **state)
     assert_non_null(wait_class(&r, "java/util/concurrent/Exchanger", CMR_CLASS_LOADED_BEFORE_REGISTRATION, 30000));
     assert_non_null(wait_class(&r, "java/lang/Thread", -1, 30000));
     /* and what is loaded afterwards goes out as it loads */
-    jvm_proc_send(&r.jvm, "load java.util.concurrent.Phaser");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "java.util.concurrent.Phaser");
     assert_non_null(wait_class(&r, "java/util/concurrent/Phaser", CMR_CLASS_LOADED, 30000));
     size_t early = cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, cmr_peer_of_instance, r.instance);
     print_message("classes sent by the agent: %zu\n", early);
@@ -418,7 +421,8 @@ static void test_redefine_resend_and_failures(void **state)
     cf_instrument_result ir;
     cf_error cerr;
     assert_int_equal(
-        cf_instrument_class(again->bytecode.data, again->bytecode.len, &sequence_probe, NULL, NULL, &ir, &cerr), CF_OK);
+        cf_instrument_class(again->bytecode.data, again->bytecode.len, &agent_sequence_probe, NULL, NULL, &ir, &cerr),
+        CF_OK);
     res = send_redefine(&r, 6, "demo/Greeter", again->loader_id, again->class_hash, ir.bytes, ir.len, false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     cf_instrument_result_free(&ir);
@@ -449,13 +453,12 @@ static void test_probes_record_call_trees_and_timers(void **state)
     agent_run_t r;
     agent_start(&r, "probes", NULL);
     agent_configure(&r, 300);
-    jvm_proc_send(&r.jvm, "load demo.Work");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work");
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     assert_non_null(work);
     uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
 
-    instrument_work(&r, work, &sequence_probe, 10);
+    instrument_work(&r, work, &agent_sequence_probe, 10);
     char line[128];
     jvm_proc_send(&r.jvm, "work 2 500");
     assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
@@ -475,7 +478,7 @@ static void test_probes_record_call_trees_and_timers(void **state)
     assert_int_equal(t.segments_done, 1000);
 
     /* the same method with the timer sensor instead: aggregates, not events */
-    instrument_work(&r, work, &timer_probe, 11);
+    instrument_work(&r, work, &agent_timer_probe, 11);
     jvm_proc_send(&r.jvm, "work 1 300");
     assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
     int64_t count = 0;
@@ -511,17 +514,16 @@ static void test_disconnected_mode_loses_no_class(void **state)
     agent_configure(&r, 10000);
     cmr_peer_poll(&peer, 1000);
     kill(broker.pid, SIGUSR1); /* the brokers go down; their data stays */
-    sleep(1);
+    cmr_sleep_ms(1000);
     static const char *const names[] = {
         "java.util.zip.Adler32", "java.util.concurrent.CountDownLatch",   "java.util.concurrent.CyclicBarrier",
         "java.util.BitSet",      "java.util.concurrent.atomic.LongAdder", "java.util.Timer"};
-    char cmd[512] = "load";
+    char list[512] = "";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %s", names[i]);
-    jvm_proc_send(&r.jvm, cmd);
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "", names[i]);
+    load_classes(&r, list);
     expect_greeting(&r, "hello"); /* the application does not notice */
-    sleep(5);
+    cmr_sleep_ms(5000);
     kill(broker.pid, SIGUSR2);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char internal[128];
@@ -539,12 +541,38 @@ static void test_disconnected_mode_loses_no_class(void **state)
     agent_done(&r);
 }
 
+/* The first batch of the agent's segment whose root call is method_id, among the messages
+ * received so far; NULL when there is none yet. */
+static const cmr_event_batch_t *root_batch(const agent_run_t *r, uint64_t method_id)
+{
+    for (size_t k = 0; k < peer.n; k++) {
+        const cmr_msg_t *m = &peer.recs[k]->msg;
+        if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
+            m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
+            cmr_event_t e0;
+            cmr_event_read(m->u.event_batch.events.data, 0, &e0);
+            if (e0.method_id == method_id && e0.kind == CMR_EVENT_ENTER)
+                return &m->u.event_batch;
+        }
+    }
+    return NULL;
+}
+
+/* Whether m is the first batch of a segment of the agent whose parent is root's segment. */
+static bool is_child_of(const agent_run_t *r, const cmr_msg_t *m, const cmr_event_batch_t *root)
+{
+    return m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
+           m->u.event_batch.batch_seq == 0 && m->u.event_batch.parent &&
+           m->u.event_batch.parent->segment_id == root->segment_id;
+}
+
 /* The batches of one segment, in order, as one array of events (NULL when a batch is
  * missing). *n gets the count; the caller frees. */
 static cmr_event_t *segment_events(agent_run_t *r, int64_t segment, size_t *n, const cmr_event_batch_t **first)
 {
-    size_t cap = 64;
-    cmr_event_t *ev = malloc(cap * sizeof *ev);
+    size_t cap = 0;
+    cmr_event_t *ev = NULL;
+    assert_int_equal(CMR_ARRAY_GROW(ev, cap, 1), 0); /* not NULL, even for no events */
     *n = 0;
     *first = NULL;
     for (int32_t seq = 0;; seq++) {
@@ -566,8 +594,7 @@ static cmr_event_t *segment_events(agent_run_t *r, int64_t segment, size_t *n, c
             return NULL;
         }
         for (int32_t k = 0; k < b->event_count; k++) {
-            if (*n == cap)
-                ev = realloc(ev, (cap *= 2) * sizeof *ev);
+            assert_int_equal(CMR_ARRAY_GROW(ev, cap, *n + 1), 0);
             cmr_event_read(b->events.data, (size_t)k, &ev[(*n)++]);
         }
         if (b->last)
@@ -581,23 +608,15 @@ static void test_context_follows_work_to_other_threads(void **state)
     agent_run_t r;
     agent_start(&r, "fanout", NULL);
     agent_configure(&r, 10000);
-    jvm_proc_send(&r.jvm, "load demo.Work demo.Fanout");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work demo.Fanout");
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     const cmr_class_loaded_t *fan = wait_class(&r, "demo/Fanout", -1, 30000);
     assert_non_null(work);
     assert_non_null(fan);
-    instrument_work(&r, work, &sequence_probe, 40);
-    cf_instrument_result res;
-    cf_error err;
+    instrument_work(&r, work, &agent_sequence_probe, 40);
     /* Fanout.run only: the worker side's lambda stands for JDK code that runs before the
      * task, which is not instrumented */
-    assert_int_equal(
-        cf_instrument_class(fan->bytecode.data, fan->bytecode.len, &sequence_probe, only_run, NULL, &res, &err), CF_OK);
-    assert_int_equal(
-        send_redefine(&r, 41, "demo/Fanout", fan->loader_id, fan->class_hash, res.bytes, res.len, false)->status,
-        CMR_COMMAND_APPLIED);
-    cf_instrument_result_free(&res);
+    redefine_instrumented(&r, fan, &agent_sequence_probe, only_run, 41);
 
     jvm_proc_send(&r.jvm, "fanout 5");
     assert_int_equal(jvm_proc_expect(&r.jvm, "fanout: tasks=5", NULL, 0, 30000), 0);
@@ -608,16 +627,7 @@ static void test_context_follows_work_to_other_threads(void **state)
     const cmr_event_batch_t *root = NULL;
     for (int i = 0; i < 200 && !root; i++) {
         cmr_peer_poll(&peer, 100);
-        for (size_t k = 0; k < peer.n && !root; k++) {
-            const cmr_msg_t *m = &peer.recs[k]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
-                m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
-                cmr_event_t e0;
-                cmr_event_read(m->u.event_batch.events.data, 0, &e0);
-                if (e0.method_id == run_id && e0.kind == CMR_EVENT_ENTER)
-                    root = &m->u.event_batch;
-            }
-        }
+        root = root_batch(&r, run_id);
     }
     assert_non_null(root);
     assert_null(root->parent);
@@ -647,9 +657,7 @@ static void test_context_follows_work_to_other_threads(void **state)
     char seen_fork[4096] = {0};
     for (size_t k = 0; k < peer.n; k++) {
         const cmr_msg_t *m = &peer.recs[k]->msg;
-        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != r.agent_id ||
-            m->u.event_batch.batch_seq != 0 || !m->u.event_batch.parent ||
-            m->u.event_batch.parent->segment_id != root->segment_id)
+        if (!is_child_of(&r, m, root))
             continue;
         const cmr_event_batch_t *c = &m->u.event_batch;
         assert_memory_equal(c->trace_id, root->trace_id, 16);
@@ -699,7 +707,7 @@ static void instrument_thread_pool(agent_run_t *r, const cmr_class_loaded_t *tpe
                                     {{CF_PARG_ARG, 1, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
                                    {0},
                                    {0}};
-    static const cf_probe end = {"ctx-end", PROBE_CALL("ctxEnd"), {0}, {0}};
+    static const cf_probe end = {"ctx-end", AGENT_PROBE_CALL("ctxEnd"), {0}, {0}};
     cf_class *c;
     cf_error err;
     assert_int_equal(cf_class_parse(tpe->bytecode.data, tpe->bytecode.len, &c, &err), CF_OK);
@@ -737,8 +745,7 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
     agent_run_t r;
     agent_start(&r, "pool", NULL);
     agent_configure(&r, 10000);
-    jvm_proc_send(&r.jvm, "load demo.Work demo.PoolWork");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work demo.PoolWork");
     const cmr_class_loaded_t *tpe = wait_class(&r, "java/util/concurrent/ThreadPoolExecutor", -1, 30000);
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     const cmr_class_loaded_t *pw = wait_class(&r, "demo/PoolWork", -1, 30000);
@@ -746,15 +753,8 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
     assert_non_null(work);
     assert_non_null(pw);
     instrument_thread_pool(&r, tpe, 50);
-    instrument_work(&r, work, &sequence_probe, 51);
-    cf_instrument_result res;
-    cf_error err;
-    assert_int_equal(
-        cf_instrument_class(pw->bytecode.data, pw->bytecode.len, &sequence_probe, only_run, NULL, &res, &err), CF_OK);
-    assert_int_equal(
-        send_redefine(&r, 52, "demo/PoolWork", pw->loader_id, pw->class_hash, res.bytes, res.len, false)->status,
-        CMR_COMMAND_APPLIED);
-    cf_instrument_result_free(&res);
+    instrument_work(&r, work, &agent_sequence_probe, 51);
+    redefine_instrumented(&r, pw, &agent_sequence_probe, only_run, 52);
 
     jvm_proc_send(&r.jvm, "pool 4");
     assert_int_equal(jvm_proc_expect(&r.jvm, "pool: tasks=4", NULL, 0, 30000), 0);
@@ -767,25 +767,13 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
     int children = 0;
     for (int i = 0; i < 200 && children < 4; i++) {
         cmr_peer_poll(&peer, 100);
-        for (size_t k = 0; k < peer.n && !root; k++) {
-            const cmr_msg_t *m = &peer.recs[k]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
-                m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
-                cmr_event_t e0;
-                cmr_event_read(m->u.event_batch.events.data, 0, &e0);
-                if (e0.method_id == run_id)
-                    root = &m->u.event_batch;
-            }
-        }
+        if (!root)
+            root = root_batch(&r, run_id);
         if (!root)
             continue;
         children = 0;
-        for (size_t k = 0; k < peer.n; k++) {
-            const cmr_msg_t *m = &peer.recs[k]->msg;
-            children += m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
-                        m->u.event_batch.parent && m->u.event_batch.parent->segment_id == root->segment_id &&
-                        m->u.event_batch.batch_seq == 0;
-        }
+        for (size_t k = 0; k < peer.n; k++)
+            children += is_child_of(&r, &peer.recs[k]->msg, root);
     }
     assert_non_null(root);
     size_t np;
@@ -799,8 +787,7 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
     assert_int_equal(children, 4);
     for (size_t k = 0; k < peer.n; k++) {
         const cmr_msg_t *m = &peer.recs[k]->msg;
-        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != r.agent_id || !m->u.event_batch.parent ||
-            m->u.event_batch.parent->segment_id != root->segment_id || m->u.event_batch.batch_seq != 0)
+        if (!is_child_of(&r, m, root))
             continue;
         const cmr_event_batch_t *c = &m->u.event_batch;
         assert_memory_equal(c->trace_id, root->trace_id, 16);
@@ -834,11 +821,10 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
     /* a generous shutdown flush: tens of thousands of small batches may still be queued */
     agent_start(&r, "stress", "agent.ring.records=4096,agent.shutdown.flush.ms=30000");
     agent_configure(&r, 10000);
-    jvm_proc_send(&r.jvm, "load demo.Work");
-    assert_int_equal(jvm_proc_expect(&r.jvm, "loaded", NULL, 0, 10000), 0);
+    load_classes(&r, "demo.Work");
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     assert_non_null(work);
-    instrument_work(&r, work, &sequence_probe, 20);
+    instrument_work(&r, work, &agent_sequence_probe, 20);
     char line[128];
     const int threads = 16;
     const long calls = 20000;

@@ -6,17 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int peer_start(cmr_peer_t *p, const char *bootstrap, bool with_data)
 {
@@ -68,18 +62,19 @@ void cmr_peer_stop(cmr_peer_t *p)
 
 void cmr_peer_poll(cmr_peer_t *p, int ms)
 {
-    long long deadline = now_ms() + ms;
+    int64_t deadline = cmr_mono_ms() + ms;
     do {
         cmr_record_t *rec;
         if (cmr_consumer_poll(p->consumer, 50, &rec) == 1) {
-            if (p->n == p->cap) {
-                p->cap = p->cap ? p->cap * 2 : 1024;
-                p->recs = realloc(p->recs, p->cap * sizeof *p->recs);
-            }
             cmr_consumer_done(p->consumer, rec);
+            if (CMR_ARRAY_GROW(p->recs, p->cap, p->n + 1) != 0) {
+                fprintf(stderr, "cmr_peer: out of memory, record dropped\n");
+                cmr_record_free(rec);
+                continue;
+            }
             p->recs[p->n++] = rec;
         }
-    } while (now_ms() < deadline);
+    } while (cmr_mono_ms() < deadline);
 }
 
 static const cmr_record_t *find(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud, size_t k)
@@ -96,10 +91,10 @@ static const cmr_record_t *find(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_mat
 const cmr_record_t *cmr_peer_wait(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud, size_t k,
                                   int timeout_ms)
 {
-    long long deadline = now_ms() + timeout_ms;
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
     for (;;) {
         const cmr_record_t *r = find(p, type, fn, ud, k);
-        if (r || now_ms() >= deadline)
+        if (r || cmr_mono_ms() >= deadline)
             return r;
         cmr_peer_poll(p, 50);
     }

@@ -12,17 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "cmr/clock.h"
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+extern char **environ;
 
 int jvm_proc_start(jvm_proc_t *j, const char *const *argv)
 {
@@ -65,7 +59,7 @@ int jvm_proc_send(jvm_proc_t *j, const char *line)
 
 int jvm_proc_expect(jvm_proc_t *j, const char *prefix, char *out, size_t outlen, int timeout_ms)
 {
-    long long deadline = now_ms() + timeout_ms;
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
     for (;;) {
         char *nl;
         while ((nl = memchr(j->buf, '\n', j->len))) {
@@ -79,7 +73,7 @@ int jvm_proc_expect(jvm_proc_t *j, const char *prefix, char *out, size_t outlen,
             if (hit)
                 return 0;
         }
-        long long left = deadline - now_ms();
+        int64_t left = deadline - cmr_mono_ms();
         if (left <= 0 || j->len == sizeof j->buf)
             return -1;
         struct pollfd p = {j->out_fd, POLLIN, 0};
@@ -94,15 +88,15 @@ int jvm_proc_expect(jvm_proc_t *j, const char *prefix, char *out, size_t outlen,
 
 int jvm_proc_wait(jvm_proc_t *j, int timeout_ms)
 {
-    long long deadline = now_ms() + timeout_ms;
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
     int status;
-    while (now_ms() < deadline) {
+    while (cmr_mono_ms() < deadline) {
         pid_t r = waitpid(j->pid, &status, WNOHANG);
         if (r == j->pid) {
             j->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
-        usleep(20000);
+        cmr_sleep_ms(20);
     }
     kill(j->pid, SIGKILL);
     waitpid(j->pid, NULL, 0);
