@@ -169,10 +169,13 @@ static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const cha
 
 static int64_t request_id(uint64_t agent, int64_t loader, const char *name, uint64_t hash, uint64_t sig, int kind)
 {
-    char buf[1200];
-    int n = snprintf(buf, sizeof buf, "%016" PRIx64 "/%" PRId64 "/%s/%016" PRIx64 "/%016" PRIx64 "/%d", agent, loader,
-                     name, hash, sig, kind);
-    return (int64_t)(XXH3_64bits(buf, (size_t)(n > 0 ? n : 0)) & INT64_MAX);
+    /* the whole text, whatever the length of the class name (an id is never cut) */
+    cmr_buf_t b = {0};
+    cmr_buf_printf(&b, "%016" PRIx64 "/%" PRId64 "/%s/%016" PRIx64 "/%016" PRIx64 "/%d", agent, loader, name, hash, sig,
+                   kind);
+    uint64_t h = cmr_buf_ok(&b) ? XXH3_64bits(b.data, b.len) : 0;
+    cmr_buf_free(&b);
+    return (int64_t)(h & INT64_MAX);
 }
 
 static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const cmr_instr_built_t *b)
@@ -262,11 +265,16 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
         cmr_instr_meta_free(&meta);
         return rc;
     }
+    if (cmr_instr_class_rec_ids(rec, t->instance, t->env_id) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.id_too_long", "class=%s agent=%016" PRIx64 " environment=%s", name, t->agent,
+                t->env_id);
+        cmr_instr_decision_free(&d);
+        cmr_instr_meta_free(&meta);
+        return 0;
+    }
     cmr_buf_t bytes = {0};
     int have = cmr_instr_cache_bytes(w->cache, rec->hash, &bytes);
     char topic[CMR_TOPIC_NAME_MAX];
-    snprintf(rec->instance_id, sizeof rec->instance_id, "%s", t->instance);
-    snprintf(rec->env_id, sizeof rec->env_id, "%s", t->env_id);
     rec->revision = t->revision;
     if (have < 0) {
         rc = -1;
@@ -375,10 +383,15 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         cmr_log(CMR_LOG_WARN, "instr.hash_mismatch",
                 "class=%s agent=%016" PRIx64 " sent=%016" PRIx64 " computed=%016" PRIx64, cl->class_name, agent,
                 (uint64_t)cl->class_hash, hash);
-    w->classes++;
     cmr_instr_agent_rec_t ar = {cl->revision, partition, "", ""};
-    snprintf(ar.instance_id, sizeof ar.instance_id, "%s", cl->instance_id);
-    snprintf(ar.env_id, sizeof ar.env_id, "%s", cl->environment_id);
+    cmr_instr_class_rec_t rec = {0};
+    if (cmr_instr_agent_rec_ids(&ar, cl->instance_id, cl->environment_id) != 0 ||
+        cmr_instr_class_rec_ids(&rec, cl->instance_id, cl->environment_id) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.class_rejected",
+                "agent=%016" PRIx64 " reason=\"instance or environment id too long\"", agent);
+        return 0;
+    }
+    w->classes++;
     cmr_instr_cache_put_agent(w->cache, agent, &ar);
 
     cmr_instr_meta_t meta;
@@ -415,9 +428,9 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
                                cl->bytecode.len, &meta, &d, revision, &sig);
     if (rc == 0) {
-        cmr_instr_class_rec_t rec = {hash, sig, revision, 0, "", ""};
-        snprintf(rec.instance_id, sizeof rec.instance_id, "%s", cl->instance_id);
-        snprintf(rec.env_id, sizeof rec.env_id, "%s", cl->environment_id);
+        rec.hash = hash;
+        rec.signature = sig;
+        rec.revision = revision;
         cmr_instr_cache_put_class(w->cache, agent, cl->loader_id, cl->class_name, &rec);
         rc = resolve_waiters(w, &t, meta.name);
     }

@@ -52,6 +52,12 @@ typedef struct cmr_instr_agent_rec {
     char env_id[128];
 } cmr_instr_agent_rec_t;
 
+/* Copies the ids into a record's fields. 0, or -1 (record unchanged) when one of them does
+ * not fit: ids are never cut (a valid instance id has 32 characters, an environment id at
+ * most 64). */
+int cmr_instr_class_rec_ids(cmr_instr_class_rec_t *r, const char *instance_id, const char *env_id);
+int cmr_instr_agent_rec_ids(cmr_instr_agent_rec_t *r, const char *instance_id, const char *env_id);
+
 /* budget: bytes of unpinned class files kept (0: keep none). sync: fsync every commit. */
 cmr_instr_cache_t *cmr_instr_cache_open(const char *path, uint64_t budget, int sync, char *err, size_t errlen);
 void cmr_instr_cache_close(cmr_instr_cache_t *c);
