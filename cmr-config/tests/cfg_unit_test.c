@@ -244,6 +244,13 @@ static void test_doc_errors(void **state)
     /* YAML syntax errors carry the line too */
     expect_error("version: 1\nenvironments:\n  - id: [a\n  - id: b\n", "f.yaml:4: YAML syntax:");
     expect_error("version: 1\n\tenvironments: []\n", "f.yaml:2: YAML syntax:");
+    /* a long message is whole when the caller's buffer holds it (it was cut at 400 bytes) */
+    char text[600], key[301];
+    memset(key, 'k', 300);
+    key[300] = '\0';
+    snprintf(text, sizeof text,
+             "version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        %s: x\n", key);
+    expect_error(text, "descriptor, modifiers, constructors)");
 }
 
 /* --- projection --------------------------------------------------------------------- */
