@@ -8,6 +8,7 @@
  */
 #include "cmr/cfg_doc.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -115,14 +116,14 @@ int cmr_cfg_modifier_flag(const char *name)
 
 void cmr_cfg_modifiers_str(int flags, const char *neg, char *buf, size_t len)
 {
+    assert(len >= CMR_CFG_MODIFIERS_MAX && (!neg || strlen(neg) <= 1));
     size_t at = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < sizeof modifiers / sizeof modifiers[0]; i++) {
         if (!(flags & modifiers[i].flag))
             continue;
         int w = snprintf(buf + at, len - at, "%s%s%s", at ? ", " : "", neg ? neg : "", modifiers[i].name);
-        if (w < 0 || (size_t)w >= len - at)
-            return;
+        assert(w >= 0 && (size_t)w < len - at); /* CMR_CFG_MODIFIERS_MAX holds them all */
         at += (size_t)w;
     }
 }

@@ -22,7 +22,9 @@
 #include <xxhash.h>
 
 #include "cmr/reader.h"
+#include "cmr/buf.h"
 #include "cmr/cfg_state.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_probe.h"
@@ -59,9 +61,7 @@ typedef struct lookup_ctx {
 
 static int64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cmr_mono_ms();
 }
 
 /* --- lookup of supertypes ------------------------------------------------------------- */
@@ -80,16 +80,10 @@ static const cmr_instr_meta_t *lookup_type(const char *type, void *ud)
         free(m);
         return NULL;
     }
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 8;
-        cmr_instr_meta_t **l = realloc(x->loaded, cap * sizeof *l);
-        if (!l) {
-            cmr_instr_meta_free(m);
-            free(m);
-            return NULL;
-        }
-        x->loaded = l;
-        x->cap = cap;
+    if (CMR_ARRAY_GROW(x->loaded, x->cap, x->n + 1) != 0) {
+        cmr_instr_meta_free(m);
+        free(m);
+        return NULL;
     }
     x->loaded[x->n++] = m;
     return m;
@@ -317,49 +311,59 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
     return rc;
 }
 
-typedef struct waiter {
+/* Classes of an agent (collected first: the cache is not written while it is being
+ * iterated). */
+typedef struct class_ref {
     int64_t loader;
-    char *name;
-} waiter_t;
+    char *name; /* owned */
+    cmr_instr_class_rec_t rec;
+} class_ref_t;
 
-typedef struct waiters {
-    waiter_t *items;
+typedef struct class_list {
+    class_ref_t *items; /* owned */
     size_t n, cap;
-} waiters_t;
+} class_list_t;
+
+static int class_list_add(class_list_t *l, int64_t loader, const char *name, const cmr_instr_class_rec_t *r)
+{
+    if (CMR_ARRAY_GROW(l->items, l->cap, l->n + 1) != 0)
+        return -1;
+    class_ref_t *c = &l->items[l->n];
+    *c = (class_ref_t){loader, strdup(name), {0}};
+    if (!c->name)
+        return -1;
+    if (r)
+        c->rec = *r;
+    l->n++;
+    return 0;
+}
+
+static void class_list_free(class_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].name);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
 
 static int collect_waiter(int64_t loader, const char *name, void *ud)
 {
-    waiters_t *x = ud;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 16;
-        waiter_t *items = realloc(x->items, cap * sizeof *items);
-        if (!items)
-            return -1;
-        x->items = items;
-        x->cap = cap;
-    }
-    x->items[x->n].loader = loader;
-    x->items[x->n].name = strdup(name);
-    if (!x->items[x->n].name)
-        return -1;
-    x->n++;
-    return 0;
+    return class_list_add(ud, loader, name, NULL);
 }
 
 /* Re-decides the classes that were waiting for `type` (collected first: the cache is not
  * written while it is being iterated). */
 static int resolve_waiters(worker_t *w, const target_t *t, const char *type)
 {
-    waiters_t x = {0};
+    class_list_t x = {0};
     int rc = cmr_instr_cache_each_waiting(w->cache, t->agent, type, collect_waiter, &x) ? -1 : 0;
     for (size_t i = 0; i < x.n; i++) {
         cmr_instr_class_rec_t rec;
         cmr_instr_cache_del_waiting(w->cache, t->agent, type, x.items[i].loader, x.items[i].name);
         if (rc == 0 && cmr_instr_cache_class(w->cache, t->agent, x.items[i].loader, x.items[i].name, &rec) == 1)
             rc = reconcile(w, t, x.items[i].loader, x.items[i].name, &rec);
-        free(x.items[i].name);
     }
-    free(x.items);
+    class_list_free(&x);
     return rc;
 }
 
@@ -486,40 +490,20 @@ static int unit_end(worker_t *w)
 
 /* --- environment runs --------------------------------------------------------------- */
 
-typedef struct class_ref {
-    int64_t loader;
-    char *name;
-    cmr_instr_class_rec_t rec;
-} class_ref_t;
-
-typedef struct class_list {
-    class_ref_t *items;
-    size_t n, cap;
-} class_list_t;
-
 static int collect_class(int64_t loader, const char *name, const cmr_instr_class_rec_t *r, void *ud)
 {
-    class_list_t *l = ud;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 256;
-        class_ref_t *items = realloc(l->items, cap * sizeof *items);
-        if (!items)
-            return -1;
-        l->items = items;
-        l->cap = cap;
-    }
-    l->items[l->n] = (class_ref_t){loader, strdup(name), *r};
-    if (!l->items[l->n].name)
-        return -1;
-    l->n++;
-    return 0;
+    return class_list_add(ud, loader, name, r);
 }
+
+typedef struct agent_ref {
+    uint64_t agent;
+    cmr_instr_agent_rec_t rec;
+} agent_ref_t;
 
 typedef struct env_run {
     worker_t *w;
     const char *env_id;
-    uint64_t *agents;
-    cmr_instr_agent_rec_t *recs;
+    agent_ref_t *agents; /* owned */
     size_t n, cap;
 } env_run_t;
 
@@ -529,20 +513,9 @@ static int collect_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *u
     if (strcmp(r->env_id, x->env_id) != 0 || r->partition < 0 || r->partition >= MAX_PARTITIONS ||
         !x->w->owned[r->partition])
         return 0;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 16;
-        uint64_t *a = realloc(x->agents, cap * sizeof *a);
-        if (a)
-            x->agents = a;
-        cmr_instr_agent_rec_t *rr = realloc(x->recs, cap * sizeof *rr);
-        if (rr)
-            x->recs = rr;
-        if (!a || !rr)
-            return -1;
-        x->cap = cap;
-    }
-    x->agents[x->n] = agent;
-    x->recs[x->n++] = *r;
+    if (CMR_ARRAY_GROW(x->agents, x->cap, x->n + 1) != 0)
+        return -1;
+    x->agents[x->n++] = (agent_ref_t){agent, *r};
     return 0;
 }
 
@@ -553,23 +526,21 @@ static int run_env(worker_t *w, const char *env_id)
     const cmr_environment_t *env = env_of(w, env_id, &revision);
     if (!env)
         revision = cmr_cfg_state_key_revision(w->state, env_id);
-    env_run_t x = {w, env_id, NULL, NULL, 0, 0};
+    env_run_t x = {w, env_id, NULL, 0, 0};
     cmr_instr_cache_each_agent(w->cache, collect_agent, &x);
     uint64_t before[3] = {w->redefines, w->resends, w->originals};
     size_t n_classes = 0;
     int rc = 0;
     for (size_t i = 0; i < x.n && rc == 0; i++) {
         class_list_t l = {0};
-        cmr_instr_cache_each_class(w->cache, x.agents[i], collect_class, &l);
-        target_t t = {x.agents[i], x.recs[i].instance_id, env_id, env, revision};
+        cmr_instr_cache_each_class(w->cache, x.agents[i].agent, collect_class, &l);
+        target_t t = {x.agents[i].agent, x.agents[i].rec.instance_id, env_id, env, revision};
         unit_begin(w);
         for (size_t j = 0; j < l.n && rc == 0; j++)
             if (strcmp(l.items[j].rec.instance_id, t.instance) == 0) /* loader ids are per run */
                 rc = reconcile(w, &t, l.items[j].loader, l.items[j].name, &l.items[j].rec);
         n_classes += l.n;
-        for (size_t j = 0; j < l.n; j++)
-            free(l.items[j].name);
-        free(l.items);
+        class_list_free(&l);
         if (rc == 0)
             rc = unit_end(w);
         else
@@ -586,7 +557,6 @@ static int run_env(worker_t *w, const char *env_id)
             env_id, revision, x.n, n_classes, w->redefines - before[0], w->resends - before[1],
             w->originals - before[2], rc == 0);
     free(x.agents);
-    free(x.recs);
     return rc;
 }
 
