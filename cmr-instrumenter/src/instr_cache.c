@@ -216,6 +216,41 @@ static int each_prefix(cmr_instr_cache_t *c, const cmr_buf_t *prefix, raw_fn *fn
     return rc;
 }
 
+/* Records keyed by a kind and one 64-bit id (the key is built and freed here). */
+static int id_put(cmr_instr_cache_t *c, char kind, uint64_t id, const void *v, size_t n)
+{
+    cmr_buf_t k = {0};
+    k_id(&k, kind, id);
+    int rc = put(c, &k, v, n);
+    cmr_buf_free(&k);
+    return rc;
+}
+
+static int id_exists(cmr_instr_cache_t *c, char kind, uint64_t id)
+{
+    cmr_buf_t k = {0};
+    k_id(&k, kind, id);
+    int rc = exists(c, &k);
+    cmr_buf_free(&k);
+    return rc;
+}
+
+static int id_get_u64(cmr_instr_cache_t *c, char kind, uint64_t id, uint64_t *out)
+{
+    cmr_buf_t k = {0};
+    k_id(&k, kind, id);
+    int rc = get_u64(c, &k, out);
+    cmr_buf_free(&k);
+    return rc;
+}
+
+static int id_put_u64(cmr_instr_cache_t *c, char kind, uint64_t id, uint64_t v)
+{
+    uint8_t b[8];
+    cmr_put_be64(b, v);
+    return id_put(c, kind, id, b, sizeof b);
+}
+
 /* --- open / commit ------------------------------------------------------------------ */
 
 static void load_counters(cmr_instr_cache_t *c)
@@ -421,23 +456,16 @@ int cmr_instr_cache_bytes(cmr_instr_cache_t *c, uint64_t hash, cmr_buf_t *out)
 
 int cmr_instr_cache_pin(cmr_instr_cache_t *c, uint64_t hash)
 {
-    cmr_buf_t k = {0};
-    k_id(&k, 'p', hash);
-    int rc = put(c, &k, "", 0);
-    cmr_buf_free(&k);
-    return rc;
+    return id_put(c, 'p', hash, "", 0);
 }
 
 /* Records unpinned bytes in the eviction order: e <seq> -> hash, length. */
 static int put_evict_entry(cmr_instr_cache_t *c, uint64_t hash, size_t len)
 {
-    cmr_buf_t k = {0};
-    k_id(&k, 'e', c->seq++);
     uint8_t v[16];
     cmr_put_be64(v, hash);
     cmr_put_be64(v + 8, len);
-    int rc = put(c, &k, v, sizeof v);
-    cmr_buf_free(&k);
+    int rc = id_put(c, 'e', c->seq++, v, sizeof v);
     if (rc == 0)
         c->unpinned += len;
     return rc;
@@ -445,21 +473,18 @@ static int put_evict_entry(cmr_instr_cache_t *c, uint64_t hash, size_t len)
 
 int cmr_instr_cache_put_bytes(cmr_instr_cache_t *c, uint64_t hash, const void *data, size_t len, int pinned)
 {
-    cmr_buf_t k = {0};
-    k_id(&k, 'b', hash);
-    int have = exists(c, &k), rc = 0;
+    int have = id_exists(c, 'b', hash), rc = 0;
     if (have < 0)
         rc = -1;
     else if (pinned) {
         rc = cmr_instr_cache_pin(c, hash);
         if (rc == 0 && !have)
-            rc = put(c, &k, data, len);
+            rc = id_put(c, 'b', hash, data, len);
     } else if (!have && c->budget != 0) {
-        rc = put(c, &k, data, len);
+        rc = id_put(c, 'b', hash, data, len);
         if (rc == 0)
             rc = put_evict_entry(c, hash, len);
     }
-    cmr_buf_free(&k);
     return rc;
 }
 
@@ -737,31 +762,20 @@ int cmr_instr_cache_put_env_run(cmr_instr_cache_t *c, const char *env_id, int64_
 
 int cmr_instr_cache_method_sent(cmr_instr_cache_t *c, uint64_t method_id)
 {
-    cmr_buf_t k = {0};
-    k_id(&k, 'm', method_id);
-    int rc = exists(c, &k);
-    cmr_buf_free(&k);
-    return rc;
+    return id_exists(c, 'm', method_id);
 }
 
 int cmr_instr_cache_put_method_sent(cmr_instr_cache_t *c, uint64_t method_id)
 {
-    cmr_buf_t k = {0};
-    k_id(&k, 'm', method_id);
-    int rc = put(c, &k, "", 0);
-    cmr_buf_free(&k);
-    return rc;
+    return id_put(c, 'm', method_id, "", 0);
 }
 
 int cmr_instr_cache_offset(cmr_instr_cache_t *c, int32_t partition, int64_t *offset)
 {
-    cmr_buf_t k = {0};
-    k_id(&k, 'o', (uint64_t)(uint32_t)partition);
     uint64_t v = 0;
-    int rc = get_u64(c, &k, &v);
+    int rc = id_get_u64(c, 'o', (uint64_t)(uint32_t)partition, &v);
     if (rc == 1)
         *offset = (int64_t)v;
-    cmr_buf_free(&k);
     return rc;
 }
 
@@ -770,9 +784,5 @@ int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t 
     int64_t cur;
     if (cmr_instr_cache_offset(c, partition, &cur) == 1 && cur >= offset)
         return 0;
-    cmr_buf_t k = {0};
-    k_id(&k, 'o', (uint64_t)(uint32_t)partition);
-    int rc = put_u64(c, &k, (uint64_t)offset);
-    cmr_buf_free(&k);
-    return rc;
+    return id_put_u64(c, 'o', (uint64_t)(uint32_t)partition, (uint64_t)offset);
 }
