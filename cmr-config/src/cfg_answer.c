@@ -5,9 +5,11 @@
  */
 #include "cmr/cfg_answer.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/cfg_match.h"
 #include "cmr/ids.h"
 
@@ -21,16 +23,25 @@ const char *cmr_cfg_agent_env(const cmr_cfg_state_t *s, const char *name, const 
     return m[i].environment_id;
 }
 
-static void addresses_str(const cmr_strings_t *ips, char *buf, size_t len)
+/* The addresses, comma-separated, whole. */
+static void addresses_str(const cmr_strings_t *ips, cmr_buf_t *b)
 {
-    size_t at = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < ips->count && at < len; i++) {
-        int w = snprintf(buf + at, len - at, "%s%s", i ? "," : "", ips->items[i]);
-        if (w < 0)
-            break;
-        at += (size_t)w;
-    }
+    for (size_t i = 0; i < ips->count; i++)
+        cmr_buf_printf(b, "%s%s", i ? "," : "", ips->items[i]);
+}
+
+/* The reason is a message for people: cut to the storage of the answer when longer, and
+ * then marked so ("..." at the end). */
+static void set_reason(cmr_cfg_answer_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_reason(cmr_cfg_answer_t *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(a->reason, sizeof a->reason, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n >= sizeof a->reason)
+        memcpy(a->reason + sizeof a->reason - 4, "...", 4);
 }
 
 static void fill_no_env(const cmr_cfg_state_t *s, const cmr_agent_registration_t *reg, int64_t now_ms,
@@ -39,16 +50,15 @@ static void fill_no_env(const cmr_cfg_state_t *s, const cmr_agent_registration_t
     size_t n;
     const cmr_agent_mapping_t *m = cmr_cfg_state_mappings(s, &n, NULL);
     long i = cmr_cfg_resolve(m, n, reg->agent_name, &reg->ip_addresses);
-    char addrs[256];
-    addresses_str(&reg->ip_addresses, addrs, sizeof addrs);
+    cmr_buf_t addrs = {0};
+    addresses_str(&reg->ip_addresses, &addrs);
     if (i >= 0)
-        snprintf(a->reason, sizeof a->reason,
-                 "agent mapping %ld (agent \"%s\", address %s) names environment \"%s\", which does not exist", i + 1,
-                 m[i].agent_pattern, m[i].address, m[i].environment_id);
+        set_reason(a, "agent mapping %ld (agent \"%s\", address %s) names environment \"%s\", which does not exist",
+                   i + 1, m[i].agent_pattern, m[i].address, m[i].environment_id);
     else
-        snprintf(a->reason, sizeof a->reason,
-                 "no agent mapping matches agent name \"%s\" with addresses [%s] (%zu mappings)", reg->agent_name,
-                 addrs, n);
+        set_reason(a, "no agent mapping matches agent name \"%s\" with addresses [%s] (%zu mappings)", reg->agent_name,
+                   cmr_buf_str(&addrs), n);
+    cmr_buf_free(&addrs);
     a->configured = 0;
     a->no_env.instance_id = reg->instance_id;
     a->no_env.agent_name = reg->agent_name;

@@ -8,28 +8,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cmr/buf.h"
 #include "cmr/cfg_doc.h"
 #include "cmr/reader.h"
 #include "cmr/cfg_state.h"
+#include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Reads cmr.config to its end. NULL with the reason on stderr. */
 static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
@@ -46,10 +33,10 @@ static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
         return NULL;
     }
     cmr_cfg_state_t *s = cmr_cfg_state_new();
-    int64_t deadline = mono_ms() + timeout;
+    int64_t deadline = cmr_mono_ms() + timeout;
     cmr_reader_rec_t rec;
     while (s && !cmr_reader_caught_up(r)) {
-        int rc = mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
+        int rc = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
         if (rc < 0) {
             fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n",
                     cmr_topic_name(CMR_TOPIC_CONFIG), timeout);
@@ -64,16 +51,18 @@ static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
     return s;
 }
 
-static const char *author(const cmr_conf_t *conf, char *buf, size_t len)
+/* The author recorded in the changes: config.author, or user@host built whole in buf
+ * (owned by the caller). */
+static const char *author(const cmr_conf_t *conf, cmr_buf_t *buf)
 {
     const char *a = cmr_conf_get(conf, "config.author", NULL);
     if (a)
         return a;
-    char host[128] = "?";
+    char host[256] = "?"; /* HOST_NAME_MAX is 64 */
     gethostname(host, sizeof host - 1);
     const char *user = getenv("USER");
-    snprintf(buf, len, "%s@%s", user ? user : "?", host);
-    return buf;
+    cmr_buf_printf(buf, "%s@%s", user ? user : "?", host);
+    return cmr_buf_ok(buf) ? cmr_buf_str(buf) : "?";
 }
 
 /* --- the plan: what apply would publish --------------------------------------------- */
@@ -116,7 +105,7 @@ static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const c
             return -1;
         }
     }
-    int64_t t = now_ms();
+    int64_t t = cmr_wall_ms();
     for (size_t i = 0; i < doc->n_envs; i++) {
         const cmr_environment_t *cur = cmr_cfg_state_env(s, doc->envs[i].id, NULL);
         if (cur && cmr_cfg_env_equal(cur, &doc->envs[i]))
@@ -190,7 +179,8 @@ static int publish(const cmr_conf_t *conf, const cmr_config_change_t *changes, s
 int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FILE *out)
 {
     cmr_cfg_doc_t doc;
-    char err[1024], who[256];
+    char err[1024];
+    cmr_buf_t who = {0};
     if (cmr_cfg_doc_load(path, &doc, err, sizeof err) != 0) {
         fprintf(stderr, "cmr-config: %s\ncmr-config: nothing changed\n", err);
         return 1;
@@ -198,7 +188,7 @@ int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FIL
     cmr_cfg_state_t *s = load_state(conf);
     plan_t plan = {0};
     int rc = 1;
-    if (s && make_plan(s, &doc, path, author(conf, who, sizeof who), &plan) == 0) {
+    if (s && make_plan(s, &doc, path, author(conf, &who), &plan) == 0) {
         print_plan(&plan, dry_run, out);
         rc = dry_run || plan.n == 0 ? 0 : publish(conf, plan.changes, plan.n);
     } else if (s) {
@@ -208,6 +198,7 @@ int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FIL
     free(plan.what);
     cmr_cfg_state_free(s);
     cmr_cfg_doc_free(&doc);
+    cmr_buf_free(&who);
     return rc;
 }
 
@@ -278,16 +269,17 @@ int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
     if (!e && rc == 1)
         fprintf(stderr, "cmr-config: no environment \"%s\"\n", id);
     if (e) {
-        char who[256];
+        cmr_buf_t who = {0};
         cmr_environment_t gone = {.id = (char *)id, .name = (char *)id, .description = ""};
         cmr_config_change_t c = {.kind = CMR_CONFIG_ENVIRONMENT_DELETED,
                                  .revision = cmr_cfg_state_key_revision(s, id) + 1,
-                                 .time_ms = now_ms(),
-                                 .author = (char *)author(conf, who, sizeof who),
+                                 .time_ms = cmr_wall_ms(),
+                                 .author = (char *)author(conf, &who),
                                  .environment = &gone};
         rc = publish(conf, &c, 1);
         if (rc == 0)
             fprintf(out, "environment %s: deleted (revision %" PRId64 ")\n", id, c.revision);
+        cmr_buf_free(&who);
     }
     cmr_cfg_state_free(s);
     return rc ? 1 : 0;

@@ -8,14 +8,20 @@
  */
 #include "cmr/cfg_doc.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
+#include "cmr/buf.h"
 #include "cmr/cfg_match.h"
+
+/* The largest environment file read (64 MiB). */
+#define CFG_FILE_MAX ((size_t)64 << 20)
 
 struct cmr_cfg_pool {
     void **items;
@@ -28,24 +34,28 @@ typedef struct parse_ctx {
     char *err;
     size_t errlen;
     cmr_cfg_doc_t *doc;
+    cmr_cfg_pool_t paths; /* owned: node paths for messages, freed when the parse ends */
 } parse_ctx_t;
 
 /* --- pool --------------------------------------------------------------------------- */
 
 static void *pool_alloc(cmr_cfg_pool_t *p, size_t size)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 32;
-        void **items = realloc(p->items, cap * sizeof *items);
-        if (!items)
-            return NULL;
-        p->items = items;
-        p->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(p->items, p->cap, p->n + 1) != 0)
+        return NULL;
     void *m = calloc(1, size ? size : 1);
     if (m)
         p->items[p->n++] = m;
     return m;
+}
+
+/* Frees the allocations of the pool (not the pool itself). */
+static void pool_clear(cmr_cfg_pool_t *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->items[i]);
+    free(p->items);
+    memset(p, 0, sizeof *p);
 }
 
 static char *pool_strdup(cmr_cfg_pool_t *p, const char *s)
@@ -61,9 +71,7 @@ void cmr_cfg_doc_free(cmr_cfg_doc_t *doc)
 {
     if (!doc || !doc->pool)
         return;
-    for (size_t i = 0; i < doc->pool->n; i++)
-        free(doc->pool->items[i]);
-    free(doc->pool->items);
+    pool_clear(doc->pool);
     free(doc->pool);
     memset(doc, 0, sizeof *doc);
 }
@@ -108,14 +116,14 @@ int cmr_cfg_modifier_flag(const char *name)
 
 void cmr_cfg_modifiers_str(int flags, const char *neg, char *buf, size_t len)
 {
+    assert(len >= CMR_CFG_MODIFIERS_MAX && (!neg || strlen(neg) <= 1));
     size_t at = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < sizeof modifiers / sizeof modifiers[0]; i++) {
         if (!(flags & modifiers[i].flag))
             continue;
         int w = snprintf(buf + at, len - at, "%s%s%s", at ? ", " : "", neg ? neg : "", modifiers[i].name);
-        if (w < 0 || (size_t)w >= len - at)
-            return;
+        assert(w >= 0 && (size_t)w < len - at); /* CMR_CFG_MODIFIERS_MAX holds them all */
         at += (size_t)w;
     }
 }
@@ -135,16 +143,39 @@ static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...) _
 
 static int fail(parse_ctx_t *c, const yaml_node_t *node, const char *fmt, ...)
 {
-    char msg[400];
+    cmr_buf_t msg = {0};
+    if (node)
+        cmr_buf_printf(&msg, "%s:%zu: ", c->origin, node->start_mark.line + 1);
+    else
+        cmr_buf_printf(&msg, "%s: ", c->origin);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cmr_buf_vprintf(&msg, fmt, ap);
     va_end(ap);
-    if (node)
-        snprintf(c->err, c->errlen, "%s:%zu: %s", c->origin, node->start_mark.line + 1, msg);
-    else
-        snprintf(c->err, c->errlen, "%s: %s", c->origin, msg);
+    /* a message: cut to the caller's buffer when longer (the caller chose its size) */
+    (void)snprintf(c->err, c->errlen, "%s", cmr_buf_ok(&msg) ? cmr_buf_str(&msg) : "out of memory");
+    cmr_buf_free(&msg);
     return -1;
+}
+
+/* The path of a node for messages ("environments[0].sensors[2].class"), whole whatever
+ * its length; it lives until the parse ends. NULL when memory ran out. */
+static const char *node_path(parse_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static const char *node_path(parse_ctx_t *c, const char *fmt, ...)
+{
+    cmr_buf_t b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    cmr_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    char *s = cmr_buf_take(&b);
+    if (s && CMR_ARRAY_GROW(c->paths.items, c->paths.cap, c->paths.n + 1) == 0) {
+        c->paths.items[c->paths.n++] = s;
+        return s;
+    }
+    free(s);
+    return NULL;
 }
 
 static int line_of(const yaml_node_t *n)
@@ -160,6 +191,26 @@ static yaml_node_t *node_at(parse_ctx_t *c, int index)
 static const char *scalar(const yaml_node_t *n)
 {
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* One key of a mapping at `where`: its nodes, and the path of its value ("where.key") in
+ * *w. NULL (error reported) when the key is not a plain name or memory ran out. */
+static const char *pair_key(parse_ctx_t *c, const yaml_node_pair_t *p, const char *where, yaml_node_t **k,
+                            yaml_node_t **v, const char **w)
+{
+    *k = node_at(c, p->key);
+    *v = node_at(c, p->value);
+    const char *key = scalar(*k);
+    if (!key) {
+        fail(c, *k, "%s: keys must be plain names", where);
+        return NULL;
+    }
+    *w = node_path(c, "%s.%s", where, key);
+    if (!*w) {
+        fail(c, *k, "out of memory");
+        return NULL;
+    }
+    return key;
 }
 
 static int want_scalar(parse_ctx_t *c, const yaml_node_t *n, const char *where, const char **out)
@@ -280,13 +331,11 @@ static int parse_assignment(parse_ctx_t *c, const yaml_node_t *n, const char *wh
         return -1;
     int have_sensor = 0, have_class = 0;
     a->method_pattern = pool_strdup(c->doc->pool, "*");
-    char w[160];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
-        const char *key = scalar(k);
+        yaml_node_t *k, *v;
+        const char *w, *key = pair_key(c, p, where, &k, &v, &w);
         if (!key)
-            return fail(c, k, "%s: keys must be plain names", where);
-        snprintf(w, sizeof w, "%s.%s", where, key);
+            return -1;
         if (!strcmp(key, "sensor")) {
             const char *s = NULL;
             if (want_scalar(c, v, w, &s) != 0)
@@ -342,15 +391,13 @@ static int parse_strategy(parse_ctx_t *c, const yaml_node_t *n, const char *wher
 {
     if (want_mapping(c, n, where) != 0)
         return -1;
-    char w[160];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
-        const char *key = scalar(k);
-        snprintf(w, sizeof w, "%s.%s", where, key ? key : "?");
-        int rc;
+        yaml_node_t *k, *v;
+        const char *w, *key = pair_key(c, p, where, &k, &v, &w);
         if (!key)
-            return fail(c, k, "%s: keys must be plain names", where);
-        else if (!strcmp(key, "send_interval_ms"))
+            return -1;
+        int rc;
+        if (!strcmp(key, "send_interval_ms"))
             rc = want_int(c, v, w, 10, 3600000, &s->send_interval_ms);
         else if (!strcmp(key, "ring_records"))
             rc = want_int(c, v, w, 64, 1 << 24, &s->ring_records);
@@ -379,9 +426,10 @@ static int parse_sensors(parse_ctx_t *c, const yaml_node_t *n, const char *where
     env->assignments.items = pool_alloc(c->doc->pool, count * sizeof *env->assignments.items);
     if (!env->assignments.items)
         return fail(c, n, "out of memory");
-    char w[160];
     for (size_t i = 0; i < count; i++) {
-        snprintf(w, sizeof w, "%s[%zu]", where, i);
+        const char *w = node_path(c, "%s[%zu]", where, i);
+        if (!w)
+            return fail(c, n, "out of memory");
         if (parse_assignment(c, node_at(c, n->data.sequence.items.start[i]), w, &env->assignments.items[i]) != 0)
             return -1;
     }
@@ -394,13 +442,11 @@ static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cm
     if (want_mapping(c, n, where) != 0)
         return -1;
     cmr_cfg_default_strategy(&env->strategy);
-    char w[160];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
-        const char *key = scalar(k);
+        yaml_node_t *k, *v;
+        const char *w, *key = pair_key(c, p, where, &k, &v, &w);
         if (!key)
-            return fail(c, k, "%s: keys must be plain names", where);
-        snprintf(w, sizeof w, "%s.%s", where, key);
+            return -1;
         int rc;
         if (!strcmp(key, "id"))
             rc = want_string(c, v, w, &env->id);
@@ -439,10 +485,11 @@ static int parse_envs(parse_ctx_t *c, const yaml_node_t *n)
     d->env_lines = pool_alloc(d->pool, count * sizeof *d->env_lines);
     if (!d->envs || !d->env_lines)
         return fail(c, n, "out of memory");
-    char w[64];
     for (size_t i = 0; i < count; i++) {
         yaml_node_t *e = node_at(c, n->data.sequence.items.start[i]);
-        snprintf(w, sizeof w, "environments[%zu]", i);
+        const char *w = node_path(c, "environments[%zu]", i);
+        if (!w)
+            return fail(c, e, "out of memory");
         if (parse_env(c, e, w, &d->envs[i]) != 0)
             return -1;
         d->env_lines[i] = line_of(e);
@@ -461,13 +508,11 @@ static int parse_mapping(parse_ctx_t *c, const yaml_node_t *n, const char *where
 {
     if (want_mapping(c, n, where) != 0)
         return -1;
-    char w[160];
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_at(c, p->key), *v = node_at(c, p->value);
-        const char *key = scalar(k);
+        yaml_node_t *k, *v;
+        const char *w, *key = pair_key(c, p, where, &k, &v, &w);
         if (!key)
-            return fail(c, k, "%s: keys must be plain names", where);
-        snprintf(w, sizeof w, "%s.%s", where, key);
+            return -1;
         int rc;
         if (!strcmp(key, "agent"))
             rc = want_string(c, v, w, &m->agent_pattern);
@@ -508,10 +553,11 @@ static int parse_mappings(parse_ctx_t *c, const yaml_node_t *n)
     d->mapping_lines = pool_alloc(d->pool, count * sizeof *d->mapping_lines);
     if (!d->mappings || !d->mapping_lines)
         return fail(c, n, "out of memory");
-    char w[64];
     for (size_t i = 0; i < count; i++) {
         yaml_node_t *m = node_at(c, n->data.sequence.items.start[i]);
-        snprintf(w, sizeof w, "mappings[%zu]", i);
+        const char *w = node_path(c, "mappings[%zu]", i);
+        if (!w)
+            return fail(c, m, "out of memory");
         if (parse_mapping(c, m, w, &d->mappings[i]) != 0)
             return -1;
         d->mapping_lines[i] = line_of(m);
@@ -577,8 +623,9 @@ int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_
                  parser.context ? parser.context : "");
         rc = -1;
     } else {
-        parse_ctx_t c = {&ydoc, origin, err, errlen, doc};
+        parse_ctx_t c = {&ydoc, origin, err, errlen, doc, {0}};
         rc = parse_root(&c);
+        pool_clear(&c.paths);
         yaml_document_delete(&ydoc);
     }
     yaml_parser_delete(&parser);
@@ -594,30 +641,26 @@ int cmr_cfg_doc_load(const char *path, cmr_cfg_doc_t *doc, char *err, size_t err
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    size_t cap = 8192, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
+    cmr_buf_t buf = {0};
+    bool big = false;
+    for (;;) {
+        big = buf.len >= CFG_FILE_MAX;
+        if (big || !cmr_buf_reserve(&buf, 8192))
             break;
-        char *bigger = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
+        size_t got = fread(buf.data + buf.len, 1, buf.cap - buf.len - 1, f);
+        buf.len += got;
+        buf.data[buf.len] = 0;
+        if (got == 0)
             break;
-        }
-        buf = bigger;
-        cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f) || big || !cmr_buf_ok(&buf);
     if (f != stdin)
         fclose(f);
-    if (!buf || bad) {
-        free(buf);
+    int rc = -1;
+    if (bad)
         snprintf(err, errlen, "%s: cannot read (too large or I/O error)", path);
-        return -1;
-    }
-    int rc = cmr_cfg_doc_parse(buf, n, path, doc, err, errlen);
-    free(buf);
+    else
+        rc = cmr_cfg_doc_parse((const char *)buf.data, buf.len, path, doc, err, errlen);
+    cmr_buf_free(&buf);
     return rc;
 }

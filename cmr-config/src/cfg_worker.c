@@ -13,11 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cmr/cfg_answer.h"
 #include "cmr/reader.h"
+#include "cmr/buf.h"
 #include "cmr/cfg_state.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -39,20 +40,6 @@ typedef struct worker {
     size_t n_agents, cap_agents;
     cmr_topic_set_t topics_ok; /* command topics known to exist */
 } worker_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* --- command topics and sending ----------------------------------------------------- */
 
@@ -78,7 +65,7 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
     if (ensure_command_topic(w, topic) != 0)
         return -1;
     cmr_cfg_answer_t a;
-    cmr_cfg_answer(w->state, reg, now_ms(), &a);
+    cmr_cfg_answer(w->state, reg, cmr_wall_ms(), &a);
     int rc = a.configured
                  ? cmr_producer_send(w->producer, CMR_MSG_AGENT_CONFIGURATION, &a.cfg, topic, NULL, err, sizeof err)
                  : cmr_producer_send(w->producer, CMR_MSG_NO_ENVIRONMENT, &a.no_env, topic, NULL, err, sizeof err);
@@ -132,15 +119,9 @@ static void registry_add(worker_t *w, const cmr_reader_rec_t *rec)
         a->partition = rec->partition;
         return;
     }
-    if (w->n_agents == w->cap_agents) {
-        size_t cap = w->cap_agents ? w->cap_agents * 2 : 64;
-        agent_t *a = realloc(w->agents, cap * sizeof *a);
-        if (!a) {
-            cmr_msg_free(&m);
-            return;
-        }
-        w->agents = a;
-        w->cap_agents = cap;
+    if (CMR_ARRAY_GROW(w->agents, w->cap_agents, w->n_agents + 1) != 0) {
+        cmr_msg_free(&m);
+        return;
     }
     w->agents[w->n_agents++] = (agent_t){id, rec->partition, m};
 }
@@ -227,10 +208,10 @@ static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
 
 static int catch_up_config(worker_t *w, int64_t timeout_ms)
 {
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
     cmr_reader_rec_t rec;
     while (!cmr_reader_caught_up(w->config_reader)) {
-        if (mono_ms() > deadline) {
+        if (cmr_mono_ms() > deadline) {
             cmr_log(CMR_LOG_ERROR, "config.catch_up_timeout", "topic=%s timeout_ms=%" PRId64,
                     cmr_topic_name(CMR_TOPIC_CONFIG), timeout_ms);
             return -1;

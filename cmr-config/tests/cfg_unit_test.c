@@ -52,6 +52,18 @@ static const char *full_doc = "# a comment\n"
                               "    address: \"2001:db8::/32\"\n"
                               "    environment: batch\n";
 
+/* Every modifier, negated, fits CMR_CFG_MODIFIERS_MAX (the writer asserts it). */
+static void test_modifiers_str(void **state)
+{
+    (void)state;
+    char buf[CMR_CFG_MODIFIERS_MAX];
+    cmr_cfg_modifiers_str(0xffff, "!", buf, sizeof buf);
+    assert_string_equal(buf, "!public, !private, !protected, !static, !final, !synchronized, !bridge, !varargs, "
+                             "!native, !abstract, !strict, !synthetic");
+    cmr_cfg_modifiers_str(0x0009, NULL, buf, sizeof buf);
+    assert_string_equal(buf, "public, static");
+}
+
 static void test_glob(void **state)
 {
     (void)state;
@@ -244,6 +256,13 @@ static void test_doc_errors(void **state)
     /* YAML syntax errors carry the line too */
     expect_error("version: 1\nenvironments:\n  - id: [a\n  - id: b\n", "f.yaml:4: YAML syntax:");
     expect_error("version: 1\n\tenvironments: []\n", "f.yaml:2: YAML syntax:");
+    /* a long message is whole when the caller's buffer holds it (it was cut at 400 bytes) */
+    char text[600], key[301];
+    memset(key, 'k', 300);
+    key[300] = '\0';
+    snprintf(text, sizeof text,
+             "version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        %s: x\n", key);
+    expect_error(text, "descriptor, modifiers, constructors)");
 }
 
 /* --- projection --------------------------------------------------------------------- */
@@ -343,13 +362,9 @@ static void test_state_projection(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),
-        cmocka_unit_test(test_cidr_v4),
-        cmocka_unit_test(test_cidr_v6),
-        cmocka_unit_test(test_resolve_first_match),
-        cmocka_unit_test(test_doc_full),
-        cmocka_unit_test(test_doc_errors),
-        cmocka_unit_test(test_state_projection),
+        cmocka_unit_test(test_glob),       cmocka_unit_test(test_modifiers_str),       cmocka_unit_test(test_cidr_v4),
+        cmocka_unit_test(test_cidr_v6),    cmocka_unit_test(test_resolve_first_match), cmocka_unit_test(test_doc_full),
+        cmocka_unit_test(test_doc_errors), cmocka_unit_test(test_state_projection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * instr_meta.c - class metadata for rule matching (see instr_meta.h): extraction with the
  * class-file engine (constant pool, annotations attributes walked with bounds checks) and
- * the cache encoding (little-endian lengths + bytes, version byte first).
+ * the cache encoding (little-endian lengths + bytes, version byte first), built in a
+ * cmr_buf_t and read back with the same bounded reader as the attributes.
  */
 #include "cmr/instr_meta.h"
 
@@ -9,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/classfile.h"
 
 #define META_FORMAT 1
@@ -64,33 +67,53 @@ void cmr_instr_meta_free(cmr_instr_meta_t *m)
     memset(m, 0, sizeof *m);
 }
 
-/* --- annotations attributes --------------------------------------------------------- */
+/* --- a bounded reader ---------------------------------------------------------------- */
 
+/* Reads class-file attributes (big-endian) and the cache encoding (little-endian). Reading
+ * past the end sets bad, moves to the end and reads zeros. */
 typedef struct rd {
     const uint8_t *p, *end;
     int bad;
 } rd_t;
 
+/* The next n bytes, or NULL (bad set) when fewer are left. */
+static const uint8_t *take(rd_t *r, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        r->p = r->end;
+        return NULL;
+    }
+    const uint8_t *at = r->p;
+    r->p += n;
+    return at;
+}
+
 static unsigned u1(rd_t *r)
 {
-    if (r->end - r->p < 1) {
-        r->bad = 1;
-        return 0;
-    }
-    return *r->p++;
+    const uint8_t *p = take(r, 1);
+    return p ? *p : 0;
 }
 
 static unsigned u2(rd_t *r)
 {
-    if (r->end - r->p < 2) {
-        r->bad = 1;
-        r->p = r->end;
-        return 0;
-    }
-    unsigned v = (unsigned)r->p[0] << 8 | r->p[1];
-    r->p += 2;
-    return v;
+    const uint8_t *p = take(r, 2);
+    return p ? cmr_be16(p) : 0;
 }
+
+static uint32_t u4(rd_t *r)
+{
+    const uint8_t *p = take(r, 4);
+    return p ? cmr_be32(p) : 0;
+}
+
+static uint32_t le4(rd_t *r)
+{
+    const uint8_t *p = take(r, 4);
+    return p ? cmr_le32(p) : 0;
+}
+
+/* --- annotations attributes --------------------------------------------------------- */
 
 static void skip_annotation(rd_t *r, int depth);
 
@@ -176,10 +199,9 @@ static int32_t first_line(const cf_class *c, const cf_member *m)
     if (!code)
         return 0;
     rd_t r = {code->data, code->data + code->len, 0};
-    u2(&r);
-    u2(&r);
-    uint32_t code_len = (uint32_t)u2(&r) << 16;
-    code_len |= u2(&r);
+    u2(&r); /* max_stack */
+    u2(&r); /* max_locals */
+    uint32_t code_len = u4(&r);
     if (r.bad || (size_t)(r.end - r.p) < code_len)
         return 0;
     r.p += code_len;
@@ -191,8 +213,7 @@ static int32_t first_line(const cf_class *c, const cf_member *m)
     int32_t best = 0;
     for (unsigned i = 0; i < nattr && !r.bad; i++) {
         cf_str name = cf_cp_utf8(c, (uint16_t)u2(&r));
-        uint32_t len = (uint32_t)u2(&r) << 16;
-        len |= u2(&r);
+        uint32_t len = u4(&r);
         if (r.bad || (size_t)(r.end - r.p) < len)
             break;
         rd_t a = {r.p, r.p + len, 0};
@@ -246,9 +267,9 @@ int cmr_instr_meta_extract(const uint8_t *bytes, size_t len, cmr_instr_meta_t *o
         out->super_name = dup_str(cf_cp_class_name(c, c->super_class));
     const cf_attr *sf = cf_attr_find(c, c->attrs, c->attr_count, "SourceFile");
     if (sf && sf->len == 2)
-        out->source_file = dup_str(cf_cp_utf8(c, (uint16_t)(sf->data[0] << 8 | sf->data[1])));
+        out->source_file = dup_str(cf_cp_utf8(c, cmr_be16(sf->data)));
     for (uint16_t i = 0; i < c->iface_count && rc == 0; i++) {
-        uint16_t idx = (uint16_t)(c->ifaces[2 * i] << 8 | c->ifaces[2 * i + 1]);
+        uint16_t idx = cmr_be16(c->ifaces + 2 * i);
         rc = names_add(&out->interfaces, dup_str(cf_cp_class_name(c, idx)));
     }
     if (rc == 0)
@@ -267,103 +288,68 @@ int cmr_instr_meta_extract(const uint8_t *bytes, size_t len, cmr_instr_meta_t *o
 
 /* --- cache encoding ----------------------------------------------------------------- */
 
-static int put(cmr_buf_t *b, const void *p, size_t n)
+static void put_u32(cmr_buf_t *b, uint32_t v)
 {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *d = realloc(b->data, cap);
-        if (!d)
-            return -1;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-static int put_u32(cmr_buf_t *b, uint32_t v)
-{
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    return put(b, x, 4);
+    uint8_t *p = cmr_buf_append(b, 4);
+    if (p)
+        cmr_put_le32(p, v);
 }
 
 /* NULL is written as 0xffffffff. */
-static int put_str(cmr_buf_t *b, const char *s)
+static void put_str(cmr_buf_t *b, const char *s)
 {
-    if (!s)
-        return put_u32(b, 0xffffffffu);
+    if (!s) {
+        put_u32(b, 0xffffffffu);
+        return;
+    }
     size_t n = strlen(s);
-    return put_u32(b, (uint32_t)n) || put(b, s, n);
+    put_u32(b, (uint32_t)n);
+    cmr_buf_put(b, s, n);
 }
 
-static int put_names(cmr_buf_t *b, const cmr_instr_names_t *n)
+static void put_names(cmr_buf_t *b, const cmr_instr_names_t *n)
 {
-    if (put_u32(b, (uint32_t)n->count))
-        return -1;
+    put_u32(b, (uint32_t)n->count);
     for (size_t i = 0; i < n->count; i++)
-        if (put_str(b, n->items[i]))
-            return -1;
-    return 0;
+        put_str(b, n->items[i]);
 }
 
 int cmr_instr_meta_encode(const cmr_instr_meta_t *m, cmr_buf_t *out)
 {
-    out->len = 0;
-    uint8_t fmt = META_FORMAT;
-    if (put(out, &fmt, 1) || put_str(out, m->name) || put_str(out, m->super_name) || put_str(out, m->source_file) ||
-        put_u32(out, m->access) || put_names(out, &m->interfaces) || put_names(out, &m->annotations) ||
-        put_u32(out, (uint32_t)m->n_methods))
-        return -1;
+    cmr_buf_reset(out);
+    cmr_buf_putc(out, META_FORMAT);
+    put_str(out, m->name);
+    put_str(out, m->super_name);
+    put_str(out, m->source_file);
+    put_u32(out, m->access);
+    put_names(out, &m->interfaces);
+    put_names(out, &m->annotations);
+    put_u32(out, (uint32_t)m->n_methods);
     for (size_t i = 0; i < m->n_methods; i++) {
         const cmr_instr_method_t *x = &m->methods[i];
-        if (put_str(out, x->name) || put_str(out, x->desc) || put_u32(out, x->access) || put_u32(out, x->index) ||
-            put_u32(out, (uint32_t)x->first_line) || put_names(out, &x->annotations))
-            return -1;
+        put_str(out, x->name);
+        put_str(out, x->desc);
+        put_u32(out, x->access);
+        put_u32(out, x->index);
+        put_u32(out, (uint32_t)x->first_line);
+        put_names(out, &x->annotations);
     }
-    return 0;
+    return cmr_buf_ok(out) ? 0 : -1;
 }
 
-typedef struct in {
-    const uint8_t *p, *end;
-    int bad;
-} in_t;
-
-static uint32_t get_u32(in_t *r)
+static char *get_str(rd_t *r, int *null)
 {
-    if (r->end - r->p < 4) {
-        r->bad = 1;
-        return 0;
-    }
-    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
-    r->p += 4;
-    return v;
-}
-
-static char *get_str(in_t *r, int *null)
-{
-    uint32_t n = get_u32(r);
+    uint32_t n = le4(r);
     *null = n == 0xffffffffu;
     if (r->bad || *null)
         return NULL;
-    if ((size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        return NULL;
-    }
-    char *s = malloc((size_t)n + 1);
-    if (!s) {
-        r->bad = 1;
-        return NULL;
-    }
-    memcpy(s, r->p, n);
-    s[n] = '\0';
-    r->p += n;
+    cf_str bytes = {(const char *)take(r, n), n};
+    char *s = bytes.p ? dup_str(bytes) : NULL;
+    r->bad |= !s;
     return s;
 }
 
-static char *get_req(in_t *r)
+static char *get_req(rd_t *r)
 {
     int null;
     char *s = get_str(r, &null);
@@ -372,9 +358,9 @@ static char *get_req(in_t *r)
     return s;
 }
 
-static void get_names(in_t *r, cmr_instr_names_t *n)
+static void get_names(rd_t *r, cmr_instr_names_t *n)
 {
-    uint32_t count = get_u32(r);
+    uint32_t count = le4(r);
     if (count > (size_t)(r->end - r->p) / 4) {
         r->bad = 1;
         return;
@@ -389,7 +375,7 @@ static void get_names(in_t *r, cmr_instr_names_t *n)
 int cmr_instr_meta_decode(const void *data, size_t len, cmr_instr_meta_t *out)
 {
     memset(out, 0, sizeof *out);
-    in_t r = {data, (const uint8_t *)data + len, 0};
+    rd_t r = {data, (const uint8_t *)data + len, 0};
     int null;
     if (len < 1 || r.p[0] != META_FORMAT)
         return -1;
@@ -397,10 +383,10 @@ int cmr_instr_meta_decode(const void *data, size_t len, cmr_instr_meta_t *out)
     out->name = get_req(&r);
     out->super_name = get_str(&r, &null);
     out->source_file = get_str(&r, &null);
-    out->access = (uint16_t)get_u32(&r);
+    out->access = (uint16_t)le4(&r);
     get_names(&r, &out->interfaces);
     get_names(&r, &out->annotations);
-    uint32_t n = get_u32(&r);
+    uint32_t n = le4(&r);
     if (!r.bad && n <= (size_t)(r.end - r.p) / 16) {
         out->methods = calloc(n ? n : 1, sizeof *out->methods);
         r.bad |= !out->methods;
@@ -409,9 +395,9 @@ int cmr_instr_meta_decode(const void *data, size_t len, cmr_instr_meta_t *out)
             out->n_methods = (size_t)i + 1;
             x->name = get_req(&r);
             x->desc = get_req(&r);
-            x->access = (uint16_t)get_u32(&r);
-            x->index = (uint16_t)get_u32(&r);
-            x->first_line = (int32_t)get_u32(&r);
+            x->access = (uint16_t)le4(&r);
+            x->index = (uint16_t)le4(&r);
+            x->first_line = (int32_t)le4(&r);
             get_names(&r, &x->annotations);
         }
     } else {

@@ -22,7 +22,9 @@
 #include <xxhash.h>
 
 #include "cmr/reader.h"
+#include "cmr/buf.h"
 #include "cmr/cfg_state.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_probe.h"
@@ -59,9 +61,7 @@ typedef struct lookup_ctx {
 
 static int64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cmr_mono_ms();
 }
 
 /* --- lookup of supertypes ------------------------------------------------------------- */
@@ -80,16 +80,10 @@ static const cmr_instr_meta_t *lookup_type(const char *type, void *ud)
         free(m);
         return NULL;
     }
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 8;
-        cmr_instr_meta_t **l = realloc(x->loaded, cap * sizeof *l);
-        if (!l) {
-            cmr_instr_meta_free(m);
-            free(m);
-            return NULL;
-        }
-        x->loaded = l;
-        x->cap = cap;
+    if (CMR_ARRAY_GROW(x->loaded, x->cap, x->n + 1) != 0) {
+        cmr_instr_meta_free(m);
+        free(m);
+        return NULL;
     }
     x->loaded[x->n++] = m;
     return m;
@@ -169,10 +163,13 @@ static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const cha
 
 static int64_t request_id(uint64_t agent, int64_t loader, const char *name, uint64_t hash, uint64_t sig, int kind)
 {
-    char buf[1200];
-    int n = snprintf(buf, sizeof buf, "%016" PRIx64 "/%" PRId64 "/%s/%016" PRIx64 "/%016" PRIx64 "/%d", agent, loader,
-                     name, hash, sig, kind);
-    return (int64_t)(XXH3_64bits(buf, (size_t)(n > 0 ? n : 0)) & INT64_MAX);
+    /* the whole text, whatever the length of the class name (an id is never cut) */
+    cmr_buf_t b = {0};
+    cmr_buf_printf(&b, "%016" PRIx64 "/%" PRId64 "/%s/%016" PRIx64 "/%016" PRIx64 "/%d", agent, loader, name, hash, sig,
+                   kind);
+    uint64_t h = cmr_buf_ok(&b) ? XXH3_64bits(b.data, b.len) : 0;
+    cmr_buf_free(&b);
+    return (int64_t)(h & INT64_MAX);
 }
 
 static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const cmr_instr_built_t *b)
@@ -262,11 +259,16 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
         cmr_instr_meta_free(&meta);
         return rc;
     }
+    if (cmr_instr_class_rec_ids(rec, t->instance, t->env_id) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.id_too_long", "class=%s agent=%016" PRIx64 " environment=%s", name, t->agent,
+                t->env_id);
+        cmr_instr_decision_free(&d);
+        cmr_instr_meta_free(&meta);
+        return 0;
+    }
     cmr_buf_t bytes = {0};
     int have = cmr_instr_cache_bytes(w->cache, rec->hash, &bytes);
     char topic[CMR_TOPIC_NAME_MAX];
-    snprintf(rec->instance_id, sizeof rec->instance_id, "%s", t->instance);
-    snprintf(rec->env_id, sizeof rec->env_id, "%s", t->env_id);
     rec->revision = t->revision;
     if (have < 0) {
         rc = -1;
@@ -309,49 +311,59 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
     return rc;
 }
 
-typedef struct waiter {
+/* Classes of an agent (collected first: the cache is not written while it is being
+ * iterated). */
+typedef struct class_ref {
     int64_t loader;
-    char *name;
-} waiter_t;
+    char *name; /* owned */
+    cmr_instr_class_rec_t rec;
+} class_ref_t;
 
-typedef struct waiters {
-    waiter_t *items;
+typedef struct class_list {
+    class_ref_t *items; /* owned */
     size_t n, cap;
-} waiters_t;
+} class_list_t;
+
+static int class_list_add(class_list_t *l, int64_t loader, const char *name, const cmr_instr_class_rec_t *r)
+{
+    if (CMR_ARRAY_GROW(l->items, l->cap, l->n + 1) != 0)
+        return -1;
+    class_ref_t *c = &l->items[l->n];
+    *c = (class_ref_t){loader, strdup(name), {0}};
+    if (!c->name)
+        return -1;
+    if (r)
+        c->rec = *r;
+    l->n++;
+    return 0;
+}
+
+static void class_list_free(class_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].name);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
 
 static int collect_waiter(int64_t loader, const char *name, void *ud)
 {
-    waiters_t *x = ud;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 16;
-        waiter_t *items = realloc(x->items, cap * sizeof *items);
-        if (!items)
-            return -1;
-        x->items = items;
-        x->cap = cap;
-    }
-    x->items[x->n].loader = loader;
-    x->items[x->n].name = strdup(name);
-    if (!x->items[x->n].name)
-        return -1;
-    x->n++;
-    return 0;
+    return class_list_add(ud, loader, name, NULL);
 }
 
 /* Re-decides the classes that were waiting for `type` (collected first: the cache is not
  * written while it is being iterated). */
 static int resolve_waiters(worker_t *w, const target_t *t, const char *type)
 {
-    waiters_t x = {0};
+    class_list_t x = {0};
     int rc = cmr_instr_cache_each_waiting(w->cache, t->agent, type, collect_waiter, &x) ? -1 : 0;
     for (size_t i = 0; i < x.n; i++) {
         cmr_instr_class_rec_t rec;
         cmr_instr_cache_del_waiting(w->cache, t->agent, type, x.items[i].loader, x.items[i].name);
         if (rc == 0 && cmr_instr_cache_class(w->cache, t->agent, x.items[i].loader, x.items[i].name, &rec) == 1)
             rc = reconcile(w, t, x.items[i].loader, x.items[i].name, &rec);
-        free(x.items[i].name);
     }
-    free(x.items);
+    class_list_free(&x);
     return rc;
 }
 
@@ -375,10 +387,15 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         cmr_log(CMR_LOG_WARN, "instr.hash_mismatch",
                 "class=%s agent=%016" PRIx64 " sent=%016" PRIx64 " computed=%016" PRIx64, cl->class_name, agent,
                 (uint64_t)cl->class_hash, hash);
-    w->classes++;
     cmr_instr_agent_rec_t ar = {cl->revision, partition, "", ""};
-    snprintf(ar.instance_id, sizeof ar.instance_id, "%s", cl->instance_id);
-    snprintf(ar.env_id, sizeof ar.env_id, "%s", cl->environment_id);
+    cmr_instr_class_rec_t rec = {0};
+    if (cmr_instr_agent_rec_ids(&ar, cl->instance_id, cl->environment_id) != 0 ||
+        cmr_instr_class_rec_ids(&rec, cl->instance_id, cl->environment_id) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.class_rejected",
+                "agent=%016" PRIx64 " reason=\"instance or environment id too long\"", agent);
+        return 0;
+    }
+    w->classes++;
     cmr_instr_cache_put_agent(w->cache, agent, &ar);
 
     cmr_instr_meta_t meta;
@@ -415,9 +432,9 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
                                cl->bytecode.len, &meta, &d, revision, &sig);
     if (rc == 0) {
-        cmr_instr_class_rec_t rec = {hash, sig, revision, 0, "", ""};
-        snprintf(rec.instance_id, sizeof rec.instance_id, "%s", cl->instance_id);
-        snprintf(rec.env_id, sizeof rec.env_id, "%s", cl->environment_id);
+        rec.hash = hash;
+        rec.signature = sig;
+        rec.revision = revision;
         cmr_instr_cache_put_class(w->cache, agent, cl->loader_id, cl->class_name, &rec);
         rc = resolve_waiters(w, &t, meta.name);
     }
@@ -473,40 +490,20 @@ static int unit_end(worker_t *w)
 
 /* --- environment runs --------------------------------------------------------------- */
 
-typedef struct class_ref {
-    int64_t loader;
-    char *name;
-    cmr_instr_class_rec_t rec;
-} class_ref_t;
-
-typedef struct class_list {
-    class_ref_t *items;
-    size_t n, cap;
-} class_list_t;
-
 static int collect_class(int64_t loader, const char *name, const cmr_instr_class_rec_t *r, void *ud)
 {
-    class_list_t *l = ud;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 256;
-        class_ref_t *items = realloc(l->items, cap * sizeof *items);
-        if (!items)
-            return -1;
-        l->items = items;
-        l->cap = cap;
-    }
-    l->items[l->n] = (class_ref_t){loader, strdup(name), *r};
-    if (!l->items[l->n].name)
-        return -1;
-    l->n++;
-    return 0;
+    return class_list_add(ud, loader, name, r);
 }
+
+typedef struct agent_ref {
+    uint64_t agent;
+    cmr_instr_agent_rec_t rec;
+} agent_ref_t;
 
 typedef struct env_run {
     worker_t *w;
     const char *env_id;
-    uint64_t *agents;
-    cmr_instr_agent_rec_t *recs;
+    agent_ref_t *agents; /* owned */
     size_t n, cap;
 } env_run_t;
 
@@ -516,20 +513,9 @@ static int collect_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *u
     if (strcmp(r->env_id, x->env_id) != 0 || r->partition < 0 || r->partition >= MAX_PARTITIONS ||
         !x->w->owned[r->partition])
         return 0;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 16;
-        uint64_t *a = realloc(x->agents, cap * sizeof *a);
-        if (a)
-            x->agents = a;
-        cmr_instr_agent_rec_t *rr = realloc(x->recs, cap * sizeof *rr);
-        if (rr)
-            x->recs = rr;
-        if (!a || !rr)
-            return -1;
-        x->cap = cap;
-    }
-    x->agents[x->n] = agent;
-    x->recs[x->n++] = *r;
+    if (CMR_ARRAY_GROW(x->agents, x->cap, x->n + 1) != 0)
+        return -1;
+    x->agents[x->n++] = (agent_ref_t){agent, *r};
     return 0;
 }
 
@@ -540,23 +526,21 @@ static int run_env(worker_t *w, const char *env_id)
     const cmr_environment_t *env = env_of(w, env_id, &revision);
     if (!env)
         revision = cmr_cfg_state_key_revision(w->state, env_id);
-    env_run_t x = {w, env_id, NULL, NULL, 0, 0};
+    env_run_t x = {w, env_id, NULL, 0, 0};
     cmr_instr_cache_each_agent(w->cache, collect_agent, &x);
     uint64_t before[3] = {w->redefines, w->resends, w->originals};
     size_t n_classes = 0;
     int rc = 0;
     for (size_t i = 0; i < x.n && rc == 0; i++) {
         class_list_t l = {0};
-        cmr_instr_cache_each_class(w->cache, x.agents[i], collect_class, &l);
-        target_t t = {x.agents[i], x.recs[i].instance_id, env_id, env, revision};
+        cmr_instr_cache_each_class(w->cache, x.agents[i].agent, collect_class, &l);
+        target_t t = {x.agents[i].agent, x.agents[i].rec.instance_id, env_id, env, revision};
         unit_begin(w);
         for (size_t j = 0; j < l.n && rc == 0; j++)
             if (strcmp(l.items[j].rec.instance_id, t.instance) == 0) /* loader ids are per run */
                 rc = reconcile(w, &t, l.items[j].loader, l.items[j].name, &l.items[j].rec);
         n_classes += l.n;
-        for (size_t j = 0; j < l.n; j++)
-            free(l.items[j].name);
-        free(l.items);
+        class_list_free(&l);
         if (rc == 0)
             rc = unit_end(w);
         else
@@ -573,7 +557,6 @@ static int run_env(worker_t *w, const char *env_id)
             env_id, revision, x.n, n_classes, w->redefines - before[0], w->resends - before[1],
             w->originals - before[2], rc == 0);
     free(x.agents);
-    free(x.recs);
     return rc;
 }
 

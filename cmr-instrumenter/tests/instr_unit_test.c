@@ -576,6 +576,118 @@ static void test_cache(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Long class names: keys are exact, so two names that share their first kilobytes are
+ * two classes (the cache once cut keys at 1 KB, and read one back with the other's hash). */
+typedef struct seen_names {
+    char *names[4];
+    uint64_t hashes[4];
+    size_t n;
+} seen_names_t;
+
+static int collect_class(int64_t loader, const char *name, const cmr_instr_class_rec_t *r, void *ud)
+{
+    seen_names_t *s = ud;
+    assert_int_equal(loader, 2);
+    assert_true(s->n < 4);
+    s->names[s->n] = strdup(name);
+    s->hashes[s->n++] = r->hash;
+    return 0;
+}
+
+static int collect_waiting(int64_t loader, const char *name, void *ud)
+{
+    seen_names_t *s = ud;
+    assert_int_equal(loader, 2);
+    assert_true(s->n < 4);
+    s->names[s->n++] = strdup(name);
+    return 0;
+}
+
+static void seen_free(seen_names_t *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->names[i]);
+    memset(s, 0, sizeof *s);
+}
+
+static void test_cache_long_names(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/instr-cache-XXXXXX", err[256];
+    assert_non_null(mkdtemp(dir));
+    cmr_instr_cache_t *c = cmr_instr_cache_open(dir, 100, 0, err, sizeof err);
+    assert_non_null(c);
+    /* two names of 3000 bytes that differ only in their last character */
+    size_t len = 3000;
+    char *a = malloc(len + 1), *b = malloc(len + 1), *base = malloc(len + 1);
+    memset(a, 'p', len);
+    a[len] = '\0';
+    memcpy(b, a, len + 1);
+    memcpy(base, a, len + 1);
+    a[len - 1] = 'A';
+    b[len - 1] = 'B';
+    base[len - 1] = 'Z';
+    cmr_instr_class_rec_t ra = {11, 0, 1, 0, "inst", "env"}, rb = {22, 0, 1, 0, "inst", "env"}, r;
+    cmr_instr_cache_put_class(c, 5, 2, a, &ra);
+    cmr_instr_cache_put_class(c, 5, 2, b, &rb);
+    cmr_instr_cache_put_type(c, 5, a, 11);
+    cmr_instr_cache_put_type(c, 5, b, 22);
+    cmr_instr_cache_put_waiting(c, 5, base, 2, a);
+    cmr_instr_cache_put_waiting(c, 5, base, 2, b);
+    assert_int_equal(cmr_instr_cache_commit(c, err, sizeof err), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(cmr_instr_cache_class(c, 5, 2, a, &r), 1);
+        assert_int_equal(r.hash, 11);
+        assert_int_equal(cmr_instr_cache_class(c, 5, 2, b, &r), 1);
+        assert_int_equal(r.hash, 22);
+        uint64_t h = 0;
+        assert_int_equal(cmr_instr_cache_type(c, 5, a, &h), 1);
+        assert_int_equal(h, 11);
+        assert_int_equal(cmr_instr_cache_type(c, 5, b, &h), 1);
+        assert_int_equal(h, 22);
+        /* iterations give back the whole names */
+        seen_names_t s = {0};
+        assert_int_equal(cmr_instr_cache_each_class(c, 5, collect_class, &s), 0);
+        assert_int_equal(s.n, 2);
+        assert_string_equal(s.names[0], a);
+        assert_int_equal(s.hashes[0], 11);
+        assert_string_equal(s.names[1], b);
+        assert_int_equal(s.hashes[1], 22);
+        seen_free(&s);
+        assert_int_equal(cmr_instr_cache_each_waiting(c, 5, base, collect_waiting, &s), 0);
+        assert_int_equal(s.n, 2);
+        assert_string_equal(s.names[0], a);
+        assert_string_equal(s.names[1], b);
+        seen_free(&s);
+        /* a waiting entry of one long name is deleted alone */
+        if (pass == 0) {
+            cmr_instr_cache_del_waiting(c, 5, base, 2, a);
+            assert_int_equal(cmr_instr_cache_each_waiting(c, 5, base, collect_waiting, &s), 0);
+            assert_int_equal(s.n, 1);
+            assert_string_equal(s.names[0], b);
+            seen_free(&s);
+            cmr_instr_cache_rollback(c);
+            cmr_instr_cache_close(c);
+            c = cmr_instr_cache_open(dir, 100, 0, err, sizeof err);
+            assert_non_null(c);
+        }
+    }
+    cmr_instr_cache_close(c);
+    /* ids that do not fit a record are refused, never cut */
+    assert_int_equal(cmr_instr_class_rec_ids(&r, "inst2", "env2"), 0);
+    assert_string_equal(r.env_id, "env2");
+    assert_int_equal(cmr_instr_class_rec_ids(&r, "inst3", a), -1);
+    assert_string_equal(r.instance_id, "inst2");
+    cmr_instr_agent_rec_t ar;
+    assert_int_equal(cmr_instr_agent_rec_ids(&ar, a, "env"), -1);
+    free(a);
+    free(b);
+    free(base);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_bridges_only_when_asked),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_long_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,19 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "broker_proc.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
+#include "cmr/clock.h"
 #include "cp_support.h"
 
 static int64_t mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return cmr_mono_ns() / 1000;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -71,8 +69,8 @@ int main(int argc, char **argv)
     broker_proc_t broker;
     if (cp_tmpdir(tmp, sizeof tmp) != 0 || broker_proc_start(&broker, argv[1], NULL) != 0)
         return 1;
-    snprintf(db, sizeof db, "%s/db", tmp);
-    snprintf(log, sizeof log, "%s/instr.log", tmp);
+    cp_fmt(db, sizeof db, "%s/db", tmp);
+    cp_fmt(log, sizeof log, "%s/instr.log", tmp);
     const char *env = "version: 1\nenvironments:\n  - id: bench\n    sensors:\n"
                       "      - {sensor: timer, class: \"*\", method: \"*\"}\n";
     if (cp_apply(argv[2], broker.bootstrap, env, NULL) != 0)
@@ -99,7 +97,7 @@ int main(int argc, char **argv)
     cp_peer_t peer;
     if (cp_peer_open(&peer, conf, "bench-1", "host", "10.0.0.1") != 0)
         return 1;
-    snprintf(peer.env_id, sizeof peer.env_id, "bench");
+    cp_fmt(peer.env_id, sizeof peer.env_id, "bench");
     peer.revision = 1;
     /* warm up before timing anything: the peer joins its command topic, its producer
      * gets its producer id and the topic metadata, the instrumenter answers once */

@@ -8,14 +8,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
@@ -24,9 +26,19 @@ extern char **environ;
 
 int64_t cp_mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cmr_mono_ms();
+}
+
+void cp_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len) {
+        fprintf(stderr, "cp_fmt: \"%s...\" does not fit %zu bytes\n", buf, len);
+        abort();
+    }
 }
 
 void cp_unique(const char *prefix, char *buf, size_t len)
@@ -35,12 +47,12 @@ void cp_unique(const char *prefix, char *buf, size_t len)
     char hex[13];
     cmr_random_bytes(raw, sizeof raw);
     cmr_hex(raw, sizeof raw, hex);
-    snprintf(buf, len, "%s-%s", prefix, hex);
+    cp_fmt(buf, len, "%s-%s", prefix, hex);
 }
 
 int cp_tmpdir(char *buf, size_t len)
 {
-    snprintf(buf, len, "/tmp/cmr-cp-XXXXXX");
+    cp_fmt(buf, len, "/tmp/cmr-cp-XXXXXX");
     return mkdtemp(buf) ? 0 : -1;
 }
 
@@ -57,7 +69,7 @@ void cp_rmrf(const char *dir)
 int cp_proc_start(cp_proc_t *p, const char *const *argv, const char *log)
 {
     memset(p, 0, sizeof *p);
-    snprintf(p->log, sizeof p->log, "%s", log);
+    cp_fmt(p->log, sizeof p->log, "%s", log);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -98,32 +110,22 @@ void cp_proc_kill(cp_proc_t *p)
     p->pid = 0;
 }
 
+/* The whole file, NUL-terminated (malloc'd; NULL when it cannot be read). */
 static char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    size_t cap = 65536, n = 0;
-    char *d = malloc(cap + 1);
-    while (d) {
-        n += fread(d + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *b = realloc(d, cap * 2 + 1);
-        if (!b) {
-            free(d);
-            d = NULL;
-            break;
-        }
-        d = b;
-        cap *= 2;
-    }
+    cmr_buf_t b = {0};
+    size_t got;
+    do {
+        got = cmr_buf_reserve(&b, 65536) ? fread(b.data + b.len, 1, b.cap - b.len - 1, f) : 0;
+        b.len += got;
+    } while (got > 0);
     fclose(f);
-    if (d)
-        d[n] = '\0';
     if (len)
-        *len = n;
-    return d;
+        *len = b.len;
+    return cmr_buf_take(&b); /* NULL-terminates, NULL when memory ran out */
 }
 
 int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms)
@@ -190,13 +192,11 @@ int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const c
     char err[512], group[128];
     memset(p, 0, sizeof *p);
     p->conf = conf;
-    snprintf(p->name, sizeof p->name, "%s", name);
-    snprintf(p->host, sizeof p->host, "%s", host);
-    snprintf(p->ip, sizeof p->ip, "%s", ip);
+    cp_fmt(p->name, sizeof p->name, "%s", name);
+    cp_fmt(p->host, sizeof p->host, "%s", host);
+    cp_fmt(p->ip, sizeof p->ip, "%s", ip);
     p->agent_id = (int64_t)cmr_agent_id(name, host);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    p->start_time_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    p->start_time_ms = cmr_wall_ms();
     if (cmr_instance_id_new(p->instance_id, sizeof p->instance_id) != 0 ||
         cmr_topic_command(p->instance_id, p->cmd_topic, sizeof p->cmd_topic) != 0)
         return -1;
@@ -205,7 +205,7 @@ int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const c
         return -1;
     }
     p->producer = cmr_producer_new(conf, "cp-peer", NULL, NULL, err, sizeof err);
-    snprintf(group, sizeof group, "cmr-agent-%s", p->instance_id);
+    cp_fmt(group, sizeof group, "cmr-agent-%s", p->instance_id);
     const char *topics[] = {p->cmd_topic};
     p->commands = p->producer ? cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err) : NULL;
     if (!p->commands) {
@@ -284,7 +284,7 @@ int cp_peer_expect(cp_peer_t *p, cmr_msg_type_t type, int timeout_ms, cmr_msg_t 
 void cp_peer_configure(cp_peer_t *p, const cmr_agent_configuration_t *c)
 {
     p->agent_id = c->agent_id;
-    snprintf(p->env_id, sizeof p->env_id, "%s", c->environment_id);
+    cp_fmt(p->env_id, sizeof p->env_id, "%s", c->environment_id);
     p->revision = c->revision;
 }
 
@@ -331,7 +331,7 @@ static int add_class(cp_classes_t *c, const char *name, const char *path)
     }
     c->items = items;
     cp_class_t *k = &c->items[c->count++];
-    snprintf(k->name, sizeof k->name, "%s", name);
+    cp_fmt(k->name, sizeof k->name, "%s", name);
     k->bytes = (uint8_t *)data;
     k->len = len;
     return 0;
@@ -341,7 +341,7 @@ static int add_class(cp_classes_t *c, const char *name, const char *path)
 static int scan(cp_classes_t *c, const char *root, const char *rel, const char *prefix, size_t max)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
+    cp_fmt(path, sizeof path, "%s/%s", root, rel);
     DIR *d = opendir(path);
     if (!d)
         return -1;
@@ -351,8 +351,8 @@ static int scan(cp_classes_t *c, const char *root, const char *rel, const char *
         if (e->d_name[0] == '.')
             continue;
         char sub[1024], full[1200];
-        snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
-        snprintf(full, sizeof full, "%s/%s", root, sub);
+        cp_fmt(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        cp_fmt(full, sizeof full, "%s/%s", root, sub);
         struct stat st;
         if (stat(full, &st) != 0)
             continue;
@@ -374,7 +374,7 @@ static int scan(cp_classes_t *c, const char *root, const char *rel, const char *
 static const char *jdk_bin(const char *tool, char *buf, size_t len)
 {
     const char *home = getenv("CMR_JAVA_HOME");
-    snprintf(buf, len, "%s/bin/%s", home ? home : "/usr/lib/jvm/java-17-openjdk-amd64", tool);
+    cp_fmt(buf, len, "%s/bin/%s", home ? home : "/usr/lib/jvm/java-17-openjdk-amd64", tool);
     return buf;
 }
 
@@ -384,15 +384,15 @@ int cp_java_compile(const char *const *sources, cp_classes_t *out)
     if (cp_tmpdir(out->dir, sizeof out->dir) != 0)
         return -1;
     char src[300], cls[300], javac[300];
-    snprintf(src, sizeof src, "%s/src", out->dir);
-    snprintf(cls, sizeof cls, "%s/classes", out->dir);
+    cp_fmt(src, sizeof src, "%s/src", out->dir);
+    cp_fmt(cls, sizeof cls, "%s/classes", out->dir);
     mkdir(src, 0755);
     mkdir(cls, 0755);
     const char *argv[72] = {jdk_bin("javac", javac, sizeof javac), "-g", "-d", cls};
     int n = 4;
     char paths[64][400];
     for (int i = 0; i < 64 && sources[2 * i]; i++) {
-        snprintf(paths[i], sizeof paths[i], "%s/%s", src, sources[2 * i]);
+        cp_fmt(paths[i], sizeof paths[i], "%s/%s", src, sources[2 * i]);
         FILE *f = fopen(paths[i], "w");
         if (!f || fputs(sources[2 * i + 1], f) < 0 || fclose(f) != 0)
             return -1;
@@ -417,10 +417,10 @@ int cp_jdk_classes(const char *module, const char *prefix, size_t max, cp_classe
         return -1;
     char jimage[300], modules[300], dest[300];
     const char *home = getenv("CMR_JAVA_HOME");
-    snprintf(modules, sizeof modules, "%s/lib/modules", home ? home : "/usr/lib/jvm/java-17-openjdk-amd64");
-    snprintf(dest, sizeof dest, "%s/x", out->dir);
+    cp_fmt(modules, sizeof modules, "%s/lib/modules", home ? home : "/usr/lib/jvm/java-17-openjdk-amd64");
+    cp_fmt(dest, sizeof dest, "%s/x", out->dir);
     char include[300];
-    snprintf(include, sizeof include, "--include=regex:/%s/%s.*", module, prefix);
+    cp_fmt(include, sizeof include, "--include=regex:/%s/%s.*", module, prefix);
     const char *argv[] = {jdk_bin("jimage", jimage, sizeof jimage), "extract", include, "--dir", dest, modules, NULL};
     char *output = NULL;
     int rc = cp_run(argv, &output);
@@ -431,7 +431,7 @@ int cp_jdk_classes(const char *module, const char *prefix, size_t max, cp_classe
     }
     free(output);
     char root[400];
-    snprintf(root, sizeof root, "%s/%s", dest, module);
+    cp_fmt(root, sizeof root, "%s/%s", dest, module);
     return scan(out, root, "", prefix, max);
 }
 

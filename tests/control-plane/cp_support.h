@@ -22,7 +22,11 @@
 #include "cmr/kafka.h"
 #include "cmr/msg.h"
 
+/* Monotonic milliseconds: cmr_mono_ms() (kept for the ingest tests that use it). */
 int64_t cp_mono_ms(void);
+/* snprintf into a fixed buffer that must hold the whole text (a path, a name, an id): the
+ * test aborts, with the text's start on stderr, rather than go on with a cut one. */
+void cp_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A random hex suffix for names (groups, agents). */
 void cp_unique(const char *prefix, char *buf, size_t len);
 /* A fresh temporary directory (mkdtemp) and its removal. */

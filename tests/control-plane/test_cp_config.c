@@ -26,6 +26,7 @@
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
+#include "cmr/clock.h"
 #include "cp_support.h"
 
 static const char *broker_bin, *config_bin;
@@ -65,7 +66,7 @@ static int start_worker(void)
                           NULL};
     if (cp_proc_start(&worker, argv, worker_log) != 0)
         return -1;
-    for (int64_t deadline = cp_mono_ms() + 30000; cp_mono_ms() < deadline; usleep(50000))
+    for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline; usleep(50000))
         if (cp_proc_count_log(&worker, "event=config.started") > started)
             return 0;
     return -1;
@@ -77,7 +78,7 @@ static int setup(void **state)
     cmr_log_set_level(CMR_LOG_ERROR);
     if (cp_tmpdir(tmp, sizeof tmp) != 0 || broker_proc_start(&broker, broker_bin, NULL) != 0)
         return -1;
-    snprintf(worker_log, sizeof worker_log, "%s/cmr-config.log", tmp);
+    cp_fmt(worker_log, sizeof worker_log, "%s/cmr-config.log", tmp);
     conf = cmr_conf_new();
     cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
     cmr_conf_set(conf, "kafka.session.timeout.ms", "6000", "test");

@@ -23,6 +23,7 @@
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
+#include "cmr/clock.h"
 #include "cp_support.h"
 
 #define N_CLASSES 30
@@ -43,8 +44,8 @@ static const char *env = "version: 1\n"
 static int start_worker(cp_proc_t *p, const char *bootstrap, const char *tmp, const char *name)
 {
     char db[300], log[300];
-    snprintf(db, sizeof db, "%s/%s-db", tmp, name);
-    snprintf(log, sizeof log, "%s/%s.log", tmp, name);
+    cp_fmt(db, sizeof db, "%s/%s-db", tmp, name);
+    cp_fmt(log, sizeof log, "%s/%s.log", tmp, name);
     const char *argv[] = {instr_bin,
                           "--bootstrap",
                           bootstrap,
@@ -87,9 +88,9 @@ static void test_worker_killed_mid_run(void **state)
     static char names[N_CLASSES][32], bodies[N_CLASSES][160];
     const char *sources[2 * N_CLASSES + 2];
     for (int i = 0; i < N_CLASSES; i++) {
-        snprintf(names[i], sizeof names[i], "C%d.java", i);
-        snprintf(bodies[i], sizeof bodies[i],
-                 "package gen;\npublic class C%d {\n  public int m(int x) {\n    return x + %d;\n  }\n}\n", i, i);
+        cp_fmt(names[i], sizeof names[i], "C%d.java", i);
+        cp_fmt(bodies[i], sizeof bodies[i],
+               "package gen;\npublic class C%d {\n  public int m(int x) {\n    return x + %d;\n  }\n}\n", i, i);
         sources[2 * i] = names[i];
         sources[2 * i + 1] = bodies[i];
     }
@@ -111,9 +112,9 @@ static void test_worker_killed_mid_run(void **state)
     static cp_peer_t peers[N_AGENTS];
     for (int a = 0; a < N_AGENTS; a++) {
         char name[32];
-        snprintf(name, sizeof name, "gen-%d", a);
+        cp_fmt(name, sizeof name, "gen-%d", a);
         assert_int_equal(cp_peer_open(&peers[a], conf, name, "host", "10.0.0.1"), 0);
-        snprintf(peers[a].env_id, sizeof peers[a].env_id, "gen");
+        cp_fmt(peers[a].env_id, sizeof peers[a].env_id, "gen");
         peers[a].revision = 1;
     }
     static unsigned char answered[N_AGENTS][N_CLASSES];
@@ -126,8 +127,8 @@ static void test_worker_killed_mid_run(void **state)
                              0);
         assert_int_equal(cp_peer_flush(&peers[a]), 0);
     }
-    int64_t deadline = cp_mono_ms() + 60000;
-    while (collect(peers, answered, &total) < N_AGENTS * 3 && cp_mono_ms() < deadline)
+    int64_t deadline = cmr_mono_ms() + 60000;
+    while (collect(peers, answered, &total) < N_AGENTS * 3 && cmr_mono_ms() < deadline)
         ;
     assert_true(total >= N_AGENTS * 3);
     /* both workers were answering: the one killed had agents of its own */
@@ -144,8 +145,8 @@ static void test_worker_killed_mid_run(void **state)
                              0);
         assert_int_equal(cp_peer_flush(&peers[a]), 0);
     }
-    deadline = cp_mono_ms() + 90000;
-    while (collect(peers, answered, &total) < N_AGENTS * N_CLASSES && cp_mono_ms() < deadline)
+    deadline = cmr_mono_ms() + 90000;
+    while (collect(peers, answered, &total) < N_AGENTS * N_CLASSES && cmr_mono_ms() < deadline)
         ;
     /* the survivor took the dead worker's partitions over */
     assert_true(cp_proc_count_log(&w[1], "event=instr.partitions_assigned") > assigned_before);
@@ -160,8 +161,8 @@ static void test_worker_killed_mid_run(void **state)
     assert_int_equal(cp_apply(config_bin, broker.bootstrap, env_off, NULL), 0);
     static unsigned char restored[N_AGENTS][N_CLASSES];
     int n_restored = 0;
-    deadline = cp_mono_ms() + 60000;
-    while (n_restored < N_AGENTS * N_CLASSES && cp_mono_ms() < deadline) {
+    deadline = cmr_mono_ms() + 60000;
+    while (n_restored < N_AGENTS * N_CLASSES && cmr_mono_ms() < deadline) {
         for (int a = 0; a < N_AGENTS; a++) {
             cmr_msg_t m;
             while (cp_peer_next(&peers[a], 20, &m) == 1) {

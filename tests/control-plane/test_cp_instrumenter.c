@@ -29,6 +29,7 @@
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
+#include "cmr/clock.h"
 #include "cp_support.h"
 
 static const char *broker_bin, *config_bin, *instr_bin;
@@ -107,7 +108,7 @@ static int start_instrumenter(void)
                           NULL};
     if (cp_proc_start(&instr_worker, argv, instr_log) != 0)
         return -1;
-    for (int64_t deadline = cp_mono_ms() + 30000; cp_mono_ms() < deadline; usleep(50000))
+    for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline; usleep(50000))
         if (cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned") > assigned)
             return 0;
     return -1;
@@ -120,10 +121,10 @@ static int setup(void **state)
     if (cp_tmpdir(tmp, sizeof tmp) != 0 || cp_java_compile(java_sources, &classes) != 0 ||
         broker_proc_start(&broker, broker_bin, NULL) != 0)
         return -1;
-    snprintf(instr_log, sizeof instr_log, "%s/cmr-instrumenter.log", tmp);
-    snprintf(instr_db, sizeof instr_db, "%s/db", tmp);
+    cp_fmt(instr_log, sizeof instr_log, "%s/cmr-instrumenter.log", tmp);
+    cp_fmt(instr_db, sizeof instr_db, "%s/db", tmp);
     char config_log[300];
-    snprintf(config_log, sizeof config_log, "%s/cmr-config.log", tmp);
+    cp_fmt(config_log, sizeof config_log, "%s/cmr-config.log", tmp);
     conf = cmr_conf_new();
     cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
     char *out = NULL;
@@ -286,8 +287,8 @@ static void test_hierarchy_resolved_as_types_arrive(void **state)
                         cmr_method_id("app/Base", "handle", "(Ljava/lang/String;)V"),
                         cmr_method_id("app/Plain", "plain", "()I")};
     int got[3] = {0, 0, 0}, n = 0;
-    int64_t deadline = cp_mono_ms() + 30000;
-    while (n < 3 && cp_mono_ms() < deadline) {
+    int64_t deadline = cmr_mono_ms() + 30000;
+    while (n < 3 && cmr_mono_ms() < deadline) {
         cmr_record_t *rec;
         if (cmr_consumer_poll(c, 200, &rec) != 1)
             continue;
@@ -320,8 +321,8 @@ static void test_environment_change_redefine_resend_original(void **state)
     free(out);
     int have_conf = 0, have_base = 0, have_impl = 0, have_resend = 0;
     int64_t resend_id = 0;
-    int64_t deadline = cp_mono_ms() + 40000;
-    while (!(have_conf && have_base && have_impl && have_resend) && cp_mono_ms() < deadline) {
+    int64_t deadline = cmr_mono_ms() + 40000;
+    while (!(have_conf && have_base && have_impl && have_resend) && cmr_mono_ms() < deadline) {
         cmr_msg_t m;
         if (cp_peer_next(&peer, 1000, &m) != 1)
             continue;
@@ -393,9 +394,9 @@ static void test_bad_class_and_restart_keeps_cache(void **state)
     char *out = NULL;
     assert_int_equal(cp_apply(config_bin, broker.bootstrap, env_v3, &out), 0);
     free(out);
-    int64_t deadline = cp_mono_ms() + 30000;
+    int64_t deadline = cmr_mono_ms() + 30000;
     int restored = 0;
-    while (!restored && cp_mono_ms() < deadline) {
+    while (!restored && cmr_mono_ms() < deadline) {
         if (cp_peer_next(&peer, 1000, &m) != 1)
             continue;
         if (m.type == CMR_MSG_REDEFINE) {

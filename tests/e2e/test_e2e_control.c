@@ -46,17 +46,29 @@ static void write_text(const char *path, const char *text)
     fclose(f);
 }
 
-/* cmr-config apply: a process that must succeed. */
-static void apply_environment(const char *yaml)
+/* snprintf into an array that must hold the whole text (a path, a name): true when it does. */
+#define FITS(buf, ...) (snprintf((buf), sizeof(buf), __VA_ARGS__) < (int)sizeof(buf))
+
+/* cmr-config apply of `yaml` (written to the work directory): 0 when it succeeded. */
+static int apply_file(const char *yaml)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/env.yaml", workdir);
+    if (!FITS(path, "%s/env.yaml", workdir))
+        return -1;
     write_text(path, yaml);
     jvm_proc_t p;
     const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "apply", path, NULL};
-    assert_int_equal(jvm_proc_start(&p, argv), 0);
-    assert_int_equal(jvm_proc_wait(&p, 60000), 0);
+    if (jvm_proc_start(&p, argv) != 0)
+        return -1;
+    int rc = jvm_proc_wait(&p, 60000);
     jvm_proc_cleanup(&p);
+    return rc == 0 ? 0 : -1;
+}
+
+/* cmr-config apply: a process that must succeed. */
+static void apply_environment(const char *yaml)
+{
+    assert_int_equal(apply_file(yaml), 0);
 }
 
 typedef struct jvm_agent {
@@ -77,15 +89,15 @@ static void start_jvm(jvm_agent_t *j, const char *prefix)
     char hex[9], agentpath[2048];
     cmr_random_bytes(raw, sizeof raw);
     cmr_hex(raw, sizeof raw, hex);
-    snprintf(j->name, sizeof j->name, "%s-%s", prefix, hex);
-    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s", agent_so, broker.bootstrap, j->name);
+    assert_true(FITS(j->name, "%s-%s", prefix, hex));
+    assert_true(FITS(agentpath, "-agentpath:%s=bootstrap=%s,name=%s", agent_so, broker.bootstrap, j->name));
     const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
     assert_int_equal(jvm_proc_start(&j->jvm, argv), 0);
     assert_int_equal(jvm_proc_expect(&j->jvm, "ready", NULL, 0, 30000), 0);
     const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, by_name, j->name, 0, 90000);
     assert_non_null(reg);
-    snprintf(j->instance, sizeof j->instance, "%s", reg->msg.u.registration.instance_id);
-    snprintf(j->hostname, sizeof j->hostname, "%s", reg->msg.u.registration.hostname);
+    assert_true(FITS(j->instance, "%s", reg->msg.u.registration.instance_id));
+    assert_true(FITS(j->hostname, "%s", reg->msg.u.registration.hostname));
     j->agent_id = (int64_t)cmr_agent_id(j->name, j->hostname);
 }
 
@@ -170,43 +182,32 @@ static bool fires(jvm_agent_t *j, const char *cmd, const char *answer, uint64_t 
     return false;
 }
 
-static const char env_v1[] = "version: 1\n"
-                             "environments:\n"
-                             "  - id: e2e\n"
-                             "    name: End to end\n"
-                             "    strategy:\n"
-                             "      send_interval_ms: 10\n"
-                             "    sensors:\n"
-                             "      - sensor: invocation-sequence\n"
-                             "        class: demo.Work\n"
-                             "        method: call\n"
-                             "      - sensor: invocation-sequence\n"
-                             "        class: demo.PoolWork\n"
-                             "        method: run\n"
-                             "mappings:\n"
-                             "  - agent: \"e2e-*\"\n"
-                             "    address: \"*\"\n"
-                             "    environment: e2e\n";
+/* The environment e2e (its sensors follow) and the mapping of every e2e-* agent to it. */
+#define ENV_HEAD                   \
+    "version: 1\n"                 \
+    "environments:\n"              \
+    "  - id: e2e\n"                \
+    "    name: End to end\n"       \
+    "    strategy:\n"              \
+    "      send_interval_ms: 10\n" \
+    "    sensors:\n"
+#define ENV_MAPPINGS "mappings:\n  - agent: \"e2e-*\"\n    address: \"*\"\n    environment: e2e\n"
+
+static const char env_v1[] = ENV_HEAD "      - sensor: invocation-sequence\n"
+                                      "        class: demo.Work\n"
+                                      "        method: call\n"
+                                      "      - sensor: invocation-sequence\n"
+                                      "        class: demo.PoolWork\n"
+                                      "        method: run\n" ENV_MAPPINGS;
 
 /* Work.call loses its sensor, Greeter.greet (bytes kept) and Fanout.run (bytes dropped by
  * the instrumenter's tiny cache budget) get one. */
-static const char env_v2[] = "version: 1\n"
-                             "environments:\n"
-                             "  - id: e2e\n"
-                             "    name: End to end\n"
-                             "    strategy:\n"
-                             "      send_interval_ms: 10\n"
-                             "    sensors:\n"
-                             "      - sensor: invocation-sequence\n"
-                             "        class: demo.Greeter\n"
-                             "        method: greet\n"
-                             "      - sensor: invocation-sequence\n"
-                             "        class: demo.Fanout\n"
-                             "        method: run\n"
-                             "mappings:\n"
-                             "  - agent: \"e2e-*\"\n"
-                             "    address: \"*\"\n"
-                             "    environment: e2e\n";
+static const char env_v2[] = ENV_HEAD "      - sensor: invocation-sequence\n"
+                                      "        class: demo.Greeter\n"
+                                      "        method: greet\n"
+                                      "      - sensor: invocation-sequence\n"
+                                      "        class: demo.Fanout\n"
+                                      "        method: run\n" ENV_MAPPINGS;
 
 static void test_rules_instrument_and_changes_apply_while_running(void **state)
 {
@@ -287,15 +288,9 @@ static int setup(void **state)
     if (!mkdtemp(workdir) || broker_proc_start(&broker, broker_bin, NULL) != 0 ||
         cmr_peer_start(&peer, broker.bootstrap) != 0)
         return -1;
-    char path[256], db[256];
-    snprintf(path, sizeof path, "%s/env.yaml", workdir);
-    write_text(path, env_v1);
-    jvm_proc_t p;
-    const char *apply[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "apply", path, NULL};
-    if (jvm_proc_start(&p, apply) != 0 || jvm_proc_wait(&p, 60000) != 0)
+    char db[256];
+    if (apply_file(env_v1) != 0 || !FITS(db, "%s/instrumenter", workdir))
         return -1;
-    jvm_proc_cleanup(&p);
-    snprintf(db, sizeof db, "%s/instrumenter", workdir);
     const char *cfg[] = {config_bin, "--bootstrap", broker.bootstrap, "run", NULL};
     /* a 1-byte cache budget: bytes of classes that need nothing are not kept (resend path) */
     const char *ins[] = {instr_bin,
@@ -322,8 +317,7 @@ static int teardown(void **state)
     cmr_peer_stop(&peer);
     broker_proc_stop(&broker);
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return FITS(cmd, "rm -rf '%s'", workdir) && system(cmd) == 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv)

@@ -49,7 +49,10 @@ const char *cmr_cfg_sensor_name(cmr_sensor_kind_t k);
 int cmr_cfg_sensor_parse(const char *name); /* -1 when unknown */
 /* JVM access flag of a modifier name ("public" -> 0x0001); 0 when unknown. */
 int cmr_cfg_modifier_flag(const char *name);
-/* Writes the names of `flags` separated by ", " into buf (prefix each with `neg` if set). */
+/* Writes the names of `flags` separated by ", " into buf (prefix each with `neg` if set,
+ * at most one character); buf holds CMR_CFG_MODIFIERS_MAX bytes or more (all twelve names
+ * negated take 122). */
+#define CMR_CFG_MODIFIERS_MAX 128
 void cmr_cfg_modifiers_str(int flags, const char *neg, char *buf, size_t len);
 
 /* Writes an environment / the mappings back in the file format (YAML), so that

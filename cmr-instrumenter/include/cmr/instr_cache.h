@@ -15,6 +15,9 @@
  *   m <method id>                     a MethodEntry was published for this method id
  *   o <partition>                     the last cmr.classes offset of that partition in the cache
  *
+ * Keys are exact, whatever the length of the names in them (two class names that share a
+ * long prefix are two keys).
+ *
  * Writes go to a pending batch that reads and iterations see (batch + database); commit()
  * writes the batch atomically. Every write is keyed by what it describes, so replaying a record
  * rewrites the same values (idempotent).
@@ -52,10 +55,17 @@ typedef struct cmr_instr_agent_rec {
     char env_id[128];
 } cmr_instr_agent_rec_t;
 
+/* Copies the ids into a record's fields. 0, or -1 (record unchanged) when one of them does
+ * not fit: ids are never cut (a valid instance id has 32 characters, an environment id at
+ * most 64). */
+int cmr_instr_class_rec_ids(cmr_instr_class_rec_t *r, const char *instance_id, const char *env_id);
+int cmr_instr_agent_rec_ids(cmr_instr_agent_rec_t *r, const char *instance_id, const char *env_id);
+
 /* budget: bytes of unpinned class files kept (0: keep none). sync: fsync every commit. */
 cmr_instr_cache_t *cmr_instr_cache_open(const char *path, uint64_t budget, int sync, char *err, size_t errlen);
 void cmr_instr_cache_close(cmr_instr_cache_t *c);
-/* Writes the pending batch. 0, or -1 with err. */
+/* Writes the pending batch. 0, or -1 with err (also when a write of the batch ran out of
+ * memory: the batch is then dropped, never written in part). */
 int cmr_instr_cache_commit(cmr_instr_cache_t *c, char *err, size_t errlen);
 /* Drops the pending batch. */
 void cmr_instr_cache_rollback(cmr_instr_cache_t *c);

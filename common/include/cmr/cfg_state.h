@@ -5,7 +5,8 @@
  * ENVIRONMENT_DELETED which removes it) and one for the key "mappings" (MAPPINGS). Feeding
  * every record of cmr.config, in order, from the beginning, yields the current
  * configuration; an older revision of a key than the one held is ignored, so replays and
- * duplicates change nothing. Used by cmr-config (worker and CLI) and cmr-instrumenter.
+ * duplicates change nothing. Used by cmr-config (worker and CLI) and cmr-instrumenter
+ * (library cmr_envstate in common/config/: it needs only the wire codec).
  *
  * Ownership: the state owns the decoded messages; pointers it returns live until the next
  * cmr_cfg_state_apply() of the same key or cmr_cfg_state_free().

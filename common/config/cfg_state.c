@@ -1,5 +1,6 @@
 /*
- * cfg_state.c - the configuration projection of cmr.config (see cfg_state.h).
+ * cfg_state.c - the configuration projection of cmr.config (see cfg_state.h); library
+ * cmr_envstate, shared by cmr-config and cmr-instrumenter.
  *
  * Environments are kept in an array sorted by id, each holding the decoded ConfigChange
  * that defined it; the mapping table is the latest MAPPINGS change. A change whose
@@ -9,10 +10,12 @@
  */
 #include "cmr/cfg_state.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/wire.h"
 
 typedef struct env_entry {
@@ -76,17 +79,10 @@ static env_entry_t *entry_for(cmr_cfg_state_t *s, const char *id)
     size_t at = find(s, id, &found);
     if (found)
         return &s->envs[at];
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
-        env_entry_t *e = realloc(s->envs, cap * sizeof *e);
-        if (!e)
-            return NULL;
-        s->envs = e;
-        s->cap = cap;
-    }
-    char *copy = strdup(id);
+    char *copy = CMR_ARRAY_GROW(s->envs, s->cap, s->n + 1) == 0 ? strdup(id) : NULL;
     if (!copy)
         return NULL;
+    assert(at <= s->n);
     memmove(&s->envs[at + 1], &s->envs[at], (s->n - at) * sizeof *s->envs);
     memset(&s->envs[at], 0, sizeof *s->envs);
     s->envs[at].id = copy;
