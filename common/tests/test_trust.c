@@ -275,6 +275,25 @@ static void test_file_read_bounds(void **state)
     cmr_buf_free(&b);
 }
 
+static void test_derived_keys(void **state)
+{
+    fixture_t *f = *state;
+    char err[256];
+    cmr_signer_t *a = cmr_signer_load(f->key_a, err, sizeof err), *a2 = cmr_signer_load(f->key_a, err, sizeof err);
+    cmr_signer_t *b = cmr_signer_load(f->key_b, err, sizeof err);
+    uint8_t k1[32], k2[32], k3[32], k4[32];
+    cmr_signer_derive_key(a, "trace-context:shop", k1);
+    cmr_signer_derive_key(a2, "trace-context:shop", k2); /* another worker with the same key */
+    cmr_signer_derive_key(a, "trace-context:billing", k3);
+    cmr_signer_derive_key(b, "trace-context:shop", k4);
+    assert_memory_equal(k1, k2, 32);
+    assert_memory_not_equal(k1, k3, 32);
+    assert_memory_not_equal(k1, k4, 32);
+    cmr_signer_free(a);
+    cmr_signer_free(a2);
+    cmr_signer_free(b);
+}
+
 static void test_digest(void **state)
 {
     (void)state;
@@ -290,13 +309,10 @@ static void test_digest(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sign_and_verify),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_rotation_two_keys),
-        cmocka_unit_test(test_replay_window_bounded),
-        cmocka_unit_test(test_key_files),
-        cmocka_unit_test(test_file_read_bounds),
-        cmocka_unit_test(test_digest),
+        cmocka_unit_test(test_sign_and_verify),   cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_rotation_two_keys), cmocka_unit_test(test_replay_window_bounded),
+        cmocka_unit_test(test_key_files),         cmocka_unit_test(test_file_read_bounds),
+        cmocka_unit_test(test_derived_keys),      cmocka_unit_test(test_digest),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

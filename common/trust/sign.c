@@ -77,6 +77,12 @@ const char *cmr_signer_key_id(const cmr_signer_t *s)
     return s->key_id;
 }
 
+void cmr_signer_derive_key(const cmr_signer_t *s, const char *context, uint8_t out[32])
+{
+    /* BLAKE2b keyed with the Ed25519 seed (the first half of libsodium's secret key). */
+    crypto_generichash(out, 32, (const unsigned char *)context, strlen(context), s->sk, crypto_sign_SEEDBYTES);
+}
+
 void cmr_signer_sign(const cmr_signer_t *s, const char *target_instance, int64_t lifetime_ms, const void *payload,
                      size_t payload_len, cmr_envelope_t *env)
 {

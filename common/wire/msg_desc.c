@@ -206,6 +206,7 @@ static const cmr_field_desc_t environment_fields[] = {
     FIELD(cmr_environment_t, description, STRING),
     SUB(cmr_environment_t, assignments, RECORDS, sensor_assignment_desc),
     SUB(cmr_environment_t, strategy, RECORD, strategy_desc),
+    ENUM(cmr_environment_t, trace_context, trace_context_policies),
 };
 static const cmr_record_desc_t environment_desc = {"Environment", sizeof(cmr_environment_t), environment_fields,
                                                    TABLE(environment_fields)};

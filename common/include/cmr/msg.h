@@ -267,6 +267,7 @@ typedef struct cmr_environment {
         size_t count;
     } assignments;
     cmr_strategy_t strategy;
+    cmr_trace_context_policy_t trace_context;
 } cmr_environment_t;
 
 typedef struct cmr_agent_mapping {

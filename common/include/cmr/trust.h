@@ -75,6 +75,11 @@ cmr_signer_t *cmr_signer_load(const char *path, char *errbuf, size_t errlen);
 void cmr_signer_free(cmr_signer_t *s);
 const char *cmr_signer_key_id(const cmr_signer_t *s);
 
+/* A 32-byte secret derived from the signing key for `context` (e.g. "trace-context:" + an
+ * environment id): the same on every worker that holds the key, different per context,
+ * and telling nothing about the signing key. */
+void cmr_signer_derive_key(const cmr_signer_t *s, const char *context, uint8_t out[32]);
+
 /* Fills env (a fresh random command id, issued now, void after lifetime_ms, this key's
  * id) and signs it together with the payload's digest. target_instance must stay valid
  * while env is used. */
