@@ -256,8 +256,8 @@ static int cmd_roundtrip(const cmr_conf_t *conf)
         if (cmr_consumer_poll(c, 200, &rec) != 1)
             continue;
         sent_t *s = &sent[rec->msg.type];
-        size_t len = rec->raw->len;
-        if (!s->received && len == s->bytes.len && memcmp(rec->raw->payload, s->bytes.data, len) == 0) {
+        size_t len = rec->len;
+        if (!s->received && len == s->bytes.len && memcmp(rec->payload, s->bytes.data, len) == 0) {
             int ok = strcmp(rec->topic, s->topic) == 0 && strcmp(rec->key, s->key) == 0;
             s->received = 1;
             got++;
