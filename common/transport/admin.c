@@ -21,8 +21,7 @@ int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partit
                            int timeout_ms, char *errbuf, size_t errlen)
 {
     char err[512];
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
-    rd_kafka_t *rk = rk_conf ? cmr_kafka_new(RD_KAFKA_PRODUCER, rk_conf, "admin client", errbuf, errlen) : NULL;
+    rd_kafka_t *rk = cmr_kafka_client(RD_KAFKA_PRODUCER, conf, NULL, NULL, NULL, NULL, "admin client", errbuf, errlen);
     if (!rk)
         return -1;
     int rc = -1;

@@ -100,6 +100,11 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_ka
     apply_deferred_pauses(c, revoked);
 }
 
+static void consumer_callbacks(rd_kafka_conf_t *rk_conf)
+{
+    rd_kafka_conf_set_rebalance_cb(rk_conf, consumer_rebalance_cb);
+}
+
 cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id, const char *const *topics,
                                  size_t ntopics, cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque, char *errbuf,
                                  size_t errlen)
@@ -109,22 +114,14 @@ cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id, c
         return NULL;
     c->rebalance_cb = rebalance_cb;
     c->cb_opaque = cb_opaque;
-    const char *forced[] = {"group.id", group_id, "enable.auto.offset.store", "false", NULL};
-    const char *defaults[] = {"auto.offset.reset",
-                              "earliest",
-                              "enable.auto.commit",
-                              "true",
-                              "auto.commit.interval.ms",
-                              "1000",
-                              "fetch.message.max.bytes",
-                              "16777216",
-                              NULL};
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf_with(conf, forced, defaults, errbuf, errlen);
-    if (!rk_conf)
-        goto fail;
-    rd_kafka_conf_set_rebalance_cb(rk_conf, consumer_rebalance_cb);
-    rd_kafka_conf_set_opaque(rk_conf, c);
-    c->rk = cmr_kafka_new(RD_KAFKA_CONSUMER, rk_conf, "consumer", errbuf, errlen);
+    const cmr_kafka_prop_t forced[] = {{"group.id", group_id}, {"enable.auto.offset.store", "false"}, {NULL, NULL}};
+    const cmr_kafka_prop_t defaults[] = {{"auto.offset.reset", "earliest"},
+                                         {"enable.auto.commit", "true"},
+                                         {"auto.commit.interval.ms", "1000"},
+                                         {"fetch.message.max.bytes", "16777216"},
+                                         {NULL, NULL}};
+    c->rk =
+        cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, defaults, consumer_callbacks, c, "consumer", errbuf, errlen);
     if (!c->rk)
         goto fail;
     rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new((int)ntopics);

@@ -113,8 +113,8 @@ rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t err
 }
 
 /* Sets a property only where the user did not. 0 or -1. */
-int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
-                           char *errbuf, size_t errlen)
+static int conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
+                        char *errbuf, size_t errlen)
 {
     char full[256];
     snprintf(full, sizeof full, "kafka.%s", key);
@@ -128,28 +128,25 @@ int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, con
     return 0;
 }
 
-rd_kafka_conf_t *cmr_kafka_conf_with(const cmr_conf_t *conf, const char *const *forced, const char *const *defaults,
-                                     char *errbuf, size_t errlen)
+/* cmr_kafka_conf() with the forced and default properties. NULL with errbuf filled. */
+static rd_kafka_conf_t *conf_with(const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+                                  const cmr_kafka_prop_t *defaults, char *errbuf, size_t errlen)
 {
     rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
     if (!rk_conf)
         return NULL;
     char err[256];
-    for (size_t i = 0; forced && forced[i]; i += 2) {
-        assert(forced[i + 1]); /* pairs */
-        if (rd_kafka_conf_set(rk_conf, forced[i], forced[i + 1], err, sizeof err) != RD_KAFKA_CONF_OK) {
-            CMR_ERRF(errbuf, errlen, "%s=%s: %s", forced[i], forced[i + 1], err);
+    for (const cmr_kafka_prop_t *f = forced; f && f->key; f++)
+        if (rd_kafka_conf_set(rk_conf, f->key, f->value, err, sizeof err) != RD_KAFKA_CONF_OK) {
+            CMR_ERRF(errbuf, errlen, "%s=%s: %s", f->key, f->value, err);
             rd_kafka_conf_destroy(rk_conf);
             return NULL;
         }
-    }
-    for (size_t i = 0; defaults && defaults[i]; i += 2) {
-        assert(defaults[i + 1]);
-        if (cmr_kafka_conf_default(rk_conf, conf, defaults[i], defaults[i + 1], errbuf, errlen) != 0) {
+    for (const cmr_kafka_prop_t *d = defaults; d && d->key; d++)
+        if (conf_default(rk_conf, conf, d->key, d->value, errbuf, errlen) != 0) {
             rd_kafka_conf_destroy(rk_conf);
             return NULL;
         }
-    }
     return rk_conf;
 }
 
@@ -165,8 +162,16 @@ void *cmr_kafka_client_alloc(size_t size, char *errbuf, size_t errlen)
     return client;
 }
 
-rd_kafka_t *cmr_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *rk_conf, const char *what, char *errbuf, size_t errlen)
+rd_kafka_t *cmr_kafka_client(rd_kafka_type_t type, const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+                             const cmr_kafka_prop_t *defaults, void (*callbacks)(rd_kafka_conf_t *rk_conf),
+                             void *opaque, const char *what, char *errbuf, size_t errlen)
 {
+    rd_kafka_conf_t *rk_conf = conf_with(conf, forced, defaults, errbuf, errlen);
+    if (!rk_conf)
+        return NULL;
+    if (callbacks)
+        callbacks(rk_conf);
+    rd_kafka_conf_set_opaque(rk_conf, opaque);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(type, rk_conf, err, sizeof err);
     if (!rk) {

@@ -15,23 +15,20 @@
  * to rd_kafka_new which takes it). NULL with errbuf filled on a bad property. */
 rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t errlen);
 
-/* Sets a property only where the user did not (no "kafka.<key>" in conf). 0, or -1 with
- * errbuf filled. */
-int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
-                           char *errbuf, size_t errlen);
+/* A librdkafka property; arrays of them end with a NULL key. */
+typedef struct cmr_kafka_prop {
+    const char *key, *value;
+} cmr_kafka_prop_t;
 
-/* cmr_kafka_conf(), then the properties the caller needs whatever the user configured
- * (`forced`) and those the user may override (`defaults`, set only where conf has no
- * "kafka.<key>"): NULL-ended arrays of key, value pairs, either may be NULL. NULL with
- * errbuf filled. */
-rd_kafka_conf_t *cmr_kafka_conf_with(const cmr_conf_t *conf, const char *const *forced, const char *const *defaults,
-                                     char *errbuf, size_t errlen);
-
-/* Creates a handle of `type` from rk_conf, which it takes in every case (destroyed on
- * failure). A consumer's messages and callbacks are then served by its consumer poll.
- * NULL with errbuf filled ("cannot create <what>: ..."). */
-rd_kafka_t *cmr_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *rk_conf, const char *what, char *errbuf,
-                          size_t errlen);
+/* A transport client's handle of `type`: cmr_kafka_conf() of conf, then the properties
+ * the client needs whatever the user configured (`forced`), then those the user may
+ * override (`defaults`, set only where conf has no "kafka.<key>"), either may be NULL;
+ * `callbacks` (may be NULL) sets the client's own callbacks on the configuration, whose
+ * opaque is `opaque`. A consumer's messages and callbacks are served by its consumer
+ * poll. NULL with errbuf filled ("cannot create <what>: ..." when librdkafka refused). */
+rd_kafka_t *cmr_kafka_client(rd_kafka_type_t type, const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+                             const cmr_kafka_prop_t *defaults, void (*callbacks)(rd_kafka_conf_t *rk_conf),
+                             void *opaque, const char *what, char *errbuf, size_t errlen);
 
 /* A librdkafka list of these partitions (offsets copied); NULL on out of memory. The
  * caller destroys it. */

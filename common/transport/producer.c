@@ -59,6 +59,11 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
     }
 }
 
+static void producer_callbacks(rd_kafka_conf_t *rk_conf)
+{
+    rd_kafka_conf_set_dr_msg_cb(rk_conf, producer_dr_cb);
+}
+
 static void *producer_poll_main(void *arg)
 {
     cmr_producer_t *p = arg;
@@ -75,23 +80,14 @@ cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id, 
         return NULL;
     p->cb = cb;
     p->cb_opaque = cb_opaque;
-    const char *defaults[] = {"enable.idempotence",
-                              "true",
-                              "client.id",
-                              client_id ? client_id : "cmr",
-                              "linger.ms",
-                              "5",
-                              "message.max.bytes",
-                              "16777216",
-                              "compression.codec",
-                              "lz4",
-                              NULL};
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf_with(conf, NULL, defaults, errbuf, errlen);
-    if (!rk_conf)
-        goto fail;
-    rd_kafka_conf_set_dr_msg_cb(rk_conf, producer_dr_cb);
-    rd_kafka_conf_set_opaque(rk_conf, p);
-    p->rk = cmr_kafka_new(RD_KAFKA_PRODUCER, rk_conf, "producer", errbuf, errlen);
+    const cmr_kafka_prop_t defaults[] = {{"enable.idempotence", "true"},
+                                         {"client.id", client_id ? client_id : "cmr"},
+                                         {"linger.ms", "5"},
+                                         {"message.max.bytes", "16777216"},
+                                         {"compression.codec", "lz4"},
+                                         {NULL, NULL}};
+    p->rk =
+        cmr_kafka_client(RD_KAFKA_PRODUCER, conf, NULL, defaults, producer_callbacks, p, "producer", errbuf, errlen);
     if (!p->rk)
         goto fail;
     if (pthread_create(&p->poller, NULL, producer_poll_main, p) != 0) {

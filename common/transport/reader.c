@@ -48,16 +48,17 @@ static cmr_reader_t *reader_open(const cmr_conf_t *conf, const char *topic, int 
     cmr_random_bytes(rnd, sizeof rnd);
     cmr_hex(rnd, sizeof rnd, hex);
     snprintf(group, sizeof group, "cmr-reader-%s", hex);
-    const char *forced[] = {
-        "group.id", group, "enable.auto.commit", "false", "enable.partition.eof", "true", "fetch.message.max.bytes",
-        "16777216", NULL};
+    const cmr_kafka_prop_t forced[] = {{"group.id", group},
+                                       {"enable.auto.commit", "false"},
+                                       {"enable.partition.eof", "true"},
+                                       {"fetch.message.max.bytes", "16777216"},
+                                       {NULL, NULL}};
     cmr_reader_t *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    rd_kafka_conf_t *kc = cmr_kafka_conf_with(conf, forced, NULL, err, errlen);
-    r->rk = kc ? cmr_kafka_new(RD_KAFKA_CONSUMER, kc, "reader", err, errlen) : NULL;
+    r->rk = cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, NULL, NULL, NULL, "reader", err, errlen);
     if (!r->rk) {
         cmr_reader_free(r);
         return NULL;

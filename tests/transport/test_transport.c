@@ -274,6 +274,23 @@ static void test_two_consumers_share_partitions(void **state)
 #define RESUME_MESSAGES 120
 #define RESUME_FIRST 45
 
+/* Processes method entries (counted in processed[id], marked done) until `upto` were
+ * processed in all, starting from n. The new count. */
+static int process_entries(cmr_consumer_t *c, int *processed, int n, int upto)
+{
+    int64_t deadline = cmr_mono_ms() + 60000;
+    while (n < upto && cmr_mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) != 1)
+            continue;
+        processed[rec->msg.u.method_entry.method_id]++;
+        n++;
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    return n;
+}
+
 static void test_restart_resumes_without_loss_or_duplicates(void **state)
 {
     (void)state;
@@ -287,32 +304,13 @@ static void test_restart_resumes_without_loss_or_duplicates(void **state)
     /* first life: process RESUME_FIRST records, then stop; what was fetched but not
      * processed must come again */
     cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
-    int n = 0;
-    int64_t deadline = cmr_mono_ms() + 60000;
-    while (n < RESUME_FIRST && cmr_mono_ms() < deadline) {
-        cmr_record_t *rec;
-        if (cmr_consumer_poll(c, 200, &rec) != 1)
-            continue;
-        processed[rec->msg.u.method_entry.method_id]++;
-        n++;
-        cmr_consumer_done(c, rec);
-        cmr_record_free(rec);
-    }
+    int n = process_entries(c, processed, 0, RESUME_FIRST);
     assert_int_equal(n, RESUME_FIRST);
     cmr_consumer_close(c);
 
     /* second life */
     c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
-    deadline = cmr_mono_ms() + 60000;
-    while (n < RESUME_MESSAGES && cmr_mono_ms() < deadline) {
-        cmr_record_t *rec;
-        if (cmr_consumer_poll(c, 200, &rec) != 1)
-            continue;
-        processed[rec->msg.u.method_entry.method_id]++;
-        n++;
-        cmr_consumer_done(c, rec);
-        cmr_record_free(rec);
-    }
+    n = process_entries(c, processed, n, RESUME_MESSAGES);
     /* nothing more arrives */
     cmr_record_t *extra = NULL;
     for (int i = 0; i < 10 && !extra; i++)
