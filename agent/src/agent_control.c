@@ -59,7 +59,7 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
 {
     control_t *c = opaque;
     cmr_agent_t *a = c->a;
-    if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (d->err == 0) {
         c->last_ack_ms = cmr_mono_ms();
         if (!a->connected)
             a->connected = true;
@@ -73,7 +73,7 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
             cmr_probe_rings_count(a->rings, 0, tag >> 1, 0, 0);
     } else if (d->opaque) { /* a ClassLoaded: the entry waits for this answer */
         c->in_flight--;
-        cmr_class_cache_delivered(a->classes, d->opaque, d->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+        cmr_class_cache_delivered(a->classes, d->opaque, d->err == 0);
     }
 }
 
@@ -385,12 +385,8 @@ static void check_connection(control_t *c, int64_t now)
     }
     if (!a->connected && now >= c->next_probe_ms) {
         c->next_probe_ms = now + 1000;
-        const struct rd_kafka_metadata *md = NULL;
-        if (rd_kafka_metadata(cmr_producer_handle(a->producer), 0, NULL, &md, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            md && md->broker_cnt > 0)
+        if (cmr_producer_fetch_metadata(a->producer, NULL, 1000) > 0)
             a->connected = true;
-        if (md)
-            rd_kafka_metadata_destroy(md);
     }
     if (a->connected && c->disconnect_reported) {
         c->disconnect_reported = false;

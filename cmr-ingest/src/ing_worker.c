@@ -69,18 +69,18 @@ static int commit_group(worker_t *w)
     return 0;
 }
 
-static void on_rebalance(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts, void *opaque)
+static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t n, void *opaque)
 {
     (void)c;
     worker_t *w = opaque;
     if (revoked) {
         commit_group(w);
-        for (int i = 0; i < parts->cnt; i++)
-            cmr_ingest_engine_close_partition(w->engine, parts->elems[i].partition);
+        for (size_t i = 0; i < n; i++)
+            cmr_ingest_engine_close_partition(w->engine, parts[i].partition);
         return;
     }
-    for (int i = 0; i < parts->cnt; i++)
-        if (cmr_ingest_engine_open_partition(w->engine, parts->elems[i].partition, 30000) != 0)
+    for (size_t i = 0; i < n; i++)
+        if (cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000) != 0)
             w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/log.h"
 
 typedef struct conf_entry {
@@ -74,14 +75,8 @@ int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const cha
         e->origin = o;
         return 0;
     }
-    if (conf->count == conf->cap) {
-        size_t cap = conf->cap ? conf->cap * 2 : 16;
-        conf_entry_t *items = realloc(conf->items, cap * sizeof *items);
-        if (!items)
-            goto oom;
-        conf->items = items;
-        conf->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(conf->items, conf->cap, conf->count + 1) != 0)
+        goto oom;
     char *k = strdup(key);
     if (!k)
         goto oom;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cmr/conf.h"
-#include "cmr/kafka.h"
+#include "kafka_internal.h"
 #include "cmr/log.h"
 
 static char *write_file(const char *text)

@@ -9,6 +9,7 @@
  * Thread safety: after cmr_wire_init() (run once, under pthread_once) the schemas and
  * value interfaces are read-only; each call creates its own generic value.
  */
+#include <assert.h>
 #include <avro.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -140,7 +141,9 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
             break;
         }
         return record_matches(f->rec, avro_schema_array_items(s), why, whylen);
-    default: ok = false;
+    default: /* the descriptor tables (msg_desc.c) use only the types above */
+        assert(!"field type outside cmr_field_type_t");
+        ok = false;
     }
     if (!ok)
         snprintf(why, whylen, "field %s: schema type %s does not fit the C table", f->name, avro_schema_type_name(s));
@@ -338,6 +341,7 @@ static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_
         return CMR_WIRE_OK;
     }
     }
+    assert(!"field type outside cmr_field_type_t"); /* every type returns above */
     return CMR_WIRE_ERR_INTERNAL;
 }
 
@@ -530,6 +534,7 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
         return 0;
     }
     }
+    assert(!"field type outside cmr_field_type_t"); /* every type returns above */
     return -1;
 }
 

@@ -256,7 +256,7 @@ int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out)
         if (rc == 1) {
             char err[256];
             /* hand out an owned copy: decode the raw bytes again */
-            int ok = cmr_msg_decode(rec->raw->payload, rec->raw->len, out, err, sizeof err) == CMR_WIRE_OK;
+            int ok = cmr_msg_decode(rec->payload, rec->len, out, err, sizeof err) == CMR_WIRE_OK;
             cmr_consumer_done(p->commands, rec);
             cmr_record_free(rec);
             if (ok)

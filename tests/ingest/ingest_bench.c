@@ -29,6 +29,7 @@
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/reader.h"
 #include "cmr/wire.h"
 #include "cp_support.h"
 #include "ing_synth.h"
@@ -206,12 +207,9 @@ static int64_t fill(const char *bootstrap, const data_t *d)
     }
     cmr_producer_flush(p, 60000);
     double dt = now_s() - t0;
-    int64_t total = 0;
-    for (int part = 0; part < 16; part++) {
-        int64_t lo, hi;
-        if (rd_kafka_query_watermark_offsets(cmr_producer_handle(p), "cmr.events", part, &lo, &hi, 5000) == 0)
-            total += hi - lo;
-    }
+    cmr_reader_t *r = cmr_reader_new(conf, "cmr.events", 0, err, sizeof err); /* counts what the topic holds */
+    int64_t total = r ? cmr_reader_total(r) : 0;
+    cmr_reader_free(r);
     printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64 " messages\n",
            d->ntraces * BATCHES_PER_TRACE, d->events, dt, total);
     cmr_producer_destroy(p, 5000);
