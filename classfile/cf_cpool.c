@@ -26,35 +26,35 @@ cf_err cf_cp_validate(const cf_class *c, cf_error *err)
         bool ok = true;
         switch (k->tag) {
         case 0: /* second slot of Long/Double */
-        case CF_CONSTANT_Utf8:
-        case CF_CONSTANT_Integer:
-        case CF_CONSTANT_Float:
-        case CF_CONSTANT_Long:
-        case CF_CONSTANT_Double: break;
-        case CF_CONSTANT_Class:
-        case CF_CONSTANT_String:
-        case CF_CONSTANT_MethodType:
-        case CF_CONSTANT_Module:
-        case CF_CONSTANT_Package: ok = is_tag(c, k->a, CF_CONSTANT_Utf8); break;
-        case CF_CONSTANT_Fieldref:
-        case CF_CONSTANT_Methodref:
-        case CF_CONSTANT_InterfaceMethodref:
-            ok = is_tag(c, k->a, CF_CONSTANT_Class) && is_tag(c, k->b, CF_CONSTANT_NameAndType);
+        case JVM_CONSTANT_Utf8:
+        case JVM_CONSTANT_Integer:
+        case JVM_CONSTANT_Float:
+        case JVM_CONSTANT_Long:
+        case JVM_CONSTANT_Double: break;
+        case JVM_CONSTANT_Class:
+        case JVM_CONSTANT_String:
+        case JVM_CONSTANT_MethodType:
+        case JVM_CONSTANT_Module:
+        case JVM_CONSTANT_Package: ok = is_tag(c, k->a, JVM_CONSTANT_Utf8); break;
+        case JVM_CONSTANT_Fieldref:
+        case JVM_CONSTANT_Methodref:
+        case JVM_CONSTANT_InterfaceMethodref:
+            ok = is_tag(c, k->a, JVM_CONSTANT_Class) && is_tag(c, k->b, JVM_CONSTANT_NameAndType);
             break;
-        case CF_CONSTANT_NameAndType:
-            ok = is_tag(c, k->a, CF_CONSTANT_Utf8) && is_tag(c, k->b, CF_CONSTANT_Utf8);
+        case JVM_CONSTANT_NameAndType:
+            ok = is_tag(c, k->a, JVM_CONSTANT_Utf8) && is_tag(c, k->b, JVM_CONSTANT_Utf8);
             break;
-        case CF_CONSTANT_Dynamic:
-        case CF_CONSTANT_InvokeDynamic: ok = is_tag(c, k->b, CF_CONSTANT_NameAndType); break;
-        case CF_CONSTANT_MethodHandle:
-            if (k->kind < 1 || k->kind > 9)
+        case JVM_CONSTANT_Dynamic:
+        case JVM_CONSTANT_InvokeDynamic: ok = is_tag(c, k->b, JVM_CONSTANT_NameAndType); break;
+        case JVM_CONSTANT_MethodHandle:
+            if (k->kind < JVM_REF_getField || k->kind > JVM_REF_invokeInterface)
                 return cf_fail(err, CF_ERR_CPOOL_VALUE, "constant #%u: method-handle kind %u", i, k->kind);
-            if (k->kind <= 4)
-                ok = is_tag(c, k->a, CF_CONSTANT_Fieldref);
-            else if (k->kind == 9)
-                ok = is_tag(c, k->a, CF_CONSTANT_InterfaceMethodref);
+            if (k->kind <= JVM_REF_putStatic) /* field access */
+                ok = is_tag(c, k->a, JVM_CONSTANT_Fieldref);
+            else if (k->kind == JVM_REF_invokeInterface)
+                ok = is_tag(c, k->a, JVM_CONSTANT_InterfaceMethodref);
             else
-                ok = is_tag(c, k->a, CF_CONSTANT_Methodref) || is_tag(c, k->a, CF_CONSTANT_InterfaceMethodref);
+                ok = is_tag(c, k->a, JVM_CONSTANT_Methodref) || is_tag(c, k->a, JVM_CONSTANT_InterfaceMethodref);
             break;
         default: return cf_fail(err, CF_ERR_CPOOL_TAG, "constant #%u: tag %u", i, k->tag);
         }
@@ -69,7 +69,7 @@ cf_err cf_cp_validate(const cf_class *c, cf_error *err)
 cf_str cf_cp_utf8(const cf_class *c, uint16_t idx)
 {
     cf_str s = {"", 0};
-    if (is_tag(c, idx, CF_CONSTANT_Utf8)) {
+    if (is_tag(c, idx, JVM_CONSTANT_Utf8)) {
         s.p = (const char *)c->cp[idx].data;
         s.len = c->cp[idx].len;
     }
@@ -78,7 +78,7 @@ cf_str cf_cp_utf8(const cf_class *c, uint16_t idx)
 
 cf_str cf_cp_class_name(const cf_class *c, uint16_t idx)
 {
-    if (!is_tag(c, idx, CF_CONSTANT_Class))
+    if (!is_tag(c, idx, JVM_CONSTANT_Class))
         return (cf_str){"", 0};
     return cf_cp_utf8(c, c->cp[idx].a);
 }
@@ -90,7 +90,7 @@ cf_str cf_class_name(const cf_class *c)
 
 bool cf_cp_nat(const cf_class *c, uint16_t idx, cf_str *name, cf_str *desc)
 {
-    if (!is_tag(c, idx, CF_CONSTANT_NameAndType))
+    if (!is_tag(c, idx, JVM_CONSTANT_NameAndType))
         return false;
     *name = cf_cp_utf8(c, c->cp[idx].a);
     *desc = cf_cp_utf8(c, c->cp[idx].b);
@@ -102,7 +102,7 @@ bool cf_cp_ref(const cf_class *c, uint16_t idx, cf_str *owner, cf_str *name, cf_
     if (idx == 0 || idx >= c->cp_count)
         return false;
     uint8_t t = c->cp[idx].tag;
-    if (t != CF_CONSTANT_Fieldref && t != CF_CONSTANT_Methodref && t != CF_CONSTANT_InterfaceMethodref)
+    if (t != JVM_CONSTANT_Fieldref && t != JVM_CONSTANT_Methodref && t != JVM_CONSTANT_InterfaceMethodref)
         return false;
     *owner = cf_cp_class_name(c, c->cp[idx].a);
     return cf_cp_nat(c, c->cp[idx].b, name, desc);
@@ -135,7 +135,7 @@ uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len)
 {
     for (uint32_t i = 1; i < c->cp_count; i++) {
         const cf_const *k = &c->cp[i];
-        if (k->tag == CF_CONSTANT_Utf8 && k->len == len && memcmp(k->data, s, len) == 0)
+        if (k->tag == JVM_CONSTANT_Utf8 && k->len == len && memcmp(k->data, s, len) == 0)
             return (uint16_t)i;
     }
     return 0;
@@ -150,7 +150,7 @@ void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t
     }
     for (uint32_t i = 1; i < c->cp_count; i++) {
         const cf_const *e = &c->cp[i];
-        if (e->tag != CF_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1))
+        if (e->tag != JVM_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1))
             continue;
         for (int k = 0; k < n; k++)
             if (!out[k] && e->len == len[k] && memcmp(e->data, s[k], len[k]) == 0)
@@ -170,7 +170,7 @@ uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len)
     cf_const *k = cp_append(c, 1);
     if (!k)
         return 0;
-    k->tag = CF_CONSTANT_Utf8;
+    k->tag = JVM_CONSTANT_Utf8;
     k->data = copy;
     k->len = (uint32_t)len;
     return idx;
@@ -193,7 +193,7 @@ uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
     k->tag = tag;
     k->a = a;
     k->b = b;
-    k->len = (tag == CF_CONSTANT_Class || tag == CF_CONSTANT_String) ? 2 : 4;
+    k->len = (tag == JVM_CONSTANT_Class || tag == JVM_CONSTANT_String) ? 2 : 4;
     return idx;
 }
 
@@ -231,13 +231,13 @@ static uint16_t add_ref2(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
 uint16_t cf_cp_add_class(cf_class *c, const char *name)
 {
     uint16_t u = cf_cp_add_utf8(c, name, strlen(name));
-    return u ? cf_cp_add_ref1(c, CF_CONSTANT_Class, u) : 0;
+    return u ? cf_cp_add_ref1(c, JVM_CONSTANT_Class, u) : 0;
 }
 
 uint16_t cf_cp_add_string(cf_class *c, const char *s, size_t len)
 {
     uint16_t u = cf_cp_add_utf8(c, s, len);
-    return u ? cf_cp_add_ref1(c, CF_CONSTANT_String, u) : 0;
+    return u ? cf_cp_add_ref1(c, JVM_CONSTANT_String, u) : 0;
 }
 
 uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc)
@@ -247,8 +247,8 @@ uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, c
     uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
     if (!cl || !n || !d)
         return 0;
-    uint16_t nat = add_ref2(c, CF_CONSTANT_NameAndType, n, d);
-    return nat ? add_ref2(c, CF_CONSTANT_Methodref, cl, nat) : 0;
+    uint16_t nat = add_ref2(c, JVM_CONSTANT_NameAndType, n, d);
+    return nat ? add_ref2(c, JVM_CONSTANT_Methodref, cl, nat) : 0;
 }
 
 uint16_t cf_cp_add_long(cf_class *c, int64_t v)
@@ -256,13 +256,13 @@ uint16_t cf_cp_add_long(cf_class *c, int64_t v)
     uint8_t *d = cf_arena_alloc(c->arena, 8);
     if (!d)
         return 0;
-    cf_put32(d, (uint32_t)((uint64_t)v >> 32));
-    cf_put32(d + 4, (uint32_t)v);
+    cmr_put_be32(d, (uint32_t)((uint64_t)v >> 32));
+    cmr_put_be32(d + 4, (uint32_t)v);
     uint16_t idx = c->cp_count;
     cf_const *k = cp_append(c, 2);
     if (!k)
         return 0;
-    k->tag = CF_CONSTANT_Long;
+    k->tag = JVM_CONSTANT_Long;
     k->data = d;
     k->len = 8;
     return idx;
@@ -271,17 +271,17 @@ uint16_t cf_cp_add_long(cf_class *c, int64_t v)
 uint16_t cf_cp_add_int(cf_class *c, int32_t v)
 {
     for (uint32_t i = 1; i < c->cp_count; i++)
-        if (c->cp[i].tag == CF_CONSTANT_Integer && cf_be32(c->cp[i].data) == (uint32_t)v)
+        if (c->cp[i].tag == JVM_CONSTANT_Integer && cmr_be32(c->cp[i].data) == (uint32_t)v)
             return (uint16_t)i;
     uint8_t *d = cf_arena_alloc(c->arena, 4);
     if (!d)
         return 0;
-    cf_put32(d, (uint32_t)v);
+    cmr_put_be32(d, (uint32_t)v);
     uint16_t idx = c->cp_count;
     cf_const *k = cp_append(c, 1);
     if (!k)
         return 0;
-    k->tag = CF_CONSTANT_Integer;
+    k->tag = JVM_CONSTANT_Integer;
     k->data = d;
     k->len = 4;
     return idx;

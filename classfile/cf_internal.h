@@ -1,13 +1,17 @@
 /*
  * cf_internal.h - shared internals of the class-file engine: arena allocator, bounds-checked
- * big-endian reader, byte buffer writer, error helpers, Code attribute and instruction model.
+ * big-endian reader, byte buffer writer (on the toolbox's cmr_buf_t), error helpers, Code
+ * attribute and instruction model.
  * Not installed; only the engine's .c files include it.
  */
 #ifndef CF_INTERNAL_H
 #define CF_INTERNAL_H
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/classfile.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
@@ -22,7 +26,8 @@ void *cf_arena_alloc_raw(cf_arena *a, size_t n); /* same, not zeroed */
 /* ---------------------------------------------------------------- errors (cf_error.c) */
 cf_err cf_fail(cf_error *err, cf_err code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* ---------------------------------------------------------------- reader */
+/* ---------------------------------------------------------------- reader
+ * Bounds-checked big-endian reads over borrowed bytes (byte order: cmr/bytes.h). */
 typedef struct cf_rd {
     const uint8_t *p;
     size_t len, pos;
@@ -40,34 +45,8 @@ static inline bool cf_rd_has(const cf_rd *r, size_t n)
 {
     return !r->bad && r->len - r->pos >= n;
 }
-static inline uint8_t cf_rd_u1(cf_rd *r)
-{
-    if (!cf_rd_has(r, 1)) {
-        r->bad = true;
-        return 0;
-    }
-    return r->p[r->pos++];
-}
-static inline uint16_t cf_rd_u2(cf_rd *r)
-{
-    if (!cf_rd_has(r, 2)) {
-        r->bad = true;
-        return 0;
-    }
-    uint16_t v = (uint16_t)(r->p[r->pos] << 8 | r->p[r->pos + 1]);
-    r->pos += 2;
-    return v;
-}
-static inline uint32_t cf_rd_u4(cf_rd *r)
-{
-    if (!cf_rd_has(r, 4)) {
-        r->bad = true;
-        return 0;
-    }
-    const uint8_t *q = r->p + r->pos;
-    r->pos += 4;
-    return (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3];
-}
+/* Returns where the next n bytes start and moves past them; NULL (and bad set) when fewer
+ * than n are left. */
 static inline const uint8_t *cf_rd_skip(cf_rd *r, size_t n)
 {
     if (!cf_rd_has(r, n)) {
@@ -78,67 +57,77 @@ static inline const uint8_t *cf_rd_skip(cf_rd *r, size_t n)
     r->pos += n;
     return q;
 }
-
-static inline uint16_t cf_be16(const uint8_t *p)
+static inline uint8_t cf_rd_u1(cf_rd *r)
 {
-    return (uint16_t)(p[0] << 8 | p[1]);
+    const uint8_t *q = cf_rd_skip(r, 1);
+    return q ? q[0] : 0;
 }
-static inline uint32_t cf_be32(const uint8_t *p)
+static inline uint16_t cf_rd_u2(cf_rd *r)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    const uint8_t *q = cf_rd_skip(r, 2);
+    return q ? cmr_be16(q) : 0;
 }
-static inline void cf_put16(uint8_t *p, uint16_t v)
+static inline uint32_t cf_rd_u4(cf_rd *r)
 {
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-static inline void cf_put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
+    const uint8_t *q = cf_rd_skip(r, 4);
+    return q ? cmr_be32(q) : 0;
 }
 
 /* ---------------------------------------------------------------- growable buffer
- * cf_buf owns `p` (malloc'ed); cf_buf_free releases it. `oom` is sticky. */
-typedef struct cf_buf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-} cf_buf;
-bool cf_buf_grow(cf_buf *b, size_t extra);
+ * cf_buf is the toolbox's cmr_buf_t (cmr/buf.h: zeroed = empty, owner frees with
+ * cf_buf_free, sticky oom, NUL kept after the bytes). The appenders below are its inline
+ * fast path for the engine's many small big-endian writes: a capacity check and a store,
+ * falling back to cmr_buf_reserve to grow. */
+typedef cmr_buf_t cf_buf;
+
 static inline bool cf_buf_reserve(cf_buf *b, size_t extra)
 {
-    return (!b->oom && b->cap - b->len >= extra) || cf_buf_grow(b, extra);
+    return (!b->oom && b->cap - b->len > extra) || cmr_buf_reserve(b, extra);
 }
 static inline void cf_buf_u1(cf_buf *b, uint8_t v)
 {
-    if (cf_buf_reserve(b, 1))
-        b->p[b->len++] = v;
+    if (cf_buf_reserve(b, 1)) {
+        b->data[b->len++] = v;
+        b->data[b->len] = 0;
+    }
 }
 static inline void cf_buf_u2(cf_buf *b, uint16_t v)
 {
     if (cf_buf_reserve(b, 2)) {
-        cf_put16(b->p + b->len, v);
+        cmr_put_be16(b->data + b->len, v);
         b->len += 2;
+        b->data[b->len] = 0;
     }
 }
 static inline void cf_buf_u4(cf_buf *b, uint32_t v)
 {
     if (cf_buf_reserve(b, 4)) {
-        cf_put32(b->p + b->len, v);
+        cmr_put_be32(b->data + b->len, v);
         b->len += 4;
+        b->data[b->len] = 0;
     }
 }
 static inline void cf_buf_bytes(cf_buf *b, const void *p, size_t n)
 {
     if (n && cf_buf_reserve(b, n)) {
-        memcpy(b->p + b->len, p, n);
+        memcpy(b->data + b->len, p, n);
         b->len += n;
+        b->data[b->len] = 0;
     }
 }
-void cf_buf_free(cf_buf *b);
+static inline void cf_buf_free(cf_buf *b)
+{
+    cmr_buf_free(b);
+}
+
+/* ---------------------------------------------------------------- instructions */
+/* Instructions after which control never falls through to the next one (goto, switches,
+ * returns, athrow). */
+static inline bool cf_op_ends_flow(uint8_t op)
+{
+    return op == JVM_OPC_goto || op == JVM_OPC_goto_w || op == JVM_OPC_tableswitch || op == JVM_OPC_lookupswitch ||
+           (op >= JVM_OPC_ireturn && op <= JVM_OPC_return) || op == JVM_OPC_athrow;
+}
 
 /* ---------------------------------------------------------------- constant pool (cf_cpool.c) */
 bool cf_str_eq(cf_str s, const char *z);

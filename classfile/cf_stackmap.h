@@ -30,7 +30,7 @@ bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32
 
 /* ---- expanded (absolute) frames, used when a frame must be written in full ---- */
 typedef struct cf_vtype {
-    uint8_t tag; /* 0..8 */
+    uint8_t tag; /* JVM_ITEM_* */
     uint16_t v;  /* Object: class index; Uninitialized: offset of the `new` */
 } cf_vtype;
 

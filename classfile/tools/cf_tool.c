@@ -89,16 +89,16 @@ static int cmd_callees(const char *in)
             continue;
         }
         for (size_t j = 0; j < k; j++) {
-            if (v[j].opcode == 0xba)
+            if (v[j].opcode == JVM_OPC_invokedynamic)
                 printf("  pc %u invokedynamic %.*s%.*s bootstrap %.*s.%.*s%.*s\n", v[j].pc, (int)v[j].name.len,
                        v[j].name.p, (int)v[j].desc.len, v[j].desc.p, (int)v[j].bsm_owner.len, v[j].bsm_owner.p,
                        (int)v[j].bsm_name.len, v[j].bsm_name.p, (int)v[j].bsm_desc.len, v[j].bsm_desc.p);
             else
                 printf("  pc %u %s %.*s.%.*s%.*s\n", v[j].pc,
-                       v[j].opcode == 0xb6   ? "invokevirtual"
-                       : v[j].opcode == 0xb7 ? "invokespecial"
-                       : v[j].opcode == 0xb8 ? "invokestatic"
-                                             : "invokeinterface",
+                       v[j].opcode == JVM_OPC_invokevirtual   ? "invokevirtual"
+                       : v[j].opcode == JVM_OPC_invokespecial ? "invokespecial"
+                       : v[j].opcode == JVM_OPC_invokestatic  ? "invokestatic"
+                                                              : "invokeinterface",
                        (int)v[j].owner.len, v[j].owner.p, (int)v[j].name.len, v[j].name.p, (int)v[j].desc.len,
                        v[j].desc.p);
         }

@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmr/cf_constants.h" /* JVM_OPC_*, JVM_ACC_*, JVM_CONSTANT_* ... */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,26 +69,6 @@ typedef struct cf_str {
     const char *p;
     uint32_t len;
 } cf_str;
-
-enum {
-    CF_CONSTANT_Utf8 = 1,
-    CF_CONSTANT_Integer = 3,
-    CF_CONSTANT_Float = 4,
-    CF_CONSTANT_Long = 5,
-    CF_CONSTANT_Double = 6,
-    CF_CONSTANT_Class = 7,
-    CF_CONSTANT_String = 8,
-    CF_CONSTANT_Fieldref = 9,
-    CF_CONSTANT_Methodref = 10,
-    CF_CONSTANT_InterfaceMethodref = 11,
-    CF_CONSTANT_NameAndType = 12,
-    CF_CONSTANT_MethodHandle = 15,
-    CF_CONSTANT_MethodType = 16,
-    CF_CONSTANT_Dynamic = 17,
-    CF_CONSTANT_InvokeDynamic = 18,
-    CF_CONSTANT_Module = 19,
-    CF_CONSTANT_Package = 20
-};
 
 /* One constant-pool slot. Slot 0 and the slot after a Long/Double have tag 0. */
 typedef struct cf_const {
@@ -163,7 +145,7 @@ uint64_t cf_method_id_of(cf_str owner, cf_str name, cf_str desc);
 
 typedef struct cf_callee {
     uint32_t pc;
-    uint8_t opcode;       /* 0xb6..0xba */
+    uint8_t opcode;       /* JVM_OPC_invokevirtual..JVM_OPC_invokedynamic */
     uint8_t is_interface; /* target is an InterfaceMethodref */
     cf_str owner, name, desc;
     /* invokedynamic only: the bootstrap method handle's target (owner/name/desc),
