@@ -77,14 +77,9 @@ cf_err cf_method_callees(const cf_class *c, const cf_member *m, cf_callee **out,
         pc += in.len;
         if (in.kind != CF_K_INVOKE)
             continue;
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            cf_callee *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
-                break;
-            }
-            v = nv;
+        if (CMR_ARRAY_GROW(v, cap, cnt + 1)) {
+            e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
+            break;
         }
         e = callee_at(c, &code, &in, &v[cnt], err);
         if (e)

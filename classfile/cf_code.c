@@ -234,26 +234,12 @@ static const uint8_t plain_len[256] = {
     /* 0xf0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
-{
-    if (*cap >= need)
-        return true;
-    uint32_t n = need < 256 ? 256 : need;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
-
-cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts_p,
-                         uint32_t *starts_cap, uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n,
-                         cf_error *err)
+cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts_p, size_t *starts_cap,
+                         uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n, cf_error *err)
 {
     *n = 0;
     uint32_t len = code->code_len, nsp = 0;
-    if (!grow((void **)insns, insn_cap, len, sizeof(cf_insn)) || !grow((void **)starts_p, starts_cap, len, 1))
+    if (cmr_array_grow(insns, insn_cap, len, sizeof **insns, 256) || cmr_array_grow(starts_p, starts_cap, len, 1, 256))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     cf_insn *v = *insns;
     uint8_t *starts = *starts_p;
@@ -317,8 +303,8 @@ cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_ca
     return CF_OK;
 }
 
-cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts_p,
-                            uint32_t *starts_cap, uint32_t *n, cf_error *err)
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts_p,
+                            size_t *starts_cap, uint32_t *n, cf_error *err)
 {
     return cf_code_decode_ex(code, insns, insn_cap, starts_p, starts_cap, NULL, NULL, NULL, n, err);
 }
@@ -327,7 +313,7 @@ cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_er
 {
     cf_insn *v = NULL;
     uint8_t *starts = NULL;
-    uint32_t vc = 0, sc = 0;
+    size_t vc = 0, sc = 0;
     cf_err e = cf_code_decode_reuse(code, &v, &vc, &starts, &sc, n, err);
     free(starts);
     if (e) {

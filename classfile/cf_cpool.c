@@ -114,17 +114,8 @@ static cf_const *cp_append(cf_class *c, uint32_t slots)
 {
     if ((uint32_t)c->cp_count + slots > 65535)
         return NULL;
-    if ((uint32_t)c->cp_count + slots > c->cp_cap) {
-        uint32_t cap = c->cp_cap * 2 + slots;
-        if (cap > 65536)
-            cap = 65536;
-        cf_const *n = cf_arena_alloc(c->arena, sizeof(cf_const) * cap);
-        if (!n)
-            return NULL;
-        memcpy(n, c->cp, sizeof(cf_const) * c->cp_count);
-        c->cp = n;
-        c->cp_cap = cap;
-    }
+    if (CMR_ARRAY_GROW(c->cp, c->cp_cap, (size_t)c->cp_count + slots))
+        return NULL;
     cf_const *k = &c->cp[c->cp_count];
     memset(k, 0, sizeof(cf_const) * slots);
     c->cp_count = (uint16_t)(c->cp_count + slots);

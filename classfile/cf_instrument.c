@@ -53,9 +53,9 @@ const char *cf_refusal_name(cf_refusal r)
  * released by ctx_free. */
 typedef struct scratch {
     cf_insn *insns;
-    uint32_t insn_cap;
+    size_t insn_cap;
     uint8_t *starts;
-    uint32_t starts_cap;
+    size_t starts_cap;
     uint32_t *u32;
     size_t u32_cap;
     uint16_t *u16;
@@ -65,7 +65,7 @@ typedef struct scratch {
     uint32_t *special; /* indices of branches, switches and returns */
     size_t special_cap;
     cf_frame *frames;
-    uint32_t frames_cap;
+    size_t frames_cap;
     cf_buf out, entry, exit, handler;
 } scratch;
 
@@ -94,18 +94,9 @@ static void ctx_free(cls_ctx *cx)
     cf_buf_free(&cx->s.handler);
 }
 
-static bool grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (*cap >= need)
-        return true;
-    size_t n = need < 1024 ? 1024 : need + need / 2;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
+/* Makes room for `need` elements in a scratch array (at least 1024: most methods fit the
+ * first allocation). */
+#define GROW_SCRATCH(items, cap, need) (cmr_array_grow(&(items), &(cap), (need), sizeof *(items), 1024) == 0)
 
 typedef struct layout {
     const cf_code *code;
@@ -123,7 +114,8 @@ typedef struct layout {
     struct tramp {
         uint32_t br, at, ord;
     } * tr;
-    uint32_t ntr, tr_cap;
+    uint32_t ntr;
+    size_t tr_cap;
 } layout;
 
 typedef struct job {
@@ -262,14 +254,8 @@ static bool place_trampoline(job *j, uint32_t br)
     }
     if (best == NO_INDEX)
         return false;
-    if (L->ntr == L->tr_cap) {
-        uint32_t cap = L->tr_cap ? L->tr_cap * 2 : 8;
-        struct tramp *t = realloc(L->tr, sizeof *t * cap);
-        if (!t)
-            return false;
-        L->tr = t;
-        L->tr_cap = cap;
-    }
+    if (CMR_ARRAY_GROW(L->tr, L->tr_cap, (size_t)L->ntr + 1))
+        return false;
     L->tr[L->ntr++] = (struct tramp){br, best, L->tramp[best] / 5u};
     L->tramp[best] = (uint16_t)(L->tramp[best] + 5);
     return true;
@@ -783,8 +769,7 @@ static cf_err alloc_layout(job *j, cf_error *err)
     layout *L = &j->L;
     scratch *S = &j->cx->s;
     size_t n = L->n, cl = j->code.code_len;
-    if (!grow_scratch((void **)&S->u16, &S->u16_cap, 3 * n, sizeof(uint16_t)) ||
-        !grow_scratch((void **)&S->u8, &S->u8_cap, 5 * n, 1))
+    if (!GROW_SCRATCH(S->u16, S->u16_cap, 3 * n) || !GROW_SCRATCH(S->u8, S->u8_cap, 5 * n))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     L->code = &j->code;
     L->pc2i = S->u32;
@@ -849,8 +834,7 @@ static cf_err analyse(job *j, cf_error *err)
     scratch *S = &j->cx->s;
     size_t cl = j->code.code_len;
     /* u32 scratch: pc2i (cl + 1) then start (n + 1 <= cl + 1) */
-    if (!grow_scratch((void **)&S->u32, &S->u32_cap, 2 * cl + 2, sizeof(uint32_t)) ||
-        !grow_scratch((void **)&S->special, &S->special_cap, cl, sizeof(uint32_t)))
+    if (!GROW_SCRATCH(S->u32, S->u32_cap, 2 * cl + 2) || !GROW_SCRATCH(S->special, S->special_cap, cl))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     uint32_t nsp = 0;
     if (cf_code_decode_ex(&j->code, &S->insns, &S->insn_cap, &S->starts, &S->starts_cap, S->u32, S->special, &nsp,

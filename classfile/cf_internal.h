@@ -204,14 +204,13 @@ int32_t cf_switch_target(const uint8_t *code, const cf_insn *in, uint32_t i, int
 cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_error *err);
 /* Same, decoding into caller-owned buffers that are grown (realloc) as needed: *insns holds
  * *insn_cap entries, *starts *starts_cap bytes. The caller frees both. */
-cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts,
-                            uint32_t *starts_cap, uint32_t *n, cf_error *err);
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts,
+                            size_t *starts_cap, uint32_t *n, cf_error *err);
 /* Same, and also fills pc2i[pc] = instruction index for every instruction start plus
  * pc2i[code_len] = n (pc2i: code_len + 1 entries) and lists the indices of all non-plain
  * instructions (branches, switches, returns, invokes) in special (code_len entries). */
-cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts,
-                         uint32_t *starts_cap, uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n,
-                         cf_error *err);
+cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts, size_t *starts_cap,
+                         uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n, cf_error *err);
 
 /* ---------------------------------------------------------------- descriptors */
 /* Words taken by the arguments of a method descriptor (no receiver); -1 if malformed.

@@ -18,10 +18,9 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err)
     if (c->cp_count == 0)
         return cf_fail(err, CF_ERR_LENGTH, "constant_pool_count is 0");
     size_t raw_start = r->pos;
-    c->cp_cap = (uint32_t)c->cp_count + 32;
-    /* not zeroed: every parsed slot is fully set below; appended slots are cleared when added */
-    c->cp = cf_arena_alloc_raw(c->arena, sizeof(cf_const) * c->cp_cap);
-    if (!c->cp)
+    /* room for the constants an instrumentation adds; not zeroed: every parsed slot is fully
+     * set below, appended slots are cleared when added */
+    if (CMR_ARRAY_GROW(c->cp, c->cp_cap, (size_t)c->cp_count + 32))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory (constant pool)");
     memset(&c->cp[0], 0, sizeof(cf_const));
     for (uint32_t i = 1; i < c->cp_count; i++) {
@@ -211,7 +210,7 @@ cf_err cf_class_parse(const uint8_t *bytes, size_t len, cf_class **out, cf_error
     c->arena = a;
     cf_err e = parse_class(c, bytes, len, err);
     if (e) {
-        cf_arena_free(a);
+        cf_class_free(c);
         return e;
     }
     if (err) {
@@ -224,8 +223,10 @@ cf_err cf_class_parse(const uint8_t *bytes, size_t len, cf_class **out, cf_error
 
 void cf_class_free(cf_class *c)
 {
-    if (c)
-        cf_arena_free(c->arena); /* c itself lives in its arena */
+    if (!c)
+        return;
+    free(c->cp);
+    cf_arena_free(c->arena); /* c itself lives in its arena */
 }
 
 const cf_attr *cf_attr_find(const cf_class *c, const cf_attr *attrs, uint16_t n, const char *name)

@@ -24,7 +24,7 @@ static bool skip_vtypes(cf_rd *r, uint32_t count)
 cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, uint32_t *n, cf_error *err)
 {
     *out = NULL;
-    uint32_t cap = 0;
+    size_t cap = 0;
     cf_err e = cf_stackmap_decode_into(a, code_len, out, &cap, n, err);
     if (e) {
         free(*out);
@@ -33,7 +33,7 @@ cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, u
     return e;
 }
 
-cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf, uint32_t *cap, uint32_t *n,
+cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf, size_t *cap, uint32_t *n,
                                cf_error *err)
 {
     *n = 0;
@@ -46,14 +46,8 @@ cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **b
         return CF_OK;
     if (count > a->len)
         return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable: bad frame count");
-    if (*cap < count) {
-        uint32_t nc = count < 64 ? 64 : count;
-        cf_frame *nb = realloc(*buf, sizeof(cf_frame) * nc);
-        if (!nb)
-            return cf_fail(err, CF_ERR_NOMEM, "out of memory");
-        *buf = nb;
-        *cap = nc;
-    }
+    if (cmr_array_grow(buf, cap, count, sizeof **buf, 64))
+        return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     cf_frame *v = *buf;
     int64_t pc = -1;
     for (uint16_t i = 0; i < count; i++) {

@@ -854,6 +854,47 @@ static void test_limits(void **st)
     free(b);
 }
 
+/* The constant pool grows (cmr_array_grow) from its parsed size to the format's limit: every
+ * entry, old and appended, stays readable, a full pool refuses more, and the class writes
+ * back with all of them. */
+static void test_cpool_growth(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t code[] = {JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/G", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    uint16_t first = c->cp_count;
+    char name[16];
+    for (uint32_t i = first; i < 65535; i++) {
+        snprintf(name, sizeof name, "g%u", i);
+        assert_int_equal(cf_cp_append_utf8(c, name, strlen(name)), i);
+    }
+    assert_int_equal(c->cp_count, 65535);
+    assert_true(c->cp_cap >= 65535);
+    assert_int_equal(cf_cp_append_utf8(c, "x", 1), 0); /* full */
+    assert_int_equal(cf_cp_add_long(c, 1), 0);
+    assert_true(cf_str_eq(cf_class_name(c), "p/G"));
+    uint8_t *o;
+    size_t ol;
+    cf_error e;
+    assert_int_equal(cf_class_write(c, &o, &ol, &e), CF_OK);
+    cf_class *c2 = parse_ok(o, ol);
+    assert_int_equal(c2->cp_count, 65535);
+    for (uint32_t i = first; i < 65535; i += 997) {
+        snprintf(name, sizeof name, "g%u", i);
+        assert_true(cf_str_eq(cf_cp_utf8(c2, (uint16_t)i), name));
+    }
+    assert_true(cf_str_eq(cf_cp_utf8(c2, 65534), "g65534"));
+    cf_class_free(c2);
+    free(o);
+    cf_class_free(c);
+    free(b);
+}
+
 static void test_probe_check(void **st)
 {
     (void)st;
@@ -902,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_object_arguments),
         cmocka_unit_test(test_tables_and_uninitialized),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_cpool_growth),
         cmocka_unit_test(test_probe_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

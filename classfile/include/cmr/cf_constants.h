@@ -20,9 +20,9 @@
 
 #define JVM_CLASSFILE_MAGIC 0xCAFEBABEu
 enum {
-    JVM_CLASSFILE_MAJOR_MIN = 45, /* JDK 1.0.2 */
+    JVM_CLASSFILE_MAJOR_MIN = 45,      /* JDK 1.0.2 */
     JVM_CLASSFILE_MAJOR_STACKMAP = 50, /* Java 6: StackMapTable, type-checking verifier, no jsr/ret */
-    JVM_CLASSFILE_MAJOR_MAX = 69, /* Java 25 */
+    JVM_CLASSFILE_MAJOR_MAX = 69,      /* Java 25 */
 };
 
 /* ---------------------------------------------------------------- access flags (JVMS 4.1, 4.5, 4.6) */

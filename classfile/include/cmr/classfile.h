@@ -96,8 +96,8 @@ typedef struct cf_arena cf_arena;
 typedef struct cf_class {
     uint16_t minor, major;
     uint16_t cp_count; /* as in the class file: slots 1..cp_count-1 are used */
-    uint32_t cp_cap;
-    cf_const *cp;
+    size_t cp_cap;     /* slots allocated */
+    cf_const *cp;      /* malloc'ed (grows as the engine appends); freed by cf_class_free */
     /* The parsed pool's bytes (entries 1..cp_raw_count-1): written back verbatim unless
    * CF_WRITE_REENCODE is asked for. Entries are only ever appended by the engine; set
    * cp_raw to NULL after changing an existing entry. */
@@ -110,7 +110,7 @@ typedef struct cf_class {
     uint16_t field_count, method_count, attr_count;
     cf_member *fields, *methods;
     cf_attr *attrs;
-    cf_arena *arena; /* owns everything above except the input bytes */
+    cf_arena *arena; /* owns everything above except the input bytes and cp */
 } cf_class;
 
 /* Parses `len` bytes. On success *out is a new cf_class (free with cf_class_free) that
