@@ -1167,3 +1167,40 @@ void cf_instrument_result_free(cf_instrument_result *r)
     free(r->methods);
     memset(r, 0, sizeof *r);
 }
+
+cf_err cf_instrument_stacked(const uint8_t *bytes, size_t len, const cf_probe *const *probes, unsigned n,
+                             cf_pass_fn each, void *ud, cf_instrument_result *out, cf_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (err)
+        err->code = CF_OK;
+    uint8_t *cur = NULL; /* output of the last pass that changed the class; owned here */
+    size_t cur_len = len;
+    for (unsigned k = 0; k < n; k++) {
+        cf_instrument_result r;
+        cf_err e = cf_instrument_class(cur ? cur : bytes, cur_len, probes[k], NULL, NULL, &r, err);
+        if (e) {
+            free(cur);
+            cf_instrument_result_free(out);
+            return e;
+        }
+        if (each)
+            each(k, &r, ud);
+        if (r.bytes) {
+            free(cur);
+            cur = r.bytes;
+            cur_len = r.len;
+            r.bytes = NULL;
+        }
+        if (k == 0) { /* the first pass's report, names into `bytes` */
+            out->n_methods = r.n_methods;
+            out->n_instrumented = r.n_instrumented;
+            out->methods = r.methods;
+            r.methods = NULL;
+        }
+        cf_instrument_result_free(&r);
+    }
+    out->bytes = cur;
+    out->len = cur ? cur_len : 0;
+    return CF_OK;
+}

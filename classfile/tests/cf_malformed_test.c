@@ -55,11 +55,12 @@ static cf_err exercise(const uint8_t *b, size_t n)
             cf_instrument_result_free(&ir);
         }
     }
-    size_t al;
-    uint8_t *all = cf_test_instrument_all(b, n, &al, NULL, &e);
-    if (all && input_ok && cf_class_check(all, al, &e) != CF_OK)
-        fail_msg("stacked instrumented output fails the check: %s", e.msg);
-    free(all);
+    cf_instrument_result all;
+    if (cf_instrument_stacked(b, n, cf_test_probes, CF_PROBE_KIND_COUNT, NULL, NULL, &all, &e) == CF_OK) {
+        if (all.bytes && input_ok && cf_class_check(all.bytes, all.len, &e) != CF_OK)
+            fail_msg("stacked instrumented output fails the check: %s", e.msg);
+        cf_instrument_result_free(&all);
+    }
     return CF_OK;
 }
 

@@ -259,6 +259,16 @@ cf_err cf_instrument_class(const uint8_t *bytes, size_t len, const cf_probe *p, 
                            cf_instrument_result *out, cf_error *err);
 void cf_instrument_result_free(cf_instrument_result *r);
 
+/* Stacked probes: instruments `bytes` with probes[0], its output with probes[1], and so on
+ * (each pass by cf_instrument_class, every method). out->bytes is the final class
+ * (malloc'ed, caller frees; NULL when no pass changed anything); out->methods, n_methods and
+ * n_instrumented are those of the first pass (names point into `bytes`). When `each` is not
+ * NULL it is called after every pass with that pass's result, valid during the call only.
+ * On an error no output is left in *out. */
+typedef void (*cf_pass_fn)(unsigned pass, const cf_instrument_result *r, void *ud);
+cf_err cf_instrument_stacked(const uint8_t *bytes, size_t len, const cf_probe *const *probes, unsigned n,
+                             cf_pass_fn each, void *ud, cf_instrument_result *out, cf_error *err);
+
 /* Structural check of a class (used on instrumented output by the tests): parses it, decodes
  * every method's code, checks branch/switch targets, exception ranges, StackMapTable frame
  * offsets, line-number and local-variable ranges against instruction boundaries. */
