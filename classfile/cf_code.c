@@ -196,6 +196,7 @@ bool cf_insn_decode(const uint8_t *code, uint32_t code_len, uint32_t pc, cf_insn
 
 int32_t cf_switch_target(const uint8_t *code, const cf_insn *in, uint32_t i, int32_t *key)
 {
+    assert((in->kind == CF_K_TABLESWITCH || in->kind == CF_K_LOOKUPSWITCH) && i < in->npairs);
     uint32_t base = (in->pc + 4) & ~3u;
     if (in->kind == CF_K_TABLESWITCH) {
         if (key)

@@ -149,22 +149,27 @@ void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t
     }
 }
 
-uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len)
+/* Appends a constant whose value is bytes (Utf8, Integer, Long: `slots` 1 or 2); the bytes
+ * are copied into the arena, followed by a NUL. */
+static uint16_t append_value(cf_class *c, uint8_t tag, const void *v, size_t len, uint32_t slots)
 {
-    if (len > 65535)
-        return 0;
-    uint8_t *copy = cf_arena_alloc(c->arena, len + 1);
+    uint8_t *copy = cf_arena_alloc(c->arena, len + 1); /* zeroed: the NUL */
     if (!copy)
         return 0;
-    memcpy(copy, s, len);
+    memcpy(copy, v, len);
     uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
+    cf_const *k = cp_append(c, slots);
     if (!k)
         return 0;
-    k->tag = JVM_CONSTANT_Utf8;
+    k->tag = tag;
     k->data = copy;
     k->len = (uint32_t)len;
     return idx;
+}
+
+uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len)
+{
+    return len > 65535 ? 0 : append_value(c, JVM_CONSTANT_Utf8, s, len, 1);
 }
 
 uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len)
@@ -175,8 +180,16 @@ uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len)
     return i ? i : cf_cp_append_utf8(c, s, len);
 }
 
+/* Constants that refer to one Utf8 entry (2 bytes after the tag). */
+static bool one_index_tag(uint8_t tag)
+{
+    return tag == JVM_CONSTANT_Class || tag == JVM_CONSTANT_String || tag == JVM_CONSTANT_MethodType ||
+           tag == JVM_CONSTANT_Module || tag == JVM_CONSTANT_Package;
+}
+
 uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
 {
+    assert(tag >= JVM_CONSTANT_Class && tag != JVM_CONSTANT_MethodHandle); /* an index-only constant */
     uint16_t idx = c->cp_count;
     cf_const *k = cp_append(c, 1);
     if (!k)
@@ -184,39 +197,23 @@ uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
     k->tag = tag;
     k->a = a;
     k->b = b;
-    k->len = (tag == JVM_CONSTANT_Class || tag == JVM_CONSTANT_String) ? 2 : 4;
+    k->len = one_index_tag(tag) ? 2 : 4;
     return idx;
 }
 
-uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a)
-{
-    for (uint32_t i = 1; i < c->cp_count; i++)
-        if (c->cp[i].tag == tag && c->cp[i].a == a)
-            return (uint16_t)i;
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
-    if (!k)
-        return 0;
-    k->tag = tag;
-    k->a = a;
-    k->len = 2;
-    return idx;
-}
-
-static uint16_t add_ref2(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
+/* Find-or-append of an index-only constant. One-index constants always have b == 0. */
+static uint16_t add_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
 {
     for (uint32_t i = 1; i < c->cp_count; i++)
         if (c->cp[i].tag == tag && c->cp[i].a == a && c->cp[i].b == b)
             return (uint16_t)i;
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
-    if (!k)
-        return 0;
-    k->tag = tag;
-    k->a = a;
-    k->b = b;
-    k->len = 4;
-    return idx;
+    return cf_cp_append_ref(c, tag, a, b);
+}
+
+uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a)
+{
+    assert(one_index_tag(tag));
+    return add_ref(c, tag, a, 0);
 }
 
 uint16_t cf_cp_add_class(cf_class *c, const char *name)
@@ -238,25 +235,15 @@ uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, c
     uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
     if (!cl || !n || !d)
         return 0;
-    uint16_t nat = add_ref2(c, JVM_CONSTANT_NameAndType, n, d);
-    return nat ? add_ref2(c, JVM_CONSTANT_Methodref, cl, nat) : 0;
+    uint16_t nat = add_ref(c, JVM_CONSTANT_NameAndType, n, d);
+    return nat ? add_ref(c, JVM_CONSTANT_Methodref, cl, nat) : 0;
 }
 
 uint16_t cf_cp_add_long(cf_class *c, int64_t v)
 {
-    uint8_t *d = cf_arena_alloc(c->arena, 8);
-    if (!d)
-        return 0;
-    cmr_put_be32(d, (uint32_t)((uint64_t)v >> 32));
-    cmr_put_be32(d + 4, (uint32_t)v);
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 2);
-    if (!k)
-        return 0;
-    k->tag = JVM_CONSTANT_Long;
-    k->data = d;
-    k->len = 8;
-    return idx;
+    uint8_t d[8];
+    cmr_put_be64(d, (uint64_t)v);
+    return append_value(c, JVM_CONSTANT_Long, d, sizeof d, 2);
 }
 
 uint16_t cf_cp_add_int(cf_class *c, int32_t v)
@@ -264,16 +251,7 @@ uint16_t cf_cp_add_int(cf_class *c, int32_t v)
     for (uint32_t i = 1; i < c->cp_count; i++)
         if (c->cp[i].tag == JVM_CONSTANT_Integer && cmr_be32(c->cp[i].data) == (uint32_t)v)
             return (uint16_t)i;
-    uint8_t *d = cf_arena_alloc(c->arena, 4);
-    if (!d)
-        return 0;
+    uint8_t d[4];
     cmr_put_be32(d, (uint32_t)v);
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
-    if (!k)
-        return 0;
-    k->tag = JVM_CONSTANT_Integer;
-    k->data = d;
-    k->len = 4;
-    return idx;
+    return append_value(c, JVM_CONSTANT_Integer, d, sizeof d, 1);
 }

@@ -412,14 +412,24 @@ static void emit_code(job *j, cf_buf *b)
 
 /* ------------------------------------------------------------------ tables */
 
+/* Starts reading a table of n entries of `entry` bytes (u2 count first) and copies the
+ * count to b; false when the attribute's length disagrees. */
+static bool table_start(cf_rd *r, const cf_attr *a, size_t entry, cf_buf *b, uint16_t *n)
+{
+    cf_rd_init(r, a->data, a->len);
+    *n = cf_rd_u2(r);
+    if (r->bad || (size_t)*n * entry + 2 != a->len)
+        return false;
+    cf_buf_u2(b, *n);
+    return true;
+}
+
 static bool rewrite_lnt(const layout *L, const cf_attr *a, cf_buf *b)
 {
     cf_rd r;
-    cf_rd_init(&r, a->data, a->len);
-    uint16_t n = cf_rd_u2(&r);
-    if (r.bad || (size_t)n * 4 + 2 != a->len)
+    uint16_t n;
+    if (!table_start(&r, a, 4, b, &n))
         return false;
-    cf_buf_u2(b, n);
     for (uint16_t i = 0; i < n; i++) {
         uint32_t pc = cf_rd_u2(&r), np;
         uint16_t line = cf_rd_u2(&r);
@@ -443,11 +453,9 @@ static bool map_range(const layout *L, uint32_t s, uint32_t len, uint32_t *ns, u
 static bool rewrite_lvt(const layout *L, const cf_attr *a, cf_buf *b)
 {
     cf_rd r;
-    cf_rd_init(&r, a->data, a->len);
-    uint16_t n = cf_rd_u2(&r);
-    if (r.bad || (size_t)n * 10 + 2 != a->len)
+    uint16_t n;
+    if (!table_start(&r, a, 10, b, &n))
         return false;
-    cf_buf_u2(b, n);
     for (uint16_t i = 0; i < n; i++) {
         uint32_t s = cf_rd_u2(&r), len = cf_rd_u2(&r), ns, nl;
         if (!map_range(L, s, len, &ns, &nl))
@@ -954,6 +962,7 @@ static cf_err write_code_attr(job *j, cf_buf *o)
     cf_buf_u4(o, new_len);
     size_t code_at = o->len;
     emit_code(j, o);
+    assert(o->oom || o->len - code_at == new_len); /* emit_code follows the layout */
     if (!o->oom && o->len - code_at != new_len)
         return refuse(j, CF_REFUSE_BAD_CODE, "internal layout mismatch (%zu != %u)", o->len - code_at, new_len);
     /* exception table: originals, then the catch-all ranges (last, so they never shadow them) */
@@ -991,8 +1000,9 @@ static cf_err write_code_attr(job *j, cf_buf *o)
         while (k < L->n && j->covered[k])
             k++;
         uint32_t s = TGT(L, i), e = k < L->n ? L->start[k] : handler_pc;
+        assert(e > s); /* every instruction has a size */
         if (e <= s)
-            continue; /* cannot happen: every instruction has a size */
+            continue;
         cf_buf_u2(o, (uint16_t)s);
         cf_buf_u2(o, (uint16_t)e);
         cf_buf_u2(o, (uint16_t)handler_pc);

@@ -145,7 +145,9 @@ int cf_probe_stack_words(const cf_probe_call *pc)
     for (int i = 0; i < pc->nargs; i++) /* THIS, ARG: one reference */
         w += (pc->args[i].kind == CF_PARG_METHOD_ID || pc->args[i].kind == CF_PARG_LONG) ? 2 : 1;
     char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
-    param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+    int n = param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+    assert(n == pc->nargs); /* cf_probe_check accepted the description */
+    (void)n;
     int r = ret == 'V' ? 0 : ret == 'J' ? 2 : 1;
     return w > r ? w : r;
 }
@@ -343,7 +345,9 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
         case CF_PARG_THIS: push_aload(b, 0); break;
         case CF_PARG_ARG: {
             char type;
-            push_aload(b, param_slot(c, m, a->i, &type)); /* checked by cf_probe_args_fit */
+            int slot = param_slot(c, m, a->i, &type);
+            assert(slot >= 0); /* cf_probe_args_fit refused methods without that parameter */
+            push_aload(b, slot);
             break;
         }
         }

@@ -132,6 +132,18 @@ static bool copy_body(cf_buf *b, const uint8_t *p, uint32_t len, cf_pc_map map, 
     return !r.bad && r.pos == r.len && !b->oom;
 }
 
+/* A frame whose delta is in its type (base + delta) while it fits, else the extended form
+ * with an explicit u2 delta. */
+static void put_short_or_extended(cf_buf *b, uint8_t base, uint8_t extended, uint16_t delta)
+{
+    if (delta <= CF_FRAME_SAME_MAX) {
+        cf_buf_u1(b, (uint8_t)(base + delta));
+    } else {
+        cf_buf_u1(b, extended);
+        cf_buf_u2(b, delta);
+    }
+}
+
 bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32_t new_pc, cf_pc_map map, void *ud)
 {
     int64_t d = prev_pc < 0 ? new_pc : (int64_t)new_pc - prev_pc - 1;
@@ -140,21 +152,11 @@ bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32
     uint16_t delta = (uint16_t)d;
     uint8_t t = f->type;
     if (t <= CF_FRAME_SAME_MAX) {
-        if (delta <= CF_FRAME_SAME_MAX)
-            cf_buf_u1(b, (uint8_t)(CF_FRAME_SAME + delta));
-        else {
-            cf_buf_u1(b, CF_FRAME_SAME_EXTENDED);
-            cf_buf_u2(b, delta);
-        }
+        put_short_or_extended(b, CF_FRAME_SAME, CF_FRAME_SAME_EXTENDED, delta);
         return !b->oom;
     }
     if (t <= CF_FRAME_SAME_LOCALS_1_STACK_ITEM_MAX) {
-        if (delta <= CF_FRAME_SAME_MAX)
-            cf_buf_u1(b, (uint8_t)(CF_FRAME_SAME_LOCALS_1_STACK_ITEM + delta));
-        else {
-            cf_buf_u1(b, CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED);
-            cf_buf_u2(b, delta);
-        }
+        put_short_or_extended(b, CF_FRAME_SAME_LOCALS_1_STACK_ITEM, CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED, delta);
         return copy_body(b, f->body, f->body_len, map, ud, t);
     }
     cf_buf_u1(b, t);
@@ -203,6 +205,7 @@ static bool expand_walk(const cf_frame *frames, uint32_t n, const cf_vtype *init
                 cur -= k;
         } else if (t >= CF_FRAME_APPEND && t <= CF_FRAME_APPEND_MAX) {
             uint32_t k = t - (uint32_t)CF_FRAME_SAME_EXTENDED;
+            assert(k >= 1 && k <= 3);
             if (cur + k > cap)
                 ok = false;
             else {

@@ -162,6 +162,7 @@ cf_err cf_class_write_flags(const cf_class *c, unsigned flags, uint8_t **out, si
     o = put_members(o, c->fields, c->field_count);
     o = put_members(o, c->methods, c->method_count);
     o = put_attrs(o, c->attrs, c->attr_count);
+    assert((size_t)(o - b) == n); /* class_size and the writers agree */
     if ((size_t)(o - b) != n) {
         free(b);
         return cf_fail(err, CF_ERR_LIMIT, "internal size mismatch");
