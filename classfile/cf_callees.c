@@ -77,7 +77,7 @@ cf_err cf_method_callees(const cf_class *c, const cf_member *m, cf_callee **out,
         pc += in.len;
         if (in.kind != CF_K_INVOKE)
             continue;
-        if (CMR_ARRAY_GROW(v, cap, cnt + 1)) {
+        if (CF_GROW(v, cap, cnt + 1, 16)) {
             e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
             break;
         }

@@ -240,7 +240,7 @@ cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, size_t *insn_cap,
 {
     *n = 0;
     uint32_t len = code->code_len, nsp = 0;
-    if (cmr_array_grow(insns, insn_cap, len, sizeof **insns, 256) || cmr_array_grow(starts_p, starts_cap, len, 1, 256))
+    if (CF_GROW(*insns, *insn_cap, len, 256) || CF_GROW(*starts_p, *starts_cap, len, 256))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     cf_insn *v = *insns;
     uint8_t *starts = *starts_p;

@@ -114,7 +114,7 @@ static cf_const *cp_append(cf_class *c, uint32_t slots)
 {
     if ((uint32_t)c->cp_count + slots > 65535)
         return NULL;
-    if (CMR_ARRAY_GROW(c->cp, c->cp_cap, (size_t)c->cp_count + slots))
+    if (CF_GROW(c->cp, c->cp_cap, (size_t)c->cp_count + slots, 8))
         return NULL;
     cf_const *k = &c->cp[c->cp_count];
     memset(k, 0, sizeof(cf_const) * slots);

@@ -96,7 +96,7 @@ static void ctx_free(cls_ctx *cx)
 
 /* Makes room for `need` elements in a scratch array (at least 1024: most methods fit the
  * first allocation). */
-#define GROW_SCRATCH(items, cap, need) (cmr_array_grow(&(items), &(cap), (need), sizeof *(items), 1024) == 0)
+#define GROW_SCRATCH(items, cap, need) (CF_GROW(items, cap, need, 1024) == 0)
 
 typedef struct layout {
     const cf_code *code;
@@ -254,7 +254,7 @@ static bool place_trampoline(job *j, uint32_t br)
     }
     if (best == NO_INDEX)
         return false;
-    if (CMR_ARRAY_GROW(L->tr, L->tr_cap, (size_t)L->ntr + 1))
+    if (CF_GROW(L->tr, L->tr_cap, (size_t)L->ntr + 1, 8))
         return false;
     L->tr[L->ntr++] = (struct tramp){br, best, L->tramp[best] / 5u};
     L->tramp[best] = (uint16_t)(L->tramp[best] + 5);

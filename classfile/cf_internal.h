@@ -75,9 +75,10 @@ static inline uint32_t cf_rd_u4(cf_rd *r)
 
 /* ---------------------------------------------------------------- growable buffer
  * cf_buf is the toolbox's cmr_buf_t (cmr/buf.h: zeroed = empty, owner frees with
- * cf_buf_free, sticky oom, NUL kept after the bytes). The appenders below are its inline
- * fast path for the engine's many small big-endian writes: a capacity check and a store,
- * falling back to cmr_buf_reserve to grow. */
+ * cf_buf_free, sticky oom). The appenders below are its inline fast path for the engine's
+ * many small big-endian writes: a capacity check and a store, falling back to
+ * cmr_buf_reserve to grow. They do not keep the NUL after the bytes (the engine's buffers
+ * hold binary class-file data, never read as strings: do not use cmr_buf_str on them). */
 typedef cmr_buf_t cf_buf;
 
 static inline bool cf_buf_reserve(cf_buf *b, size_t extra)
@@ -88,7 +89,6 @@ static inline void cf_buf_u1(cf_buf *b, uint8_t v)
 {
     if (cf_buf_reserve(b, 1)) {
         b->data[b->len++] = v;
-        b->data[b->len] = 0;
     }
 }
 static inline void cf_buf_u2(cf_buf *b, uint16_t v)
@@ -96,7 +96,6 @@ static inline void cf_buf_u2(cf_buf *b, uint16_t v)
     if (cf_buf_reserve(b, 2)) {
         cmr_put_be16(b->data + b->len, v);
         b->len += 2;
-        b->data[b->len] = 0;
     }
 }
 static inline void cf_buf_u4(cf_buf *b, uint32_t v)
@@ -104,7 +103,6 @@ static inline void cf_buf_u4(cf_buf *b, uint32_t v)
     if (cf_buf_reserve(b, 4)) {
         cmr_put_be32(b->data + b->len, v);
         b->len += 4;
-        b->data[b->len] = 0;
     }
 }
 static inline void cf_buf_bytes(cf_buf *b, const void *p, size_t n)
@@ -112,13 +110,20 @@ static inline void cf_buf_bytes(cf_buf *b, const void *p, size_t n)
     if (n && cf_buf_reserve(b, n)) {
         memcpy(b->data + b->len, p, n);
         b->len += n;
-        b->data[b->len] = 0;
     }
 }
 static inline void cf_buf_free(cf_buf *b)
 {
     cmr_buf_free(b);
 }
+
+/* ---------------------------------------------------------------- growable arrays
+ * CF_GROW(items, cap, need, min_cap): the toolbox's cmr_array_grow (at least min_cap
+ * elements, doubling) with the common case, room already there, checked inline: the engine
+ * asks for room several times per method. 0, or -1 with the array unchanged. `need` is
+ * evaluated twice. */
+#define CF_GROW(items, cap, need, min_cap) \
+    ((size_t)(need) <= (cap) ? 0 : cmr_array_grow(&(items), &(cap), (need), sizeof *(items), (min_cap)))
 
 /* ---------------------------------------------------------------- instructions */
 /* Instructions after which control never falls through to the next one (goto, switches,

@@ -20,7 +20,8 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err)
     size_t raw_start = r->pos;
     /* room for the constants an instrumentation adds; not zeroed: every parsed slot is fully
      * set below, appended slots are cleared when added */
-    if (CMR_ARRAY_GROW(c->cp, c->cp_cap, (size_t)c->cp_count + 32))
+    size_t cap = (size_t)c->cp_count + 32;
+    if (CF_GROW(c->cp, c->cp_cap, cap, cap))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory (constant pool)");
     memset(&c->cp[0], 0, sizeof(cf_const));
     for (uint32_t i = 1; i < c->cp_count; i++) {

@@ -46,7 +46,7 @@ cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **b
         return CF_OK;
     if (count > a->len)
         return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable: bad frame count");
-    if (cmr_array_grow(buf, cap, count, sizeof **buf, 64))
+    if (CF_GROW(*buf, *cap, count, 64))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     cf_frame *v = *buf;
     int64_t pc = -1;
