@@ -1,80 +1,80 @@
 /*
- * cf_tool - command-line access to the class-file engine, for debugging and demos:
- *   cf_tool instrument IN.class OUT.class   every probe kind, stacked; prints refusals
- *   cf_tool callees IN.class                 method ids and callees of every method
+ * cf_tool - command-line access to the class-file engine for operators (debugging, demos):
+ *   cf_tool instrument [--sensor KIND] IN.class OUT.class
+ *       instruments every method with the product's probe of that sensor (the probe
+ *       contract of cmr-instrumenter, instr_probe.h: timer, invocation-sequence or anchor;
+ *       default timer), prints each method's id and result, writes the class
+ *   cf_tool callees IN.class
+ *       method ids and callees of every method
+ * A product tool: it links the engine and the instrumenter's probe descriptions, no test
+ * support code.
  */
-#include "cf_testprobes.h"
+#include "cmr/buf.h"
+#include "cmr/classfile.h"
+#include "cmr/instr_probe.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint8_t *slurp(const char *path, size_t *len)
+/* The product probe whose kind is `name` ("timer" ...); NULL when there is none. */
+static const cf_probe *sensor_probe(const char *name)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    if (b && n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
+    for (int k = CMR_SENSOR_TIMER; k <= CMR_SENSOR_ANCHOR; k++) {
+        const cf_probe *p = cmr_instr_probe((cmr_sensor_kind_t)k);
+        if (p && !strcmp(p->kind, name))
+            return p;
     }
-    fclose(f);
-    *len = (size_t)(n > 0 ? n : 0);
-    return b;
+    return NULL;
 }
 
-static int cmd_instrument(const char *in, const char *outp)
+static int cmd_instrument(const cf_probe *probe, const char *in, const char *outp)
 {
-    size_t len;
-    uint8_t *b = slurp(in, &len);
-    if (!b)
+    cmr_buf_t b = {0};
+    if (cmr_buf_read_file(&b, in))
         return perror(in), 1;
     cf_instrument_result r;
     cf_error err;
-    if (cf_instrument_class(b, len, cf_test_probe(CF_PROBE_TIMER), NULL, NULL, &r, &err)) {
+    if (cf_instrument_class(b.data, b.len, probe, NULL, NULL, &r, &err)) {
         fprintf(stderr, "%s: %s\n", cf_err_name(err.code), err.msg);
+        cmr_buf_free(&b);
         return 1;
     }
     for (uint32_t i = 0; i < r.n_methods; i++) {
         cf_method_result *m = &r.methods[i];
-        printf("%016" PRIx64 " %.*s%.*s %s%s%s\n", m->method_id, (int)m->name.len, m->name.p, (int)m->desc.len,
-               m->desc.p, m->refusal ? "refused " : "instrumented", m->refusal ? cf_refusal_name(m->refusal) : "",
-               m->refusal ? "" : "");
+        printf("%016" PRIx64 " %.*s%.*s %s%s\n", m->method_id, (int)m->name.len, m->name.p, (int)m->desc.len, m->desc.p,
+               m->refusal ? "refused " : "instrumented", m->refusal ? cf_refusal_name(m->refusal) : "");
         if (m->refusal && m->refusal != CF_REFUSE_ABSTRACT_OR_NATIVE)
             printf("    why: %s\n", m->why);
     }
-    cf_instrument_result_free(&r);
-    size_t ol;
-    uint8_t *o = cf_test_instrument_all(b, len, &ol, NULL, &err);
-    if (!o && err.code) {
-        fprintf(stderr, "%s: %s\n", cf_err_name(err.code), err.msg);
-        return 1;
-    }
+    int rc = 0;
     FILE *f = fopen(outp, "wb");
-    if (!f)
-        return perror(outp), 1;
-    fwrite(o ? o : b, 1, o ? ol : len, f);
-    fclose(f);
-    free(o);
-    free(b);
-    return 0;
+    if (!f) {
+        perror(outp);
+        rc = 1;
+    } else {
+        if (r.bytes)
+            fwrite(r.bytes, 1, r.len, f);
+        else
+            fwrite(b.data, 1, b.len, f); /* nothing instrumented: the class as it was */
+        fclose(f);
+    }
+    cf_instrument_result_free(&r);
+    cmr_buf_free(&b);
+    return rc;
 }
 
 static int cmd_callees(const char *in)
 {
-    size_t len;
-    uint8_t *b = slurp(in, &len);
-    if (!b)
+    cmr_buf_t b = {0};
+    if (cmr_buf_read_file(&b, in))
         return perror(in), 1;
     cf_class *c;
     cf_error err;
-    if (cf_class_parse(b, len, &c, &err)) {
+    if (cf_class_parse(b.data, b.len, &c, &err)) {
         fprintf(stderr, "%s: %s\n", cf_err_name(err.code), err.msg);
+        cmr_buf_free(&b);
         return 1;
     }
     cf_str cn = cf_class_name(c);
@@ -89,32 +89,46 @@ static int cmd_callees(const char *in)
             continue;
         }
         for (size_t j = 0; j < k; j++) {
-            if (v[j].opcode == 0xba)
+            if (v[j].opcode == JVM_OPC_invokedynamic)
                 printf("  pc %u invokedynamic %.*s%.*s bootstrap %.*s.%.*s%.*s\n", v[j].pc, (int)v[j].name.len,
                        v[j].name.p, (int)v[j].desc.len, v[j].desc.p, (int)v[j].bsm_owner.len, v[j].bsm_owner.p,
                        (int)v[j].bsm_name.len, v[j].bsm_name.p, (int)v[j].bsm_desc.len, v[j].bsm_desc.p);
             else
                 printf("  pc %u %s %.*s.%.*s%.*s\n", v[j].pc,
-                       v[j].opcode == 0xb6   ? "invokevirtual"
-                       : v[j].opcode == 0xb7 ? "invokespecial"
-                       : v[j].opcode == 0xb8 ? "invokestatic"
-                                             : "invokeinterface",
+                       v[j].opcode == JVM_OPC_invokevirtual   ? "invokevirtual"
+                       : v[j].opcode == JVM_OPC_invokespecial ? "invokespecial"
+                       : v[j].opcode == JVM_OPC_invokestatic  ? "invokestatic"
+                                                              : "invokeinterface",
                        (int)v[j].owner.len, v[j].owner.p, (int)v[j].name.len, v[j].name.p, (int)v[j].desc.len,
                        v[j].desc.p);
         }
         free(v);
     }
     cf_class_free(c);
-    free(b);
+    cmr_buf_free(&b);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && !strcmp(argv[1], "instrument"))
-        return cmd_instrument(argv[2], argv[3]);
+    if (argc >= 4 && !strcmp(argv[1], "instrument")) {
+        const char *sensor = "timer";
+        int a = 2;
+        if (!strcmp(argv[a], "--sensor") && argc == 6) {
+            sensor = argv[a + 1];
+            a += 2;
+        }
+        const cf_probe *p = sensor_probe(sensor);
+        if (!p) {
+            fprintf(stderr, "cf_tool: unknown sensor %s (timer, invocation-sequence, anchor)\n", sensor);
+            return 2;
+        }
+        if (argc == a + 2)
+            return cmd_instrument(p, argv[a], argv[a + 1]);
+    }
     if (argc == 3 && !strcmp(argv[1], "callees"))
         return cmd_callees(argv[2]);
-    fprintf(stderr, "usage: cf_tool instrument IN OUT | cf_tool callees IN\n");
+    fprintf(stderr, "usage: cf_tool instrument [--sensor timer|invocation-sequence|anchor] IN OUT | "
+                    "cf_tool callees IN\n");
     return 2;
 }
