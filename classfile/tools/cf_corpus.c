@@ -11,6 +11,7 @@
  */
 #include "cf_testprobes.h"
 #include "cmr/buf.h"
+#include "cmr/file.h"
 #include "cmr/classfile.h"
 
 #include <dirent.h>
@@ -36,7 +37,8 @@ static void fail(const char *path, const char *what, const char *msg)
 static void do_class(const char *path)
 {
     cmr_buf_t file = {0};
-    if (cmr_buf_read_file(&file, path)) {
+    char ferr[512];
+    if (cmr_file_read(path, (size_t)1 << 30, &file, ferr, sizeof ferr)) {
         cmr_buf_free(&file);
         return;
     }

@@ -167,33 +167,3 @@ int cmr_array_grow(void *items, size_t *cap, size_t need, size_t size, size_t mi
     *cap = n;
     return 0;
 }
-
-int cmr_buf_read_file(cmr_buf_t *b, const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    size_t at = b->len;
-    int rc = 0;
-    for (;;) {
-        if (!cmr_buf_reserve(b, 65536)) {
-            errno = ENOMEM;
-            rc = -1;
-            break;
-        }
-        size_t n = fread(b->data + b->len, 1, b->cap - b->len - 1, f);
-        b->len += n;
-        b->data[b->len] = '\0';
-        if (n == 0) {
-            if (ferror(f)) {
-                errno = EIO;
-                rc = -1;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    if (rc)
-        cmr_buf_truncate(b, at);
-    return rc;
-}

@@ -117,39 +117,6 @@ static void test_array_grow(void **state)
 /* Reference model: a plain array of (key, value, present). */
 #define MODEL_KEYS 512
 
-static void test_buf_read_file(void **state)
-{
-    (void)state;
-    char path[] = "/tmp/cmr_toolbox_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    uint8_t data[200000];
-    for (size_t i = 0; i < sizeof data; i++)
-        data[i] = (uint8_t)(i * 7 + (i >> 9));
-    assert_int_equal(write(fd, data, sizeof data), (ssize_t)sizeof data);
-    close(fd);
-    cmr_buf_t b = {0};
-    cmr_buf_puts(&b, "head");
-    assert_int_equal(cmr_buf_read_file(&b, path), 0);
-    assert_int_equal(b.len, 4 + sizeof data);
-    assert_memory_equal(b.data, "head", 4);
-    assert_memory_equal(b.data + 4, data, sizeof data);
-    assert_int_equal(b.data[b.len], 0);
-    unlink(path);
-    assert_int_equal(cmr_buf_read_file(&b, path), -1); /* gone: b unchanged */
-    assert_int_equal(errno, ENOENT);
-    assert_int_equal(b.len, 4 + sizeof data);
-    cmr_buf_free(&b);
-    FILE *f = fopen(path, "wb"); /* empty file */
-    assert_non_null(f);
-    fclose(f);
-    assert_int_equal(cmr_buf_read_file(&b, path), 0);
-    assert_int_equal(b.len, 0);
-    assert_string_equal(cmr_buf_str(&b), "");
-    cmr_buf_free(&b);
-    unlink(path);
-}
-
 static void test_u64map_against_model(void **state)
 {
     (void)state;
@@ -404,7 +371,6 @@ int main(void)
         cmocka_unit_test(test_buf_binary_and_big_endian),
         cmocka_unit_test(test_buf_oom_is_sticky),
         cmocka_unit_test(test_array_grow),
-        cmocka_unit_test(test_buf_read_file),
         cmocka_unit_test(test_u64map_against_model),
         cmocka_unit_test(test_u64map_slot_counts),
         cmocka_unit_test(test_map_bytes_keys),

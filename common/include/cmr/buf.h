@@ -75,9 +75,4 @@ int cmr_array_grow(void *items, size_t *cap, size_t need, size_t size, size_t mi
 /* The usual call: CMR_ARRAY_GROW(list.items, list.cap, list.count + 1). */
 #define CMR_ARRAY_GROW(items, cap, need) cmr_array_grow(&(items), &(cap), (need), sizeof *(items), 8)
 
-/* Appends the whole content of the file at `path` to b. 0, or -1 with errno set when the
- * file cannot be opened or read (b keeps what was appended before; oom set when memory ran
- * out). */
-int cmr_buf_read_file(cmr_buf_t *b, const char *path);
-
 #endif

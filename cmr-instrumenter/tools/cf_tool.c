@@ -10,6 +10,7 @@
  * support code.
  */
 #include "cmr/buf.h"
+#include "cmr/file.h"
 #include "cmr/classfile.h"
 #include "cmr/instr_probe.h"
 
@@ -17,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Class files are at most a few MiB; anything larger is not one. */
+#define CF_TOOL_MAX_FILE ((size_t)256 << 20)
 
 /* The product probe whose kind is `name` ("timer" ...); NULL when there is none. */
 static const cf_probe *sensor_probe(const char *name)
@@ -32,8 +36,9 @@ static const cf_probe *sensor_probe(const char *name)
 static int cmd_instrument(const cf_probe *probe, const char *in, const char *outp)
 {
     cmr_buf_t b = {0};
-    if (cmr_buf_read_file(&b, in))
-        return perror(in), 1;
+    char ferr[512];
+    if (cmr_file_read(in, CF_TOOL_MAX_FILE, &b, ferr, sizeof ferr))
+        return fprintf(stderr, "%s\n", ferr), 1;
     cf_instrument_result r;
     cf_error err;
     if (cf_instrument_class(b.data, b.len, probe, NULL, NULL, &r, &err)) {
@@ -68,8 +73,9 @@ static int cmd_instrument(const cf_probe *probe, const char *in, const char *out
 static int cmd_callees(const char *in)
 {
     cmr_buf_t b = {0};
-    if (cmr_buf_read_file(&b, in))
-        return perror(in), 1;
+    char ferr[512];
+    if (cmr_file_read(in, CF_TOOL_MAX_FILE, &b, ferr, sizeof ferr))
+        return fprintf(stderr, "%s\n", ferr), 1;
     cf_class *c;
     cf_error err;
     if (cf_class_parse(b.data, b.len, &c, &err)) {
