@@ -369,19 +369,41 @@ static void check_log_mentions(const char *log, const char *needle)
 
 /* --- tests -------------------------------------------------------------------------------- */
 
+/* path = tmp/name */
+static void tmp_path(char path[512], const char *name)
+{
+    snprintf(path, 512, "%s/%s", tmp, name);
+}
+
+/* The traffic of n traces (caller frees with traffic_drop), the paths of the store under
+ * test and of the reference store, built from the traffic directly, and what the CLI
+ * prints for the reference (*want, malloc'd): what the store under test must print. */
+static traffic_t *scenario(int n, char store[512], char ref[512], char **want)
+{
+    traffic_t *tr = calloc(1, sizeof *tr);
+    assert_non_null(tr);
+    traffic_init(tr, n);
+    tmp_path(store, "store");
+    tmp_path(ref, "reference");
+    build_reference(tr, ref);
+    *want = render(ref);
+    assert_non_null(*want);
+    return tr;
+}
+
+static void traffic_drop(traffic_t *tr)
+{
+    traffic_free(tr);
+    free(tr);
+}
+
 static void test_kill_restart_and_replay(void **state)
 {
     (void)state;
-    traffic_t *tr = calloc(1, sizeof *tr);
-    traffic_init(tr, 40);
-    char store[512], ref[512], replayed[512], log[512];
-    snprintf(store, sizeof store, "%s/store", tmp);
-    snprintf(ref, sizeof ref, "%s/reference", tmp);
-    snprintf(replayed, sizeof replayed, "%s/replayed", tmp);
-    snprintf(log, sizeof log, "%s/worker.log", tmp);
-    build_reference(tr, ref);
-    char *want = render(ref);
-    assert_non_null(want);
+    char store[512], ref[512], replayed[512], log[512], *want;
+    traffic_t *tr = scenario(40, store, ref, &want);
+    tmp_path(replayed, "replayed");
+    tmp_path(log, "worker.log");
     if (getenv("CMR_INGEST_VERBOSE")) /* shows what the CLI prints */
         printf("%s", want);
     assert_non_null(strstr(want, "com.shop.Mailer.run()V  [pool-1-thread #21 @ shop@host-a pid 4242] async"));
@@ -455,22 +477,16 @@ static void test_kill_restart_and_replay(void **state)
     free(got);
     free(want);
     cmr_producer_destroy(p, 5000);
-    traffic_free(tr);
-    free(tr);
+    traffic_drop(tr);
 }
 
 static void test_two_workers_rebalance(void **state)
 {
     (void)state;
-    traffic_t *tr = calloc(1, sizeof *tr);
-    traffic_init(tr, 48);
-    char store[512], ref[512], log1[512], log2[512];
-    snprintf(store, sizeof store, "%s/store", tmp);
-    snprintf(ref, sizeof ref, "%s/reference", tmp);
-    snprintf(log1, sizeof log1, "%s/w1.log", tmp);
-    snprintf(log2, sizeof log2, "%s/w2.log", tmp);
-    build_reference(tr, ref);
-    char *want = render(ref);
+    char store[512], ref[512], log1[512], log2[512], *want;
+    traffic_t *tr = scenario(48, store, ref, &want);
+    tmp_path(log1, "w1.log");
+    tmp_path(log2, "w2.log");
     cmr_producer_t *p = producer();
     send_names(p);
     cp_proc_t w1, w2;
@@ -492,8 +508,7 @@ static void test_two_workers_rebalance(void **state)
     free(got);
     free(want);
     cmr_producer_destroy(p, 5000);
-    traffic_free(tr);
-    free(tr);
+    traffic_drop(tr);
 }
 
 static int http_get(int port, const char *target, char **body)
@@ -543,8 +558,8 @@ static void test_continuous_and_http(void **state)
 {
     (void)state;
     char store[512], log[512], err[256];
-    snprintf(store, sizeof store, "%s/store", tmp);
-    snprintf(log, sizeof log, "%s/worker.log", tmp);
+    tmp_path(store, "store");
+    tmp_path(log, "worker.log");
     cmr_producer_t *p = producer();
     send_names(p);
     cp_proc_t w;
