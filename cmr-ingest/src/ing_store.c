@@ -196,7 +196,8 @@ void *cmr_store_db(cmr_store_t *s)
 
 void *cmr_store_cf(cmr_store_t *s, int cf)
 {
-    return cf + 1 < s->ncfs ? s->cfs[cf + 1] : NULL;
+    assert(cf >= 0 && cf + 1 < s->ncfs); /* a CMR_CF_* of a partition, 0 / 1 of a meta store */
+    return cf >= 0 && cf + 1 < s->ncfs ? s->cfs[cf + 1] : NULL;
 }
 
 static int cmp_int(const void *a, const void *b)
