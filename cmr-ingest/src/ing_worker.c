@@ -17,8 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -30,27 +31,13 @@ typedef struct worker {
     cmr_ingest_engine_t *engine;
     cmr_consumer_t *consumer;
     cmr_reader_t *methods, *registrations;
-    cmr_record_t **pending;
+    cmr_record_t **pending; /* owned: received, not yet marked done */
     size_t npending, cap;
     int64_t first_pending_ms;
     int64_t commit_records, commit_interval_ms;
     int64_t first_record_ms, last_commit_ms; /* wall clock, for throughput measurements */
     int fatal;
 } worker_t;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Makes the group durable, then marks its records done. */
 static int commit_group(worker_t *w)
@@ -64,7 +51,7 @@ static int commit_group(worker_t *w)
         cmr_record_free(w->pending[i]);
     }
     if (w->npending)
-        w->last_commit_ms = wall_ms();
+        w->last_commit_ms = cmr_wall_ms();
     w->npending = 0;
     return 0;
 }
@@ -86,16 +73,10 @@ static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *
 
 static int hold(worker_t *w, cmr_record_t *rec)
 {
-    if (w->npending == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        cmr_record_t **p = realloc(w->pending, cap * sizeof *p);
-        if (!p)
-            return -1;
-        w->pending = p;
-        w->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(w->pending, w->cap, w->npending + 1) != 0)
+        return -1;
     if (!w->npending)
-        w->first_pending_ms = mono_ms();
+        w->first_pending_ms = cmr_mono_ms();
     w->pending[w->npending++] = rec;
     return 0;
 }
@@ -104,7 +85,7 @@ static void handle(worker_t *w, cmr_record_t *rec)
 {
     char err[512];
     if (!w->first_record_ms)
-        w->first_record_ms = wall_ms();
+        w->first_record_ms = cmr_wall_ms();
     if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
         cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
                 rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
@@ -133,17 +114,8 @@ static void poll_tables(worker_t *w)
     cmr_reader_rec_t r;
     cmr_reader_t *readers[2] = {w->methods, w->registrations};
     for (int k = 0; k < 2; k++)
-        for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++) {
-            cmr_msg_t m;
-            char why[256];
-            if (cmr_msg_decode(r.payload, r.len, &m, why, sizeof why) != CMR_WIRE_OK)
-                continue; /* counted and logged by the codec's counters */
-            if (m.type == CMR_MSG_METHOD_ENTRY)
-                cmr_ingest_engine_add_method(w->engine, &m.u.method_entry);
-            else if (m.type == CMR_MSG_AGENT_REGISTRATION)
-                cmr_ingest_engine_add_agent(w->engine, &m.u.registration);
-            cmr_msg_free(&m);
-        }
+        for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++)
+            cmr_ingest_engine_add_table_record(w->engine, r.payload, r.len);
 }
 
 static int open_tables(worker_t *w)
@@ -165,7 +137,7 @@ static int open_tables(worker_t *w)
     return 0;
 }
 
-static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
+int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
 {
     bool sync;
     int64_t age, bytes, wb_mb;
@@ -177,11 +149,6 @@ static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *er
     *o = (cmr_store_opts_t){
         .sync = sync, .retention_age_ms = age, .retention_bytes = bytes, .write_buffer_bytes = wb_mb << 20};
     return 0;
-}
-
-int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
-{
-    return read_store_opts(conf, o, err, errlen);
 }
 
 static void log_stats(worker_t *w)
@@ -201,7 +168,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     worker_t w = {.conf = conf};
     cmr_store_opts_t o;
     int64_t port, retention_ms, exit_idle_ms;
-    if (read_store_opts(conf, &o, err, sizeof err) ||
+    if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
@@ -238,14 +205,14 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     cmr_log(CMR_LOG_INFO, "ingest.started", "store=%s http_port=%d group=%s", root,
             http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
-    int64_t last_stats = mono_ms(), last_retention = mono_ms(), last_record = mono_ms();
+    int64_t last_stats = cmr_mono_ms(), last_retention = cmr_mono_ms(), last_record = cmr_mono_ms();
     while (!*stop && !w.fatal) {
         poll_tables(&w);
         cmr_record_t *rec;
         int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
         if (got < 0)
             break;
-        int64_t now = mono_ms();
+        int64_t now = cmr_mono_ms();
         if (got == 1) {
             handle(&w, rec);
             last_record = now;
