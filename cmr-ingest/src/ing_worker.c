@@ -206,12 +206,15 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     cmr_log(CMR_LOG_INFO, "ingest.started", "store=%s http_port=%d group=%s", root,
             http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
     int64_t last_stats = cmr_mono_ms(), last_retention = cmr_mono_ms(), last_record = cmr_mono_ms();
+    bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
         cmr_record_t *rec;
         int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
-        if (got < 0)
+        if (got < 0) {
+            consumer_failed = true; /* logged by the transport; still store what we have */
             break;
+        }
         int64_t now = cmr_mono_ms();
         if (got == 1) {
             handle(&w, rec);
@@ -235,7 +238,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             last_stats = now;
         }
     }
-    if (!w.fatal && commit_group(&w) == 0)
+    if (!w.fatal && commit_group(&w) == 0 && !consumer_failed)
         rc = 0;
     log_stats(&w);
 out:
