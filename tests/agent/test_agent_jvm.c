@@ -19,7 +19,8 @@
  *     file is an error that leaves the JVM running; an agent name with a newline cannot
  *     forge a log line.
  *
- * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+  * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+ * (CMR_TEST_FILTER=PATTERN runs only the tests whose name matches, e.g. "*forged*")
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1179,5 +1180,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),
     };
+    if (getenv("CMR_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("CMR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
