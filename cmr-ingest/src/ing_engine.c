@@ -34,6 +34,8 @@
 #include "cmr/ingest.h"
 #include "cmr/log.h"
 #include "cmr/map.h"
+#include "cmr/rejects.h"
+#include "cmr/topics.h"
 #include "cmr/wire.h"
 
 #define MAX_PARTITIONS 4096
@@ -289,16 +291,19 @@ int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registra
     return 0;
 }
 
-int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const void *payload, size_t len)
+int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic, const cmr_reader_rec_t *rec)
 {
     cmr_msg_t m;
-    char why[256];
-    if (cmr_msg_decode(payload, len, &m, why, sizeof why) != CMR_WIRE_OK)
-        return 0; /* counted and logged by the codec's counters */
+    if (cmr_reject_decode(topic, rec->partition, rec->offset, rec->payload, rec->len, &m) != 0)
+        return 0;
+    cmr_msg_type_t want =
+        strcmp(topic, cmr_topic_name(CMR_TOPIC_METHODS)) == 0 ? CMR_MSG_METHOD_ENTRY : CMR_MSG_AGENT_REGISTRATION;
     int rc = 0;
-    if (m.type == CMR_MSG_METHOD_ENTRY)
+    if (m.type != want)
+        cmr_reject(topic, "unexpected_type", rec->partition, rec->offset, cmr_msg_type_name(m.type));
+    else if (m.type == CMR_MSG_METHOD_ENTRY)
         rc = cmr_ingest_engine_add_method(e, &m.u.method_entry) == 0;
-    else if (m.type == CMR_MSG_AGENT_REGISTRATION)
+    else
         rc = cmr_ingest_engine_add_agent(e, &m.u.registration) == 0;
     cmr_msg_free(&m);
     return rc;

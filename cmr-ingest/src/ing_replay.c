@@ -34,7 +34,7 @@ static int read_table(const cmr_conf_t *conf, cmr_ingest_engine_t *e, cmr_topic_
     while (!cmr_reader_caught_up(r) && cmr_mono_ms() < deadline) {
         cmr_reader_rec_t rec;
         if (cmr_reader_poll(r, 200, &rec) == 1)
-            n += cmr_ingest_engine_add_table_record(e, rec.payload, rec.len);
+            n += cmr_ingest_engine_add_table_record(e, cmr_topic_name(topic), &rec);
     }
     fprintf(progress, "replay: %s: %ld entries\n", cmr_topic_name(topic), n);
     cmr_reader_free(r);

@@ -23,6 +23,7 @@
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
 
@@ -113,9 +114,10 @@ static void poll_tables(worker_t *w)
 {
     cmr_reader_rec_t r;
     cmr_reader_t *readers[2] = {w->methods, w->registrations};
+    const char *topics[2] = {cmr_topic_name(CMR_TOPIC_METHODS), cmr_topic_name(CMR_TOPIC_REGISTRATIONS)};
     for (int k = 0; k < 2; k++)
         for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++)
-            cmr_ingest_engine_add_table_record(w->engine, r.payload, r.len);
+            cmr_ingest_engine_add_table_record(w->engine, topics[k], &r);
 }
 
 static int open_tables(worker_t *w)
@@ -160,6 +162,7 @@ static void log_stats(worker_t *w)
             " methods=%" PRIu64 " agents=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
             s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents, w->first_record_ms,
             w->last_commit_ms);
+    cmr_rejects_log_summary();
 }
 
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)

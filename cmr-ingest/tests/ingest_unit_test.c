@@ -20,6 +20,8 @@
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/rejects.h"
+#include "cmr/topics.h"
 #include "cmr/log.h"
 #include "ing_synth.h"
 
@@ -1063,6 +1065,39 @@ static void test_engine_many_traces(void **state)
     free(body);
 }
 
+/* cmr.methods and cmr.registrations are writable by every agent host: what does not
+ * decode, or is of another type, is rejected and counted, never applied. */
+static void test_table_records_rejected(void **state)
+{
+    (void)state;
+    char err[512], dir[600];
+    snprintf(dir, sizeof dir, "%s/tables", tmpdir);
+    cmr_store_opts_t o = {0};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
+    assert_non_null(e);
+    const char *methods = cmr_topic_name(CMR_TOPIC_METHODS), *regs = cmr_topic_name(CMR_TOPIC_REGISTRATIONS);
+    cmr_buf_t b = {0};
+    cmr_method_entry_t me = {.method_id = 77, .class_name = "a/B", .method_name = "m", .descriptor = "()V"};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METHOD_ENTRY, &me, &b, err, sizeof err), CMR_WIRE_OK);
+    cmr_reader_rec_t rec = {.payload = b.data, .len = b.len, .partition = 1, .offset = 10};
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, methods, &rec), 1);
+    /* a MethodEntry on cmr.registrations: wrong type */
+    uint64_t before = cmr_rejects_count(regs, "unexpected_type");
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, regs, &rec), 0);
+    assert_int_equal(cmr_rejects_count(regs, "unexpected_type"), before + 1);
+    /* bytes that do not decode */
+    before = cmr_rejects_count(methods, "corrupt") + cmr_rejects_count(methods, "truncated");
+    rec.len = b.len - 3;
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, methods, &rec), 0);
+    assert_int_equal(cmr_rejects_count(methods, "corrupt") + cmr_rejects_count(methods, "truncated"), before + 1);
+    cmr_buf_free(&b);
+    cmr_ingest_stats_t st;
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.methods, 1);
+    assert_int_equal(st.agents, 0);
+    cmr_ingest_engine_free(e);
+}
+
 static void test_parse_time_and_duration(void **state)
 {
     (void)state;
@@ -1108,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_json_untrusted_names),
         cmocka_unit_test_setup_teardown(test_store_engine_queries, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
+        cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

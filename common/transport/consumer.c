@@ -17,6 +17,7 @@
 
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/rejects.h"
 #include "cmr/wire.h"
 #include "kafka_internal.h"
 
@@ -152,11 +153,10 @@ void cmr_record_free(cmr_record_t *rec)
 
 /* Skips a message that did not decode: logged, counted, and its offset stored so that it
  * is not redelivered forever. */
-static void consumer_skip(cmr_consumer_t *c, rd_kafka_message_t *m, const char *why)
+static void consumer_skip(cmr_consumer_t *c, rd_kafka_message_t *m, cmr_wire_err_t err, const char *why)
 {
     c->rejected++;
-    cmr_log(CMR_LOG_WARN, "wire.message_rejected", "topic=%s partition=%d offset=%lld bytes=%zu reason=\"%s\"",
-            rd_kafka_topic_name(m->rkt), m->partition, (long long)m->offset, m->len, why);
+    cmr_reject(rd_kafka_topic_name(m->rkt), cmr_wire_err_name(err), m->partition, m->offset, why);
     rd_kafka_offset_store(m->rkt, m->partition, m->offset);
 }
 
@@ -181,8 +181,9 @@ int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out)
         return 0; /* not stored: redelivered after a restart */
     }
     cmr_record_t *rec = &r->pub;
-    if (cmr_msg_decode(m->payload, m->len, &rec->msg, why, sizeof why) != CMR_WIRE_OK) {
-        consumer_skip(c, m, why);
+    cmr_wire_err_t derr = cmr_msg_decode(m->payload, m->len, &rec->msg, why, sizeof why);
+    if (derr != CMR_WIRE_OK) {
+        consumer_skip(c, m, derr, why);
         rd_kafka_message_destroy(m);
         free(r);
         return 0;

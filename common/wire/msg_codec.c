@@ -48,6 +48,22 @@ static const char *const wire_errors[CMR_WIRE_ERR__COUNT] = {
     [CMR_WIRE_ERR_INTERNAL] = "internal Avro error",
 };
 
+const char *cmr_wire_err_name(cmr_wire_err_t err)
+{
+    static const char *const names[CMR_WIRE_ERR__COUNT] = {
+        [CMR_WIRE_OK] = "ok",
+        [CMR_WIRE_ERR_TRUNCATED] = "truncated",
+        [CMR_WIRE_ERR_BAD_MAGIC] = "bad_magic",
+        [CMR_WIRE_ERR_UNKNOWN_FINGERPRINT] = "unknown_schema",
+        [CMR_WIRE_ERR_OVERSIZED] = "oversized",
+        [CMR_WIRE_ERR_CORRUPT] = "corrupt",
+        [CMR_WIRE_ERR_TRAILING] = "trailing_bytes",
+        [CMR_WIRE_ERR_INVALID] = "invalid",
+        [CMR_WIRE_ERR_INTERNAL] = "internal",
+    };
+    return (unsigned)err < CMR_WIRE_ERR__COUNT ? names[err] : "unknown";
+}
+
 const char *cmr_wire_strerror(cmr_wire_err_t err)
 {
     return (unsigned)err < CMR_WIRE_ERR__COUNT ? wire_errors[err] : "unknown error";

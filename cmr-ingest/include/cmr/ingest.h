@@ -263,9 +263,10 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
 int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen);
 int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m);
 int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r);
-/* Decodes a record of cmr.methods or cmr.registrations and adds it: 1 added, 0 skipped
- * (undecodable, or of another type). */
-int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const void *payload, size_t len);
+/* Decodes a record of cmr.methods or cmr.registrations (rec, read from `topic`) and adds
+ * it: 1 added, 0 skipped. A record that does not decode, or is not of the topic's type, is
+ * rejected: counted and logged (cmr/rejects.h), never applied. */
+int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic, const cmr_reader_rec_t *rec);
 /* Writes everything added since the last flush, durably. 0 or -1 (then nothing may be
  * marked done: the caller exits and the records come again). */
 int cmr_ingest_engine_flush(cmr_ingest_engine_t *e);
