@@ -23,6 +23,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 cmr_start_broker "$work"
+cmr_make_keys "$work"
 cat > "$work/env.yaml" <<YAML
 version: 1
 environments:
@@ -38,8 +39,9 @@ mappings:
     environment: bench
 YAML
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
-"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn run >"$work/config.log" 2>&1 & pids+=($!)
-"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level warn --db "$work/db" run >"$work/instr.log" 2>&1 & pids+=($!)
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" run >"$work/config.log" 2>&1 & pids+=($!)
+"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" --db "$work/db" run \
+    >"$work/instr.log" 2>&1 & pids+=($!)
 sleep 3
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
@@ -67,7 +69,7 @@ tomcat_start() {
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 for i in $(seq "$runs"); do tomcat_start "plain-$i"; done > "$work/plain.txt"
-for i in $(seq "$runs"); do tomcat_start "agent-$i" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=tomcat-$i"; done > "$work/agent.txt"
+for i in $(seq "$runs"); do tomcat_start "agent-$i" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=tomcat-$i,trust.keys=$trust_pub"; done > "$work/agent.txt"
 plain=$(median < "$work/plain.txt")
 agent=$(median < "$work/agent.txt")
 echo "Tomcat 10 start-up (Server startup in, median of $runs): without agent ${plain} ms, with agent ${agent} ms"

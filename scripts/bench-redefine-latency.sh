@@ -20,6 +20,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 cmr_start_broker "$work"
+cmr_make_keys "$work"
 cat > "$work/env.yaml" <<YAML
 version: 1
 environments:
@@ -35,14 +36,15 @@ mappings:
     environment: latency
 YAML
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
-"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn run >"$work/config.log" 2>&1 & pids+=($!)
-"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level warn --db "$work/db" run >"$work/instr.log" 2>&1 & pids+=($!)
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" run >"$work/config.log" 2>&1 & pids+=($!)
+"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" --db "$work/db" run \
+    >"$work/instr.log" 2>&1 & pids+=($!)
 sleep 3
 # Wait for the registration to be answered before loading Guava, so that what is measured
 # is the steady state (classes loaded while the agent is connected).
 wait_s=$(( RATE > 0 ? 2100 / RATE + 15 : 20 ))
 { sleep 8; echo "loadjar $JAR $RATE"; sleep "$wait_s"; echo exit; } |
-    "$JAVA" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=latency-1,kafka.fetch.wait.max.ms=5" -cp "$B/tests/agent/classes:$JAR" AgentTestApp \
+    "$JAVA" "-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=latency-1,trust.keys=$trust_pub,kafka.fetch.wait.max.ms=5" -cp "$B/tests/agent/classes:$JAR" AgentTestApp \
         2>"$work/jvm.log" | grep -E "loadjar" || true
 grep -o 'event=agent.redefine_latency.*' "$work/jvm.log" || { echo "no latency line (see logs)"; tail -5 "$work/jvm.log"; exit 1; }
 grep -o 'classes_seen=[0-9]* classes_sent=[0-9]*.*commands_failed=[0-9]*' "$work/jvm.log"

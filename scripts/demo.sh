@@ -37,19 +37,24 @@ step "Embedded Kafka broker (in memory, loopback only)"
 cmr_start_broker "$work"
 echo "bootstrap $bs"
 
+step "The CMR's command signing key (cmr-config keygen; the agents pin its public half)"
+cmr_make_keys "$work"
+echo "secret key $signing_key, public key $trust_pub"
+
 step "Environment and agent mapping (demo/environment.yaml)"
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply demo/environment.yaml
 
 step "CMR workers: cmr-config, cmr-instrumenter, cmr-ingest"
-"$B/cmr-config/cmr-config" --bootstrap "$bs" run >"$work/config.log" 2>&1 & pids+=($!)
-"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --db "$work/instrumenter" run >"$work/instrumenter.log" 2>&1 & pids+=($!)
+"$B/cmr-config/cmr-config" --bootstrap "$bs" -X "trust.signing_key=$signing_key" run >"$work/config.log" 2>&1 & pids+=($!)
+"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" -X "trust.signing_key=$signing_key" --db "$work/instrumenter" run \
+    >"$work/instrumenter.log" 2>&1 & pids+=($!)
 "$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port -1 run >"$work/ingest.log" 2>&1 &
 ingest_pid=$!
 pids+=($ingest_pid)
 sleep 2
 echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
 
-agent="$B/agent/libcmragent.so=bootstrap=$bs,kafka.fetch.wait.max.ms=5"
+agent="$B/agent/libcmragent.so=bootstrap=$bs,trust.keys=$trust_pub,kafka.fetch.wait.max.ms=5"
 step "The payment service (a second JVM, HTTP on loopback), with the agent"
 "$JAVA" "-agentpath:$agent,name=payments-demo" -cp "$B/demo/classes" payments.PaymentService "$work/payments.port" \
     >"$work/payments.out" 2>"$work/payments.log" &

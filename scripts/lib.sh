@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Shared by scripts/demo.sh and scripts/test.sh: install the Debian packages listed in
-# scripts/packages.txt (only when one is missing) and configure + build with CMake.
+# Shared by scripts/demo.sh, scripts/test.sh and the benchmarks: install the Debian packages
+# listed in scripts/packages.txt (only when one is missing), configure + build with CMake,
+# start the embedded broker, make the run's command signing keys.
 set -euo pipefail
 
 CMR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,4 +44,14 @@ cmr_start_broker() {
     for _ in $(seq 100); do [ -s "$1/bootstrap" ] && break; sleep 0.1; done
     [ -s "$1/bootstrap" ] || { cat "$1/broker.log" >&2; echo "the broker did not start" >&2; return 1; }
     bs=$(cat "$1/bootstrap")
+}
+
+# cmr_make_keys DIR: makes this run's command signing key pair in DIR with the built
+# `cmr-config keygen` (docs/SECURITY.md); sets `signing_key` (the secret key: the workers'
+# -X trust.signing_key=...) and `trust_pub` (the public key: the agents' trust.keys=...).
+# DIR is the caller's temporary work directory, removed with it.
+cmr_make_keys() {
+    "$CMR_ROOT/build/cmr-config/cmr-config" keygen --dir "$1" --name cmr >/dev/null
+    signing_key=$1/cmr.key
+    trust_pub=$1/cmr.pub
 }

@@ -1,5 +1,5 @@
 /*
- * cfg_cli.c - apply / diff / list / show / delete (see cfg_cli.h).
+ * cfg_cli.c - apply / diff / list / show / delete / keygen (see cfg_cli.h).
  *
  * Ownership: every command loads its own state and frees it before returning.
  */
@@ -17,6 +17,7 @@
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/trust.h"
 
 /* Reads cmr.config to its end. NULL with the reason on stderr. */
 static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
@@ -283,4 +284,44 @@ int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
     }
     cmr_cfg_state_free(s);
     return rc ? 1 : 0;
+}
+
+/* --- keygen ------------------------------------------------------------------------- */
+
+int cmr_cfg_cli_keygen(const cmr_conf_t *conf, FILE *out)
+{
+    const char *dir = cmr_conf_get(conf, "keygen.dir", NULL);
+    const char *name = cmr_conf_get(conf, "keygen.name", "cmr");
+    if (!dir || !dir[0]) {
+        fprintf(stderr, "cmr-config: keygen needs --dir DIR (where NAME.key and NAME.pub are written)\n");
+        return 2;
+    }
+    char err[512];
+    if (cmr_trust_init() != 0) {
+        fprintf(stderr, "cmr-config: keygen: libsodium cannot run here\n");
+        return 1;
+    }
+    if (cmr_trust_keygen(dir, name, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: keygen: %s\n", err);
+        return 1;
+    }
+    cmr_buf_t key = {0}, pub = {0};
+    cmr_buf_printf(&key, "%s/%s.key", dir, name);
+    cmr_buf_printf(&pub, "%s/%s.pub", dir, name);
+    cmr_signer_t *s = cmr_buf_ok(&key) ? cmr_signer_load(cmr_buf_str(&key), err, sizeof err) : NULL;
+    int rc = 1;
+    if (s && cmr_buf_ok(&pub)) {
+        fprintf(out,
+                "secret key: %s (mode 0600: the workers' trust.signing_key)\n"
+                "public key: %s (the agents' trust.keys)\n"
+                "key id:     %s\n",
+                cmr_buf_str(&key), cmr_buf_str(&pub), cmr_signer_key_id(s));
+        rc = 0;
+    } else {
+        fprintf(stderr, "cmr-config: keygen: the new key does not load: %s\n", s ? "out of memory" : err);
+    }
+    cmr_signer_free(s);
+    cmr_buf_free(&key);
+    cmr_buf_free(&pub);
+    return rc;
 }

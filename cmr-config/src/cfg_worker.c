@@ -4,8 +4,11 @@
  * One thread: it drains the cmr.config reader (state), the cmr.registrations reader
  * (registry), then polls the group consumer for registrations to answer. Answers go to
  * the agent's command topic, created on first use (cmr_admin_ensure_topic) and remembered.
+ * Every answer is a command, signed for the agent's instance with the key of
+ * trust.signing_key (cmr_command_send); the worker does not start without that key.
  *
- * Ownership: the worker owns every handle and the registry (decoded registrations).
+ * Ownership: the worker owns every handle, the signer and the registry (decoded
+ * registrations).
  */
 #include "cmr/cfg_worker.h"
 
@@ -19,6 +22,7 @@
 #include "cmr/buf.h"
 #include "cmr/cfg_state.h"
 #include "cmr/clock.h"
+#include "cmr/command.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -39,6 +43,8 @@ typedef struct worker {
     agent_t *agents;
     size_t n_agents, cap_agents;
     cmr_topic_set_t topics_ok; /* command topics known to exist */
+    cmr_signer_t *signer;      /* owned: signs every command */
+    int64_t lifetime_ms;       /* of every command (trust.command.lifetime.ms) */
 } worker_t;
 
 /* --- command topics and sending ----------------------------------------------------- */
@@ -66,9 +72,10 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
         return -1;
     cmr_cfg_answer_t a;
     cmr_cfg_answer(w->state, reg, cmr_wall_ms(), &a);
-    int rc = a.configured
-                 ? cmr_producer_send(w->producer, CMR_MSG_AGENT_CONFIGURATION, &a.cfg, topic, NULL, err, sizeof err)
-                 : cmr_producer_send(w->producer, CMR_MSG_NO_ENVIRONMENT, &a.no_env, topic, NULL, err, sizeof err);
+    int rc = a.configured ? cmr_command_send(w->producer, w->signer, reg->instance_id, topic, w->lifetime_ms,
+                                             CMR_MSG_AGENT_CONFIGURATION, &a.cfg, err, sizeof err)
+                          : cmr_command_send(w->producer, w->signer, reg->instance_id, topic, w->lifetime_ms,
+                                             CMR_MSG_NO_ENVIRONMENT, &a.no_env, err, sizeof err);
     if (rc != CMR_SEND_OK) {
         cmr_log(CMR_LOG_ERROR, "config.send_failed", "topic=%s error=\"%s\"", topic,
                 rc == CMR_SEND_QUEUE_FULL ? "queue full" : err);
@@ -283,6 +290,40 @@ static void teardown(worker_t *w)
         cmr_msg_free(&w->agents[i].reg);
     free(w->agents);
     cmr_topic_set_free(&w->topics_ok);
+    cmr_signer_free(w->signer);
+}
+
+/* Loads the signing key (trust.signing_key) and the command lifetime into w. 0, or -1
+ * with a message on stderr that says how to make a key: a worker without one cannot send
+ * any command an agent would accept. */
+static int load_signer(worker_t *w, const cmr_conf_t *conf)
+{
+    char err[512];
+    if (cmr_conf_get_int(conf, "trust.command.lifetime.ms", CMR_COMMAND_DEFAULT_LIFETIME_MS, 1000, 3600000,
+                         &w->lifetime_ms, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s\n", err);
+        return -1;
+    }
+    const char *path = cmr_conf_get(conf, "trust.signing_key", NULL);
+    if (!path || !path[0]) {
+        fprintf(stderr, "cmr-config: no command signing key: set trust.signing_key to the secret key file "
+                        "(-X trust.signing_key=DIR/cmr.key); make a key pair with 'cmr-config keygen --dir DIR' "
+                        "and give the agents DIR/cmr.pub as trust.keys (docs/SECURITY.md)\n");
+        return -1;
+    }
+    if (cmr_trust_init() != 0) {
+        fprintf(stderr, "cmr-config: libsodium cannot run here: no command can be signed\n");
+        return -1;
+    }
+    w->signer = cmr_signer_load(path, err, sizeof err);
+    if (!w->signer) {
+        fprintf(stderr, "cmr-config: trust.signing_key: %s (make a key pair with 'cmr-config keygen --dir DIR')\n",
+                err);
+        return -1;
+    }
+    cmr_log(CMR_LOG_INFO, "config.signing_key", "key_id=%s lifetime_ms=%" PRId64, cmr_signer_key_id(w->signer),
+            w->lifetime_ms);
+    return 0;
 }
 
 int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
@@ -295,6 +336,8 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         fprintf(stderr, "cmr-config: %s\n", err); /* a configuration error: exit status 2 */
         return 2;
     }
+    if (load_signer(&w, conf) != 0) /* before connecting to anything; w.signer stays NULL */
+        return 2;
     if (setup(&w, conf, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "config.start_failed", "error=\"%s\"", err);
         goto out;

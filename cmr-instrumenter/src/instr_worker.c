@@ -23,8 +23,16 @@
  *     include it), its pending environments run, and resumed. A round that fails or runs
  *     past 120 s is given up and its partitions are taken over as they are.
  *
+ * Trust (docs/SECURITY.md): a ClassLoaded whose bytes do not hash to its class_hash is
+ * refused before anything is cached or recorded from it (instr.hash_mismatch, counted).
+ * Every command is signed for the agent's instance (cmr_command_send, the key of
+ * trust.signing_key, without which the worker does not start), and every Redefine carries
+ * the BLAKE2b-256 digest of the original bytes it was made from (original_digest), so the
+ * agent applies it only to a class whose original bytes are those.
+ *
  * Ownership: the worker owns the cache, the configuration state, the Kafka handles, the
- * catch-up's reader and ranges and the metadata loaded during one decision (freed after it).
+ * signer, the catch-up's reader and ranges and the metadata loaded during one decision
+ * (freed after it).
  */
 #include "cmr/instr_worker.h"
 
@@ -41,12 +49,15 @@
 #include "cmr/buf.h"
 #include "cmr/cfg_state.h"
 #include "cmr/clock.h"
+#include "cmr/command.h"
 #include "cmr/ids.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_probe.h"
 #include "cmr/instr_rules.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/rejects.h"
+#include "cmr/trust.h"
 
 #define MAX_PARTITIONS 1024
 
@@ -85,7 +96,11 @@ typedef struct worker {
     size_t sent;               /* messages queued in the current unit */
     cmr_topic_set_t topics_ok; /* command topics known to exist */
     uint64_t classes, redefines, resends, originals;
-    int replaying; /* catch-up of a newly assigned partition: cache only, no commands */
+    uint64_t hash_mismatch;           /* ClassLoaded refused: bytes do not hash to class_hash */
+    cmr_log_limiter_t mismatch_limit; /* of their log lines */
+    cmr_signer_t *signer;             /* owned: signs every command */
+    int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
+    int replaying;                    /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
 } worker_t;
 
@@ -178,12 +193,17 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
     return 0;
 }
 
-static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const char *topic)
+/* Queues one message: a command (for agent instance `instance`, on its command topic) is
+ * signed and sent in its envelope; anything else (MethodEntry, instance NULL) as it is. */
+static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const char *instance, const char *topic)
 {
     if (w->replaying)
         return 0; /* the previous owner answered these records */
     char err[256];
-    int rc = cmr_producer_send(w->producer, type, msg, topic, NULL, err, sizeof err);
+    assert(!cmr_command_type(type) || (instance && topic));
+    int rc = cmr_command_type(type)
+                 ? cmr_command_send(w->producer, w->signer, instance, topic, w->lifetime_ms, type, msg, err, sizeof err)
+                 : cmr_producer_send(w->producer, type, msg, topic, NULL, err, sizeof err);
     if (rc != CMR_SEND_OK) {
         cmr_log(CMR_LOG_ERROR, "instr.send_failed", "type=%s error=\"%s\"", cmr_msg_type_name(type),
                 rc == CMR_SEND_QUEUE_FULL ? "local queue full" : err);
@@ -213,7 +233,7 @@ static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const 
         const cmr_instr_method_t *m = &meta->methods[b->meta_index[i]];
         cmr_method_entry_t e = {b->methods[i].method_id, meta->name,   m->name, m->desc, m->access,
                                 meta->source_file,       m->first_line};
-        if (send_msg(w, CMR_MSG_METHOD_ENTRY, &e, NULL) != 0)
+        if (send_msg(w, CMR_MSG_METHOD_ENTRY, &e, NULL, NULL) != 0)
             return -1;
         cmr_instr_cache_put_method_sent(w->cache, id);
     }
@@ -241,6 +261,8 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
                 b.n_refused);
         *sig = 0;
     } else if (command_topic(w, instance, topic, sizeof topic) == 0) {
+        uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* binds the new bytes to these original ones */
+        cmr_trust_digest(bytes, len, digest);
         cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, *sig, 1),
                             .agent_id = (int64_t)agent,
                             .class_name = (char *)name,
@@ -248,10 +270,11 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
                             .class_hash = (int64_t)hash,
                             .original = false,
                             .revision = revision,
-                            .bytecode = {b.bytes, b.len}};
+                            .bytecode = {b.bytes, b.len},
+                            .original_digest = {digest, sizeof digest}};
         r.methods.items = b.methods;
         r.methods.count = b.n_methods;
-        rc = send_msg(w, CMR_MSG_REDEFINE, &r, topic);
+        rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
         if (rc == 0)
             rc = send_method_entries(w, meta, &b);
         if (rc == 0)
@@ -314,11 +337,13 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
         if (!rec->resend && command_topic(w, t->instance, topic, sizeof topic) == 0) {
             cmr_bytecode_resend_t r = {request_id(t->agent, loader, name, rec->hash, sig, 2), (int64_t)t->agent,
                                        (char *)name, loader, (int64_t)rec->hash};
-            rc = send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, topic);
+            rc = send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, t->instance, topic);
             w->resends += rc == 0;
         }
         rec->resend = !w->replaying;
     } else if (have == 1 && command_topic(w, t->instance, topic, sizeof topic) == 0) {
+        uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* the original bytes, bound to themselves */
+        cmr_trust_digest(bytes.data, bytes.len, digest);
         cmr_redefine_t r = {.request_id = request_id(t->agent, loader, name, rec->hash, 0, 3),
                             .agent_id = (int64_t)t->agent,
                             .class_name = (char *)name,
@@ -326,8 +351,9 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
                             .class_hash = (int64_t)rec->hash,
                             .original = true,
                             .revision = t->revision,
-                            .bytecode = {bytes.data, bytes.len}};
-        rc = send_msg(w, CMR_MSG_REDEFINE, &r, topic);
+                            .bytecode = {bytes.data, bytes.len},
+                            .original_digest = {digest, sizeof digest}};
+        rc = send_msg(w, CMR_MSG_REDEFINE, &r, t->instance, topic);
         w->originals += rc == 0;
         rec->signature = 0;
         rec->resend = 0;
@@ -405,6 +431,23 @@ static const cmr_environment_t *env_of(worker_t *w, const char *env_id, int64_t 
     return env_id ? cmr_cfg_state_env(w->state, env_id, revision) : NULL;
 }
 
+/* A ClassLoaded whose bytes do not hash to its class_hash: forged, or damaged on the way.
+ * Counted, and logged (rate-limited: anyone who can write cmr.classes can send them). */
+static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t computed)
+{
+    w->hash_mismatch++;
+    unsigned long long suppressed = 0;
+    if (!cmr_log_allow(&w->mismatch_limit, 10, &suppressed))
+        return;
+    char name[256], instance[80];
+    cmr_log(CMR_LOG_WARN, "instr.hash_mismatch",
+            "class=\"%s\" agent=%016" PRIx64 " instance=\"%s\" sent=%016" PRIx64 " computed=%016" PRIx64
+            " action=refused refused_total=%" PRIu64 " suppressed=%llu",
+            cmr_log_escape(cl->class_name, name, sizeof name), (uint64_t)cl->agent_id,
+            cmr_log_escape(cl->instance_id, instance, sizeof instance), (uint64_t)cl->class_hash, computed,
+            w->hash_mismatch, suppressed);
+}
+
 /* Handles one ClassLoaded inside the current unit. */
 static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition)
 {
@@ -415,10 +458,10 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         return 0;
     }
     uint64_t hash = cmr_class_hash(cl->bytecode.data, cl->bytecode.len);
-    if (hash != (uint64_t)cl->class_hash)
-        cmr_log(CMR_LOG_WARN, "instr.hash_mismatch",
-                "class=%s agent=%016" PRIx64 " sent=%016" PRIx64 " computed=%016" PRIx64, cl->class_name, agent,
-                (uint64_t)cl->class_hash, hash);
+    if (hash != (uint64_t)cl->class_hash) {
+        refuse_mismatch(w, cl, hash);
+        return 0; /* nothing instrumented, cached or recorded from it */
+    }
     cmr_instr_agent_rec_t ar = {cl->revision, partition, "", ""};
     cmr_instr_class_rec_t rec = {0};
     if (cmr_instr_agent_rec_ids(&ar, cl->instance_id, cl->environment_id) != 0 ||
@@ -737,11 +780,13 @@ out:
 static int replay_record(worker_t *w, catch_up_range_t *cr, const cmr_reader_rec_t *rec)
 {
     cmr_msg_t msg;
-    char err[256];
     int rc = 0;
-    if (cmr_msg_decode(rec->payload, rec->len, &msg, err, sizeof err) == CMR_WIRE_OK) {
+    const char *topic = cmr_topic_name(CMR_TOPIC_CLASSES);
+    if (cmr_reject_decode(topic, rec->partition, rec->offset, rec->payload, rec->len, &msg) == 0) {
         if (msg.type == CMR_MSG_CLASS_LOADED)
             rc = on_class(w, &msg.u.class_loaded, rec->partition);
+        else
+            cmr_reject(topic, "unexpected_type", rec->partition, rec->offset, cmr_msg_type_name(msg.type));
         cmr_msg_free(&msg);
     }
     cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
@@ -874,6 +919,40 @@ static void teardown(worker_t *w)
     cmr_cfg_state_free(w->state);
     cmr_instr_cache_close(w->cache);
     cmr_topic_set_free(&w->topics_ok);
+    cmr_signer_free(w->signer);
+}
+
+/* Loads the signing key (trust.signing_key) and the command lifetime into w. 0, or -1
+ * with a message on stderr that says how to make a key: a worker without one cannot send
+ * any command an agent would accept. */
+static int load_signer(worker_t *w, const cmr_conf_t *conf)
+{
+    char err[512];
+    if (cmr_conf_get_int(conf, "trust.command.lifetime.ms", CMR_COMMAND_DEFAULT_LIFETIME_MS, 1000, 3600000,
+                         &w->lifetime_ms, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-instrumenter: %s\n", err);
+        return -1;
+    }
+    const char *path = cmr_conf_get(conf, "trust.signing_key", NULL);
+    if (!path || !path[0]) {
+        fprintf(stderr, "cmr-instrumenter: no command signing key: set trust.signing_key to the secret key file "
+                        "(-X trust.signing_key=DIR/cmr.key); make a key pair with 'cmr-config keygen --dir DIR' "
+                        "and give the agents DIR/cmr.pub as trust.keys (docs/SECURITY.md)\n");
+        return -1;
+    }
+    if (cmr_trust_init() != 0) {
+        fprintf(stderr, "cmr-instrumenter: libsodium cannot run here: no command can be signed\n");
+        return -1;
+    }
+    w->signer = cmr_signer_load(path, err, sizeof err);
+    if (!w->signer) {
+        fprintf(stderr,
+                "cmr-instrumenter: trust.signing_key: %s (make a key pair with 'cmr-config keygen --dir DIR')\n", err);
+        return -1;
+    }
+    cmr_log(CMR_LOG_INFO, "instr.signing_key", "key_id=%s lifetime_ms=%" PRId64, cmr_signer_key_id(w->signer),
+            w->lifetime_ms);
+    return 0;
 }
 
 static int catch_up(worker_t *w, int64_t timeout_ms)
@@ -971,6 +1050,8 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         fprintf(stderr, "cmr-instrumenter: %s\n", err); /* a configuration error: exit status 2 */
         return 2;
     }
+    if (load_signer(&w, conf) != 0) /* before connecting to anything; w.signer stays NULL */
+        return 2;
     if (setup(&w, conf, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
         goto out;
@@ -985,7 +1066,12 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         goto out;
     }
     cmr_log(CMR_LOG_INFO, "instr.started", "group=%s", group);
+    int64_t last_summary = mono_ms();
     while (!*stop) {
+        if (mono_ms() - last_summary >= 10000) { /* rejected messages, per topic and reason */
+            cmr_rejects_log_summary();
+            last_summary = mono_ms();
+        }
         if (drain_config(&w, 0) != 0)
             goto out;
         catch_up_run(&w);
@@ -1002,8 +1088,9 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     rc = 0;
 out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
-            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64, w.classes, w.redefines,
-            w.resends, w.originals);
+            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64,
+            w.classes, w.redefines, w.resends, w.originals, w.hash_mismatch);
+    cmr_rejects_log_summary();
     teardown(&w);
     return rc;
 }

@@ -25,6 +25,11 @@ static const cmr_conf_key_t keys[] = {
     {"instrumenter.sync", "false",
      "fsync every cache commit; the WAL is always on: false survives a process crash, true also a machine crash"},
     {"instrumenter.catchup_timeout_ms", "60000", "how long to wait for cmr.config at start"},
+    {"trust.signing_key", NULL,
+     "the CMR's Ed25519 secret key file (mode 0600) that signs every command; required (make one with "
+     "'cmr-config keygen --dir DIR', docs/SECURITY.md)"},
+    {"trust.command.lifetime.ms", "600000",
+     "how long a signed command stays valid after it is issued (1000 .. 3600000; agents refuse longer)"},
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},
@@ -35,7 +40,10 @@ static const cmr_cli_t cli = {
     .synopsis = "[options] [run]",
     .summary = "Consumes the classes agents send (cmr.classes), caches them, matches the sensor\n"
                "assignments of the agent's environment, instruments with the class-file engine and\n"
-               "sends Redefine / BytecodeResend commands; reruns changed environments against its cache.",
+               "sends Redefine / BytecodeResend commands; reruns changed environments against its cache.\n"
+               "Every command is signed with the key of -X trust.signing_key=PATH (required; make one\n"
+               "with 'cmr-config keygen --dir DIR'). A class whose bytes do not hash to its class_hash\n"
+               "is refused (instr.hash_mismatch).",
     .options = options,
     .keys = keys,
 };

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
         return 1;
     char tmp[256], db[300], log[300];
     broker_proc_t broker;
-    if (cp_tmpdir(tmp, sizeof tmp) != 0 || broker_proc_start(&broker, argv[1], NULL) != 0)
+    if (cp_tmpdir(tmp, sizeof tmp) != 0 || cp_keys_make(argv[2], tmp) != 0 ||
+        broker_proc_start(&broker, argv[1], NULL) != 0)
         return 1;
     cp_fmt(db, sizeof db, "%s/db", tmp);
     cp_fmt(log, sizeof log, "%s/instr.log", tmp);
@@ -85,6 +86,8 @@ int main(int argc, char **argv)
                            db,
                            "-X",
                            "kafka.fetch.wait.max.ms=5",
+                           "-X",
+                           cp_signing_key_option(),
                            "--log-level",
                            getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info",
                            NULL};

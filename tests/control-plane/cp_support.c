@@ -19,6 +19,7 @@
 #include "cmr/buf.h"
 #include "cmr/file.h"
 #include "cmr/clock.h"
+#include "cmr/command.h"
 #include "cmr/ids.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
@@ -182,6 +183,42 @@ int cp_run(const char *const *argv, char **out)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* --- keys ------------------------------------------------------------------------------ */
+
+static char key_path[512], pub_path[512], key_option[600];
+
+int cp_keys_make(const char *cmr_config_bin, const char *dir)
+{
+    const char *argv[] = {cmr_config_bin, "keygen", "--dir", dir, "--name", "harness", NULL};
+    char *out = NULL;
+    int rc = cp_run(argv, &out);
+    if (rc != 0) {
+        fprintf(stderr, "cmr-config keygen failed (%d): %s\n", rc, out ? out : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    cp_fmt(key_path, sizeof key_path, "%s/harness.key", dir);
+    cp_fmt(pub_path, sizeof pub_path, "%s/harness.pub", dir);
+    cp_fmt(key_option, sizeof key_option, "trust.signing_key=%s", key_path);
+    return cmr_trust_init();
+}
+
+const char *cp_signing_key(void)
+{
+    return key_path;
+}
+
+const char *cp_public_key(void)
+{
+    return pub_path;
+}
+
+const char *cp_signing_key_option(void)
+{
+    return key_option;
+}
+
 /* --- the scripted agent ------------------------------------------------------------- */
 
 int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const char *host, const char *ip)
@@ -197,6 +234,11 @@ int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const c
     if (cmr_instance_id_new(p->instance_id, sizeof p->instance_id) != 0 ||
         cmr_topic_command(p->instance_id, p->cmd_topic, sizeof p->cmd_topic) != 0)
         return -1;
+    p->verifier = cmr_verifier_new(p->instance_id, NULL);
+    if (!p->verifier || !pub_path[0] || cmr_verifier_add_key_file(p->verifier, pub_path, err, sizeof err) != 0) {
+        fprintf(stderr, "peer: cannot pin the harness's public key: %s\n", pub_path[0] ? err : "cp_keys_make first");
+        return -1;
+    }
     if (cmr_admin_ensure_topic(conf, p->cmd_topic, 1, -1, 0, 10000, err, sizeof err) != 0) {
         fprintf(stderr, "peer: %s\n", err);
         return -1;
@@ -218,8 +260,10 @@ void cp_peer_close(cp_peer_t *p)
         cmr_consumer_close(p->commands);
     if (p->producer)
         cmr_producer_destroy(p->producer, 2000);
+    cmr_verifier_free(p->verifier);
     p->commands = NULL;
     p->producer = NULL;
+    p->verifier = NULL;
 }
 
 int cp_peer_register(cp_peer_t *p, int attempt)
@@ -256,8 +300,17 @@ int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out)
             int ok = cmr_msg_decode(rec->payload, rec->len, out, err, sizeof err) == CMR_WIRE_OK;
             cmr_consumer_done(p->commands, rec);
             cmr_record_free(rec);
-            if (ok)
+            if (!ok)
+                continue;
+            /* like the agent: only the command inside an envelope that verifies */
+            cmr_trust_verdict_t v = cmr_command_open(p->verifier, out, cmr_wall_ms());
+            if (v == CMR_TRUST_OK)
                 return 1;
+            fprintf(stderr, "peer %s: command refused (%s): %s\n", p->name, cmr_trust_verdict_name(v),
+                    cmr_msg_type_name(out->type));
+            cmr_msg_free(out);
+            p->refused++;
+            return -1;
         }
     } while (cp_mono_ms() < deadline);
     return 0;

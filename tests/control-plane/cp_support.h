@@ -4,9 +4,12 @@
  *
  *  - cp_proc: start a CMR program (cmr-config run, cmr-instrumenter) as a child process
  *    with its log in a file, stop it (SIGTERM) or kill it (SIGKILL);
+ *  - cp_keys: the harness's command signing key pair, made with `cmr-config keygen`; the
+ *    workers get the secret key (cp_signing_key_option), the peers pin the public one;
  *  - cp_peer: a scripted agent that plays the agent's side of the protocol
  *    (docs/ARCHITECTURE.md) through the real transport: registers, reads its command
- *    topic, sends ClassLoaded with real class bytes;
+ *    topic (opening every signed envelope like the agent does), sends ClassLoaded with
+ *    real class bytes;
  *  - cp_java: compiles Java sources with javac into a temporary directory and reads the
  *    class files back;
  *  - cp_apply: writes an environment file and runs `cmr-config apply` on it.
@@ -21,6 +24,7 @@
 #include "cmr/conf.h"
 #include "cmr/kafka.h"
 #include "cmr/msg.h"
+#include "cmr/trust.h"
 
 /* Monotonic milliseconds: cmr_mono_ms() (kept for the ingest tests that use it). */
 int64_t cp_mono_ms(void);
@@ -54,6 +58,19 @@ int cp_proc_count_log(const cp_proc_t *p, const char *needle);
 /* Runs a program to completion, output into *out (malloc'd, may be NULL). Exit status. */
 int cp_run(const char *const *argv, char **out);
 
+/* --- keys ------------------------------------------------------------------------------ */
+
+/* Makes the harness's key pair in dir (an existing directory, e.g. the test's cp_tmpdir)
+ * with `cmr_config_bin keygen --dir dir --name harness` and remembers its paths for the
+ * rest of the process: peers opened afterwards pin the public key. 0, or -1 with the
+ * reason on stderr. */
+int cp_keys_make(const char *cmr_config_bin, const char *dir);
+/* The secret key's path, the public key's, and "trust.signing_key=<secret key path>" (for
+ * a worker's -X). Empty strings before cp_keys_make. */
+const char *cp_signing_key(void);
+const char *cp_public_key(void);
+const char *cp_signing_key_option(void);
+
 /* --- the scripted agent ------------------------------------------------------------- */
 
 typedef struct cp_peer {
@@ -66,6 +83,8 @@ typedef struct cp_peer {
     int64_t start_time_ms; /* wall clock at open: a later run registers a later start */
     cmr_producer_t *producer;
     cmr_consumer_t *commands;
+    cmr_verifier_t *verifier; /* owned: for this instance, pinned to cp_public_key() */
+    int refused;              /* commands whose envelope did not verify (each is reported) */
     /* from AgentConfiguration */
     int64_t agent_id;
     char env_id[128];
@@ -73,12 +92,15 @@ typedef struct cp_peer {
 } cp_peer_t;
 
 /* Draws an instance id, creates the command topic and joins it as group
- * cmr-agent-<instance id> (from the earliest offset), like the agent does. */
+ * cmr-agent-<instance id> (from the earliest offset), like the agent does. Needs
+ * cp_keys_make first (its verifier pins the harness's public key). */
 int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const char *host, const char *ip);
 void cp_peer_close(cp_peer_t *p);
 /* Sends AgentRegistration (attempt n). */
 int cp_peer_register(cp_peer_t *p, int attempt);
-/* Next command within timeout_ms: 1 with *out filled (free with cmr_msg_free), 0 none. */
+/* Next command within timeout_ms: 1 with *out filled (free with cmr_msg_free): the command
+ * inside a signed envelope that verified (cmr_command_open); 0 none; -1 a record whose
+ * envelope was refused (reported on stderr, counted in p->refused). */
 int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out);
 /* Waits for a command of `type` (others are freed and counted in *skipped when not NULL). */
 int cp_peer_expect(cp_peer_t *p, cmr_msg_type_t type, int timeout_ms, cmr_msg_t *out);

@@ -59,15 +59,16 @@ mappings:
   - {agent: "lat-*", address: "*", environment: lat}
 YAML
 "$build/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$tmp/env.yaml"
-"$build/cmr-config/cmr-config" --bootstrap "$bs" run > "$tmp/config.log" 2>&1 &
+"$build/cmr-config/cmr-config" keygen --dir "$tmp" --name cmr > /dev/null
+"$build/cmr-config/cmr-config" --bootstrap "$bs" -X "trust.signing_key=$tmp/cmr.key" run > "$tmp/config.log" 2>&1 &
 pids="$pids $!"
-"$build/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --db "$tmp/db" \
+"$build/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --db "$tmp/db" -X "trust.signing_key=$tmp/cmr.key" \
     -X kafka.fetch.wait.max.ms=5 --log-level "${CP_LOG_LEVEL:-info}" > "$tmp/instr.log" 2>&1 &
 pids="$pids $!"
 for _ in $(seq 300); do grep -q instr.partitions_assigned "$tmp/instr.log" && break; sleep 0.1; done
 
 "$jhome/bin/java" -Xshare:auto \
-    "-agentpath:$build/agent/libcmragent.so=bootstrap=$bs,name=lat-1,kafka.fetch.wait.max.ms=5" \
+    "-agentpath:$build/agent/libcmragent.so=bootstrap=$bs,name=lat-1,trust.keys=$tmp/cmr.pub,kafka.fetch.wait.max.ms=5" \
     -cp "$tmp/classes" gen.Main "$n" > "$tmp/jvm.log" 2>&1 || { tail -20 "$tmp/jvm.log"; exit 1; }
 grep "loaded " "$tmp/jvm.log"
 grep -o 'event=agent.redefine_latency.*' "$tmp/jvm.log" || { echo "no latency line"; tail -20 "$tmp/jvm.log"; exit 1; }

@@ -62,6 +62,8 @@ static int start_worker(void)
                           "kafka.session.timeout.ms=6000",
                           "-X",
                           "kafka.heartbeat.interval.ms=500",
+                          "-X",
+                          cp_signing_key_option(),
                           "run",
                           NULL};
     if (cp_proc_start(&worker, argv, worker_log) != 0)
@@ -76,7 +78,8 @@ static int setup(void **state)
 {
     (void)state;
     cmr_log_set_level(CMR_LOG_ERROR);
-    if (cp_tmpdir(tmp, sizeof tmp) != 0 || broker_proc_start(&broker, broker_bin, NULL) != 0)
+    if (cp_tmpdir(tmp, sizeof tmp) != 0 || cp_keys_make(config_bin, tmp) != 0 ||
+        broker_proc_start(&broker, broker_bin, NULL) != 0)
         return -1;
     cp_fmt(worker_log, sizeof worker_log, "%s/cmr-config.log", tmp);
     conf = cmr_conf_new();

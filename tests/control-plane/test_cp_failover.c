@@ -55,6 +55,8 @@ static int start_worker(cp_proc_t *p, const char *bootstrap, const char *tmp, co
                           "kafka.session.timeout.ms=6000",
                           "-X",
                           "kafka.heartbeat.interval.ms=500",
+                          "-X",
+                          cp_signing_key_option(),
                           "--log-level",
                           "debug",
                           NULL};
@@ -84,6 +86,7 @@ static void test_worker_killed_mid_run(void **state)
     (void)state;
     cmr_log_set_level(CMR_LOG_ERROR);
     assert_int_equal(cp_tmpdir(tmp, sizeof tmp), 0);
+    assert_int_equal(cp_keys_make(config_bin, tmp), 0);
     /* N_CLASSES tiny classes */
     static char names[N_CLASSES][32], bodies[N_CLASSES][160];
     const char *sources[2 * N_CLASSES + 2];

@@ -10,7 +10,13 @@
  *  - an environment changed while the agent "runs": Redefine with newly instrumented
  *    bytes (bytes cached), BytecodeResend (bytes not cached) answered by a RESEND, and
  *    Redefine with the original bytes (original = true);
- *  - malformed class bytes are rejected without harm; a restarted worker keeps its cache.
+ *  - malformed class bytes are rejected without harm; a restarted worker keeps its cache;
+ *  - every command arrives in a signed envelope that verifies with the harness's public key
+ *    (cp_peer), and every Redefine carries the BLAKE2b-256 digest of the original bytes;
+ *  - a forged ClassLoaded (bytes that do not hash to its class_hash) naming the victim's
+ *    agent and instance, or the victim's agent and another instance, is refused: no
+ *    Redefine comes back for it, the refusal is logged and counted, and the victim's
+ *    commands still go to the victim.
  *
  * Usage: test_cp_instrumenter CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER
  */
@@ -30,6 +36,7 @@
 #include "cmr/log.h"
 #include "cmr/wire.h"
 #include "cmr/clock.h"
+#include "cmr/trust.h"
 #include "cp_support.h"
 
 static const char *broker_bin, *config_bin, *instr_bin;
@@ -87,6 +94,13 @@ static const char *env_v3 = "version: 1\n"
                             "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
                             "      - {sensor: anchor, class: app.Later, method: later}\n";
 
+static const char *env_v4 = "version: 1\n"
+                            "environments:\n"
+                            "  - id: app\n"
+                            "    sensors:\n"
+                            "      - {sensor: timer, class: app.Plain, method: plain}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+
 static int tests_ok;
 
 static int start_instrumenter(void)
@@ -103,6 +117,8 @@ static int start_instrumenter(void)
                           "kafka.session.timeout.ms=6000",
                           "-X",
                           "kafka.heartbeat.interval.ms=500",
+                          "-X",
+                          cp_signing_key_option(),
                           "--log-level",
                           "debug",
                           NULL};
@@ -118,8 +134,8 @@ static int setup(void **state)
 {
     (void)state;
     cmr_log_set_level(CMR_LOG_ERROR);
-    if (cp_tmpdir(tmp, sizeof tmp) != 0 || cp_java_compile(java_sources, &classes) != 0 ||
-        broker_proc_start(&broker, broker_bin, NULL) != 0)
+    if (cp_tmpdir(tmp, sizeof tmp) != 0 || cp_keys_make(config_bin, tmp) != 0 ||
+        cp_java_compile(java_sources, &classes) != 0 || broker_proc_start(&broker, broker_bin, NULL) != 0)
         return -1;
     cp_fmt(instr_log, sizeof instr_log, "%s/cmr-instrumenter.log", tmp);
     cp_fmt(instr_db, sizeof instr_db, "%s/db", tmp);
@@ -134,7 +150,7 @@ static int setup(void **state)
         return -1;
     }
     free(out);
-    const char *cargv[] = {config_bin, "--bootstrap", broker.bootstrap, "run", NULL};
+    const char *cargv[] = {config_bin, "--bootstrap", broker.bootstrap, "-X", cp_signing_key_option(), "run", NULL};
     if (cp_proc_start(&config_worker, cargv, config_log) != 0 ||
         cp_proc_wait_log(&config_worker, "event=config.started", 30000) != 0 || start_instrumenter() != 0)
         return -1;
@@ -151,7 +167,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tests_ok != 3) {
+    if (tests_ok != 4) {
         cp_proc_dump_log(&config_worker, 30);
         cp_proc_dump_log(&instr_worker, 60);
     }
@@ -214,6 +230,16 @@ static int calls_probe(const cmr_bytes_t *bytes, const char *method, const char 
     return found;
 }
 
+/* The Redefine is bound to the original bytes of the class: original_digest is their
+ * BLAKE2b-256. */
+static void check_digest(const cmr_redefine_t *r, const cp_class_t *orig)
+{
+    uint8_t d[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(orig->bytes, orig->len, d);
+    assert_int_equal(r->original_digest.len, sizeof d);
+    assert_memory_equal(r->original_digest.data, d, sizeof d);
+}
+
 static void check_instrumented(const cmr_msg_t *m, const char *class_name, const char *method, const char *desc,
                                cmr_sensor_kind_t sensor, const char *const probes[3])
 {
@@ -222,6 +248,7 @@ static void check_instrumented(const cmr_msg_t *m, const char *class_name, const
     assert_false(r->original);
     assert_int_equal((uint64_t)r->class_hash, cmr_class_hash(orig->bytes, orig->len));
     assert_int_equal((uint64_t)r->agent_id, (uint64_t)peer.agent_id);
+    check_digest(r, orig);
     cf_error e;
     assert_int_equal(cf_class_check(r->bytecode.data, r->bytecode.len, &e), CF_OK);
     int listed = 0;
@@ -335,6 +362,7 @@ static void test_environment_change_redefine_resend_original(void **state)
             assert_true(m.u.redefine.original);
             assert_int_equal(m.u.redefine.bytecode.len, b->len);
             assert_memory_equal(m.u.redefine.bytecode.data, b->bytes, b->len);
+            check_digest(&m.u.redefine, b);
             assert_int_equal(m.u.redefine.methods.count, 0);
             have_base++;
         } else if (m.type == CMR_MSG_REDEFINE && !strcmp(m.u.redefine.class_name, "app/Impl")) {
@@ -404,6 +432,7 @@ static void test_bad_class_and_restart_keeps_cache(void **state)
             assert_true(m.u.redefine.original);
             const cp_class_t *i = cls("app/Impl");
             assert_memory_equal(m.u.redefine.bytecode.data, i->bytes, i->len);
+            check_digest(&m.u.redefine, i);
             restored = 1;
         } else {
             assert_int_equal(m.type, CMR_MSG_AGENT_CONFIGURATION);
@@ -411,6 +440,86 @@ static void test_bad_class_and_restart_keeps_cache(void **state)
         cmr_msg_free(&m);
     }
     assert_true(restored);
+    tests_ok++;
+}
+
+/* Sends a ClassLoaded as whoever can write cmr.classes (the attacker's producer). */
+static void send_forged(cp_peer_t *attacker, const char *instance, const char *class_name, int64_t loader,
+                        const cp_class_t *bytes, uint64_t claimed_hash)
+{
+    char err[256];
+    cmr_class_loaded_t c = {
+        .agent_id = peer.agent_id, /* the victim's */
+        .instance_id = (char *)instance,
+        .environment_id = peer.env_id,
+        .revision = peer.revision,
+        .class_name = (char *)class_name,
+        .loader_id = loader,
+        .loader_name = "app",
+        .class_hash = (int64_t)claimed_hash,
+        .cause = CMR_CLASS_LOADED,
+        .bytecode = {bytes->bytes, bytes->len},
+    };
+    assert_int_equal(cmr_producer_send(attacker->producer, CMR_MSG_CLASS_LOADED, &c, NULL, NULL, err, sizeof err),
+                     CMR_SEND_OK);
+}
+
+static void test_forged_class_loaded_is_refused(void **state)
+{
+    (void)state;
+    cp_peer_t attacker;
+    assert_int_equal(cp_peer_open(&attacker, conf, "attacker", "host-x", "10.6.6.6"), 0);
+    const cp_class_t *plain = cls("app/Plain"), *later = cls("app/Later");
+    uint64_t plain_hash = cmr_class_hash(plain->bytes, plain->len);
+    /* other bytes (a class a rule instruments) under the victim's class name and hash */
+    send_forged(&attacker, peer.instance_id, "app/Plain", 11, later, plain_hash);
+    /* the victim's agent id, the attacker's instance (where commands would go from now on) */
+    send_forged(&attacker, attacker.instance_id, "app/Plain", 12, plain, plain_hash ^ 1);
+    assert_int_equal(cp_peer_flush(&attacker), 0);
+    send_class("app/Plain", 10); /* a sentinel: commands keep their order */
+    cmr_msg_t m;
+    expect_redefine("app/Plain", 10, &m); /* nothing for loader 11 before it */
+    check_instrumented(&m, "app/Plain", "plain", "()I", CMR_SENSOR_INVOCATION_SEQUENCE, seq_probes);
+    cmr_msg_free(&m);
+    /* both refused, logged and counted (the worker was restarted by the previous test) */
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "refused_total=2", 10000), 0);
+    assert_int_equal(cp_proc_count_log(&instr_worker, "event=instr.hash_mismatch class=\"app/Plain\""), 2);
+    assert_int_equal(cp_proc_count_log(&instr_worker, "action=refused"), 2);
+    assert_int_equal(cp_peer_next(&attacker, 1000, &m), 0);
+
+    /* the victim's commands still go to the victim: a change of Plain's sensor reaches it
+     * for every loader it sent Plain with (1, 7, 8, 9, 10) and none the attacker named */
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, env_v4, &out), 0);
+    free(out);
+    int redefined = 0, configured = 0;
+    for (int64_t deadline = cmr_mono_ms() + 30000; (redefined < 5 || !configured) && cmr_mono_ms() < deadline;) {
+        if (cp_peer_next(&peer, 1000, &m) != 1)
+            continue;
+        if (m.type == CMR_MSG_REDEFINE) {
+            assert_string_equal(m.u.redefine.class_name, "app/Plain");
+            assert_true(m.u.redefine.loader_id != 11 && m.u.redefine.loader_id != 12);
+            check_instrumented(&m, "app/Plain", "plain", "()I", CMR_SENSOR_TIMER, timer_probes);
+            redefined++;
+        } else {
+            assert_int_equal(m.type, CMR_MSG_AGENT_CONFIGURATION);
+            configured++;
+        }
+        cmr_msg_free(&m);
+    }
+    assert_int_equal(redefined, 5);
+    assert_int_equal(configured, 1);
+    assert_int_equal(cp_peer_next(&peer, 1500, &m), 0);
+    assert_int_equal(cp_peer_next(&attacker, 500, &m), 0);
+
+    /* every command the victim got was signed for it with the harness's key */
+    uint64_t counts[CMR_TRUST_VERDICT__COUNT];
+    cmr_verifier_counts(peer.verifier, counts);
+    assert_true(counts[CMR_TRUST_OK] > 0);
+    for (int v = 1; v < CMR_TRUST_VERDICT__COUNT; v++)
+        assert_int_equal(counts[v], 0);
+    assert_int_equal(peer.refused, 0);
+    cp_peer_close(&attacker);
     tests_ok++;
 }
 
@@ -427,6 +536,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hierarchy_resolved_as_types_arrive),
         cmocka_unit_test(test_environment_change_redefine_resend_original),
         cmocka_unit_test(test_bad_class_and_restart_keeps_cache),
+        cmocka_unit_test(test_forged_class_loaded_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,9 +10,15 @@
  *     instrumenter instruments the JDK's hand-off points by itself;
  *   - applying a changed environment while the JVM runs instruments a class the CMR has
  *     (redefine), one whose bytes it dropped (resend, then redefine), and removes the
- *     instrumentation of another (original bytes; its probes stop firing).
+ *     instrumentation of another (original bytes; its probes stop firing);
+ *   - a forged ClassLoaded (someone who can write cmr.classes: the victim JVM's agent and
+ *     instance id, its loader id, other bytes for one of its classes, a class_hash that
+ *     does not match them) runs nothing in the victim JVM: the instrumenter refuses it.
+ * The run makes its own command signing key pair (cmr-config keygen): the workers sign
+ * with it (-X trust.signing_key), the JVMs pin its public half (trust.keys).
  *
- * Usage: test_e2e_control BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH
+ * Usage: test_e2e_control BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH EVIL_CLASS
+ *   EVIL_CLASS: a class file of demo/Greeter other than the one the JVM loads
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,14 +35,17 @@
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
+#include "cmr/wire.h"
 #include "cmr_peer.h"
 #include "jvm_proc.h"
 
-static const char *broker_bin, *config_bin, *instr_bin, *java_bin, *agent_so, *classpath;
+static const char *broker_bin, *config_bin, *instr_bin, *java_bin, *agent_so, *classpath, *evil_class;
 static broker_proc_t broker;
 static cmr_peer_t peer;
 static jvm_proc_t config_worker, instr_worker;
 static char workdir[] = "/tmp/cmr-e2e-XXXXXX";
+static char signing_opt[300]; /* trust.signing_key=<workdir>/cmr.key, for the workers */
+static char trust_pub[256];   /* <workdir>/cmr.pub, pinned by every JVM */
 
 static void write_text(const char *path, const char *text)
 {
@@ -58,6 +67,20 @@ static int apply_file(const char *yaml)
     write_text(path, yaml);
     jvm_proc_t p;
     const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "apply", path, NULL};
+    if (jvm_proc_start(&p, argv) != 0)
+        return -1;
+    int rc = jvm_proc_wait(&p, 60000);
+    jvm_proc_cleanup(&p);
+    return rc == 0 ? 0 : -1;
+}
+
+/* cmr-config keygen: this run's key pair in the work directory. 0 when it succeeded. */
+static int make_keys(void)
+{
+    if (!FITS(signing_opt, "trust.signing_key=%s/cmr.key", workdir) || !FITS(trust_pub, "%s/cmr.pub", workdir))
+        return -1;
+    jvm_proc_t p;
+    const char *argv[] = {config_bin, "keygen", "--dir", workdir, "--name", "cmr", NULL};
     if (jvm_proc_start(&p, argv) != 0)
         return -1;
     int rc = jvm_proc_wait(&p, 60000);
@@ -90,7 +113,8 @@ static void start_jvm(jvm_agent_t *j, const char *prefix)
     cmr_random_bytes(raw, sizeof raw);
     cmr_hex(raw, sizeof raw, hex);
     assert_true(FITS(j->name, "%s-%s", prefix, hex));
-    assert_true(FITS(agentpath, "-agentpath:%s=bootstrap=%s,name=%s", agent_so, broker.bootstrap, j->name));
+    assert_true(FITS(agentpath, "-agentpath:%s=bootstrap=%s,name=%s,trust.keys=%s", agent_so, broker.bootstrap, j->name,
+                     trust_pub));
     const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
     assert_int_equal(jvm_proc_start(&j->jvm, argv), 0);
     assert_int_equal(jvm_proc_expect(&j->jvm, "ready", NULL, 0, 30000), 0);
@@ -281,6 +305,93 @@ static void test_unmapped_jvm_gets_no_environment(void **state)
     jvm_proc_cleanup(&j.jvm);
 }
 
+typedef struct loaded_match {
+    const char *instance, *class_name;
+} loaded_match_t;
+
+static bool loaded_of(const cmr_msg_t *m, const void *ud)
+{
+    const loaded_match_t *l = ud;
+    return strcmp(m->u.class_loaded.instance_id, l->instance) == 0 &&
+           strcmp(m->u.class_loaded.class_name, l->class_name) == 0;
+}
+
+static bool any_result_of(const cmr_msg_t *m, const void *ud)
+{
+    const loaded_match_t *l = ud;
+    return strcmp(m->u.redefine_result.instance_id, l->instance) == 0 &&
+           strcmp(m->u.redefine_result.class_name, l->class_name) == 0;
+}
+
+static uint8_t *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *buf = malloc(1 << 20);
+    assert_non_null(buf);
+    *len = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    assert_true(*len > 0 && *len < (1 << 20));
+    return buf;
+}
+
+/* The second attack of docs/SECURITY.md: writing only to cmr.classes, a ClassLoaded naming
+ * the victim's agent, instance and loader, with other bytes for a class the environment
+ * instruments (Greeter.greet, env_v2) and the real class's hash. The instrumenter refuses
+ * it; the victim keeps running its own Greeter. */
+static void test_forged_class_loaded_runs_nothing(void **state)
+{
+    (void)state;
+    jvm_agent_t j;
+    start_jvm(&j, "e2e");
+    command(&j, "greet", "greet: hello");
+    loaded_match_t greeter = {j.instance, "demo/Greeter"};
+    const cmr_record_t *real = cmr_peer_wait(&peer, CMR_MSG_CLASS_LOADED, loaded_of, &greeter, 0, 60000);
+    assert_non_null(real);
+    result_match_t greet_on = {j.instance, "demo/Greeter", CMR_COMMAND_APPLIED};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &greet_on, 0, 60000));
+    size_t results = cmr_peer_count(&peer, CMR_MSG_REDEFINE_RESULT, any_result_of, &greeter);
+
+    size_t evil_len;
+    uint8_t *evil = read_whole(evil_class, &evil_len); /* greet() says "redefined" */
+    const cmr_class_loaded_t *rc = &real->msg.u.class_loaded;
+    cmr_class_loaded_t forged = {
+        .agent_id = rc->agent_id,
+        .instance_id = rc->instance_id,
+        .environment_id = rc->environment_id,
+        .revision = rc->revision,
+        .class_name = rc->class_name,
+        .loader_id = rc->loader_id,
+        .loader_name = rc->loader_name,
+        .class_hash = rc->class_hash, /* the real class's: not the hash of these bytes */
+        .cause = CMR_CLASS_LOADED,
+        .bytecode = {evil, evil_len},
+    };
+    assert_true((uint64_t)forged.class_hash != cmr_class_hash(evil, evil_len));
+    char err[256];
+    assert_int_equal(cmr_producer_send(peer.producer, CMR_MSG_CLASS_LOADED, &forged, NULL, NULL, err, sizeof err),
+                     CMR_SEND_OK);
+    assert_int_equal(cmr_producer_flush(peer.producer, 10000), 0);
+    free(evil);
+
+    /* the instrumenter refused it */
+    bool refused = false;
+    for (int waited = 0; waited < 30000 && !refused; waited += 100) {
+        refused = jvm_proc_stderr_has(&instr_worker, "event=instr.hash_mismatch class=\"demo/Greeter\"");
+        if (!refused)
+            usleep(100000);
+    }
+    assert_true(refused);
+    assert_true(jvm_proc_stderr_has(&instr_worker, "action=refused"));
+    /* nothing was redefined in the victim, which still runs its own code */
+    cmr_peer_poll(&peer, 3000);
+    assert_int_equal(cmr_peer_count(&peer, CMR_MSG_REDEFINE_RESULT, any_result_of, &greeter), results);
+    command(&j, "greet", "greet: hello");
+    command(&j, "exit", "bye");
+    assert_int_equal(jvm_proc_wait(&j.jvm, 30000), 0);
+    jvm_proc_cleanup(&j.jvm);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -289,9 +400,9 @@ static int setup(void **state)
         cmr_peer_start(&peer, broker.bootstrap) != 0)
         return -1;
     char db[256];
-    if (apply_file(env_v1) != 0 || !FITS(db, "%s/instrumenter", workdir))
+    if (make_keys() != 0 || apply_file(env_v1) != 0 || !FITS(db, "%s/instrumenter", workdir))
         return -1;
-    const char *cfg[] = {config_bin, "--bootstrap", broker.bootstrap, "run", NULL};
+    const char *cfg[] = {config_bin, "--bootstrap", broker.bootstrap, "-X", signing_opt, "run", NULL};
     /* a 1-byte cache budget: bytes of classes that need nothing are not kept (resend path) */
     const char *ins[] = {instr_bin,
                          "--bootstrap",
@@ -300,6 +411,8 @@ static int setup(void **state)
                          db,
                          "--cache-budget",
                          "1",
+                         "-X",
+                         signing_opt,
                          "--log-level",
                          getenv("CMR_TEST_DEBUG") ? "debug" : "info",
                          "run",
@@ -322,8 +435,8 @@ static int teardown(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: %s BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH\n", argv[0]);
+    if (argc != 8) {
+        fprintf(stderr, "usage: %s BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH EVIL_CLASS\n", argv[0]);
         return 2;
     }
     broker_bin = argv[1];
@@ -332,9 +445,11 @@ int main(int argc, char **argv)
     java_bin = argv[4];
     agent_so = argv[5];
     classpath = argv[6];
+    evil_class = argv[7];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unmapped_jvm_gets_no_environment),
         cmocka_unit_test(test_rules_instrument_and_changes_apply_while_running),
+        cmocka_unit_test(test_forged_class_loaded_runs_nothing), /* env_v2: Greeter.greet instrumented */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -601,10 +601,14 @@ def main():
                 break
             time.sleep(0.1)
         bs = open(boot_file).read().strip()
+        # this run's command signing key pair: the workers sign with it, the agents pin it
+        subprocess.run([args.config, "keygen", "--dir", work, "--name", "cmr"], check=True, timeout=60,
+                       stdout=subprocess.DEVNULL)
+        signing = "trust.signing_key=" + os.path.join(work, "cmr.key")
         subprocess.run([args.config, "--bootstrap", bs, "--log-level", "warn", "apply", args.environment],
                        check=True, timeout=60)
-        procs.append(Proc("config", [args.config, "--bootstrap", bs, "run"], work))
-        procs.append(Proc("instrumenter", [args.instrumenter, "--bootstrap", bs, "--db",
+        procs.append(Proc("config", [args.config, "--bootstrap", bs, "-X", signing, "run"], work))
+        procs.append(Proc("instrumenter", [args.instrumenter, "--bootstrap", bs, "-X", signing, "--db",
                                            os.path.join(work, "instrumenter"), "run"], work))
         ingest = Proc("ingest", [args.ingest, "--bootstrap", bs, "--store", os.path.join(work, "store"),
                                  "--http-port", "0", "--log-level", "info", "run"], work)
@@ -612,7 +616,7 @@ def main():
         port = int(ingest.wait_log(r"event=ingest\.http_listening .*port=(\d+)").group(1))
         api = Ingest(port)
 
-        agent_opts = "bootstrap=%s,kafka.fetch.wait.max.ms=5" % bs
+        agent_opts = "bootstrap=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5" % (bs, os.path.join(work, "cmr.pub"))
         app = Proc("app", [args.java, "-agentpath:%s=%s,name=trace-app" % (args.agent, agent_opts),
                            "-cp", args.app, "TraceApp"], work, interactive=True)
         procs.append(app)

@@ -1,5 +1,6 @@
 /*
- * cfg_cli.h - the operator commands of cmr-config: apply, diff, list, show, delete.
+ * cfg_cli.h - the operator commands of cmr-config: apply, diff, list, show, delete, and
+ * keygen (the CMR's command signing key, docs/SECURITY.md).
  *
  * Each reads the current configuration from cmr.config (reader.h + cfg_state.h) and,
  * for apply and delete, publishes one ConfigChange per changed key (revision = held + 1).
@@ -18,5 +19,11 @@ int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FIL
 int cmr_cfg_cli_list(const cmr_conf_t *conf, FILE *out);
 int cmr_cfg_cli_show(const cmr_conf_t *conf, const char *id, FILE *out);
 int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out);
+
+/* keygen: writes a new signing key pair DIR/NAME.key (mode 0600) and DIR/NAME.pub
+ * (cmr_trust_keygen; refuses to overwrite) and prints both paths and the key id. dir and
+ * name come from --dir (keygen.dir) and --name (keygen.name, default "cmr"). Touches no
+ * broker. 0 done, 1 failed, 2 no --dir (reasons on stderr). */
+int cmr_cfg_cli_keygen(const cmr_conf_t *conf, FILE *out);
 
 #endif
