@@ -86,6 +86,7 @@ void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *re
     c->environment_name = env->name;
     c->revision = revision;
     c->strategy = env->strategy;
+    c->trace_context.policy = env->trace_context;
     int used[3] = {0, 0, 0};
     for (size_t i = 0; i < env->assignments.count; i++)
         if ((unsigned)env->assignments.items[i].sensor < 3)

@@ -72,6 +72,10 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
         return -1;
     cmr_cfg_answer_t a;
     cmr_cfg_answer(w->state, reg, cmr_wall_ms(), &a);
+    if (a.configured) { /* the fleet's trace-context MAC key, derived from the signing key */
+        cmr_signer_derive_key(w->signer, CMR_TRACE_CONTEXT_KEY_CONTEXT, a.trace_key);
+        a.cfg.trace_context.key = (cmr_bytes_t){a.trace_key, sizeof a.trace_key};
+    }
     int rc = a.configured ? cmr_command_send(w->producer, w->signer, reg->instance_id, topic, w->lifetime_ms,
                                              CMR_MSG_AGENT_CONFIGURATION, &a.cfg, err, sizeof err)
                           : cmr_command_send(w->producer, w->signer, reg->instance_id, topic, w->lifetime_ms,

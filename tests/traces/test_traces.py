@@ -17,7 +17,9 @@ within its parent in time.
   forkjoin  a RecursiveTask forking and joining in a ForkJoinPool
   http      HttpURLConnection and HttpClient calls into Tomcat (two JVMs, one trace)
   local     a call into the JDK's own HttpServer (jdk.httpserver)
-  foreign   a request with another tracer's traceparent joins that trace
+  foreign   a request with another tracer's traceparent starts a trace of its own, linked to
+            the foreign parent (the environment's trace-context policy is "authenticated")
+  forged    a cmr-parent without a valid MAC that names an existing trace does not join it
   malformed unparsable trace headers are ignored: served, a trace of its own
   plain     a request without headers starts a trace in Tomcat
   running   a root call still running is visible (running), and complete later
@@ -438,38 +440,68 @@ class Scenarios:
     def foreign(self):
         trace_id = os.urandom(16).hex()
         parent = os.urandom(8).hex()
+        since = time.time_ns()
         self._request({"traceparent": "00-%s-%s-01" % (trace_id, parent)})
-        return self._joined(trace_id, parent)
+        return self._linked(since, trace_id, parent)
 
-    def _joined(self, trace_id, parent):
-        """The request that carried trace_id and parent-id `parent` (and no usable
-        cmr-parent) made trace trace_id: the servlet under a remote caller naming parent."""
+    def _linked(self, since, trace_id, parent):
+        """The request that carried another tracer's trace_id and parent-id `parent` (no
+        valid MAC) made a trace of its own: the servlet under a remote caller naming parent,
+        and nothing was added to trace_id."""
+        p = []
+        try:
+            self.ingest.trace(trace_id)
+            p.append("the foreign trace id %s was joined" % trace_id)
+        except urllib.error.HTTPError:
+            pass
         end = time.time() + 15
         tree = None
-        while time.time() < end:
-            try:
-                tree = self.ingest.trace(trace_id)
-                if tree["complete"]:
-                    break
-            except urllib.error.HTTPError:
-                pass
+        while time.time() < end and not tree:
+            for t in self.ingest.traces(**{"from": str(since), "limit": "20"}):
+                if t["complete"] and t.get("remote_root"):
+                    cand = self.ingest.trace(t["trace_id"])
+                    if parent in json.dumps(cand["roots"][:1]):
+                        tree = cand
+                        break
             time.sleep(0.2)
-        if not tree or not tree["complete"]:
-            return ["no complete trace %s (the other tracer's id)" % trace_id]
-        p = []
+        if not tree:
+            return p + ["no complete trace of its own linked to parent-id %s" % parent]
+        if tree["trace_id"] == trace_id:
+            p.append("the request joined the foreign trace id")
         roots = tree["roots"]
         if len(roots) != 1 or roots[0]["kind"] != "remote_caller":
-            return ["roots: %s" % [r["kind"] for r in roots]]
-        if parent not in json.dumps(roots[0]):
-            p.append("remote caller does not name parent-id %s" % parent)
+            return p + ["roots: %s" % [r["kind"] for r in roots]]
         v = dict(roots[0], async_=False, children_view=app_view(roots[0]))
         p += expect_shape(v, [("(remote_caller)", False, [self._servlet(True)])])
         return p + check_common(tree)
 
+    def forged(self):
+        """A client outside the fleet copies the ids of a real trace (from a response it saw,
+        or a log) into traceparent and cmr-parent, without the MAC or with a wrong one: its
+        request must not graft into that trace."""
+        since = time.time_ns()
+        self._request({})
+        victim = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
+        if not victim:
+            return ["no victim trace"]
+        root = victim["roots"][0]
+        tid, seg, agent = victim["trace_id"], root["segment_id"], root["agent_id"]
+        segments = victim["segments"]
+        p = []
+        for mac in ("", ":" + "0" * 32):
+            since = time.time_ns()
+            cp = "%s:%s:0%s" % (agent.lstrip("0") or "0", seg.lstrip("0") or "0", mac)
+            self._request({"traceparent": "00-%s-%s-01" % (tid, seg), "cmr-parent": cp})
+            p += self._linked(since, os.urandom(16).hex(), seg)
+        after = self.ingest.trace(tid)
+        if after["segments"] != segments:
+            p.append("victim trace grew from %d to %d segments" % (segments, after["segments"]))
+        return p
+
     def malformed(self):
         """Trace headers that do not parse are ignored, and the request is served: a bad
         traceparent starts a trace of its own, as without headers; a good traceparent with a
-        garbage cmr-parent joins that trace as another tracer's."""
+        garbage cmr-parent is another tracer's: a trace of its own, linked to it."""
         p = []
         for headers in ({"traceparent": "00-zz%s-%s-01" % ("0" * 30, "1" * 16)},
                         {"traceparent": "00-%s-%s-01" % ("0" * 32, "1" * 16)},  # all-zero trace id
@@ -483,8 +515,9 @@ class Scenarios:
             v, q = root_view(tree)
             p += q or expect_shape(v, [self._servlet(False)])
         trace_id, parent = os.urandom(16).hex(), os.urandom(8).hex()
+        since = time.time_ns()
         self._request({"traceparent": "00-%s-%s-01" % (trace_id, parent), "cmr-parent": "x:y:z"})
-        return p + self._joined(trace_id, parent)
+        return p + self._linked(since, trace_id, parent)
 
     def plain(self):
         since = time.time_ns()
@@ -654,7 +687,7 @@ def main():
         if not ids["app"] or not ids["tc"]:
             raise RuntimeError("no agent_id in the agents' logs")
         s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
-        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "malformed", "plain", "running"]
+        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged", "malformed", "plain", "running"]
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

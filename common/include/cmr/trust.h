@@ -80,6 +80,10 @@ const char *cmr_signer_key_id(const cmr_signer_t *s);
  * and telling nothing about the signing key. */
 void cmr_signer_derive_key(const cmr_signer_t *s, const char *context, uint8_t out[32]);
 
+/* The context of the trace-context MAC key: one key for the whole fleet that a signing key
+ * serves, since calls cross environments (docs/SECURITY.md, "Trace context"). */
+#define CMR_TRACE_CONTEXT_KEY_CONTEXT "cmr-trace-context-v1"
+
 /* Fills env (a fresh random command id, issued now, void after lifetime_ms, this key's
  * id) and signs it together with the payload's digest. target_instance must stay valid
  * while env is used. */
