@@ -3,8 +3,7 @@
  *
  * cf_arena: a chain of blocks owned by one cf_class; everything allocated from it is freed
  * together by cf_arena_free (so parse errors never leak and nothing is freed twice).
- * cf_buf: a growable malloc'ed byte buffer used by the writers; its owner calls cf_buf_free
- * or takes `p` over.
+ * (The writers' growable buffer, cf_buf, is the toolbox's cmr_buf_t: see cf_internal.h.)
  */
 #include "cf_internal.h"
 
@@ -65,30 +64,4 @@ void *cf_arena_alloc_raw(cf_arena *a, size_t n)
     void *p = b->mem + b->used;
     b->used += n;
     return p;
-}
-
-bool cf_buf_grow(cf_buf *b, size_t extra)
-{
-    if (b->oom)
-        return false;
-    if (b->cap - b->len >= extra)
-        return true;
-    size_t cap = b->cap ? b->cap * 2 : 256;
-    while (cap - b->len < extra)
-        cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-void cf_buf_free(cf_buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
 }

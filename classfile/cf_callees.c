@@ -27,7 +27,7 @@ static bool resolve_bsm(const cf_class *c, uint16_t idx, cf_callee *out)
         cf_rd_skip(&r, (size_t)nargs * 2);
     }
     uint16_t mh = cf_rd_u2(&r);
-    if (r.bad || mh == 0 || mh >= c->cp_count || c->cp[mh].tag != CF_CONSTANT_MethodHandle)
+    if (r.bad || mh == 0 || mh >= c->cp_count || c->cp[mh].tag != JVM_CONSTANT_MethodHandle)
         return false;
     return cf_cp_ref(c, c->cp[mh].a, &out->bsm_owner, &out->bsm_name, &out->bsm_desc);
 }
@@ -37,9 +37,9 @@ static cf_err callee_at(const cf_class *c, const cf_code *code, const cf_insn *i
     memset(out, 0, sizeof *out);
     out->pc = in->pc;
     out->opcode = in->op;
-    uint16_t idx = cf_be16(code->code + in->pc + 1);
-    if (in->op == 0xba) {
-        if (idx == 0 || idx >= c->cp_count || c->cp[idx].tag != CF_CONSTANT_InvokeDynamic ||
+    uint16_t idx = cmr_be16(code->code + in->pc + 1);
+    if (in->op == JVM_OPC_invokedynamic) {
+        if (idx == 0 || idx >= c->cp_count || c->cp[idx].tag != JVM_CONSTANT_InvokeDynamic ||
             !cf_cp_nat(c, c->cp[idx].b, &out->name, &out->desc))
             return cf_fail(err, CF_ERR_CPOOL_INDEX, "invokedynamic at pc %u: #%u is not InvokeDynamic", in->pc, idx);
         if (!resolve_bsm(c, c->cp[idx].a, out))
@@ -48,10 +48,10 @@ static cf_err callee_at(const cf_class *c, const cf_code *code, const cf_insn *i
         return CF_OK;
     }
     if (idx == 0 || idx >= c->cp_count ||
-        (c->cp[idx].tag != CF_CONSTANT_Methodref && c->cp[idx].tag != CF_CONSTANT_InterfaceMethodref) ||
+        (c->cp[idx].tag != JVM_CONSTANT_Methodref && c->cp[idx].tag != JVM_CONSTANT_InterfaceMethodref) ||
         !cf_cp_ref(c, idx, &out->owner, &out->name, &out->desc))
         return cf_fail(err, CF_ERR_CPOOL_INDEX, "invoke at pc %u: #%u is not a method reference", in->pc, idx);
-    out->is_interface = c->cp[idx].tag == CF_CONSTANT_InterfaceMethodref;
+    out->is_interface = c->cp[idx].tag == JVM_CONSTANT_InterfaceMethodref;
     return CF_OK;
 }
 
@@ -77,14 +77,9 @@ cf_err cf_method_callees(const cf_class *c, const cf_member *m, cf_callee **out,
         pc += in.len;
         if (in.kind != CF_K_INVOKE)
             continue;
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            cf_callee *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
-                break;
-            }
-            v = nv;
+        if (CF_GROW(v, cap, cnt + 1, 16)) {
+            e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
+            break;
         }
         e = callee_at(c, &code, &in, &v[cnt], err);
         if (e)

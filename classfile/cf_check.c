@@ -63,7 +63,7 @@ static cf_err check_method(const cf_class *c, const cf_member *m, cf_error *err)
         for (uint16_t k = 0; k < code.attr_count && !e; k++) {
             const cf_attr *a = &code.attrs[k];
             cf_str name = cf_cp_utf8(c, a->name);
-            if (cf_str_eq(name, "StackMapTable") && c->major >= 50) {
+            if (cf_str_eq(name, "StackMapTable") && c->major >= JVM_CLASSFILE_MAJOR_STACKMAP) {
                 e = cf_stackmap_decode(a, code.code_len, &fr, &nf, err);
                 for (uint32_t f = 0; !e && f < nf; f++)
                     if (!starts[fr[f].pc])

@@ -72,7 +72,7 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
             return cf_fail(err, CF_ERR_CODE, "exception entry %u: bad range %u..%u handler %u", i, x.start, x.end,
                            x.handler);
         }
-        if (x.type && (x.type >= c->cp_count || c->cp[x.type].tag != CF_CONSTANT_Class)) {
+        if (x.type && (x.type >= c->cp_count || c->cp[x.type].tag != JVM_CONSTANT_Class)) {
             cf_code_release(out);
             return cf_fail(err, CF_ERR_CPOOL_INDEX, "exception entry %u: catch type #%u is not a Class", i, x.type);
         }
@@ -94,7 +94,7 @@ cf_err cf_code_parse(const cf_class *c, const cf_attr *a, cf_code *out, cf_error
         s->name = cf_rd_u2(&r);
         s->len = cf_rd_u4(&r);
         s->data = cf_rd_skip(&r, s->len);
-        if (r.bad || s->name == 0 || s->name >= c->cp_count || c->cp[s->name].tag != CF_CONSTANT_Utf8) {
+        if (r.bad || s->name == 0 || s->name >= c->cp_count || c->cp[s->name].tag != JVM_CONSTANT_Utf8) {
             cf_code_release(out);
             return cf_fail(err, CF_ERR_CODE, "Code sub-attribute %u: truncated or bad name", i);
         }
@@ -118,7 +118,7 @@ void cf_code_release(cf_code *code)
 
 static int32_t s4(const uint8_t *p)
 {
-    return (int32_t)cf_be32(p);
+    return (int32_t)cmr_be32(p);
 }
 
 bool cf_insn_decode(const uint8_t *code, uint32_t code_len, uint32_t pc, cf_insn *in)
@@ -136,24 +136,25 @@ bool cf_insn_decode(const uint8_t *code, uint32_t code_len, uint32_t pc, cf_insn
     uint32_t n = op_len[op];
     if (n == 0)
         return false;
-    if (op == 0xc4) { /* wide */
+    if (op == JVM_OPC_wide) {
         if (pc + 1 >= code_len)
             return false;
         uint8_t w = code[pc + 1];
         in->op = w;
         in->wide = 1;
-        if (w == 0x84)
+        if (w == JVM_OPC_iinc)
             n = 6;
-        else if ((w >= 0x15 && w <= 0x19) || (w >= 0x36 && w <= 0x3a) || w == 0xa9)
+        else if ((w >= JVM_OPC_iload && w <= JVM_OPC_aload) || (w >= JVM_OPC_istore && w <= JVM_OPC_astore) ||
+                 w == JVM_OPC_ret)
             n = 4;
         else
             return false;
-    } else if (op == 0xaa || op == 0xab) {
+    } else if (op == JVM_OPC_tableswitch || op == JVM_OPC_lookupswitch) {
         uint32_t base = (pc + 4) & ~3u; /* after padding */
         if ((uint64_t)base + 8 > code_len)
             return false;
         in->branch = s4(code + base);
-        if (op == 0xaa) {
+        if (op == JVM_OPC_tableswitch) {
             if ((uint64_t)base + 12 > code_len)
                 return false;
             int32_t lo = s4(code + base + 4), hi = s4(code + base + 8);
@@ -179,15 +180,15 @@ bool cf_insn_decode(const uint8_t *code, uint32_t code_len, uint32_t pc, cf_insn
     if ((uint64_t)pc + n > code_len)
         return false;
     in->len = n;
-    if ((op >= 0x99 && op <= 0xa8) || op == 0xc6 || op == 0xc7) {
+    if ((op >= JVM_OPC_ifeq && op <= JVM_OPC_jsr) || op == JVM_OPC_ifnull || op == JVM_OPC_ifnonnull) {
         in->kind = CF_K_BRANCH16;
-        in->branch = (int16_t)cf_be16(code + pc + 1);
-    } else if (op == 0xc8 || op == 0xc9) {
+        in->branch = (int16_t)cmr_be16(code + pc + 1);
+    } else if (op == JVM_OPC_goto_w || op == JVM_OPC_jsr_w) {
         in->kind = CF_K_BRANCH32;
         in->branch = s4(code + pc + 1);
-    } else if (op >= 0xac && op <= 0xb1) {
+    } else if (op >= JVM_OPC_ireturn && op <= JVM_OPC_return) {
         in->kind = CF_K_RETURN;
-    } else if (op >= 0xb6 && op <= 0xba) {
+    } else if (op >= JVM_OPC_invokevirtual && op <= JVM_OPC_invokedynamic) {
         in->kind = CF_K_INVOKE;
     }
     return true;
@@ -195,6 +196,7 @@ bool cf_insn_decode(const uint8_t *code, uint32_t code_len, uint32_t pc, cf_insn
 
 int32_t cf_switch_target(const uint8_t *code, const cf_insn *in, uint32_t i, int32_t *key)
 {
+    assert((in->kind == CF_K_TABLESWITCH || in->kind == CF_K_LOOKUPSWITCH) && i < in->npairs);
     uint32_t base = (in->pc + 4) & ~3u;
     if (in->kind == CF_K_TABLESWITCH) {
         if (key)
@@ -233,26 +235,12 @@ static const uint8_t plain_len[256] = {
     /* 0xf0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
-{
-    if (*cap >= need)
-        return true;
-    uint32_t n = need < 256 ? 256 : need;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
-
-cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts_p,
-                         uint32_t *starts_cap, uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n,
-                         cf_error *err)
+cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts_p, size_t *starts_cap,
+                         uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n, cf_error *err)
 {
     *n = 0;
     uint32_t len = code->code_len, nsp = 0;
-    if (!grow((void **)insns, insn_cap, len, sizeof(cf_insn)) || !grow((void **)starts_p, starts_cap, len, 1))
+    if (CF_GROW(*insns, *insn_cap, len, 256) || CF_GROW(*starts_p, *starts_cap, len, 256))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     cf_insn *v = *insns;
     uint8_t *starts = *starts_p;
@@ -282,7 +270,7 @@ cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_ca
             return cf_fail(err, CF_ERR_CODE, "bad instruction (opcode 0x%02x) at pc %u", code->code[pc], pc);
         starts[pc] = 1;
         pc += v[cnt].len;
-        if (special && (v[cnt].kind != CF_K_PLAIN || v[cnt].op == 0xa9))
+        if (special && (v[cnt].kind != CF_K_PLAIN || v[cnt].op == JVM_OPC_ret))
             special[nsp++] = cnt;
         cnt++;
     }
@@ -316,8 +304,8 @@ cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_ca
     return CF_OK;
 }
 
-cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts_p,
-                            uint32_t *starts_cap, uint32_t *n, cf_error *err)
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts_p,
+                            size_t *starts_cap, uint32_t *n, cf_error *err)
 {
     return cf_code_decode_ex(code, insns, insn_cap, starts_p, starts_cap, NULL, NULL, NULL, n, err);
 }
@@ -326,7 +314,7 @@ cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_er
 {
     cf_insn *v = NULL;
     uint8_t *starts = NULL;
-    uint32_t vc = 0, sc = 0;
+    size_t vc = 0, sc = 0;
     cf_err e = cf_code_decode_reuse(code, &v, &vc, &starts, &sc, n, err);
     free(starts);
     if (e) {

@@ -26,35 +26,35 @@ cf_err cf_cp_validate(const cf_class *c, cf_error *err)
         bool ok = true;
         switch (k->tag) {
         case 0: /* second slot of Long/Double */
-        case CF_CONSTANT_Utf8:
-        case CF_CONSTANT_Integer:
-        case CF_CONSTANT_Float:
-        case CF_CONSTANT_Long:
-        case CF_CONSTANT_Double: break;
-        case CF_CONSTANT_Class:
-        case CF_CONSTANT_String:
-        case CF_CONSTANT_MethodType:
-        case CF_CONSTANT_Module:
-        case CF_CONSTANT_Package: ok = is_tag(c, k->a, CF_CONSTANT_Utf8); break;
-        case CF_CONSTANT_Fieldref:
-        case CF_CONSTANT_Methodref:
-        case CF_CONSTANT_InterfaceMethodref:
-            ok = is_tag(c, k->a, CF_CONSTANT_Class) && is_tag(c, k->b, CF_CONSTANT_NameAndType);
+        case JVM_CONSTANT_Utf8:
+        case JVM_CONSTANT_Integer:
+        case JVM_CONSTANT_Float:
+        case JVM_CONSTANT_Long:
+        case JVM_CONSTANT_Double: break;
+        case JVM_CONSTANT_Class:
+        case JVM_CONSTANT_String:
+        case JVM_CONSTANT_MethodType:
+        case JVM_CONSTANT_Module:
+        case JVM_CONSTANT_Package: ok = is_tag(c, k->a, JVM_CONSTANT_Utf8); break;
+        case JVM_CONSTANT_Fieldref:
+        case JVM_CONSTANT_Methodref:
+        case JVM_CONSTANT_InterfaceMethodref:
+            ok = is_tag(c, k->a, JVM_CONSTANT_Class) && is_tag(c, k->b, JVM_CONSTANT_NameAndType);
             break;
-        case CF_CONSTANT_NameAndType:
-            ok = is_tag(c, k->a, CF_CONSTANT_Utf8) && is_tag(c, k->b, CF_CONSTANT_Utf8);
+        case JVM_CONSTANT_NameAndType:
+            ok = is_tag(c, k->a, JVM_CONSTANT_Utf8) && is_tag(c, k->b, JVM_CONSTANT_Utf8);
             break;
-        case CF_CONSTANT_Dynamic:
-        case CF_CONSTANT_InvokeDynamic: ok = is_tag(c, k->b, CF_CONSTANT_NameAndType); break;
-        case CF_CONSTANT_MethodHandle:
-            if (k->kind < 1 || k->kind > 9)
+        case JVM_CONSTANT_Dynamic:
+        case JVM_CONSTANT_InvokeDynamic: ok = is_tag(c, k->b, JVM_CONSTANT_NameAndType); break;
+        case JVM_CONSTANT_MethodHandle:
+            if (k->kind < JVM_REF_getField || k->kind > JVM_REF_invokeInterface)
                 return cf_fail(err, CF_ERR_CPOOL_VALUE, "constant #%u: method-handle kind %u", i, k->kind);
-            if (k->kind <= 4)
-                ok = is_tag(c, k->a, CF_CONSTANT_Fieldref);
-            else if (k->kind == 9)
-                ok = is_tag(c, k->a, CF_CONSTANT_InterfaceMethodref);
+            if (k->kind <= JVM_REF_putStatic) /* field access */
+                ok = is_tag(c, k->a, JVM_CONSTANT_Fieldref);
+            else if (k->kind == JVM_REF_invokeInterface)
+                ok = is_tag(c, k->a, JVM_CONSTANT_InterfaceMethodref);
             else
-                ok = is_tag(c, k->a, CF_CONSTANT_Methodref) || is_tag(c, k->a, CF_CONSTANT_InterfaceMethodref);
+                ok = is_tag(c, k->a, JVM_CONSTANT_Methodref) || is_tag(c, k->a, JVM_CONSTANT_InterfaceMethodref);
             break;
         default: return cf_fail(err, CF_ERR_CPOOL_TAG, "constant #%u: tag %u", i, k->tag);
         }
@@ -69,7 +69,7 @@ cf_err cf_cp_validate(const cf_class *c, cf_error *err)
 cf_str cf_cp_utf8(const cf_class *c, uint16_t idx)
 {
     cf_str s = {"", 0};
-    if (is_tag(c, idx, CF_CONSTANT_Utf8)) {
+    if (is_tag(c, idx, JVM_CONSTANT_Utf8)) {
         s.p = (const char *)c->cp[idx].data;
         s.len = c->cp[idx].len;
     }
@@ -78,7 +78,7 @@ cf_str cf_cp_utf8(const cf_class *c, uint16_t idx)
 
 cf_str cf_cp_class_name(const cf_class *c, uint16_t idx)
 {
-    if (!is_tag(c, idx, CF_CONSTANT_Class))
+    if (!is_tag(c, idx, JVM_CONSTANT_Class))
         return (cf_str){"", 0};
     return cf_cp_utf8(c, c->cp[idx].a);
 }
@@ -90,7 +90,7 @@ cf_str cf_class_name(const cf_class *c)
 
 bool cf_cp_nat(const cf_class *c, uint16_t idx, cf_str *name, cf_str *desc)
 {
-    if (!is_tag(c, idx, CF_CONSTANT_NameAndType))
+    if (!is_tag(c, idx, JVM_CONSTANT_NameAndType))
         return false;
     *name = cf_cp_utf8(c, c->cp[idx].a);
     *desc = cf_cp_utf8(c, c->cp[idx].b);
@@ -102,7 +102,7 @@ bool cf_cp_ref(const cf_class *c, uint16_t idx, cf_str *owner, cf_str *name, cf_
     if (idx == 0 || idx >= c->cp_count)
         return false;
     uint8_t t = c->cp[idx].tag;
-    if (t != CF_CONSTANT_Fieldref && t != CF_CONSTANT_Methodref && t != CF_CONSTANT_InterfaceMethodref)
+    if (t != JVM_CONSTANT_Fieldref && t != JVM_CONSTANT_Methodref && t != JVM_CONSTANT_InterfaceMethodref)
         return false;
     *owner = cf_cp_class_name(c, c->cp[idx].a);
     return cf_cp_nat(c, c->cp[idx].b, name, desc);
@@ -114,17 +114,8 @@ static cf_const *cp_append(cf_class *c, uint32_t slots)
 {
     if ((uint32_t)c->cp_count + slots > 65535)
         return NULL;
-    if ((uint32_t)c->cp_count + slots > c->cp_cap) {
-        uint32_t cap = c->cp_cap * 2 + slots;
-        if (cap > 65536)
-            cap = 65536;
-        cf_const *n = cf_arena_alloc(c->arena, sizeof(cf_const) * cap);
-        if (!n)
-            return NULL;
-        memcpy(n, c->cp, sizeof(cf_const) * c->cp_count);
-        c->cp = n;
-        c->cp_cap = cap;
-    }
+    if (CF_GROW(c->cp, c->cp_cap, (size_t)c->cp_count + slots, 8))
+        return NULL;
     cf_const *k = &c->cp[c->cp_count];
     memset(k, 0, sizeof(cf_const) * slots);
     c->cp_count = (uint16_t)(c->cp_count + slots);
@@ -135,7 +126,7 @@ uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len)
 {
     for (uint32_t i = 1; i < c->cp_count; i++) {
         const cf_const *k = &c->cp[i];
-        if (k->tag == CF_CONSTANT_Utf8 && k->len == len && memcmp(k->data, s, len) == 0)
+        if (k->tag == JVM_CONSTANT_Utf8 && k->len == len && memcmp(k->data, s, len) == 0)
             return (uint16_t)i;
     }
     return 0;
@@ -150,7 +141,7 @@ void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t
     }
     for (uint32_t i = 1; i < c->cp_count; i++) {
         const cf_const *e = &c->cp[i];
-        if (e->tag != CF_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1))
+        if (e->tag != JVM_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1))
             continue;
         for (int k = 0; k < n; k++)
             if (!out[k] && e->len == len[k] && memcmp(e->data, s[k], len[k]) == 0)
@@ -158,22 +149,27 @@ void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t
     }
 }
 
-uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len)
+/* Appends a constant whose value is bytes (Utf8, Integer, Long: `slots` 1 or 2); the bytes
+ * are copied into the arena, followed by a NUL. */
+static uint16_t append_value(cf_class *c, uint8_t tag, const void *v, size_t len, uint32_t slots)
 {
-    if (len > 65535)
-        return 0;
-    uint8_t *copy = cf_arena_alloc(c->arena, len + 1);
+    uint8_t *copy = cf_arena_alloc(c->arena, len + 1); /* zeroed: the NUL */
     if (!copy)
         return 0;
-    memcpy(copy, s, len);
+    memcpy(copy, v, len);
     uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
+    cf_const *k = cp_append(c, slots);
     if (!k)
         return 0;
-    k->tag = CF_CONSTANT_Utf8;
+    k->tag = tag;
     k->data = copy;
     k->len = (uint32_t)len;
     return idx;
+}
+
+uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len)
+{
+    return len > 65535 ? 0 : append_value(c, JVM_CONSTANT_Utf8, s, len, 1);
 }
 
 uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len)
@@ -184,8 +180,16 @@ uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len)
     return i ? i : cf_cp_append_utf8(c, s, len);
 }
 
+/* Constants that refer to one Utf8 entry (2 bytes after the tag). */
+static bool one_index_tag(uint8_t tag)
+{
+    return tag == JVM_CONSTANT_Class || tag == JVM_CONSTANT_String || tag == JVM_CONSTANT_MethodType ||
+           tag == JVM_CONSTANT_Module || tag == JVM_CONSTANT_Package;
+}
+
 uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
 {
+    assert(tag >= JVM_CONSTANT_Class && tag != JVM_CONSTANT_MethodHandle); /* an index-only constant */
     uint16_t idx = c->cp_count;
     cf_const *k = cp_append(c, 1);
     if (!k)
@@ -193,51 +197,35 @@ uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
     k->tag = tag;
     k->a = a;
     k->b = b;
-    k->len = (tag == CF_CONSTANT_Class || tag == CF_CONSTANT_String) ? 2 : 4;
+    k->len = one_index_tag(tag) ? 2 : 4;
     return idx;
 }
 
-uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a)
-{
-    for (uint32_t i = 1; i < c->cp_count; i++)
-        if (c->cp[i].tag == tag && c->cp[i].a == a)
-            return (uint16_t)i;
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
-    if (!k)
-        return 0;
-    k->tag = tag;
-    k->a = a;
-    k->len = 2;
-    return idx;
-}
-
-static uint16_t add_ref2(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
+/* Find-or-append of an index-only constant. One-index constants always have b == 0. */
+static uint16_t add_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
 {
     for (uint32_t i = 1; i < c->cp_count; i++)
         if (c->cp[i].tag == tag && c->cp[i].a == a && c->cp[i].b == b)
             return (uint16_t)i;
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
-    if (!k)
-        return 0;
-    k->tag = tag;
-    k->a = a;
-    k->b = b;
-    k->len = 4;
-    return idx;
+    return cf_cp_append_ref(c, tag, a, b);
+}
+
+uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a)
+{
+    assert(one_index_tag(tag));
+    return add_ref(c, tag, a, 0);
 }
 
 uint16_t cf_cp_add_class(cf_class *c, const char *name)
 {
     uint16_t u = cf_cp_add_utf8(c, name, strlen(name));
-    return u ? cf_cp_add_ref1(c, CF_CONSTANT_Class, u) : 0;
+    return u ? cf_cp_add_ref1(c, JVM_CONSTANT_Class, u) : 0;
 }
 
 uint16_t cf_cp_add_string(cf_class *c, const char *s, size_t len)
 {
     uint16_t u = cf_cp_add_utf8(c, s, len);
-    return u ? cf_cp_add_ref1(c, CF_CONSTANT_String, u) : 0;
+    return u ? cf_cp_add_ref1(c, JVM_CONSTANT_String, u) : 0;
 }
 
 uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc)
@@ -247,42 +235,23 @@ uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, c
     uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
     if (!cl || !n || !d)
         return 0;
-    uint16_t nat = add_ref2(c, CF_CONSTANT_NameAndType, n, d);
-    return nat ? add_ref2(c, CF_CONSTANT_Methodref, cl, nat) : 0;
+    uint16_t nat = add_ref(c, JVM_CONSTANT_NameAndType, n, d);
+    return nat ? add_ref(c, JVM_CONSTANT_Methodref, cl, nat) : 0;
 }
 
 uint16_t cf_cp_add_long(cf_class *c, int64_t v)
 {
-    uint8_t *d = cf_arena_alloc(c->arena, 8);
-    if (!d)
-        return 0;
-    cf_put32(d, (uint32_t)((uint64_t)v >> 32));
-    cf_put32(d + 4, (uint32_t)v);
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 2);
-    if (!k)
-        return 0;
-    k->tag = CF_CONSTANT_Long;
-    k->data = d;
-    k->len = 8;
-    return idx;
+    uint8_t d[8];
+    cmr_put_be64(d, (uint64_t)v);
+    return append_value(c, JVM_CONSTANT_Long, d, sizeof d, 2);
 }
 
 uint16_t cf_cp_add_int(cf_class *c, int32_t v)
 {
     for (uint32_t i = 1; i < c->cp_count; i++)
-        if (c->cp[i].tag == CF_CONSTANT_Integer && cf_be32(c->cp[i].data) == (uint32_t)v)
+        if (c->cp[i].tag == JVM_CONSTANT_Integer && cmr_be32(c->cp[i].data) == (uint32_t)v)
             return (uint16_t)i;
-    uint8_t *d = cf_arena_alloc(c->arena, 4);
-    if (!d)
-        return 0;
-    cf_put32(d, (uint32_t)v);
-    uint16_t idx = c->cp_count;
-    cf_const *k = cp_append(c, 1);
-    if (!k)
-        return 0;
-    k->tag = CF_CONSTANT_Integer;
-    k->data = d;
-    k->len = 4;
-    return idx;
+    uint8_t d[4];
+    cmr_put_be32(d, (uint32_t)v);
+    return append_value(c, JVM_CONSTANT_Integer, d, sizeof d, 1);
 }

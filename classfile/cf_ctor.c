@@ -20,7 +20,7 @@ enum { T_OTHER = 0, T_THIS = 1 };
 #define SPECIAL 255
 
 /* pops/pushes in words for opcodes with a fixed effect; SPECIAL = computed below */
-static const uint8_t fx_pop[202] = {
+static const uint8_t fx_pop[JVM_OPC_MAX + 1] = {
     0,       0,       0,       0,       0,       0,       0,       0,       0,       0,       0,       0,       0,
     0,       0,       0,       0,       0,       SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL,
     SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL,
@@ -38,7 +38,7 @@ static const uint8_t fx_pop[202] = {
     SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, 0,       1,       1,       1,       1,       1,       1,       1,
     1,       SPECIAL, SPECIAL, 1,       1,       0,       SPECIAL,
 };
-static const uint8_t fx_push[202] = {
+static const uint8_t fx_push[JVM_OPC_MAX + 1] = {
     0,       1,       1,       1,       1,       1,       1,       1,       1,       2,       2,       1,       1,
     1,       2,       2,       1,       1,       SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL,
     SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL, SPECIAL,
@@ -85,7 +85,7 @@ static int ref_words(const cf_class *c, uint16_t idx, int field, int *ret)
     cf_str o, n, d;
     if (idx == 0 || idx >= c->cp_count)
         return -1;
-    if (c->cp[idx].tag == CF_CONSTANT_InvokeDynamic) {
+    if (c->cp[idx].tag == JVM_CONSTANT_InvokeDynamic) {
         if (!cf_cp_nat(c, c->cp[idx].b, &n, &d))
             return -1;
     } else if (!cf_cp_ref(c, idx, &o, &n, &d))
@@ -107,10 +107,10 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
     const uint8_t *p = s->code->code + in->pc;
     uint8_t op = in->op;
     *inits_this = false;
-    uint32_t idx = in->wide ? cf_be16(p + 2) : (in->len >= 2 ? p[1] : 0);
-    if (op >= 0x15 && op <= 0x2d) { /* loads */
-        uint32_t k = op <= 0x19 ? idx : (uint32_t)(op - 0x1a) % 4;
-        uint32_t kind = op <= 0x19 ? op - 0x15u : (uint32_t)(op - 0x1a) / 4;
+    uint32_t idx = in->wide ? cmr_be16(p + 2) : (in->len >= 2 ? p[1] : 0);
+    if (op >= JVM_OPC_iload && op <= JVM_OPC_aload_3) { /* loads: kind 0 i, 1 l, 2 f, 3 d, 4 a */
+        uint32_t k = op <= JVM_OPC_aload ? idx : (uint32_t)(op - JVM_OPC_iload_0) % 4;
+        uint32_t kind = op <= JVM_OPC_aload ? op - (uint32_t)JVM_OPC_iload : (uint32_t)(op - JVM_OPC_iload_0) / 4;
         uint32_t w = (kind == 1 || kind == 3) ? 2 : 1;
         if (k + w > s->ml)
             return false;
@@ -121,9 +121,9 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
                 return false;
         return true;
     }
-    if (op >= 0x36 && op <= 0x4e) { /* stores */
-        uint32_t k = op <= 0x3a ? idx : (uint32_t)(op - 0x3b) % 4;
-        uint32_t kind = op <= 0x3a ? op - 0x36u : (uint32_t)(op - 0x3b) / 4;
+    if (op >= JVM_OPC_istore && op <= JVM_OPC_astore_3) { /* stores */
+        uint32_t k = op <= JVM_OPC_astore ? idx : (uint32_t)(op - JVM_OPC_istore_0) % 4;
+        uint32_t kind = op <= JVM_OPC_astore ? op - (uint32_t)JVM_OPC_istore : (uint32_t)(op - JVM_OPC_istore_0) / 4;
         uint32_t w = (kind == 1 || kind == 3) ? 2 : 1;
         if (k + w > s->ml || s->sp < w)
             return false;
@@ -136,20 +136,20 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
     uint8_t *st = s->stk;
     uint32_t sp = s->sp;
     switch (op) {
-    case 0x12:
-    case 0x13: return push(s, T_OTHER);
-    case 0x14: return push(s, T_OTHER) && push(s, T_OTHER);
-    case 0x57: return pop(s, 1);
-    case 0x58: return pop(s, 2);
-    case 0x59: return sp >= 1 && push(s, st[sp - 1]);
-    case 0x5a: /* dup_x1 */
+    case JVM_OPC_ldc:
+    case JVM_OPC_ldc_w: return push(s, T_OTHER);
+    case JVM_OPC_ldc2_w: return push(s, T_OTHER) && push(s, T_OTHER);
+    case JVM_OPC_pop: return pop(s, 1);
+    case JVM_OPC_pop2: return pop(s, 2);
+    case JVM_OPC_dup: return sp >= 1 && push(s, st[sp - 1]);
+    case JVM_OPC_dup_x1:
         if (sp < 2 || !push(s, 0))
             return false;
         st[sp] = st[sp - 1];
         st[sp - 1] = st[sp - 2];
         st[sp - 2] = st[sp];
         return true;
-    case 0x5b: /* dup_x2 */
+    case JVM_OPC_dup_x2:
         if (sp < 3 || !push(s, 0))
             return false;
         st[sp] = st[sp - 1];
@@ -157,11 +157,11 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
         st[sp - 2] = st[sp - 3];
         st[sp - 3] = st[sp];
         return true;
-    case 0x5c: /* dup2 */
+    case JVM_OPC_dup2:
         if (sp < 2 || !push(s, st[sp - 2]))
             return false;
         return push(s, st[sp - 1]);
-    case 0x5d: { /* dup2_x1: c b a -> b a c b a */
+    case JVM_OPC_dup2_x1: { /* c b a -> b a c b a */
         if (sp < 3 || s->sp + 2 > s->ms)
             return false;
         uint8_t a = st[sp - 1], b = st[sp - 2], c = st[sp - 3];
@@ -173,7 +173,7 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
         s->sp += 2;
         return true;
     }
-    case 0x5e: { /* dup2_x2: d c b a -> b a d c b a */
+    case JVM_OPC_dup2_x2: { /* d c b a -> b a d c b a */
         if (sp < 4 || s->sp + 2 > s->ms)
             return false;
         uint8_t a = st[sp - 1], b = st[sp - 2], c = st[sp - 3], d = st[sp - 4];
@@ -186,7 +186,7 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
         s->sp += 2;
         return true;
     }
-    case 0x5f: { /* swap */
+    case JVM_OPC_swap: {
         if (sp < 2)
             return false;
         uint8_t t = st[sp - 1];
@@ -194,35 +194,35 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
         st[sp - 2] = t;
         return true;
     }
-    case 0xb2:
-    case 0xb3:
-    case 0xb4:
-    case 0xb5: { /* get/put static/field */
-        int w = ref_words(s->c, cf_be16(p + 1), 1, NULL);
+    case JVM_OPC_getstatic:
+    case JVM_OPC_putstatic:
+    case JVM_OPC_getfield:
+    case JVM_OPC_putfield: {
+        int w = ref_words(s->c, cmr_be16(p + 1), 1, NULL);
         if (w < 0)
             return false;
-        if (op == 0xb2)
+        if (op == JVM_OPC_getstatic)
             return w == 1 ? push(s, 0) : push(s, 0) && push(s, 0);
-        if (op == 0xb3)
+        if (op == JVM_OPC_putstatic)
             return pop(s, (uint32_t)w);
-        if (op == 0xb4)
+        if (op == JVM_OPC_getfield)
             return pop(s, 1) && (w == 1 ? push(s, 0) : push(s, 0) && push(s, 0));
         return pop(s, (uint32_t)w + 1);
     }
-    case 0xb6:
-    case 0xb7:
-    case 0xb8:
-    case 0xb9:
-    case 0xba: {
-        uint16_t ref = cf_be16(p + 1);
+    case JVM_OPC_invokevirtual:
+    case JVM_OPC_invokespecial:
+    case JVM_OPC_invokestatic:
+    case JVM_OPC_invokeinterface:
+    case JVM_OPC_invokedynamic: {
+        uint16_t ref = cmr_be16(p + 1);
         int ret = 0;
         int w = ref_words(s->c, ref, 0, &ret);
         if (w < 0)
             return false;
-        uint32_t recv = (op == 0xb8 || op == 0xba) ? 0 : 1;
+        uint32_t recv = (op == JVM_OPC_invokestatic || op == JVM_OPC_invokedynamic) ? 0 : 1;
         if (sp < (uint32_t)w + recv)
             return false;
-        if (op == 0xb7 && is_init_ref(s->c, ref)) {
+        if (op == JVM_OPC_invokespecial && is_init_ref(s->c, ref)) {
             uint8_t r = st[sp - (uint32_t)w - 1];
             if (r == T_THIS) {
                 *inits_this = true;
@@ -239,13 +239,13 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
                 return false;
         return true;
     }
-    case 0xc5: /* multianewarray */ return pop(s, p[3]) && push(s, T_OTHER);
-    case 0xa8:
-    case 0xc9:
-    case 0xa9: /* jsr/ret: refused before we get here */ return false;
+    case JVM_OPC_multianewarray: return pop(s, p[3]) && push(s, T_OTHER);
+    case JVM_OPC_jsr:
+    case JVM_OPC_jsr_w:
+    case JVM_OPC_ret: /* refused before we get here */ return false;
     default: break;
     }
-    if (op >= 202 || fx_pop[op] == SPECIAL || fx_push[op] == SPECIAL)
+    if (op > JVM_OPC_MAX || fx_pop[op] == SPECIAL || fx_push[op] == SPECIAL)
         return false;
     if (!pop(s, fx_pop[op]))
         return false;
@@ -253,11 +253,6 @@ static bool step(sim *s, const cf_insn *in, bool *inits_this)
         if (!push(s, T_OTHER))
             return false;
     return true;
-}
-
-static bool ends_flow(uint8_t op)
-{
-    return op == 0xa7 || op == 0xc8 || op == 0xaa || op == 0xab || (op >= 0xac && op <= 0xb1) || op == 0xbf;
 }
 
 /* Marks instructions reachable from `from` (by flow and exception edges) without passing
@@ -288,7 +283,7 @@ static bool reach(const cf_code *code, const cf_insn *insns, uint32_t n, const u
             for (uint32_t k = 0; k < in->npairs; k++)
                 PUSH_SUCC(pc2i[in->pc + cf_switch_target(code->code, in, k, NULL)]);
         }
-        if (!ends_flow(in->op))
+        if (!cf_op_ends_flow(in->op))
             succ[ns++] = i + 1;
         for (uint32_t k = 0; k < ns; k++)
             PUSH_SUCC(succ[k]);
@@ -381,7 +376,7 @@ bool cf_ctor_analyse(const cf_class *c, const cf_code *code, const cf_insn *insn
             for (uint32_t k = 0; k < in->npairs; k++)
                 ENQUEUE(pc2i[in->pc + cf_switch_target(code->code, in, k, NULL)], cur);
         }
-        if (!ends_flow(in->op)) {
+        if (!cf_op_ends_flow(in->op)) {
             if (i + 1 >= n) {
                 ok = false;
                 snprintf(why, why_len, "constructor falls off the end of the code");

@@ -28,9 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define ACC_STATIC 0x0008
-#define ACC_NATIVE 0x0100
-#define ACC_ABSTRACT 0x0400
 #define NO_INDEX UINT32_MAX
 
 const char *cf_refusal_name(cf_refusal r)
@@ -56,9 +53,9 @@ const char *cf_refusal_name(cf_refusal r)
  * released by ctx_free. */
 typedef struct scratch {
     cf_insn *insns;
-    uint32_t insn_cap;
+    size_t insn_cap;
     uint8_t *starts;
-    uint32_t starts_cap;
+    size_t starts_cap;
     uint32_t *u32;
     size_t u32_cap;
     uint16_t *u16;
@@ -68,7 +65,7 @@ typedef struct scratch {
     uint32_t *special; /* indices of branches, switches and returns */
     size_t special_cap;
     cf_frame *frames;
-    uint32_t frames_cap;
+    size_t frames_cap;
     cf_buf out, entry, exit, handler;
 } scratch;
 
@@ -97,18 +94,9 @@ static void ctx_free(cls_ctx *cx)
     cf_buf_free(&cx->s.handler);
 }
 
-static bool grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (*cap >= need)
-        return true;
-    size_t n = need < 1024 ? 1024 : need + need / 2;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
+/* Makes room for `need` elements in a scratch array (at least 1024: most methods fit the
+ * first allocation). */
+#define GROW_SCRATCH(items, cap, need) (CF_GROW(items, cap, need, 1024) == 0)
 
 typedef struct layout {
     const cf_code *code;
@@ -126,7 +114,8 @@ typedef struct layout {
     struct tramp {
         uint32_t br, at, ord;
     } * tr;
-    uint32_t ntr, tr_cap;
+    uint32_t ntr;
+    size_t tr_cap;
 } layout;
 
 typedef struct job {
@@ -164,14 +153,16 @@ static cf_err refuse(job *j, cf_refusal r, const char *fmt, ...)
 
 static bool is_cond(uint8_t op)
 {
-    return (op >= 0x99 && op <= 0xa6) || op == 0xc6 || op == 0xc7;
+    return (op >= JVM_OPC_ifeq && op <= JVM_OPC_if_acmpne) || op == JVM_OPC_ifnull || op == JVM_OPC_ifnonnull;
 }
+/* The conditional branch with the opposite condition: ifeq <-> ifne, iflt <-> ifge ...
+ * (from ifeq to if_acmpne the opcodes come in such pairs, the odd one first). */
 static uint8_t invert(uint8_t op)
 {
-    if (op == 0xc6)
-        return 0xc7;
-    if (op == 0xc7)
-        return 0xc6;
+    if (op == JVM_OPC_ifnull)
+        return JVM_OPC_ifnonnull;
+    if (op == JVM_OPC_ifnonnull)
+        return JVM_OPC_ifnull;
     return (op & 1) ? (uint8_t)(op + 1) : (uint8_t)(op - 1);
 }
 
@@ -235,11 +226,6 @@ static inline uint32_t tramp_pos(const layout *L, const struct tramp *t)
     return L->start[t->at] + 5 * t->ord;
 }
 
-static bool ends_flow(uint8_t op)
-{
-    return op == 0xa7 || op == 0xc8 || op == 0xaa || op == 0xab || (op >= 0xac && op <= 0xb1) || op == 0xbf;
-}
-
 /* A far conditional branch whose fall-through has no frame: jump (16-bit) to a `goto_w`
  * trampoline placed after an instruction that never falls through, before an instruction
  * that has a frame, outside every original exception range. The trampoline gets the
@@ -250,7 +236,7 @@ static bool place_trampoline(job *j, uint32_t br)
     uint32_t from = IPOS(L, br), best = NO_INDEX;
     int64_t best_d = 0;
     for (uint32_t u = 0; u + 1 < L->n; u++) {
-        if (!ends_flow(L->in[u].op) || !L->has_frame[u + 1])
+        if (!cf_op_ends_flow(L->in[u].op) || !L->has_frame[u + 1])
             continue;
         uint32_t pc_next = L->in[u + 1].pc;
         bool straddled = false;
@@ -268,14 +254,8 @@ static bool place_trampoline(job *j, uint32_t br)
     }
     if (best == NO_INDEX)
         return false;
-    if (L->ntr == L->tr_cap) {
-        uint32_t cap = L->tr_cap ? L->tr_cap * 2 : 8;
-        struct tramp *t = realloc(L->tr, sizeof *t * cap);
-        if (!t)
-            return false;
-        L->tr = t;
-        L->tr_cap = cap;
-    }
+    if (CF_GROW(L->tr, L->tr_cap, (size_t)L->ntr + 1, 8))
+        return false;
     L->tr[L->ntr++] = (struct tramp){br, best, L->tramp[best] / 5u};
     L->tramp[best] = (uint16_t)(L->tramp[best] + 5);
     return true;
@@ -286,7 +266,7 @@ static bool place_trampoline(job *j, uint32_t br)
 static cf_err stabilize(job *j)
 {
     layout *L = &j->L;
-    bool need_frames = j->c->major >= 50;
+    bool need_frames = j->c->major >= JVM_CLASSFILE_MAJOR_STACKMAP;
     for (;;) {
         compute_positions(L);
         if (L->end_orig > 65535)
@@ -366,13 +346,13 @@ static void emit_code(job *j, cf_buf *b)
             for (uint32_t k = 0; k < L->ntr; k++)
                 if (L->tr[k].at == i && L->tr[k].ord == ord) {
                     const cf_insn *bi = &L->in[L->tr[k].br];
-                    cf_buf_u1(b, 0xc8); /* goto_w target */
+                    cf_buf_u1(b, JVM_OPC_goto_w); /* trampoline to the branch's target */
                     put_s4(b, (int64_t)TGT(L, target_index(L, L->tr[k].br, bi->branch)) - tramp_pos(L, &L->tr[k]));
                 }
         if (L->ent[i])
-            cf_buf_bytes(b, j->entry->p, j->entry->len);
+            cf_buf_bytes(b, j->entry->data, j->entry->len);
         if (L->ex[i])
-            cf_buf_bytes(b, j->exit->p, j->exit->len);
+            cf_buf_bytes(b, j->exit->data, j->exit->len);
         uint32_t at = IPOS(L, i);
         const struct tramp *tr = (in->kind == CF_K_BRANCH16 && L->ntr) ? tramp_of(L, i) : NULL;
         if (tr) {
@@ -384,12 +364,12 @@ static void emit_code(job *j, cf_buf *b)
                 cf_buf_u1(b, in->op);
                 cf_buf_u2(b, (uint16_t)(int16_t)off);
             } else if (!is_cond(in->op)) {
-                cf_buf_u1(b, in->op == 0xa7 ? 0xc8 : 0xc9);
+                cf_buf_u1(b, in->op == JVM_OPC_goto ? JVM_OPC_goto_w : JVM_OPC_jsr_w);
                 put_s4(b, off);
             } else {
                 cf_buf_u1(b, invert(in->op));
                 cf_buf_u2(b, 8);
-                cf_buf_u1(b, 0xc8);
+                cf_buf_u1(b, JVM_OPC_goto_w);
                 put_s4(b, off - 3);
             }
         } else if (in->kind == CF_K_BRANCH32) {
@@ -427,19 +407,29 @@ static void emit_code(job *j, cf_buf *b)
             i = k - 1;
         }
     }
-    cf_buf_bytes(b, j->handler->p, j->handler->len);
+    cf_buf_bytes(b, j->handler->data, j->handler->len);
 }
 
 /* ------------------------------------------------------------------ tables */
 
+/* Starts reading a table of n entries of `entry` bytes (u2 count first) and copies the
+ * count to b; false when the attribute's length disagrees. */
+static bool table_start(cf_rd *r, const cf_attr *a, size_t entry, cf_buf *b, uint16_t *n)
+{
+    cf_rd_init(r, a->data, a->len);
+    *n = cf_rd_u2(r);
+    if (r->bad || (size_t)*n * entry + 2 != a->len)
+        return false;
+    cf_buf_u2(b, *n);
+    return true;
+}
+
 static bool rewrite_lnt(const layout *L, const cf_attr *a, cf_buf *b)
 {
     cf_rd r;
-    cf_rd_init(&r, a->data, a->len);
-    uint16_t n = cf_rd_u2(&r);
-    if (r.bad || (size_t)n * 4 + 2 != a->len)
+    uint16_t n;
+    if (!table_start(&r, a, 4, b, &n))
         return false;
-    cf_buf_u2(b, n);
     for (uint16_t i = 0; i < n; i++) {
         uint32_t pc = cf_rd_u2(&r), np;
         uint16_t line = cf_rd_u2(&r);
@@ -463,11 +453,9 @@ static bool map_range(const layout *L, uint32_t s, uint32_t len, uint32_t *ns, u
 static bool rewrite_lvt(const layout *L, const cf_attr *a, cf_buf *b)
 {
     cf_rd r;
-    cf_rd_init(&r, a->data, a->len);
-    uint16_t n = cf_rd_u2(&r);
-    if (r.bad || (size_t)n * 10 + 2 != a->len)
+    uint16_t n;
+    if (!table_start(&r, a, 10, b, &n))
         return false;
-    cf_buf_u2(b, n);
     for (uint16_t i = 0; i < n; i++) {
         uint32_t s = cf_rd_u2(&r), len = cf_rd_u2(&r), ns, nl;
         if (!map_range(L, s, len, &ns, &nl))
@@ -536,8 +524,8 @@ static bool rewrite_type_annos(const layout *L, const cf_attr *a, cf_buf *b)
         size_t from = r.pos;
         uint32_t np, nl;
         switch (t) {
-        case 0x40:
-        case 0x41: {
+        case CF_TARGET_LOCAL_VARIABLE:
+        case CF_TARGET_RESOURCE_VARIABLE: {
             uint16_t k = cf_rd_u2(&r);
             cf_buf_u2(b, k);
             for (uint16_t x = 0; x < k && !r.bad; x++) {
@@ -552,35 +540,37 @@ static bool rewrite_type_annos(const layout *L, const cf_attr *a, cf_buf *b)
             from = r.pos;
             break;
         }
-        case 0x42: cf_rd_u2(&r); break; /* exception-table index: unchanged (ours is appended) */
-        case 0x43:
-        case 0x44:
-        case 0x45:
-        case 0x46:
-        case 0x47:
-        case 0x48:
-        case 0x49:
-        case 0x4a:
-        case 0x4b: {
+        case CF_TARGET_EXCEPTION_PARAMETER:
+            cf_rd_u2(&r); /* exception-table index: unchanged (ours is appended) */
+            break;
+        case CF_TARGET_INSTANCEOF:
+        case CF_TARGET_NEW:
+        case CF_TARGET_CONSTRUCTOR_REFERENCE:
+        case CF_TARGET_METHOD_REFERENCE:
+        case CF_TARGET_CAST:
+        case CF_TARGET_CONSTRUCTOR_INVOCATION_TYPE_ARGUMENT:
+        case CF_TARGET_METHOD_INVOCATION_TYPE_ARGUMENT:
+        case CF_TARGET_CONSTRUCTOR_REFERENCE_TYPE_ARGUMENT:
+        case CF_TARGET_METHOD_REFERENCE_TYPE_ARGUMENT: {
             uint32_t pc = cf_rd_u2(&r);
             if (r.bad || !map_ins_cb((void *)L, pc, &np))
                 return false;
             cf_buf_u2(b, (uint16_t)np);
-            if (t >= 0x47)
+            if (t >= CF_TARGET_CAST) /* type_argument_index */
                 cf_buf_u1(b, cf_rd_u1(&r));
             from = r.pos;
             break;
         }
-        case 0x00:
-        case 0x01:
-        case 0x16: cf_rd_u1(&r); break;
-        case 0x10:
-        case 0x17: cf_rd_u2(&r); break;
-        case 0x11:
-        case 0x12: cf_rd_u2(&r); break;
-        case 0x13:
-        case 0x14:
-        case 0x15: break;
+        case CF_TARGET_CLASS_TYPE_PARAMETER:
+        case CF_TARGET_METHOD_TYPE_PARAMETER:
+        case CF_TARGET_METHOD_FORMAL_PARAMETER: cf_rd_u1(&r); break;
+        case CF_TARGET_CLASS_EXTENDS:
+        case CF_TARGET_THROWS: cf_rd_u2(&r); break;
+        case CF_TARGET_CLASS_TYPE_PARAMETER_BOUND:
+        case CF_TARGET_METHOD_TYPE_PARAMETER_BOUND: cf_rd_u2(&r); break;
+        case CF_TARGET_FIELD:
+        case CF_TARGET_METHOD_RETURN:
+        case CF_TARGET_METHOD_RECEIVER: break;
         default: return false;
         }
         uint8_t plen = cf_rd_u1(&r);
@@ -598,13 +588,13 @@ static bool initial_frame(job *j, cf_vtype *v, uint16_t *n, uint16_t cap)
 {
     cf_class *c = j->c;
     uint16_t k = 0;
-    if (!(j->m->access & ACC_STATIC)) {
+    if (!(j->m->access & JVM_ACC_STATIC)) {
         if (k >= cap)
             return false;
         if (j->is_ctor)
-            v[k++] = (cf_vtype){6, 0};
+            v[k++] = (cf_vtype){JVM_ITEM_UninitializedThis, 0};
         else
-            v[k++] = (cf_vtype){7, c->this_class};
+            v[k++] = (cf_vtype){JVM_ITEM_Object, c->this_class};
     }
     cf_str d = cf_cp_utf8(c, j->m->desc);
     uint32_t i = 1;
@@ -636,15 +626,15 @@ static bool initial_frame(job *j, cf_vtype *v, uint16_t *n, uint16_t cap)
             uint16_t ci = cf_cp_add_class(c, name);
             if (!ci)
                 return false;
-            v[k++] = (cf_vtype){7, ci};
+            v[k++] = (cf_vtype){JVM_ITEM_Object, ci};
         } else if (ch == 'J') {
-            v[k++] = (cf_vtype){4, 0};
+            v[k++] = (cf_vtype){JVM_ITEM_Long, 0};
         } else if (ch == 'D') {
-            v[k++] = (cf_vtype){3, 0};
+            v[k++] = (cf_vtype){JVM_ITEM_Double, 0};
         } else if (ch == 'F') {
-            v[k++] = (cf_vtype){2, 0};
+            v[k++] = (cf_vtype){JVM_ITEM_Float, 0};
         } else {
-            v[k++] = (cf_vtype){1, 0};
+            v[k++] = (cf_vtype){JVM_ITEM_Integer, 0};
         }
     }
     *n = k;
@@ -705,11 +695,11 @@ static bool rewrite_stackmap(job *j, cf_buf *b, uint32_t handler_pc)
     int64_t d = prev < 0 ? handler_pc : (int64_t)handler_pc - prev - 1;
     if (d < 0 || d > 65535)
         return false;
-    cf_buf_u1(b, 255);
+    cf_buf_u1(b, CF_FRAME_FULL);
     cf_buf_u2(b, (uint16_t)d);
     cf_buf_u2(b, 0); /* no locals */
     cf_buf_u2(b, 1); /* stack: [java/lang/Throwable] */
-    cf_buf_u1(b, 7);
+    cf_buf_u1(b, JVM_ITEM_Object);
     cf_buf_u2(b, j->cx->throwable);
     return !b->oom;
 }
@@ -757,24 +747,24 @@ static cf_err prepare_class(cf_class *c, const cf_probe *p, cls_ctx *cx)
             }
             if (!cls) {
                 uint16_t u = cf_cp_append_utf8(c, calls[k]->owner, lens[2 + k]);
-                cls = u ? cf_cp_append_ref(c, CF_CONSTANT_Class, u, 0) : 0;
+                cls = u ? cf_cp_append_ref(c, JVM_CONSTANT_Class, u, 0) : 0;
             }
             if (!nm)
                 nm = cf_cp_append_utf8(c, calls[k]->name, strlen(calls[k]->name));
             if (!ds)
                 ds = cf_cp_append_utf8(c, calls[k]->desc, strlen(calls[k]->desc));
             owner_cls[k] = cls, nm_idx[k] = nm, ds_idx[k] = ds;
-            uint16_t nat = nm && ds ? cf_cp_append_ref(c, CF_CONSTANT_NameAndType, nm, ds) : 0;
-            cx->mref[k] = cls && nat ? cf_cp_append_ref(c, CF_CONSTANT_Methodref, cls, nat) : 0;
+            uint16_t nat = nm && ds ? cf_cp_append_ref(c, JVM_CONSTANT_NameAndType, nm, ds) : 0;
+            cx->mref[k] = cls && nat ? cf_cp_append_ref(c, JVM_CONSTANT_Methodref, cls, nat) : 0;
         }
         if (!cx->mref[k])
             return CF_ERR_LIMIT;
     }
-    if (c->major >= 50) {
+    if (c->major >= JVM_CLASSFILE_MAJOR_STACKMAP) {
         uint16_t u = found[0] ? found[0] : cf_cp_append_utf8(c, "java/lang/Throwable", 19);
         cx->throwable = !u         ? 0
-                        : found[0] ? cf_cp_add_ref1(c, CF_CONSTANT_Class, u)
-                                   : cf_cp_append_ref(c, CF_CONSTANT_Class, u, 0);
+                        : found[0] ? cf_cp_add_ref1(c, JVM_CONSTANT_Class, u)
+                                   : cf_cp_append_ref(c, JVM_CONSTANT_Class, u, 0);
         if (!cx->throwable)
             return CF_ERR_LIMIT;
     }
@@ -787,8 +777,7 @@ static cf_err alloc_layout(job *j, cf_error *err)
     layout *L = &j->L;
     scratch *S = &j->cx->s;
     size_t n = L->n, cl = j->code.code_len;
-    if (!grow_scratch((void **)&S->u16, &S->u16_cap, 3 * n, sizeof(uint16_t)) ||
-        !grow_scratch((void **)&S->u8, &S->u8_cap, 5 * n, 1))
+    if (!GROW_SCRATCH(S->u16, S->u16_cap, 3 * n) || !GROW_SCRATCH(S->u8, S->u8_cap, 5 * n))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     L->code = &j->code;
     L->pc2i = S->u32;
@@ -842,7 +831,7 @@ static cf_err analyse(job *j, cf_error *err)
     cf_class *c = j->c;
     cf_error e2;
     const cf_attr *ca = cf_method_code_attr(c, j->m);
-    if ((j->m->access & (ACC_ABSTRACT | ACC_NATIVE)) || !ca)
+    if ((j->m->access & (JVM_ACC_ABSTRACT | JVM_ACC_NATIVE)) || !ca)
         return refuse(j, CF_REFUSE_ABSTRACT_OR_NATIVE, "method has no code");
     if (is_name(c, j->m->name, "<init>") && cf_str_eq(cf_class_name(c), "java/lang/Object"))
         return refuse(j, CF_REFUSE_OBJECT_INIT,
@@ -853,8 +842,7 @@ static cf_err analyse(job *j, cf_error *err)
     scratch *S = &j->cx->s;
     size_t cl = j->code.code_len;
     /* u32 scratch: pc2i (cl + 1) then start (n + 1 <= cl + 1) */
-    if (!grow_scratch((void **)&S->u32, &S->u32_cap, 2 * cl + 2, sizeof(uint32_t)) ||
-        !grow_scratch((void **)&S->special, &S->special_cap, cl, sizeof(uint32_t)))
+    if (!GROW_SCRATCH(S->u32, S->u32_cap, 2 * cl + 2) || !GROW_SCRATCH(S->special, S->special_cap, cl))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     uint32_t nsp = 0;
     if (cf_code_decode_ex(&j->code, &S->insns, &S->insn_cap, &S->starts, &S->starts_cap, S->u32, S->special, &nsp,
@@ -866,16 +854,16 @@ static cf_err analyse(job *j, cf_error *err)
     /* jsr/ret: fine for the type-inference verifier (class files < 50: subroutine code is
    * relocated like any other, jsr widened to jsr_w); from 50 on a StackMapTable cannot
    * describe subroutines, so such methods are refused. */
-    bool subroutines_ok = c->major < 50;
+    bool subroutines_ok = c->major < JVM_CLASSFILE_MAJOR_STACKMAP;
     for (uint32_t q = 0; q < nsp; q++) { /* non-plain instructions only; compacted in place */
         uint32_t i = S->special[q];
         const cf_insn *in = &j->L.in[i];
         if (in->kind == CF_K_PLAIN || in->kind == CF_K_INVOKE) {
-            if (in->op == 0xa9 && !subroutines_ok) /* ret */
+            if (in->op == JVM_OPC_ret && !subroutines_ok)
                 return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u (class file %u)", in->pc, c->major);
             continue;
         }
-        if ((in->op == 0xa8 || in->op == 0xc9) && !subroutines_ok)
+        if ((in->op == JVM_OPC_jsr || in->op == JVM_OPC_jsr_w) && !subroutines_ok)
             return refuse(j, CF_REFUSE_JSR_RET, "jsr/ret subroutine at pc %u (class file %u)", in->pc, c->major);
         j->special[j->nspecial++] = i;
         j->nret += in->kind == CF_K_RETURN;
@@ -883,7 +871,7 @@ static cf_err analyse(job *j, cf_error *err)
     cf_err e = alloc_layout(j, err);
     if (e)
         return e;
-    if (c->major >= 50) {
+    if (c->major >= JVM_CLASSFILE_MAJOR_STACKMAP) {
         for (uint16_t k = 0; k < j->code.attr_count; k++)
             if (code_attr_kind(c, j->code.attrs[k].name) == CA_SMT) {
                 if (j->smt)
@@ -904,7 +892,7 @@ static cf_err analyse(job *j, cf_error *err)
     }
     uint32_t n = j->L.n;
     uint8_t *is_site = j->entry_at + 2 * (size_t)n;
-    if (is_name(c, j->m->name, "<init>") && !(j->m->access & ACC_STATIC) &&
+    if (is_name(c, j->m->name, "<init>") && !(j->m->access & JVM_ACC_STATIC) &&
         !cf_str_eq(cf_class_name(c), "java/lang/Object")) {
         char why[CF_ERROR_MSG_MAX];
         if (!cf_ctor_analyse(c, &j->code, j->L.in, n, j->L.pc2i, is_site, j->covered, why, sizeof why))
@@ -934,7 +922,7 @@ static cf_err build_snippets(job *j)
     bool ok = cf_probe_emit(j->c, j->m, &p->enter, j->cx->mref[0], &pk, j->entry) &&
               cf_probe_emit(j->c, j->m, &p->normal_exit, j->cx->mref[1], &pk, j->exit) &&
               cf_probe_emit(j->c, j->m, &p->exc_exit, j->cx->mref[2], &pk, j->handler);
-    cf_buf_u1(j->handler, 0xbf); /* athrow */
+    cf_buf_u1(j->handler, JVM_OPC_athrow);
     if (!ok || j->handler->oom)
         return refuse(j, CF_REFUSE_CONSTANT_POOL_FULL, "constant pool full while adding probe constants");
     return CF_OK;
@@ -974,6 +962,7 @@ static cf_err write_code_attr(job *j, cf_buf *o)
     cf_buf_u4(o, new_len);
     size_t code_at = o->len;
     emit_code(j, o);
+    assert(o->oom || o->len - code_at == new_len); /* emit_code follows the layout */
     if (!o->oom && o->len - code_at != new_len)
         return refuse(j, CF_REFUSE_BAD_CODE, "internal layout mismatch (%zu != %u)", o->len - code_at, new_len);
     /* exception table: originals, then the catch-all ranges (last, so they never shadow them) */
@@ -1011,15 +1000,16 @@ static cf_err write_code_attr(job *j, cf_buf *o)
         while (k < L->n && j->covered[k])
             k++;
         uint32_t s = TGT(L, i), e = k < L->n ? L->start[k] : handler_pc;
+        assert(e > s); /* every instruction has a size */
         if (e <= s)
-            continue; /* cannot happen: every instruction has a size */
+            continue;
         cf_buf_u2(o, (uint16_t)s);
         cf_buf_u2(o, (uint16_t)e);
         cf_buf_u2(o, (uint16_t)handler_pc);
         cf_buf_u2(o, 0);
     }
     /* sub-attributes */
-    bool add_smt = c->major >= 50 && !j->smt;
+    bool add_smt = c->major >= JVM_CLASSFILE_MAJOR_STACKMAP && !j->smt;
     uint16_t smt_name = 0;
     if (add_smt) {
         if (!j->cx->smt_name || j->cx->smt_name >= c->cp_count)
@@ -1051,7 +1041,7 @@ static cf_err write_code_attr(job *j, cf_buf *o)
         if (!ok)
             return refuse(j, CF_REFUSE_BAD_CODE, "%s cannot be relocated", what);
         if (!o->oom)
-            cf_put32(o->p + len_at, (uint32_t)(o->len - body));
+            cmr_put_be32(o->data + len_at, (uint32_t)(o->len - body));
     }
     if (add_smt) {
         cf_buf_u2(o, smt_name);
@@ -1061,7 +1051,7 @@ static cf_err write_code_attr(job *j, cf_buf *o)
         if (!rewrite_stackmap(j, o, handler_pc))
             return refuse(j, CF_REFUSE_BAD_CODE, "cannot write StackMapTable");
         if (!o->oom)
-            cf_put32(o->p + len_at, (uint32_t)(o->len - body));
+            cmr_put_be32(o->data + len_at, (uint32_t)(o->len - body));
     }
     return o->oom ? CF_ERR_NOMEM : CF_OK;
 }
@@ -1108,7 +1098,7 @@ static cf_err instrument_one(cf_class *c, uint16_t mi, const cf_probe *p, cls_ct
         if (!data)
             e = cf_fail(err, CF_ERR_NOMEM, "out of memory");
         else {
-            memcpy(data, o->p, o->len);
+            memcpy(data, o->data, o->len);
             cf_attr *ca = (cf_attr *)cf_method_code_attr(c, m);
             ca->data = data;
             ca->len = (uint32_t)o->len;
@@ -1186,4 +1176,41 @@ void cf_instrument_result_free(cf_instrument_result *r)
     free(r->bytes);
     free(r->methods);
     memset(r, 0, sizeof *r);
+}
+
+cf_err cf_instrument_stacked(const uint8_t *bytes, size_t len, const cf_probe *const *probes, unsigned n,
+                             cf_pass_fn each, void *ud, cf_instrument_result *out, cf_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (err)
+        err->code = CF_OK;
+    uint8_t *cur = NULL; /* output of the last pass that changed the class; owned here */
+    size_t cur_len = len;
+    for (unsigned k = 0; k < n; k++) {
+        cf_instrument_result r;
+        cf_err e = cf_instrument_class(cur ? cur : bytes, cur_len, probes[k], NULL, NULL, &r, err);
+        if (e) {
+            free(cur);
+            cf_instrument_result_free(out);
+            return e;
+        }
+        if (each)
+            each(k, &r, ud);
+        if (r.bytes) {
+            free(cur);
+            cur = r.bytes;
+            cur_len = r.len;
+            r.bytes = NULL;
+        }
+        if (k == 0) { /* the first pass's report, names into `bytes` */
+            out->n_methods = r.n_methods;
+            out->n_instrumented = r.n_instrumented;
+            out->methods = r.methods;
+            r.methods = NULL;
+        }
+        cf_instrument_result_free(&r);
+    }
+    out->bytes = cur;
+    out->len = cur ? cur_len : 0;
+    return CF_OK;
 }

@@ -1,13 +1,17 @@
 /*
  * cf_internal.h - shared internals of the class-file engine: arena allocator, bounds-checked
- * big-endian reader, byte buffer writer, error helpers, Code attribute and instruction model.
+ * big-endian reader, byte buffer writer (on the toolbox's cmr_buf_t), error helpers, Code
+ * attribute and instruction model.
  * Not installed; only the engine's .c files include it.
  */
 #ifndef CF_INTERNAL_H
 #define CF_INTERNAL_H
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/classfile.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
@@ -22,7 +26,8 @@ void *cf_arena_alloc_raw(cf_arena *a, size_t n); /* same, not zeroed */
 /* ---------------------------------------------------------------- errors (cf_error.c) */
 cf_err cf_fail(cf_error *err, cf_err code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* ---------------------------------------------------------------- reader */
+/* ---------------------------------------------------------------- reader
+ * Bounds-checked big-endian reads over borrowed bytes (byte order: cmr/bytes.h). */
 typedef struct cf_rd {
     const uint8_t *p;
     size_t len, pos;
@@ -40,34 +45,8 @@ static inline bool cf_rd_has(const cf_rd *r, size_t n)
 {
     return !r->bad && r->len - r->pos >= n;
 }
-static inline uint8_t cf_rd_u1(cf_rd *r)
-{
-    if (!cf_rd_has(r, 1)) {
-        r->bad = true;
-        return 0;
-    }
-    return r->p[r->pos++];
-}
-static inline uint16_t cf_rd_u2(cf_rd *r)
-{
-    if (!cf_rd_has(r, 2)) {
-        r->bad = true;
-        return 0;
-    }
-    uint16_t v = (uint16_t)(r->p[r->pos] << 8 | r->p[r->pos + 1]);
-    r->pos += 2;
-    return v;
-}
-static inline uint32_t cf_rd_u4(cf_rd *r)
-{
-    if (!cf_rd_has(r, 4)) {
-        r->bad = true;
-        return 0;
-    }
-    const uint8_t *q = r->p + r->pos;
-    r->pos += 4;
-    return (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3];
-}
+/* Returns where the next n bytes start and moves past them; NULL (and bad set) when fewer
+ * than n are left. */
 static inline const uint8_t *cf_rd_skip(cf_rd *r, size_t n)
 {
     if (!cf_rd_has(r, n)) {
@@ -78,67 +57,82 @@ static inline const uint8_t *cf_rd_skip(cf_rd *r, size_t n)
     r->pos += n;
     return q;
 }
-
-static inline uint16_t cf_be16(const uint8_t *p)
+static inline uint8_t cf_rd_u1(cf_rd *r)
 {
-    return (uint16_t)(p[0] << 8 | p[1]);
+    const uint8_t *q = cf_rd_skip(r, 1);
+    return q ? q[0] : 0;
 }
-static inline uint32_t cf_be32(const uint8_t *p)
+static inline uint16_t cf_rd_u2(cf_rd *r)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    const uint8_t *q = cf_rd_skip(r, 2);
+    return q ? cmr_be16(q) : 0;
 }
-static inline void cf_put16(uint8_t *p, uint16_t v)
+static inline uint32_t cf_rd_u4(cf_rd *r)
 {
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-static inline void cf_put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
+    const uint8_t *q = cf_rd_skip(r, 4);
+    return q ? cmr_be32(q) : 0;
 }
 
 /* ---------------------------------------------------------------- growable buffer
- * cf_buf owns `p` (malloc'ed); cf_buf_free releases it. `oom` is sticky. */
-typedef struct cf_buf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-} cf_buf;
-bool cf_buf_grow(cf_buf *b, size_t extra);
+ * cf_buf is the toolbox's cmr_buf_t (cmr/buf.h: zeroed = empty, owner frees with
+ * cf_buf_free, sticky oom). The appenders below are its inline fast path for the engine's
+ * many small big-endian writes: a capacity check and a store, falling back to
+ * cmr_buf_reserve to grow. They do not keep the NUL after the bytes (the engine's buffers
+ * hold binary class-file data, never read as strings: do not use cmr_buf_str on them). */
+typedef cmr_buf_t cf_buf;
+
 static inline bool cf_buf_reserve(cf_buf *b, size_t extra)
 {
-    return (!b->oom && b->cap - b->len >= extra) || cf_buf_grow(b, extra);
+    return (!b->oom && b->cap - b->len > extra) || cmr_buf_reserve(b, extra);
 }
 static inline void cf_buf_u1(cf_buf *b, uint8_t v)
 {
-    if (cf_buf_reserve(b, 1))
-        b->p[b->len++] = v;
+    if (cf_buf_reserve(b, 1)) {
+        b->data[b->len++] = v;
+    }
 }
 static inline void cf_buf_u2(cf_buf *b, uint16_t v)
 {
     if (cf_buf_reserve(b, 2)) {
-        cf_put16(b->p + b->len, v);
+        cmr_put_be16(b->data + b->len, v);
         b->len += 2;
     }
 }
 static inline void cf_buf_u4(cf_buf *b, uint32_t v)
 {
     if (cf_buf_reserve(b, 4)) {
-        cf_put32(b->p + b->len, v);
+        cmr_put_be32(b->data + b->len, v);
         b->len += 4;
     }
 }
 static inline void cf_buf_bytes(cf_buf *b, const void *p, size_t n)
 {
     if (n && cf_buf_reserve(b, n)) {
-        memcpy(b->p + b->len, p, n);
+        memcpy(b->data + b->len, p, n);
         b->len += n;
     }
 }
-void cf_buf_free(cf_buf *b);
+static inline void cf_buf_free(cf_buf *b)
+{
+    cmr_buf_free(b);
+}
+
+/* ---------------------------------------------------------------- growable arrays
+ * CF_GROW(items, cap, need, min_cap): the toolbox's cmr_array_grow (at least min_cap
+ * elements, doubling) with the common case, room already there, checked inline: the engine
+ * asks for room several times per method. 0, or -1 with the array unchanged. `need` is
+ * evaluated twice. */
+#define CF_GROW(items, cap, need, min_cap) \
+    ((size_t)(need) <= (cap) ? 0 : cmr_array_grow(&(items), &(cap), (need), sizeof *(items), (min_cap)))
+
+/* ---------------------------------------------------------------- instructions */
+/* Instructions after which control never falls through to the next one (goto, switches,
+ * returns, athrow). */
+static inline bool cf_op_ends_flow(uint8_t op)
+{
+    return op == JVM_OPC_goto || op == JVM_OPC_goto_w || op == JVM_OPC_tableswitch || op == JVM_OPC_lookupswitch ||
+           (op >= JVM_OPC_ireturn && op <= JVM_OPC_return) || op == JVM_OPC_athrow;
+}
 
 /* ---------------------------------------------------------------- constant pool (cf_cpool.c) */
 bool cf_str_eq(cf_str s, const char *z);
@@ -215,14 +209,13 @@ int32_t cf_switch_target(const uint8_t *code, const cf_insn *in, uint32_t i, int
 cf_err cf_code_decode_all(const cf_code *code, cf_insn **out, uint32_t *n, cf_error *err);
 /* Same, decoding into caller-owned buffers that are grown (realloc) as needed: *insns holds
  * *insn_cap entries, *starts *starts_cap bytes. The caller frees both. */
-cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts,
-                            uint32_t *starts_cap, uint32_t *n, cf_error *err);
+cf_err cf_code_decode_reuse(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts,
+                            size_t *starts_cap, uint32_t *n, cf_error *err);
 /* Same, and also fills pc2i[pc] = instruction index for every instruction start plus
  * pc2i[code_len] = n (pc2i: code_len + 1 entries) and lists the indices of all non-plain
  * instructions (branches, switches, returns, invokes) in special (code_len entries). */
-cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, uint32_t *insn_cap, uint8_t **starts,
-                         uint32_t *starts_cap, uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n,
-                         cf_error *err);
+cf_err cf_code_decode_ex(const cf_code *code, cf_insn **insns, size_t *insn_cap, uint8_t **starts, size_t *starts_cap,
+                         uint32_t *pc2i, uint32_t *special, uint32_t *nspecial, uint32_t *n, cf_error *err);
 
 /* ---------------------------------------------------------------- descriptors */
 /* Words taken by the arguments of a method descriptor (no receiver); -1 if malformed.

@@ -61,7 +61,7 @@ uint64_t cf_method_id_of(cf_str owner, cf_str name, cf_str desc)
     cf_buf_u1(&b, '.');
     cf_mutf8_to_utf8(&b, name);
     cf_mutf8_to_utf8(&b, desc);
-    uint64_t h = b.oom ? 0 : XXH3_64bits(b.p, b.len);
+    uint64_t h = b.oom ? 0 : XXH3_64bits(b.data, b.len);
     cf_buf_free(&b);
     return h;
 }

@@ -18,10 +18,10 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err)
     if (c->cp_count == 0)
         return cf_fail(err, CF_ERR_LENGTH, "constant_pool_count is 0");
     size_t raw_start = r->pos;
-    c->cp_cap = (uint32_t)c->cp_count + 32;
-    /* not zeroed: every parsed slot is fully set below; appended slots are cleared when added */
-    c->cp = cf_arena_alloc_raw(c->arena, sizeof(cf_const) * c->cp_cap);
-    if (!c->cp)
+    /* room for the constants an instrumentation adds; not zeroed: every parsed slot is fully
+     * set below, appended slots are cleared when added */
+    size_t cap = (size_t)c->cp_count + 32;
+    if (CF_GROW(c->cp, c->cp_cap, cap, cap))
         return cf_fail(err, CF_ERR_NOMEM, "out of memory (constant pool)");
     memset(&c->cp[0], 0, sizeof(cf_const));
     for (uint32_t i = 1; i < c->cp_count; i++) {
@@ -33,17 +33,17 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err)
         k->len = 0;
         k->tag = cf_rd_u1(r);
         switch (k->tag) {
-        case CF_CONSTANT_Utf8:
+        case JVM_CONSTANT_Utf8:
             k->len = cf_rd_u2(r);
             k->data = cf_rd_skip(r, k->len);
             break;
-        case CF_CONSTANT_Integer:
-        case CF_CONSTANT_Float:
+        case JVM_CONSTANT_Integer:
+        case JVM_CONSTANT_Float:
             k->len = 4;
             k->data = cf_rd_skip(r, 4);
             break;
-        case CF_CONSTANT_Long:
-        case CF_CONSTANT_Double:
+        case JVM_CONSTANT_Long:
+        case JVM_CONSTANT_Double:
             k->len = 8;
             k->data = cf_rd_skip(r, 8);
             if (i + 1 >= c->cp_count)
@@ -51,27 +51,27 @@ static cf_err parse_cpool(cf_class *c, cf_rd *r, cf_error *err)
             i++; /* the next slot is unusable (tag 0) */
             memset(&c->cp[i], 0, sizeof(cf_const));
             break;
-        case CF_CONSTANT_Class:
-        case CF_CONSTANT_String:
-        case CF_CONSTANT_MethodType:
-        case CF_CONSTANT_Module:
-        case CF_CONSTANT_Package:
+        case JVM_CONSTANT_Class:
+        case JVM_CONSTANT_String:
+        case JVM_CONSTANT_MethodType:
+        case JVM_CONSTANT_Module:
+        case JVM_CONSTANT_Package:
             k->len = 2;
             k->data = r->p + r->pos;
             k->a = cf_rd_u2(r);
             break;
-        case CF_CONSTANT_Fieldref:
-        case CF_CONSTANT_Methodref:
-        case CF_CONSTANT_InterfaceMethodref:
-        case CF_CONSTANT_NameAndType:
-        case CF_CONSTANT_Dynamic:
-        case CF_CONSTANT_InvokeDynamic:
+        case JVM_CONSTANT_Fieldref:
+        case JVM_CONSTANT_Methodref:
+        case JVM_CONSTANT_InterfaceMethodref:
+        case JVM_CONSTANT_NameAndType:
+        case JVM_CONSTANT_Dynamic:
+        case JVM_CONSTANT_InvokeDynamic:
             k->len = 4;
             k->data = r->p + r->pos;
             k->a = cf_rd_u2(r);
             k->b = cf_rd_u2(r);
             break;
-        case CF_CONSTANT_MethodHandle:
+        case JVM_CONSTANT_MethodHandle:
             k->len = 3;
             k->data = r->p + r->pos;
             k->kind = cf_rd_u1(r);
@@ -113,7 +113,7 @@ static cf_err parse_attrs(cf_class *c, cf_rd *r, uint16_t *count, cf_attr **attr
         a->data = cf_rd_skip(r, a->len);
         if (r->bad)
             return cf_fail(err, CF_ERR_TRUNCATED, "%s attribute %u: length %u past end of class", where, i, a->len);
-        if (a->name == 0 || a->name >= c->cp_count || c->cp[a->name].tag != CF_CONSTANT_Utf8)
+        if (a->name == 0 || a->name >= c->cp_count || c->cp[a->name].tag != JVM_CONSTANT_Utf8)
             return cf_fail(err, CF_ERR_CPOOL_INDEX, "%s attribute %u: name index %u is not Utf8", where, i, a->name);
     }
     return CF_OK;
@@ -136,8 +136,8 @@ static cf_err parse_members(cf_class *c, cf_rd *r, uint16_t *count, cf_member **
         m->desc = cf_rd_u2(r);
         if (r->bad)
             return cf_fail(err, CF_ERR_TRUNCATED, "truncated in %s %u", what, i);
-        if (m->name == 0 || m->name >= c->cp_count || c->cp[m->name].tag != CF_CONSTANT_Utf8 || m->desc == 0 ||
-            m->desc >= c->cp_count || c->cp[m->desc].tag != CF_CONSTANT_Utf8)
+        if (m->name == 0 || m->name >= c->cp_count || c->cp[m->name].tag != JVM_CONSTANT_Utf8 || m->desc == 0 ||
+            m->desc >= c->cp_count || c->cp[m->desc].tag != JVM_CONSTANT_Utf8)
             return cf_fail(err, CF_ERR_CPOOL_INDEX, "%s %u: name/descriptor index is not Utf8", what, i);
         cf_err e = parse_attrs(c, r, &m->attr_count, &m->attrs, what, err);
         if (e)
@@ -155,9 +155,9 @@ static cf_err parse_class(cf_class *c, const uint8_t *bytes, size_t len, cf_erro
     c->major = cf_rd_u2(&r);
     if (r.bad)
         return cf_fail(err, CF_ERR_TRUNCATED, "truncated header (%zu bytes)", len);
-    if (magic != 0xCAFEBABEu)
+    if (magic != JVM_CLASSFILE_MAGIC)
         return cf_fail(err, CF_ERR_MAGIC, "bad magic 0x%08X", magic);
-    if (c->major < 45 || c->major > 69)
+    if (c->major < JVM_CLASSFILE_MAJOR_MIN || c->major > JVM_CLASSFILE_MAJOR_MAX)
         return cf_fail(err, CF_ERR_VERSION, "class-file version %u.%u not in 45..69", c->major, c->minor);
     cf_err e = parse_cpool(c, &r, err);
     if (e)
@@ -172,13 +172,13 @@ static cf_err parse_class(cf_class *c, const uint8_t *bytes, size_t len, cf_erro
     c->ifaces = cf_rd_skip(&r, (size_t)c->iface_count * 2);
     if (r.bad)
         return cf_fail(err, CF_ERR_TRUNCATED, "truncated in class header or interfaces");
-    if (c->this_class == 0 || c->this_class >= c->cp_count || c->cp[c->this_class].tag != CF_CONSTANT_Class)
+    if (c->this_class == 0 || c->this_class >= c->cp_count || c->cp[c->this_class].tag != JVM_CONSTANT_Class)
         return cf_fail(err, CF_ERR_CPOOL_INDEX, "this_class #%u is not a Class", c->this_class);
-    if (c->super_class != 0 && (c->super_class >= c->cp_count || c->cp[c->super_class].tag != CF_CONSTANT_Class))
+    if (c->super_class != 0 && (c->super_class >= c->cp_count || c->cp[c->super_class].tag != JVM_CONSTANT_Class))
         return cf_fail(err, CF_ERR_CPOOL_INDEX, "super_class #%u is not a Class", c->super_class);
     for (uint16_t i = 0; i < c->iface_count; i++) {
-        uint16_t x = cf_be16(c->ifaces + 2 * i);
-        if (x == 0 || x >= c->cp_count || c->cp[x].tag != CF_CONSTANT_Class)
+        uint16_t x = cmr_be16(c->ifaces + 2 * i);
+        if (x == 0 || x >= c->cp_count || c->cp[x].tag != JVM_CONSTANT_Class)
             return cf_fail(err, CF_ERR_CPOOL_INDEX, "interface %u: #%u is not a Class", i, x);
     }
     e = parse_members(c, &r, &c->field_count, &c->fields, "field", err);
@@ -211,7 +211,7 @@ cf_err cf_class_parse(const uint8_t *bytes, size_t len, cf_class **out, cf_error
     c->arena = a;
     cf_err e = parse_class(c, bytes, len, err);
     if (e) {
-        cf_arena_free(a);
+        cf_class_free(c);
         return e;
     }
     if (err) {
@@ -224,8 +224,10 @@ cf_err cf_class_parse(const uint8_t *bytes, size_t len, cf_class **out, cf_error
 
 void cf_class_free(cf_class *c)
 {
-    if (c)
-        cf_arena_free(c->arena); /* c itself lives in its arena */
+    if (!c)
+        return;
+    free(c->cp);
+    cf_arena_free(c->arena); /* c itself lives in its arena */
 }
 
 const cf_attr *cf_attr_find(const cf_class *c, const cf_attr *attrs, uint16_t n, const char *name)

@@ -145,32 +145,40 @@ int cf_probe_stack_words(const cf_probe_call *pc)
     for (int i = 0; i < pc->nargs; i++) /* THIS, ARG: one reference */
         w += (pc->args[i].kind == CF_PARG_METHOD_ID || pc->args[i].kind == CF_PARG_LONG) ? 2 : 1;
     char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
-    param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+    int n = param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+    assert(n == pc->nargs); /* cf_probe_check accepted the description */
+    (void)n;
     int r = ret == 'V' ? 0 : ret == 'J' ? 2 : 1;
     return w > r ? w : r;
+}
+
+/* ldc or ldc_w of constant k (0: the pool is full; the caller refuses the method). */
+static void push_ldc(cf_buf *b, uint16_t k)
+{
+    if (k <= UINT8_MAX) {
+        cf_buf_u1(b, JVM_OPC_ldc);
+        cf_buf_u1(b, (uint8_t)k);
+    } else {
+        cf_buf_u1(b, JVM_OPC_ldc_w);
+        cf_buf_u2(b, k);
+    }
 }
 
 static void push_int(cf_class *c, cf_buf *b, int64_t v, bool *full)
 {
     if (v >= -1 && v <= 5)
-        cf_buf_u1(b, (uint8_t)(0x03 + v));
-    else if (v >= -128 && v <= 127) {
-        cf_buf_u1(b, 0x10);
+        cf_buf_u1(b, (uint8_t)(JVM_OPC_iconst_0 + v));
+    else if (v >= INT8_MIN && v <= INT8_MAX) {
+        cf_buf_u1(b, JVM_OPC_bipush);
         cf_buf_u1(b, (uint8_t)(int8_t)v);
-    } else if (v >= -32768 && v <= 32767) {
-        cf_buf_u1(b, 0x11);
+    } else if (v >= INT16_MIN && v <= INT16_MAX) {
+        cf_buf_u1(b, JVM_OPC_sipush);
         cf_buf_u2(b, (uint16_t)(int16_t)v);
     } else {
         uint16_t k = cf_cp_add_int(c, (int32_t)v);
         if (!k)
             *full = true;
-        if (k < 256) {
-            cf_buf_u1(b, 0x12);
-            cf_buf_u1(b, (uint8_t)k);
-        } else {
-            cf_buf_u1(b, 0x13);
-            cf_buf_u2(b, k);
-        }
+        push_ldc(b, k);
     }
 }
 
@@ -179,7 +187,7 @@ static void push_int(cf_class *c, cf_buf *b, int64_t v, bool *full)
 static int param_slot(const cf_class *c, const cf_member *m, int64_t index, char *type)
 {
     cf_str d = cf_cp_utf8(c, m->desc);
-    int slot = (m->access & 0x0008) ? 0 : 1; /* ACC_STATIC */
+    int slot = (m->access & JVM_ACC_STATIC) ? 0 : 1;
     uint32_t p = 1;
     for (int64_t k = 0; p < d.len && d.p[p] != ')'; k++) {
         char t = d.p[p];
@@ -206,15 +214,15 @@ static bool stores_into(const uint8_t *code, const cf_insn *in, int slot)
 {
     uint8_t op = in->op;
     int idx = -1, words = 1;
-    if (op >= 0x36 && op <= 0x3a) { /* istore lstore fstore dstore astore, index operand */
-        idx = in->wide ? cf_be16(code + in->pc + 2) : code[in->pc + 1];
-        words = (op == 0x37 || op == 0x39) ? 2 : 1;
-    } else if (op >= 0x3b && op <= 0x4e) { /* xstore_<n> */
-        int group = (op - 0x3b) / 4;       /* 0 i, 1 l, 2 f, 3 d, 4 a */
-        idx = (op - 0x3b) % 4;
+    if (op >= JVM_OPC_istore && op <= JVM_OPC_astore) { /* index operand */
+        idx = in->wide ? cmr_be16(code + in->pc + 2) : code[in->pc + 1];
+        words = (op == JVM_OPC_lstore || op == JVM_OPC_dstore) ? 2 : 1;
+    } else if (op >= JVM_OPC_istore_0 && op <= JVM_OPC_astore_3) { /* xstore_<n> */
+        int group = (op - JVM_OPC_istore_0) / 4;                   /* 0 i, 1 l, 2 f, 3 d, 4 a */
+        idx = (op - JVM_OPC_istore_0) % 4;
         words = (group == 1 || group == 3) ? 2 : 1;
-    } else if (op == 0x84) { /* iinc: the slot holds an int */
-        idx = in->wide ? cf_be16(code + in->pc + 2) : code[in->pc + 1];
+    } else if (op == JVM_OPC_iinc) { /* the slot holds an int */
+        idx = in->wide ? cmr_be16(code + in->pc + 2) : code[in->pc + 1];
     } else {
         return false;
     }
@@ -234,7 +242,7 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
         for (int a = 0; a < pc->nargs; a++) {
             int slot;
             if (pc->args[a].kind == CF_PARG_THIS) {
-                if (m->access & 0x0008) {
+                if (m->access & JVM_ACC_STATIC) {
                     snprintf(why, whylen, "the probe wants `this` but the method is static");
                     return false;
                 }
@@ -265,25 +273,14 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
 static void push_aload(cf_buf *b, int slot)
 {
     if (slot <= 3) {
-        cf_buf_u1(b, (uint8_t)(0x2a + slot)); /* aload_<n> */
-    } else if (slot <= 255) {
-        cf_buf_u1(b, 0x19);
+        cf_buf_u1(b, (uint8_t)(JVM_OPC_aload_0 + slot));
+    } else if (slot <= UINT8_MAX) {
+        cf_buf_u1(b, JVM_OPC_aload);
         cf_buf_u1(b, (uint8_t)slot);
     } else {
-        cf_buf_u1(b, 0xc4); /* wide aload */
-        cf_buf_u1(b, 0x19);
+        cf_buf_u1(b, JVM_OPC_wide);
+        cf_buf_u1(b, JVM_OPC_aload);
         cf_buf_u2(b, (uint16_t)slot);
-    }
-}
-
-static void push_ldc(cf_buf *b, uint16_t k)
-{
-    if (k < 256) {
-        cf_buf_u1(b, 0x12);
-        cf_buf_u1(b, (uint8_t)k);
-    } else {
-        cf_buf_u1(b, 0x13);
-        cf_buf_u2(b, k);
     }
 }
 
@@ -300,7 +297,7 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
         case CF_PARG_LONG: {
             int64_t v = a->kind == CF_PARG_METHOD_ID ? (int64_t)pk->method_id : a->i;
             if (a->kind == CF_PARG_LONG && (v == 0 || v == 1)) {
-                cf_buf_u1(b, (uint8_t)(0x09 + v));
+                cf_buf_u1(b, (uint8_t)(JVM_OPC_lconst_0 + v));
                 break;
             }
             uint16_t k = 0;
@@ -316,7 +313,7 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
                     pk->long_idx[pk->nlongs++] = k;
                 }
             }
-            cf_buf_u1(b, 0x14);
+            cf_buf_u1(b, JVM_OPC_ldc2_w);
             cf_buf_u2(b, k);
             break;
         }
@@ -336,7 +333,7 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
                 cf_buf_u1(&s, '.');
                 cf_buf_bytes(&s, n.p, n.len);
                 cf_buf_bytes(&s, d.p, d.len);
-                pk->name_str = s.oom ? 0 : cf_cp_add_string(c, (const char *)s.p, s.len);
+                pk->name_str = s.oom ? 0 : cf_cp_add_string(c, (const char *)s.data, s.len);
                 cf_buf_free(&s);
                 if (!pk->name_str)
                     full = true;
@@ -344,24 +341,24 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
             push_ldc(b, pk->name_str);
             break;
         }
-        case CF_PARG_THROWABLE:
-            cf_buf_u1(b, 0x59); /* dup */
-            break;
+        case CF_PARG_THROWABLE: cf_buf_u1(b, JVM_OPC_dup); break;
         case CF_PARG_THIS: push_aload(b, 0); break;
         case CF_PARG_ARG: {
             char type;
-            push_aload(b, param_slot(c, m, a->i, &type)); /* checked by cf_probe_args_fit */
+            int slot = param_slot(c, m, a->i, &type);
+            assert(slot >= 0); /* cf_probe_args_fit refused methods without that parameter */
+            push_aload(b, slot);
             break;
         }
         }
     }
-    cf_buf_u1(b, 0xb8); /* invokestatic */
+    cf_buf_u1(b, JVM_OPC_invokestatic);
     cf_buf_u2(b, mref);
     char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
     param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
     if (ret == 'J')
-        cf_buf_u1(b, 0x58); /* pop2 */
+        cf_buf_u1(b, JVM_OPC_pop2);
     else if (ret != 'V')
-        cf_buf_u1(b, 0x57); /* pop */
+        cf_buf_u1(b, JVM_OPC_pop);
     return !full && !b->oom;
 }

@@ -13,9 +13,9 @@ static bool skip_vtypes(cf_rd *r, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++) {
         uint8_t tag = cf_rd_u1(r);
-        if (r->bad || tag > 8)
+        if (r->bad || tag > JVM_ITEM_Uninitialized)
             return false;
-        if (tag == 7 || tag == 8)
+        if (tag == JVM_ITEM_Object || tag == JVM_ITEM_Uninitialized)
             cf_rd_u2(r);
     }
     return !r->bad;
@@ -24,7 +24,7 @@ static bool skip_vtypes(cf_rd *r, uint32_t count)
 cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, uint32_t *n, cf_error *err)
 {
     *out = NULL;
-    uint32_t cap = 0;
+    size_t cap = 0;
     cf_err e = cf_stackmap_decode_into(a, code_len, out, &cap, n, err);
     if (e) {
         free(*out);
@@ -33,7 +33,7 @@ cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, u
     return e;
 }
 
-cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf, uint32_t *cap, uint32_t *n,
+cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf, size_t *cap, uint32_t *n,
                                cf_error *err)
 {
     *n = 0;
@@ -46,14 +46,8 @@ cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **b
         return CF_OK;
     if (count > a->len)
         return cf_fail(err, CF_ERR_ATTRIBUTE, "StackMapTable: bad frame count");
-    if (*cap < count) {
-        uint32_t nc = count < 64 ? 64 : count;
-        cf_frame *nb = realloc(*buf, sizeof(cf_frame) * nc);
-        if (!nb)
-            return cf_fail(err, CF_ERR_NOMEM, "out of memory");
-        *buf = nb;
-        *cap = nc;
-    }
+    if (CF_GROW(*buf, *cap, count, 64))
+        return cf_fail(err, CF_ERR_NOMEM, "out of memory");
     cf_frame *v = *buf;
     int64_t pc = -1;
     for (uint16_t i = 0; i < count; i++) {
@@ -61,24 +55,24 @@ cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **b
         f->type = cf_rd_u1(&r);
         uint32_t delta;
         bool ok = true;
-        if (f->type < 64) {
+        if (f->type <= CF_FRAME_SAME_MAX) {
             delta = f->type;
             f->body = r.p + r.pos;
-        } else if (f->type < 128) {
-            delta = f->type - 64u;
+        } else if (f->type <= CF_FRAME_SAME_LOCALS_1_STACK_ITEM_MAX) {
+            delta = f->type - (uint32_t)CF_FRAME_SAME_LOCALS_1_STACK_ITEM;
             f->body = r.p + r.pos;
             ok = skip_vtypes(&r, 1);
-        } else if (f->type < 247) {
+        } else if (f->type < CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED) { /* reserved */
             ok = false;
             delta = 0;
         } else {
             delta = cf_rd_u2(&r);
             f->body = r.p + r.pos;
-            if (f->type == 247)
+            if (f->type == CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED)
                 ok = skip_vtypes(&r, 1);
-            else if (f->type >= 252 && f->type <= 254)
-                ok = skip_vtypes(&r, f->type - 251u);
-            else if (f->type == 255) {
+            else if (f->type >= CF_FRAME_APPEND && f->type <= CF_FRAME_APPEND_MAX)
+                ok = skip_vtypes(&r, f->type - (uint32_t)CF_FRAME_SAME_EXTENDED);
+            else if (f->type == CF_FRAME_FULL) {
                 uint16_t nl = cf_rd_u2(&r);
                 ok = skip_vtypes(&r, nl);
                 uint16_t ns = cf_rd_u2(&r);
@@ -108,26 +102,26 @@ static bool copy_body(cf_buf *b, const uint8_t *p, uint32_t len, cf_pc_map map, 
     cf_rd r;
     cf_rd_init(&r, p, len);
     uint32_t groups = 1, counts[2] = {0, 0};
-    if (type >= 64 && type < 128)
+    if (type >= CF_FRAME_SAME_LOCALS_1_STACK_ITEM && type <= CF_FRAME_SAME_LOCALS_1_STACK_ITEM_MAX)
         counts[0] = 1;
-    else if (type == 247)
+    else if (type == CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED)
         counts[0] = 1;
-    else if (type >= 252 && type <= 254)
-        counts[0] = type - 251u;
-    else if (type == 255)
+    else if (type >= CF_FRAME_APPEND && type <= CF_FRAME_APPEND_MAX)
+        counts[0] = type - (uint32_t)CF_FRAME_SAME_EXTENDED;
+    else if (type == CF_FRAME_FULL)
         groups = 2;
     for (uint32_t g = 0; g < groups; g++) {
         uint32_t cnt = counts[g];
-        if (type == 255) {
+        if (type == CF_FRAME_FULL) {
             cnt = cf_rd_u2(&r);
             cf_buf_u2(b, (uint16_t)cnt);
         }
         for (uint32_t i = 0; i < cnt; i++) {
             uint8_t tag = cf_rd_u1(&r);
             cf_buf_u1(b, tag);
-            if (tag == 7)
+            if (tag == JVM_ITEM_Object)
                 cf_buf_u2(b, cf_rd_u2(&r));
-            else if (tag == 8) {
+            else if (tag == JVM_ITEM_Uninitialized) {
                 uint32_t np;
                 if (!map(ud, cf_rd_u2(&r), &np) || np > 65535)
                     return false;
@@ -138,6 +132,18 @@ static bool copy_body(cf_buf *b, const uint8_t *p, uint32_t len, cf_pc_map map, 
     return !r.bad && r.pos == r.len && !b->oom;
 }
 
+/* A frame whose delta is in its type (base + delta) while it fits, else the extended form
+ * with an explicit u2 delta. */
+static void put_short_or_extended(cf_buf *b, uint8_t base, uint8_t extended, uint16_t delta)
+{
+    if (delta <= CF_FRAME_SAME_MAX) {
+        cf_buf_u1(b, (uint8_t)(base + delta));
+    } else {
+        cf_buf_u1(b, extended);
+        cf_buf_u2(b, delta);
+    }
+}
+
 bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32_t new_pc, cf_pc_map map, void *ud)
 {
     int64_t d = prev_pc < 0 ? new_pc : (int64_t)new_pc - prev_pc - 1;
@@ -145,22 +151,12 @@ bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32
         return false;
     uint16_t delta = (uint16_t)d;
     uint8_t t = f->type;
-    if (t < 64) {
-        if (delta < 64)
-            cf_buf_u1(b, (uint8_t)delta);
-        else {
-            cf_buf_u1(b, 251);
-            cf_buf_u2(b, delta);
-        }
+    if (t <= CF_FRAME_SAME_MAX) {
+        put_short_or_extended(b, CF_FRAME_SAME, CF_FRAME_SAME_EXTENDED, delta);
         return !b->oom;
     }
-    if (t < 128) {
-        if (delta < 64)
-            cf_buf_u1(b, (uint8_t)(64 + delta));
-        else {
-            cf_buf_u1(b, 247);
-            cf_buf_u2(b, delta);
-        }
+    if (t <= CF_FRAME_SAME_LOCALS_1_STACK_ITEM_MAX) {
+        put_short_or_extended(b, CF_FRAME_SAME_LOCALS_1_STACK_ITEM, CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED, delta);
         return copy_body(b, f->body, f->body_len, map, ud, t);
     }
     cf_buf_u1(b, t);
@@ -174,8 +170,8 @@ static bool read_vtypes(cf_rd *r, uint32_t count, cf_vtype *out)
 {
     for (uint32_t i = 0; i < count; i++) {
         out[i].tag = cf_rd_u1(r);
-        out[i].v = (out[i].tag == 7 || out[i].tag == 8) ? cf_rd_u2(r) : 0;
-        if (r->bad || out[i].tag > 8)
+        out[i].v = (out[i].tag == JVM_ITEM_Object || out[i].tag == JVM_ITEM_Uninitialized) ? cf_rd_u2(r) : 0;
+        if (r->bad || out[i].tag > JVM_ITEM_Uninitialized)
             return false;
     }
     return true;
@@ -197,18 +193,19 @@ static bool expand_walk(const cf_frame *frames, uint32_t n, const cf_vtype *init
         const uint8_t *stack_body = NULL; /* full frame: stack entries still to read */
         uint8_t t = f->type;
         bool ok = true;
-        if (t < 64 || t == 251) {
-        } else if (t < 128 || t == 247) {
+        if (t <= CF_FRAME_SAME_MAX || t == CF_FRAME_SAME_EXTENDED) {
+        } else if (t <= CF_FRAME_SAME_LOCALS_1_STACK_ITEM_MAX || t == CF_FRAME_SAME_LOCALS_1_STACK_ITEM_EXTENDED) {
             ok = read_vtypes(&r, 1, stack);
             ns = 1;
-        } else if (t >= 248 && t <= 250) {
-            uint32_t k = 251u - t;
+        } else if (t >= CF_FRAME_CHOP && t <= CF_FRAME_CHOP_MAX) {
+            uint32_t k = (uint32_t)CF_FRAME_SAME_EXTENDED - t;
             if (k > cur)
                 ok = false;
             else
                 cur -= k;
-        } else if (t >= 252 && t <= 254) {
-            uint32_t k = t - 251u;
+        } else if (t >= CF_FRAME_APPEND && t <= CF_FRAME_APPEND_MAX) {
+            uint32_t k = t - (uint32_t)CF_FRAME_SAME_EXTENDED;
+            assert(k >= 1 && k <= 3);
             if (cur + k > cap)
                 ok = false;
             else {
@@ -218,7 +215,7 @@ static bool expand_walk(const cf_frame *frames, uint32_t n, const cf_vtype *init
                     memcpy(locals + cur, tmp, sizeof(cf_vtype) * k);
                 cur += k;
             }
-        } else if (t == 255) {
+        } else if (t == CF_FRAME_FULL) {
             uint16_t nl = cf_rd_u2(&r);
             if (nl > cap)
                 ok = false;
@@ -287,7 +284,7 @@ bool cf_stackmap_put_full(cf_buf *b, const cf_xframe *x, int64_t prev_pc, uint32
     int64_t d = prev_pc < 0 ? new_pc : (int64_t)new_pc - prev_pc - 1;
     if (d < 0 || d > 65535)
         return false;
-    cf_buf_u1(b, 255);
+    cf_buf_u1(b, CF_FRAME_FULL);
     cf_buf_u2(b, (uint16_t)d);
     for (int part = 0; part < 2; part++) {
         uint16_t cnt = part == 0 ? x->nl : x->ns;
@@ -295,9 +292,9 @@ bool cf_stackmap_put_full(cf_buf *b, const cf_xframe *x, int64_t prev_pc, uint32
         cf_buf_u2(b, cnt);
         for (uint16_t i = 0; i < cnt; i++) {
             cf_buf_u1(b, v[i].tag);
-            if (v[i].tag == 7)
+            if (v[i].tag == JVM_ITEM_Object)
                 cf_buf_u2(b, v[i].v);
-            else if (v[i].tag == 8) {
+            else if (v[i].tag == JVM_ITEM_Uninitialized) {
                 uint32_t np;
                 if (!map(ud, v[i].v, &np) || np > 65535)
                     return false;

@@ -17,7 +17,7 @@ typedef struct cf_frame {
 cf_err cf_stackmap_decode(const cf_attr *a, uint32_t code_len, cf_frame **out, uint32_t *n, cf_error *err);
 
 /* Same, into a caller-owned buffer grown with realloc (*buf of *cap frames; caller frees). */
-cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf, uint32_t *cap, uint32_t *n,
+cf_err cf_stackmap_decode_into(const cf_attr *a, uint32_t code_len, cf_frame **buf, size_t *cap, uint32_t *n,
                                cf_error *err);
 
 /* Maps an old pc (of a `new` instruction) to its new pc; returns false if unknown. */
@@ -30,7 +30,7 @@ bool cf_stackmap_put_frame(cf_buf *b, const cf_frame *f, int64_t prev_pc, uint32
 
 /* ---- expanded (absolute) frames, used when a frame must be written in full ---- */
 typedef struct cf_vtype {
-    uint8_t tag; /* 0..8 */
+    uint8_t tag; /* JVM_ITEM_* */
     uint16_t v;  /* Object: class index; Uninitialized: offset of the `new` */
 } cf_vtype;
 

@@ -24,15 +24,15 @@ static size_t const_size(const cf_const *k)
 {
     switch (k->tag) {
     case 0: return 0;
-    case CF_CONSTANT_Utf8: return 3 + (size_t)k->len;
-    case CF_CONSTANT_MethodHandle: return 4;
-    case CF_CONSTANT_Class:
-    case CF_CONSTANT_String:
-    case CF_CONSTANT_MethodType:
-    case CF_CONSTANT_Module:
-    case CF_CONSTANT_Package: return 3;
-    case CF_CONSTANT_Long:
-    case CF_CONSTANT_Double: return 9;
+    case JVM_CONSTANT_Utf8: return 3 + (size_t)k->len;
+    case JVM_CONSTANT_MethodHandle: return 4;
+    case JVM_CONSTANT_Class:
+    case JVM_CONSTANT_String:
+    case JVM_CONSTANT_MethodType:
+    case JVM_CONSTANT_Module:
+    case JVM_CONSTANT_Package: return 3;
+    case JVM_CONSTANT_Long:
+    case JVM_CONSTANT_Double: return 9;
     default: return 5;
     }
 }
@@ -70,11 +70,11 @@ size_t cf_class_size(const cf_class *c)
 
 static uint8_t *put_attrs(uint8_t *o, const cf_attr *a, uint16_t n)
 {
-    cf_put16(o, n);
+    cmr_put_be16(o, n);
     o += 2;
     for (uint16_t i = 0; i < n; i++) {
-        cf_put16(o, a[i].name);
-        cf_put32(o + 2, a[i].len);
+        cmr_put_be16(o, a[i].name);
+        cmr_put_be32(o + 2, a[i].len);
         if (a[i].len)
             memcpy(o + 6, a[i].data, a[i].len);
         o += 6 + (size_t)a[i].len;
@@ -84,12 +84,12 @@ static uint8_t *put_attrs(uint8_t *o, const cf_attr *a, uint16_t n)
 
 static uint8_t *put_members(uint8_t *o, const cf_member *m, uint16_t n)
 {
-    cf_put16(o, n);
+    cmr_put_be16(o, n);
     o += 2;
     for (uint16_t i = 0; i < n; i++) {
-        cf_put16(o, m[i].access);
-        cf_put16(o + 2, m[i].name);
-        cf_put16(o + 4, m[i].desc);
+        cmr_put_be16(o, m[i].access);
+        cmr_put_be16(o + 2, m[i].name);
+        cmr_put_be16(o + 4, m[i].desc);
         o = put_attrs(o + 6, m[i].attrs, m[i].attr_count);
     }
     return o;
@@ -101,27 +101,27 @@ static uint8_t *put_const(uint8_t *o, const cf_const *k)
         return o;
     *o++ = k->tag;
     switch (k->tag) {
-    case CF_CONSTANT_Utf8:
-        cf_put16(o, (uint16_t)k->len);
+    case JVM_CONSTANT_Utf8:
+        cmr_put_be16(o, (uint16_t)k->len);
         if (k->len)
             memcpy(o + 2, k->data, k->len);
         return o + 2 + k->len;
-    case CF_CONSTANT_Integer:
-    case CF_CONSTANT_Float: memcpy(o, k->data, 4); return o + 4;
-    case CF_CONSTANT_Long:
-    case CF_CONSTANT_Double: memcpy(o, k->data, 8); return o + 8;
-    case CF_CONSTANT_MethodHandle:
+    case JVM_CONSTANT_Integer:
+    case JVM_CONSTANT_Float: memcpy(o, k->data, 4); return o + 4;
+    case JVM_CONSTANT_Long:
+    case JVM_CONSTANT_Double: memcpy(o, k->data, 8); return o + 8;
+    case JVM_CONSTANT_MethodHandle:
         *o = k->kind;
-        cf_put16(o + 1, k->a);
+        cmr_put_be16(o + 1, k->a);
         return o + 3;
-    case CF_CONSTANT_Class:
-    case CF_CONSTANT_String:
-    case CF_CONSTANT_MethodType:
-    case CF_CONSTANT_Module:
-    case CF_CONSTANT_Package: cf_put16(o, k->a); return o + 2;
+    case JVM_CONSTANT_Class:
+    case JVM_CONSTANT_String:
+    case JVM_CONSTANT_MethodType:
+    case JVM_CONSTANT_Module:
+    case JVM_CONSTANT_Package: cmr_put_be16(o, k->a); return o + 2;
     default:
-        cf_put16(o, k->a);
-        cf_put16(o + 2, k->b);
+        cmr_put_be16(o, k->a);
+        cmr_put_be16(o + 2, k->b);
         return o + 4;
     }
 }
@@ -138,10 +138,10 @@ cf_err cf_class_write_flags(const cf_class *c, unsigned flags, uint8_t **out, si
     if (!b)
         return cf_fail(err, CF_ERR_NOMEM, "out of memory (%zu bytes)", n);
     uint8_t *o = b;
-    cf_put32(o, 0xCAFEBABEu);
-    cf_put16(o + 4, c->minor);
-    cf_put16(o + 6, c->major);
-    cf_put16(o + 8, c->cp_count);
+    cmr_put_be32(o, JVM_CLASSFILE_MAGIC);
+    cmr_put_be16(o + 4, c->minor);
+    cmr_put_be16(o + 6, c->major);
+    cmr_put_be16(o + 8, c->cp_count);
     o += 10;
     uint32_t first = 1;
     if (use_raw(c, flags)) {
@@ -151,10 +151,10 @@ cf_err cf_class_write_flags(const cf_class *c, unsigned flags, uint8_t **out, si
     }
     for (uint32_t i = first; i < c->cp_count; i++)
         o = put_const(o, &c->cp[i]);
-    cf_put16(o, c->access);
-    cf_put16(o + 2, c->this_class);
-    cf_put16(o + 4, c->super_class);
-    cf_put16(o + 6, c->iface_count);
+    cmr_put_be16(o, c->access);
+    cmr_put_be16(o + 2, c->this_class);
+    cmr_put_be16(o + 4, c->super_class);
+    cmr_put_be16(o + 6, c->iface_count);
     o += 8;
     if (c->iface_count)
         memcpy(o, c->ifaces, 2 * (size_t)c->iface_count);
@@ -162,6 +162,7 @@ cf_err cf_class_write_flags(const cf_class *c, unsigned flags, uint8_t **out, si
     o = put_members(o, c->fields, c->field_count);
     o = put_members(o, c->methods, c->method_count);
     o = put_attrs(o, c->attrs, c->attr_count);
+    assert((size_t)(o - b) == n); /* class_size and the writers agree */
     if ((size_t)(o - b) != n) {
         free(b);
         return cf_fail(err, CF_ERR_LIMIT, "internal size mismatch");

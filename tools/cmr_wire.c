@@ -13,8 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -105,26 +106,16 @@ static int cmd_sample(const char *name, const char *path)
     return rc;
 }
 
+/* The whole stream, or NULL when memory ran out. The caller frees it. */
 static uint8_t *read_all(FILE *f, size_t *len)
 {
-    size_t cap = 65536, n = 0;
-    uint8_t *d = malloc(cap);
-    while (d) {
-        size_t r = fread(d + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-        if (n == cap) {
-            uint8_t *bigger = realloc(d, cap *= 2);
-            if (!bigger) {
-                free(d);
-                return NULL;
-            }
-            d = bigger;
-        }
-    }
-    *len = n;
-    return d;
+    cmr_buf_t b = {0};
+    uint8_t chunk[65536];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0)
+        cmr_buf_put(&b, chunk, r);
+    *len = b.len;
+    return (uint8_t *)cmr_buf_take(&b);
 }
 
 static int decode_one(const char *label, FILE *f)
@@ -177,13 +168,6 @@ typedef struct sent {
     char key[CMR_KEY_MAX];
     int received;
 } sent_t;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int cmd_roundtrip(const cmr_conf_t *conf)
 {
@@ -254,14 +238,14 @@ static int cmd_roundtrip(const cmr_conf_t *conf)
         return 1;
     }
     int got = 0, wrong = 0;
-    int64_t deadline = mono_ms() + timeout_ms;
-    while (got < CMR_MSG__COUNT && mono_ms() < deadline) {
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
+    while (got < CMR_MSG__COUNT && cmr_mono_ms() < deadline) {
         cmr_record_t *rec;
         if (cmr_consumer_poll(c, 200, &rec) != 1)
             continue;
         sent_t *s = &sent[rec->msg.type];
-        size_t len = rec->raw->len;
-        if (!s->received && len == s->bytes.len && memcmp(rec->raw->payload, s->bytes.data, len) == 0) {
+        size_t len = rec->len;
+        if (!s->received && len == s->bytes.len && memcmp(rec->payload, s->bytes.data, len) == 0) {
             int ok = strcmp(rec->topic, s->topic) == 0 && strcmp(rec->key, s->key) == 0;
             s->received = 1;
             got++;

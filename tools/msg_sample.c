@@ -6,20 +6,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/clock.h"
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/wire.h"
 
 #define DUP(s) strdup(s)
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static cmr_strings_t strings2(const char *a, const char *b)
 {
@@ -54,7 +47,8 @@ static void sample_random_bytes(cmr_bytes_t *b, size_t n)
         cmr_random_bytes(b->data, n);
 }
 
-static void sample_bytecode(cmr_bytes_t *b)
+/* Class-file-looking bytes of the sample class (magic, Java 17); their class hash. */
+static int64_t sample_bytecode(cmr_bytes_t *b)
 {
     static const uint8_t head[] = {0xCA, 0xFE, 0xBA, 0xBE, 0x00, 0x00, 0x00, 0x3D};
     b->len = 512;
@@ -62,6 +56,15 @@ static void sample_bytecode(cmr_bytes_t *b)
     memcpy(b->data, head, sizeof head);
     for (size_t i = sizeof head; i < b->len; i++)
         b->data[i] = (uint8_t)(i * 31);
+    return (int64_t)cmr_class_hash(b->data, b->len);
+}
+
+/* The sample class's instrumented method. */
+static const char *const sample_method = "checkout", *const sample_desc = "(Lcom/acme/shop/Cart;)V";
+
+static int64_t sample_method_id(void)
+{
+    return (int64_t)cmr_method_id(sample_class, sample_method, sample_desc);
 }
 
 void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
@@ -80,7 +83,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->jvm_vendor = DUP("Debian");
         m->jvm_version = DUP("17.0.15+6-Debian-1deb12u1");
         m->agent_version = DUP("0.1.0");
-        m->start_time_ms = now_ms() - 1500;
+        m->start_time_ms = cmr_wall_ms() - 1500;
         m->attempt = 1;
         break;
     }
@@ -111,7 +114,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->hostname = DUP("batch-07.example.net");
         m->ip_addresses = strings2("10.9.8.7", "127.0.0.1");
         m->reason = DUP("no agent mapping matches name batch-import at 10.9.8.7");
-        m->time_ms = now_ms();
+        m->time_ms = cmr_wall_ms();
         break;
     }
     case CMR_MSG_CLASS_LOADED: {
@@ -123,8 +126,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->class_name = DUP(sample_class);
         m->loader_id = 2;
         m->loader_name = DUP("app");
-        sample_bytecode(&m->bytecode);
-        m->class_hash = (int64_t)cmr_class_hash(m->bytecode.data, m->bytecode.len);
+        m->class_hash = sample_bytecode(&m->bytecode);
         m->cause = CMR_CLASS_LOADED;
         break;
     }
@@ -143,16 +145,14 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->agent_id = agent;
         m->class_name = DUP(sample_class);
         m->loader_id = 2;
-        sample_bytecode(&m->bytecode);
-        m->class_hash = (int64_t)cmr_class_hash(m->bytecode.data, m->bytecode.len);
+        m->class_hash = sample_bytecode(&m->bytecode);
         m->original = false;
         m->revision = 7;
         sample_random_bytes(&m->original_digest, 32);
         m->methods.count = 1;
         m->methods.items = calloc(1, sizeof *m->methods.items);
-        m->methods.items[0] = (cmr_instrumented_method_t){
-            (int64_t)cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V"), DUP("checkout"),
-            DUP("(Lcom/acme/shop/Cart;)V"), CMR_SENSOR_INVOCATION_SEQUENCE};
+        m->methods.items[0] = (cmr_instrumented_method_t){sample_method_id(), DUP(sample_method), DUP(sample_desc),
+                                                          CMR_SENSOR_INVOCATION_SEQUENCE};
         break;
     }
     case CMR_MSG_REDEFINE_RESULT: {
@@ -164,7 +164,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->loader_id = 2;
         m->status = CMR_COMMAND_APPLIED;
         m->message = DUP("redefined");
-        m->time_ms = now_ms();
+        m->time_ms = cmr_wall_ms();
         break;
     }
     case CMR_MSG_AGENT_STATUS: {
@@ -172,7 +172,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->agent_id = agent;
         m->instance_id = DUP(sample_instance);
         m->state = CMR_AGENT_FULL;
-        m->time_ms = now_ms();
+        m->time_ms = cmr_wall_ms();
         m->events_recorded = 1200345;
         m->events_dropped = 12;
         m->batches_sent = 4211;
@@ -188,7 +188,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         cmr_config_change_t *m = &out->u.config_change;
         m->kind = CMR_CONFIG_ENVIRONMENT;
         m->revision = 7;
-        m->time_ms = now_ms();
+        m->time_ms = cmr_wall_ms();
         m->author = DUP("ops@example.net");
         m->environment = calloc(1, sizeof *m->environment);
         m->environment->id = DUP("production");
@@ -208,9 +208,9 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
     case CMR_MSG_METHOD_ENTRY: {
         cmr_method_entry_t *m = &out->u.method_entry;
         m->class_name = DUP(sample_class);
-        m->method_name = DUP("checkout");
-        m->descriptor = DUP("(Lcom/acme/shop/Cart;)V");
-        m->method_id = (int64_t)cmr_method_id(m->class_name, m->method_name, m->descriptor);
+        m->method_name = DUP(sample_method);
+        m->descriptor = DUP(sample_desc);
+        m->method_id = sample_method_id();
         m->access_flags = 0x0001;
         m->source_file = DUP("CheckoutService.java");
         m->first_line = 42;
@@ -227,9 +227,9 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->last = true;
         m->events.len = 4 * CMR_EVENT_RECORD_SIZE;
         m->events.data = calloc(1, m->events.len);
-        uint64_t outer = cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V");
+        uint64_t outer = (uint64_t)sample_method_id();
         uint64_t inner = cmr_method_id("com/acme/shop/PriceService", "total", "(Lcom/acme/shop/Cart;)J");
-        uint64_t t0 = (uint64_t)now_ms() * 1000000ULL;
+        uint64_t t0 = (uint64_t)cmr_wall_ms() * 1000000ULL;
         cmr_event_t evs[4] = {{outer, t0, CMR_EVENT_ENTER, 0},
                               {inner, t0 + 1200, CMR_EVENT_ENTER, 0},
                               {inner, t0 + 850000, CMR_EVENT_EXIT, 0},
@@ -253,7 +253,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         cmr_msg_free(&inner);
         m->target_instance = DUP(sample_instance);
         cmr_random_bytes(m->command_id, sizeof m->command_id);
-        m->issued_ms = now_ms();
+        m->issued_ms = cmr_wall_ms();
         m->not_after_ms = m->issued_ms + 600000;
         m->key_id = DUP("3f2a9c0d11e4b5a7");
         sample_random_bytes(&m->signature, 64);
@@ -262,17 +262,11 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
     case CMR_MSG_METRIC_BATCH: {
         cmr_metric_batch_t *m = &out->u.metric_batch;
         m->agent_id = agent;
-        m->interval_start_ms = now_ms() - 10000;
+        m->interval_start_ms = cmr_wall_ms() - 10000;
         m->interval_ms = 10000;
         m->metrics.count = 1;
         m->metrics.items = calloc(1, sizeof *m->metrics.items);
-        m->metrics.items[0] =
-            (cmr_method_metric_t){(int64_t)cmr_method_id(sample_class, "checkout", "(Lcom/acme/shop/Cart;)V"),
-                                  1520,
-                                  3,
-                                  1520LL * 910000,
-                                  402000,
-                                  8800000};
+        m->metrics.items[0] = (cmr_method_metric_t){sample_method_id(), 1520, 3, 1520LL * 910000, 402000, 8800000};
         break;
     }
     default: break;

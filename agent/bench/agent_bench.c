@@ -89,8 +89,9 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
     cmr_random_bytes(raw, sizeof raw);
     cmr_hex(raw, sizeof raw, hex);
     snprintf(name, sizeof name, "moobench-%s", hex);
-    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s,agent.ring.records=1048576,log=warn",
-             agent_so, broker.bootstrap, name);
+    /* the agent pins the peer's key: the peer signs its commands like the CMR */
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s,agent.ring.records=1048576,log=warn,%s",
+             agent_so, broker.bootstrap, name, peer.trust_option);
     const char *argv[8];
     int n = 0;
     argv[n++] = java;
@@ -130,13 +131,16 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
         if (cf_instrument_class(c->bytecode.data, c->bytecode.len, probe, only_monitored, NULL, &res, &err) != CF_OK ||
             res.n_instrumented != 1)
             goto done;
+        uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* binds the command to the class instrumented */
+        cmr_trust_digest(c->bytecode.data, c->bytecode.len, digest);
         cmr_redefine_t rd = {.request_id = 1,
                              .agent_id = agent_id,
                              .class_name = "MooBench",
                              .loader_id = c->loader_id,
                              .class_hash = c->class_hash,
                              .revision = 1,
-                             .bytecode = {res.bytes, res.len}};
+                             .bytecode = {res.bytes, res.len},
+                             .original_digest = {digest, sizeof digest}};
         cmr_peer_command(&peer, instance, CMR_MSG_REDEFINE, &rd);
         cf_instrument_result_free(&res);
         const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, instance, 0, 30000);

@@ -31,6 +31,7 @@
 #include "cmr/kafka.h"
 #include "cmr/msg.h"
 #include "cmr/topics.h"
+#include "cmr/trust.h"
 
 #define CMR_AGENT_VERSION "0.1.0"
 #define CMR_PROBE_CLASS "cmr/agent/Probe"
@@ -72,6 +73,12 @@ typedef struct cmr_agent {
 
     cmr_producer_t *producer;
     cmr_probe_rings_t *rings;
+
+    /* Commands are verified against the keys of trust.keys (none: every command is
+     * refused). The verifier is used by the control thread only; the verdicts are counted
+     * here too, for AgentStatus from any thread. */
+    cmr_verifier_t *verifier;
+    _Atomic uint64_t trust_counts[CMR_TRUST_VERDICT__COUNT];
 
     pthread_t control_thread, publisher_thread;
     bool control_started, publisher_started;

@@ -7,8 +7,17 @@
  * Runs on the control thread, attached to the JVM. Every command fails alone: an unknown
  * class or bytes the JVM rejects produce a RedefineResult with the JVMTI error, and the
  * JVM goes on unchanged (RedefineClasses installs all classes of a call or none).
+ *
+ * Commands reach this file only once their signature was verified (agent_control.c).
+  * A Redefine is moreover bound to the class it was made from: it changes only loaded
+ * classes of its name for which the JVM handed the agent bytes with the BLAKE2b-256
+ * digest it names (original_digest, under the signature: the original bytes, or those of
+ * the latest capture, see class_cache.h), and answers DIGEST_MISMATCH otherwise. A class
+ * whose digest the agent never computed (loaded before an attach, bytes not captured
+ * yet) is a mismatch too.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,19 +35,42 @@ typedef struct find_ctx {
     int64_t loader_id; /* the loader asked for */
     uint64_t hash;     /* also take same-named classes of other loaders with these bytes */
     bool any_same_hash;
+    /* Redefine: only classes whose original bytes have this digest (then same-named
+     * classes of other loaders are taken by digest, not by hash) */
+    const uint8_t *digest;
+    int mismatched; /* classes of the loader asked for, refused for their digest */
     jclass found[32];
     int64_t loaders[32];
     int n;
 } find_ctx_t;
 
-static int find_visit(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque)
+/* Whether the JVM handed the agent bytes with this digest for the class. */
+static bool has_digest(const cmr_class_digests_t *d, const uint8_t *want)
+{
+    for (int i = 0; i < d->n; i++)
+        if (memcmp(d->d[i], want, CMR_TRUST_DIGEST_BYTES) == 0)
+            return true;
+    return false;
+}
+
+static int find_visit(const char *name, int64_t loader_id, uint64_t hash, const cmr_class_digests_t *digests,
+                      void *handle, void *opaque)
 {
     (void)name;
     find_ctx_t *f = opaque;
     if (!handle || f->n == (int)(sizeof f->found / sizeof f->found[0]))
         return 0;
-    if (loader_id != f->loader_id && !(f->any_same_hash && hash == f->hash))
+    bool asked = loader_id == f->loader_id;
+    if (f->digest) {
+        if (!has_digest(digests, f->digest)) {
+            f->mismatched += asked;
+            return 0;
+        }
+        if (!asked && !f->any_same_hash)
+            return 0;
+    } else if (!asked && !(f->any_same_hash && hash == f->hash)) {
         return 0;
+    }
     jclass k = (*f->env)->NewLocalRef(f->env, (jweak)handle);
     if (k) { /* NULL: the class was unloaded */
         f->loaders[f->n] = loader_id;
@@ -127,6 +159,7 @@ static void find_classes(cmr_agent_t *a, JNIEnv *env, const char *name, find_ctx
     cmr_class_cache_visit(a->classes, name, find_visit, f);
     if (f->n == 0) {
         register_unprepared(a, env);
+        f->mismatched = 0; /* counted again */
         cmr_class_cache_visit(a->classes, name, find_visit, f);
     }
 }
@@ -159,28 +192,52 @@ static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, i
         a->commands_applied++;
     else
         a->commands_failed++;
+    static const char *const names[] = {"APPLIED", "FAILED", "UNKNOWN_CLASS", "DIGEST_MISMATCH"};
+    char ename[256], etext[600];
     cmr_log(status == CMR_COMMAND_APPLIED ? CMR_LOG_DEBUG : CMR_LOG_WARN, "agent.command_result",
-            "request=%lld class=%s loader=%lld status=%s message=\"%s\"", (long long)request_id, class_name,
-            (long long)loader_id,
-            status == CMR_COMMAND_APPLIED  ? "APPLIED"
-            : status == CMR_COMMAND_FAILED ? "FAILED"
-                                           : "UNKNOWN_CLASS",
-            text);
+            "request=%lld class=\"%s\" loader=%lld status=%s message=\"%s\"", (long long)request_id,
+            cmr_log_escape(class_name, ename, sizeof ename), (long long)loader_id,
+            (unsigned)status < sizeof names / sizeof names[0] ? names[status] : "?",
+            cmr_log_escape(text, etext, sizeof etext));
     char err[256];
     cmr_producer_send(a->producer, CMR_MSG_REDEFINE_RESULT, &r, NULL, NULL, err, sizeof err);
 }
 
 /* --- Redefine --------------------------------------------------------------------------- */
 
-void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
+/* Finds the loaded classes a Redefine may change: its name, and original bytes with the
+ * digest it names. When there is none, reports why (UNKNOWN_CLASS or DIGEST_MISMATCH)
+ * and returns false: the JVM is left as it is. */
+static bool find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, find_ctx_t *f)
 {
-    find_ctx_t f = {.env = env, .loader_id = cmd->loader_id, .hash = (uint64_t)cmd->class_hash, .any_same_hash = true};
-    find_classes(a, env, cmd->class_name, &f);
-    if (f.n == 0) {
+    *f = (find_ctx_t){.env = env,
+                      .loader_id = cmd->loader_id,
+                      .hash = (uint64_t)cmd->class_hash,
+                      .any_same_hash = true,
+                      .digest = cmd->original_digest.data};
+    if (cmd->original_digest.len != CMR_TRUST_DIGEST_BYTES || !cmd->original_digest.data) {
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_DIGEST_MISMATCH, 0,
+               "the command names no digest of the original class bytes (32 bytes); the class is unchanged");
+        return false;
+    }
+    find_classes(a, env, cmd->class_name, f);
+    if (f->n > 0)
+        return true;
+    if (f->mismatched > 0)
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_DIGEST_MISMATCH, 0,
+               "the loaded class's original bytes do not have the digest the command names (or were never read); "
+               "the class is unchanged");
+    else
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
                "no loaded class of that name and loader");
+    return false;
+}
+
+void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
+{
+    find_ctx_t f;
+    if (!find_redefine_targets(a, env, cmd, &f))
         return;
-    }
     jvmtiClassDefinition defs[32];
     for (int i = 0; i < f.n; i++)
         defs[i] = (jvmtiClassDefinition){f.found[i], (jint)cmd->bytecode.len, cmd->bytecode.data};
@@ -230,9 +287,9 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
     int ndefs = 0;
     bool fits = true;
     for (int i = 0; i < n; i++) {
-        found[i] = (find_ctx_t){
-            .env = env, .loader_id = cmds[i]->loader_id, .hash = (uint64_t)cmds[i]->class_hash, .any_same_hash = true};
-        find_classes(a, env, cmds[i]->class_name, &found[i]);
+        /* a command with no class to change is answered now and left out of the batch */
+        if (!find_redefine_targets(a, env, cmds[i], &found[i]))
+            continue;
         for (int k = 0; k < found[i].n; k++) {
             if (ndefs == BATCH_DEFS) {
                 fits = false;
@@ -247,21 +304,21 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
     int64_t took_us = (cmr_mono_ns() - t0) / 1000;
     free(defs);
     if (jerr != JVMTI_ERROR_NONE) {
-        /* one bad class (or the same class twice) fails the whole call: one by one, in order */
-        for (int i = 0; i < n; i++)
+        /* one bad class (or the same class twice) fails the whole call: one by one, in
+         * order, except the commands answered already (nothing to change) */
+        for (int i = 0; i < n; i++) {
+            bool answered = found[i].n == 0;
             find_release(&found[i]);
+            if (!answered)
+                cmr_agent_apply_redefine(a, env, cmds[i]);
+        }
         free(found);
-        for (int i = 0; i < n; i++)
-            cmr_agent_apply_redefine(a, env, cmds[i]);
         return;
     }
     for (int i = 0; i < n; i++) {
         const cmr_redefine_t *cmd = cmds[i];
-        if (found[i].n == 0) {
-            report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
-                   "no loaded class of that name and loader");
-            continue;
-        }
+        if (found[i].n == 0)
+            continue; /* answered above */
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
         } else {
@@ -335,10 +392,12 @@ bool cmr_agent_capture_hook(cmr_agent_t *a, const char *name, int64_t loader_id,
         if (c->done || c->loader_id != loader_id || strcmp(c->name, name) != 0)
             continue;
         uint64_t hash = cmr_class_hash(bytes, len);
+        uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* kept only for a class that has none yet */
+        cmr_trust_digest(bytes, len, digest);
         if (c->entry)
-            cmr_class_cache_attach_bytes(a->classes, c->entry, hash, bytes, len);
+            cmr_class_cache_attach_bytes(a->classes, c->entry, hash, digest, bytes, len);
         else
-            cmr_class_cache_offer_resend(a->classes, name, loader_id, hash, bytes, len, c->request_id);
+            cmr_class_cache_offer_resend(a->classes, name, loader_id, hash, digest, bytes, len, c->request_id);
         c->done = true;
         hit = true;
     }
@@ -412,8 +471,9 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env)
     size_t lost = 0;
     for (size_t i = 0; i < n; i++) {
         if (!caps[i].done) { /* unloaded or not modifiable: nothing to instrument anyway */
-            cmr_log(CMR_LOG_DEBUG, "agent.class_not_captured", "class=%s loader=%lld", entries[i]->name,
-                    (long long)entries[i]->loader_id);
+            char ename[256];
+            cmr_log(CMR_LOG_DEBUG, "agent.class_not_captured", "class=\"%s\" loader=%lld",
+                    cmr_log_escape(entries[i]->name, ename, sizeof ename), (long long)entries[i]->loader_id);
             cmr_class_cache_drop(a->classes, entries[i]);
             lost++;
         }

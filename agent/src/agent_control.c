@@ -11,6 +11,10 @@
  *     cluster acknowledges it: a failed delivery puts it back in the queue;
  *   - notice when the cluster stops answering (disconnected mode: classes keep being
  *     recorded) and when it is back (they are shipped then);
+ *   - verify every record of the command topic (a SignedCommand envelope, signed by a key
+ *     of trust.keys, for this instance, fresh, not replayed: cmr/command.h) before
+ *     anything else looks at it; refusals are counted, logged rate-limited and reported
+ *     in AgentStatus;
  *   - apply Redefine and BytecodeResend commands (agent_commands.c);
  *   - report AgentStatus on state changes and periodically.
  */
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cmr/command.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
 #include "probe_rings.h"
@@ -29,6 +34,8 @@
 #define SHIP_MAX_IN_FLIGHT 2000
 #define STATUS_INTERVAL_MS 10000
 #define SILENCE_DISCONNECT_MS 3000
+#define REFUSAL_STATUS_MS 1000 /* refusals are reported in an AgentStatus within this time */
+#define REFUSAL_LOG_PER_SECOND 5
 
 typedef struct control {
     cmr_agent_t *a;
@@ -44,6 +51,8 @@ typedef struct control {
     _Atomic int in_flight;
     _Atomic uint64_t failed;
     bool disconnect_reported;
+    bool refusals_unreported; /* a command was refused since the last AgentStatus */
+    int64_t next_refusal_status_ms;
     /* commands that arrived before the JVM was live */
     cmr_record_t *deferred[64];
     int ndeferred;
@@ -59,7 +68,7 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
 {
     control_t *c = opaque;
     cmr_agent_t *a = c->a;
-    if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (d->err == 0) {
         c->last_ack_ms = cmr_mono_ms();
         if (!a->connected)
             a->connected = true;
@@ -73,7 +82,7 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
             cmr_probe_rings_count(a->rings, 0, tag >> 1, 0, 0);
     } else if (d->opaque) { /* a ClassLoaded: the entry waits for this answer */
         c->in_flight--;
-        cmr_class_cache_delivered(a->classes, d->opaque, d->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+        cmr_class_cache_delivered(a->classes, d->opaque, d->err == 0);
     }
 }
 
@@ -101,10 +110,28 @@ static const char *state_name(cmr_agent_state_t s)
     return (unsigned)s < 6 ? names[s] : "?";
 }
 
+/* The verdict counts of commands: accepted, and refused per reason (only the reasons
+ * that occurred). out holds CMR_TRUST_VERDICT__COUNT items; returns how many are used. */
+static size_t refusal_counts(cmr_agent_t *a, int64_t *accepted, cmr_refusal_count_t *out)
+{
+    size_t n = 0;
+    *accepted = (int64_t)a->trust_counts[CMR_TRUST_OK];
+    for (int v = 0; v < CMR_TRUST_VERDICT__COUNT; v++) {
+        uint64_t count = a->trust_counts[v];
+        if (v == CMR_TRUST_OK || count == 0)
+            continue;
+        out[n++] = (cmr_refusal_count_t){(char *)cmr_trust_verdict_name((cmr_trust_verdict_t)v), (int64_t)count};
+    }
+    return n;
+}
+
 void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
 {
     if (!a->producer)
         return;
+    cmr_refusal_count_t refused[CMR_TRUST_VERDICT__COUNT];
+    int64_t accepted;
+    size_t nrefused = refusal_counts(a, &accepted, refused);
     cmr_class_cache_stats_t cs;
     cmr_class_cache_stats(a->classes, &cs);
     cmr_probe_stats_t ps = {0};
@@ -122,10 +149,15 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
         .classes_seen = (int64_t)cs.seen,
         .classes_sent = (int64_t)cs.sent,
         .messages_failed = (int64_t)(prod.failed + prod.queue_full),
+        .commands_accepted = accepted,
+        .commands_refused = {refused, nrefused},
     };
     char err[256];
-    if (cmr_producer_send(a->producer, CMR_MSG_AGENT_STATUS, &st, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
-        cmr_log(CMR_LOG_DEBUG, "agent.status_not_sent", "state=%s error=\"%s\"", state_name(state), err);
+    if (cmr_producer_send(a->producer, CMR_MSG_AGENT_STATUS, &st, NULL, NULL, err, sizeof err) != CMR_SEND_OK) {
+        char eerr[300];
+        cmr_log(CMR_LOG_DEBUG, "agent.status_not_sent", "state=%s error=\"%s\"", state_name(state),
+                cmr_log_escape(err, eerr, sizeof eerr));
+    }
 }
 
 /* --- registration ------------------------------------------------------------------------ */
@@ -147,9 +179,11 @@ static void send_registration(control_t *c)
     };
     char err[256];
     int rc = cmr_producer_send(a->producer, CMR_MSG_AGENT_REGISTRATION, &r, NULL, NULL, err, sizeof err);
+    char ecmr[300];
     cmr_log(c->attempt == 1 ? CMR_LOG_INFO : CMR_LOG_WARN, "agent.registering",
-            "attempt=%d cmr=%s next_retry_ms=%lld%s", c->attempt, a->settings.bootstrap,
-            (long long)c->register_backoff_ms, rc == CMR_SEND_OK ? "" : " queue=full");
+            "attempt=%d cmr=\"%s\" next_retry_ms=%lld%s", c->attempt,
+            cmr_log_escape(a->settings.bootstrap, ecmr, sizeof ecmr), (long long)c->register_backoff_ms,
+            rc == CMR_SEND_OK ? "" : " queue=full");
 }
 
 /* --- commands ----------------------------------------------------------------------------- */
@@ -178,10 +212,13 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
     a->connected = true;
     cmr_class_cache_stats_t cs;
     cmr_class_cache_stats(a->classes, &cs);
+    char eid[160], ename[160];
     cmr_log(CMR_LOG_INFO, was == CMR_MODE_MINIMAL ? "agent.configured" : "agent.reconfigured",
-            "agent_id=%016" PRIx64 " environment=%s (%s) revision=%lld sensors=%zu classes_waiting=%zu",
-            (uint64_t)cfg->agent_id, cfg->environment_id, cfg->environment_name, (long long)cfg->revision,
-            cfg->sensors.count, cs.pending);
+            "agent_id=%016" PRIx64 " environment=\"%s\" environment_name=\"%s\" revision=%lld sensors=%zu "
+            "classes_waiting=%zu",
+            (uint64_t)cfg->agent_id, cmr_log_escape(cfg->environment_id, eid, sizeof eid),
+            cmr_log_escape(cfg->environment_name, ename, sizeof ename), (long long)cfg->revision, cfg->sensors.count,
+            cs.pending);
     cmr_agent_send_status(a, CMR_AGENT_FULL);
     control_wake();
 }
@@ -190,9 +227,11 @@ static void apply_no_environment(control_t *c, const cmr_no_environment_t *ne)
 {
     cmr_agent_t *a = c->a;
     a->mode = CMR_MODE_NO_ENVIRONMENT;
+    char ename[300], ehost[300], ereason[600];
     cmr_log(CMR_LOG_ERROR, "agent.no_environment",
-            "name=%s host=%s reason=\"%s\" action=\"the agent stays idle until the JVM is restarted\"",
-            a->settings.name, a->hostname, ne->reason);
+            "name=\"%s\" host=\"%s\" reason=\"%s\" action=\"the agent stays idle until the JVM is restarted\"",
+            cmr_log_escape(a->settings.name, ename, sizeof ename), cmr_log_escape(a->hostname, ehost, sizeof ehost),
+            cmr_log_escape(ne->reason, ereason, sizeof ereason));
     cmr_agent_send_status(a, CMR_AGENT_NO_ENVIRONMENT);
 }
 
@@ -236,10 +275,12 @@ static bool handle_command(control_t *c, cmr_record_t *rec)
             return false;
         cmr_agent_apply_resend(a, c->env, &m->u.bytecode_resend);
         return true;
-    default:
-        cmr_log(CMR_LOG_WARN, "agent.unexpected_message", "type=%s topic=%s offset=%lld", cmr_msg_type_name(m->type),
-                rec->topic, (long long)rec->offset);
+    default: {
+        char etopic[CMR_TOPIC_NAME_MAX + 16];
+        cmr_log(CMR_LOG_WARN, "agent.unexpected_message", "type=%s topic=\"%s\" offset=%lld",
+                cmr_msg_type_name(m->type), cmr_log_escape(rec->topic, etopic, sizeof etopic), (long long)rec->offset);
         return true;
+    }
     }
 }
 
@@ -262,6 +303,52 @@ static void flush_redefines(control_t *c, cmr_record_t **batch, int *n)
     *n = 0;
 }
 
+/* Verifies the envelope of a record from the command topic and puts the command inside
+ * in its place (true). A refused record is counted, logged (rate-limited: anyone who can
+ * write to the topic can make refusals at will), marked done and freed (false). */
+static bool open_command(control_t *c, cmr_record_t *rec)
+{
+    cmr_agent_t *a = c->a;
+    cmr_msg_type_t type = rec->msg.type;
+    cmr_trust_verdict_t v = cmr_command_open(a->verifier, &rec->msg, cmr_wall_ms());
+    assert((unsigned)v < CMR_TRUST_VERDICT__COUNT);
+    a->trust_counts[v]++;
+    if (v == CMR_TRUST_OK)
+        return true;
+    c->refusals_unreported = true;
+    static cmr_log_limiter_t limiter;
+    unsigned long long suppressed = 0;
+    if (cmr_log_allow(&limiter, REFUSAL_LOG_PER_SECOND, &suppressed)) {
+        const cmr_signed_command_t *sc = type == CMR_MSG_SIGNED_COMMAND ? &rec->msg.u.signed_command : NULL;
+        char etopic[CMR_TOPIC_NAME_MAX + 16], ekey[64], etarget[96];
+        cmr_log(CMR_LOG_WARN, "agent.command_refused",
+                "verdict=%s topic=\"%s\" partition=%d offset=%lld type=%s key=\"%s\" target=\"%s\" "
+                "suppressed=%llu action=\"the command is ignored\"",
+                cmr_trust_verdict_name(v), cmr_log_escape(rec->topic, etopic, sizeof etopic), (int)rec->partition,
+                (long long)rec->offset, cmr_msg_type_name(type),
+                cmr_log_escape(sc && sc->key_id ? sc->key_id : "", ekey, sizeof ekey),
+                cmr_log_escape(sc && sc->target_instance ? sc->target_instance : "", etarget, sizeof etarget),
+                suppressed);
+    }
+    cmr_consumer_done(c->consumer, rec);
+    cmr_record_free(rec);
+    return false;
+}
+
+/* Refusals reach cmr.agent-events soon (at most one extra AgentStatus a second), in the
+ * agent's current state. */
+static void report_refusals(control_t *c, int64_t now)
+{
+    if (!c->refusals_unreported || now < c->next_refusal_status_ms)
+        return;
+    c->refusals_unreported = false;
+    c->next_refusal_status_ms = now + REFUSAL_STATUS_MS;
+    int mode = c->a->mode;
+    cmr_agent_send_status(c->a, mode == CMR_MODE_FULL             ? CMR_AGENT_FULL
+                                : mode == CMR_MODE_NO_ENVIRONMENT ? CMR_AGENT_NO_ENVIRONMENT
+                                                                  : CMR_AGENT_MINIMAL);
+}
+
 static void poll_commands(control_t *c, int timeout_ms)
 {
     /* deferred commands first, in order, once the JVM is live */
@@ -280,6 +367,8 @@ static void poll_commands(control_t *c, int timeout_ms)
         cmr_record_t *rec;
         if (cmr_consumer_poll(c->consumer, i == 0 ? timeout_ms : 0, &rec) != 1)
             break;
+        if (!open_command(c, rec))
+            continue; /* refused: nothing else sees it */
         if (c->ndeferred == 0 && rec->msg.type == CMR_MSG_REDEFINE && ensure_env(c)) {
             batch[nbatch++] = rec;
             if (nbatch == REDEFINE_BATCH)
@@ -304,8 +393,9 @@ static void setup_consumer(control_t *c, int64_t now)
     if (a->stopping)
         return;
     if (cmr_admin_ensure_topic(a->conf, a->cmd_topic, 1, -1, 0, 1500, err, sizeof err) != 0) {
-        cmr_log(CMR_LOG_WARN, "agent.cmr_unreachable", "error=\"%s\" retry_ms=%lld", err,
-                (long long)c->setup_backoff_ms);
+        char eerr[600];
+        cmr_log(CMR_LOG_WARN, "agent.cmr_unreachable", "error=\"%s\" retry_ms=%lld",
+                cmr_log_escape(err, eerr, sizeof eerr), (long long)c->setup_backoff_ms);
         c->next_setup_ms = now + c->setup_backoff_ms;
         c->setup_backoff_ms = c->setup_backoff_ms * 2 > a->settings.register_backoff_max_ms
                                   ? a->settings.register_backoff_max_ms
@@ -316,7 +406,8 @@ static void setup_consumer(control_t *c, int64_t now)
     const char *topics[] = {a->cmd_topic};
     c->consumer = cmr_consumer_new(a->conf, group, topics, 1, NULL, NULL, err, sizeof err);
     if (!c->consumer) {
-        cmr_log(CMR_LOG_ERROR, "agent.consumer_failed", "error=\"%s\"", err);
+        char eerr[600];
+        cmr_log(CMR_LOG_ERROR, "agent.consumer_failed", "error=\"%s\"", cmr_log_escape(err, eerr, sizeof eerr));
         c->next_setup_ms = now + c->setup_backoff_ms;
     }
 }
@@ -356,7 +447,9 @@ static void ship_classes(control_t *c)
         if (rc != CMR_SEND_OK) {
             c->in_flight--;
             if (rc == CMR_SEND_ERROR) {
-                cmr_log(CMR_LOG_ERROR, "agent.class_not_sent", "class=%s error=\"%s\"", e->name, err);
+                char ename[256], eerr[300];
+                cmr_log(CMR_LOG_ERROR, "agent.class_not_sent", "class=\"%s\" error=\"%s\"",
+                        cmr_log_escape(e->name, ename, sizeof ename), cmr_log_escape(err, eerr, sizeof eerr));
                 cmr_class_cache_drop(a->classes, e);
                 continue;
             }
@@ -377,20 +470,17 @@ static void check_connection(control_t *c, int64_t now)
     if (!a->connected && !c->disconnect_reported && a->mode == CMR_MODE_FULL) {
         cmr_class_cache_stats_t cs;
         cmr_class_cache_stats(a->classes, &cs);
+        char ecmr[300];
         cmr_log(CMR_LOG_WARN, "agent.disconnected",
-                "cmr=%s classes_waiting=%zu action=\"recording classes until the CMR is back\"", a->settings.bootstrap,
-                cs.pending + cs.in_flight);
+                "cmr=\"%s\" classes_waiting=%zu action=\"recording classes until the CMR is back\"",
+                cmr_log_escape(a->settings.bootstrap, ecmr, sizeof ecmr), cs.pending + cs.in_flight);
         c->disconnect_reported = true;
         cmr_agent_send_status(a, CMR_AGENT_DISCONNECTED);
     }
     if (!a->connected && now >= c->next_probe_ms) {
         c->next_probe_ms = now + 1000;
-        const struct rd_kafka_metadata *md = NULL;
-        if (rd_kafka_metadata(cmr_producer_handle(a->producer), 0, NULL, &md, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            md && md->broker_cnt > 0)
+        if (cmr_producer_fetch_metadata(a->producer, NULL, 1000) > 0)
             a->connected = true;
-        if (md)
-            rd_kafka_metadata_destroy(md);
     }
     if (a->connected && c->disconnect_reported) {
         c->disconnect_reported = false;
@@ -398,8 +488,9 @@ static void check_connection(control_t *c, int64_t now)
         c->first_unacked_ms = now;
         cmr_class_cache_stats_t cs;
         cmr_class_cache_stats(a->classes, &cs);
-        cmr_log(CMR_LOG_INFO, "agent.reconnected", "cmr=%s classes_waiting=%zu", a->settings.bootstrap,
-                cs.pending + cs.in_flight);
+        char ecmr[300];
+        cmr_log(CMR_LOG_INFO, "agent.reconnected", "cmr=\"%s\" classes_waiting=%zu",
+                cmr_log_escape(a->settings.bootstrap, ecmr, sizeof ecmr), cs.pending + cs.in_flight);
         cmr_agent_send_status(a, CMR_AGENT_RECONNECTED);
     }
 }
@@ -425,8 +516,10 @@ static void *control_main(void *arg)
                                          ? a->settings.register_backoff_max_ms
                                          : c->register_backoff_ms * 2;
         }
-        if (c->consumer)
+        if (c->consumer) {
             poll_commands(c, 20);
+            report_refusals(c, now);
+        }
         if (a->mode == CMR_MODE_FULL) {
             check_connection(c, now);
             if (a->connected) {
@@ -483,7 +576,8 @@ int cmr_agent_control_start(cmr_agent_t *a)
     snprintf(client_id, sizeof client_id, "cmr-agent-%s", a->instance_id);
     a->producer = cmr_producer_new(a->conf, client_id, on_delivery, c, err, sizeof err);
     if (!a->producer) {
-        cmr_log(CMR_LOG_ERROR, "agent.producer_failed", "error=\"%s\"", err);
+        char eerr[600];
+        cmr_log(CMR_LOG_ERROR, "agent.producer_failed", "error=\"%s\"", cmr_log_escape(err, eerr, sizeof eerr));
         return -1;
     }
     if (pthread_create(&a->control_thread, NULL, control_main, c) != 0) {

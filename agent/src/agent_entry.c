@@ -92,9 +92,13 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
         /* Our own RedefineClasses, or a RetransformClasses asked for to capture bytes. */
         cmr_agent_capture_hook(a, name, loader_id, data, (size_t)len);
     } else {
+        /* XXH3 finds the class in caches; the BLAKE2b digest is what a signed Redefine must
+         * name to be applied to it (docs/SECURITY.md) */
         uint64_t hash = cmr_class_hash(data, (size_t)len);
+        uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+        cmr_trust_digest(data, (size_t)len, digest);
         cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
-        cmr_class_cache_offer(a->classes, name, loader_id, hash, data, (size_t)len, cause, t0);
+        cmr_class_cache_offer(a->classes, name, loader_id, hash, digest, data, (size_t)len, cause, t0);
     }
     a->hook_ns_total += (uint64_t)(cmr_mono_ns() - t0);
     a->hook_calls++;
@@ -174,15 +178,19 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
     cmr_class_cache_stats(a->classes, &cs);
     cmr_probe_stats_t ps;
     cmr_probe_rings_stats(a->rings, &ps);
-    uint64_t calls = a->hook_calls;
+    uint64_t calls = a->hook_calls, refused = 0;
+    for (int v = 0; v < CMR_TRUST_VERDICT__COUNT; v++)
+        refused += v == CMR_TRUST_OK ? 0 : a->trust_counts[v];
     cmr_log(CMR_LOG_INFO, "agent.stopped",
             "instance=%s flush_ms=%lld hook_calls=%llu hook_ns_avg=%llu hook_ms_total=%.1f classes_seen=%llu "
-            "classes_sent=%llu events_recorded=%llu events_dropped=%llu commands_applied=%llu commands_failed=%llu",
+            "classes_sent=%llu events_recorded=%llu events_dropped=%llu commands_applied=%llu commands_failed=%llu "
+            "commands_accepted=%llu commands_refused=%llu",
             a->instance_id, (long long)(cmr_mono_ms() - t0), (unsigned long long)calls,
             (unsigned long long)(calls ? a->hook_ns_total / calls : 0), (double)a->hook_ns_total / 1e6,
             (unsigned long long)cs.seen, (unsigned long long)cs.sent, (unsigned long long)ps.recorded,
             (unsigned long long)ps.dropped, (unsigned long long)a->commands_applied,
-            (unsigned long long)a->commands_failed);
+            (unsigned long long)a->commands_failed, (unsigned long long)a->trust_counts[CMR_TRUST_OK],
+            (unsigned long long)refused);
     cmr_agent_log_redefine_latency(a);
 }
 
@@ -272,10 +280,36 @@ static void agent_free(cmr_agent_t *a)
     if (!a)
         return;
     cmr_conf_destroy(a->conf);
+    cmr_verifier_free(a->verifier);
     for (size_t i = 0; i < a->addresses.count; i++)
         free(a->addresses.items[i]);
     free(a->addresses.items);
     free(a);
+}
+
+/* The verifier of commands, with the keys of trust.keys pinned (docs/SECURITY.md). Without
+ * a usable key the agent runs and records classes, but accepts no command: it says so
+ * once, here, with what to do. Returns -1 when a key file failed (strict=true then stops
+ * the JVM); a->verifier is NULL only when memory ran out. */
+static int trust_setup(cmr_agent_t *a)
+{
+    char err[700], eerr[900];
+    int n = cmr_agent_verifier_new(&a->settings, a->instance_id, &a->verifier, err, sizeof err);
+    if (n < 0) {
+        cmr_log(CMR_LOG_ERROR, "agent.trust_keys_failed",
+                "error=\"%s\" action=\"no command is accepted: fix trust.keys (the CMR's public key files, "
+                "PUB[:PUB]) and restart the JVM%s\"",
+                cmr_log_escape(err, eerr, sizeof eerr), a->settings.strict ? "; aborting the JVM (strict=true)" : "");
+        return -1;
+    }
+    if (n == 0)
+        cmr_log(CMR_LOG_WARN, "agent.no_trusted_keys",
+                "action=\"no command is accepted (no configuration, no instrumentation): give the CMR's public key "
+                "with trust.keys=PUB in the agent options, CMR_AGENT_TRUST_KEYS or the config file (cmr-config keygen "
+                "makes one)\"");
+    else
+        cmr_log(CMR_LOG_INFO, "agent.trusted_keys", "keys=%d", n);
+    return 0;
 }
 
 /* Common to OnLoad and OnAttach. Returns JNI_OK when the JVM should go on (with or
@@ -297,7 +331,9 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
     bool strict = options && strstr(options, "strict=true");
     if (cmr_agent_options_load(options, NULL, a->conf, err, sizeof err) != 0 ||
         cmr_agent_settings_from_conf(a->conf, &a->settings, err, sizeof err) != 0) {
-        cmr_log(CMR_LOG_ERROR, "agent.bad_options", "error=\"%s\" action=\"%s\"", err,
+        char eerr[700];
+        cmr_log(CMR_LOG_ERROR, "agent.bad_options", "error=\"%s\" action=\"%s\"",
+                cmr_log_escape(err, eerr, sizeof eerr),
                 strict ? "aborting the JVM (strict=true)" : "the JVM runs without the agent's features");
         agent_free(a);
         return strict ? JNI_ERR : JNI_OK;
@@ -315,12 +351,16 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
         agent_free(a);
         return strict ? JNI_ERR : JNI_OK;
     }
+    cmr_instance_id_new(a->instance_id, sizeof a->instance_id);
+    if (trust_setup(a) != 0 && strict) {
+        agent_free(a);
+        return JNI_ERR;
+    }
     pthread_mutex_init(&a->config_lock, NULL);
     pthread_mutex_init(&a->tag_lock, NULL);
     cmr_agent_self = a;
     a->mode = CMR_MODE_MINIMAL;
     a->start_time_ms = cmr_wall_ms();
-    cmr_instance_id_new(a->instance_id, sizeof a->instance_id);
     cmr_topic_command(a->instance_id, a->cmd_topic, sizeof a->cmd_topic);
     host_identity(a);
     system_property(a->jvmti, "java.vm.vendor", a->jvm_vendor, sizeof a->jvm_vendor);
@@ -333,18 +373,24 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
     const char *jar_opt = cmr_conf_get(a->conf, "agent.probe.jar", NULL);
     if (jar_opt)
         snprintf(jar, sizeof jar, "%s", jar_opt);
-    if (!a->classes || !a->rings || (!jar_opt && probe_jar_path(jar, sizeof jar) != 0) || setup_jvmti(a) != 0 ||
+    if (!a->verifier || !a->classes || !a->rings || (!jar_opt && probe_jar_path(jar, sizeof jar) != 0) ||
+        setup_jvmti(a) != 0 ||
         cmr_agent_check((*a->jvmti)->AddToBootstrapClassLoaderSearch(a->jvmti, jar),
                         "AddToBootstrapClassLoaderSearch") != JVMTI_ERROR_NONE) {
-        cmr_log(CMR_LOG_ERROR, "agent.setup_failed", "probe_jar=%s action=\"%s\"", jar,
+        char ejar[600];
+        cmr_log(CMR_LOG_ERROR, "agent.setup_failed", "probe_jar=\"%s\" action=\"%s\"",
+                cmr_log_escape(jar, ejar, sizeof ejar),
                 strict ? "aborting the JVM (strict=true)" : "the JVM runs without the agent's features");
         (*a->jvmti)->SetEventNotificationMode(a->jvmti, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
         a->mode = CMR_MODE_STOPPED;
         return strict ? JNI_ERR : JNI_OK;
     }
-    cmr_log(CMR_LOG_INFO, "agent.started", "name=%s host=%s instance=%s cmr=%s jvm=\"%s %s\" attach=%d",
-            a->settings.name, a->hostname, a->instance_id, a->settings.bootstrap, a->jvm_vendor, a->jvm_version,
-            attach);
+    char ename[300], ehost[300], ecmr[300], evendor[160], eversion[160];
+    cmr_log(CMR_LOG_INFO, "agent.started", "name=\"%s\" host=\"%s\" instance=%s cmr=\"%s\" jvm=\"%s %s\" attach=%d",
+            cmr_log_escape(a->settings.name, ename, sizeof ename), cmr_log_escape(a->hostname, ehost, sizeof ehost),
+            a->instance_id, cmr_log_escape(a->settings.bootstrap, ecmr, sizeof ecmr),
+            cmr_log_escape(a->jvm_vendor, evendor, sizeof evendor),
+            cmr_log_escape(a->jvm_version, eversion, sizeof eversion), attach);
     if (attach) { /* the JVM is live already */
         a->live = true;
         cmr_probe_publisher_start(a);

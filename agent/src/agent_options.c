@@ -4,8 +4,11 @@
  */
 #include "agent_options.h"
 
+#include "cmr/buf.h"
+#include "cmr/file.h"
 #include "cmr/log.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,9 @@ static const cmr_conf_key_t agent_keys[] = {
      "threads that may hold a ring at once; probes of more threads record nothing and are counted"},
     {"agent.shutdown.flush.ms", "3000",
      "how long the JVM's exit may wait for the last events (500 when the CMR does not answer)"},
+    {"trust.keys", NULL,
+     "the CMR's public key files (`cmr-config keygen`), one or two (rotation) separated by ':'; commands are "
+     "accepted only when signed by one of them, none at all without it"},
     CMR_CONF_KEY_KAFKA,
     {0},
 };
@@ -52,13 +58,14 @@ static const struct {
     {"log", NULL, "log.level"},
     {"strict", NULL, "agent.strict"},
     {"config", "CMR_AGENT_CONFIG", "agent.config"},
+    {NULL, "CMR_AGENT_TRUST_KEYS", "trust.keys"}, /* no short name: trust.keys=... */
 };
 #define N_ALIASES (sizeof option_aliases / sizeof option_aliases[0])
 
 static const char *canonical_key(const char *key)
 {
     for (size_t i = 0; i < N_ALIASES; i++)
-        if (strcmp(key, option_aliases[i].alias) == 0)
+        if (option_aliases[i].alias && strcmp(key, option_aliases[i].alias) == 0)
             return option_aliases[i].key;
     return key;
 }
@@ -108,6 +115,90 @@ int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t 
     return rc;
 }
 
+/* --- the configuration file ------------------------------------------------------------
+ * Read with cmr_file_read (regular files only, at most CMR_AGENT_CONFIG_MAX_BYTES, never
+ * blocking on a FIFO or a device), parsed line by line. Whatever file config= names (it
+ * may be the wrong one, and a secret one), an error names the path, the line number and
+ * the reason, never a byte of the contents. */
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return s;
+}
+
+static bool valid_key(const char *key)
+{
+    if (!*key)
+        return false;
+    for (const char *p = key; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
+            return false;
+    return true;
+}
+
+/* One line "key = value" (already trimmed, not a comment) into conf. */
+static int config_line(cmr_conf_t *conf, char *line, const char *origin, char *errbuf, size_t errlen)
+{
+    char *eq = strchr(line, '=');
+    if (!eq) {
+        ERRF("%s: expected \"key = value\" (the line is not shown)", origin);
+        return -1;
+    }
+    *eq = '\0';
+    char *key = trim(line), *value = trim(eq + 1);
+    if (!valid_key(key)) {
+        ERRF("%s: not a valid key (letters, digits, '.', '_', '-'; the line is not shown)", origin);
+        return -1;
+    }
+    if (!cmr_conf_key_find(agent_keys, key)) {
+        ERRF("%s: unknown configuration key (the line is not shown; see docs/AGENT.md for the keys)", origin);
+        return -1;
+    }
+    if (cmr_conf_set(conf, key, value, origin) != 0) {
+        ERRF("%s: out of memory", origin);
+        return -1;
+    }
+    return 0;
+}
+
+int cmr_agent_config_file_load(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen)
+{
+    cmr_buf_t text = {0};
+    if (cmr_file_read(path, CMR_AGENT_CONFIG_MAX_BYTES, &text, errbuf, errlen) != 0) {
+        cmr_buf_free(&text);
+        return -1;
+    }
+    char *data = (char *)text.data;
+    int rc = 0;
+    if (text.len > 0 && strlen(data) != text.len) {
+        ERRF("%s: contains a NUL byte: not a text file", path);
+        rc = -1;
+    }
+    char *next = NULL;
+    int lineno = 0;
+    /* strtok_r would skip empty lines and so miscount: split by hand */
+    for (char *line = data; rc == 0 && line && text.len > 0; line = next) {
+        char *nl = strchr(line, '\n');
+        next = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        lineno++;
+        char *s = trim(line);
+        if (!*s || *s == '#' || *s == '!')
+            continue;
+        char origin[512];
+        snprintf(origin, sizeof origin, "%s:%d", path, lineno);
+        rc = config_line(conf, s, origin, errbuf, errlen);
+    }
+    cmr_buf_free(&text);
+    return rc;
+}
+
 static int copy_one(const char *key, const char *value, const char *origin, void *opaque)
 {
     return cmr_conf_set((cmr_conf_t *)opaque, key, value, origin);
@@ -141,7 +232,7 @@ int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const c
         goto out;
 
     const char *file = cmr_conf_get(opts, "agent.config", cmr_conf_get(env, "agent.config", NULL));
-    if (file && cmr_conf_load_file(conf, file, errbuf, errlen) != 0)
+    if (file && cmr_agent_config_file_load(conf, file, errbuf, errlen) != 0)
         goto out;
     rc = 0;
     /* environment over file, options over environment */
@@ -156,6 +247,38 @@ out:
     cmr_conf_destroy(env);
     cmr_conf_destroy(opts);
     return rc;
+}
+
+/* trust.keys: one or two paths separated by ':'. */
+static int parse_trust_keys(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen)
+{
+    const char *list = cmr_conf_get(conf, "trust.keys", NULL);
+    out->n_trust_keys = 0;
+    if (!list || !*list)
+        return 0;
+    const char *origin = cmr_conf_origin(conf, "trust.keys");
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 0) {
+            ERRF("%s: trust.keys has an empty key file name (PUB or PUB:PUB)", origin);
+            return -1;
+        }
+        if (out->n_trust_keys == CMR_TRUST_MAX_KEYS) {
+            ERRF("%s: trust.keys names more than %d key files (the current key and the next one)", origin,
+                 CMR_TRUST_MAX_KEYS);
+            return -1;
+        }
+        if (n >= sizeof out->trust_keys[0]) {
+            ERRF("%s: trust.keys: a key file name is longer than %zu characters", origin,
+                 sizeof out->trust_keys[0] - 1);
+            return -1;
+        }
+        snprintf(out->trust_keys[out->n_trust_keys++], sizeof out->trust_keys[0], "%.*s", (int)n, p);
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
 }
 
 int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen)
@@ -191,6 +314,8 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
                          errlen) ||
         cmr_conf_get_int(conf, "agent.max.threads", 4096, 1, 1 << 20, &out->max_threads, errbuf, errlen))
         return -1;
+    if (parse_trust_keys(conf, out, errbuf, errlen) != 0)
+        return -1;
     const char *level = cmr_conf_get(conf, "log.level", "info");
     if (cmr_log_level_parse(level) < 0) {
         ERRF("%s: log.level = \"%s\" is not one of debug, info, warn, error, off", cmr_conf_origin(conf, "log.level"),
@@ -198,6 +323,33 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         return -1;
     }
     return 0;
+}
+
+int cmr_agent_verifier_new(const cmr_agent_settings_t *s, const char *instance_id, cmr_verifier_t **out, char *errbuf,
+                           size_t errlen)
+{
+    *out = NULL;
+    if (cmr_trust_init() != 0) {
+        ERRF("libsodium cannot run here: no signature can be checked");
+        *out = cmr_verifier_new(instance_id, NULL);
+        return -1;
+    }
+    cmr_verifier_t *v = cmr_verifier_new(instance_id, NULL);
+    if (!v) {
+        ERRF("out of memory");
+        return -1;
+    }
+    for (int i = 0; i < s->n_trust_keys; i++) {
+        char why[512];
+        if (cmr_verifier_add_key_file(v, s->trust_keys[i], why, sizeof why) != 0) {
+            ERRF("trust.keys: %s", why);
+            cmr_verifier_free(v); /* none pinned rather than some */
+            *out = cmr_verifier_new(instance_id, NULL);
+            return -1;
+        }
+    }
+    *out = v;
+    return s->n_trust_keys;
 }
 
 const cmr_conf_key_t *cmr_agent_keys(void)
@@ -217,7 +369,8 @@ void cmr_agent_keys_markdown(FILE *out)
         for (size_t i = 0; i < N_ALIASES; i++) {
             if (strcmp(option_aliases[i].key, k->key) != 0)
                 continue;
-            snprintf(alias, sizeof alias, "`%s`", option_aliases[i].alias);
+            if (option_aliases[i].alias)
+                snprintf(alias, sizeof alias, "`%s`", option_aliases[i].alias);
             if (option_aliases[i].env)
                 snprintf(env, sizeof env, "`%s`", option_aliases[i].env);
         }

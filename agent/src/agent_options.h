@@ -13,11 +13,18 @@
  *   log=LEVEL                   debug | info | warn | error | off (default info)
  *   strict=true                 abort the JVM on bad options instead of running without
  *                               the agent's features
+ *   trust.keys=PUB[:PUB]        the CMR's public key file(s): commands must be signed by
+ *                               one of them (docs/SECURITY.md); without it, no command
+ *                               is accepted
  *   kafka.<property>=VALUE      any librdkafka property (security, timeouts...)
  *   any other key of the agent's table (agent_options.c, printed in docs/AGENT.md)
  *
  * Environment: CMR_AGENT_OPTIONS (same syntax), CMR_AGENT_BOOTSTRAP, CMR_AGENT_NAME,
- * CMR_AGENT_CONFIG. Precedence, lowest first: file, environment, option string.
+ * CMR_AGENT_CONFIG, CMR_AGENT_TRUST_KEYS. Precedence, lowest first: file, environment,
+ * option string.
+ *
+ * The file is read with cmr_file_read (regular files of at most 1 MiB; a FIFO or a device
+ * fails at once) and an error in it names path:line and the reason, never its contents.
  */
 #ifndef CMR_AGENT_OPTIONS_H
 #define CMR_AGENT_OPTIONS_H
@@ -28,6 +35,10 @@
 #include <stdio.h>
 
 #include "cmr/conf.h"
+#include "cmr/trust.h"
+
+/* Largest configuration file read (config=). */
+#define CMR_AGENT_CONFIG_MAX_BYTES (1u << 20)
 
 /* Settings the agent runs with, read from the configuration. */
 typedef struct cmr_agent_settings {
@@ -42,6 +53,10 @@ typedef struct cmr_agent_settings {
     int64_t shutdown_flush_ms;       /* agent.shutdown.flush.ms, default 3000 */
     int64_t metric_interval_ms;      /* agent.metric.interval.ms, default 10000 */
     int64_t max_threads;             /* agent.max.threads with a ring at once, default 4096 */
+    /* trust.keys: the CMR's public key files, in the order given (none: no command is
+     * accepted) */
+    char trust_keys[CMR_TRUST_MAX_KEYS][1024];
+    int n_trust_keys;
 } cmr_agent_settings_t;
 
 /* Parses one option string into conf. 0, or -1 with errbuf filled. */
@@ -53,8 +68,21 @@ int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t 
 int cmr_agent_options_load(const char *options, const char *(*getenv_fn)(const char *), cmr_conf_t *conf, char *errbuf,
                            size_t errlen);
 
+/* Reads a configuration file ("key = value" lines, '#' comments) into conf; only the
+ * agent's keys are accepted. 0, or -1 with "path: reason" / "path:line: reason" in
+ * errbuf (never the file's contents). */
+int cmr_agent_config_file_load(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen);
+
 /* Checks every key and fills settings. 0, or -1 with errbuf naming key and origin. */
 int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *out, char *errbuf, size_t errlen);
+
+/* The verifier of commands for this agent instance, with the keys of trust.keys pinned.
+ * Returns the number of keys pinned (0: none configured), or -1 with errbuf saying which
+ * key file failed and why; then *out has no key at all (no command is accepted: a key
+ * list that is half right is a mistake to fix, not to run with). *out is NULL only when
+ * memory ran out. The caller frees *out with cmr_verifier_free. */
+int cmr_agent_verifier_new(const cmr_agent_settings_t *s, const char *instance_id, cmr_verifier_t **out, char *errbuf,
+                           size_t errlen);
 
 /* The keys the agent accepts (key, default, description; ended by {0}). */
 const cmr_conf_key_t *cmr_agent_keys(void);

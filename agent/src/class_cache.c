@@ -19,6 +19,7 @@ typedef struct reg_entry {
     uint64_t hash;
     int64_t loaded_ns;
     void *handle;
+    cmr_class_digests_t digests;
 } reg_entry_t;
 
 struct cmr_class_cache {
@@ -137,6 +138,22 @@ void cmr_class_cache_unmark_never_send(cmr_class_cache_t *c, uint64_t hash)
 
 /* --- registry (lock held) --------------------------------------------------------------- */
 
+/* The first digest given for a class stays (the original bytes'); a later, different one
+ * takes the second slot (the latest capture). */
+static void reg_add_digest(reg_entry_t *r, const uint8_t *digest)
+{
+    if (!r || !digest)
+        return;
+    cmr_class_digests_t *d = &r->digests;
+    if (d->n == 0) {
+        memcpy(d->d[0], digest, CMR_TRUST_DIGEST_BYTES);
+        d->n = 1;
+    } else if (memcmp(d->d[0], digest, CMR_TRUST_DIGEST_BYTES) != 0) {
+        memcpy(d->d[1], digest, CMR_TRUST_DIGEST_BYTES);
+        d->n = 2;
+    }
+}
+
 /* The registry entry of (name, loader), created (hash 0, no handle) when asked to; NULL
  * when absent or when memory ran out. */
 static reg_entry_t *reg_find(cmr_class_cache_t *c, const char *name, int64_t loader_id, bool create)
@@ -203,7 +220,7 @@ int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visi
         const char *rname = reg_key_name(key, klen, &loader_id);
         const reg_entry_t *r = val;
         if (strcmp(rname, name) == 0)
-            rc = fn(rname, loader_id, r->hash, r->handle, opaque);
+            rc = fn(rname, loader_id, r->hash, &r->digests, r->handle, opaque);
     }
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -217,6 +234,18 @@ bool cmr_class_cache_hash_of(cmr_class_cache_t *c, const char *name, int64_t loa
         *hash = r->hash;
     pthread_mutex_unlock(&c->lock);
     return r != NULL;
+}
+
+bool cmr_class_cache_digest_of(cmr_class_cache_t *c, const char *name, int64_t loader_id,
+                               uint8_t out[CMR_TRUST_DIGEST_BYTES])
+{
+    pthread_mutex_lock(&c->lock);
+    reg_entry_t *r = reg_find(c, name, loader_id, false);
+    bool known = r && r->digests.n > 0;
+    if (known)
+        memcpy(out, r->digests.d[0], CMR_TRUST_DIGEST_BYTES);
+    pthread_mutex_unlock(&c->lock);
+    return known;
 }
 
 int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *c, const char *name, int64_t loader_id)
@@ -279,7 +308,8 @@ static cmr_class_entry_t *entry_new(const char *name, int64_t loader_id, uint64_
 }
 
 bool cmr_class_cache_offer(cmr_class_cache_t *c, const char *name, int64_t loader_id, uint64_t hash,
-                           const uint8_t *bytes, size_t len, cmr_class_cause_t cause, int64_t loaded_ns)
+                           const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len,
+                           cmr_class_cause_t cause, int64_t loaded_ns)
 {
     bool queued = false;
     pthread_mutex_lock(&c->lock);
@@ -288,6 +318,10 @@ bool cmr_class_cache_offer(cmr_class_cache_t *c, const char *name, int64_t loade
     if (r) {
         r->hash = hash;
         r->loaded_ns = loaded_ns;
+        /* a class defined anew under the same name and loader (a loader that defines it
+         * again after unloading) has new original bytes */
+        r->digests.n = 0;
+        reg_add_digest(r, digest);
     }
     if (set_contains(c, hash)) {
         c->stats.skipped++;
@@ -306,9 +340,11 @@ bool cmr_class_cache_offer(cmr_class_cache_t *c, const char *name, int64_t loade
 }
 
 void cmr_class_cache_offer_resend(cmr_class_cache_t *c, const char *name, int64_t loader_id, uint64_t hash,
-                                  const uint8_t *bytes, size_t len, int64_t request_id)
+                                  const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len,
+                                  int64_t request_id)
 {
     pthread_mutex_lock(&c->lock);
+    reg_add_digest(reg_find(c, name, loader_id, false), digest);
     cmr_class_entry_t *e = entry_new(name, loader_id, hash, CMR_CLASS_RESEND, request_id);
     if (e) {
         /* a resend answers a request: its bytes do not count against the budget */
@@ -373,19 +409,18 @@ size_t cmr_class_cache_take_byteless(cmr_class_cache_t *c, cmr_class_entry_t **o
     return n;
 }
 
-bool cmr_class_cache_attach_bytes(cmr_class_cache_t *c, cmr_class_entry_t *e, uint64_t hash, const uint8_t *bytes,
-                                  size_t len)
+bool cmr_class_cache_attach_bytes(cmr_class_cache_t *c, cmr_class_entry_t *e, uint64_t hash,
+                                  const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len)
 {
     bool queued = false;
     pthread_mutex_lock(&c->lock);
     assert(c->in_flight > 0); /* only entries taken from the queue come back */
     c->in_flight--;
     bool unread = e->hash == 0 && e->cause != CMR_CLASS_RESEND;
-    if (unread) {
-        reg_entry_t *r = reg_find(c, e->name, e->loader_id, true);
-        if (r)
-            r->hash = hash;
-    }
+    reg_entry_t *r = reg_find(c, e->name, e->loader_id, unread);
+    if (unread && r)
+        r->hash = hash;
+    reg_add_digest(r, digest);
     if (unread && set_contains(c, hash)) {
         c->stats.skipped++;
     } else if ((e->bytes = malloc(len ? len : 1))) {

@@ -11,8 +11,18 @@
  *                    ("remember the classes loaded"); its bytes are fetched again from the
  *                    JVM later. Entries sent but not yet acknowledged stay owned here
  *                    (in flight) and go back to the queue if delivery fails.
- *   registry         (class name, loader id) -> original hash and an opaque handle (the
- *                    agent stores a JNI weak reference), for Redefine and resend commands.
+  *   registry         (class name, loader id) -> original hash, BLAKE2b-256 digests of
+ *                    the bytes the JVM handed the agent for the class (cmr_trust_digest:
+ *                    a signed Redefine must name one of them to be applied,
+ *                    docs/SECURITY.md) and an opaque handle (the agent stores a JNI weak
+ *                    reference), for Redefine and resend commands.
+ *
+ * Digests are computed by the callers, outside the mutex (the load hook must not hold it
+ * for a hash over the class bytes). A class has at most two: its original bytes' (at
+ * load, or at the first capture of a class loaded before the agent), and those of the
+ * bytes the JVM handed out at the latest capture (a resend, or bytes dropped for the
+ * budget and fetched again), which HotSpot rebuilds from the loaded class and so may
+ * differ from the original bytes. Both come from the JVM, never from a message.
  */
 #ifndef CMR_AGENT_CLASS_CACHE_H
 #define CMR_AGENT_CLASS_CACHE_H
@@ -22,8 +32,16 @@
 #include <stdint.h>
 
 #include "cmr/msg.h"
+#include "cmr/trust.h"
 
 typedef struct cmr_class_cache cmr_class_cache_t;
+
+/* The digests a Redefine of a class may name (n = 0: none computed yet). */
+typedef struct cmr_class_digests {
+    int n;
+    uint8_t d[2][CMR_TRUST_DIGEST_BYTES]; /* [0]: original bytes; [1]: latest capture */
+} cmr_class_digests_t;
+
 
 /* One class waiting to be shipped, or in flight. Owned by the cache. */
 typedef struct cmr_class_entry {
@@ -58,19 +76,23 @@ void cmr_class_cache_mark_never_send(cmr_class_cache_t *cache, uint64_t hash);
 void cmr_class_cache_unmark_never_send(cmr_class_cache_t *cache, uint64_t hash);
 
 /* --- load path (called from the ClassFileLoadHook) --------------------------------------- */
-/* Records a loaded class: updates the registry (name, loader) -> hash, and unless the
+/* Records a loaded class: updates the registry (name, loader) -> hash and digest (NULL:
+ * not computed), and unless the
  * hash is in the never-send set queues it with a copy of its bytes (within the budget)
  * and marks the hash never-send, so that the same bytes are not queued twice. Returns
  * true when the class was queued. Never blocks on anything but the cache's mutex. */
 bool cmr_class_cache_offer(cmr_class_cache_t *cache, const char *name, int64_t loader_id, uint64_t hash,
-                           const uint8_t *bytes, size_t len, cmr_class_cause_t cause, int64_t loaded_ns);
+                           const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len,
+                           cmr_class_cause_t cause, int64_t loaded_ns);
 /* Queues a class known by name only (classes loaded before a dynamic attach): its bytes
  * and hash come later through a capture. Does not touch the never-send set. */
 void cmr_class_cache_offer_unread(cmr_class_cache_t *cache, const char *name, int64_t loader_id,
                                   cmr_class_cause_t cause);
-/* Queues a class whose bytes the JVM just gave for a resend request (always queued). */
+/* Queues a class whose bytes the JVM just gave for a resend request (always queued). The
+ * registry adds `digest` to the class's digests (as its original one if it has none). */
 void cmr_class_cache_offer_resend(cmr_class_cache_t *cache, const char *name, int64_t loader_id, uint64_t hash,
-                                  const uint8_t *bytes, size_t len, int64_t request_id);
+                                  const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len,
+                                  int64_t request_id);
 
 /* --- shipping (control thread) -------------------------------------------------------- */
 /* Takes the oldest pending entry that has bytes into the in-flight set; NULL when none. */
@@ -80,9 +102,10 @@ cmr_class_entry_t *cmr_class_cache_take(cmr_class_cache_t *cache);
 size_t cmr_class_cache_take_byteless(cmr_class_cache_t *cache, cmr_class_entry_t **out, size_t max);
 /* Gives a captured entry its bytes and puts it back in line. An entry captured without a
  * hash (unread) gets it now; if those bytes were already sent (never-send) it is
- * dropped instead. Returns true when queued. */
-bool cmr_class_cache_attach_bytes(cmr_class_cache_t *cache, cmr_class_entry_t *e, uint64_t hash, const uint8_t *bytes,
-                                  size_t len);
+ * dropped instead. The registry adds `digest` to the class's digests (as its original one
+ * if it has none: a class loaded before the agent). Returns true when queued. */
+bool cmr_class_cache_attach_bytes(cmr_class_cache_t *cache, cmr_class_entry_t *e, uint64_t hash,
+                                  const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len);
 void cmr_class_cache_drop(cmr_class_cache_t *cache, cmr_class_entry_t *e);
 /* Delivery outcome of an in-flight entry: freed on success, queued again on failure. */
 void cmr_class_cache_delivered(cmr_class_cache_t *cache, cmr_class_entry_t *e, bool ok);
@@ -100,12 +123,16 @@ bool cmr_class_cache_knows(cmr_class_cache_t *cache, const char *name, int64_t l
 /* Calls fn for every registered class named `name` (any loader); stops when fn returns
  * non-zero and returns that value. Runs under the cache's mutex: fn must be quick and
  * must not call back into the cache. */
-typedef int(cmr_class_visit_fn)(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque);
+typedef int(cmr_class_visit_fn)(const char *name, int64_t loader_id, uint64_t hash, const cmr_class_digests_t *digests,
+                                void *handle, void *opaque);
 int cmr_class_cache_visit(cmr_class_cache_t *cache, const char *name, cmr_class_visit_fn *fn, void *opaque);
 /* When (name, loader) was loaded (cmr_mono_ns() in the load hook); 0 when unknown. */
 int64_t cmr_class_cache_loaded_ns(cmr_class_cache_t *cache, const char *name, int64_t loader_id);
 /* The original hash recorded for (name, loader); false when unknown. */
 bool cmr_class_cache_hash_of(cmr_class_cache_t *cache, const char *name, int64_t loader_id, uint64_t *hash);
+/* The original digest recorded for (name, loader) (digests.d[0]); false when unknown. */
+bool cmr_class_cache_digest_of(cmr_class_cache_t *cache, const char *name, int64_t loader_id,
+                               uint8_t out[CMR_TRUST_DIGEST_BYTES]);
 size_t cmr_class_cache_registered(cmr_class_cache_t *cache);
 
 #endif

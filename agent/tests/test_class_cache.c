@@ -1,6 +1,7 @@
 /*
  * test_class_cache.c - the agent's class memory: never-send set, queue with byte budget,
- * in-flight entries that come back on failed delivery, captures, registry.
+ * in-flight entries that come back on failed delivery, captures, registry, and the
+ * original digests that bind a Redefine to a class.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,13 +20,13 @@ static void test_offer_once_then_never_send(void **state)
 {
     (void)state;
     cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
-    assert_true(cmr_class_cache_offer(c, "a/A", 0, 11, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
+    assert_true(cmr_class_cache_offer(c, "a/A", 0, 11, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
     /* the same bytes in another loader are not queued twice */
-    assert_false(cmr_class_cache_offer(c, "a/A", 5, 11, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
+    assert_false(cmr_class_cache_offer(c, "a/A", 5, 11, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
     assert_true(cmr_class_cache_never_send(c, 11));
     cmr_class_cache_unmark_never_send(c, 11); /* a Redefine with instrumented bytes */
     assert_false(cmr_class_cache_never_send(c, 11));
-    assert_true(cmr_class_cache_offer(c, "a/A", 6, 11, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
+    assert_true(cmr_class_cache_offer(c, "a/A", 6, 11, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
     cmr_class_cache_stats_t st;
     cmr_class_cache_stats(c, &st);
     assert_int_equal(st.seen, 3);
@@ -36,7 +37,7 @@ static void test_offer_once_then_never_send(void **state)
     assert_true(cmr_class_cache_hash_of(c, "a/A", 5, &h));
     assert_true(h == 11);
     /* load times are remembered per (class, loader) for the redefine latency */
-    assert_true(cmr_class_cache_offer(c, "t/T", 2, 99, bytes, sizeof bytes, CMR_CLASS_LOADED, 123456789));
+    assert_true(cmr_class_cache_offer(c, "t/T", 2, 99, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 123456789));
     assert_int_equal(cmr_class_cache_loaded_ns(c, "t/T", 2), 123456789);
     assert_int_equal(cmr_class_cache_loaded_ns(c, "t/T", 3), 0);
     assert_false(cmr_class_cache_hash_of(c, "a/B", 0, &h));
@@ -65,7 +66,7 @@ static void test_budget_keeps_names_and_failed_delivery_requeues(void **state)
     char name[32];
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof name, "p/C%d", i);
-        assert_true(cmr_class_cache_offer(c, name, 1, (uint64_t)i + 100, bytes, sizeof bytes,
+        assert_true(cmr_class_cache_offer(c, name, 1, (uint64_t)i + 100, NULL, bytes, sizeof bytes,
                                           CMR_CLASS_LOADED_BEFORE_REGISTRATION, 0));
     }
     cmr_class_cache_stats_t st;
@@ -90,9 +91,9 @@ static void test_budget_keeps_names_and_failed_delivery_requeues(void **state)
     cmr_class_entry_t *bl[8];
     size_t n = cmr_class_cache_take_byteless(c, bl, 8);
     assert_int_equal(n, 3);
-    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 102, bytes, sizeof bytes));
+    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 102, NULL, bytes, sizeof bytes));
     cmr_class_cache_drop(c, bl[1]);
-    assert_true(cmr_class_cache_attach_bytes(c, bl[2], 104, bytes, 10));
+    assert_true(cmr_class_cache_attach_bytes(c, bl[2], 104, NULL, bytes, 10));
     cmr_class_cache_stats(c, &st);
     assert_int_equal(st.pending, 3);
     assert_int_equal(st.in_flight, 0);
@@ -116,13 +117,13 @@ static void test_unread_classes_get_their_hash_at_capture(void **state)
     cmr_class_cache_offer_unread(c, "x/Twin", 4, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
     cmr_class_entry_t *bl[4];
     assert_int_equal(cmr_class_cache_take_byteless(c, bl, 4), 2);
-    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 77, bytes, sizeof bytes));
+    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 77, NULL, bytes, sizeof bytes));
     /* identical bytes already queued: the second is not sent again */
-    assert_false(cmr_class_cache_attach_bytes(c, bl[1], 77, bytes, sizeof bytes));
+    assert_false(cmr_class_cache_attach_bytes(c, bl[1], 77, NULL, bytes, sizeof bytes));
     uint64_t h;
     assert_true(cmr_class_cache_hash_of(c, "x/Old", 3, &h));
     assert_true(h == 77);
-    cmr_class_cache_offer_resend(c, "x/Old", 3, 77, bytes, sizeof bytes, 555);
+    cmr_class_cache_offer_resend(c, "x/Old", 3, 77, NULL, bytes, sizeof bytes, 555);
     cmr_class_entry_t *e = cmr_class_cache_take(c);
     assert_int_equal(e->cause, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
     cmr_class_cache_delivered(c, e, true);
@@ -146,10 +147,12 @@ typedef struct seen {
     int64_t loaders[8];
 } seen_t;
 
-static int visit(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque)
+static int visit(const char *name, int64_t loader_id, uint64_t hash, const cmr_class_digests_t *digests, void *handle,
+                 void *opaque)
 {
     (void)name;
     (void)hash;
+    (void)digests;
     (void)handle;
     seen_t *s = opaque;
     s->loaders[s->n++] = loader_id;
@@ -184,9 +187,11 @@ typedef struct named {
     int64_t loader;
 } named_t;
 
-static int visit_named(const char *name, int64_t loader_id, uint64_t hash, void *handle, void *opaque)
+static int visit_named(const char *name, int64_t loader_id, uint64_t hash, const cmr_class_digests_t *digests,
+                       void *handle, void *opaque)
 {
     (void)hash;
+    (void)digests;
     (void)handle;
     named_t *s = opaque;
     assert_string_equal(name, s->want);
@@ -206,11 +211,11 @@ static void test_registry_keys_are_exact(void **state)
     memcpy(long_b, long_a, sizeof long_b);
     long_b[sizeof long_b - 2] = 'y'; /* differs in its last character only */
     int h;
-    assert_true(cmr_class_cache_offer(c, "p/A", 0, 1, bytes, 4, CMR_CLASS_LOADED, 10));
-    assert_true(cmr_class_cache_offer(c, "p/AB", 0, 2, bytes, 4, CMR_CLASS_LOADED, 20));
-    assert_true(cmr_class_cache_offer(c, "p/A", INT64_C(1) << 40, 3, bytes, 4, CMR_CLASS_LOADED, 30));
-    assert_true(cmr_class_cache_offer(c, long_a, 1, 4, bytes, 4, CMR_CLASS_LOADED, 40));
-    assert_true(cmr_class_cache_offer(c, long_b, 1, 5, bytes, 4, CMR_CLASS_LOADED, 50));
+    assert_true(cmr_class_cache_offer(c, "p/A", 0, 1, NULL, bytes, 4, CMR_CLASS_LOADED, 10));
+    assert_true(cmr_class_cache_offer(c, "p/AB", 0, 2, NULL, bytes, 4, CMR_CLASS_LOADED, 20));
+    assert_true(cmr_class_cache_offer(c, "p/A", INT64_C(1) << 40, 3, NULL, bytes, 4, CMR_CLASS_LOADED, 30));
+    assert_true(cmr_class_cache_offer(c, long_a, 1, 4, NULL, bytes, 4, CMR_CLASS_LOADED, 40));
+    assert_true(cmr_class_cache_offer(c, long_b, 1, 5, NULL, bytes, 4, CMR_CLASS_LOADED, 50));
     assert_null(cmr_class_cache_set_handle(c, "p/Handle", 9, &h));
     assert_int_equal(cmr_class_cache_registered(c), 6);
     uint64_t hash = 0;
@@ -240,6 +245,84 @@ static void test_registry_keys_are_exact(void **state)
     assert_int_equal(released, 1);
 }
 
+typedef struct digest_seen {
+    int n;
+    cmr_class_digests_t last;
+} digest_seen_t;
+
+static int visit_digest(const char *name, int64_t loader_id, uint64_t hash, const cmr_class_digests_t *digests,
+                        void *handle, void *opaque)
+{
+    (void)name;
+    (void)loader_id;
+    (void)hash;
+    (void)handle;
+    digest_seen_t *s = opaque;
+    s->n++;
+    s->last = *digests;
+    return 0;
+}
+
+/* The registry keeps the digest of a class's original bytes (from the load hook, or from
+ * the first capture of a class loaded before the agent) and that of the latest capture. */
+static void test_original_digests(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
+    uint8_t d1[CMR_TRUST_DIGEST_BYTES], d2[CMR_TRUST_DIGEST_BYTES], got[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(bytes, sizeof bytes, d1);
+    cmr_trust_digest(bytes, 10, d2);
+    assert_memory_not_equal(d1, d2, sizeof d1);
+
+    /* at load */
+    assert_true(cmr_class_cache_offer(c, "d/Loaded", 1, 21, d1, bytes, sizeof bytes, CMR_CLASS_LOADED, 0));
+    assert_true(cmr_class_cache_digest_of(c, "d/Loaded", 1, got));
+    assert_memory_equal(got, d1, sizeof got);
+    assert_false(cmr_class_cache_digest_of(c, "d/Loaded", 2, got));
+    /* a resend of other bytes (HotSpot rebuilds them) adds their digest, keeps the original */
+    cmr_class_cache_offer_resend(c, "d/Loaded", 1, 22, d2, bytes, 10, 7);
+    assert_true(cmr_class_cache_digest_of(c, "d/Loaded", 1, got));
+    assert_memory_equal(got, d1, sizeof got);
+    digest_seen_t seen = {0};
+    cmr_class_cache_visit(c, "d/Loaded", visit_digest, &seen);
+    assert_int_equal(seen.last.n, 2);
+    assert_memory_equal(seen.last.d[0], d1, sizeof d1);
+    assert_memory_equal(seen.last.d[1], d2, sizeof d2);
+    /* the same bytes again change nothing; a new load starts over */
+    cmr_class_cache_offer_resend(c, "d/Loaded", 1, 21, d1, bytes, sizeof bytes, 8);
+    cmr_class_cache_visit(c, "d/Loaded", visit_digest, &seen);
+    assert_int_equal(seen.last.n, 2);
+    assert_true(cmr_class_cache_offer(c, "d/Loaded", 1, 25, d2, bytes, 10, CMR_CLASS_LOADED, 0));
+    cmr_class_cache_visit(c, "d/Loaded", visit_digest, &seen);
+    assert_int_equal(seen.last.n, 1);
+    assert_memory_equal(seen.last.d[0], d2, sizeof d2);
+
+
+    /* loaded before the agent: no digest until its bytes are captured */
+    cmr_class_cache_offer_unread(c, "d/Early", 3, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+    assert_false(cmr_class_cache_digest_of(c, "d/Early", 3, got));
+    int handle;
+    assert_null(cmr_class_cache_set_handle(c, "d/Early", 3, &handle));
+    seen = (digest_seen_t){0};
+    cmr_class_cache_visit(c, "d/Early", visit_digest, &seen);
+    assert_int_equal(seen.n, 1);
+    assert_int_equal(seen.last.n, 0); /* a Redefine finds no digest to match */
+    cmr_class_entry_t *bl[4];
+    assert_int_equal(cmr_class_cache_take_byteless(c, bl, 4), 1);
+    assert_true(cmr_class_cache_attach_bytes(c, bl[0], 23, d2, bytes, 10));
+    assert_true(cmr_class_cache_digest_of(c, "d/Early", 3, got));
+    assert_memory_equal(got, d2, sizeof got);
+    seen = (digest_seen_t){0};
+    cmr_class_cache_visit(c, "d/Early", visit_digest, &seen);
+    assert_int_equal(seen.last.n, 1);
+    assert_memory_equal(seen.last.d[0], d2, sizeof got);
+
+    /* no digest given (NULL): none recorded */
+    assert_true(cmr_class_cache_offer(c, "d/None", 1, 24, NULL, bytes, 4, CMR_CLASS_LOADED, 0));
+    assert_false(cmr_class_cache_digest_of(c, "d/None", 1, got));
+    cmr_class_cache_free(c, NULL, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_unread_classes_get_their_hash_at_capture),
         cmocka_unit_test(test_registry_handles),
         cmocka_unit_test(test_registry_keys_are_exact),
+        cmocka_unit_test(test_original_digests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,10 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         cf_instrument_result_free(&r);
     }
-    size_t n;
-    uint8_t *all = cf_test_instrument_all(data, size, &n, NULL, &e);
-    if (all && input_ok && cf_class_check(all, n, &e) != CF_OK)
-        abort();
-    free(all);
+    cf_instrument_result all;
+    if (cf_instrument_stacked(data, size, cf_test_probes, CF_PROBE_KIND_COUNT, NULL, NULL, &all, &e) == CF_OK) {
+        if (all.bytes && input_ok && cf_class_check(all.bytes, all.len, &e) != CF_OK)
+            abort();
+        cf_instrument_result_free(&all);
+    }
     return 0;
 }

@@ -20,7 +20,7 @@ void a_free(asm_cls *a)
 
 uint16_t a_utf8n(asm_cls *a, const char *s, size_t n)
 {
-    cf_buf_u1(&a->cp, 1);
+    cf_buf_u1(&a->cp, JVM_CONSTANT_Utf8);
     cf_buf_u2(&a->cp, (uint16_t)n);
     cf_buf_bytes(&a->cp, s, n);
     return a->cp_count++;
@@ -46,21 +46,21 @@ static uint16_t two(asm_cls *a, uint8_t tag, uint16_t x, uint16_t y)
 
 uint16_t a_class(asm_cls *a, const char *name)
 {
-    return one(a, 7, a_utf8(a, name));
+    return one(a, JVM_CONSTANT_Class, a_utf8(a, name));
 }
 uint16_t a_string(asm_cls *a, const char *s)
 {
-    return one(a, 8, a_utf8(a, s));
+    return one(a, JVM_CONSTANT_String, a_utf8(a, s));
 }
 uint16_t a_int(asm_cls *a, int32_t v)
 {
-    cf_buf_u1(&a->cp, 3);
+    cf_buf_u1(&a->cp, JVM_CONSTANT_Integer);
     cf_buf_u4(&a->cp, (uint32_t)v);
     return a->cp_count++;
 }
 uint16_t a_float(asm_cls *a, uint32_t bits)
 {
-    cf_buf_u1(&a->cp, 4);
+    cf_buf_u1(&a->cp, JVM_CONSTANT_Float);
     cf_buf_u4(&a->cp, bits);
     return a->cp_count++;
 }
@@ -75,16 +75,16 @@ static uint16_t eight(asm_cls *a, uint8_t tag, uint64_t v)
 }
 uint16_t a_long(asm_cls *a, int64_t v)
 {
-    return eight(a, 5, (uint64_t)v);
+    return eight(a, JVM_CONSTANT_Long, (uint64_t)v);
 }
 uint16_t a_double(asm_cls *a, uint64_t bits)
 {
-    return eight(a, 6, bits);
+    return eight(a, JVM_CONSTANT_Double, bits);
 }
 uint16_t a_nat(asm_cls *a, const char *name, const char *desc)
 {
     uint16_t n = a_utf8(a, name), d = a_utf8(a, desc);
-    return two(a, 12, n, d);
+    return two(a, JVM_CONSTANT_NameAndType, n, d);
 }
 uint16_t a_ref(asm_cls *a, uint8_t tag, const char *owner, const char *name, const char *desc)
 {
@@ -93,14 +93,14 @@ uint16_t a_ref(asm_cls *a, uint8_t tag, const char *owner, const char *name, con
 }
 uint16_t a_mh(asm_cls *a, uint8_t kind, uint16_t ref)
 {
-    cf_buf_u1(&a->cp, 15);
+    cf_buf_u1(&a->cp, JVM_CONSTANT_MethodHandle);
     cf_buf_u1(&a->cp, kind);
     cf_buf_u2(&a->cp, ref);
     return a->cp_count++;
 }
 uint16_t a_mt(asm_cls *a, const char *desc)
 {
-    return one(a, 16, a_utf8(a, desc));
+    return one(a, JVM_CONSTANT_MethodType, a_utf8(a, desc));
 }
 uint16_t a_dyn(asm_cls *a, uint8_t tag, uint16_t bsm, const char *name, const char *desc)
 {
@@ -141,7 +141,7 @@ void a_method(asm_cls *a, uint16_t access, const char *name, const char *desc, c
         cf_buf_u2(m, exc[i]);
     cf_buf_u2(m, code_attrs ? code_attrs->n : 0);
     if (code_attrs) {
-        cf_buf_bytes(m, code_attrs->b.p, code_attrs->b.len);
+        cf_buf_bytes(m, code_attrs->b.data, code_attrs->b.len);
         cf_buf_free(&code_attrs->b);
     }
     a->nmethods++;
@@ -195,22 +195,22 @@ uint8_t *a_finish(asm_cls *a, const char *this_name, const char *super_name, siz
     uint16_t t = a_class(a, this_name);
     uint16_t s = super_name ? a_class(a, super_name) : 0;
     cf_buf o = {0};
-    cf_buf_u4(&o, 0xCAFEBABEu);
+    cf_buf_u4(&o, JVM_CLASSFILE_MAGIC);
     cf_buf_u2(&o, 0);
     cf_buf_u2(&o, a->major);
     cf_buf_u2(&o, a->cp_count);
-    cf_buf_bytes(&o, a->cp.p, a->cp.len);
-    cf_buf_u2(&o, 0x21);
+    cf_buf_bytes(&o, a->cp.data, a->cp.len);
+    cf_buf_u2(&o, JVM_ACC_PUBLIC | JVM_ACC_SUPER);
     cf_buf_u2(&o, t);
     cf_buf_u2(&o, s);
     cf_buf_u2(&o, 0);
     cf_buf_u2(&o, a->nfields);
-    cf_buf_bytes(&o, a->fields.p, a->fields.len);
+    cf_buf_bytes(&o, a->fields.data, a->fields.len);
     cf_buf_u2(&o, a->nmethods);
-    cf_buf_bytes(&o, a->methods.p, a->methods.len);
+    cf_buf_bytes(&o, a->methods.data, a->methods.len);
     cf_buf_u2(&o, a->nattrs);
-    cf_buf_bytes(&o, a->attrs.p, a->attrs.len);
+    cf_buf_bytes(&o, a->attrs.data, a->attrs.len);
     a_free(a);
     *len = o.len;
-    return o.p;
+    return o.data;
 }

@@ -55,11 +55,12 @@ static cf_err exercise(const uint8_t *b, size_t n)
             cf_instrument_result_free(&ir);
         }
     }
-    size_t al;
-    uint8_t *all = cf_test_instrument_all(b, n, &al, NULL, &e);
-    if (all && input_ok && cf_class_check(all, al, &e) != CF_OK)
-        fail_msg("stacked instrumented output fails the check: %s", e.msg);
-    free(all);
+    cf_instrument_result all;
+    if (cf_instrument_stacked(b, n, cf_test_probes, CF_PROBE_KIND_COUNT, NULL, NULL, &all, &e) == CF_OK) {
+        if (all.bytes && input_ok && cf_class_check(all.bytes, all.len, &e) != CF_OK)
+            fail_msg("stacked instrumented output fails the check: %s", e.msg);
+        cf_instrument_result_free(&all);
+    }
     return CF_OK;
 }
 
@@ -68,18 +69,18 @@ static uint8_t *base_class(size_t *n)
 {
     asm_cls a;
     a_init(&a, 55);
-    uint16_t mr = a_ref(&a, 10, "p/A", "m", "(I)I");
-    uint16_t bsm = a_ref(&a, 10, "p/Boot", "bsm", "()V");
-    uint16_t mh = a_mh(&a, 6, bsm);
-    uint16_t indy = a_dyn(&a, 18, 0, "run", "()Ljava/lang/Runnable;");
-    a_dyn(&a, 17, 0, "k", "I");
+    uint16_t mr = a_ref(&a, JVM_CONSTANT_Methodref, "p/A", "m", "(I)I");
+    uint16_t bsm = a_ref(&a, JVM_CONSTANT_Methodref, "p/Boot", "bsm", "()V");
+    uint16_t mh = a_mh(&a, JVM_REF_invokeStatic, bsm);
+    uint16_t indy = a_dyn(&a, JVM_CONSTANT_InvokeDynamic, 0, "run", "()Ljava/lang/Runnable;");
+    a_dyn(&a, JVM_CONSTANT_Dynamic, 0, "k", "I");
     a_long(&a, 77);
-    a_modpkg(&a, 20, "p");
+    a_modpkg(&a, JVM_CONSTANT_Package, "p");
     uint16_t exc = a_class(&a, "java/lang/Exception");
     /* m(I)I: 0 iload_0; 1 tableswitch(pad 2) ... ; try/catch; invokedynamic */
     uint8_t code[] = {
-        0x1a, /* 0 iload_0 */
-        0xaa,
+        JVM_OPC_iload_0, /* 0 iload_0 */
+        JVM_OPC_tableswitch,
         0,
         0, /* 1 tableswitch, pad to 4 */
         0,
@@ -102,33 +103,34 @@ static uint8_t *base_class(size_t *n)
         0,
         0,
         27, /* -> 24, 28 */
-        0x04,
-        0xac,
+        JVM_OPC_iconst_1,
+        JVM_OPC_ireturn,
         0,
         0, /* 24 iconst_1 ireturn nop nop */
-        0x05,
-        0xac,
+        JVM_OPC_iconst_2,
+        JVM_OPC_ireturn,
         0,
         0, /* 28 iconst_2 ireturn nop nop */
-        0xba,
+        JVM_OPC_invokedynamic,
         (uint8_t)(indy >> 8),
         (uint8_t)indy,
         0,
-        0,    /* 32 invokedynamic */
-        0x57, /* 37 pop */
-        0x1a,
-        0xb8,
+        0,           /* 32 invokedynamic */
+        JVM_OPC_pop, /* 37 pop */
+        JVM_OPC_iload_0,
+        JVM_OPC_invokestatic,
         (uint8_t)(mr >> 8),
-        (uint8_t)mr, /* 38 iload_0 invokestatic m */
-        0xac,        /* 42 ireturn */
-        0x4c,
-        0x03,
-        0xac, /* 43 astore_1 iconst_0 ireturn (handler) */
+        (uint8_t)mr,     /* 38 iload_0 invokestatic m */
+        JVM_OPC_ireturn, /* 42 ireturn */
+        JVM_OPC_astore_1,
+        JVM_OPC_iconst_0,
+        JVM_OPC_ireturn, /* 43 astore_1 iconst_0 ireturn (handler) */
     };
     uint16_t exct[] = {32, 43, 43, exc};
     uint16_t self = a_class(&a, "p/A");
     (void)self;
-    uint8_t smt[] = {0, 4, 24, 3, 3, 64 + 10, 7, (uint8_t)(exc >> 8), (uint8_t)exc};
+    uint8_t smt[] = {
+        0, 4, 24, 3, 3, CF_FRAME_SAME_LOCALS_1_STACK_ITEM + 10, JVM_ITEM_Object, (uint8_t)(exc >> 8), (uint8_t)exc};
     /* frames: same@24, same@28, same@32, same_locals_1_stack_item@43 [Exception] */
     asm_attrs ca = {0};
     aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
@@ -137,16 +139,16 @@ static uint8_t *base_class(size_t *n)
     uint16_t vn = a_utf8(&a, "x"), vd = a_utf8(&a, "I");
     uint8_t lvt[] = {0, 1, 0, 0, 0, 46, (uint8_t)(vn >> 8), (uint8_t)vn, (uint8_t)(vd >> 8), (uint8_t)vd, 0, 0};
     aa_add(&a, &ca, "LocalVariableTable", lvt, sizeof lvt);
-    /* type annotation: offset_target (0x43) at pc 38, empty path, annotation p/T with 0 pairs */
+    /* type annotation: offset_target (instanceof) at pc 38, empty path, annotation p/T with 0 pairs */
     uint16_t tn = a_utf8(&a, "Lp/T;");
-    uint8_t ta[] = {0, 1, 0x43, 0, 38, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0};
+    uint8_t ta[] = {0, 1, CF_TARGET_INSTANCEOF, 0, 38, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0};
     aa_add(&a, &ca, "RuntimeVisibleTypeAnnotations", ta, sizeof ta);
-    a_method(&a, 0x9, "m", "(I)I", code, sizeof code, 2, 2, exct, 1, &ca);
-    uint16_t sup = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
-    uint8_t ctor[] = {0x2a, 0xb7, (uint8_t)(sup >> 8), (uint8_t)sup, 0xb1};
-    a_method(&a, 0x1, "<init>", "()V", ctor, sizeof ctor, 1, 1, NULL, 0, NULL);
-    a_method_nocode(&a, 0x401, "abs", "()V");
-    a_field(&a, 0x2, "f", "J");
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "(I)I", code, sizeof code, 2, 2, exct, 1, &ca);
+    uint16_t sup = a_ref(&a, JVM_CONSTANT_Methodref, "java/lang/Object", "<init>", "()V");
+    uint8_t ctor[] = {JVM_OPC_aload_0, JVM_OPC_invokespecial, (uint8_t)(sup >> 8), (uint8_t)sup, JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC, "<init>", "()V", ctor, sizeof ctor, 1, 1, NULL, 0, NULL);
+    a_method_nocode(&a, JVM_ACC_PUBLIC | JVM_ACC_ABSTRACT, "abs", "()V");
+    a_field(&a, JVM_ACC_PRIVATE, "f", "J");
     uint8_t bsma[] = {0, 1, (uint8_t)(mh >> 8), (uint8_t)mh, 0, 0};
     a_class_attr(&a, "BootstrapMethods", bsma, sizeof bsma);
     a_class_attr(&a, "SourceFile", "\0\1", 2);
@@ -158,30 +160,30 @@ static uint8_t *jsr_class(size_t *n)
 {
     asm_cls a;
     a_init(&a, 49);
-    uint16_t cnt = a_ref(&a, 9, "p/J", "c", "I");
-    uint8_t code[] = {0x1a,
-                      0x9c,
+    uint16_t cnt = a_ref(&a, JVM_CONSTANT_Fieldref, "p/J", "c", "I");
+    uint8_t code[] = {JVM_OPC_iload_0,
+                      JVM_OPC_ifge,
                       0,
                       5,
-                      0x01,
-                      0xbf, /* iload_0 ifge +5 (6); aconst_null athrow */
-                      0xa8,
+                      JVM_OPC_aconst_null,
+                      JVM_OPC_athrow, /* iload_0 ifge +5 (6); aconst_null athrow */
+                      JVM_OPC_jsr,
                       0,
                       9,
-                      0x1a,
-                      0xac, /* 6 jsr 15; iload_0 ireturn */
-                      0x4c,
-                      0xa8,
+                      JVM_OPC_iload_0,
+                      JVM_OPC_ireturn, /* 6 jsr 15; iload_0 ireturn */
+                      JVM_OPC_astore_1,
+                      JVM_OPC_jsr,
                       0,
                       3,
-                      0x2b,
-                      0xbf, /* 11 astore_1 jsr 15; aload_1 athrow */
-                      0x4d,
-                      0xb2,
+                      JVM_OPC_aload_1,
+                      JVM_OPC_athrow, /* 11 astore_1 jsr 15; aload_1 athrow */
+                      JVM_OPC_astore_2,
+                      JVM_OPC_getstatic,
                       (uint8_t)(cnt >> 8),
                       (uint8_t)cnt,
-                      0x57,
-                      0xa9,
+                      JVM_OPC_pop,
+                      JVM_OPC_ret,
                       2};
     /* fix offsets: jsr at 6 -> 17, jsr at 12 -> 17 */
     code[7] = 0;
@@ -189,7 +191,7 @@ static uint8_t *jsr_class(size_t *n)
     code[13] = 0;
     code[14] = 5;
     uint16_t exc[] = {0, 9, 11, 0};
-    a_method(&a, 0x9, "f", "(I)I", code, sizeof code, 2, 3, exc, 1, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "f", "(I)I", code, sizeof code, 2, 3, exc, 1, NULL);
     return a_finish(&a, "p/J", "java/lang/Object", n);
 }
 
@@ -318,18 +320,18 @@ static uint8_t *raw_class(const uint8_t *cp, size_t cplen, uint16_t cp_count, ui
                           const uint8_t *tail, size_t tail_len, size_t *n)
 {
     cf_buf o = {0};
-    cf_buf_u4(&o, 0xCAFEBABE);
+    cf_buf_u4(&o, JVM_CLASSFILE_MAGIC);
     cf_buf_u2(&o, 0);
     cf_buf_u2(&o, major);
     cf_buf_u2(&o, cp_count);
     cf_buf_bytes(&o, cp, cplen);
-    cf_buf_u2(&o, 0x21);
+    cf_buf_u2(&o, JVM_ACC_PUBLIC | JVM_ACC_SUPER);
     cf_buf_u2(&o, this_idx);
     cf_buf_u2(&o, 0);
     cf_buf_u2(&o, 0);
     cf_buf_bytes(&o, tail, tail_len);
     *n = o.len;
-    return o.p;
+    return o.data;
 }
 
 static void expect(const uint8_t *b, size_t n, cf_err want, const char *what)
@@ -377,7 +379,7 @@ static void test_crafted(void **st)
     expect(b, n, CF_ERR_CPOOL_TAG, "constant_pool_count too large");
     free(b);
 
-    static const uint8_t cp_tag[] = {1, 0, 1, 'A', 2, 0, 1};
+    static const uint8_t cp_tag[] = {JVM_CONSTANT_Utf8, 0, 1, 'A', JVM_CONSTANT_Unicode, 0, 1};
     b = raw_class(cp_tag, sizeof cp_tag, 3, 52, 2, tail0, sizeof tail0, &n);
     expect(b, n, CF_ERR_CPOOL_TAG, "unknown tag 2");
     free(b);
@@ -407,7 +409,7 @@ static void test_crafted(void **st)
     expect(b, n, CF_ERR_CPOOL_INDEX, "Long in the last slot");
     free(b);
 
-    static const uint8_t cp_utf[] = {1, 0xff, 0xff, 'A'};
+    static const uint8_t cp_utf[] = {JVM_CONSTANT_Utf8, 0xff, 0xff, 'A'};
     b = raw_class(cp_utf, sizeof cp_utf, 2, 52, 1, tail0, sizeof tail0, &n);
     expect(b, n, CF_ERR_TRUNCATED, "Utf8 length past the end");
     free(b);
@@ -446,7 +448,7 @@ static void check_bad_code(const uint8_t *code, uint32_t len, const uint16_t *ex
     asm_attrs ca = {0};
     if (smt)
         aa_add(&a, &ca, "StackMapTable", smt, smt_len);
-    a_method(&a, 0x9, "m", "()V", code, len, 2, 2, exc, nexc, smt ? &ca : NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "()V", code, len, 2, 2, exc, nexc, smt ? &ca : NULL);
     size_t n;
     uint8_t *b = a_finish(&a, "p/B", "java/lang/Object", &n);
     cf_instrument_result r;
@@ -468,31 +470,32 @@ static void check_bad_code(const uint8_t *code, uint32_t len, const uint16_t *ex
 static void test_bad_code(void **st)
 {
     (void)st;
-    static const uint8_t mid[] = {0xa7, 0, 2, 0xb1}; /* goto into the middle */
+    static const uint8_t mid[] = {JVM_OPC_goto, 0, 2, JVM_OPC_return}; /* goto into the middle */
     check_bad_code(mid, sizeof mid, NULL, 0, NULL, 0, "branch into an instruction");
-    static const uint8_t out[] = {0xa7, 0x7f, 0xff}; /* goto outside */
+    static const uint8_t out[] = {JVM_OPC_goto, 0x7f, 0xff}; /* goto outside */
     check_bad_code(out, sizeof out, NULL, 0, NULL, 0, "branch outside the code");
-    static const uint8_t ts[] = {0xaa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0xb1}; /* lo > hi */
+    static const uint8_t ts[] = {JVM_OPC_tableswitch, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1,
+                                 JVM_OPC_return}; /* lo > hi */
     check_bad_code(ts, sizeof ts, NULL, 0, NULL, 0, "tableswitch low > high");
-    static const uint8_t ls[] = {0xab, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff};
+    static const uint8_t ls[] = {JVM_OPC_lookupswitch, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff};
     check_bad_code(ls, sizeof ls, NULL, 0, NULL, 0, "lookupswitch npairs huge");
-    static const uint8_t bad_op[] = {0xcb, 0xb1};
+    static const uint8_t bad_op[] = {JVM_OPC_MAX + 2, JVM_OPC_return}; /* 0xcb */
     check_bad_code(bad_op, sizeof bad_op, NULL, 0, NULL, 0, "undefined opcode 0xcb");
-    static const uint8_t wide[] = {0xc4, 0x10, 0, 0xb1};
+    static const uint8_t wide[] = {JVM_OPC_wide, JVM_OPC_bipush, 0, JVM_OPC_return};
     check_bad_code(wide, sizeof wide, NULL, 0, NULL, 0, "wide bipush");
-    static const uint8_t trunc[] = {0x11, 0};
+    static const uint8_t trunc[] = {JVM_OPC_sipush, 0};
     check_bad_code(trunc, sizeof trunc, NULL, 0, NULL, 0, "truncated sipush");
-    static const uint8_t ok[] = {0x00, 0x00, 0xb1};
+    static const uint8_t ok[] = {JVM_OPC_nop, JVM_OPC_nop, JVM_OPC_return};
     static const uint16_t exc_bad[] = {0, 9, 0, 0};
     check_bad_code(ok, sizeof ok, exc_bad, 1, NULL, 0, "exception range past the end");
     static const uint16_t exc_mid[] = {0, 2, 1, 0};
-    static const uint8_t ok2[] = {0x10, 1, 0x57, 0xb1};
+    static const uint8_t ok2[] = {JVM_OPC_bipush, 1, JVM_OPC_pop, JVM_OPC_return};
     check_bad_code(ok2, sizeof ok2, exc_mid, 1, NULL, 0, "handler inside an instruction");
     static const uint8_t smt_bad[] = {0, 1, 200};
     check_bad_code(ok, sizeof ok, NULL, 0, smt_bad, sizeof smt_bad, "reserved frame type 200");
-    static const uint8_t smt_far[] = {0, 1, 251, 0x10, 0};
+    static const uint8_t smt_far[] = {0, 1, CF_FRAME_SAME_EXTENDED, 0x10, 0};
     check_bad_code(ok, sizeof ok, NULL, 0, smt_far, sizeof smt_far, "frame past the code end");
-    static const uint8_t smt_vt[] = {0, 1, 255, 0, 1, 0, 1, 9, 0, 0};
+    static const uint8_t smt_vt[] = {0, 1, CF_FRAME_FULL, 0, 1, 0, 1, JVM_ITEM_Uninitialized + 1, 0, 0};
     check_bad_code(ok, sizeof ok, NULL, 0, smt_vt, sizeof smt_vt, "verification type tag 9");
     static const uint8_t smt_cnt[] = {0xff, 0xff, 0};
     check_bad_code(ok, sizeof ok, NULL, 0, smt_cnt, sizeof smt_cnt, "frame count 65535");

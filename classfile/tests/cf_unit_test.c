@@ -86,37 +86,37 @@ static void test_roundtrip_all_tags(void **st)
     a_long(&a, INT64_C(0x123456789abcdef));
     a_double(&a, UINT64_C(0x400921fb54442d18));
     a_string(&a, "hello");
-    uint16_t fr = a_ref(&a, 9, "p/A", "f", "I");
-    uint16_t mr = a_ref(&a, 10, "p/A", "m", "()V");
-    uint16_t imr = a_ref(&a, 11, "p/I", "i", "()V");
-    uint16_t bsm = a_ref(&a, 10, "p/Boot", "bsm",
+    uint16_t fr = a_ref(&a, JVM_CONSTANT_Fieldref, "p/A", "f", "I");
+    uint16_t mr = a_ref(&a, JVM_CONSTANT_Methodref, "p/A", "m", "()V");
+    uint16_t imr = a_ref(&a, JVM_CONSTANT_InterfaceMethodref, "p/I", "i", "()V");
+    uint16_t bsm = a_ref(&a, JVM_CONSTANT_Methodref, "p/Boot", "bsm",
                          "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/"
                          "MethodType;)Ljava/lang/invoke/CallSite;");
-    uint16_t mh1 = a_mh(&a, 1, fr);
-    a_mh(&a, 5, mr);
-    a_mh(&a, 9, imr);
-    uint16_t mh6 = a_mh(&a, 6, bsm);
+    uint16_t mh1 = a_mh(&a, JVM_REF_getField, fr);
+    a_mh(&a, JVM_REF_invokeVirtual, mr);
+    a_mh(&a, JVM_REF_invokeInterface, imr);
+    uint16_t mh6 = a_mh(&a, JVM_REF_invokeStatic, bsm);
     a_mt(&a, "(I)J");
-    a_dyn(&a, 17, 0, "c", "J");
-    uint16_t indy = a_dyn(&a, 18, 0, "run", "()Ljava/lang/Runnable;");
-    a_modpkg(&a, 19, "my.mod");
-    a_modpkg(&a, 20, "p");
+    a_dyn(&a, JVM_CONSTANT_Dynamic, 0, "c", "J");
+    uint16_t indy = a_dyn(&a, JVM_CONSTANT_InvokeDynamic, 0, "run", "()Ljava/lang/Runnable;");
+    a_modpkg(&a, JVM_CONSTANT_Module, "my.mod");
+    a_modpkg(&a, JVM_CONSTANT_Package, "p");
     (void)mh1;
     uint8_t bsm_attr[] = {0, 1, (uint8_t)(mh6 >> 8), (uint8_t)mh6, 0, 0};
     a_class_attr(&a, "BootstrapMethods", bsm_attr, sizeof bsm_attr);
     a_class_attr(&a, "ZzUnknown", "\x01\x02\x03\xff", 4);
-    a_field(&a, 0x2, "f", "I");
-    uint8_t code[] = {0xba, (uint8_t)(indy >> 8), (uint8_t)indy, 0, 0, 0x57, 0xb1};
+    a_field(&a, JVM_ACC_PRIVATE, "f", "I");
+    uint8_t code[] = {JVM_OPC_invokedynamic, (uint8_t)(indy >> 8), (uint8_t)indy, 0, 0, JVM_OPC_pop, JVM_OPC_return};
     asm_attrs ca = {0};
     uint8_t lnt[] = {0, 1, 0, 0, 0, 42};
     aa_add(&a, &ca, "LineNumberTable", lnt, sizeof lnt);
     aa_add(&a, &ca, "XyzCodeAttr", "abc", 3);
-    a_method(&a, 0x9, "run", "()V", code, sizeof code, 1, 0, NULL, 0, &ca);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "run", "()V", code, sizeof code, 1, 0, NULL, 0, &ca);
     size_t n;
     uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
     cf_class *c = parse_ok(b, n);
     assert_int_equal(c->major, 61);
-    assert_int_equal(c->cp[1].tag, CF_CONSTANT_Integer);
+    assert_int_equal(c->cp[1].tag, JVM_CONSTANT_Integer);
     assert_int_equal(c->cp[4].tag, 0); /* second slot of the Long */
     uint8_t *o;
     size_t ol;
@@ -134,7 +134,7 @@ static void test_roundtrip_all_tags(void **st)
     size_t k;
     assert_int_equal(cf_method_callees(c, &c->methods[0], &v, &k, &e), CF_OK);
     assert_int_equal(k, 1);
-    assert_int_equal(v[0].opcode, 0xba);
+    assert_int_equal(v[0].opcode, JVM_OPC_invokedynamic);
     assert_true(cf_str_eq(v[0].name, "run"));
     assert_true(cf_str_eq(v[0].bsm_owner, "p/Boot"));
     assert_true(cf_str_eq(v[0].bsm_name, "bsm"));
@@ -167,13 +167,32 @@ static void test_callees(void **st)
     (void)st;
     asm_cls a;
     a_init(&a, 52);
-    uint16_t v = a_ref(&a, 10, "p/A", "v", "()V");
-    uint16_t s = a_ref(&a, 10, "p/B", "s", "(I)J");
-    uint16_t sp = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
-    uint16_t it = a_ref(&a, 11, "java/util/List", "size", "()I");
-    uint8_t code[] = {0x2a,       0xb6, 0,    (uint8_t)v, 0x2a, 0xb7,        0, (uint8_t)sp, 0x04, 0xb8, 0,
-                      (uint8_t)s, 0x58, 0x2a, 0xb9,       0,    (uint8_t)it, 1, 0,           0x57, 0xb1};
-    a_method(&a, 0x1, "m", "()V", code, sizeof code, 2, 1, NULL, 0, NULL);
+    uint16_t v = a_ref(&a, JVM_CONSTANT_Methodref, "p/A", "v", "()V");
+    uint16_t s = a_ref(&a, JVM_CONSTANT_Methodref, "p/B", "s", "(I)J");
+    uint16_t sp = a_ref(&a, JVM_CONSTANT_Methodref, "java/lang/Object", "<init>", "()V");
+    uint16_t it = a_ref(&a, JVM_CONSTANT_InterfaceMethodref, "java/util/List", "size", "()I");
+    uint8_t code[] = {JVM_OPC_aload_0,
+                      JVM_OPC_invokevirtual,
+                      0,
+                      (uint8_t)v,
+                      JVM_OPC_aload_0,
+                      JVM_OPC_invokespecial,
+                      0,
+                      (uint8_t)sp,
+                      JVM_OPC_iconst_1,
+                      JVM_OPC_invokestatic,
+                      0,
+                      (uint8_t)s,
+                      JVM_OPC_pop2,
+                      JVM_OPC_aload_0,
+                      JVM_OPC_invokeinterface,
+                      0,
+                      (uint8_t)it,
+                      1,
+                      0,
+                      JVM_OPC_pop,
+                      JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC, "m", "()V", code, sizeof code, 2, 1, NULL, 0, NULL);
     size_t n;
     uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
     cf_class *c = parse_ok(b, n);
@@ -182,13 +201,13 @@ static void test_callees(void **st)
     cf_error e;
     assert_int_equal(cf_method_callees(c, &c->methods[0], &cv, &k, &e), CF_OK);
     assert_int_equal(k, 4);
-    assert_int_equal(cv[0].opcode, 0xb6);
+    assert_int_equal(cv[0].opcode, JVM_OPC_invokevirtual);
     assert_true(cf_str_eq(cv[0].owner, "p/A") && cf_str_eq(cv[0].name, "v"));
-    assert_int_equal(cv[1].opcode, 0xb7);
+    assert_int_equal(cv[1].opcode, JVM_OPC_invokespecial);
     assert_true(cf_str_eq(cv[1].name, "<init>"));
     assert_int_equal(cv[2].pc, 9);
     assert_true(cf_str_eq(cv[2].owner, "p/B") && cf_str_eq(cv[2].desc, "(I)J"));
-    assert_int_equal(cv[3].opcode, 0xb9);
+    assert_int_equal(cv[3].opcode, JVM_OPC_invokeinterface);
     assert_true(cv[3].is_interface);
     free(cv);
     cf_class_free(c);
@@ -202,8 +221,8 @@ static void test_instrument_basic(void **st)
     (void)st;
     asm_cls a;
     a_init(&a, 52);
-    uint8_t code[] = {0x04, 0xac}; /* iconst_1; ireturn */
-    a_method(&a, 0x9, "one", "()I", code, sizeof code, 1, 0, NULL, 0, NULL);
+    uint8_t code[] = {JVM_OPC_iconst_1, JVM_OPC_ireturn}; /* iconst_1; ireturn */
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "one", "()I", code, sizeof code, 1, 0, NULL, 0, NULL);
     size_t n;
     uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
     uint8_t *o;
@@ -216,25 +235,25 @@ static void test_instrument_basic(void **st)
     code_of(c, "one", &k);
     const uint8_t *p = k.code;
     /* entry: ldc2_w id; invokestatic enter */
-    assert_int_equal(p[0], 0x14);
-    uint16_t lidx = cf_be16(p + 1);
-    assert_int_equal(c->cp[lidx].tag, CF_CONSTANT_Long);
-    uint64_t v = (uint64_t)cf_be32(c->cp[lidx].data) << 32 | cf_be32(c->cp[lidx].data + 4);
+    assert_int_equal(p[0], JVM_OPC_ldc2_w);
+    uint16_t lidx = cmr_be16(p + 1);
+    assert_int_equal(c->cp[lidx].tag, JVM_CONSTANT_Long);
+    uint64_t v = (uint64_t)cmr_be32(c->cp[lidx].data) << 32 | cmr_be32(c->cp[lidx].data + 4);
     assert_int_equal(v, r.methods[0].method_id);
-    assert_int_equal(p[3], 0xb8);
+    assert_int_equal(p[3], JVM_OPC_invokestatic);
     cf_str ow, nm, ds;
-    assert_true(cf_cp_ref(c, cf_be16(p + 4), &ow, &nm, &ds));
+    assert_true(cf_cp_ref(c, cmr_be16(p + 4), &ow, &nm, &ds));
     assert_true(cf_str_eq(ow, "cmrtest/Probes") && cf_str_eq(nm, "enter") && cf_str_eq(ds, "(J)V"));
-    assert_int_equal(p[6], 0x04); /* original iconst_1 */
-    assert_int_equal(p[7], 0x14); /* exit probe before ireturn */
-    assert_true(cf_cp_ref(c, cf_be16(p + 11), &ow, &nm, &ds));
+    assert_int_equal(p[6], JVM_OPC_iconst_1); /* original iconst_1 */
+    assert_int_equal(p[7], JVM_OPC_ldc2_w);   /* exit probe before ireturn */
+    assert_true(cf_cp_ref(c, cmr_be16(p + 11), &ow, &nm, &ds));
     assert_true(cf_str_eq(nm, "exit"));
-    assert_int_equal(p[13], 0xac);
+    assert_int_equal(p[13], JVM_OPC_ireturn);
     /* handler: dup; ldc2_w; invokestatic excExit; athrow */
-    assert_int_equal(p[14], 0x59);
-    assert_int_equal(p[15], 0x14);
-    assert_int_equal(p[18], 0xb8);
-    assert_int_equal(p[21], 0xbf);
+    assert_int_equal(p[14], JVM_OPC_dup);
+    assert_int_equal(p[15], JVM_OPC_ldc2_w);
+    assert_int_equal(p[18], JVM_OPC_invokestatic);
+    assert_int_equal(p[21], JVM_OPC_athrow);
     assert_int_equal(k.code_len, 22);
     assert_int_equal(k.exc_count, 1);
     assert_int_equal(k.exc[0].start, 6);
@@ -251,11 +270,11 @@ static void test_instrument_basic(void **st)
     assert_int_equal(cf_stackmap_decode(smt, k.code_len, &fr, &nf, &e), CF_OK);
     assert_int_equal(nf, 1);
     assert_int_equal(fr[0].pc, 14);
-    assert_int_equal(fr[0].type, 255);
-    assert_int_equal(cf_be16(fr[0].body), 0);     /* locals */
-    assert_int_equal(cf_be16(fr[0].body + 2), 1); /* stack */
-    assert_int_equal(fr[0].body[4], 7);
-    assert_true(cf_str_eq(cf_cp_class_name(c, cf_be16(fr[0].body + 5)), "java/lang/Throwable"));
+    assert_int_equal(fr[0].type, CF_FRAME_FULL);
+    assert_int_equal(cmr_be16(fr[0].body), 0);     /* locals */
+    assert_int_equal(cmr_be16(fr[0].body + 2), 1); /* stack */
+    assert_int_equal(fr[0].body[4], JVM_ITEM_Object);
+    assert_true(cf_str_eq(cf_cp_class_name(c, cmr_be16(fr[0].body + 5)), "java/lang/Throwable"));
     free(fr);
     cf_code_release(&k);
     cf_class_free(c);
@@ -270,7 +289,18 @@ static void test_branch_targets(void **st)
     asm_cls a;
     a_init(&a, 52);
     /* 0 iload_0; 1 ifeq +6 (->7); 4 iconst_1; 5 ifeq +4 (->9)... keep simple: */
-    uint8_t code[] = {0x1a, 0x99, 0, 7, 0x1a, 0x99, 0, 5, 0xb1, /* 8 */ 0x05, 0x57, 0xb1};
+    uint8_t code[] = {JVM_OPC_iload_0,
+                      JVM_OPC_ifeq,
+                      0,
+                      7,
+                      JVM_OPC_iload_0,
+                      JVM_OPC_ifeq,
+                      0,
+                      5,
+                      JVM_OPC_return,
+                      /* 8 */ JVM_OPC_iconst_2,
+                      JVM_OPC_pop,
+                      JVM_OPC_return};
     /* 1: ifeq -> 8 (return); 5: ifeq -> 10? recompute below */
     code[2] = 0;
     code[3] = 7; /* pc1 + 7 = 8: return */
@@ -279,7 +309,7 @@ static void test_branch_targets(void **st)
     uint8_t smt[] = {0, 2, 8 /* same at 8 */, 0 /* same at 9 */};
     asm_attrs ca = {0};
     aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
-    a_method(&a, 0x9, "m", "(I)V", code, sizeof code, 2, 1, NULL, 0, &ca);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "(I)V", code, sizeof code, 2, 1, NULL, 0, &ca);
     size_t n;
     uint8_t *b = a_finish(&a, "p/A", "java/lang/Object", &n);
     uint8_t *o;
@@ -289,11 +319,11 @@ static void test_branch_targets(void **st)
     code_of(c, "m", &k);
     cf_insn in1, in2;
     assert_true(cf_insn_decode(k.code, k.code_len, 7, &in1)); /* after 6-byte entry + iload */
-    assert_int_equal(in1.op, 0x99);
-    assert_int_equal(k.code[7 + in1.branch], 0x14); /* probe before the return */
+    assert_int_equal(in1.op, JVM_OPC_ifeq);
+    assert_int_equal(k.code[7 + in1.branch], JVM_OPC_ldc2_w); /* probe before the return */
     assert_true(cf_insn_decode(k.code, k.code_len, 11, &in2));
-    assert_int_equal(in2.op, 0x99);
-    assert_int_equal(k.code[11 + in2.branch], 0x05); /* iconst_2 itself */
+    assert_int_equal(in2.op, JVM_OPC_ifeq);
+    assert_int_equal(k.code[11 + in2.branch], JVM_OPC_iconst_2); /* iconst_2 itself */
     cf_frame *fr;
     uint32_t nf;
     cf_error e;
@@ -315,27 +345,27 @@ static uint8_t *wide_class(int with_frame, size_t *n)
     uint32_t len = 7 + FILL + 1;
     uint8_t *code = malloc(len);
     uint32_t end = len - 1;
-    code[0] = 0x1a; /* iload_0 */
-    code[1] = 0x99; /* ifeq end */
-    cf_put16(code + 2, (uint16_t)(end - 1));
-    code[4] = 0xa7; /* goto end */
-    cf_put16(code + 5, (uint16_t)(end - 4));
-    memset(code + 7, 0xb1, FILL); /* many returns: each gets an exit probe */
-    code[end] = 0xb1;
+    code[0] = JVM_OPC_iload_0; /* iload_0 */
+    code[1] = JVM_OPC_ifeq;    /* ifeq end */
+    cmr_put_be16(code + 2, (uint16_t)(end - 1));
+    code[4] = JVM_OPC_goto; /* goto end */
+    cmr_put_be16(code + 5, (uint16_t)(end - 4));
+    memset(code + 7, JVM_OPC_return, FILL); /* many returns: each gets an exit probe */
+    code[end] = JVM_OPC_return;
     asm_cls a;
     a_init(&a, 52);
     asm_attrs ca = {0};
     uint8_t smt[16];
     size_t sl = 0;
-    cf_put16(smt, with_frame ? 2 : 1);
+    cmr_put_be16(smt, with_frame ? 2 : 1);
     sl = 2;
     if (with_frame)
-        smt[sl++] = 4; /* same_frame at 4 */
-    smt[sl++] = 251;   /* same_frame_extended at end */
-    cf_put16(smt + sl, (uint16_t)(with_frame ? end - 4 - 1 : end));
+        smt[sl++] = 4;                  /* same_frame at 4 */
+    smt[sl++] = CF_FRAME_SAME_EXTENDED; /* at end */
+    cmr_put_be16(smt + sl, (uint16_t)(with_frame ? end - 4 - 1 : end));
     sl += 2;
     aa_add(&a, &ca, "StackMapTable", smt, (uint32_t)sl);
-    a_method(&a, 0x9, "w", "(I)V", code, len, 1, 1, NULL, 0, &ca);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "w", "(I)V", code, len, 1, 1, NULL, 0, &ca);
     free(code);
     return a_finish(&a, "p/W", "java/lang/Object", n);
 }
@@ -351,15 +381,15 @@ static void test_widening(void **st)
     cf_code k;
     code_of(c, "w", &k);
     /* 6: iload_0; 7: ifne +8; 10: goto_w end; 15: goto_w end */
-    assert_int_equal(k.code[6], 0x1a);
-    assert_int_equal(k.code[7], 0x9a);
-    assert_int_equal(cf_be16(k.code + 8), 8);
-    assert_int_equal(k.code[10], 0xc8);
-    assert_int_equal(k.code[15], 0xc8);
-    int32_t t1 = 10 + (int32_t)cf_be32(k.code + 11), t2 = 15 + (int32_t)cf_be32(k.code + 16);
+    assert_int_equal(k.code[6], JVM_OPC_iload_0);
+    assert_int_equal(k.code[7], JVM_OPC_ifne);
+    assert_int_equal(cmr_be16(k.code + 8), 8);
+    assert_int_equal(k.code[10], JVM_OPC_goto_w);
+    assert_int_equal(k.code[15], JVM_OPC_goto_w);
+    int32_t t1 = 10 + (int32_t)cmr_be32(k.code + 11), t2 = 15 + (int32_t)cmr_be32(k.code + 16);
     assert_int_equal(t1, t2);
     assert_true(t1 > 32767);
-    assert_int_equal(k.code[t1], 0x14); /* exit probe of the final return */
+    assert_int_equal(k.code[t1], JVM_OPC_ldc2_w); /* exit probe of the final return */
     cf_code_release(&k);
     cf_class_free(c);
     cf_instrument_result_free(&r);
@@ -391,21 +421,21 @@ static void test_trampoline(void **st)
     enum { FILL = 5500 };
     uint32_t len = 7 + FILL + 1, end = len - 1;
     uint8_t *code = malloc(len);
-    code[0] = 0x1a; /* 0 iload_0 */
-    code[1] = 0x99; /* 1 ifeq end */
-    cf_put16(code + 2, (uint16_t)(end - 1));
-    code[4] = 0xb1; /* 4 return */
-    code[5] = 0x1a; /* 5 iload_0 (frame) */
-    code[6] = 0x57; /* 6 pop */
-    memset(code + 7, 0xb1, FILL);
-    code[end] = 0xb1;
-    uint8_t smt[] = {0, 2, 5, 251, 0, 0}; /* same@5, same_extended@end */
-    cf_put16(smt + 4, (uint16_t)(end - 5 - 1));
+    code[0] = JVM_OPC_iload_0; /* 0 iload_0 */
+    code[1] = JVM_OPC_ifeq;    /* 1 ifeq end */
+    cmr_put_be16(code + 2, (uint16_t)(end - 1));
+    code[4] = JVM_OPC_return;  /* 4 return */
+    code[5] = JVM_OPC_iload_0; /* 5 iload_0 (frame) */
+    code[6] = JVM_OPC_pop;     /* 6 pop */
+    memset(code + 7, JVM_OPC_return, FILL);
+    code[end] = JVM_OPC_return;
+    uint8_t smt[] = {0, 2, 5, CF_FRAME_SAME_EXTENDED, 0, 0}; /* same@5, same_extended@end */
+    cmr_put_be16(smt + 4, (uint16_t)(end - 5 - 1));
     asm_cls a;
     a_init(&a, 52);
     asm_attrs ca = {0};
     aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
-    a_method(&a, 0x9, "t", "(I)V", code, len, 1, 1, NULL, 0, &ca);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "t", "(I)V", code, len, 1, 1, NULL, 0, &ca);
     free(code);
     size_t n;
     uint8_t *b = a_finish(&a, "p/T", "java/lang/Object", &n);
@@ -415,27 +445,27 @@ static void test_trampoline(void **st)
     assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
     cf_code k;
     code_of(c, "t", &k);
-    assert_int_equal(k.code[7], 0x99); /* ifeq kept, now to the trampoline */
-    uint32_t tp = 7 + (uint32_t)(int16_t)cf_be16(k.code + 8);
+    assert_int_equal(k.code[7], JVM_OPC_ifeq); /* ifeq kept, now to the trampoline */
+    uint32_t tp = 7 + (uint32_t)(int16_t)cmr_be16(k.code + 8);
     assert_int_equal(tp, 17); /* after the return and its probe */
-    assert_int_equal(k.code[16], 0xb1);
-    assert_int_equal(k.code[tp], 0xc8); /* goto_w end */
-    uint32_t tgt = tp + (uint32_t)(int32_t)cf_be32(k.code + tp + 1);
+    assert_int_equal(k.code[16], JVM_OPC_return);
+    assert_int_equal(k.code[tp], JVM_OPC_goto_w); /* goto_w end */
+    uint32_t tgt = tp + (uint32_t)(int32_t)cmr_be32(k.code + tp + 1);
     assert_true(tgt > 32767);
-    assert_int_equal(k.code[tgt], 0x14); /* the final return's probe */
-    assert_int_equal(k.code[22], 0x1a);  /* original pc 5 */
+    assert_int_equal(k.code[tgt], JVM_OPC_ldc2_w); /* the final return's probe */
+    assert_int_equal(k.code[22], JVM_OPC_iload_0); /* original pc 5 */
     cf_frame *fr;
     uint32_t nf;
     cf_error e;
     assert_int_equal(cf_stackmap_decode(sub_attr(c, &k, "StackMapTable"), k.code_len, &fr, &nf, &e), CF_OK);
     assert_int_equal(nf, 4);
     assert_int_equal(fr[0].pc, 17);
-    assert_int_equal(fr[0].type, 255); /* locals [int], stack [] */
-    assert_int_equal(cf_be16(fr[0].body), 1);
-    assert_int_equal(fr[0].body[2], 1);
-    assert_int_equal(cf_be16(fr[0].body + 3), 0);
+    assert_int_equal(fr[0].type, CF_FRAME_FULL); /* locals [int], stack [] */
+    assert_int_equal(cmr_be16(fr[0].body), 1);
+    assert_int_equal(fr[0].body[2], JVM_ITEM_Integer);
+    assert_int_equal(cmr_be16(fr[0].body + 3), 0);
     assert_int_equal(fr[1].pc, 22);
-    assert_int_equal(fr[1].type, 255); /* rewritten in full */
+    assert_int_equal(fr[1].type, CF_FRAME_FULL); /* rewritten in full */
     assert_int_equal(fr[2].pc, tgt);
     free(fr);
     cf_code_release(&k);
@@ -453,45 +483,45 @@ static void test_switch_padding(void **st)
             uint8_t code[64];
             uint32_t pc = 0;
             for (int i = 0; i < pre; i++)
-                code[pc++] = 0x00;
-            code[pc++] = 0x1a;
+                code[pc++] = JVM_OPC_nop;
+            code[pc++] = JVM_OPC_iload_0;
             uint32_t sw = pc;
-            code[pc++] = kind ? 0xab : 0xaa;
+            code[pc++] = kind ? JVM_OPC_lookupswitch : JVM_OPC_tableswitch;
             while (pc % 4)
                 code[pc++] = 0;
             uint32_t body = pc;
             uint32_t len_sw = kind ? 8 + 2 * 8 : 12 + 2 * 4;
             uint32_t t_ret = body + len_sw, t_one = t_ret + 1; /* return ; iconst_1 pop return */
-            cf_put32(code + pc, t_one - sw);
+            cmr_put_be32(code + pc, t_one - sw);
             pc += 4; /* default */
             if (kind) {
-                cf_put32(code + pc, 2);
+                cmr_put_be32(code + pc, 2);
                 pc += 4;
-                cf_put32(code + pc, 5);
+                cmr_put_be32(code + pc, 5);
                 pc += 4;
-                cf_put32(code + pc, t_ret - sw);
+                cmr_put_be32(code + pc, t_ret - sw);
                 pc += 4;
-                cf_put32(code + pc, 9);
+                cmr_put_be32(code + pc, 9);
                 pc += 4;
-                cf_put32(code + pc, t_one - sw);
+                cmr_put_be32(code + pc, t_one - sw);
                 pc += 4;
             } else {
-                cf_put32(code + pc, 0);
+                cmr_put_be32(code + pc, 0);
                 pc += 4;
-                cf_put32(code + pc, 1);
+                cmr_put_be32(code + pc, 1);
                 pc += 4;
-                cf_put32(code + pc, t_ret - sw);
+                cmr_put_be32(code + pc, t_ret - sw);
                 pc += 4;
-                cf_put32(code + pc, t_one - sw);
+                cmr_put_be32(code + pc, t_one - sw);
                 pc += 4;
             }
-            code[pc++] = 0xb1;
-            code[pc++] = 0x04;
-            code[pc++] = 0x57;
-            code[pc++] = 0xb1;
+            code[pc++] = JVM_OPC_return;
+            code[pc++] = JVM_OPC_iconst_1;
+            code[pc++] = JVM_OPC_pop;
+            code[pc++] = JVM_OPC_return;
             asm_cls a;
             a_init(&a, 50);
-            a_method(&a, 0x9, "s", "(I)V", code, pc, 1, 1, NULL, 0, NULL);
+            a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "s", "(I)V", code, pc, 1, 1, NULL, 0, NULL);
             size_t n;
             uint8_t *b = a_finish(&a, "p/S", "java/lang/Object", &n);
             uint8_t *o;
@@ -502,11 +532,11 @@ static void test_switch_padding(void **st)
             uint32_t npc = 6 + (uint32_t)pre + 1;
             cf_insn in;
             assert_true(cf_insn_decode(k.code, k.code_len, npc, &in));
-            assert_int_equal(in.op, kind ? 0xab : 0xaa);
+            assert_int_equal(in.op, kind ? JVM_OPC_lookupswitch : JVM_OPC_tableswitch);
             assert_int_equal(in.npairs, 2);
-            assert_int_equal(k.code[npc + in.branch], 0x04);                              /* default */
-            assert_int_equal(k.code[npc + cf_switch_target(k.code, &in, 0, NULL)], 0x14); /* return's probe */
-            assert_int_equal(k.code[npc + cf_switch_target(k.code, &in, 1, NULL)], 0x04);
+            assert_int_equal(k.code[npc + in.branch], JVM_OPC_iconst_1);                            /* default */
+            assert_int_equal(k.code[npc + cf_switch_target(k.code, &in, 0, NULL)], JVM_OPC_ldc2_w); /* return's probe */
+            assert_int_equal(k.code[npc + cf_switch_target(k.code, &in, 1, NULL)], JVM_OPC_iconst_1);
             cf_code_release(&k);
             cf_class_free(c);
             cf_instrument_result_free(&r);
@@ -519,10 +549,10 @@ static void test_code_too_large(void **st)
 {
     (void)st;
     uint8_t *code = malloc(60000);
-    memset(code, 0xb1, 60000);
+    memset(code, JVM_OPC_return, 60000);
     asm_cls a;
     a_init(&a, 52);
-    a_method(&a, 0x9, "big", "()V", code, 60000, 0, 0, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "big", "()V", code, 60000, 0, 0, NULL, 0, NULL);
     free(code);
     size_t n;
     uint8_t *b = a_finish(&a, "p/L", "java/lang/Object", &n);
@@ -542,24 +572,26 @@ static void test_constructors(void **st)
     (void)st;
     asm_cls a;
     a_init(&a, 52);
-    uint16_t sup = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
-    uint8_t c1[] = {0x2a, 0xb7, (uint8_t)(sup >> 8), (uint8_t)sup, 0xb1};
-    a_method(&a, 0x1, "<init>", "()V", c1, sizeof c1, 1, 1, NULL, 0, NULL);
+    uint16_t sup = a_ref(&a, JVM_CONSTANT_Methodref, "java/lang/Object", "<init>", "()V");
+    uint8_t c1[] = {JVM_OPC_aload_0, JVM_OPC_invokespecial, (uint8_t)(sup >> 8), (uint8_t)sup, JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC, "<init>", "()V", c1, sizeof c1, 1, 1, NULL, 0, NULL);
     /* two super() calls in two branches (Groovy style) */
-    uint8_t c2[] = {0x1b,         0x99, 0, 10, 0x2a, 0xb7, (uint8_t)(sup >> 8),
-                    (uint8_t)sup, 0xa7, 0, 7,  0x2a, 0xb7, (uint8_t)(sup >> 8),
-                    (uint8_t)sup, 0xb1};
-    uint8_t smt2[] = {0,   2, 255, 0, 11, 0, 2, 6, 1, 0, 0, /* full at 11: [uninitThis, int] [] */
-                      255, 0, 3,   0, 2,  7, 0, 0, 1, 0, 0};
+    uint8_t c2[] = {JVM_OPC_iload_1, JVM_OPC_ifeq,  0, 10, JVM_OPC_aload_0, JVM_OPC_invokespecial, (uint8_t)(sup >> 8),
+                    (uint8_t)sup,    JVM_OPC_goto,  0, 7,  JVM_OPC_aload_0, JVM_OPC_invokespecial, (uint8_t)(sup >> 8),
+                    (uint8_t)sup,    JVM_OPC_return};
+    uint8_t smt2[] = {0, 2, /* full at 11: [uninitThis, int] [] */
+                      CF_FRAME_FULL, 0, 11, 0, 2, JVM_ITEM_UninitializedThis, JVM_ITEM_Integer, 0, 0,
+                      /* full at 15: [p/C, int] [] */
+                      CF_FRAME_FULL, 0, 3, 0, 2, JVM_ITEM_Object, 0, 0, JVM_ITEM_Integer, 0, 0};
     uint16_t self = a_class(&a, "p/C");
     smt2[17] = (uint8_t)(self >> 8);
     smt2[18] = (uint8_t)self;
     asm_attrs ca = {0};
     aa_add(&a, &ca, "StackMapTable", smt2, sizeof smt2);
-    a_method(&a, 0x1, "<init>", "(I)V", c2, sizeof c2, 1, 2, NULL, 0, &ca);
+    a_method(&a, JVM_ACC_PUBLIC, "<init>", "(I)V", c2, sizeof c2, 1, 2, NULL, 0, &ca);
     /* no super() call at all: refused */
-    uint8_t c3[] = {0xb1};
-    a_method(&a, 0x1, "<init>", "(J)V", c3, sizeof c3, 0, 3, NULL, 0, NULL);
+    uint8_t c3[] = {JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC, "<init>", "(J)V", c3, sizeof c3, 0, 3, NULL, 0, NULL);
     size_t n;
     uint8_t *b = a_finish(&a, "p/C", "java/lang/Object", &n);
     uint8_t *o;
@@ -571,15 +603,15 @@ static void test_constructors(void **st)
     const cf_attr *ka = cf_method_code_attr(c, &c->methods[0]);
     cf_error e;
     assert_int_equal(cf_code_parse(c, ka, &k, &e), CF_OK);
-    assert_int_equal(k.code[0], 0x2a);
-    assert_int_equal(k.code[1], 0xb7);
-    assert_int_equal(k.code[4], 0x14); /* entry probe after super() */
+    assert_int_equal(k.code[0], JVM_OPC_aload_0);
+    assert_int_equal(k.code[1], JVM_OPC_invokespecial);
+    assert_int_equal(k.code[4], JVM_OPC_ldc2_w); /* entry probe after super() */
     assert_int_equal(k.exc[k.exc_count - 1].start, 10);
     cf_code_release(&k);
     ka = cf_method_code_attr(c, &c->methods[1]);
     assert_int_equal(cf_code_parse(c, ka, &k, &e), CF_OK);
-    assert_int_equal(k.exc_count, 2);  /* two catch-all ranges, around the pre-init code */
-    assert_int_equal(k.code[8], 0x14); /* entry probe after the first super() */
+    assert_int_equal(k.exc_count, 2);            /* two catch-all ranges, around the pre-init code */
+    assert_int_equal(k.code[8], JVM_OPC_ldc2_w); /* entry probe after the first super() */
     for (int i = 0; i < 2; i++) {
         assert_int_equal(k.exc[i].type, 0);
         assert_int_equal(k.exc[i].handler, k.code_len - 8); /* dup ldc2_w invokestatic athrow */
@@ -595,10 +627,10 @@ static void test_refusals(void **st)
     (void)st;
     asm_cls a;
     a_init(&a, 50); /* jsr/ret with a StackMapTable-era class file: refused */
-    uint8_t jsr[] = {0xa8, 0, 4, 0xb1, 0x4c, 0xa9, 1};
-    a_method(&a, 0x9, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
-    a_method_nocode(&a, 0x401, "abs", "()V");
-    a_method_nocode(&a, 0x109, "nat", "()V");
+    uint8_t jsr[] = {JVM_OPC_jsr, 0, 4, JVM_OPC_return, JVM_OPC_astore_1, JVM_OPC_ret, 1};
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
+    a_method_nocode(&a, JVM_ACC_PUBLIC | JVM_ACC_ABSTRACT, "abs", "()V");
+    a_method_nocode(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC | JVM_ACC_NATIVE, "nat", "()V");
     size_t n;
     uint8_t *b = a_finish(&a, "p/R", "java/lang/Object", &n);
     cf_instrument_result r;
@@ -614,17 +646,17 @@ static void test_refusals(void **st)
     /* the same subroutine in a version-49 class (type-inference verifier): instrumented, the
    * jsr relocated past the entry probe and ret left as is */
     a_init(&a, 49);
-    a_method(&a, 0x9, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "j", "()V", jsr, sizeof jsr, 1, 2, NULL, 0, NULL);
     b = a_finish(&a, "p/R", "java/lang/Object", &n);
     uint8_t *o;
     cf_class *c = instrument_ok(b, n, &o, &r);
     cf_code k;
     code_of(c, "j", &k);
-    assert_int_equal(k.code[6], 0xa8);                                /* jsr */
-    assert_int_equal(k.code[6 + (int16_t)cf_be16(k.code + 7)], 0x4c); /* -> astore_1 */
-    assert_int_equal(k.code[9], 0x14);                                /* exit probe before return */
-    assert_int_equal(k.code[16], 0x4c);
-    assert_int_equal(k.code[17], 0xa9);            /* ret 1 */
+    assert_int_equal(k.code[6], JVM_OPC_jsr);                                      /* jsr */
+    assert_int_equal(k.code[6 + (int16_t)cmr_be16(k.code + 7)], JVM_OPC_astore_1); /* -> astore_1 */
+    assert_int_equal(k.code[9], JVM_OPC_ldc2_w);                                   /* exit probe before return */
+    assert_int_equal(k.code[16], JVM_OPC_astore_1);
+    assert_int_equal(k.code[17], JVM_OPC_ret);     /* ret 1 */
     assert_null(sub_attr(c, &k, "StackMapTable")); /* none before version 50 */
     cf_code_release(&k);
     cf_class_free(c);
@@ -647,12 +679,13 @@ static void test_object_arguments(void **st)
                                      {0}};
     asm_cls a;
     a_init(&a, 52);
-    uint8_t ret[] = {0xb1};                 /* return */
-    uint8_t clobber[] = {0x01, 0x4b, 0xb1}; /* aconst_null; astore_0; return */
-    a_method(&a, 0x1, "run", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
-    a_method(&a, 0x9, "stat", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 3, NULL, 0, NULL);
-    a_method(&a, 0x1, "prim", "(JI)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
-    a_method(&a, 0x1, "clob", "(JLjava/lang/Runnable;)V", clobber, sizeof clobber, 1, 4, NULL, 0, NULL);
+    uint8_t ret[] = {JVM_OPC_return};                                            /* return */
+    uint8_t clobber[] = {JVM_OPC_aconst_null, JVM_OPC_astore_0, JVM_OPC_return}; /* aconst_null; astore_0; return */
+    a_method(&a, JVM_ACC_PUBLIC, "run", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "stat", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 3, NULL, 0,
+             NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "prim", "(JI)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "clob", "(JLjava/lang/Runnable;)V", clobber, sizeof clobber, 1, 4, NULL, 0, NULL);
     size_t n;
     uint8_t *b = a_finish(&a, "p/O", "java/lang/Object", &n);
     cf_instrument_result r;
@@ -667,13 +700,13 @@ static void test_object_arguments(void **st)
     cf_class *c = parse_ok(r.bytes, r.len);
     cf_code k;
     code_of(c, "run", &k);
-    assert_int_equal(k.code[0], 0x2a); /* aload_0: this */
-    assert_int_equal(k.code[1], 0x2d); /* aload_3: the Runnable (slots: this, long x2, Runnable) */
-    assert_int_equal(k.code[2], 0x14); /* ldc2_w method id */
-    assert_int_equal(k.code[5], 0xb8); /* invokestatic capture */
-    assert_int_equal(k.code[8], 0x2a); /* exit: aload_0 */
-    assert_int_equal(k.code[9], 0xb8); /* invokestatic leave */
-    assert_int_equal(k.code[12], 0xb1);
+    assert_int_equal(k.code[0], JVM_OPC_aload_0);      /* aload_0: this */
+    assert_int_equal(k.code[1], JVM_OPC_aload_3);      /* aload_3: the Runnable (slots: this, long x2, Runnable) */
+    assert_int_equal(k.code[2], JVM_OPC_ldc2_w);       /* ldc2_w method id */
+    assert_int_equal(k.code[5], JVM_OPC_invokestatic); /* invokestatic capture */
+    assert_int_equal(k.code[8], JVM_OPC_aload_0);      /* exit: aload_0 */
+    assert_int_equal(k.code[9], JVM_OPC_invokestatic); /* invokestatic leave */
+    assert_int_equal(k.code[12], JVM_OPC_return);
     assert_true(k.max_stack >= 4);
     cf_code_release(&k);
     cf_class_free(c);
@@ -695,25 +728,49 @@ static void test_tables_and_uninitialized(void **st)
     asm_cls a;
     a_init(&a, 52);
     uint16_t obj = a_class(&a, "java/lang/Object");
-    uint16_t init = a_ref(&a, 10, "java/lang/Object", "<init>", "()V");
+    uint16_t init = a_ref(&a, JVM_CONSTANT_Methodref, "java/lang/Object", "<init>", "()V");
     /* 0 new Object; 3 dup; 4 iload_0; 5 ifeq +3 (8); 8 invokespecial; 11 pop; 12 return */
-    uint8_t code[] = {0xbb, (uint8_t)(obj >> 8),  (uint8_t)obj,  0x59, 0x1a, 0x99, 0, 3,
-                      0xb7, (uint8_t)(init >> 8), (uint8_t)init, 0x57, 0xb1};
+    uint8_t code[] = {
+        JVM_OPC_new, (uint8_t)(obj >> 8),   (uint8_t)obj,         JVM_OPC_dup,   JVM_OPC_iload_0, JVM_OPC_ifeq,  0,
+        3,           JVM_OPC_invokespecial, (uint8_t)(init >> 8), (uint8_t)init, JVM_OPC_pop,     JVM_OPC_return};
     /* frame at 8: full [int] [Uninitialized(0), Uninitialized(0)] */
-    uint8_t smt[] = {0, 1, 255, 0, 8, 0, 1, 1, 0, 2, 8, 0, 0, 8, 0, 0};
+    uint8_t smt[] = {0, 1, CF_FRAME_FULL,          0, 8, 0, 1, JVM_ITEM_Integer, 0, 2, JVM_ITEM_Uninitialized,
+                     0, 0, JVM_ITEM_Uninitialized, 0, 0};
     uint8_t lnt[] = {0, 2, 0, 0, 0, 10, 0, 12, 0, 11};
     uint16_t nm = a_utf8(&a, "x"), ds = a_utf8(&a, "I");
     uint8_t lvt[] = {0, 1, 0, 0, 0, 13, (uint8_t)(nm >> 8), (uint8_t)nm, (uint8_t)(ds >> 8), (uint8_t)ds, 0, 0};
     /* type annotations: new at pc 0 (offset_target) and local 0 over [0, 13) (localvar_target) */
     uint16_t tn = a_utf8(&a, "Lp/T;");
-    uint8_t ta[] = {0, 2, 0x44, 0, 0, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0, 0x40, 0, 1, 0,
-                    4, 0, 9,    0, 0, 0, (uint8_t)(tn >> 8), (uint8_t)tn, 0, 0};
+    uint8_t ta[] = {0,
+                    2,
+                    CF_TARGET_NEW,
+                    0,
+                    0,
+                    0,
+                    (uint8_t)(tn >> 8),
+                    (uint8_t)tn,
+                    0,
+                    0,
+                    CF_TARGET_LOCAL_VARIABLE,
+                    0,
+                    1,
+                    0,
+                    4,
+                    0,
+                    9,
+                    0,
+                    0,
+                    0,
+                    (uint8_t)(tn >> 8),
+                    (uint8_t)tn,
+                    0,
+                    0};
     asm_attrs ca = {0};
     aa_add(&a, &ca, "StackMapTable", smt, sizeof smt);
     aa_add(&a, &ca, "LineNumberTable", lnt, sizeof lnt);
     aa_add(&a, &ca, "LocalVariableTable", lvt, sizeof lvt);
     aa_add(&a, &ca, "RuntimeInvisibleTypeAnnotations", ta, sizeof ta);
-    a_method(&a, 0x9, "u", "(I)V", code, sizeof code, 3, 1, NULL, 0, &ca);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "u", "(I)V", code, sizeof code, 3, 1, NULL, 0, &ca);
     size_t n;
     uint8_t *b = a_finish(&a, "p/U", "java/lang/Object", &n);
     uint8_t *o;
@@ -728,27 +785,27 @@ static void test_tables_and_uninitialized(void **st)
     assert_int_equal(nf, 2);
     assert_int_equal(fr[0].pc, 14);
     /* body: nlocals(2) int(1) nstack(2) U(3) U(3) */
-    assert_int_equal(fr[0].body[5], 8);
-    assert_int_equal(cf_be16(fr[0].body + 6), 6); /* `new` moved from 0 to 6 */
-    assert_int_equal(cf_be16(fr[0].body + 9), 6);
-    assert_int_equal(k.code[6], 0xbb);
+    assert_int_equal(fr[0].body[5], JVM_ITEM_Uninitialized);
+    assert_int_equal(cmr_be16(fr[0].body + 6), 6); /* `new` moved from 0 to 6 */
+    assert_int_equal(cmr_be16(fr[0].body + 9), 6);
+    assert_int_equal(k.code[6], JVM_OPC_new);
     free(fr);
     const cf_attr *l = sub_attr(c, &k, "LineNumberTable");
-    assert_int_equal(cf_be16(l->data + 2), 0);  /* line 10 still starts at 0 */
-    assert_int_equal(cf_be16(l->data + 6), 18); /* line 11: the exit probe before return */
-    assert_int_equal(k.code[18], 0x14);
+    assert_int_equal(cmr_be16(l->data + 2), 0);  /* line 10 still starts at 0 */
+    assert_int_equal(cmr_be16(l->data + 6), 18); /* line 11: the exit probe before return */
+    assert_int_equal(k.code[18], JVM_OPC_ldc2_w);
     const cf_attr *v = sub_attr(c, &k, "LocalVariableTable");
-    assert_int_equal(cf_be16(v->data + 2), 0);
-    assert_int_equal(cf_be16(v->data + 4), 25); /* whole original code, not the handler */
+    assert_int_equal(cmr_be16(v->data + 2), 0);
+    assert_int_equal(cmr_be16(v->data + 4), 25); /* whole original code, not the handler */
     assert_int_equal(k.exc[0].end, 25);
     const cf_attr *t = sub_attr(c, &k, "RuntimeInvisibleTypeAnnotations");
     assert_non_null(t);
     assert_int_equal(t->len, sizeof ta);
-    assert_int_equal(t->data[2], 0x44);
-    assert_int_equal(cf_be16(t->data + 3), 6); /* the `new` moved from 0 to 6 */
-    assert_int_equal(t->data[10], 0x40);
-    assert_int_equal(cf_be16(t->data + 13), 10); /* local range [4, 13=end) -> [10, 25=end) */
-    assert_int_equal(cf_be16(t->data + 15), 15);
+    assert_int_equal(t->data[2], CF_TARGET_NEW);
+    assert_int_equal(cmr_be16(t->data + 3), 6); /* the `new` moved from 0 to 6 */
+    assert_int_equal(t->data[10], CF_TARGET_LOCAL_VARIABLE);
+    assert_int_equal(cmr_be16(t->data + 13), 10); /* local range [4, 13=end) -> [10, 25=end) */
+    assert_int_equal(cmr_be16(t->data + 15), 15);
     cf_code_release(&k);
     cf_class_free(c);
     cf_instrument_result_free(&r);
@@ -766,8 +823,8 @@ static void test_limits(void **st)
         snprintf(name, sizeof name, "u%d", i);
         a_utf8(&a, name);
     }
-    uint8_t code[] = {0xb1};
-    a_method(&a, 0x9, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
+    uint8_t code[] = {JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
     size_t n;
     uint8_t *b = a_finish(&a, "p/F", "java/lang/Object", &n);
     cf_class *c = parse_ok(b, n);
@@ -787,13 +844,54 @@ static void test_limits(void **st)
     free(b);
 
     a_init(&a, 52);
-    a_method(&a, 0x9, "s", "()V", code, sizeof code, 65534, 0, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "s", "()V", code, sizeof code, 65534, 0, NULL, 0, NULL);
     b = a_finish(&a, "p/S", "java/lang/Object", &n);
     cf_instrument_result r;
     assert_int_equal(cf_instrument_class(b, n, timer(), NULL, NULL, &r, &e), CF_OK);
     assert_null(r.bytes);
     assert_int_equal(r.methods[0].refusal, CF_REFUSE_STACK_TOO_LARGE);
     cf_instrument_result_free(&r);
+    free(b);
+}
+
+/* The constant pool grows (cmr_array_grow) from its parsed size to the format's limit: every
+ * entry, old and appended, stays readable, a full pool refuses more, and the class writes
+ * back with all of them. */
+static void test_cpool_growth(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t code[] = {JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/G", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    uint16_t first = c->cp_count;
+    char name[16];
+    for (uint32_t i = first; i < 65535; i++) {
+        snprintf(name, sizeof name, "g%u", i);
+        assert_int_equal(cf_cp_append_utf8(c, name, strlen(name)), i);
+    }
+    assert_int_equal(c->cp_count, 65535);
+    assert_true(c->cp_cap >= 65535);
+    assert_int_equal(cf_cp_append_utf8(c, "x", 1), 0); /* full */
+    assert_int_equal(cf_cp_add_long(c, 1), 0);
+    assert_true(cf_str_eq(cf_class_name(c), "p/G"));
+    uint8_t *o;
+    size_t ol;
+    cf_error e;
+    assert_int_equal(cf_class_write(c, &o, &ol, &e), CF_OK);
+    cf_class *c2 = parse_ok(o, ol);
+    assert_int_equal(c2->cp_count, 65535);
+    for (uint32_t i = first; i < 65535; i += 997) {
+        snprintf(name, sizeof name, "g%u", i);
+        assert_true(cf_str_eq(cf_cp_utf8(c2, (uint16_t)i), name));
+    }
+    assert_true(cf_str_eq(cf_cp_utf8(c2, 65534), "g65534"));
+    cf_class_free(c2);
+    free(o);
+    cf_class_free(c);
     free(b);
 }
 
@@ -845,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_object_arguments),
         cmocka_unit_test(test_tables_and_uninitialized),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_cpool_growth),
         cmocka_unit_test(test_probe_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,12 +8,13 @@
  *   cf_bench [--seconds S] [--only 1|2] PATH...
  */
 #include "cf_testprobes.h"
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct item {
     uint8_t *b;
@@ -32,12 +33,13 @@ static int visit(const char *path, const struct stat *st, int type, struct FTW *
     if (!f)
         return 0;
     uint8_t *b = malloc((size_t)st->st_size + 1);
+    if (!b || CMR_ARRAY_GROW(items, cap_items, n_items + 1)) {
+        fclose(f);
+        free(b);
+        return 1; /* out of memory: stop the walk */
+    }
     size_t n = fread(b, 1, (size_t)st->st_size, f);
     fclose(f);
-    if (n_items == cap_items) {
-        cap_items = cap_items ? cap_items * 2 : 4096;
-        items = realloc(items, cap_items * sizeof *items);
-    }
     items[n_items++] = (item){b, n};
     total_bytes += n;
     return 0;
@@ -45,9 +47,7 @@ static int visit(const char *path, const struct stat *st, int type, struct FTW *
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    return (double)cmr_mono_ns() / 1e9;
 }
 
 static size_t sink;

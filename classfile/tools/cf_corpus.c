@@ -2,15 +2,17 @@
  * cf_corpus - runs the class-file engine over a corpus of .class files (directories are
  * walked recursively): every class must parse and write back byte-identical; callees and
  * method ids are listed for every method; with --instrument every method is instrumented
- * with every probe kind (cf_probes.c), the result re-parsed and checked structurally.
+ * with every probe kind (tests/cf_testprobes.c), the result re-parsed and checked structurally.
  * Prints counts of classes, methods instrumented and refusals by reason. Exit status 1 on
  * any round-trip mismatch, parse failure or instrumentation error.
  *
  *   cf_corpus [--instrument] [--show-refusals] [--sample N] [--max-fail N] PATH...
  * --sample N keeps one class in N (deterministic, by file order).
  */
-#include "cmr/classfile.h"
 #include "cf_testprobes.h"
+#include "cmr/buf.h"
+#include "cmr/file.h"
+#include "cmr/classfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,37 +34,23 @@ static void fail(const char *path, const char *what, const char *msg)
         fprintf(stderr, "FAIL %s: %s: %s\n", path, what, msg);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    if (b && n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)(n > 0 ? n : 0);
-    return b;
-}
-
 static void do_class(const char *path)
 {
-    size_t len;
-    uint8_t *bytes = slurp(path, &len);
-    if (!bytes)
+    cmr_buf_t file = {0};
+    char ferr[512];
+    if (cmr_file_read(path, (size_t)1 << 30, &file, ferr, sizeof ferr)) {
+        cmr_buf_free(&file);
         return;
+    }
+    const uint8_t *bytes = file.data;
+    size_t len = file.len;
     n_classes++;
     cf_class *c;
     cf_error err;
     if (cf_class_parse(bytes, len, &c, &err)) {
         n_parse_fail++;
         fail(path, "parse", err.msg);
-        free(bytes);
+        cmr_buf_free(&file);
         return;
     }
     uint8_t *out;
@@ -128,18 +116,19 @@ static void do_class(const char *path)
             cf_instrument_result_free(&r);
         }
         /* all kinds stacked on each other (what the JVM tests load) */
-        size_t ol;
-        uint8_t *all = cf_test_instrument_all(bytes, len, &ol, NULL, &err);
-        if (!all && err.code != CF_OK) {
+        cf_instrument_result all;
+        if (cf_instrument_stacked(bytes, len, cf_test_probes, CF_PROBE_KIND_COUNT, NULL, NULL, &all, &err)) {
             n_instr_err++;
             fail(path, "instrument (all kinds)", err.msg);
-        } else if (all && cf_class_check(all, ol, &err)) {
-            n_reparse_fail++;
-            fail(path, "stacked instrumented class check", err.msg);
+        } else {
+            if (all.bytes && cf_class_check(all.bytes, all.len, &err)) {
+                n_reparse_fail++;
+                fail(path, "stacked instrumented class check", err.msg);
+            }
+            cf_instrument_result_free(&all);
         }
-        free(all);
     }
-    free(bytes);
+    cmr_buf_free(&file);
 }
 
 static int visit(const char *path, const struct stat *st, int type, struct FTW *ftw)

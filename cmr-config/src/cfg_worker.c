@@ -129,14 +129,14 @@ static void registry_add(worker_t *w, const cmr_reader_rec_t *rec)
 /* Does this worker own the registration partition (group assignment)? */
 static int owns_partition(worker_t *w, int32_t partition)
 {
-    rd_kafka_topic_partition_list_t *parts = NULL;
-    if (rd_kafka_assignment(cmr_consumer_handle(w->consumer), &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    cmr_partition_t *parts = NULL;
+    size_t n = 0;
+    if (cmr_consumer_assignment(w->consumer, &parts, &n) != 0)
         return 0;
     int owned = 0;
-    for (int i = 0; i < parts->cnt && !owned; i++)
-        owned = parts->elems[i].partition == partition &&
-                strcmp(parts->elems[i].topic, cmr_topic_name(CMR_TOPIC_REGISTRATIONS)) == 0;
-    rd_kafka_topic_partition_list_destroy(parts);
+    for (size_t i = 0; i < n && !owned; i++)
+        owned = parts[i].partition == partition && strcmp(parts[i].topic, cmr_topic_name(CMR_TOPIC_REGISTRATIONS)) == 0;
+    free(parts);
     return owned;
 }
 

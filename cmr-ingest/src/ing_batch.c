@@ -10,13 +10,14 @@
  * dropped(4) | event_count(4) | name length(2) | name | events (event_count * 24).
  * The events bytes are the agent's bytes, unchanged.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmr/event.h"
 #include "cmr/ingest.h"
-#include "ing_bytes.h"
+#include "cmr/bytes.h"
 
 #define HDR_LEN CMR_INGEST_BATCH_HDR_LEN
 _Static_assert(HDR_LEN == 1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2, "stored batch header");
@@ -69,13 +70,14 @@ int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *ou
 void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN])
 {
     memcpy(key, b->trace_id, 16);
-    ing_put_be64(key + 16, b->agent_id);
-    ing_put_be64(key + 24, b->segment_id);
-    ing_put_be32(key + 32, (uint32_t)b->batch_seq);
+    cmr_put_be64(key + 16, b->agent_id);
+    cmr_put_be64(key + 24, b->segment_id);
+    cmr_put_be32(key + 32, (uint32_t)b->batch_seq);
 }
 
 size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGEST_BATCH_HDR_LEN])
 {
+    assert(b->name_len <= MAX_NAME);
     uint8_t *q = out;
     *q++ = 1;
     cmr_put_le64(q, (uint64_t)b->thread_id), q += 8;
@@ -88,7 +90,8 @@ size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGE
     cmr_put_le32(q, b->event_count), q += 4;
     *q++ = (uint8_t)(b->name_len & 0xff);
     *q++ = (uint8_t)(b->name_len >> 8);
-    return (size_t)(q - out);
+    assert((size_t)(q - out) == HDR_LEN);
+    return HDR_LEN;
 }
 
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len)
@@ -98,18 +101,7 @@ int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *
     uint8_t *p = malloc(n);
     if (!p)
         return -1;
-    uint8_t *q = p;
-    *q++ = 1;
-    cmr_put_le64(q, (uint64_t)b->thread_id), q += 8;
-    cmr_put_le64(q, (uint64_t)b->first_event_seq), q += 8;
-    *q++ = (uint8_t)((b->last ? 1 : 0) | (b->has_parent ? 2 : 0));
-    cmr_put_le64(q, b->parent_agent), q += 8;
-    cmr_put_le64(q, b->parent_segment), q += 8;
-    cmr_put_le64(q, (uint64_t)b->parent_seq), q += 8;
-    cmr_put_le32(q, (uint32_t)b->dropped), q += 4;
-    cmr_put_le32(q, b->event_count), q += 4;
-    *q++ = (uint8_t)(b->name_len & 0xff);
-    *q++ = (uint8_t)(b->name_len >> 8);
+    uint8_t *q = p + cmr_ingest_batch_header(b, p);
     memcpy(q, b->thread_name, b->name_len), q += b->name_len;
     if (ev)
         memcpy(q, b->events, ev);
@@ -124,9 +116,11 @@ int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val,
     if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || val[0] != 1)
         return -1;
     memcpy(out->trace_id, key, 16);
-    out->agent_id = ing_be64(key + 16);
-    out->segment_id = ing_be64(key + 24);
-    out->batch_seq = (int32_t)ing_be32(key + 32);
+    out->agent_id = cmr_be64(key + 16);
+    out->segment_id = cmr_be64(key + 24);
+    out->batch_seq = (int32_t)cmr_be32(key + 32);
+    if (out->batch_seq < 0)
+        return -1; /* never written (cmr_ingest_batch_from_msg refuses it): corrupt */
     const uint8_t *q = val + 1;
     out->thread_id = (int64_t)cmr_le64(q), q += 8;
     out->first_event_seq = (int64_t)cmr_le64(q), q += 8;

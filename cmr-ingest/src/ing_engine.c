@@ -8,28 +8,35 @@
  * gets its summary recomputed; when it differs from the stored one, the old time /
  * duration / root index entries are deleted and the new ones written with it. Then one
  * RocksDB write per touched partition (WAL, fsync; the partitions' writes run in parallel
- * so that their fsyncs overlap): only after that may the caller mark the records done. Every write is keyed by what it describes, so a record that comes
- * again (after a crash between write and commit) changes nothing.
+ * so that their fsyncs overlap): only after that may the caller mark the records done.
+ * Every write is keyed by what it describes, so a record that comes again (after a crash
+ * between write and commit) changes nothing.
  *
- * Memory: trace states of a partition are dropped after a flush when there are more
- * than `max_traces` of them; they are rebuilt from the store when a trace gets more.
+ * Memory: the trace states of a partition (a cmr_map_t keyed by the 16-byte trace id) are
+ * dropped after a flush when there are more than MAX_TRACES_PER_PART of them; they are
+ * rebuilt from the store when a trace gets more.
  *
  * Ownership: the engine owns its stores, write batches and states.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <rocksdb/c.h>
 
+#include "cmr/bytes.h"
+#include "cmr/clock.h"
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/log.h"
-#include "ing_bytes.h"
+#include "cmr/map.h"
+#include "cmr/rejects.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
 
 #define MAX_PARTITIONS 4096
 #define MAX_TRACES_PER_PART 20000
@@ -47,8 +54,7 @@ typedef struct part {
     cmr_store_t *store;
     rocksdb_writebatch_t *wb;
     size_t wb_count;
-    trace_entry_t **map; /* open addressing on the trace id */
-    size_t count, cap;
+    cmr_map_t traces; /* trace id (16 bytes) -> trace_entry_t (owned) */
     trace_entry_t *dirty;
 } part_t;
 
@@ -80,16 +86,17 @@ cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opt
     return e;
 }
 
+/* Drops every trace state of the partition (they are rebuilt from the store). */
 static void free_entries(part_t *p)
 {
-    for (size_t i = 0; i < p->cap; i++)
-        if (p->map[i]) {
-            cmr_trace_state_free(p->map[i]->st);
-            free(p->map[i]);
-        }
-    free(p->map);
-    p->map = NULL;
-    p->count = p->cap = 0;
+    size_t it = 0;
+    void *val;
+    while (cmr_map_next(&p->traces, &it, NULL, NULL, &val)) {
+        trace_entry_t *t = val;
+        cmr_trace_state_free(t->st);
+        free(t);
+    }
+    cmr_map_free(&p->traces);
     p->dirty = NULL;
 }
 
@@ -149,56 +156,10 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition)
     return rc;
 }
 
-static size_t hash_id(const uint8_t id[16], size_t cap)
-{
-    uint64_t a, b;
-    memcpy(&a, id, 8);
-    memcpy(&b, id + 8, 8);
-    return (size_t)((a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull >> 20) & (cap - 1);
-}
-
-static trace_entry_t *map_find(part_t *p, const uint8_t id[16])
-{
-    if (!p->cap)
-        return NULL;
-    for (size_t h = hash_id(id, p->cap);; h = (h + 1) & (p->cap - 1)) {
-        if (!p->map[h])
-            return NULL;
-        if (!memcmp(p->map[h]->id, id, 16))
-            return p->map[h];
-    }
-}
-
-static int map_insert(part_t *p, trace_entry_t *t)
-{
-    if ((p->count + 1) * 2 > p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 1024;
-        trace_entry_t **m = calloc(cap, sizeof *m);
-        if (!m)
-            return -1;
-        for (size_t i = 0; i < p->cap; i++)
-            if (p->map[i]) {
-                size_t h = hash_id(p->map[i]->id, cap);
-                while (m[h])
-                    h = (h + 1) & (cap - 1);
-                m[h] = p->map[i];
-            }
-        free(p->map);
-        p->map = m;
-        p->cap = cap;
-    }
-    size_t h = hash_id(t->id, p->cap);
-    while (p->map[h])
-        h = (h + 1) & (p->cap - 1);
-    p->map[h] = t;
-    p->count++;
-    return 0;
-}
-
 /* The trace's state: in memory, or rebuilt from what the store holds. */
 static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
 {
-    trace_entry_t *t = map_find(p, id);
+    trace_entry_t *t = cmr_map_get(&p->traces, id, 16);
     if (t)
         return t;
     t = calloc(1, sizeof *t);
@@ -219,7 +180,7 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
         if (n >= 0)
             cmr_store_batches_free(b, vals);
     }
-    if (map_insert(p, t) != 0) {
+    if (cmr_map_put(&p->traces, id, 16, t) != 0) {
         cmr_trace_state_free(t->st);
         free(t);
         return NULL;
@@ -235,7 +196,7 @@ typedef struct idx_ctx {
 static void put_idx(idx_ctx_t *c, int cf, uint64_t id)
 {
     uint8_t k[24];
-    ing_put_be64(k, id);
+    cmr_put_be64(k, id);
     memcpy(k + 8, c->trace, 16);
     rocksdb_writebatch_put_cf(c->p->wb, cmr_store_cf(c->p->store, cf), (const char *)k, 24, "", 0);
 }
@@ -300,7 +261,7 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
 static void put_id_value(cmr_ingest_engine_t *e, int cf, uint64_t id, const char *v, size_t len)
 {
     uint8_t k[8];
-    ing_put_be64(k, id);
+    cmr_put_be64(k, id);
     rocksdb_writebatch_put_cf(e->meta_wb, cmr_store_cf(e->meta, cf), (const char *)k, 8, v, len);
     e->pending++;
 }
@@ -330,6 +291,24 @@ int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registra
     return 0;
 }
 
+int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic, const cmr_reader_rec_t *rec)
+{
+    cmr_msg_t m;
+    if (cmr_reject_decode(topic, rec->partition, rec->offset, rec->payload, rec->len, &m) != 0)
+        return 0;
+    cmr_msg_type_t want =
+        strcmp(topic, cmr_topic_name(CMR_TOPIC_METHODS)) == 0 ? CMR_MSG_METHOD_ENTRY : CMR_MSG_AGENT_REGISTRATION;
+    int rc = 0;
+    if (m.type != want)
+        cmr_reject(topic, "unexpected_type", rec->partition, rec->offset, cmr_msg_type_name(m.type));
+    else if (m.type == CMR_MSG_METHOD_ENTRY)
+        rc = cmr_ingest_engine_add_method(e, &m.u.method_entry) == 0;
+    else
+        rc = cmr_ingest_engine_add_agent(e, &m.u.registration) == 0;
+    cmr_msg_free(&m);
+    return rc;
+}
+
 /* Queues the summary of a changed trace and moves its time / duration / root entries. */
 static void write_summary(part_t *p, trace_entry_t *t)
 {
@@ -342,7 +321,9 @@ static void write_summary(part_t *p, trace_entry_t *t)
     uint8_t tk[24], dk[24], rk[32], otk[24], odk[24], ork[32];
     cmr_store_index_keys(&now, tk, dk, rk);
     if (t->has_stored) {
-        cmr_trace_summary_decode(t->stored, sizeof t->stored, &old);
+        int bad = cmr_trace_summary_decode(t->stored, sizeof t->stored, &old);
+        assert(!bad); /* encoded by this process, fixed length */
+        (void)bad;
         cmr_store_index_keys(&old, otk, odk, ork);
         if (memcmp(tk, otk, 24))
             rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
@@ -397,6 +378,7 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             e->stats.traces_touched++;
         }
         p->dirty = NULL;
+        assert(njobs < MAX_PARTITIONS);
         jobs[njobs++] = (write_job_t){.p = p};
     }
     for (size_t i = 0; i < njobs; i++) /* the first one runs on this thread */
@@ -412,7 +394,7 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
         part_t *p = jobs[i].p;
         rocksdb_writebatch_clear(p->wb);
         p->wb_count = 0;
-        if (p->count > MAX_TRACES_PER_PART)
+        if (cmr_map_count(&p->traces) > MAX_TRACES_PER_PART)
             free_entries(p);
     }
     if (rocksdb_writebatch_count(e->meta_wb)) {
@@ -441,9 +423,7 @@ long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
 {
     if (cmr_ingest_engine_flush(e) != 0)
         return -1;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t now = cmr_wall_ns();
     long total = 0;
     for (int i = 0; i < MAX_PARTITIONS; i++)
         if (e->parts[i]) {

@@ -12,15 +12,14 @@
  *
  * Ownership: returns malloc'd JSON text.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
-#include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/json.h"
 
 static uint64_t mix(uint64_t x)
 {
@@ -63,35 +62,41 @@ static size_t agent_index(const uint64_t *a, size_t n, uint64_t id)
     for (size_t i = 0; i < n; i++)
         if (a[i] == id)
             return i;
+    assert(!"agents_of() lists the agent of every call");
     return 0;
 }
 
+/* {"ph":"M"} metadata naming a process (a JVM) or a thread. */
+static json_t *chrome_meta(const char *what, size_t pid, int64_t tid, const char *name)
+{
+    return json_pack("{s:s,s:s,s:I,s:I,s:{s:o}}", "name", what, "ph", "M", "pid", (json_int_t)pid, "tid",
+                     (json_int_t)tid, "args", "name", cmr_json_str(name));
+}
+
+/* Names (methods, JVMs, threads) come from agents: cmr_json_str keeps invalid UTF-8. */
 char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t)
 {
     uint64_t *agents = NULL;
     size_t na = agents_of(t, &agents);
     json_t *ev = json_array();
     char buf[1024];
-    for (size_t i = 0; i < na; i++) {
-        json_array_append_new(ev, json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "name", "process_name", "ph", "M", "pid",
-                                            (json_int_t)(i + 1), "tid", (json_int_t)0, "args", "name",
-                                            cmr_names_agent(n, agents[i], buf, sizeof buf)));
-    }
+    for (size_t i = 0; i < na; i++)
+        json_array_append_new(ev,
+                              chrome_meta("process_name", i + 1, 0, cmr_names_agent(n, agents[i], buf, sizeof buf)));
     for (size_t i = 0; i < t->count; i++) { /* thread names, once per (JVM, thread) */
         const cmr_tree_node_t *x = &t->nodes[i];
         if (x->kind != CMR_NODE_CALL || x->event_seq != 0)
             continue;
         const char *name = x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : "thread";
-        json_array_append_new(ev, json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "name", "thread_name", "ph", "M", "pid",
-                                            (json_int_t)(agent_index(agents, na, x->agent_id) + 1), "tid",
-                                            (json_int_t)x->thread_id, "args", "name", name));
+        json_array_append_new(ev,
+                              chrome_meta("thread_name", agent_index(agents, na, x->agent_id) + 1, x->thread_id, name));
     }
     for (size_t i = 0; i < t->count; i++) {
         const cmr_tree_node_t *x = &t->nodes[i];
         if (x->kind != CMR_NODE_CALL)
             continue;
         json_t *e = json_object();
-        json_object_set_new(e, "name", json_string(cmr_names_method(n, x->method_id, buf, sizeof buf)));
+        json_object_set_new(e, "name", cmr_json_str(cmr_names_method(n, x->method_id, buf, sizeof buf)));
         json_object_set_new(e, "cat", json_string(x->async ? "call,async" : "call"));
         json_object_set_new(e, "ph", json_string("X"));
         json_object_set_new(e, "ts", json_real((double)(x->start_ns - t->start_ns) / 1000.0));
@@ -104,36 +109,39 @@ char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t)
         json_array_append_new(ev, e);
     }
     free(agents);
-    char id[33];
-    cmr_hex(t->trace_id, 16, id);
-    json_t *o = json_pack("{s:o,s:s,s:{s:s}}", "traceEvents", ev, "displayTimeUnit", "ns", "otherData", "trace_id", id);
-    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_INDENT(1));
-    json_decref(o);
-    return out;
+    json_t *o = json_pack("{s:o,s:s,s:{s:o}}", "traceEvents", ev, "displayTimeUnit", "ns", "otherData", "trace_id",
+                          cmr_json_hex(t->trace_id, 16));
+    return cmr_json_take(o, CMR_JSON_PRETTY);
+}
+
+/* An OTLP attribute {"key": k, "value": {kind: v}}; steals v. */
+static json_t *attr(const char *k, const char *kind, json_t *v)
+{
+    return json_pack("{s:s,s:{s:o}}", "key", k, "value", kind, v);
 }
 
 static json_t *attr_str(const char *k, const char *v)
 {
-    return json_pack("{s:s,s:{s:s}}", "key", k, "value", "stringValue", v);
+    return attr(k, "stringValue", cmr_json_str(v));
 }
 
 static json_t *attr_int(const char *k, int64_t v)
 {
     char s[32];
     snprintf(s, sizeof s, "%" PRId64, v);
-    return json_pack("{s:s,s:{s:s}}", "key", k, "value", "intValue", s);
+    return attr(k, "intValue", json_string(s));
 }
 
-static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tree_node_t *x, const char *trace_hex)
+static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tree_node_t *x)
 {
-    char sid[17], pid[17] = "", buf[1024], ts[32], te[32];
-    snprintf(sid, sizeof sid, "%016" PRIx64, span_id(x));
+    char buf[1024], ts[32], te[32];
+    json_t *parent = NULL;
     if (x->parent != CMR_NODE_NONE) {
         const cmr_tree_node_t *p = &t->nodes[x->parent];
         if (p->kind == CMR_NODE_CALL)
-            snprintf(pid, sizeof pid, "%016" PRIx64, span_id(p));
+            parent = cmr_json_id64(span_id(p));
         else if (p->kind == CMR_NODE_REMOTE)
-            snprintf(pid, sizeof pid, "%016" PRIx64, p->segment_id);
+            parent = cmr_json_id64(p->segment_id);
     }
     snprintf(ts, sizeof ts, "%" PRId64, x->start_ns);
     snprintf(te, sizeof te, "%" PRId64, x->end_ns);
@@ -145,10 +153,10 @@ static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tr
     if (x->running)
         json_array_append_new(attrs, attr_str("cmr.state", "running"));
     json_t *s = json_object();
-    json_object_set_new(s, "traceId", json_string(trace_hex));
-    json_object_set_new(s, "spanId", json_string(sid));
-    json_object_set_new(s, "parentSpanId", json_string(pid));
-    json_object_set_new(s, "name", json_string(cmr_names_method(n, x->method_id, buf, sizeof buf)));
+    json_object_set_new(s, "traceId", cmr_json_hex(t->trace_id, 16));
+    json_object_set_new(s, "spanId", cmr_json_id64(span_id(x)));
+    json_object_set_new(s, "parentSpanId", parent ? parent : json_string(""));
+    json_object_set_new(s, "name", cmr_json_str(cmr_names_method(n, x->method_id, buf, sizeof buf)));
     json_object_set_new(s, "kind", json_integer(1)); /* SPAN_KIND_INTERNAL */
     json_object_set_new(s, "startTimeUnixNano", json_string(ts));
     json_object_set_new(s, "endTimeUnixNano", json_string(te));
@@ -163,24 +171,19 @@ char *cmr_ingest_export_otlp(const cmr_names_t *n, const cmr_tree_t *t)
 {
     uint64_t *agents = NULL;
     size_t na = agents_of(t, &agents);
-    char trace_hex[33], buf[1024], hex[17];
-    cmr_hex(t->trace_id, 16, trace_hex);
+    char buf[1024];
     json_t *rs = json_array();
     for (size_t a = 0; a < na; a++) {
         json_t *spans = json_array();
         for (size_t i = 0; i < t->count; i++)
             if (t->nodes[i].kind == CMR_NODE_CALL && t->nodes[i].agent_id == agents[a])
-                json_array_append_new(spans, otlp_span(n, t, &t->nodes[i], trace_hex));
-        snprintf(hex, sizeof hex, "%016" PRIx64, agents[a]);
+                json_array_append_new(spans, otlp_span(n, t, &t->nodes[i]));
         json_t *attrs = json_array();
         json_array_append_new(attrs, attr_str("service.name", cmr_names_agent(n, agents[a], buf, sizeof buf)));
-        json_array_append_new(attrs, attr_str("cmr.agent_id", hex));
+        json_array_append_new(attrs, attr("cmr.agent_id", "stringValue", cmr_json_id64(agents[a])));
         json_array_append_new(rs, json_pack("{s:{s:o},s:[{s:{s:s,s:s},s:o}]}", "resource", "attributes", attrs,
                                             "scopeSpans", "scope", "name", "cmr", "version", "0.1.0", "spans", spans));
     }
     free(agents);
-    json_t *o = json_pack("{s:o}", "resourceSpans", rs);
-    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_INDENT(1));
-    json_decref(o);
-    return out;
+    return cmr_json_take(json_pack("{s:o}", "resourceSpans", rs), CMR_JSON_PRETTY);
 }

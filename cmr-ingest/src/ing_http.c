@@ -16,6 +16,7 @@
  * Ownership: the server owns its socket, thread and caches.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,11 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/json.h"
 #include "cmr/log.h"
 
 #define CACHE_SLOTS 64
@@ -51,27 +53,19 @@ struct cmr_ingest_http {
     cached_tree_t cache[CACHE_SLOTS];
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
+/* {"error": msg}. msg may hold bytes of the request: control characters become spaces,
+ * invalid UTF-8 U+FFFD. */
 static char *error_json(const char *msg)
 {
-    size_t n = strlen(msg) * 2 + 32;
-    char *b = malloc(n), *p = b;
-    if (!b)
+    char *clean = strdup(msg);
+    if (!clean)
         return NULL;
-    p += sprintf(p, "{\"error\":\"");
-    for (const char *s = msg; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            *p++ = '\\';
-        *p++ = (unsigned char)*s < 0x20 ? ' ' : *s;
-    }
-    strcpy(p, "\"}");
-    return b;
+    for (char *p = clean; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = ' ';
+    char *out = cmr_json_take(json_pack("{s:o}", "error", cmr_json_str(clean)), CMR_JSON_COMPACT);
+    free(clean);
+    return out;
 }
 
 static int hexval(char c)
@@ -137,11 +131,11 @@ static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, cmr_i
         return *owned;
     }
     *owned = NULL;
-    if (h->view && mono_ms() - h->view_ms < 1000)
+    if (h->view && cmr_mono_ms() - h->view_ms < 1000)
         return h->view;
     cmr_ingest_view_free(h->view);
     h->view = cmr_ingest_view_open(root, err, errlen);
-    h->view_ms = mono_ms();
+    h->view_ms = cmr_mono_ms();
     return h->view;
 }
 
@@ -221,7 +215,7 @@ static int answer(cmr_ingest_http_t *h, const char *root, const char *method, co
         return 400;
     }
     if (!strcmp(path, "/health")) {
-        *body = strdup("{\"status\":\"ok\"}");
+        *body = cmr_json_take(json_pack("{s:s}", "status", "ok"), CMR_JSON_COMPACT);
         return 200;
     }
     if (strncmp(path, "/api/traces", 11) || (path[11] && path[11] != '/')) {
@@ -313,7 +307,7 @@ static void serve_one(cmr_ingest_http_t *h, int fd)
 {
     char req[8192];
     size_t len = 0;
-    int64_t deadline = mono_ms() + 2000;
+    int64_t deadline = cmr_mono_ms() + 2000;
     int status = 0;
     char *body = NULL;
     while (!memmem(req, len, "\r\n\r\n", 4)) {
@@ -323,7 +317,7 @@ static void serve_one(cmr_ingest_http_t *h, int fd)
             break;
         }
         struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - mono_ms());
+        int left = (int)(deadline - cmr_mono_ms());
         if (left <= 0 || poll(&p, 1, left) <= 0)
             return; /* too slow: drop */
         ssize_t r = recv(fd, req + len, sizeof req - len, 0);
@@ -334,6 +328,7 @@ static void serve_one(cmr_ingest_http_t *h, int fd)
     if (!status) {
         char method[16], target[4096], version[16];
         char *eol = memmem(req, len, "\r\n", 2);
+        assert(eol); /* the loop above found "\r\n\r\n" */
         *eol = '\0';
         if (sscanf(req, "%15s %4095s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
             status = 400;

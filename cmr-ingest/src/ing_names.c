@@ -7,28 +7,22 @@
  *   agent:  agent name \0 host \0 pid (decimal) \0 JVM vendor and version
  * Display names: "com.example.Foo.bar(I)V" and "name@host pid 123".
  *
- * Ownership: the table owns every string; lookups copy into the caller's buffer.
+ * Ownership: the tables (cmr_u64map_t, id -> display name) own every string; lookups copy
+ * into the caller's buffer.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
-
-typedef struct entry {
-    uint64_t id;
-    char *display;
-} entry_t;
-
-typedef struct table {
-    entry_t *items; /* open addressing, display NULL = empty */
-    size_t count, cap;
-} table_t;
+#include "cmr/map.h"
 
 struct cmr_names {
-    table_t methods, agents;
+    cmr_u64map_t methods, agents; /* id -> display name (owned, malloc'd) */
 };
 
 cmr_names_t *cmr_names_new(void)
@@ -36,11 +30,13 @@ cmr_names_t *cmr_names_new(void)
     return calloc(1, sizeof(cmr_names_t));
 }
 
-static void table_free(table_t *t)
+static void table_free(cmr_u64map_t *t)
 {
-    for (size_t i = 0; i < t->cap; i++)
-        free(t->items[i].display);
-    free(t->items);
+    size_t it = 0;
+    void *display;
+    while (cmr_u64map_next(t, &it, NULL, &display))
+        free(display);
+    cmr_u64map_free(t);
 }
 
 void cmr_names_free(cmr_names_t *n)
@@ -52,55 +48,16 @@ void cmr_names_free(cmr_names_t *n)
     free(n);
 }
 
-static size_t slot(uint64_t id, size_t cap)
+/* Takes ownership of display (freed on failure too). */
+static int table_put(cmr_u64map_t *t, uint64_t id, char *display)
 {
-    return (size_t)(id * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
-}
-
-static entry_t *table_find(const table_t *t, uint64_t id)
-{
-    if (!t->cap)
-        return NULL;
-    for (size_t h = slot(id, t->cap);; h = (h + 1) & (t->cap - 1)) {
-        if (!t->items[h].display)
-            return NULL;
-        if (t->items[h].id == id)
-            return &t->items[h];
+    void **slot = cmr_u64map_get_slot(t, id, NULL);
+    if (!slot) {
+        free(display);
+        return -1;
     }
-}
-
-/* Takes ownership of display. */
-static int table_put(table_t *t, uint64_t id, char *display)
-{
-    entry_t *e = table_find(t, id);
-    if (e) {
-        free(e->display);
-        e->display = display;
-        return 0;
-    }
-    if ((t->count + 1) * 2 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        entry_t *items = calloc(cap, sizeof *items);
-        if (!items) {
-            free(display);
-            return -1;
-        }
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->items[i].display) {
-                size_t h = slot(t->items[i].id, cap);
-                while (items[h].display)
-                    h = (h + 1) & (cap - 1);
-                items[h] = t->items[i];
-            }
-        free(t->items);
-        t->items = items;
-        t->cap = cap;
-    }
-    size_t h = slot(id, t->cap);
-    while (t->items[h].display)
-        h = (h + 1) & (t->cap - 1);
-    t->items[h] = (entry_t){id, display};
-    t->count++;
+    free(*slot);
+    *slot = display;
     return 0;
 }
 
@@ -128,15 +85,11 @@ static int split(const void *val, size_t len, char **copy, const char **fields, 
 
 static char *method_display(const char *cls, const char *name, const char *desc)
 {
-    size_t n = strlen(cls) + strlen(name) + strlen(desc) + 2;
-    char *d = malloc(n);
-    if (!d)
-        return NULL;
-    snprintf(d, n, "%s.%s%s", cls, name, desc);
-    for (char *p = d; *p && p < d + strlen(cls); p++)
-        if (*p == '/')
-            *p = '.';
-    return d;
+    cmr_buf_t b = {0};
+    for (const char *p = cls; *p; p++) /* class names come with '/' separators */
+        cmr_buf_putc(&b, *p == '/' ? '.' : *p);
+    cmr_buf_printf(&b, ".%s%s", name, desc);
+    return cmr_buf_take(&b);
 }
 
 int cmr_names_load_method(cmr_names_t *n, uint64_t id, const void *val, size_t len)
@@ -156,30 +109,21 @@ int cmr_names_load_agent(cmr_names_t *n, uint64_t id, const void *val, size_t le
     const char *f[4];
     if (split(val, len, &copy, f, 4) < 0)
         return -1;
-    size_t sz = strlen(f[0]) + strlen(f[1]) + strlen(f[2]) + 16;
-    char *d = malloc(sz);
-    if (d)
-        snprintf(d, sz, "%s@%s pid %s", f[0], f[1], f[2]);
+    cmr_buf_t b = {0};
+    cmr_buf_printf(&b, "%s@%s pid %s", f[0], f[1], f[2]);
+    char *d = cmr_buf_take(&b);
     free(copy);
     return d ? table_put(&n->agents, id, d) : -1;
 }
 
+/* The fields, each followed by a NUL except the last (whose NUL is not counted). */
 static char *join(const char *const *f, int nf, size_t *len)
 {
-    size_t n = 0;
+    cmr_buf_t b = {0};
     for (int i = 0; i < nf; i++)
-        n += strlen(f[i]) + 1;
-    char *v = malloc(n);
-    if (!v)
-        return NULL;
-    char *p = v;
-    for (int i = 0; i < nf; i++) {
-        size_t l = strlen(f[i]);
-        memcpy(p, f[i], l + 1);
-        p += l + 1;
-    }
-    *len = n - 1; /* no trailing NUL */
-    return v;
+        cmr_buf_put(&b, f[i], strlen(f[i]) + (i + 1 < nf));
+    *len = b.len;
+    return cmr_buf_take(&b);
 }
 
 char *cmr_names_method_value(const cmr_method_entry_t *m, size_t *len)
@@ -217,24 +161,25 @@ int cmr_names_put_agent(cmr_names_t *n, const cmr_agent_registration_t *r)
     return rc;
 }
 
+/* The display name of id in t, or "<kind>#<hex id>", into buf. */
+static const char *table_name(const cmr_u64map_t *t, const char *kind, uint64_t id, char *buf, size_t len)
+{
+    const char *display = cmr_u64map_get(t, id);
+    if (display)
+        snprintf(buf, len, "%s", display);
+    else
+        snprintf(buf, len, "%s#%016" PRIx64, kind, id);
+    return buf;
+}
+
 const char *cmr_names_method(const cmr_names_t *n, uint64_t id, char *buf, size_t len)
 {
-    entry_t *e = table_find(&n->methods, id);
-    if (e)
-        snprintf(buf, len, "%s", e->display);
-    else
-        snprintf(buf, len, "method#%016" PRIx64, id);
-    return buf;
+    return table_name(&n->methods, "method", id, buf, len);
 }
 
 const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t len)
 {
-    entry_t *e = table_find(&n->agents, id);
-    if (e)
-        snprintf(buf, len, "%s", e->display);
-    else
-        snprintf(buf, len, "agent#%016" PRIx64, id);
-    return buf;
+    return table_name(&n->agents, "agent", id, buf, len);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -243,23 +188,23 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static size_t table_match(const table_t *t, const char *pattern, uint64_t **ids)
+static size_t table_match(const cmr_u64map_t *t, const char *pattern, uint64_t **ids)
 {
     *ids = NULL;
     size_t n = 0;
-    uint64_t *v = malloc((t->count + 1) * sizeof *v);
+    uint64_t *v = malloc((cmr_u64map_count(t) + 1) * sizeof *v);
     if (!v)
         return 0;
     uint8_t raw[8];
     if (strlen(pattern) == 16 && cmr_unhex(pattern, raw, 8) == 0) {
-        uint64_t id = 0;
-        for (int i = 0; i < 8; i++)
-            id = id << 8 | raw[i];
-        v[n++] = id;
+        v[n++] = cmr_be64(raw);
     } else {
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->items[i].display && strstr(t->items[i].display, pattern))
-                v[n++] = t->items[i].id;
+        size_t it = 0;
+        uint64_t id;
+        void *display;
+        while (cmr_u64map_next(t, &it, &id, &display))
+            if (strstr(display, pattern))
+                v[n++] = id;
     }
     qsort(v, n, sizeof *v, cmp_u64);
     *ids = v;
@@ -278,5 +223,5 @@ size_t cmr_names_find_agents(const cmr_names_t *n, const char *pattern, uint64_t
 
 size_t cmr_names_count(const cmr_names_t *n)
 {
-    return n->methods.count + n->agents.count;
+    return cmr_u64map_count(&n->methods) + cmr_u64map_count(&n->agents);
 }

@@ -5,6 +5,7 @@
  * Output is a function of the store content only (no clock, no addresses, deterministic
  * order), so a replayed store prints the same bytes.
  */
+#include <assert.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,10 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <jansson.h>
-
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/json.h"
 
 static void fmt_time(int64_t ns, char *buf, size_t len)
 {
@@ -34,6 +35,7 @@ static void fmt_time(int64_t ns, char *buf, size_t len)
 
 static const char *thread_name(const cmr_tree_t *t, const cmr_tree_node_t *x)
 {
+    assert(x->thread_name == CMR_NODE_NONE || x->thread_name < t->nnames);
     return x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : "";
 }
 
@@ -81,11 +83,12 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
     fprintf(f, "  %10s %10s  %s\n", "TOTAL_MS", "SELF_MS", "CALL  [thread #id @ jvm]");
     /* iterative pre-order walk */
     uint32_t *stack = malloc((t->count + 1) * sizeof *stack);
-    if (!stack)
-        return;
-    size_t ns = 0;
     uint32_t *rev = malloc((t->count + 1) * sizeof *rev);
-    size_t nr = 0;
+    if (!stack || !rev) {
+        free(stack), free(rev);
+        return;
+    }
+    size_t ns = 0, nr = 0;
     for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
         rev[nr++] = r;
     while (nr)
@@ -118,25 +121,31 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
     free(stack);
 }
 
+/* The members a trace summary and a tree share, in the order both print them. */
+static void set_span(json_t *o, int64_t start_ns, int64_t end_ns, uint64_t events, uint64_t dropped, uint32_t segments)
+{
+    json_object_set_new(o, "start_ns", json_integer(start_ns));
+    json_object_set_new(o, "duration_ns", json_integer(end_ns - start_ns));
+    json_object_set_new(o, "events", json_integer((json_int_t)events));
+    json_object_set_new(o, "dropped", json_integer((json_int_t)dropped));
+    json_object_set_new(o, "segments", json_integer(segments));
+}
+
+/* Names (methods, JVMs, threads) come from agents: cmr_json_str keeps invalid UTF-8. */
 static json_t *summary_json(const cmr_names_t *n, const cmr_trace_summary_t *s)
 {
-    char id[33], m[1024], a[512], ts[64];
-    cmr_hex(s->trace_id, 16, id);
+    char m[1024], a[512], ts[64];
     fmt_time(s->start_ns, ts, sizeof ts);
     json_t *o = json_object();
-    json_object_set_new(o, "trace_id", json_string(id));
+    json_object_set_new(o, "trace_id", cmr_json_hex(s->trace_id, 16));
     json_object_set_new(o, "start", json_string(ts));
-    json_object_set_new(o, "start_ns", json_integer(s->start_ns));
-    json_object_set_new(o, "duration_ns", json_integer(s->end_ns - s->start_ns));
-    json_object_set_new(o, "events", json_integer((json_int_t)s->events));
-    json_object_set_new(o, "dropped", json_integer((json_int_t)s->dropped));
-    json_object_set_new(o, "segments", json_integer(s->segments));
+    set_span(o, s->start_ns, s->end_ns, s->events, s->dropped, s->segments);
     json_object_set_new(o, "jvms", json_integer(s->agents));
     json_object_set_new(o, "complete", json_boolean(s->flags & CMR_TRACE_COMPLETE));
     json_object_set_new(o, "remote_root", json_boolean(s->flags & CMR_TRACE_REMOTE_ROOT));
     if (s->flags & CMR_TRACE_HAS_ROOT) {
-        json_object_set_new(o, "root_method", json_string(cmr_names_method(n, s->root_method, m, sizeof m)));
-        json_object_set_new(o, "root_jvm", json_string(cmr_names_agent(n, s->root_agent, a, sizeof a)));
+        json_object_set_new(o, "root_method", cmr_json_str(cmr_names_method(n, s->root_method, m, sizeof m)));
+        json_object_set_new(o, "root_jvm", cmr_json_str(cmr_names_agent(n, s->root_agent, a, sizeof a)));
     } else {
         json_object_set_new(o, "root_method", json_null());
         json_object_set_new(o, "root_jvm", json_null());
@@ -149,39 +158,39 @@ char *cmr_ingest_list_json(const cmr_names_t *n, const cmr_trace_summary_t *s, s
     json_t *arr = json_array();
     for (size_t i = 0; i < count; i++)
         json_array_append_new(arr, summary_json(n, &s[i]));
-    json_t *o = json_pack("{s:o}", "traces", arr);
-    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
-    json_decref(o);
-    return out;
+    return cmr_json_take(json_pack("{s:o}", "traces", arr), CMR_JSON_COMPACT);
 }
 
 static const char *kind_name(cmr_tree_node_kind_t k)
 {
-    return k == CMR_NODE_REMOTE ? "remote_caller" : k == CMR_NODE_MISSING ? "missing_parent" : "call";
+    switch (k) {
+    case CMR_NODE_CALL: return "call";
+    case CMR_NODE_REMOTE: return "remote_caller";
+    case CMR_NODE_MISSING: return "missing_parent";
+    }
+    assert(!"unknown node kind");
+    return "call";
 }
 
 static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, int depth)
 {
     const cmr_tree_node_t *x = &t->nodes[i];
-    char label[1024], jvm[512], hex[17];
+    char label[1024], jvm[512];
     node_label(n, x, label, sizeof label);
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string(kind_name(x->kind)));
-    json_object_set_new(o, "method", json_string(label));
-    snprintf(hex, sizeof hex, "%016" PRIx64, x->method_id);
-    json_object_set_new(o, "method_id", json_string(hex));
+    json_object_set_new(o, "method", cmr_json_str(label));
+    json_object_set_new(o, "method_id", cmr_json_id64(x->method_id));
     json_object_set_new(o, "start_ns", json_integer(x->start_ns));
     json_object_set_new(o, "end_ns", json_integer(x->end_ns));
     json_object_set_new(o, "total_ns", json_integer(x->total_ns));
     json_object_set_new(o, "self_ns", json_integer(x->self_ns));
     if (x->kind == CMR_NODE_CALL) {
-        json_object_set_new(o, "thread", json_string(thread_name(t, x)));
+        json_object_set_new(o, "thread", cmr_json_str(thread_name(t, x)));
         json_object_set_new(o, "thread_id", json_integer(x->thread_id));
-        json_object_set_new(o, "jvm", json_string(cmr_names_agent(n, x->agent_id, jvm, sizeof jvm)));
-        snprintf(hex, sizeof hex, "%016" PRIx64, x->agent_id);
-        json_object_set_new(o, "agent_id", json_string(hex));
-        snprintf(hex, sizeof hex, "%016" PRIx64, x->segment_id);
-        json_object_set_new(o, "segment_id", json_string(hex));
+        json_object_set_new(o, "jvm", cmr_json_str(cmr_names_agent(n, x->agent_id, jvm, sizeof jvm)));
+        json_object_set_new(o, "agent_id", cmr_json_id64(x->agent_id));
+        json_object_set_new(o, "segment_id", cmr_json_id64(x->segment_id));
     }
     json_object_set_new(o, "async", json_boolean(x->async));
     json_object_set_new(o, "running", json_boolean(x->running));
@@ -197,15 +206,9 @@ static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, 
 
 char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
 {
-    char id[33];
-    cmr_hex(t->trace_id, 16, id);
     json_t *o = json_object();
-    json_object_set_new(o, "trace_id", json_string(id));
-    json_object_set_new(o, "start_ns", json_integer(t->start_ns));
-    json_object_set_new(o, "duration_ns", json_integer(t->end_ns - t->start_ns));
-    json_object_set_new(o, "events", json_integer((json_int_t)t->events));
-    json_object_set_new(o, "dropped", json_integer((json_int_t)t->dropped));
-    json_object_set_new(o, "segments", json_integer(t->segments));
+    json_object_set_new(o, "trace_id", cmr_json_hex(t->trace_id, 16));
+    set_span(o, t->start_ns, t->end_ns, t->events, t->dropped, t->segments);
     json_object_set_new(o, "threads", json_integer(t->threads));
     json_object_set_new(o, "jvms", json_integer(t->agents));
     json_object_set_new(o, "missing_batches", json_integer(t->gaps));
@@ -214,9 +217,7 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
     for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
         json_array_append_new(roots, node_json(n, t, r, 0));
     json_object_set_new(o, "roots", roots);
-    char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
-    json_decref(o);
-    return out;
+    return cmr_json_take(o, CMR_JSON_COMPACT);
 }
 
 int cmr_ingest_parse_duration(const char *s, int64_t *ns)
@@ -250,9 +251,7 @@ int cmr_ingest_parse_time(const char *s, int64_t *ns)
         int64_t d;
         if (cmr_ingest_parse_duration(s + 1, &d) != 0)
             return -1;
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        *ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - d;
+        *ns = cmr_wall_ns() - d;
         return 0;
     }
     bool digits = *s != '\0';

@@ -19,8 +19,10 @@
 
 #include <rocksdb/c.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
+#include "cmr/clock.h"
 #include "cmr/ingest.h"
-#include "ing_bytes.h"
 
 struct cmr_ingest_view {
     cmr_store_t **stores;
@@ -63,7 +65,7 @@ cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errl
         cmr_store_t *s = NULL;
         for (int attempt = 0; !s && attempt < 5; attempt++) {
             if (attempt) /* a file the writer replaced while we opened: try again */
-                usleep(50000);
+                cmr_sleep_ms(50);
             s = cmr_store_open_partition(root, ids[i], &o, 0, err, errlen);
             if (!s && strstr(err, "Column family not found"))
                 break; /* created, its column families not yet: nothing in it yet */
@@ -151,7 +153,7 @@ typedef struct qctx {
 static bool has_key(cmr_store_t *s, int cf, uint64_t id, const uint8_t trace[16])
 {
     uint8_t k[24];
-    ing_put_be64(k, id);
+    cmr_put_be64(k, id);
     memcpy(k + 8, trace, 16);
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     char *e = NULL;
@@ -162,6 +164,15 @@ static bool has_key(cmr_store_t *s, int cf, uint64_t id, const uint8_t trace[16]
     bool found = val != NULL;
     rocksdb_free(val);
     return found;
+}
+
+/* true when one of the ids has an index entry (cf: id | trace) for the trace. */
+static bool any_indexed(cmr_store_t *s, int cf, const uint64_t *ids, size_t n, const uint8_t trace[16])
+{
+    for (size_t i = 0; i < n; i++)
+        if (has_key(s, cf, ids[i], trace))
+            return true;
+    return false;
 }
 
 static bool in_set(const uint64_t *v, size_t n, uint64_t id)
@@ -185,32 +196,16 @@ static void consider(qctx_t *q, const uint8_t trace[16])
         return;
     if (f->root_method && !in_set(q->roots, q->nroots, s.root_method))
         return;
-    if (f->agent) {
-        bool any = false;
-        for (size_t i = 0; i < q->nagents && !any; i++)
-            any = has_key(q->s, CMR_CF_IDX_AGENT, q->agents[i], trace);
-        if (!any)
-            return;
-    }
-    if (f->contains) {
-        bool any = false;
-        for (size_t i = 0; i < q->nmethods && !any; i++)
-            any = has_key(q->s, CMR_CF_IDX_METHOD, q->methods[i], trace);
-        if (!any)
-            return;
-    }
+    if (f->agent && !any_indexed(q->s, CMR_CF_IDX_AGENT, q->agents, q->nagents, trace))
+        return;
+    if (f->contains && !any_indexed(q->s, CMR_CF_IDX_METHOD, q->methods, q->nmethods, trace))
+        return;
     results_t *r = q->r;
     for (size_t i = 0; i < r->count; i++) /* a trace found through two ids */
         if (!memcmp(r->items[i].trace_id, trace, 16))
             return;
-    if (r->count == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        cmr_trace_summary_t *n = realloc(r->items, cap * sizeof *n);
-        if (!n)
-            return;
-        r->items = n;
-        r->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(r->items, r->cap, r->count + 1) != 0)
+        return;
     r->items[r->count++] = s;
     q->matched++;
 }
@@ -225,7 +220,7 @@ static void scan(qctx_t *q, int cf, const uint64_t *prefix, bool reverse, size_t
     uint8_t pk[8];
     size_t start = q->matched;
     if (prefix) {
-        ing_put_be64(pk, *prefix);
+        cmr_put_be64(pk, *prefix);
         rocksdb_iter_seek(it, (const char *)pk, 8);
     } else if (reverse) {
         rocksdb_iter_seek_to_last(it);

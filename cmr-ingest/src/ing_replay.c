@@ -14,19 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/clock.h"
 #include "cmr/ingest.h"
 #include "cmr/log.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int read_table(const cmr_conf_t *conf, cmr_ingest_engine_t *e, cmr_topic_t topic, FILE *progress)
 {
@@ -37,20 +30,11 @@ static int read_table(const cmr_conf_t *conf, cmr_ingest_engine_t *e, cmr_topic_
         return -1;
     }
     long n = 0;
-    int64_t deadline = mono_ms() + 60000;
-    while (!cmr_reader_caught_up(r) && mono_ms() < deadline) {
+    int64_t deadline = cmr_mono_ms() + 60000;
+    while (!cmr_reader_caught_up(r) && cmr_mono_ms() < deadline) {
         cmr_reader_rec_t rec;
-        if (cmr_reader_poll(r, 200, &rec) != 1)
-            continue;
-        cmr_msg_t m;
-        char why[256];
-        if (cmr_msg_decode(rec.payload, rec.len, &m, why, sizeof why) != CMR_WIRE_OK)
-            continue;
-        if (m.type == CMR_MSG_METHOD_ENTRY)
-            cmr_ingest_engine_add_method(e, &m.u.method_entry), n++;
-        else if (m.type == CMR_MSG_AGENT_REGISTRATION)
-            cmr_ingest_engine_add_agent(e, &m.u.registration), n++;
-        cmr_msg_free(&m);
+        if (cmr_reader_poll(r, 200, &rec) == 1)
+            n += cmr_ingest_engine_add_table_record(e, cmr_topic_name(topic), &rec);
     }
     fprintf(progress, "replay: %s: %ld entries\n", cmr_topic_name(topic), n);
     cmr_reader_free(r);
@@ -101,7 +85,7 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
         cmr_ingest_engine_free(e);
         return 1;
     }
-    int64_t total = cmr_reader_total(r), done = 0, start = mono_ms(), last = start;
+    int64_t total = cmr_reader_total(r), done = 0, start = cmr_mono_ms(), last = start;
     int rc = 0;
     fprintf(progress, "replay: %s: %" PRId64 " records to read%s%s\n", cmr_topic_name(CMR_TOPIC_EVENTS), total,
             since ? " since " : "", since ? since : "");
@@ -133,7 +117,7 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
                 break;
             }
         }
-        int64_t now = mono_ms();
+        int64_t now = cmr_mono_ms();
         if (now - last >= 1000) {
             cmr_ingest_stats_t s;
             cmr_ingest_engine_stats(e, &s);
@@ -156,7 +140,7 @@ int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress)
     fprintf(progress,
             "replay: done: %" PRId64 " records, %" PRIu64 " batches, %" PRIu64 " events, %" PRIu64
             " duplicates, %" PRIu64 " rejected, %.1f s\n",
-            done, s.batches, s.events, s.duplicates, s.rejected, (double)(mono_ms() - start) / 1000.0);
+            done, s.batches, s.events, s.duplicates, s.rejected, (double)(cmr_mono_ms() - start) / 1000.0);
     cmr_ingest_engine_free(e);
     return rc;
 }

@@ -11,13 +11,17 @@
  * end(8) root_method(8) root_agent(8) root_thread(8) events(8) dropped(8) segments(4)
  * agents(4) flags(4).
  *
- * Ownership: the state owns its arrays; cmr_trace_state_free() releases them.
+ * Ownership: the state owns its arrays and its method set; cmr_trace_state_free()
+ * releases them.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/event.h"
 #include "cmr/ingest.h"
+#include "cmr/map.h"
 
 typedef struct st_seg {
     uint64_t agent, segment;
@@ -40,9 +44,8 @@ struct cmr_trace_state {
     uint64_t events, dropped;
     st_seg_t *segs; /* sorted by (agent, segment) */
     size_t nsegs, capsegs;
-    uint64_t *methods; /* open addressing, 0 = empty */
-    size_t nmethods, capmethods;
-    uint64_t *agents;
+    cmr_u64map_t methods; /* set of the methods entered (values unused) */
+    uint64_t *agents;     /* few: a linear list */
     size_t nagents, capagents;
 };
 
@@ -64,41 +67,48 @@ void cmr_trace_state_free(cmr_trace_state_t *s)
     for (size_t i = 0; i < s->nsegs; i++)
         free(s->segs[i].bits);
     free(s->segs);
-    free(s->methods);
+    cmr_u64map_free(&s->methods);
     free(s->agents);
     free(s);
 }
 
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s)
 {
-    size_t n = sizeof *s + s->capsegs * sizeof(st_seg_t) + s->capmethods * 8 + s->capagents * 8;
+    size_t n = sizeof *s + s->capsegs * sizeof(st_seg_t) + s->methods.cap * sizeof(cmr_u64map_slot_t) +
+               s->capagents * sizeof *s->agents;
     for (size_t i = 0; i < s->nsegs; i++)
         n += s->segs[i].nbytes;
     return n;
 }
 
-static st_seg_t *get_seg(cmr_trace_state_t *s, uint64_t agent, uint64_t segment, bool *created)
+/* Index of the first segment not before (agent, segment): segs are sorted. */
+static size_t seg_lower_bound(const cmr_trace_state_t *s, uint64_t agent, uint64_t segment)
 {
     size_t lo = 0, hi = s->nsegs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        st_seg_t *m = &s->segs[mid];
+        const st_seg_t *m = &s->segs[mid];
         if (m->agent < agent || (m->agent == agent && m->segment < segment))
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+static bool seg_at(const cmr_trace_state_t *s, size_t i, uint64_t agent, uint64_t segment)
+{
+    return i < s->nsegs && s->segs[i].agent == agent && s->segs[i].segment == segment;
+}
+
+static st_seg_t *get_seg(cmr_trace_state_t *s, uint64_t agent, uint64_t segment, bool *created)
+{
+    size_t lo = seg_lower_bound(s, agent, segment);
     *created = false;
-    if (lo < s->nsegs && s->segs[lo].agent == agent && s->segs[lo].segment == segment)
+    if (seg_at(s, lo, agent, segment))
         return &s->segs[lo];
-    if (s->nsegs == s->capsegs) {
-        size_t cap = s->capsegs ? s->capsegs * 2 : 4;
-        st_seg_t *n = realloc(s->segs, cap * sizeof *n);
-        if (!n)
-            return NULL;
-        s->segs = n;
-        s->capsegs = cap;
-    }
+    if (CMR_ARRAY_GROW(s->segs, s->capsegs, s->nsegs + 1) != 0)
+        return NULL;
     memmove(&s->segs[lo + 1], &s->segs[lo], (s->nsegs - lo) * sizeof *s->segs);
     s->nsegs++;
     st_seg_t *g = &s->segs[lo];
@@ -111,20 +121,15 @@ static st_seg_t *get_seg(cmr_trace_state_t *s, uint64_t agent, uint64_t segment,
 }
 
 /* 1 when seq was not seen before (and is now marked), 0 when it was, -1 out of memory. */
+/* 1 when seq was not seen before (and is now marked), 0 when it was, -1 out of memory. */
 static int mark_seen(st_seg_t *g, int32_t seq)
 {
-    size_t byte = (size_t)seq / 8;
-    if (byte >= g->nbytes) {
-        size_t n = g->nbytes ? g->nbytes : 8;
-        while (n <= byte)
-            n *= 2;
-        uint8_t *b = realloc(g->bits, n);
-        if (!b)
-            return -1;
-        memset(b + g->nbytes, 0, n - g->nbytes);
-        g->bits = b;
-        g->nbytes = n;
-    }
+    assert(seq >= 0); /* checked by cmr_ingest_batch_from_msg / _decode */
+    size_t byte = (size_t)seq / 8, old = g->nbytes;
+    if (cmr_array_grow(&g->bits, &g->nbytes, byte + 1, 1, 8) != 0)
+        return -1;
+    if (g->nbytes > old)
+        memset(g->bits + old, 0, g->nbytes - old);
     uint8_t bit = (uint8_t)(1u << (seq % 8));
     if (g->bits[byte] & bit)
         return 0;
@@ -133,37 +138,15 @@ static int mark_seen(st_seg_t *g, int32_t seq)
     return 1;
 }
 
+/* 1 when the method is new to the trace, 0 when known (or 0: no method), -1 out of memory. */
 static int add_method(cmr_trace_state_t *s, uint64_t id)
 {
     if (!id)
         return 0;
-    if ((s->nmethods + 1) * 2 > s->capmethods) {
-        size_t cap = s->capmethods ? s->capmethods * 2 : 64;
-        uint64_t *n = calloc(cap, sizeof *n);
-        if (!n)
-            return -1;
-        for (size_t i = 0; i < s->capmethods; i++) {
-            uint64_t v = s->methods[i];
-            if (!v)
-                continue;
-            size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (cap - 1);
-            while (n[h])
-                h = (h + 1) & (cap - 1);
-            n[h] = v;
-        }
-        free(s->methods);
-        s->methods = n;
-        s->capmethods = cap;
-    }
-    size_t h = (size_t)(id * 0x9E3779B97F4A7C15ull) & (s->capmethods - 1);
-    while (s->methods[h]) {
-        if (s->methods[h] == id)
-            return 0;
-        h = (h + 1) & (s->capmethods - 1);
-    }
-    s->methods[h] = id;
-    s->nmethods++;
-    return 1;
+    bool created;
+    if (!cmr_u64map_get_slot(&s->methods, id, &created))
+        return -1;
+    return created;
 }
 
 static int add_agent(cmr_trace_state_t *s, uint64_t id)
@@ -171,14 +154,8 @@ static int add_agent(cmr_trace_state_t *s, uint64_t id)
     for (size_t i = 0; i < s->nagents; i++)
         if (s->agents[i] == id)
             return 0;
-    if (s->nagents == s->capagents) {
-        size_t cap = s->capagents ? s->capagents * 2 : 4;
-        uint64_t *n = realloc(s->agents, cap * sizeof *n);
-        if (!n)
-            return -1;
-        s->agents = n;
-        s->capagents = cap;
-    }
+    if (CMR_ARRAY_GROW(s->agents, s->capagents, s->nagents + 1) != 0)
+        return -1;
     s->agents[s->nagents++] = id;
     return 1;
 }
@@ -250,16 +227,7 @@ static bool better_root(const st_seg_t *a, const st_seg_t *b)
 
 static bool has_seg(const cmr_trace_state_t *s, uint64_t agent, uint64_t segment)
 {
-    size_t lo = 0, hi = s->nsegs; /* segs are sorted by (agent, segment) */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const st_seg_t *m = &s->segs[mid];
-        if (m->agent < agent || (m->agent == agent && m->segment < segment))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < s->nsegs && s->segs[lo].agent == agent && s->segs[lo].segment == segment;
+    return seg_at(s, seg_lower_bound(s, agent, segment), agent, segment);
 }
 
 void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out)

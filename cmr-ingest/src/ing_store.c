@@ -21,6 +21,7 @@
  * WAL is always on; writes are synced (fsync) when opts.sync is set (the default).
  * Ownership: a cmr_store_t owns its RocksDB handles; cmr_store_close() releases them.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -28,14 +29,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rocksdb/c.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
+#include "cmr/clock.h"
+#include "cmr/event.h"
 #include "cmr/ingest.h"
 #include "cmr/log.h"
-#include "ing_bytes.h"
 
 static const char *const part_cfs[] = {"default",      "batches",  "traces",    "idx_time",
                                        "idx_duration", "idx_root", "idx_agent", "idx_method"};
@@ -121,8 +124,7 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
         if (s->db || waited >= wait_ms || !e || !strstr(e, "lock"))
             break;
         free(e);
-        struct timespec ts = {0, 100 * 1000000L};
-        nanosleep(&ts, NULL);
+        cmr_sleep_ms(100);
     }
     if (!s->db) {
         snprintf(err, errlen, "cannot open store %s: %s", path, e ? e : "unknown error");
@@ -194,7 +196,8 @@ void *cmr_store_db(cmr_store_t *s)
 
 void *cmr_store_cf(cmr_store_t *s, int cf)
 {
-    return cf + 1 < s->ncfs ? s->cfs[cf + 1] : NULL;
+    assert(cf >= 0 && cf + 1 < s->ncfs); /* a CMR_CF_* of a partition, 0 / 1 of a meta store */
+    return cf >= 0 && cf + 1 < s->ncfs ? s->cfs[cf + 1] : NULL;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -208,6 +211,7 @@ static size_t list_dirs(const char *dir, const char *prefix, int **out)
     DIR *d = opendir(dir);
     if (!d)
         return 0;
+    int *v = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
     size_t pl = strlen(prefix);
@@ -215,21 +219,17 @@ static size_t list_dirs(const char *dir, const char *prefix, int **out)
         if (strncmp(de->d_name, prefix, pl) || !de->d_name[pl])
             continue;
         char *end;
-        long v = strtol(de->d_name + pl, &end, 10);
-        if (*end || v < 0 || v > 100000)
+        long num = strtol(de->d_name + pl, &end, 10);
+        if (*end || num < 0 || num > 100000)
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            int *p = realloc(*out, cap * sizeof *p);
-            if (!p)
-                break;
-            *out = p;
-        }
-        (*out)[n++] = (int)v;
+        if (CMR_ARRAY_GROW(v, cap, n + 1) != 0)
+            break;
+        v[n++] = (int)num;
     }
     closedir(d);
     if (n)
-        qsort(*out, n, sizeof **out, cmp_int);
+        qsort(v, n, sizeof *v, cmp_int);
+    *out = v;
     return n;
 }
 
@@ -257,33 +257,11 @@ int cmr_store_write(cmr_store_t *s, void *writebatch, char *err, size_t errlen)
     return 0;
 }
 
-typedef struct kv_buf {
-    uint8_t *data;
-    size_t len, cap;
-} kv_buf_t;
-
-static int kv_append(kv_buf_t *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *d = realloc(b->data, cap);
-        if (!d)
-            return -1;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
 int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches, void **vals)
 {
     *batches = NULL;
     *vals = NULL;
-    kv_buf_t buf = {0};
+    cmr_buf_t buf = {0}; /* records of (key length, value length, key, value) */
     size_t n = 0;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_BATCHES]);
     rocksdb_iter_seek(it, (const char *)trace_id, 16);
@@ -294,21 +272,22 @@ int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_inge
             break;
         const char *v = rocksdb_iter_value(it, &vl);
         uint64_t lens[2] = {kl, vl};
-        if (kv_append(&buf, lens, sizeof lens) || kv_append(&buf, k, kl) || kv_append(&buf, v, vl)) {
-            rocksdb_iter_destroy(it);
-            free(buf.data);
-            return -1;
-        }
+        cmr_buf_put(&buf, lens, sizeof lens);
+        cmr_buf_put(&buf, k, kl);
+        cmr_buf_put(&buf, v, vl);
+        if (!cmr_buf_ok(&buf))
+            break;
         n++;
     }
     rocksdb_iter_destroy(it);
-    cmr_ingest_batch_t *b = calloc(n + 1, sizeof *b);
+    cmr_ingest_batch_t *b = cmr_buf_ok(&buf) ? calloc(n + 1, sizeof *b) : NULL;
     if (!b) {
-        free(buf.data);
+        cmr_buf_free(&buf);
         return -1;
     }
     size_t off = 0, good = 0;
     for (size_t i = 0; i < n; i++) {
+        assert(off + sizeof(uint64_t[2]) <= buf.len);
         uint64_t lens[2];
         memcpy(lens, buf.data + off, sizeof lens);
         off += sizeof lens;
@@ -320,7 +299,7 @@ int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_inge
             cmr_log(CMR_LOG_WARN, "ingest.corrupt_batch", "store=%s", s->path);
     }
     *batches = b;
-    *vals = buf.data;
+    *vals = buf.data; /* the batches point into it: handed over with them */
     return (int)good;
 }
 
@@ -355,7 +334,7 @@ static int load_cf(cmr_store_t *s, int cf, cmr_names_t *names, int agents)
         const char *v = rocksdb_iter_value(it, &vl);
         if (kl != 8)
             continue;
-        uint64_t id = ing_be64((const uint8_t *)k);
+        uint64_t id = cmr_be64((const uint8_t *)k);
         if (agents)
             cmr_names_load_agent(names, id, v, vl);
         else
@@ -376,33 +355,41 @@ int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names)
 
 void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], uint8_t dur_key[24], uint8_t root_key[32])
 {
-    ing_put_be64s(time_key, s->start_ns);
+    cmr_put_be64_ordered(time_key, s->start_ns);
     memcpy(time_key + 8, s->trace_id, 16);
-    ing_put_be64s(dur_key, s->end_ns - s->start_ns);
+    cmr_put_be64_ordered(dur_key, s->end_ns - s->start_ns);
     memcpy(dur_key + 8, s->trace_id, 16);
-    ing_put_be64(root_key, s->root_method);
-    ing_put_be64s(root_key + 8, s->start_ns);
+    cmr_put_be64(root_key, s->root_method);
+    cmr_put_be64_ordered(root_key + 8, s->start_ns);
     memcpy(root_key + 16, s->trace_id, 16);
 }
 
-static void collect_id(void *opaque, uint64_t id)
-{
-    kv_buf_t *b = opaque;
-    kv_append(b, &id, sizeof id);
-}
-
 typedef struct ids2 {
-    kv_buf_t agents, methods;
+    cmr_buf_t agents, methods; /* uint64_t ids, native order */
 } ids2_t;
 
 static void on_agent(void *o, uint64_t id)
 {
-    collect_id(&((ids2_t *)o)->agents, id);
+    cmr_buf_put(&((ids2_t *)o)->agents, &id, sizeof id);
 }
 
 static void on_method(void *o, uint64_t id)
 {
-    collect_id(&((ids2_t *)o)->methods, id);
+    cmr_buf_put(&((ids2_t *)o)->methods, &id, sizeof id);
+}
+
+/* Deletes the index entries (cf: id | trace) of every id in ids. */
+static void delete_indexed(rocksdb_writebatch_t *wb, rocksdb_column_family_handle_t *cf, const cmr_buf_t *ids,
+                           const uint8_t trace_id[16])
+{
+    uint8_t k[24];
+    memcpy(k + 8, trace_id, 16);
+    for (size_t i = 0; i < ids->len / 8; i++) {
+        uint64_t id;
+        memcpy(&id, ids->data + i * 8, 8);
+        cmr_put_be64(k, id);
+        rocksdb_writebatch_delete_cf(wb, cf, (const char *)k, 24);
+    }
 }
 
 int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
@@ -434,22 +421,10 @@ int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
     }
     rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16);
-    uint8_t k[24];
-    memcpy(k + 8, trace_id, 16);
-    for (size_t i = 0; i < ids.agents.len / 8; i++) {
-        uint64_t id;
-        memcpy(&id, ids.agents.data + i * 8, 8);
-        ing_put_be64(k, id);
-        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_AGENT], (const char *)k, 24);
-    }
-    for (size_t i = 0; i < ids.methods.len / 8; i++) {
-        uint64_t id;
-        memcpy(&id, ids.methods.data + i * 8, 8);
-        ing_put_be64(k, id);
-        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_METHOD], (const char *)k, 24);
-    }
-    free(ids.agents.data);
-    free(ids.methods.data);
+    delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_AGENT], &ids.agents, trace_id);
+    delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_METHOD], &ids.methods, trace_id);
+    cmr_buf_free(&ids.agents);
+    cmr_buf_free(&ids.methods);
     char err[512];
     int rc = cmr_store_write(s, wb, err, sizeof err);
     rocksdb_writebatch_destroy(wb);
@@ -487,7 +462,7 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
         if (kl != 24)
             continue;
-        int64_t start = ing_be64s(k);
+        int64_t start = cmr_be64_ordered(k);
         bool old = start < cutoff;
         if (!old && excess <= 0)
             break;

@@ -18,9 +18,11 @@
  *
  * Ownership: the tree owns its nodes and names; cmr_tree_free() releases them.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/event.h"
 #include "cmr/ingest.h"
 
@@ -58,14 +60,8 @@ static int cmp_batch(const void *a, const void *b)
 
 static uint32_t new_node(cmr_tree_t *t)
 {
-    if (t->count == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        cmr_tree_node_t *n = realloc(t->nodes, cap * sizeof *n);
-        if (!n)
-            return CMR_NODE_NONE;
-        t->nodes = n;
-        t->cap = cap;
-    }
+    if (t->count >= CMR_NODE_NONE || CMR_ARRAY_GROW(t->nodes, t->cap, t->count + 1) != 0)
+        return CMR_NODE_NONE;
     cmr_tree_node_t *n = &t->nodes[t->count];
     memset(n, 0, sizeof *n);
     n->parent = n->first_child = n->next_sibling = CMR_NODE_NONE;
@@ -83,11 +79,7 @@ static void add_child(cmr_tree_t *t, uint32_t parent, uint32_t child)
 
 static int add_name(cmr_tree_t *t, const char *s, size_t len, uint32_t *idx)
 {
-    char **n = realloc(t->names, (t->nnames + 1) * sizeof *n);
-    if (!n)
-        return -1;
-    t->names = n;
-    if (!(n[t->nnames] = strndup(s, len)))
+    if (CMR_ARRAY_GROW(t->names, t->names_cap, t->nnames + 1) != 0 || !(t->names[t->nnames] = strndup(s, len)))
         return -1;
     *idx = (uint32_t)t->nnames++;
     return 0;
@@ -95,14 +87,8 @@ static int add_name(cmr_tree_t *t, const char *s, size_t len, uint32_t *idx)
 
 static int add_fork(seg_t *s, int64_t seq, uint32_t node)
 {
-    if (s->nforks == s->capforks) {
-        size_t cap = s->capforks ? s->capforks * 2 : 8;
-        fork_ref_t *f = realloc(s->forks, cap * sizeof *f);
-        if (!f)
-            return -1;
-        s->forks = f;
-        s->capforks = cap;
-    }
+    if (CMR_ARRAY_GROW(s->forks, s->capforks, s->nforks + 1) != 0)
+        return -1;
     s->forks[s->nforks++] = (fork_ref_t){seq, node};
     return 0;
 }
@@ -122,14 +108,8 @@ typedef struct walk {
 
 static int push(walk_t *w, uint32_t n)
 {
-    if (w->depth == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 64;
-        uint32_t *s = realloc(w->stack, cap * sizeof *s);
-        if (!s)
-            return -1;
-        w->stack = s;
-        w->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(w->stack, w->cap, w->depth + 1) != 0)
+        return -1;
     w->stack[w->depth++] = n;
     return 0;
 }

@@ -17,11 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
 
@@ -30,27 +32,13 @@ typedef struct worker {
     cmr_ingest_engine_t *engine;
     cmr_consumer_t *consumer;
     cmr_reader_t *methods, *registrations;
-    cmr_record_t **pending;
+    cmr_record_t **pending; /* owned: received, not yet marked done */
     size_t npending, cap;
     int64_t first_pending_ms;
     int64_t commit_records, commit_interval_ms;
     int64_t first_record_ms, last_commit_ms; /* wall clock, for throughput measurements */
     int fatal;
 } worker_t;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Makes the group durable, then marks its records done. */
 static int commit_group(worker_t *w)
@@ -64,38 +52,32 @@ static int commit_group(worker_t *w)
         cmr_record_free(w->pending[i]);
     }
     if (w->npending)
-        w->last_commit_ms = wall_ms();
+        w->last_commit_ms = cmr_wall_ms();
     w->npending = 0;
     return 0;
 }
 
-static void on_rebalance(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts, void *opaque)
+static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t n, void *opaque)
 {
     (void)c;
     worker_t *w = opaque;
     if (revoked) {
         commit_group(w);
-        for (int i = 0; i < parts->cnt; i++)
-            cmr_ingest_engine_close_partition(w->engine, parts->elems[i].partition);
+        for (size_t i = 0; i < n; i++)
+            cmr_ingest_engine_close_partition(w->engine, parts[i].partition);
         return;
     }
-    for (int i = 0; i < parts->cnt; i++)
-        if (cmr_ingest_engine_open_partition(w->engine, parts->elems[i].partition, 30000) != 0)
+    for (size_t i = 0; i < n; i++)
+        if (cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000) != 0)
             w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
 }
 
 static int hold(worker_t *w, cmr_record_t *rec)
 {
-    if (w->npending == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        cmr_record_t **p = realloc(w->pending, cap * sizeof *p);
-        if (!p)
-            return -1;
-        w->pending = p;
-        w->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(w->pending, w->cap, w->npending + 1) != 0)
+        return -1;
     if (!w->npending)
-        w->first_pending_ms = mono_ms();
+        w->first_pending_ms = cmr_mono_ms();
     w->pending[w->npending++] = rec;
     return 0;
 }
@@ -104,7 +86,7 @@ static void handle(worker_t *w, cmr_record_t *rec)
 {
     char err[512];
     if (!w->first_record_ms)
-        w->first_record_ms = wall_ms();
+        w->first_record_ms = cmr_wall_ms();
     if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
         cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
                 rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
@@ -132,18 +114,10 @@ static void poll_tables(worker_t *w)
 {
     cmr_reader_rec_t r;
     cmr_reader_t *readers[2] = {w->methods, w->registrations};
+    const char *topics[2] = {cmr_topic_name(CMR_TOPIC_METHODS), cmr_topic_name(CMR_TOPIC_REGISTRATIONS)};
     for (int k = 0; k < 2; k++)
-        for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++) {
-            cmr_msg_t m;
-            char why[256];
-            if (cmr_msg_decode(r.payload, r.len, &m, why, sizeof why) != CMR_WIRE_OK)
-                continue; /* counted and logged by the codec's counters */
-            if (m.type == CMR_MSG_METHOD_ENTRY)
-                cmr_ingest_engine_add_method(w->engine, &m.u.method_entry);
-            else if (m.type == CMR_MSG_AGENT_REGISTRATION)
-                cmr_ingest_engine_add_agent(w->engine, &m.u.registration);
-            cmr_msg_free(&m);
-        }
+        for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++)
+            cmr_ingest_engine_add_table_record(w->engine, topics[k], &r);
 }
 
 static int open_tables(worker_t *w)
@@ -165,7 +139,7 @@ static int open_tables(worker_t *w)
     return 0;
 }
 
-static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
+int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
 {
     bool sync;
     int64_t age, bytes, wb_mb;
@@ -179,11 +153,6 @@ static int read_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *er
     return 0;
 }
 
-int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
-{
-    return read_store_opts(conf, o, err, errlen);
-}
-
 static void log_stats(worker_t *w)
 {
     cmr_ingest_stats_t s;
@@ -193,6 +162,7 @@ static void log_stats(worker_t *w)
             " methods=%" PRIu64 " agents=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
             s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents, w->first_record_ms,
             w->last_commit_ms);
+    cmr_rejects_log_summary();
 }
 
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
@@ -201,7 +171,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     worker_t w = {.conf = conf};
     cmr_store_opts_t o;
     int64_t port, retention_ms, exit_idle_ms;
-    if (read_store_opts(conf, &o, err, sizeof err) ||
+    if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
@@ -238,14 +208,17 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     cmr_log(CMR_LOG_INFO, "ingest.started", "store=%s http_port=%d group=%s", root,
             http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
-    int64_t last_stats = mono_ms(), last_retention = mono_ms(), last_record = mono_ms();
+    int64_t last_stats = cmr_mono_ms(), last_retention = cmr_mono_ms(), last_record = cmr_mono_ms();
+    bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
         cmr_record_t *rec;
         int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
-        if (got < 0)
+        if (got < 0) {
+            consumer_failed = true; /* logged by the transport; still store what we have */
             break;
-        int64_t now = mono_ms();
+        }
+        int64_t now = cmr_mono_ms();
         if (got == 1) {
             handle(&w, rec);
             last_record = now;
@@ -268,7 +241,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             last_stats = now;
         }
     }
-    if (!w.fatal && commit_group(&w) == 0)
+    if (!w.fatal && commit_group(&w) == 0 && !consumer_failed)
         rc = 0;
     log_stats(&w);
 out:

@@ -83,7 +83,18 @@ static const cmr_cli_t cli = {
                "                      --slowest --limit --json)\n"
                "  show TRACE          the call tree: total and self time, thread and JVM of every call\n"
                "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
-               "  http                serve the HTTP API on a store without consuming",
+               "  http                serve the HTTP API on a store without consuming\n"
+               "\n"
+               "Exit status (docs/INGEST.md):\n"
+               "  0  done; run and http also when stopped by SIGINT / SIGTERM (run: or idle, with\n"
+               "     ingest.exit_idle_ms) after committing\n"
+               "  1  failed: no store or it cannot be opened, read or written, no such trace, the\n"
+               "     export file cannot be written, the HTTP port cannot be bound (http), the\n"
+               "     topics cannot be read, a batch could not be stored (run; it comes again), or\n"
+               "     a fatal Kafka consumer error (run, logged; after committing what it stored)\n"
+               "  2  bad usage: unknown option or command, missing or extra arguments, a bad\n"
+               "     configuration value, a malformed trace id, filter, time, duration or\n"
+               "     --format, or replay into a store root that already holds a store",
     .options = options,
     .keys = keys,
 };

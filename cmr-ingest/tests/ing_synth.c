@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/event.h"
 
 void synth_seg_init(synth_seg_t *s, const uint8_t trace_id[16], uint64_t agent, uint64_t segment, int64_t thread,
@@ -32,12 +33,8 @@ void synth_seg_free(synth_seg_t *s)
 
 static void add(synth_seg_t *s, uint64_t method, uint64_t ts, uint32_t kind, uint32_t aux)
 {
-    if (s->count == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 64;
-        s->events = realloc(s->events, s->cap * CMR_EVENT_RECORD_SIZE);
-        if (!s->events)
-            abort();
-    }
+    if (cmr_array_grow(&s->events, &s->cap, s->count + 1, CMR_EVENT_RECORD_SIZE, 64) != 0)
+        abort();
     cmr_event_t ev = {method, ts, kind, aux};
     cmr_event_write(s->events, s->count++, &ev);
 }

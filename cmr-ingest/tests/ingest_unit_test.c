@@ -20,6 +20,8 @@
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/rejects.h"
+#include "cmr/topics.h"
 #include "cmr/log.h"
 #include "ing_synth.h"
 
@@ -607,6 +609,176 @@ static void test_exporters(void **state)
         synth_seg_free(&segs[i]);
 }
 
+/* The name tables (cmr_u64map_t): growth past any initial size, replacement, unknown ids,
+ * search by part of the name or by hex id (sorted). */
+static void test_names_table(void **state)
+{
+    (void)state;
+    cmr_names_t *n = cmr_names_new();
+    char cls[64], buf[256];
+    for (uint64_t i = 1; i <= 1000; i++) {
+        snprintf(cls, sizeof cls, "com/ex/C%" PRIu64, i);
+        cmr_method_entry_t m = {
+            .method_id = (int64_t)(i * 0x10001), .class_name = cls, .method_name = "m", .descriptor = "()V"};
+        assert_int_equal(cmr_names_put_method(n, &m), 0);
+    }
+    assert_int_equal(cmr_names_count(n), 1000);
+    assert_string_equal(cmr_names_method(n, 7 * 0x10001, buf, sizeof buf), "com.ex.C7.m()V");
+    assert_string_equal(cmr_names_method(n, 0x42, buf, sizeof buf), "method#0000000000000042");
+    cmr_method_entry_t again = {
+        .method_id = 7 * 0x10001, .class_name = "a/B", .method_name = "x", .descriptor = "(I)V"};
+    assert_int_equal(cmr_names_put_method(n, &again), 0); /* replaces */
+    assert_int_equal(cmr_names_count(n), 1000);
+    assert_string_equal(cmr_names_method(n, 7 * 0x10001, buf, sizeof buf), "a.B.x(I)V");
+    uint64_t *ids;
+    size_t k = cmr_names_find_methods(n, "com.ex.C99", &ids); /* C99, C990 .. C999 */
+    assert_int_equal(k, 11);
+    for (size_t i = 1; i < k; i++)
+        assert_true(ids[i - 1] < ids[i]);
+    free(ids);
+    k = cmr_names_find_methods(n, "00000000deadbeef", &ids); /* an id, known or not */
+    assert_int_equal(k, 1);
+    assert_int_equal(ids[0], 0xdeadbeef);
+    free(ids);
+    cmr_agent_registration_t r = {.agent_name = "shop", .hostname = "host-a", .pid = 42};
+    assert_int_equal(cmr_names_put_agent(n, &r), 0);
+    uint64_t a = cmr_agent_id("shop", "host-a");
+    assert_string_equal(cmr_names_agent(n, a, buf, sizeof buf), "shop@host-a pid 42");
+    assert_string_equal(cmr_names_agent(n, 5, buf, sizeof buf), "agent#0000000000000005");
+    k = cmr_names_find_agents(n, "@host-a", &ids);
+    assert_int_equal(k, 1);
+    assert_int_equal(ids[0], a);
+    free(ids);
+    size_t len;
+    char *v = cmr_names_agent_value(&r, &len);
+    assert_int_equal(len, strlen("shop") + 1 + strlen("host-a") + 1 + 2 + 1 + 1); /* "shop\0host-a\042\0 " */
+    assert_memory_equal(v, "shop\0host-a\00042\0 ", len);
+    free(v);
+    cmr_names_free(n);
+}
+
+/* The per-trace method set (cmr_u64map_t): every new method reported once, in any order. */
+static void count_id(void *opaque, uint64_t id)
+{
+    (void)id;
+    (*(int *)opaque)++;
+}
+
+static void test_state_method_set(void **state)
+{
+    (void)state;
+    uint8_t tid[16];
+    synth_trace_id(40, tid);
+    synth_seg_t s;
+    synth_seg_init(&s, tid, A1, 1, 1, "main", NULL);
+    synth_enter(&s, 1, T0);
+    for (uint64_t m = 2; m < 3000; m++) { /* 2998 distinct methods, each entered twice */
+        synth_enter(&s, m, T0 + m * 10);
+        synth_exit(&s, m, T0 + m * 10 + 1);
+        synth_enter(&s, m, T0 + m * 10 + 2);
+        synth_exit(&s, m, T0 + m * 10 + 3);
+    }
+    synth_exit(&s, 1, T0 + 40000);
+    stream_t st = {0};
+    stream_add(&st, &s, 100);
+    stream_flatten(&st);
+    cmr_trace_state_t *fw = cmr_trace_state_new(tid), *bw = cmr_trace_state_new(tid);
+    int nfw = 0, nbw = 0, agents = 0;
+    for (size_t i = 0; i < st.nflat; i++)
+        assert_int_equal(cmr_trace_state_apply(fw, &st.flat[i], count_id, count_id, &nfw), 1);
+    for (size_t i = st.nflat; i-- > 0;)
+        assert_int_equal(cmr_trace_state_apply(bw, &st.flat[i], count_id, count_id, &nbw), 1);
+    for (size_t i = 0; i < st.nflat; i++) /* all duplicates now */
+        assert_int_equal(cmr_trace_state_apply(fw, &st.flat[i], count_id, count_id, &agents), 0);
+    assert_int_equal(agents, 0);
+    assert_int_equal(nfw, 2999 + 1); /* methods + one agent */
+    assert_int_equal(nbw, 2999 + 1);
+    assert_true(cmr_trace_state_bytes(fw) > 2999 * sizeof(uint64_t));
+    cmr_trace_summary_t a, b;
+    cmr_trace_state_summary(fw, &a);
+    cmr_trace_state_summary(bw, &b);
+    assert_memory_equal(&a, &b, sizeof a);
+    assert_true(a.flags & CMR_TRACE_COMPLETE);
+    cmr_trace_state_free(fw);
+    cmr_trace_state_free(bw);
+    stream_free(&st);
+    synth_seg_free(&s);
+}
+
+/* Names from agents that are not valid UTF-8 stay in every JSON output (as U+FFFD),
+ * and quotes and backslashes are escaped. */
+static void test_json_untrusted_names(void **state)
+{
+    (void)state;
+    uint8_t tid[16];
+    synth_trace_id(41, tid);
+    uint64_t agent = cmr_agent_id("sh\x80p", "host-a");
+    synth_seg_t s;
+    synth_seg_init(&s, tid, agent, 1, 1,
+                   "th\xff"
+                   "read",
+                   NULL);
+    synth_enter(&s, M_MAIN, T0);
+    synth_exit(&s, M_MAIN, T0 + 10);
+    stream_t st = {0};
+    stream_add(&st, &s, 10);
+    stream_flatten(&st);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+    cmr_names_t *n = cmr_names_new();
+    cmr_method_entry_t me = {
+        .method_id = M_MAIN, .class_name = "a/B\"q\\", .method_name = "r\xc3", .descriptor = "()V"};
+    cmr_names_put_method(n, &me);
+    cmr_agent_registration_t r = {.agent_name = "sh\x80p", .hostname = "host-a", .pid = 42};
+    cmr_names_put_agent(n, &r);
+    json_error_t je;
+
+    char *tj = cmr_ingest_tree_json(n, &t);
+    json_t *j = json_loads(tj, 0, &je);
+    assert_non_null(j);
+    json_t *root = json_array_get(json_object_get(j, "roots"), 0);
+    assert_string_equal(json_string_value(json_object_get(root, "thread")), "th\xef\xbf\xbdread");
+    assert_string_equal(json_string_value(json_object_get(root, "method")), "a.B\"q\\.r\xef\xbf\xbd()V");
+    assert_string_equal(json_string_value(json_object_get(root, "jvm")), "sh\xef\xbf\xbdp@host-a pid 42");
+    json_decref(j);
+    free(tj);
+
+    cmr_trace_summary_t sum = {.start_ns = (int64_t)T0,
+                               .end_ns = (int64_t)T0 + 10,
+                               .root_method = M_MAIN,
+                               .root_agent = agent,
+                               .flags = CMR_TRACE_HAS_ROOT};
+    memcpy(sum.trace_id, tid, 16);
+    char *lj = cmr_ingest_list_json(n, &sum, 1);
+    j = json_loads(lj, 0, &je);
+    assert_non_null(j);
+    json_t *item = json_array_get(json_object_get(j, "traces"), 0);
+    assert_string_equal(json_string_value(json_object_get(item, "root_jvm")), "sh\xef\xbf\xbdp@host-a pid 42");
+    assert_string_equal(json_string_value(json_object_get(item, "trace_id")), "7a000000000000000000000000000029");
+    json_decref(j);
+    free(lj);
+
+    char *chrome = cmr_ingest_export_chrome(n, &t);
+    assert_non_null(strstr(chrome, "\"th\xef\xbf\xbdread\""));
+    assert_non_null(strstr(chrome, "\"sh\xef\xbf\xbdp@host-a pid 42\""));
+    j = json_loads(chrome, 0, &je);
+    assert_non_null(j);
+    json_decref(j);
+    free(chrome);
+    char *otlp = cmr_ingest_export_otlp(n, &t);
+    j = json_loads(otlp, 0, &je);
+    assert_non_null(j);
+    assert_non_null(strstr(otlp, "\"stringValue\": \"th\xef\xbf\xbdread\""));
+    assert_non_null(strstr(otlp, "\"stringValue\": \"sh\xef\xbf\xbdp@host-a pid 42\""));
+    json_decref(j);
+    free(otlp);
+
+    cmr_names_free(n);
+    cmr_tree_free(&t);
+    stream_free(&st);
+    synth_seg_free(&s);
+}
+
 static char tmpdir[256];
 
 static int make_tmp(void **state)
@@ -822,6 +994,110 @@ static void test_store_engine_queries(void **state)
     synth_seg_free(&nested);
 }
 
+/* The engine's trace states (cmr_map_t keyed by trace id) past the point where a
+ * partition drops them (20,000 traces): every redelivered batch is still recognised,
+ * from memory or from the store. */
+static void test_engine_many_traces(void **state)
+{
+    (void)state;
+    enum { NTRACES = 20500 };
+    char err[512];
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 1, 0), 0);
+    synth_seg_t s;
+    uint8_t tid[16];
+    synth_trace_id(5000, tid);
+    synth_seg_init(&s, tid, A1, 1, 1, "main", NULL);
+    synth_enter(&s, M_MAIN, T0);
+    synth_enter(&s, M_A, T0 + 1);
+    synth_exit(&s, M_A, T0 + 2);
+    synth_exit(&s, M_MAIN, T0 + 3);
+    cmr_event_batch_t *b;
+    size_t nb = synth_batches(&s, 2, &b);
+    assert_int_equal(nb, 2);
+    for (int round = 0; round < 3; round++) { /* first half, everything, everything again */
+        for (uint32_t i = 0; i < NTRACES; i++) {
+            for (size_t k = 0; k < nb; k++) {
+                if (round == 0 && k == 1)
+                    continue;
+                memcpy(b[k].trace_id + 12, &i, 4);
+                b[k].trace_id[0] = 0x7b;
+                int r = cmr_ingest_engine_add(e, 1, &b[k], err, sizeof err);
+                assert_int_equal(r, round == 0 || (round == 1 && k == 1) ? 1 : 0);
+            }
+            if (i % 1000 == 999)
+                assert_int_equal(cmr_ingest_engine_flush(e), 0);
+        }
+        assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    }
+    cmr_ingest_stats_t st;
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.batches, 2 * NTRACES);
+    assert_int_equal(st.duplicates, 3 * NTRACES);
+    cmr_ingest_engine_free(e);
+    synth_batches_free(b, nb);
+    synth_seg_free(&s);
+
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_trace_filter_t f = {.limit = 100000};
+    cmr_trace_summary_t *sum;
+    long n = cmr_ingest_view_list(v, &f, &sum);
+    assert_int_equal(n, NTRACES);
+    for (long i = 0; i < n; i++)
+        assert_true(sum[i].flags & CMR_TRACE_COMPLETE);
+    free(sum);
+    cmr_ingest_view_free(v);
+
+    /* an HTTP error repeats the request's bytes: control characters become spaces */
+    char *body;
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?from=%22x%0Ay%5C", &body), 400);
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "from: bad time \"\"x y\\\""));
+    json_decref(j);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/health", &body), 200);
+    assert_string_equal(body, "{\"status\":\"ok\"}");
+    free(body);
+}
+
+/* cmr.methods and cmr.registrations are writable by every agent host: what does not
+ * decode, or is of another type, is rejected and counted, never applied. */
+static void test_table_records_rejected(void **state)
+{
+    (void)state;
+    char err[512], dir[600];
+    snprintf(dir, sizeof dir, "%s/tables", tmpdir);
+    cmr_store_opts_t o = {0};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
+    assert_non_null(e);
+    const char *methods = cmr_topic_name(CMR_TOPIC_METHODS), *regs = cmr_topic_name(CMR_TOPIC_REGISTRATIONS);
+    cmr_buf_t b = {0};
+    cmr_method_entry_t me = {.method_id = 77, .class_name = "a/B", .method_name = "m", .descriptor = "()V"};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METHOD_ENTRY, &me, &b, err, sizeof err), CMR_WIRE_OK);
+    cmr_reader_rec_t rec = {.payload = b.data, .len = b.len, .partition = 1, .offset = 10};
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, methods, &rec), 1);
+    /* a MethodEntry on cmr.registrations: wrong type */
+    uint64_t before = cmr_rejects_count(regs, "unexpected_type");
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, regs, &rec), 0);
+    assert_int_equal(cmr_rejects_count(regs, "unexpected_type"), before + 1);
+    /* bytes that do not decode */
+    before = cmr_rejects_count(methods, "corrupt") + cmr_rejects_count(methods, "truncated");
+    rec.len = b.len - 3;
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, methods, &rec), 0);
+    assert_int_equal(cmr_rejects_count(methods, "corrupt") + cmr_rejects_count(methods, "truncated"), before + 1);
+    cmr_buf_free(&b);
+    cmr_ingest_stats_t st;
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.methods, 1);
+    assert_int_equal(st.agents, 0);
+    cmr_ingest_engine_free(e);
+}
+
 static void test_parse_time_and_duration(void **state)
 {
     (void)state;
@@ -862,7 +1138,12 @@ int main(void)
         cmocka_unit_test(test_hostile_events),
         cmocka_unit_test(test_random_streams),
         cmocka_unit_test(test_exporters),
+        cmocka_unit_test(test_names_table),
+        cmocka_unit_test(test_state_method_set),
+        cmocka_unit_test(test_json_untrusted_names),
         cmocka_unit_test_setup_teardown(test_store_engine_queries, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
+        cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

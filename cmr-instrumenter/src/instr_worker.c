@@ -8,11 +8,27 @@
  * done, in order. A failure before that point rolls the batch back and processes the
  * record again; a crash replays it (every write is keyed, every answer recomputed).
  *
- * Ownership: the worker owns the cache, the configuration state, the Kafka handles and the
- * metadata loaded during one decision (freed after it).
+ * Catch-up of newly assigned partitions. Another worker answered the records of a
+ * partition up to the group's committed offset; this worker's cache must know those
+ * classes (configuration changes and type resolution use them) before it processes the
+ * partition's new records. So, without waiting in the rebalance callback:
+ *   - on_rebalance() only records the change: a new partition is paused (no record of it
+ *     is handed out) and waits; a revoked one is forgotten, also mid-catch-up;
+ *   - the loop (catch_up_run(), between polls) starts a round for the waiting partitions:
+ *     their committed offsets, then a range reader (reader.h) over [the cache's last
+ *     offset + 1, committed) of each; partitions with nothing to read are taken over;
+ *   - each loop turn feeds one bounded step (256 records or 200 ms) into the cache,
+ *     sending nothing, and commits it; records of partitions revoked meanwhile are
+ *     dropped. A partition whose range is done is taken over: owned (environment runs
+ *     include it), its pending environments run, and resumed. A round that fails or runs
+ *     past 120 s is given up and its partitions are taken over as they are.
+ *
+ * Ownership: the worker owns the cache, the configuration state, the Kafka handles, the
+ * catch-up's reader and ranges and the metadata loaded during one decision (freed after it).
  */
 #include "cmr/instr_worker.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +50,27 @@
 
 #define MAX_PARTITIONS 1024
 
+/* Catch-up of newly assigned partitions (see the top comment). */
+#define CATCH_UP_TIMEOUT_MS 120000 /* a round that takes longer is given up */
+#define CATCH_UP_STEP 256          /* records per step, then the cache is committed */
+#define CATCH_UP_STEP_MS 200       /* and at most this long */
+
+enum { CATCH_UP_NONE, CATCH_UP_WAITING, CATCH_UP_RUNNING };
+
+typedef struct catch_up_range {
+    cmr_reader_range_t range;
+    int64_t records; /* fed into the cache */
+    bool dropped;    /* revoked during the round */
+} catch_up_range_t;
+
+typedef struct catch_up {
+    unsigned char state[MAX_PARTITIONS]; /* CATCH_UP_* of each partition */
+    cmr_reader_t *reader;                /* the round in progress (owned), or NULL */
+    catch_up_range_t *ranges;            /* its ranges (owned), n of them */
+    size_t n;
+    int64_t deadline_ms;
+} catch_up_t;
+
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_conf_t *pconf; /* producer configuration (low linger by default) */
@@ -49,6 +86,7 @@ typedef struct worker {
     cmr_topic_set_t topics_ok; /* command topics known to exist */
     uint64_t classes, redefines, resends, originals;
     int replaying; /* catch-up of a newly assigned partition: cache only, no commands */
+    catch_up_t catch_up;
 } worker_t;
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
@@ -118,13 +156,7 @@ static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name,
  * agent does not wait for the producer's own (backed-off) metadata refresh. */
 static void warm_topic(worker_t *w, const char *topic)
 {
-    rd_kafka_t *rk = cmr_producer_handle(w->producer);
-    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    if (t && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        rd_kafka_metadata_destroy(md);
-    if (t)
-        rd_kafka_topic_destroy(t);
+    cmr_producer_fetch_metadata(w->producer, topic, 5000);
 }
 
 static int command_topic(worker_t *w, const char *instance_id, char *topic, size_t len)
@@ -604,67 +636,151 @@ static int drain_config(worker_t *w, int timeout_ms)
 
 /* --- catch-up of newly assigned partitions ------------------------------------------ */
 
-/* A temporary consumer handle in the instrumenter's group that never subscribes: it reads
- * the group's committed offsets and assigned partitions, commits nothing. */
-static rd_kafka_t *replay_handle(worker_t *w)
+/* The partition is this worker's now: environment runs include it, its records flow. */
+static void take_over(worker_t *w, int32_t partition)
 {
-    char err[256];
-    rd_kafka_conf_t *kc = cmr_kafka_conf(w->conf, err, sizeof err);
-    if (!kc)
-        return NULL;
-    if (rd_kafka_conf_set(kc, "group.id", cmr_conf_get(w->conf, "instrumenter.group", "cmr-instrumenter"), err,
-                          sizeof err) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(kc, "enable.auto.commit", "false", err, sizeof err) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(kc, "enable.partition.eof", "true", err, sizeof err) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(kc);
-        return NULL;
-    }
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, err, sizeof err);
-    if (!rk) {
-        rd_kafka_conf_destroy(kc);
-        return NULL;
-    }
-    rd_kafka_poll_set_consumer(rk);
-    return rk;
+    assert(partition >= 0 && partition < MAX_PARTITIONS);
+    w->catch_up.state[partition] = CATCH_UP_NONE;
+    w->owned[partition] = 1;
+    w->assigned_once = 1;
+    w->envs_checked = 0; /* environments changed meanwhile are run against it too */
+    cmr_partition_t part = {cmr_topic_name(CMR_TOPIC_CLASSES), partition, CMR_OFFSET_INVALID};
+    if (cmr_consumer_resume(w->consumer, &part, 1) != 0)
+        cmr_log(CMR_LOG_ERROR, "instr.resume_failed", "partition=%d", partition);
 }
 
-/* Feeds records [from, until) of one partition into the cache without sending anything:
- * the worker that owned the partition before answered them. */
-static int replay_partition(worker_t *w, rd_kafka_t *rk, const char *topic, int32_t partition, int64_t from,
-                            int64_t until)
+static void range_taken_over(worker_t *w, const catch_up_range_t *cr, int ok)
 {
-    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(parts, topic, partition)->offset = from;
-    rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
-    rd_kafka_topic_partition_list_destroy(parts);
-    if (e)
-        return -1;
-    int64_t deadline = mono_ms() + 120000, next = from, n = 0;
-    int rc = 0;
-    w->replaying = 1;
-    while (next < until && rc == 0 && mono_ms() < deadline) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
-        if (!m)
-            continue;
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            next = until; /* the log ends before the committed offset: nothing more */
-        } else if (!m->err && m->offset < until) {
-            cmr_msg_t msg;
-            char err[256];
-            if (cmr_msg_decode(m->payload, m->len, &msg, err, sizeof err) == CMR_WIRE_OK) {
-                if (msg.type == CMR_MSG_CLASS_LOADED)
-                    rc = on_class(w, &msg.u.class_loaded, partition);
-                cmr_msg_free(&msg);
-            }
-            cmr_instr_cache_put_offset(w->cache, partition, m->offset);
-            next = m->offset + 1;
-            n++;
-            if (rc == 0 && n % 256 == 0)
-                rc = cmr_instr_cache_commit(w->cache, err, sizeof err);
-        } else if (!m->err) {
-            next = until;
+    cmr_log(CMR_LOG_INFO, "instr.partition_caught_up",
+            "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64 " ok=%d", cr->range.partition,
+            cr->range.from, cr->range.until, cr->records, ok);
+    take_over(w, cr->range.partition);
+}
+
+/* Ends the round: partitions still in it are taken over (ok when their range is done and
+ * nothing failed), revoked ones are forgotten. */
+static void catch_up_end(worker_t *w, int ok)
+{
+    catch_up_t *cu = &w->catch_up;
+    for (size_t i = 0; i < cu->n; i++) {
+        int32_t p = cu->ranges[i].range.partition;
+        if (cu->state[p] == CATCH_UP_RUNNING)
+            range_taken_over(w, &cu->ranges[i], ok && cu->reader && cmr_reader_partition_done(cu->reader, p));
+    }
+    cmr_reader_free(cu->reader);
+    free(cu->ranges);
+    cu->reader = NULL;
+    cu->ranges = NULL;
+    cu->n = 0;
+}
+
+/* Starts a round for the partitions waiting (assigned since the last round): their
+ * committed offsets, and a range reader over what lies between this cache's last offset
+ * and the committed one. Partitions with nothing to read are taken over at once. */
+static void catch_up_start(worker_t *w)
+{
+    catch_up_t *cu = &w->catch_up;
+    assert(!cu->reader && cu->n == 0);
+    size_t n = 0;
+    for (int32_t p = 0; p < MAX_PARTITIONS; p++)
+        n += cu->state[p] == CATCH_UP_WAITING;
+    if (n == 0)
+        return;
+    cmr_partition_t *parts = calloc(n, sizeof *parts);
+    cmr_reader_range_t *ranges = calloc(n, sizeof *ranges);
+    cu->ranges = calloc(n, sizeof *cu->ranges);
+    if (!parts || !ranges || !cu->ranges)
+        goto out; /* tried again in the next round */
+    n = 0;
+    for (int32_t p = 0; p < MAX_PARTITIONS; p++)
+        if (cu->state[p] == CATCH_UP_WAITING)
+            parts[n++] = (cmr_partition_t){cmr_topic_name(CMR_TOPIC_CLASSES), p, CMR_OFFSET_INVALID};
+    if (cmr_consumer_committed(w->consumer, parts, n, 10000) != 0) {
+        cmr_log(CMR_LOG_WARN, "instr.catch_up_failed", "reason=\"committed offsets unavailable\"");
+        for (size_t i = 0; i < n; i++)
+            take_over(w, parts[i].partition);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t seen = -1;
+        cmr_instr_cache_offset(w->cache, parts[i].partition, &seen);
+        if (parts[i].offset >= 0 && seen + 1 < parts[i].offset) {
+            ranges[cu->n] = (cmr_reader_range_t){parts[i].partition, seen + 1, parts[i].offset};
+            cu->ranges[cu->n] = (catch_up_range_t){.range = ranges[cu->n]};
+            cu->n++;
+            cu->state[parts[i].partition] = CATCH_UP_RUNNING;
+        } else {
+            take_over(w, parts[i].partition);
         }
-        rd_kafka_message_destroy(m);
+    }
+    if (cu->n > 0) {
+        char err[256];
+        cu->reader = cmr_reader_new_ranges(w->conf, cmr_topic_name(CMR_TOPIC_CLASSES), ranges, cu->n, err, sizeof err);
+        cu->deadline_ms = cmr_mono_ms() + CATCH_UP_TIMEOUT_MS;
+        if (!cu->reader) {
+            cmr_log(CMR_LOG_WARN, "instr.catch_up_failed", "reason=\"%s\"", err);
+            catch_up_end(w, 0);
+        }
+    }
+out:
+    if (!cu->reader) {
+        free(cu->ranges);
+        cu->ranges = NULL;
+        cu->n = 0;
+    }
+    free(parts);
+    free(ranges);
+}
+
+/* Feeds one record into the cache without sending anything: the worker that owned the
+ * partition before answered it. */
+static int replay_record(worker_t *w, catch_up_range_t *cr, const cmr_reader_rec_t *rec)
+{
+    cmr_msg_t msg;
+    char err[256];
+    int rc = 0;
+    if (cmr_msg_decode(rec->payload, rec->len, &msg, err, sizeof err) == CMR_WIRE_OK) {
+        if (msg.type == CMR_MSG_CLASS_LOADED)
+            rc = on_class(w, &msg.u.class_loaded, rec->partition);
+        cmr_msg_free(&msg);
+    }
+    cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
+    cr->records++;
+    return rc;
+}
+
+static catch_up_range_t *range_of(catch_up_t *cu, int32_t partition)
+{
+    for (size_t i = 0; i < cu->n; i++)
+        if (cu->ranges[i].range.partition == partition)
+            return &cu->ranges[i];
+    return NULL;
+}
+
+/* One bounded step of the round: up to CATCH_UP_STEP records (or CATCH_UP_STEP_MS), then
+ * the cache is committed, so that live units never share a batch with the catch-up.
+ * Partitions revoked meanwhile are dropped; those whose range is done are taken over. */
+static void catch_up_step(worker_t *w)
+{
+    catch_up_t *cu = &w->catch_up;
+    for (size_t i = 0; i < cu->n; i++)
+        if (cu->state[cu->ranges[i].range.partition] != CATCH_UP_RUNNING && !cu->ranges[i].dropped) {
+            cu->ranges[i].dropped = true;
+            cmr_reader_drop(cu->reader, cu->ranges[i].range.partition);
+            cmr_log(CMR_LOG_INFO, "instr.catch_up_dropped", "partition=%d records=%" PRId64 " reason=revoked",
+                    cu->ranges[i].range.partition, cu->ranges[i].records);
+        }
+    int64_t step_end = cmr_mono_ms() + CATCH_UP_STEP_MS;
+    cmr_reader_rec_t rec;
+    int rc = 0, got = 0, n = 0;
+    w->replaying = 1;
+    while (rc == 0 && got >= 0 && n < CATCH_UP_STEP && !cmr_reader_caught_up(cu->reader) && cmr_mono_ms() < step_end) {
+        got = cmr_reader_poll(cu->reader, 20, &rec);
+        catch_up_range_t *cr = got == 1 ? range_of(cu, rec.partition) : NULL;
+        if (cr && cu->state[rec.partition] == CATCH_UP_RUNNING) {
+            rc = replay_record(w, cr, &rec);
+            n++;
+        }
     }
     w->replaying = 0;
     char err[256];
@@ -672,54 +788,45 @@ static int replay_partition(worker_t *w, rd_kafka_t *rk, const char *topic, int3
         rc = cmr_instr_cache_commit(w->cache, err, sizeof err);
     else
         cmr_instr_cache_rollback(w->cache);
-    rd_kafka_assign(rk, NULL);
-    cmr_log(CMR_LOG_INFO, "instr.partition_caught_up",
-            "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64 " ok=%d", partition, from, until, n,
-            rc == 0 && next >= until);
-    return rc;
-}
-
-/* For each newly assigned partition: what the group committed beyond what this cache has
- * seen was answered by another worker; read it into the cache first, so that configuration
- * changes and type resolution know those classes. Runs before the assignment takes effect. */
-static void catch_up_partitions(worker_t *w, const rd_kafka_topic_partition_list_t *parts)
-{
-    rd_kafka_t *rk = replay_handle(w);
-    if (!rk) {
-        cmr_log(CMR_LOG_WARN, "instr.catch_up_failed", "reason=\"no consumer handle\"");
+    if (rc != 0 || got < 0 || cmr_mono_ms() > cu->deadline_ms) {
+        catch_up_end(w, 0); /* given up: the partitions are taken over as they are */
         return;
     }
-    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
-    if (rd_kafka_committed(rk, committed, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < committed->cnt; i++) {
-            const rd_kafka_topic_partition_t *p = &committed->elems[i];
-            int64_t seen = -1;
-            cmr_instr_cache_offset(w->cache, p->partition, &seen);
-            if (p->offset >= 0 && seen + 1 < p->offset)
-                replay_partition(w, rk, p->topic, p->partition, seen + 1, p->offset);
-        }
-    } else {
-        cmr_log(CMR_LOG_WARN, "instr.catch_up_failed", "reason=\"committed offsets unavailable\"");
+    for (size_t i = 0; i < cu->n; i++) {
+        int32_t p = cu->ranges[i].range.partition;
+        if (cu->state[p] == CATCH_UP_RUNNING && cmr_reader_partition_done(cu->reader, p))
+            range_taken_over(w, &cu->ranges[i], 1); /* state NONE from here on */
     }
-    rd_kafka_topic_partition_list_destroy(committed);
-    rd_kafka_consumer_close(rk);
-    rd_kafka_destroy(rk);
+    if (cmr_reader_caught_up(cu->reader))
+        catch_up_end(w, 1);
 }
 
-static void on_rebalance(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts, void *opaque)
+/* The catch-up's part of the worker loop: one step of the round in progress, or a new
+ * round for the partitions assigned since. */
+static void catch_up_run(worker_t *w)
 {
-    (void)c;
+    if (w->catch_up.reader)
+        catch_up_step(w);
+    else
+        catch_up_start(w);
+}
+
+/* Called inside cmr_consumer_poll(): records the change and returns, waiting for nothing.
+ * New partitions are paused until their catch-up is done (catch_up_run()); a revoked one
+ * leaves the catch-up in progress (its records are no longer fed in). */
+static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t n, void *opaque)
+{
     worker_t *w = opaque;
-    if (!revoked)
-        catch_up_partitions(w, parts);
-    for (int i = 0; i < parts->cnt; i++)
-        if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTITIONS)
-            w->owned[parts->elems[i].partition] = (unsigned char)!revoked;
-    if (!revoked) {
-        w->assigned_once = 1;
-        w->envs_checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t p = parts[i].partition;
+        if (p < 0 || p >= MAX_PARTITIONS)
+            continue;    /* not tracked: consumed without catch-up */
+        w->owned[p] = 0; /* an assigned partition is owned once caught up */
+        w->catch_up.state[p] = revoked ? CATCH_UP_NONE : CATCH_UP_WAITING;
+        if (!revoked && cmr_consumer_pause(c, &parts[i], 1) != 0)
+            cmr_log(CMR_LOG_ERROR, "instr.pause_failed", "partition=%d", p);
     }
-    cmr_log(CMR_LOG_INFO, revoked ? "instr.partitions_revoked" : "instr.partitions_assigned", "count=%d", parts->cnt);
+    cmr_log(CMR_LOG_INFO, revoked ? "instr.partitions_revoked" : "instr.partitions_assigned", "count=%zu", n);
 }
 
 /* --- setup and loop ----------------------------------------------------------------- */
@@ -756,6 +863,8 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
 
 static void teardown(worker_t *w)
 {
+    cmr_reader_free(w->catch_up.reader);
+    free(w->catch_up.ranges);
     if (w->consumer)
         cmr_consumer_close(w->consumer);
     if (w->producer)
@@ -879,6 +988,7 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     while (!*stop) {
         if (drain_config(&w, 0) != 0)
             goto out;
+        catch_up_run(&w);
         if (w.assigned_once && !w.envs_checked) {
             w.envs_checked = 1;
             run_pending_envs(&w);

@@ -3,6 +3,7 @@
  */
 #include "cmr/buf.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
+#include "cmr/file.h"
 #include "cmr/log.h"
 
 typedef struct conf_entry {
@@ -74,14 +76,8 @@ int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const cha
         e->origin = o;
         return 0;
     }
-    if (conf->count == conf->cap) {
-        size_t cap = conf->cap ? conf->cap * 2 : 16;
-        conf_entry_t *items = realloc(conf->items, cap * sizeof *items);
-        if (!items)
-            goto oom;
-        conf->items = items;
-        conf->cap = cap;
-    }
+    if (CMR_ARRAY_GROW(conf->items, conf->cap, conf->count + 1) != 0)
+        goto oom;
     char *k = strdup(key);
     if (!k)
         goto oom;
@@ -125,7 +121,11 @@ static int valid_key(const char *key)
     return 1;
 }
 
-int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin, char *errbuf, size_t errlen)
+/* Sets "key=value". Text from a file is never quoted back in an error (the file may be
+ * anything: a password database given by mistake); what a person typed on the command
+ * line is. */
+static int set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin, bool quote, char *errbuf,
+                          size_t errlen)
 {
     char *copy = strdup(assignment);
     if (!copy) {
@@ -135,12 +135,17 @@ int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char
     int rc = -1;
     char *eq = strchr(copy, '=');
     if (!eq) {
-        ERRF("%s: expected KEY=VALUE, got \"%s\"", origin, assignment);
+        if (quote)
+            ERRF("%s: expected KEY=VALUE, got \"%s\"", origin, assignment);
+        else
+            ERRF("%s: expected \"key = value\"", origin);
     } else {
         *eq = '\0';
         char *key = trim(copy), *value = trim(eq + 1);
-        if (!valid_key(key))
+        if (!valid_key(key) && quote)
             ERRF("%s: \"%s\" is not a valid key (letters, digits, '.', '_', '-')", origin, key);
+        else if (!valid_key(key))
+            ERRF("%s: not a valid key (letters, digits, '.', '_', '-')", origin);
         else if (cmr_conf_set(conf, key, value, origin) != 0)
             ERRF("%s: out of memory", origin);
         else
@@ -150,37 +155,41 @@ int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char
     return rc;
 }
 
+int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin, char *errbuf, size_t errlen)
+{
+    return set_assignment(conf, assignment, origin, true, errbuf, errlen);
+}
+
 int cmr_conf_load_file(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        ERRF("%s: cannot open: %s", path, strerror(errno));
+    cmr_buf_t text = {0};
+    char err[512];
+    if (cmr_file_read(path, CMR_CONF_FILE_MAX, &text, err, sizeof err) != 0) {
+        ERRF("%s", err);
+        cmr_buf_free(&text);
         return -1;
     }
-    char *line = NULL;
-    size_t cap = 0;
+    if (text.len && memchr(text.data, '\0', text.len)) {
+        ERRF("%s: NUL bytes: not a configuration file", path);
+        cmr_buf_free(&text);
+        return -1;
+    }
     int lineno = 0, rc = 0;
-    while (getline(&line, &cap, f) >= 0) {
+    char *next = (char *)text.data;
+    while (rc == 0 && next && *next) {
+        char *line = next;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
         lineno++;
         char *s = trim(line);
         if (!*s || *s == '#' || *s == '!')
             continue;
         char origin[512];
         snprintf(origin, sizeof origin, "%s:%d", path, lineno);
-        if (!strchr(s, '=')) {
-            ERRF("%s: expected \"key = value\", got \"%.80s\"", origin, s);
-            rc = -1;
-            break;
-        }
-        if ((rc = cmr_conf_set_assignment(conf, s, origin, errbuf, errlen)) != 0)
-            break;
+        rc = set_assignment(conf, s, origin, false, errbuf, errlen);
     }
-    if (rc == 0 && ferror(f)) {
-        ERRF("%s: read error: %s", path, strerror(errno));
-        rc = -1;
-    }
-    free(line);
-    fclose(f);
+    cmr_buf_free(&text);
     return rc;
 }
 

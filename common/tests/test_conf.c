@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmr/conf.h"
-#include "cmr/kafka.h"
+#include "kafka_internal.h"
 #include "cmr/log.h"
 
 static char *write_file(const char *text)
@@ -68,8 +70,55 @@ static void test_file_errors_have_line_numbers(void **state)
     unlink(path);
     free(path);
     assert_int_equal(cmr_conf_load_file(c, "/nonexistent/cmr.conf", err, sizeof err), -1);
-    assert_non_null(strstr(err, "cannot open"));
+    assert_non_null(strstr(err, "No such file"));
     assert_int_equal(cmr_conf_set_assignment(c, "bad key=1", "cli", err, sizeof err), -1);
+    assert_non_null(strstr(err, "bad key")); /* typed on the command line: quoted back */
+    cmr_conf_destroy(c);
+}
+
+/* A file that is not a configuration file (a password database given by mistake, a device,
+ * a FIFO, something huge) is refused at once, and its text never appears in the error. */
+static void test_file_hostile(void **state)
+{
+    (void)state;
+    cmr_conf_t *c = cmr_conf_new();
+    char err[512];
+    char *path = write_file("root:$6$secrethash:19000:0:99999:7:::\n");
+    assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":1:"));
+    assert_null(strstr(err, "secrethash"));
+    unlink(path);
+    free(path);
+    path = write_file("password hunter2 = x\n"); /* not a valid key: not quoted either */
+    assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), -1);
+    assert_null(strstr(err, "hunter2"));
+    unlink(path);
+    free(path);
+    assert_int_equal(cmr_conf_load_file(c, "/dev/zero", err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    char dir[] = "/tmp/cmr-conf-XXXXXX", fifo[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(cmr_conf_load_file(c, fifo, err, sizeof err), -1); /* returns, does not wait */
+    unlink(fifo);
+    rmdir(dir);
+    char big[] = "/tmp/cmr-conf-big-XXXXXX";
+    int fd = mkstemp(big);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)CMR_CONF_FILE_MAX + 1), 0);
+    close(fd);
+    assert_int_equal(cmr_conf_load_file(c, big, err, sizeof err), -1);
+    assert_non_null(strstr(err, "larger than"));
+    unlink(big);
+    path = write_file("a = 1\n");
+    fd = open(path, O_WRONLY | O_APPEND);
+    assert_int_equal(write(fd, "b\0=2\n", 5), 5);
+    close(fd);
+    assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "NUL"));
+    unlink(path);
+    free(path);
     cmr_conf_destroy(c);
 }
 
@@ -250,6 +299,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_and_getters),
         cmocka_unit_test(test_file_errors_have_line_numbers),
+        cmocka_unit_test(test_file_hostile),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_key_table),
         cmocka_unit_test(test_print_keys),

@@ -13,53 +13,23 @@
 
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "kafka_internal.h"
 
-#define ERRF(...)                                  \
-    do {                                           \
-        if (errbuf && errlen)                      \
-            snprintf(errbuf, errlen, __VA_ARGS__); \
-    } while (0)
-
-/* 1 when the cluster knows the topic, 0 when not, -1 when the cluster did not answer.
- * On a cluster with auto-creation enabled, asking creates the topic. */
-static int topic_known(rd_kafka_t *rk, const char *topic, int timeout_ms)
-{
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    if (!rkt)
-        return -1;
-    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
-    int known = -1;
-    if (!err && md) {
-        known = 0;
-        for (int i = 0; i < md->topic_cnt; i++)
-            if (strcmp(md->topics[i].topic, topic) == 0 && md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-                md->topics[i].partition_cnt > 0)
-                known = 1;
-    }
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
-    return known;
-}
+#define ERRF(...) CMR_ERRF(errbuf, errlen, __VA_ARGS__)
 
 int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partitions, int replication, int compacted,
                            int timeout_ms, char *errbuf, size_t errlen)
 {
     char err[512];
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
-    if (!rk_conf)
+    rd_kafka_t *rk = cmr_kafka_client(RD_KAFKA_PRODUCER, conf, NULL, NULL, NULL, NULL, "admin client", errbuf, errlen);
+    if (!rk)
         return -1;
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, rk_conf, err, sizeof err);
-    if (!rk) {
-        ERRF("cannot create admin client: %s", err);
-        rd_kafka_conf_destroy(rk_conf);
-        return -1;
-    }
     int rc = -1;
-    int known = topic_known(rk, topic, timeout_ms);
-    if (known == 0) /* the first request may just have created it */
-        known = topic_known(rk, topic, timeout_ms);
+    /* asking creates the topic on clusters with auto-creation: asked twice, the first
+     * request may just have created it */
+    int known = cmr_kafka_topic_partitions(rk, topic, timeout_ms, NULL, NULL, 0);
+    if (known == 0)
+        known = cmr_kafka_topic_partitions(rk, topic, timeout_ms, NULL, NULL, 0);
     if (known == 1) {
         rd_kafka_destroy(rk);
         return 0;
@@ -111,45 +81,25 @@ out:
     return rc;
 }
 
-static bool topic_set_has(const cmr_topic_set_t *set, const char *topic)
-{
-    for (size_t i = 0; i < set->count; i++)
-        if (strcmp(set->names[i], topic) == 0)
-            return true;
-    return false;
-}
-
-/* Remembers topic; out of memory only means it is asked for again later. */
-static void topic_set_add(cmr_topic_set_t *set, const char *topic)
-{
-    if (set->count == set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 16;
-        char **names = realloc(set->names, cap * sizeof *names);
-        if (!names)
-            return;
-        set->names = names;
-        set->cap = cap;
-    }
-    char *copy = strdup(topic);
-    if (copy)
-        set->names[set->count++] = copy;
-}
-
 int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic, int timeout_ms,
                                 char *errbuf, size_t errlen)
 {
-    if (topic_set_has(set, topic))
+    size_t len = strlen(topic);
+    if (cmr_map_has(&set->names, topic, len))
         return 0;
     if (cmr_admin_ensure_topic(conf, topic, 1, -1, 0, timeout_ms, errbuf, errlen) != 0)
         return -1;
-    topic_set_add(set, topic);
+    cmr_map_put(&set->names, topic, len, NULL); /* out of memory: asked for again next time */
     return 1;
+}
+
+size_t cmr_topic_set_count(const cmr_topic_set_t *set)
+{
+    return cmr_map_count(&set->names);
 }
 
 void cmr_topic_set_free(cmr_topic_set_t *set)
 {
-    for (size_t i = 0; i < set->count; i++)
-        free(set->names[i]);
-    free(set->names);
+    cmr_map_free(&set->names);
     *set = (cmr_topic_set_t){0};
 }

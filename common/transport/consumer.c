@@ -4,14 +4,20 @@
  * A consumer-group member that hands out decoded records, skips (and counts) messages
  * that do not decode, and stores an offset only when the caller marks a record done.
  * librdkafka's auto-commit then commits what was stored; close commits the rest.
+ *
+ * Pausing from the rebalance callback: the caller's callback runs before the assignment
+ * is made, so pauses it asks for are collected and applied right after the assign, in
+ * the same callback (before any fetch of the new partitions can start).
  */
-#include <stdatomic.h>
+#include <assert.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/rejects.h"
 #include "cmr/wire.h"
 #include "kafka_internal.h"
 
@@ -20,13 +26,54 @@ struct cmr_consumer {
     cmr_rebalance_cb_t *rebalance_cb;
     void *cb_opaque;
     uint64_t received, rejected, done, rebalances;
+    bool in_rebalance;                                /* the caller's rebalance callback runs */
+    rd_kafka_topic_partition_list_t *deferred_pauses; /* asked for during it (owned) */
 };
 
-#define ERRF(...)                                  \
-    do {                                           \
-        if (errbuf && errlen)                      \
-            snprintf(errbuf, errlen, __VA_ARGS__); \
-    } while (0)
+/* A record as allocated: what the caller sees first, then what only the consumer uses. */
+typedef struct record_impl {
+    cmr_record_t pub;
+    rd_kafka_message_t *raw; /* owned: payload, topic name and offset store */
+    char key[];              /* NUL-terminated copy of the key */
+} record_impl_t;
+
+#define ERRF(...) CMR_ERRF(errbuf, errlen, __VA_ARGS__)
+
+/* The caller's view of a librdkafka list (topic names point into it). NULL on out of
+ * memory (the callback is then given nothing). */
+static cmr_partition_t *parts_of(const rd_kafka_topic_partition_list_t *list)
+{
+    cmr_partition_t *parts = calloc(list->cnt ? (size_t)list->cnt : 1, sizeof *parts);
+    for (int i = 0; parts && i < list->cnt; i++)
+        parts[i] = (cmr_partition_t){list->elems[i].topic, list->elems[i].partition, list->elems[i].offset};
+    return parts;
+}
+
+/* Runs the caller's rebalance callback; pauses it asked for are kept for after the assign. */
+static void call_rebalance_cb(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *list)
+{
+    if (!c->rebalance_cb)
+        return;
+    cmr_partition_t *parts = parts_of(list);
+    if (!parts)
+        cmr_log(CMR_LOG_ERROR, "kafka.rebalance_oom", "count=%d", list->cnt);
+    c->in_rebalance = true;
+    c->rebalance_cb(c, revoked, parts, parts ? (size_t)list->cnt : 0, c->cb_opaque);
+    c->in_rebalance = false;
+    free(parts);
+}
+
+static void apply_deferred_pauses(cmr_consumer_t *c, int revoked)
+{
+    if (!c->deferred_pauses)
+        return;
+    rd_kafka_resp_err_t err =
+        revoked ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_pause_partitions(c->rk, c->deferred_pauses);
+    if (err)
+        cmr_log(CMR_LOG_ERROR, "kafka.pause_failed", "error=\"%s\"", rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(c->deferred_pauses);
+    c->deferred_pauses = NULL;
+}
 
 static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                                   void *opaque)
@@ -36,8 +83,7 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_ka
     c->rebalances++;
     cmr_log(CMR_LOG_INFO, revoked ? "kafka.partitions_revoked" : "kafka.partitions_assigned",
             "client=%s count=%d protocol=%s", rd_kafka_name(rk), parts->cnt, rd_kafka_rebalance_protocol(rk));
-    if (c->rebalance_cb)
-        c->rebalance_cb(c, revoked, parts, c->cb_opaque);
+    call_rebalance_cb(c, revoked, parts);
     if (revoked) /* hand over what was processed before the partitions go elsewhere */
         rd_kafka_commit(rk, NULL, 0);
     rd_kafka_error_t *error = NULL;
@@ -52,49 +98,33 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_ka
     } else if (rerr) {
         cmr_log(CMR_LOG_ERROR, "kafka.assign_failed", "error=\"%s\"", rd_kafka_err2str(rerr));
     }
+    apply_deferred_pauses(c, revoked);
+}
+
+static void consumer_callbacks(rd_kafka_conf_t *rk_conf)
+{
+    rd_kafka_conf_set_rebalance_cb(rk_conf, consumer_rebalance_cb);
 }
 
 cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id, const char *const *topics,
                                  size_t ntopics, cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque, char *errbuf,
                                  size_t errlen)
 {
-    if (cmr_wire_init() != 0) {
-        ERRF("wire contracts failed to initialize");
+    cmr_consumer_t *c = cmr_kafka_client_alloc(sizeof *c, errbuf, errlen);
+    if (!c)
         return NULL;
-    }
-    cmr_consumer_t *c = calloc(1, sizeof *c);
-    if (!c) {
-        ERRF("out of memory");
-        return NULL;
-    }
     c->rebalance_cb = rebalance_cb;
     c->cb_opaque = cb_opaque;
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
-    if (!rk_conf)
+    const cmr_kafka_prop_t forced[] = {{"group.id", group_id}, {"enable.auto.offset.store", "false"}, {NULL, NULL}};
+    const cmr_kafka_prop_t defaults[] = {{"auto.offset.reset", "earliest"},
+                                         {"enable.auto.commit", "true"},
+                                         {"auto.commit.interval.ms", "1000"},
+                                         {"fetch.message.max.bytes", "16777216"},
+                                         {NULL, NULL}};
+    c->rk =
+        cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, defaults, consumer_callbacks, c, "consumer", errbuf, errlen);
+    if (!c->rk)
         goto fail;
-    char err[512];
-    if (rd_kafka_conf_set(rk_conf, "group.id", group_id, err, sizeof err) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(rk_conf, "enable.auto.offset.store", "false", err, sizeof err) != RD_KAFKA_CONF_OK) {
-        ERRF("%s", err);
-        rd_kafka_conf_destroy(rk_conf);
-        goto fail;
-    }
-    if (cmr_kafka_conf_default(rk_conf, conf, "auto.offset.reset", "earliest", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "enable.auto.commit", "true", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "auto.commit.interval.ms", "1000", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "fetch.message.max.bytes", "16777216", errbuf, errlen)) {
-        rd_kafka_conf_destroy(rk_conf);
-        goto fail;
-    }
-    rd_kafka_conf_set_rebalance_cb(rk_conf, consumer_rebalance_cb);
-    rd_kafka_conf_set_opaque(rk_conf, c);
-    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, rk_conf, err, sizeof err);
-    if (!c->rk) {
-        ERRF("cannot create consumer: %s", err);
-        rd_kafka_conf_destroy(rk_conf);
-        goto fail;
-    }
-    rd_kafka_poll_set_consumer(c->rk);
     rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new((int)ntopics);
     for (size_t i = 0; i < ntopics; i++)
         rd_kafka_topic_partition_list_add(subs, topics[i], RD_KAFKA_PARTITION_UA);
@@ -115,20 +145,18 @@ void cmr_record_free(cmr_record_t *rec)
 {
     if (!rec)
         return;
+    record_impl_t *r = (record_impl_t *)rec;
     cmr_msg_free(&rec->msg);
-    if (rec->raw)
-        rd_kafka_message_destroy(rec->raw);
-    free(rec->key_copy);
-    free(rec);
+    rd_kafka_message_destroy(r->raw);
+    free(r);
 }
 
 /* Skips a message that did not decode: logged, counted, and its offset stored so that it
  * is not redelivered forever. */
-static void consumer_skip(cmr_consumer_t *c, rd_kafka_message_t *m, const char *why)
+static void consumer_skip(cmr_consumer_t *c, rd_kafka_message_t *m, cmr_wire_err_t err, const char *why)
 {
     c->rejected++;
-    cmr_log(CMR_LOG_WARN, "wire.message_rejected", "topic=%s partition=%d offset=%lld bytes=%zu reason=\"%s\"",
-            rd_kafka_topic_name(m->rkt), m->partition, (long long)m->offset, m->len, why);
+    cmr_reject(rd_kafka_topic_name(m->rkt), cmr_wire_err_name(err), m->partition, m->offset, why);
     rd_kafka_offset_store(m->rkt, m->partition, m->offset);
 }
 
@@ -146,35 +174,31 @@ int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out)
         rd_kafka_message_destroy(m);
         return fatal ? -1 : 0;
     }
-    cmr_record_t *rec = calloc(1, sizeof *rec);
+    record_impl_t *r = calloc(1, sizeof *r + m->key_len + 1);
     char why[256] = "";
-    if (!rec) {
+    if (!r) {
         rd_kafka_message_destroy(m);
         return 0; /* not stored: redelivered after a restart */
     }
-    if (cmr_msg_decode(m->payload, m->len, &rec->msg, why, sizeof why) != CMR_WIRE_OK) {
-        consumer_skip(c, m, why);
+    cmr_record_t *rec = &r->pub;
+    cmr_wire_err_t derr = cmr_msg_decode(m->payload, m->len, &rec->msg, why, sizeof why);
+    if (derr != CMR_WIRE_OK) {
+        consumer_skip(c, m, derr, why);
         rd_kafka_message_destroy(m);
-        free(rec);
-        return 0;
-    }
-    rec->key_copy = malloc(m->key_len + 1);
-    if (!rec->key_copy) {
-        cmr_msg_free(&rec->msg);
-        free(rec);
-        rd_kafka_message_destroy(m);
+        free(r);
         return 0;
     }
     if (m->key_len)
-        memcpy(rec->key_copy, m->key, m->key_len);
-    rec->key_copy[m->key_len] = '\0';
-    rec->raw = m;
+        memcpy(r->key, m->key, m->key_len);
+    r->raw = m;
     rec->topic = rd_kafka_topic_name(m->rkt);
     rec->partition = m->partition;
     rec->offset = m->offset;
-    rec->key = rec->key_copy;
+    rec->key = r->key;
     rec->key_len = m->key_len;
     rec->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+    rec->payload = m->payload;
+    rec->len = m->len;
     c->received++;
     *out = rec;
     return 1;
@@ -182,7 +206,8 @@ int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out)
 
 void cmr_consumer_done(cmr_consumer_t *c, const cmr_record_t *rec)
 {
-    rd_kafka_resp_err_t err = rd_kafka_offset_store(rec->raw->rkt, rec->partition, rec->offset);
+    const record_impl_t *r = (const record_impl_t *)rec;
+    rd_kafka_resp_err_t err = rd_kafka_offset_store(r->raw->rkt, rec->partition, rec->offset);
     if (err)
         cmr_log(CMR_LOG_WARN, "kafka.offset_store_failed", "topic=%s partition=%d offset=%lld error=\"%s\"", rec->topic,
                 rec->partition, (long long)rec->offset, rd_kafka_err2str(err));
@@ -208,9 +233,79 @@ void cmr_consumer_stats(cmr_consumer_t *c, cmr_consumer_stats_t *out)
     out->rebalances = c->rebalances;
 }
 
-rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c)
+int cmr_consumer_assignment(cmr_consumer_t *c, cmr_partition_t **out, size_t *count)
 {
-    return c->rk;
+    *out = NULL;
+    *count = 0;
+    rd_kafka_topic_partition_list_t *list = NULL;
+    if (rd_kafka_assignment(c->rk, &list) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    /* one block: the array, then the topic names it points at */
+    size_t n = (size_t)list->cnt, names = 0;
+    for (size_t i = 0; i < n; i++)
+        names += strlen(list->elems[i].topic) + 1;
+    cmr_partition_t *parts = malloc(n * sizeof *parts + names + 1);
+    if (parts) {
+        char *name = (char *)(parts + n);
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(list->elems[i].topic) + 1;
+            memcpy(name, list->elems[i].topic, len);
+            parts[i] = (cmr_partition_t){name, list->elems[i].partition, CMR_OFFSET_INVALID};
+            name += len;
+        }
+        *out = parts;
+        *count = n;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return parts ? 0 : -1;
+}
+
+int cmr_consumer_committed(cmr_consumer_t *c, cmr_partition_t *parts, size_t count, int timeout_ms)
+{
+    rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(parts, count);
+    if (!list)
+        return -1;
+    rd_kafka_resp_err_t err = rd_kafka_committed(c->rk, list, timeout_ms);
+    if (err) {
+        cmr_log(CMR_LOG_WARN, "kafka.committed_failed", "error=\"%s\"", rd_kafka_err2str(err));
+    } else {
+        assert(list->cnt == (int)count); /* filled in place, in order */
+        for (size_t i = 0; i < count; i++)
+            parts[i].offset = list->elems[i].err ? CMR_OFFSET_INVALID : list->elems[i].offset;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return err ? -1 : 0;
+}
+
+/* Pauses or resumes partitions now. 0 or -1. */
+static int pause_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count, bool pause)
+{
+    rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(parts, count);
+    if (!list)
+        return -1;
+    rd_kafka_resp_err_t err = pause ? rd_kafka_pause_partitions(c->rk, list) : rd_kafka_resume_partitions(c->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err)
+        cmr_log(CMR_LOG_ERROR, pause ? "kafka.pause_failed" : "kafka.resume_failed", "error=\"%s\"",
+                rd_kafka_err2str(err));
+    return err ? -1 : 0;
+}
+
+int cmr_consumer_pause(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count)
+{
+    if (!c->in_rebalance)
+        return pause_resume(c, parts, count, true);
+    /* not assigned yet: paused right after the assign */
+    if (!c->deferred_pauses)
+        c->deferred_pauses = rd_kafka_topic_partition_list_new((int)count);
+    for (size_t i = 0; c->deferred_pauses && i < count; i++)
+        rd_kafka_topic_partition_list_add(c->deferred_pauses, parts[i].topic, parts[i].partition);
+    return c->deferred_pauses ? 0 : -1;
+}
+
+int cmr_consumer_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count)
+{
+    return pause_resume(c, parts, count, false);
 }
 
 void cmr_consumer_close(cmr_consumer_t *c)
@@ -222,5 +317,6 @@ void cmr_consumer_close(cmr_consumer_t *c)
     if (err)
         cmr_log(CMR_LOG_WARN, "kafka.close_failed", "error=\"%s\"", rd_kafka_err2str(err));
     rd_kafka_destroy(c->rk);
+    assert(!c->deferred_pauses); /* applied by the rebalance that collected them */
     free(c);
 }

@@ -1,14 +1,19 @@
 /*
- * kafka_conf.c - cmr_conf_t -> librdkafka configuration, with logs routed into log.h.
+ * kafka_conf.c - the transport's librdkafka plumbing (kafka_internal.h): cmr_conf_t ->
+ * librdkafka configuration with logs routed into log.h, handle creation, partition lists
+ * and topic metadata, shared by the producer, consumer, admin client and reader.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <time.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/wire.h"
 #include "kafka_internal.h"
 
 /* librdkafka's syslog levels -> ours. */
@@ -41,13 +46,6 @@ static struct {
     uint64_t suppressed;
 } error_seen[16];
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     (void)opaque;
@@ -56,22 +54,22 @@ static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *op
     int fatal = err == RD_KAFKA_RESP_ERR__FATAL;
     uint64_t suppressed = 0;
     if (!fatal) {
-        int64_t now = mono_ms();
+        int64_t now = cmr_mono_ms();
         int log = 1;
+        size_t n = sizeof error_seen / sizeof error_seen[0], i;
         pthread_mutex_lock(&error_lock);
-        size_t i, free_slot = 16;
-        for (i = 0; i < 16 && error_seen[i].last_ms && error_seen[i].code != err; i++)
+        /* the slot of this code, or the first unused one (all used: logged every time) */
+        for (i = 0; i < n && error_seen[i].last_ms && error_seen[i].code != err; i++)
             ;
-        if (i < 16 && error_seen[i].last_ms && now - error_seen[i].last_ms < ERROR_REPEAT_MS) {
+        if (i < n && error_seen[i].last_ms && now - error_seen[i].last_ms < ERROR_REPEAT_MS) {
             error_seen[i].suppressed++;
             log = 0;
-        } else if (i < 16) {
+        } else if (i < n) {
             suppressed = error_seen[i].suppressed;
             error_seen[i].code = err;
             error_seen[i].last_ms = now;
             error_seen[i].suppressed = 0;
         }
-        (void)free_slot;
         pthread_mutex_unlock(&error_lock);
         if (!log)
             return;
@@ -115,8 +113,8 @@ rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t err
 }
 
 /* Sets a property only where the user did not. 0 or -1. */
-int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
-                           char *errbuf, size_t errlen)
+static int conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
+                        char *errbuf, size_t errlen)
 {
     char full[256];
     snprintf(full, sizeof full, "kafka.%s", key);
@@ -124,9 +122,104 @@ int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, con
         return 0;
     char err[256];
     if (rd_kafka_conf_set(rk_conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
-        if (errbuf && errlen)
-            snprintf(errbuf, errlen, "%s=%s: %s", key, value, err);
+        CMR_ERRF(errbuf, errlen, "%s=%s: %s", key, value, err);
         return -1;
     }
     return 0;
+}
+
+/* cmr_kafka_conf() with the forced and default properties. NULL with errbuf filled. */
+static rd_kafka_conf_t *conf_with(const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+                                  const cmr_kafka_prop_t *defaults, char *errbuf, size_t errlen)
+{
+    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
+    if (!rk_conf)
+        return NULL;
+    char err[256];
+    for (const cmr_kafka_prop_t *f = forced; f && f->key; f++)
+        if (rd_kafka_conf_set(rk_conf, f->key, f->value, err, sizeof err) != RD_KAFKA_CONF_OK) {
+            CMR_ERRF(errbuf, errlen, "%s=%s: %s", f->key, f->value, err);
+            rd_kafka_conf_destroy(rk_conf);
+            return NULL;
+        }
+    for (const cmr_kafka_prop_t *d = defaults; d && d->key; d++)
+        if (conf_default(rk_conf, conf, d->key, d->value, errbuf, errlen) != 0) {
+            rd_kafka_conf_destroy(rk_conf);
+            return NULL;
+        }
+    return rk_conf;
+}
+
+void *cmr_kafka_client_alloc(size_t size, char *errbuf, size_t errlen)
+{
+    if (cmr_wire_init() != 0) {
+        CMR_ERRF(errbuf, errlen, "wire contracts failed to initialize");
+        return NULL;
+    }
+    void *client = calloc(1, size);
+    if (!client)
+        CMR_ERRF(errbuf, errlen, "out of memory");
+    return client;
+}
+
+rd_kafka_t *cmr_kafka_client(rd_kafka_type_t type, const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+                             const cmr_kafka_prop_t *defaults, void (*callbacks)(rd_kafka_conf_t *rk_conf),
+                             void *opaque, const char *what, char *errbuf, size_t errlen)
+{
+    rd_kafka_conf_t *rk_conf = conf_with(conf, forced, defaults, errbuf, errlen);
+    if (!rk_conf)
+        return NULL;
+    if (callbacks)
+        callbacks(rk_conf);
+    rd_kafka_conf_set_opaque(rk_conf, opaque);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(type, rk_conf, err, sizeof err);
+    if (!rk) {
+        CMR_ERRF(errbuf, errlen, "cannot create %s: %s", what, err);
+        rd_kafka_conf_destroy(rk_conf); /* rd_kafka_new takes it only on success */
+        return NULL;
+    }
+    if (type == RD_KAFKA_CONSUMER)
+        rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
+
+rd_kafka_topic_partition_list_t *cmr_kafka_list_of(const cmr_partition_t *parts, size_t count)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count);
+    for (size_t i = 0; list && i < count; i++)
+        rd_kafka_topic_partition_list_add(list, parts[i].topic, parts[i].partition)->offset = parts[i].offset;
+    return list;
+}
+
+int cmr_kafka_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int *partitions, char *errbuf,
+                               size_t errlen)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    if (!rkt) {
+        CMR_ERRF(errbuf, errlen, "topic %s: %s", topic, rd_kafka_err2str(rd_kafka_last_error()));
+        return -1;
+    }
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+    int known = -1;
+    if (!err && md) {
+        known = 0;
+        for (int i = 0; i < md->topic_cnt; i++)
+            if (strcmp(md->topics[i].topic, topic) == 0 && md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                md->topics[i].partition_cnt > 0) {
+                known = 1;
+                if (partitions)
+                    *partitions = md->topics[i].partition_cnt;
+            }
+        if (!known)
+            CMR_ERRF(errbuf, errlen, "topic %s: %s", topic,
+                     md->topic_cnt == 1 ? rd_kafka_err2str(md->topics[0].err) : "unknown topic");
+    } else {
+        CMR_ERRF(errbuf, errlen, "topic %s: %s", topic, rd_kafka_err2str(err));
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return known;
 }

@@ -1,12 +1,54 @@
 /*
- * kafka_internal.h - helpers shared by the transport's files (internal).
+ * kafka_internal.h - the transport's librdkafka side, shared by its own files (producer,
+ * consumer, admin, reader) and by cmr-broker; not for the workers, which see only
+ * cmr/kafka.h and cmr/reader.h.
  */
 #ifndef CMR_KAFKA_INTERNAL_H
 #define CMR_KAFKA_INTERNAL_H
 
+#include <librdkafka/rdkafka.h>
+
 #include "cmr/kafka.h"
 
-int cmr_kafka_conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const char *key, const char *value,
-                           char *errbuf, size_t errlen);
+/* Builds a librdkafka configuration from every "kafka.*" key of conf, plus log and error
+ * callbacks into log.h. The caller owns the result (rd_kafka_conf_destroy, or pass it
+ * to rd_kafka_new which takes it). NULL with errbuf filled on a bad property. */
+rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t errlen);
+
+/* A librdkafka property; arrays of them end with a NULL key. */
+typedef struct cmr_kafka_prop {
+    const char *key, *value;
+} cmr_kafka_prop_t;
+
+/* A transport client's handle of `type`: cmr_kafka_conf() of conf, then the properties
+ * the client needs whatever the user configured (`forced`), then those the user may
+ * override (`defaults`, set only where conf has no "kafka.<key>"), either may be NULL;
+ * `callbacks` (may be NULL) sets the client's own callbacks on the configuration, whose
+ * opaque is `opaque`. A consumer's messages and callbacks are served by its consumer
+ * poll. NULL with errbuf filled ("cannot create <what>: ..." when librdkafka refused). */
+rd_kafka_t *cmr_kafka_client(rd_kafka_type_t type, const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+                             const cmr_kafka_prop_t *defaults, void (*callbacks)(rd_kafka_conf_t *rk_conf),
+                             void *opaque, const char *what, char *errbuf, size_t errlen);
+
+/* A librdkafka list of these partitions (offsets copied); NULL on out of memory. The
+ * caller destroys it. */
+rd_kafka_topic_partition_list_t *cmr_kafka_list_of(const cmr_partition_t *parts, size_t count);
+
+/* 1 when the cluster knows the topic (one or more partitions: their count in *partitions
+ * when not NULL), 0 when not, -1 when it did not answer within timeout_ms (errbuf filled).
+ * On a cluster with auto-creation enabled, asking creates the topic. */
+int cmr_kafka_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int *partitions, char *errbuf,
+                               size_t errlen);
+
+/* A zeroed object of `size` bytes for a producer or consumer, once the wire contracts
+ * they encode and decode with are initialized. NULL with errbuf filled. */
+void *cmr_kafka_client_alloc(size_t size, char *errbuf, size_t errlen);
+
+/* snprintf into errbuf when there is one. */
+#define CMR_ERRF(errbuf, errlen, ...)                  \
+    do {                                               \
+        if ((errbuf) && (errlen))                      \
+            snprintf((errbuf), (errlen), __VA_ARGS__); \
+    } while (0)
 
 #endif

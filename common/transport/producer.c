@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
@@ -27,11 +27,7 @@ struct cmr_producer {
     int64_t last_fail_log_ms;
 };
 
-#define ERRF(...)                                  \
-    do {                                           \
-        if (errbuf && errlen)                      \
-            snprintf(errbuf, errlen, __VA_ARGS__); \
-    } while (0)
+#define ERRF(...) CMR_ERRF(errbuf, errlen, __VA_ARGS__)
 
 static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -40,9 +36,7 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
         p->failed++;
         /* A dead cluster fails every queued message at once: one line per second says
          * how many, instead of one line per message. */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        int64_t now_ms = cmr_mono_ms();
         if (now_ms - p->last_fail_log_ms >= 1000) {
             cmr_log(CMR_LOG_WARN, "kafka.delivery_failed",
                     "client=%s topic=%s error=\"%s\" failed_since_last_report=%llu", rd_kafka_name(rk),
@@ -55,9 +49,19 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
         p->delivered++;
     }
     if (p->cb) {
-        cmr_delivery_t d = {rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->err, m->_private};
+        cmr_delivery_t d = {rd_kafka_topic_name(m->rkt),
+                            m->partition,
+                            m->offset,
+                            m->err,
+                            m->err ? rd_kafka_err2str(m->err) : NULL,
+                            m->_private};
         p->cb(&d, p->cb_opaque);
     }
+}
+
+static void producer_callbacks(rd_kafka_conf_t *rk_conf)
+{
+    rd_kafka_conf_set_dr_msg_cb(rk_conf, producer_dr_cb);
 }
 
 static void *producer_poll_main(void *arg)
@@ -71,37 +75,21 @@ static void *producer_poll_main(void *arg)
 cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id, cmr_delivery_cb_t *cb, void *cb_opaque,
                                  char *errbuf, size_t errlen)
 {
-    if (cmr_wire_init() != 0) {
-        ERRF("wire contracts failed to initialize");
+    cmr_producer_t *p = cmr_kafka_client_alloc(sizeof *p, errbuf, errlen);
+    if (!p)
         return NULL;
-    }
-    cmr_producer_t *p = calloc(1, sizeof *p);
-    if (!p) {
-        ERRF("out of memory");
-        return NULL;
-    }
     p->cb = cb;
     p->cb_opaque = cb_opaque;
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
-    if (!rk_conf)
+    const cmr_kafka_prop_t defaults[] = {{"enable.idempotence", "true"},
+                                         {"client.id", client_id ? client_id : "cmr"},
+                                         {"linger.ms", "5"},
+                                         {"message.max.bytes", "16777216"},
+                                         {"compression.codec", "lz4"},
+                                         {NULL, NULL}};
+    p->rk =
+        cmr_kafka_client(RD_KAFKA_PRODUCER, conf, NULL, defaults, producer_callbacks, p, "producer", errbuf, errlen);
+    if (!p->rk)
         goto fail;
-    if (cmr_kafka_conf_default(rk_conf, conf, "enable.idempotence", "true", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "client.id", client_id ? client_id : "cmr", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "linger.ms", "5", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "message.max.bytes", "16777216", errbuf, errlen) ||
-        cmr_kafka_conf_default(rk_conf, conf, "compression.codec", "lz4", errbuf, errlen)) {
-        rd_kafka_conf_destroy(rk_conf);
-        goto fail;
-    }
-    rd_kafka_conf_set_dr_msg_cb(rk_conf, producer_dr_cb);
-    rd_kafka_conf_set_opaque(rk_conf, p);
-    char err[512];
-    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, rk_conf, err, sizeof err);
-    if (!p->rk) {
-        ERRF("cannot create producer: %s", err);
-        rd_kafka_conf_destroy(rk_conf);
-        goto fail;
-    }
     if (pthread_create(&p->poller, NULL, producer_poll_main, p) != 0) {
         ERRF("cannot start the producer's poll thread");
         rd_kafka_destroy(p->rk);
@@ -182,9 +170,20 @@ void cmr_producer_stats(cmr_producer_t *p, cmr_producer_stats_t *out)
     out->invalid = p->invalid;
 }
 
-rd_kafka_t *cmr_producer_handle(cmr_producer_t *p)
+int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeout_ms)
 {
-    return p->rk;
+    rd_kafka_topic_t *rkt = topic ? rd_kafka_topic_new(p->rk, topic, NULL) : NULL;
+    if (topic && !rkt)
+        return -1;
+    const struct rd_kafka_metadata *md = NULL;
+    int brokers = -1;
+    if (rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR && md)
+        brokers = md->broker_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return brokers;
 }
 
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)

@@ -9,6 +9,7 @@
  * Thread safety: after cmr_wire_init() (run once, under pthread_once) the schemas and
  * value interfaces are read-only; each call creates its own generic value.
  */
+#include <assert.h>
 #include <avro.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +47,22 @@ static const char *const wire_errors[CMR_WIRE_ERR__COUNT] = {
     [CMR_WIRE_ERR_INVALID] = "message violates its schema",
     [CMR_WIRE_ERR_INTERNAL] = "internal Avro error",
 };
+
+const char *cmr_wire_err_name(cmr_wire_err_t err)
+{
+    static const char *const names[CMR_WIRE_ERR__COUNT] = {
+        [CMR_WIRE_OK] = "ok",
+        [CMR_WIRE_ERR_TRUNCATED] = "truncated",
+        [CMR_WIRE_ERR_BAD_MAGIC] = "bad_magic",
+        [CMR_WIRE_ERR_UNKNOWN_FINGERPRINT] = "unknown_schema",
+        [CMR_WIRE_ERR_OVERSIZED] = "oversized",
+        [CMR_WIRE_ERR_CORRUPT] = "corrupt",
+        [CMR_WIRE_ERR_TRAILING] = "trailing_bytes",
+        [CMR_WIRE_ERR_INVALID] = "invalid",
+        [CMR_WIRE_ERR_INTERNAL] = "internal",
+    };
+    return (unsigned)err < CMR_WIRE_ERR__COUNT ? names[err] : "unknown";
+}
 
 const char *cmr_wire_strerror(cmr_wire_err_t err)
 {
@@ -140,7 +157,9 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
             break;
         }
         return record_matches(f->rec, avro_schema_array_items(s), why, whylen);
-    default: ok = false;
+    default: /* the descriptor tables (msg_desc.c) use only the types above */
+        assert(!"field type outside cmr_field_type_t");
+        ok = false;
     }
     if (!ok)
         snprintf(why, whylen, "field %s: schema type %s does not fit the C table", f->name, avro_schema_type_name(s));
@@ -338,6 +357,7 @@ static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_
         return CMR_WIRE_OK;
     }
     }
+    assert(!"field type outside cmr_field_type_t"); /* every type returns above */
     return CMR_WIRE_ERR_INTERNAL;
 }
 
@@ -530,6 +550,7 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
         return 0;
     }
     }
+    assert(!"field type outside cmr_field_type_t"); /* every type returns above */
     return -1;
 }
 

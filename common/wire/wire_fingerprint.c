@@ -8,6 +8,7 @@
  * kept in that order, no white space. A Python test checks the result against the
  * reference implementation.
  */
+#include <assert.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -93,6 +94,75 @@ static char *namespace_of(const char *fullname)
 
 static int canon(cmr_buf_t *sb, json_t *node, const char *ns, char *err, size_t errlen);
 
+/* The array member `key` of a named schema, or NULL with err filled. */
+static json_t *member_array(json_t *node, const char *key, const char *type, const char *full, char *err, size_t errlen)
+{
+    json_t *a = json_object_get(node, key);
+    if (!json_is_array(a))
+        snprintf(err, errlen, "%s %s without %s", type, full, key);
+    return json_is_array(a) ? a : NULL;
+}
+
+/* ,"fields":[{"name":..,"type":..},...] of a record, field types in namespace inner_ns. */
+static int canon_fields(cmr_buf_t *sb, json_t *node, const char *full, const char *inner_ns, char *err, size_t errlen)
+{
+    json_t *fields = member_array(node, "fields", "record", full, err, errlen);
+    if (!fields)
+        return -1;
+    cmr_buf_puts(sb, ",\"fields\":[");
+    size_t i;
+    json_t *f;
+    json_array_foreach(fields, i, f)
+    {
+        const char *fname = json_string_value(json_object_get(f, "name"));
+        json_t *ftype = json_object_get(f, "type");
+        if (!fname || !ftype) {
+            snprintf(err, errlen, "record %s: field %zu lacks name or type", full, i);
+            return -1;
+        }
+        cmr_buf_puts(sb, i ? ",{\"name\":" : "{\"name\":");
+        put_json_string(sb, fname);
+        cmr_buf_puts(sb, ",\"type\":");
+        if (canon(sb, ftype, inner_ns, err, errlen) != 0)
+            return -1;
+        cmr_buf_putc(sb, '}');
+    }
+    cmr_buf_putc(sb, ']');
+    return 0;
+}
+
+/* ,"symbols":[...] of an enum. */
+static int canon_symbols(cmr_buf_t *sb, json_t *node, const char *full, char *err, size_t errlen)
+{
+    json_t *symbols = member_array(node, "symbols", "enum", full, err, errlen);
+    if (!symbols)
+        return -1;
+    cmr_buf_puts(sb, ",\"symbols\":[");
+    size_t i;
+    json_t *sym;
+    json_array_foreach(symbols, i, sym)
+    {
+        if (i)
+            cmr_buf_putc(sb, ',');
+        put_json_string(sb, json_string_value(sym) ? json_string_value(sym) : "");
+    }
+    cmr_buf_putc(sb, ']');
+    return 0;
+}
+
+/* ,"size":N of a fixed. */
+static int canon_size(cmr_buf_t *sb, json_t *node, const char *full, char *err, size_t errlen)
+{
+    json_t *size = json_object_get(node, "size");
+    if (!json_is_integer(size)) {
+        snprintf(err, errlen, "fixed %s without size", full);
+        return -1;
+    }
+    cmr_buf_printf(sb, ",\"size\":%lld", (long long)json_integer_value(size));
+    return 0;
+}
+
+/* A record, error, enum or fixed: {"name":full,"type":..., then what the kind has}. */
 static int canon_named(cmr_buf_t *sb, json_t *node, const char *type, const char *ns, char *err, size_t errlen)
 {
     const char *name = json_string_value(json_object_get(node, "name"));
@@ -103,64 +173,19 @@ static int canon_named(cmr_buf_t *sb, json_t *node, const char *type, const char
     const char *own_ns = json_string_value(json_object_get(node, "namespace"));
     char *full = full_name(name, own_ns ? own_ns : ns);
     char *inner_ns = full ? namespace_of(full) : NULL;
-    int rc = (full && inner_ns) ? 0 : -1;
-    if (rc == 0) {
+    int rc = -1;
+    if (full && inner_ns) {
         cmr_buf_puts(sb, "{\"name\":");
         put_json_string(sb, full);
         cmr_buf_puts(sb, ",\"type\":");
-        put_json_string(sb, strcmp(type, "error") == 0 ? "error" : type);
-    }
-    if (rc == 0 && (strcmp(type, "record") == 0 || strcmp(type, "error") == 0)) {
-        json_t *fields = json_object_get(node, "fields");
-        if (!json_is_array(fields)) {
-            snprintf(err, errlen, "record %s without fields", full);
-            rc = -1;
-        } else {
-            cmr_buf_puts(sb, ",\"fields\":[");
-            size_t i;
-            json_t *f;
-            json_array_foreach(fields, i, f)
-            {
-                const char *fname = json_string_value(json_object_get(f, "name"));
-                json_t *ftype = json_object_get(f, "type");
-                if (!fname || !ftype) {
-                    snprintf(err, errlen, "record %s: field %zu lacks name or type", full, i);
-                    rc = -1;
-                    break;
-                }
-                cmr_buf_puts(sb, i ? ",{\"name\":" : "{\"name\":");
-                put_json_string(sb, fname);
-                cmr_buf_puts(sb, ",\"type\":");
-                if ((rc = canon(sb, ftype, inner_ns, err, errlen)) != 0)
-                    break;
-                cmr_buf_putc(sb, '}');
-            }
-            cmr_buf_putc(sb, ']');
-        }
-    } else if (rc == 0 && strcmp(type, "enum") == 0) {
-        json_t *symbols = json_object_get(node, "symbols");
-        if (!json_is_array(symbols)) {
-            snprintf(err, errlen, "enum %s without symbols", full);
-            rc = -1;
-        } else {
-            cmr_buf_puts(sb, ",\"symbols\":[");
-            size_t i;
-            json_t *s;
-            json_array_foreach(symbols, i, s)
-            {
-                if (i)
-                    cmr_buf_putc(sb, ',');
-                put_json_string(sb, json_string_value(s) ? json_string_value(s) : "");
-            }
-            cmr_buf_putc(sb, ']');
-        }
-    } else if (rc == 0) { /* fixed */
-        json_t *size = json_object_get(node, "size");
-        if (!json_is_integer(size)) {
-            snprintf(err, errlen, "fixed %s without size", full);
-            rc = -1;
-        } else {
-            cmr_buf_printf(sb, ",\"size\":%lld", (long long)json_integer_value(size));
+        put_json_string(sb, type);
+        if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0)
+            rc = canon_fields(sb, node, full, inner_ns, err, errlen);
+        else if (strcmp(type, "enum") == 0)
+            rc = canon_symbols(sb, node, full, err, errlen);
+        else {
+            assert(strcmp(type, "fixed") == 0); /* canon() hands over only these four */
+            rc = canon_size(sb, node, full, err, errlen);
         }
     }
     if (rc == 0)

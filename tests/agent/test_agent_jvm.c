@@ -10,9 +10,17 @@
  *   - probes: a class instrumented by the class-file engine records balanced call trees
  *     (invocation sequence) and per-method aggregates (timer);
  *   - disconnected mode: classes loaded during a broker outage arrive after it;
- *   - stress: many threads; every event arrives or is counted as dropped, none corrupt.
+ *   - stress: many threads; every event arrives or is counted as dropped, none corrupt;
+ *   - trust (docs/SECURITY.md): forged commands sent through the broker to a real JVM are
+ *     refused and counted, and the attacker's class never runs: a bare Redefine (only the
+ *     class hash right), one signed by a key the agent does not pin, a replayed envelope,
+ *     an envelope for another instance, a signed Redefine for other original bytes
+ *     (DIGEST_MISMATCH); without a pinned key no command at all is accepted; a bad key
+ *     file is an error that leaves the JVM running; an agent name with a newline cannot
+ *     forge a log line.
  *
- * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+  * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+ * (CMR_TEST_FILTER=PATTERN runs only the tests whose name matches, e.g. "*forged*")
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,19 +123,16 @@ static bool result_of(const cmr_msg_t *m, const void *ud)
            m->u.redefine_result.request_id == r->request_id;
 }
 
-/* Starts a JVM with the agent (extra agent options may be appended) and waits for its
- * registration. */
-static void agent_start(agent_run_t *r, const char *test, const char *extra_options)
+/* Starts a JVM with the agent named `name` (extra agent options may be appended; the
+ * peer's public key is pinned when `pin_key`) and waits for its registration. */
+static void agent_launch(agent_run_t *r, const char *name, const char *extra_options, bool pin_key)
 {
     memset(r, 0, sizeof *r);
-    uint8_t raw[4];
-    char hex[9];
-    cmr_random_bytes(raw, sizeof raw);
-    cmr_hex(raw, sizeof raw, hex);
-    snprintf(r->name, sizeof r->name, "%s-%s", test, hex);
+    snprintf(r->name, sizeof r->name, "%s", name);
     char agentpath[2048];
-    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s%s%s", agent_so, broker.bootstrap, r->name,
-             extra_options ? "," : "", extra_options ? extra_options : "");
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s%s%s%s%s", agent_so, broker.bootstrap,
+             r->name, pin_key ? "," : "", pin_key ? peer.trust_option : "", extra_options ? "," : "",
+             extra_options ? extra_options : "");
     const char *argv[] = {java_bin, "-Xshare:auto", agentpath, "-cp", classpath, "AgentTestApp", NULL};
     assert_int_equal(jvm_proc_start(&r->jvm, argv), 0);
     assert_int_equal(jvm_proc_expect(&r->jvm, "ready", NULL, 0, 30000), 0);
@@ -141,6 +146,17 @@ static void agent_start(agent_run_t *r, const char *test, const char *extra_opti
     assert_true(strlen(reg->msg.u.registration.jvm_version) > 0);
     assert_true(reg->msg.u.registration.ip_addresses.count > 0);
     assert_string_equal(reg->key, r->instance);
+}
+
+/* agent_launch with a fresh name from `test` and the peer's key pinned. */
+static void agent_start(agent_run_t *r, const char *test, const char *extra_options)
+{
+    uint8_t raw[4];
+    char hex[9], name[64];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "%s-%s", test, hex);
+    agent_launch(r, name, extra_options, true);
 }
 
 static void agent_configure(agent_run_t *r, int metric_interval_ms)
@@ -192,23 +208,40 @@ static void expect_greeting(agent_run_t *r, const char *want)
     assert_string_equal(line + 7, want);
 }
 
-static const cmr_redefine_result_t *send_redefine(agent_run_t *r, int64_t request_id, const char *class_name,
-                                                  int64_t loader_id, int64_t hash, const uint8_t *bytes, size_t len,
-                                                  bool original)
+/* A Redefine as the instrumenter makes it: bytes made from the original class bytes
+ * `from` (the ClassLoaded the peer received), whose digest binds the command to them. */
+static cmr_redefine_t redefine_cmd(agent_run_t *r, int64_t request_id, const char *class_name, int64_t loader_id,
+                                   int64_t hash, const cmr_bytes_t *from, uint8_t digest[CMR_TRUST_DIGEST_BYTES],
+                                   const uint8_t *bytes, size_t len, bool original)
 {
-    cmr_redefine_t cmd = {.request_id = request_id,
-                          .agent_id = r->agent_id,
-                          .class_name = (char *)class_name,
-                          .loader_id = loader_id,
-                          .class_hash = hash,
-                          .original = original,
-                          .revision = 1,
-                          .bytecode = {(uint8_t *)bytes, len}};
-    assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_REDEFINE, &cmd), 0);
+    cmr_trust_digest(from->data, from->len, digest);
+    return (cmr_redefine_t){.request_id = request_id,
+                            .agent_id = r->agent_id,
+                            .class_name = (char *)class_name,
+                            .loader_id = loader_id,
+                            .class_hash = hash,
+                            .original = original,
+                            .revision = 1,
+                            .bytecode = {(uint8_t *)bytes, len},
+                            .original_digest = {digest, CMR_TRUST_DIGEST_BYTES}};
+}
+
+static const cmr_redefine_result_t *wait_result(agent_run_t *r, int64_t request_id)
+{
     result_match_t rm = {r->instance, request_id};
     const cmr_record_t *res = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &rm, 0, 30000);
     assert_non_null(res);
     return &res->msg.u.redefine_result;
+}
+
+static const cmr_redefine_result_t *send_redefine(agent_run_t *r, int64_t request_id, const char *class_name,
+                                                  int64_t loader_id, int64_t hash, const cmr_bytes_t *from,
+                                                  const uint8_t *bytes, size_t len, bool original)
+{
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_redefine_t cmd = redefine_cmd(r, request_id, class_name, loader_id, hash, from, digest, bytes, len, original);
+    assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_REDEFINE, &cmd), 0);
+    return wait_result(r, request_id);
 }
 
 static const cmr_class_loaded_t *wait_class(agent_run_t *r, const char *class_name, int cause, int timeout_ms)
@@ -248,8 +281,8 @@ static uint32_t redefine_instrumented(agent_run_t *r, const cmr_class_loaded_t *
     cf_error err;
     assert_int_equal(cf_instrument_class(cls->bytecode.data, cls->bytecode.len, probe, filter, NULL, &res, &err),
                      CF_OK);
-    const cmr_redefine_result_t *out =
-        send_redefine(r, request_id, cls->class_name, cls->loader_id, cls->class_hash, res.bytes, res.len, false);
+    const cmr_redefine_result_t *out = send_redefine(r, request_id, cls->class_name, cls->loader_id, cls->class_hash,
+                                                     &cls->bytecode, res.bytes, res.len, false);
     assert_int_equal(out->status, CMR_COMMAND_APPLIED);
     uint32_t n = res.n_instrumented;
     cf_instrument_result_free(&res);
@@ -385,21 +418,23 @@ static void test_redefine_resend_and_failures(void **state)
     assert_non_null(v2);
 
     const cmr_redefine_result_t *res =
-        send_redefine(&r, 1, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
+        send_redefine(&r, 1, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, v2, v2_len, false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     expect_greeting(&r, "redefined");
 
-    res = send_redefine(&r, 2, "demo/Greeter", g->loader_id, g->class_hash, g->bytecode.data, g->bytecode.len, true);
+    res = send_redefine(&r, 2, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, g->bytecode.data,
+                        g->bytecode.len, true);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     expect_greeting(&r, "hello");
 
     static const uint8_t garbage[] = {0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 61, 0xFF, 0xFF, 1, 2, 3};
-    res = send_redefine(&r, 3, "demo/Greeter", g->loader_id, g->class_hash, garbage, sizeof garbage, false);
+    res =
+        send_redefine(&r, 3, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, garbage, sizeof garbage, false);
     assert_int_equal(res->status, CMR_COMMAND_FAILED);
     assert_true(res->jvmti_error != 0);
     expect_greeting(&r, "hello"); /* unchanged, and the JVM goes on */
 
-    res = send_redefine(&r, 4, "demo/NoSuchClass", 0, 0, v2, v2_len, false);
+    res = send_redefine(&r, 4, "demo/NoSuchClass", 0, 0, &g->bytecode, v2, v2_len, false);
     assert_int_equal(res->status, CMR_COMMAND_UNKNOWN_CLASS);
 
     cmr_bytecode_resend_t rs = {.request_id = 5,
@@ -423,7 +458,8 @@ static void test_redefine_resend_and_failures(void **state)
     assert_int_equal(
         cf_instrument_class(again->bytecode.data, again->bytecode.len, &agent_sequence_probe, NULL, NULL, &ir, &cerr),
         CF_OK);
-    res = send_redefine(&r, 6, "demo/Greeter", again->loader_id, again->class_hash, ir.bytes, ir.len, false);
+    res = send_redefine(&r, 6, "demo/Greeter", again->loader_id, again->class_hash, &again->bytecode, ir.bytes, ir.len,
+                        false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     cf_instrument_result_free(&ir);
     expect_greeting(&r, "hello");
@@ -732,7 +768,7 @@ static void instrument_thread_pool(agent_run_t *r, const cmr_class_loaded_t *tpe
     size_t len;
     assert_int_equal(cf_class_write(c, &bytes, &len, &err), CF_OK);
     assert_int_equal(send_redefine(r, request_id, "java/util/concurrent/ThreadPoolExecutor", tpe->loader_id,
-                                   tpe->class_hash, bytes, len, false)
+                                   tpe->class_hash, &tpe->bytecode, bytes, len, false)
                          ->status,
                      CMR_COMMAND_APPLIED);
     free(bytes);
@@ -875,7 +911,7 @@ static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)
     cmr_hex(raw, sizeof raw, hex);
     snprintf(name, sizeof name, "attach-%s", hex);
     /* quoted: jcmd's own parser would split key=value arguments */
-    snprintf(options, sizeof options, "\"bootstrap=%s,name=%s\"", broker.bootstrap, name);
+    snprintf(options, sizeof options, "\"bootstrap=%s,name=%s,%s\"", broker.bootstrap, name, peer.trust_option);
     jvm_proc_t tool;
     const char *cmd[] = {jcmd, pid, "JVMTI.agent_load", agent_so, options, NULL};
     assert_int_equal(jvm_proc_start(&tool, cmd), 0);
@@ -898,13 +934,207 @@ static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)
     size_t v2_len = 0;
     uint8_t *v2 = read_file(greeter_v2_path, &v2_len);
     const cmr_redefine_result_t *res =
-        send_redefine(&r, 31, "demo/Greeter", g->loader_id, g->class_hash, v2, v2_len, false);
+        send_redefine(&r, 31, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, v2, v2_len, false);
     assert_int_equal(res->status, CMR_COMMAND_APPLIED);
     expect_greeting(&r, "redefined");
     free(v2);
     agent_exit(&r);
     assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.attached"));
     agent_done(&r);
+}
+
+/* --- trust ------------------------------------------------------------------------------------- */
+
+typedef struct refusal_match {
+    const char *instance;
+    const char *reason;
+    int64_t at_least;
+} refusal_match_t;
+
+static int64_t refused_count(const cmr_agent_status_t *st, const char *reason)
+{
+    for (size_t i = 0; i < st->commands_refused.count; i++)
+        if (strcmp(st->commands_refused.items[i].reason, reason) == 0)
+            return st->commands_refused.items[i].count;
+    return 0;
+}
+
+static bool refused_at_least(const cmr_msg_t *m, const void *ud)
+{
+    const refusal_match_t *rm = ud;
+    return strcmp(m->u.agent_status.instance_id, rm->instance) == 0 &&
+           refused_count(&m->u.agent_status, rm->reason) >= rm->at_least;
+}
+
+/* Waits for an AgentStatus that counts at least n refusals for `reason`: the agent has
+ * read and refused the record by then. */
+static const cmr_agent_status_t *wait_refused(agent_run_t *r, const char *reason, int64_t n)
+{
+    refusal_match_t rm = {r->instance, reason, n};
+    const cmr_record_t *rec = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, refused_at_least, &rm, 0, 30000);
+    assert_non_null(rec);
+    return &rec->msg.u.agent_status;
+}
+
+static size_t results_of(agent_run_t *r, int64_t request_id)
+{
+    result_match_t rm = {r->instance, request_id};
+    return cmr_peer_count(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &rm);
+}
+
+/* Every way an attacker who can write cmr.cmd.<instance> might try to make the JVM run its
+ * class: all refused before any handler, counted, and the class keeps its behaviour. */
+static void test_forged_commands_are_refused(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "forged", NULL);
+    agent_configure(&r, 10000);
+    expect_greeting(&r, "hello");
+    const cmr_class_loaded_t *g = wait_class(&r, "demo/Greeter", -1, 30000);
+    assert_non_null(g);
+    size_t v2_len = 0;
+    uint8_t *v2 = read_file(greeter_v2_path, &v2_len); /* the attacker's class: greets "redefined" */
+    assert_non_null(v2);
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+
+    /* (a) the attack of the issue: a bare Redefine, agent_id 0, an invented loader id,
+     * only the class hash right */
+    cmr_redefine_t evil = {.request_id = 70,
+                           .agent_id = 0,
+                           .class_name = "demo/Greeter",
+                           .loader_id = 987654,
+                           .class_hash = g->class_hash,
+                           .revision = 1,
+                           .bytecode = {v2, v2_len}};
+    assert_int_equal(cmr_peer_send_raw(&peer, r.instance, CMR_MSG_REDEFINE, &evil), 0);
+    wait_refused(&r, "unsigned", 1);
+    expect_greeting(&r, "hello");
+
+    /* (b) well formed and signed, even with the right digest, by a key the agent does not pin */
+    cmr_signer_t *rogue = cmr_peer_new_signer(&peer);
+    assert_non_null(rogue);
+    evil = redefine_cmd(&r, 71, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, digest, v2, v2_len, false);
+    assert_int_equal(cmr_peer_send_signed(&peer, rogue, r.instance, r.instance, CMR_MSG_REDEFINE, &evil), 0);
+    wait_refused(&r, "unknown_key", 1);
+    expect_greeting(&r, "hello");
+    cmr_signer_free(rogue);
+
+    /* (d) signed with the CMR's key, for another instance, sent to this one */
+    evil.request_id = 73;
+    assert_int_equal(cmr_peer_send_signed(&peer, peer.signer, "0123456789abcdef0123456789abcdef", r.instance,
+                                          CMR_MSG_REDEFINE, &evil),
+                     0);
+    wait_refused(&r, "wrong_target", 1);
+    expect_greeting(&r, "hello");
+
+    /* (e) signed for this instance, but made from other original bytes than the class the
+     * JVM holds (here: the attacker's own): DIGEST_MISMATCH, nothing changes */
+    evil = redefine_cmd(&r, 74, "demo/Greeter", g->loader_id, g->class_hash, &(cmr_bytes_t){v2, v2_len}, digest, v2,
+                        v2_len, false);
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_REDEFINE, &evil), 0);
+    const cmr_redefine_result_t *res = wait_result(&r, 74);
+    assert_int_equal(res->status, CMR_COMMAND_DIGEST_MISMATCH);
+    expect_greeting(&r, "hello");
+    /* no digest at all is a mismatch too */
+    evil.request_id = 77;
+    evil.original_digest = (cmr_bytes_t){0};
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_REDEFINE, &evil), 0);
+    assert_int_equal(wait_result(&r, 77)->status, CMR_COMMAND_DIGEST_MISMATCH);
+    expect_greeting(&r, "hello");
+
+    /* (c) a genuine envelope, applied once, then restored; the same envelope again is a
+     * replay: refused, the class keeps the restored bytes */
+    cmr_redefine_t good =
+        redefine_cmd(&r, 75, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, digest, v2, v2_len, false);
+    cmr_peer_envelope_t env;
+    assert_int_equal(cmr_peer_wrap(&peer, r.instance, CMR_MSG_REDEFINE, &good, &env), 0);
+    assert_int_equal(cmr_peer_send_raw(&peer, r.instance, CMR_MSG_SIGNED_COMMAND, &env.env), 0);
+    assert_int_equal(wait_result(&r, 75)->status, CMR_COMMAND_APPLIED); /* the positive case */
+    expect_greeting(&r, "redefined");
+    assert_int_equal(send_redefine(&r, 76, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, g->bytecode.data,
+                                   g->bytecode.len, true)
+                         ->status,
+                     CMR_COMMAND_APPLIED);
+    expect_greeting(&r, "hello");
+    assert_int_equal(cmr_peer_send_raw(&peer, r.instance, CMR_MSG_SIGNED_COMMAND, &env.env), 0);
+    const cmr_agent_status_t *st = wait_refused(&r, "replayed", 1);
+    expect_greeting(&r, "hello");
+    cmr_peer_envelope_free(&env);
+
+    /* the refused ones never reached a handler; the counts are all there */
+    assert_int_equal(results_of(&r, 70) + results_of(&r, 71) + results_of(&r, 73), 0);
+    assert_int_equal(results_of(&r, 75), 1);
+    assert_int_equal(refused_count(st, "unsigned"), 1);
+    assert_int_equal(refused_count(st, "unknown_key"), 1);
+    assert_int_equal(refused_count(st, "wrong_target"), 1);
+    assert_int_equal(refused_count(st, "replayed"), 1);
+    assert_true(st->commands_accepted >= 5); /* configuration, 74, 77, 75, 76 */
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.command_refused verdict=unsigned"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.command_refused verdict=replayed"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.trusted_keys keys=1"));
+    free(v2);
+    agent_done(&r);
+}
+
+/* No key pinned: even the CMR's genuine configuration is refused (the agent stays in its
+ * minimal mode and says why at start). The agent's name carries a newline and what would
+ * be a whole forged log line: it stays inside one escaped value. */
+static void test_without_a_pinned_key_no_command_is_accepted(void **state)
+{
+    (void)state;
+    uint8_t raw[4];
+    char hex[9], name[64];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "nokey-%s\nts=FORGED level=error event=agent.forged", hex);
+    agent_run_t r;
+    agent_launch(&r, name, NULL, false);
+    cmr_agent_configuration_t cfg = {.instance_id = r.instance,
+                                     .agent_id = r.agent_id,
+                                     .environment_id = "test",
+                                     .environment_name = "Test environment",
+                                     .revision = 1,
+                                     .strategy = {.send_interval_ms = 5, .max_batch_events = 2048}};
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_AGENT_CONFIGURATION, &cfg), 0);
+    const cmr_agent_status_t *st = wait_refused(&r, "unknown_key", 1);
+    assert_int_equal(st->state, CMR_AGENT_MINIMAL);
+    assert_int_equal(st->commands_accepted, 0);
+    status_match_t full = {r.instance, CMR_AGENT_FULL};
+    assert_int_equal(cmr_peer_count(&peer, CMR_MSG_AGENT_STATUS, status_of, &full), 0);
+    assert_int_equal(cmr_peer_count(&peer, CMR_MSG_CLASS_LOADED, cmr_peer_of_instance, r.instance), 0);
+    expect_greeting(&r, "hello");
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.no_trusted_keys"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "trust.keys=PUB"));
+    /* one line: the newline is escaped, no line starts with the forged text */
+    assert_true(jvm_proc_stderr_has(&r.jvm, "\\nts=FORGED level=error event=agent.forged"));
+    assert_false(jvm_proc_stderr_has(&r.jvm, "\nts=FORGED"));
+    agent_done(&r);
+}
+
+/* A pinned key file that cannot be read is a clear error; the JVM runs on. */
+static void test_unreadable_key_file_leaves_the_jvm_running(void **state)
+{
+    (void)state;
+    jvm_proc_t j;
+    char agentpath[2048];
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=badkey,trust.keys=%s:/nonexistent/cmr.pub",
+             agent_so, broker.bootstrap, peer.public_key);
+    const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(&j, argv), 0);
+    assert_int_equal(jvm_proc_expect(&j, "ready", NULL, 0, 30000), 0);
+    jvm_proc_send(&j, "greet");
+    char line[128];
+    assert_int_equal(jvm_proc_expect(&j, "greet:", line, sizeof line, 10000), 0);
+    assert_string_equal(line, "greet: hello");
+    jvm_proc_send(&j, "exit");
+    assert_int_equal(jvm_proc_wait(&j, 30000), 0);
+    assert_true(jvm_proc_stderr_has(&j, "event=agent.trust_keys_failed"));
+    assert_true(jvm_proc_stderr_has(&j, "/nonexistent/cmr.pub"));
+    assert_false(jvm_proc_stderr_has(&j, "event=agent.trusted_keys"));
+    jvm_proc_cleanup(&j);
 }
 
 static int setup(void **state)
@@ -940,6 +1170,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handshake_processes_classes_loaded_before_it),
         cmocka_unit_test(test_no_environment_stops_the_agent),
         cmocka_unit_test(test_redefine_resend_and_failures),
+        cmocka_unit_test(test_forged_commands_are_refused),
+        cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
+        cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
         cmocka_unit_test(test_context_follows_work_to_other_threads),
         cmocka_unit_test(test_context_follows_thread_pool_tasks_through_the_jdk),
@@ -947,5 +1180,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),
     };
+    if (getenv("CMR_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("CMR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cmr/buf.h"
+#include "cmr/file.h"
 #include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/topics.h"
@@ -113,19 +114,15 @@ void cp_proc_kill(cp_proc_t *p)
 /* The whole file, NUL-terminated (malloc'd; NULL when it cannot be read). */
 static char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
     cmr_buf_t b = {0};
-    size_t got;
-    do {
-        got = cmr_buf_reserve(&b, 65536) ? fread(b.data + b.len, 1, b.cap - b.len - 1, f) : 0;
-        b.len += got;
-    } while (got > 0);
-    fclose(f);
+    char err[512];
+    if (cmr_file_read(path, (size_t)1 << 30, &b, err, sizeof err) != 0) {
+        cmr_buf_free(&b);
+        return NULL;
+    }
     if (len)
         *len = b.len;
-    return cmr_buf_take(&b); /* NULL-terminates, NULL when memory ran out */
+    return cmr_buf_take(&b);
 }
 
 int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms)
@@ -256,7 +253,7 @@ int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out)
         if (rc == 1) {
             char err[256];
             /* hand out an owned copy: decode the raw bytes again */
-            int ok = cmr_msg_decode(rec->raw->payload, rec->raw->len, out, err, sizeof err) == CMR_WIRE_OK;
+            int ok = cmr_msg_decode(rec->payload, rec->len, out, err, sizeof err) == CMR_WIRE_OK;
             cmr_consumer_done(p->commands, rec);
             cmr_record_free(rec);
             if (ok)

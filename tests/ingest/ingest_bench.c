@@ -21,14 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "broker_proc.h"
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/reader.h"
 #include "cmr/wire.h"
 #include "cp_support.h"
 #include "ing_synth.h"
@@ -37,9 +38,7 @@
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)cmr_mono_ns() / 1e9;
 }
 
 /* One trace: one segment of BATCHES_PER_TRACE * batch events, calls nested 3 deep over a
@@ -75,9 +74,7 @@ static void make_data(data_t *d, size_t batch, size_t nbatches)
     d->batch = batch;
     d->ntraces = nbatches / BATCHES_PER_TRACE;
     d->segs = calloc(d->ntraces, sizeof *d->segs);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t base = (uint64_t)ts.tv_sec * 1000000000ull - 3600ull * 1000000000ull;
+    uint64_t base = (uint64_t)cmr_wall_ns() / 1000000000ull * 1000000000ull - 3600ull * 1000000000ull;
     d->events = 0;
     for (size_t k = 0; k < d->ntraces; k++) {
         make_segment(&d->segs[k], k, batch * BATCHES_PER_TRACE, base);
@@ -162,10 +159,8 @@ static void bench_assembly(void)
     for (int i = 0; i <= TASKS; i++) {
         cnt[i] = synth_batches(&segs[i], 4096, &msgs[i]);
         for (size_t k = 0; k < cnt[i]; k++) {
-            if (nflat == cap) {
-                cap = cap ? cap * 2 : 1024;
-                flat = realloc(flat, cap * sizeof *flat);
-            }
+            if (CMR_ARRAY_GROW(flat, cap, nflat + 1) != 0)
+                abort();
             cmr_ingest_batch_from_msg(&msgs[i][k], &flat[nflat++], err, sizeof err);
             events += (uint64_t)msgs[i][k].event_count;
         }
@@ -206,12 +201,9 @@ static int64_t fill(const char *bootstrap, const data_t *d)
     }
     cmr_producer_flush(p, 60000);
     double dt = now_s() - t0;
-    int64_t total = 0;
-    for (int part = 0; part < 16; part++) {
-        int64_t lo, hi;
-        if (rd_kafka_query_watermark_offsets(cmr_producer_handle(p), "cmr.events", part, &lo, &hi, 5000) == 0)
-            total += hi - lo;
-    }
+    cmr_reader_t *r = cmr_reader_new(conf, "cmr.events", 0, err, sizeof err); /* counts what the topic holds */
+    int64_t total = r ? cmr_reader_total(r) : 0;
+    cmr_reader_free(r);
     printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64 " messages\n",
            d->ntraces * BATCHES_PER_TRACE, d->events, dt, total);
     cmr_producer_destroy(p, 5000);
@@ -280,7 +272,7 @@ static void wait_assigned(cp_proc_t *w, int n)
         for (int i = 0; i < n; i++)
             all_in = all_in && cp_proc_count_log(&w[i], "event=ingest.partition_opened") > 0;
         stable = opened - closed == 16 && all_in ? stable + 1 : 0;
-        usleep(100000);
+        cmr_sleep_ms(100);
     }
 }
 
@@ -318,7 +310,7 @@ static void wait_exit(cp_proc_t *w, int n)
         int status;
         int t = 0;
         for (; t < 1800 && waitpid(w[i].pid, &status, WNOHANG) == 0; t++)
-            usleep(100000);
+            cmr_sleep_ms(100);
         if (t == 1800)
             cp_proc_stop(&w[i]);
     }

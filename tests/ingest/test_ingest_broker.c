@@ -26,10 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "broker_proc.h"
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
@@ -107,17 +108,10 @@ static void make_trace(synth_seg_t s[3], int k, uint64_t base)
     synth_throw(&s[2], M_HANDLER, t + 9000);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void traffic_init(traffic_t *tr, int n)
 {
     tr->ntraces = n;
-    uint64_t base = now_ns() - 600ull * 1000000000ull;
+    uint64_t base = (uint64_t)cmr_wall_ns() - 600ull * 1000000000ull;
     for (int k = 0; k < n; k++)
         make_trace(tr->segs[k], k, base);
 }
@@ -312,9 +306,8 @@ static char *render(const char *root)
     char *list = cli(root, "traces", "--limit", "1000");
     if (!list)
         return NULL;
-    size_t cap = strlen(list) + 1;
-    char *all = malloc(cap);
-    strcpy(all, list);
+    cmr_buf_t all = {0};
+    cmr_buf_puts(&all, list);
     for (char *line = strchr(list, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         char id[33];
         if (sscanf(line + 1, "%32s", id) != 1)
@@ -322,13 +315,11 @@ static char *render(const char *root)
         char *tree = cli(root, "show", id, NULL);
         if (!tree)
             continue;
-        cap += strlen(tree);
-        all = realloc(all, cap);
-        strcat(all, tree);
+        cmr_buf_puts(&all, tree);
         free(tree);
     }
     free(list);
-    return all;
+    return cmr_buf_take(&all);
 }
 
 static int count_complete(const char *root)
@@ -348,7 +339,7 @@ static int wait_complete(const char *root, int want, int timeout_ms)
     while (cp_mono_ms() < deadline) {
         if ((n = count_complete(root)) >= want)
             return n;
-        usleep(300000);
+        cmr_sleep_ms(300);
     }
     return n;
 }
@@ -378,19 +369,41 @@ static void check_log_mentions(const char *log, const char *needle)
 
 /* --- tests -------------------------------------------------------------------------------- */
 
+/* path = tmp/name */
+static void tmp_path(char path[512], const char *name)
+{
+    snprintf(path, 512, "%s/%s", tmp, name);
+}
+
+/* The traffic of n traces (caller frees with traffic_drop), the paths of the store under
+ * test and of the reference store, built from the traffic directly, and what the CLI
+ * prints for the reference (*want, malloc'd): what the store under test must print. */
+static traffic_t *scenario(int n, char store[512], char ref[512], char **want)
+{
+    traffic_t *tr = calloc(1, sizeof *tr);
+    assert_non_null(tr);
+    traffic_init(tr, n);
+    tmp_path(store, "store");
+    tmp_path(ref, "reference");
+    build_reference(tr, ref);
+    *want = render(ref);
+    assert_non_null(*want);
+    return tr;
+}
+
+static void traffic_drop(traffic_t *tr)
+{
+    traffic_free(tr);
+    free(tr);
+}
+
 static void test_kill_restart_and_replay(void **state)
 {
     (void)state;
-    traffic_t *tr = calloc(1, sizeof *tr);
-    traffic_init(tr, 40);
-    char store[512], ref[512], replayed[512], log[512];
-    snprintf(store, sizeof store, "%s/store", tmp);
-    snprintf(ref, sizeof ref, "%s/reference", tmp);
-    snprintf(replayed, sizeof replayed, "%s/replayed", tmp);
-    snprintf(log, sizeof log, "%s/worker.log", tmp);
-    build_reference(tr, ref);
-    char *want = render(ref);
-    assert_non_null(want);
+    char store[512], ref[512], replayed[512], log[512], *want;
+    traffic_t *tr = scenario(40, store, ref, &want);
+    tmp_path(replayed, "replayed");
+    tmp_path(log, "worker.log");
     if (getenv("CMR_INGEST_VERBOSE")) /* shows what the CLI prints */
         printf("%s", want);
     assert_non_null(strstr(want, "com.shop.Mailer.run()V  [pool-1-thread #21 @ shop@host-a pid 4242] async"));
@@ -401,14 +414,14 @@ static void test_kill_restart_and_replay(void **state)
     start_worker(&w, store, log);
     send_traces(p, tr, 0, 20);
     send_bad(p);
-    usleep(20000);
+    cmr_sleep_ms(20);
     char mid[32]; /* replay --since this time gets the second half only */
-    snprintf(mid, sizeof mid, "%" PRIu64, now_ns() / 1000000);
-    usleep(20000);
+    snprintf(mid, sizeof mid, "%" PRIu64, (uint64_t)cmr_wall_ns() / 1000000);
+    cmr_sleep_ms(20);
     /* kill it as soon as it has stored something */
     int64_t deadline = cp_mono_ms() + 60000;
     while (count_complete(store) < 1 && cp_mono_ms() < deadline)
-        usleep(20000);
+        cmr_sleep_ms(20);
     cp_proc_kill(&w);
     int before = count_complete(store);
     assert_true(before >= 1);
@@ -464,22 +477,16 @@ static void test_kill_restart_and_replay(void **state)
     free(got);
     free(want);
     cmr_producer_destroy(p, 5000);
-    traffic_free(tr);
-    free(tr);
+    traffic_drop(tr);
 }
 
 static void test_two_workers_rebalance(void **state)
 {
     (void)state;
-    traffic_t *tr = calloc(1, sizeof *tr);
-    traffic_init(tr, 48);
-    char store[512], ref[512], log1[512], log2[512];
-    snprintf(store, sizeof store, "%s/store", tmp);
-    snprintf(ref, sizeof ref, "%s/reference", tmp);
-    snprintf(log1, sizeof log1, "%s/w1.log", tmp);
-    snprintf(log2, sizeof log2, "%s/w2.log", tmp);
-    build_reference(tr, ref);
-    char *want = render(ref);
+    char store[512], ref[512], log1[512], log2[512], *want;
+    traffic_t *tr = scenario(48, store, ref, &want);
+    tmp_path(log1, "w1.log");
+    tmp_path(log2, "w2.log");
     cmr_producer_t *p = producer();
     send_names(p);
     cp_proc_t w1, w2;
@@ -501,8 +508,7 @@ static void test_two_workers_rebalance(void **state)
     free(got);
     free(want);
     cmr_producer_destroy(p, 5000);
-    traffic_free(tr);
-    free(tr);
+    traffic_drop(tr);
 }
 
 static int http_get(int port, const char *target, char **body)
@@ -517,16 +523,14 @@ static int http_get(int port, const char *target, char **body)
     char req[1024];
     int n = snprintf(req, sizeof req, "%s HTTP/1.1\r\nHost: localhost\r\n\r\n", target);
     assert_int_equal(send(fd, req, (size_t)n, 0), n);
-    size_t len = 0, cap = 65536;
-    char *buf = malloc(cap);
+    cmr_buf_t got = {0};
+    char chunk[65536];
     ssize_t r;
-    while ((r = recv(fd, buf + len, cap - len - 1, 0)) > 0) {
-        len += (size_t)r;
-        if (len + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
+    while ((r = recv(fd, chunk, sizeof chunk, 0)) > 0)
+        cmr_buf_put(&got, chunk, (size_t)r);
     close(fd);
+    assert_true(cmr_buf_ok(&got));
+    char *buf = cmr_buf_take(&got);
     int status = 0;
     sscanf(buf, "HTTP/1.1 %d", &status);
     char *b = strstr(buf, "\r\n\r\n");
@@ -554,8 +558,8 @@ static void test_continuous_and_http(void **state)
 {
     (void)state;
     char store[512], log[512], err[256];
-    snprintf(store, sizeof store, "%s/store", tmp);
-    snprintf(log, sizeof log, "%s/worker.log", tmp);
+    tmp_path(store, "store");
+    tmp_path(log, "worker.log");
     cmr_producer_t *p = producer();
     send_names(p);
     cp_proc_t w;
@@ -566,7 +570,7 @@ static void test_continuous_and_http(void **state)
     uint8_t tid[16];
     synth_trace_id(0xc0ffee, tid);
     synth_seg_t s;
-    uint64_t t = now_ns() - 1000000000ull;
+    uint64_t t = (uint64_t)cmr_wall_ns() - 1000000000ull;
     synth_seg_init(&s, tid, A1, 1, 1, "main", NULL);
     synth_enter(&s, M_MAIN, t);
     synth_enter(&s, M_A, t + 1000);
@@ -589,7 +593,7 @@ static void test_continuous_and_http(void **state)
         body = NULL;
         if ((status = http_get(port, target, &body)) == 200)
             break;
-        usleep(100000);
+        cmr_sleep_ms(100);
     }
     assert_int_equal(status, 200);
     assert_non_null(strstr(body, "\"complete\":false"));
@@ -606,7 +610,7 @@ static void test_continuous_and_http(void **state)
         body = NULL;
         if (http_get(port, target, &body) == 200 && strstr(body, "\"complete\":true"))
             break;
-        usleep(200000);
+        cmr_sleep_ms(200);
     }
     assert_non_null(strstr(body, "\"complete\":true"));
     assert_null(strstr(body, "\"running\":true"));

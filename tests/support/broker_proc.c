@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "cmr/clock.h"
+#include "cmr/log.h"
 
 extern char **environ;
 
@@ -41,8 +43,8 @@ int broker_proc_start(broker_proc_t *b, const char *binary, const char *const *e
     char line[256];
     size_t len = 0;
     struct pollfd pfd = {out[0], POLLIN, 0};
-    time_t deadline = time(NULL) + 20;
-    while (time(NULL) < deadline && len < sizeof line - 1) {
+    int64_t deadline = cmr_mono_ms() + 20000;
+    while (cmr_mono_ms() < deadline && len < sizeof line - 1) {
         if (poll(&pfd, 1, 500) <= 0)
             continue;
         ssize_t r = read(out[0], line + len, 1);
@@ -66,6 +68,17 @@ int broker_proc_start(broker_proc_t *b, const char *binary, const char *const *e
     return -1;
 }
 
+cmr_conf_t *broker_proc_start_conf(broker_proc_t *b, const char *binary)
+{
+    cmr_log_set_level(CMR_LOG_WARN);
+    if (broker_proc_start(b, binary, NULL) != 0)
+        return NULL;
+    cmr_conf_t *conf = cmr_conf_new();
+    if (conf)
+        cmr_conf_set(conf, "kafka.bootstrap.servers", b->bootstrap, "test");
+    return conf;
+}
+
 void broker_proc_stop(broker_proc_t *b)
 {
     if (b->pid <= 0)
@@ -76,7 +89,7 @@ void broker_proc_stop(broker_proc_t *b)
             b->pid = 0;
             return;
         }
-        usleep(100000);
+        cmr_sleep_ms(100);
     }
     kill(b->pid, SIGKILL);
     waitpid(b->pid, NULL, 0);

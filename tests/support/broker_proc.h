@@ -7,6 +7,8 @@
 
 #include <sys/types.h>
 
+#include "cmr/conf.h"
+
 typedef struct broker_proc {
     pid_t pid;
     char bootstrap[256];
@@ -15,6 +17,10 @@ typedef struct broker_proc {
 /* Starts `binary` (path of cmr-broker) with extra arguments (NULL-ended, may be NULL)
  * and waits up to 20 s for its bootstrap line. 0 or -1. */
 int broker_proc_start(broker_proc_t *b, const char *binary, const char *const *extra_args);
+/* broker_proc_start() without extra arguments, log level set to warnings, and a new
+ * configuration with kafka.bootstrap.servers pointing at the broker (the caller destroys
+ * it). NULL when the broker did not start. */
+cmr_conf_t *broker_proc_start_conf(broker_proc_t *b, const char *binary);
 /* SIGTERM, then wait (SIGKILL after 10 s). */
 void broker_proc_stop(broker_proc_t *b);
 

@@ -8,6 +8,10 @@
  *    lost, nothing processed twice;
  *  - foreign and corrupt messages on a topic are skipped and counted, the valid ones
  *    around them still arrive;
+ *  - partitions paused from the rebalance callback hand out nothing until resumed; the
+ *    group's committed offsets are read back;
+ *  - a range reader reads exactly its offset ranges, stops at the end of the log, and
+ *    drops a range on request;
  *  - an unreachable broker: sends do not block, the failures are reported and counted.
  *
  * Usage: test_transport PATH-TO-cmr-broker
@@ -20,25 +24,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "broker_proc.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/reader.h"
 #include "cmr/wire.h"
 #include "msg_sample.h"
 
 static const char *broker_bin;
 static broker_proc_t broker;
 static cmr_conf_t *conf;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void unique(const char *prefix, char *buf, size_t len)
 {
@@ -49,14 +47,55 @@ static void unique(const char *prefix, char *buf, size_t len)
     snprintf(buf, len, "%s-%s", prefix, hex);
 }
 
+/* The partition of the last message delivered by a fresh_topic() producer. */
+static int32_t last_partition = -1;
+
+static void note_partition(const cmr_delivery_t *d, void *opaque)
+{
+    (void)opaque;
+    last_partition = d->partition;
+}
+
+/* A new topic named after prefix (of `partitions` partitions, or the broker's default
+ * when it creates topics on first use), a new group name, and a producer (the caller
+ * destroys it) that notes the partition of each delivery in last_partition. */
+static cmr_producer_t *fresh_topic(const char *prefix, int partitions, char topic[96], char group[64])
+{
+    char err[512], name[64];
+    snprintf(name, sizeof name, "cmr.test-%s", prefix);
+    unique(name, topic, 96);
+    unique(prefix, group, 64);
+    assert_int_equal(cmr_admin_ensure_topic(conf, topic, partitions, -1, 0, 10000, err, sizeof err), 0);
+    cmr_producer_t *p = cmr_producer_new(conf, prefix, note_partition, NULL, err, sizeof err);
+    assert_non_null(p);
+    return p;
+}
+
+/* Method entries with ids 0..count-1 on topic; with a key of its own each (spread over
+ * the partitions) or, one_key, all with key "k" (one partition, in this order). */
+static void send_entries(cmr_producer_t *p, const char *topic, int count, bool one_key)
+{
+    char err[512];
+    for (int i = 0; i < count; i++) {
+        cmr_method_entry_t m = {.method_id = i, .class_name = "C", .method_name = "m", .descriptor = "()V"};
+        if (!one_key) {
+            assert_int_equal(cmr_producer_send(p, CMR_MSG_METHOD_ENTRY, &m, topic, NULL, err, sizeof err), CMR_SEND_OK);
+            continue;
+        }
+        cmr_buf_t bytes = {0};
+        assert_int_equal(cmr_msg_encode(CMR_MSG_METHOD_ENTRY, &m, &bytes, err, sizeof err), CMR_WIRE_OK);
+        assert_int_equal(cmr_producer_send_raw(p, topic, "k", 1, bytes.data, bytes.len, NULL), CMR_SEND_OK);
+        cmr_buf_free(&bytes);
+    }
+    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
-    cmr_log_set_level(CMR_LOG_WARN);
-    if (broker_proc_start(&broker, broker_bin, NULL) != 0)
+    conf = broker_proc_start_conf(&broker, broker_bin);
+    if (!conf)
         return -1;
-    conf = cmr_conf_new();
-    cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
     /* react to group changes quickly */
     cmr_conf_set(conf, "kafka.session.timeout.ms", "6000", "test");
     cmr_conf_set(conf, "kafka.heartbeat.interval.ms", "500", "test");
@@ -103,6 +142,7 @@ static void test_every_type_on_its_topic_with_its_key(void **state)
     cmr_producer_stats_t ps;
     cmr_producer_stats(p, &ps);
     assert_int_equal(ps.delivered, CMR_MSG__COUNT);
+    assert_true(cmr_producer_fetch_metadata(p, cmd_topic, 5000) > 0); /* brokers answered */
     cmr_producer_destroy(p, 1000);
 
     const char *topics[CMR_TOPIC__COUNT];
@@ -113,13 +153,13 @@ static void test_every_type_on_its_topic_with_its_key(void **state)
     cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, n, NULL, NULL, err, sizeof err);
     assert_non_null(c);
     int got = 0;
-    int64_t deadline = mono_ms() + 60000;
-    while (got < CMR_MSG__COUNT && mono_ms() < deadline) {
+    int64_t deadline = cmr_mono_ms() + 60000;
+    while (got < CMR_MSG__COUNT && cmr_mono_ms() < deadline) {
         cmr_record_t *rec;
         if (cmr_consumer_poll(c, 200, &rec) != 1)
             continue;
         int t = rec->msg.type;
-        if (rec->raw->len == bytes[t].len && memcmp(rec->raw->payload, bytes[t].data, bytes[t].len) == 0) {
+        if (rec->len == bytes[t].len && memcmp(rec->payload, bytes[t].data, bytes[t].len) == 0) {
             char key[CMR_KEY_MAX];
             cmr_msg_key(t, &samples[t].u, key, sizeof key);
             assert_string_equal(rec->key, key);
@@ -178,20 +218,20 @@ static void test_two_consumers_share_partitions(void **state)
         assert_non_null(c[i]);
     }
     /* wait until both are members: each holds some partitions and none is shared */
-    int64_t deadline = mono_ms() + 60000;
+    int64_t deadline = cmr_mono_ms() + 60000;
     int owners_ok = 0;
-    while (!owners_ok && mono_ms() < deadline) {
+    while (!owners_ok && cmr_mono_ms() < deadline) {
         cmr_record_t *rec;
         for (int i = 0; i < 2; i++)
             if (cmr_consumer_poll(c[i], 100, &rec) == 1)
                 cmr_record_free(rec); /* leftovers of other tests: not done, not counted */
-        rd_kafka_topic_partition_list_t *a[2];
-        rd_kafka_assignment(cmr_consumer_handle(c[0]), &a[0]);
-        rd_kafka_assignment(cmr_consumer_handle(c[1]), &a[1]);
-        owners_ok =
-            a[0]->cnt > 0 && a[1]->cnt > 0 && a[0]->cnt + a[1]->cnt == cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
-        rd_kafka_topic_partition_list_destroy(a[0]);
-        rd_kafka_topic_partition_list_destroy(a[1]);
+        cmr_partition_t *a[2];
+        size_t n[2];
+        assert_int_equal(cmr_consumer_assignment(c[0], &a[0], &n[0]), 0);
+        assert_int_equal(cmr_consumer_assignment(c[1], &a[1], &n[1]), 0);
+        owners_ok = n[0] > 0 && n[1] > 0 && n[0] + n[1] == (size_t)cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
+        free(a[0]);
+        free(a[1]);
     }
     assert_true(owners_ok);
 
@@ -201,8 +241,8 @@ static void test_two_consumers_share_partitions(void **state)
     for (int i = 0; i < 64; i++)
         owner_of[i] = -1;
     int total = 0;
-    deadline = mono_ms() + 60000;
-    while (total < SHARE_MESSAGES && mono_ms() < deadline) {
+    deadline = cmr_mono_ms() + 60000;
+    while (total < SHARE_MESSAGES && cmr_mono_ms() < deadline) {
         for (int i = 0; i < 2; i++) {
             cmr_record_t *rec;
             if (cmr_consumer_poll(c[i], 50, &rec) != 1)
@@ -234,20 +274,29 @@ static void test_two_consumers_share_partitions(void **state)
 #define RESUME_MESSAGES 120
 #define RESUME_FIRST 45
 
+/* Processes method entries (counted in processed[id], marked done) until `upto` were
+ * processed in all, starting from n. The new count. */
+static int process_entries(cmr_consumer_t *c, int *processed, int n, int upto)
+{
+    int64_t deadline = cmr_mono_ms() + 60000;
+    while (n < upto && cmr_mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 200, &rec) != 1)
+            continue;
+        processed[rec->msg.u.method_entry.method_id]++;
+        n++;
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    return n;
+}
+
 static void test_restart_resumes_without_loss_or_duplicates(void **state)
 {
     (void)state;
     char err[512], topic[96], group[64];
-    unique("cmr.test-resume", topic, sizeof topic);
-    unique("resume", group, sizeof group);
-    assert_int_equal(cmr_admin_ensure_topic(conf, topic, 3, -1, 0, 10000, err, sizeof err), 0);
-
-    cmr_producer_t *p = cmr_producer_new(conf, "test-resume", NULL, NULL, err, sizeof err);
-    for (int i = 0; i < RESUME_MESSAGES; i++) {
-        cmr_method_entry_t m = {.method_id = i, .class_name = "C", .method_name = "m", .descriptor = "()V"};
-        assert_int_equal(cmr_producer_send(p, CMR_MSG_METHOD_ENTRY, &m, topic, NULL, err, sizeof err), CMR_SEND_OK);
-    }
-    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+    cmr_producer_t *p = fresh_topic("resume", 3, topic, group);
+    send_entries(p, topic, RESUME_MESSAGES, false);
     cmr_producer_destroy(p, 1000);
 
     int processed[RESUME_MESSAGES] = {0};
@@ -255,32 +304,13 @@ static void test_restart_resumes_without_loss_or_duplicates(void **state)
     /* first life: process RESUME_FIRST records, then stop; what was fetched but not
      * processed must come again */
     cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
-    int n = 0;
-    int64_t deadline = mono_ms() + 60000;
-    while (n < RESUME_FIRST && mono_ms() < deadline) {
-        cmr_record_t *rec;
-        if (cmr_consumer_poll(c, 200, &rec) != 1)
-            continue;
-        processed[rec->msg.u.method_entry.method_id]++;
-        n++;
-        cmr_consumer_done(c, rec);
-        cmr_record_free(rec);
-    }
+    int n = process_entries(c, processed, 0, RESUME_FIRST);
     assert_int_equal(n, RESUME_FIRST);
     cmr_consumer_close(c);
 
     /* second life */
     c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
-    deadline = mono_ms() + 60000;
-    while (n < RESUME_MESSAGES && mono_ms() < deadline) {
-        cmr_record_t *rec;
-        if (cmr_consumer_poll(c, 200, &rec) != 1)
-            continue;
-        processed[rec->msg.u.method_entry.method_id]++;
-        n++;
-        cmr_consumer_done(c, rec);
-        cmr_record_free(rec);
-    }
+    n = process_entries(c, processed, n, RESUME_MESSAGES);
     /* nothing more arrives */
     cmr_record_t *extra = NULL;
     for (int i = 0; i < 10 && !extra; i++)
@@ -303,16 +333,16 @@ static void test_ensure_topic_once_asks_once(void **state)
     cmr_topic_set_t set = {0};
     assert_int_equal(cmr_admin_ensure_topic_once(&set, conf, topic, 10000, err, sizeof err), 1);
     assert_int_equal(cmr_admin_ensure_topic_once(&set, conf, topic, 10000, err, sizeof err), 0);
-    assert_int_equal(set.count, 1);
+    assert_int_equal(cmr_topic_set_count(&set), 1);
     /* a cluster that does not answer: an error, and the topic is not remembered */
     cmr_conf_t *bad = cmr_conf_new();
     cmr_conf_set(bad, "kafka.bootstrap.servers", "127.0.0.1:1", "test");
     cmr_conf_set(bad, "log.level", "off", "test");
     assert_int_equal(cmr_admin_ensure_topic_once(&set, bad, "cmr.cmd.unreachable", 500, err, sizeof err), -1);
-    assert_int_equal(set.count, 1);
+    assert_int_equal(cmr_topic_set_count(&set), 1);
     cmr_conf_destroy(bad);
     cmr_topic_set_free(&set);
-    assert_int_equal(set.count, 0);
+    assert_int_equal(cmr_topic_set_count(&set), 0);
 }
 
 /* --- foreign messages -------------------------------------------------------------- */
@@ -321,10 +351,7 @@ static void test_foreign_messages_are_skipped_and_counted(void **state)
 {
     (void)state;
     char err[512], topic[96], group[64];
-    unique("cmr.test-foreign", topic, sizeof topic);
-    unique("foreign", group, sizeof group);
-    assert_int_equal(cmr_admin_ensure_topic(conf, topic, 1, -1, 0, 10000, err, sizeof err), 0);
-    cmr_producer_t *p = cmr_producer_new(conf, "test-foreign", NULL, NULL, err, sizeof err);
+    cmr_producer_t *p = fresh_topic("foreign", 1, topic, group);
     /* one key for all: one partition, so the order below is the order consumed */
     cmr_method_entry_t m = {.method_id = 1, .class_name = "C", .method_name = "m", .descriptor = "()V"};
     cmr_buf_t valid = {0};
@@ -344,9 +371,9 @@ static void test_foreign_messages_are_skipped_and_counted(void **state)
 
     const char *topics[] = {topic};
     cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
-    int64_t ids[2], n = 0, deadline = mono_ms() + 30000;
+    int64_t ids[2], n = 0, deadline = cmr_mono_ms() + 30000;
     cmr_consumer_stats_t st = {0};
-    while ((n < 2 || st.rejected < 3) && mono_ms() < deadline) {
+    while ((n < 2 || st.rejected < 3) && cmr_mono_ms() < deadline) {
         cmr_record_t *rec;
         if (cmr_consumer_poll(c, 200, &rec) == 1) {
             assert_true(n < 2);
@@ -363,6 +390,163 @@ static void test_foreign_messages_are_skipped_and_counted(void **state)
     assert_int_equal(st.rejected, 3);
 }
 
+/* --- pause from the rebalance callback, committed offsets, resume --------------------- */
+
+#define PAUSE_MESSAGES 40
+
+typedef struct paused {
+    char topic[96];
+    size_t n; /* partitions assigned (and paused) */
+} paused_t;
+
+/* Pauses every partition as it is assigned, as the instrumenter does for its catch-up. */
+static void pause_on_assign(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t n, void *opaque)
+{
+    paused_t *x = opaque;
+    if (revoked) {
+        x->n = 0;
+        return;
+    }
+    assert_int_equal(cmr_consumer_pause(c, parts, n), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(parts[i].topic, x->topic);
+    x->n += n;
+}
+
+static void test_pause_on_assign_holds_records_until_resumed(void **state)
+{
+    (void)state;
+    char err[512], group[64];
+    paused_t x = {0};
+    cmr_producer_t *p = fresh_topic("pause", 2, x.topic, group);
+    send_entries(p, x.topic, PAUSE_MESSAGES, false);
+    cmr_producer_destroy(p, 1000);
+
+    const char *topics[] = {x.topic};
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, pause_on_assign, &x, err, sizeof err);
+    assert_non_null(c);
+    /* assigned and paused: nothing is handed out */
+    int64_t deadline = cmr_mono_ms() + 30000, quiet_until = 0;
+    while (cmr_mono_ms() < deadline && (!x.n || cmr_mono_ms() < quiet_until)) {
+        cmr_record_t *rec = NULL;
+        assert_int_not_equal(cmr_consumer_poll(c, 100, &rec), 1);
+        if (x.n && !quiet_until)
+            quiet_until = cmr_mono_ms() + 2000;
+    }
+    cmr_partition_t *assigned;
+    size_t n;
+    assert_int_equal(cmr_consumer_assignment(c, &assigned, &n), 0);
+    assert_true(n >= 2); /* the one consumer of its group holds every partition */
+    assert_int_equal(x.n, n);
+    assert_string_equal(assigned[0].topic, x.topic);
+    /* a new group has committed nothing */
+    assert_int_equal(cmr_consumer_committed(c, assigned, n, 10000), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(assigned[i].offset, CMR_OFFSET_INVALID);
+
+    /* resumed: every record, once */
+    assert_int_equal(cmr_consumer_resume(c, assigned, n), 0);
+    int got[PAUSE_MESSAGES] = {0}, total = 0;
+    deadline = cmr_mono_ms() + 30000;
+    while (total < PAUSE_MESSAGES && cmr_mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 100, &rec) != 1)
+            continue;
+        int64_t id = rec->msg.u.method_entry.method_id;
+        assert_true(id >= 0 && id < PAUSE_MESSAGES && !got[id]);
+        got[id] = 1;
+        total++;
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    assert_int_equal(total, PAUSE_MESSAGES);
+    /* what was marked done is committed: the offsets add up to every record */
+    assert_int_equal(cmr_consumer_commit(c), 0);
+    assert_int_equal(cmr_consumer_committed(c, assigned, n, 10000), 0);
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += assigned[i].offset > 0 ? assigned[i].offset : 0;
+    assert_int_equal(sum, PAUSE_MESSAGES);
+    free(assigned);
+    cmr_consumer_close(c);
+}
+
+/* --- reading offset ranges ------------------------------------------------------------ */
+
+/* Reads r until it has caught up and one more second; the method ids, in order. */
+static size_t read_range(cmr_reader_t *r, int64_t *ids, size_t max)
+{
+    size_t n = 0;
+    int64_t deadline = cmr_mono_ms() + 30000, quiet_until = 0;
+    while (cmr_mono_ms() < deadline && (!quiet_until || cmr_mono_ms() < quiet_until)) {
+        cmr_reader_rec_t rec;
+        int rc = cmr_reader_poll(r, 100, &rec);
+        assert_true(rc >= 0);
+        if (rc == 1) {
+            cmr_msg_t m;
+            char err[256];
+            assert_int_equal(cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err), CMR_WIRE_OK);
+            assert_int_equal(rec.offset, m.u.method_entry.method_id); /* one key: offset = id */
+            assert_true(n < max);
+            ids[n++] = m.u.method_entry.method_id;
+            cmr_msg_free(&m);
+        }
+        if (cmr_reader_caught_up(r) && !quiet_until)
+            quiet_until = cmr_mono_ms() + 1000;
+    }
+    assert_true(cmr_reader_caught_up(r));
+    return n;
+}
+
+static void test_range_reader_reads_exactly_its_ranges(void **state)
+{
+    (void)state;
+    char err[512], topic[96], group[64];
+    int64_t ids[16];
+    cmr_producer_t *p = fresh_topic("range", 1, topic, group);
+    send_entries(p, topic, 10, true);
+    cmr_producer_destroy(p, 1000);
+    int32_t part = last_partition; /* where the one key went */
+    assert_true(part >= 0);
+
+    /* a range inside the log: exactly its records, in order */
+    cmr_reader_range_t inside = {part, 3, 7};
+    cmr_reader_t *r = cmr_reader_new_ranges(conf, topic, &inside, 1, err, sizeof err);
+    assert_non_null(r);
+    assert_int_equal(cmr_reader_total(r), 4);
+    assert_int_equal(read_range(r, ids, 16), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(ids[i], 3 + i);
+    assert_true(cmr_reader_partition_done(r, part));
+    cmr_reader_free(r);
+
+    /* a range past the end of the log: done at the end; an empty range: done at once */
+    cmr_reader_range_t past[] = {{part, 8, 100}, {part + 1, 5, 5}};
+    r = cmr_reader_new_ranges(conf, topic, past, 2, err, sizeof err);
+    assert_non_null(r);
+    assert_true(cmr_reader_partition_done(r, part + 1));
+    assert_false(cmr_reader_partition_done(r, part));
+    assert_int_equal(read_range(r, ids, 16), 2);
+    assert_int_equal(ids[0], 8);
+    assert_int_equal(ids[1], 9);
+    cmr_reader_free(r);
+
+    /* a dropped range: done, nothing more handed out */
+    cmr_reader_range_t all = {part, 0, 10};
+    r = cmr_reader_new_ranges(conf, topic, &all, 1, err, sizeof err);
+    assert_non_null(r);
+    assert_false(cmr_reader_caught_up(r));
+    cmr_reader_drop(r, part);
+    assert_true(cmr_reader_caught_up(r));
+    assert_int_equal(read_range(r, ids, 16), 0);
+    cmr_reader_free(r);
+
+    /* two ranges of one partition are refused */
+    cmr_reader_range_t twice[] = {{part, 0, 2}, {part, 4, 6}};
+    assert_null(cmr_reader_new_ranges(conf, topic, twice, 2, err, sizeof err));
+    assert_non_null(strstr(err, "two ranges"));
+}
+
 /* --- unreachable broker ------------------------------------------------------------ */
 
 typedef struct dr_count {
@@ -372,6 +556,7 @@ typedef struct dr_count {
 static void count_dr(const cmr_delivery_t *d, void *opaque)
 {
     dr_count_t *c = opaque;
+    assert_true((d->err != 0) == (d->error != NULL));
     if (d->err)
         c->failed++;
     else
@@ -390,7 +575,7 @@ static void test_unreachable_broker_never_blocks(void **state)
     dr_count_t dr = {0};
     cmr_producer_t *p = cmr_producer_new(bad, "test-unreachable", count_dr, &dr, err, sizeof err);
     assert_non_null(p);
-    int64_t t0 = mono_ms();
+    int64_t t0 = cmr_mono_ms();
     int queued = 0, full = 0;
     for (int i = 0; i < 80; i++) {
         cmr_method_entry_t m = {.method_id = i, .class_name = "C", .method_name = "m", .descriptor = "()V"};
@@ -398,7 +583,8 @@ static void test_unreachable_broker_never_blocks(void **state)
         queued += rc == CMR_SEND_OK;
         full += rc == CMR_SEND_QUEUE_FULL;
     }
-    assert_true(mono_ms() - t0 < 1000); /* sending never waited for the network */
+    assert_true(cmr_mono_ms() - t0 < 1000);                          /* sending never waited for the network */
+    assert_int_equal(cmr_producer_fetch_metadata(p, NULL, 300), -1); /* nobody answers */
     assert_int_equal(queued, 50);
     assert_int_equal(full, 30);
     assert_int_equal(cmr_producer_flush(p, 10000), 0); /* all reported, as failures */
@@ -428,6 +614,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_restart_resumes_without_loss_or_duplicates),
         cmocka_unit_test(test_ensure_topic_once_asks_once),
         cmocka_unit_test(test_foreign_messages_are_skipped_and_counted),
+        cmocka_unit_test(test_pause_on_assign_holds_records_until_resumed),
+        cmocka_unit_test(test_range_reader_reads_exactly_its_ranges),
         cmocka_unit_test(test_unreachable_broker_never_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

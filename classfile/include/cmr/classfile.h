@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmr/cf_constants.h" /* JVM_OPC_*, JVM_ACC_*, JVM_CONSTANT_* ... */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,26 +70,6 @@ typedef struct cf_str {
     uint32_t len;
 } cf_str;
 
-enum {
-    CF_CONSTANT_Utf8 = 1,
-    CF_CONSTANT_Integer = 3,
-    CF_CONSTANT_Float = 4,
-    CF_CONSTANT_Long = 5,
-    CF_CONSTANT_Double = 6,
-    CF_CONSTANT_Class = 7,
-    CF_CONSTANT_String = 8,
-    CF_CONSTANT_Fieldref = 9,
-    CF_CONSTANT_Methodref = 10,
-    CF_CONSTANT_InterfaceMethodref = 11,
-    CF_CONSTANT_NameAndType = 12,
-    CF_CONSTANT_MethodHandle = 15,
-    CF_CONSTANT_MethodType = 16,
-    CF_CONSTANT_Dynamic = 17,
-    CF_CONSTANT_InvokeDynamic = 18,
-    CF_CONSTANT_Module = 19,
-    CF_CONSTANT_Package = 20
-};
-
 /* One constant-pool slot. Slot 0 and the slot after a Long/Double have tag 0. */
 typedef struct cf_const {
     uint8_t tag;
@@ -114,8 +96,8 @@ typedef struct cf_arena cf_arena;
 typedef struct cf_class {
     uint16_t minor, major;
     uint16_t cp_count; /* as in the class file: slots 1..cp_count-1 are used */
-    uint32_t cp_cap;
-    cf_const *cp;
+    size_t cp_cap;     /* slots allocated */
+    cf_const *cp;      /* malloc'ed (grows as the engine appends); freed by cf_class_free */
     /* The parsed pool's bytes (entries 1..cp_raw_count-1): written back verbatim unless
    * CF_WRITE_REENCODE is asked for. Entries are only ever appended by the engine; set
    * cp_raw to NULL after changing an existing entry. */
@@ -128,7 +110,7 @@ typedef struct cf_class {
     uint16_t field_count, method_count, attr_count;
     cf_member *fields, *methods;
     cf_attr *attrs;
-    cf_arena *arena; /* owns everything above except the input bytes */
+    cf_arena *arena; /* owns everything above except the input bytes and cp */
 } cf_class;
 
 /* Parses `len` bytes. On success *out is a new cf_class (free with cf_class_free) that
@@ -163,7 +145,7 @@ uint64_t cf_method_id_of(cf_str owner, cf_str name, cf_str desc);
 
 typedef struct cf_callee {
     uint32_t pc;
-    uint8_t opcode;       /* 0xb6..0xba */
+    uint8_t opcode;       /* JVM_OPC_invokevirtual..JVM_OPC_invokedynamic */
     uint8_t is_interface; /* target is an InterfaceMethodref */
     cf_str owner, name, desc;
     /* invokedynamic only: the bootstrap method handle's target (owner/name/desc),
@@ -276,6 +258,16 @@ typedef struct cf_instrument_result {
 cf_err cf_instrument_class(const uint8_t *bytes, size_t len, const cf_probe *p, cf_method_filter filter, void *ud,
                            cf_instrument_result *out, cf_error *err);
 void cf_instrument_result_free(cf_instrument_result *r);
+
+/* Stacked probes: instruments `bytes` with probes[0], its output with probes[1], and so on
+ * (each pass by cf_instrument_class, every method). out->bytes is the final class
+ * (malloc'ed, caller frees; NULL when no pass changed anything); out->methods, n_methods and
+ * n_instrumented are those of the first pass (names point into `bytes`). When `each` is not
+ * NULL it is called after every pass with that pass's result, valid during the call only.
+ * On an error no output is left in *out. */
+typedef void (*cf_pass_fn)(unsigned pass, const cf_instrument_result *r, void *ud);
+cf_err cf_instrument_stacked(const uint8_t *bytes, size_t len, const cf_probe *const *probes, unsigned n,
+                             cf_pass_fn each, void *ud, cf_instrument_result *out, cf_error *err);
 
 /* Structural check of a class (used on instrumented output by the tests): parses it, decodes
  * every method's code, checks branch/switch targets, exception ranges, StackMapTable frame

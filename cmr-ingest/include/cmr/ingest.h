@@ -102,8 +102,8 @@ typedef struct cmr_tree {
     cmr_tree_node_t *nodes;
     size_t count, cap;
     uint32_t first_root; /* roots linked through next_sibling */
-    char **names;
-    size_t nnames;
+    char **names;        /* thread names, owned */
+    size_t nnames, names_cap;
     int64_t start_ns, end_ns;
     uint64_t events, dropped;
     uint32_t segments, batches, gaps, unmatched; /* gaps: missing batches; unmatched exits */
@@ -263,6 +263,10 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
 int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen);
 int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m);
 int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r);
+/* Decodes a record of cmr.methods or cmr.registrations (rec, read from `topic`) and adds
+ * it: 1 added, 0 skipped. A record that does not decode, or is not of the topic's type, is
+ * rejected: counted and logged (cmr/rejects.h), never applied. */
+int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic, const cmr_reader_rec_t *rec);
 /* Writes everything added since the last flush, durably. 0 or -1 (then nothing may be
  * marked done: the caller exits and the records come again). */
 int cmr_ingest_engine_flush(cmr_ingest_engine_t *e);

@@ -45,7 +45,10 @@ cmr_conf_t *cmr_conf_dup(const cmr_conf_t *conf);
 int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin);
 /* Parses "key=value". Returns 0, or -1 with errbuf filled. */
 int cmr_conf_set_assignment(cmr_conf_t *conf, const char *assignment, const char *origin, char *errbuf, size_t errlen);
-/* Reads a file in the format above. Returns 0, or -1 with "path:line: reason" in errbuf. */
+/* Reads a file in the format above: a regular file of at most CMR_CONF_FILE_MAX bytes (a
+ * FIFO or a device is refused at once). Returns 0, or -1 with "path:line: reason" in
+ * errbuf; the file's text is never quoted in the reason. */
+#define CMR_CONF_FILE_MAX ((size_t)1 << 20)
 int cmr_conf_load_file(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen);
 
 /* The value of key, or `def` when unset. The pointer lives until the key is set again. */

@@ -17,21 +17,31 @@
  *     consumer resumes after the last record marked done.
  *   - A message that does not decode (foreign, corrupt, unknown schema) is logged with
  *     its topic/partition/offset, counted, and skipped; it never reaches the caller.
+ *
+ * This header does not expose librdkafka: callers see only cmr_* types. The transport's
+ * own files (and cmr-broker) reach the librdkafka configuration through
+ * common/transport/kafka_internal.h.
  */
 #ifndef CMR_KAFKA_H
 #define CMR_KAFKA_H
 
-#include <librdkafka/rdkafka.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cmr/conf.h"
+#include "cmr/map.h"
 #include "cmr/msg.h"
 #include "cmr/topics.h"
 
-/* Builds a librdkafka configuration from every "kafka.*" key of conf, plus log and error
- * callbacks into log.h. The caller owns the result (rd_kafka_conf_destroy, or pass it
- * to rd_kafka_new which takes it). NULL with errbuf filled on a bad property. */
-rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t errlen);
+/* One partition of a topic, with an offset where the call says so. */
+typedef struct cmr_partition {
+    const char *topic;
+    int32_t partition;
+    int64_t offset; /* CMR_OFFSET_INVALID when there is none */
+} cmr_partition_t;
+
+/* "No offset" (no committed offset, or not applicable); librdkafka's value. */
+#define CMR_OFFSET_INVALID (-1001)
 
 /* --- producer ---------------------------------------------------------------------- */
 
@@ -41,8 +51,9 @@ typedef struct cmr_delivery {
     const char *topic;
     int32_t partition;
     int64_t offset;
-    rd_kafka_resp_err_t err; /* RD_KAFKA_RESP_ERR_NO_ERROR when delivered */
-    void *opaque;            /* as given to cmr_producer_send() */
+    int err;           /* 0 when delivered, else the cluster's (librdkafka's) error code */
+    const char *error; /* NULL when delivered, else what went wrong */
+    void *opaque;      /* as given to cmr_producer_send() */
 } cmr_delivery_t;
 
 typedef void(cmr_delivery_cb_t)(const cmr_delivery_t *delivery, void *cb_opaque);
@@ -74,7 +85,11 @@ int cmr_producer_flush(cmr_producer_t *p, int timeout_ms);
 void cmr_producer_stats(cmr_producer_t *p, cmr_producer_stats_t *out);
 /* Messages not yet delivered or failed. */
 int cmr_producer_outstanding(cmr_producer_t *p);
-rd_kafka_t *cmr_producer_handle(cmr_producer_t *p);
+/* Asks the cluster for metadata now, for `topic` or (NULL) for the topics the producer
+ * knows, waiting up to timeout_ms: a new topic is then known before the first send to
+ * it, and an answer proves the cluster reachable. The number of brokers in the answer
+ * (> 0 when the cluster answered), or -1. */
+int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeout_ms);
 /* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 
@@ -83,7 +98,8 @@ void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 typedef struct cmr_consumer cmr_consumer_t;
 
 /* One consumed message. Owned by the caller after cmr_consumer_poll(); release with
- * cmr_record_free() (after cmr_consumer_done() if it was processed). */
+ * cmr_record_free() (after cmr_consumer_done() if it was processed). Every pointer in it
+ * is valid until then. */
 typedef struct cmr_record {
     const char *topic;
     int32_t partition;
@@ -91,9 +107,9 @@ typedef struct cmr_record {
     const char *key; /* NUL-terminated copy, "" when none */
     size_t key_len;
     int64_t timestamp_ms;
-    cmr_msg_t msg; /* decoded body */
-    rd_kafka_message_t *raw;
-    char *key_copy;
+    cmr_msg_t msg;       /* decoded body */
+    const void *payload; /* the encoded bytes as received */
+    size_t len;
 } cmr_record_t;
 
 typedef struct cmr_consumer_stats {
@@ -104,9 +120,12 @@ typedef struct cmr_consumer_stats {
 } cmr_consumer_stats_t;
 
 /* Called when partitions are assigned (revoked = 0) or revoked (revoked = 1), on the
- * polling thread, before the change takes effect: a worker flushes what it holds for
- * revoked partitions here. */
-typedef void(cmr_rebalance_cb_t)(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *parts,
+ * polling thread (inside cmr_consumer_poll()), before the change takes effect: a worker
+ * flushes what it holds for revoked partitions here. parts[i].offset is not set; parts is
+ * valid during the call only. The callback should return at once: the group waits for it.
+ * A callback that needs time for a new partition pauses it (cmr_consumer_pause()) and
+ * resumes it later from its loop. */
+typedef void(cmr_rebalance_cb_t)(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t count,
                                  void *opaque);
 
 /* Joins consumer group `group_id` and subscribes to `topics` (ntopics names). Defaults:
@@ -122,7 +141,19 @@ void cmr_consumer_done(cmr_consumer_t *c, const cmr_record_t *rec);
 /* Commits the stored offsets now (synchronously). 0 or -1. */
 int cmr_consumer_commit(cmr_consumer_t *c);
 void cmr_consumer_stats(cmr_consumer_t *c, cmr_consumer_stats_t *out);
-rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c);
+/* The partitions assigned to this consumer now, as an array the caller frees with free()
+ * (topics included; offsets not set). 0, or -1 (*out NULL). */
+int cmr_consumer_assignment(cmr_consumer_t *c, cmr_partition_t **out, size_t *count);
+/* Fills parts[i].offset with the group's committed offset of each partition
+ * (CMR_OFFSET_INVALID when none), asking the cluster for up to timeout_ms. 0 or -1. */
+int cmr_consumer_committed(cmr_consumer_t *c, cmr_partition_t *parts, size_t count, int timeout_ms);
+/* Stops (pause) or restarts (resume) fetching these assigned partitions; what was fetched
+ * and not yet handed out is dropped and fetched again after the resume, from the next
+ * record not handed out. Called from the rebalance callback for the partitions being
+ * assigned, the pause takes effect with the assignment (no record of them is handed out
+ * before the resume). 0 or -1. */
+int cmr_consumer_pause(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count);
+int cmr_consumer_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count);
 /* Commits stored offsets, leaves the group, frees. */
 void cmr_consumer_close(cmr_consumer_t *c);
 
@@ -140,8 +171,7 @@ int cmr_admin_ensure_topic(const cmr_conf_t *conf, const char *topic, int partit
 /* Topics already made sure of, so that a worker asks the cluster once per topic (the
  * per-agent command topics). A zeroed struct is empty; release with cmr_topic_set_free(). */
 typedef struct cmr_topic_set {
-    char **names; /* owned */
-    size_t count, cap;
+    cmr_map_t names; /* topic name -> nothing (the keys are the set) */
 } cmr_topic_set_t;
 
 /* cmr_admin_ensure_topic() for a topic not in `set` (one partition, broker defaults), which
@@ -149,6 +179,8 @@ typedef struct cmr_topic_set {
  * errbuf filled when the cluster could not make sure of it (it is asked again next time). */
 int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic, int timeout_ms,
                                 char *errbuf, size_t errlen);
+/* How many topics the set holds. */
+size_t cmr_topic_set_count(const cmr_topic_set_t *set);
 void cmr_topic_set_free(cmr_topic_set_t *set);
 
 #endif

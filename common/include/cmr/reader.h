@@ -1,13 +1,18 @@
 /*
  * reader.h - reads a whole topic, every partition, outside any consumer group: how a
  * worker rebuilds a projection (cmr.config, cmr.registrations, cmr.methods) and how
- * cmr-ingest replays cmr.events.
+ * cmr-ingest replays cmr.events. Or reads given offset ranges of some partitions (how
+ * the instrumenter catches up on partitions another worker answered).
  *
  * It starts at the beginning of every partition, or (since_ms > 0) hands out only
  * messages with a timestamp at or after since_ms, seeking there where the cluster answers
  * offsets-for-times. It knows when it has caught up (every partition reported its end
  * once), keeps following the topic afterwards, and commits nothing: a reader always
  * starts over.
+ *
+ * A range reader hands out the records of each range in order and stops reading a
+ * partition once its range is done (its last record handed out, or the partition's end
+ * reached before it); it has caught up when every range is done or dropped.
  *
  * Ownership: the reader owns its librdkafka handle and the last record it handed out
  * (valid until the next poll or cmr_reader_free()).
@@ -34,13 +39,31 @@ typedef struct cmr_reader_rec {
 
 /* Assigns every partition of topic. NULL with err filled. */
 cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err, size_t errlen);
+
+/* Offsets [from, until) of one partition. */
+typedef struct cmr_reader_range {
+    int32_t partition;
+    int64_t from, until;
+} cmr_reader_range_t;
+
+/* Reads these ranges of topic (at most one per partition; an empty range is done at
+ * once). NULL with err filled. */
+cmr_reader_t *cmr_reader_new_ranges(const cmr_conf_t *conf, const char *topic, const cmr_reader_range_t *ranges,
+                                    size_t count, char *err, size_t errlen);
+/* Range reader: reads nothing more of partition (counted as done). */
+void cmr_reader_drop(cmr_reader_t *r, int32_t partition);
+/* The partition has reached its end (or its range's), was dropped, or is not read. */
+bool cmr_reader_partition_done(const cmr_reader_t *r, int32_t partition);
 void cmr_reader_free(cmr_reader_t *r);
 /* 1 with *out set, 0 when nothing arrived within timeout_ms, -1 on a fatal error. */
 int cmr_reader_poll(cmr_reader_t *r, int timeout_ms, cmr_reader_rec_t *out);
-/* Every partition has reached the end it had at some point after the reader started. */
+/* Every partition has reached the end it had at some point after the reader started
+ * (range reader: every range is done). */
 bool cmr_reader_caught_up(const cmr_reader_t *r);
+/* Partitions read. */
 int cmr_reader_partitions(const cmr_reader_t *r);
-/* Messages between the start positions and the ends seen at start (for progress). */
+/* Messages between the start positions and the ends seen at start (for progress; range
+ * reader: the sum of the ranges). */
 int64_t cmr_reader_total(const cmr_reader_t *r);
 /* Messages skipped because they are older than since_ms (read, not handed out). */
 int64_t cmr_reader_skipped(const cmr_reader_t *r);

@@ -45,6 +45,9 @@ typedef enum cmr_wire_err {
 int cmr_wire_init(void);
 
 const char *cmr_wire_strerror(cmr_wire_err_t err);
+/* A short stable name of the error ("truncated", "bad_magic", "unknown_schema", ...): the
+ * reason of a rejected message in counters and logs (cmr/rejects.h). */
+const char *cmr_wire_err_name(cmr_wire_err_t err);
 const char *cmr_msg_type_name(cmr_msg_type_t type);   /* "AgentRegistration" */
 const char *cmr_msg_schema_json(cmr_msg_type_t type); /* the .avsc text */
 uint64_t cmr_msg_fingerprint(cmr_msg_type_t type);    /* CRC-64-AVRO of the canonical form */

@@ -6,17 +6,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmr/buf.h"
 #include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 
+/* The peer's key pair, in a fresh temporary directory. */
+static int peer_keys(cmr_peer_t *p, char *err, size_t errlen)
+{
+    snprintf(p->key_dir, sizeof p->key_dir, "/tmp/cmr-peer-keys-XXXXXX");
+    if (!mkdtemp(p->key_dir)) {
+        snprintf(err, errlen, "mkdtemp: cannot make a key directory");
+        p->key_dir[0] = '\0';
+        return -1;
+    }
+    if (cmr_trust_init() != 0 || cmr_trust_keygen(p->key_dir, "cmr", err, errlen) != 0)
+        return -1;
+    char secret[160];
+    snprintf(secret, sizeof secret, "%s/cmr.key", p->key_dir);
+    snprintf(p->public_key, sizeof p->public_key, "%s/cmr.pub", p->key_dir);
+    snprintf(p->trust_option, sizeof p->trust_option, "trust.keys=%s", p->public_key);
+    p->signer = cmr_signer_load(secret, err, errlen);
+    return p->signer ? 0 : -1;
+}
+
 static int peer_start(cmr_peer_t *p, const char *bootstrap, bool with_data)
 {
     memset(p, 0, sizeof *p);
     char err[512], group[64], rnd[17];
     uint8_t raw[8];
+    if (peer_keys(p, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr_peer: keys: %s\n", err);
+        return -1;
+    }
     p->conf = cmr_conf_new();
     cmr_conf_set(p->conf, "kafka.bootstrap.servers", bootstrap, "test");
     cmr_conf_set(p->conf, "kafka.topic.metadata.refresh.interval.ms", "1000", "test");
@@ -57,6 +81,13 @@ void cmr_peer_stop(cmr_peer_t *p)
     if (p->producer)
         cmr_producer_destroy(p->producer, 2000);
     cmr_conf_destroy(p->conf);
+    cmr_signer_free(p->signer);
+    if (p->key_dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->key_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cmr_peer: could not remove %s\n", p->key_dir);
+    }
     memset(p, 0, sizeof *p);
 }
 
@@ -109,7 +140,26 @@ size_t cmr_peer_count(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, 
     return n;
 }
 
+int cmr_peer_send_signed(cmr_peer_t *p, const cmr_signer_t *signer, const char *target_instance,
+                         const char *topic_instance, cmr_msg_type_t type, const void *msg)
+{
+    char topic[CMR_TOPIC_NAME_MAX], err[256];
+    if (cmr_topic_command(topic_instance, topic, sizeof topic) != 0)
+        return -1;
+    if (cmr_command_send(p->producer, signer, target_instance, topic, CMR_COMMAND_DEFAULT_LIFETIME_MS, type, msg, err,
+                         sizeof err) != CMR_SEND_OK) {
+        fprintf(stderr, "cmr_peer: %s\n", err);
+        return -1;
+    }
+    return cmr_producer_flush(p->producer, 10000);
+}
+
 int cmr_peer_command(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg)
+{
+    return cmr_peer_send_signed(p, p->signer, instance_id, instance_id, type, msg);
+}
+
+int cmr_peer_send_raw(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg)
 {
     char topic[CMR_TOPIC_NAME_MAX], err[256];
     if (cmr_topic_command(instance_id, topic, sizeof topic) != 0)
@@ -119,6 +169,38 @@ int cmr_peer_command(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type
         return -1;
     }
     return cmr_producer_flush(p->producer, 10000);
+}
+
+cmr_signer_t *cmr_peer_new_signer(cmr_peer_t *p)
+{
+    char name[32], path[160], err[256];
+    snprintf(name, sizeof name, "other%d", ++p->extra_keys);
+    if (cmr_trust_keygen(p->key_dir, name, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr_peer: keygen: %s\n", err);
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/%s.key", p->key_dir, name);
+    cmr_signer_t *s = cmr_signer_load(path, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "cmr_peer: %s\n", err);
+    return s;
+}
+
+int cmr_peer_wrap(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg, cmr_peer_envelope_t *w)
+{
+    memset(w, 0, sizeof *w);
+    char err[256];
+    if (cmr_command_wrap(p->signer, instance_id, CMR_COMMAND_DEFAULT_LIFETIME_MS, type, msg, &w->payload, &w->env,
+                         w->key_id, w->signature, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr_peer: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+void cmr_peer_envelope_free(cmr_peer_envelope_t *w)
+{
+    cmr_buf_free(&w->payload);
 }
 
 bool cmr_peer_of_instance(const cmr_msg_t *m, const void *ud)

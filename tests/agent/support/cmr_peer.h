@@ -2,6 +2,11 @@
  * cmr_peer.h - a scripted CMR for agent tests: it consumes what agents send (through the
  * real transport, from the embedded broker), keeps every message for inspection, and
  * sends commands to an agent's command topic. The test decides every answer.
+ *
+ * Like the real CMR, the peer signs its commands (cmr/command.h): it makes its own key
+ * pair in a temporary directory at start, and the JVMs of the tests pin its public key
+ * (cmr_peer_trust_option). It can also send what an attacker would: bare messages,
+ * envelopes signed by other keys or for other instances, replays.
  */
 #ifndef CMR_TEST_CMR_PEER_H
 #define CMR_TEST_CMR_PEER_H
@@ -9,7 +14,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cmr/command.h"
 #include "cmr/kafka.h"
+#include "cmr/trust.h"
 
 typedef struct cmr_peer {
     cmr_conf_t *conf;
@@ -17,6 +24,11 @@ typedef struct cmr_peer {
     cmr_consumer_t *consumer;
     cmr_record_t **recs;
     size_t n, cap;
+    char key_dir[64];       /* the peer's keys, removed by cmr_peer_stop */
+    char public_key[128];   /* key_dir/cmr.pub: what the agents pin */
+    char trust_option[160]; /* "trust.keys=<public_key>" for agent options */
+    cmr_signer_t *signer;   /* key_dir/cmr.key */
+    int extra_keys;         /* other key pairs made in key_dir */
 } cmr_peer_t;
 
 /* Selects messages: return true to match. */
@@ -34,8 +46,29 @@ void cmr_peer_poll(cmr_peer_t *p, int ms);
 const cmr_record_t *cmr_peer_wait(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud, size_t k,
                                   int timeout_ms);
 size_t cmr_peer_count(cmr_peer_t *p, cmr_msg_type_t type, cmr_peer_match_fn fn, const void *ud);
-/* Sends a command to an agent instance's command topic. 0 or -1. */
+/* Sends a command, signed with the peer's key for that instance, to an agent instance's
+ * command topic, and waits until the broker has it. 0 or -1. */
 int cmr_peer_command(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg);
+/* Sends any message as it is (no envelope: what an attacker who can write the topic
+ * sends; or an envelope made with cmr_peer_wrap, again) to instance_id's command topic. */
+int cmr_peer_send_raw(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg);
+/* Sends msg signed by `signer` for `target_instance`, to `topic_instance`'s command topic
+ * (forgeries: another key, another target). */
+int cmr_peer_send_signed(cmr_peer_t *p, const cmr_signer_t *signer, const char *target_instance,
+                         const char *topic_instance, cmr_msg_type_t type, const void *msg);
+/* A new key pair of the peer that no agent pins; freed by the caller (cmr_signer_free). */
+cmr_signer_t *cmr_peer_new_signer(cmr_peer_t *p);
+
+/* Signs msg for instance_id into an envelope (to be sent, or replayed, with
+ * cmr_peer_send_raw and CMR_MSG_SIGNED_COMMAND). The envelope points into w. */
+typedef struct cmr_peer_envelope {
+    cmr_signed_command_t env;
+    cmr_buf_t payload;
+    char key_id[CMR_TRUST_KEY_ID_CHARS + 1];
+    uint8_t signature[CMR_TRUST_SIGNATURE_BYTES];
+} cmr_peer_envelope_t;
+int cmr_peer_wrap(cmr_peer_t *p, const char *instance_id, cmr_msg_type_t type, const void *msg, cmr_peer_envelope_t *w);
+void cmr_peer_envelope_free(cmr_peer_envelope_t *w);
 
 /* Common matchers: `ud` is the instance id (string) or the agent id (int64_t *). */
 bool cmr_peer_of_instance(const cmr_msg_t *m, const void *instance_id);

@@ -23,13 +23,13 @@
  * their path either.
  */
 #include "cf_testprobes.h"
+#include "cmr/map.h"
 
 #include <jvmti.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 static jvmtiEnv *jvmti;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -38,52 +38,32 @@ static unsigned long n_seen, n_instrumented_classes, n_methods, n_errors, n_refu
 static unsigned long n_pass_mismatch;
 static FILE *errlog;
 
-/* open-addressing set of instrumented method ids */
-static uint64_t *ids;
-static size_t ids_cap, ids_n;
+/* ids of the instrumented methods (values unused); guarded by mu */
+static cmr_u64map_t ids;
 
-static void ids_add_locked(uint64_t id)
-{
-    if (id == 0)
-        id = 1;
-    if ((ids_n + 1) * 2 > ids_cap) {
-        size_t ncap = ids_cap ? ids_cap * 2 : 1 << 16;
-        uint64_t *n = calloc(ncap, sizeof *n);
-        if (!n)
-            return;
-        for (size_t i = 0; i < ids_cap; i++)
-            if (ids[i]) {
-                size_t h = ids[i] & (ncap - 1);
-                while (n[h])
-                    h = (h + 1) & (ncap - 1);
-                n[h] = ids[i];
-            }
-        free(ids);
-        ids = n;
-        ids_cap = ncap;
-    }
-    size_t h = id & (ids_cap - 1);
-    while (ids[h] && ids[h] != id)
-        h = (h + 1) & (ids_cap - 1);
-    if (!ids[h]) {
-        ids[h] = id;
-        ids_n++;
-    }
-}
+/* Per class: what the passes of cf_instrument_stacked report (on_pass). */
+typedef struct passes {
+    unsigned long first_count; /* methods instrumented by the first pass */
+    uint64_t *mids;            /* their ids (malloc'ed) */
+    uint32_t nm;
+} passes;
 
-static int ids_has(uint64_t id)
+static void on_pass(unsigned pass, const cf_instrument_result *r, void *ud)
 {
-    if (id == 0)
-        id = 1;
-    if (!ids_cap)
-        return 0;
-    size_t h = id & (ids_cap - 1);
-    while (ids[h]) {
-        if (ids[h] == id)
-            return 1;
-        h = (h + 1) & (ids_cap - 1);
+    passes *ps = ud;
+    pthread_mutex_lock(&mu);
+    if (pass == 0) {
+        ps->first_count = r->n_instrumented;
+        ps->mids = malloc(sizeof(uint64_t) * (r->n_methods + 1));
+        for (uint32_t m = 0; m < r->n_methods; m++) {
+            n_refused[r->methods[m].refusal]++;
+            if (r->methods[m].refusal == CF_REFUSE_NONE && ps->mids)
+                ps->mids[ps->nm++] = r->methods[m].method_id;
+        }
+    } else if (r->n_instrumented != ps->first_count) {
+        n_pass_mismatch++;
     }
-    return 0;
+    pthread_mutex_unlock(&mu);
 }
 
 static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, jobject loader, const char *name,
@@ -96,67 +76,34 @@ static void JNICALL on_load_hook(jvmtiEnv *env, JNIEnv *jni, jclass redefined, j
     (void)pd;
     if (name && strncmp(name, "cmrtest/Probes", 14) == 0)
         return;
-    uint8_t *cur = NULL;
-    size_t cur_len = (size_t)len;
     cf_error err;
-    unsigned long first_count = 0;
-    uint64_t *mids = NULL;
-    uint32_t nm = 0;
-    int failed = 0;
-    for (int k = 0; k < CF_PROBE_KIND_COUNT; k++) {
-        cf_instrument_result r;
-        if (cf_instrument_class(cur ? cur : data, cur_len, cf_test_probe(k), NULL, NULL, &r, &err)) {
-            failed = 1;
-            break;
-        }
-        if (k == 0) {
-            first_count = r.n_instrumented;
-            mids = malloc(sizeof(uint64_t) * (r.n_methods + 1));
-            pthread_mutex_lock(&mu);
-            for (uint32_t m = 0; m < r.n_methods; m++) {
-                n_refused[r.methods[m].refusal]++;
-                if (r.methods[m].refusal == CF_REFUSE_NONE && mids)
-                    mids[nm++] = r.methods[m].method_id;
-            }
-            pthread_mutex_unlock(&mu);
-        } else if (r.n_instrumented != first_count) {
-            pthread_mutex_lock(&mu);
-            n_pass_mismatch++;
-            pthread_mutex_unlock(&mu);
-        }
-        if (r.bytes) {
-            free(cur);
-            cur = r.bytes;
-            cur_len = r.len;
-            r.bytes = NULL;
-        }
-        cf_instrument_result_free(&r);
-    }
+    passes ps = {0};
+    cf_instrument_result r;
+    int failed =
+        cf_instrument_stacked(data, (size_t)len, cf_test_probes, CF_PROBE_KIND_COUNT, on_pass, &ps, &r, &err) != CF_OK;
     pthread_mutex_lock(&mu);
     n_seen++;
     if (failed) {
         n_errors++;
         if (errlog)
             fprintf(errlog, "error %s: %s\n", name ? name : "?", err.msg);
-    } else if (cur) {
+    } else if (r.bytes) {
         n_instrumented_classes++;
-        n_methods += first_count;
-        for (uint32_t i = 0; i < nm; i++)
-            ids_add_locked(mids[i]);
+        n_methods += ps.first_count;
+        for (uint32_t i = 0; i < ps.nm; i++)
+            cmr_u64map_put(&ids, ps.mids[i], NULL);
     }
     pthread_mutex_unlock(&mu);
-    free(mids);
-    if (failed || !cur) {
-        free(cur);
+    free(ps.mids);
+    if (failed)
         return;
-    }
     unsigned char *out;
-    if ((*env)->Allocate(env, (jlong)cur_len, &out) == JVMTI_ERROR_NONE) {
-        memcpy(out, cur, cur_len);
+    if (r.bytes && (*env)->Allocate(env, (jlong)r.len, &out) == JVMTI_ERROR_NONE) {
+        memcpy(out, r.bytes, r.len);
         *new_data = out;
-        *new_len = (jint)cur_len;
+        *new_len = (jint)r.len;
     }
-    free(cur);
+    cf_instrument_result_free(&r);
 }
 
 /* retransform: classes loaded before the hook saw them (primordial phase) are
@@ -222,7 +169,7 @@ static long live_frames(JNIEnv *jni, jthread t, int *in_probe, int *top_instrume
             if ((owner.len == 14 && !memcmp(owner.p, "cmrtest/Probes", 14)))
                 *in_probe = 1;
             cf_str n = {mname, (uint32_t)strlen(mname)}, d = {msig, (uint32_t)strlen(msig)};
-            if (ids_has(cf_method_id_of(owner, n, d))) {
+            if (cmr_u64map_has(&ids, cf_method_id_of(owner, n, d))) {
                 live++;
                 if (i == 0)
                     *top_instrumented = 1;

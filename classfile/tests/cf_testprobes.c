@@ -1,11 +1,8 @@
 /*
- * cf_testprobes.c - test probe kinds (see cf_testprobes.h). Signatures must match
+ * cf_testprobes.c - test probe kinds (test support, see cf_testprobes.h). Signatures must match
  * tests/classfile/java/cmrtest/Probes.java.
  */
 #include "cf_testprobes.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 static const cf_probe probes[CF_PROBE_KIND_COUNT] = {
     [CF_PROBE_TIMER] =
@@ -47,35 +44,13 @@ static const cf_probe probes[CF_PROBE_KIND_COUNT] = {
         },
 };
 
+const cf_probe *const cf_test_probes[CF_PROBE_KIND_COUNT] = {
+    &probes[CF_PROBE_TIMER],
+    &probes[CF_PROBE_ANCHOR],
+    &probes[CF_PROBE_CONDITIONAL],
+};
+
 const cf_probe *cf_test_probe(int kind)
 {
     return kind >= 0 && kind < CF_PROBE_KIND_COUNT ? &probes[kind] : NULL;
-}
-
-uint8_t *cf_test_instrument_all(const uint8_t *b, size_t len, size_t *out_len, uint32_t *n_instrumented, cf_error *err)
-{
-    uint8_t *cur = NULL;
-    size_t cur_len = len;
-    if (n_instrumented)
-        *n_instrumented = 0;
-    if (err)
-        err->code = CF_OK;
-    for (int k = 0; k < CF_PROBE_KIND_COUNT; k++) {
-        cf_instrument_result r;
-        if (cf_instrument_class(cur ? cur : b, cur_len, &probes[k], NULL, NULL, &r, err)) {
-            free(cur);
-            return NULL;
-        }
-        if (k == 0 && n_instrumented)
-            *n_instrumented = r.n_instrumented;
-        if (r.bytes) {
-            free(cur);
-            cur = r.bytes;
-            cur_len = r.len;
-            r.bytes = NULL;
-        }
-        cf_instrument_result_free(&r);
-    }
-    *out_len = cur_len;
-    return cur;
 }
