@@ -433,9 +433,32 @@ public final class Probe {
     }
 
     private static volatile TraceContextSettings traceContext = new TraceContextSettings(POLICY_AUTHENTICATED, null);
+    private static volatile long contextFetchedNs;
+    private static volatile boolean contextFetched;
+
+    /** {policy, key...} from the agent's configuration, or null before one arrived. */
+    private static native byte[] traceContext0();
+
+    /** The settings in force, fetched from the agent at most once a second (a configuration
+     *  may change them while the JVM runs). */
+    private static TraceContextSettings traceContext() {
+        long now = System.nanoTime();
+        if (!contextFetched || now - contextFetchedNs > 1_000_000_000L) {
+            contextFetchedNs = now;
+            contextFetched = true;
+            try {
+                byte[] b = traceContext0();
+                if (b != null && b.length >= 1)
+                    configureTraceContext(b[0], java.util.Arrays.copyOfRange(b, 1, b.length));
+            } catch (Throwable e) {
+                // natives not bound (no agent): the defaults stay
+            }
+        }
+        return traceContext;
+    }
     private static final ThreadLocal<Mac> MACS = new ThreadLocal<>();
 
-    /** Called by the agent (JNI, control thread) when a configuration arrives. */
+    /** Replaces the settings (from traceContext0; tests call it directly). */
     static void configureTraceContext(int policy, byte[] key) {
         SecretKeySpec k = key != null && key.length >= 16 ? new SecretKeySpec(key.clone(), "HmacSHA256") : null;
         traceContext = new TraceContextSettings(policy < POLICY_AUTHENTICATED || policy > POLICY_NONE
@@ -485,7 +508,7 @@ public final class Probe {
         long agent = r.agentId();
         String tp = traceparent(r.traceHi, r.traceLo, r.segment);
         String cp = Long.toHexString(agent) + ':' + Long.toHexString(r.segment) + ':' + Long.toHexString(at);
-        String mac = contextMac(traceContext.key, r.traceHi, r.traceLo, agent, r.segment, at);
+        String mac = contextMac(traceContext().key, r.traceHi, r.traceLo, agent, r.segment, at);
         if (mac != null)
             cp = cp + ':' + mac;
         try {
@@ -556,7 +579,7 @@ public final class Probe {
     /** The context an incoming request carries under the policy in force; null when it
      *  carries none (or garbage). */
     static Context remoteContext(String traceparent, String cmrParent) {
-        TraceContextSettings s = traceContext;
+        TraceContextSettings s = traceContext();
         return remoteContext(traceparent, cmrParent, s.policy, s.key);
     }
 
