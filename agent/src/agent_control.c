@@ -206,6 +206,8 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
     a->agent_id = cfg->agent_id;
     cmr_probe_rings_configure(a->rings, &cfg->strategy);
     cmr_probe_rings_set_agent(a->rings, cfg->agent_id);
+    cmr_probe_rings_set_trace_context(a->rings, (int)cfg->trace_context.policy, cfg->trace_context.key.data,
+                                      cfg->trace_context.key.len);
     int was = a->mode;
     if (was == CMR_MODE_MINIMAL)
         a->mode = CMR_MODE_FULL;

@@ -33,6 +33,11 @@ struct cmr_probe_rings {
     int64_t agent_id;
     uint64_t segment_base;
     cmr_probe_stats_t stats;
+    /* trace-context settings from the configuration, handed to the probe by traceContext0 */
+    bool context_set;
+    int context_policy;
+    uint8_t context_key[32];
+    size_t context_key_len;
 };
 
 static uint64_t pow2_at_least(uint64_t n)
@@ -81,6 +86,17 @@ void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id)
     r->agent_id = agent_id;
     for (size_t i = 0; i < r->count; i++)
         __atomic_store_n((uint64_t *)(r->rings[i]->mem + CMR_RING_AGENT_ID), (uint64_t)agent_id, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_set_trace_context(cmr_probe_rings_t *r, int policy, const uint8_t *key, size_t key_len)
+{
+    pthread_mutex_lock(&r->lock);
+    r->context_set = true;
+    r->context_policy = policy;
+    r->context_key_len = key_len <= sizeof r->context_key ? key_len : 0; /* a key of another size: none */
+    if (r->context_key_len)
+        memcpy(r->context_key, key, r->context_key_len);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -164,14 +180,37 @@ static void JNICALL probe_wake0(JNIEnv *env, jclass cls)
     cmr_probe_rings_wake(natives_rings);
 }
 
+/* static native byte[] traceContext0(): {policy, key...}, or null before a configuration. */
+static jbyteArray JNICALL probe_trace_context0(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    cmr_probe_rings_t *r = natives_rings;
+    jbyte buf[1 + sizeof r->context_key];
+    jsize n = 0;
+    pthread_mutex_lock(&r->lock);
+    if (r->context_set) {
+        buf[0] = (jbyte)r->context_policy;
+        memcpy(buf + 1, r->context_key, r->context_key_len);
+        n = (jsize)(1 + r->context_key_len);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (n == 0)
+        return NULL;
+    jbyteArray out = (*env)->NewByteArray(env, n);
+    if (out)
+        (*env)->SetByteArrayRegion(env, out, 0, n, buf);
+    return out; /* NULL with an OutOfMemoryError pending: the probe catches it */
+}
+
 void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class)
 {
     natives_rings = r;
     JNINativeMethod methods[] = {
         {"register0", "(JLjava/lang/String;)Ljava/nio/ByteBuffer;", (void *)probe_register0},
         {"wake0", "()V", (void *)probe_wake0},
+        {"traceContext0", "()[B", (void *)probe_trace_context0},
     };
-    if ((*env)->RegisterNatives(env, probe_class, methods, 2) != 0) {
+    if ((*env)->RegisterNatives(env, probe_class, methods, 3) != 0) {
         (*env)->ExceptionClear(env);
         cmr_log(CMR_LOG_ERROR, "agent.probe_natives_failed", "class=%s action=\"probes record nothing\"",
                 CMR_PROBE_CLASS);

@@ -96,6 +96,9 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
 void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti);
 /* The agent id the CMR gave, for every ring (probes put it in outgoing HTTP headers). */
 void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id);
+/* The environment's trace-context policy (cmr_trace_context_policy_t) and MAC key, which
+ * the probe fetches (traceContext0) for the cmr-parent header. */
+void cmr_probe_rings_set_trace_context(cmr_probe_rings_t *r, int policy, const uint8_t *key, size_t key_len);
 /* The first segment id of this run (random; the probes count up from it). */
 void cmr_probe_rings_set_segment_base(cmr_probe_rings_t *r, uint64_t base);
 /* Strategy from the CMR: ring size for new threads, send and metric intervals, batch size. */

@@ -24,6 +24,8 @@ import java.util.ArrayDeque;
 import java.util.IdentityHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 public final class Probe {
     private Probe() {
@@ -402,11 +404,99 @@ public final class Probe {
     //
     // An outgoing request carries the context in two headers: W3C `traceparent` (the trace
     // id, and the low 64 bits of the segment id as parent-id), which other tracers read, and
-    // `cmr-parent: <agent hex>:<segment hex>:<event seq hex>`, which names the FORK event
-    // exactly. An incoming request continues whatever it carries; a foreign traceparent
-    // joins that trace under a "remote caller" (agent 0, event -1).
+    // `cmr-parent: <agent hex>:<segment hex>:<event seq hex>[:<mac>]`, which names the FORK
+    // event exactly, authenticated by a MAC (HMAC-SHA-256 over the trace id and those three
+    // numbers, 128 bits in hex) under the fleet's trace-context key from the agent's
+    // configuration (docs/SECURITY.md). What an incoming request may join is the
+    // environment's policy:
+    //   AUTHENTICATED  a cmr-parent with a valid MAC joins the caller's trace; anything else
+    //                  (a bare traceparent, a wrong or missing MAC) starts a trace of its own
+    //                  whose root is a "remote caller" (agent 0, event -1) naming the foreign
+    //                  parent-id: linked to it, but not inside someone else's trace;
+    //   ANY            a valid cmr-parent joins exactly, a traceparent joins that trace under
+    //                  a remote caller (behind a gateway that strips outside headers);
+    //   NONE           every request starts its own trace, linked to the foreign parent.
 
     static final String TRACEPARENT = "traceparent", CMR_PARENT = "cmr-parent";
+    static final int POLICY_AUTHENTICATED = 0, POLICY_ANY = 1, POLICY_NONE = 2; // as the wire's enum
+    private static final int MAC_HEX = 32;
+
+    /** The policy and key in force, replaced whole by configureTraceContext. */
+    private static final class TraceContextSettings {
+        final int policy;
+        final SecretKeySpec key; // null: no key, so no MAC is sent and none verifies
+
+        TraceContextSettings(int policy, SecretKeySpec key) {
+            this.policy = policy;
+            this.key = key;
+        }
+    }
+
+    private static volatile TraceContextSettings traceContext = new TraceContextSettings(POLICY_AUTHENTICATED, null);
+    private static volatile long contextFetchedNs;
+    private static volatile boolean contextFetched;
+
+    /** {policy, key...} from the agent's configuration, or null before one arrived. */
+    private static native byte[] traceContext0();
+
+    /** The settings in force, fetched from the agent at most once a second (a configuration
+     *  may change them while the JVM runs). */
+    private static TraceContextSettings traceContext() {
+        long now = System.nanoTime();
+        if (!contextFetched || now - contextFetchedNs > 1_000_000_000L) {
+            contextFetchedNs = now;
+            contextFetched = true;
+            try {
+                byte[] b = traceContext0();
+                if (b != null && b.length >= 1)
+                    configureTraceContext(b[0], java.util.Arrays.copyOfRange(b, 1, b.length));
+            } catch (Throwable e) {
+                // natives not bound (no agent): the defaults stay
+            }
+        }
+        return traceContext;
+    }
+    private static final ThreadLocal<Mac> MACS = new ThreadLocal<>();
+
+    /** Replaces the settings (from traceContext0; tests call it directly). */
+    static void configureTraceContext(int policy, byte[] key) {
+        SecretKeySpec k = key != null && key.length >= 16 ? new SecretKeySpec(key.clone(), "HmacSHA256") : null;
+        traceContext = new TraceContextSettings(policy < POLICY_AUTHENTICATED || policy > POLICY_NONE
+                ? POLICY_AUTHENTICATED : policy, k);
+    }
+
+    /** The MAC of a cmr-parent header's numbers under key, in hex; null when no MAC can be made. */
+    static String contextMac(SecretKeySpec key, long hi, long lo, long agent, long segment, long event) {
+        if (key == null)
+            return null;
+        try {
+            Mac mac = MACS.get();
+            if (mac == null) {
+                mac = Mac.getInstance("HmacSHA256");
+                MACS.set(mac);
+            }
+            mac.init(key);
+            ByteBuffer b = ByteBuffer.allocate(40);
+            b.putLong(hi).putLong(lo).putLong(agent).putLong(segment).putLong(event);
+            byte[] d = mac.doFinal(b.array());
+            StringBuilder s = new StringBuilder(MAC_HEX);
+            for (int i = 0; i < MAC_HEX / 2; i++)
+                s.append(Character.forDigit((d[i] >> 4) & 15, 16)).append(Character.forDigit(d[i] & 15, 16));
+            return s.toString();
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    /** Compares two MACs in time that does not depend on where they differ. */
+    private static boolean macEquals(String a, String b) {
+        if (a == null || b == null || a.length() != b.length())
+            return false;
+        int diff = 0;
+        for (int i = 0; i < a.length(); i++)
+            diff |= a.charAt(i) ^ b.charAt(i);
+        return diff == 0;
+    }
 
     /** Before an outgoing request: `request` is a java.net.URLConnection not yet connected,
      *  or a java.net.http.HttpRequest.Builder about to build. */
@@ -418,6 +508,9 @@ public final class Probe {
         long agent = r.agentId();
         String tp = traceparent(r.traceHi, r.traceLo, r.segment);
         String cp = Long.toHexString(agent) + ':' + Long.toHexString(r.segment) + ':' + Long.toHexString(at);
+        String mac = contextMac(traceContext().key, r.traceHi, r.traceLo, agent, r.segment, at);
+        if (mac != null)
+            cp = cp + ':' + mac;
         try {
             if (request instanceof URLConnection) {
                 URLConnection u = (URLConnection) request;
@@ -483,8 +576,14 @@ public final class Probe {
             b.append(Character.forDigit((int) (v >>> shift) & 15, 16));
     }
 
-    /** The context an incoming request carries; null when it carries none (or garbage). */
+    /** The context an incoming request carries under the policy in force; null when it
+     *  carries none (or garbage). */
     static Context remoteContext(String traceparent, String cmrParent) {
+        TraceContextSettings s = traceContext();
+        return remoteContext(traceparent, cmrParent, s.policy, s.key);
+    }
+
+    static Context remoteContext(String traceparent, String cmrParent, int policy, SecretKeySpec key) {
         if (traceparent == null)
             return null;
         String tp = traceparent.trim();
@@ -498,24 +597,37 @@ public final class Probe {
             long parent = Long.parseUnsignedLong(tp.substring(36, 52), 16);
             if ((hi | lo) == 0 || parent == 0)
                 return null;
-            Context exact = cmrParent == null ? null : exactParent(hi, lo, parent, cmrParent);
-            return exact != null ? exact : new Context(hi, lo, 0, parent, -1, true);
+            Context exact = cmrParent == null || policy == POLICY_NONE
+                    ? null : exactParent(hi, lo, parent, cmrParent, policy == POLICY_AUTHENTICATED, key);
+            if (exact != null)
+                return exact;
+            if (policy == POLICY_ANY)
+                return new Context(hi, lo, 0, parent, -1, true);
+            ThreadLocalRandom rnd = ThreadLocalRandom.current(); // a trace of its own, linked
+            return new Context(rnd.nextLong(), rnd.nextLong() | 1, 0, parent, -1, true);
         } catch (RuntimeException e) {
             return null;
         }
     }
 
-    /** The caller's FORK that a cmr-parent header names, if it parses and agrees with the
-     *  traceparent's parent-id; null otherwise (the traceparent alone then counts). */
-    private static Context exactParent(long hi, long lo, long parent, String cmrParent) {
+    /** The caller's FORK that a cmr-parent header names, if it parses, agrees with the
+     *  traceparent's parent-id and (when the MAC is required) carries a valid MAC under key
+     *  (no key: nothing verifies); null otherwise (the traceparent alone then counts, as the
+     *  policy says). */
+    private static Context exactParent(long hi, long lo, long parent, String cmrParent, boolean requireMac,
+                                       SecretKeySpec key) {
         String[] p = cmrParent.trim().split(":");
-        if (p.length != 3)
+        if (p.length != 3 && p.length != 4)
             return null;
         try {
             long agent = Long.parseUnsignedLong(p[0], 16);
             long segment = Long.parseUnsignedLong(p[1], 16);
             long event = Long.parseUnsignedLong(p[2], 16);
-            return agent != 0 && segment == parent ? new Context(hi, lo, agent, segment, event, true) : null;
+            if (agent == 0 || segment != parent)
+                return null;
+            if (requireMac && (p.length != 4 || !macEquals(p[3], contextMac(key, hi, lo, agent, segment, event))))
+                return null;
+            return new Context(hi, lo, agent, segment, event, true);
         } catch (NumberFormatException e) {
             return null;
         }

@@ -1,0 +1,79 @@
+/*
+ * ProbeContextTest - the probe's decision on incoming trace headers under each
+ * trace-context policy (docs/SECURITY.md): which headers join the caller's trace, which
+ * start a trace of their own linked to the foreign parent. Runs without the agent (no
+ * natives needed); exits 1 on the first failure.
+ */
+package cmr.agent;
+
+import javax.crypto.spec.SecretKeySpec;
+
+public final class ProbeContextTest {
+    private static int failures;
+
+    private static void check(boolean ok, String what) {
+        if (!ok) {
+            System.err.println("FAIL: " + what);
+            failures++;
+        }
+    }
+
+    public static void main(String[] args) {
+        SecretKeySpec key = new SecretKeySpec(new byte[32], "HmacSHA256");
+        byte[] other = new byte[32];
+        other[0] = 1;
+        SecretKeySpec wrongKey = new SecretKeySpec(other, "HmacSHA256");
+        long hi = 0x1234L, lo = 0x5678L, agent = 0xabcL, segment = 0x77L, event = 5;
+        String tp = Probe.traceparent(hi, lo, segment);
+        String bare = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ':' + Long.toHexString(event);
+        String signed = bare + ':' + Probe.contextMac(key, hi, lo, agent, segment, event);
+        String forged = bare + ':' + Probe.contextMac(wrongKey, hi, lo, agent, segment, event);
+        String tampered = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ":6:"
+                + Probe.contextMac(key, hi, lo, agent, segment, event); // event changed, MAC kept
+
+        // AUTHENTICATED: only a valid MAC joins the caller's trace.
+        Probe.Context c = Probe.remoteContext(tp, signed, Probe.POLICY_AUTHENTICATED, key);
+        check(c != null && c.traceHi == hi && c.traceLo == lo && c.agent == agent && c.event == event,
+              "authenticated header joins the caller's trace");
+        for (String h : new String[] {null, bare, forged, tampered, signed + "x"}) {
+            c = Probe.remoteContext(tp, h, Probe.POLICY_AUTHENTICATED, key);
+            check(c != null && !(c.traceHi == hi && c.traceLo == lo) && c.agent == 0 && c.segment == segment
+                          && c.event == -1,
+                  "unauthenticated header (" + h + ") starts its own trace linked to the foreign parent");
+        }
+        c = Probe.remoteContext(tp, signed, Probe.POLICY_AUTHENTICATED, null);
+        check(c != null && c.agent == 0 && c.traceHi != hi, "no key: nothing verifies");
+        Probe.Context a = Probe.remoteContext(tp, null, Probe.POLICY_AUTHENTICATED, key);
+        Probe.Context b = Probe.remoteContext(tp, null, Probe.POLICY_AUTHENTICATED, key);
+        check(a.traceHi != b.traceHi || a.traceLo != b.traceLo, "two foreign requests never share a trace");
+
+        // ANY: a traceparent joins its trace; cmr-parent joins exactly, MAC or not.
+        c = Probe.remoteContext(tp, null, Probe.POLICY_ANY, key);
+        check(c != null && c.traceHi == hi && c.traceLo == lo && c.agent == 0, "ANY: traceparent joins");
+        c = Probe.remoteContext(tp, bare, Probe.POLICY_ANY, key);
+        check(c != null && c.agent == agent && c.event == event, "ANY: bare cmr-parent joins exactly");
+        c = Probe.remoteContext(tp, signed, Probe.POLICY_ANY, key);
+        check(c != null && c.agent == agent, "ANY: signed cmr-parent joins exactly");
+
+        // NONE: never joins.
+        c = Probe.remoteContext(tp, signed, Probe.POLICY_NONE, key);
+        check(c != null && c.traceHi != hi && c.agent == 0 && c.segment == segment, "NONE: own trace, linked");
+
+        // Garbage stays garbage under every policy.
+        for (int policy = 0; policy <= 2; policy++) {
+            check(Probe.remoteContext(null, signed, policy, key) == null, "no traceparent: no context");
+            check(Probe.remoteContext("00-zz", signed, policy, key) == null, "bad traceparent: no context");
+        }
+        // The MAC depends on every number it covers.
+        check(!Probe.contextMac(key, hi, lo, agent, segment, event)
+                       .equals(Probe.contextMac(key, hi + 1, lo, agent, segment, event)),
+              "MAC covers the trace id");
+        check(Probe.contextMac(null, hi, lo, agent, segment, event) == null, "no key, no MAC");
+
+        if (failures > 0) {
+            System.err.println(failures + " failed");
+            System.exit(1);
+        }
+        System.out.println("ProbeContextTest: all checks passed");
+    }
+}
