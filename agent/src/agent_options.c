@@ -116,50 +116,27 @@ int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t 
 }
 
 /* --- the configuration file ------------------------------------------------------------
- * Read with cmr_file_read (regular files only, at most CMR_AGENT_CONFIG_MAX_BYTES, never
- * blocking on a FIFO or a device), parsed line by line. Whatever file config= names (it
- * may be the wrong one, and a secret one), an error names the path, the line number and
- * the reason, never a byte of the contents. */
+ * Read by cmr_conf_load_file (regular files only, at most CMR_CONF_FILE_MAX bytes, never
+ * blocking on a FIFO or a device). Whatever file config= names (it may be the wrong one,
+ * and a secret one), an error names the path, the line number and the reason, never a
+ * byte of the contents: not even an unknown key's name. */
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1]))
-        *--end = '\0';
-    return s;
-}
+typedef struct config_check {
+    cmr_conf_t *into;
+    char *errbuf;
+    size_t errlen;
+} config_check_t;
 
-static bool valid_key(const char *key)
+static int config_key(const char *key, const char *value, const char *origin, void *opaque)
 {
-    if (!*key)
-        return false;
-    for (const char *p = key; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
-            return false;
-    return true;
-}
-
-/* One line "key = value" (already trimmed, not a comment) into conf. */
-static int config_line(cmr_conf_t *conf, char *line, const char *origin, char *errbuf, size_t errlen)
-{
-    char *eq = strchr(line, '=');
-    if (!eq) {
-        ERRF("%s: expected \"key = value\" (the line is not shown)", origin);
-        return -1;
-    }
-    *eq = '\0';
-    char *key = trim(line), *value = trim(eq + 1);
-    if (!valid_key(key)) {
-        ERRF("%s: not a valid key (letters, digits, '.', '_', '-'; the line is not shown)", origin);
-        return -1;
-    }
+    config_check_t *c = opaque;
+    char *errbuf = c->errbuf;
+    size_t errlen = c->errlen;
     if (!cmr_conf_key_find(agent_keys, key)) {
         ERRF("%s: unknown configuration key (the line is not shown; see docs/AGENT.md for the keys)", origin);
         return -1;
     }
-    if (cmr_conf_set(conf, key, value, origin) != 0) {
+    if (cmr_conf_set(c->into, key, value, origin) != 0) {
         ERRF("%s: out of memory", origin);
         return -1;
     }
@@ -168,34 +145,16 @@ static int config_line(cmr_conf_t *conf, char *line, const char *origin, char *e
 
 int cmr_agent_config_file_load(cmr_conf_t *conf, const char *path, char *errbuf, size_t errlen)
 {
-    cmr_buf_t text = {0};
-    if (cmr_file_read(path, CMR_AGENT_CONFIG_MAX_BYTES, &text, errbuf, errlen) != 0) {
-        cmr_buf_free(&text);
+    cmr_conf_t *file = cmr_conf_new();
+    if (!file) {
+        ERRF("%s: out of memory", path);
         return -1;
     }
-    char *data = (char *)text.data;
-    int rc = 0;
-    if (text.len > 0 && strlen(data) != text.len) {
-        ERRF("%s: contains a NUL byte: not a text file", path);
-        rc = -1;
-    }
-    char *next = NULL;
-    int lineno = 0;
-    /* strtok_r would skip empty lines and so miscount: split by hand */
-    for (char *line = data; rc == 0 && line && text.len > 0; line = next) {
-        char *nl = strchr(line, '\n');
-        next = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
-        lineno++;
-        char *s = trim(line);
-        if (!*s || *s == '#' || *s == '!')
-            continue;
-        char origin[512];
-        snprintf(origin, sizeof origin, "%s:%d", path, lineno);
-        rc = config_line(conf, s, origin, errbuf, errlen);
-    }
-    cmr_buf_free(&text);
+    config_check_t c = {conf, errbuf, errlen};
+    int rc = cmr_conf_load_file(file, path, errbuf, errlen);
+    if (rc == 0)
+        rc = cmr_conf_foreach(file, "", config_key, &c);
+    cmr_conf_destroy(file);
     return rc;
 }
 

@@ -38,7 +38,7 @@
 #include "cmr/trust.h"
 
 /* Largest configuration file read (config=). */
-#define CMR_AGENT_CONFIG_MAX_BYTES (1u << 20)
+#define CMR_AGENT_CONFIG_MAX_BYTES CMR_CONF_FILE_MAX
 
 /* Settings the agent runs with, read from the configuration. */
 typedef struct cmr_agent_settings {

@@ -45,9 +45,7 @@ typedef struct totals {
 
 static double now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    return (double)cmr_mono_ns();
 }
 
 static const cmr_instr_meta_t *no_types(const char *type, void *ud)

@@ -15,7 +15,7 @@ typedef struct cmr_cfg_answer {
     cmr_agent_configuration_t cfg;
     cmr_sensor_setting_t sensors[3]; /* storage for cfg.sensors */
     cmr_no_environment_t no_env;
-    char reason[512]; /* storage for no_env.reason */
+    char reason[512];      /* storage for no_env.reason */
     uint8_t trace_key[32]; /* storage for cfg.trace_context.key (filled by the worker, which holds the key) */
 } cmr_cfg_answer_t;
 
