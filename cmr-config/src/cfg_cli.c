@@ -17,6 +17,7 @@
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 
 /* Reads cmr.config to its end. NULL with the reason on stderr. */
 static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
@@ -92,12 +93,18 @@ static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const c
     plan->what = calloc(doc->n_envs + 1, sizeof *plan->what);
     if (!plan->changes || !plan->what)
         return -1;
+    cmr_map_t in_file = {0}; /* the file's environment ids: linear in environments + mappings */
+    for (size_t j = 0; j < doc->n_envs; j++)
+        if (cmr_map_put(&in_file, doc->envs[j].id, strlen(doc->envs[j].id), NULL) != 0) {
+            cmr_map_free(&in_file);
+            fprintf(stderr, "cmr-config: out of memory\n");
+            return -1;
+        }
     for (size_t i = 0; i < doc->n_mappings; i++) {
         const char *e = doc->mappings[i].environment_id;
-        int known = cmr_cfg_state_env(s, e, NULL) != NULL;
-        for (size_t j = 0; j < doc->n_envs && !known; j++)
-            known = strcmp(doc->envs[j].id, e) == 0;
+        int known = cmr_cfg_state_env(s, e, NULL) != NULL || cmr_map_has(&in_file, e, strlen(e));
         if (!known) {
+            cmr_map_free(&in_file);
             fprintf(stderr,
                     "cmr-config: %s:%d: mappings[%zu].environment: environment \"%s\" is neither in this file "
                     "nor in the CMR (see 'cmr-config list')\n",
@@ -105,6 +112,7 @@ static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const c
             return -1;
         }
     }
+    cmr_map_free(&in_file);
     int64_t t = cmr_wall_ms();
     for (size_t i = 0; i < doc->n_envs; i++) {
         const cmr_environment_t *cur = cmr_cfg_state_env(s, doc->envs[i].id, NULL);
