@@ -24,6 +24,9 @@ static const cmr_conf_key_t keys[] = {
      "with status 1 when the time is up)"},
     {"config.timeout_ms", "30000", "apply, diff, list, show, delete: how long to wait for cmr.config"},
     {"config.author", NULL, "apply, delete: recorded in every ConfigChange (default $USER@host)"},
+    {"config.transactional_id", "cmr-config-apply",
+     "apply, delete: Kafka transactional.id under which apply publishes all its changes in one transaction (all or "
+     "nothing); empty: without a transaction, each change with its own delivery report"},
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

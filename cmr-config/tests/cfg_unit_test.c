@@ -436,7 +436,7 @@ static void test_state_projection(void **state)
     cmr_cfg_answer_t a;
     cmr_cfg_answer(s, &reg, 5, &a);
     assert_true(a.configured);
-    assert_int_equal((uint64_t)a.cfg.agent_id, cmr_agent_id("shop-1", "h1"));
+    assert_int_equal((uint64_t)a.cfg.agent_id, cmr_agent_id("shop-1", "h1", reg.instance_id));
     assert_string_equal(a.cfg.environment_id, "shop");
     assert_int_equal(a.cfg.revision, 1);
     assert_int_equal(a.cfg.sensors.count, 3);

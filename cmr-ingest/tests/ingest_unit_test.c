@@ -850,8 +850,8 @@ static void test_parse_time_and_duration(void **state)
 int main(void)
 {
     cmr_log_set_level(CMR_LOG_WARN);
-    A1 = cmr_agent_id("shop", "host-a");
-    A2 = cmr_agent_id("billing", "host-b");
+    A1 = cmr_agent_id("shop", "host-a", NULL); /* registrations without an instance id */
+    A2 = cmr_agent_id("billing", "host-b", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_one_thread),
         cmocka_unit_test(test_across_threads_and_jvms),
