@@ -96,7 +96,7 @@ static void log_reject_totals(const worker_t *w)
 /* Escaped copies of what an agent says about itself, for log lines (log.h: every value
  * from outside goes through cmr_log_escape). */
 typedef struct reg_esc {
-    char name[300], host[300], instance[120];
+    char name[4 * REG_NAME_MAX + 8], host[4 * REG_HOST_MAX + 8], instance[140]; /* whole when within the limits */
 } reg_esc_t;
 
 static const reg_esc_t *escape_reg(const cmr_agent_registration_t *r, reg_esc_t *e)
@@ -355,7 +355,7 @@ static int drain_readers(worker_t *w)
 
 static int handle_registration(worker_t *w, cmr_record_t *rec)
 {
-    char what[800];
+    char what[2048];
     if (rec->msg.type != CMR_MSG_AGENT_REGISTRATION) {
         snprintf(what, sizeof what, "type=%s", cmr_msg_type_name(rec->msg.type));
         reject(w, REJECT_FOREIGN_TYPE, rec->topic, rec->partition, rec->offset, what);
