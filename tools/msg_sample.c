@@ -36,7 +36,7 @@ static const char *const sample_class = "com/acme/shop/CheckoutService";
 
 static int64_t sample_agent(void)
 {
-    return (int64_t)cmr_agent_id("shop-frontend", "app-01.example.net");
+    return (int64_t)cmr_agent_id("shop-frontend", "app-01.example.net", sample_instance);
 }
 
 static void sample_random_bytes(cmr_bytes_t *b, size_t n)

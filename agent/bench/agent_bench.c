@@ -111,7 +111,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
         if (!reg)
             goto done;
         snprintf(instance, sizeof instance, "%s", reg->msg.u.registration.instance_id);
-        int64_t agent_id = (int64_t)cmr_agent_id(name, reg->msg.u.registration.hostname);
+        int64_t agent_id = (int64_t)cmr_agent_id(name, reg->msg.u.registration.hostname, instance);
         cmr_agent_configuration_t cfg = {
             .instance_id = instance,
             .agent_id = agent_id,

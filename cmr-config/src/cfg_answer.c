@@ -81,7 +81,7 @@ void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *re
     a->configured = 1;
     cmr_agent_configuration_t *c = &a->cfg;
     c->instance_id = reg->instance_id;
-    c->agent_id = (int64_t)cmr_agent_id(reg->agent_name, reg->hostname);
+    c->agent_id = (int64_t)cmr_agent_id(reg->agent_name, reg->hostname, reg->instance_id);
     c->environment_id = env->id;
     c->environment_name = env->name;
     c->revision = revision;

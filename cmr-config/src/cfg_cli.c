@@ -6,6 +6,7 @@
 #include "cmr/cfg_cli.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,7 +18,9 @@
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 #include "cmr/trust.h"
+#include "cmr/wire.h"
 
 /* Reads cmr.config to its end. NULL with the reason on stderr. */
 static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
@@ -68,11 +71,42 @@ static const char *author(const cmr_conf_t *conf, cmr_buf_t *buf)
 
 /* --- the plan: what apply would publish --------------------------------------------- */
 
+/* librdkafka refuses a record whose value, key and record-batch framing exceed
+ * message.max.bytes; the framing of one record is under this. */
+#define RECORD_OVERHEAD 128
+
+typedef enum outcome {
+    PLANNED,   /* not sent (yet) */
+    PUBLISHED, /* delivered (and, in a transaction, committed) */
+    FAILED,    /* certainly not published */
+    UNKNOWN,   /* sent, but whether it is visible is unknown */
+} outcome_t;
+
+typedef struct change {
+    cmr_config_change_t c;
+    const char *what;  /* "created", "updated", "deleted" */
+    int line;          /* in the file; 0 when none */
+    cmr_buf_t payload; /* owned: the encoded change, exactly what is sent */
+    char key[CMR_KEY_MAX];
+    size_t key_len;
+    int queued;            /* accepted by the producer */
+    _Atomic int delivered; /* from the delivery report: 1 delivered, -1 failed, 0 none yet */
+    outcome_t outcome;
+    char why[320]; /* why it was not published */
+} change_t;
+
 typedef struct plan {
-    cmr_config_change_t *changes;
-    const char **what; /* "created", "updated" */
+    change_t *items; /* owned */
     size_t n;
 } plan_t;
+
+static void plan_free(plan_t *plan)
+{
+    for (size_t i = 0; i < plan->n; i++)
+        cmr_buf_free(&plan->items[i].payload);
+    free(plan->items);
+    memset(plan, 0, sizeof *plan);
+}
 
 static int mappings_equal(const cmr_agent_mapping_t *a, size_t na, const cmr_agent_mapping_t *b, size_t nb)
 {
@@ -85,34 +119,50 @@ static int mappings_equal(const cmr_agent_mapping_t *a, size_t na, const cmr_age
     return 1;
 }
 
+/* Every mapping names an environment of the file or of the CMR. 0, or -1 (on stderr). */
+static int check_mapping_targets(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const char *path)
+{
+    cmr_map_t in_file = {0}; /* the file's environment ids: linear in environments + mappings */
+    int rc = 0;
+    for (size_t j = 0; j < doc->n_envs && rc == 0; j++)
+        if (cmr_map_put(&in_file, doc->envs[j].id, strlen(doc->envs[j].id), NULL) != 0) {
+            fprintf(stderr, "cmr-config: out of memory\n");
+            rc = -1;
+        }
+    for (size_t i = 0; i < doc->n_mappings && rc == 0; i++) {
+        const char *e = doc->mappings[i].environment_id;
+        if (cmr_cfg_state_env(s, e, NULL) || cmr_map_has(&in_file, e, strlen(e)))
+            continue;
+        fprintf(stderr,
+                "cmr-config: %s:%d: mappings[%zu].environment: environment \"%s\" is neither in this file "
+                "nor in the CMR (see 'cmr-config list')\n",
+                path, doc->mapping_lines[i], i, e);
+        rc = -1;
+    }
+    cmr_map_free(&in_file);
+    return rc;
+}
+
 /* Checks the document against the state and lists the changes. -1 when rejected. */
 static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const char *path, const char *who,
                      plan_t *plan)
 {
-    plan->changes = calloc(doc->n_envs + 1, sizeof *plan->changes);
-    plan->what = calloc(doc->n_envs + 1, sizeof *plan->what);
-    if (!plan->changes || !plan->what)
+    plan->items = calloc(doc->n_envs + 1, sizeof *plan->items);
+    if (!plan->items) {
+        fprintf(stderr, "cmr-config: out of memory\n");
         return -1;
-    for (size_t i = 0; i < doc->n_mappings; i++) {
-        const char *e = doc->mappings[i].environment_id;
-        int known = cmr_cfg_state_env(s, e, NULL) != NULL;
-        for (size_t j = 0; j < doc->n_envs && !known; j++)
-            known = strcmp(doc->envs[j].id, e) == 0;
-        if (!known) {
-            fprintf(stderr,
-                    "cmr-config: %s:%d: mappings[%zu].environment: environment \"%s\" is neither in this file "
-                    "nor in the CMR (see 'cmr-config list')\n",
-                    path, doc->mapping_lines[i], i, e);
-            return -1;
-        }
     }
+    if (check_mapping_targets(s, doc, path) != 0)
+        return -1;
     int64_t t = cmr_wall_ms();
     for (size_t i = 0; i < doc->n_envs; i++) {
         const cmr_environment_t *cur = cmr_cfg_state_env(s, doc->envs[i].id, NULL);
         if (cur && cmr_cfg_env_equal(cur, &doc->envs[i]))
             continue;
-        plan->what[plan->n] = cur ? "updated" : "created";
-        plan->changes[plan->n++] = (cmr_config_change_t){
+        change_t *ch = &plan->items[plan->n++];
+        ch->what = cur ? "updated" : "created";
+        ch->line = doc->env_lines[i];
+        ch->c = (cmr_config_change_t){
             .kind = CMR_CONFIG_ENVIRONMENT,
             .revision = cmr_cfg_state_key_revision(s, doc->envs[i].id) + 1,
             .time_ms = t,
@@ -123,58 +173,202 @@ static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const c
     size_t ncur;
     const cmr_agent_mapping_t *cur = cmr_cfg_state_mappings(s, &ncur, NULL);
     if (doc->has_mappings && !mappings_equal(cur, ncur, doc->mappings, doc->n_mappings)) {
-        plan->what[plan->n] = "updated";
-        cmr_config_change_t *c = &plan->changes[plan->n++];
-        *c = (cmr_config_change_t){.kind = CMR_CONFIG_MAPPINGS,
-                                   .revision = cmr_cfg_state_key_revision(s, "mappings") + 1,
-                                   .time_ms = t,
-                                   .author = (char *)who};
-        c->mappings.items = doc->mappings;
-        c->mappings.count = doc->n_mappings;
+        change_t *ch = &plan->items[plan->n++];
+        ch->what = "updated";
+        ch->line = doc->n_mappings ? doc->mapping_lines[0] : 0;
+        ch->c = (cmr_config_change_t){.kind = CMR_CONFIG_MAPPINGS,
+                                      .revision = cmr_cfg_state_key_revision(s, "mappings") + 1,
+                                      .time_ms = t,
+                                      .author = (char *)who};
+        ch->c.mappings.items = doc->mappings;
+        ch->c.mappings.count = doc->n_mappings;
     }
     return 0;
 }
 
+/* Encodes every change and checks it fits one Kafka record (the wire's maximum, checked by
+ * the encoder, and kafka.message.max.bytes, the producer's limit). Nothing is sent before
+ * every change passed. Returns how many did not (their why says it, also on stderr). */
+static size_t validate_plan(const cmr_conf_t *conf, plan_t *plan, const char *path)
+{
+    char err[256];
+    int64_t kmax;
+    if (cmr_conf_get_int(conf, "kafka.message.max.bytes", 16777216, 1000, 1000000000, &kmax, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s\n", err);
+        kmax = 1000;
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        change_t *ch = &plan->items[i];
+        if (cmr_msg_encode(CMR_MSG_CONFIG_CHANGE, &ch->c, &ch->payload, err, sizeof err) != CMR_WIRE_OK)
+            snprintf(ch->why, sizeof ch->why, "does not encode: %s", err);
+        else if ((ch->key_len = cmr_msg_key(CMR_MSG_CONFIG_CHANGE, &ch->c, ch->key, sizeof ch->key),
+                  ch->payload.len + ch->key_len + RECORD_OVERHEAD > (uint64_t)kmax))
+            snprintf(ch->why, sizeof ch->why,
+                     "too large: %zu bytes encoded, over the limit of %" PRId64
+                     " bytes (kafka.message.max.bytes, less %d bytes of record framing)",
+                     ch->payload.len, kmax, RECORD_OVERHEAD);
+        else
+            continue;
+        ch->outcome = FAILED;
+        bad++;
+        fprintf(stderr, "cmr-config: %s:%d: %s %s: %s\n", path, ch->line,
+                ch->c.kind == CMR_CONFIG_MAPPINGS ? "mappings" : "environment",
+                ch->c.kind == CMR_CONFIG_MAPPINGS ? "" : ch->c.environment->id, ch->why);
+    }
+    return bad;
+}
+
+/* One line per change: what happened to it. */
 static void print_plan(const plan_t *plan, int dry_run, FILE *out)
 {
     for (size_t i = 0; i < plan->n; i++) {
-        const cmr_config_change_t *c = &plan->changes[i];
+        const change_t *ch = &plan->items[i];
+        const cmr_config_change_t *c = &ch->c;
         if (c->kind == CMR_CONFIG_MAPPINGS)
-            fprintf(out, "%smappings: %s (%zu entries, revision %" PRId64 ")\n", dry_run ? "~ " : "", plan->what[i],
-                    c->mappings.count, c->revision);
+            fprintf(out, "%smappings: ", dry_run ? "~ " : "");
         else
-            fprintf(out, "%senvironment %s: %s (%zu sensor assignments, revision %" PRId64 ")\n", dry_run ? "~ " : "",
-                    c->environment->id, plan->what[i], c->environment->assignments.count, c->revision);
+            fprintf(out, "%senvironment %s: ", dry_run ? "~ " : "", c->environment->id);
+        if (ch->outcome == FAILED)
+            fprintf(out, "not %s: %s\n", ch->what, ch->why);
+        else if (ch->outcome == UNKNOWN)
+            fprintf(out, "%s or not: %s\n", ch->what, ch->why);
+        else if (c->kind == CMR_CONFIG_MAPPINGS)
+            fprintf(out, "%s (%zu entries, revision %" PRId64 ")\n", ch->what, c->mappings.count, c->revision);
+        else if (c->kind == CMR_CONFIG_ENVIRONMENT_DELETED)
+            fprintf(out, "%s (revision %" PRId64 ")\n", ch->what, c->revision);
+        else
+            fprintf(out, "%s (%zu sensor assignments, revision %" PRId64 ")\n", ch->what,
+                    c->environment->assignments.count, c->revision);
     }
     if (plan->n == 0)
         fprintf(out, "no changes\n");
 }
 
-static int publish(const cmr_conf_t *conf, const cmr_config_change_t *changes, size_t n)
+/* Marks every change still PLANNED. */
+static void mark_all(plan_t *plan, outcome_t o, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void mark_all(plan_t *plan, outcome_t o, const char *fmt, ...)
+{
+    char why[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    for (size_t i = 0; i < plan->n; i++)
+        if (plan->items[i].outcome == PLANNED) {
+            plan->items[i].outcome = o;
+            if (o != PUBLISHED)
+                snprintf(plan->items[i].why, sizeof plan->items[i].why, "%s", why);
+        }
+}
+
+static void on_delivery(const cmr_delivery_t *d, void *opaque)
+{
+    (void)opaque;
+    change_t *ch = d->opaque;
+    if (ch)
+        ch->delivered = d->err == 0 ? 1 : -1;
+}
+
+/* Queues every change (already encoded). 0, or -1 with err filled. */
+static int send_all(cmr_producer_t *p, plan_t *plan, char *err, size_t errlen)
+{
+    const char *topic = cmr_topic_name(CMR_TOPIC_CONFIG);
+    for (size_t i = 0; i < plan->n; i++) {
+        change_t *ch = &plan->items[i];
+        int rc = cmr_producer_send_raw(p, topic, ch->key, ch->key_len, ch->payload.data, ch->payload.len, ch);
+        if (rc != CMR_SEND_OK) {
+            snprintf(err, errlen, "%s",
+                     rc == CMR_SEND_QUEUE_FULL ? "the local producer queue is full" : "produce failed");
+            return -1;
+        }
+        ch->queued = 1;
+    }
+    return 0;
+}
+
+/* Without a transaction: every change is sent, and each says whether it was delivered. */
+static void publish_plain(cmr_producer_t *p, plan_t *plan, int timeout_ms)
+{
+    char err[256] = "";
+    send_all(p, plan, err, sizeof err);
+    cmr_producer_flush(p, timeout_ms);
+    for (size_t i = 0; i < plan->n; i++) {
+        change_t *ch = &plan->items[i];
+        if (ch->delivered == 1) {
+            ch->outcome = PUBLISHED;
+        } else if (ch->delivered == -1) {
+            ch->outcome = FAILED;
+            snprintf(ch->why, sizeof ch->why, "the cluster refused it (see the log line above)");
+        } else if (!ch->queued) {
+            ch->outcome = FAILED;
+            snprintf(ch->why, sizeof ch->why, "not sent: %s", err[0] ? err : "an earlier change failed");
+        }
+    }
+    mark_all(plan, UNKNOWN, "no delivery report within %d ms", timeout_ms);
+}
+
+/* In one transaction: all or nothing. */
+static void publish_txn(cmr_producer_t *p, plan_t *plan, int timeout_ms)
+{
+    char err[512] = "";
+    if (cmr_producer_txn_begin(p, timeout_ms, err, sizeof err) != 0) {
+        mark_all(plan, FAILED,
+                 "nothing was published: %s (config.transactional_id = \"\" publishes without a transaction)", err);
+        return;
+    }
+    if (send_all(p, plan, err, sizeof err) != 0) {
+        char aerr[256] = "";
+        if (cmr_producer_txn_abort(p, timeout_ms, aerr, sizeof aerr) == 0)
+            mark_all(plan, FAILED, "nothing was published (transaction aborted): %s", err);
+        else
+            mark_all(plan, UNKNOWN, "%s; %s (the cluster drops the open transaction after its timeout)", err, aerr);
+        return;
+    }
+    int rc = cmr_producer_txn_commit(p, timeout_ms, err, sizeof err);
+    if (rc == CMR_TXN_COMMITTED)
+        mark_all(plan, PUBLISHED, "%s", "");
+    else if (rc == CMR_TXN_ABORTED)
+        mark_all(plan, FAILED, "nothing was published, the transaction was aborted: %s", err);
+    else
+        mark_all(plan, UNKNOWN, "the transaction's outcome is unknown (%s): see 'cmr-config diff'", err);
+}
+
+/* Publishes a validated plan: in one Kafka transaction (config.transactional_id, default
+ * "cmr-config-apply") or, with an empty id, message by message with a delivery report for
+ * each. Every change's outcome is set. 0 when all were published. */
+static int publish(const cmr_conf_t *conf, plan_t *plan)
 {
     char err[512];
-    cmr_producer_t *p = cmr_producer_new(conf, "cmr-config-cli", NULL, NULL, err, sizeof err);
-    if (!p) {
-        fprintf(stderr, "cmr-config: %s\n", err);
+    int64_t timeout;
+    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0)
+        timeout = 30000;
+    const char *txn_id = cmr_conf_get(conf, "config.transactional_id", "cmr-config-apply");
+    cmr_conf_t *pconf = cmr_conf_dup(conf);
+    if (!pconf || (*txn_id && cmr_conf_set(pconf, "kafka.transactional.id", txn_id, "config.transactional_id") != 0)) {
+        cmr_conf_destroy(pconf);
+        mark_all(plan, FAILED, "nothing was published: out of memory");
         return 1;
     }
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++)
-        if (cmr_producer_send(p, CMR_MSG_CONFIG_CHANGE, &changes[i], NULL, NULL, err, sizeof err) != CMR_SEND_OK) {
-            fprintf(stderr, "cmr-config: cannot send: %s\n", err);
-            rc = 1;
-        }
-    cmr_producer_stats_t st;
-    if (rc == 0 && cmr_producer_flush(p, 30000) != 0)
-        rc = 1;
-    cmr_producer_stats(p, &st);
-    if (st.failed || st.delivered != n)
-        rc = 1;
-    if (rc)
-        fprintf(stderr, "cmr-config: not every change was delivered (%" PRIu64 " of %zu): run apply again\n",
-                st.delivered, n);
+    cmr_producer_t *p = cmr_producer_new(pconf, "cmr-config-cli", on_delivery, NULL, err, sizeof err);
+    cmr_conf_destroy(pconf);
+    if (!p) {
+        mark_all(plan, FAILED, "nothing was published: %s", err);
+        return 1;
+    }
+    if (*txn_id)
+        publish_txn(p, plan, (int)timeout);
+    else
+        publish_plain(p, plan, (int)timeout);
     cmr_producer_destroy(p, 1000);
-    return rc;
+    size_t done = 0;
+    for (size_t i = 0; i < plan->n; i++)
+        done += plan->items[i].outcome == PUBLISHED;
+    if (done != plan->n)
+        fprintf(stderr, "cmr-config: %zu of %zu changes published%s\n", done, plan->n,
+                done ? ": run apply again to publish the rest" : "");
+    return done == plan->n ? 0 : 1;
 }
 
 int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FILE *out)
@@ -190,13 +384,18 @@ int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FIL
     plan_t plan = {0};
     int rc = 1;
     if (s && make_plan(s, &doc, path, author(conf, &who), &plan) == 0) {
+        size_t bad = validate_plan(conf, &plan, path);
+        if (bad) {
+            mark_all(&plan, FAILED, "nothing was published: %zu of %zu changes cannot be published", bad, plan.n);
+            fprintf(stderr, "cmr-config: nothing changed\n");
+        } else {
+            rc = dry_run || plan.n == 0 ? 0 : publish(conf, &plan);
+        }
         print_plan(&plan, dry_run, out);
-        rc = dry_run || plan.n == 0 ? 0 : publish(conf, plan.changes, plan.n);
     } else if (s) {
         fprintf(stderr, "cmr-config: nothing changed\n");
     }
-    free(plan.changes);
-    free(plan.what);
+    plan_free(&plan);
     cmr_cfg_state_free(s);
     cmr_cfg_doc_free(&doc);
     cmr_buf_free(&who);
@@ -272,14 +471,16 @@ int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
     if (e) {
         cmr_buf_t who = {0};
         cmr_environment_t gone = {.id = (char *)id, .name = (char *)id, .description = ""};
-        cmr_config_change_t c = {.kind = CMR_CONFIG_ENVIRONMENT_DELETED,
-                                 .revision = cmr_cfg_state_key_revision(s, id) + 1,
-                                 .time_ms = cmr_wall_ms(),
-                                 .author = (char *)author(conf, &who),
-                                 .environment = &gone};
-        rc = publish(conf, &c, 1);
-        if (rc == 0)
-            fprintf(out, "environment %s: deleted (revision %" PRId64 ")\n", id, c.revision);
+        change_t ch = {.what = "deleted",
+                       .c = {.kind = CMR_CONFIG_ENVIRONMENT_DELETED,
+                             .revision = cmr_cfg_state_key_revision(s, id) + 1,
+                             .time_ms = cmr_wall_ms(),
+                             .author = (char *)author(conf, &who),
+                             .environment = &gone}};
+        plan_t plan = {&ch, 1};
+        rc = validate_plan(conf, &plan, "delete") ? 1 : publish(conf, &plan);
+        print_plan(&plan, 0, out);
+        cmr_buf_free(&ch.payload);
         cmr_buf_free(&who);
     }
     cmr_cfg_state_free(s);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,11 @@
 
 #include "cmr/buf.h"
 #include "cmr/cfg_match.h"
+#include "cmr/file.h"
+#include "cmr/map.h"
 
-/* The largest environment file read (64 MiB). */
-#define CFG_FILE_MAX ((size_t)64 << 20)
+/* The largest environment file read (16 MiB: 100,000 environments take about 8). */
+#define CFG_FILE_MAX ((size_t)16 << 20)
 
 struct cmr_cfg_pool {
     void **items;
@@ -231,6 +234,15 @@ static int want_string(parse_ctx_t *c, const yaml_node_t *n, const char *where, 
     return *out ? 0 : fail(c, n, "out of memory");
 }
 
+/* A glob value: a string that fnmatch can match (cmr_cfg_glob_check). */
+static int check_glob(parse_ctx_t *c, const yaml_node_t *n, const char *where, const char *pattern)
+{
+    char why[200];
+    if (cmr_cfg_glob_check(pattern, why, sizeof why) != 0)
+        return fail(c, n, "%s: glob \"%s\" can never match: %s", where, pattern, why);
+    return 0;
+}
+
 static int want_int(parse_ctx_t *c, const yaml_node_t *n, const char *where, long min, long max, int32_t *out)
 {
     const char *s = NULL;
@@ -349,6 +361,8 @@ static int parse_assignment(parse_ctx_t *c, const yaml_node_t *n, const char *wh
             if (want_string(c, v, w, &a->class_pattern) != 0)
                 return -1;
             to_internal(a->class_pattern);
+            if (check_glob(c, v, w, a->class_pattern) != 0)
+                return -1;
             have_class = 1;
         } else if (!strcmp(key, "superclass") || !strcmp(key, "interface") || !strcmp(key, "annotation")) {
             char **dst = key[0] == 's' ? &a->superclass : key[0] == 'i' ? &a->interface : &a->annotation;
@@ -358,13 +372,15 @@ static int parse_assignment(parse_ctx_t *c, const yaml_node_t *n, const char *wh
                 return fail(c, v, "%s: empty name", w);
             to_internal(*dst);
         } else if (!strcmp(key, "method")) {
-            if (want_string(c, v, w, &a->method_pattern) != 0)
+            if (want_string(c, v, w, &a->method_pattern) != 0 || check_glob(c, v, w, a->method_pattern) != 0)
                 return -1;
         } else if (!strcmp(key, "descriptor")) {
             if (want_string(c, v, w, &a->descriptor_pattern) != 0)
                 return -1;
             if (a->descriptor_pattern[0] != '(' && a->descriptor_pattern[0] != '*')
                 return fail(c, v, "%s: a method descriptor starts with '(' (e.g. \"(Ljava/lang/String;)V\")", w);
+            if (check_glob(c, v, w, a->descriptor_pattern) != 0)
+                return -1;
         } else if (!strcmp(key, "modifiers")) {
             if (parse_modifiers(c, v, w, &a->modifiers_required, &a->modifiers_excluded) != 0)
                 return -1;
@@ -485,21 +501,30 @@ static int parse_envs(parse_ctx_t *c, const yaml_node_t *n)
     d->env_lines = pool_alloc(d->pool, count * sizeof *d->env_lines);
     if (!d->envs || !d->env_lines)
         return fail(c, n, "out of memory");
-    for (size_t i = 0; i < count; i++) {
+    cmr_map_t seen = {0}; /* environment id -> its index + 1 */
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
         yaml_node_t *e = node_at(c, n->data.sequence.items.start[i]);
         const char *w = node_path(c, "environments[%zu]", i);
         if (!w)
             return fail(c, e, "out of memory");
-        if (parse_env(c, e, w, &d->envs[i]) != 0)
-            return -1;
+        rc = parse_env(c, e, w, &d->envs[i]);
+        if (rc != 0)
+            break;
         d->env_lines[i] = line_of(e);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(d->envs[j].id, d->envs[i].id) == 0)
-                return fail(c, e, "%s: environment \"%s\" is defined twice (first at line %d)", w, d->envs[i].id,
-                            d->env_lines[j]);
+        bool created;
+        void **slot = cmr_map_get_slot(&seen, d->envs[i].id, strlen(d->envs[i].id), &created);
+        if (!slot)
+            rc = fail(c, e, "out of memory");
+        else if (!created)
+            rc = fail(c, e, "%s: environment \"%s\" is defined twice (first at line %d)", w, d->envs[i].id,
+                      d->env_lines[(uintptr_t)*slot - 1]);
+        else
+            *slot = (void *)(uintptr_t)(i + 1);
         d->n_envs = i + 1;
     }
-    return 0;
+    cmr_map_free(&seen);
+    return rc;
 }
 
 /* --- mappings ----------------------------------------------------------------------- */
@@ -515,7 +540,7 @@ static int parse_mapping(parse_ctx_t *c, const yaml_node_t *n, const char *where
             return -1;
         int rc;
         if (!strcmp(key, "agent"))
-            rc = want_string(c, v, w, &m->agent_pattern);
+            rc = want_string(c, v, w, &m->agent_pattern) == 0 ? check_glob(c, v, w, m->agent_pattern) : -1;
         else if (!strcmp(key, "address"))
             rc = want_string(c, v, w, &m->address);
         else if (!strcmp(key, "environment"))
@@ -567,6 +592,88 @@ static int parse_mappings(parse_ctx_t *c, const yaml_node_t *n)
 }
 
 /* --- the document ------------------------------------------------------------------- */
+
+/* Is this an environment file at all? Until the top level is a mapping with "version: 1",
+ * the file may be anything the user mistyped a path to (a password database parses as YAML
+ * too), so no message quotes a word of it. */
+static int check_format(parse_ctx_t *c)
+{
+    yaml_node_t *root = yaml_document_get_root_node(c->ydoc);
+    if (!root)
+        return fail(c, NULL, "empty file: expected \"version: %d\" and \"environments:\"", CMR_CFG_FORMAT_VERSION);
+    if (root->type != YAML_MAPPING_NODE)
+        return fail(c, root, "not an environment file: the top level is not a mapping (key: value lines)");
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        const char *key = scalar(node_at(c, p->key));
+        if (!key || strcmp(key, "version") != 0)
+            continue;
+        yaml_node_t *v = node_at(c, p->value);
+        const char *val = scalar(v);
+        char *end = NULL;
+        long ver = val ? strtol(val, &end, 10) : 0;
+        if (!val || end == val || *end || ver < 1)
+            return fail(c, v, "version: not a format version number (this cmr-config reads version %d)",
+                        CMR_CFG_FORMAT_VERSION);
+        if (ver != CMR_CFG_FORMAT_VERSION)
+            return fail(c, v, "version: this cmr-config reads format version %d, the file has %ld",
+                        CMR_CFG_FORMAT_VERSION, ver);
+        return 0;
+    }
+    return fail(c, root, "top level: missing \"version: %d\" (not an environment file?)", CMR_CFG_FORMAT_VERSION);
+}
+
+/* Every mapping of the document, at any depth, names each key once: YAML says keys are
+ * unique, and libyaml keeps both, so "id: a" then "id: b" would silently mean b. */
+static int check_duplicate_keys(parse_ctx_t *c)
+{
+    cmr_map_t keys = {0}; /* key -> line + 1, one mapping at a time */
+    int rc = 0;
+    for (yaml_node_t *n = c->ydoc->nodes.start; n < c->ydoc->nodes.top && rc == 0; n++) {
+        if (n->type != YAML_MAPPING_NODE)
+            continue;
+        cmr_map_clear(&keys);
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top && rc == 0; p++) {
+            yaml_node_t *k = node_at(c, p->key);
+            const char *key = scalar(k);
+            if (!key)
+                continue; /* refused where the mapping is read */
+            bool created;
+            void **slot = cmr_map_get_slot(&keys, key, k->data.scalar.length, &created);
+            if (!slot)
+                rc = fail(c, k, "out of memory");
+            else if (!created)
+                rc = fail(c, k, "key \"%s\" appears twice in the same mapping (first at line %d)", key,
+                          (int)(uintptr_t)*slot - 1);
+            else
+                *slot = (void *)(uintptr_t)(line_of(k) + 1);
+        }
+    }
+    cmr_map_free(&keys);
+    return rc;
+}
+
+/* The file holds one YAML document: a second one ("---" and more) would be ignored. */
+static int check_single_document(yaml_parser_t *parser, const char *origin, char *err, size_t errlen)
+{
+    yaml_document_t next;
+    if (!yaml_parser_load(parser, &next)) {
+        snprintf(err, errlen, "%s:%zu: YAML syntax: %s%s%s", origin, parser->problem_mark.line + 1,
+                 parser->problem ? parser->problem : "unreadable", parser->context ? " " : "",
+                 parser->context ? parser->context : "");
+        return -1;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&next);
+    int rc = 0;
+    if (root) {
+        snprintf(err, errlen,
+                 "%s:%zu: a second YAML document starts here: an environment file holds one document (remove the "
+                 "\"---\" and merge the lists)",
+                 origin, next.start_mark.line + 1);
+        rc = -1;
+    }
+    yaml_document_delete(&next);
+    return rc;
+}
 
 static int parse_root(parse_ctx_t *c)
 {
@@ -624,9 +731,15 @@ int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_
         rc = -1;
     } else {
         parse_ctx_t c = {&ydoc, origin, err, errlen, doc, {0}};
-        rc = parse_root(&c);
+        rc = check_format(&c);
+        if (rc == 0)
+            rc = check_duplicate_keys(&c);
+        if (rc == 0)
+            rc = parse_root(&c);
         pool_clear(&c.paths);
         yaml_document_delete(&ydoc);
+        if (rc == 0)
+            rc = check_single_document(&parser, origin, err, errlen);
     }
     yaml_parser_delete(&parser);
     if (rc != 0)
@@ -634,33 +747,40 @@ int cmr_cfg_doc_parse(const char *text, size_t len, const char *origin, cmr_cfg_
     return rc;
 }
 
-int cmr_cfg_doc_load(const char *path, cmr_cfg_doc_t *doc, char *err, size_t errlen)
+/* Standard input, read whole up to CFG_FILE_MAX bytes (cmr_file_read takes regular files
+ * only; a pipe is what the user gave us here). */
+static int read_stdin(cmr_buf_t *buf, char *err, size_t errlen)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    cmr_buf_t buf = {0};
-    bool big = false;
     for (;;) {
-        big = buf.len >= CFG_FILE_MAX;
-        if (big || !cmr_buf_reserve(&buf, 8192))
-            break;
-        size_t got = fread(buf.data + buf.len, 1, buf.cap - buf.len - 1, f);
-        buf.len += got;
-        buf.data[buf.len] = 0;
+        if (buf->len > CFG_FILE_MAX) {
+            snprintf(err, errlen, "-: standard input is larger than %zu bytes", CFG_FILE_MAX);
+            return -1;
+        }
+        if (!cmr_buf_reserve(buf, 65536)) {
+            snprintf(err, errlen, "-: out of memory");
+            return -1;
+        }
+        size_t got = fread(buf->data + buf->len, 1, buf->cap - buf->len - 1, stdin);
+        buf->len += got;
+        buf->data[buf->len] = 0;
         if (got == 0)
             break;
     }
-    int bad = ferror(f) || big || !cmr_buf_ok(&buf);
-    if (f != stdin)
-        fclose(f);
-    int rc = -1;
-    if (bad)
-        snprintf(err, errlen, "%s: cannot read (too large or I/O error)", path);
-    else
-        rc = cmr_cfg_doc_parse((const char *)buf.data, buf.len, path, doc, err, errlen);
+    if (ferror(stdin)) {
+        snprintf(err, errlen, "-: cannot read standard input: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int cmr_cfg_doc_load(const char *path, cmr_cfg_doc_t *doc, char *err, size_t errlen)
+{
+    memset(doc, 0, sizeof *doc);
+    cmr_buf_t buf = {0};
+    int rc =
+        strcmp(path, "-") == 0 ? read_stdin(&buf, err, errlen) : cmr_file_read(path, CFG_FILE_MAX, &buf, err, errlen);
+    if (rc == 0)
+        rc = cmr_cfg_doc_parse(buf.len ? (const char *)buf.data : "", buf.len, path, doc, err, errlen);
     cmr_buf_free(&buf);
     return rc;
 }

@@ -15,6 +15,95 @@ bool cmr_cfg_glob(const char *pattern, const char *s)
     return fnmatch(pattern, s, 0) == 0;
 }
 
+/* The end (index of the closing ']') of the bracket expression that starts at p[0] == '[',
+ * following fnmatch's rules: a leading '!' or '^' negates, a ']' right after that is a
+ * member, "[:class:]", "[=c=]" and "[.c.]" are units, '\\' quotes the next character.
+ * 0 when the expression is not terminated. */
+static size_t bracket_end(const char *p)
+{
+    size_t j = 1;
+    if (p[j] == '!' || p[j] == '^')
+        j++;
+    if (p[j] == ']')
+        j++;
+    while (p[j] && p[j] != ']') {
+        if (p[j] == '[' && (p[j + 1] == ':' || p[j + 1] == '=' || p[j + 1] == '.')) {
+            const char close[3] = {p[j + 1], ']', '\0'};
+            const char *end = strstr(p + j + 2, close);
+            if (!end)
+                return 0;
+            j = (size_t)(end - p) + 2;
+        } else if (p[j] == '\\' && p[j + 1]) {
+            j += 2;
+        } else {
+            j++;
+        }
+    }
+    return p[j] == ']' ? j : 0;
+}
+
+/* A character the bracket expression p[0..end] matches (asking fnmatch), or 0. */
+static char bracket_member(const char *p, size_t end)
+{
+    char *expr = strndup(p, end + 1);
+    char found = 0;
+    for (int c = 1; expr && c < 256 && !found; c++) {
+        const char one[2] = {(char)c, '\0'};
+        if (fnmatch(expr, one, 0) == 0)
+            found = (char)c;
+    }
+    free(expr);
+    return found;
+}
+
+int cmr_cfg_glob_check(const char *pattern, char *why, size_t whylen)
+{
+    size_t n = strlen(pattern);
+    char *witness = malloc(n + 1); /* one character per pattern element at most */
+    if (!witness) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    size_t w = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (pattern[i] == '*') {
+            continue;
+        } else if (pattern[i] == '?') {
+            witness[w++] = 'x';
+        } else if (pattern[i] == '\\') {
+            if (pattern[i + 1] == '\0') {
+                snprintf(why, whylen, "it ends with a lone backslash (write \\\\ for a literal one)");
+                rc = -1;
+            } else {
+                witness[w++] = pattern[++i];
+            }
+        } else if (pattern[i] == '[') {
+            size_t end = bracket_end(pattern + i);
+            char c = end ? bracket_member(pattern + i, end) : 0;
+            if (!end)
+                snprintf(why, whylen,
+                         "the bracket expression at offset %zu is not terminated by ']' (write \\[ for a literal '[')",
+                         i);
+            else if (!c)
+                snprintf(why, whylen, "the bracket expression at offset %zu matches no character", i);
+            if (!end || !c)
+                rc = -1;
+            witness[w++] = c;
+            i += end;
+        } else {
+            witness[w++] = pattern[i];
+        }
+    }
+    witness[w] = '\0';
+    if (rc == 0 && fnmatch(pattern, witness, 0) != 0) {
+        snprintf(why, whylen, "it can never match (fnmatch)");
+        rc = -1;
+    }
+    free(witness);
+    return rc;
+}
+
 /* Plain address into 16 bytes; v4 (and v4-mapped v6) as family 4 in the first 4 bytes. */
 static int parse_ip(const char *s, int *family, uint8_t out[16])
 {

@@ -26,13 +26,33 @@
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 #include "cmr/wire.h"
 
+/* One running JVM (instance): its agent id is per instance (cmr_agent_id of name, host and
+ * instance id), so two JVMs started with the same name on one host are two entries and
+ * both get every configuration change. */
 typedef struct agent {
     int64_t agent_id;
     int32_t partition;
-    cmr_msg_t reg; /* owned: the latest registration of this agent */
+    cmr_msg_t reg; /* owned: the latest registration of this instance */
 } agent_t;
+
+/* Why a message on cmr.registrations or cmr.config is refused (counted per reason). */
+typedef enum reject_reason {
+    REJECT_BAD_INSTANCE_ID,   /* not 32 lower-case hex characters: no command topic */
+    REJECT_FIELD_TOO_LONG,    /* a field past the limits below, or no agent name */
+    REJECT_FOREIGN_TYPE,      /* a decodable message of another type */
+    REJECT_BAD_CONFIG_RECORD, /* a cmr.config record that is no ConfigChange */
+    N_REJECT
+} reject_reason_t;
+
+/* Limits of a registration's fields (the agent's own: agent.name < 128, host < 256). */
+#define REG_NAME_MAX 127
+#define REG_HOST_MAX 255
+#define REG_TEXT_MAX 256
+#define REG_ADDRESSES_MAX 256
+#define REG_ADDRESS_MAX 63
 
 typedef struct worker {
     const cmr_conf_t *conf;
@@ -42,10 +62,92 @@ typedef struct worker {
     cmr_producer_t *producer;
     agent_t *agents;
     size_t n_agents, cap_agents;
-    cmr_topic_set_t topics_ok; /* command topics known to exist */
-    cmr_signer_t *signer;      /* owned: signs every command */
-    int64_t lifetime_ms;       /* of every command (trust.command.lifetime.ms) */
+    cmr_u64map_t agent_index;    /* agent id -> index in agents + 1 */
+    cmr_topic_set_t topics_ok;   /* command topics known to exist */
+    uint64_t rejected[N_REJECT]; /* messages refused, per reason */
+    cmr_log_limiter_t reject_log[N_REJECT];
+    cmr_signer_t *signer; /* owned: signs every command */
+    int64_t lifetime_ms;  /* of every command (trust.command.lifetime.ms) */
 } worker_t;
+
+/* --- rejected messages -------------------------------------------------------------- */
+
+static const char *const reject_names[N_REJECT] = {
+    [REJECT_BAD_INSTANCE_ID] = "bad_instance_id",
+    [REJECT_FIELD_TOO_LONG] = "field_too_long",
+    [REJECT_FOREIGN_TYPE] = "foreign_type",
+    [REJECT_BAD_CONFIG_RECORD] = "bad_config_record",
+};
+
+/* Counts a refused message and logs it (at most 5 lines a second per reason; the line says
+ * how many were suppressed since the last one). `what` is escaped already. */
+static void reject(worker_t *w, reject_reason_t why, const char *topic, int32_t partition, int64_t offset,
+                   const char *what)
+{
+    w->rejected[why]++;
+    unsigned long long suppressed = 0;
+    if (cmr_log_allow(&w->reject_log[why], 5, &suppressed))
+        cmr_log(CMR_LOG_WARN, "config.rejected",
+                "topic=%s partition=%d offset=%" PRId64 " reason=%s %s count=%" PRIu64 " suppressed=%llu", topic,
+                partition, offset, reject_names[why], what, w->rejected[why], suppressed);
+}
+
+static void log_reject_totals(const worker_t *w)
+{
+    for (int i = 0; i < N_REJECT; i++)
+        if (w->rejected[i])
+            cmr_log(CMR_LOG_INFO, "config.rejected_total", "reason=%s count=%" PRIu64, reject_names[i], w->rejected[i]);
+}
+
+/* Escaped copies of what an agent says about itself, for log lines (log.h: every value
+ * from outside goes through cmr_log_escape). */
+typedef struct reg_esc {
+    char name[4 * REG_NAME_MAX + 8], host[4 * REG_HOST_MAX + 8], instance[140]; /* whole when within the limits */
+} reg_esc_t;
+
+static const reg_esc_t *escape_reg(const cmr_agent_registration_t *r, reg_esc_t *e)
+{
+    cmr_log_escape(r->agent_name, e->name, sizeof e->name);
+    cmr_log_escape(r->hostname, e->host, sizeof e->host);
+    cmr_log_escape(r->instance_id, e->instance, sizeof e->instance);
+    return e;
+}
+
+static int valid_instance_id(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return 0;
+    return n == 32; /* cmr_instance_id_new(): 32 lower-case hex characters */
+}
+
+static int too_long(const char *s, size_t max)
+{
+    return s && strnlen(s, max + 1) > max;
+}
+
+/* Why a registration is refused (the agent writes the fields; anyone who can write to
+ * cmr.registrations can too), or -1 when it is acceptable. */
+static int registration_problem(const cmr_agent_registration_t *r)
+{
+    if (!valid_instance_id(r->instance_id))
+        return REJECT_BAD_INSTANCE_ID;
+    int bad = !r->agent_name || !*r->agent_name || too_long(r->agent_name, REG_NAME_MAX) ||
+              too_long(r->hostname, REG_HOST_MAX) || too_long(r->jvm_vendor, REG_TEXT_MAX) ||
+              too_long(r->jvm_version, REG_TEXT_MAX) || too_long(r->agent_version, REG_TEXT_MAX) ||
+              r->ip_addresses.count > REG_ADDRESSES_MAX;
+    for (size_t i = 0; !bad && i < r->ip_addresses.count; i++)
+        bad = too_long(r->ip_addresses.items[i], REG_ADDRESS_MAX);
+    return bad ? REJECT_FIELD_TOO_LONG : -1;
+}
+
+/* The registry (every partition) skips what registration_problem() refuses without a
+ * word: the group consumer counts and logs each such message once. */
+static int registration_rejected(const cmr_agent_registration_t *r)
+{
+    return registration_problem(r) >= 0;
+}
 
 /* --- command topics and sending ----------------------------------------------------- */
 
@@ -63,9 +165,10 @@ static int ensure_command_topic(worker_t *w, const char *topic)
 static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const char *why)
 {
     char topic[CMR_TOPIC_NAME_MAX], err[256];
+    reg_esc_t e;
+    escape_reg(reg, &e);
     if (cmr_topic_command(reg->instance_id, topic, sizeof topic) != 0) {
-        cmr_log(CMR_LOG_WARN, "config.bad_instance_id", "instance=\"%s\" agent=\"%s\"", reg->instance_id,
-                reg->agent_name);
+        cmr_log(CMR_LOG_WARN, "config.bad_instance_id", "instance=\"%s\" agent=\"%s\"", e.instance, e.name);
         return 0; /* nothing can ever be sent to it: done */
     }
     if (ensure_command_topic(w, topic) != 0)
@@ -92,14 +195,14 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
     cmr_producer_stats(w->producer, &after);
     if (after.failed != before.failed)
         return -1;
+    char reason[sizeof a.reason * 4];
     if (a.configured)
         cmr_log(CMR_LOG_INFO, "agent.configured",
                 "why=%s agent=\"%s\" host=\"%s\" instance=%s agent_id=%016" PRIx64 " environment=%s revision=%" PRId64,
-                why, reg->agent_name, reg->hostname, reg->instance_id, (uint64_t)a.cfg.agent_id, a.cfg.environment_id,
-                a.cfg.revision);
+                why, e.name, e.host, e.instance, (uint64_t)a.cfg.agent_id, a.cfg.environment_id, a.cfg.revision);
     else
-        cmr_log(CMR_LOG_WARN, "agent.no_environment", "agent=\"%s\" host=\"%s\" instance=%s reason=\"%s\"",
-                reg->agent_name, reg->hostname, reg->instance_id, a.reason);
+        cmr_log(CMR_LOG_WARN, "agent.no_environment", "agent=\"%s\" host=\"%s\" instance=%s reason=\"%s\"", e.name,
+                e.host, e.instance, cmr_log_escape(a.reason, reason, sizeof reason));
     return 0;
 }
 
@@ -116,21 +219,21 @@ static void registry_add(worker_t *w, const cmr_reader_rec_t *rec)
         return;
     }
     const cmr_agent_registration_t *r = &m.u.registration;
-    int64_t id = (int64_t)cmr_agent_id(r->agent_name, r->hostname);
-    for (size_t i = 0; i < w->n_agents; i++) {
-        agent_t *a = &w->agents[i];
-        if (a->agent_id != id)
-            continue;
-        if (a->reg.u.registration.start_time_ms > r->start_time_ms) {
-            cmr_msg_free(&m); /* an older run of the same agent */
-            return;
-        }
+    if (registration_rejected(r)) {
+        cmr_msg_free(&m);
+        return;
+    }
+    int64_t id = (int64_t)cmr_agent_id(r->agent_name, r->hostname, r->instance_id);
+    uintptr_t at = (uintptr_t)cmr_u64map_get(&w->agent_index, (uint64_t)id);
+    if (at) { /* the same instance again (a repeated registration) */
+        agent_t *a = &w->agents[at - 1];
         cmr_msg_free(&a->reg);
         a->reg = m;
         a->partition = rec->partition;
         return;
     }
-    if (CMR_ARRAY_GROW(w->agents, w->cap_agents, w->n_agents + 1) != 0) {
+    if (CMR_ARRAY_GROW(w->agents, w->cap_agents, w->n_agents + 1) != 0 ||
+        cmr_u64map_put(&w->agent_index, (uint64_t)id, (void *)(uintptr_t)(w->n_agents + 1)) != 0) {
         cmr_msg_free(&m);
         return;
     }
@@ -167,6 +270,14 @@ static void on_env_changed(worker_t *w, const char *env_id)
     cmr_log(CMR_LOG_INFO, "config.environment_changed", "environment=%s agents_updated=%zu", env_id, sent);
 }
 
+/* A cmr.config record that is no ConfigChange (counted; the error names no content). */
+static void reject_config_record(worker_t *w, const cmr_reader_rec_t *rec, const char *err)
+{
+    char what[600], esc[560];
+    snprintf(what, sizeof what, "error=\"%s\"", cmr_log_escape(err, esc, sizeof esc));
+    reject(w, REJECT_BAD_CONFIG_RECORD, cmr_topic_name(CMR_TOPIC_CONFIG), rec->partition, rec->offset, what);
+}
+
 /* Applies a mapping change and updates the agents whose environment it changes. */
 static void on_mappings_record(worker_t *w, const cmr_reader_rec_t *rec)
 {
@@ -185,16 +296,18 @@ static void on_mappings_record(worker_t *w, const cmr_reader_rec_t *rec)
         int same = (!now && !before[i]) || (now && before[i] && strcmp(now, before[i]) == 0);
         if (!same && now && owns_partition(w, w->agents[i].partition))
             send_answer(w, r, "mapping_changed");
-        else if (!same && !now)
-            cmr_log(CMR_LOG_WARN, "agent.unmapped", "agent=\"%s\" instance=%s was=%s", r->agent_name, r->instance_id,
-                    before[i]);
+        else if (!same && !now) {
+            reg_esc_t e;
+            escape_reg(r, &e);
+            cmr_log(CMR_LOG_WARN, "agent.unmapped", "agent=\"%s\" host=\"%s\" instance=%s was=%s", e.name, e.host,
+                    e.instance, before[i]);
+        }
     }
     for (size_t i = 0; before && i < n; i++)
         free(before[i]);
     free(before);
     if (effect < 0)
-        cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
-                rec->offset, err);
+        reject_config_record(w, rec, err);
 }
 
 static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
@@ -207,8 +320,7 @@ static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
     const char *id = NULL;
     int effect = cmr_cfg_state_apply(w->state, rec->payload, rec->len, &id, err, sizeof err);
     if (effect < 0)
-        cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
-                rec->offset, err);
+        reject_config_record(w, rec, err);
     else if (live && effect == CMR_CFG_ENV_CHANGED)
         on_env_changed(w, id);
     else if (live && effect == CMR_CFG_ENV_DELETED)
@@ -254,14 +366,24 @@ static int drain_readers(worker_t *w)
 
 static int handle_registration(worker_t *w, cmr_record_t *rec)
 {
+    char what[2048];
     if (rec->msg.type != CMR_MSG_AGENT_REGISTRATION) {
-        cmr_log(CMR_LOG_WARN, "config.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
-                rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+        snprintf(what, sizeof what, "type=%s", cmr_msg_type_name(rec->msg.type));
+        reject(w, REJECT_FOREIGN_TYPE, rec->topic, rec->partition, rec->offset, what);
         return 0;
     }
     const cmr_agent_registration_t *r = &rec->msg.u.registration;
-    cmr_log(CMR_LOG_INFO, "agent.registration", "agent=\"%s\" host=\"%s\" instance=%s attempt=%d", r->agent_name,
-            r->hostname, r->instance_id, r->attempt);
+    reg_esc_t e;
+    escape_reg(r, &e);
+    int problem = registration_problem(r);
+    if (problem >= 0) {
+        snprintf(what, sizeof what, "agent=\"%s\" host=\"%s\" instance=\"%s\"", e.name, e.host, e.instance);
+        reject(w, (reject_reason_t)problem, rec->topic, rec->partition, rec->offset, what);
+        return 0; /* done: it is never answered */
+    }
+    cmr_log(CMR_LOG_INFO, "agent.registration",
+            "agent=\"%s\" host=\"%s\" instance=%s agent_id=%016" PRIx64 " attempt=%d", e.name, e.host, e.instance,
+            cmr_agent_id(r->agent_name, r->hostname, r->instance_id), r->attempt);
     return send_answer(w, r, "registration");
 }
 
@@ -293,6 +415,7 @@ static void teardown(worker_t *w)
     for (size_t i = 0; i < w->n_agents; i++)
         cmr_msg_free(&w->agents[i].reg);
     free(w->agents);
+    cmr_u64map_free(&w->agent_index);
     cmr_topic_set_free(&w->topics_ok);
     cmr_signer_free(w->signer);
 }
@@ -370,6 +493,7 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         cmr_record_free(rec);
     }
     rc = 0;
+    log_reject_totals(&w);
     cmr_log(CMR_LOG_INFO, "config.stopped", "agents=%zu", w.n_agents);
 out:
     teardown(&w);

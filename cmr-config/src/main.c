@@ -33,6 +33,9 @@ static const cmr_conf_key_t keys[] = {
      "run: how long a signed command stays valid after it is issued (1000 .. 3600000; agents refuse longer)"},
     {"keygen.dir", NULL, "keygen: directory of the new key pair"},
     {"keygen.name", "cmr", "keygen: file names NAME.key and NAME.pub"},
+    {"config.transactional_id", "cmr-config-apply",
+     "apply, delete: Kafka transactional.id under which apply publishes all its changes in one transaction (all or "
+     "nothing); empty: without a transaction, each change with its own delivery report"},
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

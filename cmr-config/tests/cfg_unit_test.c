@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmr/cfg_answer.h"
 #include "cmr/cfg_doc.h"
@@ -265,6 +267,100 @@ static void test_doc_errors(void **state)
     expect_error(text, "descriptor, modifiers, constructors)");
 }
 
+/* Strictness: what YAML or fnmatch would silently accept and the file format refuses. */
+static void test_doc_strict(void **state)
+{
+    (void)state;
+    /* duplicate keys, at every depth, with both lines */
+    expect_error("version: 1\nversion: 1\n",
+                 "f.yaml:2: key \"version\" appears twice in the same mapping (first at line 1)");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    name: x\n    id: b\n",
+                 "f.yaml:5: key \"id\" appears twice in the same mapping (first at line 3)");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - {sensor: timer, class: x, class: y}\n",
+                 "f.yaml:5: key \"class\" appears twice");
+    expect_error("version: 1\nmappings:\n  - {agent: x, environment: a, environment: b}\n",
+                 "f.yaml:3: key \"environment\"");
+    /* the same key in two different mappings is fine */
+    const char *two = "version: 1\nenvironments:\n  - id: a\n  - id: b\n";
+    cmr_cfg_doc_t d;
+    char err[512];
+    assert_int_equal(cmr_cfg_doc_parse(two, strlen(two), "f.yaml", &d, err, sizeof err), 0);
+    assert_int_equal(d.n_envs, 2);
+    cmr_cfg_doc_free(&d);
+    /* a second document */
+    expect_error("version: 1\nenvironments: []\n---\nversion: 1\n", "f.yaml:3: a second YAML document starts here");
+    expect_error("version: 1\n---\nfoo: [\n", "YAML syntax:");
+    /* globs that can never match, in every place a glob goes */
+    expect_error("version: 1\nmappings:\n  - {agent: \"[a-\", environment: a}\n",
+                 "f.yaml:3: mappings[0].agent: glob \"[a-\" can never match: the bracket expression at offset 0 is "
+                 "not terminated");
+    expect_error(
+        "version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: \"com.[z-a]*\"\n",
+        "f.yaml:6: environments[0].sensors[0].class: glob \"com/[z-a]*\" can never match: the bracket "
+        "expression at offset 4 matches no character");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: x\n"
+                 "        method: \"get[[:nope:]]\"\n",
+                 "f.yaml:7: environments[0].sensors[0].method: glob \"get[[:nope:]]\" can never match");
+    expect_error("version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        class: x\n"
+                 "        descriptor: \"(*\\\\\"\n",
+                 "f.yaml:7: environments[0].sensors[0].descriptor: glob \"(*\\\" can never match: it ends with a lone "
+                 "backslash");
+    char why[200];
+    const char *good[] = {"*",    "",           "shop-*",       "[ab]*", "[!a]x", "[]]",
+                          "[!]]", "\\[literal", "[[:alpha:]]?", "a[-]b", "[^x]"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        if (cmr_cfg_glob_check(good[i], why, sizeof why) != 0)
+            fail_msg("glob \"%s\" refused: %s", good[i], why);
+    const char *bad[] = {"[a-", "x[", "[a", "[!]", "[[:alpha:]", "[z-a]", "a\\"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (cmr_cfg_glob_check(bad[i], why, sizeof why) == 0)
+            fail_msg("glob \"%s\" accepted", bad[i]);
+}
+
+/* Files: regular files only, a size limit, and no content in messages. */
+static void test_doc_load_files(void **state)
+{
+    (void)state;
+    cmr_cfg_doc_t d;
+    char err[512] = "";
+    assert_int_equal(cmr_cfg_doc_load("/dev/zero", &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/dev/zero"));
+    char dir[] = "/tmp/cfg_unit_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[64], big[64], secret[64];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(big, sizeof big, "%s/big.yaml", dir);
+    snprintf(secret, sizeof secret, "%s/secret", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(cmr_cfg_doc_load(fifo, &d, err, sizeof err), -1); /* refused, does not block */
+    FILE *f = fopen(big, "w");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 17 << 20, SEEK_SET), 0); /* 17 MiB, sparse */
+    fputc('\n', f);
+    fclose(f);
+    assert_int_equal(cmr_cfg_doc_load(big, &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, big));
+    /* a file that is no environment file: the message names it, never quotes it */
+    f = fopen(secret, "w");
+    assert_non_null(f);
+    fputs("root:$6$s3cr3tHASH:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n", f);
+    fclose(f);
+    assert_int_equal(cmr_cfg_doc_load(secret, &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, secret));
+    assert_null(strstr(err, "s3cr3t"));
+    assert_null(strstr(err, "root"));
+    f = fopen(secret, "w");
+    assert_non_null(f);
+    fputs("version: 1\n  password: [s3cr3t\n", f); /* a syntax error */
+    fclose(f);
+    assert_int_equal(cmr_cfg_doc_load(secret, &d, err, sizeof err), -1);
+    assert_null(strstr(err, "s3cr3t"));
+    unlink(fifo);
+    unlink(big);
+    unlink(secret);
+    rmdir(dir);
+}
+
 /* --- projection --------------------------------------------------------------------- */
 
 static void encode_change(const cmr_config_change_t *c, cmr_buf_t *out)
@@ -340,7 +436,7 @@ static void test_state_projection(void **state)
     cmr_cfg_answer_t a;
     cmr_cfg_answer(s, &reg, 5, &a);
     assert_true(a.configured);
-    assert_int_equal((uint64_t)a.cfg.agent_id, cmr_agent_id("shop-1", "h1"));
+    assert_int_equal((uint64_t)a.cfg.agent_id, cmr_agent_id("shop-1", "h1", reg.instance_id));
     assert_string_equal(a.cfg.environment_id, "shop");
     assert_int_equal(a.cfg.revision, 1);
     assert_int_equal(a.cfg.sensors.count, 3);
@@ -362,9 +458,16 @@ static void test_state_projection(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),       cmocka_unit_test(test_modifiers_str),       cmocka_unit_test(test_cidr_v4),
-        cmocka_unit_test(test_cidr_v6),    cmocka_unit_test(test_resolve_first_match), cmocka_unit_test(test_doc_full),
-        cmocka_unit_test(test_doc_errors), cmocka_unit_test(test_state_projection),
+        cmocka_unit_test(test_glob),
+        cmocka_unit_test(test_modifiers_str),
+        cmocka_unit_test(test_cidr_v4),
+        cmocka_unit_test(test_cidr_v6),
+        cmocka_unit_test(test_resolve_first_match),
+        cmocka_unit_test(test_doc_full),
+        cmocka_unit_test(test_doc_errors),
+        cmocka_unit_test(test_state_projection),
+        cmocka_unit_test(test_doc_strict),
+        cmocka_unit_test(test_doc_load_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

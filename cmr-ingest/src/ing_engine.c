@@ -284,7 +284,7 @@ int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registra
     char *v = cmr_names_agent_value(r, &len);
     if (!v)
         return -1;
-    uint64_t id = cmr_agent_id(r->agent_name ? r->agent_name : "", r->hostname ? r->hostname : "");
+    uint64_t id = cmr_agent_id(r->agent_name, r->hostname, r->instance_id);
     put_id_value(e, 1, id, v, len); /* meta cf 1 = agents */
     free(v);
     e->stats.agents++;

@@ -155,7 +155,7 @@ int cmr_names_put_agent(cmr_names_t *n, const cmr_agent_registration_t *r)
 {
     size_t len;
     char *v = cmr_names_agent_value(r, &len);
-    uint64_t id = cmr_agent_id(r->agent_name ? r->agent_name : "", r->hostname ? r->hostname : "");
+    uint64_t id = cmr_agent_id(r->agent_name, r->hostname, r->instance_id);
     int rc = v ? cmr_names_load_agent(n, id, v, len) : -1;
     free(v);
     return rc;

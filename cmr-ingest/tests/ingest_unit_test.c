@@ -642,7 +642,7 @@ static void test_names_table(void **state)
     free(ids);
     cmr_agent_registration_t r = {.agent_name = "shop", .hostname = "host-a", .pid = 42};
     assert_int_equal(cmr_names_put_agent(n, &r), 0);
-    uint64_t a = cmr_agent_id("shop", "host-a");
+    uint64_t a = cmr_agent_id("shop", "host-a", NULL);
     assert_string_equal(cmr_names_agent(n, a, buf, sizeof buf), "shop@host-a pid 42");
     assert_string_equal(cmr_names_agent(n, 5, buf, sizeof buf), "agent#0000000000000005");
     k = cmr_names_find_agents(n, "@host-a", &ids);
@@ -712,7 +712,7 @@ static void test_json_untrusted_names(void **state)
     (void)state;
     uint8_t tid[16];
     synth_trace_id(41, tid);
-    uint64_t agent = cmr_agent_id("sh\x80p", "host-a");
+    uint64_t agent = cmr_agent_id("sh\x80p", "host-a", NULL);
     synth_seg_t s;
     synth_seg_init(&s, tid, agent, 1, 1,
                    "th\xff"
@@ -1126,8 +1126,8 @@ static void test_parse_time_and_duration(void **state)
 int main(void)
 {
     cmr_log_set_level(CMR_LOG_WARN);
-    A1 = cmr_agent_id("shop", "host-a");
-    A2 = cmr_agent_id("billing", "host-b");
+    A1 = cmr_agent_id("shop", "host-a", NULL); /* registrations without an instance id */
+    A2 = cmr_agent_id("billing", "host-b", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_one_thread),
         cmocka_unit_test(test_across_threads_and_jvms),

@@ -61,8 +61,13 @@ static void test_ids(void **state)
     /* method id = XXH3-64 of the full signature, computed without building it */
     const char *sig = "java/lang/String.length()I";
     assert_true(cmr_method_id("java/lang/String", "length", "()I") == cmr_class_hash(sig, strlen(sig)));
-    assert_true(cmr_agent_id("shop", "host1") == cmr_agent_id("shop", "host1"));
-    assert_true(cmr_agent_id("shop", "host1") != cmr_agent_id("shop", "host2"));
+    const char *i1 = "0123456789abcdef0123456789abcdef", *i2 = "fedcba9876543210fedcba9876543210";
+    assert_true(cmr_agent_id("shop", "host1", i1) == cmr_agent_id("shop", "host1", i1));
+    assert_true(cmr_agent_id("shop", "host1", i1) != cmr_agent_id("shop", "host2", i1));
+    /* one per JVM run: the same name on the same host, another instance, another agent */
+    assert_true(cmr_agent_id("shop", "host1", i1) != cmr_agent_id("shop", "host1", i2));
+    const char *whole = "shop@host1/0123456789abcdef0123456789abcdef";
+    assert_true(cmr_agent_id("shop", "host1", i1) == cmr_class_hash(whole, strlen(whole)));
     char a[33], b[33];
     assert_int_equal(cmr_instance_id_new(a, sizeof a), 0);
     assert_int_equal(cmr_instance_id_new(b, sizeof b), 0);

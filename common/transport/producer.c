@@ -5,6 +5,7 @@
  * (rd_kafka_poll), so callers never have to poll and never block on the network.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@ struct cmr_producer {
     _Atomic uint64_t queued, delivered, failed, queue_full, invalid;
     uint64_t failed_logged; /* failures already summarized in the log (poll thread only) */
     int64_t last_fail_log_ms;
+    bool txn_ready;  /* rd_kafka_init_transactions done */
+    char txn_id[64]; /* transactional.id, for messages ("" when none) */
 };
 
 #define ERRF(...) CMR_ERRF(errbuf, errlen, __VA_ARGS__)
@@ -90,6 +93,9 @@ cmr_producer_t *cmr_producer_new(const cmr_conf_t *conf, const char *client_id, 
         cmr_kafka_client(RD_KAFKA_PRODUCER, conf, NULL, defaults, producer_callbacks, p, "producer", errbuf, errlen);
     if (!p->rk)
         goto fail;
+    size_t idlen = sizeof p->txn_id; /* empty: not a transactional producer */
+    if (rd_kafka_conf_get(rd_kafka_conf(p->rk), "transactional.id", p->txn_id, &idlen) != RD_KAFKA_CONF_OK)
+        p->txn_id[0] = '\0';
     if (pthread_create(&p->poller, NULL, producer_poll_main, p) != 0) {
         ERRF("cannot start the producer's poll thread");
         rd_kafka_destroy(p->rk);
@@ -201,4 +207,61 @@ void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)
                 (unsigned long long)p->failed);
     rd_kafka_destroy(p->rk);
     free(p);
+}
+
+/* --- transactions ------------------------------------------------------------------ */
+
+int cmr_producer_txn_begin(cmr_producer_t *p, int timeout_ms, char *errbuf, size_t errlen)
+{
+    rd_kafka_error_t *e = NULL;
+    if (!p->txn_ready) {
+        e = rd_kafka_init_transactions(p->rk, timeout_ms);
+        if (e) {
+            ERRF("cannot start transactions (transactional.id %s): %s", p->txn_id, rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+            return -1;
+        }
+        p->txn_ready = true;
+    }
+    e = rd_kafka_begin_transaction(p->rk);
+    if (e) {
+        ERRF("cannot begin a transaction: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return -1;
+    }
+    return 0;
+}
+
+int cmr_producer_txn_commit(cmr_producer_t *p, int timeout_ms, char *errbuf, size_t errlen)
+{
+    rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, timeout_ms);
+    if (e && rd_kafka_error_is_retriable(e)) { /* a timeout: the commit may be asked again */
+        rd_kafka_error_destroy(e);
+        e = rd_kafka_commit_transaction(p->rk, timeout_ms);
+    }
+    if (!e)
+        return CMR_TXN_COMMITTED;
+    ERRF("%s", rd_kafka_error_string(e));
+    int abortable = rd_kafka_error_txn_requires_abort(e);
+    rd_kafka_error_destroy(e);
+    if (!abortable)
+        return CMR_TXN_UNKNOWN;
+    e = rd_kafka_abort_transaction(p->rk, timeout_ms);
+    if (!e)
+        return CMR_TXN_ABORTED;
+    size_t at = errbuf ? strlen(errbuf) : 0;
+    if (errbuf && at < errlen)
+        snprintf(errbuf + at, errlen - at, "; abort failed too: %s", rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return CMR_TXN_UNKNOWN;
+}
+
+int cmr_producer_txn_abort(cmr_producer_t *p, int timeout_ms, char *errbuf, size_t errlen)
+{
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, timeout_ms);
+    if (!e)
+        return 0;
+    ERRF("cannot abort the transaction: %s", rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return -1;
 }

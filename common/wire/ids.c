@@ -36,9 +36,9 @@ uint64_t cmr_method_id(const char *class_name, const char *method_name, const ch
     return hash_parts(class_name, ".", method_name, "", descriptor);
 }
 
-uint64_t cmr_agent_id(const char *agent_name, const char *hostname)
+uint64_t cmr_agent_id(const char *agent_name, const char *hostname, const char *instance_id)
 {
-    return hash_parts(agent_name, "@", hostname, NULL, NULL);
+    return hash_parts(agent_name ? agent_name : "", "@", hostname ? hostname : "", "/", instance_id ? instance_id : "");
 }
 
 int cmr_random_bytes(void *out, size_t len)

@@ -140,7 +140,7 @@ static void agent_launch(agent_run_t *r, const char *name, const char *extra_opt
     assert_non_null(reg);
     snprintf(r->instance, sizeof r->instance, "%s", reg->msg.u.registration.instance_id);
     snprintf(r->hostname, sizeof r->hostname, "%s", reg->msg.u.registration.hostname);
-    r->agent_id = (int64_t)cmr_agent_id(r->name, r->hostname);
+    r->agent_id = (int64_t)cmr_agent_id(r->name, r->hostname, r->instance);
     assert_true(reg->msg.u.registration.pid > 0);
     assert_true(reg->msg.u.registration.attempt >= 1);
     assert_true(strlen(reg->msg.u.registration.jvm_version) > 0);
@@ -923,7 +923,7 @@ static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)
     snprintf(r.name, sizeof r.name, "%s", name);
     snprintf(r.instance, sizeof r.instance, "%s", reg->msg.u.registration.instance_id);
     snprintf(r.hostname, sizeof r.hostname, "%s", reg->msg.u.registration.hostname);
-    r.agent_id = (int64_t)cmr_agent_id(r.name, r.hostname);
+    r.agent_id = (int64_t)cmr_agent_id(r.name, r.hostname, r.instance);
     agent_configure(&r, 10000);
     /* classes the JVM loaded before the agent existed: their bytes come from the JVM */
     const cmr_class_loaded_t *g = wait_class(&r, "demo/Greeter", -1, 60000);

@@ -229,11 +229,11 @@ int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const c
     cp_fmt(p->name, sizeof p->name, "%s", name);
     cp_fmt(p->host, sizeof p->host, "%s", host);
     cp_fmt(p->ip, sizeof p->ip, "%s", ip);
-    p->agent_id = (int64_t)cmr_agent_id(name, host);
     p->start_time_ms = cmr_wall_ms();
     if (cmr_instance_id_new(p->instance_id, sizeof p->instance_id) != 0 ||
         cmr_topic_command(p->instance_id, p->cmd_topic, sizeof p->cmd_topic) != 0)
         return -1;
+    p->agent_id = (int64_t)cmr_agent_id(name, host, p->instance_id);
     p->verifier = cmr_verifier_new(p->instance_id, NULL);
     if (!p->verifier || !pub_path[0] || cmr_verifier_add_key_file(p->verifier, pub_path, err, sizeof err) != 0) {
         fprintf(stderr, "peer: cannot pin the harness's public key: %s\n", pub_path[0] ? err : "cp_keys_make first");

@@ -106,7 +106,7 @@ int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out);
 int cp_peer_expect(cp_peer_t *p, cmr_msg_type_t type, int timeout_ms, cmr_msg_t *out);
 /* Applies an AgentConfiguration (agent id, environment, revision). */
 void cp_peer_configure(cp_peer_t *p, const cmr_agent_configuration_t *c);
-/* Sends one class (hash computed here). agent id defaults to cmr_agent_id(name, host). */
+/* Sends one class (hash computed here). agent id defaults to cmr_agent_id(name, host, instance id). */
 int cp_peer_send_class(cp_peer_t *p, const char *class_name, int64_t loader, const uint8_t *bytes, size_t len,
                        cmr_class_cause_t cause, int64_t request_id);
 int cp_peer_flush(cp_peer_t *p);

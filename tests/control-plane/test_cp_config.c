@@ -1,14 +1,21 @@
 /*
  * test_cp_config.c - cmr-config against the embedded broker, with scripted agents:
  *
- *  - registration -> AgentConfiguration (stable agent id, environment, revision, strategy);
+ *  - registration -> AgentConfiguration (agent id per instance, environment, revision, strategy);
  *    a repeated registration gets the same answer;
  *  - an agent no mapping matches -> NoEnvironment with the reason, logged on the CMR side;
  *  - an environment changed while the agent "runs" -> a new AgentConfiguration to the agents
  *    of that environment only; a mapping change -> the agents whose environment changed;
  *  - a malformed environment file is rejected with its line and changes nothing;
  *  - foreign bytes on cmr.registrations are skipped; a restarted worker rebuilds its state
- *    from cmr.config and answers as before.
+ *    from cmr.config and answers as before;
+ *  - apply is all or nothing: three environments of which the middle one is too large
+ *    publish none, and the output says so per environment; with and without a transaction
+ *    every line says what really happened;
+ *  - two JVMs with the same name on one host are two agents (two agent ids), both are
+ *    configured and both get an environment change;
+ *  - outsider-controlled values are escaped in the worker's log (a newline in an agent
+ *    name stays in one line) and refused registrations are counted per reason.
  *
  * Usage: test_cp_config CMR-BROKER CMR-CONFIG
  */
@@ -23,6 +30,7 @@
 #include <unistd.h>
 
 #include "broker_proc.h"
+#include "cmr/buf.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
@@ -97,7 +105,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tests_ok != 6)
+    if (tests_ok != 9)
         cp_proc_dump_log(&worker, 60);
     cp_proc_stop(&worker);
     cmr_conf_destroy(conf);
@@ -112,7 +120,7 @@ static void expect_configuration(cp_peer_t *p, const char *env, int64_t revision
     assert_int_equal(cp_peer_expect(p, CMR_MSG_AGENT_CONFIGURATION, 30000, &m), 1);
     const cmr_agent_configuration_t *c = &m.u.agent_configuration;
     assert_string_equal(c->instance_id, p->instance_id);
-    assert_int_equal((uint64_t)c->agent_id, cmr_agent_id(p->name, p->host));
+    assert_int_equal((uint64_t)c->agent_id, cmr_agent_id(p->name, p->host, p->instance_id));
     assert_string_equal(c->environment_id, env);
     assert_int_equal(c->revision, revision);
     assert_int_equal(c->strategy.send_interval_ms, send_interval);
@@ -133,11 +141,11 @@ static void test_registration_gets_configuration(void **state)
     /* a repeated registration of the same instance gets the same answer */
     assert_int_equal(cp_peer_register(&earlier, 2), 0);
     expect_configuration(&earlier, "shop", 1, 500);
-    /* the next run of the same agent: same agent id */
+    /* the next run of the same agent: a new instance, so a new agent id (one per JVM run) */
     assert_int_equal(cp_peer_open(&shop1, conf, "shop-1", "host-a", "10.1.2.3"), 0);
     assert_int_equal(cp_peer_register(&shop1, 1), 0);
     expect_configuration(&shop1, "shop", 1, 500);
-    assert_int_equal(shop1.agent_id, earlier.agent_id);
+    assert_true(shop1.agent_id != earlier.agent_id);
     cp_peer_close(&earlier);
 
     assert_int_equal(cp_peer_open(&batch1, conf, "batch-7", "host-b", "2001:db8:5::9"), 0);
@@ -250,6 +258,191 @@ static void test_foreign_bytes_and_restart(void **state)
     tests_ok++;
 }
 
+/* --- apply: all or nothing ------------------------------------------------------------ */
+
+static char *three_envs(const char *prefix, int middle_sensors, int interval)
+{
+    cmr_buf_t b = {0};
+    cmr_buf_printf(&b,
+                   "version: 1\nenvironments:\n  - id: %s-first\n    strategy: {send_interval_ms: %d}\n    sensors:\n"
+                   "      - {sensor: timer, class: \"com.a.*\"}\n  - id: %s-middle\n    sensors:\n",
+                   prefix, interval, prefix);
+    for (int i = 0; i < middle_sensors; i++)
+        cmr_buf_printf(&b, "      - {sensor: timer, class: \"com.big.C%d\", method: \"m%d\"}\n", i, i);
+    cmr_buf_printf(&b,
+                   "  - id: %s-last\n    strategy: {send_interval_ms: %d}\n    sensors:\n"
+                   "      - {sensor: timer, class: \"com.c.*\"}\n",
+                   prefix, interval);
+    assert_true(cmr_buf_ok(&b));
+    return cmr_buf_take(&b);
+}
+
+/* cmr-config [-X SET] apply <yaml>: exit status, output in *out. */
+static int apply_with(const char *yaml, const char *set, char **out)
+{
+    char path[300];
+    cp_fmt(path, sizeof path, "%s/apply.yaml", tmp);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(yaml, f);
+    fclose(f);
+    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn",
+                          "-X",       set,           "apply",          path,          NULL};
+    return cp_run(argv, out);
+}
+
+/* The revision `cmr-config list` shows for an environment; 0 when it is not there. */
+static int listed_revision(const char *id)
+{
+    char *out = NULL;
+    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "error", "list", NULL};
+    assert_int_equal(cp_run(argv, &out), 0);
+    int rev = 0;
+    size_t n = strlen(id);
+    for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, id, n) == 0 && line[n] == ' ')
+            rev = atoi(line + n + strspn(line + n, " "));
+    free(out);
+    return rev;
+}
+
+static void test_apply_all_or_nothing(void **state)
+{
+    (void)state;
+    /* the middle environment is larger than the producer may send: nothing is published */
+    char *yaml = three_envs("aon", 2000, 500), *out = NULL;
+    assert_int_equal(apply_with(yaml, "kafka.message.max.bytes=20000", &out), 1);
+    assert_non_null(strstr(out, "environment aon-first: not created: nothing was published"));
+    assert_non_null(strstr(out, "environment aon-middle: not created: too large:"));
+    assert_non_null(strstr(out, "over the limit of 20000 bytes (kafka.message.max.bytes"));
+    assert_non_null(strstr(out, "environment aon-last: not created: nothing was published"));
+    assert_non_null(strstr(out, "apply.yaml:7: environment aon-middle: too large"));
+    assert_non_null(strstr(out, "nothing changed"));
+    assert_null(strstr(out, ": created"));
+    free(out);
+    assert_int_equal(listed_revision("aon-first"), 0);
+    assert_int_equal(listed_revision("aon-middle"), 0);
+    assert_int_equal(listed_revision("aon-last"), 0);
+
+    /* within the limit: all three, in one transaction */
+    assert_int_equal(apply_with(yaml, "kafka.message.max.bytes=16777216", &out), 0);
+    assert_non_null(strstr(out, "environment aon-first: created (1 sensor assignments, revision 1)"));
+    assert_non_null(strstr(out, "environment aon-middle: created (2000 sensor assignments, revision 1)"));
+    assert_non_null(strstr(out, "environment aon-last: created (1 sensor assignments, revision 1)"));
+    free(out);
+    free(yaml);
+    assert_int_equal(listed_revision("aon-first"), 1);
+    assert_int_equal(listed_revision("aon-middle"), 1);
+    assert_int_equal(listed_revision("aon-last"), 1);
+
+    /* without a transaction: each change with its delivery report */
+    yaml = three_envs("aon", 2000, 600);
+    assert_int_equal(apply_with(yaml, "config.transactional_id=", &out), 0);
+    assert_non_null(strstr(out, "environment aon-first: updated (1 sensor assignments, revision 2)"));
+    assert_non_null(strstr(out, "environment aon-last: updated (1 sensor assignments, revision 2)"));
+    assert_null(strstr(out, "aon-middle")); /* unchanged */
+    free(out);
+    free(yaml);
+    assert_int_equal(listed_revision("aon-first"), 2);
+    assert_int_equal(listed_revision("aon-last"), 2);
+    tests_ok++;
+}
+
+/* --- agent identity: one per JVM instance ------------------------------------------------ */
+
+static const char *shop_only = "version: 1\n"
+                               "environments:\n"
+                               "  - id: shop\n"
+                               "    name: Shop\n"
+                               "    strategy: {send_interval_ms: 125}\n"
+                               "    sensors:\n"
+                               "      - {sensor: timer, class: \"com.shop.*\", method: \"*\"}\n"
+                               "      - {sensor: invocation-sequence, class: \"com.shop.web.*\", method: service}\n";
+
+static void test_same_name_instances(void **state)
+{
+    (void)state;
+    cp_peer_t t1, t2;
+    assert_int_equal(cp_peer_open(&t1, conf, "shop-twin", "host-t", "10.7.7.7"), 0);
+    assert_int_equal(cp_peer_open(&t2, conf, "shop-twin", "host-t", "10.7.7.7"), 0);
+    assert_int_equal(cp_peer_register(&t1, 1), 0);
+    assert_int_equal(cp_peer_register(&t2, 1), 0);
+    expect_configuration(&t1, "shop", 2, 250);
+    expect_configuration(&t2, "shop", 2, 250);
+    assert_true(t1.agent_id != t2.agent_id); /* two JVMs, two agents */
+    /* an environment change reaches both */
+    char *out = NULL;
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap, shop_only, &out), 0);
+    assert_non_null(strstr(out, "environment shop: updated"));
+    free(out);
+    expect_configuration(&t1, "shop", 3, 125);
+    expect_configuration(&t2, "shop", 3, 125);
+    assert_int_equal(
+        cp_proc_wait_log(&worker, "event=config.environment_changed environment=shop agents_updated=2", 10000), 0);
+    cp_peer_close(&t1);
+    cp_peer_close(&t2);
+    tests_ok++;
+}
+
+/* --- what outsiders write: escaped, refused, counted ------------------------------------- */
+
+static void send_registration(const cmr_agent_registration_t *r)
+{
+    char err[256];
+    cmr_producer_t *p = cmr_producer_new(conf, "cp-forger", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_AGENT_REGISTRATION, r, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_flush(p, 10000), 0);
+    cmr_producer_destroy(p, 1000);
+}
+
+static void test_outsider_values_in_logs(void **state)
+{
+    (void)state;
+    /* a newline in an agent name: one escaped line, no forged one */
+    cp_peer_t evil;
+    assert_int_equal(cp_peer_open(&evil, conf, "evil\nts=x level=info prog=cmr-config event=agent.configured FORGED",
+                                  "host\r\"q\"", "192.0.2.1"),
+                     0);
+    assert_int_equal(cp_peer_register(&evil, 1), 0);
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_expect(&evil, CMR_MSG_NO_ENVIRONMENT, 30000, &m), 1);
+    cmr_msg_free(&m);
+    assert_int_equal(cp_proc_wait_log(&worker, "event=agent.no_environment agent=\"evil\\nts=x level=info", 10000), 0);
+    assert_true(cp_proc_count_log(&worker, "agent=\"evil\\nts=x") >= 2); /* registration and answer */
+    assert_int_equal(cp_proc_count_log(&worker, "\nts=x"), 0);           /* no line starts with it */
+    assert_true(cp_proc_count_log(&worker, "host=\"host\\r\\\"q\\\"\"") >= 1);
+    cp_peer_close(&evil);
+
+    /* refused registrations: counted and logged per reason, never answered */
+    char *ips[] = {"10.1.1.1"};
+    cmr_agent_registration_t r = {.instance_id = "../../etc/passwd",
+                                  .agent_name = "shop-x",
+                                  .hostname = "h",
+                                  .ip_addresses = {ips, 1},
+                                  .jvm_vendor = "v",
+                                  .jvm_version = "1",
+                                  .agent_version = "t",
+                                  .start_time_ms = 1,
+                                  .attempt = 1};
+    send_registration(&r);
+    assert_int_equal(cp_proc_wait_log(&worker, "event=config.rejected topic=cmr.registrations", 10000), 0);
+    assert_int_equal(cp_proc_wait_log(&worker,
+                                      "reason=bad_instance_id agent=\"shop-x\" host=\"h\" "
+                                      "instance=\"../../etc/passwd\" count=1",
+                                      10000),
+                     0);
+    char name[400];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    r.instance_id = "0123456789abcdef0123456789abcdef";
+    r.agent_name = name;
+    send_registration(&r);
+    assert_int_equal(cp_proc_wait_log(&worker, "reason=field_too_long", 10000), 0);
+    assert_int_equal(cp_proc_count_log(&worker, "instance=0123456789abcdef0123456789abcdef"), 0); /* not answered */
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -265,6 +458,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mapping_change_reaches_remapped_agents),
         cmocka_unit_test(test_malformed_file_changes_nothing),
         cmocka_unit_test(test_foreign_bytes_and_restart),
+        cmocka_unit_test(test_apply_all_or_nothing),
+        cmocka_unit_test(test_same_name_instances),
+        cmocka_unit_test(test_outsider_values_in_logs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -122,7 +122,7 @@ static void start_jvm(jvm_agent_t *j, const char *prefix)
     assert_non_null(reg);
     assert_true(FITS(j->instance, "%s", reg->msg.u.registration.instance_id));
     assert_true(FITS(j->hostname, "%s", reg->msg.u.registration.hostname));
-    j->agent_id = (int64_t)cmr_agent_id(j->name, j->hostname);
+    j->agent_id = (int64_t)cmr_agent_id(j->name, j->hostname, j->instance);
 }
 
 static void command(jvm_agent_t *j, const char *cmd, const char *answer)

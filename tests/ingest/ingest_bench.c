@@ -47,7 +47,7 @@ static void make_segment(synth_seg_t *s, uint64_t k, size_t events, uint64_t bas
 {
     uint8_t tid[16];
     cmr_random_bytes(tid, 16);
-    synth_seg_init(s, tid, cmr_agent_id("bench", "host"), k + 1, (int64_t)(k % 64), "worker", NULL);
+    synth_seg_init(s, tid, cmr_agent_id("bench", "host", NULL), k + 1, (int64_t)(k % 64), "worker", NULL);
     uint64_t t = base + k * 1000000;
     synth_enter(s, 1, t++);
     while (s->count + 6 <= events - 1) {
@@ -130,7 +130,7 @@ static void bench_assembly(void)
     char err[256];
     uint8_t tid[16];
     cmr_random_bytes(tid, 16);
-    uint64_t agent = cmr_agent_id("bench", "host");
+    uint64_t agent = cmr_agent_id("bench", "host", NULL);
     /* a root that hands 10,000 tasks to pool threads, each task 10 calls */
     enum { TASKS = 10000 };
     synth_seg_t *segs = calloc(TASKS + 1, sizeof *segs);

@@ -250,12 +250,14 @@ static void build_reference(traffic_t *tr, const char *root)
                                 .descriptor = (char *)ds[i]};
         cmr_ingest_engine_add_method(e, &m);
     }
-    cmr_agent_registration_t r1 = {.agent_name = "shop",
+    cmr_agent_registration_t r1 = {.instance_id = "00000000000000000000000000000001",
+                                   .agent_name = "shop",
                                    .hostname = "host-a",
                                    .pid = 4242,
                                    .jvm_vendor = "Eclipse Adoptium",
                                    .jvm_version = "17.0.9"};
     cmr_agent_registration_t r2 = r1;
+    r2.instance_id = "00000000000000000000000000000002";
     r2.agent_name = "billing";
     r2.hostname = "host-b";
     r2.pid = 777;
@@ -649,8 +651,8 @@ int main(int argc, char **argv)
     }
     broker_bin = argv[1];
     ingest_bin = argv[2];
-    A1 = cmr_agent_id("shop", "host-a");
-    A2 = cmr_agent_id("billing", "host-b");
+    A1 = cmr_agent_id("shop", "host-a", "00000000000000000000000000000001");
+    A2 = cmr_agent_id("billing", "host-b", "00000000000000000000000000000002");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_continuous_and_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_restart_and_replay, setup, teardown),

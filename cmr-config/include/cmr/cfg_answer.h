@@ -20,7 +20,7 @@ typedef struct cmr_cfg_answer {
 } cmr_cfg_answer_t;
 
 /* Fills *a for `reg`. Strings point into reg, the state and *a itself: the answer is valid
- * while those are. agent id = cmr_agent_id(name, host). */
+ * while those are. agent id = cmr_agent_id(name, host, instance id). */
 void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *reg, int64_t now_ms, cmr_cfg_answer_t *a);
 
 /* The environment id an agent maps to now (NULL: none, or the mapping names an

@@ -23,6 +23,12 @@ typedef struct cmr_cfg_addr {
 } cmr_cfg_addr_t;
 
 bool cmr_cfg_glob(const char *pattern, const char *s);
+/* Can the glob match at least one string (fnmatch(3) semantics, no flags)? 0, or -1 with
+ * the reason in why: an unterminated bracket expression ("[a-"; write \[ for a literal
+ * '['), a trailing lone backslash, or a bracket expression no character satisfies ("[z-a]",
+ * "[[:nope:]]"). Checked by building a string the pattern should match and asking
+ * fnmatch itself. */
+int cmr_cfg_glob_check(const char *pattern, char *why, size_t whylen);
 /* Parses '*', "10.1.2.3", "10.0.0.0/8", "fe80::1", "2001:db8::/32". 0, or -1 with err. */
 int cmr_cfg_addr_parse(const char *spec, cmr_cfg_addr_t *out, char *err, size_t errlen);
 /* Does `ip` (a plain address, v4 or v6; v4-mapped v6 counts as v4) fall inside? */

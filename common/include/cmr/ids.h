@@ -3,7 +3,8 @@
  *
  *   class hash   XXH3-64 of the original class bytes
  *   method id    XXH3-64 of "internal/class/Name.method(descriptor)"
- *   agent id     XXH3-64 of "<agent name>@<host>": stable across restarts, no allocation
+ *   agent id     XXH3-64 of "<agent name>@<host>/<instance id>": one per JVM run (two JVMs
+ *                started with the same name on one host are two agents), no allocation
  *   instance id  128 random bits, 32 hex characters: one agent run
  *   trace id     128 random bits (W3C traceparent compatible), never all zero
  */
@@ -15,7 +16,9 @@
 
 uint64_t cmr_class_hash(const void *bytes, size_t len);
 uint64_t cmr_method_id(const char *class_name, const char *method_name, const char *descriptor);
-uint64_t cmr_agent_id(const char *agent_name, const char *hostname);
+/* The agent id of one JVM run: computed by anyone who saw its registration (NULL strings
+ * count as empty). */
+uint64_t cmr_agent_id(const char *agent_name, const char *hostname, const char *instance_id);
 
 /* Fills out with random bytes from the kernel (getrandom), never all zero. 0 or -1. */
 int cmr_random_bytes(void *out, size_t len);

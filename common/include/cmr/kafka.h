@@ -93,6 +93,21 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
 /* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 
+/* Transactions: a producer made with kafka.transactional.id publishes a group of messages
+ * all or nothing (consumers read committed messages only, librdkafka's default).
+ * cmr_producer_txn_begin() initializes the producer's transactions the first time (which
+ * fences an older producer with the same id) and begins one: 0, or -1 with errbuf filled
+ * (the cluster does not support transactions, the principal may not use the id, ...).
+ * cmr_producer_txn_commit() delivers everything sent since and commits: CMR_TXN_COMMITTED;
+ * CMR_TXN_ABORTED when it was aborted instead (a message failed; none is visible); or
+ * CMR_TXN_UNKNOWN when the outcome could not be learnt (errbuf says why).
+ * cmr_producer_txn_abort() drops the open transaction (what was sent in it never becomes
+ * visible): 0, or -1 with errbuf filled. */
+enum { CMR_TXN_COMMITTED = 0, CMR_TXN_ABORTED = 1, CMR_TXN_UNKNOWN = 2 };
+int cmr_producer_txn_begin(cmr_producer_t *p, int timeout_ms, char *errbuf, size_t errlen);
+int cmr_producer_txn_commit(cmr_producer_t *p, int timeout_ms, char *errbuf, size_t errlen);
+int cmr_producer_txn_abort(cmr_producer_t *p, int timeout_ms, char *errbuf, size_t errlen);
+
 /* --- consumer ---------------------------------------------------------------------- */
 
 typedef struct cmr_consumer cmr_consumer_t;
