@@ -56,6 +56,8 @@ topic "$config" Create cmd. prefixed
 topic "$config" Describe cmd. prefixed
 acl "$config" Read group cmr-config prefixed
 acl "$config" IdempotentWrite cluster kafka-cluster
+acl "$config" Write transactional-id cmr-config-apply prefixed
+acl "$config" Describe transactional-id cmr-config-apply prefixed
 
 # cmr-instrumenter: reads classes and configuration, writes commands and the method table.
 for t in classes config methods; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
@@ -75,4 +77,7 @@ topic "$op" Read config
 topic "$op" Write config
 topic "$op" Describe config
 acl "$op" IdempotentWrite cluster kafka-cluster
+# cmr-config apply publishes all changes of a file in one transaction (config.transactional_id)
+acl "$op" Write transactional-id cmr-config-apply prefixed
+acl "$op" Describe transactional-id cmr-config-apply prefixed
 [ $dry -eq 1 ] || echo "ACLs created for $agent, $config, $instr, $ingest, $op"

@@ -100,6 +100,25 @@ int cmr_cfg_sensor_parse(const char *name)
     return -1;
 }
 
+static const char *const trace_context_names[] = {
+    [CMR_TRACE_CONTEXT_AUTHENTICATED] = "authenticated",
+    [CMR_TRACE_CONTEXT_ANY] = "any",
+    [CMR_TRACE_CONTEXT_NONE] = "none",
+};
+
+const char *cmr_cfg_trace_context_name(cmr_trace_context_policy_t p)
+{
+    return (unsigned)p < 3 ? trace_context_names[p] : "?";
+}
+
+int cmr_cfg_trace_context_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, trace_context_names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static const struct {
     const char *name;
     int flag;
@@ -453,6 +472,19 @@ static int parse_sensors(parse_ctx_t *c, const yaml_node_t *n, const char *where
     return 0;
 }
 
+/* trace_context: authenticated | any | none (docs/SECURITY.md, "Trace context"). */
+static int parse_trace_context(parse_ctx_t *c, const yaml_node_t *v, const char *where, cmr_trace_context_policy_t *out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, v, where, &s) != 0)
+        return -1;
+    int policy = cmr_cfg_trace_context_parse(s);
+    if (policy < 0)
+        return fail(c, v, "%s: unknown trace-context policy \"%s\" (authenticated, any, none)", where, s);
+    *out = (cmr_trace_context_policy_t)policy;
+    return 0;
+}
+
 static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
 {
     if (want_mapping(c, n, where) != 0)
@@ -474,8 +506,11 @@ static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cm
             rc = parse_sensors(c, v, w, env);
         else if (!strcmp(key, "strategy"))
             rc = parse_strategy(c, v, w, &env->strategy);
+        else if (!strcmp(key, "trace_context"))
+            rc = parse_trace_context(c, v, w, &env->trace_context);
         else
-            return fail(c, k, "%s: unknown key \"%s\" (id, name, description, sensors, strategy)", where, key);
+            return fail(c, k, "%s: unknown key \"%s\" (id, name, description, sensors, strategy, trace_context)", where,
+                        key);
         if (rc != 0)
             return -1;
         if (!strcmp(key, "id") && !valid_id(env->id))

@@ -64,6 +64,7 @@ void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
             "    strategy:\n      send_interval_ms: %d\n      ring_records: %d\n      max_batch_events: %d\n"
             "      metric_interval_ms: %d\n      max_threads: %d\n",
             s->send_interval_ms, s->ring_records, s->max_batch_events, s->metric_interval_ms, s->max_threads);
+    fprintf(f, "    trace_context: %s\n", cmr_cfg_trace_context_name(env->trace_context));
     fprintf(f, "    sensors:%s\n", env->assignments.count ? "" : " []");
     for (size_t i = 0; i < env->assignments.count; i++) {
         const cmr_sensor_assignment_t *a = &env->assignments.items[i];

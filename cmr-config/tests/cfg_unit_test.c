@@ -212,6 +212,43 @@ static void expect_error(const char *text, const char *want)
         fail_msg("expected an error containing \"%s\", got rc=%d \"%s\"", want, rc, err);
 }
 
+/* trace_context: the environment's policy for incoming trace headers. */
+static void test_doc_trace_context(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_cfg_doc_t d;
+    const char *any = "version: 1\nenvironments:\n  - id: edge\n    trace_context: any\n";
+    assert_int_equal(cmr_cfg_doc_parse(any, strlen(any), "f.yaml", &d, err, sizeof err), 0);
+    assert_int_equal(d.envs[0].trace_context, CMR_TRACE_CONTEXT_ANY);
+    /* printed (show, diff) and read back the same */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fputs("version: 1\nenvironments:\n", f);
+    cmr_cfg_write_env(&d.envs[0], f);
+    fclose(f);
+    assert_non_null(strstr(text, "trace_context: any"));
+    cmr_cfg_doc_t again;
+    assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
+    assert_true(cmr_cfg_env_equal(&d.envs[0], &again.envs[0]));
+    free(text);
+    cmr_cfg_doc_free(&again);
+    cmr_cfg_doc_free(&d);
+    /* the default is authenticated; a different policy is a change */
+    const char *def = "version: 1\nenvironments:\n  - id: edge\n";
+    assert_int_equal(cmr_cfg_doc_parse(def, strlen(def), "f.yaml", &again, err, sizeof err), 0);
+    assert_int_equal(again.envs[0].trace_context, CMR_TRACE_CONTEXT_AUTHENTICATED);
+    assert_int_equal(cmr_cfg_doc_parse(any, strlen(any), "f.yaml", &d, err, sizeof err), 0);
+    assert_false(cmr_cfg_env_equal(&d.envs[0], &again.envs[0]));
+    cmr_cfg_doc_free(&again);
+    cmr_cfg_doc_free(&d);
+    const char *bad = "version: 1\nenvironments:\n  - id: edge\n    trace_context: trusting\n";
+    assert_int_equal(cmr_cfg_doc_parse(bad, strlen(bad), "f.yaml", &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "f.yaml:4"));
+    assert_non_null(strstr(err, "authenticated, any, none"));
+}
+
 static void test_doc_errors(void **state)
 {
     (void)state;
@@ -464,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_cidr_v6),
         cmocka_unit_test(test_resolve_first_match),
         cmocka_unit_test(test_doc_full),
+        cmocka_unit_test(test_doc_trace_context),
         cmocka_unit_test(test_doc_errors),
         cmocka_unit_test(test_state_projection),
         cmocka_unit_test(test_doc_strict),

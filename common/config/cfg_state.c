@@ -224,7 +224,8 @@ static int assignment_eq(const cmr_sensor_assignment_t *a, const cmr_sensor_assi
 int cmr_cfg_env_equal(const cmr_environment_t *a, const cmr_environment_t *b)
 {
     if (!str_eq(a->id, b->id) || !str_eq(a->name, b->name) || !str_eq(a->description, b->description) ||
-        memcmp(&a->strategy, &b->strategy, sizeof a->strategy) != 0 || a->assignments.count != b->assignments.count)
+        memcmp(&a->strategy, &b->strategy, sizeof a->strategy) != 0 || a->trace_context != b->trace_context ||
+        a->assignments.count != b->assignments.count)
         return 0;
     for (size_t i = 0; i < a->assignments.count; i++)
         if (!assignment_eq(&a->assignments.items[i], &b->assignments.items[i]))

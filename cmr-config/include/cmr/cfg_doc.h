@@ -47,6 +47,9 @@ void cmr_cfg_default_strategy(cmr_strategy_t *s);
 /* Names used by the file format: "timer", "invocation-sequence", "anchor". */
 const char *cmr_cfg_sensor_name(cmr_sensor_kind_t k);
 int cmr_cfg_sensor_parse(const char *name); /* -1 when unknown */
+/* An environment's trace-context policy: "authenticated", "any", "none". */
+const char *cmr_cfg_trace_context_name(cmr_trace_context_policy_t p);
+int cmr_cfg_trace_context_parse(const char *name); /* -1 when unknown */
 /* JVM access flag of a modifier name ("public" -> 0x0001); 0 when unknown. */
 int cmr_cfg_modifier_flag(const char *name);
 /* Writes the names of `flags` separated by ", " into buf (prefix each with `neg` if set,
