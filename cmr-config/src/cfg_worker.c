@@ -26,6 +26,7 @@
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/rejects.h"
 #include "cmr/map.h"
 #include "cmr/wire.h"
 
@@ -85,6 +86,7 @@ static void reject(worker_t *w, reject_reason_t why, const char *topic, int32_t 
                    const char *what)
 {
     w->rejected[why]++;
+    cmr_reject_count(topic, reject_names[why]);
     unsigned long long suppressed = 0;
     if (cmr_log_allow(&w->reject_log[why], 5, &suppressed))
         cmr_log(CMR_LOG_WARN, "config.rejected",
@@ -479,7 +481,12 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         goto out;
     }
     cmr_log(CMR_LOG_INFO, "config.started", "group=%s", cmr_conf_get(conf, "config.group", "cmr-config"));
+    int64_t last_summary = cmr_mono_ms();
     while (!*stop) {
+        if (cmr_mono_ms() - last_summary >= 10000) { /* rejected messages, per topic and reason */
+            cmr_rejects_log_summary();
+            last_summary = cmr_mono_ms();
+        }
         if (drain_readers(&w) != 0)
             goto out;
         cmr_record_t *rec;

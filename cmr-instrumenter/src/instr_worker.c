@@ -436,6 +436,7 @@ static const cmr_environment_t *env_of(worker_t *w, const char *env_id, int64_t 
 static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t computed)
 {
     w->hash_mismatch++;
+    cmr_reject_count(cmr_topic_name(CMR_TOPIC_CLASSES), "hash_mismatch");
     unsigned long long suppressed = 0;
     if (!cmr_log_allow(&w->mismatch_limit, 10, &suppressed))
         return;

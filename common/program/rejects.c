@@ -55,15 +55,20 @@ static reject_entry_t *entry_for(const char *topic, const char *reason)
     return *slot;
 }
 
-void cmr_reject(const char *topic, const char *reason, int32_t partition, int64_t offset, const char *detail)
+void cmr_reject_count(const char *topic, const char *reason)
 {
-    topic = topic ? topic : "(unknown)";
     pthread_mutex_lock(&rejects_lock);
-    reject_entry_t *e = entry_for(topic, reason);
+    reject_entry_t *e = entry_for(topic ? topic : "(unknown)", reason);
     if (e)
         e->count++;
     rejects_all++;
     pthread_mutex_unlock(&rejects_lock);
+}
+
+void cmr_reject(const char *topic, const char *reason, int32_t partition, int64_t offset, const char *detail)
+{
+    topic = topic ? topic : "(unknown)";
+    cmr_reject_count(topic, reason);
     unsigned long long suppressed = 0;
     if (cmr_log_allow(&rejects_limiter, REJECT_LOG_PER_SECOND, &suppressed)) {
         char t[256], d[512];

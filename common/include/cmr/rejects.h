@@ -31,6 +31,10 @@
  * "hash_mismatch", "bad_signature", ...); detail may be NULL. */
 void cmr_reject(const char *topic, const char *reason, int32_t partition, int64_t offset, const char *detail);
 
+/* Counts one rejected message without logging it: for a worker that logs its refusals
+ * with more context itself (still rate-limited, with every value escaped). */
+void cmr_reject_count(const char *topic, const char *reason);
+
 /* Decodes a message read from a topic reader; one that does not decode is rejected (and
  * counted) here. 0 with *out filled (caller frees with cmr_msg_free), or -1. */
 int cmr_reject_decode(const char *topic, int32_t partition, int64_t offset, const void *payload, size_t len,
