@@ -39,9 +39,7 @@ mappings:
     environment: bench
 YAML
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
-"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" run >"$work/config.log" 2>&1 & pids+=($!)
-"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" --db "$work/db" run \
-    >"$work/instr.log" 2>&1 & pids+=($!)
+cmr_start_control_plane "$work" warn
 sleep 3
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }

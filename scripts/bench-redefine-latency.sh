@@ -36,9 +36,7 @@ mappings:
     environment: latency
 YAML
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
-"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" run >"$work/config.log" 2>&1 & pids+=($!)
-"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$signing_key" --db "$work/db" run \
-    >"$work/instr.log" 2>&1 & pids+=($!)
+cmr_start_control_plane "$work" warn
 sleep 3
 # Wait for the registration to be answered before loading Guava, so that what is measured
 # is the steady state (classes loaded while the agent is connected).

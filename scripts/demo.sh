@@ -45,9 +45,7 @@ step "Environment and agent mapping (demo/environment.yaml)"
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply demo/environment.yaml
 
 step "CMR workers: cmr-config, cmr-instrumenter, cmr-ingest"
-"$B/cmr-config/cmr-config" --bootstrap "$bs" -X "trust.signing_key=$signing_key" run >"$work/config.log" 2>&1 & pids+=($!)
-"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" -X "trust.signing_key=$signing_key" --db "$work/instrumenter" run \
-    >"$work/instrumenter.log" 2>&1 & pids+=($!)
+cmr_start_control_plane "$work"
 "$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port -1 run >"$work/ingest.log" 2>&1 &
 ingest_pid=$!
 pids+=($ingest_pid)

@@ -55,3 +55,17 @@ cmr_make_keys() {
     signing_key=$1/cmr.key
     trust_pub=$1/cmr.pub
 }
+
+# cmr_start_control_plane DIR [LOG_LEVEL]: with the broker of cmr_start_broker (`bs`) and
+# the key of cmr_make_keys (`signing_key`), starts cmr-config and cmr-instrumenter in the
+# background (logs DIR/config.log and DIR/instrumenter.log, the class cache in
+# DIR/instrumenter), their pids appended to the caller's `pids` array.
+cmr_start_control_plane() {
+    local level=${2:-info}
+    "$CMR_ROOT/build/cmr-config/cmr-config" --bootstrap "$bs" --log-level "$level" \
+        -X "trust.signing_key=$signing_key" run >"$1/config.log" 2>&1 &
+    pids+=($!)
+    "$CMR_ROOT/build/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "$level" \
+        -X "trust.signing_key=$signing_key" --db "$1/instrumenter" run >"$1/instrumenter.log" 2>&1 &
+    pids+=($!)
+}

@@ -87,17 +87,31 @@ static const char *const sensor_names[] = {
     [CMR_SENSOR_ANCHOR] = "anchor",
 };
 
+/* The name of enum value v in a table of n names, "?" when out of range. */
+static const char *enum_name(const char *const *names, size_t n, int v)
+{
+    return v >= 0 && (size_t)v < n ? names[v] : "?";
+}
+
+/* The enum value named `name` in a table of n names, -1 when none. */
+static int enum_parse(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+#define N_NAMES(t) (sizeof(t) / sizeof(t)[0])
+
 const char *cmr_cfg_sensor_name(cmr_sensor_kind_t k)
 {
-    return (unsigned)k < 3 ? sensor_names[k] : "?";
+    return enum_name(sensor_names, N_NAMES(sensor_names), (int)k);
 }
 
 int cmr_cfg_sensor_parse(const char *name)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, sensor_names[i]) == 0)
-            return i;
-    return -1;
+    return enum_parse(sensor_names, N_NAMES(sensor_names), name);
 }
 
 static const char *const trace_context_names[] = {
@@ -108,15 +122,12 @@ static const char *const trace_context_names[] = {
 
 const char *cmr_cfg_trace_context_name(cmr_trace_context_policy_t p)
 {
-    return (unsigned)p < 3 ? trace_context_names[p] : "?";
+    return enum_name(trace_context_names, N_NAMES(trace_context_names), (int)p);
 }
 
 int cmr_cfg_trace_context_parse(const char *name)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, trace_context_names[i]) == 0)
-            return i;
-    return -1;
+    return enum_parse(trace_context_names, N_NAMES(trace_context_names), name);
 }
 
 static const struct {
