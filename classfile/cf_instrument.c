@@ -467,51 +467,6 @@ static bool rewrite_lvt(const layout *L, const cf_attr *a, cf_buf *b)
     return !r.bad;
 }
 
-/* element_value / annotation skipping for type annotations */
-static bool skip_annotation(cf_rd *r, int depth);
-static bool skip_element(cf_rd *r, int depth)
-{
-    if (depth > 64)
-        return false;
-    uint8_t tag = cf_rd_u1(r);
-    switch (tag) {
-    case 'B':
-    case 'C':
-    case 'D':
-    case 'F':
-    case 'I':
-    case 'J':
-    case 'S':
-    case 'Z':
-    case 's':
-    case 'c': cf_rd_u2(r); return !r->bad;
-    case 'e':
-        cf_rd_u2(r);
-        cf_rd_u2(r);
-        return !r->bad;
-    case '@': return skip_annotation(r, depth + 1);
-    case '[': {
-        uint16_t n = cf_rd_u2(r);
-        for (uint16_t i = 0; i < n && !r->bad; i++)
-            if (!skip_element(r, depth + 1))
-                return false;
-        return !r->bad;
-    }
-    default: return false;
-    }
-}
-static bool skip_annotation(cf_rd *r, int depth)
-{
-    cf_rd_u2(r);
-    uint16_t n = cf_rd_u2(r);
-    for (uint16_t i = 0; i < n && !r->bad; i++) {
-        cf_rd_u2(r);
-        if (!skip_element(r, depth))
-            return false;
-    }
-    return !r->bad;
-}
-
 static bool rewrite_type_annos(const layout *L, const cf_attr *a, cf_buf *b)
 {
     cf_rd r;
@@ -575,7 +530,7 @@ static bool rewrite_type_annos(const layout *L, const cf_attr *a, cf_buf *b)
         }
         uint8_t plen = cf_rd_u1(&r);
         cf_rd_skip(&r, (size_t)plen * 2);
-        if (r.bad || !skip_annotation(&r, 0))
+        if (r.bad || !cf_skip_annotation(&r, 0))
             return false;
         cf_buf_bytes(b, r.p + from, r.pos - from);
     }

@@ -57,6 +57,10 @@ static inline const uint8_t *cf_rd_skip(cf_rd *r, size_t n)
     r->pos += n;
     return q;
 }
+/* Moves past one annotation structure (JVMS 4.7.16) at depth `depth` of nesting (0 for
+ * an attribute's own); false when it is malformed or nested too deep (cf_annotations.c). */
+bool cf_skip_annotation(cf_rd *r, int depth);
+
 static inline uint8_t cf_rd_u1(cf_rd *r)
 {
     const uint8_t *q = cf_rd_skip(r, 1);

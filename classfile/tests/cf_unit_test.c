@@ -926,6 +926,59 @@ static void test_probe_check(void **st)
     assert_int_equal(cf_probe_check(&only_exc, &e), CF_OK);
 }
 
+/* --- annotations ------------------------------------------------------------------ */
+
+static int collect_type(uint16_t type, void *ud)
+{
+    uint16_t *seen = ud;
+    seen[++seen[0]] = type;
+    return seen[0] == 8 ? 7 : 0; /* the 8th stops the walk with 7 */
+}
+
+static void test_annotation_types(void **state)
+{
+    (void)state;
+    /* two annotations: @T5(x = "s") and @T8(v = {@T9, E.C}) */
+    static const uint8_t data[] = {0,   2,                           /* num_annotations */
+                                   0,   5, 0, 1, 0, 6,   's', 0,  7, /* @T5(x = "s") */
+                                   0,   8, 0, 1, 0, 6,   '[', 0,  2, /* @T8(v = {...}) */
+                                   '@', 0, 9, 0, 0, 'e', 0,   10, 0, 11};
+    uint16_t seen[16] = {0};
+    cf_attr a = {0, sizeof data, data};
+    assert_int_equal(cf_annotation_types(&a, collect_type, seen), 0);
+    assert_int_equal(seen[0], 2);
+    assert_int_equal(seen[1], 5);
+    assert_int_equal(seen[2], 8); /* the nested @T9 is an element, not one of the attribute's */
+    /* cut anywhere: -1, with the annotations before the damage reported */
+    for (uint32_t len = 2; len < sizeof data; len++) {
+        memset(seen, 0, sizeof seen);
+        cf_attr cut = {0, len, data};
+        assert_int_equal(cf_annotation_types(&cut, collect_type, seen), -1);
+        assert_true(seen[0] <= 2);
+    }
+    /* nesting deeper than the bound is refused, not followed down the stack */
+    uint8_t deep[2 + 7 * 80];
+    size_t n = 0;
+    deep[n++] = 0, deep[n++] = 1; /* one annotation */
+    for (int d = 0; d < 80; d++) {
+        deep[n++] = 0, deep[n++] = 5, deep[n++] = 0, deep[n++] = 1; /* type, one pair */
+        deep[n++] = 0, deep[n++] = 6, deep[n++] = '@';              /* name, nested annotation */
+    }
+    assert_true(n <= sizeof deep);
+    memset(seen, 0, sizeof seen);
+    cf_attr d = {0, (uint32_t)n, deep};
+    assert_int_equal(cf_annotation_types(&d, collect_type, seen), -1);
+    /* fn stops the walk */
+    uint8_t many[2 + 10 * 4];
+    many[0] = 0, many[1] = 10;
+    for (int k = 0; k < 10; k++)
+        many[2 + 4 * k] = 0, many[3 + 4 * k] = (uint8_t)(20 + k), many[4 + 4 * k] = 0, many[5 + 4 * k] = 0;
+    memset(seen, 0, sizeof seen);
+    cf_attr m = {0, sizeof many, many};
+    assert_int_equal(cf_annotation_types(&m, collect_type, seen), 7);
+    assert_int_equal(seen[0], 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -945,6 +998,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_cpool_growth),
         cmocka_unit_test(test_probe_check),
+        cmocka_unit_test(test_annotation_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,12 +89,6 @@ static const uint8_t *take(rd_t *r, size_t n)
     return at;
 }
 
-static unsigned u1(rd_t *r)
-{
-    const uint8_t *p = take(r, 1);
-    return p ? *p : 0;
-}
-
 static unsigned u2(rd_t *r)
 {
     const uint8_t *p = take(r, 2);
@@ -115,70 +109,29 @@ static uint32_t le4(rd_t *r)
 
 /* --- annotations attributes --------------------------------------------------------- */
 
-static void skip_annotation(rd_t *r, int depth);
+typedef struct annotations_ctx {
+    const cf_class *c;
+    cmr_instr_names_t *out;
+} annotations_ctx_t;
 
-static void skip_element_value(rd_t *r, int depth)
+static int add_annotation(uint16_t type, void *ud)
 {
-    if (depth > 64) {
-        r->bad = 1;
-        return;
+    annotations_ctx_t *x = ud;
+    cf_str d = cf_cp_utf8(x->c, type);
+    if (d.len >= 3 && d.p[0] == 'L' && d.p[d.len - 1] == ';') {
+        cf_str inner = {d.p + 1, d.len - 2};
+        if (names_add(x->out, dup_str(inner)) != 0)
+            return 1; /* out of memory */
     }
-    unsigned tag = u1(r);
-    switch (tag) {
-    case 'B':
-    case 'C':
-    case 'D':
-    case 'F':
-    case 'I':
-    case 'J':
-    case 'S':
-    case 'Z':
-    case 's':
-    case 'c': u2(r); break;
-    case 'e':
-        u2(r);
-        u2(r);
-        break;
-    case '@': skip_annotation(r, depth + 1); break;
-    case '[': {
-        unsigned n = u2(r);
-        for (unsigned i = 0; i < n && !r->bad; i++)
-            skip_element_value(r, depth + 1);
-        break;
-    }
-    default: r->bad = 1;
-    }
-}
-
-static void skip_annotation(rd_t *r, int depth)
-{
-    u2(r); /* type */
-    unsigned pairs = u2(r);
-    for (unsigned i = 0; i < pairs && !r->bad; i++) {
-        u2(r);
-        skip_element_value(r, depth);
-    }
+    return 0;
 }
 
 /* Adds the annotation types of one Runtime(In)VisibleAnnotations attribute. */
 static int read_annotations(const cf_class *c, const cf_attr *a, cmr_instr_names_t *out)
 {
-    rd_t r = {a->data, a->data + a->len, 0};
-    unsigned n = u2(&r);
-    for (unsigned i = 0; i < n && !r.bad; i++) {
-        unsigned type = u2(&r);
-        if (r.bad)
-            break;
-        cf_str d = cf_cp_utf8(c, (uint16_t)type);
-        if (d.len >= 3 && d.p[0] == 'L' && d.p[d.len - 1] == ';') {
-            cf_str inner = {d.p + 1, d.len - 2};
-            if (names_add(out, dup_str(inner)) != 0)
-                return -1;
-        }
-        r.p -= 2; /* re-read the type inside skip_annotation */
-        skip_annotation(&r, 0);
-    }
-    return 0; /* a malformed attribute only loses its annotations */
+    annotations_ctx_t x = {c, out};
+    /* a malformed attribute only loses its annotations from the damage on */
+    return cf_annotation_types(a, add_annotation, &x) == 1 ? -1 : 0;
 }
 
 static int member_annotations(const cf_class *c, const cf_attr *attrs, uint16_t n, cmr_instr_names_t *out)

@@ -134,6 +134,13 @@ cf_str cf_class_name(const cf_class *c);
 /* Finds an attribute by name among `attrs`; NULL if absent. */
 const cf_attr *cf_attr_find(const cf_class *c, const cf_attr *attrs, uint16_t n, const char *name);
 
+/* Calls fn with the constant-pool index of the type descriptor of every annotation of a
+ * Runtime(In)VisibleAnnotations attribute, in order. fn returns 0 to go on, anything else
+ * to stop (returned). 0, or -1 when the attribute is malformed (fn was called for the
+ * annotations before the damage). */
+typedef int(cf_annotation_type_fn)(uint16_t type_index, void *ud);
+int cf_annotation_types(const cf_attr *a, cf_annotation_type_fn *fn, void *ud);
+
 /* ------------------------------------------------------------ method ids */
 
 /* XXH3-64 of the UTF-8 string "owner.name(desc)..." e.g. "java/lang/String.length()I".
