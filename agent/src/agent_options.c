@@ -122,22 +122,18 @@ int cmr_agent_options_parse(const char *options, const char *origin, cmr_conf_t 
  * byte of the contents: not even an unknown key's name. */
 
 typedef struct config_check {
-    cmr_conf_t *into;
     char *errbuf;
     size_t errlen;
 } config_check_t;
 
 static int config_key(const char *key, const char *value, const char *origin, void *opaque)
 {
+    (void)value;
     config_check_t *c = opaque;
     char *errbuf = c->errbuf;
     size_t errlen = c->errlen;
     if (!cmr_conf_key_find(agent_keys, key)) {
         ERRF("%s: unknown configuration key (the line is not shown; see docs/AGENT.md for the keys)", origin);
-        return -1;
-    }
-    if (cmr_conf_set(c->into, key, value, origin) != 0) {
-        ERRF("%s: out of memory", origin);
         return -1;
     }
     return 0;
@@ -150,10 +146,14 @@ int cmr_agent_config_file_load(cmr_conf_t *conf, const char *path, char *errbuf,
         ERRF("%s: out of memory", path);
         return -1;
     }
-    config_check_t c = {conf, errbuf, errlen};
+    config_check_t c = {errbuf, errlen};
     int rc = cmr_conf_load_file(file, path, errbuf, errlen);
     if (rc == 0)
         rc = cmr_conf_foreach(file, "", config_key, &c);
+    if (rc == 0 && cmr_conf_merge(conf, file) != 0) {
+        ERRF("%s: out of memory", path);
+        rc = -1;
+    }
     cmr_conf_destroy(file);
     return rc;
 }
@@ -277,8 +277,9 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         return -1;
     const char *level = cmr_conf_get(conf, "log.level", "info");
     if (cmr_log_level_parse(level) < 0) {
-        ERRF("%s: log.level = \"%s\" is not one of debug, info, warn, error, off", cmr_conf_origin(conf, "log.level"),
-             level);
+        char shown[300];
+        ERRF("%s: log.level = %s is not one of debug, info, warn, error, off", cmr_conf_origin(conf, "log.level"),
+             cmr_conf_shown(conf, "log.level", shown, sizeof shown));
         return -1;
     }
     return 0;

@@ -8,14 +8,29 @@
 
 #include "cmr/cfg_doc.h"
 
-/* Double-quoted YAML string: safe for globs ('*' would start an alias unquoted). */
+/* A YAML double-quoted scalar (safe for globs: '*' would start an alias unquoted) that
+ * reads back as exactly s: quotes, backslashes, control characters and YAML's other line
+ * breaks (NEL, LS, PS) are escaped (a raw one would be folded into a space). */
 static void put_str(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else if (p[0] == 0xc2 && p[1] == 0x85) /* NEL, a YAML line break */
+            fputs("\\N", f), p++;
+        else if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) /* LS, PS */
+            fputs(p[2] == 0xa8 ? "\\L" : "\\P", f), p += 2;
+        else if (p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf) /* BOM */
+            fputs("\\uFEFF", f), p += 2;
+        else
+            fputc(*p, f);
     }
     fputc('"', f);
 }

@@ -21,7 +21,9 @@
  *     sending nothing, and commits it; records of partitions revoked meanwhile are
  *     dropped. A partition whose range is done is taken over: owned (environment runs
  *     include it), its pending environments run, and resumed. A round that fails or runs
- *     past 120 s is given up and its partitions are taken over as they are.
+ *     past 120 s is given up and its partitions are taken over as they are;
+ *   - configuration changes wait while a catch-up is waiting or running (catch_up_busy()),
+ *     then run against every owned partition, the one just taken over included.
  *
  * Trust (docs/SECURITY.md): a ClassLoaded whose bytes do not hash to its class_hash is
  * refused before anything is cached or recorded from it (instr.hash_mismatch, counted).
@@ -72,6 +74,7 @@ typedef struct catch_up_range {
     cmr_reader_range_t range;
     int64_t records; /* fed into the cache */
     bool dropped;    /* revoked during the round */
+    bool taken;      /* done and taken over during the round */
 } catch_up_range_t;
 
 typedef struct catch_up {
@@ -680,6 +683,22 @@ static int drain_config(worker_t *w, int timeout_ms)
 
 /* --- catch-up of newly assigned partitions ------------------------------------------ */
 
+/* A catch-up is waiting or under way. Configuration changes wait for it to end: an
+ * environment run reaches only owned partitions, and it records its revision as done for
+ * all, so a change applied while a partition catches up would never reach that
+ * partition's agents. After the take-over, the change runs against every owned partition,
+ * the new one included (its replayed records were decided with the configuration they
+ * were answered with). */
+static bool catch_up_busy(const worker_t *w)
+{
+    if (w->catch_up.reader)
+        return true;
+    for (int32_t p = 0; p < MAX_PARTITIONS; p++)
+        if (w->catch_up.state[p] != CATCH_UP_NONE)
+            return true;
+    return false;
+}
+
 /* The partition is this worker's now: environment runs include it, its records flow. */
 static void take_over(worker_t *w, int32_t partition)
 {
@@ -693,8 +712,9 @@ static void take_over(worker_t *w, int32_t partition)
         cmr_log(CMR_LOG_ERROR, "instr.resume_failed", "partition=%d", partition);
 }
 
-static void range_taken_over(worker_t *w, const catch_up_range_t *cr, int ok)
+static void range_taken_over(worker_t *w, catch_up_range_t *cr, int ok)
 {
+    cr->taken = true;
     cmr_log(CMR_LOG_INFO, "instr.partition_caught_up",
             "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64 " ok=%d", cr->range.partition,
             cr->range.from, cr->range.until, cr->records, ok);
@@ -810,7 +830,8 @@ static void catch_up_step(worker_t *w)
 {
     catch_up_t *cu = &w->catch_up;
     for (size_t i = 0; i < cu->n; i++)
-        if (cu->state[cu->ranges[i].range.partition] != CATCH_UP_RUNNING && !cu->ranges[i].dropped) {
+        if (cu->state[cu->ranges[i].range.partition] != CATCH_UP_RUNNING && !cu->ranges[i].dropped &&
+            !cu->ranges[i].taken) {
             cu->ranges[i].dropped = true;
             cmr_reader_drop(cu->reader, cu->ranges[i].range.partition);
             cmr_log(CMR_LOG_INFO, "instr.catch_up_dropped", "partition=%d records=%" PRId64 " reason=revoked",
@@ -1073,7 +1094,7 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             cmr_rejects_log_summary();
             last_summary = mono_ms();
         }
-        if (drain_config(&w, 0) != 0)
+        if (!catch_up_busy(&w) && drain_config(&w, 0) != 0)
             goto out;
         catch_up_run(&w);
         if (w.assigned_once && !w.envs_checked) {

@@ -12,6 +12,11 @@
 
 int cmr_file_read(const char *path, size_t max_bytes, cmr_buf_t *out, char *errbuf, size_t errlen)
 {
+    return cmr_file_read_mode(path, max_bytes, out, NULL, errbuf, errlen);
+}
+
+int cmr_file_read_mode(const char *path, size_t max_bytes, cmr_buf_t *out, unsigned *mode, char *errbuf, size_t errlen)
+{
     cmr_buf_reset(out);
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -29,6 +34,8 @@ int cmr_file_read(const char *path, size_t max_bytes, cmr_buf_t *out, char *errb
         snprintf(errbuf, errlen, "%s: larger than %zu bytes", path, max_bytes);
     } else {
         rc = 0;
+        if (mode)
+            *mode = (unsigned)(st.st_mode & 07777);
     }
     while (rc == 0) {
         uint8_t *at = cmr_buf_append(out, 4096);

@@ -22,6 +22,7 @@ typedef struct conf_entry {
     char *key;
     char *value;
     char *origin;
+    bool from_file; /* set by a configuration file: the value is never quoted in an error */
 } conf_entry_t;
 
 struct cmr_conf {
@@ -62,7 +63,7 @@ static conf_entry_t *conf_find(const cmr_conf_t *conf, const char *key)
     return NULL;
 }
 
-int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin)
+static int conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin, bool from_file)
 {
     char *v = strdup(value);
     char *o = strdup(origin ? origin : "program");
@@ -74,6 +75,7 @@ int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const cha
         free(e->origin);
         e->value = v;
         e->origin = o;
+        e->from_file = from_file;
         return 0;
     }
     if (CMR_ARRAY_GROW(conf->items, conf->cap, conf->count + 1) != 0)
@@ -81,7 +83,7 @@ int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const cha
     char *k = strdup(key);
     if (!k)
         goto oom;
-    conf->items[conf->count++] = (conf_entry_t){k, v, o};
+    conf->items[conf->count++] = (conf_entry_t){k, v, o, from_file};
     return 0;
 oom:
     free(v);
@@ -89,14 +91,41 @@ oom:
     return -1;
 }
 
+int cmr_conf_set(cmr_conf_t *conf, const char *key, const char *value, const char *origin)
+{
+    return conf_set(conf, key, value, origin, false);
+}
+
+const char *cmr_conf_shown(const cmr_conf_t *conf, const char *key, char *buf, size_t n)
+{
+    const conf_entry_t *e = conf ? conf_find(conf, key) : NULL;
+    if (!e)
+        snprintf(buf, n, "(unset)");
+    else if (e->from_file)
+        snprintf(buf, n, "(the value in the file)");
+    else {
+        char esc[256];
+        snprintf(buf, n, "\"%s\"", cmr_log_escape(e->value, esc, sizeof esc));
+    }
+    return buf;
+}
+
+int cmr_conf_merge(cmr_conf_t *dst, const cmr_conf_t *src)
+{
+    for (size_t i = 0; i < src->count; i++) {
+        const conf_entry_t *e = &src->items[i];
+        if (conf_set(dst, e->key, e->value, e->origin, e->from_file) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 cmr_conf_t *cmr_conf_dup(const cmr_conf_t *conf)
 {
     cmr_conf_t *copy = cmr_conf_new();
-    for (size_t i = 0; copy && i < conf->count; i++) {
-        if (cmr_conf_set(copy, conf->items[i].key, conf->items[i].value, conf->items[i].origin)) {
-            cmr_conf_destroy(copy);
-            return NULL;
-        }
+    if (copy && cmr_conf_merge(copy, conf) != 0) {
+        cmr_conf_destroy(copy);
+        return NULL;
     }
     return copy;
 }
@@ -146,7 +175,7 @@ static int set_assignment(cmr_conf_t *conf, const char *assignment, const char *
             ERRF("%s: \"%s\" is not a valid key (letters, digits, '.', '_', '-')", origin, key);
         else if (!valid_key(key))
             ERRF("%s: not a valid key (letters, digits, '.', '_', '-')", origin);
-        else if (cmr_conf_set(conf, key, value, origin) != 0)
+        else if (conf_set(conf, key, value, origin, !quote) != 0)
             ERRF("%s: out of memory", origin);
         else
             rc = 0;
@@ -217,11 +246,13 @@ int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64
     errno = 0;
     long long n = strtoll(v, &end, 0);
     if (errno || end == v || *trim(end) != '\0') {
-        ERRF("%s: %s = \"%s\" is not an integer", cmr_conf_origin(conf, key), key, v);
+        char shown[300];
+        ERRF("%s: %s = %s is not an integer", cmr_conf_origin(conf, key), key,
+             cmr_conf_shown(conf, key, shown, sizeof shown));
         return -1;
     }
     if (n < min || n > max) {
-        ERRF("%s: %s = %lld is outside %lld..%lld", cmr_conf_origin(conf, key), key, n, (long long)min, (long long)max);
+        ERRF("%s: %s is outside %lld..%lld", cmr_conf_origin(conf, key), key, (long long)min, (long long)max);
         return -1;
     }
     *out = n;
@@ -240,7 +271,9 @@ int cmr_conf_get_bool(const cmr_conf_t *conf, const char *key, bool def, bool *o
     } else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off")) {
         *out = false;
     } else {
-        ERRF("%s: %s = \"%s\" is not a boolean (true/false)", cmr_conf_origin(conf, key), key, v);
+        char shown[300];
+        ERRF("%s: %s = %s is not a boolean (true/false)", cmr_conf_origin(conf, key), key,
+             cmr_conf_shown(conf, key, shown, sizeof shown));
         return -1;
     }
     return 0;
@@ -558,8 +591,9 @@ int cmr_cli_parse(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t *conf,
     const char *level = cmr_conf_get(conf, "log.level", "info");
     int lvl = cmr_log_level_parse(level);
     if (lvl < 0) {
-        snprintf(err, sizeof err, "%s: log.level = \"%s\" is not one of debug, info, warn, error, off",
-                 cmr_conf_origin(conf, "log.level"), level);
+        char shown[300];
+        snprintf(err, sizeof err, "%s: log.level = %s is not one of debug, info, warn, error, off",
+                 cmr_conf_origin(conf, "log.level"), cmr_conf_shown(conf, "log.level", shown, sizeof shown));
         return cli_fail(cli, "%s", err);
     }
     cmr_log_set_level((cmr_log_level_t)lvl);

@@ -89,6 +89,25 @@ static void test_file_hostile(void **state)
     assert_null(strstr(err, "secrethash"));
     unlink(path);
     free(path);
+    /* a value from a file is never quoted by the typed getters; a typed one is */
+    path = write_file("n = s3cret\nflag = hunter2\n");
+    assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), 0);
+    int64_t n;
+    bool flag;
+    assert_int_equal(cmr_conf_get_int(c, "n", 0, 0, 10, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":1: n = (the value in the file)"));
+    assert_null(strstr(err, "s3cret"));
+    assert_int_equal(cmr_conf_get_bool(c, "flag", false, &flag, err, sizeof err), -1);
+    assert_null(strstr(err, "hunter2"));
+    cmr_conf_t *dup = cmr_conf_dup(c); /* copies keep the provenance */
+    assert_int_equal(cmr_conf_get_int(dup, "n", 0, 0, 10, &n, err, sizeof err), -1);
+    assert_null(strstr(err, "s3cret"));
+    cmr_conf_destroy(dup);
+    assert_int_equal(cmr_conf_set_assignment(c, "n=typed", "command line", err, sizeof err), 0);
+    assert_int_equal(cmr_conf_get_int(c, "n", 0, 0, 10, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "\"typed\""));
+    unlink(path);
+    free(path);
     path = write_file("password hunter2 = x\n"); /* not a valid key: not quoted either */
     assert_int_equal(cmr_conf_load_file(c, path, err, sizeof err), -1);
     assert_null(strstr(err, "hunter2"));

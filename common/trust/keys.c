@@ -115,16 +115,17 @@ out:
 
 int trust_read_key_file(const char *path, bool secret, cmr_buf_t *out, char *errbuf, size_t errlen)
 {
-    if (cmr_file_read(path, KEY_FILE_MAX, out, errbuf, errlen) != 0)
+    unsigned mode = 0;
+    if (cmr_file_read_mode(path, KEY_FILE_MAX, out, &mode, errbuf, errlen) != 0) {
+        cmr_buf_free(out);
         return -1;
-    if (secret) {
-        struct stat st;
-        if (stat(path, &st) != 0 || (st.st_mode & 077)) {
-            snprintf(errbuf, errlen, "%s: a secret key must be readable by its owner only (chmod 600)", path);
+    }
+    if (secret && (mode & 077)) { /* the mode of the file that was read, not of the path now */
+        snprintf(errbuf, errlen, "%s: a secret key must be readable by its owner only (chmod 600)", path);
+        if (out->data)
             sodium_memzero(out->data, out->len);
-            cmr_buf_reset(out);
-            return -1;
-        }
+        cmr_buf_free(out);
+        return -1;
     }
     return 0;
 }

@@ -18,7 +18,8 @@
 void trust_key_id(const uint8_t pk[CMR_TRUST_PUBLIC_KEY_BYTES], char out[CMR_TRUST_KEY_ID_CHARS + 1]);
 int trust_parse_key_text(const char *text, size_t text_len, const char *label, bool label_optional, uint8_t *out,
                          size_t n);
-/* Reads a key file (a secret one must not be readable by others). Contents never echoed. */
+/* Reads a key file (a secret one must not be readable by others). Contents never echoed;
+ * on failure `out` is freed (and wiped). */
 int trust_read_key_file(const char *path, bool secret, cmr_buf_t *out, char *errbuf, size_t errlen);
 /* The bytes the signature covers: prefix, then every envelope field with its length, then
  * the payload's digest. */

@@ -488,7 +488,7 @@ class Scenarios:
         tid, seg, agent = victim["trace_id"], root["segment_id"], root["agent_id"]
         segments = victim["segments"]
         p = []
-        for mac in ("", ":" + "0" * 32):
+        for mac in ("", ":%x:%s" % (int(time.time()), "0" * 32)):
             since = time.time_ns()
             cp = "%s:%s:0%s" % (agent.lstrip("0") or "0", seg.lstrip("0") or "0", mac)
             self._request({"traceparent": "00-%s-%s-01" % (tid, seg), "cmr-parent": cp})

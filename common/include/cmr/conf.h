@@ -37,6 +37,9 @@ typedef struct cmr_conf cmr_conf_t;
 
 cmr_conf_t *cmr_conf_new(void);
 void cmr_conf_destroy(cmr_conf_t *conf);
+/* Sets every key of src in dst (later wins), keeping where each came from. 0, or -1 on out
+ * of memory. */
+int cmr_conf_merge(cmr_conf_t *dst, const cmr_conf_t *src);
 /* Deep copy (NULL on out of memory). */
 cmr_conf_t *cmr_conf_dup(const cmr_conf_t *conf);
 
@@ -54,6 +57,10 @@ int cmr_conf_load_file(cmr_conf_t *conf, const char *path, char *errbuf, size_t 
 /* The value of key, or `def` when unset. The pointer lives until the key is set again. */
 const char *cmr_conf_get(const cmr_conf_t *conf, const char *key, const char *def);
 const char *cmr_conf_origin(const cmr_conf_t *conf, const char *key);
+/* How an error shows key's value: quoted and escaped when it was typed (command line,
+ * agent option string, environment), "(the value in the file)" when a file set it (a file
+ * may hold secrets), "(unset)". Writes into buf and returns it. */
+const char *cmr_conf_shown(const cmr_conf_t *conf, const char *key, char *buf, size_t n);
 /* Typed getters: 0 with *out set (to def when unset), or -1 with errbuf saying which key,
  * where it was set and what is wrong. */
 int cmr_conf_get_int(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out,

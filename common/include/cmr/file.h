@@ -17,5 +17,8 @@
 /* Reads the whole file into out (replacing its content; NUL-terminated). 0, or -1 with
  * errbuf filled ("PATH: not a regular file", "PATH: larger than N bytes", ...). */
 int cmr_file_read(const char *path, size_t max_bytes, cmr_buf_t *out, char *errbuf, size_t errlen);
+/* The same, and *mode gets the permission bits of the file that was read (from the open
+ * descriptor: no second look-up of the path that a symlink swap could redirect). */
+int cmr_file_read_mode(const char *path, size_t max_bytes, cmr_buf_t *out, unsigned *mode, char *errbuf, size_t errlen);
 
 #endif

@@ -404,11 +404,13 @@ public final class Probe {
     //
     // An outgoing request carries the context in two headers: W3C `traceparent` (the trace
     // id, and the low 64 bits of the segment id as parent-id), which other tracers read, and
-    // `cmr-parent: <agent hex>:<segment hex>:<event seq hex>[:<mac>]`, which names the FORK
-    // event exactly, authenticated by a MAC (HMAC-SHA-256 over the trace id and those three
-    // numbers, 128 bits in hex) under the fleet's trace-context key from the agent's
-    // configuration (docs/SECURITY.md). What an incoming request may join is the
-    // environment's policy:
+    // `cmr-parent: <agent hex>:<segment hex>:<event seq hex>[:<time hex>:<mac>]`, which names
+    // the FORK event exactly, authenticated by a MAC (HMAC-SHA-256 over the trace id, those
+    // three numbers and the time it was sent in seconds, 128 bits in hex) under the fleet's
+    // trace-context key from the agent's configuration (docs/SECURITY.md). A MAC is valid
+    // for MAC_VALID_S around its time: a header seen by a callee outside the fleet (every
+    // outgoing call carries one) cannot be replayed into the trace later. What an incoming
+    // request may join is the environment's policy:
     //   AUTHENTICATED  a cmr-parent with a valid MAC joins the caller's trace; anything else
     //                  (a bare traceparent, a wrong or missing MAC) starts a trace of its own
     //                  whose root is a "remote caller" (agent 0, event -1) naming the foreign
@@ -420,6 +422,7 @@ public final class Probe {
     static final String TRACEPARENT = "traceparent", CMR_PARENT = "cmr-parent";
     static final int POLICY_AUTHENTICATED = 0, POLICY_ANY = 1, POLICY_NONE = 2; // as the wire's enum
     private static final int MAC_HEX = 32;
+    static final long MAC_VALID_S = 300; // either side of the time in the header (clock skew included)
 
     /** The policy and key in force, replaced whole by configureTraceContext. */
     private static final class TraceContextSettings {
@@ -466,7 +469,8 @@ public final class Probe {
     }
 
     /** The MAC of a cmr-parent header's numbers under key, in hex; null when no MAC can be made. */
-    static String contextMac(SecretKeySpec key, long hi, long lo, long agent, long segment, long event) {
+    static String contextMac(SecretKeySpec key, long hi, long lo, long agent, long segment, long event,
+                             long timeS) {
         if (key == null)
             return null;
         try {
@@ -476,8 +480,8 @@ public final class Probe {
                 MACS.set(mac);
             }
             mac.init(key);
-            ByteBuffer b = ByteBuffer.allocate(40);
-            b.putLong(hi).putLong(lo).putLong(agent).putLong(segment).putLong(event);
+            ByteBuffer b = ByteBuffer.allocate(48);
+            b.putLong(hi).putLong(lo).putLong(agent).putLong(segment).putLong(event).putLong(timeS);
             byte[] d = mac.doFinal(b.array());
             StringBuilder s = new StringBuilder(MAC_HEX);
             for (int i = 0; i < MAC_HEX / 2; i++)
@@ -508,9 +512,10 @@ public final class Probe {
         long agent = r.agentId();
         String tp = traceparent(r.traceHi, r.traceLo, r.segment);
         String cp = Long.toHexString(agent) + ':' + Long.toHexString(r.segment) + ':' + Long.toHexString(at);
-        String mac = contextMac(traceContext().key, r.traceHi, r.traceLo, agent, r.segment, at);
+        long now = System.currentTimeMillis() / 1000;
+        String mac = contextMac(traceContext().key, r.traceHi, r.traceLo, agent, r.segment, at, now);
         if (mac != null)
-            cp = cp + ':' + mac;
+            cp = cp + ':' + Long.toHexString(now) + ':' + mac;
         try {
             if (request instanceof URLConnection) {
                 URLConnection u = (URLConnection) request;
@@ -617,7 +622,7 @@ public final class Probe {
     private static Context exactParent(long hi, long lo, long parent, String cmrParent, boolean requireMac,
                                        SecretKeySpec key) {
         String[] p = cmrParent.trim().split(":");
-        if (p.length != 3 && p.length != 4)
+        if (p.length != 3 && p.length != 5)
             return null;
         try {
             long agent = Long.parseUnsignedLong(p[0], 16);
@@ -625,8 +630,14 @@ public final class Probe {
             long event = Long.parseUnsignedLong(p[2], 16);
             if (agent == 0 || segment != parent)
                 return null;
-            if (requireMac && (p.length != 4 || !macEquals(p[3], contextMac(key, hi, lo, agent, segment, event))))
-                return null;
+            if (requireMac) {
+                if (p.length != 5)
+                    return null;
+                long sent = Long.parseUnsignedLong(p[3], 16);
+                if (Math.abs(System.currentTimeMillis() / 1000 - sent) > MAC_VALID_S ||
+                        !macEquals(p[4], contextMac(key, hi, lo, agent, segment, event, sent)))
+                    return null;
+            }
             return new Context(hi, lo, agent, segment, event, true);
         } catch (NumberFormatException e) {
             return null;

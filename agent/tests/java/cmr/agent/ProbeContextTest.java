@@ -25,17 +25,23 @@ public final class ProbeContextTest {
         SecretKeySpec wrongKey = new SecretKeySpec(other, "HmacSHA256");
         long hi = 0x1234L, lo = 0x5678L, agent = 0xabcL, segment = 0x77L, event = 5;
         String tp = Probe.traceparent(hi, lo, segment);
+        long now = System.currentTimeMillis() / 1000;
         String bare = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ':' + Long.toHexString(event);
-        String signed = bare + ':' + Probe.contextMac(key, hi, lo, agent, segment, event);
-        String forged = bare + ':' + Probe.contextMac(wrongKey, hi, lo, agent, segment, event);
-        String tampered = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ":6:"
-                + Probe.contextMac(key, hi, lo, agent, segment, event); // event changed, MAC kept
+        String signed = bare + ':' + Long.toHexString(now) + ':' + Probe.contextMac(key, hi, lo, agent, segment, event, now);
+        String forged = bare + ':' + Long.toHexString(now) + ':'
+                + Probe.contextMac(wrongKey, hi, lo, agent, segment, event, now);
+        String tampered = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ":6:" + Long.toHexString(now) + ':'
+                + Probe.contextMac(key, hi, lo, agent, segment, event, now); // event changed, MAC kept
+        long old = now - Probe.MAC_VALID_S - 60; // a header seen by a callee outside the fleet, replayed later
+        String replayed = bare + ':' + Long.toHexString(old) + ':' + Probe.contextMac(key, hi, lo, agent, segment, event, old);
+        String redated = bare + ':' + Long.toHexString(now) + ':'
+                + Probe.contextMac(key, hi, lo, agent, segment, event, old); // old MAC, new time
 
         // AUTHENTICATED: only a valid MAC joins the caller's trace.
         Probe.Context c = Probe.remoteContext(tp, signed, Probe.POLICY_AUTHENTICATED, key);
         check(c != null && c.traceHi == hi && c.traceLo == lo && c.agent == agent && c.event == event,
               "authenticated header joins the caller's trace");
-        for (String h : new String[] {null, bare, forged, tampered, signed + "x"}) {
+        for (String h : new String[] {null, bare, forged, tampered, replayed, redated, signed + "x"}) {
             c = Probe.remoteContext(tp, h, Probe.POLICY_AUTHENTICATED, key);
             check(c != null && !(c.traceHi == hi && c.traceLo == lo) && c.agent == 0 && c.segment == segment
                           && c.event == -1,
@@ -65,10 +71,13 @@ public final class ProbeContextTest {
             check(Probe.remoteContext("00-zz", signed, policy, key) == null, "bad traceparent: no context");
         }
         // The MAC depends on every number it covers.
-        check(!Probe.contextMac(key, hi, lo, agent, segment, event)
-                       .equals(Probe.contextMac(key, hi + 1, lo, agent, segment, event)),
+        check(!Probe.contextMac(key, hi, lo, agent, segment, event, now)
+                       .equals(Probe.contextMac(key, hi + 1, lo, agent, segment, event, now)),
               "MAC covers the trace id");
-        check(Probe.contextMac(null, hi, lo, agent, segment, event) == null, "no key, no MAC");
+        check(!Probe.contextMac(key, hi, lo, agent, segment, event, now)
+                       .equals(Probe.contextMac(key, hi, lo, agent, segment, event, now + 1)),
+              "MAC covers the time");
+        check(Probe.contextMac(null, hi, lo, agent, segment, event, now) == null, "no key, no MAC");
 
         if (failures > 0) {
             System.err.println(failures + " failed");
