@@ -26,16 +26,14 @@ static char *dup_str(cf_str s)
     return d;
 }
 
-static int names_add(cmr_instr_names_t *n, char *s)
+int cmr_instr_names_add(cmr_instr_names_t *n, char *s)
 {
     if (!s)
         return -1;
-    char **items = realloc(n->items, (n->count + 1) * sizeof *items);
-    if (!items) {
+    if (CMR_ARRAY_GROW(n->items, n->cap, n->count + 1) != 0) {
         free(s);
         return -1;
     }
-    n->items = items;
     n->items[n->count++] = s;
     return 0;
 }
@@ -120,7 +118,7 @@ static int add_annotation(uint16_t type, void *ud)
     cf_str d = cf_cp_utf8(x->c, type);
     if (d.len >= 3 && d.p[0] == 'L' && d.p[d.len - 1] == ';') {
         cf_str inner = {d.p + 1, d.len - 2};
-        if (names_add(x->out, dup_str(inner)) != 0)
+        if (cmr_instr_names_add(x->out, dup_str(inner)) != 0)
             return 1; /* out of memory */
     }
     return 0;
@@ -223,7 +221,7 @@ int cmr_instr_meta_extract(const uint8_t *bytes, size_t len, cmr_instr_meta_t *o
         out->source_file = dup_str(cf_cp_utf8(c, cmr_be16(sf->data)));
     for (uint16_t i = 0; i < c->iface_count && rc == 0; i++) {
         uint16_t idx = cmr_be16(c->ifaces + 2 * i);
-        rc = names_add(&out->interfaces, dup_str(cf_cp_class_name(c, idx)));
+        rc = cmr_instr_names_add(&out->interfaces, dup_str(cf_cp_class_name(c, idx)));
     }
     if (rc == 0)
         rc = member_annotations(c, c->attrs, c->attr_count, &out->annotations);
@@ -320,7 +318,7 @@ static void get_names(rd_t *r, cmr_instr_names_t *n)
     }
     for (uint32_t i = 0; i < count && !r->bad; i++) {
         char *s = get_req(r);
-        if (!s || names_add(n, s) != 0)
+        if (!s || cmr_instr_names_add(n, s) != 0)
             r->bad = 1;
     }
 }

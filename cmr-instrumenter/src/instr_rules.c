@@ -35,17 +35,8 @@ static void note_missing(ctx_t *c, const char *type)
     for (size_t i = 0; i < m->count; i++)
         if (strcmp(m->items[i], type) == 0)
             return;
-    char **items = realloc(m->items, (m->count + 1) * sizeof *items);
-    char *copy = strdup(type);
-    if (!items || !copy) {
-        free(copy);
-        if (items)
-            m->items = items;
+    if (cmr_instr_names_add(m, strdup(type)) != 0)
         c->oom = 1;
-        return;
-    }
-    m->items = items;
-    m->items[m->count++] = copy;
 }
 
 /* java/lang/Object is the root of every chain: known without being sent. */

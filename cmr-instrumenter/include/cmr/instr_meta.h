@@ -20,9 +20,13 @@
 #include "cmr/wire.h"
 
 typedef struct cmr_instr_names {
-    char **items;
-    size_t count;
+    char **items; /* owned, each owned */
+    size_t count, cap;
 } cmr_instr_names_t;
+
+/* Appends s, taking it over (freed here when it cannot be added). 0, or -1 when s is NULL
+ * or memory ran out. */
+int cmr_instr_names_add(cmr_instr_names_t *n, char *s);
 
 typedef struct cmr_instr_method {
     char *name;
