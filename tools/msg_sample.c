@@ -9,6 +9,7 @@
 
 #include "cmr/clock.h"
 #include "cmr/event.h"
+#include "cmr/histogram.h"
 #include "cmr/ids.h"
 #include "cmr/wire.h"
 
@@ -65,6 +66,33 @@ static const char *const sample_method = "checkout", *const sample_desc = "(Lcom
 static int64_t sample_method_id(void)
 {
     return (int64_t)cmr_method_id(sample_class, sample_method, sample_desc);
+}
+
+/* One method's interval: 1520 calls between 0.4 and 8.8 ms, most near 0.9 ms, 3 of them
+ * thrown; count, sum, min and max agree with the histogram (the message owns its bytes). */
+static cmr_method_metric_t sample_method_metric(void)
+{
+    cmr_hist_t h = {0};
+    for (int i = 0; i < 1519; i++) {
+        uint64_t ns = 402000 + (uint64_t)(i % 97) * 9100; /* 0.40 .. 1.28 ms */
+        if (i % 100 == 0)
+            ns = 2500000 + (uint64_t)i * 4100; /* a slow tail up to 8.7 ms */
+        cmr_hist_record(&h, ns, 1);
+    }
+    cmr_hist_record(&h, 8800000, 1);
+    cmr_buf_t enc = {0};
+    cmr_hist_encode(&h, &enc);
+    cmr_method_metric_t m = {
+        .method_id = sample_method_id(),
+        .count = (int64_t)h.count,
+        .exceptions = 3,
+        .sum_ns = (int64_t)h.sum,
+        .min_ns = (int64_t)h.min,
+        .max_ns = (int64_t)h.max,
+        .histogram = {enc.data, enc.len},
+    };
+    cmr_hist_free(&h);
+    return m;
 }
 
 void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
@@ -266,7 +294,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->interval_ms = 10000;
         m->metrics.count = 1;
         m->metrics.items = calloc(1, sizeof *m->metrics.items);
-        m->metrics.items[0] = (cmr_method_metric_t){sample_method_id(), 1520, 3, 1520LL * 910000, 402000, 8800000};
+        m->metrics.items[0] = sample_method_metric();
         break;
     }
     default: break;

@@ -81,7 +81,8 @@ static void fill_field(fill_t *f, const cmr_field_desc_t *fd, char *p)
     case CMR_F_OPT_STRING: *(char **)p = empty ? NULL : make_string(f); break;
     case CMR_F_BYTES: {
         cmr_bytes_t *b = (cmr_bytes_t *)p;
-        b->len = empty ? 0 : maximal ? 1024 * 1024 : next(f) % 300;
+        /* maximal: 1 MiB at the top level, less inside arrays (under the size limit) */
+        b->len = empty ? 0 : maximal ? (f->depth > 1 ? 4096 : 1024 * 1024) : next(f) % 300;
         b->data = b->len ? malloc(b->len) : NULL;
         for (size_t i = 0; i < b->len; i++)
             b->data[i] = (uint8_t)next(f);

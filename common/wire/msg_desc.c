@@ -268,6 +268,7 @@ static const cmr_field_desc_t method_metric_fields[] = {
     FIELD(cmr_method_metric_t, method_id, LONG),  FIELD(cmr_method_metric_t, count, LONG),
     FIELD(cmr_method_metric_t, exceptions, LONG), FIELD(cmr_method_metric_t, sum_ns, LONG),
     FIELD(cmr_method_metric_t, min_ns, LONG),     FIELD(cmr_method_metric_t, max_ns, LONG),
+    FIELD(cmr_method_metric_t, histogram, BYTES),
 };
 static const cmr_record_desc_t method_metric_desc = {"MethodMetric", sizeof(cmr_method_metric_t), method_metric_fields,
                                                      TABLE(method_metric_fields)};

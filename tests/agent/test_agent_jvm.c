@@ -40,6 +40,7 @@
 #include "cmr/classfile.h"
 #include "cmr/clock.h"
 #include "cmr/event.h"
+#include "cmr/histogram.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr_peer.h"
@@ -530,6 +531,15 @@ static void test_probes_record_call_trees_and_timers(void **state)
                 if ((uint64_t)mm->method_id == call_id) {
                     count += mm->count;
                     assert_true(mm->min_ns >= 0 && mm->min_ns <= mm->max_ns && mm->sum_ns >= mm->max_ns);
+                    /* the latency histogram: the source of percentiles */
+                    cmr_hist_t h = {0};
+                    assert_int_equal(cmr_hist_decode(&h, mm->histogram.data, mm->histogram.len), 0);
+                    assert_int_equal((int64_t)h.count, mm->count);
+                    assert_int_equal((int64_t)h.min, mm->min_ns);
+                    assert_int_equal((int64_t)h.max, mm->max_ns);
+                    uint64_t p50 = cmr_hist_quantile(&h, 0.5);
+                    assert_true((int64_t)p50 >= mm->min_ns && (int64_t)p50 <= mm->max_ns);
+                    cmr_hist_free(&h);
                 }
             }
         }

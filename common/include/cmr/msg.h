@@ -329,6 +329,7 @@ typedef struct cmr_method_metric {
     int64_t sum_ns;
     int64_t min_ns;
     int64_t max_ns;
+    cmr_bytes_t histogram; /* cmr_hist_encode() of the latencies (ns); the source of percentiles */
 } cmr_method_metric_t;
 
 /* cmr.metrics */

@@ -1,0 +1,99 @@
+/*
+ * metric_agg.c - the agent's per-interval timer aggregation (metric_agg.h).
+ */
+#include "metric_agg.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cmr_metric_agg_init(cmr_metric_agg_t *g, size_t max_methods)
+{
+    memset(g, 0, sizeof *g);
+    g->max_methods = max_methods ? max_methods : CMR_METRIC_MAX_METHODS;
+}
+
+/* The position of method_id's item, created empty when new; SIZE_MAX when it cannot be. */
+static size_t item_of(cmr_metric_agg_t *g, uint64_t method_id)
+{
+    void *v = cmr_u64map_get(&g->index, method_id);
+    if (v)
+        return (size_t)(uintptr_t)v - 1;
+    if (g->n >= g->max_methods || CMR_ARRAY_GROW(g->items, g->cap, g->n + 1) != 0)
+        return SIZE_MAX;
+    if (g->hists_cap < g->cap) { /* histograms of earlier intervals are kept for reuse */
+        size_t old = g->hists_cap;
+        if (CMR_ARRAY_GROW(g->hists, g->hists_cap, g->cap) != 0)
+            return SIZE_MAX;
+        memset(g->hists + old, 0, (g->hists_cap - old) * sizeof *g->hists);
+    }
+    /* stored as position + 1: a NULL value would read as absent */
+    if (cmr_u64map_put(&g->index, method_id, (void *)(uintptr_t)(g->n + 1)) != 0)
+        return SIZE_MAX;
+    g->items[g->n] = (cmr_method_metric_t){.method_id = (int64_t)method_id, .min_ns = INT64_MAX};
+    assert(g->hists[g->n].count == 0);
+    return g->n++;
+}
+
+int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown)
+{
+    if (ns < 0)
+        ns = 0; /* a clock step: the call took no measurable time */
+    size_t i = item_of(g, method_id);
+    if (i == SIZE_MAX || cmr_hist_record(&g->hists[i], (uint64_t)ns, 1) != 0) {
+        g->overflow++;
+        return -1;
+    }
+    cmr_method_metric_t *m = &g->items[i];
+    m->count++;
+    m->exceptions += thrown;
+    m->sum_ns += ns;
+    if (ns < m->min_ns)
+        m->min_ns = ns;
+    if (ns > m->max_ns)
+        m->max_ns = ns;
+    return 0;
+}
+
+int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,
+                         cmr_metric_batch_t *out)
+{
+    *out = (cmr_metric_batch_t){agent_id, interval_start_ms, interval_ms, {NULL, 0}};
+    cmr_buf_reset(&g->enc);
+    /* encode everything first (the buffer moves while it grows), noting where each ends */
+    for (size_t i = 0; i < g->n; i++) {
+        assert(g->hists[i].count == (uint64_t)g->items[i].count);
+        cmr_hist_encode(&g->hists[i], &g->enc);
+        g->items[i].histogram = (cmr_bytes_t){NULL, g->enc.len};
+    }
+    if (!cmr_buf_ok(&g->enc))
+        return -1;
+    for (size_t i = 0, start = 0; i < g->n; i++) {
+        size_t end = g->items[i].histogram.len;
+        g->items[i].histogram = (cmr_bytes_t){g->enc.data + start, end - start};
+        start = end;
+    }
+    out->metrics.items = g->items;
+    out->metrics.count = g->n;
+    return 0;
+}
+
+void cmr_metric_agg_reset(cmr_metric_agg_t *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        cmr_hist_reset(&g->hists[i]);
+    g->n = 0;
+    g->overflow = 0;
+    cmr_u64map_clear(&g->index);
+}
+
+void cmr_metric_agg_free(cmr_metric_agg_t *g)
+{
+    for (size_t i = 0; i < g->hists_cap; i++)
+        cmr_hist_free(&g->hists[i]);
+    free(g->hists);
+    free(g->items);
+    cmr_u64map_free(&g->index);
+    cmr_buf_free(&g->enc);
+    memset(g, 0, sizeof *g);
+}

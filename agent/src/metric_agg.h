@@ -1,0 +1,53 @@
+/*
+ * metric_agg.h - the agent's timer aggregation of one metric interval: per method, call
+ * count, exceptions, sum, min, max and a latency histogram (cmr/histogram.h), shipped as
+ * one MetricBatch.
+ *
+ * Used by the publisher thread only (never an application thread), once per timer sample:
+ * one map lookup and one histogram record. Memory is bounded: at most max_methods methods
+ * per interval (each with a sparse histogram: a few hundred bytes for a method whose calls
+ * take similar times, 60 KB at the very worst); samples of further methods are not kept
+ * and are counted in `overflow`.
+ *
+ * Ownership: the aggregate owns its items, histograms and encodings; a batch filled by
+ * cmr_metric_agg_batch() points into it and is valid until the next add, reset or free.
+ * Not thread-safe.
+ */
+#ifndef CMR_METRIC_AGG_H
+#define CMR_METRIC_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/buf.h"
+#include "cmr/histogram.h"
+#include "cmr/map.h"
+#include "cmr/msg.h"
+
+#define CMR_METRIC_MAX_METHODS 2048 /* methods per interval and agent */
+
+typedef struct cmr_metric_agg {
+    cmr_method_metric_t *items; /* owned; one per method of the interval */
+    cmr_hist_t *hists;          /* owned; parallel to items, emptied (memory kept) on reset */
+    size_t n, cap, hists_cap;
+    size_t max_methods;
+    cmr_u64map_t index; /* method id -> position in items (as a uintptr_t) */
+    cmr_buf_t enc;      /* the histograms' encodings of the last batch */
+    uint64_t overflow;  /* samples not kept since the last reset: too many methods, or memory */
+} cmr_metric_agg_t;
+
+/* An empty aggregate of at most max_methods methods (0: CMR_METRIC_MAX_METHODS). */
+void cmr_metric_agg_init(cmr_metric_agg_t *g, size_t max_methods);
+/* Adds one sample: ns the call took (negative counts as 0), thrown when it ended with an
+ * exception. 0, or -1 when the sample was not kept (counted in overflow). */
+int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown);
+/* Fills *out with the interval's aggregates (pointing into g), each item's histogram
+ * encoded. 0, or -1 when memory ran out for the encodings (*out is then empty). */
+int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,
+                         cmr_metric_batch_t *out);
+/* Empties the aggregate for the next interval (keeps its memory). */
+void cmr_metric_agg_reset(cmr_metric_agg_t *g);
+void cmr_metric_agg_free(cmr_metric_agg_t *g);
+
+#endif
