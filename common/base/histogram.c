@@ -64,7 +64,7 @@ int cmr_hist_record(cmr_hist_t *h, uint64_t v, uint64_t n)
     if (n == 0)
         return 0;
     uint16_t b = cmr_hist_bucket(v);
-    size_t i = find_bin(h, b);
+    size_t i = h->last < h->n && h->bins[h->last].bucket == b ? h->last : find_bin(h, b);
     if (i == h->n || h->bins[i].bucket != b) {
         if (CMR_ARRAY_GROW(h->bins, h->cap, h->n + 1) != 0)
             return -1;
@@ -73,6 +73,7 @@ int cmr_hist_record(cmr_hist_t *h, uint64_t v, uint64_t n)
         h->n++;
     }
     h->bins[i].count += n;
+    h->last = i;
     note_value(h, v, n);
     return 0;
 }

@@ -40,6 +40,7 @@ typedef struct cmr_hist_bin {
 typedef struct cmr_hist {
     cmr_hist_bin_t *bins; /* owned; sorted by bucket, counts > 0 */
     size_t n, cap;
+    size_t last;       /* bin of the last record: tried first (latencies repeat) */
     uint64_t count;    /* values recorded */
     uint64_t min, max; /* exact; meaningful when count > 0 */
     double sum;        /* of the values (for the mean) */
