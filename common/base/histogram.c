@@ -207,8 +207,7 @@ int cmr_hist_decode(cmr_hist_t *h, const uint8_t *p, size_t len)
     const uint8_t *end = p + len;
     uint64_t count, min, max, nbins;
     cmr_hist_reset(h);
-    if (get_varint(&p, end, &count) || get_varint(&p, end, &min) || get_varint(&p, end, &max) ||
-        (size_t)(end - p) < 8)
+    if (get_varint(&p, end, &count) || get_varint(&p, end, &min) || get_varint(&p, end, &max) || (size_t)(end - p) < 8)
         goto bad;
     uint64_t bits = cmr_le64(p);
     p += 8;

@@ -147,8 +147,7 @@ static void test_encoding(void **state)
     cmr_buf_t b = {0};
     cmr_hist_encode(&h, &b);
     assert_int_equal(cmr_hist_decode(&back, b.data, b.len), 0);
-    assert_true(back.count == h.count && back.min == h.min && back.max == h.max && back.sum == h.sum &&
-                back.n == h.n);
+    assert_true(back.count == h.count && back.min == h.min && back.max == h.max && back.sum == h.sum && back.n == h.n);
     for (size_t i = 0; i < h.n; i++)
         assert_true(back.bins[i].bucket == h.bins[i].bucket && back.bins[i].count == h.bins[i].count);
     /* a few hundred bins of a wide distribution: a few bytes each */

@@ -40,9 +40,9 @@ typedef struct cmr_hist_bin {
 typedef struct cmr_hist {
     cmr_hist_bin_t *bins; /* owned; sorted by bucket, counts > 0 */
     size_t n, cap;
-    uint64_t count;       /* values recorded */
-    uint64_t min, max;    /* exact; meaningful when count > 0 */
-    double sum;           /* of the values (for the mean) */
+    uint64_t count;    /* values recorded */
+    uint64_t min, max; /* exact; meaningful when count > 0 */
+    double sum;        /* of the values (for the mean) */
 } cmr_hist_t;
 
 /* The bucket of a value, and the smallest and largest value of a bucket. */
