@@ -219,9 +219,8 @@ static void test_ipv6(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escape),          cmocka_unit_test(test_family_and_samples),
-        cmocka_unit_test(test_common),          cmocka_unit_test(test_server),
-        cmocka_unit_test(test_off_and_errors), cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_escape), cmocka_unit_test(test_family_and_samples), cmocka_unit_test(test_common),
+        cmocka_unit_test(test_server), cmocka_unit_test(test_off_and_errors),     cmocka_unit_test(test_ipv6),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,10 +66,14 @@ typedef struct cmr_metrics_http cmr_metrics_http_t;
 typedef void(cmr_metrics_fill_fn)(cmr_buf_t *out, void *opaque);
 
 /* Rows of the key tables of every worker that serves /metrics. */
-#define CMR_CONF_KEY_METRICS_LISTEN \
-    {"metrics.listen", "127.0.0.1", "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal"}
-#define CMR_CONF_KEY_METRICS_PORT \
-    {"metrics.port", "-1", "port of GET /metrics; 0 = any free port (logged as metrics.listening); -1 = off"}
+#define CMR_CONF_KEY_METRICS_LISTEN                                                                             \
+    {                                                                                                           \
+        "metrics.listen", "127.0.0.1", "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal" \
+    }
+#define CMR_CONF_KEY_METRICS_PORT                                                                               \
+    {                                                                                                           \
+        "metrics.port", "-1", "port of GET /metrics; 0 = any free port (logged as metrics.listening); -1 = off" \
+    }
 
 /* Starts the server when metrics.port >= 0 (*out set), or does nothing when it is -1
  * (*out NULL). Returns 0, or -1 with errbuf filled (bad key, address or bind failure). */
