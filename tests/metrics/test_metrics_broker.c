@@ -1,6 +1,6 @@
 /*
  * test_metrics_broker.c - every worker's GET /metrics against the embedded broker:
- * cmr-ingest and cmr-config run as processes with metrics.port=0 (the bound port read
+ * cmr-ingest, cmr-config and cmr-instrumenter run as processes with metrics.port=0 (the bound port read
  * from their log line event=metrics.listening), and
  *
  *  - the body is valid Prometheus text (promtool check metrics; the test says it is
@@ -14,6 +14,7 @@
  * Every wait is bounded; processes and temporary directories are removed at the end.
  *
  * Usage: test_metrics_broker PATH-TO-cmr-broker PATH-TO-cmr-ingest PATH-TO-cmr-config
+ *        PATH-TO-cmr-instrumenter
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,11 +38,11 @@
 #include "cmr/topics.h"
 #include "cp_support.h"
 
-static const char *broker_bin, *ingest_bin, *config_bin;
+static const char *broker_bin, *ingest_bin, *config_bin, *instr_bin;
 static broker_proc_t broker;
 static char tmp[256];
-static cp_proc_t ingest, config;
-static int ingest_port, config_port;
+static cp_proc_t ingest, config, instr;
+static int ingest_port, config_port, instr_port;
 
 /* --- helpers ------------------------------------------------------------------------------ */
 
@@ -183,13 +184,23 @@ static int setup(void **state)
         return -1;
     char store[512];
     cp_fmt(store, sizeof store, "%s/store", tmp);
-    const char *iargv[] = {ingest_bin,  "run",        "--bootstrap", broker.bootstrap, "--store", store,
-                           "-X",        "ingest.http.port=-1",       "-X",     "metrics.port=0",
-                           "--log-level", "info",     NULL};
-    const char *cargv[] = {config_bin, "--bootstrap", broker.bootstrap,       "-X", cp_signing_key_option(),
-                           "-X",       "metrics.port=0", "--log-level", "info", "run", NULL};
+    const char *iargv[] = {ingest_bin,    "run",
+                           "--bootstrap", broker.bootstrap,
+                           "--store",     store,
+                           "-X",          "ingest.http.port=-1",
+                           "-X",          "metrics.port=0",
+                           "--log-level", "info",
+                           NULL};
+    const char *cargv[] = {config_bin, "--bootstrap",    broker.bootstrap, "-X",   cp_signing_key_option(),
+                           "-X",       "metrics.port=0", "--log-level",    "info", "run",
+                           NULL};
+    char db[512];
+    cp_fmt(db, sizeof db, "%s/instr-db", tmp);
+    const char *nargv[] = {instr_bin, "--bootstrap",    broker.bootstrap, "--db", db,  "-X", cp_signing_key_option(),
+                           "-X",      "metrics.port=0", "--log-level",    "info", NULL};
     if (start(&ingest, iargv, "cmr-ingest", &ingest_port) != 0 ||
-        start(&config, cargv, "cmr-config", &config_port) != 0)
+        start(&config, cargv, "cmr-config", &config_port) != 0 ||
+        start(&instr, nargv, "cmr-instrumenter", &instr_port) != 0)
         return -1;
     return 0;
 }
@@ -201,6 +212,8 @@ static int teardown(void **state)
         cp_proc_stop(&ingest);
     if (config.pid > 0)
         cp_proc_stop(&config);
+    if (instr.pid > 0)
+        cp_proc_stop(&instr);
     broker_proc_stop(&broker);
     cp_rmrf(tmp);
     return 0;
@@ -254,16 +267,27 @@ static void test_config_metrics(void **state)
 {
     (void)state;
     const char *want[] = {"# TYPE cmr_config_agents gauge\n", "cmr_config_answers_total{kind=\"configuration\"} ",
-                          "cmr_config_rejected_total{reason=\"bad_instance_id\"} ", "cmr_build_info{version=\"",
-                          NULL};
+                          "cmr_config_rejected_total{reason=\"bad_instance_id\"} ", "cmr_build_info{version=\"", NULL};
     free(scrape_and_check(config_port, want));
+}
+
+static void test_instrumenter_metrics(void **state)
+{
+    (void)state;
+    const char *want[] = {"# TYPE cmr_instrumenter_classes_total counter\n",
+                          "cmr_instrumenter_redefines_total ",
+                          "cmr_instrumenter_resends_total ",
+                          "cmr_instrumenter_hash_mismatch_total ",
+                          "cmr_build_info{version=\"",
+                          NULL};
+    free(scrape_and_check(instr_port, want));
 }
 
 static void test_not_found_and_method(void **state)
 {
     (void)state;
-    int ports[2] = {ingest_port, config_port};
-    for (int i = 0; i < 2; i++) {
+    int ports[3] = {ingest_port, config_port, instr_port};
+    for (int i = 0; i < 3; i++) {
         assert_int_equal(http(ports[i], "GET", "/", NULL), 404);
         assert_int_equal(http(ports[i], "GET", "/metrics/x", NULL), 404);
         assert_int_equal(http(ports[i], "POST", "/metrics", NULL), 405);
@@ -340,17 +364,18 @@ static void test_prometheus_scrapes(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s PATH-TO-cmr-broker PATH-TO-cmr-ingest PATH-TO-cmr-config\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s PATH-TO-cmr-broker PATH-TO-cmr-ingest PATH-TO-cmr-config PATH-TO-cmr-instrumenter\n",
+                argv[0]);
         return 2;
     }
     broker_bin = argv[1];
     ingest_bin = argv[2];
     config_bin = argv[3];
+    instr_bin = argv[4];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ingest_metrics),
-        cmocka_unit_test(test_config_metrics),
-        cmocka_unit_test(test_not_found_and_method),
+        cmocka_unit_test(test_ingest_metrics),       cmocka_unit_test(test_config_metrics),
+        cmocka_unit_test(test_instrumenter_metrics), cmocka_unit_test(test_not_found_and_method),
         cmocka_unit_test(test_prometheus_scrapes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
