@@ -216,11 +216,13 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     char err[1024];
     worker_t w = {.conf = conf};
     cmr_store_opts_t o;
-    int64_t port, retention_ms, exit_idle_ms;
+    int64_t port, retention_ms, exit_idle_ms, metrics_port;
     if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
+        cmr_conf_get_int(conf, "metrics.port", -1, -1, 65535, &metrics_port, err,
+                         sizeof err) || /* checked here: a bad value exits with 2 */
         cmr_conf_get_int(conf, "ingest.retention.check_ms", 10000, 100, 86400000, &retention_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.exit_idle_ms", 0, 0, 86400000, &exit_idle_ms, err, sizeof err)) {
         fprintf(stderr, "cmr-ingest: %s\n", err);
