@@ -13,6 +13,7 @@
 #include "cmr/cfg_worker.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
 #include "cmr/map.h"
 #include "cmr/wire.h"
@@ -63,9 +65,12 @@ typedef struct worker {
     cmr_producer_t *producer;
     agent_t *agents;
     size_t n_agents, cap_agents;
-    cmr_u64map_t agent_index;    /* agent id -> index in agents + 1 */
-    cmr_topic_set_t topics_ok;   /* command topics known to exist */
-    uint64_t rejected[N_REJECT]; /* messages refused, per reason */
+    cmr_u64map_t agent_index;  /* agent id -> index in agents + 1 */
+    cmr_topic_set_t topics_ok; /* command topics known to exist */
+    /* Counters: atomic, the /metrics thread reads them while the worker runs. */
+    _Atomic uint64_t rejected[N_REJECT];         /* messages refused, per reason */
+    _Atomic uint64_t agents_known;               /* n_agents, for /metrics */
+    _Atomic uint64_t configured, no_environment; /* answers sent */
     cmr_log_limiter_t reject_log[N_REJECT];
     cmr_signer_t *signer; /* owned: signs every command */
     int64_t lifetime_ms;  /* of every command (trust.command.lifetime.ms) */
@@ -85,20 +90,41 @@ static const char *const reject_names[N_REJECT] = {
 static void reject(worker_t *w, reject_reason_t why, const char *topic, int32_t partition, int64_t offset,
                    const char *what)
 {
-    w->rejected[why]++;
+    uint64_t count = atomic_fetch_add(&w->rejected[why], 1) + 1;
     cmr_reject_count(topic, reject_names[why]);
     unsigned long long suppressed = 0;
     if (cmr_log_allow(&w->reject_log[why], 5, &suppressed))
         cmr_log(CMR_LOG_WARN, "config.rejected",
                 "topic=%s partition=%d offset=%" PRId64 " reason=%s %s count=%" PRIu64 " suppressed=%llu", topic,
-                partition, offset, reject_names[why], what, w->rejected[why], suppressed);
+                partition, offset, reject_names[why], what, count, suppressed);
 }
 
-static void log_reject_totals(const worker_t *w)
+static void log_reject_totals(worker_t *w)
 {
-    for (int i = 0; i < N_REJECT; i++)
-        if (w->rejected[i])
-            cmr_log(CMR_LOG_INFO, "config.rejected_total", "reason=%s count=%" PRIu64, reject_names[i], w->rejected[i]);
+    for (int i = 0; i < N_REJECT; i++) {
+        uint64_t n = atomic_load(&w->rejected[i]);
+        if (n)
+            cmr_log(CMR_LOG_INFO, "config.rejected_total", "reason=%s count=%" PRIu64, reject_names[i], n);
+    }
+}
+
+/* GET /metrics (on a server thread): the worker's atomic counters only. */
+static void metrics_fill(cmr_buf_t *out, void *opaque)
+{
+    worker_t *w = opaque;
+    cmr_prom_family(out, "cmr_config_agents", "gauge", "agent instances in the registry (cmr.registrations)");
+    cmr_prom_sample_u64(out, "cmr_config_agents", NULL, 0, atomic_load(&w->agents_known));
+    cmr_prom_family(out, "cmr_config_answers_total", "counter", "registration answers sent, per kind");
+    cmr_prom_label_t l = {"kind", "configuration"};
+    cmr_prom_sample_u64(out, "cmr_config_answers_total", &l, 1, atomic_load(&w->configured));
+    l.value = "no_environment";
+    cmr_prom_sample_u64(out, "cmr_config_answers_total", &l, 1, atomic_load(&w->no_environment));
+    cmr_prom_family(out, "cmr_config_rejected_total", "counter",
+                    "messages on cmr.registrations or cmr.config refused, per reason");
+    for (int i = 0; i < N_REJECT; i++) {
+        l = (cmr_prom_label_t){"reason", reject_names[i]};
+        cmr_prom_sample_u64(out, "cmr_config_rejected_total", &l, 1, atomic_load(&w->rejected[i]));
+    }
 }
 
 /* Escaped copies of what an agent says about itself, for log lines (log.h: every value
@@ -197,6 +223,7 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
     cmr_producer_stats(w->producer, &after);
     if (after.failed != before.failed)
         return -1;
+    atomic_fetch_add(a.configured ? &w->configured : &w->no_environment, 1);
     char reason[sizeof a.reason * 4];
     if (a.configured)
         cmr_log(CMR_LOG_INFO, "agent.configured",
@@ -240,6 +267,7 @@ static void registry_add(worker_t *w, const cmr_reader_rec_t *rec)
         return;
     }
     w->agents[w->n_agents++] = (agent_t){id, rec->partition, m};
+    atomic_store(&w->agents_known, w->n_agents);
 }
 
 /* Does this worker own the registration partition (group assignment)? */
@@ -467,6 +495,12 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     if (load_signer(&w, conf) != 0) /* before connecting to anything; w.signer stays NULL */
         return 2;
+    cmr_metrics_http_t *metrics = NULL;
+    if (cmr_metrics_http_start(conf, metrics_fill, &w, &metrics, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "config.start_failed", "error=\"%s\"", err);
+        cmr_signer_free(w.signer);
+        return 2;
+    }
     if (setup(&w, conf, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "config.start_failed", "error=\"%s\"", err);
         goto out;
@@ -503,6 +537,7 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     log_reject_totals(&w);
     cmr_log(CMR_LOG_INFO, "config.stopped", "agents=%zu", w.n_agents);
 out:
+    cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     teardown(&w);
     return rc;
 }

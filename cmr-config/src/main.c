@@ -9,6 +9,7 @@
 #include "cmr/cfg_cli.h"
 #include "cmr/cfg_worker.h"
 #include "cmr/program.h"
+#include "cmr/metrics_http.h"
 
 static const cmr_cli_option_t options[] = {
     {"group", 0, "config.group", "ID", "run: consumer group of the workers (default cmr-config)"},
@@ -36,6 +37,8 @@ static const cmr_conf_key_t keys[] = {
     {"config.transactional_id", "cmr-config-apply",
      "apply, delete: Kafka transactional.id under which apply publishes all its changes in one transaction (all or "
      "nothing); empty: without a transaction, each change with its own delivery report"},
+    CMR_CONF_KEY_METRICS_LISTEN,
+    CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

@@ -9,11 +9,14 @@
  * stores are closed, so the next owner opens a store that holds everything committed.
  *
  * cmr.methods and cmr.registrations are read fully by assign() (every worker needs all
- * of them) into the worker's meta store. The HTTP API runs in its own thread.
+ * of them) into the worker's meta store. The HTTP API runs in its own thread, and so does
+ * GET /metrics (metrics.port): it reads a copy of the engine's counters that the loop
+ * publishes under a mutex after every step.
  *
  * Ownership: the worker owns its consumer, readers, engine and HTTP server.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
@@ -38,7 +42,49 @@ typedef struct worker {
     int64_t commit_records, commit_interval_ms;
     int64_t first_record_ms, last_commit_ms; /* wall clock, for throughput measurements */
     int fatal;
+    pthread_mutex_t published_lock; /* guards published and published_pending */
+    cmr_ingest_stats_t published;   /* copy of the engine's counters for /metrics */
+    uint64_t published_pending;
 } worker_t;
+
+/* Copies the counters /metrics reports (the worker thread; cheap: a struct copy). */
+static void publish_stats(worker_t *w)
+{
+    cmr_ingest_stats_t s;
+    cmr_ingest_engine_stats(w->engine, &s);
+    pthread_mutex_lock(&w->published_lock);
+    w->published = s;
+    w->published_pending = w->npending;
+    pthread_mutex_unlock(&w->published_lock);
+}
+
+/* GET /metrics (on a server thread): only the published copy. */
+static void metrics_fill(cmr_buf_t *out, void *opaque)
+{
+    worker_t *w = opaque;
+    pthread_mutex_lock(&w->published_lock);
+    cmr_ingest_stats_t s = w->published;
+    uint64_t pending = w->published_pending;
+    pthread_mutex_unlock(&w->published_lock);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } rows[] = {
+        {"cmr_ingest_batches_total", "counter", "EventBatch messages applied", s.batches},
+        {"cmr_ingest_events_total", "counter", "events in the batches applied", s.events},
+        {"cmr_ingest_duplicates_total", "counter", "batches seen before (producer retries, replays), not applied again",
+         s.duplicates},
+        {"cmr_ingest_rejected_total", "counter", "batches refused by the engine (malformed)", s.rejected},
+        {"cmr_ingest_flushes_total", "counter", "group commits written durably", s.flushes},
+        {"cmr_ingest_methods", "gauge", "method names known (cmr.methods)", s.methods},
+        {"cmr_ingest_agents", "gauge", "agents known (cmr.registrations)", s.agents},
+        {"cmr_ingest_pending_records", "gauge", "records received, not yet committed", pending},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        cmr_prom_family(out, rows[i].name, rows[i].type, rows[i].help);
+        cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
+    }
+}
 
 /* Makes the group durable, then marks its records done. */
 static int commit_group(worker_t *w)
@@ -170,11 +216,13 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     char err[1024];
     worker_t w = {.conf = conf};
     cmr_store_opts_t o;
-    int64_t port, retention_ms, exit_idle_ms;
+    int64_t port, retention_ms, exit_idle_ms, metrics_port;
     if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
+        cmr_conf_get_int(conf, "metrics.port", -1, -1, 65535, &metrics_port, err,
+                         sizeof err) || /* checked here: a bad value exits with 2 */
         cmr_conf_get_int(conf, "ingest.retention.check_ms", 10000, 100, 86400000, &retention_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.exit_idle_ms", 0, 0, 86400000, &exit_idle_ms, err, sizeof err)) {
         fprintf(stderr, "cmr-ingest: %s\n", err);
@@ -188,6 +236,13 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     int rc = 1;
     cmr_ingest_http_t *http = NULL;
+    cmr_metrics_http_t *metrics = NULL;
+    pthread_mutex_init(&w.published_lock, NULL);
+    publish_stats(&w);
+    if (cmr_metrics_http_start(conf, metrics_fill, &w, &metrics, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "ingest.metrics_failed", "error=\"%s\"", err);
+        goto out;
+    }
     if (port >= 0) {
         http = cmr_ingest_http_start(root, cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
                                      sizeof err);
@@ -240,6 +295,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             log_stats(&w);
             last_stats = now;
         }
+        publish_stats(&w);
     }
     if (!w.fatal && commit_group(&w) == 0 && !consumer_failed)
         rc = 0;
@@ -253,6 +309,8 @@ out:
     cmr_reader_free(w.methods);
     cmr_reader_free(w.registrations);
     cmr_ingest_http_stop(http);
+    cmr_metrics_http_stop(metrics); /* before the engine and w go: its thread reads w */
+    pthread_mutex_destroy(&w.published_lock);
     cmr_ingest_engine_free(w.engine);
     return rc;
 }

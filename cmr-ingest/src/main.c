@@ -12,6 +12,7 @@
 #include "cmr/ingest.h"
 #include "cmr/log.h"
 #include "cmr/program.h"
+#include "cmr/metrics_http.h"
 
 static const cmr_cli_option_t options[] = {
     {"store", 's', "ingest.store", "DIR", "store root (default ./cmr-ingest-data)"},
@@ -68,6 +69,8 @@ static const cmr_conf_key_t keys[] = {
     {"query.limit", "50", NULL},
     {"query.json", "false", NULL},
     {"query.format", "chrome", NULL},
+    CMR_CONF_KEY_METRICS_LISTEN,
+    CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

@@ -40,6 +40,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@
 #include "cmr/instr_rules.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
 #include "cmr/trust.h"
 
@@ -98,8 +100,9 @@ typedef struct worker {
     int envs_checked;
     size_t sent;               /* messages queued in the current unit */
     cmr_topic_set_t topics_ok; /* command topics known to exist */
-    uint64_t classes, redefines, resends, originals;
-    uint64_t hash_mismatch;           /* ClassLoaded refused: bytes do not hash to class_hash */
+    /* Counters: atomic, the /metrics thread reads them while the worker runs. */
+    _Atomic uint64_t classes, redefines, resends, originals;
+    _Atomic uint64_t hash_mismatch;   /* ClassLoaded refused: bytes do not hash to class_hash */
     cmr_log_limiter_t mismatch_limit; /* of their log lines */
     cmr_signer_t *signer;             /* owned: signs every command */
     int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
@@ -1056,6 +1059,27 @@ static void run_unit(worker_t *w, unit_t *u, volatile sig_atomic_t *stop)
     u->n = 0;
 }
 
+/* GET /metrics (on a server thread): the worker's atomic counters only. */
+static void metrics_fill(cmr_buf_t *out, void *opaque)
+{
+    worker_t *w = opaque;
+    const struct {
+        const char *name, *help;
+        uint64_t value;
+    } rows[] = {
+        {"cmr_instrumenter_classes_total", "ClassLoaded messages processed", atomic_load(&w->classes)},
+        {"cmr_instrumenter_redefines_total", "Redefine commands sent", atomic_load(&w->redefines)},
+        {"cmr_instrumenter_resends_total", "BytecodeResend commands sent", atomic_load(&w->resends)},
+        {"cmr_instrumenter_restores_total", "Redefine commands restoring original bytes", atomic_load(&w->originals)},
+        {"cmr_instrumenter_hash_mismatch_total", "ClassLoaded refused: bytes do not hash to class_hash",
+         atomic_load(&w->hash_mismatch)},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        cmr_prom_family(out, rows[i].name, "counter", rows[i].help);
+        cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
+    }
+}
+
 int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     worker_t w = {0};
@@ -1074,6 +1098,12 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     if (load_signer(&w, conf) != 0) /* before connecting to anything; w.signer stays NULL */
         return 2;
+    cmr_metrics_http_t *metrics = NULL;
+    if (cmr_metrics_http_start(conf, metrics_fill, &w, &metrics, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
+        cmr_signer_free(w.signer);
+        return 2;
+    }
     if (setup(&w, conf, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
         goto out;
@@ -1111,8 +1141,10 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
             "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64,
-            w.classes, w.redefines, w.resends, w.originals, w.hash_mismatch);
+            atomic_load(&w.classes), atomic_load(&w.redefines), atomic_load(&w.resends), atomic_load(&w.originals),
+            atomic_load(&w.hash_mismatch));
     cmr_rejects_log_summary();
+    cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     teardown(&w);
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "cmr/instr_worker.h"
 #include "cmr/program.h"
+#include "cmr/metrics_http.h"
 
 static const cmr_cli_option_t options[] = {
     {"db", 'd', "instrumenter.db", "DIR", "class cache directory (RocksDB; default /var/lib/cmr/instrumenter)"},
@@ -30,6 +31,8 @@ static const cmr_conf_key_t keys[] = {
      "'cmr-config keygen --dir DIR', docs/SECURITY.md)"},
     {"trust.command.lifetime.ms", "600000",
      "how long a signed command stays valid after it is issued (1000 .. 3600000; agents refuse longer)"},
+    CMR_CONF_KEY_METRICS_LISTEN,
+    CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

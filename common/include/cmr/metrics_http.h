@@ -1,0 +1,87 @@
+/*
+ * metrics_http.h - every worker's GET /metrics in the Prometheus text exposition format
+ * (version 0.0.4), served by libmicrohttpd, and a tiny writer for that format.
+ *
+ *   static void fill(cmr_buf_t *out, void *opaque) {       // on an MHD thread
+ *       worker_stats_t s = copy_under_lock(opaque);
+ *       cmr_prom_family(out, "cmr_ingest_batches_total", "counter", "EventBatch records applied");
+ *       cmr_prom_sample_u64(out, "cmr_ingest_batches_total", NULL, 0, s.batches);
+ *   }
+ *   cmr_metrics_http_t *m;
+ *   if (cmr_metrics_http_start(conf, fill, &w, &m, err, sizeof err) != 0) ...
+ *   ...
+ *   cmr_metrics_http_stop(m);                              // NULL is fine (metrics off)
+ *
+ * Configuration: metrics.listen (default 127.0.0.1; "::1" or any IPv6 literal works),
+ * metrics.port (default -1 = no endpoint; 0 = any free port). The bound port is logged
+ * as event=metrics.listening port=N.
+ *
+ * The server: a pool of 2 threads, at most 16 connections, 10 s connection timeout.
+ * GET /metrics answers 200 with Content-Type text/plain; version=0.0.4; any other path
+ * 404, any other method 405. The body is the worker's families (its callback) followed by
+ * the common ones: cmr_messages_rejected_total{topic,reason} (cmr/rejects.h),
+ * cmr_process_start_time_seconds and cmr_build_info{version}.
+ *
+ * Threads: the callback runs on a server thread, concurrently with the worker: it must
+ * read only what is synchronised (a copy under a mutex, or atomics).
+ *
+ * Ownership: the server owns its daemon; `opaque` stays the caller's and must outlive
+ * cmr_metrics_http_stop().
+ */
+#ifndef CMR_METRICS_HTTP_H
+#define CMR_METRICS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/buf.h"
+#include "cmr/conf.h"
+
+/* --- the exposition-format writer --------------------------------------------------- */
+
+/* One label: name (a valid label name, from the code) and value (any bytes; escaped). */
+typedef struct cmr_prom_label {
+    const char *name;
+    const char *value;
+} cmr_prom_label_t;
+
+/* Appends value with backslash, double quote and newline escaped (\\ \" \n). */
+void cmr_prom_escape_label(cmr_buf_t *out, const char *value);
+/* "# HELP name help" and "# TYPE name type": once per family, before its samples. type is
+ * counter | gauge | untyped | ...; help has backslash and newline escaped. */
+void cmr_prom_family(cmr_buf_t *out, const char *name, const char *type, const char *help);
+/* One sample line: name{l1="v1",...} value. nlabels may be 0 (labels NULL). */
+void cmr_prom_sample_u64(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels,
+                         uint64_t value);
+void cmr_prom_sample_double(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels,
+                            double value);
+/* The common families (rejects, process start time, build info). */
+void cmr_metrics_common(cmr_buf_t *out);
+
+/* --- the server ----------------------------------------------------------------------- */
+
+typedef struct cmr_metrics_http cmr_metrics_http_t;
+
+/* Appends the worker's families to out (called on a server thread for every scrape). */
+typedef void(cmr_metrics_fill_fn)(cmr_buf_t *out, void *opaque);
+
+/* Rows of the key tables of every worker that serves /metrics. */
+#define CMR_CONF_KEY_METRICS_LISTEN                                                                             \
+    {                                                                                                           \
+        "metrics.listen", "127.0.0.1", "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal" \
+    }
+#define CMR_CONF_KEY_METRICS_PORT                                                                               \
+    {                                                                                                           \
+        "metrics.port", "-1", "port of GET /metrics; 0 = any free port (logged as metrics.listening); -1 = off" \
+    }
+
+/* Starts the server when metrics.port >= 0 (*out set), or does nothing when it is -1
+ * (*out NULL). Returns 0, or -1 with errbuf filled (bad key, address or bind failure). */
+int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, void *opaque, cmr_metrics_http_t **out,
+                           char *errbuf, size_t errlen);
+/* The bound port. */
+int cmr_metrics_http_port(const cmr_metrics_http_t *m);
+/* Stops the server (waits for its threads) and frees it. NULL is a no-op. */
+void cmr_metrics_http_stop(cmr_metrics_http_t *m);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * metrics_http.c - GET /metrics in the Prometheus text exposition format over
+ * libmicrohttpd, and the writer of that format. See cmr/metrics_http.h.
+ */
+#include "cmr/metrics_http.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "cmr/clock.h"
+#include "cmr/log.h"
+#include "cmr/rejects.h"
+
+#ifndef CMR_VERSION
+#define CMR_VERSION "unknown"
+#endif
+
+#define METRICS_THREADS 2
+#define METRICS_CONNECTIONS 16
+#define METRICS_TIMEOUT_S 10
+
+struct cmr_metrics_http {
+    struct MHD_Daemon *daemon; /* owned */
+    cmr_metrics_fill_fn *fill;
+    void *opaque; /* the caller's */
+    int port;
+};
+
+/* Wall clock when the process started (well enough: before main runs). */
+static int64_t process_start_ms;
+
+__attribute__((constructor)) static void record_start(void)
+{
+    process_start_ms = cmr_wall_ms();
+}
+
+/* --- the writer ------------------------------------------------------------------------- */
+
+void cmr_prom_escape_label(cmr_buf_t *out, const char *value)
+{
+    for (const char *p = value ? value : ""; *p; p++) {
+        if (*p == '\\')
+            cmr_buf_puts(out, "\\\\");
+        else if (*p == '"')
+            cmr_buf_puts(out, "\\\"");
+        else if (*p == '\n')
+            cmr_buf_puts(out, "\\n");
+        else
+            cmr_buf_putc(out, *p);
+    }
+}
+
+/* HELP text: backslash and newline escaped (quotes stay). */
+static void escape_help(cmr_buf_t *out, const char *help)
+{
+    for (const char *p = help ? help : ""; *p; p++) {
+        if (*p == '\\')
+            cmr_buf_puts(out, "\\\\");
+        else if (*p == '\n')
+            cmr_buf_puts(out, "\\n");
+        else
+            cmr_buf_putc(out, *p);
+    }
+}
+
+void cmr_prom_family(cmr_buf_t *out, const char *name, const char *type, const char *help)
+{
+    assert(name && type);
+    cmr_buf_printf(out, "# HELP %s ", name);
+    escape_help(out, help);
+    cmr_buf_printf(out, "\n# TYPE %s %s\n", name, type);
+}
+
+static void sample_head(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels)
+{
+    cmr_buf_puts(out, name);
+    if (!nlabels)
+        return;
+    cmr_buf_putc(out, '{');
+    for (size_t i = 0; i < nlabels; i++) {
+        cmr_buf_printf(out, "%s%s=\"", i ? "," : "", labels[i].name);
+        cmr_prom_escape_label(out, labels[i].value);
+        cmr_buf_putc(out, '"');
+    }
+    cmr_buf_putc(out, '}');
+}
+
+void cmr_prom_sample_u64(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels,
+                         uint64_t value)
+{
+    sample_head(out, name, labels, nlabels);
+    cmr_buf_printf(out, " %llu\n", (unsigned long long)value);
+}
+
+void cmr_prom_sample_double(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels,
+                            double value)
+{
+    sample_head(out, name, labels, nlabels);
+    if (isnan(value))
+        cmr_buf_puts(out, " NaN\n");
+    else if (isinf(value))
+        cmr_buf_puts(out, value > 0 ? " +Inf\n" : " -Inf\n");
+    else
+        cmr_buf_printf(out, " %.17g\n", value);
+}
+
+static void reject_sample(const char *topic, const char *reason, uint64_t count, void *opaque)
+{
+    cmr_prom_label_t l[2] = {{"topic", topic}, {"reason", reason}};
+    cmr_prom_sample_u64(opaque, "cmr_messages_rejected_total", l, 2, count);
+}
+
+void cmr_metrics_common(cmr_buf_t *out)
+{
+    cmr_prom_family(out, "cmr_messages_rejected_total", "counter",
+                    "messages rejected (undecodable, wrong type, failed check, refused), per topic and reason");
+    cmr_rejects_each(reject_sample, out);
+    cmr_prom_family(out, "cmr_process_start_time_seconds", "gauge", "start time of the process since the Unix epoch");
+    cmr_prom_sample_double(out, "cmr_process_start_time_seconds", NULL, 0, (double)process_start_ms / 1000.0);
+    cmr_prom_family(out, "cmr_build_info", "gauge", "always 1; the version of the CMR build in a label");
+    cmr_prom_label_t v = {"version", CMR_VERSION};
+    cmr_prom_sample_u64(out, "cmr_build_info", &v, 1, 1);
+}
+
+/* --- the server ---------------------------------------------------------------------- */
+
+static enum MHD_Result answer_text(struct MHD_Connection *c, unsigned status, const char *text)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result answer_metrics(cmr_metrics_http_t *m, struct MHD_Connection *c)
+{
+    cmr_buf_t body = {0};
+    if (m->fill)
+        m->fill(&body, m->opaque);
+    cmr_metrics_common(&body);
+    size_t len = body.len;
+    char *data = cmr_buf_take(&body);
+    if (!data)
+        return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)con_cls;
+    if (strcmp(url, "/metrics") != 0)
+        return answer_text(c, MHD_HTTP_NOT_FOUND, "not found: only GET /metrics\n");
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+        return answer_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: only GET /metrics\n");
+    return answer_metrics(cls, c);
+}
+
+/* Fills *ss from an IPv4 or IPv6 literal. 0, or -1. */
+static int parse_address(const char *addr, int port, struct sockaddr_storage *ss, bool *v6)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        *v6 = false;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        *v6 = true;
+        return 0;
+    }
+    return -1;
+}
+
+int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, void *opaque, cmr_metrics_http_t **out,
+                           char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    int64_t port;
+    if (cmr_conf_get_int(conf, "metrics.port", -1, -1, 65535, &port, errbuf, errlen) != 0)
+        return -1;
+    if (port < 0)
+        return 0;
+    const char *addr = cmr_conf_get(conf, "metrics.listen", "127.0.0.1");
+    struct sockaddr_storage ss;
+    bool v6;
+    if (parse_address(addr, (int)port, &ss, &v6) != 0) {
+        char shown[128];
+        snprintf(errbuf, errlen, "metrics.listen: %s is not an IPv4 or IPv6 address",
+                 cmr_conf_shown(conf, "metrics.listen", shown, sizeof shown));
+        return -1;
+    }
+    cmr_metrics_http_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    m->fill = fill;
+    m->opaque = opaque;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0);
+    m->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, m, MHD_OPTION_THREAD_POOL_SIZE,
+                                 (unsigned)METRICS_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTIONS,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S, MHD_OPTION_SOCK_ADDR,
+                                 (struct sockaddr *)&ss, MHD_OPTION_END);
+    if (!m->daemon) {
+        snprintf(errbuf, errlen, "cannot serve /metrics on %s port %d (address in use or not available)", addr,
+                 (int)port);
+        free(m);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    m->port = info ? info->port : (int)port;
+    char a[128];
+    cmr_log(CMR_LOG_INFO, "metrics.listening", "port=%d address=\"%s\"", m->port, cmr_log_escape(addr, a, sizeof a));
+    *out = m;
+    return 0;
+}
+
+int cmr_metrics_http_port(const cmr_metrics_http_t *m)
+{
+    return m ? m->port : -1;
+}
+
+void cmr_metrics_http_stop(cmr_metrics_http_t *m)
+{
+    if (!m)
+        return;
+    MHD_stop_daemon(m->daemon);
+    free(m);
+}
