@@ -74,6 +74,7 @@ typedef struct worker {
     cmr_log_limiter_t reject_log[N_REJECT];
     cmr_signer_t *signer; /* owned: signs every command */
     int64_t lifetime_ms;  /* of every command (trust.command.lifetime.ms) */
+    cmr_lag_gauge_t lag;  /* the group consumer's lag per partition, for /metrics */
 } worker_t;
 
 /* --- rejected messages -------------------------------------------------------------- */
@@ -125,6 +126,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         l = (cmr_prom_label_t){"reason", reject_names[i]};
         cmr_prom_sample_u64(out, "cmr_config_rejected_total", &l, 1, atomic_load(&w->rejected[i]));
     }
+    cmr_lag_gauge_write(&w->lag, out);
 }
 
 /* Escaped copies of what an agent says about itself, for log lines (log.h: every value
@@ -486,6 +488,7 @@ static int load_signer(worker_t *w, const cmr_conf_t *conf)
 int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     worker_t w = {0};
+    cmr_lag_gauge_init(&w.lag, cmr_conf_get(conf, "config.group", "cmr-config"));
     char err[512] = "";
     int64_t timeout;
     int rc = 1;
@@ -517,6 +520,7 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     cmr_log(CMR_LOG_INFO, "config.started", "group=%s", cmr_conf_get(conf, "config.group", "cmr-config"));
     int64_t last_summary = cmr_mono_ms();
     while (!*stop) {
+        cmr_lag_gauge_refresh(&w.lag, w.consumer);
         if (cmr_mono_ms() - last_summary >= 10000) { /* rejected messages, per topic and reason */
             cmr_rejects_log_summary();
             last_summary = cmr_mono_ms();
@@ -539,5 +543,6 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 out:
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     teardown(&w);
+    cmr_lag_gauge_free(&w.lag);
     return rc;
 }

@@ -45,6 +45,7 @@ typedef struct worker {
     pthread_mutex_t published_lock; /* guards published and published_pending */
     cmr_ingest_stats_t published;   /* copy of the engine's counters for /metrics */
     uint64_t published_pending;
+    cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
 } worker_t;
 
 /* Copies the counters /metrics reports (the worker thread; cheap: a struct copy). */
@@ -84,6 +85,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         cmr_prom_family(out, rows[i].name, rows[i].type, rows[i].help);
         cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
     }
+    cmr_lag_gauge_write(&w->lag, out);
 }
 
 /* Makes the group durable, then marks its records done. */
@@ -238,6 +240,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     cmr_ingest_http_t *http = NULL;
     cmr_metrics_http_t *metrics = NULL;
     pthread_mutex_init(&w.published_lock, NULL);
+    cmr_lag_gauge_init(&w.lag, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
     publish_stats(&w);
     if (cmr_metrics_http_start(conf, metrics_fill, &w, &metrics, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "ingest.metrics_failed", "error=\"%s\"", err);
@@ -296,6 +299,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             last_stats = now;
         }
         publish_stats(&w);
+        cmr_lag_gauge_refresh(&w.lag, w.consumer);
     }
     if (!w.fatal && commit_group(&w) == 0 && !consumer_failed)
         rc = 0;
@@ -311,6 +315,7 @@ out:
     cmr_ingest_http_stop(http);
     cmr_metrics_http_stop(metrics); /* before the engine and w go: its thread reads w */
     pthread_mutex_destroy(&w.published_lock);
+    cmr_lag_gauge_free(&w.lag);
     cmr_ingest_engine_free(w.engine);
     return rc;
 }

@@ -108,6 +108,7 @@ typedef struct worker {
     int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
     int replaying;                    /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
+    cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
 } worker_t;
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
@@ -1078,11 +1079,13 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         cmr_prom_family(out, rows[i].name, "counter", rows[i].help);
         cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
     }
+    cmr_lag_gauge_write(&w->lag, out);
 }
 
 int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     worker_t w = {0};
+    cmr_lag_gauge_init(&w.lag, cmr_conf_get(conf, "instrumenter.group", "cmr-instrumenter"));
     char err[512] = "";
     int64_t timeout;
     int rc = 1;
@@ -1120,6 +1123,7 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     cmr_log(CMR_LOG_INFO, "instr.started", "group=%s", group);
     int64_t last_summary = mono_ms();
     while (!*stop) {
+        cmr_lag_gauge_refresh(&w.lag, w.consumer);
         if (mono_ms() - last_summary >= 10000) { /* rejected messages, per topic and reason */
             cmr_rejects_log_summary();
             last_summary = mono_ms();
@@ -1146,5 +1150,6 @@ out:
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     teardown(&w);
+    cmr_lag_gauge_free(&w.lag);
     return rc;
 }

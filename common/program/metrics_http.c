@@ -250,6 +250,57 @@ int cmr_metrics_http_port(const cmr_metrics_http_t *m)
     return m ? m->port : -1;
 }
 
+/* --- consumer lag ---------------------------------------------------------------------- */
+
+void cmr_lag_gauge_init(cmr_lag_gauge_t *g, const char *group)
+{
+    memset(g, 0, sizeof *g);
+    pthread_mutex_init(&g->lock, NULL);
+    snprintf(g->group, sizeof g->group, "%s", group ? group : "");
+}
+
+void cmr_lag_gauge_refresh(cmr_lag_gauge_t *g, cmr_consumer_t *c)
+{
+    int64_t now = cmr_mono_ms();
+    if (!c || (g->refreshed_ms && now - g->refreshed_ms < 1000))
+        return;
+    g->refreshed_ms = now;
+    cmr_partition_t *parts = NULL;
+    size_t n = 0;
+    if (cmr_consumer_lag(c, &parts, &n) != 0)
+        return;
+    pthread_mutex_lock(&g->lock);
+    cmr_partition_t *old = g->parts;
+    g->parts = parts;
+    g->n = n;
+    pthread_mutex_unlock(&g->lock);
+    free(old);
+}
+
+void cmr_lag_gauge_write(cmr_lag_gauge_t *g, cmr_buf_t *out)
+{
+    cmr_prom_family(out, "cmr_consumer_lag_messages", "gauge",
+                    "records of an assigned partition not consumed yet (high watermark minus position)");
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->parts[i].offset < 0)
+            continue; /* unknown yet */
+        char partition[16];
+        snprintf(partition, sizeof partition, "%d", (int)g->parts[i].partition);
+        cmr_prom_label_t l[] = {{"group", g->group}, {"topic", g->parts[i].topic}, {"partition", partition}};
+        cmr_prom_sample_u64(out, "cmr_consumer_lag_messages", l, 3, (uint64_t)g->parts[i].offset);
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+void cmr_lag_gauge_free(cmr_lag_gauge_t *g)
+{
+    free(g->parts);
+    g->parts = NULL;
+    g->n = 0;
+    pthread_mutex_destroy(&g->lock);
+}
+
 void cmr_metrics_http_stop(cmr_metrics_http_t *m)
 {
     if (!m)

@@ -260,6 +260,32 @@ int cmr_consumer_assignment(cmr_consumer_t *c, cmr_partition_t **out, size_t *co
     return parts ? 0 : -1;
 }
 
+int cmr_consumer_lag(cmr_consumer_t *c, cmr_partition_t **out, size_t *count)
+{
+    if (cmr_consumer_assignment(c, out, count) != 0)
+        return -1;
+    rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(*out, *count);
+    if (!list || rd_kafka_position(c->rk, list) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (list)
+            rd_kafka_topic_partition_list_destroy(list);
+        free(*out);
+        *out = NULL;
+        *count = 0;
+        return -1;
+    }
+    for (size_t i = 0; i < *count; i++) {
+        int64_t low = 0, high = -1, pos = list->elems[i].offset;
+        (*out)[i].offset = CMR_OFFSET_INVALID;
+        if (pos >= 0 &&
+            rd_kafka_get_watermark_offsets(c->rk, (*out)[i].topic, (*out)[i].partition, &low, &high) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR &&
+            high >= pos)
+            (*out)[i].offset = high - pos;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return 0;
+}
+
 int cmr_consumer_committed(cmr_consumer_t *c, cmr_partition_t *parts, size_t count, int timeout_ms)
 {
     rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(parts, count);

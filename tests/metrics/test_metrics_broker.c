@@ -247,13 +247,19 @@ static void test_ingest_metrics(void **state)
                           "cmr_process_start_time_seconds ",
                           "cmr_build_info{version=\"",
                           NULL};
-    /* the rejection shows once the worker has read the record (bounded wait) */
+    /* the rejection shows once the worker has read the record, and the group consumer's lag
+     * once it has fetched from its partitions (bounded wait) */
     char *body = NULL;
     for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline; cmr_sleep_ms(200)) {
         free(body);
         body = scrape_and_check(ingest_port, want);
-        if (strstr(body, "cmr_messages_rejected_total{topic=\"cmr.events\""))
+        if (strstr(body, "cmr_messages_rejected_total{topic=\"cmr.events\"") &&
+            strstr(body, "cmr_consumer_lag_messages{group=\"cmr-ingest\",topic=\"cmr.events\",partition=\""))
             break;
+    }
+    if (!strstr(body, "cmr_consumer_lag_messages{group=\"cmr-ingest\",topic=\"cmr.events\",partition=\"")) {
+        fprintf(stderr, "no consumer lag in:\n%s\n", body);
+        fail();
     }
     if (!strstr(body, "cmr_messages_rejected_total{topic=\"cmr.events\"")) {
         fprintf(stderr, "no rejection of cmr.events in:\n%s\n", body);

@@ -162,6 +162,11 @@ int cmr_consumer_assignment(cmr_consumer_t *c, cmr_partition_t **out, size_t *co
 /* Fills parts[i].offset with the group's committed offset of each partition
  * (CMR_OFFSET_INVALID when none), asking the cluster for up to timeout_ms. 0 or -1. */
 int cmr_consumer_committed(cmr_consumer_t *c, cmr_partition_t *parts, size_t count, int timeout_ms);
+/* Every assigned partition with its lag in `offset`: the high watermark the last fetch saw
+ * minus the consumer's position (no request to the cluster; CMR_OFFSET_INVALID while
+ * either is unknown). One block in *out, as cmr_consumer_assignment(); the caller frees
+ * it. 0 or -1. Call from the thread that polls. */
+int cmr_consumer_lag(cmr_consumer_t *c, cmr_partition_t **out, size_t *count);
 /* Stops (pause) or restarts (resume) fetching these assigned partitions; what was fetched
  * and not yet handed out is dropped and fetched again after the resume, from the next
  * record not handed out. Called from the rebalance callback for the partitions being

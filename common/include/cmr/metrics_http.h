@@ -34,8 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "cmr/buf.h"
 #include "cmr/conf.h"
+#include "cmr/kafka.h"
 
 /* --- the exposition-format writer --------------------------------------------------- */
 
@@ -57,6 +60,27 @@ void cmr_prom_sample_double(cmr_buf_t *out, const char *name, const cmr_prom_lab
                             double value);
 /* The common families (rejects, process start time, build info). */
 void cmr_metrics_common(cmr_buf_t *out);
+
+/* --- consumer lag -------------------------------------------------------------------- */
+
+/* A copy of a group consumer's lag per partition for /metrics: the worker's thread
+ * refreshes it (cmr_consumer_lag(), no request to the cluster), the server's threads write
+ * it as the gauge cmr_consumer_lag_messages{group,topic,partition}. A zeroed gauge is
+ * empty; thread safe. */
+typedef struct cmr_lag_gauge {
+    pthread_mutex_t lock;
+    char group[128];
+    cmr_partition_t *parts; /* owned: one block from cmr_consumer_lag() */
+    size_t n;
+    int64_t refreshed_ms;
+} cmr_lag_gauge_t;
+
+void cmr_lag_gauge_init(cmr_lag_gauge_t *g, const char *group);
+/* On the worker's thread, at most once a second (cheaper calls return at once). */
+void cmr_lag_gauge_refresh(cmr_lag_gauge_t *g, cmr_consumer_t *c);
+/* On a server thread, from a metrics callback. */
+void cmr_lag_gauge_write(cmr_lag_gauge_t *g, cmr_buf_t *out);
+void cmr_lag_gauge_free(cmr_lag_gauge_t *g);
 
 /* --- the server ----------------------------------------------------------------------- */
 
