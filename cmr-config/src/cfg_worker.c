@@ -452,39 +452,6 @@ static void teardown(worker_t *w)
     cmr_signer_free(w->signer);
 }
 
-/* Loads the signing key (trust.signing_key) and the command lifetime into w. 0, or -1
- * with a message on stderr that says how to make a key: a worker without one cannot send
- * any command an agent would accept. */
-static int load_signer(worker_t *w, const cmr_conf_t *conf)
-{
-    char err[512];
-    if (cmr_conf_get_int(conf, "trust.command.lifetime.ms", CMR_COMMAND_DEFAULT_LIFETIME_MS, 1000, 3600000,
-                         &w->lifetime_ms, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s\n", err);
-        return -1;
-    }
-    const char *path = cmr_conf_get(conf, "trust.signing_key", NULL);
-    if (!path || !path[0]) {
-        fprintf(stderr, "cmr-config: no command signing key: set trust.signing_key to the secret key file "
-                        "(-X trust.signing_key=DIR/cmr.key); make a key pair with 'cmr-config keygen --dir DIR' "
-                        "and give the agents DIR/cmr.pub as trust.keys (docs/SECURITY.md)\n");
-        return -1;
-    }
-    if (cmr_trust_init() != 0) {
-        fprintf(stderr, "cmr-config: libsodium cannot run here: no command can be signed\n");
-        return -1;
-    }
-    w->signer = cmr_signer_load(path, err, sizeof err);
-    if (!w->signer) {
-        fprintf(stderr, "cmr-config: trust.signing_key: %s (make a key pair with 'cmr-config keygen --dir DIR')\n",
-                err);
-        return -1;
-    }
-    cmr_log(CMR_LOG_INFO, "config.signing_key", "key_id=%s lifetime_ms=%" PRId64, cmr_signer_key_id(w->signer),
-            w->lifetime_ms);
-    return 0;
-}
-
 int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     worker_t w = {0};
@@ -496,7 +463,9 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         fprintf(stderr, "cmr-config: %s\n", err); /* a configuration error: exit status 2 */
         return 2;
     }
-    if (load_signer(&w, conf) != 0) /* before connecting to anything; w.signer stays NULL */
+    w.signer = cmr_command_signer_load(conf, "cmr-config", "config.signing_key",
+                                       &w.lifetime_ms); /* before connecting to anything */
+    if (!w.signer)
         return 2;
     cmr_metrics_http_t *metrics = NULL;
     if (cmr_metrics_http_start(conf, metrics_fill, &w, &metrics, err, sizeof err) != 0) {

@@ -7,8 +7,43 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <inttypes.h>
+
 #include "cmr/clock.h"
+#include "cmr/log.h"
 #include "cmr/wire.h"
+
+cmr_signer_t *cmr_command_signer_load(const cmr_conf_t *conf, const char *program, const char *event,
+                                      int64_t *lifetime_ms)
+{
+    char err[512];
+    if (cmr_conf_get_int(conf, "trust.command.lifetime.ms", CMR_COMMAND_DEFAULT_LIFETIME_MS, 1000, 3600000, lifetime_ms,
+                         err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", program, err);
+        return NULL;
+    }
+    const char *path = cmr_conf_get(conf, "trust.signing_key", NULL);
+    if (!path || !path[0]) {
+        fprintf(stderr,
+                "%s: no command signing key: set trust.signing_key to the secret key file "
+                "(-X trust.signing_key=DIR/cmr.key); make a key pair with 'cmr-config keygen --dir DIR' "
+                "and give the agents DIR/cmr.pub as trust.keys (docs/SECURITY.md)\n",
+                program);
+        return NULL;
+    }
+    if (cmr_trust_init() != 0) {
+        fprintf(stderr, "%s: libsodium cannot run here: no command can be signed\n", program);
+        return NULL;
+    }
+    cmr_signer_t *s = cmr_signer_load(path, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "%s: trust.signing_key: %s (make a key pair with 'cmr-config keygen --dir DIR')\n", program,
+                err);
+        return NULL;
+    }
+    cmr_log(CMR_LOG_INFO, event, "key_id=%s lifetime_ms=%" PRId64, cmr_signer_key_id(s), *lifetime_ms);
+    return s;
+}
 
 bool cmr_command_type(cmr_msg_type_t type)
 {

@@ -8,7 +8,8 @@
 # cmr_conf_origin with a literal key, and looks the key up in the table the program
 # prints with --help-keys (scripts/gen-docs.sh knows where each program is). A file in
 # agent/, cmr-config/, cmr-instrumenter/, cmr-ingest/, cmr-broker/ or tools/ belongs to
-# that program; common/program/metrics_http.c to the three workers (GET /metrics); any
+# that program; common/program/metrics_http.c to the three workers (GET /metrics),
+# common/trust/command.c to the two that sign commands (cmr-config, cmr-instrumenter); any
 # other file in common/ to every program. Fails, naming file, key and program,
 # for a key no table has, and for a default (a literal: string, true/false, integer
 # expression) that is not the table's. Keys built at run time are not seen.
@@ -54,6 +55,7 @@ programs_of() {
     cmr-config/* | cmr-instrumenter/* | cmr-ingest/* | cmr-broker/*) echo "${1%%/*}" ;;
     tools/*) echo cmr-wire ;;
     common/program/metrics_http.c) echo cmr-config cmr-instrumenter cmr-ingest ;;
+    common/trust/command.c) echo cmr-config cmr-instrumenter ;;
     common/*) echo "${all_programs[@]}" ;;
     *) echo "" ;;
     esac

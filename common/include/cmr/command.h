@@ -14,12 +14,21 @@
 #include <stdint.h>
 
 #include "cmr/buf.h"
+#include "cmr/conf.h"
 #include "cmr/kafka.h"
 #include "cmr/msg.h"
 #include "cmr/trust.h"
 
 /* How long a command stays valid unless configured otherwise (trust.command.lifetime.ms). */
 #define CMR_COMMAND_DEFAULT_LIFETIME_MS 600000
+
+/* A worker's signing key (trust.signing_key) and the lifetime of its commands
+ * (trust.command.lifetime.ms, 1 s .. 1 h), loaded before it connects to anything. NULL,
+ * with a message on stderr prefixed by `program` that says how to make a key, when either
+ * is missing or bad: a worker without a key cannot send a command an agent would accept.
+ * On success logs `event` with the key id. The caller frees the signer. */
+cmr_signer_t *cmr_command_signer_load(const cmr_conf_t *conf, const char *program, const char *event,
+                                      int64_t *lifetime_ms);
 
 /* true for the message types that are commands (AgentConfiguration, NoEnvironment,
  * Redefine, BytecodeResend). */
