@@ -68,6 +68,35 @@ void cp_rmrf(const char *dir)
 
 /* --- processes ---------------------------------------------------------------------- */
 
+/* Every process started and not yet stopped: killed when the test program exits, so that
+ * a failed assertion (cmocka jumps out of the test) leaves no worker running. */
+#define CP_MAX_LIVE 64
+static pid_t live[CP_MAX_LIVE];
+
+static void kill_live(void)
+{
+    for (int i = 0; i < CP_MAX_LIVE; i++)
+        if (live[i] > 0) {
+            kill(live[i], SIGKILL);
+            waitpid(live[i], NULL, 0);
+            live[i] = 0;
+        }
+}
+
+static void track(pid_t pid, bool add)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(kill_live);
+        registered = true;
+    }
+    for (int i = 0; i < CP_MAX_LIVE; i++)
+        if (add ? live[i] == 0 : live[i] == pid) {
+            live[i] = add ? pid : 0;
+            return;
+        }
+}
+
 int cp_proc_start(cp_proc_t *p, const char *const *argv, const char *log)
 {
     memset(p, 0, sizeof *p);
@@ -83,6 +112,7 @@ int cp_proc_start(cp_proc_t *p, const char *const *argv, const char *log)
         p->pid = 0;
         return -1;
     }
+    track(p->pid, true);
     return 0;
 }
 
@@ -94,6 +124,7 @@ int cp_proc_stop(cp_proc_t *p)
     int status = 0;
     for (int i = 0; i < 100; i++) {
         if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+            track(p->pid, false);
             p->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         }
@@ -103,12 +134,19 @@ int cp_proc_stop(cp_proc_t *p)
     return -1;
 }
 
+void cp_proc_forget(cp_proc_t *p)
+{
+    track(p->pid, false);
+    p->pid = 0;
+}
+
 void cp_proc_kill(cp_proc_t *p)
 {
     if (p->pid <= 0)
         return;
     kill(p->pid, SIGKILL);
     waitpid(p->pid, NULL, 0);
+    track(p->pid, false);
     p->pid = 0;
 }
 
@@ -177,6 +215,7 @@ int cp_run(const char *const *argv, char **out)
     }
     int status;
     waitpid(p.pid, &status, 0);
+    track(p.pid, false);
     if (out)
         *out = read_file(tmpl, NULL);
     unlink(tmpl);

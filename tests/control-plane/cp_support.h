@@ -48,6 +48,8 @@ typedef struct cp_proc {
 int cp_proc_start(cp_proc_t *p, const char *const *argv, const char *log);
 /* SIGTERM and wait (SIGKILL after 10 s); returns the exit status or -1. */
 int cp_proc_stop(cp_proc_t *p);
+/* The caller reaped p itself (waitpid): forget it (it is no longer killed at exit). */
+void cp_proc_forget(cp_proc_t *p);
 void cp_proc_kill(cp_proc_t *p);
 /* Waits until `needle` appears in the process's log. 0, or -1 on timeout. */
 int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms);

@@ -313,6 +313,8 @@ static void wait_exit(cp_proc_t *w, int n)
             cmr_sleep_ms(100);
         if (t == 1800)
             cp_proc_stop(&w[i]);
+        else
+            cp_proc_forget(&w[i]);
     }
 }
 
