@@ -330,23 +330,31 @@ static void tally_events(agent_run_t *r, uint64_t method_id, event_tally_t *t)
     }
 }
 
+/* Starts the test application with the agent and `agent_options`, checks that it runs its
+ * own code unchanged (greets, exits 0) whatever the agent made of the options, and leaves
+ * *j for the caller to inspect its stderr (then jvm_proc_cleanup). */
+static void run_app_unharmed(jvm_proc_t *j, const char *agent_options)
+{
+    char agentpath[2048];
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,%s", agent_so, broker.bootstrap, agent_options);
+    const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(j, argv), 0);
+    assert_int_equal(jvm_proc_expect(j, "ready", NULL, 0, 30000), 0);
+    jvm_proc_send(j, "greet");
+    char line[128];
+    assert_int_equal(jvm_proc_expect(j, "greet:", line, sizeof line, 10000), 0);
+    assert_string_equal(line, "greet: hello");
+    jvm_proc_send(j, "exit");
+    assert_int_equal(jvm_proc_wait(j, 30000), 0);
+}
+
 /* --- tests ------------------------------------------------------------------------------------- */
 
 static void test_unknown_options_leave_the_jvm_running(void **state)
 {
     (void)state;
     jvm_proc_t j;
-    char agentpath[2048];
-    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,no_such_option=1", agent_so, broker.bootstrap);
-    const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
-    assert_int_equal(jvm_proc_start(&j, argv), 0);
-    assert_int_equal(jvm_proc_expect(&j, "ready", NULL, 0, 30000), 0);
-    jvm_proc_send(&j, "greet");
-    char line[128];
-    assert_int_equal(jvm_proc_expect(&j, "greet:", line, sizeof line, 10000), 0);
-    assert_string_equal(line, "greet: hello");
-    jvm_proc_send(&j, "exit");
-    assert_int_equal(jvm_proc_wait(&j, 30000), 0);
+    run_app_unharmed(&j, "no_such_option=1");
     assert_true(jvm_proc_stderr_has(&j, "event=agent.bad_options"));
     assert_true(jvm_proc_stderr_has(&j, "no_such_option"));
     jvm_proc_cleanup(&j);
@@ -1129,18 +1137,9 @@ static void test_unreadable_key_file_leaves_the_jvm_running(void **state)
 {
     (void)state;
     jvm_proc_t j;
-    char agentpath[2048];
-    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=badkey,trust.keys=%s:/nonexistent/cmr.pub",
-             agent_so, broker.bootstrap, peer.public_key);
-    const char *argv[] = {java_bin, agentpath, "-cp", classpath, "AgentTestApp", NULL};
-    assert_int_equal(jvm_proc_start(&j, argv), 0);
-    assert_int_equal(jvm_proc_expect(&j, "ready", NULL, 0, 30000), 0);
-    jvm_proc_send(&j, "greet");
-    char line[128];
-    assert_int_equal(jvm_proc_expect(&j, "greet:", line, sizeof line, 10000), 0);
-    assert_string_equal(line, "greet: hello");
-    jvm_proc_send(&j, "exit");
-    assert_int_equal(jvm_proc_wait(&j, 30000), 0);
+    char options[1024];
+    snprintf(options, sizeof options, "name=badkey,trust.keys=%s:/nonexistent/cmr.pub", peer.public_key);
+    run_app_unharmed(&j, options);
     assert_true(jvm_proc_stderr_has(&j, "event=agent.trust_keys_failed"));
     assert_true(jvm_proc_stderr_has(&j, "/nonexistent/cmr.pub"));
     assert_false(jvm_proc_stderr_has(&j, "event=agent.trusted_keys"));
