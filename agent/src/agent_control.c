@@ -151,6 +151,8 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
         .messages_failed = (int64_t)(prod.failed + prod.queue_full),
         .commands_accepted = accepted,
         .commands_refused = {refused, nrefused},
+        .environment_id = a->environment_id,
+        .environment_revision = a->revision,
     };
     char err[256];
     if (cmr_producer_send(a->producer, CMR_MSG_AGENT_STATUS, &st, NULL, NULL, err, sizeof err) != CMR_SEND_OK) {

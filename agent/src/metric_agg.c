@@ -58,7 +58,8 @@ int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool
 int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,
                          cmr_metric_batch_t *out)
 {
-    *out = (cmr_metric_batch_t){agent_id, interval_start_ms, interval_ms, {NULL, 0}};
+    *out = (cmr_metric_batch_t){
+        .agent_id = agent_id, .interval_start_ms = interval_start_ms, .interval_ms = interval_ms, .environment_id = ""};
     cmr_buf_reset(&g->enc);
     /* encode everything first (the buffer moves while it grows), noting where each ends */
     for (size_t i = 0; i < g->n; i++) {

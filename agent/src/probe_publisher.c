@@ -169,6 +169,7 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
         char err[256];
         if (cmr_metric_agg_batch(g, a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), &mb) ==
                 0 &&
+            (mb.environment_id = a->environment_id) &&
             cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
             p->metric_batches++;
         cmr_metric_agg_reset(g);

@@ -73,6 +73,11 @@ static void fill_field(fill_t *f, const cmr_field_desc_t *fd, char *p)
     case CMR_F_LONG:
         *(int64_t *)p = empty ? 0 : maximal ? ((next(f) & 1) ? INT64_MAX : INT64_MIN) : (int64_t)next(f);
         break;
+    case CMR_F_DOUBLE:
+        *(double *)p = empty     ? 0.0
+                       : maximal ? ((next(f) & 1) ? 1.7976931348623157e308 : -4.9e-324)
+                                 : (double)(int64_t)next(f) / 1024.0;
+        break;
     case CMR_F_BOOL: *(bool *)p = !empty && (maximal || (next(f) & 1)); break;
     case CMR_F_ENUM:
         *(int *)p = empty ? 0 : maximal ? enum_count(fd) - 1 : (int)(next(f) % (uint64_t)enum_count(fd));

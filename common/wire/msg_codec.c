@@ -133,6 +133,7 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
     switch (f->type) {
     case CMR_F_INT: ok = is_avro_int32(s); break;
     case CMR_F_LONG: ok = is_avro_int64(s); break;
+    case CMR_F_DOUBLE: ok = is_avro_double(s); break;
     case CMR_F_BOOL: ok = is_avro_boolean(s); break;
     case CMR_F_ENUM:
         ok = is_avro_enum(s);
@@ -279,6 +280,7 @@ static cmr_wire_err_t fill_field(const cmr_field_desc_t *f, const char *p, avro_
     switch (f->type) {
     case CMR_F_INT: AV_CHECK(avro_value_set_int(v, *(const int32_t *)p)); return CMR_WIRE_OK;
     case CMR_F_LONG: AV_CHECK(avro_value_set_long(v, *(const int64_t *)p)); return CMR_WIRE_OK;
+    case CMR_F_DOUBLE: AV_CHECK(avro_value_set_double(v, *(const double *)p)); return CMR_WIRE_OK;
     case CMR_F_BOOL: AV_CHECK(avro_value_set_boolean(v, *(const bool *)p)); return CMR_WIRE_OK;
     case CMR_F_ENUM: {
         int sym = *(const int *)p;
@@ -469,6 +471,7 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
     switch (f->type) {
     case CMR_F_INT: return avro_value_get_int(v, (int32_t *)p);
     case CMR_F_LONG: return avro_value_get_long(v, (int64_t *)p);
+    case CMR_F_DOUBLE: return avro_value_get_double(v, (double *)p);
     case CMR_F_BOOL:
         if (avro_value_get_boolean(v, &ival) != 0)
             return -1;
@@ -732,6 +735,7 @@ static json_t *json_field(const cmr_field_desc_t *f, const char *p)
     switch (f->type) {
     case CMR_F_INT: return json_integer(*(const int32_t *)p);
     case CMR_F_LONG: return json_integer(*(const int64_t *)p);
+    case CMR_F_DOUBLE: return json_real(*(const double *)p);
     case CMR_F_BOOL: return json_boolean(*(const bool *)p);
     case CMR_F_ENUM: {
         int sym = *(const int *)p, n = 0;

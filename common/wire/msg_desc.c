@@ -36,13 +36,17 @@ static const char *const trace_context_policies[] = {"AUTHENTICATED", "ANY", "NO
 static const char *const agent_states[] = {"MINIMAL",  "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT",
                                            "SHUTDOWN", NULL};
 static const char *const config_kinds[] = {"ENVIRONMENT", "ENVIRONMENT_DELETED", "MAPPINGS", NULL};
+static const char *const threshold_scopes[] = {"TRANSACTION", "METHOD", NULL};
+static const char *const threshold_statistics[] = {"P50",  "P90",        "P95",     "P99",   "P999", "MAX",
+                                                   "MEAN", "ERROR_RATE", "STALLED", "COUNT", NULL};
+static const char *const threshold_states[] = {"ABNORMAL", "NORMAL", NULL};
 
 /* --- shared records --------------------------------------------------------------- */
 
 static const cmr_field_desc_t strategy_fields[] = {
     FIELD(cmr_strategy_t, send_interval_ms, INT), FIELD(cmr_strategy_t, ring_records, INT),
     FIELD(cmr_strategy_t, max_batch_events, INT), FIELD(cmr_strategy_t, metric_interval_ms, INT),
-    FIELD(cmr_strategy_t, max_threads, INT),
+    FIELD(cmr_strategy_t, max_threads, INT),      FIELD(cmr_strategy_t, stall_threshold_ms, INT),
 };
 static const cmr_record_desc_t strategy_desc = {"StrategySettings", sizeof(cmr_strategy_t), strategy_fields,
                                                 TABLE(strategy_fields)};
@@ -179,6 +183,10 @@ static const cmr_field_desc_t agent_status_fields[] = {
     FIELD(cmr_agent_status_t, messages_failed, LONG),
     FIELD(cmr_agent_status_t, commands_accepted, LONG),
     SUB(cmr_agent_status_t, commands_refused, RECORDS, refusal_count_desc),
+    FIELD(cmr_agent_status_t, environment_id, STRING),
+    FIELD(cmr_agent_status_t, environment_revision, LONG),
+    FIELD(cmr_agent_status_t, classes_instrumented, LONG),
+    FIELD(cmr_agent_status_t, redefine_failures, LONG),
 };
 static const cmr_record_desc_t agent_status_desc = {"AgentStatus", sizeof(cmr_agent_status_t), agent_status_fields,
                                                     TABLE(agent_status_fields)};
@@ -200,6 +208,15 @@ static const cmr_field_desc_t sensor_assignment_fields[] = {
 static const cmr_record_desc_t sensor_assignment_desc = {"SensorAssignment", sizeof(cmr_sensor_assignment_t),
                                                          sensor_assignment_fields, TABLE(sensor_assignment_fields)};
 
+static const cmr_field_desc_t threshold_rule_fields[] = {
+    FIELD(cmr_threshold_rule_t, name, STRING),    ENUM(cmr_threshold_rule_t, scope, threshold_scopes),
+    FIELD(cmr_threshold_rule_t, pattern, STRING), ENUM(cmr_threshold_rule_t, statistic, threshold_statistics),
+    FIELD(cmr_threshold_rule_t, above, DOUBLE),   FIELD(cmr_threshold_rule_t, for_ms, LONG),
+    FIELD(cmr_threshold_rule_t, min_count, LONG), FIELD(cmr_threshold_rule_t, diagnose, BOOL),
+};
+static const cmr_record_desc_t threshold_rule_desc = {"ThresholdRule", sizeof(cmr_threshold_rule_t),
+                                                      threshold_rule_fields, TABLE(threshold_rule_fields)};
+
 static const cmr_field_desc_t environment_fields[] = {
     FIELD(cmr_environment_t, id, STRING),
     FIELD(cmr_environment_t, name, STRING),
@@ -207,6 +224,7 @@ static const cmr_field_desc_t environment_fields[] = {
     SUB(cmr_environment_t, assignments, RECORDS, sensor_assignment_desc),
     SUB(cmr_environment_t, strategy, RECORD, strategy_desc),
     ENUM(cmr_environment_t, trace_context, trace_context_policies),
+    SUB(cmr_environment_t, thresholds, RECORDS, threshold_rule_desc),
 };
 static const cmr_record_desc_t environment_desc = {"Environment", sizeof(cmr_environment_t), environment_fields,
                                                    TABLE(environment_fields)};
@@ -265,19 +283,43 @@ static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_even
 /* --- MetricBatch ------------------------------------------------------------------- */
 
 static const cmr_field_desc_t method_metric_fields[] = {
-    FIELD(cmr_method_metric_t, method_id, LONG),  FIELD(cmr_method_metric_t, count, LONG),
-    FIELD(cmr_method_metric_t, exceptions, LONG), FIELD(cmr_method_metric_t, sum_ns, LONG),
-    FIELD(cmr_method_metric_t, min_ns, LONG),     FIELD(cmr_method_metric_t, max_ns, LONG),
-    FIELD(cmr_method_metric_t, histogram, BYTES),
+    FIELD(cmr_method_metric_t, method_id, LONG),      FIELD(cmr_method_metric_t, count, LONG),
+    FIELD(cmr_method_metric_t, exceptions, LONG),     FIELD(cmr_method_metric_t, sum_ns, LONG),
+    FIELD(cmr_method_metric_t, min_ns, LONG),         FIELD(cmr_method_metric_t, max_ns, LONG),
+    FIELD(cmr_method_metric_t, histogram, BYTES),     FIELD(cmr_method_metric_t, max_in_flight, LONG),
+    FIELD(cmr_method_metric_t, slowest_trace, BYTES),
 };
 static const cmr_record_desc_t method_metric_desc = {"MethodMetric", sizeof(cmr_method_metric_t), method_metric_fields,
                                                      TABLE(method_metric_fields)};
+
+static const cmr_field_desc_t transaction_metric_fields[] = {
+    FIELD(cmr_transaction_metric_t, root_method_id, LONG), FIELD(cmr_transaction_metric_t, name, STRING),
+    FIELD(cmr_transaction_metric_t, count, LONG),          FIELD(cmr_transaction_metric_t, exceptions, LONG),
+    FIELD(cmr_transaction_metric_t, sum_ns, LONG),         FIELD(cmr_transaction_metric_t, min_ns, LONG),
+    FIELD(cmr_transaction_metric_t, max_ns, LONG),         FIELD(cmr_transaction_metric_t, histogram, BYTES),
+    FIELD(cmr_transaction_metric_t, max_in_flight, LONG),  FIELD(cmr_transaction_metric_t, slowest_trace, BYTES),
+};
+static const cmr_record_desc_t transaction_metric_desc = {"TransactionMetric", sizeof(cmr_transaction_metric_t),
+                                                          transaction_metric_fields, TABLE(transaction_metric_fields)};
+
+static const cmr_field_desc_t stalled_call_fields[] = {
+    FIELD(cmr_stalled_call_t, thread_id, LONG),  FIELD(cmr_stalled_call_t, thread_name, STRING),
+    FIELD(cmr_stalled_call_t, trace_id, BYTES),  FIELD(cmr_stalled_call_t, method_id, LONG),
+    FIELD(cmr_stalled_call_t, started_ms, LONG), FIELD(cmr_stalled_call_t, running_ms, LONG),
+    FIELD(cmr_stalled_call_t, stack, BYTES),
+};
+static const cmr_record_desc_t stalled_call_desc = {"StalledCall", sizeof(cmr_stalled_call_t), stalled_call_fields,
+                                                    TABLE(stalled_call_fields)};
 
 static const cmr_field_desc_t metric_batch_fields[] = {
     FIELD(cmr_metric_batch_t, agent_id, LONG),
     FIELD(cmr_metric_batch_t, interval_start_ms, LONG),
     FIELD(cmr_metric_batch_t, interval_ms, INT),
     SUB(cmr_metric_batch_t, metrics, RECORDS, method_metric_desc),
+    FIELD(cmr_metric_batch_t, environment_id, STRING),
+    SUB(cmr_metric_batch_t, transactions, RECORDS, transaction_metric_desc),
+    SUB(cmr_metric_batch_t, stalled, RECORDS, stalled_call_desc),
+    FIELD(cmr_metric_batch_t, samples_dropped, LONG),
 };
 static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
                                                     TABLE(metric_batch_fields)};
@@ -293,6 +335,28 @@ static const cmr_field_desc_t signed_command_fields[] = {
 static const cmr_record_desc_t signed_command_desc = {"SignedCommand", sizeof(cmr_signed_command_t),
                                                       signed_command_fields, TABLE(signed_command_fields)};
 
+/* --- ThresholdEvent ---------------------------------------------------------------- */
+
+static const cmr_field_desc_t threshold_event_fields[] = {
+    FIELD(cmr_threshold_event_t, environment_id, STRING),
+    FIELD(cmr_threshold_event_t, rule, STRING),
+    ENUM(cmr_threshold_event_t, state, threshold_states),
+    ENUM(cmr_threshold_event_t, scope, threshold_scopes),
+    FIELD(cmr_threshold_event_t, subject_id, LONG),
+    FIELD(cmr_threshold_event_t, subject_name, STRING),
+    ENUM(cmr_threshold_event_t, statistic, threshold_statistics),
+    FIELD(cmr_threshold_event_t, value, DOUBLE),
+    FIELD(cmr_threshold_event_t, threshold, DOUBLE),
+    FIELD(cmr_threshold_event_t, window_start_ms, LONG),
+    FIELD(cmr_threshold_event_t, window_end_ms, LONG),
+    FIELD(cmr_threshold_event_t, count, LONG),
+    FIELD(cmr_threshold_event_t, example_traces, STRINGS),
+    FIELD(cmr_threshold_event_t, diagnose, BOOL),
+    FIELD(cmr_threshold_event_t, time_ms, LONG),
+};
+static const cmr_record_desc_t threshold_event_desc = {"ThresholdEvent", sizeof(cmr_threshold_event_t),
+                                                       threshold_event_fields, TABLE(threshold_event_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_AGENT_REGISTRATION] = &registration_desc, [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
     [CMR_MSG_NO_ENVIRONMENT] = &no_environment_desc,   [CMR_MSG_CLASS_LOADED] = &class_loaded_desc,
@@ -300,5 +364,5 @@ const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_REDEFINE_RESULT] = &redefine_result_desc, [CMR_MSG_AGENT_STATUS] = &agent_status_desc,
     [CMR_MSG_CONFIG_CHANGE] = &config_change_desc,     [CMR_MSG_METHOD_ENTRY] = &method_entry_desc,
     [CMR_MSG_EVENT_BATCH] = &event_batch_desc,         [CMR_MSG_METRIC_BATCH] = &metric_batch_desc,
-    [CMR_MSG_SIGNED_COMMAND] = &signed_command_desc,
+    [CMR_MSG_SIGNED_COMMAND] = &signed_command_desc,   [CMR_MSG_THRESHOLD_EVENT] = &threshold_event_desc,
 };

@@ -15,6 +15,7 @@
 
 typedef enum cmr_ftype {
     CMR_F_INT,        /* int32_t            <- "int"                         */
+    CMR_F_DOUBLE,     /* double             <- "double"                      */
     CMR_F_LONG,       /* int64_t            <- "long"                        */
     CMR_F_BOOL,       /* bool               <- "boolean"                     */
     CMR_F_ENUM,       /* C enum (int)       <- enum                          */

@@ -7,6 +7,7 @@
  * matches its schema, so a struct and its schema cannot drift apart silently.
  *
  * Conventions:
+ *   - Avro double -> double.
  *   - Avro long  -> int64_t (ids and hashes are unsigned 64-bit values carried as
  *                  the same bits: cast with (uint64_t)).
  *   - Avro string -> char * (NUL-terminated UTF-8); ["null","string"] -> char * or NULL.
@@ -58,6 +59,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_EVENT_BATCH,
     CMR_MSG_METRIC_BATCH,
     CMR_MSG_SIGNED_COMMAND,
+    CMR_MSG_THRESHOLD_EVENT,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -95,6 +97,29 @@ typedef enum cmr_agent_state {
     CMR_AGENT_SHUTDOWN,
 } cmr_agent_state_t;
 
+typedef enum cmr_threshold_scope {
+    CMR_THRESHOLD_TRANSACTION,
+    CMR_THRESHOLD_METHOD,
+} cmr_threshold_scope_t;
+
+typedef enum cmr_threshold_statistic {
+    CMR_STAT_P50,
+    CMR_STAT_P90,
+    CMR_STAT_P95,
+    CMR_STAT_P99,
+    CMR_STAT_P999,
+    CMR_STAT_MAX,
+    CMR_STAT_MEAN,
+    CMR_STAT_ERROR_RATE,
+    CMR_STAT_STALLED,
+    CMR_STAT_COUNT,
+} cmr_threshold_statistic_t;
+
+typedef enum cmr_threshold_state {
+    CMR_THRESHOLD_ABNORMAL,
+    CMR_THRESHOLD_NORMAL,
+} cmr_threshold_state_t;
+
 typedef enum cmr_config_kind {
     CMR_CONFIG_ENVIRONMENT,
     CMR_CONFIG_ENVIRONMENT_DELETED,
@@ -121,6 +146,7 @@ typedef struct cmr_strategy {
     int32_t max_batch_events;
     int32_t metric_interval_ms;
     int32_t max_threads;
+    int32_t stall_threshold_ms; /* 0: no stalled-call reports */
 } cmr_strategy_t;
 
 typedef struct cmr_trace_context {
@@ -243,6 +269,10 @@ typedef struct cmr_agent_status {
         cmr_refusal_count_t *items;
         size_t count;
     } commands_refused;
+    char *environment_id; /* "" before the agent has one */
+    int64_t environment_revision;
+    int64_t classes_instrumented;
+    int64_t redefine_failures;
 } cmr_agent_status_t;
 
 typedef struct cmr_sensor_assignment {
@@ -258,6 +288,18 @@ typedef struct cmr_sensor_assignment {
     bool constructors;
 } cmr_sensor_assignment_t;
 
+/* A threshold rule of an environment (docs/METRICS.md). */
+typedef struct cmr_threshold_rule {
+    char *name;
+    cmr_threshold_scope_t scope;
+    char *pattern; /* glob on the display name */
+    cmr_threshold_statistic_t statistic;
+    double above;   /* ms for latencies, 0..1 for ERROR_RATE, calls for STALLED and COUNT */
+    int64_t for_ms; /* window length, and how long it must hold */
+    int64_t min_count;
+    bool diagnose;
+} cmr_threshold_rule_t;
+
 typedef struct cmr_environment {
     char *id;
     char *name;
@@ -268,6 +310,10 @@ typedef struct cmr_environment {
     } assignments;
     cmr_strategy_t strategy;
     cmr_trace_context_policy_t trace_context;
+    struct {
+        cmr_threshold_rule_t *items;
+        size_t count;
+    } thresholds;
 } cmr_environment_t;
 
 typedef struct cmr_agent_mapping {
@@ -330,9 +376,34 @@ typedef struct cmr_method_metric {
     int64_t min_ns;
     int64_t max_ns;
     cmr_bytes_t histogram; /* cmr_hist_encode() of the latencies (ns); the source of percentiles */
+    int64_t max_in_flight;
+    cmr_bytes_t slowest_trace; /* 16 bytes, or empty */
 } cmr_method_metric_t;
 
-/* cmr.metrics */
+typedef struct cmr_transaction_metric {
+    int64_t root_method_id;
+    char *name; /* "" : the root method names it */
+    int64_t count;
+    int64_t exceptions;
+    int64_t sum_ns;
+    int64_t min_ns;
+    int64_t max_ns;
+    cmr_bytes_t histogram;
+    int64_t max_in_flight;
+    cmr_bytes_t slowest_trace;
+} cmr_transaction_metric_t;
+
+typedef struct cmr_stalled_call {
+    int64_t thread_id;
+    char *thread_name;
+    cmr_bytes_t trace_id; /* 16 bytes, or empty */
+    int64_t method_id;
+    int64_t started_ms;
+    int64_t running_ms;
+    cmr_bytes_t stack; /* 8-byte big-endian method ids, root first */
+} cmr_stalled_call_t;
+
+/* cmr.metrics (key: environment id) */
 typedef struct cmr_metric_batch {
     int64_t agent_id;
     int64_t interval_start_ms;
@@ -341,7 +412,36 @@ typedef struct cmr_metric_batch {
         cmr_method_metric_t *items;
         size_t count;
     } metrics;
+    char *environment_id;
+    struct {
+        cmr_transaction_metric_t *items;
+        size_t count;
+    } transactions;
+    struct {
+        cmr_stalled_call_t *items;
+        size_t count;
+    } stalled;
+    int64_t samples_dropped;
 } cmr_metric_batch_t;
+
+/* cmr.alerts (key: environment id) */
+typedef struct cmr_threshold_event {
+    char *environment_id;
+    char *rule;
+    cmr_threshold_state_t state;
+    cmr_threshold_scope_t scope;
+    int64_t subject_id;
+    char *subject_name;
+    cmr_threshold_statistic_t statistic;
+    double value;
+    double threshold;
+    int64_t window_start_ms;
+    int64_t window_end_ms;
+    int64_t count;
+    cmr_strings_t example_traces; /* 32 hex digits each */
+    bool diagnose;
+    int64_t time_ms;
+} cmr_threshold_event_t;
 
 /* cmr.cmd.<instance id>: the envelope of every command (cmr/trust.h, docs/SECURITY.md). */
 typedef struct cmr_signed_command {
@@ -371,6 +471,7 @@ typedef struct cmr_msg {
         cmr_event_batch_t event_batch;
         cmr_metric_batch_t metric_batch;
         cmr_signed_command_t signed_command;
+        cmr_threshold_event_t threshold_event;
     } u;
 } cmr_msg_t;
 

@@ -9,7 +9,8 @@
  *  cmr.config   (compacted)    cmr-config -> everyone            environment id | "mappings"
  *  cmr.methods  (compacted)    cmr-instrumenter -> ingest, UI    method id
  *  cmr.events                  agent -> cmr-ingest               trace id
- *  cmr.metrics                 agent -> cmr-ingest               agent id
+ *  cmr.metrics                 agent -> cmr-ingest (metrics)     environment id
+ *  cmr.alerts                  cmr-ingest (metrics) -> UI, CLI   environment id
  *
  * The "cmr" prefix can be changed (configuration key topic.prefix) so that several
  * installations can share one Kafka cluster. Ids in keys are lower-case hex.
@@ -30,6 +31,7 @@ typedef enum cmr_topic {
     CMR_TOPIC_METHODS,
     CMR_TOPIC_EVENTS,
     CMR_TOPIC_METRICS,
+    CMR_TOPIC_ALERTS, /* threshold events (cmr-ingest's metrics module) */
     CMR_TOPIC__COUNT
 } cmr_topic_t;
 
