@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -168,6 +169,7 @@ void cmr_cfg_default_strategy(cmr_strategy_t *s)
     s->max_batch_events = 4096;
     s->metric_interval_ms = 10000;
     s->max_threads = 1024;
+    s->stall_threshold_ms = 10000;
 }
 
 /* --- errors and node access --------------------------------------------------------- */
@@ -453,10 +455,12 @@ static int parse_strategy(parse_ctx_t *c, const yaml_node_t *n, const char *wher
             rc = want_int(c, v, w, 100, 3600000, &s->metric_interval_ms);
         else if (!strcmp(key, "max_threads"))
             rc = want_int(c, v, w, 1, 1 << 20, &s->max_threads);
+        else if (!strcmp(key, "stall_threshold_ms"))
+            rc = want_int(c, v, w, 0, 86400000, &s->stall_threshold_ms);
         else
             return fail(c, k,
                         "%s: unknown key \"%s\" (send_interval_ms, ring_records, max_batch_events, "
-                        "metric_interval_ms, max_threads)",
+                        "metric_interval_ms, max_threads, stall_threshold_ms)",
                         where, key);
         if (rc != 0)
             return -1;
@@ -480,6 +484,154 @@ static int parse_sensors(parse_ctx_t *c, const yaml_node_t *n, const char *where
             return -1;
     }
     env->assignments.count = count;
+    return 0;
+}
+
+/* --- threshold rules (docs/METRICS.md, "Thresholds") ------------------------------------ */
+
+/* A duration: an integer of milliseconds, or a number with a unit (ms, s, m, h). */
+static int want_duration_ms(parse_ctx_t *c, const yaml_node_t *n, const char *where, int64_t min, int64_t *out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, n, where, &s) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "") || !strcmp(end, "ms") ? 1
+                  : !strcmp(end, "s")                    ? 1e3
+                  : !strcmp(end, "m")                    ? 6e4
+                  : !strcmp(end, "h")                    ? 3.6e6
+                                                         : 0;
+    if (errno || end == s || unit == 0 || !(v >= 0))
+        return fail(c, n, "%s: \"%s\" is not a duration (e.g. 500ms, 30s, 5m, 1h, or milliseconds)", where, s);
+    double ms = v * unit;
+    if (ms < (double)min || ms > 30.0 * 86400000)
+        return fail(c, n, "%s: %s is outside %" PRId64 "ms..30 days", where, s, min);
+    *out = (int64_t)ms;
+    return 0;
+}
+
+/* The limit of a rule: a duration for latencies (stored in ms), a fraction or a
+ * percentage for error_rate, a count for stalled and count. */
+static int want_limit(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_threshold_statistic_t stat,
+                      double *out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, n, where, &s) != 0)
+        return -1;
+    if (cmr_stat_is_latency(stat)) {
+        int64_t ms;
+        if (want_duration_ms(c, n, where, 0, &ms) != 0)
+            return -1;
+        *out = (double)ms;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    bool pct = stat == CMR_STAT_ERROR_RATE && !strcmp(end, "%");
+    if (errno || end == s || (*end && !pct) || !(v >= 0))
+        return fail(c, n, "%s: \"%s\" is not a %s", where, s,
+                    stat == CMR_STAT_ERROR_RATE ? "rate (0.05 or 5%)" : "number of calls");
+    if (pct)
+        v /= 100;
+    if (stat == CMR_STAT_ERROR_RATE && v > 1)
+        return fail(c, n, "%s: an error rate is at most 1 (100%%)", where);
+    *out = v;
+    return 0;
+}
+
+static int parse_threshold(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_threshold_rule_t *r)
+{
+    if (want_mapping(c, n, where) != 0)
+        return -1;
+    const yaml_node_t *above = NULL;
+    const char *above_where = NULL;
+    bool have_stat = false, have_for = false;
+    r->min_count = 1;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k, *v;
+        const char *w, *key = pair_key(c, p, where, &k, &v, &w);
+        if (!key)
+            return -1;
+        int rc = 0;
+        if (!strcmp(key, "name")) {
+            rc = want_string(c, v, w, &r->name);
+        } else if (!strcmp(key, "transaction") || !strcmp(key, "method")) {
+            if (r->pattern)
+                return fail(c, k, "%s: a rule watches either transactions or methods, not both", where);
+            r->scope = key[0] == 't' ? CMR_THRESHOLD_TRANSACTION : CMR_THRESHOLD_METHOD;
+            rc = want_string(c, v, w, &r->pattern) == 0 ? check_glob(c, v, w, r->pattern) : -1;
+        } else if (!strcmp(key, "statistic")) {
+            const char *s = NULL;
+            if (want_scalar(c, v, w, &s) != 0)
+                return -1;
+            int stat = cmr_stat_parse(s);
+            if (stat < 0)
+                return fail(c, v,
+                            "%s: unknown statistic \"%s\" (p50, p90, p95, p99, p99.9, max, mean, error_rate, "
+                            "stalled, count)",
+                            w, s);
+            r->statistic = (cmr_threshold_statistic_t)stat;
+            have_stat = true;
+        } else if (!strcmp(key, "above")) {
+            above = v; /* read once the statistic, which gives its unit, is known */
+            above_where = w;
+        } else if (!strcmp(key, "for")) {
+            rc = want_duration_ms(c, v, w, 1000, &r->for_ms);
+            have_for = true;
+        } else if (!strcmp(key, "min_count")) {
+            int32_t mc;
+            rc = want_int(c, v, w, 1, 1 << 30, &mc);
+            r->min_count = mc;
+        } else if (!strcmp(key, "diagnose")) {
+            rc = want_bool(c, v, w, &r->diagnose);
+        } else {
+            return fail(c, k,
+                        "%s: unknown key \"%s\" (name, transaction, method, statistic, above, for, min_count, "
+                        "diagnose)",
+                        where, key);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (!r->name)
+        return fail(c, n, "%s: missing \"name\"", where);
+    if (!r->pattern)
+        return fail(c, n, "%s: missing \"transaction\" or \"method\" (a glob on its name, \"*\" for all)", where);
+    if (!have_stat)
+        return fail(c, n, "%s: missing \"statistic\"", where);
+    if (!above)
+        return fail(c, n, "%s: missing \"above\"", where);
+    if (want_limit(c, above, above_where, r->statistic, &r->above) != 0)
+        return -1;
+    if (!have_for)
+        r->for_ms = 60000;
+    return 0;
+}
+
+static int parse_thresholds(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
+{
+    if (want_sequence(c, n, where) != 0)
+        return -1;
+    size_t count = seq_len(n);
+    env->thresholds.items = pool_alloc(c->doc->pool, count * sizeof *env->thresholds.items);
+    if (count && !env->thresholds.items)
+        return fail(c, n, "out of memory");
+    memset(env->thresholds.items, 0, count * sizeof *env->thresholds.items);
+    for (size_t i = 0; i < count; i++) {
+        const char *w = node_path(c, "%s[%zu]", where, i);
+        if (!w)
+            return fail(c, n, "out of memory");
+        const yaml_node_t *item = node_at(c, n->data.sequence.items.start[i]);
+        if (parse_threshold(c, item, w, &env->thresholds.items[i]) != 0)
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(env->thresholds.items[j].name, env->thresholds.items[i].name))
+                return fail(c, item, "%s: rule \"%s\" is defined twice", w, env->thresholds.items[i].name);
+    }
+    env->thresholds.count = count;
     return 0;
 }
 
@@ -519,9 +671,12 @@ static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cm
             rc = parse_strategy(c, v, w, &env->strategy);
         else if (!strcmp(key, "trace_context"))
             rc = parse_trace_context(c, v, w, &env->trace_context);
+        else if (!strcmp(key, "thresholds"))
+            rc = parse_thresholds(c, v, w, env);
         else
-            return fail(c, k, "%s: unknown key \"%s\" (id, name, description, sensors, strategy, trace_context)", where,
-                        key);
+            return fail(c, k,
+                        "%s: unknown key \"%s\" (id, name, description, sensors, strategy, trace_context, thresholds)",
+                        where, key);
         if (rc != 0)
             return -1;
         if (!strcmp(key, "id") && !valid_id(env->id))

@@ -3,6 +3,7 @@
  * (docs/ENVIRONMENTS.md), for `cmr-config show` and `list`. What it writes parses again
  * with cfg_doc.c into the same content.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,9 +78,27 @@ void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
     const cmr_strategy_t *s = &env->strategy;
     fprintf(f,
             "    strategy:\n      send_interval_ms: %d\n      ring_records: %d\n      max_batch_events: %d\n"
-            "      metric_interval_ms: %d\n      max_threads: %d\n",
-            s->send_interval_ms, s->ring_records, s->max_batch_events, s->metric_interval_ms, s->max_threads);
+            "      metric_interval_ms: %d\n      max_threads: %d\n      stall_threshold_ms: %d\n",
+            s->send_interval_ms, s->ring_records, s->max_batch_events, s->metric_interval_ms, s->max_threads,
+            s->stall_threshold_ms);
     fprintf(f, "    trace_context: %s\n", cmr_cfg_trace_context_name(env->trace_context));
+    if (env->thresholds.count)
+        fprintf(f, "    thresholds:\n");
+    for (size_t i = 0; i < env->thresholds.count; i++) {
+        const cmr_threshold_rule_t *r = &env->thresholds.items[i];
+        fprintf(f, "      - name: ");
+        put_str(f, r->name);
+        fprintf(f, "\n        %s: ", cmr_threshold_scope_name(r->scope));
+        put_str(f, r->pattern);
+        fprintf(f, "\n        statistic: %s\n", cmr_stat_name(r->statistic));
+        if (cmr_stat_is_latency(r->statistic))
+            fprintf(f, "        above: %.17gms\n", r->above);
+        else
+            fprintf(f, "        above: %.17g\n", r->above);
+        fprintf(f, "        for: %" PRId64 "ms\n        min_count: %" PRId64 "\n", r->for_ms, r->min_count);
+        if (r->diagnose)
+            fprintf(f, "        diagnose: true\n");
+    }
     fprintf(f, "    sensors:%s\n", env->assignments.count ? "" : " []");
     for (size_t i = 0; i < env->assignments.count; i++) {
         const cmr_sensor_assignment_t *a = &env->assignments.items[i];

@@ -249,6 +249,95 @@ static void test_doc_trace_context(void **state)
     assert_non_null(strstr(err, "authenticated, any, none"));
 }
 
+/* Threshold rules: units, defaults, a round trip through show, and the errors. */
+static void test_doc_thresholds(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_cfg_doc_t d;
+    const char *yaml = "version: 1\nenvironments:\n  - id: shop\n    strategy:\n      stall_threshold_ms: 2500\n"
+                       "    thresholds:\n"
+                       "      - name: slow-checkout\n        transaction: \"*Checkout*\"\n        statistic: p99\n"
+                       "        above: 250ms\n        for: 30s\n        min_count: 20\n        diagnose: true\n"
+                       "      - name: errors\n        method: \"com.shop.*\"\n        statistic: error_rate\n"
+                       "        above: 5%\n"
+                       "      - name: tail\n        method: \"*\"\n        statistic: P99.9\n        above: 1.5s\n"
+                       "        for: 2m\n";
+    assert_int_equal(cmr_cfg_doc_parse(yaml, strlen(yaml), "f.yaml", &d, err, sizeof err), 0);
+    const cmr_environment_t *e = &d.envs[0];
+    assert_int_equal(e->strategy.stall_threshold_ms, 2500);
+    assert_int_equal(e->thresholds.count, 3);
+    const cmr_threshold_rule_t *r = e->thresholds.items;
+    assert_string_equal(r[0].name, "slow-checkout");
+    assert_int_equal(r[0].scope, CMR_THRESHOLD_TRANSACTION);
+    assert_string_equal(r[0].pattern, "*Checkout*");
+    assert_int_equal(r[0].statistic, CMR_STAT_P99);
+    assert_true(r[0].above == 250.0);
+    assert_int_equal(r[0].for_ms, 30000);
+    assert_int_equal(r[0].min_count, 20);
+    assert_true(r[0].diagnose);
+    assert_int_equal(r[1].scope, CMR_THRESHOLD_METHOD);
+    assert_int_equal(r[1].statistic, CMR_STAT_ERROR_RATE);
+    assert_true(r[1].above == 0.05);
+    assert_int_equal(r[1].for_ms, 60000); /* the default */
+    assert_int_equal(r[1].min_count, 1);
+    assert_false(r[1].diagnose);
+    assert_int_equal(r[2].statistic, CMR_STAT_P999);
+    assert_true(r[2].above == 1500.0);
+    assert_int_equal(r[2].for_ms, 120000);
+    /* printed and read back the same; a changed limit is a change */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fputs("version: 1\nenvironments:\n", f);
+    cmr_cfg_write_env(e, f);
+    fclose(f);
+    cmr_cfg_doc_t again;
+    assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
+    assert_true(cmr_cfg_env_equal(e, &again.envs[0]));
+    again.envs[0].thresholds.items[1].above = 0.06;
+    assert_false(cmr_cfg_env_equal(e, &again.envs[0]));
+    free(text);
+    cmr_cfg_doc_free(&again);
+    /* and through the wire */
+    cmr_config_change_t cc = {.kind = CMR_CONFIG_ENVIRONMENT, .author = "t", .environment = &d.envs[0]};
+    cmr_buf_t wire = {0};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_CONFIG_CHANGE, &cc, &wire, err, sizeof err), CMR_WIRE_OK);
+    cmr_msg_t m;
+    assert_int_equal(cmr_msg_decode(wire.data, wire.len, &m, err, sizeof err), CMR_WIRE_OK);
+    assert_true(cmr_cfg_env_equal(e, m.u.config_change.environment));
+    cmr_msg_free(&m);
+    cmr_buf_free(&wire);
+    cmr_cfg_doc_free(&d);
+
+    const char *head = "version: 1\nenvironments:\n  - id: a\n    thresholds:\n";
+    char bad[600];
+#define BAD_RULE(body, msg)                            \
+    do {                                               \
+        snprintf(bad, sizeof bad, "%s%s", head, body); \
+        expect_error(bad, msg);                        \
+    } while (0)
+    BAD_RULE("      - name: x\n        method: \"*\"\n        statistic: p42\n        above: 1\n",
+             "f.yaml:7: environments[0].thresholds[0].statistic: unknown statistic \"p42\"");
+    BAD_RULE("      - name: x\n        method: \"*\"\n        statistic: p99\n        above: fast\n",
+             "f.yaml:8: environments[0].thresholds[0].above: \"fast\" is not a duration");
+    BAD_RULE("      - name: x\n        method: \"*\"\n        statistic: error_rate\n        above: 150%\n",
+             "an error rate is at most 1");
+    BAD_RULE("      - name: x\n        method: \"*\"\n        statistic: p99\n        above: 1s\n        for: 10ms\n",
+             "thresholds[0].for: 10ms is outside 1000ms..30 days");
+    BAD_RULE("      - name: x\n        statistic: p99\n        above: 1s\n",
+             "thresholds[0]: missing \"transaction\" or \"method\"");
+    BAD_RULE("      - name: x\n        method: a\n        transaction: b\n        statistic: p99\n        above: 1s\n",
+             "either transactions or methods, not both");
+    BAD_RULE("      - name: x\n        method: a\n        statistic: p99\n", "thresholds[0]: missing \"above\"");
+    BAD_RULE("      - name: x\n        method: a\n        statistic: p99\n        above: 1s\n"
+             "      - name: x\n        method: b\n        statistic: max\n        above: 2s\n",
+             "rule \"x\" is defined twice");
+    BAD_RULE("      - name: x\n        method: a\n        statistic: p99\n        above: 1s\n        window: 1m\n",
+             "unknown key \"window\"");
+#undef BAD_RULE
+}
+
 static void test_doc_errors(void **state)
 {
     (void)state;
@@ -503,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_doc_full),
         cmocka_unit_test(test_doc_trace_context),
         cmocka_unit_test(test_doc_errors),
+        cmocka_unit_test(test_doc_thresholds),
         cmocka_unit_test(test_state_projection),
         cmocka_unit_test(test_doc_strict),
         cmocka_unit_test(test_doc_load_files),

@@ -221,14 +221,24 @@ static int assignment_eq(const cmr_sensor_assignment_t *a, const cmr_sensor_assi
            a->modifiers_excluded == b->modifiers_excluded && a->constructors == b->constructors;
 }
 
+static int threshold_eq(const cmr_threshold_rule_t *a, const cmr_threshold_rule_t *b)
+{
+    return str_eq(a->name, b->name) && a->scope == b->scope && str_eq(a->pattern, b->pattern) &&
+           a->statistic == b->statistic && a->above == b->above && a->for_ms == b->for_ms &&
+           a->min_count == b->min_count && a->diagnose == b->diagnose;
+}
+
 int cmr_cfg_env_equal(const cmr_environment_t *a, const cmr_environment_t *b)
 {
     if (!str_eq(a->id, b->id) || !str_eq(a->name, b->name) || !str_eq(a->description, b->description) ||
         memcmp(&a->strategy, &b->strategy, sizeof a->strategy) != 0 || a->trace_context != b->trace_context ||
-        a->assignments.count != b->assignments.count)
+        a->assignments.count != b->assignments.count || a->thresholds.count != b->thresholds.count)
         return 0;
     for (size_t i = 0; i < a->assignments.count; i++)
         if (!assignment_eq(&a->assignments.items[i], &b->assignments.items[i]))
+            return 0;
+    for (size_t i = 0; i < a->thresholds.count; i++)
+        if (!threshold_eq(&a->thresholds.items[i], &b->thresholds.items[i]))
             return 0;
     return 1;
 }

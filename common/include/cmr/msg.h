@@ -475,4 +475,13 @@ typedef struct cmr_msg {
     } u;
 } cmr_msg_t;
 
+/* Names of threshold statistics and scopes as people type them ("p99", "error_rate",
+ * "p99.9" too; case-insensitive), stat_names.c. cmr_stat_parse: the statistic, or -1.
+ * cmr_stat_quantile: 0.5 .. 1 for the percentiles and MAX, -1 for the others. */
+const char *cmr_stat_name(cmr_threshold_statistic_t s);
+int cmr_stat_parse(const char *name);
+double cmr_stat_quantile(cmr_threshold_statistic_t s);
+bool cmr_stat_is_latency(cmr_threshold_statistic_t s); /* P50 .. MEAN: values in ns (ms in rules) */
+const char *cmr_threshold_scope_name(cmr_threshold_scope_t s);
+
 #endif /* CMR_MSG_H */
