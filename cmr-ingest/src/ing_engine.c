@@ -66,6 +66,8 @@ struct cmr_ingest_engine {
     rocksdb_writebatch_t *meta_wb;
     size_t pending;
     cmr_ingest_stats_t stats;
+    cmr_names_t *names;   /* methods and agents, for the metrics module's rules and labels */
+    cmr_u64map_t status;  /* agent id -> last stored status (ing_agents.c) */
 };
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -78,10 +80,12 @@ cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opt
     snprintf(e->root, sizeof e->root, "%s", root);
     e->o = *o;
     e->meta = cmr_store_open_meta(root, 0, o, err, errlen);
-    if (!e->meta) {
+    if (!e->meta || !(e->names = cmr_names_new())) {
+        cmr_store_close(e->meta);
         free(e);
         return NULL;
     }
+    cmr_store_load_names(e->meta, e->names);
     e->meta_wb = rocksdb_writebatch_create();
     return e;
 }
@@ -110,7 +114,14 @@ void cmr_ingest_engine_free(cmr_ingest_engine_t *e)
             cmr_ingest_engine_close_partition(e, i);
     rocksdb_writebatch_destroy(e->meta_wb);
     cmr_store_close(e->meta);
+    cmr_names_free(e->names);
+    cmr_ingest_status_forget(&e->status);
     free(e);
+}
+
+const cmr_names_t *cmr_ingest_engine_names(const cmr_ingest_engine_t *e)
+{
+    return e->names;
 }
 
 const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e)
@@ -274,6 +285,7 @@ int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_
         return -1;
     put_id_value(e, 0, (uint64_t)m->method_id, v, len); /* meta cf 0 = methods */
     free(v);
+    cmr_names_put_method(e->names, m);
     e->stats.methods++;
     return 0;
 }
@@ -287,6 +299,7 @@ int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registra
     uint64_t id = cmr_agent_id(r->agent_name, r->hostname, r->instance_id);
     put_id_value(e, 1, id, v, len); /* meta cf 1 = agents */
     free(v);
+    cmr_names_put_agent(e->names, r);
     e->stats.agents++;
     return 0;
 }
@@ -296,10 +309,16 @@ int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic
     cmr_msg_t m;
     if (cmr_reject_decode(topic, rec->partition, rec->offset, rec->payload, rec->len, &m) != 0)
         return 0;
-    cmr_msg_type_t want =
-        strcmp(topic, cmr_topic_name(CMR_TOPIC_METHODS)) == 0 ? CMR_MSG_METHOD_ENTRY : CMR_MSG_AGENT_REGISTRATION;
+    cmr_msg_type_t want = strcmp(topic, cmr_topic_name(CMR_TOPIC_METHODS)) == 0         ? CMR_MSG_METHOD_ENTRY
+                          : strcmp(topic, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS)) == 0 ? CMR_MSG_AGENT_STATUS
+                                                                                        : CMR_MSG_AGENT_REGISTRATION;
     int rc = 0;
-    if (m.type != want)
+    if (want == CMR_MSG_AGENT_STATUS && m.type == CMR_MSG_REDEFINE_RESULT)
+        rc = 0; /* the instrumenter's business */
+    else if (m.type == CMR_MSG_AGENT_STATUS && want == m.type)
+        e->pending += rc =
+            cmr_ingest_status_add(e->meta, e->meta_wb, &e->status, &m.u.agent_status, rec->payload, rec->len) == 1;
+    else if (m.type != want)
         cmr_reject(topic, "unexpected_type", rec->partition, rec->offset, cmr_msg_type_name(m.type));
     else if (m.type == CMR_MSG_METHOD_ENTRY)
         rc = cmr_ingest_engine_add_method(e, &m.u.method_entry) == 0;
@@ -425,6 +444,8 @@ long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
         return -1;
     int64_t now = cmr_wall_ns();
     long total = 0;
+    if (e->o.retention_age_ms > 0)
+        cmr_ingest_status_retention(e->meta, &e->status, now / 1000000 - e->o.retention_age_ms);
     for (int i = 0; i < MAX_PARTITIONS; i++)
         if (e->parts[i]) {
             long n = cmr_store_retention(e->parts[i]->store, now);

@@ -28,11 +28,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/json.h"
 #include "cmr/log.h"
+#include "cmr/metrics.h"
 
 #define CACHE_SLOTS 64
 
@@ -192,6 +194,52 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
     return *body ? 200 : 500;
 }
 
+/* GET /api/metrics/{top,series,jvms,alerts,stalled}?env=&kind=&name=&stat=&last=&from=&to=&res=&limit= */
+static int answer_metrics(const char *root, const char *what, const query_t *q, char **body)
+{
+    char err[512];
+    cmr_metrics_view_t *v = cmr_metrics_view_open(root, err, sizeof err);
+    if (!v) {
+        *body = error_json(err);
+        return 500;
+    }
+    int rc = cmr_metrics_query(v, what, (const char *const *)q->keys, (const char *const *)q->vals, (size_t)q->n, body,
+                               NULL, err, sizeof err);
+    cmr_metrics_view_free(v);
+    if (rc != 0) {
+        *body = error_json(err);
+        return strstr(err, "unknown query") ? 404 : 400;
+    }
+    return *body ? 200 : 500;
+}
+
+/* GET /api/agents (the latest status of every JVM), /api/agents/<hex id>?from=&to= (one's history). */
+static int answer_agents(const char *root, const char *id, const query_t *q, char **body)
+{
+    char err[512];
+    uint8_t raw[8];
+    uint64_t agent = 0;
+    if (*id) {
+        if (strlen(id) != 16 || cmr_unhex(id, raw, 8) != 0) {
+            *body = error_json("an agent id is 16 hex digits");
+            return 400;
+        }
+        agent = cmr_be64(raw);
+    }
+    int64_t from_ns = 0, to_ns = 0;
+    for (int i = 0; i < q->n; i++)
+        if ((!strcmp(q->keys[i], "from") && cmr_ingest_parse_time(q->vals[i], &from_ns) != 0) ||
+            (!strcmp(q->keys[i], "to") && cmr_ingest_parse_time(q->vals[i], &to_ns) != 0)) {
+            *body = error_json("from and to are times (ISO 8601 UTC, unix time, or -10m)");
+            return 400;
+        }
+    if (cmr_ingest_agents(root, agent, from_ns / 1000000, to_ns / 1000000, body, NULL, err, sizeof err) != 0) {
+        *body = error_json(err);
+        return 500;
+    }
+    return 200;
+}
+
 static int answer(cmr_ingest_http_t *h, const char *root, const char *method, const char *target, char **body)
 {
     char err[512];
@@ -218,8 +266,12 @@ static int answer(cmr_ingest_http_t *h, const char *root, const char *method, co
         *body = cmr_json_take(json_pack("{s:s}", "status", "ok"), CMR_JSON_COMPACT);
         return 200;
     }
+    if (!strncmp(path, "/api/metrics/", 13))
+        return answer_metrics(root, path + 13, &q, body);
+    if (!strcmp(path, "/api/agents") || !strncmp(path, "/api/agents/", 12))
+        return answer_agents(root, path[11] ? path + 12 : "", &q, body);
     if (strncmp(path, "/api/traces", 11) || (path[11] && path[11] != '/')) {
-        *body = error_json("not found: try /api/traces or /api/traces/<trace id>");
+        *body = error_json("not found: try /api/traces, /api/traces/<trace id>, /api/metrics/top, /api/agents");
         return 404;
     }
     cmr_ingest_view_t *owned, *v = get_view(h, root, &owned, err, sizeof err);

@@ -16,7 +16,8 @@
  *   idx_root      root method | start | trace   -> ""
  *   idx_agent     agent | trace                 -> ""
  *   idx_method    method | trace                -> ""   (every method entered in the trace)
- * Meta store: methods (method id -> value), agents (agent id -> value), see ing_names.c.
+ * Meta store: methods (method id -> value), agents (agent id -> value), see ing_names.c;
+ * status (agent id | time ms -> AgentStatus as received), see ing_agents.c.
  *
  * WAL is always on; writes are synced (fsync) when opts.sync is set (the default).
  * Ownership: a cmr_store_t owns its RocksDB handles; cmr_store_close() releases them.
@@ -43,8 +44,8 @@
 static const char *const part_cfs[] = {"default",      "batches",  "traces",    "idx_time",
                                        "idx_duration", "idx_root", "idx_agent", "idx_method"};
 #define NPART_CFS 8
-static const char *const meta_cfs[] = {"default", "methods", "agents"};
-#define NMETA_CFS 3
+static const char *const meta_cfs[] = {"default", "methods", "agents", "status"};
+#define NMETA_CFS 4
 
 struct cmr_store {
     rocksdb_t *db;

@@ -1,17 +1,21 @@
 /*
  * ing_worker.c - `cmr-ingest run`: the consumer-group worker.
  *
- * Consumes cmr.events in group `ingest.group` (default cmr-ingest). Records are applied to
- * the engine and committed in groups: when `ingest.commit.records` are pending, after
- * `ingest.commit.interval_ms`, or when the topic is idle, the engine writes them durably
- * and only then are they marked done (their offsets stored and committed). On a
- * rebalance the pending group is written and marked before the revoked partitions'
- * stores are closed, so the next owner opens a store that holds everything committed.
+ * Consumes cmr.events and cmr.metrics in group `ingest.group` (default cmr-ingest):
+ * EventBatches go to the trace engine, MetricBatches to the metrics module (cmr/metrics.h),
+ * each partition with its own store. Records are applied and committed in groups: when
+ * `ingest.commit.records` are pending, after `ingest.commit.interval_ms`, or when the
+ * topics are idle, the threshold rules are judged, then the engine and the metrics stores
+ * write durably, and only then are the records marked done (their offsets stored and
+ * committed). On a rebalance the pending group is written and marked before the revoked
+ * partitions' stores are closed, so the next owner opens a store that holds everything
+ * committed. Threshold events are produced on cmr.alerts.
  *
- * cmr.methods and cmr.registrations are read fully by assign() (every worker needs all
- * of them) into the worker's meta store. The HTTP API runs in its own thread, and so does
- * GET /metrics (metrics.port): it reads a copy of the engine's counters that the loop
- * publishes under a mutex after every step.
+ * cmr.methods, cmr.registrations and cmr.agent-events are read fully by assign() (every
+ * worker needs all of them) into the worker's meta store; cmr.config (environments and
+ * their threshold rules) into the metrics module. The HTTP API runs in its own thread, and
+ * so does GET /metrics (metrics.port): it reads copies of the counters and of the
+ * application's families that the loop publishes under mutexes.
  *
  * Ownership: the worker owns its consumer, readers, engine and HTTP server.
  */
@@ -26,6 +30,7 @@
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/metrics.h"
 #include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
@@ -34,8 +39,10 @@
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_ingest_engine_t *engine;
+    cmr_metrics_t *metrics; /* the metrics module (cmr.metrics, cmr.config) */
+    cmr_producer_t *producer; /* threshold events */
     cmr_consumer_t *consumer;
-    cmr_reader_t *methods, *registrations;
+    cmr_reader_t *tables[4]; /* cmr.methods, cmr.registrations, cmr.agent-events, cmr.config */
     cmr_record_t **pending; /* owned: received, not yet marked done */
     size_t npending, cap;
     int64_t first_pending_ms;
@@ -86,12 +93,15 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
     }
     cmr_lag_gauge_write(&w->lag, out);
+    cmr_metrics_prometheus(w->metrics, out);
 }
 
-/* Makes the group durable, then marks its records done. */
+/* Makes the group durable, judges the threshold rules on what is now written (their state
+ * durable too), then marks the group's records done. */
 static int commit_group(worker_t *w)
 {
-    if (cmr_ingest_engine_flush(w->engine) != 0) {
+    if (cmr_ingest_engine_flush(w->engine) != 0 || cmr_metrics_flush(w->metrics) != 0 ||
+        (cmr_metrics_evaluate(w->metrics) > 0 && cmr_metrics_flush(w->metrics) != 0)) {
         w->fatal = 1;
         return -1;
     }
@@ -109,15 +119,22 @@ static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *
 {
     (void)c;
     worker_t *w = opaque;
+    const char *metrics = cmr_topic_name(CMR_TOPIC_METRICS);
     if (revoked) {
         commit_group(w);
         for (size_t i = 0; i < n; i++)
-            cmr_ingest_engine_close_partition(w->engine, parts[i].partition);
+            if (!strcmp(parts[i].topic, metrics))
+                cmr_metrics_close_partition(w->metrics, parts[i].partition);
+            else
+                cmr_ingest_engine_close_partition(w->engine, parts[i].partition);
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        if (cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000) != 0)
+    for (size_t i = 0; i < n; i++) {
+        int rc = !strcmp(parts[i].topic, metrics) ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
+                                                  : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
+        if (rc != 0)
             w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
+    }
 }
 
 static int hold(worker_t *w, cmr_record_t *rec)
@@ -135,7 +152,18 @@ static void handle(worker_t *w, cmr_record_t *rec)
     char err[512];
     if (!w->first_record_ms)
         w->first_record_ms = cmr_wall_ms();
-    if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
+    if (rec->msg.type == CMR_MSG_METRIC_BATCH) {
+        int r = cmr_metrics_add(w->metrics, rec->partition, &rec->msg.u.metric_batch, err, sizeof err);
+        if (r == -1)
+            cmr_reject(rec->topic, "malformed_metrics", rec->partition, rec->offset, err);
+        if (r == -2) {
+            cmr_log(CMR_LOG_ERROR, "metrics.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
+                    rec->partition, rec->offset, err);
+            w->fatal = 1;
+            cmr_record_free(rec);
+            return;
+        }
+    } else if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
         cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
                 rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
     } else {
@@ -157,29 +185,35 @@ static void handle(worker_t *w, cmr_record_t *rec)
     }
 }
 
-/* Drains what the method and registration readers have. */
+/* The topics every worker reads whole, in the order of worker_t.tables. */
+static const cmr_topic_t table_topics[4] = {CMR_TOPIC_METHODS, CMR_TOPIC_REGISTRATIONS, CMR_TOPIC_AGENT_EVENTS,
+                                            CMR_TOPIC_CONFIG};
+
+/* Drains what the readers of whole topics have. */
 static void poll_tables(worker_t *w)
 {
     cmr_reader_rec_t r;
-    cmr_reader_t *readers[2] = {w->methods, w->registrations};
-    const char *topics[2] = {cmr_topic_name(CMR_TOPIC_METHODS), cmr_topic_name(CMR_TOPIC_REGISTRATIONS)};
-    for (int k = 0; k < 2; k++)
-        for (int n = 0; readers[k] && n < 1000 && cmr_reader_poll(readers[k], 0, &r) == 1; n++)
-            cmr_ingest_engine_add_table_record(w->engine, topics[k], &r);
+    for (int k = 0; k < 4; k++) {
+        const char *topic = cmr_topic_name(table_topics[k]);
+        for (int n = 0; w->tables[k] && n < 1000 && cmr_reader_poll(w->tables[k], 0, &r) == 1; n++) {
+            if (table_topics[k] != CMR_TOPIC_CONFIG)
+                cmr_ingest_engine_add_table_record(w->engine, topic, &r);
+            else if (cmr_metrics_add_config(w->metrics, r.payload, r.len) != 0)
+                cmr_reject(topic, "malformed", r.partition, r.offset, "not a ConfigChange");
+        }
+    }
 }
 
 static int open_tables(worker_t *w)
 {
     char err[512];
-    const cmr_topic_t topics[2] = {CMR_TOPIC_METHODS, CMR_TOPIC_REGISTRATIONS};
-    cmr_reader_t **out[2] = {&w->methods, &w->registrations};
-    for (int i = 0; i < 2; i++) {
-        const cmr_topic_layout_t *l = cmr_topic_layout(topics[i]);
-        const char *name = cmr_topic_name(topics[i]);
+    for (int i = 0; i < 4; i++) {
+        const cmr_topic_layout_t *l = cmr_topic_layout(table_topics[i]);
+        const char *name = cmr_topic_name(table_topics[i]);
         if (cmr_admin_ensure_topic(w->conf, name, l->partitions, -1, l->compacted, 15000, err, sizeof err) != 0)
             cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", name, err);
-        *out[i] = cmr_reader_new(w->conf, name, 0, err, sizeof err);
-        if (!*out[i]) {
+        w->tables[i] = cmr_reader_new(w->conf, name, 0, err, sizeof err);
+        if (!w->tables[i]) {
             cmr_log(CMR_LOG_ERROR, "ingest.reader_failed", "topic=%s error=\"%s\"", name, err);
             return -1;
         }
@@ -211,6 +245,24 @@ static void log_stats(worker_t *w)
             s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents, w->first_record_ms,
             w->last_commit_ms);
     cmr_rejects_log_summary();
+    cmr_metrics_stats_t m;
+    cmr_metrics_stats(w->metrics, &m);
+    cmr_log(CMR_LOG_INFO, "metrics.stats",
+            "batches=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64 " points=%" PRIu64 " series=%" PRIu64
+            " series_overflow=%" PRIu64 " abnormal=%" PRIu64 " normal=%" PRIu64 " store_bytes=%" PRIu64,
+            m.batches, m.duplicates, m.rejected, m.points, m.series, m.series_overflow, m.alerts_abnormal,
+            m.alerts_normal, m.disk_bytes);
+}
+
+/* Threshold events from the metrics module: onto cmr.alerts (never blocks). */
+static void send_alert(void *opaque, const cmr_threshold_event_t *ev)
+{
+    worker_t *w = opaque;
+    char err[256];
+    if (!w->producer ||
+        cmr_producer_send(w->producer, CMR_MSG_THRESHOLD_EVENT, ev, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
+        cmr_log(CMR_LOG_WARN, "metrics.alert_not_sent", "environment=%s rule=%s error=\"%s\"", ev->environment_id,
+                ev->rule, w->producer ? err : "no producer");
 }
 
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
@@ -231,11 +283,28 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         return 2;
     }
     const char *root = cmr_conf_get(conf, "ingest.store", "cmr-ingest-data");
+    cmr_metrics_opts_t mo;
+    if (cmr_metrics_opts_from_conf(conf, &o, &mo, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 2;
+    }
     w.engine = cmr_ingest_engine_new(root, &o, err, sizeof err);
     if (!w.engine) {
         cmr_log(CMR_LOG_ERROR, "ingest.store_failed", "store=%s error=\"%s\"", root, err);
         return 1;
     }
+    w.metrics = cmr_metrics_new(root, &mo, cmr_ingest_engine_names(w.engine), err, sizeof err);
+    if (!w.metrics) {
+        cmr_log(CMR_LOG_ERROR, "metrics.store_failed", "store=%s error=\"%s\"", root, err);
+        cmr_ingest_engine_free(w.engine);
+        return 1;
+    }
+    w.producer = cmr_producer_new(conf, "cmr-ingest", NULL, NULL, err, sizeof err);
+    if (!w.producer)
+        cmr_log(CMR_LOG_ERROR, "metrics.producer_failed", "error=\"%s\" action=\"threshold events are not sent\"",
+                err);
+    else
+        cmr_metrics_on_alert(w.metrics, send_alert, &w);
     int rc = 1;
     cmr_ingest_http_t *http = NULL;
     cmr_metrics_http_t *metrics = NULL;
@@ -254,11 +323,15 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     if (open_tables(&w) != 0)
         goto out;
-    const char *events = cmr_topic_name(CMR_TOPIC_EVENTS);
-    const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_EVENTS);
-    if (cmr_admin_ensure_topic(conf, events, l->partitions, -1, 0, 15000, err, sizeof err) != 0)
-        cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", events, err);
-    w.consumer = cmr_consumer_new(conf, cmr_conf_get(conf, "ingest.group", "cmr-ingest"), &events, 1, on_rebalance, &w,
+    const char *topics[2] = {cmr_topic_name(CMR_TOPIC_EVENTS), cmr_topic_name(CMR_TOPIC_METRICS)};
+    const cmr_topic_t ids[3] = {CMR_TOPIC_EVENTS, CMR_TOPIC_METRICS, CMR_TOPIC_ALERTS};
+    for (int i = 0; i < 3; i++) {
+        const cmr_topic_layout_t *l = cmr_topic_layout(ids[i]);
+        const char *name = cmr_topic_name(ids[i]);
+        if (cmr_admin_ensure_topic(conf, name, l->partitions, -1, 0, 15000, err, sizeof err) != 0)
+            cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", name, err);
+    }
+    w.consumer = cmr_consumer_new(conf, cmr_conf_get(conf, "ingest.group", "cmr-ingest"), topics, 2, on_rebalance, &w,
                                   err, sizeof err);
     if (!w.consumer) {
         cmr_log(CMR_LOG_ERROR, "ingest.consumer_failed", "error=\"%s\"", err);
@@ -267,6 +340,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     cmr_log(CMR_LOG_INFO, "ingest.started", "store=%s http_port=%d group=%s", root,
             http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
     int64_t last_stats = cmr_mono_ms(), last_retention = cmr_mono_ms(), last_record = cmr_mono_ms();
+    int64_t last_metrics_retention = 0;
     bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
@@ -294,6 +368,11 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             cmr_ingest_engine_retention(w.engine);
             last_retention = now;
         }
+        if (now - last_metrics_retention >= 3600000) {
+            cmr_metrics_retention(w.metrics, cmr_wall_ms());
+            last_metrics_retention = now;
+        }
+        cmr_metrics_publish(w.metrics, 1000);
         if (now - last_stats >= 10000) {
             log_stats(&w);
             last_stats = now;
@@ -310,12 +389,15 @@ out:
     for (size_t i = 0; i < w.npending; i++)
         cmr_record_free(w.pending[i]);
     free(w.pending);
-    cmr_reader_free(w.methods);
-    cmr_reader_free(w.registrations);
+    for (int i = 0; i < 4; i++)
+        cmr_reader_free(w.tables[i]);
     cmr_ingest_http_stop(http);
     cmr_metrics_http_stop(metrics); /* before the engine and w go: its thread reads w */
     pthread_mutex_destroy(&w.published_lock);
     cmr_lag_gauge_free(&w.lag);
+    if (w.producer)
+        cmr_producer_destroy(w.producer, 5000); /* threshold events still queued */
+    cmr_metrics_free(w.metrics); /* before the engine: it reads the engine's names */
     cmr_ingest_engine_free(w.engine);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include "cmr/conf.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/metrics.h"
 #include "cmr/log.h"
 #include "cmr/program.h"
 #include "cmr/metrics_http.h"
@@ -28,7 +29,13 @@ static const cmr_cli_option_t options[] = {
     {"contains", 0, "query.contains", "METHOD", "traces: this method was called somewhere in the trace"},
     {"slowest", 0, "query.slowest", NULL, "traces: longest first (default: newest first)"},
     {"limit", 'n', "query.limit", "N", "traces: at most N (default 50)"},
-    {"json", 0, "query.json", NULL, "traces, show: JSON instead of text"},
+    {"json", 0, "query.json", NULL, "traces, show, metrics, agents: JSON instead of text"},
+    {"env", 0, "query.env", "ENV", "metrics: this environment only (default: all)"},
+    {"kind", 0, "query.kind", "KIND", "metrics: transaction (default) or method"},
+    {"name", 0, "query.name", "NAME", "metrics: part of the transaction's or method's name, or its hex id"},
+    {"stat", 0, "query.stat", "STAT", "metrics: p50 p90 p95 p99 (default) p999 max mean count errors error_rate"},
+    {"last", 0, "query.last", "DUR", "metrics: the window ends now and is this long (default 1h)"},
+    {"res", 0, "query.res", "RES", "metrics series: 10s, 1m or 1h (default: by the window's length)"},
     {"format", 'f', "query.format", "FMT", "export: chrome | otlp"},
     {0},
 };
@@ -69,6 +76,23 @@ static const cmr_conf_key_t keys[] = {
     {"query.limit", "50", NULL},
     {"query.json", "false", NULL},
     {"query.format", "chrome", NULL},
+    {"query.env", NULL, NULL},
+    {"query.kind", "transaction", NULL},
+    {"query.name", NULL, NULL},
+    {"query.stat", "p99", NULL},
+    {"query.last", "1h", NULL},
+    {"query.res", NULL, NULL},
+    {"metrics.retention.10s_ms", "172800000", "run: 10-second points of the metrics store are kept this long (2 days)"},
+    {"metrics.retention.1m_ms", "1209600000", "run: 1-minute points are kept this long (14 days)"},
+    {"metrics.retention.1h_ms", "34560000000", "run: 1-hour points are kept this long (400 days)"},
+    {"metrics.max_series", "100000",
+     "run: series per metrics partition store at most; points of further series are dropped and counted "
+     "(cmr_metrics_series_overflow_total)"},
+    {"metrics.lateness_ms", "15000",
+     "run: threshold rules judge the data this far behind the newest interval an environment reported (late JVMs)"},
+    {"metrics.prometheus.max_series", "500",
+     "run: application series on GET /metrics at most (the first seen); more are counted"},
+    {"metrics.rules.max_alerts", "100", "run: abnormal events per rule and evaluation at most; more wait and are counted"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_TOPIC_PREFIX,
@@ -78,15 +102,21 @@ static const cmr_conf_key_t keys[] = {
 
 static const cmr_cli_t cli = {
     .program = "cmr-ingest",
-    .synopsis = "[options] run | replay | traces | show TRACE | export TRACE FILE | http",
-    .summary = "Call trees across threads and JVMs from cmr.events, stored in RocksDB (docs/INGEST.md).\n"
-               "  run                 the worker: consumes cmr.events in its group, serves the HTTP API\n"
+    .synopsis = "[options] run | replay | traces | show TRACE | export TRACE FILE | http | metrics QUERY | agents "
+                "[AGENT]",
+    .summary = "Call trees across threads and JVMs from cmr.events, and metrics from cmr.metrics, stored in RocksDB\n"
+               "(docs/INGEST.md, docs/METRICS.md).\n"
+               "  run                 the worker: consumes cmr.events and cmr.metrics in its group, judges the\n"
+               "                      threshold rules (events on cmr.alerts), serves the HTTP API\n"
                "  replay [--since T]  rebuild a fresh store (--store DIR, empty) from the topics\n"
                "  traces [filters]    list traces (--from --to --min-duration --root --agent --contains\n"
                "                      --slowest --limit --json)\n"
                "  show TRACE          the call tree: total and self time, thread and JVM of every call\n"
                "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
                "  http                serve the HTTP API on a store without consuming\n"
+               "  metrics QUERY       top | series | jvms | alerts | stalled (--env --kind --name --stat\n"
+               "                      --last --from --to --res --limit --agent --json)\n"
+               "  agents [AGENT]      the latest status of every JVM, or one JVM's history (--from --to)\n"
                "\n"
                "Exit status (docs/INGEST.md):\n"
                "  0  done; run and http also when stopped by SIGINT / SIGTERM (run: or idle, with\n"
@@ -250,6 +280,54 @@ static int cmd_http(const cmr_conf_t *conf)
     return 0;
 }
 
+/* `metrics top|series|jvms|alerts|stalled`: the query.* options become the query's parameters. */
+static int cmd_metrics(const cmr_conf_t *conf, const char *what)
+{
+    static const char *const params[] = {"env", "kind", "name", "stat", "last", "from", "to", "res", "limit", "agent"};
+    const char *keys[10], *values[10];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "query.%s", params[i]);
+        const char *v = cmr_conf_get(conf, key, NULL);
+        if (v) {
+            keys[n] = params[i];
+            values[n++] = v;
+        }
+    }
+    return cmr_metrics_cli(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"), what, keys, values, n,
+                           !strcmp(cmr_conf_get(conf, "query.json", "false"), "true"));
+}
+
+/* `agents [AGENT]`: the latest status of every JVM, or one JVM's history (--from, --to). */
+static int cmd_agents(const cmr_conf_t *conf, const char *id)
+{
+    char err[512], *json = NULL;
+    uint8_t raw[8];
+    uint64_t agent = 0;
+    int64_t from_ns = 0, to_ns = 0;
+    const char *from = cmr_conf_get(conf, "query.from", NULL), *to = cmr_conf_get(conf, "query.to", NULL);
+    if ((id && (strlen(id) != 16 || cmr_unhex(id, raw, 8) != 0)) || (from && cmr_ingest_parse_time(from, &from_ns)) ||
+        (to && cmr_ingest_parse_time(to, &to_ns))) {
+        fprintf(stderr, "cmr-ingest: agents [AGENT-ID (16 hex digits)] [--from TIME] [--to TIME]\n");
+        return 2;
+    }
+    if (id)
+        agent = ((uint64_t)raw[0] << 56) | ((uint64_t)raw[1] << 48) | ((uint64_t)raw[2] << 40) |
+                ((uint64_t)raw[3] << 32) | ((uint64_t)raw[4] << 24) | ((uint64_t)raw[5] << 16) |
+                ((uint64_t)raw[6] << 8) | raw[7];
+    bool as_json = !strcmp(cmr_conf_get(conf, "query.json", "false"), "true");
+    if (cmr_ingest_agents(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"), agent, from_ns / 1000000,
+                          to_ns / 1000000, &json, as_json ? NULL : stdout, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-ingest: %s\n", err);
+        return 1;
+    }
+    if (as_json)
+        printf("%s\n", json);
+    free(json);
+    return 0;
+}
+
 static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **args)
 {
     if (!strcmp(cmd, "run") && nargs == 0) {
@@ -266,6 +344,10 @@ static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **a
         return cmd_export(conf, args[0], args[1]);
     if (!strcmp(cmd, "http") && nargs == 0)
         return cmd_http(conf);
+    if (!strcmp(cmd, "metrics") && nargs == 1)
+        return cmd_metrics(conf, args[0]);
+    if (!strcmp(cmd, "agents") && nargs <= 1)
+        return cmd_agents(conf, nargs ? args[0] : NULL);
     fprintf(stderr, "cmr-ingest: bad command or arguments: %s\nTry 'cmr-ingest --help'.\n", cmd);
     return 2;
 }

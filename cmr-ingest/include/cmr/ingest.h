@@ -9,6 +9,8 @@
  *   store          ing_store.c   one RocksDB per cmr.events partition + the meta store
  *   engine         ing_engine.c  applies batches to stores, group-commits durably
  *   names          ing_names.c   method and agent tables (cmr.methods, cmr.registrations)
+ *   agents         ing_agents.c  agent status over time (cmr.agent-events)
+ *   metrics        met_*.c       time series, threshold rules, Prometheus (cmr/metrics.h)
  *   query          ing_query.c   list with filters, show (text), JSON tree
  *   export         ing_export.c  Chrome trace-event JSON, OTLP JSON
  *   http           ing_http.c    loopback HTTP/1.1 JSON API
@@ -27,6 +29,7 @@
 #include <stdio.h>
 
 #include "cmr/conf.h"
+#include "cmr/map.h"
 #include "cmr/reader.h"
 #include "cmr/msg.h"
 
@@ -273,8 +276,26 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e);
 size_t cmr_ingest_engine_pending(const cmr_ingest_engine_t *e);
 void cmr_ingest_engine_stats(const cmr_ingest_engine_t *e, cmr_ingest_stats_t *out);
 const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e);
+/* The method and agent tables as read so far (kept current by the table records). */
+const cmr_names_t *cmr_ingest_engine_names(const cmr_ingest_engine_t *e);
 /* Runs retention on every open partition. */
 long cmr_ingest_engine_retention(cmr_ingest_engine_t *e);
+
+/* --- agent status (ing_agents.c) ------------------------------------------------------- */
+
+/* Queues an AgentStatus (payload: the record as received) into the meta store's write
+ * batch when it is worth keeping (a new state, or a minute since the last one kept).
+ * last: agent id -> what was kept last (the engine's). 1 queued, 0 not kept. */
+int cmr_ingest_status_add(cmr_store_t *meta, void *writebatch, cmr_u64map_t *last, const cmr_agent_status_t *st,
+                          const void *payload, size_t len);
+void cmr_ingest_status_forget(cmr_u64map_t *last);
+/* Deletes the statuses older than cutoff_ms of every agent in last. */
+void cmr_ingest_status_retention(cmr_store_t *meta, const cmr_u64map_t *last, int64_t cutoff_ms);
+/* agent 0: the latest status of every agent ({"agents": [...]}); else that agent's
+ * statuses in [from_ms, to_ms) ({"history": [...]}, to_ms 0 = open). JSON into *json
+ * (malloc'd); a table into text when not NULL. 0, or -1 with err. */
+int cmr_ingest_agents(const char *root, uint64_t agent, int64_t from_ms, int64_t to_ms, char **json, FILE *text,
+                      char *err, size_t errlen);
 
 /* --- query -------------------------------------------------------------------------- */
 

@@ -1,0 +1,569 @@
+/*
+ * met_ingest.c - the metrics module's intake: MetricBatch messages become points of the
+ * time-series store, one store per cmr.metrics partition (cmr/metrics.h).
+ *
+ * For each batch: check it (the message is untrusted: sizes, counts, histograms that must
+ * decode and agree with their counts, a sane interval), drop it when this agent's interval
+ * was applied before (the store records applied intervals in the same atomic write as
+ * the points, so a redelivered record changes nothing), then add
+ *   - each MethodMetric to the method series of the environment,
+ *   - each TransactionMetric to the transaction series of the environment and of the JVM,
+ *   - each stalled call to the stalled count of its innermost method and of its
+ *     transaction (the root of its stack), with a point of its own when the method had no
+ *     call that ended in the interval,
+ * and move the environment's watermark (newest interval end) on, which drives the
+ * threshold rules (met_rules.c).
+ *
+ * Ownership: the module owns its stores (opened per partition by the worker's rebalance),
+ * its environment table and its scratch values.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/bytes.h"
+#include "cmr/clock.h"
+#include "cmr/log.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
+#include "met_module.h"
+
+#define MAX_INTERVAL_MS (3600 * 1000)
+#define MAX_ITEMS 100000 /* methods + transactions + stalled calls of one batch */
+
+int cmr_metrics_opts_from_conf(const cmr_conf_t *conf, const cmr_store_opts_t *ingest, cmr_metrics_opts_t *o,
+                               char *err, size_t errlen)
+{
+    int64_t r10, r1m, r1h, series, late, prom, alerts;
+    if (cmr_conf_get_int(conf, "metrics.retention.10s_ms", 2LL * 86400000, 60000, INT64_MAX, &r10, err, errlen) ||
+        cmr_conf_get_int(conf, "metrics.retention.1m_ms", 14LL * 86400000, 60000, INT64_MAX, &r1m, err, errlen) ||
+        cmr_conf_get_int(conf, "metrics.retention.1h_ms", 400LL * 86400000, 3600000, INT64_MAX, &r1h, err, errlen) ||
+        cmr_conf_get_int(conf, "metrics.max_series", CMR_MET_DEFAULT_MAX_SERIES, 1, 100000000, &series, err, errlen) ||
+        cmr_conf_get_int(conf, "metrics.lateness_ms", 15000, 0, 3600000, &late, err, errlen) ||
+        cmr_conf_get_int(conf, "metrics.prometheus.max_series", 500, 0, 100000, &prom, err, errlen) ||
+        cmr_conf_get_int(conf, "metrics.rules.max_alerts", 100, 1, 100000, &alerts, err, errlen))
+        return -1;
+    *o = (cmr_metrics_opts_t){
+        .store = {.no_sync = !ingest->sync,
+                  .max_series = (size_t)series,
+                  .retention_ms = {r10, r1m, r1h},
+                  .write_buffer_bytes = 8u << 20},
+        .lateness_ms = late,
+        .prom_max_series = (size_t)prom,
+        .max_alerts = (size_t)alerts,
+    };
+    return 0;
+}
+
+cmr_metrics_t *cmr_metrics_new(const char *root, const cmr_metrics_opts_t *o, const cmr_names_t *names, char *err,
+                               size_t errlen)
+{
+    cmr_metrics_t *m = calloc(1, sizeof *m);
+    if (!m || !(m->config = cmr_cfg_state_new())) {
+        free(m);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int n = snprintf(m->root, sizeof m->root, "%s/metrics", root);
+    if (n < 0 || (size_t)n >= sizeof m->root) {
+        cmr_cfg_state_free(m->config);
+        free(m);
+        snprintf(err, errlen, "store path too long");
+        return NULL;
+    }
+    m->o = *o;
+    m->names = names;
+    pthread_mutex_init(&m->prom_lock, NULL);
+    cmr_met_value_init(&m->scratch);
+    return m;
+}
+
+void cmr_metrics_free(cmr_metrics_t *m)
+{
+    if (!m)
+        return;
+    for (int p = 0; p < MET_MAX_PARTITIONS; p++)
+        if (m->parts[p])
+            cmr_metrics_close_partition(m, p);
+    size_t it = 0;
+    void *val;
+    while (cmr_map_next(&m->envs, &it, NULL, NULL, &val))
+        free(val);
+    cmr_map_free(&m->envs);
+    cmr_cfg_state_free(m->config);
+    met_prom_free(m);
+    cmr_buf_free(&m->prom_text);
+    pthread_mutex_destroy(&m->prom_lock);
+    cmr_met_value_free(&m->scratch);
+    cmr_u64map_free(&m->stalled_agents);
+    free(m);
+}
+
+void cmr_metrics_on_alert(cmr_metrics_t *m, cmr_metrics_alert_fn *fn, void *opaque)
+{
+    m->alert_fn = fn;
+    m->alert_opaque = opaque;
+}
+
+int cmr_metrics_add_config(cmr_metrics_t *m, const void *payload, size_t len)
+{
+    char err[256];
+    return cmr_cfg_state_apply(m->config, payload, len, NULL, err, sizeof err) < 0 ? -1 : 0;
+}
+
+/* --- partitions ---------------------------------------------------------------------- */
+
+int cmr_metrics_open_partition(cmr_metrics_t *m, int partition, int wait_ms)
+{
+    if (partition < 0 || partition >= MET_MAX_PARTITIONS)
+        return -1;
+    if (m->parts[partition])
+        return 0;
+    char path[4200], err[512];
+    snprintf(path, sizeof path, "%s/p%03d", m->root, partition);
+    for (int waited = 0;; waited += 100) { /* the previous owner may still hold the lock */
+        m->parts[partition] = cmr_met_store_open(path, &m->o.store, err, sizeof err);
+        if (m->parts[partition] || waited >= wait_ms || !strstr(err, "lock"))
+            break;
+        cmr_sleep_ms(100);
+    }
+    if (!m->parts[partition]) {
+        cmr_log(CMR_LOG_ERROR, "metrics.store_failed", "partition=%d error=\"%s\"", partition, err);
+        return -1;
+    }
+    m->stats.partitions++;
+    cmr_log(CMR_LOG_INFO, "metrics.partition_opened", "partition=%d path=%s", partition, path);
+    return 0;
+}
+
+/* Forgets the environments of a partition (their watermarks come back with the data). */
+static void forget_envs(cmr_metrics_t *m, int partition)
+{
+    size_t it = 0;
+    const void *key;
+    size_t klen;
+    void *val;
+    while (cmr_map_next(&m->envs, &it, &key, &klen, &val)) {
+        met_env_t *e = val;
+        if (e->partition != partition)
+            continue;
+        char id[CMR_MET_ENV_MAX + 1];
+        memcpy(id, key, klen); /* the map owns key: deleting frees it */
+        cmr_map_del(&m->envs, id, klen, NULL);
+        free(e);
+        it = 0; /* deletion moves entries: start over (rare: a rebalance) */
+    }
+}
+
+int cmr_metrics_close_partition(cmr_metrics_t *m, int partition)
+{
+    if (partition < 0 || partition >= MET_MAX_PARTITIONS || !m->parts[partition])
+        return 0;
+    char err[512];
+    int rc = cmr_met_store_flush(m->parts[partition], err, sizeof err);
+    if (rc != 0)
+        cmr_log(CMR_LOG_ERROR, "metrics.flush_failed", "partition=%d error=\"%s\"", partition, err);
+    cmr_met_store_close(m->parts[partition]);
+    m->parts[partition] = NULL;
+    m->stats.partitions--;
+    forget_envs(m, partition);
+    return rc;
+}
+
+/* --- checks -------------------------------------------------------------------------- */
+
+/* Decodes an item's histogram and checks it against the item's own counts. */
+static int check_hist(cmr_hist_t *h, const cmr_bytes_t *b, int64_t count, const char *what, size_t i, char *err,
+                      size_t errlen)
+{
+    if (cmr_hist_decode(h, b->data, b->len) != 0) {
+        snprintf(err, errlen, "%s[%zu]: the histogram does not decode", what, i);
+        return -1;
+    }
+    if (h->count != (uint64_t)count) {
+        snprintf(err, errlen, "%s[%zu]: the histogram holds %" PRIu64 " calls, the item says %" PRId64, what, i,
+                 h->count, count);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_trace(const cmr_bytes_t *t, const char *what, size_t i, char *err, size_t errlen)
+{
+    if (t->len != 0 && t->len != 16) {
+        snprintf(err, errlen, "%s[%zu]: a trace id has 16 bytes, not %zu", what, i, t->len);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_counts(int64_t count, int64_t errors, int64_t sum, const char *what, size_t i, char *err,
+                        size_t errlen)
+{
+    if (count < 0 || errors < 0 || errors > count || sum < 0) {
+        snprintf(err, errlen, "%s[%zu]: impossible counts (count %" PRId64 ", errors %" PRId64 ", sum %" PRId64 ")",
+                 what, i, count, errors, sum);
+        return -1;
+    }
+    return 0;
+}
+
+/* Everything about a batch that can be checked before anything is written. */
+static int check_batch(cmr_metrics_t *m, const cmr_metric_batch_t *b, cmr_met_labels_t *env_labels, char *err,
+                       size_t errlen)
+{
+    const char *env = b->environment_id ? b->environment_id : "";
+    if (!*env || cmr_met_labels_set(env_labels, CMR_MET_METHOD, env, strlen(env), 0, 0) != 0) {
+        snprintf(err, errlen, "environment id missing or invalid (%zu bytes)", strlen(env));
+        return -1;
+    }
+    if (b->agent_id == 0 || b->interval_start_ms <= 0 || b->interval_ms <= 0 || b->interval_ms > MAX_INTERVAL_MS) {
+        snprintf(err, errlen, "bad agent or interval (agent %" PRId64 ", start %" PRId64 ", length %" PRId32 " ms)",
+                 b->agent_id, b->interval_start_ms, b->interval_ms);
+        return -1;
+    }
+    if (b->metrics.count + b->transactions.count + b->stalled.count > MAX_ITEMS) {
+        snprintf(err, errlen, "too many items (%zu)", b->metrics.count + b->transactions.count + b->stalled.count);
+        return -1;
+    }
+    cmr_hist_t *h = &m->scratch.hist;
+    for (size_t i = 0; i < b->metrics.count; i++) {
+        const cmr_method_metric_t *x = &b->metrics.items[i];
+        if (check_counts(x->count, x->exceptions, x->sum_ns, "metrics", i, err, errlen) ||
+            check_hist(h, &x->histogram, x->count, "metrics", i, err, errlen) ||
+            check_trace(&x->slowest_trace, "metrics", i, err, errlen))
+            return -1;
+    }
+    for (size_t i = 0; i < b->transactions.count; i++) {
+        const cmr_transaction_metric_t *x = &b->transactions.items[i];
+        if (check_counts(x->count, x->exceptions, x->sum_ns, "transactions", i, err, errlen) ||
+            check_hist(h, &x->histogram, x->count, "transactions", i, err, errlen) ||
+            check_trace(&x->slowest_trace, "transactions", i, err, errlen))
+            return -1;
+    }
+    for (size_t i = 0; i < b->stalled.count; i++) {
+        const cmr_stalled_call_t *x = &b->stalled.items[i];
+        if (x->stack.len % 8 != 0 || check_trace(&x->trace_id, "stalled", i, err, errlen)) {
+            snprintf(err, errlen, "stalled[%zu]: a stack is 8 bytes per frame and a trace id 16 bytes", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --- points -------------------------------------------------------------------------- */
+
+/* scratch = one item's value. The histogram was checked: it decodes. */
+static void item_value(cmr_met_value_t *v, int64_t count, int64_t errors, int64_t sum, int64_t min, int64_t max,
+                       int64_t in_flight, const cmr_bytes_t *hist, const cmr_bytes_t *trace)
+{
+    cmr_met_value_reset(v);
+    v->count = (uint64_t)count;
+    v->errors = (uint64_t)errors;
+    v->sum_ns = (uint64_t)sum;
+    v->min_ns = count ? (uint64_t)(min < 0 ? 0 : min) : 0;
+    v->max_ns = count ? (uint64_t)(max < 0 ? 0 : max) : 0;
+    v->max_in_flight = in_flight;
+    v->has_slowest = trace->len == 16;
+    if (v->has_slowest)
+        memcpy(v->slowest_trace, trace->data, 16);
+    (void)cmr_hist_decode(&v->hist, hist->data, hist->len);
+}
+
+/* Stalled calls of the batch on `subject` as innermost method (by_root false) or as
+ * the root of the stack (by_root true). */
+static uint64_t stalled_on(const cmr_metric_batch_t *b, uint64_t subject, bool by_root)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < b->stalled.count; i++) {
+        const cmr_stalled_call_t *s = &b->stalled.items[i];
+        uint64_t id = (uint64_t)s->method_id;
+        if (by_root)
+            id = s->stack.len >= 8 ? cmr_be64(s->stack.data) : 0;
+        n += id == subject;
+    }
+    return n;
+}
+
+/* The subject of a transaction: its root method, or the hash of its name when the agent
+ * named it (an HTTP route), whose text the state keeps for display ("n" | subject). */
+static uint64_t transaction_subject(cmr_met_store_t *st, const cmr_transaction_metric_t *x)
+{
+    if (!x->name || !*x->name)
+        return (uint64_t)x->root_method_id;
+    uint64_t id = cmr_hash_bytes(x->name, strlen(x->name));
+    uint8_t key[9] = {'n'};
+    cmr_put_be64(key + 1, id);
+    void *old = NULL;
+    size_t olen = 0;
+    if (cmr_met_state_get(st, key, sizeof key, &old, &olen) == 0)
+        cmr_met_state_put(st, key, sizeof key, x->name, strlen(x->name));
+    free(old);
+    return id;
+}
+
+static int add_point(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_met_labels_t *l, int64_t t_ms,
+                     const cmr_met_value_t *v)
+{
+    int rc = cmr_met_store_add(st, l, t_ms, v);
+    if (rc < 0)
+        return -1;
+    if (rc == 0) {
+        m->stats.points++;
+        if (l->agent_id == 0)
+            met_prom_add(m, l, t_ms, v);
+    }
+    return 0;
+}
+
+static met_env_t *env_of(cmr_metrics_t *m, const char *id, int partition)
+{
+    size_t len = strlen(id);
+    bool created;
+    void **slot = cmr_map_get_slot(&m->envs, id, len, &created);
+    if (!slot)
+        return NULL;
+    if (created) {
+        met_env_t *e = calloc(1, sizeof *e);
+        if (!e) {
+            cmr_map_del(&m->envs, id, len, NULL);
+            return NULL;
+        }
+        snprintf(e->id, sizeof e->id, "%s", id);
+        e->partition = partition;
+        *slot = e;
+    }
+    return *slot;
+}
+
+static int add_methods(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+{
+    cmr_met_labels_t l;
+    cmr_met_value_t *v = &m->scratch;
+    for (size_t i = 0; i < b->metrics.count; i++) {
+        const cmr_method_metric_t *x = &b->metrics.items[i];
+        item_value(v, x->count, x->exceptions, x->sum_ns, x->min_ns, x->max_ns, x->max_in_flight, &x->histogram,
+                   &x->slowest_trace);
+        v->stalled = stalled_on(b, (uint64_t)x->method_id, false);
+        if (cmr_met_labels_set(&l, CMR_MET_METHOD, env, strlen(env), (uint64_t)x->method_id, 0) != 0 ||
+            add_point(m, st, &l, b->interval_start_ms, v) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int add_transactions(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+{
+    cmr_met_labels_t l;
+    cmr_met_value_t *v = &m->scratch;
+    for (size_t i = 0; i < b->transactions.count; i++) {
+        const cmr_transaction_metric_t *x = &b->transactions.items[i];
+        uint64_t subject = transaction_subject(st, x);
+        item_value(v, x->count, x->exceptions, x->sum_ns, x->min_ns, x->max_ns, x->max_in_flight, &x->histogram,
+                   &x->slowest_trace);
+        v->stalled = stalled_on(b, (uint64_t)x->root_method_id, true);
+        for (int per_agent = 0; per_agent < 2; per_agent++)
+            if (cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), subject, per_agent ? b->agent_id : 0) !=
+                    0 ||
+                add_point(m, st, &l, b->interval_start_ms, v) != 0)
+                return -1;
+    }
+    return 0;
+}
+
+static bool has_method(const cmr_metric_batch_t *b, uint64_t id)
+{
+    for (size_t i = 0; i < b->metrics.count; i++)
+        if ((uint64_t)b->metrics.items[i].method_id == id)
+            return true;
+    return false;
+}
+
+static bool has_transaction(const cmr_metric_batch_t *b, uint64_t root)
+{
+    for (size_t i = 0; i < b->transactions.count; i++)
+        if ((uint64_t)b->transactions.items[i].root_method_id == root && !*b->transactions.items[i].name)
+            return true;
+    return false;
+}
+
+/* Stalled calls whose method (or transaction) had no call that ended in the interval:
+ * a point with only the stalled count, once per subject. */
+static int add_stalled_only(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+{
+    cmr_met_labels_t l;
+    cmr_met_value_t *v = &m->scratch;
+    for (size_t i = 0; i < b->stalled.count; i++) {
+        const cmr_stalled_call_t *s = &b->stalled.items[i];
+        m->stats.stalled_calls++;
+        uint64_t method = (uint64_t)s->method_id, root = s->stack.len >= 8 ? cmr_be64(s->stack.data) : 0;
+        bool first_method = true, first_root = true;
+        for (size_t j = 0; j < i; j++) {
+            const cmr_stalled_call_t *o = &b->stalled.items[j];
+            first_method &= (uint64_t)o->method_id != method;
+            first_root &= (o->stack.len >= 8 ? cmr_be64(o->stack.data) : 0) != root;
+        }
+        if (first_method && !has_method(b, method)) {
+            cmr_met_value_reset(v);
+            v->stalled = stalled_on(b, method, false);
+            if (cmr_met_labels_set(&l, CMR_MET_METHOD, env, strlen(env), method, 0) != 0 ||
+                add_point(m, st, &l, b->interval_start_ms, v) != 0)
+                return -1;
+        }
+        if (root && first_root && !has_transaction(b, root)) {
+            cmr_met_value_reset(v);
+            v->stalled = stalled_on(b, root, true);
+            if (cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), root, 0) != 0 ||
+                add_point(m, st, &l, b->interval_start_ms, v) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The newest stalled calls of an agent, for `metrics stalled`: state 's' | env len | env |
+ * agent -> a MetricBatch holding only them; removed when the agent reports none. */
+static int keep_stalled(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+{
+    uint8_t key[2 + CMR_MET_ENV_MAX + 8];
+    size_t el = strlen(env);
+    key[0] = 's';
+    key[1] = (uint8_t)el;
+    memcpy(key + 2, env, el);
+    cmr_put_be64(key + 2 + el, (uint64_t)b->agent_id);
+    size_t klen = 2 + el + 8;
+    bool had = cmr_u64map_has(&m->stalled_agents, (uint64_t)b->agent_id);
+    if (!b->stalled.count) {
+        if (!had)
+            return 0;
+        cmr_u64map_del(&m->stalled_agents, (uint64_t)b->agent_id, NULL);
+        return cmr_met_state_del(st, key, klen);
+    }
+    cmr_metric_batch_t only = {.agent_id = b->agent_id,
+                               .interval_start_ms = b->interval_start_ms,
+                               .interval_ms = b->interval_ms,
+                               .environment_id = (char *)env,
+                               .stalled = b->stalled};
+    cmr_buf_t enc = {0};
+    char err[128];
+    int rc = cmr_msg_encode(CMR_MSG_METRIC_BATCH, &only, &enc, err, sizeof err) == CMR_WIRE_OK
+                 ? cmr_met_state_put(st, key, klen, enc.data, enc.len)
+                 : -1;
+    cmr_buf_free(&enc);
+    if (rc == 0 && !had)
+        cmr_u64map_put(&m->stalled_agents, (uint64_t)b->agent_id, (void *)1);
+    return rc;
+}
+
+int cmr_metrics_add(cmr_metrics_t *m, int partition, const cmr_metric_batch_t *b, char *err, size_t errlen)
+{
+    cmr_met_store_t *st = partition >= 0 && partition < MET_MAX_PARTITIONS ? m->parts[partition] : NULL;
+    if (!st) {
+        snprintf(err, errlen, "partition %d is not open", partition);
+        return -2;
+    }
+    cmr_met_labels_t env_labels;
+    if (check_batch(m, b, &env_labels, err, errlen) != 0) {
+        m->stats.rejected++;
+        return -1;
+    }
+    int seen = cmr_met_store_seen(st, b->agent_id, b->interval_start_ms);
+    if (seen < 0) {
+        snprintf(err, errlen, "cannot read the store");
+        return -2;
+    }
+    if (seen) {
+        m->stats.duplicates++;
+        return 0;
+    }
+    const char *env = env_labels.env;
+    met_env_t *e = env_of(m, env, partition);
+    if (!e || add_methods(m, st, b, env) != 0 || add_transactions(m, st, b, env) != 0 ||
+        add_stalled_only(m, st, b, env) != 0 || keep_stalled(m, st, b, env) != 0 ||
+        cmr_met_store_mark_applied(st, b->agent_id, b->interval_start_ms)) {
+        snprintf(err, errlen, "out of memory or store error");
+        return -2;
+    }
+    int64_t end = b->interval_start_ms + b->interval_ms;
+    if (end > e->watermark_ms)
+        e->watermark_ms = end;
+    if (!e->first_ms || b->interval_start_ms < e->first_ms)
+        e->first_ms = b->interval_start_ms;
+    m->stats.batches++;
+    return 1;
+}
+
+/* --- flush, evaluate, retention, stats -------------------------------------------------- */
+
+int cmr_metrics_flush(cmr_metrics_t *m)
+{
+    char err[512];
+    for (int p = 0; p < MET_MAX_PARTITIONS; p++) {
+        if (!m->parts[p] || cmr_met_store_pending(m->parts[p]) == 0)
+            continue;
+        if (cmr_met_store_flush(m->parts[p], err, sizeof err) != 0) {
+            cmr_log(CMR_LOG_ERROR, "metrics.flush_failed", "partition=%d error=\"%s\"", p, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+size_t cmr_metrics_pending(const cmr_metrics_t *m)
+{
+    size_t n = 0;
+    for (int p = 0; p < MET_MAX_PARTITIONS; p++)
+        if (m->parts[p])
+            n += cmr_met_store_pending(m->parts[p]);
+    return n;
+}
+
+int cmr_metrics_evaluate(cmr_metrics_t *m)
+{
+    int n = 0;
+    size_t it = 0;
+    void *val;
+    while (cmr_map_next(&m->envs, &it, NULL, NULL, &val)) {
+        met_env_t *e = val;
+        int64_t t = (e->watermark_ms - m->o.lateness_ms) / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
+        if (!e->judged_ms) /* from the oldest data seen: what a previous owner judged is judged again,
+                            * with its state, so nothing is sent twice */
+            e->judged_ms = e->first_ms / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
+        /* every boundary in turn, so that what is decided does not depend on how often the
+         * worker commits (a replay commits far less often); after a longer gap, the last day */
+        if (t - e->judged_ms > MET_EVAL_MAX_STEPS * MET_EVAL_STEP_MS)
+            e->judged_ms = t - MET_EVAL_MAX_STEPS * MET_EVAL_STEP_MS;
+        for (int64_t b = e->judged_ms + MET_EVAL_STEP_MS; b <= t; b += MET_EVAL_STEP_MS) {
+            if (met_rules_judge(m, e, b) < 0)
+                break;
+            e->judged_ms = b;
+            n++;
+        }
+    }
+    m->stats.evaluations += (uint64_t)n;
+    return n;
+}
+
+void cmr_metrics_retention(cmr_metrics_t *m, int64_t now_ms)
+{
+    for (int p = 0; p < MET_MAX_PARTITIONS; p++)
+        if (m->parts[p])
+            cmr_met_store_retention(m->parts[p], now_ms);
+}
+
+void cmr_metrics_stats(cmr_metrics_t *m, cmr_metrics_stats_t *out)
+{
+    *out = m->stats;
+    out->series = out->series_overflow = out->corrupt = out->disk_bytes = 0;
+    for (int p = 0; p < MET_MAX_PARTITIONS; p++) {
+        if (!m->parts[p])
+            continue;
+        cmr_met_stats_t s;
+        cmr_met_store_stats(m->parts[p], &s);
+        out->series += s.series;
+        out->series_overflow += s.series_overflow;
+        out->corrupt += s.corrupt_operands;
+        out->disk_bytes += s.disk_bytes;
+    }
+}
