@@ -53,6 +53,28 @@ int met_labels_decode(cmr_met_labels_t *l, const uint8_t *p, size_t len);
 /* Decodes a stored value; with_hist false leaves the histogram empty and does not look at
  * its bytes (top-N by counts). 0 or -1. */
 int met_value_decode(cmr_met_value_t *v, const uint8_t *p, size_t len, bool with_hist);
+/* A merge of many encoded values without a sorted-array merge per value: the scalars in
+ * v (v.hist stays empty) and the histogram as a dense array of bucket counts. What the
+ * merge operator, windows and top-N use. A zeroed met_acc_t is empty and valid; its owner
+ * calls met_acc_free. */
+typedef struct met_acc {
+    cmr_met_value_t v;
+    uint64_t *bins;  /* CMR_HIST_BUCKETS counts, allocated on first use; owned */
+    uint16_t lo, hi; /* buckets that may be non-zero, when hcount > 0 */
+    uint64_t hcount, hmin, hmax;
+    double hsum;
+} met_acc_t;
+
+/* Adds an encoded value; with_hist false ignores its histogram. 0, or -1 when it does not
+ * decode (acc unchanged) or memory ran out. */
+int met_acc_add(met_acc_t *a, const uint8_t *p, size_t len, bool with_hist);
+void met_acc_reset(met_acc_t *a);
+void met_acc_free(met_acc_t *a);
+/* The merged value in out (replaced). 0, or -1 when memory ran out. */
+int met_acc_value(const met_acc_t *a, cmr_met_value_t *out);
+/* cmr_met_stat of the merged value, without building it. */
+double met_acc_stat(const met_acc_t *a, cmr_met_stat_t stat);
+
 /* Counts a stored value that did not decode. */
 void met_count_corrupt(cmr_met_store_t *s);
 

@@ -75,18 +75,13 @@ static void iter_seek(rocksdb_iterator_t *it, cmr_met_res_t res, uint64_t sid, i
     rocksdb_iter_seek(it, (const char *)key, sizeof key);
 }
 
-/* Merges the value under the iterator into acc (tmp: scratch). 0, or -1 when memory ran
- * out; a corrupt value is counted and skipped. */
-static int merge_current(cmr_met_store_t *s, rocksdb_iterator_t *it, cmr_met_value_t *acc, cmr_met_value_t *tmp,
-                         bool with_hist)
+/* Merges the value under the iterator into acc; a corrupt value is counted and skipped. */
+static void merge_current(cmr_met_store_t *s, rocksdb_iterator_t *it, met_acc_t *acc, bool with_hist)
 {
     size_t vl;
     const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
-    if (met_value_decode(tmp, v, vl, with_hist) != 0) {
+    if (met_acc_add(acc, v, vl, with_hist) != 0)
         met_count_corrupt(s);
-        return 0;
-    }
-    return cmr_met_value_merge(acc, tmp);
 }
 
 /* --- one series, bucket by bucket ----------------------------------------------------------- */
@@ -131,22 +126,24 @@ int cmr_met_series_read(cmr_met_store_t *const *stores, size_t n, const cmr_met_
         iter_seek(pi.it[i], res, sid, from);
         cur[i] = iter_bucket(pi.it[i], res, sid, to_ms);
     }
-    cmr_met_value_t acc = {0}, tmp = {0};
+    met_acc_t acc = {0};
+    cmr_met_value_t v = {0};
     int rc = 0;
     for (int64_t b; rc == 0 && (b = min_bucket(cur, n)) >= 0;) {
-        cmr_met_value_reset(&acc);
-        for (size_t i = 0; i < n && rc == 0; i++) {
+        met_acc_reset(&acc);
+        for (size_t i = 0; i < n; i++) {
             if (cur[i] != b)
                 continue;
-            rc = merge_current(stores[i], pi.it[i], &acc, &tmp, true);
+            merge_current(stores[i], pi.it[i], &acc, true);
             rocksdb_iter_next(pi.it[i]);
             cur[i] = iter_bucket(pi.it[i], res, sid, to_ms);
         }
-        if (rc == 0 && cb(b, &acc, opaque))
+        rc = met_acc_value(&acc, &v);
+        if (rc == 0 && cb(b, &v, opaque))
             break;
     }
-    cmr_met_value_free(&acc);
-    cmr_met_value_free(&tmp);
+    met_acc_free(&acc);
+    cmr_met_value_free(&v);
     iters_close(&pi);
     free(cur);
     return rc;
@@ -159,7 +156,7 @@ typedef struct window_ctx {
     points_iters_t *pi;
     uint64_t sid;
     bool with_hist;
-    cmr_met_value_t *out, *tmp;
+    met_acc_t *acc;
 } window_ctx_t;
 
 /* Merges the buckets of resolution res starting in [a, b) of every store into out. */
@@ -168,8 +165,7 @@ static int merge_range(window_ctx_t *w, cmr_met_res_t res, int64_t a, int64_t b)
     for (size_t i = 0; i < w->pi->n; i++) {
         rocksdb_iterator_t *it = w->pi->it[i];
         for (iter_seek(it, res, w->sid, a); iter_bucket(it, res, w->sid, b) >= 0; rocksdb_iter_next(it))
-            if (merge_current(w->stores[i], it, w->out, w->tmp, w->with_hist) != 0)
-                return -1;
+            merge_current(w->stores[i], it, w->acc, w->with_hist);
     }
     return 0;
 }
@@ -189,12 +185,13 @@ static int cover(window_ctx_t *w, int level, int64_t a, int64_t b)
     return cover(w, level - 1, a, lo) || cover(w, level - 1, hi, b) ? -1 : 0;
 }
 
+/* The window's merge into acc (reset first). */
 static int window_with(cmr_met_store_t *const *stores, points_iters_t *pi, uint64_t sid, int64_t from_ms, int64_t to_ms,
-                       bool with_hist, cmr_met_value_t *out, cmr_met_value_t *tmp)
+                       bool with_hist, met_acc_t *acc)
 {
-    cmr_met_value_reset(out);
+    met_acc_reset(acc);
     int64_t r0 = cmr_met_res_ms(CMR_MET_RES_10S);
-    window_ctx_t w = {stores, pi, sid, with_hist, out, tmp};
+    window_ctx_t w = {stores, pi, sid, with_hist, acc};
     return cover(&w, CMR_MET_NRES - 1, floor_to(from_ms < 0 ? 0 : from_ms, r0), ceil_to(to_ms, r0));
 }
 
@@ -204,9 +201,11 @@ int cmr_met_window(cmr_met_store_t *const *stores, size_t n, const cmr_met_label
     points_iters_t pi;
     if (iters_open(&pi, stores, n) != 0)
         return -1;
-    cmr_met_value_t tmp = {0};
-    int rc = window_with(stores, &pi, cmr_met_series_id(l), from_ms, to_ms, true, out, &tmp);
-    cmr_met_value_free(&tmp);
+    met_acc_t acc = {0};
+    int rc = window_with(stores, &pi, cmr_met_series_id(l), from_ms, to_ms, true, &acc);
+    if (rc == 0)
+        rc = met_acc_value(&acc, out);
+    met_acc_free(&acc);
     iters_close(&pi);
     return rc;
 }
@@ -307,19 +306,18 @@ static int by_stat_desc(const void *a, const void *b)
 static int rank_candidates(cmr_met_store_t *const *stores, points_iters_t *pi, candidates_t *c, int64_t from_ms,
                            int64_t to_ms, cmr_met_stat_t stat)
 {
-    cmr_met_value_t v = {0}, tmp = {0};
+    met_acc_t acc = {0};
     size_t kept = 0;
     int rc = 0;
     for (size_t i = 0; i < c->n && rc == 0; i++) {
-        rc = window_with(stores, pi, c->items[i].sid, from_ms, to_ms, stat_needs_hist(stat), &v, &tmp);
-        if (rc == 0 && v.count > 0) {
+        rc = window_with(stores, pi, c->items[i].sid, from_ms, to_ms, stat_needs_hist(stat), &acc);
+        if (rc == 0 && acc.v.count > 0) {
             c->items[kept] = c->items[i];
-            c->items[kept++].stat = cmr_met_stat(&v, stat);
+            c->items[kept++].stat = met_acc_stat(&acc, stat);
         }
     }
     c->n = kept;
-    cmr_met_value_free(&v);
-    cmr_met_value_free(&tmp);
+    met_acc_free(&acc);
     return rc;
 }
 
@@ -331,16 +329,18 @@ static int build_results(cmr_met_store_t *const *stores, points_iters_t *pi, con
     out->items = calloc(n ? n : 1, sizeof *out->items);
     if (!out->items)
         return -1;
-    cmr_met_value_t tmp = {0};
+    met_acc_t acc = {0};
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++, out->n++) {
         cmr_met_top_item_t *it = &out->items[i];
         it->labels = c->items[i].labels;
         it->series_id = c->items[i].sid;
         it->stat = c->items[i].stat;
-        rc = window_with(stores, pi, it->series_id, from_ms, to_ms, true, &it->value, &tmp);
+        rc = window_with(stores, pi, it->series_id, from_ms, to_ms, true, &acc);
+        if (rc == 0)
+            rc = met_acc_value(&acc, &it->value);
     }
-    cmr_met_value_free(&tmp);
+    met_acc_free(&acc);
     return rc;
 }
 

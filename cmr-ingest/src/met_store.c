@@ -22,10 +22,12 @@
  * that replays old data is not surprised by its own clock. The call then runs a manual
  * CompactRange of both CFs. Why not DeleteRange: old data is spread over every series
  * (the time is the last key component), so it would take one range per series and
- * resolution. A compaction filter is not shown merge operands, only merged values: a
- * bucket that still has operands when retention runs is merged by the first compaction
- * and dropped by the next one, so the retention call compacts twice when the first
- * pass left points behind (it checks the oldest key). Series whose points are all gone
+  * resolution. Merge operands: the C API's compaction filter is not asked about operands;
+ * with RocksDB 7.8 a forced bottommost compaction merges them and the result is filtered
+ * in the same pass (the unit test checks it with buckets that are still operands). As a
+ * safeguard for versions that would not, the retention call looks for the oldest bucket
+ * of each resolution afterwards (one seek per series) and compacts once more when an
+ * expired one is left. Series whose points are all gone
  * stay in `series` (a few dozen bytes each; list_series still shows them, top-N leaves
  * them out because their window is empty); they count against max_series.
  *
@@ -34,6 +36,13 @@
  * cmr_met_store_flush in one atomic, fsynced write. The store keeps in memory the set of
  * series ids (loaded at open, ~40 bytes each) for the cardinality bound, the applied
  * marks and the state writes of the pending batch (so seen and state_get see them).
+ *
+  * Merging many values. cmr_hist_merge builds a new sorted bin array per merge; the merge
+ * operator, windows and top-N merge dozens to hundreds of values at a time, so they go
+ * through met_acc_t instead: scalars merged as usual, histogram bins parsed straight from
+ * the encoding into a dense array of the 3,776 bucket counts (validated as
+ * cmr_hist_decode validates), turned back into a cmr_hist_t once at the end. This reads
+ * cmr_hist_encode's documented layout (histogram.h) itself.
  *
  * Ownership: the store owns every RocksDB handle, the pending batch and the in-memory
  * sets; cmr_met_store_close releases them all. The merge operator belongs to the points
@@ -258,20 +267,21 @@ void cmr_met_value_encode(const cmr_met_value_t *v, cmr_buf_t *out)
     cmr_hist_encode(&v->hist, out);
 }
 
-int met_value_decode(cmr_met_value_t *v, const uint8_t *p, size_t len, bool with_hist)
+/* The scalars of an encoded value into v (its histogram untouched); *hist: where the
+ * histogram's bytes start. 0 or -1. */
+static int decode_scalars(cmr_met_value_t *v, const uint8_t *p, size_t len, const uint8_t **hist)
 {
     const uint8_t *end = p + len;
     uint64_t f[7];
-    cmr_met_value_reset(v);
     if (len < 2 || p[0] != VALUE_VERSION || (p[1] & ~FLAG_SLOWEST))
-        goto bad;
+        return -1;
     v->has_slowest = p[1] & FLAG_SLOWEST;
     p += 2;
     for (int i = 0; i < 7; i++)
         if (get_varint(&p, end, &f[i]))
-            goto bad;
+            return -1;
     if (f[1] > f[0] || f[3] > f[4])
-        goto bad;
+        return -1;
     v->count = f[0];
     v->errors = f[1];
     v->sum_ns = f[2];
@@ -281,21 +291,173 @@ int met_value_decode(cmr_met_value_t *v, const uint8_t *p, size_t len, bool with
     v->stalled = f[6];
     if (v->has_slowest) {
         if (end - p < 16)
-            goto bad;
+            return -1;
         memcpy(v->slowest_trace, p, 16);
         p += 16;
+    } else {
+        memset(v->slowest_trace, 0, 16);
     }
-    if (with_hist && cmr_hist_decode(&v->hist, p, (size_t)(end - p)) != 0)
-        goto bad;
+    *hist = p;
     return 0;
-bad:
+}
+
+int met_value_decode(cmr_met_value_t *v, const uint8_t *p, size_t len, bool with_hist)
+{
+    const uint8_t *hist;
     cmr_met_value_reset(v);
-    return -1;
+    if (decode_scalars(v, p, len, &hist) != 0 ||
+        (with_hist && cmr_hist_decode(&v->hist, hist, (size_t)(p + len - hist)) != 0)) {
+        cmr_met_value_reset(v);
+        return -1;
+    }
+    return 0;
 }
 
 int cmr_met_value_decode(cmr_met_value_t *v, const uint8_t *p, size_t len)
 {
     return met_value_decode(v, p, len, true);
+}
+
+/* --- dense accumulator (met_internal.h) ------------------------------------------------------ */
+
+/* Takes back the first n bins that dense_hist added (from the bin list at p). */
+static void dense_undo(met_acc_t *a, const uint8_t *p, const uint8_t *end, uint64_t n)
+{
+    uint64_t bucket = 0, delta, c;
+    for (uint64_t i = 0; i < n && !get_varint(&p, end, &delta) && !get_varint(&p, end, &c); i++) {
+        bucket += delta;
+        a->bins[bucket] -= c;
+    }
+}
+
+/* Adds the bins of an encoded histogram (cmr_hist_encode: count, min, max, 8-byte sum,
+ * number of bins, (bucket delta, count) pairs) to the dense array, checked as
+ * cmr_hist_decode checks them, in one pass: a bad one is taken back. 0 or -1. */
+static int dense_hist(met_acc_t *a, const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len;
+    uint64_t count, min, max, nbins, bucket = 0, total = 0, first = 0, i = 0;
+    if (get_varint(&p, end, &count) || get_varint(&p, end, &min) || get_varint(&p, end, &max) || end - p < 8)
+        return -1;
+    uint64_t bits = cmr_le64(p);
+    p += 8;
+    if (get_varint(&p, end, &nbins) || nbins > CMR_HIST_BUCKETS || (count == 0) != (nbins == 0) || min > max)
+        return -1;
+    const uint8_t *list = p;
+    for (; i < nbins; i++) {
+        uint64_t delta, c;
+        if (get_varint(&p, end, &delta) || get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
+            goto undo;
+        bucket += delta;
+        if (bucket >= CMR_HIST_BUCKETS || total + c < total)
+            goto undo;
+        if (i == 0)
+            first = bucket;
+        total += c;
+        a->bins[bucket] += c;
+    }
+    if (p != end || total != count || (count && (cmr_hist_bucket(min) != first || cmr_hist_bucket(max) != bucket)))
+        goto undo;
+    if (!count)
+        return 0;
+    double sum;
+    memcpy(&sum, &bits, sizeof sum);
+    if (!a->hcount || first < a->lo)
+        a->lo = (uint16_t)first;
+    if (!a->hcount || bucket > a->hi)
+        a->hi = (uint16_t)bucket;
+    if (!a->hcount || min < a->hmin)
+        a->hmin = min;
+    if (!a->hcount || max > a->hmax)
+        a->hmax = max;
+    a->hcount += count;
+    a->hsum += sum;
+    return 0;
+undo:
+    dense_undo(a, list, end, i);
+    return -1;
+}
+
+int met_acc_add(met_acc_t *a, const uint8_t *p, size_t len, bool with_hist)
+{
+    cmr_met_value_t v = {0}; /* scalars only: no memory to free */
+    const uint8_t *hist;
+    if (decode_scalars(&v, p, len, &hist) != 0)
+        return -1;
+    if (with_hist) {
+        if (!a->bins && !(a->bins = calloc(CMR_HIST_BUCKETS, sizeof *a->bins)))
+            return -1;
+        if (dense_hist(a, hist, (size_t)(p + len - hist)) != 0)
+            return -1;
+    }
+    return cmr_met_value_merge(&a->v, &v);
+}
+
+void met_acc_reset(met_acc_t *a)
+{
+    if (a->bins && a->hcount)
+        memset(a->bins + a->lo, 0, (size_t)(a->hi - a->lo + 1) * sizeof *a->bins);
+    cmr_met_value_reset(&a->v);
+    a->hcount = a->hmin = a->hmax = 0;
+    a->hsum = 0;
+    a->lo = a->hi = 0;
+}
+
+void met_acc_free(met_acc_t *a)
+{
+    cmr_met_value_free(&a->v);
+    free(a->bins);
+    memset(a, 0, sizeof *a);
+}
+
+int met_acc_value(const met_acc_t *a, cmr_met_value_t *out)
+{
+    if (cmr_met_value_copy(out, &a->v) != 0)
+        return -1;
+    cmr_hist_t *h = &out->hist;
+    if (!a->hcount)
+        return 0;
+    size_t need = 0;
+    for (unsigned b = a->lo; b <= a->hi; b++)
+        need += a->bins[b] != 0;
+    if (cmr_array_grow(&h->bins, &h->cap, need, sizeof *h->bins, 8) != 0)
+        return -1;
+    for (unsigned b = a->lo; b <= a->hi; b++)
+        if (a->bins[b])
+            h->bins[h->n++] = (cmr_hist_bin_t){(uint16_t)b, a->bins[b]};
+    h->count = a->hcount;
+    h->min = a->hmin;
+    h->max = a->hmax;
+    h->sum = a->hsum;
+    return 0;
+}
+
+/* As cmr_hist_quantile, over the dense bins. */
+static double acc_quantile(const met_acc_t *a, double q)
+{
+    if (!a->hcount)
+        return 0;
+    uint64_t rank = (uint64_t)(q * (double)a->hcount);
+    if ((double)rank < q * (double)a->hcount)
+        rank++;
+    if (rank == 0)
+        rank = 1;
+    uint64_t seen = 0;
+    for (unsigned b = a->lo; b <= a->hi; b++) {
+        seen += a->bins[b];
+        if (seen >= rank) {
+            uint64_t lo = cmr_hist_bucket_low((uint16_t)b), hi = cmr_hist_bucket_high((uint16_t)b);
+            uint64_t v = lo + (hi - lo) / 2;
+            return (double)(v < a->hmin ? a->hmin : v > a->hmax ? a->hmax : v);
+        }
+    }
+    return (double)a->hmax;
+}
+
+double met_acc_stat(const met_acc_t *a, cmr_met_stat_t stat)
+{
+    static const double q[] = {0.5, 0.9, 0.95, 0.99, 0.999};
+    return stat <= CMR_MET_P999 ? acc_quantile(a, q[stat]) : cmr_met_stat(&a->v, stat);
 }
 
 /* --- statistics ------------------------------------------------------------------------ */
@@ -337,13 +499,12 @@ void met_count_corrupt(cmr_met_store_t *s)
 }
 
 /* Merges one encoded operand into acc; a corrupt one is counted and skipped. */
-static void merge_operand(cmr_met_store_t *s, cmr_met_value_t *acc, cmr_met_value_t *tmp, const char *p, size_t len)
+static void merge_operand(cmr_met_store_t *s, met_acc_t *acc, const char *p, size_t len)
 {
-    if (met_value_decode(tmp, (const uint8_t *)p, len, true) != 0) {
-        met_count_corrupt(s);
+    if (met_acc_add(acc, (const uint8_t *)p, len, true) != 0) {
+        met_count_corrupt(s); /* (or out of memory: the operand is lost either way) */
         return;
     }
-    cmr_met_value_merge(acc, tmp); /* out of memory: the operand's histogram is lost */
     atomic_fetch_add_explicit(&s->merges, 1, memory_order_relaxed);
 }
 
@@ -351,15 +512,19 @@ static void merge_operand(cmr_met_store_t *s, cmr_met_value_t *acc, cmr_met_valu
 static char *merge_all(cmr_met_store_t *s, const char *existing, size_t elen, const char *const *ops,
                        const size_t *lens, int n, unsigned char *success, size_t *outlen)
 {
-    cmr_met_value_t acc = {0}, tmp = {0};
+    met_acc_t acc = {0};
+    cmr_met_value_t v = {0};
     if (existing)
-        merge_operand(s, &acc, &tmp, existing, elen);
+        merge_operand(s, &acc, existing, elen);
     for (int i = 0; i < n; i++)
-        merge_operand(s, &acc, &tmp, ops[i], lens[i]);
+        merge_operand(s, &acc, ops[i], lens[i]);
     cmr_buf_t out = {0};
-    cmr_met_value_encode(&acc, &out);
-    cmr_met_value_free(&acc);
-    cmr_met_value_free(&tmp);
+    if (met_acc_value(&acc, &v) == 0)
+        cmr_met_value_encode(&v, &out);
+    else
+        out.oom = true;
+    met_acc_free(&acc);
+    cmr_met_value_free(&v);
     *outlen = out.len;
     char *r = cmr_buf_take(&out);
     *success = r != NULL; /* only out of memory fails a merge */

@@ -22,10 +22,12 @@
 #include "cmr/bytes.h"
 #include "cmr/metrics_store.h"
 
-#define T0 1763760000000LL /* 2025-11-21T21:20:00Z, ms: a whole hour */
+#define T0 1763758800000LL /* 2025-11-21T21:00:00Z, ms: a whole hour */
 #define DAY 86400000LL
 
 static char tmpdir[256];
+
+static void fixed_value(cmr_met_value_t *v, uint64_t count, uint64_t lat, uint64_t errors);
 
 static int make_tmp(void **state)
 {
@@ -655,6 +657,21 @@ static void test_corrupt_values(void **state)
     cmr_put_be64(key + 9, (uint64_t)(T0 + 60000));
     rocksdb_put_cf(db, wo, cf, (const char *)key, 17, "\x07zz", 3, &e);
     assert_null(e);
+    /* at 1 h: valid scalars, a histogram whose last bin count is wrong (found after its
+     * bins were added: they must be taken back) */
+    cmr_met_value_t bad = {0};
+    fixed_value(&bad, 1000, 5000000, 0);
+    cmr_hist_record(&bad.hist, 123456, 10);
+    bad.count = 1010;
+    cmr_buf_t enc = {0};
+    cmr_met_value_encode(&bad, &enc);
+    enc.data[enc.len - 1]++;
+    key[0] = 2;
+    cmr_put_be64(key + 9, (uint64_t)T0);
+    rocksdb_put_cf(db, wo, cf, (const char *)key, 17, (const char *)enc.data, enc.len, &e);
+    assert_null(e);
+    cmr_buf_free(&enc);
+    cmr_met_value_free(&bad);
     rocksdb_writeoptions_destroy(wo);
     assert_int_equal(cmr_met_store_add(s, &l, T0 + 60000, &v), 0);
     flush(s);
@@ -669,6 +686,19 @@ static void test_corrupt_values(void **state)
     assert_int_equal(cmr_met_series_read(&s, 1, &l, CMR_MET_RES_1M, T0, T0 + 120000, collect_bucket, c), 0);
     assert_int_equal(c->n, 2);
     assert_int_equal(c->v[1].count, v.count); /* the merge skipped the garbage base */
+    collected_free(c);
+    c->n = 0;
+    assert_int_equal(cmr_met_series_read(&s, 1, &l, CMR_MET_RES_1H, T0, T0 + 120000, collect_bucket, c), 0);
+    assert_int_equal(c->n, 1);
+    assert_int_equal(c->v[0].count, v.count);      /* the Put replaced the first point's merge */
+    assert_int_equal(c->v[0].hist.count, v.count); /* none of the bad bins left */
+    uint64_t binsum = 0;
+    for (size_t i = 0; i < c->v[0].hist.n; i++)
+        binsum += c->v[0].hist.bins[i].count;
+    assert_int_equal(binsum, v.count);
+    assert_int_equal(c->v[0].hist.n, v.hist.n);
+    assert_int_equal(cmr_met_stat(&c->v[0], CMR_MET_MAX), (double)v.max_ns);
+    assert_true(cmr_met_stat(&c->v[0], CMR_MET_P999) <= (double)v.max_ns);
     collected_free(c);
     free(c);
     cmr_met_value_t w = {0};

@@ -138,7 +138,7 @@ cmr_met_store_t *cmr_met_store_open(const char *path, const cmr_met_opts_t *o, c
 void cmr_met_store_close(cmr_met_store_t *s);
 
 /* Appends the merge of value into the series' buckets at every resolution to the pending
- * batch (a new series is recorded too). 0; 1 when the series is new and the store already
+ * batch (a new series is recorded too). t_ms: wall-clock ms, >= 0. 0; 1 when the series is new and the store already
  * holds max_series (nothing appended, counted as series_overflow); -1 on invalid labels,
  * a read-only store or out of memory. */
 int cmr_met_store_add(cmr_met_store_t *s, const cmr_met_labels_t *l, int64_t t_ms, const cmr_met_value_t *value);
