@@ -29,6 +29,8 @@ struct cmr_met_store {
     rocksdb_options_t *cf_opts[MET_NCFS];
     rocksdb_column_family_handle_t *cfs[MET_NCFS];
     rocksdb_compactionfilter_t *points_filter, *applied_filter; /* owned: outlive db */
+    rocksdb_cache_t *cache;                                     /* block cache of points; owned */
+    rocksdb_block_based_table_options_t *table;                 /* owned */
     rocksdb_writeoptions_t *wo;
     rocksdb_readoptions_t *ro;
     rocksdb_writebatch_t *batch;   /* the pending writes */

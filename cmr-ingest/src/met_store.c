@@ -627,6 +627,8 @@ static void fill_defaults(cmr_met_opts_t *o)
             o->retention_ms[r] = default_retention_ms[r];
     if (!o->write_buffer_bytes)
         o->write_buffer_bytes = 16u << 20;
+    if (!o->cache_bytes)
+        o->cache_bytes = 32u << 20;
 }
 
 static rocksdb_options_t *points_options(cmr_met_store_t *s)
@@ -634,6 +636,12 @@ static rocksdb_options_t *points_options(cmr_met_store_t *s)
     rocksdb_options_t *o = rocksdb_options_create();
     rocksdb_options_set_write_buffer_size(o, s->o.write_buffer_bytes);
     rocksdb_options_set_compression(o, rocksdb_lz4_compression);
+    /* 16 KiB blocks: a series' hour of minute buckets is one or two blocks */
+    s->cache = rocksdb_cache_create_lru(s->o.cache_bytes);
+    s->table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_size(s->table, 16u << 10);
+    rocksdb_block_based_options_set_block_cache(s->table, s->cache);
+    rocksdb_options_set_block_based_table_factory(o, s->table);
     rocksdb_options_set_merge_operator(
         o, rocksdb_mergeoperator_create(s, no_destroy, merge_full, merge_partial, merge_delete, merge_name));
     s->points_filter = rocksdb_compactionfilter_create(s, no_destroy, filter_points, filter_name);
@@ -757,6 +765,10 @@ void cmr_met_store_close(cmr_met_store_t *s)
         rocksdb_compactionfilter_destroy(s->points_filter);
     if (s->applied_filter)
         rocksdb_compactionfilter_destroy(s->applied_filter);
+    if (s->table)
+        rocksdb_block_based_options_destroy(s->table);
+    if (s->cache)
+        rocksdb_cache_destroy(s->cache);
     if (s->wo)
         rocksdb_writeoptions_destroy(s->wo);
     if (s->ro)

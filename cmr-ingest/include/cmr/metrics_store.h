@@ -129,6 +129,7 @@ typedef struct cmr_met_opts {
     size_t max_series;                  /* 0: CMR_MET_DEFAULT_MAX_SERIES */
     int64_t retention_ms[CMR_MET_NRES]; /* 0: 2 days, 14 days, 400 days */
     size_t write_buffer_bytes;          /* memtable of the points CF; 0: 16 MiB */
+    size_t cache_bytes;                 /* block cache of the points CF; 0: 32 MiB */
 } cmr_met_opts_t;
 
 /* Opens (creating it unless read-only) the store in directory path. NULL with a message in
