@@ -278,13 +278,16 @@ typedef struct candidate {
 typedef struct candidates {
     candidate_t *items; /* owned */
     size_t n, cap;
+    bool oom; /* the list is incomplete */
 } candidates_t;
 
 static int collect_candidate(const cmr_met_labels_t *l, uint64_t sid, void *opaque)
 {
     candidates_t *c = opaque;
-    if (CMR_ARRAY_GROW(c->items, c->cap, c->n + 1) != 0)
+    if (CMR_ARRAY_GROW(c->items, c->cap, c->n + 1) != 0) {
+        c->oom = true;
         return -1;
+    }
     c->items[c->n++] = (candidate_t){*l, sid, 0};
     return 0;
 }
@@ -350,7 +353,7 @@ int cmr_met_top(cmr_met_store_t *const *stores, size_t n, const cmr_met_filter_t
     *out = (cmr_met_top_t){0};
     candidates_t c = {0};
     points_iters_t pi = {0};
-    int rc = cmr_met_list_series(stores, n, f, collect_candidate, &c);
+    int rc = cmr_met_list_series(stores, n, f, collect_candidate, &c) == 0 && !c.oom ? 0 : -1;
     if (rc == 0)
         rc = iters_open(&pi, stores, n);
     if (rc == 0)
