@@ -68,9 +68,13 @@ topic "$instr" Describe cmd. prefixed
 acl "$instr" Read group cmr-instrumenter prefixed
 acl "$instr" IdempotentWrite cluster kafka-cluster
 
-# cmr-ingest: reads what it assembles and shows; writes nothing.
-for t in events methods registrations agent-events metrics; do topic "$ingest" Read "$t"; topic "$ingest" Describe "$t"; done
+# cmr-ingest: reads what it assembles and shows (and the environments' threshold rules);
+# writes only the threshold events.
+for t in events methods registrations agent-events metrics config; do topic "$ingest" Read "$t"; topic "$ingest" Describe "$t"; done
+topic "$ingest" Write alerts
+topic "$ingest" Describe alerts
 acl "$ingest" Read group cmr-ingest prefixed
+acl "$ingest" IdempotentWrite cluster kafka-cluster
 
 # Operators: apply environments.
 topic "$op" Read config

@@ -33,3 +33,4 @@ create config 1 cleanup.policy=compact retention.ms=-1
 create methods 4 cleanup.policy=compact retention.ms=-1
 create events "$events" cleanup.policy=delete retention.ms=$((3 * day))
 create metrics 4 cleanup.policy=delete retention.ms=$((7 * day))
+create alerts 4 cleanup.policy=delete retention.ms=$((90 * day))

@@ -29,8 +29,8 @@
 #include "cmr/json.h"
 #include "cmr/wire.h"
 
-#define STATUS_CF 2           /* meta column family index of `status` (cmr_store_cf) */
-#define KEEP_EVERY_MS 60000   /* an unchanged state is kept once a minute */
+#define STATUS_CF 2         /* meta column family index of `status` (cmr_store_cf) */
+#define KEEP_EVERY_MS 60000 /* an unchanged state is kept once a minute */
 #define PACK(t, s) ((uintptr_t)(((uint64_t)(t) << 4) | ((uint64_t)(s)&0xF)))
 
 static void status_key(uint8_t k[16], uint64_t agent, int64_t time_ms)
@@ -72,8 +72,8 @@ void cmr_ingest_status_retention(cmr_store_t *meta, const cmr_u64map_t *last, in
         uint8_t from[16], to[16];
         status_key(from, agent, INT64_MIN);
         status_key(to, agent, cutoff_ms);
-        rocksdb_writebatch_delete_range_cf(wb, cmr_store_cf(meta, STATUS_CF), (const char *)from, 16,
-                                           (const char *)to, 16);
+        rocksdb_writebatch_delete_range_cf(wb, cmr_store_cf(meta, STATUS_CF), (const char *)from, 16, (const char *)to,
+                                           16);
     }
     char err[256];
     cmr_store_write(meta, wb, err, sizeof err);
@@ -82,8 +82,8 @@ void cmr_ingest_status_retention(cmr_store_t *meta, const cmr_u64map_t *last, in
 
 /* --- queries ----------------------------------------------------------------------------- */
 
-static const char *const state_names[] = {"MINIMAL", "FULL", "DISCONNECTED", "RECONNECTED", "NO_ENVIRONMENT",
-                                          "SHUTDOWN"};
+static const char *const state_names[] = {"MINIMAL",     "FULL",           "DISCONNECTED",
+                                          "RECONNECTED", "NO_ENVIRONMENT", "SHUTDOWN"};
 
 static int64_t refused_total(const cmr_agent_status_t *s)
 {
@@ -98,36 +98,34 @@ static json_t *status_json(const cmr_names_t *names, const cmr_agent_status_t *s
     char id[17], name[512];
     snprintf(id, sizeof id, "%016" PRIx64, (uint64_t)s->agent_id);
     cmr_names_agent(names, (uint64_t)s->agent_id, name, sizeof name);
-    return json_pack("{s:s, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "agent", id,
-                     "name", cmr_json_str(name), "state",
-                     (unsigned)s->state < 6 ? state_names[s->state] : "?", "time_ms", (json_int_t)s->time_ms,
-                     "environment", cmr_json_str(s->environment_id), "revision", (json_int_t)s->environment_revision,
-                     "events_recorded", (json_int_t)s->events_recorded, "events_dropped",
-                     (json_int_t)s->events_dropped, "classes_seen", (json_int_t)s->classes_seen, "classes_sent",
-                     (json_int_t)s->classes_sent, "classes_instrumented", (json_int_t)s->classes_instrumented,
-                     "redefine_failures", (json_int_t)s->redefine_failures, "messages_failed",
-                     (json_int_t)s->messages_failed, "commands_accepted", (json_int_t)s->commands_accepted,
-                     "commands_refused", (json_int_t)refused_total(s));
+    return json_pack("{s:s, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "agent", id, "name",
+                     cmr_json_str(name), "state", (unsigned)s->state < 6 ? state_names[s->state] : "?", "time_ms",
+                     (json_int_t)s->time_ms, "environment", cmr_json_str(s->environment_id), "revision",
+                     (json_int_t)s->environment_revision, "events_recorded", (json_int_t)s->events_recorded,
+                     "events_dropped", (json_int_t)s->events_dropped, "classes_seen", (json_int_t)s->classes_seen,
+                     "classes_sent", (json_int_t)s->classes_sent, "classes_instrumented",
+                     (json_int_t)s->classes_instrumented, "redefine_failures", (json_int_t)s->redefine_failures,
+                     "messages_failed", (json_int_t)s->messages_failed, "commands_accepted",
+                     (json_int_t)s->commands_accepted, "commands_refused", (json_int_t)refused_total(s));
 }
 
 static void status_text(FILE *f, const cmr_names_t *names, const cmr_agent_status_t *s, int64_t now_ms)
 {
     char name[512];
     cmr_names_agent(names, (uint64_t)s->agent_id, name, sizeof name);
-    fprintf(f, "%016" PRIx64 "  %-14s %6.0fs ago  %-12s r%-4" PRId64 " classes %" PRId64 "/%" PRId64
-               " instrumented  events %" PRId64 " dropped %" PRId64 "  redefine failures %" PRId64 "  %s\n",
+    fprintf(f,
+            "%016" PRIx64 "  %-14s %6.0fs ago  %-12s r%-4" PRId64 " classes %" PRId64 "/%" PRId64
+            " instrumented  events %" PRId64 " dropped %" PRId64 "  redefine failures %" PRId64 "  %s\n",
             (uint64_t)s->agent_id, (unsigned)s->state < 6 ? state_names[s->state] : "?",
-            (double)(now_ms - s->time_ms) / 1000.0, s->environment_id, s->environment_revision,
-            s->classes_instrumented, s->classes_seen, s->events_recorded, s->events_dropped, s->redefine_failures,
-            name);
+            (double)(now_ms - s->time_ms) / 1000.0, s->environment_id, s->environment_revision, s->classes_instrumented,
+            s->classes_seen, s->events_recorded, s->events_dropped, s->redefine_failures, name);
 }
 
 /* Calls fn on each stored status of the wanted range: with agent 0, the latest of every
  * agent; else every status of that agent in [from_ms, to_ms). */
 typedef void status_fn(const cmr_agent_status_t *s, void *opaque);
 
-static void scan_meta(cmr_store_t *meta, uint64_t agent, int64_t from_ms, int64_t to_ms, status_fn *fn,
-                      void *opaque)
+static void scan_meta(cmr_store_t *meta, uint64_t agent, int64_t from_ms, int64_t to_ms, status_fn *fn, void *opaque)
 {
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(meta), ro, cmr_store_cf(meta, STATUS_CF));
@@ -195,7 +193,10 @@ int cmr_ingest_agents(const char *root, uint64_t agent, int64_t from_ms, int64_t
     cmr_ingest_view_t *v = cmr_ingest_view_open(root, err, errlen);
     if (!v)
         return -1;
-    agents_out_t o = {.names = cmr_ingest_view_names(v), .list = json_array(), .latest = agent == 0, .text = text,
+    agents_out_t o = {.names = cmr_ingest_view_names(v),
+                      .list = json_array(),
+                      .latest = agent == 0,
+                      .text = text,
                       .now_ms = cmr_wall_ms()};
     cmr_store_opts_t so = {.read_only = true};
     int *slots;

@@ -66,8 +66,8 @@ struct cmr_ingest_engine {
     rocksdb_writebatch_t *meta_wb;
     size_t pending;
     cmr_ingest_stats_t stats;
-    cmr_names_t *names;   /* methods and agents, for the metrics module's rules and labels */
-    cmr_u64map_t status;  /* agent id -> last stored status (ing_agents.c) */
+    cmr_names_t *names;  /* methods and agents, for the metrics module's rules and labels */
+    cmr_u64map_t status; /* agent id -> last stored status (ing_agents.c) */
 };
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -309,9 +309,9 @@ int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic
     cmr_msg_t m;
     if (cmr_reject_decode(topic, rec->partition, rec->offset, rec->payload, rec->len, &m) != 0)
         return 0;
-    cmr_msg_type_t want = strcmp(topic, cmr_topic_name(CMR_TOPIC_METHODS)) == 0         ? CMR_MSG_METHOD_ENTRY
+    cmr_msg_type_t want = strcmp(topic, cmr_topic_name(CMR_TOPIC_METHODS)) == 0        ? CMR_MSG_METHOD_ENTRY
                           : strcmp(topic, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS)) == 0 ? CMR_MSG_AGENT_STATUS
-                                                                                        : CMR_MSG_AGENT_REGISTRATION;
+                                                                                       : CMR_MSG_AGENT_REGISTRATION;
     int rc = 0;
     if (want == CMR_MSG_AGENT_STATUS && m.type == CMR_MSG_REDEFINE_RESULT)
         rc = 0; /* the instrumenter's business */

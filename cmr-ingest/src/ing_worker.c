@@ -39,11 +39,11 @@
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_ingest_engine_t *engine;
-    cmr_metrics_t *metrics; /* the metrics module (cmr.metrics, cmr.config) */
+    cmr_metrics_t *metrics;   /* the metrics module (cmr.metrics, cmr.config) */
     cmr_producer_t *producer; /* threshold events */
     cmr_consumer_t *consumer;
     cmr_reader_t *tables[4]; /* cmr.methods, cmr.registrations, cmr.agent-events, cmr.config */
-    cmr_record_t **pending; /* owned: received, not yet marked done */
+    cmr_record_t **pending;  /* owned: received, not yet marked done */
     size_t npending, cap;
     int64_t first_pending_ms;
     int64_t commit_records, commit_interval_ms;
@@ -130,8 +130,9 @@ static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = !strcmp(parts[i].topic, metrics) ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
-                                                  : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
+        int rc = !strcmp(parts[i].topic, metrics)
+                     ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
+                     : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
         if (rc != 0)
             w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
     }
@@ -301,8 +302,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     w.producer = cmr_producer_new(conf, "cmr-ingest", NULL, NULL, err, sizeof err);
     if (!w.producer)
-        cmr_log(CMR_LOG_ERROR, "metrics.producer_failed", "error=\"%s\" action=\"threshold events are not sent\"",
-                err);
+        cmr_log(CMR_LOG_ERROR, "metrics.producer_failed", "error=\"%s\" action=\"threshold events are not sent\"", err);
     else
         cmr_metrics_on_alert(w.metrics, send_alert, &w);
     int rc = 1;
@@ -397,7 +397,7 @@ out:
     cmr_lag_gauge_free(&w.lag);
     if (w.producer)
         cmr_producer_destroy(w.producer, 5000); /* threshold events still queued */
-    cmr_metrics_free(w.metrics); /* before the engine: it reads the engine's names */
+    cmr_metrics_free(w.metrics);                /* before the engine: it reads the engine's names */
     cmr_ingest_engine_free(w.engine);
     return rc;
 }

@@ -140,8 +140,9 @@ static int parse_params(const char *const *keys, const char *const *values, size
         } else if (!strcmp(k, "stat")) {
             int s = cmr_met_stat_parse(val);
             if (s < 0) {
-                snprintf(err, errlen, "unknown stat \"%s\" (p50, p90, p95, p99, p999, max, mean, count, errors, "
-                                      "error_rate)",
+                snprintf(err, errlen,
+                         "unknown stat \"%s\" (p50, p90, p95, p99, p999, max, mean, count, errors, "
+                         "error_rate)",
                          val);
                 return -1;
             }
@@ -157,9 +158,10 @@ static int parse_params(const char *const *keys, const char *const *values, size
                 return -1;
             }
         } else if (!strcmp(k, "res")) {
-            p->res = !strcmp(val, "10s") ? CMR_MET_RES_10S : !strcmp(val, "1m") ? CMR_MET_RES_1M
-                                                         : !strcmp(val, "1h") ? CMR_MET_RES_1H
-                                                                               : -2;
+            p->res = !strcmp(val, "10s")  ? CMR_MET_RES_10S
+                     : !strcmp(val, "1m") ? CMR_MET_RES_1M
+                     : !strcmp(val, "1h") ? CMR_MET_RES_1H
+                                          : -2;
             if (p->res == -2) {
                 snprintf(err, errlen, "res is 10s, 1m or 1h, not \"%s\"", val);
                 return -1;
@@ -211,13 +213,13 @@ static json_t *value_json(const cmr_met_value_t *v, double seconds)
     char trace[33] = "";
     if (v->has_slowest)
         cmr_hex(v->slowest_trace, 16, trace);
-    return json_pack("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:s}", "count",
-                     (json_int_t)v->count, "rate", seconds > 0 ? (double)v->count / seconds : 0.0, "errors",
-                     (json_int_t)v->errors, "error_rate", cmr_met_stat(v, CMR_MET_ERROR_RATE), "p50_ms",
-                     ms(cmr_met_stat(v, CMR_MET_P50)), "p90_ms", ms(cmr_met_stat(v, CMR_MET_P90)), "p95_ms",
-                     ms(cmr_met_stat(v, CMR_MET_P95)), "p99_ms", ms(cmr_met_stat(v, CMR_MET_P99)), "max_ms",
-                     ms(cmr_met_stat(v, CMR_MET_MAX)), "mean_ms", ms(cmr_met_stat(v, CMR_MET_MEAN)), "stalled",
-                     (json_int_t)v->stalled, "max_in_flight", (json_int_t)v->max_in_flight, "slowest_trace", trace);
+    return json_pack("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:s}", "count", (json_int_t)v->count,
+                     "rate", seconds > 0 ? (double)v->count / seconds : 0.0, "errors", (json_int_t)v->errors,
+                     "error_rate", cmr_met_stat(v, CMR_MET_ERROR_RATE), "p50_ms", ms(cmr_met_stat(v, CMR_MET_P50)),
+                     "p90_ms", ms(cmr_met_stat(v, CMR_MET_P90)), "p95_ms", ms(cmr_met_stat(v, CMR_MET_P95)), "p99_ms",
+                     ms(cmr_met_stat(v, CMR_MET_P99)), "max_ms", ms(cmr_met_stat(v, CMR_MET_MAX)), "mean_ms",
+                     ms(cmr_met_stat(v, CMR_MET_MEAN)), "stalled", (json_int_t)v->stalled, "max_in_flight",
+                     (json_int_t)v->max_in_flight, "slowest_trace", trace);
 }
 
 static void value_header(FILE *f, const char *first)
@@ -239,9 +241,9 @@ static json_t *labels_json(cmr_metrics_view_t *v, const cmr_met_labels_t *l)
     char name[1024], id[17], agent[512];
     cmr_metrics_subject_name(v->names, v->stores, v->n, l, name, sizeof name);
     snprintf(id, sizeof id, "%016" PRIx64, l->subject);
-    json_t *j = json_pack("{s:o, s:s, s:o, s:s}", "env", cmr_json_str(l->env), "kind",
-                          l->kind == CMR_MET_TRANSACTION ? "transaction" : "method", "name", cmr_json_str(name),
-                          "subject", id);
+    json_t *j =
+        json_pack("{s:o, s:s, s:o, s:s}", "env", cmr_json_str(l->env), "kind",
+                  l->kind == CMR_MET_TRANSACTION ? "transaction" : "method", "name", cmr_json_str(name), "subject", id);
     if (l->agent_id) {
         char aid[17];
         snprintf(aid, sizeof aid, "%016" PRIx64, (uint64_t)l->agent_id);
@@ -499,9 +501,9 @@ static int alert_one(const void *key, size_t klen, const void *val, size_t vlen,
     cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), subject, 0);
     cmr_metrics_subject_name(c->v->names, c->v->stores, c->v->n, &l, name, sizeof name);
     snprintf(id, sizeof id, "%016" PRIx64, subject);
-    json_array_append_new(c->items, json_pack("{s:o, s:o, s:o, s:s, s:I}", "env", cmr_json_str(env), "rule",
-                                              cmr_json_str(rule), "name", cmr_json_str(name), "subject", id,
-                                              "since_ms", (json_int_t)since));
+    json_array_append_new(c->items,
+                          json_pack("{s:o, s:o, s:o, s:s, s:I}", "env", cmr_json_str(env), "rule", cmr_json_str(rule),
+                                    "name", cmr_json_str(name), "subject", id, "since_ms", (json_int_t)since));
     if (c->text)
         fprintf(c->text, "ABNORMAL  %-12s %-20s %s  (since %" PRId64 ")\n", env, rule, name, since);
     return 0;
@@ -585,11 +587,11 @@ int cmr_metrics_query(cmr_metrics_view_t *v, const char *what, const char *const
     params_t p;
     if (parse_params(keys, values, n, &p, err, errlen) != 0)
         return -1;
-    static const char *const stat_names[] = {"p50",  "p90", "p95",   "p99",    "p999",
-                                             "max",  "mean", "count", "errors", "error_rate"};
-    json_t *out = json_pack("{s:s, s:I, s:I, s:s}", "query", what, "from_ms", (json_int_t)p.from_ms, "to_ms",
-                            (json_int_t)p.to_ms, "stat",
-                            (unsigned)p.stat < sizeof stat_names / sizeof stat_names[0] ? stat_names[p.stat] : "?");
+    static const char *const stat_names[] = {"p50", "p90",  "p95",   "p99",    "p999",
+                                             "max", "mean", "count", "errors", "error_rate"};
+    json_t *out =
+        json_pack("{s:s, s:I, s:I, s:s}", "query", what, "from_ms", (json_int_t)p.from_ms, "to_ms", (json_int_t)p.to_ms,
+                  "stat", (unsigned)p.stat < sizeof stat_names / sizeof stat_names[0] ? stat_names[p.stat] : "?");
     int rc;
     if (!strcmp(what, "top"))
         rc = q_top(v, &p, out, text);
@@ -613,8 +615,8 @@ int cmr_metrics_query(cmr_metrics_view_t *v, const char *what, const char *const
     return rc == 0 ? 0 : -1;
 }
 
-int cmr_metrics_cli(const char *root, const char *what, const char *const *keys, const char *const *values,
-                    size_t n, bool as_json)
+int cmr_metrics_cli(const char *root, const char *what, const char *const *keys, const char *const *values, size_t n,
+                    bool as_json)
 {
     char err[1024], *json;
     cmr_metrics_view_t *v = cmr_metrics_view_open(root, err, sizeof err);

@@ -32,8 +32,8 @@
 #define MAX_INTERVAL_MS (3600 * 1000)
 #define MAX_ITEMS 100000 /* methods + transactions + stalled calls of one batch */
 
-int cmr_metrics_opts_from_conf(const cmr_conf_t *conf, const cmr_store_opts_t *ingest, cmr_metrics_opts_t *o,
-                               char *err, size_t errlen)
+int cmr_metrics_opts_from_conf(const cmr_conf_t *conf, const cmr_store_opts_t *ingest, cmr_metrics_opts_t *o, char *err,
+                               size_t errlen)
 {
     int64_t r10, r1m, r1h, series, late, prom, alerts;
     if (cmr_conf_get_int(conf, "metrics.retention.10s_ms", 2LL * 86400000, 60000, INT64_MAX, &r10, err, errlen) ||

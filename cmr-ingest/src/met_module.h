@@ -15,7 +15,7 @@
 #include "cmr/metrics.h"
 
 #define MET_MAX_PARTITIONS 4096
-#define MET_EVAL_STEP_MS 10000 /* rules are judged at these boundaries of the data's time */
+#define MET_EVAL_STEP_MS 10000  /* rules are judged at these boundaries of the data's time */
 #define MET_EVAL_MAX_STEPS 8640 /* boundaries judged at once at most (a day of data) */
 
 /* An environment seen in a partition's data: its newest interval end, and the last
@@ -32,9 +32,9 @@ typedef struct met_env {
 typedef struct met_prom_series {
     cmr_met_labels_t labels;
     uint64_t count, errors, stalled;
-    int64_t in_flight;    /* max_in_flight of the newest interval */
-    int64_t last_ms;      /* that interval */
-    cmr_hist_t hist;      /* cumulative; owned */
+    int64_t in_flight; /* max_in_flight of the newest interval */
+    int64_t last_ms;   /* that interval */
+    cmr_hist_t hist;   /* cumulative; owned */
 } met_prom_series_t;
 
 struct cmr_metrics {
@@ -42,7 +42,7 @@ struct cmr_metrics {
     cmr_metrics_opts_t o;
     const cmr_names_t *names;
     cmr_met_store_t *parts[MET_MAX_PARTITIONS];
-    cmr_map_t envs;   /* environment id -> met_env_t (owned) */
+    cmr_map_t envs;          /* environment id -> met_env_t (owned) */
     cmr_cfg_state_t *config; /* environments and their rules (cmr.config); owned */
     cmr_metrics_alert_fn *alert_fn;
     void *alert_opaque;

@@ -132,13 +132,13 @@ static void render_counter(cmr_buf_t *out, const render_ctx_t *r, const met_prom
         {"name", name},
     };
     uint64_t v = !strcmp(family, "cmr_app_errors_total") ? p->errors
-                 : !strcmp(family, "cmr_app_in_flight") ? (uint64_t)(p->in_flight < 0 ? 0 : p->in_flight)
+                 : !strcmp(family, "cmr_app_in_flight")  ? (uint64_t)(p->in_flight < 0 ? 0 : p->in_flight)
                                                          : p->stalled;
     cmr_prom_sample_u64(out, family, lb, 3, v);
 }
 
-static void render_family(cmr_buf_t *out, const render_ctx_t *r, const char *family, const char *type,
-                          const char *help, render_fn *fn)
+static void render_family(cmr_buf_t *out, const render_ctx_t *r, const char *family, const char *type, const char *help,
+                          render_fn *fn)
 {
     if (!cmr_u64map_count(&r->m->prom))
         return;

@@ -156,9 +156,8 @@ static void on_alert(void *opaque, const cmr_threshold_event_t *ev)
 {
     rig_t *r = opaque;
     assert_true(r->nevents < 16);
-    r->events[r->nevents++] = (seen_event_t){ev->state,   (uint64_t)ev->subject_id, ev->time_ms,
-                                             ev->count,   ev->value,                ev->example_traces.count,
-                                             ev->diagnose};
+    r->events[r->nevents++] = (seen_event_t){ev->state, (uint64_t)ev->subject_id, ev->time_ms, ev->count,
+                                             ev->value, ev->example_traces.count, ev->diagnose};
     assert_string_equal(ev->environment_id, "shop");
     assert_string_equal(ev->rule, "slow-checkout");
     assert_string_equal(ev->subject_name, "com.shop.Checkout.checkout()V");
@@ -381,7 +380,8 @@ static void test_queries(void **state)
         for (int who = AGENT_A; who <= AGENT_B; who += AGENT_B - AGENT_A)
             n += checkout_samples(who, i, all + n);
     qsort(all, n, sizeof all[0], cmp_u64);
-    double p99 = (double)all[(size_t)ceil(0.99 * (double)n) - 1] / 1e6, p50 = (double)all[(size_t)ceil(0.5 * n) - 1] / 1e6;
+    double p99 = (double)all[(size_t)ceil(0.99 * (double)n) - 1] / 1e6,
+           p50 = (double)all[(size_t)ceil(0.5 * n) - 1] / 1e6;
 
     const char *k1[] = {"env", "from", "to"}, *v1[] = {"shop", from, to};
     json_t *top = query(r.root, "top", k1, v1, 3);

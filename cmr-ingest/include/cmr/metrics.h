@@ -59,8 +59,8 @@ typedef struct cmr_metrics_stats {
 } cmr_metrics_stats_t;
 
 /* Options from metrics.* keys (metrics.retention.10s_ms, ...); 0, or -1 with err. */
-int cmr_metrics_opts_from_conf(const cmr_conf_t *conf, const cmr_store_opts_t *ingest, cmr_metrics_opts_t *o,
-                               char *err, size_t errlen);
+int cmr_metrics_opts_from_conf(const cmr_conf_t *conf, const cmr_store_opts_t *ingest, cmr_metrics_opts_t *o, char *err,
+                               size_t errlen);
 
 /* The module over <root>/metrics. names: method display names (the caller's). */
 cmr_metrics_t *cmr_metrics_new(const char *root, const cmr_metrics_opts_t *o, const cmr_names_t *names, char *err,
@@ -116,8 +116,8 @@ int cmr_metrics_query(cmr_metrics_view_t *v, const char *what, const char *const
                       size_t n, char **json, FILE *text, char *err, size_t errlen);
 
 /* `cmr-ingest metrics WHAT`: the query's table (or its JSON) on stdout. Exit status. */
-int cmr_metrics_cli(const char *root, const char *what, const char *const *keys, const char *const *values,
-                    size_t n, bool as_json);
+int cmr_metrics_cli(const char *root, const char *what, const char *const *keys, const char *const *values, size_t n,
+                    bool as_json);
 /* A rule's statistic of a value, in the rule's unit (ms, a fraction, calls). */
 double cmr_metrics_rule_value(const cmr_threshold_rule_t *r, const cmr_met_value_t *v);
 
