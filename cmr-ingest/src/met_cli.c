@@ -335,7 +335,7 @@ static int q_top(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *te
         if (p->name && !strstr(name, p->name))
             continue;
         json_t *it = labels_json(v, &top.items[i].labels);
-        json_object_update(it, json_incref(value_json(&top.items[i].value, seconds)));
+        json_object_update_new(it, value_json(&top.items[i].value, seconds));
         json_array_append_new(items, it);
         if (text)
             value_text(text, name, &top.items[i].value, seconds);
@@ -454,7 +454,7 @@ static int q_jvms(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *t
     for (size_t i = 0; i < c.n; i++) {
         if (i < p->limit) {
             json_t *it = labels_json(v, &c.items[i].labels);
-            json_object_update(it, json_incref(value_json(&c.items[i].value, seconds)));
+            json_object_update_new(it, value_json(&c.items[i].value, seconds));
             json_array_append_new(items, it);
             if (text) {
                 char agent[512];

@@ -300,6 +300,7 @@ static void test_duplicates_and_malformed(void **state)
     built_t x;
     build(&x, AGENT_A, 0, false);
     assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), 0); /* flushed before */
+    built_free(&x);
     build(&x, AGENT_A, 1, false);
     assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), 1);
     assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), 0); /* pending */
