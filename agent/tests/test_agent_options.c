@@ -148,6 +148,8 @@ static void test_key_table(void **state)
         {"agent.shutdown.flush.ms", s.shutdown_flush_ms},
         {"agent.metric.interval.ms", s.metric_interval_ms},
         {"agent.max.threads", s.max_threads},
+        {"agent.stall.threshold.ms", s.stall_threshold_ms},
+        {"agent.status.interval.ms", s.status_interval_ms},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         const cmr_conf_key_t *k = cmr_conf_key_find(keys, ints[i].key);
