@@ -498,6 +498,13 @@ static void test_redefine_resend_and_failures(void **state)
     assert_true(fired);
     free(v2);
     agent_exit(&r);
+    /* instrumented (v2), restored, refused, unknown, instrumented: one class instrumented
+     * now, one redefinition the JVM refused */
+    status_match_t sm = {r.instance, CMR_AGENT_SHUTDOWN};
+    const cmr_record_t *bye = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000);
+    assert_non_null(bye);
+    assert_int_equal(bye->msg.u.agent_status.classes_instrumented, 1);
+    assert_int_equal(bye->msg.u.agent_status.redefine_failures, 1);
     agent_done(&r);
 }
 
