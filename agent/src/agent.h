@@ -29,6 +29,7 @@
 #include "class_cache.h"
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
+#include "cmr/map.h"
 #include "cmr/msg.h"
 #include "cmr/topics.h"
 #include "cmr/trust.h"
@@ -85,6 +86,12 @@ typedef struct cmr_agent {
 
     /* counters reported in AgentStatus */
     _Atomic uint64_t commands_applied, commands_failed, hook_ns_total, hook_calls;
+    /* classes whose instrumented bytes are in effect now (redefinitions to instrumented
+     * bytes minus restorations of original bytes, per class and loader), and the
+     * redefinitions the JVM refused */
+    _Atomic int64_t classes_instrumented;
+    _Atomic uint64_t redefine_failures;
+    cmr_u64map_t instrumented_classes; /* keys of those classes; control thread only */
 } cmr_agent_t;
 
 extern cmr_agent_t *cmr_agent_self;

@@ -28,6 +28,24 @@
 
 #define CAPTURE_BATCH 64
 
+/* --- instrumented classes ------------------------------------------------------------------ */
+
+/* Bytes of class `name` of loader_id were installed: instrumented ones or the originals.
+ * Keeps the set of classes whose instrumented bytes are in effect and its count
+ * (AgentStatus.classes_instrumented): a second instrumented redefinition of a class
+ * counts once, a restoration of one that was not instrumented not at all. */
+static void note_installed(cmr_agent_t *a, const char *name, int64_t loader_id, bool instrumented)
+{
+    uint64_t key = cmr_hash_bytes(name, strlen(name)) ^ cmr_hash_u64((uint64_t)loader_id);
+    if (!instrumented) {
+        if (cmr_u64map_del(&a->instrumented_classes, key, NULL))
+            a->classes_instrumented--;
+    } else if (!cmr_u64map_has(&a->instrumented_classes, key) &&
+               cmr_u64map_put(&a->instrumented_classes, key, (void *)(uintptr_t)1) == 0) {
+        a->classes_instrumented++;
+    }
+}
+
 /* --- finding the JVM's classes ------------------------------------------------------------ */
 
 typedef struct find_ctx {
@@ -245,9 +263,12 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
     jvmtiError jerr = (*a->jvmti)->RedefineClasses(a->jvmti, f.n, defs);
     int64_t took_us = (cmr_mono_ns() - t0) / 1000;
     if (jerr != JVMTI_ERROR_NONE) {
+        a->redefine_failures++;
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_FAILED, jerr,
                "RedefineClasses refused the bytes; the class is unchanged");
     } else {
+        for (int i = 0; i < f.n; i++)
+            note_installed(a, cmd->class_name, f.loaders[i], !cmd->original);
         /* seed: original bytes -> "not needed", instrumented bytes -> "needed" */
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
@@ -319,6 +340,8 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         const cmr_redefine_t *cmd = cmds[i];
         if (found[i].n == 0)
             continue; /* answered above */
+        for (int k = 0; k < found[i].n; k++)
+            note_installed(a, cmd->class_name, found[i].loaders[k], !cmd->original);
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
         } else {

@@ -32,7 +32,6 @@
 #include "probe_rings.h"
 
 #define SHIP_MAX_IN_FLIGHT 2000
-#define STATUS_INTERVAL_MS 10000
 #define SILENCE_DISCONNECT_MS 3000
 #define REFUSAL_STATUS_MS 1000 /* refusals are reported in an AgentStatus within this time */
 #define REFUSAL_LOG_PER_SECOND 5
@@ -153,6 +152,8 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
         .commands_refused = {refused, nrefused},
         .environment_id = a->environment_id,
         .environment_revision = a->revision,
+        .classes_instrumented = a->classes_instrumented,
+        .redefine_failures = (int64_t)a->redefine_failures,
     };
     char err[256];
     if (cmr_producer_send(a->producer, CMR_MSG_AGENT_STATUS, &st, NULL, NULL, err, sizeof err) != CMR_SEND_OK) {
@@ -532,10 +533,11 @@ static void *control_main(void *arg)
                     cmr_agent_capture_byteless(a, c->env);
             }
         }
-        if (now >= c->next_status_ms) {
+        /* periodic status while configured (agent.status.interval.ms; 0: only changes) */
+        if (a->settings.status_interval_ms > 0 && now >= c->next_status_ms) {
             if (c->next_status_ms && a->mode == CMR_MODE_FULL && a->connected)
                 cmr_agent_send_status(a, CMR_AGENT_FULL);
-            c->next_status_ms = now + STATUS_INTERVAL_MS;
+            c->next_status_ms = now + a->settings.status_interval_ms;
         }
         if (!c->consumer)
             control_sleep(100);

@@ -281,6 +281,7 @@ static void agent_free(cmr_agent_t *a)
         return;
     cmr_conf_destroy(a->conf);
     cmr_verifier_free(a->verifier);
+    cmr_u64map_free(&a->instrumented_classes);
     for (size_t i = 0; i < a->addresses.count; i++)
         free(a->addresses.items[i]);
     free(a->addresses.items);

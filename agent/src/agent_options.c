@@ -37,9 +37,15 @@ static const cmr_conf_key_t agent_keys[] = {
     {"agent.ring.records", "16384",
      "events a thread's ring holds (rounded up to a power of two); the CMR's strategy may change it for new threads"},
     {"agent.send.interval.ms", "10", "how often the rings are drained"},
-    {"agent.metric.interval.ms", "10000", "timer aggregation interval"},
+    {"agent.metric.interval.ms", "10000",
+     "metric interval: per-method and per-transaction aggregates, stalled calls (the CMR's strategy overrides it)"},
     {"agent.max.threads", "4096",
      "threads that may hold a ring at once; probes of more threads record nothing and are counted"},
+    {"agent.stall.threshold.ms", "10000",
+     "a call still running after this long is reported as stalled at each metric interval's end (0: never); the "
+     "CMR's strategy overrides it"},
+    {"agent.status.interval.ms", "30000",
+     "how often the agent reports its status while configured (0: only when its state changes)"},
     {"agent.shutdown.flush.ms", "3000",
      "how long the JVM's exit may wait for the last events (500 when the CMR does not answer)"},
     {"trust.keys", NULL,
@@ -271,7 +277,11 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         cmr_conf_get_int(conf, "agent.shutdown.flush.ms", 3000, 0, 600000, &out->shutdown_flush_ms, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.metric.interval.ms", 10000, 100, 3600000, &out->metric_interval_ms, errbuf,
                          errlen) ||
-        cmr_conf_get_int(conf, "agent.max.threads", 4096, 1, 1 << 20, &out->max_threads, errbuf, errlen))
+        cmr_conf_get_int(conf, "agent.max.threads", 4096, 1, 1 << 20, &out->max_threads, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.stall.threshold.ms", 10000, 0, 86400000, &out->stall_threshold_ms, errbuf,
+                         errlen) ||
+        cmr_conf_get_int(conf, "agent.status.interval.ms", 30000, 0, 86400000, &out->status_interval_ms, errbuf,
+                         errlen))
         return -1;
     if (parse_trust_keys(conf, out, errbuf, errlen) != 0)
         return -1;

@@ -27,15 +27,23 @@ static size_t item_of(cmr_metric_agg_t *g, uint64_t method_id)
             return SIZE_MAX;
         memset(g->hists + old, 0, (g->hists_cap - old) * sizeof *g->hists);
     }
+    if (g->traces_cap < g->cap && CMR_ARRAY_GROW(g->traces, g->traces_cap, g->cap) != 0)
+        return SIZE_MAX;
     /* stored as position + 1: a NULL value would read as absent */
     if (cmr_u64map_put(&g->index, method_id, (void *)(uintptr_t)(g->n + 1)) != 0)
         return SIZE_MAX;
     g->items[g->n] = (cmr_method_metric_t){.method_id = (int64_t)method_id, .min_ns = INT64_MAX};
+    memset(g->traces[g->n], 0, 16);
     assert(g->hists[g->n].count == 0);
     return g->n++;
 }
 
 int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown)
+{
+    return cmr_metric_agg_add_traced(g, method_id, ns, thrown, NULL);
+}
+
+int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown, const uint8_t *trace)
 {
     if (ns < 0)
         ns = 0; /* a clock step: the call took no measurable time */
@@ -50,16 +58,24 @@ int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool
     m->sum_ns += ns;
     if (ns < m->min_ns)
         m->min_ns = ns;
-    if (ns > m->max_ns)
+    if (ns > m->max_ns || m->count == 1) {
         m->max_ns = ns;
+        if (trace)
+            memcpy(g->traces[i], trace, 16);
+        else
+            memset(g->traces[i], 0, 16);
+    }
     return 0;
 }
 
 int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,
                          cmr_metric_batch_t *out)
 {
-    *out = (cmr_metric_batch_t){
-        .agent_id = agent_id, .interval_start_ms = interval_start_ms, .interval_ms = interval_ms, .environment_id = ""};
+    *out = (cmr_metric_batch_t){.agent_id = agent_id,
+                                .interval_start_ms = interval_start_ms,
+                                .interval_ms = interval_ms,
+                                .environment_id = "",
+                                .samples_dropped = (int64_t)g->overflow};
     cmr_buf_reset(&g->enc);
     /* encode everything first (the buffer moves while it grows), noting where each ends */
     for (size_t i = 0; i < g->n; i++) {
@@ -73,6 +89,9 @@ int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval
         size_t end = g->items[i].histogram.len;
         g->items[i].histogram = (cmr_bytes_t){g->enc.data + start, end - start};
         start = end;
+        static const uint8_t none[16];
+        bool traced = memcmp(g->traces[i], none, 16) != 0;
+        g->items[i].slowest_trace = (cmr_bytes_t){traced ? g->traces[i] : NULL, traced ? 16 : 0};
     }
     out->metrics.items = g->items;
     out->metrics.count = g->n;
@@ -93,6 +112,7 @@ void cmr_metric_agg_free(cmr_metric_agg_t *g)
     for (size_t i = 0; i < g->hists_cap; i++)
         cmr_hist_free(&g->hists[i]);
     free(g->hists);
+    free(g->traces);
     free(g->items);
     cmr_u64map_free(&g->index);
     cmr_buf_free(&g->enc);

@@ -1,10 +1,11 @@
 /*
- * metric_agg.h - the agent's timer aggregation of one metric interval: per method, call
- * count, exceptions, sum, min, max and a latency histogram (cmr/histogram.h), shipped as
- * one MetricBatch.
+ * metric_agg.h - the agent's latency aggregation of one metric interval: per method (or,
+ * in the second instance call_stacks.h keeps, per transaction root), call count,
+ * exceptions, sum, min, max, a latency histogram (cmr/histogram.h) and the trace of the
+ * slowest call, shipped as one MetricBatch.
  *
- * Used by the publisher thread only (never an application thread), once per timer sample:
- * one map lookup and one histogram record. Memory is bounded: at most max_methods methods
+ * Used by the publisher thread only (never an application thread), once per timer sample
+ * or completed invocation-sequence call: one map lookup and one histogram record. Memory is bounded: at most max_methods methods
  * per interval (each with a sparse histogram: a few hundred bytes for a method whose calls
  * take similar times, 60 KB at the very worst); samples of further methods are not kept
  * and are counted in `overflow`.
@@ -30,7 +31,9 @@
 typedef struct cmr_metric_agg {
     cmr_method_metric_t *items; /* owned; one per method of the interval */
     cmr_hist_t *hists;          /* owned; parallel to items, emptied (memory kept) on reset */
-    size_t n, cap, hists_cap;
+    uint8_t (*traces)[16];      /* owned; parallel to items: trace of the slowest call, all
+                                   zero when that call had none */
+    size_t n, cap, hists_cap, traces_cap;
     size_t max_methods;
     cmr_u64map_t index; /* method id -> position in items (as a uintptr_t) */
     cmr_buf_t enc;      /* the histograms' encodings of the last batch */
@@ -42,6 +45,9 @@ void cmr_metric_agg_init(cmr_metric_agg_t *g, size_t max_methods);
 /* Adds one sample: ns the call took (negative counts as 0), thrown when it ended with an
  * exception. 0, or -1 when the sample was not kept (counted in overflow). */
 int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown);
+/* Same, for a call of a trace (trace: 16 bytes, or NULL): the trace is kept when the call
+ * is the slowest of its method in the interval (the batch's slowest_trace). */
+int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown, const uint8_t *trace);
 /* Fills *out with the interval's aggregates (pointing into g), each item's histogram
  * encoded. 0, or -1 when memory ran out for the encodings (*out is then empty). */
 int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,

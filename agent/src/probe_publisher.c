@@ -1,8 +1,10 @@
 /*
  * probe_publisher.c - the publisher thread: drains every ring continuously (every send
  * interval, and early when a ring is half full), cuts the records into thread segments
- * and ships them as EventBatch messages; aggregates timer samples per method and ships
- * them as MetricBatch messages once per metric interval.
+ * and ships them as EventBatch messages; aggregates timer samples and completed
+ * invocation-sequence calls per method, the root calls of traces per transaction, and
+ * ships them with the calls still running past the stall threshold as MetricBatch
+ * messages once per metric interval (call_stacks.h keeps the threads' shadow stacks).
  *
  * Segments: a thread's root invocation (call depth 1) starts a segment with a new trace
  * id; its events go out in batches while it runs (continuous sending: a long call is
@@ -29,6 +31,7 @@
 #include "probe_rings.h"
 
 #define MAX_RINGS_PER_PASS 8192
+#define MAX_STALLED 64 /* stalled calls per MetricBatch; more are counted in a log line */
 
 typedef struct publisher {
     cmr_agent_t *a;
@@ -40,10 +43,18 @@ typedef struct publisher {
      * histogram per method, bounded to CMR_METRIC_MAX_METHODS methods); owned, emptied
      * (memory kept) when the interval is sent */
     cmr_metric_agg_t agg;
+    /* shadow stacks' shared state: transactions and in-flight counters (call_stacks.h);
+     * each ring keeps its own stack (cmr_ring_t.cs) */
+    cmr_call_stacks_t cs;
     int64_t interval_start_ms;
+    /* the stalled calls of the batch being sent: their stacks live here */
+    cmr_stalled_call_t stalled[MAX_STALLED];
+    uint8_t stall_stacks[MAX_STALLED + 1][CMR_CS_STACK_BYTES]; /* the last one: scratch */
+    cmr_log_limiter_t stall_log;
     /* counters of this pass */
     uint64_t recorded, dropped, batches, metric_batches;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
+    size_t npass; /* rings of the last pass: valid until the next one */
 } publisher_t;
 
 static publisher_t pub;
@@ -157,6 +168,38 @@ static void metric_add(publisher_t *p, uint64_t method_id, int64_t ns, bool thro
         p->dropped++;
 }
 
+/* The calls of the last pass's threads that run longer than the stall threshold, at
+ * most MAX_STALLED (the rest counted in a rate-limited log line), into p->stalled. */
+static size_t stalled_scan(publisher_t *p)
+{
+    int64_t threshold_ms = cmr_probe_rings_stall_threshold(p->rings);
+    if (threshold_ms <= 0)
+        return 0;
+    int64_t now = cmr_mono_ns();
+    size_t n = 0, more = 0;
+    for (size_t i = 0; i < p->npass; i++) {
+        cmr_ring_t *ring = p->pass[i];
+        size_t k = n < MAX_STALLED ? n : MAX_STALLED; /* MAX_STALLED: the scratch slot */
+        cmr_stalled_call_t scratch, *sc = k < MAX_STALLED ? &p->stalled[k] : &scratch;
+        if (ring->final_drained ||
+            !cmr_cs_stalled(&ring->cs, now, threshold_ms * 1000000, p->clock_offset_ns, sc, p->stall_stacks[k]))
+            continue;
+        if (k == MAX_STALLED) {
+            more++;
+            continue;
+        }
+        sc->thread_id = ring->thread_id;
+        sc->thread_name = ring->thread_name;
+        n++;
+    }
+    unsigned long long suppressed = 0;
+    if (more && cmr_log_allow(&p->stall_log, 1, &suppressed))
+        cmr_log(CMR_LOG_WARN, "agent.stalled_overflow",
+                "reported=%zu not_reported=%zu threshold_ms=%lld suppressed=%llu", n, more, (long long)threshold_ms,
+                suppressed);
+    return n;
+}
+
 static void metrics_send(publisher_t *p, int64_t now_ms)
 {
     cmr_agent_t *a = p->a;
@@ -164,17 +207,21 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
     if (g->overflow) /* once per interval at most */
         cmr_log(CMR_LOG_WARN, "agent.metrics_overflow", "samples=%" PRIu64 " methods=%zu max_methods=%zu", g->overflow,
                 g->n, g->max_methods);
-    if (g->n > 0 && a->producer) {
-        cmr_metric_batch_t mb;
+    cmr_metric_batch_t mb;
+    if (a->producer && cmr_metric_agg_batch(g, a->agent_id, p->interval_start_ms,
+                                            (int32_t)(now_ms - p->interval_start_ms), &mb) == 0) {
+        cmr_cs_batch(&p->cs, &mb); /* on failure: no transactions this time */
+        mb.samples_dropped += (int64_t)p->cs.not_kept;
+        mb.stalled.items = p->stalled;
+        mb.stalled.count = stalled_scan(p);
+        mb.environment_id = a->environment_id;
         char err[256];
-        if (cmr_metric_agg_batch(g, a->agent_id, p->interval_start_ms, (int32_t)(now_ms - p->interval_start_ms), &mb) ==
-                0 &&
-            (mb.environment_id = a->environment_id) &&
+        if ((mb.metrics.count || mb.transactions.count || mb.stalled.count) &&
             cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
             p->metric_batches++;
-        cmr_metric_agg_reset(g);
     }
-    g->overflow = 0;
+    cmr_metric_agg_reset(g);
+    cmr_cs_interval_reset(&p->cs);
     p->interval_start_ms = now_ms;
 }
 
@@ -196,12 +243,17 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             if (aux <= 1 && ring->segment_open) /* the exit of the last root was lost */
                 batch_send(p, ring, true);
             batch_append(p, ring, rec, kind, aux);
+            /* after the append: a root enter opened its segment (trace, parent) */
+            cmr_cs_enter(&p->cs, &ring->cs, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), aux, ring->trace_id,
+                         !ring->has_parent);
             break;
         case CMR_EVENT_EXIT:
         case CMR_EVENT_EXCEPTION_EXIT:
             if (aux == 0) /* an exit without its entry (the method was redefined meanwhile) */
                 break;
             batch_append(p, ring, rec, kind, aux);
+            cmr_cs_exit(&p->cs, &ring->cs, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), aux,
+                        kind == CMR_EVENT_EXCEPTION_EXIT);
             break;
         case CMR_EVENT_FORK:
             if (ring->segment_open)
@@ -242,8 +294,10 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         batch_send(p, ring, false);
     if (closed && ring->segment_open) /* the thread ended inside a call */
         batch_send(p, ring, true);
-    if (closed)
+    if (closed) {
+        cmr_cs_thread_end(&p->cs, &ring->cs); /* calls it ended inside no longer run */
         ring->final_drained = true;
+    }
 }
 
 static void pass_once(publisher_t *p)
@@ -252,6 +306,7 @@ static void pass_once(publisher_t *p)
     size_t ndead;
     refresh_clock(p);
     size_t n = cmr_probe_rings_snapshot(p->rings, p->pass, MAX_RINGS_PER_PASS, dead, &ndead, 256);
+    p->npass = n;
     for (size_t i = 0; i < n; i++)
         drain_ring(p, p->pass[i]);
     for (size_t i = 0; i < ndead; i++)
@@ -290,6 +345,7 @@ int cmr_probe_publisher_start(cmr_agent_t *a)
     pub.rings = a->rings;
     pub.interval_start_ms = cmr_wall_ms();
     cmr_metric_agg_init(&pub.agg, 0);
+    cmr_cs_init(&pub.cs, &pub.agg);
     if (cmr_random_bytes(pub.rng, sizeof pub.rng) != 0)
         pub.rng[0] = (uint64_t)cmr_mono_ns() | 1;
     /* segment ids never repeat, also across restarts of the same agent: a random base
@@ -317,5 +373,6 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
         metrics_send(&pub, cmr_wall_ms());
         cmr_probe_rings_count(pub.rings, 0, 0, 0, pub.metric_batches);
     }
+    cmr_cs_free(&pub.cs);
     cmr_metric_agg_free(&pub.agg);
 }

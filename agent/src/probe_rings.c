@@ -28,6 +28,7 @@ struct cmr_probe_rings {
     size_t count, cap;
     uint64_t ring_records; /* for new threads */
     int64_t send_interval_ms, metric_interval_ms;
+    int64_t stall_threshold_ms;
     uint32_t max_batch;
     size_t max_threads;
     int64_t agent_id;
@@ -59,6 +60,7 @@ cmr_probe_rings_t *cmr_probe_rings_new(cmr_agent_t *a)
     r->ring_records = pow2_at_least((uint64_t)a->settings.ring_records);
     r->send_interval_ms = a->settings.send_interval_ms;
     r->metric_interval_ms = a->settings.metric_interval_ms;
+    r->stall_threshold_ms = a->settings.stall_threshold_ms;
     r->max_batch = 4096;
     r->max_threads = (size_t)a->settings.max_threads;
     return r;
@@ -77,6 +79,7 @@ void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s)
         r->max_batch = (uint32_t)s->max_batch_events;
     if (s->max_threads > 0)
         r->max_threads = (size_t)s->max_threads;
+    r->stall_threshold_ms = s->stall_threshold_ms > 0 ? s->stall_threshold_ms : r->agent->settings.stall_threshold_ms;
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -113,6 +116,7 @@ void cmr_ring_free(cmr_ring_t *ring)
         return;
     free(ring->mem);
     free(ring->batch);
+    free(ring->cs.frames); /* NULL once the publisher saw the thread end */
     free(ring);
 }
 
@@ -293,4 +297,12 @@ void cmr_probe_rings_intervals(cmr_probe_rings_t *r, int64_t *send_ms, int64_t *
     *send_ms = r->send_interval_ms;
     *metric_ms = r->metric_interval_ms;
     pthread_mutex_unlock(&r->lock);
+}
+
+int64_t cmr_probe_rings_stall_threshold(cmr_probe_rings_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int64_t ms = r->stall_threshold_ms;
+    pthread_mutex_unlock(&r->lock);
+    return ms;
 }

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "call_stacks.h"
 #include "cmr/msg.h"
 
 #define CMR_RING_HEADER 128
@@ -77,6 +78,7 @@ typedef struct cmr_ring {
     cmr_parent_link_t next_parent;
     uint8_t *batch; /* events of the open segment not yet sent */
     uint32_t batch_count, batch_cap;
+    cmr_cs_thread_t cs; /* the thread's open invocations (call_stacks.h) */
 } cmr_ring_t;
 
 typedef struct cmr_probe_stats {
@@ -101,7 +103,8 @@ void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id);
 void cmr_probe_rings_set_trace_context(cmr_probe_rings_t *r, int policy, const uint8_t *key, size_t key_len);
 /* The first segment id of this run (random; the probes count up from it). */
 void cmr_probe_rings_set_segment_base(cmr_probe_rings_t *r, uint64_t base);
-/* Strategy from the CMR: ring size for new threads, send and metric intervals, batch size. */
+/* Strategy from the CMR: ring size for new threads, send and metric intervals, batch size,
+ * stall threshold. */
 void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s);
 void cmr_probe_rings_stats(cmr_probe_rings_t *r, cmr_probe_stats_t *out);
 
@@ -123,5 +126,8 @@ void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms);
 void cmr_probe_rings_wake(cmr_probe_rings_t *r);
 /* The publisher's intervals as the strategy sets them now. */
 void cmr_probe_rings_intervals(cmr_probe_rings_t *r, int64_t *send_ms, int64_t *metric_ms);
+/* Calls running longer than this are reported as stalled (0: never): the strategy's
+ * stall_threshold_ms, or agent.stall.threshold.ms when the CMR sends none. */
+int64_t cmr_probe_rings_stall_threshold(cmr_probe_rings_t *r);
 
 #endif

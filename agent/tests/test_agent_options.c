@@ -109,6 +109,22 @@ static void test_bad_options_are_clear(void **state)
     assert_non_null(strstr(err, "agent options"));
     cmr_conf_destroy(c);
 
+    /* 0 turns stalled-call reports and periodic status off; below 0 is a mistake */
+    c = cmr_conf_new();
+    assert_int_equal(cmr_agent_options_load("bootstrap=x:1,agent.stall.threshold.ms=0,agent.status.interval.ms=0",
+                                            test_getenv, c, err, sizeof err),
+                     0);
+    assert_int_equal(cmr_agent_settings_from_conf(c, &s, err, sizeof err), 0);
+    assert_int_equal(s.stall_threshold_ms, 0);
+    assert_int_equal(s.status_interval_ms, 0);
+    cmr_conf_destroy(c);
+    c = cmr_conf_new();
+    assert_int_equal(
+        cmr_agent_options_load("bootstrap=x:1,agent.status.interval.ms=-5", test_getenv, c, err, sizeof err), 0);
+    assert_int_equal(cmr_agent_settings_from_conf(c, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "agent.status.interval.ms"));
+    cmr_conf_destroy(c);
+
     c = cmr_conf_new();
     assert_int_equal(cmr_agent_options_load("bootstrap=x:1,log=loud", test_getenv, c, err, sizeof err), 0);
     assert_int_equal(cmr_agent_settings_from_conf(c, &s, err, sizeof err), -1);
@@ -148,6 +164,8 @@ static void test_key_table(void **state)
         {"agent.shutdown.flush.ms", s.shutdown_flush_ms},
         {"agent.metric.interval.ms", s.metric_interval_ms},
         {"agent.max.threads", s.max_threads},
+        {"agent.stall.threshold.ms", s.stall_threshold_ms},
+        {"agent.status.interval.ms", s.status_interval_ms},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         const cmr_conf_key_t *k = cmr_conf_key_find(keys, ints[i].key);

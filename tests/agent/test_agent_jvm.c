@@ -9,6 +9,9 @@
  *     and unknown classes fail alone; BytecodeResend sends the class's bytes again;
  *   - probes: a class instrumented by the class-file engine records balanced call trees
  *     (invocation sequence) and per-method aggregates (timer);
+ *   - metrics from invocation sequences: per-method counts, one transaction per root
+ *     call, a stalled call reported with its thread and stack while it runs, and the
+ *     periodic AgentStatus counting the instrumented classes;
  *   - disconnected mode: classes loaded during a broker outage arrive after it;
  *   - stress: many threads; every event arrives or is counted as dropped, none corrupt;
  *   - trust (docs/SECURITY.md): forged commands sent through the broker to a real JVM are
@@ -160,7 +163,7 @@ static void agent_start(agent_run_t *r, const char *test, const char *extra_opti
     agent_launch(r, name, extra_options, true);
 }
 
-static void agent_configure(agent_run_t *r, int metric_interval_ms)
+static void agent_configure_stall(agent_run_t *r, int metric_interval_ms, int stall_threshold_ms)
 {
     cmr_agent_configuration_t cfg = {
         .instance_id = r->instance,
@@ -172,11 +175,17 @@ static void agent_configure(agent_run_t *r, int metric_interval_ms)
                      .ring_records = 0,
                      .max_batch_events = 2048,
                      .metric_interval_ms = metric_interval_ms,
-                     .max_threads = 0},
+                     .max_threads = 0,
+                     .stall_threshold_ms = stall_threshold_ms},
     };
     assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_AGENT_CONFIGURATION, &cfg), 0);
     status_match_t sm = {r->instance, CMR_AGENT_FULL};
     assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000));
+}
+
+static void agent_configure(agent_run_t *r, int metric_interval_ms)
+{
+    agent_configure_stall(r, metric_interval_ms, 0);
 }
 
 /* Ends the JVM normally (exit code 0); its stderr stays readable until agent_done(). */
@@ -489,6 +498,13 @@ static void test_redefine_resend_and_failures(void **state)
     assert_true(fired);
     free(v2);
     agent_exit(&r);
+    /* instrumented (v2), restored, refused, unknown, instrumented: one class instrumented
+     * now, one redefinition the JVM refused */
+    status_match_t sm = {r.instance, CMR_AGENT_SHUTDOWN};
+    const cmr_record_t *bye = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000);
+    assert_non_null(bye);
+    assert_int_equal(bye->msg.u.agent_status.classes_instrumented, 1);
+    assert_int_equal(bye->msg.u.agent_status.redefine_failures, 1);
     agent_done(&r);
 }
 
@@ -522,12 +538,13 @@ static void test_probes_record_call_trees_and_timers(void **state)
     assert_int_equal(t.exits, 4000);
     assert_int_equal(t.segments_done, 1000);
 
-    /* the same method with the timer sensor instead: aggregates, not events */
+    /* the same method with the timer sensor instead: aggregates, not events (the
+     * invocation sequences above were aggregated too: 4000 calls) */
     instrument_work(&r, work, &agent_timer_probe, 11);
     jvm_proc_send(&r.jvm, "work 1 300");
     assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
     int64_t count = 0;
-    for (int i = 0; i < 100 && count < 1200; i++) {
+    for (int i = 0; i < 100 && count < 4000 + 1200; i++) {
         cmr_peer_poll(&peer, 100);
         count = 0;
         for (size_t k = 0; k < peer.n; k++) {
@@ -552,10 +569,129 @@ static void test_probes_record_call_trees_and_timers(void **state)
             }
         }
     }
-    assert_int_equal(count, 1200);
+    assert_int_equal(count, 4000 + 1200);
     event_tally_t after;
     tally_events(&r, call_id, &after);
     assert_int_equal(after.events, t.events); /* the timer run produced no events */
+    agent_exit(&r);
+    agent_done(&r);
+}
+
+/* What the MetricBatches of an agent say about one method, summed over the batches. */
+typedef struct metric_tally {
+    int64_t method_count, method_max_in_flight;
+    int64_t tx_count, tx_max_in_flight, tx_other;
+    int64_t stalled_reports, stalled_max_running_ms;
+    bool stalled_ok, slowest_traced;
+} metric_tally_t;
+
+static void tally_metrics(agent_run_t *r, uint64_t method_id, uint64_t stalled_id, metric_tally_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->stalled_ok = true;
+    for (size_t i = 0; i < peer.n; i++) {
+        const cmr_msg_t *m = &peer.recs[i]->msg;
+        if (m->type != CMR_MSG_METRIC_BATCH || m->u.metric_batch.agent_id != r->agent_id)
+            continue;
+        const cmr_metric_batch_t *b = &m->u.metric_batch;
+        assert_string_equal(b->environment_id, "test");
+        for (size_t k = 0; k < b->metrics.count; k++) {
+            const cmr_method_metric_t *mm = &b->metrics.items[k];
+            if ((uint64_t)mm->method_id != method_id)
+                continue;
+            t->method_count += mm->count;
+            if (mm->max_in_flight > t->method_max_in_flight)
+                t->method_max_in_flight = mm->max_in_flight;
+            t->slowest_traced = mm->slowest_trace.len == 16;
+            cmr_hist_t h = {0};
+            assert_int_equal(cmr_hist_decode(&h, mm->histogram.data, mm->histogram.len), 0);
+            assert_int_equal((int64_t)h.count, mm->count);
+            cmr_hist_free(&h);
+        }
+        for (size_t k = 0; k < b->transactions.count; k++) {
+            const cmr_transaction_metric_t *tx = &b->transactions.items[k];
+            if ((uint64_t)tx->root_method_id != method_id) {
+                t->tx_other += tx->count;
+                continue;
+            }
+            t->tx_count += tx->count;
+            if (tx->max_in_flight > t->tx_max_in_flight)
+                t->tx_max_in_flight = tx->max_in_flight;
+        }
+        for (size_t k = 0; k < b->stalled.count; k++) {
+            const cmr_stalled_call_t *sc = &b->stalled.items[k];
+            if (strcmp(sc->thread_name, "slow-sleeper") != 0)
+                continue;
+            t->stalled_reports++;
+            if (sc->running_ms > t->stalled_max_running_ms)
+                t->stalled_max_running_ms = sc->running_ms;
+            /* demo.Slow.call(2, ms): three invocations open, the innermost one sleeping */
+            bool ok = (uint64_t)sc->method_id == stalled_id && sc->stack.len == 24 && sc->trace_id.len == 16 &&
+                      sc->thread_id > 0 && sc->started_ms > 0;
+            for (size_t x = 0; ok && x < sc->stack.len; x += 8)
+                ok = cmr_be64(sc->stack.data + x) == stalled_id;
+            t->stalled_ok &= ok;
+        }
+    }
+}
+
+static bool full_status_instrumented(const cmr_msg_t *m, const void *ud)
+{
+    return strcmp(m->u.agent_status.instance_id, (const char *)ud) == 0 && m->u.agent_status.state == CMR_AGENT_FULL &&
+           m->u.agent_status.classes_instrumented >= 2;
+}
+
+static void test_invocation_metrics_transactions_and_stalled_calls(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "invmetrics", "agent.status.interval.ms=500");
+    agent_configure_stall(&r, 300, 250); /* calls running longer than 250 ms are stalled */
+    load_classes(&r, "demo.Work demo.Slow");
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    const cmr_class_loaded_t *slow = wait_class(&r, "demo/Slow", -1, 30000);
+    assert_non_null(work);
+    assert_non_null(slow);
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+    uint64_t slow_id = cmr_method_id("demo/Slow", "call", "(IJ)J");
+    instrument_work(&r, work, &agent_sequence_probe, 40);
+    assert_int_equal(redefine_instrumented(&r, slow, &agent_sequence_probe, only_call, 41), 1);
+
+    char line[128];
+    jvm_proc_send(&r.jvm, "work 2 500"); /* 1000 root calls, each 4 invocations deep */
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
+    assert_string_equal(line, "work: calls=1000");
+    jvm_proc_send(&r.jvm, "slow 1500");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "slow:", line, sizeof line, 10000), 0);
+
+    metric_tally_t t;
+    for (int i = 0; i < 150; i++) {
+        cmr_peer_poll(&peer, 100);
+        tally_metrics(&r, call_id, slow_id, &t);
+        if (t.method_count >= 4000 && t.tx_count >= 1000 && t.stalled_reports >= 2 && t.tx_other >= 1)
+            break;
+    }
+    print_message("method calls %" PRId64 " (max in flight %" PRId64 "), transactions %" PRId64
+                  " (max in flight %" PRId64 "), stalled reports %" PRId64 " (longest %" PRId64 " ms)\n",
+                  t.method_count, t.method_max_in_flight, t.tx_count, t.tx_max_in_flight, t.stalled_reports,
+                  t.stalled_max_running_ms);
+    assert_int_equal(t.method_count, 4000);   /* 1000 calls x depth 0..3 */
+    assert_int_equal(t.tx_count, 1000);       /* one per root call */
+    assert_true(t.method_max_in_flight >= 4); /* a recursion of 4 is open at once */
+    assert_true(t.tx_max_in_flight >= 1 && t.tx_max_in_flight <= 2);
+    assert_true(t.slowest_traced);
+    /* the sleeping call: reported in every interval while it runs, then a transaction */
+    assert_true(t.stalled_reports >= 2);
+    assert_true(t.stalled_ok);
+    assert_true(t.stalled_max_running_ms >= 250 && t.stalled_max_running_ms < 1600);
+    assert_int_equal(t.tx_other, 1);
+
+    /* the periodic status counts both instrumented classes, and no refused redefinition */
+    const cmr_record_t *st = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, full_status_instrumented, r.instance, 0, 10000);
+    assert_non_null(st);
+    assert_int_equal(st->msg.u.agent_status.classes_instrumented, 2);
+    assert_int_equal(st->msg.u.agent_status.redefine_failures, 0);
+    assert_string_equal(st->msg.u.agent_status.environment_id, "test");
     agent_exit(&r);
     agent_done(&r);
 }
@@ -1183,6 +1319,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
         cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
+        cmocka_unit_test(test_invocation_metrics_transactions_and_stalled_calls),
         cmocka_unit_test(test_context_follows_work_to_other_threads),
         cmocka_unit_test(test_context_follows_thread_pool_tasks_through_the_jdk),
         cmocka_unit_test(test_disconnected_mode_loses_no_class),

@@ -6,6 +6,8 @@
  *   greet                 -> greet: <what demo.Greeter says>
  *   load CLASS...         -> loaded CLASS...     (Class.forName: a class load the agent sees)
  *   work THREADS CALLS    -> work: calls=N       (each thread calls demo.Work.call CALLS times)
+ *   slow MS               -> slow: started       (a thread named slow-sleeper calls demo.Slow.call,
+ *                                                  whose innermost invocation sleeps MS ms)
  *   fanout TASKS          -> fanout: tasks=N     (demo.Fanout hands TASKS tasks to a pool)
  *   pool TASKS            -> pool: tasks=N       (demo.PoolWork: plain ThreadPoolExecutor.execute)
  *   loadjar JAR [RATE]    -> loadjar: classes=N  (loads, without initializing, every class
@@ -52,6 +54,20 @@ public class AgentTestApp {
                 case "work":
                     System.out.println("work: calls=" + work(Integer.parseInt(w[1]), Long.parseLong(w[2])));
                     break;
+                case "slow": {
+                    long ms = Long.parseLong(w[1]);
+                    Thread t = new Thread(() -> {
+                        try {
+                            demo.Slow.call(2, ms);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }, "slow-sleeper");
+                    t.setDaemon(true);
+                    t.start();
+                    System.out.println("slow: started");
+                    break;
+                }
                 case "fanout":
                     System.out.println("fanout: tasks=" + demo.Fanout.run(POOL, Integer.parseInt(w[1])));
                     break;
