@@ -46,13 +46,16 @@ step "Environment and agent mapping (demo/environment.yaml)"
 
 step "CMR workers: cmr-config, cmr-instrumenter, cmr-ingest"
 cmr_start_control_plane "$work"
-"$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port -1 run >"$work/ingest.log" 2>&1 &
+# metrics.lateness_ms: the demo's JVMs report every 2 s; judge the rules 2 s behind them
+"$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port -1 -X metrics.lateness_ms=2000 run \
+    >"$work/ingest.log" 2>&1 &
 ingest_pid=$!
 pids+=($ingest_pid)
 sleep 2
 echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
 
 agent="$B/agent/libcmragent.so=bootstrap=$bs,trust.keys=$trust_pub,kafka.fetch.wait.max.ms=5"
+run_start=$(date +%s)
 step "The payment service (a second JVM, HTTP on loopback), with the agent"
 "$JAVA" "-agentpath:$agent,name=payments-demo" -cp "$B/demo/classes" payments.PaymentService "$work/payments.port" \
     >"$work/payments.out" 2>"$work/payments.log" &
@@ -109,6 +112,16 @@ fi
     exit 1
 }
 ingest_q --limit 5 "${window[@]}"
+
+step "Transactions and methods of the run (cmr-ingest metrics: histograms merged over the JVMs)"
+metrics_q() { "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" metrics "$@" --env demo --from "$run_start"; }
+metrics_q top --kind transaction --limit 8
+echo
+metrics_q top --kind method --limit 8
+echo
+echo "Threshold rules (demo/environment.yaml) that found something abnormal (events on cmr.alerts):"
+grep -E "event=metrics\.(abnormal|back_to_normal)" "$work/ingest.log" | sed -e 's/^ts=[^ ]* level=[a-z]* prog=[^ ]* //' || echo "(none)"
+metrics_q alerts
 
 step "Where the time went in the slowest checkout"
 "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" show "$slowest"

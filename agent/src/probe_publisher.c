@@ -243,9 +243,12 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             if (aux <= 1 && ring->segment_open) /* the exit of the last root was lost */
                 batch_send(p, ring, true);
             batch_append(p, ring, rec, kind, aux);
-            /* after the append: a root enter opened its segment (trace, parent) */
+            /* after the append: a root enter opened its segment (trace, parent). Its root is a
+             * transaction when the trace starts here or came from outside this JVM (another
+             * JVM, another tracer): an entry point of this JVM. A hand-off from one of this
+             * JVM's threads continues its transaction. */
             cmr_cs_enter(&p->cs, &ring->cs, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), aux, ring->trace_id,
-                         !ring->has_parent);
+                         !ring->has_parent || ring->parent.agent_id != p->a->agent_id);
             break;
         case CMR_EVENT_EXIT:
         case CMR_EVENT_EXCEPTION_EXIT:

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -222,16 +223,33 @@ static json_t *value_json(const cmr_met_value_t *v, double seconds)
                      (json_int_t)v->max_in_flight, "slowest_trace", trace);
 }
 
+#define NAME_COLUMN 56
+
 static void value_header(FILE *f, const char *first)
 {
-    fprintf(f, "%-44s %9s %8s %6s %9s %9s %9s %9s %7s\n", first, "COUNT", "RATE/s", "ERR", "P50 ms", "P95 ms", "P99 ms",
-            "MAX ms", "STALLED");
+    fprintf(f, "%-*s %9s %8s %6s %9s %9s %9s %9s %7s\n", NAME_COLUMN, first, "COUNT", "RATE/s", "ERR", "P50 ms",
+            "P95 ms", "P99 ms", "MAX ms", "STALLED");
+}
+
+/* A name that fits the column: a method's descriptor becomes "(..)" when the whole does
+ * not fit, then the tail is cut. */
+static const char *column_name(const char *name, char *buf, size_t len)
+{
+    const char *paren = strchr(name, '(');
+    if (strlen(name) <= NAME_COLUMN || !paren)
+        snprintf(buf, len, "%.*s", NAME_COLUMN, name);
+    else
+        snprintf(buf, len, "%.*s(..)", (int)((size_t)(paren - name) < NAME_COLUMN - 4 ? paren - name : NAME_COLUMN - 4),
+                 name);
+    return buf;
 }
 
 static void value_text(FILE *f, const char *first, const cmr_met_value_t *v, double seconds)
 {
-    fprintf(f, "%-44.44s %9" PRIu64 " %8.2f %6" PRIu64 " %9.2f %9.2f %9.2f %9.2f %7" PRIu64 "\n", first, v->count,
-            seconds > 0 ? (double)v->count / seconds : 0.0, v->errors, ms(cmr_met_stat(v, CMR_MET_P50)),
+    char col[NAME_COLUMN + 8];
+    first = column_name(first, col, sizeof col);
+    fprintf(f, "%-*s %9" PRIu64 " %8.2f %6" PRIu64 " %9.2f %9.2f %9.2f %9.2f %7" PRIu64 "\n", NAME_COLUMN, first,
+            v->count, seconds > 0 ? (double)v->count / seconds : 0.0, v->errors, ms(cmr_met_stat(v, CMR_MET_P50)),
             ms(cmr_met_stat(v, CMR_MET_P95)), ms(cmr_met_stat(v, CMR_MET_P99)), ms(cmr_met_stat(v, CMR_MET_MAX)),
             v->stalled);
 }
@@ -504,8 +522,14 @@ static int alert_one(const void *key, size_t klen, const void *val, size_t vlen,
     json_array_append_new(c->items,
                           json_pack("{s:o, s:o, s:o, s:s, s:I}", "env", cmr_json_str(env), "rule", cmr_json_str(rule),
                                     "name", cmr_json_str(name), "subject", id, "since_ms", (json_int_t)since));
-    if (c->text)
-        fprintf(c->text, "ABNORMAL  %-12s %-20s %s  (since %" PRId64 ")\n", env, rule, name, since);
+    if (c->text) {
+        char when[32];
+        time_t t = (time_t)(since / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        fprintf(c->text, "ABNORMAL  %-12s %-20s %s  (since %s)\n", env, rule, name, when);
+    }
     return 0;
 }
 

@@ -8,8 +8,14 @@
  *    including a rejected message (garbage sent to cmr.events, counted per topic and
  *    reason);
  *  - another path is 404, another method 405;
+ *  - application metrics: an environment with a threshold rule applied with cmr-config,
+ *    MetricBatches of two JVMs on cmr.metrics (fast, then one JVM slow): cmr-ingest sends
+ *    an ABNORMAL ThresholdEvent on cmr.alerts with its evidence, serves the application's
+ *    histograms on /metrics (promtool-valid), and `cmr-ingest metrics top|jvms` answer
+ *    with the counts that were sent while the worker runs;
  *  - a real Prometheus server (when installed) scrapes cmr-ingest on loopback and its
- *    HTTP API answers up{job="cmr-ingest"} == 1 and the worker's own series.
+ *    HTTP API answers up{job="cmr-ingest"} == 1, the worker's own series and the
+ *    application's latency histogram.
  *
  * Every wait is bounded; processes and temporary directories are removed at the end.
  *
@@ -35,7 +41,11 @@
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/histogram.h"
+#include "cmr/ids.h"
+#include "cmr/reader.h"
 #include "cmr/topics.h"
+#include "cmr/wire.h"
 #include "cp_support.h"
 
 static const char *broker_bin, *ingest_bin, *config_bin, *instr_bin;
@@ -189,6 +199,7 @@ static int setup(void **state)
                            "--store",     store,
                            "-X",          "ingest.http.port=-1",
                            "-X",          "metrics.port=0",
+                           "-X",          "metrics.lateness_ms=0",
                            "--log-level", "info",
                            NULL};
     const char *cargv[] = {config_bin, "--bootstrap",    broker.bootstrap, "-X",   cp_signing_key_option(),
@@ -267,6 +278,172 @@ static void test_ingest_metrics(void **state)
         fail();
     }
     free(body);
+}
+
+/* --- application metrics ---------------------------------------------------------------- */
+
+#define APP_INTERVALS 9
+
+/* One MetricBatch of environment shop: agent `agent`, interval i (10 s each, ending at
+ * `end_ms`), 20 checkouts of 40 ms, or of 300 ms when slow. */
+static void send_metric_batch(cmr_producer_t *p, int64_t agent, int64_t start_ms, bool slow, uint64_t method)
+{
+    cmr_hist_t h = {0};
+    int64_t sum = 0;
+    for (int k = 0; k < 20; k++) {
+        int64_t ns = (slow ? 300 : 40) * 1000000LL + k * 100000LL;
+        cmr_hist_record(&h, (uint64_t)ns, 1);
+        sum += ns;
+    }
+    cmr_buf_t enc = {0};
+    cmr_hist_encode(&h, &enc);
+    uint8_t trace[16];
+    memset(trace, (int)agent, sizeof trace);
+    cmr_transaction_metric_t tx = {.root_method_id = (int64_t)method,
+                                   .name = "",
+                                   .count = 20,
+                                   .sum_ns = sum,
+                                   .min_ns = (int64_t)h.min,
+                                   .max_ns = (int64_t)h.max,
+                                   .histogram = {enc.data, enc.len},
+                                   .max_in_flight = 3,
+                                   .slowest_trace = {trace, 16}};
+    cmr_metric_batch_t b = {.agent_id = agent,
+                            .interval_start_ms = start_ms,
+                            .interval_ms = 10000,
+                            .environment_id = "shop",
+                            .transactions = {&tx, 1}};
+    char err[256];
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_METRIC_BATCH, &b, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    cmr_buf_free(&enc);
+    cmr_hist_free(&h);
+}
+
+/* The first ThresholdEvent on cmr.alerts (waits up to timeout_ms): 0, or -1. */
+static int next_alert(cmr_reader_t *r, int timeout_ms, cmr_msg_t *out)
+{
+    for (int64_t deadline = cmr_mono_ms() + timeout_ms; cmr_mono_ms() < deadline;) {
+        cmr_reader_rec_t rec;
+        char err[256];
+        if (cmr_reader_poll(r, 200, &rec) == 1 && cmr_msg_decode(rec.payload, rec.len, out, err, sizeof err) == 0) {
+            if (out->type == CMR_MSG_THRESHOLD_EVENT)
+                return 0;
+            cmr_msg_free(out);
+        }
+    }
+    return -1;
+}
+
+static void test_application_metrics(void **state)
+{
+    (void)state;
+    assert_int_equal(cp_proc_wait_log(&ingest, "event=ingest.started", 30000), 0);
+    /* the environment's rule, through cmr-config like an operator */
+    char *out = NULL;
+    const char *yaml = "version: 1\nenvironments:\n  - id: shop\n    thresholds:\n"
+                       "      - name: slow-checkout\n        transaction: \"*Checkout.checkout*\"\n"
+                       "        statistic: p99\n        above: 200ms\n        for: 20s\n        min_count: 10\n"
+                       "        diagnose: true\n";
+    if (cp_apply(config_bin, broker.bootstrap, yaml, &out) != 0) {
+        fprintf(stderr, "cmr-config apply failed:\n%s\n", out ? out : "");
+        fail();
+    }
+    free(out);
+    char err[256];
+    cmr_conf_t *conf = cmr_conf_new();
+    cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "test");
+    cmr_producer_t *p = cmr_producer_new(conf, "metrics-test", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    /* the method's name first (the rule's glob matches names), then the data */
+    uint64_t checkout = cmr_method_id("com/shop/Checkout", "checkout", "()V");
+    cmr_method_entry_t me = {(int64_t)checkout, "com/shop/Checkout", "checkout", "()V", 1, NULL, 0};
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_METHOD_ENTRY, &me, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_flush(p, 15000), 0);
+    const char *want_methods[] = {"cmr_ingest_methods 1\n", NULL};
+    for (int64_t deadline = cmr_mono_ms() + 30000;; cmr_sleep_ms(200)) {
+        char *body = NULL;
+        assert_int_equal(http(ingest_port, "GET", "/metrics", &body), 200);
+        bool known = strstr(body, want_methods[0]) != NULL;
+        free(body);
+        if (known)
+            break;
+        assert_true(cmr_mono_ms() < deadline);
+    }
+    /* two JVMs for 90 s of data ending now; JVM B is slow in the last 40 s */
+    int64_t end = cmr_wall_ms() / 10000 * 10000;
+    for (int i = 0; i < APP_INTERVALS; i++) {
+        int64_t start = end - (APP_INTERVALS - i) * 10000LL;
+        send_metric_batch(p, 0xA1, start, false, checkout);
+        send_metric_batch(p, 0xB2, start, i >= APP_INTERVALS - 4, checkout);
+    }
+    assert_int_equal(cmr_producer_flush(p, 15000), 0);
+    cmr_producer_destroy(p, 5000);
+
+    /* the rule's verdict, on cmr.alerts */
+    cmr_reader_t *alerts = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_ALERTS), 0, err, sizeof err);
+    assert_non_null(alerts);
+    cmr_msg_t m;
+    if (next_alert(alerts, 30000, &m) != 0) {
+        cp_proc_dump_log(&ingest, 30);
+        fail_msg("no ThresholdEvent on cmr.alerts");
+    }
+    const cmr_threshold_event_t *ev = &m.u.threshold_event;
+    assert_string_equal(ev->environment_id, "shop");
+    assert_string_equal(ev->rule, "slow-checkout");
+    assert_int_equal(ev->state, CMR_THRESHOLD_ABNORMAL);
+    assert_int_equal(ev->scope, CMR_THRESHOLD_TRANSACTION);
+    assert_int_equal((uint64_t)ev->subject_id, checkout);
+    assert_string_equal(ev->subject_name, "com.shop.Checkout.checkout()V");
+    assert_true(ev->value > 290.0 && ev->value < 310.0); /* ms, within the histogram's error */
+    assert_true(ev->threshold == 200.0);
+    assert_true(ev->count >= 10);
+    assert_true(ev->example_traces.count >= 1);
+    assert_string_equal(ev->example_traces.items[0], "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2");
+    assert_true(ev->diagnose);
+    cmr_msg_free(&m);
+    cmr_reader_free(alerts);
+    cmr_conf_destroy(conf);
+
+    /* the application's histogram on /metrics, promtool-valid */
+    const char *want[] = {"# TYPE cmr_app_latency_seconds histogram\n",
+                          "cmr_app_latency_seconds_bucket{environment=\"shop\",kind=\"transaction\","
+                          "name=\"com.shop.Checkout.checkout()V\",le=\"+Inf\"} 360\n",
+                          "cmr_app_latency_seconds_bucket{environment=\"shop\",kind=\"transaction\","
+                          "name=\"com.shop.Checkout.checkout()V\",le=\"0.05\"} 280\n",
+                          "cmr_metrics_alerts_abnormal_total 1\n", NULL};
+    char *body = NULL;
+    for (int64_t deadline = cmr_mono_ms() + 10000;; cmr_sleep_ms(300)) { /* published once a second */
+        assert_int_equal(http(ingest_port, "GET", "/metrics", &body), 200);
+        bool all = true;
+        for (size_t i = 0; want[i]; i++)
+            all = all && strstr(body, want[i]);
+        free(body);
+        if (all || cmr_mono_ms() > deadline)
+            break;
+    }
+    free(scrape_and_check(ingest_port, want));
+
+    /* the queries, on the store the worker is writing */
+    char store[512];
+    cp_fmt(store, sizeof store, "%s/store", tmp);
+    const char *top[] = {ingest_bin, "--store", store, "metrics", "top", "--env",
+                         "shop",     "--last",  "1h",  "--json",  NULL};
+    out = NULL;
+    assert_int_equal(cp_run(top, &out), 0);
+    if (!strstr(out, "\"name\":\"com.shop.Checkout.checkout()V\"") || !strstr(out, "\"count\":360")) {
+        fprintf(stderr, "metrics top:\n%s\n", out);
+        fail();
+    }
+    free(out);
+    const char *jvms[] = {ingest_bin, "--store", store, "metrics", "jvms", "--name", "Checkout", "--last", "1h", NULL};
+    out = NULL;
+    assert_int_equal(cp_run(jvms, &out), 0);
+    const char *b = strstr(out, "agent#00000000000000b2"), *a = strstr(out, "agent#00000000000000a1");
+    if (!a || !b || b > a) { /* the slow JVM first */
+        fprintf(stderr, "metrics jvms:\n%s\n", out);
+        fail();
+    }
+    free(out);
 }
 
 static void test_config_metrics(void **state)
@@ -353,19 +530,24 @@ static void test_prometheus_scrapes(void **state)
     const char *argv[] = {bin, flag_cfg, flag_data, flag_listen, "--log.level=warn", NULL};
     cp_proc_t prom = {0};
     assert_int_equal(cp_proc_start(&prom, argv, log), 0);
-    int up_ingest = 0, up_config = 0, series = 0;
-    for (int64_t deadline = cmr_mono_ms() + 60000; cmr_mono_ms() < deadline && !(up_ingest && up_config && series);
-         cmr_sleep_ms(500)) {
+    int up_ingest = 0, up_config = 0, series = 0, app = 0;
+    for (int64_t deadline = cmr_mono_ms() + 60000;
+         cmr_mono_ms() < deadline && !(up_ingest && up_config && series && app); cmr_sleep_ms(500)) {
         up_ingest = up_ingest || query_nonempty(port, "up%7Bjob%3D%22cmr-ingest%22%7D%20%3D%3D%201");
         up_config = up_config || query_nonempty(port, "up%7Bjob%3D%22cmr-config%22%7D%20%3D%3D%201");
         series = series || query_nonempty(port, "cmr_ingest_batches_total%7Bjob%3D%22cmr-ingest%22%7D");
+        /* histogram_quantile(0.99, cmr_app_latency_seconds_bucket{environment="shop"}) > 0.25:
+         * the application's p99 as Prometheus computes it from the exported buckets */
+        app = app || query_nonempty(port, "histogram_quantile(0.99%2C%20cmr_app_latency_seconds_bucket%7B"
+                                          "environment%3D%22shop%22%7D)%20%3E%200.25");
     }
-    if (!(up_ingest && up_config && series))
+    if (!(up_ingest && up_config && series && app))
         cp_proc_dump_log(&prom, 30);
     cp_proc_stop(&prom);
     assert_true(up_ingest);
     assert_true(up_config);
     assert_true(series);
+    assert_true(app);
 }
 
 int main(int argc, char **argv)
@@ -380,9 +562,9 @@ int main(int argc, char **argv)
     config_bin = argv[3];
     instr_bin = argv[4];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ingest_metrics),       cmocka_unit_test(test_config_metrics),
-        cmocka_unit_test(test_instrumenter_metrics), cmocka_unit_test(test_not_found_and_method),
-        cmocka_unit_test(test_prometheus_scrapes),
+        cmocka_unit_test(test_ingest_metrics),       cmocka_unit_test(test_application_metrics),
+        cmocka_unit_test(test_config_metrics),       cmocka_unit_test(test_instrumenter_metrics),
+        cmocka_unit_test(test_not_found_and_method), cmocka_unit_test(test_prometheus_scrapes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
