@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/event.h"
 #include "cmr/histogram.h"
@@ -29,7 +30,8 @@ static cmr_strategy_t default_strategy(void)
                             .ring_records = 8192,
                             .max_batch_events = 4096,
                             .metric_interval_ms = 10000,
-                            .max_threads = 4096};
+                            .max_threads = 4096,
+                            .stall_threshold_ms = 10000};
 }
 
 static const char *const sample_instance = "5f0c7e2a9b8d4c3e8a1b2c3d4e5f6071";
@@ -210,6 +212,10 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->commands_refused.count = 1;
         m->commands_refused.items = calloc(1, sizeof *m->commands_refused.items);
         m->commands_refused.items[0] = (cmr_refusal_count_t){DUP("bad_signature"), 2};
+        m->environment_id = DUP("production");
+        m->environment_revision = 7;
+        m->classes_instrumented = 598;
+        m->redefine_failures = 1;
         break;
     }
     case CMR_MSG_CONFIG_CHANGE: {
@@ -231,6 +237,16 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         a->method_pattern = DUP("*");
         a->modifiers_required = 0x0001; /* ACC_PUBLIC */
         m->environment->strategy = default_strategy();
+        m->environment->thresholds.count = 1;
+        m->environment->thresholds.items = calloc(1, sizeof(cmr_threshold_rule_t));
+        *m->environment->thresholds.items = (cmr_threshold_rule_t){.name = DUP("slow-checkout"),
+                                                                   .scope = CMR_THRESHOLD_TRANSACTION,
+                                                                   .pattern = DUP("*CheckoutServlet*"),
+                                                                   .statistic = CMR_STAT_P99,
+                                                                   .above = 250.0,
+                                                                   .for_ms = 60000,
+                                                                   .min_count = 20,
+                                                                   .diagnose = true};
         break;
     }
     case CMR_MSG_METHOD_ENTRY: {
@@ -295,6 +311,61 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->metrics.count = 1;
         m->metrics.items = calloc(1, sizeof *m->metrics.items);
         m->metrics.items[0] = sample_method_metric();
+        m->metrics.items[0].max_in_flight = 6;
+        m->environment_id = DUP("production");
+        /* the checkout transaction: the same latencies, its slowest call's trace */
+        cmr_method_metric_t tm = sample_method_metric();
+        m->transactions.count = 1;
+        m->transactions.items = calloc(1, sizeof *m->transactions.items);
+        cmr_transaction_metric_t *t = m->transactions.items;
+        *t = (cmr_transaction_metric_t){.root_method_id = tm.method_id,
+                                        .name = DUP(""),
+                                        .count = tm.count,
+                                        .exceptions = tm.exceptions,
+                                        .sum_ns = tm.sum_ns,
+                                        .min_ns = tm.min_ns,
+                                        .max_ns = tm.max_ns,
+                                        .histogram = tm.histogram,
+                                        .max_in_flight = 6,
+                                        .slowest_trace = {calloc(1, 16), 16}};
+        memset(t->slowest_trace.data, 0x4b, 16);
+        /* one call stuck in the database for 42 s */
+        m->stalled.count = 1;
+        m->stalled.items = calloc(1, sizeof *m->stalled.items);
+        cmr_stalled_call_t *s = m->stalled.items;
+        s->thread_id = 57;
+        s->thread_name = DUP("http-nio-8080-exec-7");
+        s->trace_id = (cmr_bytes_t){calloc(1, 16), 16};
+        memset(s->trace_id.data, 0x5a, 16);
+        s->method_id =
+            (int64_t)cmr_method_id("org/h2/command/Command", "executeQuery", "(JZ)Lorg/h2/result/ResultInterface;");
+        s->started_ms = m->interval_start_ms - 32000;
+        s->running_ms = 42000;
+        s->stack = (cmr_bytes_t){calloc(1, 16), 16};
+        cmr_put_be64(s->stack.data, (uint64_t)tm.method_id);
+        cmr_put_be64(s->stack.data + 8, (uint64_t)s->method_id);
+        break;
+    }
+    case CMR_MSG_THRESHOLD_EVENT: {
+        cmr_threshold_event_t *m = &out->u.threshold_event;
+        m->environment_id = DUP("production");
+        m->rule = DUP("slow-checkout");
+        m->state = CMR_THRESHOLD_ABNORMAL;
+        m->scope = CMR_THRESHOLD_TRANSACTION;
+        m->subject_id = (int64_t)sample_method_id();
+        m->subject_name = DUP("com.acme.shop.CheckoutServlet.doPost(Ljakarta/servlet/http/HttpServletRequest;"
+                              "Ljakarta/servlet/http/HttpServletResponse;)V");
+        m->statistic = CMR_STAT_P99;
+        m->value = 412.5;
+        m->threshold = 250.0;
+        m->time_ms = cmr_wall_ms() / 10000 * 10000;
+        m->window_end_ms = m->time_ms;
+        m->window_start_ms = m->time_ms - 60000;
+        m->count = 1519;
+        m->example_traces.count = 1;
+        m->example_traces.items = calloc(1, sizeof(char *));
+        m->example_traces.items[0] = DUP("4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b");
+        m->diagnose = true;
         break;
     }
     default: break;

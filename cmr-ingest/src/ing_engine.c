@@ -438,6 +438,28 @@ void cmr_ingest_engine_stats(const cmr_ingest_engine_t *e, cmr_ingest_stats_t *o
     *out = e->stats;
 }
 
+/* One RocksDB size property of a database, summed over its column families' handles. */
+static uint64_t db_bytes(rocksdb_t *db)
+{
+    uint64_t total = 0;
+    const char *props[] = {"rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables"};
+    for (int i = 0; i < 2; i++) {
+        uint64_t v = 0;
+        if (rocksdb_property_int(db, props[i], &v) == 0)
+            total += v;
+    }
+    return total;
+}
+
+uint64_t cmr_ingest_engine_disk_bytes(const cmr_ingest_engine_t *e)
+{
+    uint64_t total = db_bytes(cmr_store_db(e->meta));
+    for (int i = 0; i < MAX_PARTITIONS; i++)
+        if (e->parts[i])
+            total += db_bytes(cmr_store_db(e->parts[i]->store));
+    return total;
+}
+
 long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
 {
     if (cmr_ingest_engine_flush(e) != 0)

@@ -52,6 +52,8 @@ typedef struct worker {
     pthread_mutex_t published_lock; /* guards published and published_pending */
     cmr_ingest_stats_t published;   /* copy of the engine's counters for /metrics */
     uint64_t published_pending;
+    uint64_t published_bytes; /* the trace stores' size, refreshed once a second */
+    int64_t bytes_refreshed_ms;
     cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
 } worker_t;
 
@@ -60,9 +62,16 @@ static void publish_stats(worker_t *w)
 {
     cmr_ingest_stats_t s;
     cmr_ingest_engine_stats(w->engine, &s);
+    int64_t now = cmr_mono_ms();
+    bool refresh = now - w->bytes_refreshed_ms >= 1000;
+    uint64_t bytes = refresh ? cmr_ingest_engine_disk_bytes(w->engine) : 0;
+    if (refresh)
+        w->bytes_refreshed_ms = now;
     pthread_mutex_lock(&w->published_lock);
     w->published = s;
     w->published_pending = w->npending;
+    if (refresh)
+        w->published_bytes = bytes;
     pthread_mutex_unlock(&w->published_lock);
 }
 
@@ -72,7 +81,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
     worker_t *w = opaque;
     pthread_mutex_lock(&w->published_lock);
     cmr_ingest_stats_t s = w->published;
-    uint64_t pending = w->published_pending;
+    uint64_t pending = w->published_pending, bytes = w->published_bytes;
     pthread_mutex_unlock(&w->published_lock);
     const struct {
         const char *name, *type, *help;
@@ -87,6 +96,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_ingest_methods", "gauge", "method names known (cmr.methods)", s.methods},
         {"cmr_ingest_agents", "gauge", "agents known (cmr.registrations)", s.agents},
         {"cmr_ingest_pending_records", "gauge", "records received, not yet committed", pending},
+        {"cmr_ingest_store_bytes", "gauge", "SST files and memtables of the trace stores this worker has open", bytes},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         cmr_prom_family(out, rows[i].name, rows[i].type, rows[i].help);

@@ -275,6 +275,8 @@ int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic
 int cmr_ingest_engine_flush(cmr_ingest_engine_t *e);
 size_t cmr_ingest_engine_pending(const cmr_ingest_engine_t *e);
 void cmr_ingest_engine_stats(const cmr_ingest_engine_t *e, cmr_ingest_stats_t *out);
+/* SST files and memtables of the open stores (partitions and meta), in bytes. */
+uint64_t cmr_ingest_engine_disk_bytes(const cmr_ingest_engine_t *e);
 const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e);
 /* The method and agent tables as read so far (kept current by the table records). */
 const cmr_names_t *cmr_ingest_engine_names(const cmr_ingest_engine_t *e);
