@@ -83,10 +83,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
     cmr_ingest_stats_t s = w->published;
     uint64_t pending = w->published_pending, bytes = w->published_bytes;
     pthread_mutex_unlock(&w->published_lock);
-    const struct {
-        const char *name, *type, *help;
-        uint64_t value;
-    } rows[] = {
+    const cmr_prom_row_t rows[] = {
         {"cmr_ingest_batches_total", "counter", "EventBatch messages applied", s.batches},
         {"cmr_ingest_events_total", "counter", "events in the batches applied", s.events},
         {"cmr_ingest_duplicates_total", "counter", "batches seen before (producer retries, replays), not applied again",
@@ -98,10 +95,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_ingest_pending_records", "gauge", "records received, not yet committed", pending},
         {"cmr_ingest_store_bytes", "gauge", "SST files and memtables of the trace stores this worker has open", bytes},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        cmr_prom_family(out, rows[i].name, rows[i].type, rows[i].help);
-        cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
-    }
+    cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
     cmr_lag_gauge_write(&w->lag, out);
     cmr_metrics_prometheus(w->metrics, out);
 }

@@ -159,10 +159,7 @@ static void render_health(cmr_buf_t *out, cmr_metrics_t *m)
 {
     cmr_metrics_stats_t s;
     cmr_metrics_stats(m, &s);
-    const struct {
-        const char *name, *type, *help;
-        uint64_t value;
-    } rows[] = {
+    const cmr_prom_row_t rows[] = {
         {"cmr_metrics_batches_total", "counter", "MetricBatch messages applied", s.batches},
         {"cmr_metrics_duplicates_total", "counter", "MetricBatch messages whose interval was applied before",
          s.duplicates},
@@ -183,10 +180,7 @@ static void render_health(cmr_buf_t *out, cmr_metrics_t *m)
         {"cmr_metrics_prometheus_overflow_total", "counter",
          "points not exported here: more series than metrics.prometheus.max_series", s.prom_overflow},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        cmr_prom_family(out, rows[i].name, rows[i].type, rows[i].help);
-        cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
-    }
+    cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
 }
 
 void cmr_metrics_publish(cmr_metrics_t *m, int64_t refresh_ms)

@@ -209,37 +209,6 @@ int cmr_met_value_copy(cmr_met_value_t *dst, const cmr_met_value_t *src)
     return 0;
 }
 
-static void put_varint(cmr_buf_t *out, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    do {
-        b[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            b[n] |= 0x80;
-        n++;
-    } while (v);
-    cmr_buf_put(out, b, n);
-}
-
-static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (*p == end)
-            return -1;
-        uint8_t b = *(*p)++;
-        if (shift == 63 && (b & 0x7e))
-            return -1;
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 static uint64_t zigzag(int64_t v)
 {
@@ -255,13 +224,13 @@ void cmr_met_value_encode(const cmr_met_value_t *v, cmr_buf_t *out)
 {
     uint8_t head[2] = {VALUE_VERSION, v->has_slowest ? FLAG_SLOWEST : 0};
     cmr_buf_put(out, head, 2);
-    put_varint(out, v->count);
-    put_varint(out, v->errors);
-    put_varint(out, v->sum_ns);
-    put_varint(out, v->count ? v->min_ns : 0);
-    put_varint(out, v->count ? v->max_ns : 0);
-    put_varint(out, zigzag(v->max_in_flight));
-    put_varint(out, v->stalled);
+    cmr_buf_put_varint(out, v->count);
+    cmr_buf_put_varint(out, v->errors);
+    cmr_buf_put_varint(out, v->sum_ns);
+    cmr_buf_put_varint(out, v->count ? v->min_ns : 0);
+    cmr_buf_put_varint(out, v->count ? v->max_ns : 0);
+    cmr_buf_put_varint(out, zigzag(v->max_in_flight));
+    cmr_buf_put_varint(out, v->stalled);
     if (v->has_slowest)
         cmr_buf_put(out, v->slowest_trace, 16);
     cmr_hist_encode(&v->hist, out);
@@ -278,7 +247,7 @@ static int decode_scalars(cmr_met_value_t *v, const uint8_t *p, size_t len, cons
     v->has_slowest = p[1] & FLAG_SLOWEST;
     p += 2;
     for (int i = 0; i < 7; i++)
-        if (get_varint(&p, end, &f[i]))
+        if (cmr_get_varint(&p, end, &f[i]))
             return -1;
     if (f[1] > f[0] || f[3] > f[4])
         return -1;
@@ -324,7 +293,7 @@ int cmr_met_value_decode(cmr_met_value_t *v, const uint8_t *p, size_t len)
 static void dense_undo(met_acc_t *a, const uint8_t *p, const uint8_t *end, uint64_t n)
 {
     uint64_t bucket = 0, delta, c;
-    for (uint64_t i = 0; i < n && !get_varint(&p, end, &delta) && !get_varint(&p, end, &c); i++) {
+    for (uint64_t i = 0; i < n && !cmr_get_varint(&p, end, &delta) && !cmr_get_varint(&p, end, &c); i++) {
         bucket += delta;
         a->bins[bucket] -= c;
     }
@@ -337,16 +306,17 @@ static int dense_hist(met_acc_t *a, const uint8_t *p, size_t len)
 {
     const uint8_t *end = p + len;
     uint64_t count, min, max, nbins, bucket = 0, total = 0, first = 0, i = 0;
-    if (get_varint(&p, end, &count) || get_varint(&p, end, &min) || get_varint(&p, end, &max) || end - p < 8)
+    if (cmr_get_varint(&p, end, &count) || cmr_get_varint(&p, end, &min) || cmr_get_varint(&p, end, &max) ||
+        end - p < 8)
         return -1;
     uint64_t bits = cmr_le64(p);
     p += 8;
-    if (get_varint(&p, end, &nbins) || nbins > CMR_HIST_BUCKETS || (count == 0) != (nbins == 0) || min > max)
+    if (cmr_get_varint(&p, end, &nbins) || nbins > CMR_HIST_BUCKETS || (count == 0) != (nbins == 0) || min > max)
         return -1;
     const uint8_t *list = p;
     for (; i < nbins; i++) {
         uint64_t delta, c;
-        if (get_varint(&p, end, &delta) || get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
+        if (cmr_get_varint(&p, end, &delta) || cmr_get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
             goto undo;
         bucket += delta;
         if (bucket >= CMR_HIST_BUCKETS || total + c < total)

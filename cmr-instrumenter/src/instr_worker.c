@@ -1031,21 +1031,16 @@ static void run_unit(worker_t *w, unit_t *u, volatile sig_atomic_t *stop)
 static void metrics_fill(cmr_buf_t *out, void *opaque)
 {
     worker_t *w = opaque;
-    const struct {
-        const char *name, *help;
-        uint64_t value;
-    } rows[] = {
-        {"cmr_instrumenter_classes_total", "ClassLoaded messages processed", atomic_load(&w->classes)},
-        {"cmr_instrumenter_redefines_total", "Redefine commands sent", atomic_load(&w->redefines)},
-        {"cmr_instrumenter_resends_total", "BytecodeResend commands sent", atomic_load(&w->resends)},
-        {"cmr_instrumenter_restores_total", "Redefine commands restoring original bytes", atomic_load(&w->originals)},
-        {"cmr_instrumenter_hash_mismatch_total", "ClassLoaded refused: bytes do not hash to class_hash",
+    const cmr_prom_row_t rows[] = {
+        {"cmr_instrumenter_classes_total", "counter", "ClassLoaded messages processed", atomic_load(&w->classes)},
+        {"cmr_instrumenter_redefines_total", "counter", "Redefine commands sent", atomic_load(&w->redefines)},
+        {"cmr_instrumenter_resends_total", "counter", "BytecodeResend commands sent", atomic_load(&w->resends)},
+        {"cmr_instrumenter_restores_total", "counter", "Redefine commands restoring original bytes",
+         atomic_load(&w->originals)},
+        {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        cmr_prom_family(out, rows[i].name, "counter", rows[i].help);
-        cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
-    }
+    cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
     cmr_lag_gauge_write(&w->lag, out);
 }
 

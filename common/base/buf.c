@@ -110,6 +110,20 @@ void cmr_buf_put_be64(cmr_buf_t *b, uint64_t v)
     cmr_buf_put(b, p, sizeof p);
 }
 
+void cmr_buf_put_varint(cmr_buf_t *b, uint64_t v)
+{
+    uint8_t enc[10];
+    size_t n = 0;
+    do {
+        enc[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            enc[n] |= 0x80;
+        n++;
+    } while (v);
+    cmr_buf_put(b, enc, n);
+}
+
 void cmr_buf_reset(cmr_buf_t *b)
 {
     b->len = 0;

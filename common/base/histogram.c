@@ -152,53 +152,22 @@ void cmr_hist_free(cmr_hist_t *h)
 
 /* --- encoding ----------------------------------------------------------------------- */
 
-static void put_varint(cmr_buf_t *out, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    do {
-        b[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            b[n] |= 0x80;
-        n++;
-    } while (v);
-    cmr_buf_put(out, b, n);
-}
-
-static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (*p == end)
-            return -1;
-        uint8_t b = *(*p)++;
-        if (shift == 63 && (b & 0x7e))
-            return -1; /* more than 64 bits */
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 void cmr_hist_encode(const cmr_hist_t *h, cmr_buf_t *out)
 {
-    put_varint(out, h->count);
-    put_varint(out, h->count ? h->min : 0);
-    put_varint(out, h->count ? h->max : 0);
+    cmr_buf_put_varint(out, h->count);
+    cmr_buf_put_varint(out, h->count ? h->min : 0);
+    cmr_buf_put_varint(out, h->count ? h->max : 0);
     uint64_t bits;
     memcpy(&bits, &h->sum, sizeof bits);
     uint8_t sum[8];
     cmr_put_le64(sum, bits);
     cmr_buf_put(out, sum, sizeof sum);
-    put_varint(out, h->n);
+    cmr_buf_put_varint(out, h->n);
     uint16_t prev = 0;
     for (size_t i = 0; i < h->n; i++) {
-        put_varint(out, (uint64_t)(h->bins[i].bucket - prev));
-        put_varint(out, h->bins[i].count);
+        cmr_buf_put_varint(out, (uint64_t)(h->bins[i].bucket - prev));
+        cmr_buf_put_varint(out, h->bins[i].count);
         prev = h->bins[i].bucket;
     }
 }
@@ -208,13 +177,14 @@ int cmr_hist_decode(cmr_hist_t *h, const uint8_t *p, size_t len)
     const uint8_t *end = p + len;
     uint64_t count, min, max, nbins;
     cmr_hist_reset(h);
-    if (get_varint(&p, end, &count) || get_varint(&p, end, &min) || get_varint(&p, end, &max) || (size_t)(end - p) < 8)
+    if (cmr_get_varint(&p, end, &count) || cmr_get_varint(&p, end, &min) || cmr_get_varint(&p, end, &max) ||
+        (size_t)(end - p) < 8)
         goto bad;
     uint64_t bits = cmr_le64(p);
     p += 8;
     double sum;
     memcpy(&sum, &bits, sizeof sum);
-    if (get_varint(&p, end, &nbins) || nbins > CMR_HIST_BUCKETS || nbins > (uint64_t)(end - p) / 2 ||
+    if (cmr_get_varint(&p, end, &nbins) || nbins > CMR_HIST_BUCKETS || nbins > (uint64_t)(end - p) / 2 ||
         (count == 0) != (nbins == 0) || min > max)
         goto bad;
     if (cmr_array_grow(&h->bins, &h->cap, (size_t)nbins, sizeof *h->bins, 8) != 0)
@@ -222,7 +192,7 @@ int cmr_hist_decode(cmr_hist_t *h, const uint8_t *p, size_t len)
     uint64_t bucket = 0, total = 0;
     for (uint64_t i = 0; i < nbins; i++) {
         uint64_t delta, c;
-        if (get_varint(&p, end, &delta) || get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
+        if (cmr_get_varint(&p, end, &delta) || cmr_get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
             goto bad;
         bucket += delta;
         if (bucket >= CMR_HIST_BUCKETS || total + c < total)

@@ -100,6 +100,14 @@ void cmr_prom_sample_u64(cmr_buf_t *out, const char *name, const cmr_prom_label_
     cmr_buf_printf(out, " %llu\n", (unsigned long long)value);
 }
 
+void cmr_prom_rows(cmr_buf_t *out, const cmr_prom_row_t *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cmr_prom_family(out, rows[i].name, rows[i].type, rows[i].help);
+        cmr_prom_sample_u64(out, rows[i].name, NULL, 0, rows[i].value);
+    }
+}
+
 void cmr_prom_sample_double(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels,
                             double value)
 {

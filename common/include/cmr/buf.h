@@ -45,6 +45,9 @@ void cmr_buf_vprintf(cmr_buf_t *b, const char *fmt, va_list ap);
 void cmr_buf_put_be16(cmr_buf_t *b, uint16_t v);
 void cmr_buf_put_be32(cmr_buf_t *b, uint32_t v);
 void cmr_buf_put_be64(cmr_buf_t *b, uint64_t v);
+/* An unsigned LEB128 varint (7 bits a byte, low first; 1..10 bytes). Read with
+ * cmr_get_varint (cmr/bytes.h). */
+void cmr_buf_put_varint(cmr_buf_t *b, uint64_t v);
 /* Appends n zero bytes and returns where they start, for the caller to fill in (NULL on
  * oom). The pointer is valid until the next append. */
 uint8_t *cmr_buf_append(cmr_buf_t *b, size_t n);

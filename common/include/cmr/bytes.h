@@ -82,4 +82,25 @@ static inline int64_t cmr_be64_ordered(const uint8_t *p)
     return (int64_t)(cmr_be64(p) ^ (1ULL << 63));
 }
 
+/* Reads an unsigned LEB128 varint at *p (before end) and moves *p past it: 0, or -1 when
+ * it is cut short or holds more than 64 bits (*p then undefined). cmr_buf_put_varint
+ * writes them. */
+static inline int cmr_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*p == end)
+            return -1;
+        uint8_t b = *(*p)++;
+        if (shift == 63 && (b & 0x7e))
+            return -1; /* more than 64 bits */
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 #endif

@@ -58,6 +58,13 @@ void cmr_prom_sample_u64(cmr_buf_t *out, const char *name, const cmr_prom_label_
                          uint64_t value);
 void cmr_prom_sample_double(cmr_buf_t *out, const char *name, const cmr_prom_label_t *labels, size_t nlabels,
                             double value);
+/* A family of one unlabelled sample, for workers that report a table of counters. */
+typedef struct cmr_prom_row {
+    const char *name, *type, *help;
+    uint64_t value;
+} cmr_prom_row_t;
+/* Each row as a family (HELP, TYPE) and its sample. */
+void cmr_prom_rows(cmr_buf_t *out, const cmr_prom_row_t *rows, size_t n);
 /* The common families (rejects, process start time, build info). */
 void cmr_metrics_common(cmr_buf_t *out);
 
