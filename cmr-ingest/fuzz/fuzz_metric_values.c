@@ -42,8 +42,8 @@ static void check_value(const uint8_t *data, size_t size)
     if (cmr_met_value_decode(&v, data, size) == 0) {
         cmr_buf_t enc = {0};
         cmr_met_value_encode(&v, &enc);
-        if (cmr_met_value_decode(&back, enc.data, enc.len) != 0 || back.count != v.count ||
-            back.errors != v.errors || back.hist.count != v.hist.count)
+        if (cmr_met_value_decode(&back, enc.data, enc.len) != 0 || back.count != v.count || back.errors != v.errors ||
+            back.hist.count != v.hist.count)
             abort();
         if (cmr_met_value_copy(&twice, &v) == 0 && cmr_met_value_merge(&twice, &v) == 0 &&
             twice.hist.count != 2 * v.hist.count && v.hist.count < UINT64_MAX / 2)
