@@ -346,6 +346,38 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         cmr_put_be64(s->stack.data + 8, (uint64_t)s->method_id);
         break;
     }
+    case CMR_MSG_DIAGNOSIS: {
+        cmr_diagnosis_t *m = &out->u.diagnosis;
+        m->id = DUP("3f9a1c2b7d4e6f80");
+        m->revision = 1;
+        m->environment_id = DUP("production");
+        m->agents = (cmr_bytes_t){calloc(1, 8), 8};
+        cmr_put_be64(m->agents.data, (uint64_t)agent);
+        m->class_name = DUP(sample_class);
+        m->method_name = DUP("checkout");
+        m->descriptor = DUP("(I)Ljava/lang/String;");
+        m->method_id = (int64_t)cmr_method_id(m->class_name, m->method_name, m->descriptor);
+        m->depth = 3;
+        m->exclude.count = 1;
+        m->exclude.items = calloc(1, sizeof(char *));
+        m->exclude.items[0] = DUP("com/acme/shop/generated/");
+        m->conditions.count = 1;
+        m->conditions.items = calloc(1, sizeof *m->conditions.items);
+        m->conditions.items[0] = (cmr_diag_condition_t){CMR_DIAG_HTTP_PATH, DUP(""), DUP("/checkout*")};
+        m->ttl_ms = 600000;
+        m->max_hits = 1000;
+        m->overhead_budget_pct = 2.0;
+        m->end_after_normal_ms = 120000;
+        m->state = CMR_DIAG_ACTIVE;
+        m->end_reason = CMR_DIAG_END_NONE;
+        m->cause = CMR_DIAG_CAUSE_THRESHOLD;
+        m->rule = DUP("slow-checkout");
+        m->trace_id = DUP("4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b");
+        m->author = DUP("cmr-config (threshold slow-checkout)");
+        m->started_ms = cmr_wall_ms();
+        m->time_ms = m->started_ms;
+        break;
+    }
     case CMR_MSG_THRESHOLD_EVENT: {
         cmr_threshold_event_t *m = &out->u.threshold_event;
         m->environment_id = DUP("production");

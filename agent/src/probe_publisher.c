@@ -291,6 +291,9 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         ring->dropped_seen = dropped;
         p->dropped += d;
         ring->dropped_pending += (int32_t)(d > INT32_MAX ? INT32_MAX : d);
+        /* the thread lost records: its shadow stack may hold calls whose exits were lost,
+         * which would read as stalled forever; it is rebuilt from the next enters */
+        cmr_cs_thread_end(&p->cs, &ring->cs);
     }
     /* continuous sending: what the open segment has so far goes out now */
     if (ring->batch_count)
@@ -326,8 +329,10 @@ static void *publisher_main(void *arg)
         int64_t send_ms, metric_ms;
         cmr_probe_rings_intervals(p->rings, &send_ms, &metric_ms);
         cmr_probe_rings_wait(p->rings, (int)send_ms);
-        if (a->mode != CMR_MODE_FULL && a->mode != CMR_MODE_STOPPED)
+        if (a->mode != CMR_MODE_FULL && a->mode != CMR_MODE_STOPPED) {
+            p->interval_start_ms = cmr_wall_ms(); /* the first interval starts once configured */
             continue; /* no agent id yet: events wait in the rings (or are dropped when full) */
+        }
         pass_once(p);
         int64_t now = cmr_wall_ms();
         if (now - p->interval_start_ms >= metric_ms) {

@@ -79,7 +79,8 @@ void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s)
         r->max_batch = (uint32_t)s->max_batch_events;
     if (s->max_threads > 0)
         r->max_threads = (size_t)s->max_threads;
-    r->stall_threshold_ms = s->stall_threshold_ms > 0 ? s->stall_threshold_ms : r->agent->settings.stall_threshold_ms;
+    /* the environment decides (0: no stalled-call reports); a negative value is no decision */
+    r->stall_threshold_ms = s->stall_threshold_ms >= 0 ? s->stall_threshold_ms : r->agent->settings.stall_threshold_ms;
     pthread_mutex_unlock(&r->lock);
 }
 

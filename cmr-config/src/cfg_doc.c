@@ -20,6 +20,7 @@
 #include <yaml.h>
 
 #include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/cfg_match.h"
 #include "cmr/file.h"
 #include "cmr/map.h"
@@ -495,20 +496,12 @@ static int want_duration_ms(parse_ctx_t *c, const yaml_node_t *n, const char *wh
     const char *s = NULL;
     if (want_scalar(c, n, where, &s) != 0)
         return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    double unit = !strcmp(end, "") || !strcmp(end, "ms") ? 1
-                  : !strcmp(end, "s")                    ? 1e3
-                  : !strcmp(end, "m")                    ? 6e4
-                  : !strcmp(end, "h")                    ? 3.6e6
-                                                         : 0;
-    if (errno || end == s || unit == 0 || !(v >= 0))
+    int64_t ms;
+    if (cmr_duration_parse_ms(s, &ms) != 0)
         return fail(c, n, "%s: \"%s\" is not a duration (e.g. 500ms, 30s, 5m, 1h, or milliseconds)", where, s);
-    double ms = v * unit;
-    if (ms < (double)min || ms > 30.0 * 86400000)
+    if (ms < min || ms > 30LL * 86400000)
         return fail(c, n, "%s: %s is outside %" PRId64 "ms..30 days", where, s, min);
-    *out = (int64_t)ms;
+    *out = ms;
     return 0;
 }
 
@@ -598,6 +591,8 @@ static int parse_threshold(parse_ctx_t *c, const yaml_node_t *n, const char *whe
     }
     if (!r->name)
         return fail(c, n, "%s: missing \"name\"", where);
+    if (!*r->name || strlen(r->name) > 128)
+        return fail(c, n, "%s: a rule's name is 1 to 128 bytes", where);
     if (!r->pattern)
         return fail(c, n, "%s: missing \"transaction\" or \"method\" (a glob on its name, \"*\" for all)", where);
     if (!have_stat)

@@ -11,6 +11,7 @@
  * registrations).
  */
 #include "cmr/cfg_worker.h"
+#include "cmr/cfg_diagnose.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -61,6 +62,9 @@ typedef struct worker {
     const cmr_conf_t *conf;
     cmr_cfg_state_t *state;
     cmr_reader_t *config_reader, *registry_reader;
+    cmr_reader_t *diag_reader, *alerts_reader; /* cmr.diagnoses (all), cmr.alerts (from a minute ago) */
+    cmr_cfg_diag_worker_t diag;                /* diagnoses: threshold starts, time to live */
+    int64_t diag_ticked_ms;
     cmr_consumer_t *consumer;
     cmr_producer_t *producer;
     agent_t *agents;
@@ -393,7 +397,30 @@ static int drain_readers(worker_t *w)
         return -1;
     while ((rc = cmr_reader_poll(w->registry_reader, 0, &rec)) == 1)
         registry_add(w, &rec);
-    return rc < 0 ? -1 : 0;
+    if (rc < 0)
+        return -1;
+    while ((rc = cmr_reader_poll(w->diag_reader, 0, &rec)) == 1)
+        cmr_cfg_diag_on_record(&w->diag, rec.payload, rec.len);
+    if (rc < 0)
+        return -1;
+    /* threshold events act once the diagnoses are read whole: nothing is started twice */
+    while (cmr_reader_caught_up(w->diag_reader) && (rc = cmr_reader_poll(w->alerts_reader, 0, &rec)) == 1) {
+        cmr_msg_t m;
+        char err[256];
+        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
+            continue; /* counted by the decoder's rejects */
+        if (m.type == CMR_MSG_THRESHOLD_EVENT)
+            cmr_cfg_diag_on_threshold(&w->diag, w->producer, &m.u.threshold_event, cmr_wall_ms());
+        cmr_msg_free(&m);
+    }
+    if (rc < 0)
+        return -1;
+    int64_t now = cmr_mono_ms();
+    if (cmr_reader_caught_up(w->diag_reader) && now - w->diag_ticked_ms >= 1000) {
+        cmr_cfg_diag_tick(&w->diag, w->producer, cmr_wall_ms());
+        w->diag_ticked_ms = now;
+    }
+    return 0;
 }
 
 static int handle_registration(worker_t *w, cmr_record_t *rec)
@@ -431,6 +458,22 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->registry_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
     if (!w->registry_reader)
         return -1;
+    const cmr_topic_t diag_topics[2] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_ALERTS};
+    for (int i = 0; i < 2; i++) {
+        const cmr_topic_layout_t *l = cmr_topic_layout(diag_topics[i]);
+        if (cmr_admin_ensure_topic(conf, cmr_topic_name(diag_topics[i]), l->partitions, -1, l->compacted, 15000, err,
+                                   errlen) != 0)
+            cmr_log(CMR_LOG_WARN, "config.topic_missing", "topic=%s error=\"%s\"", cmr_topic_name(diag_topics[i]), err);
+    }
+    if (cmr_cfg_diag_worker_init(&w->diag, conf, err, errlen) != 0)
+        return -1;
+    w->diag_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
+    if (!w->diag_reader)
+        return -1;
+    /* threshold events of the last minute on: older ones were acted upon before */
+    w->alerts_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_ALERTS), cmr_wall_ms() - 60000, err, errlen);
+    if (!w->alerts_reader)
+        return -1;
     w->producer = cmr_producer_new(conf, "cmr-config", NULL, NULL, err, errlen);
     return w->producer ? 0 : -1;
 }
@@ -443,6 +486,9 @@ static void teardown(worker_t *w)
         cmr_producer_destroy(w->producer, 5000);
     cmr_reader_free(w->config_reader);
     cmr_reader_free(w->registry_reader);
+    cmr_reader_free(w->diag_reader);
+    cmr_reader_free(w->alerts_reader);
+    cmr_cfg_diag_worker_free(&w->diag);
     cmr_cfg_state_free(w->state);
     for (size_t i = 0; i < w->n_agents; i++)
         cmr_msg_free(&w->agents[i].reg);

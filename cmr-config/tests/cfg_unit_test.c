@@ -335,6 +335,13 @@ static void test_doc_thresholds(void **state)
              "rule \"x\" is defined twice");
     BAD_RULE("      - name: x\n        method: a\n        statistic: p99\n        above: 1s\n        window: 1m\n",
              "unknown key \"window\"");
+    char long_name[200];
+    memset(long_name, 'r', 150);
+    long_name[150] = '\0';
+    char body[400];
+    snprintf(body, sizeof body, "      - name: %s\n        method: a\n        statistic: p99\n        above: 1s\n",
+             long_name);
+    BAD_RULE(body, "a rule's name is 1 to 128 bytes");
 #undef BAD_RULE
 }
 

@@ -31,6 +31,7 @@
 
 #define STATUS_CF 2         /* meta column family index of `status` (cmr_store_cf) */
 #define KEEP_EVERY_MS 60000 /* an unchanged state is kept once a minute */
+#define MAX_AGENTS 200000   /* agents whose status is kept */
 #define PACK(t, s) ((uintptr_t)(((uint64_t)(t) << 4) | ((uint64_t)(s)&0xF)))
 
 static void status_key(uint8_t k[16], uint64_t agent, int64_t time_ms)
@@ -46,6 +47,8 @@ int cmr_ingest_status_add(cmr_store_t *meta, void *writebatch, cmr_u64map_t *las
         return 0; /* before the agent had an id: nothing to file it under */
     uint64_t agent = (uint64_t)st->agent_id;
     uintptr_t prev = (uintptr_t)cmr_u64map_get(last, agent);
+    if (!prev && cmr_u64map_count(last) >= MAX_AGENTS)
+        return 0; /* agent ids are claims: a flood of new ones is not kept */
     int64_t prev_time = (int64_t)(prev >> 4);
     int prev_state = (int)(prev & 0xF);
     if (prev && prev_state == (int)st->state && st->time_ms >= prev_time && st->time_ms - prev_time < KEEP_EVERY_MS)

@@ -66,8 +66,9 @@ struct cmr_ingest_engine {
     rocksdb_writebatch_t *meta_wb;
     size_t pending;
     cmr_ingest_stats_t stats;
-    cmr_names_t *names;  /* methods and agents, for the metrics module's rules and labels */
-    cmr_u64map_t status; /* agent id -> last stored status (ing_agents.c) */
+    cmr_names_t *names;         /* methods and agents, for the metrics module's rules and labels */
+    cmr_u64map_t status;        /* agent id -> last stored status (ing_agents.c) */
+    int64_t status_retained_ms; /* the last status retention (hourly) */
 };
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -466,8 +467,10 @@ long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
         return -1;
     int64_t now = cmr_wall_ns();
     long total = 0;
-    if (e->o.retention_age_ms > 0)
+    if (e->o.retention_age_ms > 0 && cmr_mono_ms() - e->status_retained_ms >= 3600000) { /* hourly: a range each */
         cmr_ingest_status_retention(e->meta, &e->status, now / 1000000 - e->o.retention_age_ms);
+        e->status_retained_ms = cmr_mono_ms();
+    }
     for (int i = 0; i < MAX_PARTITIONS; i++)
         if (e->parts[i]) {
             long n = cmr_store_retention(e->parts[i]->store, now);

@@ -85,7 +85,10 @@ static int flush(replay_t *rp)
 {
     if (cmr_ingest_engine_flush(rp->e) != 0 || cmr_metrics_flush(rp->m) != 0)
         return -1;
-    return cmr_metrics_evaluate(rp->m) > 0 && cmr_metrics_flush(rp->m) != 0 ? -1 : 0;
+    while (cmr_metrics_evaluate(rp->m) > 0)
+        if (cmr_metrics_flush(rp->m) != 0)
+            return -1;
+    return 0;
 }
 
 /* Reads a partitioned topic from since_ms to the end it had when the replay started. */

@@ -372,6 +372,8 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             cmr_ingest_engine_retention(w.engine);
             last_retention = now;
         }
+        if (idle && !w.npending && cmr_metrics_evaluate(w.metrics) > 0 && cmr_metrics_flush(w.metrics) != 0)
+            break; /* boundaries left over from a catch-up, judged while the topics are quiet */
         if (now - last_metrics_retention >= 3600000) {
             cmr_metrics_retention(w.metrics, cmr_wall_ms());
             last_metrics_retention = now;

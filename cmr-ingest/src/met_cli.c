@@ -6,7 +6,8 @@
  *   series   one transaction's or method's buckets over time (10 s, 1 min or 1 h)
  *   jvms     one transaction per JVM over a window, slowest first ("which JVMs are slow")
  *   alerts   what the threshold rules find abnormal now (history: topic cmr.alerts)
- *   stalled  the calls the agents last reported as running past their stall threshold
+ *   stalled  the calls the agents last reported as running past their stall threshold (in
+ *            the window: an agent that stopped while a call hung is not shown forever)
  *
  * Parameters (HTTP query keys, or the CLI's --env --kind --name --stat --last --from --to
  * --res --limit): env (default: every environment), kind (transaction | method, default
@@ -564,6 +565,11 @@ static int stalled_one(const void *key, size_t klen, const void *val, size_t vle
         return 0;
     }
     const cmr_metric_batch_t *b = &m.u.metric_batch;
+    int64_t reported = b->interval_start_ms + b->interval_ms;
+    if (reported < c->p->from_ms || reported > c->p->to_ms + 60000) { /* an agent that went away while stalled */
+        cmr_msg_free(&m);
+        return 0;
+    }
     char agent[512], method[1024], trace[33];
     cmr_names_agent(c->v->names, (uint64_t)b->agent_id, agent, sizeof agent);
     for (size_t i = 0; i < b->stalled.count; i++) {

@@ -30,7 +30,12 @@
 #include "met_module.h"
 
 #define MAX_INTERVAL_MS (3600 * 1000)
-#define MAX_ITEMS 100000 /* methods + transactions + stalled calls of one batch */
+#define MAX_ITEMS 100000        /* methods + transactions of one batch */
+#define MAX_STALLED 1000        /* stalled calls of one batch (agents send at most 64) */
+#define MAX_SKEW_MS (5 * 60000) /* an interval may start this far in the worker's future (clocks) */
+#define MAX_ENVS 10000          /* environments per worker */
+#define MAX_COUNT (1LL << 44)   /* calls of one item in one interval */
+#define MAX_IN_FLIGHT 100000000
 
 int cmr_metrics_opts_from_conf(const cmr_conf_t *conf, const cmr_store_opts_t *ingest, cmr_metrics_opts_t *o, char *err,
                                size_t errlen)
@@ -96,7 +101,6 @@ void cmr_metrics_free(cmr_metrics_t *m)
     cmr_buf_free(&m->prom_text);
     pthread_mutex_destroy(&m->prom_lock);
     cmr_met_value_free(&m->scratch);
-    cmr_u64map_free(&m->stalled_agents);
     free(m);
 }
 
@@ -150,6 +154,8 @@ static void forget_envs(cmr_metrics_t *m, int partition)
             continue;
         char id[CMR_MET_ENV_MAX + 1];
         memcpy(id, key, klen); /* the map owns key: deleting frees it */
+        id[klen] = '\0';
+        met_prom_forget_env(m, id);
         cmr_map_del(&m->envs, id, klen, NULL);
         free(e);
         it = 0; /* deletion moves entries: start over (rare: a rebalance) */
@@ -161,8 +167,10 @@ int cmr_metrics_close_partition(cmr_metrics_t *m, int partition)
     if (partition < 0 || partition >= MET_MAX_PARTITIONS || !m->parts[partition])
         return 0;
     char err[512];
-    int rc = cmr_met_store_flush(m->parts[partition], err, sizeof err);
-    if (rc != 0)
+    /* after a failed add the pending batch holds part of a batch: closing drops it, the
+     * record comes again */
+    int rc = m->failed ? -1 : cmr_met_store_flush(m->parts[partition], err, sizeof err);
+    if (rc != 0 && !m->failed)
         cmr_log(CMR_LOG_ERROR, "metrics.flush_failed", "partition=%d error=\"%s\"", partition, err);
     cmr_met_store_close(m->parts[partition]);
     m->parts[partition] = NULL;
@@ -198,12 +206,15 @@ static int check_trace(const cmr_bytes_t *t, const char *what, size_t i, char *e
     return 0;
 }
 
-static int check_counts(int64_t count, int64_t errors, int64_t sum, const char *what, size_t i, char *err,
-                        size_t errlen)
+static int check_counts(int64_t count, int64_t errors, int64_t sum, int64_t min, int64_t max, int64_t in_flight,
+                        const char *what, size_t i, char *err, size_t errlen)
 {
-    if (count < 0 || errors < 0 || errors > count || sum < 0) {
-        snprintf(err, errlen, "%s[%zu]: impossible counts (count %" PRId64 ", errors %" PRId64 ", sum %" PRId64 ")",
-                 what, i, count, errors, sum);
+    if (count < 0 || count > MAX_COUNT || errors < 0 || errors > count || sum < 0 ||
+        (count > 0 && (min < 0 || min > max)) || in_flight < 0 || in_flight > MAX_IN_FLIGHT) {
+        snprintf(err, errlen,
+                 "%s[%zu]: impossible values (count %" PRId64 ", errors %" PRId64 ", sum %" PRId64 ", min %" PRId64
+                 ", max %" PRId64 ", in flight %" PRId64 ")",
+                 what, i, count, errors, sum, min, max, in_flight);
         return -1;
     }
     return 0;
@@ -223,21 +234,30 @@ static int check_batch(cmr_metrics_t *m, const cmr_metric_batch_t *b, cmr_met_la
                  b->agent_id, b->interval_start_ms, b->interval_ms);
         return -1;
     }
-    if (b->metrics.count + b->transactions.count + b->stalled.count > MAX_ITEMS) {
-        snprintf(err, errlen, "too many items (%zu)", b->metrics.count + b->transactions.count + b->stalled.count);
+    /* a future interval would move the environment's data clock past every real one */
+    if (b->interval_start_ms > cmr_wall_ms() + MAX_SKEW_MS) {
+        snprintf(err, errlen, "the interval starts %" PRId64 " s in the future (the agent's clock?)",
+                 (b->interval_start_ms - cmr_wall_ms()) / 1000);
+        return -1;
+    }
+    if (b->metrics.count + b->transactions.count > MAX_ITEMS || b->stalled.count > MAX_STALLED) {
+        snprintf(err, errlen, "too many items (%zu methods and transactions, %zu stalled calls)",
+                 b->metrics.count + b->transactions.count, b->stalled.count);
         return -1;
     }
     cmr_hist_t *h = &m->scratch.hist;
     for (size_t i = 0; i < b->metrics.count; i++) {
         const cmr_method_metric_t *x = &b->metrics.items[i];
-        if (check_counts(x->count, x->exceptions, x->sum_ns, "metrics", i, err, errlen) ||
+        if (check_counts(x->count, x->exceptions, x->sum_ns, x->min_ns, x->max_ns, x->max_in_flight, "metrics", i, err,
+                         errlen) ||
             check_hist(h, &x->histogram, x->count, "metrics", i, err, errlen) ||
             check_trace(&x->slowest_trace, "metrics", i, err, errlen))
             return -1;
     }
     for (size_t i = 0; i < b->transactions.count; i++) {
         const cmr_transaction_metric_t *x = &b->transactions.items[i];
-        if (check_counts(x->count, x->exceptions, x->sum_ns, "transactions", i, err, errlen) ||
+        if (check_counts(x->count, x->exceptions, x->sum_ns, x->min_ns, x->max_ns, x->max_in_flight, "transactions", i,
+                         err, errlen) ||
             check_hist(h, &x->histogram, x->count, "transactions", i, err, errlen) ||
             check_trace(&x->slowest_trace, "transactions", i, err, errlen))
             return -1;
@@ -271,38 +291,68 @@ static void item_value(cmr_met_value_t *v, int64_t count, int64_t errors, int64_
     (void)cmr_hist_decode(&v->hist, hist->data, hist->len);
 }
 
-/* Stalled calls of the batch on `subject` as innermost method (by_root false) or as
- * the root of the stack (by_root true). */
-static uint64_t stalled_on(const cmr_metric_batch_t *b, uint64_t subject, bool by_root)
+/* The stalled calls of a batch counted per innermost method and per root (the
+ * transaction), once per batch: maps of id -> count (as uintptr_t). */
+typedef struct stalled_counts {
+    cmr_u64map_t by_method, by_root;
+} stalled_counts_t;
+
+static uint64_t stall_root(const cmr_stalled_call_t *s)
 {
-    uint64_t n = 0;
+    return s->stack.len >= 8 ? cmr_be64(s->stack.data) : 0;
+}
+
+static int count_stalled(const cmr_metric_batch_t *b, stalled_counts_t *c)
+{
     for (size_t i = 0; i < b->stalled.count; i++) {
         const cmr_stalled_call_t *s = &b->stalled.items[i];
-        uint64_t id = (uint64_t)s->method_id;
-        if (by_root)
-            id = s->stack.len >= 8 ? cmr_be64(s->stack.data) : 0;
-        n += id == subject;
+        cmr_u64map_t *maps[2] = {&c->by_method, &c->by_root};
+        uint64_t ids[2] = {(uint64_t)s->method_id, stall_root(s)};
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && !ids[1])
+                continue;
+            void **slot = cmr_u64map_get_slot(maps[k], ids[k], NULL);
+            if (!slot)
+                return -1;
+            *slot = (void *)((uintptr_t)*slot + 1);
+        }
     }
-    return n;
+    return 0;
+}
+
+static void stalled_counts_free(stalled_counts_t *c)
+{
+    cmr_u64map_free(&c->by_method);
+    cmr_u64map_free(&c->by_root);
+}
+
+static uint64_t stalled_on(const stalled_counts_t *c, uint64_t subject, bool by_root)
+{
+    return (uint64_t)(uintptr_t)cmr_u64map_get(by_root ? &c->by_root : &c->by_method, subject);
 }
 
 /* The subject of a transaction: its root method, or the hash of its name when the agent
  * named it (an HTTP route), whose text the state keeps for display ("n" | subject). */
-static uint64_t transaction_subject(cmr_met_store_t *st, const cmr_transaction_metric_t *x)
+static uint64_t transaction_subject(const cmr_transaction_metric_t *x)
 {
     if (!x->name || !*x->name)
         return (uint64_t)x->root_method_id;
-    uint64_t id = cmr_hash_bytes(x->name, strlen(x->name));
+    return cmr_hash_bytes(x->name, strlen(x->name));
+}
+
+/* Keeps a named transaction's name for display (once its series was admitted). */
+static void keep_transaction_name(cmr_met_store_t *st, uint64_t subject, const char *name)
+{
     uint8_t key[9] = {'n'};
-    cmr_put_be64(key + 1, id);
+    cmr_put_be64(key + 1, subject);
     void *old = NULL;
     size_t olen = 0;
     if (cmr_met_state_get(st, key, sizeof key, &old, &olen) == 0)
-        cmr_met_state_put(st, key, sizeof key, x->name, strlen(x->name));
+        cmr_met_state_put(st, key, sizeof key, name, strlen(name) > 512 ? 512 : strlen(name));
     free(old);
-    return id;
 }
 
+/* 0 stored, 1 not stored (more series than the store's bound; counted there), -1 error. */
 static int add_point(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_met_labels_t *l, int64_t t_ms,
                      const cmr_met_value_t *v)
 {
@@ -314,12 +364,14 @@ static int add_point(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_met_labels
         if (l->agent_id == 0)
             met_prom_add(m, l, t_ms, v);
     }
-    return 0;
+    return rc;
 }
 
 static met_env_t *env_of(cmr_metrics_t *m, const char *id, int partition)
 {
     size_t len = strlen(id);
+    if (!cmr_map_has(&m->envs, id, len) && cmr_map_count(&m->envs) >= MAX_ENVS)
+        return NULL;
     bool created;
     void **slot = cmr_map_get_slot(&m->envs, id, len, &created);
     if (!slot)
@@ -337,7 +389,8 @@ static met_env_t *env_of(cmr_metrics_t *m, const char *id, int partition)
     return *slot;
 }
 
-static int add_methods(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+static int add_methods(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env,
+                       const stalled_counts_t *sc)
 {
     cmr_met_labels_t l;
     cmr_met_value_t *v = &m->scratch;
@@ -345,81 +398,92 @@ static int add_methods(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_b
         const cmr_method_metric_t *x = &b->metrics.items[i];
         item_value(v, x->count, x->exceptions, x->sum_ns, x->min_ns, x->max_ns, x->max_in_flight, &x->histogram,
                    &x->slowest_trace);
-        v->stalled = stalled_on(b, (uint64_t)x->method_id, false);
+        v->stalled = stalled_on(sc, (uint64_t)x->method_id, false);
         if (cmr_met_labels_set(&l, CMR_MET_METHOD, env, strlen(env), (uint64_t)x->method_id, 0) != 0 ||
-            add_point(m, st, &l, b->interval_start_ms, v) != 0)
+            add_point(m, st, &l, b->interval_start_ms, v) < 0)
             return -1;
     }
     return 0;
 }
 
-static int add_transactions(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+static int add_transactions(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env,
+                            const stalled_counts_t *sc)
 {
     cmr_met_labels_t l;
     cmr_met_value_t *v = &m->scratch;
     for (size_t i = 0; i < b->transactions.count; i++) {
         const cmr_transaction_metric_t *x = &b->transactions.items[i];
-        uint64_t subject = transaction_subject(st, x);
+        uint64_t subject = transaction_subject(x);
         item_value(v, x->count, x->exceptions, x->sum_ns, x->min_ns, x->max_ns, x->max_in_flight, &x->histogram,
                    &x->slowest_trace);
-        v->stalled = stalled_on(b, (uint64_t)x->root_method_id, true);
-        for (int per_agent = 0; per_agent < 2; per_agent++)
-            if (cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), subject, per_agent ? b->agent_id : 0) !=
-                    0 ||
-                add_point(m, st, &l, b->interval_start_ms, v) != 0)
+        v->stalled = *x->name ? 0 : stalled_on(sc, (uint64_t)x->root_method_id, true);
+        for (int per_agent = 0; per_agent < 2; per_agent++) {
+            int rc =
+                cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), subject, per_agent ? b->agent_id : 0) != 0
+                    ? -1
+                    : add_point(m, st, &l, b->interval_start_ms, v);
+            if (rc < 0)
                 return -1;
+            if (rc == 0 && !per_agent && *x->name)
+                keep_transaction_name(st, subject, x->name);
+        }
     }
     return 0;
 }
 
-static bool has_method(const cmr_metric_batch_t *b, uint64_t id)
+/* Ids of the batch's methods, or of its transactions named by their root method. */
+static int ids_of(const cmr_metric_batch_t *b, bool transactions, cmr_u64map_t *out)
 {
-    for (size_t i = 0; i < b->metrics.count; i++)
-        if ((uint64_t)b->metrics.items[i].method_id == id)
-            return true;
-    return false;
+    size_t n = transactions ? b->transactions.count : b->metrics.count;
+    for (size_t i = 0; i < n; i++) {
+        if (transactions && *b->transactions.items[i].name)
+            continue;
+        uint64_t id =
+            transactions ? (uint64_t)b->transactions.items[i].root_method_id : (uint64_t)b->metrics.items[i].method_id;
+        if (cmr_u64map_put(out, id, (void *)1) != 0)
+            return -1;
+    }
+    return 0;
 }
 
-static bool has_transaction(const cmr_metric_batch_t *b, uint64_t root)
-{
-    for (size_t i = 0; i < b->transactions.count; i++)
-        if ((uint64_t)b->transactions.items[i].root_method_id == root && !*b->transactions.items[i].name)
-            return true;
-    return false;
-}
-
-/* Stalled calls whose method (or transaction) had no call that ended in the interval:
- * a point with only the stalled count, once per subject. */
-static int add_stalled_only(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env)
+/* A point holding only `stalled`, for a subject that had no call end in the interval. */
+static int add_stalled_point(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env,
+                             cmr_met_kind_t kind, uint64_t subject, uint64_t stalled)
 {
     cmr_met_labels_t l;
     cmr_met_value_t *v = &m->scratch;
-    for (size_t i = 0; i < b->stalled.count; i++) {
-        const cmr_stalled_call_t *s = &b->stalled.items[i];
-        m->stats.stalled_calls++;
-        uint64_t method = (uint64_t)s->method_id, root = s->stack.len >= 8 ? cmr_be64(s->stack.data) : 0;
-        bool first_method = true, first_root = true;
-        for (size_t j = 0; j < i; j++) {
-            const cmr_stalled_call_t *o = &b->stalled.items[j];
-            first_method &= (uint64_t)o->method_id != method;
-            first_root &= (o->stack.len >= 8 ? cmr_be64(o->stack.data) : 0) != root;
-        }
-        if (first_method && !has_method(b, method)) {
-            cmr_met_value_reset(v);
-            v->stalled = stalled_on(b, method, false);
-            if (cmr_met_labels_set(&l, CMR_MET_METHOD, env, strlen(env), method, 0) != 0 ||
-                add_point(m, st, &l, b->interval_start_ms, v) != 0)
-                return -1;
-        }
-        if (root && first_root && !has_transaction(b, root)) {
-            cmr_met_value_reset(v);
-            v->stalled = stalled_on(b, root, true);
-            if (cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), root, 0) != 0 ||
-                add_point(m, st, &l, b->interval_start_ms, v) != 0)
-                return -1;
-        }
-    }
+    cmr_met_value_reset(v);
+    v->stalled = stalled;
+    /* a transaction also per JVM: "which JVMs are slow" sees a JVM whose requests all hang */
+    for (int per_agent = 0; per_agent < (kind == CMR_MET_TRANSACTION ? 2 : 1); per_agent++)
+        if (cmr_met_labels_set(&l, kind, env, strlen(env), subject, per_agent ? b->agent_id : 0) != 0 ||
+            add_point(m, st, &l, b->interval_start_ms, v) < 0)
+            return -1;
     return 0;
+}
+
+/* Stalled calls whose method (or transaction) had no call that ended in the interval. */
+static int add_stalled_only(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_batch_t *b, const char *env,
+                            const stalled_counts_t *sc)
+{
+    if (!b->stalled.count)
+        return 0;
+    m->stats.stalled_calls += b->stalled.count;
+    cmr_u64map_t methods = {0}, roots = {0};
+    int rc = ids_of(b, false, &methods) || ids_of(b, true, &roots) ? -1 : 0;
+    size_t it = 0;
+    uint64_t id;
+    void *count;
+    while (rc == 0 && cmr_u64map_next(&sc->by_method, &it, &id, &count))
+        if (!cmr_u64map_has(&methods, id))
+            rc = add_stalled_point(m, st, b, env, CMR_MET_METHOD, id, (uint64_t)(uintptr_t)count);
+    it = 0;
+    while (rc == 0 && cmr_u64map_next(&sc->by_root, &it, &id, &count))
+        if (!cmr_u64map_has(&roots, id))
+            rc = add_stalled_point(m, st, b, env, CMR_MET_TRANSACTION, id, (uint64_t)(uintptr_t)count);
+    cmr_u64map_free(&methods);
+    cmr_u64map_free(&roots);
+    return rc;
 }
 
 /* The newest stalled calls of an agent, for `metrics stalled`: state 's' | env len | env |
@@ -433,12 +497,13 @@ static int keep_stalled(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_
     memcpy(key + 2, env, el);
     cmr_put_be64(key + 2 + el, (uint64_t)b->agent_id);
     size_t klen = 2 + el + 8;
-    bool had = cmr_u64map_has(&m->stalled_agents, (uint64_t)b->agent_id);
-    if (!b->stalled.count) {
-        if (!had)
-            return 0;
-        cmr_u64map_del(&m->stalled_agents, (uint64_t)b->agent_id, NULL);
-        return cmr_met_state_del(st, key, klen);
+    (void)m;
+    if (!b->stalled.count) { /* a read (memtable, bloom filter) rather than a tombstone per batch */
+        void *old = NULL;
+        size_t olen = 0;
+        int got = cmr_met_state_get(st, key, klen, &old, &olen);
+        free(old);
+        return got == 1 ? cmr_met_state_del(st, key, klen) : got < 0 ? -1 : 0;
     }
     cmr_metric_batch_t only = {.agent_id = b->agent_id,
                                .interval_start_ms = b->interval_start_ms,
@@ -451,8 +516,6 @@ static int keep_stalled(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_metric_
                  ? cmr_met_state_put(st, key, klen, enc.data, enc.len)
                  : -1;
     cmr_buf_free(&enc);
-    if (rc == 0 && !had)
-        cmr_u64map_put(&m->stalled_agents, (uint64_t)b->agent_id, (void *)1);
     return rc;
 }
 
@@ -479,10 +542,21 @@ int cmr_metrics_add(cmr_metrics_t *m, int partition, const cmr_metric_batch_t *b
     }
     const char *env = env_labels.env;
     met_env_t *e = env_of(m, env, partition);
-    if (!e || add_methods(m, st, b, env) != 0 || add_transactions(m, st, b, env) != 0 ||
-        add_stalled_only(m, st, b, env) != 0 || keep_stalled(m, st, b, env) != 0 ||
-        cmr_met_store_mark_applied(st, b->agent_id, b->interval_start_ms)) {
+    if (!e && cmr_map_count(&m->envs) >= MAX_ENVS) {
+        snprintf(err, errlen, "more than %d environments", MAX_ENVS);
+        m->stats.rejected++;
+        return -1;
+    }
+    stalled_counts_t sc = {0};
+    int rc = !e || count_stalled(b, &sc) || add_methods(m, st, b, env, &sc) || add_transactions(m, st, b, env, &sc) ||
+                     add_stalled_only(m, st, b, env, &sc) || keep_stalled(m, st, b, env) ||
+                     cmr_met_store_mark_applied(st, b->agent_id, b->interval_start_ms)
+                 ? -2
+                 : 0;
+    stalled_counts_free(&sc);
+    if (rc) {
         snprintf(err, errlen, "out of memory or store error");
+        m->failed = true; /* part of the batch is pending: it must not be written */
         return -2;
     }
     int64_t end = b->interval_start_ms + b->interval_ms;
@@ -499,6 +573,8 @@ int cmr_metrics_add(cmr_metrics_t *m, int partition, const cmr_metric_batch_t *b
 int cmr_metrics_flush(cmr_metrics_t *m)
 {
     char err[512];
+    if (m->failed)
+        return -1;
     for (int p = 0; p < MET_MAX_PARTITIONS; p++) {
         if (!m->parts[p] || cmr_met_store_pending(m->parts[p]) == 0)
             continue;
@@ -532,9 +608,11 @@ int cmr_metrics_evaluate(cmr_metrics_t *m)
             e->judged_ms = e->first_ms / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
         /* every boundary in turn, so that what is decided does not depend on how often the
          * worker commits (a replay commits far less often); after a longer gap, the last day */
-        if (t - e->judged_ms > MET_EVAL_MAX_STEPS * MET_EVAL_STEP_MS)
-            e->judged_ms = t - MET_EVAL_MAX_STEPS * MET_EVAL_STEP_MS;
-        for (int64_t b = e->judged_ms + MET_EVAL_STEP_MS; b <= t; b += MET_EVAL_STEP_MS) {
+        if (t - e->judged_ms > MET_EVAL_MAX_GAP * MET_EVAL_STEP_MS)
+            e->judged_ms = t - MET_EVAL_MAX_GAP * MET_EVAL_STEP_MS;
+        int steps = 0;
+        for (int64_t b = e->judged_ms + MET_EVAL_STEP_MS; b <= t && steps < MET_EVAL_PER_CALL;
+             b += MET_EVAL_STEP_MS, steps++) {
             if (met_rules_judge(m, e, b) < 0)
                 break;
             e->judged_ms = b;

@@ -15,8 +15,9 @@
 #include "cmr/metrics.h"
 
 #define MET_MAX_PARTITIONS 4096
-#define MET_EVAL_STEP_MS 10000  /* rules are judged at these boundaries of the data's time */
-#define MET_EVAL_MAX_STEPS 8640 /* boundaries judged at once at most (a day of data) */
+#define MET_EVAL_STEP_MS 10000 /* rules are judged at these boundaries of the data's time */
+#define MET_EVAL_MAX_GAP 8640  /* boundaries behind the data at most (a day): older are skipped */
+#define MET_EVAL_PER_CALL 360  /* boundaries judged per environment and call (the rest: next call) */
 
 /* An environment seen in a partition's data: its newest interval end, and the last
  * boundary its rules were judged at. */
@@ -52,8 +53,8 @@ struct cmr_metrics {
     pthread_mutex_t prom_lock;
     cmr_buf_t prom_text; /* guarded by prom_lock */
     int64_t prom_rendered_ms;
-    cmr_met_value_t scratch;     /* reused by met_ingest.c */
-    cmr_u64map_t stalled_agents; /* agents whose newest stalled calls the state holds */
+    cmr_met_value_t scratch; /* reused by met_ingest.c */
+    bool failed;             /* an add failed half-way: nothing pending may be written */
 };
 
 /* met_rules.c: judges one environment's rules at boundary t_ms (data time). */
@@ -62,5 +63,7 @@ int met_rules_judge(cmr_metrics_t *m, met_env_t *e, int64_t t_ms);
 /* met_prom.c: counts a stored point into the exported series (bounded). */
 void met_prom_add(cmr_metrics_t *m, const cmr_met_labels_t *l, int64_t t_ms, const cmr_met_value_t *v);
 void met_prom_free(cmr_metrics_t *m);
+/* Stops exporting an environment's series (its partition went to another worker). */
+void met_prom_forget_env(cmr_metrics_t *m, const char *env);
 
 #endif

@@ -48,7 +48,8 @@ void met_prom_add(cmr_metrics_t *m, const cmr_met_labels_t *l, int64_t t_ms, con
     p->errors += v->errors;
     if (cmr_hist_merge(&p->hist, &v->hist) != 0)
         m->stats.prom_overflow++;
-    if (t_ms > p->last_ms) { /* gauges: the newest interval, summed over its JVMs */
+    t_ms = t_ms / 10000 * 10000; /* agents' intervals start anywhere: one 10 s bucket is one "newest" */
+    if (t_ms > p->last_ms) {     /* gauges: the newest bucket, summed over its JVMs */
         p->last_ms = t_ms;
         p->in_flight = 0;
         p->stalled = 0;
@@ -56,6 +57,23 @@ void met_prom_add(cmr_metrics_t *m, const cmr_met_labels_t *l, int64_t t_ms, con
     if (t_ms == p->last_ms) {
         p->in_flight += v->max_in_flight;
         p->stalled += v->stalled;
+    }
+}
+
+void met_prom_forget_env(cmr_metrics_t *m, const char *env)
+{
+    for (size_t it = 0;;) {
+        uint64_t sid;
+        void *val;
+        if (!cmr_u64map_next(&m->prom, &it, &sid, &val))
+            break;
+        met_prom_series_t *p = val;
+        if (strcmp(p->labels.env, env))
+            continue;
+        cmr_u64map_del(&m->prom, sid, NULL);
+        cmr_hist_free(&p->hist);
+        free(p);
+        it = 0; /* deletion moves entries: start over (a rebalance: rare) */
     }
 }
 

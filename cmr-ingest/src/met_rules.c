@@ -34,6 +34,7 @@
 #include "met_module.h"
 
 #define MAX_EXAMPLES 3
+#define MAX_RULE_NAME 255
 #define STATE_ABNORMAL 1
 
 /* --- state keys: 'r' | env len | env | rule len | rule | subject ------------------------ */
@@ -320,6 +321,8 @@ int met_rules_judge(cmr_metrics_t *m, met_env_t *e, int64_t t_ms)
     int rc = 0;
     for (size_t i = 0; i < env->thresholds.count && rc == 0; i++) {
         const cmr_threshold_rule_t *r = &env->thresholds.items[i];
+        if (strlen(r->name) > MAX_RULE_NAME)
+            continue; /* cmr-config refuses them; the state key holds 255 bytes of a name */
         judge_ctx_t c = {.m = m, .st = st, .e = e, .r = r, .from_ms = t_ms - r->for_ms, .to_ms = t_ms};
         cmr_met_value_init(&c.v);
         cmr_met_filter_t f = {

@@ -318,9 +318,9 @@ static int dense_hist(met_acc_t *a, const uint8_t *p, size_t len)
         uint64_t delta, c;
         if (cmr_get_varint(&p, end, &delta) || cmr_get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
             goto undo;
-        bucket += delta;
-        if (bucket >= CMR_HIST_BUCKETS || total + c < total)
+        if (delta >= CMR_HIST_BUCKETS - bucket || total + c < total) /* also: no wrap-around */
             goto undo;
+        bucket += delta;
         if (i == 0)
             first = bucket;
         total += c;

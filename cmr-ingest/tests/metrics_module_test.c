@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cmr/bytes.h"
+#include "cmr/clock.h"
 #include "cmr/histogram.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
@@ -326,6 +327,20 @@ static void test_duplicates_and_malformed(void **state)
     x.b.interval_ms = 0;
     assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), -1);
     x.b.interval_ms = 10000;
+    int64_t start = x.b.interval_start_ms;
+    x.b.interval_start_ms = cmr_wall_ms() + 3600000; /* an agent whose clock runs an hour ahead */
+    assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "in the future"));
+    x.b.interval_start_ms = start;
+    x.txs[0].min_ns = x.txs[0].max_ns + 1;
+    assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "impossible values"));
+    x.txs[0].min_ns = 1;
+    x.txs[0].max_in_flight = -1;
+    assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), -1);
+    x.txs[0].max_in_flight = 2;
+    built_free(&x);
+    build(&x, AGENT_A, 2, false);                                         /* fresh values (min was changed above) */
     assert_int_equal(cmr_metrics_add(r.m, 7, &x.b, err, sizeof err), -2); /* partition not open */
     assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), 1);  /* all good again */
     built_free(&x);
@@ -334,7 +349,7 @@ static void test_duplicates_and_malformed(void **state)
     cmr_metrics_stats(r.m, &s);
     assert_int_equal(s.batches, 4);
     assert_int_equal(s.duplicates, 2);
-    assert_int_equal(s.rejected, 5);
+    assert_int_equal(s.rejected, 8);
     rig_free(&r);
 }
 
@@ -433,7 +448,8 @@ static void test_queries(void **state)
     json_decref(alerts);
 
     /* interval 5's stalled call was cleared by interval 6 */
-    json_t *stalled = query(r.root, "stalled", NULL, NULL, 0);
+    const char *kw[] = {"from", "to"}, *vw[] = {from, to};
+    json_t *stalled = query(r.root, "stalled", kw, vw, 2);
     assert_int_equal(json_array_size(json_object_get(stalled, "stalled")), 0);
     json_decref(stalled);
     char err[256];
@@ -442,7 +458,10 @@ static void test_queries(void **state)
     assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), 1);
     built_free(&x);
     assert_int_equal(cmr_metrics_flush(r.m), 0);
-    stalled = query(r.root, "stalled", NULL, NULL, 0);
+    char to9[32];
+    snprintf(to9, sizeof to9, "%lld", (long long)(T0 + 90000) / 1000);
+    const char *vw9[] = {from, to9};
+    stalled = query(r.root, "stalled", kw, vw9, 2);
     items = json_object_get(stalled, "stalled");
     assert_int_equal(json_array_size(items), 1);
     json_t *s0 = json_array_get(items, 0);

@@ -194,9 +194,9 @@ int cmr_hist_decode(cmr_hist_t *h, const uint8_t *p, size_t len)
         uint64_t delta, c;
         if (cmr_get_varint(&p, end, &delta) || cmr_get_varint(&p, end, &c) || c == 0 || (i > 0 && delta == 0))
             goto bad;
-        bucket += delta;
-        if (bucket >= CMR_HIST_BUCKETS || total + c < total)
+        if (delta >= CMR_HIST_BUCKETS - bucket || total + c < total) /* also: no wrap-around */
             goto bad;
+        bucket += delta;
         total += c;
         h->bins[h->n++] = (cmr_hist_bin_t){(uint16_t)bucket, c};
     }

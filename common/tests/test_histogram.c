@@ -136,6 +136,34 @@ static void test_merge_is_exact(void **state)
     cmr_hist_free(&empty);
 }
 
+/* Bucket deltas that wrap around 2^64 (10, +290, +2^64-100: back to bucket 200) are
+ * refused: the bins would be out of order while count, min and max still agree. */
+static void test_decode_refuses_wrapping_deltas(void **state)
+{
+    (void)state;
+    cmr_buf_t b = {0};
+    uint64_t min = cmr_hist_bucket_low(10), max = cmr_hist_bucket_low(200);
+    cmr_buf_put_varint(&b, 3);
+    cmr_buf_put_varint(&b, min);
+    cmr_buf_put_varint(&b, max);
+    double sum = (double)(min + max + cmr_hist_bucket_low(300));
+    uint8_t bits[8];
+    memcpy(bits, &sum, 8);
+    cmr_buf_put(&b, bits, 8);
+    cmr_buf_put_varint(&b, 3);
+    cmr_buf_put_varint(&b, 10);
+    cmr_buf_put_varint(&b, 1);
+    cmr_buf_put_varint(&b, 290);
+    cmr_buf_put_varint(&b, 1);
+    cmr_buf_put_varint(&b, UINT64_MAX - 99); /* 300 + this wraps to 200 */
+    cmr_buf_put_varint(&b, 1);
+    cmr_hist_t h = {0};
+    assert_int_equal(cmr_hist_decode(&h, b.data, b.len), -1);
+    assert_int_equal(h.count, 0);
+    cmr_hist_free(&h);
+    cmr_buf_free(&b);
+}
+
 static void test_encoding(void **state)
 {
     (void)state;
@@ -189,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_relative_error),
         cmocka_unit_test(test_merge_is_exact),
         cmocka_unit_test(test_encoding),
+        cmocka_unit_test(test_decode_refuses_wrapping_deltas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,12 @@ static const char *const threshold_scopes[] = {"TRANSACTION", "METHOD", NULL};
 static const char *const threshold_statistics[] = {"P50",  "P90",        "P95",     "P99",   "P999", "MAX",
                                                    "MEAN", "ERROR_RATE", "STALLED", "COUNT", NULL};
 static const char *const threshold_states[] = {"ABNORMAL", "NORMAL", NULL};
+static const char *const diag_condition_kinds[] = {"HTTP_METHOD",    "HTTP_PATH", "HTTP_STATUS", "HTTP_HEADER",
+                                                   "HTTP_PARAMETER", "SQL",       "ARGUMENT",    NULL};
+static const char *const diag_states[] = {"ACTIVE", "ENDED", NULL};
+static const char *const diag_end_reasons[] = {"NONE",   "STOPPED",        "TIME_TO_LIVE",     "HITS",
+                                               "BUDGET", "BACK_TO_NORMAL", "ENVIRONMENT_GONE", NULL};
+static const char *const diag_causes[] = {"USER", "THRESHOLD", NULL};
 
 /* --- shared records --------------------------------------------------------------- */
 
@@ -357,12 +363,60 @@ static const cmr_field_desc_t threshold_event_fields[] = {
 static const cmr_record_desc_t threshold_event_desc = {"ThresholdEvent", sizeof(cmr_threshold_event_t),
                                                        threshold_event_fields, TABLE(threshold_event_fields)};
 
+/* --- Diagnosis ---------------------------------------------------------------------- */
+
+static const cmr_field_desc_t diag_condition_fields[] = {
+    ENUM(cmr_diag_condition_t, kind, diag_condition_kinds),
+    FIELD(cmr_diag_condition_t, name, STRING),
+    FIELD(cmr_diag_condition_t, pattern, STRING),
+};
+static const cmr_record_desc_t diag_condition_desc = {"DiagnosisCondition", sizeof(cmr_diag_condition_t),
+                                                      diag_condition_fields, TABLE(diag_condition_fields)};
+
+static const cmr_field_desc_t diagnosis_fields[] = {
+    FIELD(cmr_diagnosis_t, id, STRING),
+    FIELD(cmr_diagnosis_t, revision, LONG),
+    FIELD(cmr_diagnosis_t, environment_id, STRING),
+    FIELD(cmr_diagnosis_t, agents, BYTES),
+    FIELD(cmr_diagnosis_t, method_id, LONG),
+    FIELD(cmr_diagnosis_t, class_name, STRING),
+    FIELD(cmr_diagnosis_t, method_name, STRING),
+    FIELD(cmr_diagnosis_t, descriptor, STRING),
+    FIELD(cmr_diagnosis_t, depth, INT),
+    FIELD(cmr_diagnosis_t, include_jdk, BOOL),
+    FIELD(cmr_diagnosis_t, exclude, STRINGS),
+    SUB(cmr_diagnosis_t, conditions, RECORDS, diag_condition_desc),
+    FIELD(cmr_diagnosis_t, ttl_ms, LONG),
+    FIELD(cmr_diagnosis_t, max_hits, LONG),
+    FIELD(cmr_diagnosis_t, overhead_budget_pct, DOUBLE),
+    FIELD(cmr_diagnosis_t, end_after_normal_ms, LONG),
+    ENUM(cmr_diagnosis_t, state, diag_states),
+    ENUM(cmr_diagnosis_t, end_reason, diag_end_reasons),
+    ENUM(cmr_diagnosis_t, cause, diag_causes),
+    FIELD(cmr_diagnosis_t, rule, STRING),
+    FIELD(cmr_diagnosis_t, trace_id, STRING),
+    FIELD(cmr_diagnosis_t, author, STRING),
+    FIELD(cmr_diagnosis_t, started_ms, LONG),
+    FIELD(cmr_diagnosis_t, ended_ms, LONG),
+    FIELD(cmr_diagnosis_t, time_ms, LONG),
+};
+static const cmr_record_desc_t diagnosis_desc = {"Diagnosis", sizeof(cmr_diagnosis_t), diagnosis_fields,
+                                                 TABLE(diagnosis_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
-    [CMR_MSG_AGENT_REGISTRATION] = &registration_desc, [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
-    [CMR_MSG_NO_ENVIRONMENT] = &no_environment_desc,   [CMR_MSG_CLASS_LOADED] = &class_loaded_desc,
-    [CMR_MSG_BYTECODE_RESEND] = &bytecode_resend_desc, [CMR_MSG_REDEFINE] = &redefine_desc,
-    [CMR_MSG_REDEFINE_RESULT] = &redefine_result_desc, [CMR_MSG_AGENT_STATUS] = &agent_status_desc,
-    [CMR_MSG_CONFIG_CHANGE] = &config_change_desc,     [CMR_MSG_METHOD_ENTRY] = &method_entry_desc,
-    [CMR_MSG_EVENT_BATCH] = &event_batch_desc,         [CMR_MSG_METRIC_BATCH] = &metric_batch_desc,
-    [CMR_MSG_SIGNED_COMMAND] = &signed_command_desc,   [CMR_MSG_THRESHOLD_EVENT] = &threshold_event_desc,
+    [CMR_MSG_AGENT_REGISTRATION] = &registration_desc,
+    [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
+    [CMR_MSG_NO_ENVIRONMENT] = &no_environment_desc,
+    [CMR_MSG_CLASS_LOADED] = &class_loaded_desc,
+    [CMR_MSG_BYTECODE_RESEND] = &bytecode_resend_desc,
+    [CMR_MSG_REDEFINE] = &redefine_desc,
+    [CMR_MSG_REDEFINE_RESULT] = &redefine_result_desc,
+    [CMR_MSG_AGENT_STATUS] = &agent_status_desc,
+    [CMR_MSG_CONFIG_CHANGE] = &config_change_desc,
+    [CMR_MSG_METHOD_ENTRY] = &method_entry_desc,
+    [CMR_MSG_EVENT_BATCH] = &event_batch_desc,
+    [CMR_MSG_METRIC_BATCH] = &metric_batch_desc,
+    [CMR_MSG_SIGNED_COMMAND] = &signed_command_desc,
+    [CMR_MSG_THRESHOLD_EVENT] = &threshold_event_desc,
+    [CMR_MSG_DIAGNOSIS] = &diagnosis_desc,
 };

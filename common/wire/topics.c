@@ -19,6 +19,7 @@ static const cmr_topic_layout_t layouts[CMR_TOPIC__COUNT] = {
     [CMR_TOPIC_EVENTS] = {"events", 16, 0},
     [CMR_TOPIC_METRICS] = {"metrics", 4, 0},
     [CMR_TOPIC_ALERTS] = {"alerts", 4, 0},
+    [CMR_TOPIC_DIAGNOSES] = {"diagnoses", 1, 0},
 };
 
 static char topic_prefix[64] = "cmr";
@@ -98,6 +99,7 @@ cmr_topic_t cmr_msg_topic(cmr_msg_type_t type)
     case CMR_MSG_EVENT_BATCH: return CMR_TOPIC_EVENTS;
     case CMR_MSG_METRIC_BATCH: return CMR_TOPIC_METRICS;
     case CMR_MSG_THRESHOLD_EVENT: return CMR_TOPIC_ALERTS;
+    case CMR_MSG_DIAGNOSIS: return CMR_TOPIC_DIAGNOSES;
     default: return CMR_TOPIC__COUNT;
     }
 }
@@ -138,6 +140,7 @@ size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len)
     /* every JVM of an environment in one partition: its metrics merge in one store */
     case CMR_MSG_METRIC_BATCH: return key_str(((const cmr_metric_batch_t *)msg)->environment_id, buf, len);
     case CMR_MSG_THRESHOLD_EVENT: return key_str(((const cmr_threshold_event_t *)msg)->environment_id, buf, len);
+    case CMR_MSG_DIAGNOSIS: return key_str(((const cmr_diagnosis_t *)msg)->id, buf, len);
     case CMR_MSG_AGENT_CONFIGURATION:
     case CMR_MSG_NO_ENVIRONMENT:
     case CMR_MSG_BYTECODE_RESEND:

@@ -15,7 +15,12 @@
  *  - two JVMs with the same name on one host are two agents (two agent ids), both are
  *    configured and both get an environment change;
  *  - outsider-controlled values are escaped in the worker's log (a newline in an agent
- *    name stays in one line) and refused registrations are counted per reason.
+ *    name stays in one line) and refused registrations are counted per reason;
+ *  - diagnoses (docs/DIAGNOSIS.md): started with `diagnose start`, refused twice for one
+ *    method, listed and shown with their history; ended by `diagnose stop` and by the
+ *    worker when their time to live is over; started by a threshold event that asks for
+ *    one and ended when its threshold is back to normal long enough; bad options are
+ *    usage errors.
  *
  * Usage: test_cp_config CMR-BROKER CMR-CONFIG
  */
@@ -72,6 +77,8 @@ static int start_worker(void)
                           "kafka.heartbeat.interval.ms=500",
                           "-X",
                           cp_signing_key_option(),
+                          "-X",
+                          "diag.auto.end_after_normal_ms=1000",
                           "run",
                           NULL};
     if (cp_proc_start(&worker, argv, worker_log) != 0)
@@ -105,7 +112,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tests_ok != 9)
+    if (tests_ok != 10)
         cp_proc_dump_log(&worker, 60);
     cp_proc_stop(&worker);
     cmr_conf_destroy(conf);
@@ -129,6 +136,142 @@ static void expect_configuration(cp_peer_t *p, const char *env, int64_t revision
 }
 
 static cp_peer_t shop1, billing, batch1;
+
+/* --- diagnoses ------------------------------------------------------------------------- */
+
+/* cmr-config diagnose ARGS... (NULL-terminated): exit status, output in *out. */
+static int diagnose_v(char **out, const char *const *args)
+{
+    const char *argv[32] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "diagnose"};
+    size_t n = 6;
+    while (*args && n < 31)
+        argv[n++] = *args++;
+    argv[n] = NULL;
+    *out = NULL;
+    return cp_run(argv, out);
+}
+#define diagnose(out, ...) diagnose_v((out), (const char *const[]){__VA_ARGS__, NULL})
+
+/* The id in "started diagnosis ID". */
+static void started_id(const char *out, char id[17])
+{
+    const char *at = out ? strstr(out, "started diagnosis ") : NULL;
+    assert_non_null(at);
+    snprintf(id, 17, "%s", at + strlen("started diagnosis "));
+}
+
+/* Waits up to 15 s for `diagnose show ID` to contain want. */
+static int show_contains(const char *id, const char *want)
+{
+    for (int64_t deadline = cmr_mono_ms() + 15000; cmr_mono_ms() < deadline; cmr_sleep_ms(300)) {
+        char *out;
+        int rc = diagnose(&out, "show", id);
+        bool ok = rc == 0 && strstr(out, want);
+        free(out);
+        if (ok)
+            return 0;
+    }
+    return -1;
+}
+
+static void send_threshold(cmr_threshold_state_t state)
+{
+    char err[256];
+    cmr_producer_t *p = cmr_producer_new(conf, "test", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    char *traces[] = {"4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"};
+    cmr_threshold_event_t ev = {.environment_id = "shop",
+                                .rule = "slow-pay",
+                                .state = state,
+                                .scope = CMR_THRESHOLD_METHOD,
+                                .subject_id = 0x1234,
+                                .subject_name = "com.shop.Pay.charge()V",
+                                .statistic = CMR_STAT_P99,
+                                .value = 400,
+                                .threshold = 200,
+                                .window_start_ms = 1000,
+                                .window_end_ms = 61000,
+                                .count = 50,
+                                .example_traces = {traces, 1},
+                                .diagnose = true,
+                                .time_ms = 61000};
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_THRESHOLD_EVENT, &ev, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_flush(p, 15000), 0);
+    cmr_producer_destroy(p, 5000);
+}
+
+static void test_diagnoses(void **state)
+{
+    (void)state;
+    char *out, id[17], id2[17];
+    /* usage errors: exit status 2, nothing written */
+    assert_int_equal(diagnose(&out, "start", "--env", "shop"), 2);
+    assert_non_null(strstr(out, "--method"));
+    free(out);
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "checkout"), 2);
+    free(out);
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "a.B.c", "--when", "http.header=x"), 2);
+    assert_non_null(strstr(out, "KIND:NAME=GLOB"));
+    free(out);
+    /* start, refused twice, listed; ended by its time to live */
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add", "--ttl", "3s", "--when",
+                              "http.path=/cart*"),
+                     0);
+    started_id(out, id);
+    free(out);
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add"), 1);
+    assert_non_null(strstr(out, "already looks into"));
+    free(out);
+    assert_int_equal(diagnose(&out, "list"), 0);
+    assert_non_null(strstr(out, id));
+    assert_non_null(strstr(out, "com.shop.Cart.add"));
+    free(out);
+    if (show_contains(id, "ended: time_to_live  by cmr-config") != 0) {
+        cp_proc_dump_log(&worker, 20);
+        fail_msg("the worker did not end diagnosis %s after its time to live", id);
+    }
+    assert_int_equal(diagnose(&out, "show", id), 0);
+    assert_non_null(strstr(out, "when: http.path = /cart*"));
+    assert_non_null(strstr(out, "revision 1"));
+    free(out);
+    /* stopped by an operator */
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add(I)V"), 0);
+    started_id(out, id2);
+    free(out);
+    assert_int_equal(diagnose(&out, "stop", id2), 0);
+    free(out);
+    assert_int_equal(show_contains(id2, "ended: stopped"), 0);
+    assert_int_equal(diagnose(&out, "stop", id2), 1); /* ended already */
+    free(out);
+    /* a threshold that asks for a diagnosis starts one; back to normal ends it */
+    send_threshold(CMR_THRESHOLD_ABNORMAL);
+    char auto_id[17] = "";
+    for (int64_t deadline = cmr_mono_ms() + 15000; !*auto_id && cmr_mono_ms() < deadline; cmr_sleep_ms(300)) {
+        assert_int_equal(diagnose(&out, "list"), 0);
+        const char *line = strstr(out, "(threshold slow-pay)");
+        if (line) {
+            while (line > out && line[-1] != '\n')
+                line--;
+            snprintf(auto_id, sizeof auto_id, "%s", line);
+        }
+        free(out);
+    }
+    if (!*auto_id) {
+        cp_proc_dump_log(&worker, 20);
+        fail_msg("no diagnosis started by the threshold event");
+    }
+    assert_int_equal(show_contains(auto_id, "from trace 4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"), 0);
+    send_threshold(CMR_THRESHOLD_ABNORMAL); /* the same event again: nothing new */
+    send_threshold(CMR_THRESHOLD_NORMAL);
+    assert_int_equal(show_contains(auto_id, "ended: back_to_normal"), 0);
+    assert_int_equal(diagnose(&out, "list", "--all"), 0);
+    int threshold_started = 0;
+    for (const char *p = out; (p = strstr(p, "(threshold slow-pay)")); p++)
+        threshold_started++;
+    free(out);
+    assert_int_equal(threshold_started, 1);
+    tests_ok++;
+}
 
 static void test_registration_gets_configuration(void **state)
 {
@@ -460,6 +603,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_foreign_bytes_and_restart),
         cmocka_unit_test(test_apply_all_or_nothing),
         cmocka_unit_test(test_same_name_instances),
+        cmocka_unit_test(test_diagnoses),
         cmocka_unit_test(test_outsider_values_in_logs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -85,8 +85,9 @@ typedef void cmr_metrics_alert_fn(void *opaque, const cmr_threshold_event_t *ev)
 void cmr_metrics_on_alert(cmr_metrics_t *m, cmr_metrics_alert_fn *fn, void *opaque);
 
 /* Judges the rules of every environment whose data crossed a 10 s boundary since the last
- * call (events to the callback; their state in the pending batch). Returns the number of
- * evaluations. */
+ * call (events to the callback; their state in the pending batch), at most 360 boundaries
+ * per environment and call (call again while it returns more than 0 to catch up). Returns
+ * the number of evaluations. */
 int cmr_metrics_evaluate(cmr_metrics_t *m);
 /* Writes every partition's pending batch durably. 0 or -1 (nothing may be marked done). */
 int cmr_metrics_flush(cmr_metrics_t *m);

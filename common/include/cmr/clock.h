@@ -52,4 +52,8 @@ static inline int64_t cmr_process_cpu_ns(void)
 /* Sleeps ms milliseconds (through signals: the full time unless ms <= 0). */
 void cmr_sleep_ms(int64_t ms);
 
+/* A duration people type: a number of milliseconds, or a number with a unit (ms, s, m,
+ * h, d; "1.5s"). 0, or -1 when s is not one (or is negative or absurd: over 10 years). */
+int cmr_duration_parse_ms(const char *s, int64_t *ms);
+
 #endif

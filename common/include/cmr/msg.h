@@ -60,6 +60,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_METRIC_BATCH,
     CMR_MSG_SIGNED_COMMAND,
     CMR_MSG_THRESHOLD_EVENT,
+    CMR_MSG_DIAGNOSIS,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -119,6 +120,36 @@ typedef enum cmr_threshold_state {
     CMR_THRESHOLD_ABNORMAL,
     CMR_THRESHOLD_NORMAL,
 } cmr_threshold_state_t;
+
+typedef enum cmr_diag_condition_kind {
+    CMR_DIAG_HTTP_METHOD,
+    CMR_DIAG_HTTP_PATH,
+    CMR_DIAG_HTTP_STATUS,
+    CMR_DIAG_HTTP_HEADER,
+    CMR_DIAG_HTTP_PARAMETER,
+    CMR_DIAG_SQL,
+    CMR_DIAG_ARGUMENT,
+} cmr_diag_condition_kind_t;
+
+typedef enum cmr_diag_state {
+    CMR_DIAG_ACTIVE,
+    CMR_DIAG_ENDED,
+} cmr_diag_state_t;
+
+typedef enum cmr_diag_end_reason {
+    CMR_DIAG_END_NONE,
+    CMR_DIAG_END_STOPPED,
+    CMR_DIAG_END_TIME_TO_LIVE,
+    CMR_DIAG_END_HITS,
+    CMR_DIAG_END_BUDGET,
+    CMR_DIAG_END_BACK_TO_NORMAL,
+    CMR_DIAG_END_ENVIRONMENT_GONE,
+} cmr_diag_end_reason_t;
+
+typedef enum cmr_diag_cause {
+    CMR_DIAG_CAUSE_USER,
+    CMR_DIAG_CAUSE_THRESHOLD,
+} cmr_diag_cause_t;
 
 typedef enum cmr_config_kind {
     CMR_CONFIG_ENVIRONMENT,
@@ -424,6 +455,44 @@ typedef struct cmr_metric_batch {
     int64_t samples_dropped;
 } cmr_metric_batch_t;
 
+typedef struct cmr_diag_condition {
+    cmr_diag_condition_kind_t kind;
+    char *name;
+    char *pattern;
+} cmr_diag_condition_t;
+
+/* cmr.diagnoses (key: diagnosis id; every revision kept) */
+typedef struct cmr_diagnosis {
+    char *id;
+    int64_t revision;
+    char *environment_id;
+    cmr_bytes_t agents; /* 8-byte big-endian agent ids; empty: all of the environment */
+    int64_t method_id;
+    char *class_name;
+    char *method_name;
+    char *descriptor;
+    int32_t depth;
+    bool include_jdk;
+    cmr_strings_t exclude;
+    struct {
+        cmr_diag_condition_t *items;
+        size_t count;
+    } conditions;
+    int64_t ttl_ms;
+    int64_t max_hits;
+    double overhead_budget_pct;
+    int64_t end_after_normal_ms;
+    cmr_diag_state_t state;
+    cmr_diag_end_reason_t end_reason;
+    cmr_diag_cause_t cause;
+    char *rule;
+    char *trace_id;
+    char *author;
+    int64_t started_ms;
+    int64_t ended_ms;
+    int64_t time_ms;
+} cmr_diagnosis_t;
+
 /* cmr.alerts (key: environment id) */
 typedef struct cmr_threshold_event {
     char *environment_id;
@@ -472,6 +541,7 @@ typedef struct cmr_msg {
         cmr_metric_batch_t metric_batch;
         cmr_signed_command_t signed_command;
         cmr_threshold_event_t threshold_event;
+        cmr_diagnosis_t diagnosis;
     } u;
 } cmr_msg_t;
 

@@ -1,0 +1,599 @@
+/*
+ * cfg_diagnose.c - diagnoses in cmr-config: the operator commands (start, stop, list,
+ * show) and the worker's steps (start from a threshold event, end on time to live or back
+ * to normal). See cmr/cfg_diagnose.h and docs/DIAGNOSIS.md.
+ *
+ * Every change is written as a new revision of the diagnosis on cmr.diagnoses; the state
+ * is the projection of that topic (cmr/diagnoses.h). A diagnosis a threshold starts has
+ * an id derived from the environment, rule, subject and window, so that two cmr-config
+ * workers that both see the event write the same revision (the projection keeps one).
+ */
+#include "cmr/cfg_diagnose.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmr/bytes.h"
+#include "cmr/clock.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr/reader.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
+
+#define MAX_TTL_MS (7LL * 86400000) /* the topic keeps a week at least: an active one is never lost */
+
+/* --- building a diagnosis from the options --------------------------------------------- */
+
+void cmr_cfg_diag_mem_free(cmr_cfg_diag_mem_t *mem)
+{
+    cmr_buf_free(&mem->agents);
+    free(mem->exclude);
+    free(mem->conds);
+    free(mem->strings);
+    memset(mem, 0, sizeof *mem);
+}
+
+/* "com.shop.Cart.add" or "com/shop/Cart.add(I)V": class (internal), method, descriptor. */
+static int parse_method(const char *s, cmr_cfg_diag_mem_t *mem, char *err, size_t errlen)
+{
+    const char *paren = strchr(s, '(');
+    size_t head = paren ? (size_t)(paren - s) : strlen(s);
+    const char *dot = NULL;
+    for (const char *p = s; p < s + head; p++)
+        if (*p == '.')
+            dot = p;
+    if (!dot || dot == s || dot + 1 == s + head || (size_t)(dot - s) >= sizeof mem->class_name ||
+        (size_t)(s + head - dot - 1) >= sizeof mem->method_name || (paren && strlen(paren) >= sizeof mem->descriptor) ||
+        (paren && !strchr(paren, ')'))) {
+        snprintf(err, errlen,
+                 "--method wants Class.method or Class.method(descriptor), e.g. com.shop.CheckoutService.checkout, "
+                 "not \"%s\"",
+                 s);
+        return -1;
+    }
+    snprintf(mem->class_name, sizeof mem->class_name, "%.*s", (int)(dot - s), s);
+    for (char *c = mem->class_name; *c; c++)
+        if (*c == '.')
+            *c = '/';
+    snprintf(mem->method_name, sizeof mem->method_name, "%.*s", (int)(s + head - dot - 1), dot + 1);
+    snprintf(mem->descriptor, sizeof mem->descriptor, "%s", paren ? paren : "");
+    return 0;
+}
+
+/* Comma-separated hex agent ids into 8-byte big-endian entries. */
+static int parse_agents(const char *s, cmr_buf_t *out, char *err, size_t errlen)
+{
+    for (const char *p = s; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char hex[17];
+        uint8_t raw[8];
+        if (len != 16 || (memcpy(hex, p, 16), hex[16] = '\0', cmr_unhex(hex, raw, 8) != 0)) {
+            snprintf(err, errlen, "--agent takes agent ids of 16 hex digits, comma-separated (cmr-ingest agents)");
+            return -1;
+        }
+        cmr_buf_put(out, raw, 8);
+        p = comma ? comma + 1 : NULL;
+    }
+    return cmr_buf_ok(out) ? 0 : -1;
+}
+
+static const struct {
+    const char *name;
+    cmr_diag_condition_kind_t kind;
+    bool named;
+} cond_kinds[] = {
+    {"http.method", CMR_DIAG_HTTP_METHOD, false},
+    {"http.path", CMR_DIAG_HTTP_PATH, false},
+    {"http.status", CMR_DIAG_HTTP_STATUS, false},
+    {"http.header", CMR_DIAG_HTTP_HEADER, true},
+    {"http.param", CMR_DIAG_HTTP_PARAMETER, true},
+    {"sql", CMR_DIAG_SQL, false},
+    {"arg", CMR_DIAG_ARGUMENT, true},
+};
+
+/* Splits a comma-separated list in place (the copy in mem->strings); returns the count. */
+static size_t split_list(char *s, char **items, size_t max)
+{
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(s, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save))
+        items[n++] = t;
+    return n;
+}
+
+/* --when KIND[:NAME]=GLOB,...: http.method=POST, http.path=/checkout*, http.status=5*,
+ * http.header:X-Tenant=acme, http.param:sku=42*, sql=select*orders*, arg:0=7. */
+static int parse_conditions(char *s, cmr_cfg_diag_mem_t *mem, char *err, size_t errlen)
+{
+    char *items[32];
+    size_t n = split_list(s, items, 32);
+    mem->conds = calloc(n ? n : 1, sizeof *mem->conds);
+    if (!mem->conds)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char *eq = strchr(items[i], '=');
+        if (!eq) {
+            snprintf(err, errlen, "--when: \"%s\" is not KIND[:NAME]=GLOB", items[i]);
+            return -1;
+        }
+        *eq = '\0';
+        char *colon = strchr(items[i], ':');
+        if (colon)
+            *colon = '\0';
+        size_t k = 0;
+        while (k < sizeof cond_kinds / sizeof cond_kinds[0] && strcmp(cond_kinds[k].name, items[i]))
+            k++;
+        if (k == sizeof cond_kinds / sizeof cond_kinds[0] || cond_kinds[k].named != (colon != NULL) ||
+            (colon && !colon[1])) {
+            snprintf(err, errlen,
+                     "--when: \"%s\": kinds are http.method, http.path, http.status, sql (KIND=GLOB) and "
+                     "http.header, http.param, arg (KIND:NAME=GLOB)",
+                     items[i]);
+            return -1;
+        }
+        mem->conds[mem->nconds++] = (cmr_diag_condition_t){cond_kinds[k].kind, colon ? colon + 1 : "", eq + 1};
+    }
+    return 0;
+}
+
+static int get_duration(const cmr_conf_t *conf, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out,
+                        char *err, size_t errlen)
+{
+    const char *s = cmr_conf_get(conf, key, NULL);
+    *out = def;
+    if (s && (cmr_duration_parse_ms(s, out) != 0 || *out < min || *out > max)) {
+        snprintf(err, errlen, "%s: \"%s\" is not a duration between %" PRId64 " ms and %" PRId64 " ms", key, s, min,
+                 max);
+        return -1;
+    }
+    return 0;
+}
+
+int cmr_cfg_diag_from_options(const cmr_conf_t *conf, const char *author, cmr_diagnosis_t *d, cmr_cfg_diag_mem_t *mem,
+                              char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    memset(mem, 0, sizeof *mem);
+    const char *env = cmr_conf_get(conf, "diag.env", NULL), *method = cmr_conf_get(conf, "diag.method", NULL);
+    if (!env || !*env || !method) {
+        snprintf(err, errlen, "diagnose start needs --env ENV and --method Class.method");
+        return -1;
+    }
+    if (parse_method(method, mem, err, errlen) != 0 ||
+        parse_agents(cmr_conf_get(conf, "diag.agents", ""), &mem->agents, err, errlen) != 0)
+        return -1;
+    const char *exclude = cmr_conf_get(conf, "diag.exclude", ""), *when = cmr_conf_get(conf, "diag.when", "");
+    size_t elen = strlen(exclude), wlen = strlen(when);
+    mem->strings = malloc(elen + wlen + 2);
+    mem->exclude = calloc(32, sizeof *mem->exclude);
+    if (!mem->strings || !mem->exclude)
+        return -1;
+    memcpy(mem->strings, exclude, elen + 1);
+    memcpy(mem->strings + elen + 1, when, wlen + 1);
+    mem->nexclude = split_list(mem->strings, mem->exclude, 32);
+    for (size_t i = 0; i < mem->nexclude; i++)
+        for (char *c = mem->exclude[i]; *c; c++)
+            if (*c == '.')
+                *c = '/';
+    if (parse_conditions(mem->strings + elen + 1, mem, err, errlen) != 0)
+        return -1;
+    int64_t depth, max_hits, ttl, normal;
+    bool include_jdk;
+    if (cmr_conf_get_int(conf, "diag.depth", 3, 1, 10, &depth, err, errlen) ||
+        cmr_conf_get_int(conf, "diag.max_hits", 0, 0, INT64_MAX, &max_hits, err, errlen) ||
+        cmr_conf_get_bool(conf, "diag.include_jdk", false, &include_jdk, err, errlen) ||
+        get_duration(conf, "diag.ttl", 600000, 1000, MAX_TTL_MS, &ttl, err, errlen) ||
+        get_duration(conf, "diag.until_normal", 0, 0, MAX_TTL_MS, &normal, err, errlen))
+        return -1;
+    const char *budget = cmr_conf_get(conf, "diag.budget", "0");
+    char *end;
+    double pct = strtod(budget, &end);
+    if (end == budget || (*end && strcmp(end, "%")) || !(pct >= 0 && pct <= 100)) {
+        snprintf(err, errlen, "--budget is a share of the selected method's time, 0..100 (e.g. 2%%), not \"%s\"",
+                 budget);
+        return -1;
+    }
+    const char *trace = cmr_conf_get(conf, "diag.trace", "");
+    uint8_t raw[16];
+    if (*trace && (strlen(trace) != 32 || cmr_unhex(trace, raw, 16) != 0)) {
+        snprintf(err, errlen, "--trace is a trace id of 32 hex digits");
+        return -1;
+    }
+    uint8_t rnd[8];
+    if (cmr_random_bytes(rnd, sizeof rnd) != 0) {
+        snprintf(err, errlen, "no randomness for the diagnosis id");
+        return -1;
+    }
+    cmr_hex(rnd, 8, mem->id);
+    int64_t now = cmr_wall_ms();
+    *d = (cmr_diagnosis_t){
+        .id = mem->id,
+        .revision = 1,
+        .environment_id = (char *)env,
+        .agents = {mem->agents.data, mem->agents.len},
+        .method_id = *mem->descriptor ? (int64_t)cmr_method_id(mem->class_name, mem->method_name, mem->descriptor) : 0,
+        .class_name = mem->class_name,
+        .method_name = mem->method_name,
+        .descriptor = mem->descriptor,
+        .depth = (int32_t)depth,
+        .include_jdk = include_jdk,
+        .exclude = {mem->exclude, mem->nexclude},
+        .conditions = {mem->conds, mem->nconds},
+        .ttl_ms = ttl,
+        .max_hits = max_hits,
+        .overhead_budget_pct = pct,
+        .end_after_normal_ms = normal,
+        .state = CMR_DIAG_ACTIVE,
+        .end_reason = CMR_DIAG_END_NONE,
+        .cause = CMR_DIAG_CAUSE_USER,
+        .rule = "",
+        .trace_id = (char *)trace,
+        .author = (char *)author,
+        .started_ms = now,
+        .time_ms = now,
+    };
+    return 0;
+}
+
+/* --- reading and writing the topic ------------------------------------------------------ */
+
+/* Reads cmr.diagnoses to its end into a new projection. NULL with the reason on stderr. */
+static cmr_diagnoses_t *load(const cmr_conf_t *conf)
+{
+    char err[512];
+    int64_t timeout;
+    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s\n", err);
+        return NULL;
+    }
+    const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_DIAGNOSES);
+    const char *topic = cmr_topic_name(CMR_TOPIC_DIAGNOSES);
+    if (cmr_admin_ensure_topic(conf, topic, l->partitions, -1, 0, (int)timeout, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s: %s\n", topic, err);
+        return NULL;
+    }
+    cmr_reader_t *r = cmr_reader_new(conf, topic, 0, err, sizeof err);
+    cmr_diagnoses_t *s = r ? cmr_diagnoses_new() : NULL;
+    if (!r)
+        fprintf(stderr, "cmr-config: cannot read %s: %s\n", topic, err);
+    int64_t deadline = cmr_mono_ms() + timeout;
+    while (s && !cmr_reader_caught_up(r)) {
+        cmr_reader_rec_t rec;
+        int rc = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
+        if (rc < 0) {
+            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n", topic, timeout);
+            cmr_diagnoses_free(s);
+            s = NULL;
+        } else if (rc == 1 && cmr_diagnoses_apply(s, rec.payload, rec.len, err, sizeof err) < 0) {
+            cmr_log(CMR_LOG_WARN, "config.bad_diagnosis", "partition=%d offset=%" PRId64 " error=\"%s\"", rec.partition,
+                    rec.offset, err);
+        }
+    }
+    cmr_reader_free(r);
+    return s;
+}
+
+/* Writes one revision and waits for the cluster to have it. 0 or -1 (stderr). */
+static int publish(const cmr_conf_t *conf, const cmr_diagnosis_t *d)
+{
+    char err[512];
+    cmr_producer_t *p = cmr_producer_new(conf, "cmr-config-diagnose", NULL, NULL, err, sizeof err);
+    int rc = p && cmr_producer_send(p, CMR_MSG_DIAGNOSIS, d, NULL, NULL, err, sizeof err) == CMR_SEND_OK &&
+                     cmr_producer_flush(p, 30000) == 0
+                 ? 0
+                 : -1;
+    if (rc)
+        fprintf(stderr, "cmr-config: could not write the diagnosis to %s: %s\n", cmr_topic_name(CMR_TOPIC_DIAGNOSES),
+                p ? err : "no producer");
+    if (p)
+        cmr_producer_destroy(p, 5000);
+    return rc;
+}
+
+/* The revision after d: ended for `reason` at now, by `author`. */
+static cmr_diagnosis_t ended(const cmr_diagnosis_t *d, cmr_diag_end_reason_t reason, const char *author, int64_t now)
+{
+    cmr_diagnosis_t e = *d;
+    e.revision = d->revision + 1;
+    e.state = CMR_DIAG_ENDED;
+    e.end_reason = reason;
+    e.ended_ms = now;
+    e.time_ms = now;
+    e.author = (char *)author;
+    return e;
+}
+
+/* --- the commands ------------------------------------------------------------------------ */
+
+static void when_text(int64_t ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void method_text(const cmr_diagnosis_t *d, char *buf, size_t len)
+{
+    if (*d->class_name)
+        snprintf(buf, len, "%s.%s%s", d->class_name, d->method_name, d->descriptor);
+    else
+        snprintf(buf, len, "method#%016" PRIx64, (uint64_t)d->method_id);
+    for (char *c = buf; *c && *c != '('; c++)
+        if (*c == '/')
+            *c = '.';
+}
+
+static void list_line(FILE *out, const cmr_diagnosis_t *d, int64_t now)
+{
+    char started[32], method[1200], status[64];
+    when_text(d->started_ms, started, sizeof started);
+    method_text(d, method, sizeof method);
+    if (d->state == CMR_DIAG_ACTIVE)
+        snprintf(status, sizeof status, "active, %" PRId64 "s left", (d->started_ms + d->ttl_ms - now) / 1000);
+    else
+        snprintf(status, sizeof status, "ended: %s", cmr_diag_end_reason_name(d->end_reason));
+    bool threshold = d->cause == CMR_DIAG_CAUSE_THRESHOLD;
+    fprintf(out, "%s  %-28s %s  %-12s %s%s%s%s\n", d->id, status, started, d->environment_id, method,
+            threshold ? "  (threshold " : "", threshold ? d->rule : "", threshold ? ")" : "");
+}
+
+static void show(FILE *out, const cmr_diagnoses_t *s, const cmr_diagnosis_t *d)
+{
+    char method[1200], when[32];
+    method_text(d, method, sizeof method);
+    fprintf(out, "diagnosis %s: %s in environment %s\n", d->id, method, d->environment_id);
+    fprintf(out,
+            "  depth %d%s, time to live %" PRId64 " s, max hits %" PRId64 ", overhead budget %.2f%%, ends %" PRId64
+            " s after back to normal%s\n",
+            d->depth, d->include_jdk ? " (JDK included)" : "", d->ttl_ms / 1000, d->max_hits, d->overhead_budget_pct,
+            d->end_after_normal_ms / 1000, d->end_after_normal_ms ? "" : " (never)");
+    for (size_t i = 0; i < d->exclude.count; i++)
+        fprintf(out, "  excluded: %s\n", d->exclude.items[i]);
+    for (size_t i = 0; i < d->conditions.count; i++)
+        fprintf(out, "  when: %s%s%s = %s\n", cond_kinds[d->conditions.items[i].kind].name,
+                *d->conditions.items[i].name ? ":" : "", d->conditions.items[i].name, d->conditions.items[i].pattern);
+    if (d->agents.len)
+        fprintf(out, "  agents: %zu\n", d->agents.len / 8);
+    if (*d->trace_id)
+        fprintf(out, "  from trace %s\n", d->trace_id);
+    const cmr_diagnosis_t *revs[64];
+    size_t n = cmr_diagnoses_history(s, d->id, revs, 64);
+    for (size_t i = 0; i < n && i < 64; i++) {
+        when_text(revs[i]->time_ms, when, sizeof when);
+        fprintf(out, "  revision %" PRId64 "  %s  %s%s%s  by %s\n", revs[i]->revision, when,
+                cmr_diag_state_name(revs[i]->state), revs[i]->state == CMR_DIAG_ENDED ? ": " : "",
+                revs[i]->state == CMR_DIAG_ENDED ? cmr_diag_end_reason_name(revs[i]->end_reason) : "", revs[i]->author);
+    }
+}
+
+static const char *author_of(const cmr_conf_t *conf, char *buf, size_t len)
+{
+    const char *a = cmr_conf_get(conf, "config.author", NULL);
+    if (a)
+        return a;
+    const char *user = getenv("USER");
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(buf, len, "%s@%s", user ? user : "unknown", host);
+    return buf;
+}
+
+int cmr_cfg_cli_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *out)
+{
+    const char *what = nargs ? args[0] : "";
+    char err[512], who[300];
+    if (!strcmp(what, "start") && nargs == 1) {
+        cmr_diagnosis_t d;
+        cmr_cfg_diag_mem_t mem;
+        if (cmr_cfg_diag_from_options(conf, author_of(conf, who, sizeof who), &d, &mem, err, sizeof err) != 0) {
+            fprintf(stderr, "cmr-config: %s\n", err);
+            cmr_cfg_diag_mem_free(&mem);
+            return 2;
+        }
+        cmr_diagnoses_t *s = load(conf);
+        int rc = s ? 0 : 1;
+        for (size_t i = 0; s && i < cmr_diagnoses_count(s) && rc == 0; i++) {
+            const cmr_diagnosis_t *o = cmr_diagnoses_at(s, i);
+            if (o->state == CMR_DIAG_ACTIVE && !strcmp(o->environment_id, d.environment_id) &&
+                !strcmp(o->class_name, d.class_name) && !strcmp(o->method_name, d.method_name) &&
+                !strcmp(o->descriptor, d.descriptor)) {
+                fprintf(stderr, "cmr-config: diagnosis %s already looks into this method (stop it first)\n", o->id);
+                rc = 1;
+            }
+        }
+        if (rc == 0 && publish(conf, &d) == 0)
+            fprintf(out, "started diagnosis %s\n", d.id);
+        else
+            rc = 1;
+        cmr_diagnoses_free(s);
+        cmr_cfg_diag_mem_free(&mem);
+        return rc;
+    }
+    if (!strcmp(what, "stop") && nargs == 2) {
+        if (!cmr_diag_id_valid(args[1])) {
+            fprintf(stderr, "cmr-config: a diagnosis id is 16 hex digits (cmr-config diagnose list)\n");
+            return 2;
+        }
+        cmr_diagnoses_t *s = load(conf);
+        const cmr_diagnosis_t *d = s ? cmr_diagnoses_get(s, args[1]) : NULL;
+        int rc = 1;
+        if (s && !d)
+            fprintf(stderr, "cmr-config: no diagnosis %s\n", args[1]);
+        else if (d && d->state != CMR_DIAG_ACTIVE)
+            fprintf(stderr, "cmr-config: diagnosis %s has ended already (%s)\n", d->id,
+                    cmr_diag_end_reason_name(d->end_reason));
+        else if (d) {
+            cmr_diagnosis_t e = ended(d, CMR_DIAG_END_STOPPED, author_of(conf, who, sizeof who), cmr_wall_ms());
+            if (publish(conf, &e) == 0) {
+                fprintf(out, "stopped diagnosis %s\n", d->id);
+                rc = 0;
+            }
+        }
+        cmr_diagnoses_free(s);
+        return rc;
+    }
+    if ((!strcmp(what, "list") && nargs == 1) || (!strcmp(what, "show") && nargs == 2)) {
+        cmr_diagnoses_t *s = load(conf);
+        if (!s)
+            return 1;
+        int rc = 0;
+        if (what[0] == 'l') {
+            bool all;
+            cmr_conf_get_bool(conf, "diag.all", false, &all, err, sizeof err);
+            int64_t now = cmr_wall_ms();
+            size_t shown = 0;
+            for (size_t i = 0; i < cmr_diagnoses_count(s); i++) {
+                const cmr_diagnosis_t *d = cmr_diagnoses_at(s, i);
+                if (all || d->state == CMR_DIAG_ACTIVE) {
+                    list_line(out, d, now);
+                    shown++;
+                }
+            }
+            if (!shown)
+                fprintf(out, "no %sdiagnosis%s\n", all ? "" : "active ", all ? "" : " (--all lists the ended ones)");
+        } else {
+            const cmr_diagnosis_t *d = cmr_diag_id_valid(args[1]) ? cmr_diagnoses_get(s, args[1]) : NULL;
+            if (d)
+                show(out, s, d);
+            else {
+                fprintf(stderr, "cmr-config: no diagnosis %s\n", args[1]);
+                rc = 1;
+            }
+        }
+        cmr_diagnoses_free(s);
+        return rc;
+    }
+    fprintf(stderr, "cmr-config: diagnose start --env ENV --method Class.method [...] | stop ID | list [--all] | "
+                    "show ID\n");
+    return 2;
+}
+
+/* --- the worker's steps ------------------------------------------------------------------- */
+
+int cmr_cfg_diag_worker_init(cmr_cfg_diag_worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    int64_t depth;
+    if (cmr_conf_get_int(conf, "diag.auto.ttl_ms", 600000, 1000, MAX_TTL_MS, &w->auto_ttl_ms, err, errlen) ||
+        cmr_conf_get_int(conf, "diag.auto.end_after_normal_ms", 60000, 0, MAX_TTL_MS, &w->auto_normal_ms, err,
+                         errlen) ||
+        cmr_conf_get_int(conf, "diag.auto.depth", 3, 1, 10, &depth, err, errlen))
+        return -1;
+    w->auto_depth = (int32_t)depth;
+    w->state = cmr_diagnoses_new();
+    return w->state ? 0 : -1;
+}
+
+void cmr_cfg_diag_worker_free(cmr_cfg_diag_worker_t *w)
+{
+    cmr_diagnoses_free(w->state);
+    cmr_map_free(&w->normal_since);
+    memset(w, 0, sizeof *w);
+}
+
+void cmr_cfg_diag_on_record(cmr_cfg_diag_worker_t *w, const void *payload, size_t len)
+{
+    char err[256];
+    if (cmr_diagnoses_apply(w->state, payload, len, err, sizeof err) < 0)
+        cmr_log(CMR_LOG_WARN, "config.bad_diagnosis", "error=\"%s\"", err);
+}
+
+/* Writes a revision and applies it at once (the topic echoes it later; the same revision
+ * is then ignored). */
+static int write_revision(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_diagnosis_t *d)
+{
+    char err[256];
+    if (cmr_producer_send(p, CMR_MSG_DIAGNOSIS, d, NULL, NULL, err, sizeof err) != CMR_SEND_OK) {
+        cmr_log(CMR_LOG_WARN, "config.diagnosis_not_sent", "id=%s error=\"%s\"", d->id, err);
+        return 0;
+    }
+    cmr_diagnoses_apply_msg(w->state, d);
+    cmr_log(CMR_LOG_INFO, d->state == CMR_DIAG_ACTIVE ? "config.diagnosis_started" : "config.diagnosis_ended",
+            "id=%s environment=%s method_id=%016" PRIx64 " reason=%s", d->id, d->environment_id, (uint64_t)d->method_id,
+            d->state == CMR_DIAG_ACTIVE ? "threshold" : cmr_diag_end_reason_name(d->end_reason));
+    if (d->state == CMR_DIAG_ACTIVE)
+        w->started++;
+    else
+        w->ended++;
+    return 1;
+}
+
+int cmr_cfg_diag_on_threshold(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_threshold_event_t *ev,
+                              int64_t now_ms)
+{
+    const cmr_diagnosis_t *active = cmr_diagnoses_active_for(w->state, ev->environment_id, ev->subject_id);
+    if (ev->state == CMR_THRESHOLD_NORMAL) {
+        if (active && active->cause == CMR_DIAG_CAUSE_THRESHOLD && !strcmp(active->rule, ev->rule) &&
+            active->end_after_normal_ms > 0)
+            cmr_map_put(&w->normal_since, active->id, strlen(active->id), (void *)(uintptr_t)now_ms);
+        return 0;
+    }
+    if (active) { /* abnormal again: it is not back to normal */
+        cmr_map_del(&w->normal_since, active->id, strlen(active->id), NULL);
+        return 0;
+    }
+    if (!ev->diagnose || strlen(ev->environment_id) > 128 || strlen(ev->rule) > 256)
+        return 0;
+    /* the same id for every worker that sees this event */
+    char key[512], id[17];
+    int klen = snprintf(key, sizeof key, "%s|%s|%016" PRIx64 "|%" PRId64, ev->environment_id, ev->rule,
+                        (uint64_t)ev->subject_id, ev->window_end_ms);
+    uint64_t h = cmr_hash_bytes(key, (size_t)klen);
+    snprintf(id, sizeof id, "%016" PRIx64, h);
+    if (cmr_diagnoses_get(w->state, id))
+        return 0; /* started (and perhaps ended) before */
+    char author[300];
+    snprintf(author, sizeof author, "cmr-config (threshold %s)", ev->rule);
+    cmr_diagnosis_t d = {
+        .id = id,
+        .revision = 1,
+        .environment_id = ev->environment_id,
+        .method_id = ev->subject_id,
+        .class_name = "",
+        .method_name = "",
+        .descriptor = "",
+        .depth = w->auto_depth,
+        .ttl_ms = w->auto_ttl_ms,
+        .end_after_normal_ms = w->auto_normal_ms,
+        .state = CMR_DIAG_ACTIVE,
+        .end_reason = CMR_DIAG_END_NONE,
+        .cause = CMR_DIAG_CAUSE_THRESHOLD,
+        .rule = ev->rule,
+        .trace_id = ev->example_traces.count ? ev->example_traces.items[0] : "",
+        .author = author,
+        .started_ms = now_ms,
+        .time_ms = now_ms,
+    };
+    return write_revision(w, p, &d);
+}
+
+int cmr_cfg_diag_tick(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, int64_t now_ms)
+{
+    int n = 0;
+    for (size_t i = 0; i < cmr_diagnoses_count(w->state); i++) {
+        const cmr_diagnosis_t *d = cmr_diagnoses_at(w->state, i);
+        if (d->state != CMR_DIAG_ACTIVE)
+            continue;
+        void *since = cmr_map_get(&w->normal_since, d->id, strlen(d->id));
+        cmr_diag_end_reason_t why = CMR_DIAG_END_NONE;
+        if (now_ms >= d->started_ms + d->ttl_ms)
+            why = CMR_DIAG_END_TIME_TO_LIVE;
+        else if (since && d->end_after_normal_ms > 0 && now_ms - (int64_t)(uintptr_t)since >= d->end_after_normal_ms)
+            why = CMR_DIAG_END_BACK_TO_NORMAL;
+        if (why == CMR_DIAG_END_NONE)
+            continue;
+        char author[64];
+        snprintf(author, sizeof author, "cmr-config");
+        cmr_diagnosis_t e = ended(d, why, author, now_ms);
+        char id[17];
+        snprintf(id, sizeof id, "%s", d->id); /* d moves when the state takes the new revision */
+        n += write_revision(w, p, &e);
+        cmr_map_del(&w->normal_since, id, strlen(id), NULL);
+    }
+    return n;
+}

@@ -1,0 +1,51 @@
+/*
+ * diagnoses.h - the diagnoses, as a projection of the cmr.diagnoses topic: every
+ * revision of every diagnosis, the latest of each being its state (docs/DIAGNOSIS.md).
+ *
+ * Reading the topic from the beginning and applying each record in order gives the current
+ * diagnoses and their history; a revision of an id that is not newer than the one held is
+ * ignored, so duplicates (two cmr-config workers ending the same diagnosis) and replays
+ * change nothing. Used by cmr-config (CLI and worker) and, for the instrumentation, by
+ * cmr-instrumenter (library cmr_envstate, common/config/).
+ *
+ * Ownership: the state owns the decoded revisions; pointers it returns live until
+ * cmr_diagnoses_free(). Not thread-safe.
+ */
+#ifndef CMR_DIAGNOSES_H
+#define CMR_DIAGNOSES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/msg.h"
+
+typedef struct cmr_diagnoses cmr_diagnoses_t;
+
+cmr_diagnoses_t *cmr_diagnoses_new(void);
+void cmr_diagnoses_free(cmr_diagnoses_t *s);
+
+/* Applies one encoded Diagnosis (the raw record value): 1 applied (a new id or a newer
+ * revision), 0 ignored (not newer), -1 not a valid Diagnosis (err filled). */
+int cmr_diagnoses_apply(cmr_diagnoses_t *s, const void *payload, size_t len, char *err, size_t errlen);
+/* The same for a decoded one (copied). */
+int cmr_diagnoses_apply_msg(cmr_diagnoses_t *s, const cmr_diagnosis_t *d);
+
+/* The latest revision of id, or NULL. */
+const cmr_diagnosis_t *cmr_diagnoses_get(const cmr_diagnoses_t *s, const char *id);
+/* Diagnoses in the order they were first seen: the latest revision of the i-th. */
+size_t cmr_diagnoses_count(const cmr_diagnoses_t *s);
+const cmr_diagnosis_t *cmr_diagnoses_at(const cmr_diagnoses_t *s, size_t i);
+/* The revisions of id, oldest first: up to max of them into out; returns how many there
+ * are (0 when id is unknown). */
+size_t cmr_diagnoses_history(const cmr_diagnoses_t *s, const char *id, const cmr_diagnosis_t **out, size_t max);
+/* The active diagnosis of an environment's method (by id), or NULL. */
+const cmr_diagnosis_t *cmr_diagnoses_active_for(const cmr_diagnoses_t *s, const char *env, int64_t method_id);
+
+/* Names people read and type: "active", "ended"; "stopped", "time_to_live", ... */
+const char *cmr_diag_state_name(cmr_diag_state_t st);
+const char *cmr_diag_end_reason_name(cmr_diag_end_reason_t r);
+/* A diagnosis' id: 16 hex digits, and whether s is one. */
+bool cmr_diag_id_valid(const char *s);
+
+#endif
