@@ -25,6 +25,7 @@
 #include "cmr/classfile.h"
 #include "cmr/instr_discover.h"
 #include "cmr/instr_meta.h"
+#include "cmr/log.h"
 
 static const char *classes_dir;
 
@@ -34,8 +35,11 @@ typedef struct fake {
     const char *dir;
     const char *const *loaded; /* internal names */
     size_t nloaded;
-    const char *broken; /* served as malformed bytes */
-    int lists;          /* each_class calls */
+    const char *broken;  /* served as malformed bytes */
+    const char *failing; /* the source fails (-1) for this class */
+    const char *mutate;  /* served with bytes flipped (seed below) */
+    uint32_t seed;
+    int lists; /* each_class calls */
 } fake_t;
 
 static bool is_loaded(const fake_t *f, const char *name)
@@ -64,6 +68,8 @@ static int fake_bytes(void *ud, const char *name, cmr_buf_t *out)
     fake_t *f = ud;
     if (!is_loaded(f, name))
         return 0;
+    if (f->failing && strcmp(name, f->failing) == 0)
+        return -1;
     if (f->broken && strcmp(name, f->broken) == 0) {
         static const uint8_t junk[] = {0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 55, 0xFF, 0xFF, 7};
         cmr_buf_put(out, junk, sizeof junk);
@@ -71,7 +77,16 @@ static int fake_bytes(void *ud, const char *name, cmr_buf_t *out)
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.class", f->dir, name);
-    return read_file(path, out);
+    int r = read_file(path, out);
+    if (r == 1 && f->mutate && strcmp(name, f->mutate) == 0 && out->len > 10) {
+        uint32_t x = f->seed * 2654435761u + 1;
+        for (int k = 0; k < 1 + (int)(f->seed % 4); k++) { /* a few bytes past the magic */
+            x = x * 1103515245u + 12345u;
+            size_t at = 8 + (x >> 8) % (out->len - 8);
+            out->data[at] ^= (uint8_t)(1u << (x % 8)) | (uint8_t)(f->seed & 0x10 ? 0xFF : 0);
+        }
+    }
+    return r;
 }
 
 static int fake_each(void *ud, int (*fn)(void *, const char *, const char *, const char *const *, size_t), void *fnud)
@@ -421,6 +436,47 @@ static void test_roots_and_errors(void **st)
     assert_non_null(strstr(err, "malformed"));
 }
 
+static void test_source_failure_and_damaged_bytes(void **st)
+{
+    (void)st;
+    fake_t f = app();
+    cmr_disc_source_t s = source(&f);
+    cmr_disc_opts_t o = opts(3);
+    cmr_disc_tree_t t;
+    char err[256];
+    /* the source fails below the root: the discovery fails, nothing is left in the tree */
+    f.failing = "disc/Util";
+    assert_int_equal(cmr_disc_discover(&s, "disc/Service", "handle", ROOT_DESC, &o, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "disc/Util"));
+    assert_int_equal(t.n, 0);
+    assert_null(t.nodes);
+    f.failing = NULL;
+    /* damaged bytes in each class in turn (flipped bytes: often still parseable, with wrong
+     * indices, lengths or code): never a crash (ASan run), the root's class aside never an
+     * error, always a bounded tree */
+    cmr_log_level_t lvl = cmr_log_get_level();
+    cmr_log_set_level(CMR_LOG_ERROR);
+    size_t nclasses = sizeof app_loaded / sizeof *app_loaded, ok = 0;
+    for (size_t c = 0; c < nclasses; c++) {
+        for (uint32_t seed = 1; seed <= 60; seed++) {
+            f.mutate = app_loaded[c];
+            f.seed = seed;
+            int r = cmr_disc_discover(&s, "disc/Service", "handle", NULL, &o, &t, err, sizeof err);
+            if (r != 0 && strcmp(app_loaded[c], "disc/Service") != 0)
+                fprintf(stderr, "%s seed %u: %s\n", app_loaded[c], seed, err);
+            if (strcmp(app_loaded[c], "disc/Service") != 0)
+                assert_int_equal(r, 0);
+            if (r == 0) {
+                ok++;
+                assert_true(t.n >= 1 && t.n <= 2000);
+            }
+            cmr_disc_tree_free(&t);
+        }
+    }
+    cmr_log_set_level(lvl);
+    printf("damaged bytes: %zu of %zu discoveries completed\n", ok, nclasses * 60);
+}
+
 /* --- a real library ---------------------------------------------------------------------- */
 
 typedef struct names {
@@ -529,6 +585,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_max_nodes),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_roots_and_errors),
+        cmocka_unit_test(test_source_failure_and_damaged_bytes),
         cmocka_unit_test(test_real_jar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
