@@ -251,9 +251,10 @@ static int tlist_add(ctx_t *x, tlist_t *l, target_t *t)
 }
 
 /* A default method name+desc in the superinterfaces of class c (depth first, declaration
- * order). 1 found (out set), 0 not, -1 failed. *jdk_iface: the first JDK interface met. */
+ * order; each interface visited once: `seen`). 1 found (out set), 0 not, -1 failed.
+ * *jdk_iface: the first JDK interface met. */
 static int find_default(ctx_t *x, const cf_class *c, const char *name, const char *desc, target_t *out, int level,
-                        char **jdk_iface)
+                        char **jdk_iface, cmr_map_t *seen)
 {
     if (level > 32)
         return 0;
@@ -262,6 +263,15 @@ static int find_default(ctx_t *x, const cf_class *c, const char *name, const cha
         char *in = dup_str(cf_cp_class_name(c, ci));
         if (!in)
             return fail(x, "%s", "out of memory");
+        bool created;
+        if (!cmr_map_get_slot(seen, in, strlen(in), &created)) {
+            free(in);
+            return fail(x, "%s", "out of memory");
+        }
+        if (!created) {
+            free(in);
+            continue;
+        }
         int st = owner_status(x, in);
         if (st != CMR_DISC_FOUND) {
             if (!*jdk_iface && st == CMR_DISC_JDK)
@@ -281,7 +291,7 @@ static int find_default(ctx_t *x, const cf_class *c, const char *name, const cha
             if (m && has_code(m) && !(m->access & JVM_ACC_STATIC))
                 r = set_target(x, out, in, name, desc, CMR_DISC_FOUND) ? -1 : 1;
             else
-                r = find_default(x, k->c, name, desc, out, level + 1, jdk_iface);
+                r = find_default(x, k->c, name, desc, out, level + 1, jdk_iface, seen);
         }
         free(in);
         if (r)
@@ -291,10 +301,13 @@ static int find_default(ctx_t *x, const cf_class *c, const char *name, const cha
 }
 
 /* The end of resolve_up: a default method in the interfaces of the classes start and its
- * `levels` superclasses implement, or a JDK / NOT_LOADED leaf. */
-static int resolve_default(ctx_t *x, const char *start, const char *name, const char *desc, int levels, target_t *out)
+ * `levels` superclasses implement, or a JDK / NOT_LOADED leaf. nofallback: no leaf, 1 when a
+ * default method was found (out set), 0 when not. */
+static int resolve_default(ctx_t *x, const char *start, const char *name, const char *desc, int levels, target_t *out,
+                           bool nofallback)
 {
     char *jdk_iface = NULL;
+    cmr_map_t seen = {0};
     char *from = strdup(start);
     int r = from ? 0 : fail(x, "%s", "out of memory");
     for (int l = 0; l <= levels && from && r == 0; l++) {
@@ -305,18 +318,19 @@ static int resolve_default(ctx_t *x, const char *start, const char *name, const 
         }
         if (f->state != CLS_OK)
             break;
-        r = find_default(x, f->c, name, desc, out, 0, &jdk_iface);
+        r = find_default(x, f->c, name, desc, out, 0, &jdk_iface, &seen);
         char *nx = r == 0 && f->c->super_class ? dup_str(cf_cp_class_name(f->c, f->c->super_class)) : NULL;
         free(from);
         from = nx;
     }
     free(from);
-    if (r == 0 && jdk_iface)
+    cmr_map_free(&seen);
+    if (r == 0 && !nofallback && jdk_iface)
         r = set_target(x, out, jdk_iface, name, desc, CMR_DISC_JDK);
-    else if (r == 0)
+    else if (r == 0 && !nofallback)
         r = set_target(x, out, start, name, desc, CMR_DISC_NOT_LOADED); /* no such method */
     free(jdk_iface);
-    return r < 0 ? -1 : 0;
+    return r < 0 ? -1 : r == 1 && nofallback ? 1 : 0;
 }
 
 /* The method a call of name+desc on class `start` runs: declared in start or the nearest
@@ -332,7 +346,14 @@ static int resolve_up(ctx_t *x, const char *start, const char *name, const char 
     for (int level = 0;; level++) {
         int st = owner_status(x, cur);
         if (st != CMR_DISC_FOUND) {
-            rc = set_target(x, out, cur, name, desc, st);
+            /* a JDK / excluded superclass: a default method of the application's interfaces
+             * first (an inherited JDK method would win at run time, but JDK superclasses of
+             * application classes rarely declare the application interfaces' methods) */
+            rc = level > 0 ? resolve_default(x, start, name, desc, level - 1, out, true) : 0;
+            if (rc == 0)
+                rc = set_target(x, out, cur, name, desc, st);
+            else if (rc == 1)
+                rc = 0;
             break;
         }
         cls_t *k = get_class(x, cur);
@@ -352,7 +373,7 @@ static int resolve_up(ctx_t *x, const char *start, const char *name, const char 
         }
         cf_str sup = cf_cp_class_name(k->c, k->c->super_class);
         if (k->c->super_class == 0 || sup.len == 0 || level >= MAX_CHAIN || strcmp(name, "<init>") == 0) {
-            rc = resolve_default(x, start, name, desc, level, out);
+            rc = resolve_default(x, start, name, desc, level, out, false);
             break;
         }
         char *next = dup_str(sup);

@@ -115,8 +115,8 @@ static int fake_each(void *ud, int (*fn)(void *, const char *, const char *, con
 }
 
 static const char *const app_loaded[] = {
-    "disc/Service", "disc/BaseService", "disc/Util",   "disc/Repo",    "disc/SqlRepo", "disc/Shape",
-    "disc/Circle",  "disc/Square",      "disc/Broken", "disc/ext/Lib", "disc/Task",
+    "disc/Service", "disc/BaseService", "disc/Util",    "disc/Repo", "disc/SqlRepo", "disc/Shape",  "disc/Circle",
+    "disc/Square",  "disc/Broken",      "disc/ext/Lib", "disc/Task", "disc/Greeter", "disc/Polite",
     /* disc/MemRepo compiled but never loaded */
 };
 
@@ -238,6 +238,18 @@ static void test_kinds(void **st)
     assert_int_equal(t.nodes[ri].status, CMR_DISC_JDK);
     assert_int_equal(t.nodes[ti].status, CMR_DISC_FOUND);
     assert_int_equal(t.nodes[ti].via, CMR_DISC_INTERFACE);
+    /* a default method inherited by a class whose superclass is a JDK class (Object), called
+     * on the class and through the interface: one child, two call sites */
+    n = child(&t, 0, "disc/Greeter", "greet");
+    assert_int_equal(n->status, CMR_DISC_FOUND);
+    assert_int_equal(n->via, CMR_DISC_VIRTUAL);
+    assert_int_equal(n->call_sites, 2);
+    assert_true(find(&t, ANY, "java/lang/Object", "greet", NULL) < 0);
+    /* a constructor, and the JDK constructor it calls */
+    long pi = find(&t, 0, "disc/Polite", "<init>", "()V");
+    assert_true(pi > 0);
+    assert_int_equal(t.nodes[pi].via, CMR_DISC_SPECIAL);
+    assert_int_equal(child(&t, (uint32_t)pi, "java/lang/Object", "<init>")->status, CMR_DISC_JDK);
     /* recursion: direct and mutual */
     long fi = find(&t, 0, "disc/Service", "fact", NULL);
     assert_true(fi > 0);

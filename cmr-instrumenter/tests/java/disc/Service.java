@@ -28,7 +28,10 @@ public class Service extends BaseService {
         String fmt = String.format("%d", n);           // JDK
         int x = disc.ext.Lib.call(n);                  // excluded package
         int k = Broken.run(n);                         // malformed bytes in the test's source
-        return s + fmt + a + b + t + fa + e + x + k;   // string concatenation (indy, skipped)
+        String g = new Polite().greet();               // inherited default method (invokevirtual)
+        Greeter gr = new Polite();
+        g += gr.greet();                               // the same through the interface
+        return s + fmt + a + b + t + fa + e + x + k + g; // string concatenation (indy, skipped)
     }
 
     private int prepare(int h) {
