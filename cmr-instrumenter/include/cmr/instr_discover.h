@@ -36,7 +36,8 @@
  * Determinism: children in call-site order, the implementations of one site by class name;
  * the same source gives the same tree (a replay gives the same tree).
  *
- * Bounds: at most max_nodes nodes (the last one TOO_MANY when the tree was cut). Memory:
+ * Bounds: at most max_nodes nodes besides the roots; when the tree reaches max_nodes, its last
+ * node is TOO_MANY (it stands for itself and whatever was left out) and the walk stops. Memory:
  * the tree, the class files of the classes touched (each parsed once per discovery) and,
  * when a virtual call is met, the agent's type hierarchy (names only).
  *
@@ -90,7 +91,7 @@ typedef enum cmr_disc_status {
     CMR_DISC_NO_CODE,    /* abstract or native */
     CMR_DISC_REPEATED,   /* recursion, or already in the tree: expanded at its first place */
     CMR_DISC_DEPTH,      /* has code but is at max_depth: not expanded */
-    CMR_DISC_TOO_MANY    /* max_nodes reached: this node was the first one left out */
+    CMR_DISC_TOO_MANY    /* max_nodes reached here: not expanded, the walk stopped */
 } cmr_disc_status_t;
 
 typedef enum cmr_disc_via {
