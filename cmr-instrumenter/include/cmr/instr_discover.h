@@ -36,7 +36,7 @@
  * Determinism: children in call-site order, the implementations of one site by class name;
  * the same source gives the same tree (a replay gives the same tree).
  *
- * Bounds: at most max_nodes nodes besides the roots; when the tree reaches max_nodes, its last
+ * Bounds: at most max_nodes nodes (the roots always fit); when the tree reaches max_nodes, its last
  * node is TOO_MANY (it stands for itself and whatever was left out) and the walk stops. Memory:
  * the tree, the class files of the classes touched (each parsed once per discovery) and,
  * when a virtual call is met, the agent's type hierarchy (names only).
