@@ -2,7 +2,9 @@
  * cf_callees.c - "discover callable methods" (the first step of conditional
  * instrumentation): lists every invokevirtual/invokespecial/invokestatic/invokeinterface
  * target of a method and every invokedynamic call site with its bootstrap method, resolved
- * through the constant pool (and the BootstrapMethods attribute) to owner, name, descriptor.
+ * through the constant pool (and the BootstrapMethods attribute) to owner, name, descriptor,
+ * and for invokedynamic the implementation method handle among the bootstrap's static
+ * arguments (the lambda body or method reference target of LambdaMetafactory).
  * Read-only; the returned array is malloc'ed and owned by the caller, its strings point into
  * the class.
  */
@@ -29,7 +31,23 @@ static bool resolve_bsm(const cf_class *c, uint16_t idx, cf_callee *out)
     uint16_t mh = cf_rd_u2(&r);
     if (r.bad || mh == 0 || mh >= c->cp_count || c->cp[mh].tag != JVM_CONSTANT_MethodHandle)
         return false;
-    return cf_cp_ref(c, c->cp[mh].a, &out->bsm_owner, &out->bsm_name, &out->bsm_desc);
+    if (!cf_cp_ref(c, c->cp[mh].a, &out->bsm_owner, &out->bsm_name, &out->bsm_desc))
+        return false;
+    /* the static arguments: the first method-call handle is the implementation method */
+    uint16_t nargs = cf_rd_u2(&r);
+    for (uint16_t i = 0; i < nargs && !r.bad; i++) {
+        uint16_t arg = cf_rd_u2(&r);
+        if (r.bad || arg == 0 || arg >= c->cp_count || c->cp[arg].tag != JVM_CONSTANT_MethodHandle)
+            continue;
+        uint8_t kind = c->cp[arg].kind;
+        if (kind < 5 || kind > 9)
+            continue;
+        if (cf_cp_ref(c, c->cp[arg].a, &out->impl_owner, &out->impl_name, &out->impl_desc)) {
+            out->impl_kind = kind;
+            break;
+        }
+    }
+    return true;
 }
 
 static cf_err callee_at(const cf_class *c, const cf_code *code, const cf_insn *in, cf_callee *out, cf_error *err)

@@ -93,7 +93,7 @@ static void test_roundtrip_all_tags(void **st)
                          "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/"
                          "MethodType;)Ljava/lang/invoke/CallSite;");
     uint16_t mh1 = a_mh(&a, JVM_REF_getField, fr);
-    a_mh(&a, JVM_REF_invokeVirtual, mr);
+    uint16_t mh5 = a_mh(&a, JVM_REF_invokeVirtual, mr);
     a_mh(&a, JVM_REF_invokeInterface, imr);
     uint16_t mh6 = a_mh(&a, JVM_REF_invokeStatic, bsm);
     a_mt(&a, "(I)J");
@@ -101,8 +101,10 @@ static void test_roundtrip_all_tags(void **st)
     uint16_t indy = a_dyn(&a, JVM_CONSTANT_InvokeDynamic, 0, "run", "()Ljava/lang/Runnable;");
     a_modpkg(&a, JVM_CONSTANT_Module, "my.mod");
     a_modpkg(&a, JVM_CONSTANT_Package, "p");
-    (void)mh1;
-    uint8_t bsm_attr[] = {0, 1, (uint8_t)(mh6 >> 8), (uint8_t)mh6, 0, 0};
+    /* static arguments: a field handle (not a call: skipped), then the implementation */
+    uint8_t bsm_attr[] = {
+        0,           1, (uint8_t)(mh6 >> 8), (uint8_t)mh6, 0, 2, (uint8_t)(mh1 >> 8), (uint8_t)mh1, (uint8_t)(mh5 >> 8),
+        (uint8_t)mh5};
     a_class_attr(&a, "BootstrapMethods", bsm_attr, sizeof bsm_attr);
     a_class_attr(&a, "ZzUnknown", "\x01\x02\x03\xff", 4);
     a_field(&a, JVM_ACC_PRIVATE, "f", "I");
@@ -138,6 +140,10 @@ static void test_roundtrip_all_tags(void **st)
     assert_true(cf_str_eq(v[0].name, "run"));
     assert_true(cf_str_eq(v[0].bsm_owner, "p/Boot"));
     assert_true(cf_str_eq(v[0].bsm_name, "bsm"));
+    assert_int_equal(v[0].impl_kind, JVM_REF_invokeVirtual);
+    assert_true(cf_str_eq(v[0].impl_owner, "p/A"));
+    assert_true(cf_str_eq(v[0].impl_name, "m"));
+    assert_true(cf_str_eq(v[0].impl_desc, "()V"));
     free(v);
     free(o);
     cf_class_free(c);

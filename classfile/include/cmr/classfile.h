@@ -158,6 +158,13 @@ typedef struct cf_callee {
     /* invokedynamic only: the bootstrap method handle's target (owner/name/desc),
    * name/desc above are the call site's. */
     cf_str bsm_owner, bsm_name, bsm_desc;
+    /* invokedynamic only: the first MethodHandle among the bootstrap's static arguments
+   * whose reference kind is a method call (5..9: invokeVirtual, invokeStatic,
+   * invokeSpecial, newInvokeSpecial, invokeInterface). For LambdaMetafactory (metafactory,
+   * altMetafactory) it is the implementation method: the lambda body (lambda$x$0) or the
+   * method reference's target. impl_kind 0 (strings empty) when there is none. */
+    uint8_t impl_kind;
+    cf_str impl_owner, impl_name, impl_desc;
 } cf_callee;
 
 /* Lists every invoke* in method m, in code order. *out is malloc'ed (caller frees; may be

@@ -1,0 +1,7 @@
+package disc;
+
+public class Broken {
+    public static int run(int n) {
+        return n;
+    }
+}

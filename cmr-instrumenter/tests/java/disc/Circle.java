@@ -1,0 +1,7 @@
+package disc;
+
+public class Circle extends Shape {
+    public double area() {
+        return 3.14;
+    }
+}

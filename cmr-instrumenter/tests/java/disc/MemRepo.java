@@ -1,0 +1,7 @@
+package disc;
+
+public class MemRepo implements Repo {
+    public String find(int id) {
+        return "mem";
+    }
+}

@@ -1,0 +1,4 @@
+package disc;
+
+public class Polite implements Greeter {
+}

@@ -1,0 +1,5 @@
+package disc;
+
+public interface Repo {
+    String find(int id);
+}

@@ -1,0 +1,5 @@
+package disc;
+
+public abstract class Shape {
+    public abstract double area();
+}
