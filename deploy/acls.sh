@@ -48,9 +48,11 @@ topic "$agent" Describe cmd. prefixed
 acl "$agent" Read group cmr-agent- prefixed
 acl "$agent" IdempotentWrite cluster kafka-cluster
 
-# cmr-config: answers registrations, owns the configuration.
-for t in registrations config; do topic "$config" Read "$t"; topic "$config" Describe "$t"; done
+# cmr-config: answers registrations, owns the configuration and the diagnoses (started by
+# threshold events, ended on time to live).
+for t in registrations config diagnoses alerts; do topic "$config" Read "$t"; topic "$config" Describe "$t"; done
 topic "$config" Write config
+topic "$config" Write diagnoses
 topic "$config" Write cmd. prefixed
 topic "$config" Create cmd. prefixed
 topic "$config" Describe cmd. prefixed
@@ -59,8 +61,8 @@ acl "$config" IdempotentWrite cluster kafka-cluster
 acl "$config" Write transactional-id cmr-config-apply prefixed
 acl "$config" Describe transactional-id cmr-config-apply prefixed
 
-# cmr-instrumenter: reads classes and configuration, writes commands and the method table.
-for t in classes config methods; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
+# cmr-instrumenter: reads classes, configuration and diagnoses, writes commands and the method table.
+for t in classes config methods diagnoses; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
 topic "$instr" Write methods
 topic "$instr" Write cmd. prefixed
 topic "$instr" Create cmd. prefixed
@@ -80,6 +82,10 @@ acl "$ingest" IdempotentWrite cluster kafka-cluster
 topic "$op" Read config
 topic "$op" Write config
 topic "$op" Describe config
+# ... and start and stop diagnoses (cmr-config diagnose)
+topic "$op" Read diagnoses
+topic "$op" Write diagnoses
+topic "$op" Describe diagnoses
 acl "$op" IdempotentWrite cluster kafka-cluster
 # cmr-config apply publishes all changes of a file in one transaction (config.transactional_id)
 acl "$op" Write transactional-id cmr-config-apply prefixed

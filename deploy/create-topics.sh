@@ -34,3 +34,4 @@ create methods 4 cleanup.policy=compact retention.ms=-1
 create events "$events" cleanup.policy=delete retention.ms=$((3 * day))
 create metrics 4 cleanup.policy=delete retention.ms=$((7 * day))
 create alerts 4 cleanup.policy=delete retention.ms=$((90 * day))
+create diagnoses 1 cleanup.policy=delete retention.ms=$((90 * day))
