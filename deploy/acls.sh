@@ -50,7 +50,7 @@ acl "$agent" IdempotentWrite cluster kafka-cluster
 
 # cmr-config: answers registrations, owns the configuration and the diagnoses (started by
 # threshold events, ended on time to live).
-for t in registrations config diagnoses alerts; do topic "$config" Read "$t"; topic "$config" Describe "$t"; done
+for t in registrations config diagnoses diagnosis-trees alerts; do topic "$config" Read "$t"; topic "$config" Describe "$t"; done
 topic "$config" Write config
 topic "$config" Write diagnoses
 topic "$config" Write cmd. prefixed
@@ -61,9 +61,12 @@ acl "$config" IdempotentWrite cluster kafka-cluster
 acl "$config" Write transactional-id cmr-config-apply prefixed
 acl "$config" Describe transactional-id cmr-config-apply prefixed
 
-# cmr-instrumenter: reads classes, configuration and diagnoses, writes commands and the method table.
+# cmr-instrumenter: reads classes, configuration and diagnoses, writes commands, the method table
+# and the diagnoses' discovered trees.
 for t in classes config methods diagnoses; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
 topic "$instr" Write methods
+topic "$instr" Write diagnosis-trees
+topic "$instr" Describe diagnosis-trees
 topic "$instr" Write cmd. prefixed
 topic "$instr" Create cmd. prefixed
 topic "$instr" Describe cmd. prefixed
@@ -84,6 +87,8 @@ topic "$op" Write config
 topic "$op" Describe config
 # ... and start and stop diagnoses (cmr-config diagnose)
 topic "$op" Read diagnoses
+topic "$op" Read diagnosis-trees
+topic "$op" Describe diagnosis-trees
 topic "$op" Write diagnoses
 topic "$op" Describe diagnoses
 acl "$op" IdempotentWrite cluster kafka-cluster

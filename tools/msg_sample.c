@@ -378,6 +378,37 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->time_ms = m->started_ms;
         break;
     }
+    case CMR_MSG_DIAGNOSIS_TREE: {
+        cmr_diagnosis_tree_t *m = &out->u.diagnosis_tree;
+        m->diagnosis_id = DUP("3f9a1c2b7d4e6f80");
+        m->revision = 1;
+        m->agent_id = agent;
+        m->environment_id = DUP("production");
+        m->time_ms = cmr_wall_ms();
+        m->classes_read = 2;
+        m->error = DUP("");
+        m->nodes.count = 2;
+        m->nodes.items = calloc(2, sizeof *m->nodes.items);
+        m->nodes.items[0] = (cmr_diag_node_t){(int64_t)cmr_method_id(sample_class, "checkout", "(I)Ljava/lang/String;"),
+                                              DUP(sample_class),
+                                              DUP("checkout"),
+                                              DUP("(I)Ljava/lang/String;"),
+                                              -1,
+                                              0,
+                                              CMR_DIAG_VIA_ROOT,
+                                              CMR_DIAG_NODE_FOUND,
+                                              0};
+        m->nodes.items[1] = (cmr_diag_node_t){(int64_t)cmr_method_id("com/acme/shop/Cart", "total", "()J"),
+                                              DUP("com/acme/shop/Cart"),
+                                              DUP("total"),
+                                              DUP("()J"),
+                                              0,
+                                              1,
+                                              CMR_DIAG_VIA_INTERFACE,
+                                              CMR_DIAG_NODE_DEPTH,
+                                              2};
+        break;
+    }
     case CMR_MSG_THRESHOLD_EVENT: {
         cmr_threshold_event_t *m = &out->u.threshold_event;
         m->environment_id = DUP("production");

@@ -371,6 +371,124 @@ static void show(FILE *out, const cmr_diagnoses_t *s, const cmr_diagnosis_t *d)
     }
 }
 
+/* --- the discovered trees (cmr.diagnosis-trees) ---------------------------------------- */
+
+static const char *const via_names[] = {"root", "static", "special", "virtual", "interface", "lambda", "dynamic"};
+static const char *const node_status_names[] = {"found",   "not loaded", "jdk",   "excluded",
+                                                "no code", "repeated",   "depth", "too many"};
+
+typedef struct agent_trees {
+    cmr_msg_t *items; /* the latest revision's tree per agent, in the order agents were met */
+    size_t n, cap;
+} agent_trees_t;
+
+static void keep_tree(agent_trees_t *a, cmr_msg_t *m)
+{
+    const cmr_diagnosis_tree_t *t = &m->u.diagnosis_tree;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->items[i].u.diagnosis_tree.agent_id == t->agent_id) {
+            if (a->items[i].u.diagnosis_tree.revision > t->revision) {
+                cmr_msg_free(m);
+                return;
+            }
+            cmr_msg_free(&a->items[i]);
+            a->items[i] = *m;
+            return;
+        }
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 8;
+        cmr_msg_t *p = realloc(a->items, cap * sizeof *p);
+        if (!p) {
+            cmr_msg_free(m);
+            return;
+        }
+        a->items = p;
+        a->cap = cap;
+    }
+    a->items[a->n++] = *m;
+}
+
+static void print_node(FILE *out, const cmr_diagnosis_tree_t *t, size_t i, int indent)
+{
+    const cmr_diag_node_t *x = &t->nodes.items[i];
+    unsigned via = (unsigned)x->via, st = (unsigned)x->status;
+    fprintf(out, "%*s%s.%s%s  %s  %s", indent, "", x->class_name, x->method_name, x->descriptor,
+            via < sizeof via_names / sizeof *via_names ? via_names[via] : "?",
+            st < sizeof node_status_names / sizeof *node_status_names ? node_status_names[st] : "?");
+    if (x->call_sites > 1)
+        fprintf(out, "  (%d call sites)", x->call_sites);
+    fputc('\n', out);
+    if (indent > 2 * 64)
+        return; /* a damaged tree: parents come before their children, depth is bounded */
+    for (size_t j = i + 1; j < t->nodes.count; j++)
+        if (t->nodes.items[j].parent == (int32_t)i)
+            print_node(out, t, j, indent + 2);
+}
+
+/* Reads cmr.diagnosis-trees to its end and prints, per agent, the tree of diagnosis d's
+ * latest revision the instrumenter made. 0, or -1 (stderr) when the topic cannot be read. */
+static int show_trees(const cmr_conf_t *conf, FILE *out, const cmr_diagnosis_t *d)
+{
+    char err[512];
+    int64_t timeout;
+    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0)
+        timeout = 30000;
+    const char *topic = cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES);
+    const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_DIAGNOSIS_TREES);
+    if (cmr_admin_ensure_topic(conf, topic, l->partitions, -1, l->compacted, (int)timeout, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s: %s\n", topic, err);
+        return -1;
+    }
+    cmr_reader_t *r = cmr_reader_new(conf, topic, 0, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "cmr-config: cannot read %s: %s\n", topic, err);
+        return -1;
+    }
+    agent_trees_t a = {0};
+    int rc = 0;
+    int64_t deadline = cmr_mono_ms() + timeout;
+    while (rc == 0 && !cmr_reader_caught_up(r)) {
+        cmr_reader_rec_t rec;
+        int got = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
+        if (got < 0) {
+            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n", topic, timeout);
+            rc = -1;
+        }
+        size_t idlen = strlen(d->id);
+        if (got != 1 || strncmp(rec.key, d->id, idlen) != 0 || rec.key[idlen] != '/')
+            continue;
+        cmr_msg_t m;
+        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
+            continue;
+        if (m.type == CMR_MSG_DIAGNOSIS_TREE && !strcmp(m.u.diagnosis_tree.diagnosis_id, d->id))
+            keep_tree(&a, &m);
+        else
+            cmr_msg_free(&m);
+    }
+    cmr_reader_free(r);
+    if (rc == 0 && !a.n)
+        fprintf(out, "  no discovered callees yet\n");
+    for (size_t i = 0; rc == 0 && i < a.n; i++) {
+        const cmr_diagnosis_tree_t *t = &a.items[i].u.diagnosis_tree;
+        char when[32];
+        when_text(t->time_ms, when, sizeof when);
+        fprintf(out, "  agent %016" PRIx64 " (revision %" PRId64 ", %s): ", (uint64_t)t->agent_id, t->revision, when);
+        if (*t->error) {
+            fprintf(out, "no tree: %s\n", t->error);
+            continue;
+        }
+        fprintf(out, "%zu methods, %d classes read%s\n", t->nodes.count, t->classes_read,
+                t->truncated ? ", truncated at the node bound" : "");
+        for (size_t j = 0; j < t->nodes.count; j++)
+            if (t->nodes.items[j].parent < 0)
+                print_node(out, t, j, 4);
+    }
+    for (size_t i = 0; i < a.n; i++)
+        cmr_msg_free(&a.items[i]);
+    free(a.items);
+    return rc;
+}
+
 static const char *author_of(const cmr_conf_t *conf, char *buf, size_t len)
 {
     const char *a = cmr_conf_get(conf, "config.author", NULL);
@@ -458,9 +576,12 @@ int cmr_cfg_cli_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *o
                 fprintf(out, "no %sdiagnosis%s\n", all ? "" : "active ", all ? "" : " (--all lists the ended ones)");
         } else {
             const cmr_diagnosis_t *d = cmr_diag_id_valid(args[1]) ? cmr_diagnoses_get(s, args[1]) : NULL;
-            if (d)
+            if (d) {
                 show(out, s, d);
-            else {
+                fprintf(out, "discovered callees (method, via, status):\n");
+                if (show_trees(conf, out, d) != 0)
+                    rc = 1;
+            } else {
                 fprintf(stderr, "cmr-config: no diagnosis %s\n", args[1]);
                 rc = 1;
             }

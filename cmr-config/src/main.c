@@ -96,7 +96,8 @@ static const cmr_cli_t cli = {
                "  diagnose start --env ENV --method Class.method [--ttl 10m] [--depth 3] [--when ...]\n"
                "               look into a method's callees for a while (docs/DIAGNOSIS.md); prints its id\n"
                "  diagnose stop ID | list [--all] | show ID\n"
-               "               end one; the active (or all) diagnoses; one with its history",
+               "               end one; the active (or all) diagnoses; one with its history and, per\n"
+               "               agent, the callees the instrumenter discovered",
     .options = options,
     .keys = keys,
 };

@@ -55,6 +55,7 @@
 #include "cmr/command.h"
 #include "cmr/ids.h"
 #include "cmr/instr_cache.h"
+#include "cmr/instr_diagnose.h"
 #include "cmr/instr_probe.h"
 #include "cmr/instr_rules.h"
 #include "cmr/kafka.h"
@@ -93,6 +94,8 @@ typedef struct worker {
     cmr_instr_cache_t *cache;
     cmr_cfg_state_t *state;
     cmr_reader_t *config_reader;
+    cmr_reader_t *diag_reader; /* cmr.diagnoses from the beginning */
+    cmr_instr_diag_t *diag;    /* diagnoses and the trees still to make */
     cmr_consumer_t *consumer;
     cmr_producer_t *producer;
     unsigned char owned[MAX_PARTITIONS];
@@ -685,6 +688,39 @@ static int drain_config(worker_t *w, int timeout_ms)
     return rc < 0 ? -1 : 0;
 }
 
+/* --- diagnoses (instr_diagnose.h) ------------------------------------------------------ */
+
+static bool diag_owned(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
+{
+    (void)agent;
+    const worker_t *w = ud;
+    return r->partition >= 0 && r->partition < MAX_PARTITIONS && w->owned[r->partition];
+}
+
+/* Reads what cmr.diagnoses has, then makes at most one agent's tree (bounded work per loop
+ * turn) once the topic was read to its end. */
+static int diag_step(worker_t *w)
+{
+    cmr_reader_rec_t rec;
+    int rc;
+    char err[256];
+    for (int i = 0; i < 256 && (rc = cmr_reader_poll(w->diag_reader, 0, &rec)) == 1; i++)
+        if (cmr_instr_diag_apply(w->diag, rec.payload, rec.len, err, sizeof err) < 0)
+            cmr_log(CMR_LOG_WARN, "instr.bad_diagnosis", "partition=%d offset=%" PRId64 " error=\"%s\"", rec.partition,
+                    rec.offset, err);
+    if (!cmr_reader_caught_up(w->diag_reader))
+        return 0;
+    cmr_diagnosis_tree_t t;
+    rc = cmr_instr_diag_step(w->diag, w->cache, diag_owned, w, cmr_wall_ms(), &t);
+    if (rc == 1) {
+        size_t sent = w->sent; /* not part of a unit: the producer delivers it meanwhile */
+        send_msg(w, CMR_MSG_DIAGNOSIS_TREE, &t, NULL, NULL);
+        w->sent = sent;
+        cmr_instr_diag_tree_free(&t);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 /* --- catch-up of newly assigned partitions ------------------------------------------ */
 
 /* A catch-up is waiting or under way. Configuration changes wait for it to end: an
@@ -920,6 +956,17 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->config_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
     if (!w->state || !w->config_reader)
         return -1;
+    w->diag = cmr_instr_diag_new();
+    const cmr_topic_t diag_topics[2] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES};
+    for (int i = 0; i < 2; i++) {
+        const cmr_topic_layout_t *l = cmr_topic_layout(diag_topics[i]);
+        if (cmr_admin_ensure_topic(conf, cmr_topic_name(diag_topics[i]), l->partitions, -1, l->compacted, 15000, err,
+                                   errlen) != 0)
+            cmr_log(CMR_LOG_WARN, "instr.topic_missing", "topic=%s error=\"%s\"", cmr_topic_name(diag_topics[i]), err);
+    }
+    w->diag_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
+    if (!w->diag || !w->diag_reader)
+        return -1;
     w->pconf = cmr_conf_dup(conf);
     if (!w->pconf)
         return -1;
@@ -929,6 +976,7 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (!w->producer)
         return -1;
     warm_topic(w, cmr_topic_name(CMR_TOPIC_METHODS));
+    warm_topic(w, cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES));
     return 0;
 }
 
@@ -943,6 +991,8 @@ static void teardown(worker_t *w)
     cmr_conf_destroy(w->pconf);
     cmr_reader_free(w->config_reader);
     cmr_cfg_state_free(w->state);
+    cmr_reader_free(w->diag_reader);
+    cmr_instr_diag_free(w->diag);
     cmr_instr_cache_close(w->cache);
     cmr_topic_set_free(&w->topics_ok);
     cmr_signer_free(w->signer);
@@ -1099,6 +1149,8 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             w.envs_checked = 1;
             run_pending_envs(&w);
         }
+        if (w.assigned_once && !catch_up_busy(&w) && diag_step(&w) != 0)
+            goto out;
         static unit_t unit;
         int rc_fill = fill_unit(&w, &unit);
         run_unit(&w, &unit, stop);

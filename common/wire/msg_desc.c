@@ -46,6 +46,9 @@ static const char *const diag_states[] = {"ACTIVE", "ENDED", NULL};
 static const char *const diag_end_reasons[] = {"NONE",   "STOPPED",        "TIME_TO_LIVE",     "HITS",
                                                "BUDGET", "BACK_TO_NORMAL", "ENVIRONMENT_GONE", NULL};
 static const char *const diag_causes[] = {"USER", "THRESHOLD", NULL};
+static const char *const diag_vias[] = {"ROOT", "STATIC", "SPECIAL", "VIRTUAL", "INTERFACE", "LAMBDA", "DYNAMIC", NULL};
+static const char *const diag_node_statuses[] = {"FOUND",    "NOT_LOADED", "JDK",      "EXCLUDED", "NO_CODE",
+                                                 "REPEATED", "DEPTH",      "TOO_MANY", NULL};
 
 /* --- shared records --------------------------------------------------------------- */
 
@@ -403,6 +406,32 @@ static const cmr_field_desc_t diagnosis_fields[] = {
 static const cmr_record_desc_t diagnosis_desc = {"Diagnosis", sizeof(cmr_diagnosis_t), diagnosis_fields,
                                                  TABLE(diagnosis_fields)};
 
+/* --- DiagnosisTree ------------------------------------------------------------------ */
+
+static const cmr_field_desc_t diag_node_fields[] = {
+    FIELD(cmr_diag_node_t, method_id, LONG),     FIELD(cmr_diag_node_t, class_name, STRING),
+    FIELD(cmr_diag_node_t, method_name, STRING), FIELD(cmr_diag_node_t, descriptor, STRING),
+    FIELD(cmr_diag_node_t, parent, INT),         FIELD(cmr_diag_node_t, depth, INT),
+    ENUM(cmr_diag_node_t, via, diag_vias),       ENUM(cmr_diag_node_t, status, diag_node_statuses),
+    FIELD(cmr_diag_node_t, call_sites, INT),
+};
+static const cmr_record_desc_t diag_node_desc = {"DiagnosisNode", sizeof(cmr_diag_node_t), diag_node_fields,
+                                                 TABLE(diag_node_fields)};
+
+static const cmr_field_desc_t diagnosis_tree_fields[] = {
+    FIELD(cmr_diagnosis_tree_t, diagnosis_id, STRING),
+    FIELD(cmr_diagnosis_tree_t, revision, LONG),
+    FIELD(cmr_diagnosis_tree_t, agent_id, LONG),
+    FIELD(cmr_diagnosis_tree_t, environment_id, STRING),
+    FIELD(cmr_diagnosis_tree_t, time_ms, LONG),
+    FIELD(cmr_diagnosis_tree_t, classes_read, INT),
+    FIELD(cmr_diagnosis_tree_t, truncated, BOOL),
+    FIELD(cmr_diagnosis_tree_t, error, STRING),
+    SUB(cmr_diagnosis_tree_t, nodes, RECORDS, diag_node_desc),
+};
+static const cmr_record_desc_t diagnosis_tree_desc = {"DiagnosisTree", sizeof(cmr_diagnosis_tree_t),
+                                                      diagnosis_tree_fields, TABLE(diagnosis_tree_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_AGENT_REGISTRATION] = &registration_desc,
     [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
@@ -419,4 +448,5 @@ const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_SIGNED_COMMAND] = &signed_command_desc,
     [CMR_MSG_THRESHOLD_EVENT] = &threshold_event_desc,
     [CMR_MSG_DIAGNOSIS] = &diagnosis_desc,
+    [CMR_MSG_DIAGNOSIS_TREE] = &diagnosis_tree_desc,
 };

@@ -16,10 +16,17 @@
  *  - a forged ClassLoaded (bytes that do not hash to its class_hash) naming the victim's
  *    agent and instance, or the victim's agent and another instance, is refused: no
  *    Redefine comes back for it, the refusal is logged and counted, and the victim's
- *    commands still go to the victim.
+ *    commands still go to the victim;
+ *  - a diagnosis (docs/DIAGNOSIS.md) written to cmr.diagnoses gives a DiagnosisTree on
+ *    cmr.diagnosis-trees for the agent: a service method whose interface call reaches the one
+ *    loaded implementation (not the other), a static helper, a JDK leaf; the same by method
+ *    id only (a threshold's diagnosis); an error for a class the agent never loaded.
+ *
+ * CMR_TEST_FILTER (a cmocka glob on the test names) runs some tests only.
  *
  * Usage: test_cp_instrumenter CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +39,8 @@
 
 #include "broker_proc.h"
 #include "cmr/classfile.h"
+#include "cmr/reader.h"
+#include "cmr/topics.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
@@ -63,6 +72,17 @@ static const char *const java_sources[] = {
     "package app;\npublic class Plain {\n  public int plain() {\n    return 1;\n  }\n}\n",
     "Later.java",
     "package app;\npublic class Later {\n  public int later() {\n    return 2;\n  }\n}\n",
+    "Store.java",
+    "package diag; public interface Store { int load(String k); }\n",
+    "DbStore.java",
+    "package diag; public class DbStore implements Store { public int load(String k) { return k.length(); } }\n",
+    "CacheStore.java",
+    "package diag; public class CacheStore implements Store { public int load(String k) { return 1; } }\n",
+    "Util.java",
+    "package diag; public class Util { public static int twice(int x) { return x * 2; } }\n",
+    "Shop.java",
+    "package diag;\npublic class Shop {\n  private final Store store;\n  public Shop(Store s) { store = s; }\n"
+    "  public int checkout(String k) {\n    int n = store.load(k);\n    return n + Util.twice(n);\n  }\n}\n",
     "Probe.java",
     "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
     NULL,
@@ -101,9 +121,10 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain}\n"
                             "      - {sensor: anchor, class: app.Later, method: later}\n";
 
-static int tests_ok;
+static int tests_ok, tests_run = 5;
 
-static int start_instrumenter(void)
+/* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
+static int start_instrumenter_budget(const char *budget)
 {
     int assigned = cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned");
     const char *argv[] = {instr_bin,
@@ -112,7 +133,7 @@ static int start_instrumenter(void)
                           "--db",
                           instr_db,
                           "--cache-budget",
-                          "0",
+                          budget,
                           "-X",
                           "kafka.session.timeout.ms=6000",
                           "-X",
@@ -128,6 +149,11 @@ static int start_instrumenter(void)
         if (cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned") > assigned)
             return 0;
     return -1;
+}
+
+static int start_instrumenter(void)
+{
+    return start_instrumenter_budget("0");
 }
 
 static int setup(void **state)
@@ -167,7 +193,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tests_ok != 4) {
+    if (tests_ok != tests_run) {
         cp_proc_dump_log(&config_worker, 30);
         cp_proc_dump_log(&instr_worker, 60);
     }
@@ -523,6 +549,166 @@ static void test_forged_class_loaded_is_refused(void **state)
     tests_ok++;
 }
 
+/* --- diagnoses ------------------------------------------------------------------------- */
+
+static void write_diagnosis(const char *id, const char *class_name, const char *method, const char *desc,
+                            int64_t method_id)
+{
+    cmr_diagnosis_t d = {0};
+    d.id = (char *)id;
+    d.revision = 1;
+    d.environment_id = peer.env_id;
+    d.method_id = method_id;
+    d.class_name = (char *)class_name;
+    d.method_name = (char *)method;
+    d.descriptor = (char *)desc;
+    d.depth = 3;
+    d.ttl_ms = 600000;
+    d.state = CMR_DIAG_ACTIVE;
+    d.rule = d.trace_id = "";
+    d.author = "test";
+    d.started_ms = d.time_ms = cmr_wall_ms();
+    char err[256];
+    cmr_producer_t *p = cmr_producer_new(conf, "test-diagnose", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_DIAGNOSIS, &d, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_flush(p, 30000), 0);
+    cmr_producer_destroy(p, 5000);
+}
+
+/* The tree of diagnosis id for the peer's agent, from cmr.diagnosis-trees (within 30 s). */
+static void expect_tree(cmr_reader_t *r, const char *id, cmr_msg_t *out)
+{
+    for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline;) {
+        cmr_reader_rec_t rec;
+        if (cmr_reader_poll(r, 200, &rec) != 1)
+            continue;
+        char err[256];
+        assert_int_equal(cmr_msg_decode(rec.payload, rec.len, out, err, sizeof err), CMR_WIRE_OK);
+        assert_int_equal(out->type, CMR_MSG_DIAGNOSIS_TREE);
+        const cmr_diagnosis_tree_t *t = &out->u.diagnosis_tree;
+        char key[64];
+        cp_fmt(key, sizeof key, "%s/%016" PRIx64, id, (uint64_t)peer.agent_id);
+        if (strcmp(t->diagnosis_id, id) == 0 && t->agent_id == peer.agent_id) {
+            assert_string_equal(rec.key, key);
+            assert_int_equal(t->revision, 1);
+            assert_string_equal(t->environment_id, peer.env_id);
+            return;
+        }
+        cmr_msg_free(out);
+    }
+    cp_proc_dump_log(&instr_worker, 40);
+    fail_msg("no DiagnosisTree for %s", id);
+}
+
+static const cmr_diag_node_t *node(const cmr_diagnosis_tree_t *t, const char *class_name, const char *method)
+{
+    for (size_t i = 0; i < t->nodes.count; i++)
+        if (strcmp(t->nodes.items[i].class_name, class_name) == 0 && strcmp(t->nodes.items[i].method_name, method) == 0)
+            return &t->nodes.items[i];
+    return NULL;
+}
+
+static void check_shop_tree(const cmr_diagnosis_tree_t *t)
+{
+    assert_string_equal(t->error, "");
+    assert_false(t->truncated);
+    assert_true(t->classes_read >= 3);
+    assert_true(t->nodes.count >= 4);
+    const cmr_diag_node_t *root = &t->nodes.items[0];
+    assert_string_equal(root->class_name, "diag/Shop");
+    assert_string_equal(root->method_name, "checkout");
+    assert_string_equal(root->descriptor, "(Ljava/lang/String;)I");
+    assert_int_equal(root->parent, -1);
+    assert_int_equal(root->depth, 0);
+    assert_int_equal(root->via, CMR_DIAG_VIA_ROOT);
+    assert_int_equal(root->status, CMR_DIAG_NODE_FOUND);
+    assert_int_equal(root->method_id, (int64_t)cmr_method_id("diag/Shop", "checkout", "(Ljava/lang/String;)I"));
+    /* the interface call: the loaded implementation only */
+    const cmr_diag_node_t *db = node(t, "diag/DbStore", "load");
+    assert_non_null(db);
+    assert_int_equal(db->parent, 0);
+    assert_int_equal(db->depth, 1);
+    assert_int_equal(db->via, CMR_DIAG_VIA_INTERFACE);
+    assert_int_equal(db->status, CMR_DIAG_NODE_FOUND);
+    assert_int_equal(db->call_sites, 1);
+    assert_null(node(t, "diag/CacheStore", "load"));
+    const cmr_diag_node_t *twice = node(t, "diag/Util", "twice");
+    assert_non_null(twice);
+    assert_int_equal(twice->parent, 0);
+    assert_int_equal(twice->via, CMR_DIAG_VIA_STATIC);
+    assert_int_equal(twice->status, CMR_DIAG_NODE_FOUND);
+    /* String.length() from DbStore.load: a JDK leaf at depth 2 */
+    const cmr_diag_node_t *len = node(t, "java/lang/String", "length");
+    assert_non_null(len);
+    assert_int_equal(len->depth, 2);
+    assert_int_equal(&t->nodes.items[len->parent], db);
+    assert_int_equal(len->via, CMR_DIAG_VIA_VIRTUAL);
+    assert_int_equal(len->status, CMR_DIAG_NODE_JDK);
+}
+
+static void test_diagnosis_tree(void **state)
+{
+    (void)state;
+    char err[256];
+    /* discovery reads the bytes of classes that need no instrumentation: keep them */
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    assert_int_equal(start_instrumenter_budget("16777216"), 0);
+    /* the agent loaded the service, the interface, one implementation and the helper */
+    const char *loaded[] = {"diag/Store", "diag/DbStore", "diag/Util", "diag/Shop"};
+    int units = cp_proc_count_log(&instr_worker, "event=instr.unit ");
+    for (size_t i = 0; i < 4; i++) {
+        const cp_class_t *c = cls(loaded[i]);
+        assert_int_equal(cp_peer_send_class(&peer, loaded[i], 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    }
+    assert_int_equal(cp_peer_flush(&peer), 0);
+    /* the classes are in the cache once the units holding them are committed */
+    for (int64_t deadline = cmr_mono_ms() + 30000;
+         cp_proc_count_log(&instr_worker, "event=instr.unit ") == units && cmr_mono_ms() < deadline;)
+        usleep(50000);
+    usleep(500000);
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES), 0, err, sizeof err);
+    assert_non_null(r);
+
+    write_diagnosis("d1a9000000000001", "diag/Shop", "checkout", "(Ljava/lang/String;)I", 0);
+    cmr_msg_t m;
+    expect_tree(r, "d1a9000000000001", &m);
+    check_shop_tree(&m.u.diagnosis_tree);
+    cmr_msg_free(&m);
+
+    /* a threshold's diagnosis: the method id only */
+    write_diagnosis("d1a9000000000002", "", "", "",
+                    (int64_t)cmr_method_id("diag/Shop", "checkout", "(Ljava/lang/String;)I"));
+    expect_tree(r, "d1a9000000000002", &m);
+    check_shop_tree(&m.u.diagnosis_tree);
+    cmr_msg_free(&m);
+
+    /* cmr-config diagnose show prints the tree per agent, indented */
+    {
+        const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap,   "--log-level", "warn",
+                              "diagnose", "show",        "d1a9000000000001", NULL};
+        char *out = NULL;
+        assert_int_equal(cp_run(argv, &out), 0);
+        char want[128];
+        cp_fmt(want, sizeof want, "agent %016" PRIx64 " (revision 1", (uint64_t)peer.agent_id);
+        if (!strstr(out, want) || !strstr(out, "\n    diag/Shop.checkout(Ljava/lang/String;)I  root  found\n") ||
+            !strstr(out, "\n      diag/DbStore.load(Ljava/lang/String;)I  interface  found\n") ||
+            !strstr(out, "\n        java/lang/String.length()I  virtual  jdk\n") ||
+            !strstr(out, "\n      diag/Util.twice(I)I  static  found\n"))
+            fail_msg("diagnose show:\n%s", out ? out : "");
+        free(out);
+    }
+
+    /* a class the agent never loaded */
+    write_diagnosis("d1a9000000000003", "diag/CacheStore", "load", "", 0);
+    expect_tree(r, "d1a9000000000003", &m);
+    assert_string_equal(m.u.diagnosis_tree.error, "the selected method's class was never loaded by this agent");
+    assert_int_equal(m.u.diagnosis_tree.nodes.count, 0);
+    cmr_msg_free(&m);
+    cmr_reader_free(r);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -537,6 +723,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_environment_change_redefine_resend_original),
         cmocka_unit_test(test_bad_class_and_restart_keeps_cache),
         cmocka_unit_test(test_forged_class_loaded_is_refused),
+        cmocka_unit_test(test_diagnosis_tree),
     };
+    const char *filter = getenv("CMR_TEST_FILTER");
+    if (filter && filter[0]) {
+        cmocka_set_test_filter(filter);
+        tests_run = 1; /* one test selected: its logs are dumped when it fails */
+    }
     return cmocka_run_group_tests(tests, setup, teardown);
 }

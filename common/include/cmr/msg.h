@@ -61,6 +61,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_SIGNED_COMMAND,
     CMR_MSG_THRESHOLD_EVENT,
     CMR_MSG_DIAGNOSIS,
+    CMR_MSG_DIAGNOSIS_TREE,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -150,6 +151,28 @@ typedef enum cmr_diag_cause {
     CMR_DIAG_CAUSE_USER,
     CMR_DIAG_CAUSE_THRESHOLD,
 } cmr_diag_cause_t;
+
+/* the same values as cmr_disc_via_t and cmr_disc_status_t (instr_discover.h) */
+typedef enum cmr_diag_via {
+    CMR_DIAG_VIA_ROOT,
+    CMR_DIAG_VIA_STATIC,
+    CMR_DIAG_VIA_SPECIAL,
+    CMR_DIAG_VIA_VIRTUAL,
+    CMR_DIAG_VIA_INTERFACE,
+    CMR_DIAG_VIA_LAMBDA,
+    CMR_DIAG_VIA_DYNAMIC,
+} cmr_diag_via_t;
+
+typedef enum cmr_diag_node_status {
+    CMR_DIAG_NODE_FOUND,
+    CMR_DIAG_NODE_NOT_LOADED,
+    CMR_DIAG_NODE_JDK,
+    CMR_DIAG_NODE_EXCLUDED,
+    CMR_DIAG_NODE_NO_CODE,
+    CMR_DIAG_NODE_REPEATED,
+    CMR_DIAG_NODE_DEPTH,
+    CMR_DIAG_NODE_TOO_MANY,
+} cmr_diag_node_status_t;
 
 typedef enum cmr_config_kind {
     CMR_CONFIG_ENVIRONMENT,
@@ -493,6 +516,34 @@ typedef struct cmr_diagnosis {
     int64_t time_ms;
 } cmr_diagnosis_t;
 
+typedef struct cmr_diag_node {
+    int64_t method_id;
+    char *class_name;
+    char *method_name;
+    char *descriptor;
+    int32_t parent; /* -1 for a root */
+    int32_t depth;
+    cmr_diag_via_t via;
+    cmr_diag_node_status_t status;
+    int32_t call_sites;
+} cmr_diag_node_t;
+
+/* cmr.diagnosis-trees (key: "<diagnosis id>/<agent id hex>") */
+typedef struct cmr_diagnosis_tree {
+    char *diagnosis_id;
+    int64_t revision;
+    int64_t agent_id;
+    char *environment_id;
+    int64_t time_ms;
+    int32_t classes_read;
+    bool truncated;
+    char *error; /* '' when the discovery ran */
+    struct {
+        cmr_diag_node_t *items;
+        size_t count;
+    } nodes;
+} cmr_diagnosis_tree_t;
+
 /* cmr.alerts (key: environment id) */
 typedef struct cmr_threshold_event {
     char *environment_id;
@@ -542,6 +593,7 @@ typedef struct cmr_msg {
         cmr_signed_command_t signed_command;
         cmr_threshold_event_t threshold_event;
         cmr_diagnosis_t diagnosis;
+        cmr_diagnosis_tree_t diagnosis_tree;
     } u;
 } cmr_msg_t;
 

@@ -12,6 +12,7 @@
  *  cmr.metrics                 agent -> cmr-ingest (metrics)     environment id
  *  cmr.alerts                  cmr-ingest (metrics) -> UI, CLI   environment id
  *  cmr.diagnoses               cmr-config -> instrumenter, UI    diagnosis id
+ *  cmr.diagnosis-trees         instrumenter -> cmr-config, UI    diagnosis id/agent id
  *
  * The "cmr" prefix can be changed (configuration key topic.prefix) so that several
  * installations can share one Kafka cluster. Ids in keys are lower-case hex.
@@ -32,8 +33,9 @@ typedef enum cmr_topic {
     CMR_TOPIC_METHODS,
     CMR_TOPIC_EVENTS,
     CMR_TOPIC_METRICS,
-    CMR_TOPIC_ALERTS,    /* threshold events (cmr-ingest's metrics module) */
-    CMR_TOPIC_DIAGNOSES, /* diagnoses and their history (docs/DIAGNOSIS.md) */
+    CMR_TOPIC_ALERTS,          /* threshold events (cmr-ingest's metrics module) */
+    CMR_TOPIC_DIAGNOSES,       /* diagnoses and their history (docs/DIAGNOSIS.md) */
+    CMR_TOPIC_DIAGNOSIS_TREES, /* the discovered callees per diagnosis and agent */
     CMR_TOPIC__COUNT
 } cmr_topic_t;
 
