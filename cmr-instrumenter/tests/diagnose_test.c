@@ -50,7 +50,7 @@ static uint8_t *read_class(const char *name, size_t *len)
 /* Puts a class of agent into the cache like the worker's on_class (bytes kept or not). */
 static void put_class(uint64_t agent, int32_t partition, const char *env, const char *name, int keep_bytes)
 {
-    size_t len;
+    size_t len = 0;
     uint8_t *b = read_class(name, &len);
     assert_non_null(b);
     uint64_t hash = cmr_class_hash(b, len);
