@@ -123,6 +123,21 @@ echo "Threshold rules (demo/environment.yaml) that found something abnormal (eve
 grep -E "event=metrics\.(abnormal|back_to_normal)" "$work/ingest.log" | sed -e 's/^ts=[^ ]* level=[a-z]* prog=[^ ]* //' || echo "(none)"
 metrics_q alerts
 
+step "The diagnosis the slow-bank rule asked for (cmr-config diagnose; docs/DIAGNOSIS.md)"
+config_q() { "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn "$@"; }
+diag=""
+for _ in $(seq 50); do
+    diag=$(config_q diagnose list --all | sed -n 's/^\([0-9a-f]\{16\}\) .*(threshold slow-bank)$/\1/p' | head -1)
+    [ -n "$diag" ] && config_q diagnose show "$diag" | grep -q "agent " && break
+    sleep 0.2
+done
+if [ -n "$diag" ]; then
+    config_q diagnose list --all
+    config_q diagnose show "$diag"
+else
+    echo "(no diagnosis was started: the rule did not fire in this run)"
+fi
+
 step "Where the time went in the slowest checkout"
 "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" show "$slowest"
 "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" export "$slowest" "$work/slowest.json" --format chrome >/dev/null &&
