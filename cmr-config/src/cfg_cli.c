@@ -22,42 +22,62 @@
 #include "cmr/trust.h"
 #include "cmr/wire.h"
 
-/* Reads cmr.config to its end. NULL with the reason on stderr. */
-static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
+int cmr_cfg_read_topic(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud)
 {
     char err[512];
     int64_t timeout;
     if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0) {
         fprintf(stderr, "cmr-config: %s\n", err);
-        return NULL;
+        return -1;
     }
-    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, sizeof err);
+    const char *name = cmr_topic_name(topic);
+    const cmr_topic_layout_t *l = cmr_topic_layout(topic);
+    if (ensure &&
+        cmr_admin_ensure_topic(conf, name, l->partitions, -1, l->compacted, (int)timeout, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-config: %s: %s\n", name, err);
+        return -1;
+    }
+    cmr_reader_t *r = cmr_reader_new(conf, name, 0, err, sizeof err);
     if (!r) {
-        fprintf(stderr, "cmr-config: cannot read the configuration: %s\n", err);
-        return NULL;
+        fprintf(stderr, "cmr-config: cannot read %s: %s\n", name, err);
+        return -1;
     }
-    cmr_cfg_state_t *s = cmr_cfg_state_new();
+    int rc = 0;
     int64_t deadline = cmr_mono_ms() + timeout;
-    cmr_reader_rec_t rec;
-    while (s && !cmr_reader_caught_up(r)) {
-        int rc = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
-        if (rc < 0) {
-            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n",
-                    cmr_topic_name(CMR_TOPIC_CONFIG), timeout);
-            cmr_cfg_state_free(s);
-            s = NULL;
-        } else if (rc == 1 && cmr_cfg_state_apply(s, rec.payload, rec.len, NULL, err, sizeof err) < 0) {
-            cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec.partition,
-                    rec.offset, err);
+    while (rc == 0 && !cmr_reader_caught_up(r)) {
+        cmr_reader_rec_t rec;
+        int got = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
+        if (got < 0) {
+            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n", name, timeout);
+            rc = -1;
+        } else if (got == 1) {
+            fn(&rec, ud);
         }
     }
     cmr_reader_free(r);
+    return rc;
+}
+
+static void apply_config_record(const cmr_reader_rec_t *rec, void *ud)
+{
+    char err[512];
+    if (cmr_cfg_state_apply(ud, rec->payload, rec->len, NULL, err, sizeof err) < 0)
+        cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
+                rec->offset, err);
+}
+
+/* Reads cmr.config to its end. NULL with the reason on stderr. */
+static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
+{
+    cmr_cfg_state_t *s = cmr_cfg_state_new();
+    if (s && cmr_cfg_read_topic(conf, CMR_TOPIC_CONFIG, false, apply_config_record, s) != 0) {
+        cmr_cfg_state_free(s);
+        s = NULL;
+    }
     return s;
 }
 
-/* The author recorded in the changes: config.author, or user@host built whole in buf
- * (owned by the caller). */
-static const char *author(const cmr_conf_t *conf, cmr_buf_t *buf)
+const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf)
 {
     const char *a = cmr_conf_get(conf, "config.author", NULL);
     if (a)
@@ -383,7 +403,7 @@ int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FIL
     cmr_cfg_state_t *s = load_state(conf);
     plan_t plan = {0};
     int rc = 1;
-    if (s && make_plan(s, &doc, path, author(conf, &who), &plan) == 0) {
+    if (s && make_plan(s, &doc, path, cmr_cfg_author(conf, &who), &plan) == 0) {
         size_t bad = validate_plan(conf, &plan, path);
         if (bad) {
             mark_all(&plan, FAILED, "nothing was published: %zu of %zu changes cannot be published", bad, plan.n);
@@ -475,7 +495,7 @@ int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
                        .c = {.kind = CMR_CONFIG_ENVIRONMENT_DELETED,
                              .revision = cmr_cfg_state_key_revision(s, id) + 1,
                              .time_ms = cmr_wall_ms(),
-                             .author = (char *)author(conf, &who),
+                             .author = (char *)cmr_cfg_author(conf, &who),
                              .environment = &gone}};
         plan_t plan = {&ch, 1};
         rc = validate_plan(conf, &plan, "delete") ? 1 : publish(conf, &plan);

@@ -10,6 +10,8 @@
  */
 #include "cmr/cfg_diagnose.h"
 
+#include "cmr/cfg_cli.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,39 +243,22 @@ int cmr_cfg_diag_from_options(const cmr_conf_t *conf, const char *author, cmr_di
 
 /* --- reading and writing the topic ------------------------------------------------------ */
 
+static void apply_diagnosis_record(const cmr_reader_rec_t *rec, void *ud)
+{
+    char err[512];
+    if (cmr_diagnoses_apply(ud, rec->payload, rec->len, err, sizeof err) < 0)
+        cmr_log(CMR_LOG_WARN, "config.bad_diagnosis", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
+                rec->offset, err);
+}
+
 /* Reads cmr.diagnoses to its end into a new projection. NULL with the reason on stderr. */
 static cmr_diagnoses_t *load(const cmr_conf_t *conf)
 {
-    char err[512];
-    int64_t timeout;
-    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s\n", err);
-        return NULL;
+    cmr_diagnoses_t *s = cmr_diagnoses_new();
+    if (s && cmr_cfg_read_topic(conf, CMR_TOPIC_DIAGNOSES, true, apply_diagnosis_record, s) != 0) {
+        cmr_diagnoses_free(s);
+        s = NULL;
     }
-    const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_DIAGNOSES);
-    const char *topic = cmr_topic_name(CMR_TOPIC_DIAGNOSES);
-    if (cmr_admin_ensure_topic(conf, topic, l->partitions, -1, 0, (int)timeout, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s: %s\n", topic, err);
-        return NULL;
-    }
-    cmr_reader_t *r = cmr_reader_new(conf, topic, 0, err, sizeof err);
-    cmr_diagnoses_t *s = r ? cmr_diagnoses_new() : NULL;
-    if (!r)
-        fprintf(stderr, "cmr-config: cannot read %s: %s\n", topic, err);
-    int64_t deadline = cmr_mono_ms() + timeout;
-    while (s && !cmr_reader_caught_up(r)) {
-        cmr_reader_rec_t rec;
-        int rc = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
-        if (rc < 0) {
-            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n", topic, timeout);
-            cmr_diagnoses_free(s);
-            s = NULL;
-        } else if (rc == 1 && cmr_diagnoses_apply(s, rec.payload, rec.len, err, sizeof err) < 0) {
-            cmr_log(CMR_LOG_WARN, "config.bad_diagnosis", "partition=%d offset=%" PRId64 " error=\"%s\"", rec.partition,
-                    rec.offset, err);
-        }
-    }
-    cmr_reader_free(r);
     return s;
 }
 
@@ -425,47 +410,34 @@ static void print_node(FILE *out, const cmr_diagnosis_tree_t *t, size_t i, int i
             print_node(out, t, j, indent + 2);
 }
 
+typedef struct trees_ctx {
+    const char *id;
+    agent_trees_t a;
+} trees_ctx_t;
+
+static void collect_tree(const cmr_reader_rec_t *rec, void *ud)
+{
+    trees_ctx_t *c = ud;
+    size_t idlen = strlen(c->id);
+    if (strncmp(rec->key, c->id, idlen) != 0 || rec->key[idlen] != '/')
+        return;
+    cmr_msg_t m;
+    char err[256];
+    if (cmr_msg_decode(rec->payload, rec->len, &m, err, sizeof err) != CMR_WIRE_OK)
+        return;
+    if (m.type == CMR_MSG_DIAGNOSIS_TREE && !strcmp(m.u.diagnosis_tree.diagnosis_id, c->id))
+        keep_tree(&c->a, &m);
+    else
+        cmr_msg_free(&m);
+}
+
 /* Reads cmr.diagnosis-trees to its end and prints, per agent, the tree of diagnosis d's
  * latest revision the instrumenter made. 0, or -1 (stderr) when the topic cannot be read. */
 static int show_trees(const cmr_conf_t *conf, FILE *out, const cmr_diagnosis_t *d)
 {
-    char err[512];
-    int64_t timeout;
-    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0)
-        timeout = 30000;
-    const char *topic = cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES);
-    const cmr_topic_layout_t *l = cmr_topic_layout(CMR_TOPIC_DIAGNOSIS_TREES);
-    if (cmr_admin_ensure_topic(conf, topic, l->partitions, -1, l->compacted, (int)timeout, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s: %s\n", topic, err);
-        return -1;
-    }
-    cmr_reader_t *r = cmr_reader_new(conf, topic, 0, err, sizeof err);
-    if (!r) {
-        fprintf(stderr, "cmr-config: cannot read %s: %s\n", topic, err);
-        return -1;
-    }
-    agent_trees_t a = {0};
-    int rc = 0;
-    int64_t deadline = cmr_mono_ms() + timeout;
-    while (rc == 0 && !cmr_reader_caught_up(r)) {
-        cmr_reader_rec_t rec;
-        int got = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
-        if (got < 0) {
-            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n", topic, timeout);
-            rc = -1;
-        }
-        size_t idlen = strlen(d->id);
-        if (got != 1 || strncmp(rec.key, d->id, idlen) != 0 || rec.key[idlen] != '/')
-            continue;
-        cmr_msg_t m;
-        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
-            continue;
-        if (m.type == CMR_MSG_DIAGNOSIS_TREE && !strcmp(m.u.diagnosis_tree.diagnosis_id, d->id))
-            keep_tree(&a, &m);
-        else
-            cmr_msg_free(&m);
-    }
-    cmr_reader_free(r);
+    trees_ctx_t c = {.id = d->id};
+    int rc = cmr_cfg_read_topic(conf, CMR_TOPIC_DIAGNOSIS_TREES, true, collect_tree, &c);
+    agent_trees_t a = c.a;
     if (rc == 0 && !a.n)
         fprintf(out, "  no discovered callees yet\n");
     for (size_t i = 0; rc == 0 && i < a.n; i++) {
@@ -489,26 +461,14 @@ static int show_trees(const cmr_conf_t *conf, FILE *out, const cmr_diagnosis_t *
     return rc;
 }
 
-static const char *author_of(const cmr_conf_t *conf, char *buf, size_t len)
-{
-    const char *a = cmr_conf_get(conf, "config.author", NULL);
-    if (a)
-        return a;
-    const char *user = getenv("USER");
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    snprintf(buf, len, "%s@%s", user ? user : "unknown", host);
-    return buf;
-}
-
-int cmr_cfg_cli_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *out)
+static int run_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *out, cmr_buf_t *who)
 {
     const char *what = nargs ? args[0] : "";
-    char err[512], who[300];
+    char err[512];
     if (!strcmp(what, "start") && nargs == 1) {
         cmr_diagnosis_t d;
         cmr_cfg_diag_mem_t mem;
-        if (cmr_cfg_diag_from_options(conf, author_of(conf, who, sizeof who), &d, &mem, err, sizeof err) != 0) {
+        if (cmr_cfg_diag_from_options(conf, cmr_cfg_author(conf, who), &d, &mem, err, sizeof err) != 0) {
             fprintf(stderr, "cmr-config: %s\n", err);
             cmr_cfg_diag_mem_free(&mem);
             return 2;
@@ -546,7 +506,7 @@ int cmr_cfg_cli_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *o
             fprintf(stderr, "cmr-config: diagnosis %s has ended already (%s)\n", d->id,
                     cmr_diag_end_reason_name(d->end_reason));
         else if (d) {
-            cmr_diagnosis_t e = ended(d, CMR_DIAG_END_STOPPED, author_of(conf, who, sizeof who), cmr_wall_ms());
+            cmr_diagnosis_t e = ended(d, CMR_DIAG_END_STOPPED, cmr_cfg_author(conf, who), cmr_wall_ms());
             if (publish(conf, &e) == 0) {
                 fprintf(out, "stopped diagnosis %s\n", d->id);
                 rc = 0;
@@ -592,6 +552,14 @@ int cmr_cfg_cli_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *o
     fprintf(stderr, "cmr-config: diagnose start --env ENV --method Class.method [...] | stop ID | list [--all] | "
                     "show ID\n");
     return 2;
+}
+
+int cmr_cfg_cli_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *out)
+{
+    cmr_buf_t who = {0}; /* the author text, when cmr_cfg_author builds it */
+    int rc = run_diagnose(conf, nargs, args, out, &who);
+    cmr_buf_free(&who);
+    return rc;
 }
 
 /* --- the worker's steps ------------------------------------------------------------------- */

@@ -617,11 +617,8 @@ int cmr_metrics_query(cmr_metrics_view_t *v, const char *what, const char *const
     params_t p;
     if (parse_params(keys, values, n, &p, err, errlen) != 0)
         return -1;
-    static const char *const stat_names[] = {"p50", "p90",  "p95",   "p99",    "p999",
-                                             "max", "mean", "count", "errors", "error_rate"};
-    json_t *out =
-        json_pack("{s:s, s:I, s:I, s:s}", "query", what, "from_ms", (json_int_t)p.from_ms, "to_ms", (json_int_t)p.to_ms,
-                  "stat", (unsigned)p.stat < sizeof stat_names / sizeof stat_names[0] ? stat_names[p.stat] : "?");
+    json_t *out = json_pack("{s:s, s:I, s:I, s:s}", "query", what, "from_ms", (json_int_t)p.from_ms, "to_ms",
+                            (json_int_t)p.to_ms, "stat", cmr_met_stat_name(p.stat));
     int rc;
     if (!strcmp(what, "top"))
         rc = q_top(v, &p, out, text);

@@ -453,6 +453,11 @@ double cmr_met_stat(const cmr_met_value_t *v, cmr_met_stat_t stat)
     return 0;
 }
 
+const char *cmr_met_stat_name(cmr_met_stat_t stat)
+{
+    return (size_t)stat < sizeof stat_names / sizeof *stat_names ? stat_names[stat] : "?";
+}
+
 int cmr_met_stat_parse(const char *name)
 {
     for (size_t i = 0; i < sizeof stat_names / sizeof *stat_names; i++)

@@ -11,9 +11,21 @@
 #ifndef CMR_CFG_CLI_H
 #define CMR_CFG_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
+#include "cmr/buf.h"
 #include "cmr/conf.h"
+#include "cmr/reader.h"
+#include "cmr/topics.h"
+
+/* Reads a whole topic (created first when ensure is set), handing each record to fn, for
+ * at most config.timeout_ms. 0, or -1 with the reason on stderr. */
+typedef void cmr_cfg_record_fn(const cmr_reader_rec_t *rec, void *ud);
+int cmr_cfg_read_topic(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud);
+/* The author recorded in what an operator writes: config.author, or user@host built in
+ * buf (the caller's, freed by the caller). */
+const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf);
 
 int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FILE *out);
 int cmr_cfg_cli_list(const cmr_conf_t *conf, FILE *out);

@@ -118,6 +118,8 @@ typedef enum cmr_met_stat {
 double cmr_met_stat(const cmr_met_value_t *v, cmr_met_stat_t stat);
 /* "p50", "max", "error_rate", ...; -1 for an unknown name. */
 int cmr_met_stat_parse(const char *name);
+/* The name cmr_met_stat_parse reads ("?" for a value out of range). */
+const char *cmr_met_stat_name(cmr_met_stat_t stat);
 
 /* --- the store ----------------------------------------------------------------------- */
 
