@@ -470,6 +470,24 @@ static void test_queries(void **state)
     assert_int_equal(json_array_size(json_object_get(s0, "stack")), 2);
     json_decref(stalled);
 
+    /* the HTTP API answers the same queries; bad parameters are 400, unknown ones 404 */
+    char *body = NULL;
+    assert_int_equal(cmr_ingest_http_answer(r.root, "GET", "/api/metrics/alerts", &body), 200);
+    assert_non_null(strstr(body, "slow-checkout"));
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(r.root, "GET", "/api/metrics/top?stat=p42", &body), 400);
+    assert_non_null(strstr(body, "unknown stat"));
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(r.root, "GET", "/api/metrics/top?limit=0", &body), 400);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(r.root, "GET", "/api/metrics/everything", &body), 404);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(r.root, "GET", "/api/agents/zz", &body), 400);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(r.root, "GET", "/api/agents", &body), 200);
+    assert_non_null(strstr(body, "\"agents\":[]"));
+    free(body);
+
     /* bad parameters are errors, not empty answers */
     cmr_metrics_view_t *v = cmr_metrics_view_open(r.root, err, sizeof err);
     char *text;
