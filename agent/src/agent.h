@@ -6,6 +6,7 @@
  *                     ClassPrepare, ThreadEnd): the JVMTI phases, kept apart
  *   agent_control.c   the control thread: registration, commands, class shipping, status
  *   agent_commands.c  Redefine and BytecodeResend applied through JVMTI
+ *   agent_diagnoses.c the diagnoses running in this JVM: anchors, restore bytes, limits
  *   probe_rings.c     per-thread event rings and the JNI natives of cmr/agent/Probe
  *   probe_publisher.c the publisher thread: drains rings into EventBatch / MetricBatch
  *   class_cache.c     never-send set, pending classes, registry (no JVM calls)
@@ -25,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent_diagnoses.h"
 #include "agent_options.h"
 #include "class_cache.h"
 #include "cmr/clock.h"
@@ -92,6 +94,8 @@ typedef struct cmr_agent {
     _Atomic int64_t classes_instrumented;
     _Atomic uint64_t redefine_failures;
     cmr_u64map_t instrumented_classes; /* keys of those classes; control thread only */
+
+    cmr_agent_diags_t *diags; /* the diagnoses running in this JVM (agent_diagnoses.h) */
 } cmr_agent_t;
 
 extern cmr_agent_t *cmr_agent_self;
@@ -120,6 +124,9 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
 /* Applies several Redefine commands with one RedefineClasses call (one safepoint); if the
  * JVM refuses the batch, each command is applied alone so that a bad one fails alone. */
 void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n);
+/* Ends the diagnoses whose end time, hits or budget are reached: their classes get their
+ * restore bytes back (docs/DIAGNOSIS.md, "Remove"). Returns how many ended. */
+int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env);
 void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd);
 /* Captures the bytes of classes whose bytes the cache had to drop (retransform). */
 void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);

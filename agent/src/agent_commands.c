@@ -251,11 +251,91 @@ static bool find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefin
     return false;
 }
 
+/* --- diagnoses (agent_diagnoses.h) ------------------------------------------------------- */
+
+/* Before a command's bytes go in: a diagnosis' command starts or updates it (its anchors in
+ * force before its bytes run). false when it is refused (answered here). */
+static bool diag_before(cmr_agent_t *a, const cmr_redefine_t *cmd)
+{
+    if (!cmd->diagnosis)
+        return true;
+    char why[256];
+    if (cmr_agent_diags_begin(a->diags, cmd, cmr_wall_ms(), why, sizeof why) == 0)
+        return true;
+    report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_FAILED, 0, why);
+    return false;
+}
+
+/* After a command's bytes went in, in the classes of loaders[0..n): they carry its
+ * diagnosis now, and no other. */
+static void diag_after(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *loaders, int n)
+{
+    int64_t now = cmr_wall_ms();
+    for (int i = 0; i < n; i++) {
+        cmr_agent_diags_replaced(a->diags, cmd->class_name, loaders[i], cmd->diagnosis ? cmd->diagnosis->id : 0, now);
+        if (cmd->diagnosis && cmr_agent_diags_installed(a->diags, cmd, loaders[i]) != 0)
+            cmr_log(CMR_LOG_WARN, "agent.diagnosis_restore_not_kept",
+                    "diagnosis=%016" PRIx64
+                    " loader=%lld action=\"the CMR restores this class when the diagnosis ends\"",
+                    (uint64_t)cmd->diagnosis->id, (long long)loaders[i]);
+    }
+}
+
+static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring);
+
+int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
+{
+    static const char *const reasons[] = {"none",   "stopped",        "time_to_live",    "hits",
+                                          "budget", "back_to_normal", "environment_gone"};
+    int ended = 0;
+    int64_t id;
+    cmr_diag_end_reason_t reason;
+    while (cmr_agent_diags_due(a->diags, cmr_wall_ms(), &id, &reason) == 1) {
+        const cmr_agent_diag_restore_t *r;
+        size_t n = cmr_agent_diags_restores(a->diags, id, &r);
+        for (size_t i = 0; i < n; i++) { /* the table is changed by the control thread only: r stays */
+            cmr_redefine_t cmd = {.request_id = 0,
+                                  .agent_id = a->agent_id,
+                                  .class_name = r[i].class_name,
+                                  .loader_id = r[i].loader_id,
+                                  .class_hash = r[i].class_hash,
+                                  .original = r[i].original,
+                                  .revision = a->revision,
+                                  .bytecode = {r[i].bytes, r[i].len},
+                                  .original_digest = {(uint8_t *)r[i].digest, sizeof r[i].digest}};
+            apply_redefine(a, env, &cmd, true);
+        }
+        cmr_diagnosis_run_t runs[CMR_DIAG_MAX_RUNS];
+        size_t nr = cmr_agent_diags_runs(a->diags, runs, CMR_DIAG_MAX_RUNS);
+        cmr_agent_diags_ended(a->diags, id, reason, cmr_wall_ms());
+        for (size_t i = 0; i < nr; i++)
+            if (runs[i].id == id)
+                cmr_log(CMR_LOG_INFO, "agent.diagnosis_ended",
+                        "diagnosis=%016" PRIx64 " by=agent reason=%s classes_restored=%zu hits=%" PRId64
+                        " calls=%" PRId64 " overhead_pct=%.3f",
+                        (uint64_t)id, (unsigned)reason < 7 ? reasons[reason] : "?", n, runs[i].hits, runs[i].events,
+                        runs[i].overhead_pct);
+        ended++;
+    }
+    return ended;
+}
+
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
+{
+    apply_redefine(a, env, cmd, false);
+}
+
+/* restoring: the agent gives a class its restore bytes back (the diagnosis' table is
+ * updated by the caller, not here). */
+static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring)
 {
     find_ctx_t f;
     if (!find_redefine_targets(a, env, cmd, &f))
         return;
+    if (!restoring && !diag_before(a, cmd)) {
+        find_release(&f);
+        return;
+    }
     jvmtiClassDefinition defs[32];
     for (int i = 0; i < f.n; i++)
         defs[i] = (jvmtiClassDefinition){f.found[i], (jint)cmd->bytecode.len, cmd->bytecode.data};
@@ -269,6 +349,8 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
     } else {
         for (int i = 0; i < f.n; i++)
             note_installed(a, cmd->class_name, f.loaders[i], !cmd->original);
+        if (!restoring)
+            diag_after(a, cmd, f.loaders, f.n);
         /* seed: original bytes -> "not needed", instrumented bytes -> "needed" */
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
@@ -279,8 +361,9 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
                                                   cmr_class_cache_loaded_ns(a->classes, cmd->class_name, f.loaders[i]));
         }
         char msg[160];
-        snprintf(msg, sizeof msg, "%s bytes installed in %d class%s in %lld us",
-                 cmd->original ? "original" : "instrumented", f.n, f.n == 1 ? "" : "es", (long long)took_us);
+        snprintf(msg, sizeof msg, "%s%s bytes installed in %d class%s in %lld us",
+                 restoring ? "diagnosis ended by the agent: " : "", cmd->original ? "original" : "instrumented", f.n,
+                 f.n == 1 ? "" : "es", (long long)took_us);
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_APPLIED, 0, msg);
     }
     find_release(&f);
@@ -311,6 +394,10 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         /* a command with no class to change is answered now and left out of the batch */
         if (!find_redefine_targets(a, env, cmds[i], &found[i]))
             continue;
+        if (!diag_before(a, cmds[i])) {
+            find_release(&found[i]);
+            continue;
+        }
         for (int k = 0; k < found[i].n; k++) {
             if (ndefs == BATCH_DEFS) {
                 fits = false;
@@ -330,7 +417,7 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         for (int i = 0; i < n; i++) {
             bool answered = found[i].n == 0;
             find_release(&found[i]);
-            if (!answered)
+            if (!answered) /* (a diagnosis' begin again: harmless, it updates the same) */
                 cmr_agent_apply_redefine(a, env, cmds[i]);
         }
         free(found);
@@ -342,6 +429,7 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
             continue; /* answered above */
         for (int k = 0; k < found[i].n; k++)
             note_installed(a, cmd->class_name, found[i].loaders[k], !cmd->original);
+        diag_after(a, cmd, found[i].loaders, found[i].n);
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
         } else {

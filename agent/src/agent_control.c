@@ -155,6 +155,9 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
         .classes_instrumented = a->classes_instrumented,
         .redefine_failures = (int64_t)a->redefine_failures,
     };
+    cmr_diagnosis_run_t runs[CMR_DIAG_MAX_RUNS];
+    st.diagnoses.items = runs;
+    st.diagnoses.count = a->diags ? cmr_agent_diags_runs(a->diags, runs, CMR_DIAG_MAX_RUNS) : 0;
     char err[256];
     if (cmr_producer_send(a->producer, CMR_MSG_AGENT_STATUS, &st, NULL, NULL, err, sizeof err) != CMR_SEND_OK) {
         char eerr[300];
@@ -533,6 +536,12 @@ static void *control_main(void *arg)
                     cmr_agent_capture_byteless(a, c->env);
             }
         }
+        /* diagnoses end by themselves, the CMR reachable or not (docs/DIAGNOSIS.md); every
+         * start and end is reported at once */
+        if (a->mode == CMR_MODE_FULL && ensure_env(c))
+            cmr_agent_end_due_diagnoses(a, c->env);
+        if (cmr_agent_diags_take_changed(a->diags) && a->mode == CMR_MODE_FULL)
+            cmr_agent_send_status(a, a->connected ? CMR_AGENT_FULL : CMR_AGENT_DISCONNECTED);
         /* periodic status while configured (agent.status.interval.ms; 0: only changes) */
         if (a->settings.status_interval_ms > 0 && now >= c->next_status_ms) {
             if (c->next_status_ms && a->mode == CMR_MODE_FULL && a->connected)

@@ -370,11 +370,12 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
         system_property(a->jvmti, "java.vm.version", a->jvm_version, sizeof a->jvm_version);
     a->classes = cmr_class_cache_new((size_t)a->settings.class_buffer_bytes);
     a->rings = cmr_probe_rings_new(a);
+    a->diags = cmr_agent_diags_new();
     char jar[4096];
     const char *jar_opt = cmr_conf_get(a->conf, "agent.probe.jar", NULL);
     if (jar_opt)
         snprintf(jar, sizeof jar, "%s", jar_opt);
-    if (!a->verifier || !a->classes || !a->rings || (!jar_opt && probe_jar_path(jar, sizeof jar) != 0) ||
+    if (!a->verifier || !a->classes || !a->rings || !a->diags || (!jar_opt && probe_jar_path(jar, sizeof jar) != 0) ||
         setup_jvmti(a) != 0 ||
         cmr_agent_check((*a->jvmti)->AddToBootstrapClassLoaderSearch(a->jvmti, jar),
                         "AddToBootstrapClassLoaderSearch") != JVMTI_ERROR_NONE) {

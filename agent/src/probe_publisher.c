@@ -103,6 +103,7 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
     ring->batch_seq = 0;
     ring->event_seq = 0;
     ring->batch_count = 0;
+    ring->diagnosis_id = 0;
 }
 
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
@@ -122,6 +123,7 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
         .dropped = ring->dropped_pending,
         .event_count = (int32_t)ring->batch_count,
         .events = {ring->batch, (size_t)ring->batch_count * CMR_EVENT_RECORD_SIZE},
+        .diagnosis_id = ring->diagnosis_id,
     };
     memcpy(b.trace_id, ring->trace_id, 16);
     char err[256];
@@ -275,6 +277,17 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             ring->next_parent.event_seq = (int32_t)aux; /* -1: the fork event was lost */
             break;
         case CMR_RING_SEG_PARENT_AGENT: ring->next_parent.agent_id = (int64_t)cmr_le64(rec); break;
+        case CMR_RING_DIAG: /* the anchor's enter came right before: its segment is open */
+            if (ring->segment_open && !ring->diagnosis_id)
+                ring->diagnosis_id = (int64_t)cmr_le64(rec);
+            ring->diag_start_ns = (int64_t)cmr_le64(rec + 8);
+            cmr_agent_diags_hit(p->a->diags, (int64_t)cmr_le64(rec));
+            break;
+        case CMR_RING_DIAG_END:
+            cmr_agent_diags_done(p->a->diags, (int64_t)cmr_le64(rec), aux,
+                                 ring->diag_start_ns ? (int64_t)cmr_le64(rec + 8) - ring->diag_start_ns : 0);
+            ring->diag_start_ns = 0;
+            break;
         case CMR_RING_TIMER:
         case CMR_RING_TIMER_THROW:
             metric_add(p, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), kind == CMR_RING_TIMER_THROW);

@@ -207,6 +207,26 @@ static jbyteArray JNICALL probe_trace_context0(JNIEnv *env, jclass cls)
     return out; /* NULL with an OutOfMemoryError pending: the probe catches it */
 }
 
+/* static native ByteBuffer control0(): the diagnoses' control block (agent_diagnoses.h). */
+static jobject JNICALL probe_control0(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    cmr_agent_diags_t *d = natives_rings->agent->diags;
+    return (*env)->NewDirectByteBuffer(env, cmr_agent_diags_control(d), 64);
+}
+
+/* static native String anchors0(): the anchors in force, as agent_diagnoses.h writes them. */
+static jstring JNICALL probe_anchors0(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    char *text = cmr_agent_diags_anchors_text(natives_rings->agent->diags);
+    if (!text)
+        return NULL;
+    jstring s = (*env)->NewStringUTF(env, text); /* ASCII and the conditions' UTF-8 */
+    free(text);
+    return s;
+}
+
 void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class)
 {
     natives_rings = r;
@@ -214,8 +234,10 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
         {"register0", "(JLjava/lang/String;)Ljava/nio/ByteBuffer;", (void *)probe_register0},
         {"wake0", "()V", (void *)probe_wake0},
         {"traceContext0", "()[B", (void *)probe_trace_context0},
+        {"control0", "()Ljava/nio/ByteBuffer;", (void *)probe_control0},
+        {"anchors0", "()Ljava/lang/String;", (void *)probe_anchors0},
     };
-    if ((*env)->RegisterNatives(env, probe_class, methods, 3) != 0) {
+    if ((*env)->RegisterNatives(env, probe_class, methods, 5) != 0) {
         (*env)->ExceptionClear(env);
         cmr_log(CMR_LOG_ERROR, "agent.probe_natives_failed", "class=%s action=\"probes record nothing\"",
                 CMR_PROBE_CLASS);

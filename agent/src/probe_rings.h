@@ -24,6 +24,10 @@
  *                      | 2 the parent is remote
  *   6  segment trace   id = trace id low, timestamp = parent segment, aux = parent event
  *   7  parent agent    id = the remote parent's agent id (0: another tracer)
+ *   8  diagnosis       the anchor of a running diagnosis opened its context on this thread:
+ *                      id = diagnosis id (the segment is tagged with it, one hit)
+ *   9  diagnosis end   that context closed: id = diagnosis id, aux = conditional calls
+ *                      recorded in it
  *   16 / 17 timer sample (normal / exceptional), timestamp = duration in ns
  * Records 5-7 come right before the root enter of the segment they describe.
  */
@@ -48,6 +52,8 @@
 #define CMR_RING_SEG_BEGIN 5
 #define CMR_RING_SEG_TRACE 6
 #define CMR_RING_SEG_PARENT_AGENT 7
+#define CMR_RING_DIAG 8
+#define CMR_RING_DIAG_END 9
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -76,7 +82,9 @@ typedef struct cmr_ring {
     int64_t next_segment;
     uint8_t next_trace[16];
     cmr_parent_link_t next_parent;
-    uint8_t *batch; /* events of the open segment not yet sent */
+    int64_t diagnosis_id;  /* the open segment ran in this diagnosis' context (0: none) */
+    int64_t diag_start_ns; /* when that context opened (probe clock) */
+    uint8_t *batch;        /* events of the open segment not yet sent */
     uint32_t batch_count, batch_cap;
     cmr_cs_thread_t cs; /* the thread's open invocations (call_stacks.h) */
 } cmr_ring_t;

@@ -20,10 +20,11 @@
         }                               \
     }
 
-static const cf_probe probes[3] = {
+static const cf_probe probes[4] = {
     [CMR_SENSOR_TIMER] = {"timer", CALL("timerEnter"), CALL("timerExit"), CALL("timerExitThrow")},
     [CMR_SENSOR_INVOCATION_SEQUENCE] = {"invocation-sequence", CALL("enter"), CALL("exit"), CALL("exitThrow")},
     [CMR_SENSOR_ANCHOR] = {"anchor", CALL("anchorEnter"), CALL("anchorExit"), CALL("anchorExitThrow")},
+    [CMR_SENSOR_CONDITIONAL] = {"conditional", CALL("condEnter"), CALL("condExit"), CALL("condExitThrow")},
 };
 
 /* The context probes of the hand-off points (docs/ARCHITECTURE.md, "The probe contract"):
@@ -65,7 +66,7 @@ static const cf_probe *pick_probe(const cmr_instr_pick_t *p)
 
 const cf_probe *cmr_instr_probe(cmr_sensor_kind_t sensor)
 {
-    return (unsigned)sensor < 3 ? &probes[sensor] : NULL;
+    return (unsigned)sensor < sizeof probes / sizeof probes[0] ? &probes[sensor] : NULL;
 }
 
 void cmr_instr_built_free(cmr_instr_built_t *b)

@@ -25,7 +25,7 @@
 /* The product probe whose kind is `name` ("timer" ...); NULL when there is none. */
 static const cf_probe *sensor_probe(const char *name)
 {
-    for (int k = CMR_SENSOR_TIMER; k <= CMR_SENSOR_ANCHOR; k++) {
+    for (int k = CMR_SENSOR_TIMER; k <= CMR_SENSOR_CONDITIONAL; k++) {
         const cf_probe *p = cmr_instr_probe((cmr_sensor_kind_t)k);
         if (p && !strcmp(p->kind, name))
             return p;

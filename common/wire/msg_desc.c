@@ -29,7 +29,7 @@ static_assert(offsetof(cmr_kvs_t, count) == offsetof(cmr_array_any_t, count), "a
 
 /* --- enums: symbol names in the order of the C enums of msg.h ----------------------- */
 
-static const char *const sensor_kinds[] = {"TIMER", "INVOCATION_SEQUENCE", "ANCHOR", NULL};
+static const char *const sensor_kinds[] = {"TIMER", "INVOCATION_SEQUENCE", "ANCHOR", "CONDITIONAL", NULL};
 static const char *const class_causes[] = {"LOADED", "LOADED_BEFORE_REGISTRATION", "RESEND", NULL};
 static const char *const command_statuses[] = {"APPLIED", "FAILED", "UNKNOWN_CLASS", "DIGEST_MISMATCH", NULL};
 static const char *const trace_context_policies[] = {"AUTHENTICATED", "ANY", "NONE", NULL};
@@ -148,12 +148,39 @@ static const cmr_record_desc_t instrumented_method_desc = {"InstrumentedMethod",
                                                            instrumented_method_fields,
                                                            TABLE(instrumented_method_fields)};
 
+static const cmr_field_desc_t diag_condition_fields[] = {
+    ENUM(cmr_diag_condition_t, kind, diag_condition_kinds),
+    FIELD(cmr_diag_condition_t, name, STRING),
+    FIELD(cmr_diag_condition_t, pattern, STRING),
+};
+static const cmr_record_desc_t diag_condition_desc = {"DiagnosisCondition", sizeof(cmr_diag_condition_t),
+                                                      diag_condition_fields, TABLE(diag_condition_fields)};
+
+static const cmr_field_desc_t diagnosis_scope_fields[] = {
+    FIELD(cmr_diagnosis_scope_t, id, LONG),
+    FIELD(cmr_diagnosis_scope_t, revision, LONG),
+    FIELD(cmr_diagnosis_scope_t, end_ms, LONG),
+    FIELD(cmr_diagnosis_scope_t, max_hits, LONG),
+    FIELD(cmr_diagnosis_scope_t, overhead_budget_pct, DOUBLE),
+    SUB(cmr_diagnosis_scope_t, conditions, RECORDS, diag_condition_desc),
+    FIELD(cmr_diagnosis_scope_t, restore_bytecode, BYTES),
+    FIELD(cmr_diagnosis_scope_t, restore_original, BOOL),
+};
+static const cmr_record_desc_t diagnosis_scope_desc = {"DiagnosisScope", sizeof(cmr_diagnosis_scope_t),
+                                                       diagnosis_scope_fields, TABLE(diagnosis_scope_fields)};
+
 static const cmr_field_desc_t redefine_fields[] = {
-    FIELD(cmr_redefine_t, request_id, LONG),       FIELD(cmr_redefine_t, agent_id, LONG),
-    FIELD(cmr_redefine_t, class_name, STRING),     FIELD(cmr_redefine_t, loader_id, LONG),
-    FIELD(cmr_redefine_t, class_hash, LONG),       FIELD(cmr_redefine_t, original, BOOL),
-    FIELD(cmr_redefine_t, revision, LONG),         FIELD(cmr_redefine_t, bytecode, BYTES),
-    FIELD(cmr_redefine_t, original_digest, BYTES), SUB(cmr_redefine_t, methods, RECORDS, instrumented_method_desc),
+    FIELD(cmr_redefine_t, request_id, LONG),
+    FIELD(cmr_redefine_t, agent_id, LONG),
+    FIELD(cmr_redefine_t, class_name, STRING),
+    FIELD(cmr_redefine_t, loader_id, LONG),
+    FIELD(cmr_redefine_t, class_hash, LONG),
+    FIELD(cmr_redefine_t, original, BOOL),
+    FIELD(cmr_redefine_t, revision, LONG),
+    FIELD(cmr_redefine_t, bytecode, BYTES),
+    FIELD(cmr_redefine_t, original_digest, BYTES),
+    SUB(cmr_redefine_t, methods, RECORDS, instrumented_method_desc),
+    SUB(cmr_redefine_t, diagnosis, OPT_RECORD, diagnosis_scope_desc),
 };
 static const cmr_record_desc_t redefine_desc = {"Redefine", sizeof(cmr_redefine_t), redefine_fields,
                                                 TABLE(redefine_fields)};
@@ -179,6 +206,20 @@ static const cmr_field_desc_t refusal_count_fields[] = {
 static const cmr_record_desc_t refusal_count_desc = {"RefusalCount", sizeof(cmr_refusal_count_t), refusal_count_fields,
                                                      TABLE(refusal_count_fields)};
 
+static const cmr_field_desc_t diagnosis_run_fields[] = {
+    FIELD(cmr_diagnosis_run_t, id, LONG),
+    ENUM(cmr_diagnosis_run_t, state, diag_states),
+    ENUM(cmr_diagnosis_run_t, end_reason, diag_end_reasons),
+    FIELD(cmr_diagnosis_run_t, hits, LONG),
+    FIELD(cmr_diagnosis_run_t, events, LONG),
+    FIELD(cmr_diagnosis_run_t, classes, INT),
+    FIELD(cmr_diagnosis_run_t, overhead_pct, DOUBLE),
+    FIELD(cmr_diagnosis_run_t, started_ms, LONG),
+    FIELD(cmr_diagnosis_run_t, ended_ms, LONG),
+};
+static const cmr_record_desc_t diagnosis_run_desc = {"DiagnosisRun", sizeof(cmr_diagnosis_run_t), diagnosis_run_fields,
+                                                     TABLE(diagnosis_run_fields)};
+
 static const cmr_field_desc_t agent_status_fields[] = {
     FIELD(cmr_agent_status_t, agent_id, LONG),
     FIELD(cmr_agent_status_t, instance_id, STRING),
@@ -196,6 +237,7 @@ static const cmr_field_desc_t agent_status_fields[] = {
     FIELD(cmr_agent_status_t, environment_revision, LONG),
     FIELD(cmr_agent_status_t, classes_instrumented, LONG),
     FIELD(cmr_agent_status_t, redefine_failures, LONG),
+    SUB(cmr_agent_status_t, diagnoses, RECORDS, diagnosis_run_desc),
 };
 static const cmr_record_desc_t agent_status_desc = {"AgentStatus", sizeof(cmr_agent_status_t), agent_status_fields,
                                                     TABLE(agent_status_fields)};
@@ -285,6 +327,7 @@ static const cmr_field_desc_t event_batch_fields[] = {
     FIELD(cmr_event_batch_t, batch_seq, INT),      FIELD(cmr_event_batch_t, first_event_seq, LONG),
     FIELD(cmr_event_batch_t, last, BOOL),          FIELD(cmr_event_batch_t, dropped, INT),
     FIELD(cmr_event_batch_t, event_count, INT),    FIELD(cmr_event_batch_t, events, BYTES),
+    FIELD(cmr_event_batch_t, diagnosis_id, LONG),
 };
 static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_batch_t), event_batch_fields,
                                                    TABLE(event_batch_fields)};
@@ -367,14 +410,6 @@ static const cmr_record_desc_t threshold_event_desc = {"ThresholdEvent", sizeof(
                                                        threshold_event_fields, TABLE(threshold_event_fields)};
 
 /* --- Diagnosis ---------------------------------------------------------------------- */
-
-static const cmr_field_desc_t diag_condition_fields[] = {
-    ENUM(cmr_diag_condition_t, kind, diag_condition_kinds),
-    FIELD(cmr_diag_condition_t, name, STRING),
-    FIELD(cmr_diag_condition_t, pattern, STRING),
-};
-static const cmr_record_desc_t diag_condition_desc = {"DiagnosisCondition", sizeof(cmr_diag_condition_t),
-                                                      diag_condition_fields, TABLE(diag_condition_fields)};
 
 static const cmr_field_desc_t diagnosis_fields[] = {
     FIELD(cmr_diagnosis_t, id, STRING),

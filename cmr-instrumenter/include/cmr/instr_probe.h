@@ -6,6 +6,9 @@
  *   TIMER                enter: timerEnter   exit: timerExit   exception: timerExitThrow
  *   INVOCATION_SEQUENCE  enter: enter        exit: exit        exception: exitThrow
  *   ANCHOR               enter: anchorEnter  exit: anchorExit  exception: anchorExitThrow
+ *   CONDITIONAL          enter: condEnter    exit: condExit    exception: condExitThrow
+ *                        (a diagnosis' discovered methods: they record only inside an anchor
+ *                        of that diagnosis on the same thread, docs/DIAGNOSIS.md)
  *
  * cmr_instr_build() applies a decision (instr_rules.h) to class bytes: each picked method
  * gets its sensor's probes; a method the engine refuses is left as it is and reported.

@@ -69,6 +69,7 @@ typedef enum cmr_sensor_kind {
     CMR_SENSOR_TIMER,
     CMR_SENSOR_INVOCATION_SEQUENCE,
     CMR_SENSOR_ANCHOR,
+    CMR_SENSOR_CONDITIONAL, /* a diagnosis' discovered method: records only inside its anchor */
 } cmr_sensor_kind_t;
 
 typedef enum cmr_class_cause {
@@ -285,6 +286,7 @@ typedef struct cmr_redefine {
         cmr_instrumented_method_t *items;
         size_t count;
     } methods;
+    struct cmr_diagnosis_scope *diagnosis; /* optional: the bytes carry a diagnosis' probes */
 } cmr_redefine_t;
 
 /* cmr.agent-events */
@@ -327,6 +329,10 @@ typedef struct cmr_agent_status {
     int64_t environment_revision;
     int64_t classes_instrumented;
     int64_t redefine_failures;
+    struct {
+        struct cmr_diagnosis_run *items;
+        size_t count;
+    } diagnoses;
 } cmr_agent_status_t;
 
 typedef struct cmr_sensor_assignment {
@@ -420,6 +426,7 @@ typedef struct cmr_event_batch {
     int32_t dropped;
     int32_t event_count;
     cmr_bytes_t events;
+    int64_t diagnosis_id; /* 0: the segment ran in no diagnosis' context */
 } cmr_event_batch_t;
 
 typedef struct cmr_method_metric {
@@ -483,6 +490,34 @@ typedef struct cmr_diag_condition {
     char *name;
     char *pattern;
 } cmr_diag_condition_t;
+
+/* Redefine.diagnosis: the diagnosis whose probes the bytes carry, and what to restore. */
+typedef struct cmr_diagnosis_scope {
+    int64_t id; /* the diagnosis id's 16 hex digits as a number */
+    int64_t revision;
+    int64_t end_ms; /* wall clock */
+    int64_t max_hits;
+    double overhead_budget_pct;
+    struct {
+        cmr_diag_condition_t *items;
+        size_t count;
+    } conditions;
+    cmr_bytes_t restore_bytecode;
+    bool restore_original;
+} cmr_diagnosis_scope_t;
+
+/* AgentStatus.diagnoses: one diagnosis in one JVM. */
+typedef struct cmr_diagnosis_run {
+    int64_t id;
+    cmr_diag_state_t state;
+    cmr_diag_end_reason_t end_reason; /* NONE: ended by the CMR (its revision says why) */
+    int64_t hits;
+    int64_t events;
+    int32_t classes;
+    double overhead_pct;
+    int64_t started_ms;
+    int64_t ended_ms;
+} cmr_diagnosis_run_t;
 
 /* cmr.diagnoses (key: diagnosis id; every revision kept) */
 typedef struct cmr_diagnosis {

@@ -63,6 +63,10 @@ public final class Probe {
         Context pending; // parent of the segment the next root call opens
         long ctxStack;   // one bit per open ctxBegin: did it open a segment?
         long ctxSite;    // the hand-off node ctxBegin opened (ctxEnd closes that one)
+        Object request;  // the incoming request the open segment began with (httpIn)
+        int diagDepth;   // anchors open since the thread entered a diagnosis' context
+        long diagnosis;  // that diagnosis (diagDepth > 0)
+        int diagCalls;   // conditional calls recorded in it so far
         final long[] starts = new long[TIMER_STACK];
 
         Ring(ByteBuffer buf) {
@@ -332,6 +336,8 @@ public final class Probe {
         }
         r.depth = d - 1;
         r.event(kind, methodId, d);
+        if (d == 1)
+            r.request = null;
     }
 
     // --- context hand-off between threads and JVMs --------------------------------------
@@ -550,7 +556,10 @@ public final class Probe {
                 c = null; // unreadable headers: a trace of its own
             }
         }
+        boolean outside = r.depth == 0;
         open(r, c, true, siteId);
+        if (outside && r.depth > 0)
+            r.request = request; // for the diagnoses' conditions, while the segment is open
     }
 
     /** A request header: HttpServletRequest.getHeader, or for the JDK's HttpServer
@@ -737,17 +746,277 @@ public final class Probe {
             r.put(kind, methodId, System.nanoTime() - r.starts[d], 0);
     }
 
-    // --- anchors: recorded as invocations until conditional instrumentation uses them ------
+    // --- diagnoses: anchors and conditional probes (docs/DIAGNOSIS.md) --------------------
+    //
+    // A diagnosis' selected method carries the anchor probes, the methods discovered under
+    // it the conditional ones. An anchor records its call like enter/exit; when the agent
+    // has named it the anchor of a running diagnosis and the transaction's data matches the
+    // diagnosis' conditions, the thread is in that diagnosis' context until the anchor
+    // returns: its segment gets a DIAG record (the publisher tags the segment, counts a hit)
+    // and the conditional probes on this thread record like enter/exit. At the outermost
+    // anchor's exit a DIAG_END record carries how many conditional calls were recorded.
+    //
+    // Outside every context a conditional probe costs one load of ANCHORED (the number of
+    // threads in a context, JVM-wide) and a branch; in some other thread's context, a
+    // thread-local lookup more.
+
+    static final int DIAG = 8, DIAG_END = 9; // ring-internal, see probe_rings.h
+
+    /** An anchor in force: the diagnosis whose context its method opens, and the
+     *  conditions (kind, name, glob pattern) its transaction must meet. */
+    static final class Anchor {
+        final long method, diagnosis;
+        final int[] kinds;
+        final String[] names, patterns;
+
+        Anchor(long method, long diagnosis, int[] kinds, String[] names, String[] patterns) {
+            this.method = method;
+            this.diagnosis = diagnosis;
+            this.kinds = kinds;
+            this.names = names;
+            this.patterns = patterns;
+        }
+    }
+
+    // condition kinds, as the wire's DiagnosisConditionKind
+    static final int COND_HTTP_METHOD = 0, COND_HTTP_PATH = 1, COND_HTTP_STATUS = 2, COND_HTTP_HEADER = 3,
+            COND_HTTP_PARAMETER = 4, COND_SQL = 5, COND_ARGUMENT = 6;
+
+    private static final Anchor[] NO_ANCHORS = new Anchor[0];
+    private static volatile Anchor[] anchors = NO_ANCHORS;
+    private static long anchorsSeen = -1;      // the agent's generation of the anchors read
+    private static volatile ByteBuffer control; // the agent's control block (generation at 0)
+    private static volatile boolean controlTried;
+    /** Threads in a diagnosis' context now, JVM-wide. */
+    private static final java.util.concurrent.atomic.AtomicInteger ANCHORED =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    private static native ByteBuffer control0();
+
+    /** The anchors in force as text: one line per anchor, tab-separated: method id and
+     *  diagnosis id in hex, then kind, name, pattern per condition. */
+    private static native String anchors0();
+
+    /** The anchor of methodId, or null; re-reads the agent's table when it changed. */
+    private static Anchor anchorOf(long methodId) {
+        ByteBuffer c = control;
+        if (c == null && !controlTried) {
+            controlTried = true;
+            try {
+                c = control0();
+                if (c != null)
+                    control = c = c.order(ByteOrder.LITTLE_ENDIAN);
+            } catch (Throwable e) {
+                c = null; // no agent (tests call setAnchors)
+            }
+        }
+        if (c != null) {
+            long gen = (long) LONGS.getAcquire(c, 0);
+            if (gen != anchorsSeen)
+                refreshAnchors(gen);
+        }
+        for (Anchor a : anchors)
+            if (a.method == methodId)
+                return a;
+        return null;
+    }
+
+    private static synchronized void refreshAnchors(long gen) {
+        if (gen == anchorsSeen)
+            return;
+        try {
+            anchors = parseAnchors(anchors0());
+        } catch (Throwable e) {
+            anchors = NO_ANCHORS; // unreadable: no context opens (the anchors still record)
+        }
+        anchorsSeen = gen;
+    }
+
+    static Anchor[] parseAnchors(String text) {
+        if (text == null || text.isEmpty())
+            return NO_ANCHORS;
+        java.util.ArrayList<Anchor> out = new java.util.ArrayList<>();
+        for (String line : text.split("\n")) {
+            String[] f = line.split("\t", -1);
+            if (f.length < 2 || (f.length - 2) % 3 != 0)
+                continue;
+            int n = (f.length - 2) / 3;
+            int[] kinds = new int[n];
+            String[] names = new String[n], patterns = new String[n];
+            for (int i = 0; i < n; i++) {
+                kinds[i] = Integer.parseInt(f[2 + 3 * i]);
+                names[i] = f[3 + 3 * i];
+                patterns[i] = f[4 + 3 * i];
+            }
+            out.add(new Anchor(Long.parseUnsignedLong(f[0], 16), Long.parseUnsignedLong(f[1], 16), kinds, names,
+                    patterns));
+        }
+        return out.toArray(NO_ANCHORS);
+    }
+
+    /** Replaces the anchors in force (tests; the agent's table wins at its next change). */
+    static void setAnchors(Anchor[] a) {
+        anchors = a == null ? NO_ANCHORS : a;
+    }
 
     public static void anchorEnter(long methodId) {
+        Ring r = ring();
         enter(methodId);
+        if (r.diagDepth > 0) { // already in a context: nested anchors only count
+            r.diagDepth++;
+            return;
+        }
+        Anchor a = anchorOf(methodId);
+        if (a == null || r.buf == null || !matches(a, r))
+            return;
+        r.diagDepth = 1;
+        r.diagnosis = a.diagnosis;
+        r.diagCalls = 0;
+        ANCHORED.incrementAndGet();
+        r.put(DIAG, a.diagnosis, System.nanoTime(), 0);
     }
 
     public static void anchorExit(long methodId) {
+        anchorLeave(ring());
         exit(methodId);
     }
 
     public static void anchorExitThrow(long methodId) {
+        anchorLeave(ring());
         exitThrow(methodId);
     }
+
+    private static void anchorLeave(Ring r) {
+        if (r.diagDepth <= 0 || --r.diagDepth > 0)
+            return;
+        ANCHORED.decrementAndGet();
+        r.put(DIAG_END, r.diagnosis, System.nanoTime(), r.diagCalls);
+        r.diagnosis = 0;
+    }
+
+    public static void condEnter(long methodId) {
+        if (ANCHORED.get() == 0)
+            return;
+        Ring r = RINGS.get();
+        if (r == null || r.diagDepth <= 0)
+            return;
+        if (r.diagCalls != Integer.MAX_VALUE)
+            r.diagCalls++;
+        enter(methodId);
+    }
+
+    public static void condExit(long methodId) {
+        if (ANCHORED.get() == 0)
+            return;
+        Ring r = RINGS.get();
+        if (r != null && r.diagDepth > 0)
+            leave(r, EXIT, methodId);
+    }
+
+    public static void condExitThrow(long methodId) {
+        if (ANCHORED.get() == 0)
+            return;
+        Ring r = RINGS.get();
+        if (r != null && r.diagDepth > 0)
+            leave(r, EXIT_THROW, methodId);
+    }
+
+    /** Whether the transaction this thread runs meets every condition of the anchor. The
+     *  HTTP conditions read the request of the incoming call this segment began with
+     *  (httpIn); without one they do not hold. Conditions the JVM cannot judge at the
+     *  anchor's entry (status, SQL, arguments) do not hold either: cmr-config refuses them
+     *  until they are captured. */
+    static boolean matches(Anchor a, Ring r) {
+        for (int i = 0; i < a.kinds.length; i++) {
+            String v;
+            try {
+                v = requestValue(r.request, a.kinds[i], a.names[i]);
+            } catch (Throwable e) {
+                v = null;
+            }
+            if (v == null || !glob(a.patterns[i], v))
+                return false;
+        }
+        return true;
+    }
+
+    private static String requestValue(Object request, int kind, String name) throws ReflectiveOperationException {
+        if (request == null)
+            return null;
+        switch (kind) {
+        case COND_HTTP_METHOD: {
+            Method m = SERVLET_METHOD.of(request.getClass());
+            if (m == null)
+                m = EXCHANGE_METHOD.of(request.getClass());
+            return m == null ? null : (String) m.invoke(request);
+        }
+        case COND_HTTP_PATH: {
+            Method m = SERVLET_URI.of(request.getClass());
+            if (m != null)
+                return (String) m.invoke(request);
+            m = EXCHANGE_URI.of(request.getClass());
+            Object uri = m == null ? null : m.invoke(request);
+            return uri instanceof java.net.URI ? ((java.net.URI) uri).getPath() : null;
+        }
+        case COND_HTTP_HEADER:
+            return header(request, name);
+        case COND_HTTP_PARAMETER: {
+            Method m = SERVLET_PARAMETER.of(request.getClass());
+            if (m != null)
+                return (String) m.invoke(request, name);
+            m = EXCHANGE_URI.of(request.getClass());
+            Object uri = m == null ? null : m.invoke(request);
+            return uri instanceof java.net.URI ? queryParameter(((java.net.URI) uri).getRawQuery(), name) : null;
+        }
+        default:
+            return null;
+        }
+    }
+
+    /** The first value of parameter `name` in a raw query string, decoded; null if absent. */
+    static String queryParameter(String query, String name) {
+        if (query == null)
+            return null;
+        for (String pair : query.split("&")) {
+            int eq = pair.indexOf('=');
+            String k = eq < 0 ? pair : pair.substring(0, eq);
+            if (java.net.URLDecoder.decode(k, java.nio.charset.StandardCharsets.UTF_8).equals(name))
+                return eq < 0 ? "" : java.net.URLDecoder.decode(pair.substring(eq + 1),
+                        java.nio.charset.StandardCharsets.UTF_8);
+        }
+        return null;
+    }
+
+    /** Glob match: `*` any run of characters, `?` one character, everything else itself. */
+    static boolean glob(String p, String s) {
+        int pi = 0, si = 0, star = -1, mark = 0;
+        while (si < s.length()) {
+            if (pi < p.length() && (p.charAt(pi) == '?' || p.charAt(pi) == s.charAt(si))) {
+                pi++;
+                si++;
+            } else if (pi < p.length() && p.charAt(pi) == '*') {
+                star = pi++;
+                mark = si;
+            } else if (star >= 0) {
+                pi = star + 1;
+                si = ++mark;
+            } else {
+                return false;
+            }
+        }
+        while (pi < p.length() && p.charAt(pi) == '*')
+            pi++;
+        return pi == p.length();
+    }
+
+    private static final HeaderMethods SERVLET_METHOD = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getMethod");
+    private static final HeaderMethods SERVLET_URI = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getRequestURI");
+    private static final HeaderMethods SERVLET_PARAMETER = new HeaderMethods(
+            "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest", "getParameter", String.class);
+    private static final HeaderMethods EXCHANGE_METHOD = new HeaderMethods(
+            "com.sun.net.httpserver.HttpExchange", "getRequestMethod");
+    private static final HeaderMethods EXCHANGE_URI = new HeaderMethods(
+            "com.sun.net.httpserver.HttpExchange", "getRequestURI");
 }
