@@ -84,18 +84,19 @@ static int parse_agents(const char *s, cmr_buf_t *out, char *err, size_t errlen)
     return cmr_buf_ok(out) ? 0 : -1;
 }
 
+/* judged: the agent can judge it when the anchor is entered (the request that began the
+ * thread's segment); the others are not captured in the JVM yet and are refused rather
+ * than accepted and never met. */
 static const struct {
     const char *name;
     cmr_diag_condition_kind_t kind;
     bool named;
+    bool judged;
 } cond_kinds[] = {
-    {"http.method", CMR_DIAG_HTTP_METHOD, false},
-    {"http.path", CMR_DIAG_HTTP_PATH, false},
-    {"http.status", CMR_DIAG_HTTP_STATUS, false},
-    {"http.header", CMR_DIAG_HTTP_HEADER, true},
-    {"http.param", CMR_DIAG_HTTP_PARAMETER, true},
-    {"sql", CMR_DIAG_SQL, false},
-    {"arg", CMR_DIAG_ARGUMENT, true},
+    {"http.method", CMR_DIAG_HTTP_METHOD, false, true},  {"http.path", CMR_DIAG_HTTP_PATH, false, true},
+    {"http.status", CMR_DIAG_HTTP_STATUS, false, false}, {"http.header", CMR_DIAG_HTTP_HEADER, true, true},
+    {"http.param", CMR_DIAG_HTTP_PARAMETER, true, true}, {"sql", CMR_DIAG_SQL, false, false},
+    {"arg", CMR_DIAG_ARGUMENT, true, false},
 };
 
 /* Splits a comma-separated list in place (the copy in mem->strings); returns the count. */
@@ -135,6 +136,17 @@ static int parse_conditions(char *s, cmr_cfg_diag_mem_t *mem, char *err, size_t 
                      "--when: \"%s\": kinds are http.method, http.path, http.status, sql (KIND=GLOB) and "
                      "http.header, http.param, arg (KIND:NAME=GLOB)",
                      items[i]);
+            return -1;
+        }
+        if (!cond_kinds[k].judged) {
+            snprintf(err, errlen,
+                     "--when: \"%s\": the agents cannot judge this condition when the method is entered yet "
+                     "(http.method, http.path, http.header and http.param they can)",
+                     items[i]);
+            return -1;
+        }
+        if (strpbrk(eq + 1, "\t\r\n") || (colon && strpbrk(colon + 1, "\t\r\n"))) {
+            snprintf(err, errlen, "--when: \"%s\": no tabs or line ends in a condition", items[i]);
             return -1;
         }
         mem->conds[mem->nconds++] = (cmr_diag_condition_t){cond_kinds[k].kind, colon ? colon + 1 : "", eq + 1};

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/diagnoses.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
@@ -305,8 +306,33 @@ typedef struct handled {
     int64_t revision;
 } handled_t;
 
+/* One method of an overlay (instr_diagnose.h). */
+typedef struct ov_entry {
+    char id[24];
+    uint64_t agent;
+    char *cls, *name, *desc; /* owned */
+    cmr_sensor_kind_t sensor;
+} ov_entry_t;
+
+/* The tree an agent got for a diagnosis: its revision, and whether it was one (no error). */
+typedef struct agent_done {
+    char id[24];
+    int64_t revision;
+    uint64_t agent;
+    bool ok;
+} agent_done_t;
+
+/* Active diagnoses are planned again this often: agents that started since, and agents
+ * whose tree had no root yet (its class not loaded), get one. */
+#define REPLAN_MS 10000
+
 struct cmr_instr_diag {
     cmr_diagnoses_t *diagnoses;
+    ov_entry_t *ov;
+    size_t nov, capov;
+    agent_done_t *done;
+    size_t ndone, capdone;
+    int64_t next_replan_ms;
     handled_t *handled;
     size_t nhandled, caphandled;
     job_t *jobs;
@@ -328,6 +354,13 @@ void cmr_instr_diag_free(cmr_instr_diag_t *q)
     if (!q)
         return;
     cmr_diagnoses_free(q->diagnoses);
+    for (size_t i = 0; i < q->nov; i++) {
+        free(q->ov[i].cls);
+        free(q->ov[i].name);
+        free(q->ov[i].desc);
+    }
+    free(q->ov);
+    free(q->done);
     free(q->handled);
     free(q->jobs);
     free(q);
@@ -390,8 +423,35 @@ typedef struct plan_ctx {
     const cmr_diagnosis_t *d;
     cmr_instr_diag_owned_fn *owned;
     void *ud;
+    bool replan;
     int oom;
 } plan_ctx_t;
+
+static agent_done_t *find_done(cmr_instr_diag_t *q, const char *id, uint64_t agent)
+{
+    for (size_t i = 0; i < q->ndone; i++)
+        if (q->done[i].agent == agent && strcmp(q->done[i].id, id) == 0)
+            return &q->done[i];
+    return NULL;
+}
+
+/* Notes the tree an agent got; returns whether it must be sent: always, except an error
+ * again where this revision's error was sent already (a replan retrying). */
+static bool note_done(cmr_instr_diag_t *q, const char *id, int64_t revision, uint64_t agent, bool ok)
+{
+    agent_done_t *d = find_done(q, id, agent);
+    if (!d) {
+        if (CMR_ARRAY_GROW(q->done, q->capdone, q->ndone + 1) != 0)
+            return true;
+        d = &q->done[q->ndone++];
+        *d = (agent_done_t){.agent = agent, .revision = -1};
+        snprintf(d->id, sizeof d->id, "%s", id);
+    }
+    bool send = ok || d->revision != revision || d->ok;
+    d->revision = revision;
+    d->ok = ok;
+    return send;
+}
 
 static int plan_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
 {
@@ -411,6 +471,9 @@ static int plan_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
     }
     if (x->owned && !x->owned(agent, r, x->ud))
         return 0;
+    const agent_done_t *done = find_done(x->q, x->d->id, agent);
+    if (x->replan && done && done->revision == x->d->revision && done->ok)
+        return 0; /* a replan: only agents without a tree of this revision */
     if (add_job(x->q, x->d, agent) != 0) {
         x->oom = 1;
         return 1;
@@ -418,21 +481,29 @@ static int plan_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
     return 0;
 }
 
-/* Jobs for every ACTIVE revision not handled yet. 0 or -1. */
-static int plan(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_owned_fn *owned, void *ud)
+/* Jobs for every ACTIVE revision not handled yet, and, every REPLAN_MS, for the agents of
+ * active ones that have no tree of their revision yet. 0 or -1. */
+static int plan(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_owned_fn *owned, void *ud,
+                int64_t now_ms)
 {
     q->njobs = q->next = 0;
+    bool replan = now_ms >= q->next_replan_ms;
+    if (replan)
+        q->next_replan_ms = now_ms + REPLAN_MS;
     for (size_t i = 0; i < cmr_diagnoses_count(q->diagnoses); i++) {
         const cmr_diagnosis_t *d = cmr_diagnoses_at(q->diagnoses, i);
-        if (d->state != CMR_DIAG_ACTIVE || is_handled(q, d->id, d->revision))
+        bool fresh = !is_handled(q, d->id, d->revision);
+        if (d->state != CMR_DIAG_ACTIVE || (!fresh && !replan))
             continue;
-        plan_ctx_t x = {q, d, owned, ud, 0};
+        size_t before = q->njobs;
+        plan_ctx_t x = {q, d, owned, ud, !fresh, 0};
         if (cmr_instr_cache_each_agent(cache, plan_agent, &x) < 0 || x.oom)
             return -1;
         if (add_handled(q, d->id, d->revision) != 0)
             return -1;
-        cmr_log(CMR_LOG_INFO, "instr.diagnosis", "id=%s revision=%" PRId64 " environment=%s agents=%zu", d->id,
-                d->revision, d->environment_id, q->njobs);
+        if (fresh || q->njobs > before)
+            cmr_log(CMR_LOG_DEBUG, "instr.diagnosis", "id=%s revision=%" PRId64 " environment=%s agents=%zu%s", d->id,
+                    d->revision, d->environment_id, q->njobs - before, fresh ? "" : " (agents without a tree)");
     }
     return 0;
 }
@@ -440,7 +511,7 @@ static int plan(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_ow
 int cmr_instr_diag_step(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_owned_fn *owned, void *ud,
                         int64_t now_ms, cmr_diagnosis_tree_t *out)
 {
-    if (q->next == q->njobs && plan(q, cache, owned, ud) != 0)
+    if (q->next == q->njobs && plan(q, cache, owned, ud, now_ms) != 0)
         return -1;
     while (q->next < q->njobs) {
         const job_t *j = &q->jobs[q->next++];
@@ -449,10 +520,202 @@ int cmr_instr_diag_step(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr
             continue; /* changed since: its newer revision is planned next */
         if (cmr_instr_diag_tree(cache, j->agent, d, now_ms, out) != 0)
             return -1;
+        if (!note_done(q, d->id, d->revision, j->agent, !out->error[0])) {
+            cmr_instr_diag_tree_free(out); /* the same error as before: said already */
+            continue;
+        }
         cmr_log(CMR_LOG_INFO, "instr.diagnosis_tree",
                 "id=%s revision=%" PRId64 " agent=%016" PRIx64 " nodes=%zu classes_read=%d error=\"%s\"", d->id,
                 d->revision, j->agent, out->nodes.count, out->classes_read, out->error);
         return 1;
+    }
+    return 0;
+}
+
+/* --- the overlay ------------------------------------------------------------------------ */
+
+uint64_t cmr_instr_diag_number(const char *id)
+{
+    uint64_t v = 0;
+    if (!id || strlen(id) != 16)
+        return 0;
+    for (const char *p = id; *p; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    return v;
+}
+
+void cmr_instr_diag_classes_free(cmr_instr_diag_classes_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].name);
+    free(l->items);
+    *l = (cmr_instr_diag_classes_t){0};
+}
+
+/* Adds (agent, name) to l once. 0 or -1. */
+static int classes_add(cmr_instr_diag_classes_t *l, uint64_t agent, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].agent == agent && strcmp(l->items[i].name, name) == 0)
+            return 0;
+    if (CMR_ARRAY_GROW(l->items, l->cap, l->n + 1) != 0)
+        return -1;
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    l->items[l->n++] = (cmr_instr_diag_class_t){agent, copy};
+    return 0;
+}
+
+/* Removes the overlay entries of (id, agent) (agent 0: every agent), adding their classes
+ * to changed. 0 or -1. */
+static int ov_remove(cmr_instr_diag_t *q, const char *id, uint64_t agent, bool any_agent,
+                     cmr_instr_diag_classes_t *changed)
+{
+    int rc = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < q->nov; i++) {
+        ov_entry_t *e = &q->ov[i];
+        if (strcmp(e->id, id) == 0 && (any_agent || e->agent == agent)) {
+            if (rc == 0 && classes_add(changed, e->agent, e->cls) != 0)
+                rc = -1;
+            free(e->cls);
+            free(e->name);
+            free(e->desc);
+            continue;
+        }
+        q->ov[k++] = *e;
+    }
+    q->nov = k;
+    return rc;
+}
+
+int cmr_instr_diag_set_overlay(cmr_instr_diag_t *q, const cmr_diagnosis_tree_t *t, cmr_instr_diag_classes_t *changed)
+{
+    uint64_t agent = (uint64_t)t->agent_id;
+    if (ov_remove(q, t->diagnosis_id, agent, false, changed) != 0)
+        return -1;
+    if (t->error && t->error[0])
+        return 0;
+    for (size_t i = 0; i < t->nodes.count; i++) {
+        const cmr_diag_node_t *n = &t->nodes.items[i];
+        if (n->status != CMR_DIAG_NODE_FOUND)
+            continue;
+        if (CMR_ARRAY_GROW(q->ov, q->capov, q->nov + 1) != 0)
+            return -1;
+        ov_entry_t *e = &q->ov[q->nov];
+        *e = (ov_entry_t){.agent = agent,
+                          .cls = strdup(n->class_name),
+                          .name = strdup(n->method_name),
+                          .desc = strdup(n->descriptor),
+                          .sensor = n->parent < 0 ? CMR_SENSOR_ANCHOR : CMR_SENSOR_CONDITIONAL};
+        snprintf(e->id, sizeof e->id, "%s", t->diagnosis_id);
+        if (!e->cls || !e->name || !e->desc) {
+            free(e->cls);
+            free(e->name);
+            free(e->desc);
+            return -1;
+        }
+        q->nov++;
+        if (classes_add(changed, agent, n->class_name) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cmr_instr_diag_take_ended(cmr_instr_diag_t *q, cmr_instr_diag_classes_t *changed)
+{
+    for (size_t i = 0; i < q->nov;) {
+        const cmr_diagnosis_t *d = cmr_diagnoses_get(q->diagnoses, q->ov[i].id);
+        if (d && d->state == CMR_DIAG_ACTIVE) {
+            i++;
+            continue;
+        }
+        char id[24];
+        snprintf(id, sizeof id, "%s", q->ov[i].id);
+        cmr_log(CMR_LOG_INFO, "instr.diagnosis_removed", "id=%s state=%s", id, d ? "ended" : "unknown");
+        if (ov_remove(q, id, 0, true, changed) != 0)
+            return -1;
+        i = 0; /* entries moved */
+    }
+    return 0;
+}
+
+static long find_method(const cmr_instr_meta_t *meta, const char *name, const char *desc)
+{
+    for (size_t m = 0; m < meta->n_methods; m++)
+        if (strcmp(meta->methods[m].name, name) == 0 && strcmp(meta->methods[m].desc, desc) == 0)
+            return (long)m;
+    return -1;
+}
+
+int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_meta_t *meta,
+                           const cmr_instr_decision_t *env, cmr_instr_decision_t *full, const cmr_diagnosis_t **diag)
+{
+    *diag = NULL;
+    *full = (cmr_instr_decision_t){.excluded = env->excluded};
+    size_t cap = env->n_picks + 1;
+    const char *chosen = NULL; /* the lowest id with an active overlay in this class */
+    if (!env->excluded)
+        for (size_t i = 0; i < q->nov; i++) {
+            const ov_entry_t *e = &q->ov[i];
+            if (e->agent != agent || strcmp(e->cls, meta->name) != 0 || (chosen && strcmp(e->id, chosen) >= 0))
+                continue;
+            const cmr_diagnosis_t *d = cmr_diagnoses_get(q->diagnoses, e->id);
+            if (d && d->state == CMR_DIAG_ACTIVE)
+                chosen = e->id;
+        }
+    if (chosen)
+        for (size_t i = 0; i < q->nov; i++)
+            cap += q->ov[i].agent == agent && strcmp(q->ov[i].id, chosen) == 0;
+    full->picks = calloc(cap, sizeof *full->picks);
+    if (!full->picks)
+        return -1;
+    memcpy(full->picks, env->picks, env->n_picks * sizeof *env->picks);
+    full->n_picks = env->n_picks;
+    if (!chosen)
+        return 0;
+    size_t added = 0;
+    for (size_t i = 0; i < q->nov; i++) {
+        const ov_entry_t *e = &q->ov[i];
+        if (e->agent != agent || strcmp(e->id, chosen) != 0 || strcmp(e->cls, meta->name) != 0)
+            continue;
+        long m = find_method(meta, e->name, e->desc);
+        if (m < 0)
+            continue; /* another version of the class than the tree read */
+        cmr_instr_pick_t *p = NULL;
+        for (size_t k = 0; k < full->n_picks && !p; k++)
+            if (full->picks[k].method == (uint16_t)m)
+                p = &full->picks[k];
+        if (p) {
+            if (p->handoff == CMR_HANDOFF_NONE && e->sensor == CMR_SENSOR_ANCHOR && p->sensor != CMR_SENSOR_ANCHOR) {
+                p->sensor = CMR_SENSOR_ANCHOR;
+                added++;
+            }
+            continue;
+        }
+        full->picks[full->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, e->sensor, CMR_HANDOFF_NONE, 0};
+        added++;
+    }
+    if (added)
+        *diag = cmr_diagnoses_get(q->diagnoses, chosen);
+    return 0;
+}
+
+int cmr_instr_diag_each_recent_env(cmr_instr_diag_t *q, int64_t since_ms, int (*fn)(const char *env_id, void *ud),
+                                   void *ud)
+{
+    for (size_t i = 0; i < cmr_diagnoses_count(q->diagnoses); i++) {
+        const cmr_diagnosis_t *d = cmr_diagnoses_at(q->diagnoses, i);
+        if (d->state != CMR_DIAG_ACTIVE && d->ended_ms < since_ms)
+            continue;
+        int rc = fn(d->environment_id ? d->environment_id : "", ud);
+        if (rc)
+            return rc;
     }
     return 0;
 }

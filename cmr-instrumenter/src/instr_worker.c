@@ -60,6 +60,7 @@
 #include "cmr/instr_rules.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 #include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
 #include "cmr/trust.h"
@@ -95,7 +96,10 @@ typedef struct worker {
     cmr_cfg_state_t *state;
     cmr_reader_t *config_reader;
     cmr_reader_t *diag_reader; /* cmr.diagnoses from the beginning */
-    cmr_instr_diag_t *diag;    /* diagnoses and the trees still to make */
+    cmr_instr_diag_t *diag;    /* diagnoses, the trees still to make, the overlays */
+    bool diag_settled;         /* environments of recent diagnoses run once after a start */
+    char settled[64][128];
+    size_t nsettled;
     cmr_consumer_t *consumer;
     cmr_producer_t *producer;
     unsigned char owned[MAX_PARTITIONS];
@@ -121,6 +125,10 @@ typedef struct lookup_ctx {
     cmr_instr_meta_t **loaded;
     size_t n, cap;
 } lookup_ctx_t;
+
+/* How far back a starting worker looks for ended diagnoses whose probes may be left: the
+ * longest time to live (7 days) and a day more. */
+#define CMR_DIAG_SETTLE_MS (8LL * 24 * 3600 * 1000)
 
 static int64_t mono_ms(void)
 {
@@ -252,13 +260,37 @@ static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const 
 
 /* Instruments and sends a Redefine with new bytes. *sig is set to 0 when every method was
  * refused (the class then stays original). */
+/* A diagnosis' scope for bytes that carry its probes: its limits, and the bytes of the
+ * environment's decision alone (env_d) to restore, built here (restore_out owns them). */
+static void diag_scope(const cmr_diagnosis_t *diag, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
+                       const cmr_instr_decision_t *env_d, cmr_diagnosis_scope_t *scope, cmr_instr_built_t *restore_out)
+{
+    char err[256];
+    memset(restore_out, 0, sizeof *restore_out);
+    bool original = env_d->n_picks == 0 || cmr_instr_build(bytes, len, meta, env_d, restore_out, err, sizeof err) != 0 ||
+                    restore_out->n_methods == 0;
+    *scope = (cmr_diagnosis_scope_t){
+        .id = (int64_t)cmr_instr_diag_number(diag->id),
+        .revision = diag->revision,
+        .end_ms = diag->ttl_ms > 0 ? diag->started_ms + diag->ttl_ms : 0,
+        .max_hits = diag->max_hits,
+        .overhead_budget_pct = diag->overhead_budget_pct,
+        .conditions = {diag->conditions.items, diag->conditions.count},
+        .restore_bytecode = original ? (cmr_bytes_t){(uint8_t *)bytes, len}
+                                     : (cmr_bytes_t){restore_out->bytes, restore_out->len},
+        .restore_original = original,
+    };
+}
+
 static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
                              uint64_t hash, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
-                             const cmr_instr_decision_t *d, int64_t revision, uint64_t *sig)
+                             const cmr_instr_decision_t *d, const cmr_instr_decision_t *env_d,
+                             const cmr_diagnosis_t *diag, int64_t revision, uint64_t *sig)
 {
     if (w->replaying)
         return 0;
-    cmr_instr_built_t b;
+    cmr_instr_built_t b, restore = {0};
+    cmr_diagnosis_scope_t scope;
     char err[256], topic[CMR_TOPIC_NAME_MAX];
     if (cmr_instr_build(bytes, len, meta, d, &b, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_WARN, "instr.class_failed", "class=%s agent=%016" PRIx64 " error=\"%s\"", name, agent, err);
@@ -284,19 +316,36 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
                             .original_digest = {digest, sizeof digest}};
         r.methods.items = b.methods;
         r.methods.count = b.n_methods;
+        if (diag) {
+            diag_scope(diag, bytes, len, meta, env_d, &scope, &restore);
+            r.diagnosis = &scope;
+        }
         rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
         if (rc == 0)
             rc = send_method_entries(w, meta, &b);
         if (rc == 0)
             w->redefines++;
-        cmr_log(CMR_LOG_DEBUG, "instr.redefine", "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu", name, agent,
-                b.n_methods, b.n_refused);
+        cmr_log(diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
+                "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b.n_methods,
+                b.n_refused, diag ? diag->id : "-");
     }
     cmr_instr_built_free(&b);
+    cmr_instr_built_free(&restore);
     return rc;
 }
 
 /* --- one class ---------------------------------------------------------------------- */
+
+/* What the agent runs for a decision: 0 = the original bytes; the same probes for another
+ * diagnosis are other bytes (another scope). */
+static uint64_t class_signature(const cmr_instr_meta_t *meta, const cmr_instr_decision_t *d,
+                                const cmr_diagnosis_t *diag)
+{
+    uint64_t sig = cmr_instr_decision_signature(meta, d);
+    if (sig && diag)
+        sig = (sig ^ cmr_hash_bytes(diag->id, strlen(diag->id))) | 1;
+    return sig;
+}
 
 typedef struct target {
     uint64_t agent;
@@ -312,15 +361,19 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
     cmr_instr_meta_t meta;
     if (cmr_instr_cache_meta(w->cache, rec->hash, &meta) != 1)
         return 0;
-    cmr_instr_decision_t d;
-    int rc = decide(w, t->agent, loader, name, &meta, t->env, &d);
-    uint64_t sig = rc == 0 ? cmr_instr_decision_signature(&meta, &d) : rec->signature;
+    cmr_instr_decision_t env_d, d = {0};
+    const cmr_diagnosis_t *diag = NULL;
+    int rc = decide(w, t->agent, loader, name, &meta, t->env, &env_d);
+    if (rc == 0) /* a running diagnosis' probes on top (instr_diagnose.h) */
+        rc = cmr_instr_diag_overlay(w->diag, t->agent, &meta, &env_d, &d, &diag);
+    uint64_t sig = rc == 0 ? class_signature(&meta, &d, diag) : rec->signature;
     if (rc != 0 || sig == rec->signature) {
         if (rc == 0 && rec->revision != t->revision) {
             rec->revision = t->revision;
             cmr_instr_cache_put_class(w->cache, t->agent, loader, name, rec);
         }
         cmr_instr_decision_free(&d);
+        cmr_instr_decision_free(&env_d);
         cmr_instr_meta_free(&meta);
         return rc;
     }
@@ -328,6 +381,7 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
         cmr_log(CMR_LOG_WARN, "instr.id_too_long", "class=%s agent=%016" PRIx64 " environment=%s", name, t->agent,
                 t->env_id);
         cmr_instr_decision_free(&d);
+        cmr_instr_decision_free(&env_d);
         cmr_instr_meta_free(&meta);
         return 0;
     }
@@ -340,7 +394,7 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
     } else if (sig != 0 && have == 1) {
         cmr_instr_cache_pin(w->cache, rec->hash);
         rc = send_instrumented(w, t->agent, t->instance, loader, name, rec->hash, bytes.data, bytes.len, &meta, &d,
-                               t->revision, &sig);
+                               &env_d, diag, t->revision, &sig);
         rec->signature = sig;
         rec->resend = 0;
     } else if (sig != 0) {
@@ -375,6 +429,7 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
         cmr_instr_cache_put_class(w->cache, t->agent, loader, name, rec);
     cmr_buf_free(&bytes);
     cmr_instr_decision_free(&d);
+    cmr_instr_decision_free(&env_d);
     cmr_instr_meta_free(&meta);
     return rc;
 }
@@ -507,16 +562,19 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         cmr_log(CMR_LOG_WARN, "instr.unknown_environment", "environment=%s agent=%016" PRIx64 " class=%s",
                 cl->environment_id, agent, cl->class_name);
     target_t t = {agent, cl->instance_id, cl->environment_id, env, revision};
-    cmr_instr_decision_t d;
-    int rc = decide(w, agent, cl->loader_id, cl->class_name, &meta, env, &d);
-    uint64_t sig = rc == 0 ? cmr_instr_decision_signature(&meta, &d) : 0;
+    cmr_instr_decision_t env_d, d = {0};
+    const cmr_diagnosis_t *diag = NULL;
+    int rc = decide(w, agent, cl->loader_id, cl->class_name, &meta, env, &env_d);
+    if (rc == 0)
+        rc = cmr_instr_diag_overlay(w->diag, agent, &meta, &env_d, &d, &diag);
+    uint64_t sig = rc == 0 ? class_signature(&meta, &d, diag) : 0;
     if (rc == 0)
         /* a class waiting for types may need its bytes once they arrive: keep them */
         rc = cmr_instr_cache_put_bytes(w->cache, hash, cl->bytecode.data, cl->bytecode.len,
-                                       sig != 0 || d.missing.count > 0);
+                                       sig != 0 || env_d.missing.count > 0);
     if (rc == 0 && sig != 0)
         rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
-                               cl->bytecode.len, &meta, &d, revision, &sig);
+                               cl->bytecode.len, &meta, &d, &env_d, diag, revision, &sig);
     if (rc == 0) {
         rec.hash = hash;
         rec.signature = sig;
@@ -525,6 +583,7 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         rc = resolve_waiters(w, &t, meta.name);
     }
     cmr_instr_decision_free(&d);
+    cmr_instr_decision_free(&env_d);
     cmr_instr_meta_free(&meta);
     return rc;
 }
@@ -697,8 +756,61 @@ static bool diag_owned(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
     return r->partition >= 0 && r->partition < MAX_PARTITIONS && w->owned[r->partition];
 }
 
+/* Decides again the classes a diagnosis' overlay changed (instr_diagnose.h): those of
+ * agents this worker owns, in one unit per agent. */
+static int reconcile_changed(worker_t *w, const cmr_instr_diag_classes_t *changed)
+{
+    int rc = 0;
+    for (size_t i = 0; i < changed->n && rc == 0; i++) {
+        uint64_t agent = changed->items[i].agent;
+        bool first = true; /* each agent once: its classes are listed once */
+        for (size_t k = 0; k < i && first; k++)
+            first = changed->items[k].agent != agent;
+        cmr_instr_agent_rec_t ar;
+        if (!first || cmr_instr_cache_agent(w->cache, agent, &ar) != 1 || !diag_owned(agent, &ar, w))
+            continue;
+        int64_t revision;
+        const cmr_environment_t *env = env_of(w, ar.env_id, &revision);
+        target_t t = {agent, ar.instance_id, ar.env_id, env, revision};
+        class_list_t l = {0};
+        cmr_instr_cache_each_class(w->cache, agent, collect_class, &l);
+        unit_begin(w);
+        size_t n = 0;
+        for (size_t j = 0; j < l.n && rc == 0; j++) {
+            if (strcmp(l.items[j].rec.instance_id, t.instance) != 0)
+                continue; /* loader ids are per run */
+            bool listed = false;
+            for (size_t k = i; k < changed->n && !listed; k++)
+                listed = changed->items[k].agent == agent && strcmp(changed->items[k].name, l.items[j].name) == 0;
+            if (listed) {
+                rc = reconcile(w, &t, l.items[j].loader, l.items[j].name, &l.items[j].rec);
+                n++;
+            }
+        }
+        class_list_free(&l);
+        if (rc == 0)
+            rc = unit_end(w);
+        else
+            cmr_instr_cache_rollback(w->cache);
+        cmr_log(CMR_LOG_INFO, "instr.diagnosis_classes", "agent=%016" PRIx64 " classes=%zu ok=%d", agent, n, rc == 0);
+    }
+    return rc;
+}
+
+static int settle_env(const char *env_id, void *ud)
+{
+    worker_t *w = ud;
+    for (size_t i = 0; i < w->nsettled; i++)
+        if (strcmp(w->settled[i], env_id) == 0)
+            return 0;
+    if (w->nsettled < sizeof w->settled / sizeof w->settled[0])
+        snprintf(w->settled[w->nsettled++], sizeof w->settled[0], "%s", env_id);
+    run_env(w, env_id);
+    return 0;
+}
+
 /* Reads what cmr.diagnoses has, then makes at most one agent's tree (bounded work per loop
- * turn) once the topic was read to its end. */
+ * turn) once the topic was read to its end; installs and removes the overlays. */
 static int diag_step(worker_t *w)
 {
     cmr_reader_rec_t rec;
@@ -710,15 +822,27 @@ static int diag_step(worker_t *w)
                     rec.offset, err);
     if (!cmr_reader_caught_up(w->diag_reader))
         return 0;
+    cmr_instr_diag_classes_t changed = {0};
+    int orc = cmr_instr_diag_take_ended(w->diag, &changed);
     cmr_diagnosis_tree_t t;
     rc = cmr_instr_diag_step(w->diag, w->cache, diag_owned, w, cmr_wall_ms(), &t);
     if (rc == 1) {
         size_t sent = w->sent; /* not part of a unit: the producer delivers it meanwhile */
         send_msg(w, CMR_MSG_DIAGNOSIS_TREE, &t, NULL, NULL);
         w->sent = sent;
+        if (orc == 0)
+            orc = cmr_instr_diag_set_overlay(w->diag, &t, &changed);
         cmr_instr_diag_tree_free(&t);
+    } else if (rc == 0 && !w->diag_settled) {
+        /* the trees of active diagnoses are made again: now classes left with the probes of
+         * a diagnosis that ended while this worker was away get their bytes back */
+        w->diag_settled = true;
+        cmr_instr_diag_each_recent_env(w->diag, cmr_wall_ms() - CMR_DIAG_SETTLE_MS, settle_env, w);
     }
-    return rc < 0 ? -1 : 0;
+    if (orc == 0 && changed.n)
+        orc = reconcile_changed(w, &changed);
+    cmr_instr_diag_classes_free(&changed);
+    return rc < 0 || orc < 0 ? -1 : 0;
 }
 
 /* --- catch-up of newly assigned partitions ------------------------------------------ */

@@ -213,6 +213,10 @@ static void test_diagnoses(void **state)
     assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "a.B.c", "--when", "http.header=x"), 2);
     assert_non_null(strstr(out, "KIND:NAME=GLOB"));
     free(out);
+    /* conditions the agents cannot judge at the anchor yet are refused, not ignored */
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "a.B.c", "--when", "http.status=5*"), 2);
+    assert_non_null(strstr(out, "cannot judge"));
+    free(out);
     /* start, refused twice, listed; ended by its time to live */
     assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add", "--ttl", "3s", "--when",
                               "http.path=/cart*"),

@@ -27,6 +27,8 @@
 
 #include "cmr/instr_cache.h"
 #include "cmr/instr_discover.h"
+#include "cmr/instr_meta.h"
+#include "cmr/instr_rules.h"
 #include "cmr/msg.h"
 
 /* The discovery source over the cache for one agent. */
@@ -62,5 +64,51 @@ typedef bool(cmr_instr_diag_owned_fn)(uint64_t agent, const cmr_instr_agent_rec_
  * of memory. */
 int cmr_instr_diag_step(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_owned_fn *owned, void *ud,
                         int64_t now_ms, cmr_diagnosis_tree_t *out);
+
+/* --- the overlay: a diagnosis' probes on top of the environment's ----------------------
+ *
+ * Once an agent's tree is made, its found methods are the overlay of (diagnosis, agent):
+ * the roots (the selected method) get ANCHOR, the other found methods CONDITIONAL; a
+ * method the environment instruments already keeps its sensor (it records anyway), except
+ * a root, whose sensor becomes ANCHOR (it records like an invocation sequence as well);
+ * hand-off points keep their context probes; excluded classes get nothing. The worker
+ * decides a class as before and adds the overlay (cmr_instr_diag_overlay), so that an
+ * environment change keeps a running diagnosis' probes; the bytes it sends then carry the
+ * diagnosis' scope with the bytes of the environment's decision alone (restore bytes).
+ * When a diagnosis is no longer ACTIVE its overlay goes, and its classes are decided again:
+ * they get the environment's bytes back (docs/DIAGNOSIS.md, "Remove"). One diagnosis per
+ * class: when two overlays meet in a class, the one of the lower id applies.
+ * The overlay lives in memory: a restarted worker makes the trees of active diagnoses again. */
+
+typedef struct cmr_instr_diag_class {
+    uint64_t agent;
+    char *name; /* owned */
+} cmr_instr_diag_class_t;
+
+typedef struct cmr_instr_diag_classes {
+    cmr_instr_diag_class_t *items; /* owned */
+    size_t n, cap;
+} cmr_instr_diag_classes_t;
+
+void cmr_instr_diag_classes_free(cmr_instr_diag_classes_t *l);
+
+/* full = env's picks plus the overlay's for this agent's class. *diag: the diagnosis whose
+ * picks were added (borrowed from the projection: valid until the next apply), NULL when
+ * none. full owns its picks (cmr_instr_decision_free); its `missing` is empty. 0 or -1. */
+int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_meta_t *meta,
+                           const cmr_instr_decision_t *env, cmr_instr_decision_t *full, const cmr_diagnosis_t **diag);
+/* Records the overlay of a tree cmr_instr_diag_step gave (none when it has an error);
+ * adds the classes to decide again (the old overlay's and the new one's) to changed. 0 or -1. */
+int cmr_instr_diag_set_overlay(cmr_instr_diag_t *q, const cmr_diagnosis_tree_t *t, cmr_instr_diag_classes_t *changed);
+/* Drops the overlays of diagnoses no longer ACTIVE; adds their classes to changed. 0 or -1. */
+int cmr_instr_diag_take_ended(cmr_instr_diag_t *q, cmr_instr_diag_classes_t *changed);
+/* Calls fn for each environment with a diagnosis active or ended since since_ms (an
+ * environment may come more than once). A worker that starts runs those environments once
+ * its trees are made again: classes that kept the probes of a diagnosis that ended while it
+ * was away get their bytes back. Returns fn's first non-zero value, or 0. */
+int cmr_instr_diag_each_recent_env(cmr_instr_diag_t *q, int64_t since_ms, int (*fn)(const char *env_id, void *ud),
+                                   void *ud);
+/* The diagnosis id's 16 hex digits as a number (0 when it is not that). */
+uint64_t cmr_instr_diag_number(const char *id);
 
 #endif

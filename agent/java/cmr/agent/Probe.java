@@ -110,9 +110,9 @@ public final class Probe {
             return true;
         }
 
-        /** Counts a lost event; the ring-internal segment records are not events. */
+        /** Counts a lost event; the ring-internal records are not events. */
         private void countDrop(ByteBuffer b, int kind) {
-            if (kind < SEG_BEGIN || kind > SEG_PARENT_AGENT)
+            if ((kind < SEG_BEGIN || kind > SEG_PARENT_AGENT) && kind != DIAG && kind != DIAG_END)
                 LONGS.setOpaque(b, DROPPED, ++dropped);
         }
 
