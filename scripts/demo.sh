@@ -73,14 +73,48 @@ python3 -c 'import sys, urllib.request
 for i in range(20): urllib.request.urlopen(sys.argv[1] + "?order=1&amount=1", timeout=10).read()' "$payment_url"
 sleep 2
 
-step "The shop application, ${seconds}s, with the agent"
-"$JAVA" "-agentpath:$agent,name=shop-demo" -cp "$B/demo/classes" shop.ShopDemo "$seconds" "$payment_url" 2>"$work/jvm.log" &
+step "The shop application, with the agent: ${seconds}s, and until the diagnosis round below is over"
+"$JAVA" "-agentpath:$agent,name=shop-demo" -cp "$B/demo/classes" shop.ShopDemo 180 "$payment_url" "$work/shop.stop" \
+    2>"$work/jvm.log" &
 shop_pid=$!
+pids+=($shop_pid)
 # the shop's checkouts are traced once its agent is configured; the JDK classes it uses (its
 # HTTP client among them) are instrumented in the next moments: the steady state starts 2 s
 # after the configuration
 for _ in $(seq 600); do grep -q "event=agent.configured" "$work/jvm.log" && break; sleep 0.1; done
 steady=$(($(date +%s) + 2))
+shop_until=$(($(date +%s) + seconds))
+
+step "A diagnosis, from start to end (docs/DIAGNOSIS.md)"
+config_q() { "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn "$@"; }
+agent_lines() { grep -E "event=agent\.diagnosis_$1" "$work/payments.log" | sed -e 's/^ts=[^ ]* level=[a-z]* prog=[^ ]* //'; }
+echo "The payment service's bank calls are slow every tenth time; the demo environment's slow-bank rule"
+echo "(p99 of payments.Bank.authorize above 10 ms for 10 s) asks for a diagnosis when it fires. Waiting for it..."
+diag=""
+for _ in $(seq 450); do
+    diag=$(config_q diagnose list | sed -n 's/^\([0-9a-f]\{16\}\) .*(threshold slow-bank)$/\1/p' | head -1)
+    [ -n "$diag" ] && break
+    sleep 0.2
+done
+diag_done=""
+if [ -n "$diag" ]; then
+    echo "cmr-config started diagnosis $diag; the instrumenter discovered the callees of Bank.authorize in the"
+    echo "payment service's JVM and sent them conditional probes (recording only inside Bank.authorize):"
+    for _ in $(seq 300); do agent_lines class | grep -q "action=installed" && break; sleep 0.1; done
+    agent_lines started
+    agent_lines class
+    echo "... recording for 6 s, then stopping it as an operator would (cmr-config diagnose stop $diag):"
+    sleep 6
+    config_q diagnose stop "$diag"
+    for _ in $(seq 300); do agent_lines ended | grep -q . && break; sleep 0.1; done
+    agent_lines ended
+    agent_lines class | grep "action=removed" || true
+    diag_done=1
+else
+    echo "(the slow-bank rule did not fire in time: no diagnosis in this run)"
+fi
+while [ "$(date +%s)" -lt "$shop_until" ]; do sleep 0.2; done
+touch "$work/shop.stop"
 wait "$shop_pid"
 grep -E "event=agent\.(configured|stopped)" "$work/jvm.log" | sed -e 's/^ts=[^ ]* //' || true
 echo "classes instrumented and redefined in the running JVM: $(sed -n 's/.*event=agent.stopped.*commands_applied=\([0-9]*\).*/\1/p' "$work/jvm.log")"
@@ -123,19 +157,26 @@ echo "Threshold rules (demo/environment.yaml) that found something abnormal (eve
 grep -E "event=metrics\.(abnormal|back_to_normal)" "$work/ingest.log" | sed -e 's/^ts=[^ ]* level=[a-z]* prog=[^ ]* //' || echo "(none)"
 metrics_q alerts
 
-step "The diagnosis the slow-bank rule asked for (cmr-config diagnose; docs/DIAGNOSIS.md)"
-config_q() { "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn "$@"; }
-diag=""
-for _ in $(seq 50); do
-    diag=$(config_q diagnose list --all | sed -n 's/^\([0-9a-f]\{16\}\) .*(threshold slow-bank)$/\1/p' | head -1)
-    [ -n "$diag" ] && config_q diagnose show "$diag" | grep -q "agent " && break
-    sleep 0.2
-done
-if [ -n "$diag" ]; then
+step "The diagnosis: what was discovered, where the time went, and the bytes given back"
+if [ -n "$diag_done" ]; then
     config_q diagnose list --all
     config_q diagnose show "$diag"
+    echo
+    echo "Calls recorded in the diagnosis' context (cmr-ingest diagnosis $diag):"
+    "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" diagnosis "$diag" --limit 200 || true
+    echo
+    echo "The classes' bytes after the diagnosis are those they ran before it (the agent's check, matches_before),"
+    echo "and for the acquirer's classes (not instrumented by the environment) the class files' own bytes:"
+    agent_lines class | grep "action=removed" | while read -r line; do
+        cls=$(sed -n 's/.*class="\([^"]*\)".*/\1/p' <<<"$line")
+        digest=$(sed -n 's/.* digest=\([0-9a-f]*\).*/\1/p' <<<"$line")
+        file="$B/demo/classes/$cls.class"
+        own=$(python3 -c 'import hashlib,sys; print(hashlib.blake2b(open(sys.argv[1],"rb").read(), digest_size=32).hexdigest()[:16])' "$file")
+        if [ "$digest" = "$own" ]; then same="= the class file"; else same="(the environment's instrumented bytes)"; fi
+        printf '  %-28s %s %s, %s\n' "$cls" "$digest" "$same" "$(sed -n 's/.*\(matches_before=[a-z]*\).*/\1/p' <<<"$line")"
+    done
 else
-    echo "(no diagnosis was started: the rule did not fire in this run)"
+    echo "(no diagnosis in this run)"
 fi
 
 step "Where the time went in the slowest checkout"

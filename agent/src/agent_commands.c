@@ -30,20 +30,37 @@
 
 /* --- instrumented classes ------------------------------------------------------------------ */
 
+static uint64_t installed_key(const char *name, int64_t loader_id)
+{
+    return cmr_hash_bytes(name, strlen(name)) ^ cmr_hash_u64((uint64_t)loader_id);
+}
+
 /* Bytes of class `name` of loader_id were installed: instrumented ones or the originals.
  * Keeps the set of classes whose instrumented bytes are in effect and its count
  * (AgentStatus.classes_instrumented): a second instrumented redefinition of a class
- * counts once, a restoration of one that was not instrumented not at all. */
-static void note_installed(cmr_agent_t *a, const char *name, int64_t loader_id, bool instrumented)
+ * counts once, a restoration of one that was not instrumented not at all. The map keeps
+ * the digest8 (agent_diagnoses.h) of the instrumented bytes in effect (1 stands for 0). */
+static void note_installed(cmr_agent_t *a, const char *name, int64_t loader_id, bool instrumented, uint64_t digest)
 {
-    uint64_t key = cmr_hash_bytes(name, strlen(name)) ^ cmr_hash_u64((uint64_t)loader_id);
+    uint64_t key = installed_key(name, loader_id);
     if (!instrumented) {
         if (cmr_u64map_del(&a->instrumented_classes, key, NULL))
             a->classes_instrumented--;
-    } else if (!cmr_u64map_has(&a->instrumented_classes, key) &&
-               cmr_u64map_put(&a->instrumented_classes, key, (void *)(uintptr_t)1) == 0) {
-        a->classes_instrumented++;
+        return;
     }
+    bool had = cmr_u64map_has(&a->instrumented_classes, key);
+    if (cmr_u64map_put(&a->instrumented_classes, key, (void *)(uintptr_t)(digest ? digest : 1)) == 0 && !had)
+        a->classes_instrumented++;
+}
+
+/* digest8 of the bytes a class runs now: the instrumented ones installed last, or else
+ * the original ones (whose digest a command names). */
+static uint64_t digest_in_effect(cmr_agent_t *a, const char *name, int64_t loader_id, const cmr_bytes_t *original)
+{
+    void *v = cmr_u64map_get(&a->instrumented_classes, installed_key(name, loader_id));
+    if (v)
+        return (uint64_t)(uintptr_t)v;
+    return original->len == CMR_TRUST_DIGEST_BYTES ? cmr_agent_digest8_of(original->data) : 0;
 }
 
 /* --- finding the JVM's classes ------------------------------------------------------------ */
@@ -59,6 +76,7 @@ typedef struct find_ctx {
     int mismatched; /* classes of the loader asked for, refused for their digest */
     jclass found[32];
     int64_t loaders[32];
+    uint64_t before[32]; /* digest8 of the bytes each ran before a batch (apply_redefines) */
     int n;
 } find_ctx_t;
 
@@ -266,14 +284,29 @@ static bool diag_before(cmr_agent_t *a, const cmr_redefine_t *cmd)
     return false;
 }
 
-/* After a command's bytes went in, in the classes of loaders[0..n): they carry its
- * diagnosis now, and no other. */
-static void diag_after(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *loaders, int n)
+/* After a command's bytes (digest8 `digest`) went in, in the classes of loaders[0..n)
+ * that ran bytes with digest8 before[i]: they carry its diagnosis now, and no other; the
+ * set of instrumented classes is updated. */
+static void installed(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *loaders, const uint64_t *before, int n,
+                      uint64_t digest, bool restoring)
 {
     int64_t now = cmr_wall_ms();
     for (int i = 0; i < n; i++) {
-        cmr_agent_diags_replaced(a->diags, cmd->class_name, loaders[i], cmd->diagnosis ? cmd->diagnosis->id : 0, now);
-        if (cmd->diagnosis && cmr_agent_diags_installed(a->diags, cmd, loaders[i]) != 0)
+        note_installed(a, cmd->class_name, loaders[i], !cmd->original, digest);
+        if (restoring) /* the agent's own restore: the caller updates the diagnoses */
+            continue;
+        cmr_agent_diags_replaced(a->diags, cmd->class_name, loaders[i], cmd->diagnosis ? cmd->diagnosis->id : 0, digest,
+                                 now);
+        if (!cmd->diagnosis)
+            continue;
+        char ename[256];
+        cmr_log(CMR_LOG_INFO, "agent.diagnosis_class",
+                "diagnosis=%016" PRIx64 " action=installed class=\"%s\" loader=%lld digest=%016" PRIx64
+                " before=%016" PRIx64 " restore=%016" PRIx64,
+                (uint64_t)cmd->diagnosis->id, cmr_log_escape(cmd->class_name, ename, sizeof ename),
+                (long long)loaders[i], digest, before[i],
+                cmr_agent_digest8(cmd->diagnosis->restore_bytecode.data, cmd->diagnosis->restore_bytecode.len));
+        if (cmr_agent_diags_installed(a->diags, cmd, loaders[i], before[i]) != 0)
             cmr_log(CMR_LOG_WARN, "agent.diagnosis_restore_not_kept",
                     "diagnosis=%016" PRIx64
                     " loader=%lld action=\"the CMR restores this class when the diagnosis ends\"",
@@ -304,6 +337,13 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
                                   .bytecode = {r[i].bytes, r[i].len},
                                   .original_digest = {(uint8_t *)r[i].digest, sizeof r[i].digest}};
             apply_redefine(a, env, &cmd, true);
+            uint64_t now = digest_in_effect(a, r[i].class_name, r[i].loader_id, &cmd.original_digest);
+            char ename[256];
+            cmr_log(CMR_LOG_INFO, "agent.diagnosis_class",
+                    "diagnosis=%016" PRIx64 " action=removed by=agent class=\"%s\" loader=%lld digest=%016" PRIx64
+                    " before=%016" PRIx64 " matches_before=%s",
+                    (uint64_t)id, cmr_log_escape(r[i].class_name, ename, sizeof ename), (long long)r[i].loader_id, now,
+                    r[i].before, now == r[i].before ? "true" : "false");
         }
         cmr_diagnosis_run_t runs[CMR_DIAG_MAX_RUNS];
         size_t nr = cmr_agent_diags_runs(a->diags, runs, CMR_DIAG_MAX_RUNS);
@@ -337,8 +377,11 @@ static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cm
         return;
     }
     jvmtiClassDefinition defs[32];
-    for (int i = 0; i < f.n; i++)
+    uint64_t before[32];
+    for (int i = 0; i < f.n; i++) {
         defs[i] = (jvmtiClassDefinition){f.found[i], (jint)cmd->bytecode.len, cmd->bytecode.data};
+        before[i] = digest_in_effect(a, cmd->class_name, f.loaders[i], &cmd->original_digest);
+    }
     int64_t t0 = cmr_mono_ns();
     jvmtiError jerr = (*a->jvmti)->RedefineClasses(a->jvmti, f.n, defs);
     int64_t took_us = (cmr_mono_ns() - t0) / 1000;
@@ -347,10 +390,7 @@ static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cm
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_FAILED, jerr,
                "RedefineClasses refused the bytes; the class is unchanged");
     } else {
-        for (int i = 0; i < f.n; i++)
-            note_installed(a, cmd->class_name, f.loaders[i], !cmd->original);
-        if (!restoring)
-            diag_after(a, cmd, f.loaders, f.n);
+        installed(a, cmd, f.loaders, before, f.n, cmr_agent_digest8(cmd->bytecode.data, cmd->bytecode.len), restoring);
         /* seed: original bytes -> "not needed", instrumented bytes -> "needed" */
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
@@ -405,6 +445,8 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
             }
             defs[ndefs++] =
                 (jvmtiClassDefinition){found[i].found[k], (jint)cmds[i]->bytecode.len, cmds[i]->bytecode.data};
+            found[i].before[k] =
+                digest_in_effect(a, cmds[i]->class_name, found[i].loaders[k], &cmds[i]->original_digest);
         }
     }
     int64_t t0 = cmr_mono_ns();
@@ -427,9 +469,8 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         const cmr_redefine_t *cmd = cmds[i];
         if (found[i].n == 0)
             continue; /* answered above */
-        for (int k = 0; k < found[i].n; k++)
-            note_installed(a, cmd->class_name, found[i].loaders[k], !cmd->original);
-        diag_after(a, cmd, found[i].loaders, found[i].n);
+        installed(a, cmd, found[i].loaders, found[i].before, found[i].n,
+                  cmr_agent_digest8(cmd->bytecode.data, cmd->bytecode.len), false);
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
         } else {

@@ -15,6 +15,22 @@
 
 #include "cmr/buf.h"
 #include "cmr/log.h"
+#include "cmr/trust.h"
+
+uint64_t cmr_agent_digest8_of(const uint8_t digest[32])
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | digest[i];
+    return v;
+}
+
+uint64_t cmr_agent_digest8(const uint8_t *bytes, size_t len)
+{
+    uint8_t d[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(bytes, len, d);
+    return cmr_agent_digest8_of(d);
+}
 
 typedef struct anchor {
     int64_t method_id;
@@ -224,7 +240,7 @@ out:
     return rc;
 }
 
-int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, int64_t loader_id)
+int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, int64_t loader_id, uint64_t before)
 {
     const cmr_diagnosis_scope_t *s = cmd->diagnosis;
     int rc = -1;
@@ -236,6 +252,7 @@ int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, i
             if (g->classes[i].loader_id == loader_id && strcmp(g->classes[i].class_name, cmd->class_name) == 0)
                 c = &g->classes[i];
         if (c) { /* the same class again (a new revision): the newest restore bytes count */
+            before = c->before;
             free_class(d, c);
         } else if (CMR_ARRAY_GROW(g->classes, g->capclasses, g->nclasses + 1) == 0) {
             c = &g->classes[g->nclasses++];
@@ -246,7 +263,8 @@ int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, i
                                             .class_hash = cmd->class_hash,
                                             .bytes = malloc(s->restore_bytecode.len),
                                             .len = s->restore_bytecode.len,
-                                            .original = s->restore_original};
+                                            .original = s->restore_original,
+                                            .before = before};
             if (cmd->original_digest.len == sizeof c->digest)
                 memcpy(c->digest, cmd->original_digest.data, sizeof c->digest);
             if (c->class_name && c->bytes) {
@@ -283,7 +301,7 @@ static void ended_by_cmr(cmr_agent_diags_t *d, diag_t *g, int64_t now_ms)
 }
 
 void cmr_agent_diags_replaced(cmr_agent_diags_t *d, const char *class_name, int64_t loader_id, int64_t keep_id,
-                              int64_t now_ms)
+                              uint64_t digest, int64_t now_ms)
 {
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->n; i++) {
@@ -293,6 +311,12 @@ void cmr_agent_diags_replaced(cmr_agent_diags_t *d, const char *class_name, int6
         for (size_t k = 0; k < g->nclasses; k++) {
             if (g->classes[k].loader_id != loader_id || strcmp(g->classes[k].class_name, class_name) != 0)
                 continue;
+            char ename[256];
+            cmr_log(CMR_LOG_INFO, "agent.diagnosis_class",
+                    "diagnosis=%016" PRIx64 " action=removed by=cmr class=\"%s\" loader=%lld digest=%016" PRIx64
+                    " before=%016" PRIx64 " matches_before=%s",
+                    (uint64_t)g->id, cmr_log_escape(class_name, ename, sizeof ename), (long long)loader_id, digest,
+                    g->classes[k].before, digest == g->classes[k].before ? "true" : "false");
             free_class(d, &g->classes[k]);
             g->classes[k] = g->classes[--g->nclasses];
             g->run.classes = (int32_t)g->nclasses;

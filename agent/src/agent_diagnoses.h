@@ -56,7 +56,14 @@ typedef struct cmr_agent_diag_restore {
     uint8_t *bytes;
     size_t len;
     bool original;
+    uint64_t before; /* digest8 of the bytes in effect before the diagnosis' bytes went in */
 } cmr_agent_diag_restore_t;
+
+/* The first 8 bytes of the BLAKE2b-256 digest of class bytes (cmr_trust_digest), as a
+ * number: how the agent names the bytes it installs in its log lines, and checks that a
+ * diagnosis' class got back the bytes it had before. */
+uint64_t cmr_agent_digest8(const uint8_t *bytes, size_t len);
+uint64_t cmr_agent_digest8_of(const uint8_t digest[32]);
 
 cmr_agent_diags_t *cmr_agent_diags_new(void);
 void cmr_agent_diags_free(cmr_agent_diags_t *d);
@@ -71,12 +78,13 @@ int cmr_agent_diags_begin(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, int64
 /* After cmd's bytes were installed in the class of loader_id: that class now carries the
  * diagnosis (its restore bytes kept). 0 or -1 (memory: the class is then restored by the
  * CMR only). */
-int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, int64_t loader_id);
+int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, int64_t loader_id, uint64_t before);
 /* Other bytes were installed in that class (a command without scope, or the agent's own
- * restore): it leaves every diagnosis other than keep_id (0: all). A diagnosis left
+ * restore) with digest8 `digest`: it leaves every diagnosis other than keep_id (0: all),
+ * logged with whether those are the bytes it had before that diagnosis. A diagnosis left
  * without classes has ended (by the CMR, unless the agent is ending it). */
 void cmr_agent_diags_replaced(cmr_agent_diags_t *d, const char *class_name, int64_t loader_id, int64_t keep_id,
-                              int64_t now_ms);
+                              uint64_t digest, int64_t now_ms);
 
 /* Publisher: a DIAG record (the anchor opened the context: one hit) and a DIAG_END record
  * (the context closed after `calls` conditional calls over ns). */

@@ -93,9 +93,12 @@ static const struct {
     bool named;
     bool judged;
 } cond_kinds[] = {
-    {"http.method", CMR_DIAG_HTTP_METHOD, false, true},  {"http.path", CMR_DIAG_HTTP_PATH, false, true},
-    {"http.status", CMR_DIAG_HTTP_STATUS, false, false}, {"http.header", CMR_DIAG_HTTP_HEADER, true, true},
-    {"http.param", CMR_DIAG_HTTP_PARAMETER, true, true}, {"sql", CMR_DIAG_SQL, false, false},
+    {"http.method", CMR_DIAG_HTTP_METHOD, false, true},
+    {"http.path", CMR_DIAG_HTTP_PATH, false, true},
+    {"http.status", CMR_DIAG_HTTP_STATUS, false, false},
+    {"http.header", CMR_DIAG_HTTP_HEADER, true, true},
+    {"http.param", CMR_DIAG_HTTP_PARAMETER, true, true},
+    {"sql", CMR_DIAG_SQL, false, false},
     {"arg", CMR_DIAG_ARGUMENT, true, false},
 };
 
@@ -650,14 +653,21 @@ int cmr_cfg_diag_on_threshold(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const
         return 0; /* started (and perhaps ended) before */
     char author[300];
     snprintf(author, sizeof author, "cmr-config (threshold %s)", ev->rule);
+    /* the subject's name (Class.method(desc)), when it is the method the id names: the
+     * diagnosis then reads by name (else the instrumenter finds the method by its id) */
+    static cmr_cfg_diag_mem_t named; /* the worker's thread only; copied by the write */
+    char perr[256];
+    bool have_name = ev->subject_name && strchr(ev->subject_name, '(') &&
+                     parse_method(ev->subject_name, &named, perr, sizeof perr) == 0 &&
+                     cmr_method_id(named.class_name, named.method_name, named.descriptor) == (uint64_t)ev->subject_id;
     cmr_diagnosis_t d = {
         .id = id,
         .revision = 1,
         .environment_id = ev->environment_id,
         .method_id = ev->subject_id,
-        .class_name = "",
-        .method_name = "",
-        .descriptor = "",
+        .class_name = have_name ? named.class_name : "",
+        .method_name = have_name ? named.method_name : "",
+        .descriptor = have_name ? named.descriptor : "",
         .depth = w->auto_depth,
         .ttl_ms = w->auto_ttl_ms,
         .end_after_normal_ms = w->auto_normal_ms,

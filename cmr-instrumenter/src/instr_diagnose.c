@@ -483,8 +483,7 @@ static int plan_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
 
 /* Jobs for every ACTIVE revision not handled yet, and, every REPLAN_MS, for the agents of
  * active ones that have no tree of their revision yet. 0 or -1. */
-static int plan(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_owned_fn *owned, void *ud,
-                int64_t now_ms)
+static int plan(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr_diag_owned_fn *owned, void *ud, int64_t now_ms)
 {
     q->njobs = q->next = 0;
     bool replan = now_ms >= q->next_replan_ms;

@@ -267,7 +267,8 @@ static void diag_scope(const cmr_diagnosis_t *diag, const uint8_t *bytes, size_t
 {
     char err[256];
     memset(restore_out, 0, sizeof *restore_out);
-    bool original = env_d->n_picks == 0 || cmr_instr_build(bytes, len, meta, env_d, restore_out, err, sizeof err) != 0 ||
+    bool original = env_d->n_picks == 0 ||
+                    cmr_instr_build(bytes, len, meta, env_d, restore_out, err, sizeof err) != 0 ||
                     restore_out->n_methods == 0;
     *scope = (cmr_diagnosis_scope_t){
         .id = (int64_t)cmr_instr_diag_number(diag->id),
@@ -276,8 +277,8 @@ static void diag_scope(const cmr_diagnosis_t *diag, const uint8_t *bytes, size_t
         .max_hits = diag->max_hits,
         .overhead_budget_pct = diag->overhead_budget_pct,
         .conditions = {diag->conditions.items, diag->conditions.count},
-        .restore_bytecode = original ? (cmr_bytes_t){(uint8_t *)bytes, len}
-                                     : (cmr_bytes_t){restore_out->bytes, restore_out->len},
+        .restore_bytecode =
+            original ? (cmr_bytes_t){(uint8_t *)bytes, len} : (cmr_bytes_t){restore_out->bytes, restore_out->len},
         .restore_original = original,
     };
 }

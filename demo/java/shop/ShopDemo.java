@@ -31,7 +31,10 @@ public class ShopDemo {
         CheckoutService checkout = new CheckoutService(new PriceService(), new InventoryService(stock),
                 new PaymentGateway(args.length > 1 ? args[1] : null));
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-        while (System.nanoTime() < end) {
+        // args[2]: a file whose appearance ends the run early (scripts/demo.sh, once its
+        // diagnosis round is over)
+        java.nio.file.Path stop = args.length > 2 ? java.nio.file.Path.of(args[2]) : null;
+        while (System.nanoTime() < end && (stop == null || !java.nio.file.Files.exists(stop))) {
             for (int i = 0; i < 4; i++) {
                 final int order = (int) served.get() + i;
                 requests.submit(() -> checkout.checkout(order));
