@@ -854,6 +854,12 @@ public final class Probe {
         return out.toArray(NO_ANCHORS);
     }
 
+    /** Gives the calling thread a ring over `buf` (tests, without the agent: a direct
+     *  buffer of HEADER + a power of two of RECORD bytes). */
+    static void testRing(ByteBuffer buf) {
+        RINGS.set(new Ring(buf.order(ByteOrder.LITTLE_ENDIAN)));
+    }
+
     /** Replaces the anchors in force (tests; the agent's table wins at its next change). */
     static void setAnchors(Anchor[] a) {
         anchors = a == null ? NO_ANCHORS : a;
