@@ -165,6 +165,9 @@ if [ -n "$diag_done" ]; then
     echo "Calls recorded in the diagnosis' context (cmr-ingest diagnosis $diag):"
     "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" diagnosis "$diag" --limit 200 || true
     echo
+    echo "What the agents reported (cmr-ingest agents: AgentStatus, with the diagnoses each JVM took part in):"
+    "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" agents
+    echo
     echo "The classes' bytes after the diagnosis are those they ran before it (the agent's check, matches_before),"
     echo "and for the acquirer's classes (not instrumented by the environment) the class files' own bytes:"
     agent_lines class | grep "action=removed" | while read -r line; do

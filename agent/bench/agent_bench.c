@@ -6,6 +6,11 @@
  *   full         the agent, monitoredMethod instrumented with the invocation-sequence
  *                probes by the class-file engine: every call recorded (enter + exit)
  *   timer        the agent, timer probes: per-method aggregates
+ *   cond-off     the agent, monitoredMethod with a diagnosis' conditional probes, no
+ *                diagnosis' context open anywhere in the JVM: what a discovered method
+ *                costs while its diagnosis has nothing to record (the target: <= 3 ns)
+ *   cond-on      the same, with the benchmark loop (round) as the diagnosis' anchor: every
+ *                monitored call recorded, as in `full`, plus the context's checks
  *   jfr-trace    JDK 25's JFR method tracing of monitoredMethod (when that JDK is there)
  *   jfr-timing   JDK 25's JFR method timing of monitoredMethod
  *
@@ -23,6 +28,7 @@
 #include "agent_probes.h"
 #include "broker_proc.h"
 #include "cmr/classfile.h"
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr_peer.h"
@@ -79,8 +85,51 @@ typedef struct outcome {
 } outcome_t;
 
 /* Runs MooBench in one JVM; with `probe`, under the agent with monitoredMethod instrumented. */
-static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe *probe)
+static int only_round(const cf_class *c, const cf_member *m, void *ud)
 {
+    (void)ud;
+    cf_str n = cf_cp_utf8(c, m->name);
+    return n.len == 5 && memcmp(n.p, "round", 5) == 0;
+}
+
+/* How run() instruments MooBench: monitoredMethod with `probe`; with `anchor`, round() gets
+ * the anchor probes and the command carries a diagnosis scope naming it. */
+typedef struct bench_mode {
+    const cf_probe *probe;
+    bool anchor;
+} bench_mode_t;
+
+/* The MooBench class as the mode wants it (*out malloc'ed). 0 or -1. */
+static int instrument(const cmr_class_loaded_t *c, const bench_mode_t *mode, uint8_t **out, size_t *len)
+{
+    cf_instrument_result res, res2;
+    cf_error err;
+    if (cf_instrument_class(c->bytecode.data, c->bytecode.len, mode->probe, only_monitored, NULL, &res, &err) !=
+            CF_OK ||
+        res.n_instrumented != 1)
+        return -1;
+    if (!mode->anchor) {
+        *out = res.bytes;
+        *len = res.len;
+        free(res.methods);
+        return 0;
+    }
+    int rc = cf_instrument_class(res.bytes, res.len, &agent_anchor_probe, only_round, NULL, &res2, &err) == CF_OK &&
+                     res2.n_instrumented == 1
+                 ? 0
+                 : -1;
+    cf_instrument_result_free(&res);
+    if (rc == 0) {
+        *out = res2.bytes;
+        *len = res2.len;
+        free(res2.methods);
+    }
+    return rc;
+}
+
+static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mode_t *mode)
+{
+    const cf_probe *probe = mode ? mode->probe : NULL;
     outcome_t out = {0};
     jvm_proc_t j;
     char agentpath[2048], name[64], instance[33] = "", cmd[128], line[512];
@@ -126,10 +175,9 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
         if (!cls)
             goto done;
         const cmr_class_loaded_t *c = &cls->msg.u.class_loaded;
-        cf_instrument_result res;
-        cf_error err;
-        if (cf_instrument_class(c->bytecode.data, c->bytecode.len, probe, only_monitored, NULL, &res, &err) != CF_OK ||
-            res.n_instrumented != 1)
+        uint8_t *bytes;
+        size_t len;
+        if (instrument(c, mode, &bytes, &len) != 0)
             goto done;
         uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* binds the command to the class instrumented */
         cmr_trust_digest(c->bytecode.data, c->bytecode.len, digest);
@@ -139,10 +187,25 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const cf_probe
                              .loader_id = c->loader_id,
                              .class_hash = c->class_hash,
                              .revision = 1,
-                             .bytecode = {res.bytes, res.len},
+                             .bytecode = {bytes, len},
                              .original_digest = {digest, sizeof digest}};
+        /* a diagnosis' scope: round() is its anchor; it ends in an hour, the original bytes
+         * are what the agent would restore */
+        cmr_instrumented_method_t anchor = {(int64_t)cmr_method_id("MooBench", "round", "(JI)D"), "round", "(JI)D",
+                                            CMR_SENSOR_ANCHOR};
+        cmr_diagnosis_scope_t scope = {.id = 0xbe4c,
+                                       .revision = 1,
+                                       .end_ms = cmr_wall_ms() + 3600 * 1000,
+                                       .restore_bytecode = c->bytecode,
+                                       .restore_original = true};
+        if (mode->anchor) {
+            rd.methods.items = &anchor;
+            rd.methods.count = 1;
+        }
+        if (mode->probe == &agent_conditional_probe)
+            rd.diagnosis = &scope;
         cmr_peer_command(&peer, instance, CMR_MSG_REDEFINE, &rd);
-        cf_instrument_result_free(&res);
+        free(bytes);
         const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, instance, 0, 30000);
         if (!rr || rr->msg.u.redefine_result.status != CMR_COMMAND_APPLIED)
             goto done;
@@ -216,8 +279,13 @@ int main(int argc, char **argv)
             continue;
         outcome_t base = run(jdks[k][1], NULL, NULL);
         report(jdks[k][0], "baseline", base, 0);
-        report(jdks[k][0], "full", run(jdks[k][1], NULL, &agent_sequence_probe), base.ns);
-        report(jdks[k][0], "timer", run(jdks[k][1], NULL, &agent_timer_probe), base.ns);
+        static const bench_mode_t full = {&agent_sequence_probe, false}, timer = {&agent_timer_probe, false},
+                                  cond_off = {&agent_conditional_probe, false},
+                                  cond_on = {&agent_conditional_probe, true};
+        report(jdks[k][0], "full", run(jdks[k][1], NULL, &full), base.ns);
+        report(jdks[k][0], "timer", run(jdks[k][1], NULL, &timer), base.ns);
+        report(jdks[k][0], "cond-off", run(jdks[k][1], NULL, &cond_off), base.ns);
+        report(jdks[k][0], "cond-on", run(jdks[k][1], NULL, &cond_on), base.ns);
         if (k == 1) {
             report(jdks[k][0], "jfr-trace",
                    run(jdks[k][1],

@@ -96,20 +96,53 @@ static int64_t refused_total(const cmr_agent_status_t *s)
     return n;
 }
 
+static const char *const diag_end_names[] = {"none",   "stopped",        "time_to_live",    "hits",
+                                             "budget", "back_to_normal", "environment_gone"};
+
+/* The end reason of a diagnosis in a JVM: "cmr" when the CMR removed its probes (the
+ * diagnosis' own revision says why), else the agent's own reason. */
+static const char *run_end(const cmr_diagnosis_run_t *r)
+{
+    if (r->state == CMR_DIAG_ACTIVE)
+        return "";
+    if (r->end_reason == CMR_DIAG_END_NONE)
+        return "cmr";
+    return (unsigned)r->end_reason < 7 ? diag_end_names[r->end_reason] : "?";
+}
+
+static json_t *diagnoses_json(const cmr_agent_status_t *s)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < s->diagnoses.count; i++) {
+        const cmr_diagnosis_run_t *r = &s->diagnoses.items[i];
+        char id[17];
+        snprintf(id, sizeof id, "%016" PRIx64, (uint64_t)r->id);
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:f, s:I, s:I}", "id", id, "state",
+                                           r->state == CMR_DIAG_ACTIVE ? "active" : "ended", "ended_by", run_end(r),
+                                           "hits", (json_int_t)r->hits, "calls", (json_int_t)r->events, "classes",
+                                           (int)r->classes, "overhead_pct", r->overhead_pct, "started_ms",
+                                           (json_int_t)r->started_ms, "ended_ms", (json_int_t)r->ended_ms));
+    }
+    return a;
+}
+
 static json_t *status_json(const cmr_names_t *names, const cmr_agent_status_t *s)
 {
     char id[17], name[512];
     snprintf(id, sizeof id, "%016" PRIx64, (uint64_t)s->agent_id);
     cmr_names_agent(names, (uint64_t)s->agent_id, name, sizeof name);
-    return json_pack("{s:s, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "agent", id, "name",
-                     cmr_json_str(name), "state", (unsigned)s->state < 6 ? state_names[s->state] : "?", "time_ms",
-                     (json_int_t)s->time_ms, "environment", cmr_json_str(s->environment_id), "revision",
-                     (json_int_t)s->environment_revision, "events_recorded", (json_int_t)s->events_recorded,
-                     "events_dropped", (json_int_t)s->events_dropped, "classes_seen", (json_int_t)s->classes_seen,
-                     "classes_sent", (json_int_t)s->classes_sent, "classes_instrumented",
-                     (json_int_t)s->classes_instrumented, "redefine_failures", (json_int_t)s->redefine_failures,
-                     "messages_failed", (json_int_t)s->messages_failed, "commands_accepted",
-                     (json_int_t)s->commands_accepted, "commands_refused", (json_int_t)refused_total(s));
+    json_t *o = json_pack("{s:s, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "agent", id,
+                          "name", cmr_json_str(name), "state", (unsigned)s->state < 6 ? state_names[s->state] : "?",
+                          "time_ms", (json_int_t)s->time_ms, "environment", cmr_json_str(s->environment_id), "revision",
+                          (json_int_t)s->environment_revision, "events_recorded", (json_int_t)s->events_recorded,
+                          "events_dropped", (json_int_t)s->events_dropped, "classes_seen", (json_int_t)s->classes_seen,
+                          "classes_sent", (json_int_t)s->classes_sent, "classes_instrumented",
+                          (json_int_t)s->classes_instrumented, "redefine_failures", (json_int_t)s->redefine_failures,
+                          "messages_failed", (json_int_t)s->messages_failed, "commands_accepted",
+                          (json_int_t)s->commands_accepted, "commands_refused", (json_int_t)refused_total(s));
+    if (o)
+        json_object_set_new(o, "diagnoses", diagnoses_json(s));
+    return o;
 }
 
 static void status_text(FILE *f, const cmr_names_t *names, const cmr_agent_status_t *s, int64_t now_ms)
@@ -122,6 +155,15 @@ static void status_text(FILE *f, const cmr_names_t *names, const cmr_agent_statu
             (uint64_t)s->agent_id, (unsigned)s->state < 6 ? state_names[s->state] : "?",
             (double)(now_ms - s->time_ms) / 1000.0, s->environment_id, s->environment_revision, s->classes_instrumented,
             s->classes_seen, s->events_recorded, s->events_dropped, s->redefine_failures, name);
+    for (size_t i = 0; i < s->diagnoses.count; i++) {
+        const cmr_diagnosis_run_t *r = &s->diagnoses.items[i];
+        fprintf(f,
+                "    diagnosis %016" PRIx64 "  %-6s%s%-14s hits %" PRId64 "  calls %" PRId64
+                "  classes %d  overhead %.3f%%\n",
+                (uint64_t)r->id, r->state == CMR_DIAG_ACTIVE ? "active" : "ended",
+                r->state == CMR_DIAG_ACTIVE ? "" : " by ", run_end(r), r->hits, r->events, (int)r->classes,
+                r->overhead_pct);
+    }
 }
 
 /* Calls fn on each stored status of the wanted range: with agent 0, the latest of every
