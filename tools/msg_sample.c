@@ -397,7 +397,9 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
                                               0,
                                               CMR_DIAG_VIA_ROOT,
                                               CMR_DIAG_NODE_FOUND,
-                                              0};
+                                              0,
+                                              CMR_DIAG_PROBE_ANCHOR,
+                                              DUP("")};
         m->nodes.items[1] = (cmr_diag_node_t){(int64_t)cmr_method_id("com/acme/shop/Cart", "total", "()J"),
                                               DUP("com/acme/shop/Cart"),
                                               DUP("total"),
@@ -406,7 +408,9 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
                                               1,
                                               CMR_DIAG_VIA_INTERFACE,
                                               CMR_DIAG_NODE_DEPTH,
-                                              2};
+                                              2,
+                                              CMR_DIAG_PROBE_NONE,
+                                              DUP("")};
         break;
     }
     case CMR_MSG_THRESHOLD_EVENT: {

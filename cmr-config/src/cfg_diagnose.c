@@ -417,6 +417,11 @@ static void print_node(FILE *out, const cmr_diagnosis_tree_t *t, size_t i, int i
             st < sizeof node_status_names / sizeof *node_status_names ? node_status_names[st] : "?");
     if (x->call_sites > 1)
         fprintf(out, "  (%d call sites)", x->call_sites);
+    static const char *const probe_names[] = {"", "instrumented by the environment", "anchor", "conditional probes"};
+    if ((unsigned)x->probe < sizeof probe_names / sizeof *probe_names && x->probe != CMR_DIAG_PROBE_NONE)
+        fprintf(out, "  [%s]", probe_names[x->probe]);
+    else if (x->status == CMR_DIAG_NODE_FOUND && x->note && x->note[0])
+        fprintf(out, "  [not instrumented: %s]", x->note);
     fputc('\n', out);
     if (indent > 2 * 64)
         return; /* a damaged tree: parents come before their children, depth is bounded */

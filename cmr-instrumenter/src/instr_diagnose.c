@@ -160,6 +160,7 @@ void cmr_instr_diag_tree_free(cmr_diagnosis_tree_t *t)
         free(t->nodes.items[i].class_name);
         free(t->nodes.items[i].method_name);
         free(t->nodes.items[i].descriptor);
+        free(t->nodes.items[i].note);
     }
     free(t->nodes.items);
     *t = (cmr_diagnosis_tree_t){0};
@@ -279,7 +280,9 @@ int cmr_instr_diag_tree(cmr_instr_cache_t *cache, uint64_t agent, const cmr_diag
         x->via = (cmr_diag_via_t)n->via;
         x->status = (cmr_diag_node_status_t)n->status;
         x->call_sites = n->call_sites > INT32_MAX ? INT32_MAX : (int32_t)n->call_sites;
-        if (!x->class_name || !x->method_name || !x->descriptor)
+        x->probe = CMR_DIAG_PROBE_NONE; /* the worker marks them (cmr_instr_diag_mark) */
+        x->note = strdup("");
+        if (!x->class_name || !x->method_name || !x->descriptor || !x->note)
             rc = -1;
     }
     cmr_disc_tree_free(&t);

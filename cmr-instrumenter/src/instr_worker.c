@@ -798,6 +798,62 @@ static int reconcile_changed(worker_t *w, const cmr_instr_diag_classes_t *change
     return rc;
 }
 
+/* What each found method of a tree runs while the diagnosis does: the environment's own
+ * probes, the anchor (roots), the conditional probes, or none and why (the class excluded,
+ * its bytes unknown, the method abstract or native). Decided as the overlay will decide. */
+static void mark_tree(worker_t *w, cmr_diagnosis_tree_t *t)
+{
+    uint64_t agent = (uint64_t)t->agent_id;
+    cmr_instr_agent_rec_t ar;
+    int64_t revision;
+    const cmr_environment_t *env =
+        cmr_instr_cache_agent(w->cache, agent, &ar) == 1 ? env_of(w, ar.env_id, &revision) : NULL;
+    for (size_t i = 0; i < t->nodes.count; i++) {
+        cmr_diag_node_t *n = &t->nodes.items[i];
+        if (n->status != CMR_DIAG_NODE_FOUND)
+            continue;
+        const char *why = NULL;
+        uint64_t hash;
+        cmr_instr_meta_t meta;
+        if (cmr_instr_cache_type(w->cache, agent, n->class_name, &hash) != 1 ||
+            cmr_instr_cache_meta(w->cache, hash, &meta) != 1) {
+            why = "the class's metadata is not cached";
+        } else {
+            cmr_instr_decision_t d;
+            lookup_ctx_t x = {w, agent, NULL, 0, 0};
+            int rc = cmr_instr_decide(env, &meta, lookup_type, &x, &d);
+            lookup_done(&x);
+            const cmr_instr_method_t *m = NULL;
+            size_t mi = 0;
+            for (; mi < meta.n_methods && !m; mi++)
+                if (!strcmp(meta.methods[mi].name, n->method_name) && !strcmp(meta.methods[mi].desc, n->descriptor))
+                    m = &meta.methods[mi];
+            bool env_picks = false;
+            for (size_t k = 0; rc == 0 && m && k < d.n_picks; k++)
+                env_picks |= d.picks[k].method == mi - 1 && d.picks[k].handoff == CMR_HANDOFF_NONE;
+            if (rc != 0 || !m)
+                why = "the method is not in the class's metadata";
+            else if (d.excluded)
+                why = "the class is on the exclusion list";
+            else if (m->access & (0x0400 | 0x0100)) /* ACC_ABSTRACT | ACC_NATIVE */
+                why = "abstract or native: no code to probe";
+            else if (n->parent < 0)
+                n->probe = CMR_DIAG_PROBE_ANCHOR;
+            else
+                n->probe = env_picks ? CMR_DIAG_PROBE_ENVIRONMENT : CMR_DIAG_PROBE_CONDITIONAL;
+            if (rc == 0)
+                cmr_instr_decision_free(&d);
+            cmr_instr_meta_free(&meta);
+        }
+        if (why) {
+            free(n->note);
+            n->note = strdup(why);
+            if (!n->note)
+                n->note = strdup("");
+        }
+    }
+}
+
 static int settle_env(const char *env_id, void *ud)
 {
     worker_t *w = ud;
@@ -828,6 +884,7 @@ static int diag_step(worker_t *w)
     cmr_diagnosis_tree_t t;
     rc = cmr_instr_diag_step(w->diag, w->cache, diag_owned, w, cmr_wall_ms(), &t);
     if (rc == 1) {
+        mark_tree(w, &t);
         size_t sent = w->sent; /* not part of a unit: the producer delivers it meanwhile */
         send_msg(w, CMR_MSG_DIAGNOSIS_TREE, &t, NULL, NULL);
         w->sent = sent;

@@ -47,6 +47,7 @@ static const char *const diag_end_reasons[] = {"NONE",   "STOPPED",        "TIME
                                                "BUDGET", "BACK_TO_NORMAL", "ENVIRONMENT_GONE", NULL};
 static const char *const diag_causes[] = {"USER", "THRESHOLD", NULL};
 static const char *const diag_vias[] = {"ROOT", "STATIC", "SPECIAL", "VIRTUAL", "INTERFACE", "LAMBDA", "DYNAMIC", NULL};
+static const char *const diag_probes[] = {"NONE", "ENVIRONMENT", "ANCHOR", "CONDITIONAL", NULL};
 static const char *const diag_node_statuses[] = {"FOUND",    "NOT_LOADED", "JDK",      "EXCLUDED", "NO_CODE",
                                                  "REPEATED", "DEPTH",      "TOO_MANY", NULL};
 
@@ -448,7 +449,8 @@ static const cmr_field_desc_t diag_node_fields[] = {
     FIELD(cmr_diag_node_t, method_name, STRING), FIELD(cmr_diag_node_t, descriptor, STRING),
     FIELD(cmr_diag_node_t, parent, INT),         FIELD(cmr_diag_node_t, depth, INT),
     ENUM(cmr_diag_node_t, via, diag_vias),       ENUM(cmr_diag_node_t, status, diag_node_statuses),
-    FIELD(cmr_diag_node_t, call_sites, INT),
+    FIELD(cmr_diag_node_t, call_sites, INT),     ENUM(cmr_diag_node_t, probe, diag_probes),
+    FIELD(cmr_diag_node_t, note, STRING),
 };
 static const cmr_record_desc_t diag_node_desc = {"DiagnosisNode", sizeof(cmr_diag_node_t), diag_node_fields,
                                                  TABLE(diag_node_fields)};

@@ -551,12 +551,12 @@ static void test_forged_class_loaded_is_refused(void **state)
 
 /* --- diagnoses ------------------------------------------------------------------------- */
 
-static void write_diagnosis(const char *id, const char *class_name, const char *method, const char *desc,
-                            int64_t method_id)
+static void write_diagnosis_state(const char *id, const char *class_name, const char *method, const char *desc,
+                                  int64_t method_id, int64_t revision, cmr_diag_state_t state)
 {
     cmr_diagnosis_t d = {0};
     d.id = (char *)id;
-    d.revision = 1;
+    d.revision = revision;
     d.environment_id = peer.env_id;
     d.method_id = method_id;
     d.class_name = (char *)class_name;
@@ -564,7 +564,8 @@ static void write_diagnosis(const char *id, const char *class_name, const char *
     d.descriptor = (char *)desc;
     d.depth = 3;
     d.ttl_ms = 600000;
-    d.state = CMR_DIAG_ACTIVE;
+    d.state = state;
+    d.end_reason = state == CMR_DIAG_ENDED ? CMR_DIAG_END_STOPPED : CMR_DIAG_END_NONE;
     d.rule = d.trace_id = "";
     d.author = "test";
     d.started_ms = d.time_ms = cmr_wall_ms();
@@ -574,6 +575,34 @@ static void write_diagnosis(const char *id, const char *class_name, const char *
     assert_int_equal(cmr_producer_send(p, CMR_MSG_DIAGNOSIS, &d, NULL, NULL, err, sizeof err), CMR_SEND_OK);
     assert_int_equal(cmr_producer_flush(p, 30000), 0);
     cmr_producer_destroy(p, 5000);
+}
+
+static void write_diagnosis(const char *id, const char *class_name, const char *method, const char *desc,
+                            int64_t method_id)
+{
+    write_diagnosis_state(id, class_name, method, desc, method_id, 1, CMR_DIAG_ACTIVE);
+}
+
+/* The next Redefine of class_name the peer's agent gets (within 30 s); other commands are
+ * skipped. 1 with *out filled (cmr_msg_free), 0 none. */
+static int next_redefine_of(const char *class_name, cmr_msg_t *out)
+{
+    for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline;) {
+        if (cp_peer_next(&peer, 500, out) != 1)
+            continue;
+        if (out->type == CMR_MSG_REDEFINE && strcmp(out->u.redefine.class_name, class_name) == 0)
+            return 1;
+        cmr_msg_free(out);
+    }
+    return 0;
+}
+
+static const cmr_instrumented_method_t *instrumented(const cmr_redefine_t *r, const char *name)
+{
+    for (size_t i = 0; i < r->methods.count; i++)
+        if (strcmp(r->methods.items[i].name, name) == 0)
+            return &r->methods.items[i];
+    return NULL;
 }
 
 /* The tree of diagnosis id for the peer's agent, from cmr.diagnosis-trees (within 30 s). */
@@ -624,6 +653,7 @@ static void check_shop_tree(const cmr_diagnosis_tree_t *t)
     assert_int_equal(root->via, CMR_DIAG_VIA_ROOT);
     assert_int_equal(root->status, CMR_DIAG_NODE_FOUND);
     assert_int_equal(root->method_id, (int64_t)cmr_method_id("diag/Shop", "checkout", "(Ljava/lang/String;)I"));
+    assert_int_equal(root->probe, CMR_DIAG_PROBE_ANCHOR);
     /* the interface call: the loaded implementation only */
     const cmr_diag_node_t *db = node(t, "diag/DbStore", "load");
     assert_non_null(db);
@@ -632,6 +662,7 @@ static void check_shop_tree(const cmr_diagnosis_tree_t *t)
     assert_int_equal(db->via, CMR_DIAG_VIA_INTERFACE);
     assert_int_equal(db->status, CMR_DIAG_NODE_FOUND);
     assert_int_equal(db->call_sites, 1);
+    assert_int_equal(db->probe, CMR_DIAG_PROBE_CONDITIONAL); /* the environment does not record diag.* */
     assert_null(node(t, "diag/CacheStore", "load"));
     const cmr_diag_node_t *twice = node(t, "diag/Util", "twice");
     assert_non_null(twice);
@@ -645,6 +676,7 @@ static void check_shop_tree(const cmr_diagnosis_tree_t *t)
     assert_int_equal(&t->nodes.items[len->parent], db);
     assert_int_equal(len->via, CMR_DIAG_VIA_VIRTUAL);
     assert_int_equal(len->status, CMR_DIAG_NODE_JDK);
+    assert_int_equal(len->probe, CMR_DIAG_PROBE_NONE);
 }
 
 static void test_diagnosis_tree(void **state)
@@ -675,6 +707,29 @@ static void test_diagnosis_tree(void **state)
     expect_tree(r, "d1a9000000000001", &m);
     check_shop_tree(&m.u.diagnosis_tree);
     cmr_msg_free(&m);
+    /* the overlay: the selected method's class gets the anchor, the callees' classes the
+     * conditional probes, each command with the diagnosis' scope and the bytes to restore
+     * (the original ones: the environment records nothing of diag.*) */
+    assert_int_equal(next_redefine_of("diag/Shop", &m), 1);
+    {
+        const cmr_redefine_t *rd = &m.u.redefine;
+        assert_non_null(rd->diagnosis);
+        assert_int_equal(rd->diagnosis->id, (int64_t)0xd1a9000000000001);
+        assert_true(rd->diagnosis->end_ms > cmr_wall_ms());
+        assert_true(rd->diagnosis->restore_original);
+        const cp_class_t *shop = cls("diag/Shop");
+        assert_int_equal(rd->diagnosis->restore_bytecode.len, shop->len);
+        assert_memory_equal(rd->diagnosis->restore_bytecode.data, shop->bytes, shop->len);
+        const cmr_instrumented_method_t *a = instrumented(rd, "checkout");
+        assert_non_null(a);
+        assert_int_equal(a->sensor, CMR_SENSOR_ANCHOR);
+    }
+    cmr_msg_free(&m);
+    assert_int_equal(next_redefine_of("diag/Util", &m), 1);
+    assert_non_null(m.u.redefine.diagnosis);
+    assert_non_null(instrumented(&m.u.redefine, "twice"));
+    assert_int_equal(instrumented(&m.u.redefine, "twice")->sensor, CMR_SENSOR_CONDITIONAL);
+    cmr_msg_free(&m);
 
     /* a threshold's diagnosis: the method id only */
     write_diagnosis("d1a9000000000002", "", "", "",
@@ -691,13 +746,30 @@ static void test_diagnosis_tree(void **state)
         assert_int_equal(cp_run(argv, &out), 0);
         char want[128];
         cp_fmt(want, sizeof want, "agent %016" PRIx64 " (revision 1", (uint64_t)peer.agent_id);
-        if (!strstr(out, want) || !strstr(out, "\n    diag/Shop.checkout(Ljava/lang/String;)I  root  found\n") ||
-            !strstr(out, "\n      diag/DbStore.load(Ljava/lang/String;)I  interface  found\n") ||
+        if (!strstr(out, want) ||
+            !strstr(out, "\n    diag/Shop.checkout(Ljava/lang/String;)I  root  found  [anchor]\n") ||
+            !strstr(out, "\n      diag/DbStore.load(Ljava/lang/String;)I  interface  found  [conditional probes]\n") ||
             !strstr(out, "\n        java/lang/String.length()I  virtual  jdk\n") ||
-            !strstr(out, "\n      diag/Util.twice(I)I  static  found\n"))
+            !strstr(out, "\n      diag/Util.twice(I)I  static  found  [conditional probes]\n"))
             fail_msg("diagnose show:\n%s", out ? out : "");
         free(out);
     }
+
+    /* the first diagnosis ends: its classes get their bytes back (the original ones, no
+     * scope); the second one (same method) now holds diag/Shop, with its own scope */
+    write_diagnosis_state("d1a9000000000001", "diag/Shop", "checkout", "(Ljava/lang/String;)I", 0, 2, CMR_DIAG_ENDED);
+    assert_int_equal(next_redefine_of("diag/Util", &m), 1);
+    assert_non_null(m.u.redefine.diagnosis);
+    assert_int_equal(m.u.redefine.diagnosis->id, (int64_t)0xd1a9000000000002);
+    cmr_msg_free(&m);
+    /* and when that one ends too, the original bytes, without a scope */
+    write_diagnosis_state("d1a9000000000002", "", "", "",
+                          (int64_t)cmr_method_id("diag/Shop", "checkout", "(Ljava/lang/String;)I"), 2, CMR_DIAG_ENDED);
+    assert_int_equal(next_redefine_of("diag/Util", &m), 1);
+    assert_null(m.u.redefine.diagnosis);
+    assert_true(m.u.redefine.original);
+    assert_memory_equal(m.u.redefine.bytecode.data, cls("diag/Util")->bytes, cls("diag/Util")->len);
+    cmr_msg_free(&m);
 
     /* a class the agent never loaded */
     write_diagnosis("d1a9000000000003", "diag/CacheStore", "load", "", 0);

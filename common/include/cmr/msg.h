@@ -133,6 +133,13 @@ typedef enum cmr_diag_condition_kind {
     CMR_DIAG_ARGUMENT,
 } cmr_diag_condition_kind_t;
 
+typedef enum cmr_diag_probe {
+    CMR_DIAG_PROBE_NONE,
+    CMR_DIAG_PROBE_ENVIRONMENT,
+    CMR_DIAG_PROBE_ANCHOR,
+    CMR_DIAG_PROBE_CONDITIONAL,
+} cmr_diag_probe_t;
+
 typedef enum cmr_diag_state {
     CMR_DIAG_ACTIVE,
     CMR_DIAG_ENDED,
@@ -561,6 +568,8 @@ typedef struct cmr_diag_node {
     cmr_diag_via_t via;
     cmr_diag_node_status_t status;
     int32_t call_sites;
+    cmr_diag_probe_t probe;
+    char *note; /* '' unless a found method gets no probe */
 } cmr_diag_node_t;
 
 /* cmr.diagnosis-trees (key: "<diagnosis id>/<agent id hex>") */
