@@ -104,6 +104,25 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
     ring->event_seq = 0;
     ring->batch_count = 0;
     ring->diagnosis_id = 0;
+    memset(ring->data_unsent, 0, sizeof ring->data_unsent);
+}
+
+static const char *const data_keys[CMR_RING_DATA_KEYS] = {NULL, "http.method", "http.path", "http.status"};
+
+/* A DATA record: one chunk of a value of the open segment's transaction data. */
+static void data_chunk(cmr_ring_t *ring, const uint8_t *rec, uint32_t aux)
+{
+    uint32_t key = aux >> 24, chunk = (aux >> 16) & 0xFF, len = aux & 0xFFFF;
+    if (!ring->segment_open || key == 0 || key >= CMR_RING_DATA_KEYS || len > CMR_RING_DATA_MAX ||
+        chunk * 16 > (len ? len - 1 : 0))
+        return; /* a value of another segment's, or garbage: dropped */
+    size_t n = len - chunk * 16 < 16 ? len - chunk * 16 : 16;
+    memcpy(ring->data[key] + chunk * 16, rec, n);
+    if (chunk * 16 + 16 >= len) { /* the last chunk: the value is whole */
+        ring->data[key][len] = '\0';
+        ring->data_len[key] = (uint16_t)len;
+        ring->data_unsent[key] = true;
+    }
 }
 
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
@@ -126,6 +145,13 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
         .diagnosis_id = ring->diagnosis_id,
     };
     memcpy(b.trace_id, ring->trace_id, 16);
+    cmr_kv_t attrs[CMR_RING_DATA_KEYS];
+    b.attributes.items = attrs;
+    for (int k = 1; k < CMR_RING_DATA_KEYS; k++)
+        if (ring->data_unsent[k]) {
+            attrs[b.attributes.count++] = (cmr_kv_t){(char *)data_keys[k], ring->data[k]};
+            ring->data_unsent[k] = false;
+        }
     char err[256];
     /* the delivery report counts the events of a batch the cluster never took as dropped:
      * an odd opaque value tells it apart from the class entries (pointers) */
@@ -288,6 +314,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
                                  ring->diag_start_ns ? (int64_t)cmr_le64(rec + 8) - ring->diag_start_ns : 0);
             ring->diag_start_ns = 0;
             break;
+        case CMR_RING_DATA: data_chunk(ring, rec, aux); break;
         case CMR_RING_TIMER:
         case CMR_RING_TIMER_THROW:
             metric_add(p, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), kind == CMR_RING_TIMER_THROW);

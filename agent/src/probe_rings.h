@@ -28,6 +28,10 @@
  *                      id = diagnosis id (the segment is tagged with it, one hit)
  *   9  diagnosis end   that context closed: id = diagnosis id, aux = conditional calls
  *                      recorded in it
+ *   10 data            transaction data of the open segment (Probe.data): 16 bytes of a
+ *                      value's UTF-8 in id and timestamp, aux = key << 24 | chunk << 16 |
+ *                      the value's length (at most CMR_RING_DATA_MAX); keys: 1 http.method,
+ *                      2 http.path, 3 http.status
  *   16 / 17 timer sample (normal / exceptional), timestamp = duration in ns
  * Records 5-7 come right before the root enter of the segment they describe.
  */
@@ -54,6 +58,9 @@
 #define CMR_RING_SEG_PARENT_AGENT 7
 #define CMR_RING_DIAG 8
 #define CMR_RING_DIAG_END 9
+#define CMR_RING_DATA 10
+#define CMR_RING_DATA_MAX 256
+#define CMR_RING_DATA_KEYS 4 /* keys 1..3 */
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -82,7 +89,11 @@ typedef struct cmr_ring {
     int64_t next_segment;
     uint8_t next_trace[16];
     cmr_parent_link_t next_parent;
-    int64_t diagnosis_id;  /* the open segment ran in this diagnosis' context (0: none) */
+    int64_t diagnosis_id; /* the open segment ran in this diagnosis' context (0: none) */
+    /* the open segment's transaction data, per key: value, length, sent yet */
+    char data[CMR_RING_DATA_KEYS][CMR_RING_DATA_MAX + 1];
+    uint16_t data_len[CMR_RING_DATA_KEYS];
+    bool data_unsent[CMR_RING_DATA_KEYS];
     int64_t diag_start_ns; /* when that context opened (probe clock) */
     uint8_t *batch;        /* events of the open segment not yet sent */
     uint32_t batch_count, batch_cap;

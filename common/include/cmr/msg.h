@@ -434,6 +434,7 @@ typedef struct cmr_event_batch {
     int32_t event_count;
     cmr_bytes_t events;
     int64_t diagnosis_id; /* 0: the segment ran in no diagnosis' context */
+    cmr_kvs_t attributes; /* transaction data captured since the previous batch */
 } cmr_event_batch_t;
 
 typedef struct cmr_method_metric {

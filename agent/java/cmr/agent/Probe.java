@@ -112,7 +112,7 @@ public final class Probe {
 
         /** Counts a lost event; the ring-internal records are not events. */
         private void countDrop(ByteBuffer b, int kind) {
-            if ((kind < SEG_BEGIN || kind > SEG_PARENT_AGENT) && kind != DIAG && kind != DIAG_END)
+            if ((kind < SEG_BEGIN || kind > SEG_PARENT_AGENT) && kind != DIAG && kind != DIAG_END && kind != DATA)
                 LONGS.setOpaque(b, DROPPED, ++dropped);
         }
 
@@ -402,8 +402,53 @@ public final class Probe {
         Ring r = ring();
         boolean opened = (r.ctxStack & 1) != 0;
         r.ctxStack >>>= 1;
+        if (opened && r.request != null && r.depth == 1) // the incoming request's answer
+            data(r, DATA_HTTP_STATUS, responseStatus(r.request));
         if (opened) // ctxEnd may run in another method than ctxBegin (afterExecute)
             leave(r, kind, r.ctxSite);
+    }
+
+    // --- transaction data -----------------------------------------------------------------
+    //
+    // What a segment captures about its transaction goes into the ring as DATA records
+    // (kind 10): a value's UTF-8 bytes, 16 per record in the id and timestamp fields, aux =
+    // key << 24 | chunk index << 16 | the value's length. The publisher puts the values on
+    // the segment's next batch (EventBatch.attributes), where cmr-ingest stores them on the
+    // trace. Values are cut at DATA_MAX bytes.
+
+    static final int DATA = 10, DATA_MAX = 256;
+    static final int DATA_HTTP_METHOD = 1, DATA_HTTP_PATH = 2, DATA_HTTP_STATUS = 3; // as probe_rings.h
+
+    static void data(Ring r, int key, String value) {
+        if (value == null || r.buf == null)
+            return;
+        byte[] b = value.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        int len = Math.min(b.length, DATA_MAX);
+        while (len < b.length && len > 0 && (b[len] & 0xC0) == 0x80)
+            len--; // cut at a character's start: the value stays UTF-8
+        for (int chunk = 0, off = 0; off < len || (len == 0 && chunk == 0); chunk++, off += 16) {
+            long lo = 0, hi = 0;
+            for (int i = 0; i < 16 && off + i < len; i++) {
+                long v = b[off + i] & 0xffL;
+                if (i < 8)
+                    lo |= v << (8 * i);
+                else
+                    hi |= v << (8 * (i - 8));
+            }
+            r.put(DATA, lo, hi, key << 24 | chunk << 16 | len);
+        }
+    }
+
+    /** The status an HttpExchange answered with (the JDK's server); null when unknown (a
+     *  servlet's request does not name its response). */
+    private static String responseStatus(Object request) {
+        try {
+            Method m = EXCHANGE_STATUS.of(request.getClass());
+            Object code = m == null ? null : m.invoke(request);
+            return code instanceof Integer && (Integer) code > 0 ? code.toString() : null;
+        } catch (Throwable e) {
+            return null;
+        }
     }
 
     // --- across JVMs: HTTP ---------------------------------------------------------------
@@ -558,8 +603,15 @@ public final class Probe {
         }
         boolean outside = r.depth == 0;
         open(r, c, true, siteId);
-        if (outside && r.depth > 0)
+        if (outside && r.depth > 0 && request != null) {
             r.request = request; // for the diagnoses' conditions, while the segment is open
+            try {
+                data(r, DATA_HTTP_METHOD, requestValue(request, COND_HTTP_METHOD, null));
+                data(r, DATA_HTTP_PATH, requestValue(request, COND_HTTP_PATH, null));
+            } catch (Throwable e) {
+                // unreadable request: no data
+            }
+        }
     }
 
     /** A request header: HttpServletRequest.getHeader, or for the JDK's HttpServer
@@ -1025,4 +1077,6 @@ public final class Probe {
             "com.sun.net.httpserver.HttpExchange", "getRequestMethod");
     private static final HeaderMethods EXCHANGE_URI = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getRequestURI");
+    private static final HeaderMethods EXCHANGE_STATUS = new HeaderMethods(
+            "com.sun.net.httpserver.HttpExchange", "getResponseCode");
 }

@@ -172,6 +172,28 @@ public final class ProbeDiagnosisTest {
         check(kinds(records(ring, at)).equals(Probe.SEG_BEGIN + "," + Probe.SEG_TRACE + ",1,8,1,2,9,2"),
               "removed meanwhile: " + kinds(records(ring, at)));
 
+        // transaction data: a value in 16-byte chunks, cut at DATA_MAX on a character's start
+        ByteBuffer db = ByteBuffer.allocateDirect(Probe.HEADER + RECORDS * Probe.RECORD).order(ByteOrder.LITTLE_ENDIAN);
+        Probe.Ring dr = new Probe.Ring(db);
+        Probe.data(dr, Probe.DATA_HTTP_METHOD, "GET");
+        List<Rec> d = records(db, 0);
+        check(d.size() == 1 && d.get(0).kind == Probe.DATA && d.get(0).aux == (Probe.DATA_HTTP_METHOD << 24 | 3)
+                && d.get(0).id == ('G' | 'E' << 8 | 'T' << 16), "one chunk: " + d);
+        String path = "/checkout/0123456789/abcdefghij/x"; // 33 bytes: 3 chunks
+        Probe.data(dr, Probe.DATA_HTTP_PATH, path);
+        d = records(db, 1);
+        check(d.size() == 3 && d.get(2).aux == (Probe.DATA_HTTP_PATH << 24 | 2 << 16 | 33), "three chunks: " + d);
+        StringBuilder longer = new StringBuilder();
+        for (int i = 0; i < 255; i++)
+            longer.append('a');
+        longer.append('\u00e9'); // 2 bytes across the 256-byte cut
+        Probe.data(dr, Probe.DATA_HTTP_PATH, longer.toString());
+        d = records(db, 4);
+        check(d.size() == 16 && (d.get(15).aux & 0xFFFF) == 255, "cut before a split character: " + d.size() + " "
+                + (d.isEmpty() ? "" : Integer.toString(d.get(d.size() - 1).aux & 0xFFFF)));
+        Probe.data(dr, Probe.DATA_HTTP_STATUS, null);
+        check(records(db, 20).isEmpty(), "no value, no record");
+
         if (failures > 0) {
             System.err.println(failures + " failure(s)");
             System.exit(1);
