@@ -13,6 +13,12 @@
  *   loadjar JAR [RATE]    -> loadjar: classes=N  (loads, without initializing, every class
  *                                                  of JAR, which must be on the class path;
  *                                                  at most RATE classes per second)
+ *   diag CALLS [MS]       -> diag: sum=N         (demo.DiagAnchor.run: the anchor calls demo.DiagHelper.step
+ *                                                  CALLS times on this thread, then sleeps MS ms)
+ *   diagdirect CALLS      -> diagdirect: sum=N   (demo.DiagHelper.step CALLS times, outside the anchor)
+ *   diagother CALLS       -> diagother: sum=N    (while this thread is inside DiagAnchor.run, which calls
+ *                                                  nothing itself, a thread named diag-other, started
+ *                                                  before, calls DiagHelper.step CALLS times)
  *   exit                  -> the JVM ends normally
  */
 import demo.Greeter;
@@ -99,6 +105,20 @@ public class AgentTestApp {
                     System.out.println("loadjar: classes=" + n);
                     break;
                 }
+                case "diag":
+                    System.out.println("diag: sum=" + demo.DiagAnchor.run(Integer.parseInt(w[1]),
+                            w.length > 2 ? Long.parseLong(w[2]) : 0, null, null));
+                    break;
+                case "diagdirect": {
+                    long sum = 0;
+                    for (int i = 0, n = Integer.parseInt(w[1]); i < n; i++)
+                        sum += demo.DiagHelper.step(i);
+                    System.out.println("diagdirect: sum=" + sum);
+                    break;
+                }
+                case "diagother":
+                    System.out.println("diagother: sum=" + diagOther(Integer.parseInt(w[1])));
+                    break;
                 case "exit":
                     System.out.println("bye");
                     return;
@@ -106,6 +126,28 @@ public class AgentTestApp {
                     System.out.println("unknown command " + w[0]);
             }
         }
+    }
+
+    /** The helper on another thread while this one is inside the anchor (its context open). */
+    static long diagOther(int calls) throws InterruptedException {
+        java.util.concurrent.CountDownLatch inside = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch leave = new java.util.concurrent.CountDownLatch(1);
+        long[] sum = new long[1];
+        Thread t = new Thread(() -> {
+            try {
+                inside.await();
+                for (int i = 0; i < calls; i++)
+                    sum[0] += demo.DiagHelper.step(i);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                leave.countDown();
+            }
+        }, "diag-other");
+        t.start();
+        long in = demo.DiagAnchor.run(0, 0, inside, leave);
+        t.join();
+        return in < 0 ? -1 : sum[0];
     }
 
     static long work(int threads, long calls) throws InterruptedException {
