@@ -49,8 +49,9 @@ acl "$agent" Read group cmr-agent- prefixed
 acl "$agent" IdempotentWrite cluster kafka-cluster
 
 # cmr-config: answers registrations, owns the configuration and the diagnoses (started by
-# threshold events, ended on time to live).
-for t in registrations config diagnoses diagnosis-trees alerts; do topic "$config" Read "$t"; topic "$config" Describe "$t"; done
+# threshold events, ended on time to live, or when an agent reports it reached its hits or
+# budget on cmr.agent-events).
+for t in registrations config diagnoses diagnosis-trees alerts agent-events; do topic "$config" Read "$t"; topic "$config" Describe "$t"; done
 topic "$config" Write config
 topic "$config" Write diagnoses
 topic "$config" Write cmd. prefixed

@@ -688,6 +688,27 @@ int cmr_cfg_diag_on_threshold(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const
     return write_revision(w, p, &d);
 }
 
+int cmr_cfg_diag_on_agent_status(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_agent_status_t *st,
+                                 int64_t now_ms)
+{
+    int n = 0;
+    for (size_t i = 0; i < st->diagnoses.count; i++) {
+        const cmr_diagnosis_run_t *r = &st->diagnoses.items[i];
+        if (r->state != CMR_DIAG_ENDED || (r->end_reason != CMR_DIAG_END_HITS && r->end_reason != CMR_DIAG_END_BUDGET))
+            continue;
+        char id[17];
+        snprintf(id, sizeof id, "%016" PRIx64, (uint64_t)r->id);
+        const cmr_diagnosis_t *d = cmr_diagnoses_get(w->state, id);
+        if (!d || d->state != CMR_DIAG_ACTIVE || strcmp(d->environment_id, st->environment_id) != 0)
+            continue;
+        char author[64];
+        snprintf(author, sizeof author, "agent %016" PRIx64, (uint64_t)st->agent_id);
+        cmr_diagnosis_t e = ended(d, r->end_reason, author, now_ms);
+        n += write_revision(w, p, &e);
+    }
+    return n;
+}
+
 int cmr_cfg_diag_tick(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, int64_t now_ms)
 {
     int n = 0;

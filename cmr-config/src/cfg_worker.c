@@ -63,6 +63,7 @@ typedef struct worker {
     cmr_cfg_state_t *state;
     cmr_reader_t *config_reader, *registry_reader;
     cmr_reader_t *diag_reader, *alerts_reader; /* cmr.diagnoses (all), cmr.alerts (from a minute ago) */
+    cmr_reader_t *status_reader;               /* cmr.agent-events (from a minute ago): agents' ends */
     cmr_cfg_diag_worker_t diag;                /* diagnoses: threshold starts, time to live */
     int64_t diag_ticked_ms;
     cmr_consumer_t *consumer;
@@ -415,6 +416,19 @@ static int drain_readers(worker_t *w)
     }
     if (rc < 0)
         return -1;
+    for (int i = 0;
+         i < 256 && cmr_reader_caught_up(w->diag_reader) && (rc = cmr_reader_poll(w->status_reader, 0, &rec)) == 1;
+         i++) {
+        cmr_msg_t m;
+        char err[256];
+        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
+            continue;
+        if (m.type == CMR_MSG_AGENT_STATUS && m.u.agent_status.diagnoses.count)
+            cmr_cfg_diag_on_agent_status(&w->diag, w->producer, &m.u.agent_status, cmr_wall_ms());
+        cmr_msg_free(&m);
+    }
+    if (rc < 0)
+        return -1;
     int64_t now = cmr_mono_ms();
     if (cmr_reader_caught_up(w->diag_reader) && now - w->diag_ticked_ms >= 1000) {
         cmr_cfg_diag_tick(&w->diag, w->producer, cmr_wall_ms());
@@ -458,8 +472,8 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->registry_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
     if (!w->registry_reader)
         return -1;
-    const cmr_topic_t diag_topics[2] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_ALERTS};
-    for (int i = 0; i < 2; i++) {
+    const cmr_topic_t diag_topics[3] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_ALERTS, CMR_TOPIC_AGENT_EVENTS};
+    for (int i = 0; i < 3; i++) {
         const cmr_topic_layout_t *l = cmr_topic_layout(diag_topics[i]);
         if (cmr_admin_ensure_topic(conf, cmr_topic_name(diag_topics[i]), l->partitions, -1, l->compacted, 15000, err,
                                    errlen) != 0)
@@ -473,6 +487,9 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     /* threshold events of the last minute on: older ones were acted upon before */
     w->alerts_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_ALERTS), cmr_wall_ms() - 60000, err, errlen);
     if (!w->alerts_reader)
+        return -1;
+    w->status_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), cmr_wall_ms() - 60000, err, errlen);
+    if (!w->status_reader)
         return -1;
     w->producer = cmr_producer_new(conf, "cmr-config", NULL, NULL, err, errlen);
     return w->producer ? 0 : -1;
@@ -488,6 +505,7 @@ static void teardown(worker_t *w)
     cmr_reader_free(w->registry_reader);
     cmr_reader_free(w->diag_reader);
     cmr_reader_free(w->alerts_reader);
+    cmr_reader_free(w->status_reader);
     cmr_cfg_diag_worker_free(&w->diag);
     cmr_cfg_state_free(w->state);
     for (size_t i = 0; i < w->n_agents; i++)

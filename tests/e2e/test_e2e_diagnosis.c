@@ -125,6 +125,26 @@ static void diagnose_stop(const diag_ref_t *d)
     assert_int_equal(run_cli(argv, "stopped diagnosis ", NULL, 0), 0);
 }
 
+/* Waits (20 s) until cmr-config has ended diagnosis d for the fleet with `reason` (as
+ * `diagnose show` prints it, e.g. "ended: hits") on the agent's report: an agent's end for
+ * its hits or budget ends it everywhere. */
+static void wait_cmr_ended(const diag_ref_t *d, const char *reason)
+{
+    const char *argv[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "diagnose", "show",
+                          d->id,      NULL};
+    char line[512];
+    for (int i = 0; i < 20; i++) {
+        /* the ending revision's line: "  revision 2  <when>  ended: hits  by agent <id>" */
+        if (run_cli(argv, "  revision 2 ", line, sizeof line) == 0 && strstr(line, reason) && strstr(line, "by agent "))
+            return;
+        usleep(1000000);
+    }
+    char cmd[600];
+    if (FITS(cmd, "grep -E 'diagnos|status|error' %s | tail -20 >&2", config_worker.stderr_path))
+        (void)!system(cmd);
+    fail_msg("cmr-config did not end diagnosis %s with \"%s\"", d->id, reason);
+}
+
 /* --- the JVMs ---------------------------------------------------------------------------- */
 
 typedef struct jvm_agent {
@@ -441,7 +461,7 @@ static void test_max_hits(void **state)
     assert_true(recorded >= 3 * 2 * STEP_EVENTS); /* at least the 3 hits, each 2 steps */
     command(j, "diag 2", "diag: sum=");
     assert_int_equal(wait_helper(j, d.number, before + recorded + 1, 1500, 0).all, before + recorded);
-    diagnose_stop(&d); /* the CMR still has it running: another can start only after it */
+    wait_cmr_ended(&d, "ended: hits"); /* for the fleet, by the agent's report */
 }
 
 /* The agent ends a diagnosis whose overhead exceeds its budget. */
@@ -466,7 +486,7 @@ static void test_budget(void **state)
     uint64_t before = wait_helper(j, d.number, 0, 0, 1000).all;
     command(j, "diag 10", "diag: sum=");
     assert_int_equal(wait_helper(j, d.number, before + 1, 1500, 0).all, before);
-    diagnose_stop(&d);
+    wait_cmr_ended(&d, "ended: budget");
 }
 
 /* The agent ends a diagnosis at its end time while the CMR's workers are down. */

@@ -60,6 +60,12 @@ void cmr_cfg_diag_on_record(cmr_cfg_diag_worker_t *w, const void *payload, size_
  * through p. Returns the number of revisions written. */
 int cmr_cfg_diag_on_threshold(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_threshold_event_t *ev,
                               int64_t now_ms);
+/* An AgentStatus (cmr.agent-events): a diagnosis an agent ended by itself because it
+ * reached its hits or its overhead budget ends for the whole fleet, with that reason (the
+ * agent that says so must run in the diagnosis' environment). Returns the number of
+ * revisions written. */
+int cmr_cfg_diag_on_agent_status(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_agent_status_t *st,
+                                 int64_t now_ms);
 /* Ends the active diagnoses whose time to live is over or whose threshold has been normal
  * for end_after_normal_ms. Returns the number of revisions written. */
 int cmr_cfg_diag_tick(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, int64_t now_ms);
