@@ -1371,6 +1371,7 @@ static void test_diagnosis_report(void **state)
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    synth_seg_free(&n32);
     build_nested_at(&n32, 34, T0 + 50000);
     const uint64_t tag[] = {D1};
     feed_tagged(e, 0, &n32, 100, tag, 1, 0, 100);
