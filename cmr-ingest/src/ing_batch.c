@@ -64,6 +64,7 @@ int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *ou
     out->dropped = m->dropped < 0 ? 0 : m->dropped;
     out->event_count = (uint32_t)m->event_count;
     out->events = m->events.data;
+    out->diagnosis_id = (uint64_t)m->diagnosis_id;
     return 0;
 }
 

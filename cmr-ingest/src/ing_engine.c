@@ -6,7 +6,9 @@
  * otherwise queue in the partition's write batch: the stored batch, and the agent and
  * method index entries the trace did not have yet. At flush, every trace that changed
  * gets its summary recomputed; when it differs from the stored one, the old time /
- * duration / root index entries are deleted and the new ones written with it. Then one
+ * duration / root index entries are deleted and the new ones written with it, and the
+ * diagnosis index follows the summary's set of diagnosis ids (stored batches do not carry
+ * them: a state rebuilt from the store gets them from the stored summary). Then one
  * RocksDB write per touched partition (WAL, fsync; the partitions' writes run in parallel
  * so that their fsyncs overlap): only after that may the caller mark the records done.
  * Every write is keyed by what it describes, so a record that comes again (after a crash
@@ -44,7 +46,8 @@
 typedef struct trace_entry {
     uint8_t id[16];
     cmr_trace_state_t *st;
-    uint8_t stored[CMR_TRACE_SUMMARY_LEN];
+    uint8_t stored[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t stored_len;
     bool has_stored, dirty;
     struct trace_entry *next_dirty;
 } trace_entry_t;
@@ -183,7 +186,9 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
     cmr_trace_summary_t sum;
     if (cmr_store_get_summary(p->store, id, &sum) == 1) {
         t->has_stored = true;
-        cmr_trace_summary_encode(&sum, t->stored);
+        t->stored_len = cmr_trace_summary_encode(&sum, t->stored);
+        for (uint32_t i = 0; i < sum.ndiagnoses; i++)
+            cmr_trace_state_add_diagnosis(t->st, sum.diagnoses[i]);
         cmr_ingest_batch_t *b;
         void *vals;
         int n = cmr_store_trace_batches(p->store, id, &b, &vals);
@@ -211,6 +216,22 @@ static void put_idx(idx_ctx_t *c, int cf, uint64_t id)
     cmr_put_be64(k, id);
     memcpy(k + 8, c->trace, 16);
     rocksdb_writebatch_put_cf(c->p->wb, cmr_store_cf(c->p->store, cf), (const char *)k, 24, "", 0);
+}
+
+static void del_idx(idx_ctx_t *c, int cf, uint64_t id)
+{
+    uint8_t k[24];
+    cmr_put_be64(k, id);
+    memcpy(k + 8, c->trace, 16);
+    rocksdb_writebatch_delete_cf(c->p->wb, cmr_store_cf(c->p->store, cf), (const char *)k, 24);
+}
+
+static bool has_id(const uint64_t *ids, uint32_t n, uint64_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
 }
 
 static void on_agent(void *o, uint64_t id)
@@ -334,15 +355,16 @@ static void write_summary(part_t *p, trace_entry_t *t)
 {
     cmr_trace_summary_t now, old;
     cmr_trace_state_summary(t->st, &now);
-    uint8_t enc[CMR_TRACE_SUMMARY_LEN];
-    cmr_trace_summary_encode(&now, enc);
-    if (t->has_stored && !memcmp(enc, t->stored, sizeof enc))
+    uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t len = cmr_trace_summary_encode(&now, enc);
+    if (t->has_stored && len == t->stored_len && !memcmp(enc, t->stored, len))
         return;
     uint8_t tk[24], dk[24], rk[32], otk[24], odk[24], ork[32];
     cmr_store_index_keys(&now, tk, dk, rk);
+    memset(&old, 0, sizeof old);
     if (t->has_stored) {
-        int bad = cmr_trace_summary_decode(t->stored, sizeof t->stored, &old);
-        assert(!bad); /* encoded by this process, fixed length */
+        int bad = cmr_trace_summary_decode(t->stored, t->stored_len, &old);
+        assert(!bad); /* encoded by this process */
         (void)bad;
         cmr_store_index_keys(&old, otk, odk, ork);
         if (memcmp(tk, otk, 24))
@@ -355,9 +377,17 @@ static void write_summary(part_t *p, trace_entry_t *t)
     rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)tk, 24, "", 0);
     rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)dk, 24, "", 0);
     rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)rk, 32, "", 0);
+    idx_ctx_t ctx = {p, t->id};
+    for (uint32_t i = 0; i < old.ndiagnoses; i++) /* ids the set dropped for smaller ones */
+        if (!has_id(now.diagnoses, now.ndiagnoses, old.diagnoses[i]))
+            del_idx(&ctx, CMR_CF_IDX_DIAGNOSIS, old.diagnoses[i]);
+    for (uint32_t i = 0; i < now.ndiagnoses; i++)
+        if (!has_id(old.diagnoses, old.ndiagnoses, now.diagnoses[i]))
+            put_idx(&ctx, CMR_CF_IDX_DIAGNOSIS, now.diagnoses[i]);
     rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_TRACES), (const char *)t->id, 16, (const char *)enc,
-                              sizeof enc);
-    memcpy(t->stored, enc, sizeof enc);
+                              len);
+    memcpy(t->stored, enc, len);
+    t->stored_len = len;
     t->has_stored = true;
 }
 

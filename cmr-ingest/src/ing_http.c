@@ -6,6 +6,9 @@
  *                                             {"traces":[summary, ...]}
  *   GET /api/traces/<trace id>                the call tree as JSON
  *   GET /api/traces/<trace id>/export?format=chrome|otlp
+ *   GET /api/diagnoses/<diagnosis id>?limit=  the traces a diagnosis tagged and its
+ *                                             per-method statistics (ing_diag.c)
+ *   GET /api/metrics/..., /api/agents[/<agent id>]
  *
  * One thread, one request per connection (Connection: close), requests up to 8 KiB,
  * 2 s to send them. Errors are JSON {"error": "..."} with 400 / 404 / 405 / 413 / 500.
@@ -40,7 +43,8 @@
 
 typedef struct cached_tree {
     uint8_t id[16];
-    uint8_t summary[CMR_TRACE_SUMMARY_LEN];
+    uint8_t summary[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t summary_len;
     size_t names; /* size of the name tables it was rendered with */
     char *json;
 } cached_tree_t;
@@ -157,12 +161,12 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         *body = error_json("cannot read the trace");
         return 500;
     }
-    uint8_t enc[CMR_TRACE_SUMMARY_LEN];
-    cmr_trace_summary_encode(&s, enc);
+    uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t enc_len = cmr_trace_summary_encode(&s, enc);
     cached_tree_t *slot = h && !format ? &h->cache[(id[15] ^ id[7]) % CACHE_SLOTS] : NULL;
     size_t names = cmr_names_count(cmr_ingest_view_names(v));
-    if (slot && slot->json && !memcmp(slot->id, id, 16) && !memcmp(slot->summary, enc, sizeof enc) &&
-        slot->names == names) {
+    if (slot && slot->json && !memcmp(slot->id, id, 16) && slot->summary_len == enc_len &&
+        !memcmp(slot->summary, enc, enc_len) && slot->names == names) {
         *body = strdup(slot->json);
         return *body ? 200 : 500;
     }
@@ -187,7 +191,8 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
     if (slot && *body) {
         free(slot->json);
         memcpy(slot->id, id, 16);
-        memcpy(slot->summary, enc, sizeof enc);
+        memcpy(slot->summary, enc, enc_len);
+        slot->summary_len = enc_len;
         slot->names = names;
         slot->json = strdup(*body);
     }
@@ -240,6 +245,25 @@ static int answer_agents(const char *root, const char *id, const query_t *q, cha
     return 200;
 }
 
+/* GET /api/diagnoses/<16 hex digits>?limit=N */
+static int answer_diagnosis(cmr_ingest_http_t *h, const char *root, const char *id, const query_t *q, char **body)
+{
+    char err[512];
+    cmr_ingest_view_t *owned, *v = get_view(h, root, &owned, err, sizeof err);
+    if (!v) {
+        *body = error_json(err);
+        return 500;
+    }
+    int rc = cmr_ingest_diagnosis_query(v, id, (const char *const *)q->keys, (const char *const *)q->vals, (size_t)q->n,
+                                        body, NULL, err, sizeof err);
+    cmr_ingest_view_free(owned);
+    if (rc != 0) {
+        *body = error_json(err);
+        return rc == 2 ? 400 : 500;
+    }
+    return 200;
+}
+
 static int answer(cmr_ingest_http_t *h, const char *root, const char *method, const char *target, char **body)
 {
     char err[512];
@@ -270,8 +294,11 @@ static int answer(cmr_ingest_http_t *h, const char *root, const char *method, co
         return answer_metrics(root, path + 13, &q, body);
     if (!strcmp(path, "/api/agents") || !strncmp(path, "/api/agents/", 12))
         return answer_agents(root, path[11] ? path + 12 : "", &q, body);
+    if (!strncmp(path, "/api/diagnoses/", 15))
+        return answer_diagnosis(h, root, path + 15, &q, body);
     if (strncmp(path, "/api/traces", 11) || (path[11] && path[11] != '/')) {
-        *body = error_json("not found: try /api/traces, /api/traces/<trace id>, /api/metrics/top, /api/agents");
+        *body = error_json("not found: try /api/traces, /api/traces/<trace id>, /api/diagnoses/<diagnosis id>, "
+                           "/api/metrics/top, /api/agents");
         return 404;
     }
     cmr_ingest_view_t *owned, *v = get_view(h, root, &owned, err, sizeof err);

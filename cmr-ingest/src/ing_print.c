@@ -150,6 +150,10 @@ static json_t *summary_json(const cmr_names_t *n, const cmr_trace_summary_t *s)
         json_object_set_new(o, "root_method", json_null());
         json_object_set_new(o, "root_jvm", json_null());
     }
+    json_t *diags = json_array();
+    for (uint32_t i = 0; i < s->ndiagnoses; i++)
+        json_array_append_new(diags, cmr_json_id64(s->diagnoses[i]));
+    json_object_set_new(o, "diagnoses", diags);
     return o;
 }
 
@@ -217,6 +221,73 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
     for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
         json_array_append_new(roots, node_json(n, t, r, 0));
     json_object_set_new(o, "roots", roots);
+    return cmr_json_take(o, CMR_JSON_COMPACT);
+}
+
+void cmr_ingest_print_diagnosis(FILE *f, const cmr_names_t *n, const cmr_diag_report_t *r)
+{
+    fprintf(f, "diagnosis %016" PRIx64 ": %zu traces", r->diagnosis_id, r->ntraces);
+    if (r->found > r->ntraces)
+        fprintf(f, " (the newest; %zu tagged, --limit)", r->found);
+    if (r->unreadable)
+        fprintf(f, ", %zu gone since listed", r->unreadable);
+    fputc('\n', f);
+    if (!r->ntraces)
+        return;
+    fprintf(f, "%-32s  %-30s  %12s  %-30s  %s\n", "TRACE", "START", "DURATION_MS", "ROOT JVM", "ROOT");
+    for (size_t i = 0; i < r->ntraces; i++) {
+        const cmr_trace_summary_t *s = &r->traces[i];
+        char id[33], ts[64], m[1024], a[512];
+        cmr_hex(s->trace_id, 16, id);
+        fmt_time(s->start_ns, ts, sizeof ts);
+        bool root = s->flags & CMR_TRACE_HAS_ROOT;
+        fprintf(f, "%s  %-30s  %12.3f  %-30s  %s\n", id, ts, (double)(s->end_ns - s->start_ns) / 1e6,
+                root ? cmr_names_agent(n, s->root_agent, a, sizeof a) : "-",
+                root ? cmr_names_method(n, s->root_method, m, sizeof m) : "(root not arrived)");
+    }
+    fprintf(f, "\nmethods in these traces (ms):\n");
+    fprintf(f, "%8s %6s %11s %11s %10s %10s %10s %10s  %s\n", "CALLS", "TRACES", "TOTAL", "SELF", "P50", "P95", "P99",
+            "MAX", "METHOD");
+    for (size_t i = 0; i < r->nmethods; i++) {
+        const cmr_diag_method_t *x = &r->methods[i];
+        char m[1024];
+        fprintf(
+            f, "%8" PRIu64 " %6u %11.3f %11.3f %10.3f %10.3f %10.3f %10.3f  %s\n", x->calls, x->traces,
+            (double)x->total_ns / 1e6, (double)x->self_ns / 1e6, (double)cmr_hist_quantile(&x->durations, 0.50) / 1e6,
+            (double)cmr_hist_quantile(&x->durations, 0.95) / 1e6, (double)cmr_hist_quantile(&x->durations, 0.99) / 1e6,
+            (double)x->durations.max / 1e6, cmr_names_method(n, x->method_id, m, sizeof m));
+    }
+}
+
+char *cmr_ingest_diagnosis_json(const cmr_names_t *n, const cmr_diag_report_t *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "diagnosis_id", cmr_json_id64(r->diagnosis_id));
+    json_object_set_new(o, "limit", json_integer((json_int_t)r->limit));
+    json_object_set_new(o, "found", json_integer((json_int_t)r->found));
+    json_object_set_new(o, "unreadable", json_integer((json_int_t)r->unreadable));
+    json_t *traces = json_array();
+    for (size_t i = 0; i < r->ntraces; i++)
+        json_array_append_new(traces, summary_json(n, &r->traces[i]));
+    json_object_set_new(o, "traces", traces);
+    json_t *methods = json_array();
+    for (size_t i = 0; i < r->nmethods; i++) {
+        const cmr_diag_method_t *x = &r->methods[i];
+        char m[1024];
+        json_t *e = json_object();
+        json_object_set_new(e, "method", cmr_json_str(cmr_names_method(n, x->method_id, m, sizeof m)));
+        json_object_set_new(e, "method_id", cmr_json_id64(x->method_id));
+        json_object_set_new(e, "calls", json_integer((json_int_t)x->calls));
+        json_object_set_new(e, "traces", json_integer(x->traces));
+        json_object_set_new(e, "total_ns", json_integer(x->total_ns));
+        json_object_set_new(e, "self_ns", json_integer(x->self_ns));
+        json_object_set_new(e, "p50_ns", json_integer((json_int_t)cmr_hist_quantile(&x->durations, 0.50)));
+        json_object_set_new(e, "p95_ns", json_integer((json_int_t)cmr_hist_quantile(&x->durations, 0.95)));
+        json_object_set_new(e, "p99_ns", json_integer((json_int_t)cmr_hist_quantile(&x->durations, 0.99)));
+        json_object_set_new(e, "max_ns", json_integer((json_int_t)x->durations.max));
+        json_array_append_new(methods, e);
+    }
+    json_object_set_new(o, "methods", methods);
     return cmr_json_take(o, CMR_JSON_COMPACT);
 }
 

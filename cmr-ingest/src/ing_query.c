@@ -7,7 +7,8 @@
  * every meta slot. Listing drives one index per partition — the contained method, the
  * agent, the root method, duration (slowest first) or start time (newest first) — checks
  * the other filters on each candidate, and merges the partitions in a deterministic
- * order (newest or slowest first, ties by trace id).
+ * order (newest or slowest first, ties by trace id). The traces of a diagnosis come from
+ * its index (idx_diagnosis), newest first.
  *
  * Ownership: the view owns its stores and names; results are malloc'd for the caller.
  */
@@ -289,6 +290,49 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
     bool slowest = f->slowest;
     if (r.count)
         qsort_r(r.items, r.count, sizeof *r.items, cmp_summary, &slowest);
+    if (r.count > limit)
+        r.count = limit;
+    *out = r.items;
+    return (long)r.count;
+}
+
+long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_trace_summary_t **out,
+                                      size_t *found)
+{
+    *out = NULL;
+    *found = 0;
+    results_t r = {0};
+    uint8_t pk[8];
+    cmr_put_be64(pk, diagnosis);
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    for (size_t i = 0; i < v->nstores; i++) {
+        rocksdb_column_family_handle_t *cf = cmr_store_cf(v->stores[i], CMR_CF_IDX_DIAGNOSIS);
+        if (!cf)
+            continue; /* a store written before diagnoses: no tagged trace */
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(v->stores[i]), ro, cf);
+        for (rocksdb_iter_seek(it, (const char *)pk, 8); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+            size_t kl;
+            const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+            if (kl != 24 || memcmp(k, pk, 8))
+                break;
+            cmr_trace_summary_t s;
+            if (cmr_store_get_summary(v->stores[i], k + 8, &s) != 1)
+                continue; /* deleted by retention since the view opened */
+            if (CMR_ARRAY_GROW(r.items, r.cap, r.count + 1) != 0) {
+                rocksdb_iter_destroy(it);
+                rocksdb_readoptions_destroy(ro);
+                free(r.items);
+                return -1;
+            }
+            r.items[r.count++] = s;
+        }
+        rocksdb_iter_destroy(it);
+    }
+    rocksdb_readoptions_destroy(ro);
+    bool slowest = false;
+    if (r.count)
+        qsort_r(r.items, r.count, sizeof *r.items, cmp_summary, &slowest);
+    *found = r.count;
     if (r.count > limit)
         r.count = limit;
     *out = r.items;

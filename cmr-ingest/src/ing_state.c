@@ -7,9 +7,14 @@
  * completeness, the sets of agents and methods) is a function of the set of batches
  * seen, not of their order: a replay in another order ends in the same summary.
  *
- * Summary encoding (CMR_TRACE_SUMMARY_LEN bytes, little endian): trace(16) start(8)
- * end(8) root_method(8) root_agent(8) root_thread(8) events(8) dropped(8) segments(4)
- * agents(4) flags(4).
+ * Summary encoding (little endian): trace(16) start(8) end(8) root_method(8)
+ * root_agent(8) root_thread(8) events(8) dropped(8) segments(4) agents(4) flags(4)
+ * (CMR_TRACE_SUMMARY_LEN bytes: every summary written before diagnoses existed, and every
+ * trace without one), then, only when the trace carries diagnosis ids: ndiagnoses(4) and
+ * the ids (8 each, ascending). The length tells which: old stores read unchanged.
+ *
+ * Diagnoses: a batch's diagnosis_id (EventBatch, 0 = none) goes into a set of at most
+ * CMR_TRACE_MAX_DIAGNOSES ids, the smallest ones (a function of the set of batches).
  *
  * Ownership: the state owns its arrays and its method set; cmr_trace_state_free()
  * releases them.
@@ -47,6 +52,8 @@ struct cmr_trace_state {
     cmr_u64map_t methods; /* set of the methods entered (values unused) */
     uint64_t *agents;     /* few: a linear list */
     size_t nagents, capagents;
+    uint64_t diags[CMR_TRACE_MAX_DIAGNOSES]; /* ascending */
+    uint32_t ndiags;
 };
 
 cmr_trace_state_t *cmr_trace_state_new(const uint8_t trace_id[16])
@@ -160,6 +167,22 @@ static int add_agent(cmr_trace_state_t *s, uint64_t id)
     return 1;
 }
 
+int cmr_trace_state_add_diagnosis(cmr_trace_state_t *s, uint64_t id)
+{
+    if (!id)
+        return 0;
+    uint32_t i = 0;
+    while (i < s->ndiags && s->diags[i] < id)
+        i++;
+    if (i == CMR_TRACE_MAX_DIAGNOSES || (i < s->ndiags && s->diags[i] == id))
+        return 0;
+    uint32_t keep = s->ndiags < CMR_TRACE_MAX_DIAGNOSES ? s->ndiags : CMR_TRACE_MAX_DIAGNOSES - 1;
+    memmove(&s->diags[i + 1], &s->diags[i], (keep - i) * sizeof *s->diags);
+    s->diags[i] = id;
+    s->ndiags = keep + 1;
+    return 1;
+}
+
 int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr_trace_new_id_fn *on_agent,
                           cmr_trace_new_id_fn *on_method, void *opaque)
 {
@@ -181,6 +204,7 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
         g->last_seq = b->batch_seq;
     s->events += b->event_count;
     s->dropped += (uint64_t)b->dropped;
+    cmr_trace_state_add_diagnosis(s, b->diagnosis_id);
     int ra = add_agent(s, b->agent_id);
     if (ra < 0)
         return -1;
@@ -240,6 +264,8 @@ void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *ou
     out->dropped = s->dropped;
     out->segments = (uint32_t)s->nsegs;
     out->agents = (uint32_t)s->nagents;
+    out->ndiagnoses = s->ndiags;
+    memcpy(out->diagnoses, s->diags, s->ndiags * sizeof *s->diags);
     const st_seg_t *root = NULL, *remote = NULL;
     bool complete = true;
     for (size_t i = 0; i < s->nsegs; i++) {
@@ -276,7 +302,7 @@ static void put64(uint8_t **p, uint64_t v)
     *p += 8;
 }
 
-void cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_LEN])
+size_t cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_MAX_LEN])
 {
     uint8_t *p = out;
     memcpy(p, s->trace_id, 16);
@@ -291,12 +317,34 @@ void cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRAC
     cmr_put_le32(p, s->segments);
     cmr_put_le32(p + 4, s->agents);
     cmr_put_le32(p + 8, s->flags);
+    assert(s->ndiagnoses <= CMR_TRACE_MAX_DIAGNOSES);
+    if (!s->ndiagnoses)
+        return CMR_TRACE_SUMMARY_LEN;
+    p = out + CMR_TRACE_SUMMARY_LEN;
+    cmr_put_le32(p, s->ndiagnoses);
+    p += 4;
+    for (uint32_t i = 0; i < s->ndiagnoses; i++)
+        put64(&p, s->diagnoses[i]);
+    return (size_t)(p - out);
 }
 
 int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *s)
 {
-    if (len != CMR_TRACE_SUMMARY_LEN)
-        return -1;
+    memset(s, 0, sizeof *s);
+    if (len != CMR_TRACE_SUMMARY_LEN) {
+        if (len < CMR_TRACE_SUMMARY_LEN + 4)
+            return -1;
+        uint32_t n = cmr_le32(v + CMR_TRACE_SUMMARY_LEN);
+        if (n < 1 || n > CMR_TRACE_MAX_DIAGNOSES || len != CMR_TRACE_SUMMARY_LEN + 4 + 8 * (size_t)n)
+            return -1;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t id = cmr_le64(v + CMR_TRACE_SUMMARY_LEN + 4 + 8 * i);
+            if (!id || (i && id <= s->diagnoses[i - 1]))
+                return -1; /* never written: ascending, non-zero */
+            s->diagnoses[i] = id;
+        }
+        s->ndiagnoses = n;
+    }
     memcpy(s->trace_id, v, 16);
     const uint8_t *p = v + 16;
     s->start_ns = (int64_t)cmr_le64(p);

@@ -16,6 +16,10 @@
  *   idx_root      root method | start | trace   -> ""
  *   idx_agent     agent | trace                 -> ""
  *   idx_method    method | trace                -> ""   (every method entered in the trace)
+ *   idx_diagnosis diagnosis | trace             -> ""   (the ids of the trace's summary)
+ * A column family added after stores existed (idx_diagnosis) is created when a worker
+ * opens the store (create_missing_column_families); a read-only open of a store that does
+ * not have it yet opens without it: cmr_store_cf() gives NULL, an empty index.
  * Meta store: methods (method id -> value), agents (agent id -> value), see ing_names.c;
  * status (agent id | time ms -> AgentStatus as received), see ing_agents.c.
  *
@@ -41,9 +45,13 @@
 #include "cmr/ingest.h"
 #include "cmr/log.h"
 
-static const char *const part_cfs[] = {"default",      "batches",  "traces",    "idx_time",
-                                       "idx_duration", "idx_root", "idx_agent", "idx_method"};
-#define NPART_CFS 8
+static const char *const part_cfs[] = {"default",  "batches",   "traces",     "idx_time",     "idx_duration",
+                                       "idx_root", "idx_agent", "idx_method", "idx_diagnosis"};
+#define NPART_CFS 9
+_Static_assert(NPART_CFS == CMR_CF__COUNT + 1, "a name per column family");
+/* The first partition column family that stores may lack (added later): from here on a
+ * read-only open goes on without a missing one. */
+#define PART_CF_OPTIONAL (1 + CMR_CF_IDX_DIAGNOSIS)
 static const char *const meta_cfs[] = {"default", "methods", "agents", "status"};
 #define NMETA_CFS 4
 
@@ -82,6 +90,28 @@ static rocksdb_options_t *cf_options(size_t write_buffer, bool compress)
     return o;
 }
 
+/* The positions of names[] to open read-only: all of them, except the optional ones
+ * (from `optional` on) that the store at path does not have. Returns their count. */
+static int present_cfs(const rocksdb_options_t *opts, const char *path, const char *const *names, int n, int optional,
+                       int pos[])
+{
+    size_t nlisted = 0;
+    char *e = NULL;
+    char **listed = rocksdb_list_column_families(opts, path, &nlisted, &e);
+    free(e); /* no list (no store yet): open all and let the open say why not */
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        bool have = !listed || i < optional;
+        for (size_t j = 0; !have && j < nlisted; j++)
+            have = !strcmp(listed[j], names[i]);
+        if (have)
+            pos[k++] = i;
+    }
+    if (listed)
+        rocksdb_list_column_families_destroy(listed, nlisted);
+    return k;
+}
+
 static cmr_store_t *store_open(const char *path, const char *const *names, int n, int partition,
                                const cmr_store_opts_t *o, int wait_ms, char *err, size_t errlen)
 {
@@ -114,13 +144,25 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     const rocksdb_options_t *cfo[NPART_CFS];
     for (int i = 0; i < n; i++)
         cfo[i] = s->cf_opts[i];
+    /* read-only: the column families the store has (optional ones may be missing) */
+    const char *ro_names[NPART_CFS];
+    const rocksdb_options_t *ro_cfo[NPART_CFS];
+    rocksdb_column_family_handle_t *ro_cfs[NPART_CFS];
+    int ro_pos[NPART_CFS], nro = 0;
+    if (o->read_only)
+        nro = present_cfs(s->opts, path, names, n, partition >= 0 ? PART_CF_OPTIONAL : n, ro_pos);
+    for (int i = 0; i < nro; i++) {
+        ro_names[i] = names[ro_pos[i]];
+        ro_cfo[i] = cfo[ro_pos[i]];
+    }
     char *e = NULL;
     for (int waited = 0;; waited += 100) {
         e = NULL;
-        if (o->read_only)
-            s->db = rocksdb_open_for_read_only_column_families(s->opts, path, n, (const char *const *)names, cfo,
-                                                               s->cfs, 0, &e);
-        else
+        if (o->read_only) {
+            s->db = rocksdb_open_for_read_only_column_families(s->opts, path, nro, ro_names, ro_cfo, ro_cfs, 0, &e);
+            for (int i = 0; s->db && i < nro; i++)
+                s->cfs[ro_pos[i]] = ro_cfs[i];
+        } else
             s->db = rocksdb_open_column_families(s->opts, path, n, (const char *const *)names, cfo, s->cfs, &e);
         if (s->db || waited >= wait_ms || !e || !strstr(e, "lock"))
             break;
@@ -195,6 +237,7 @@ void *cmr_store_db(cmr_store_t *s)
     return s->db;
 }
 
+/* NULL for an optional column family a read-only store does not have yet. */
 void *cmr_store_cf(cmr_store_t *s, int cf)
 {
     assert(cf >= 0 && cf + 1 < s->ncfs); /* a CMR_CF_* of a partition, 0 / 1 of a meta store */
@@ -420,6 +463,12 @@ int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_TIME], (const char *)tk, 24);
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DURATION], (const char *)dk, 24);
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
+        uint8_t k[24];
+        memcpy(k + 8, trace_id, 16);
+        for (uint32_t i = 0; i < sum.ndiagnoses; i++) {
+            cmr_put_be64(k, sum.diagnoses[i]);
+            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DIAGNOSIS], (const char *)k, 24);
+        }
     }
     rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16);
     delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_AGENT], &ids.agents, trace_id);

@@ -28,8 +28,8 @@ static const cmr_cli_option_t options[] = {
     {"agent", 0, "query.agent", "AGENT", "traces: a JVM took part (part of name@host, or its hex agent id)"},
     {"contains", 0, "query.contains", "METHOD", "traces: this method was called somewhere in the trace"},
     {"slowest", 0, "query.slowest", NULL, "traces: longest first (default: newest first)"},
-    {"limit", 'n', "query.limit", "N", "traces: at most N (default 50)"},
-    {"json", 0, "query.json", NULL, "traces, show, metrics, agents: JSON instead of text"},
+    {"limit", 'n', "query.limit", "N", "traces: at most N (default 50); diagnosis: traces (default 1000)"},
+    {"json", 0, "query.json", NULL, "traces, show, diagnosis, metrics, agents: JSON instead of text"},
     {"env", 0, "query.env", "ENV", "metrics: this environment only (default: all)"},
     {"kind", 0, "query.kind", "KIND", "metrics: transaction (default) or method"},
     {"name", 0, "query.name", "NAME", "metrics: part of the transaction's or method's name, or its hex id"},
@@ -103,8 +103,8 @@ static const cmr_conf_key_t keys[] = {
 
 static const cmr_cli_t cli = {
     .program = "cmr-ingest",
-    .synopsis = "[options] run | replay | traces | show TRACE | export TRACE FILE | http | metrics QUERY | agents "
-                "[AGENT]",
+    .synopsis = "[options] run | replay | traces | show TRACE | export TRACE FILE | diagnosis ID | http | metrics "
+                "QUERY | agents [AGENT]",
     .summary = "Call trees across threads and JVMs from cmr.events, and metrics from cmr.metrics, stored in RocksDB\n"
                "(docs/INGEST.md, docs/METRICS.md).\n"
                "  run                 the worker: consumes cmr.events and cmr.metrics in its group, judges the\n"
@@ -114,6 +114,9 @@ static const cmr_cli_t cli = {
                "                      --slowest --limit --json)\n"
                "  show TRACE          the call tree: total and self time, thread and JVM of every call\n"
                "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
+               "  diagnosis ID        the traces a diagnosis (16 hex digits) tagged, newest first, and per\n"
+               "                      method over their trees: calls, total, self, p50/p95/p99/max\n"
+               "                      (--limit, default 1000 traces; --json)\n"
                "  http                serve the HTTP API on a store without consuming\n"
                "  metrics QUERY       top | series | jvms | alerts | stalled (--env --kind --name --stat\n"
                "                      --last --from --to --res --limit --agent --json)\n"
@@ -127,8 +130,8 @@ static const cmr_cli_t cli = {
                "     topics cannot be read, a batch could not be stored (run; it comes again), or\n"
                "     a fatal Kafka consumer error (run, logged; after committing what it stored)\n"
                "  2  bad usage: unknown option or command, missing or extra arguments, a bad\n"
-               "     configuration value, a malformed trace id, filter, time, duration or\n"
-               "     --format, or replay into a store root that already holds a store",
+               "     configuration value, a malformed trace id, diagnosis id, filter, time,\n"
+               "     duration or --format, or replay into a store root that already holds a store",
     .options = options,
     .keys = keys,
 };
@@ -300,6 +303,33 @@ static int cmd_metrics(const cmr_conf_t *conf, const char *what)
                            !strcmp(cmr_conf_get(conf, "query.json", "false"), "true"));
 }
 
+/* `diagnosis ID [--limit N] [--json]`: the traces a diagnosis tagged and its per-method statistics. */
+static int cmd_diagnosis(const cmr_conf_t *conf, const char *id)
+{
+    char err[512], *json = NULL;
+    const char *limit = cmr_conf_get(conf, "query.limit", NULL);
+    const char *key = "limit";
+    uint64_t diag;
+    size_t n;
+    if (cmr_ingest_diagnosis_params(id, &key, &limit, limit ? 1 : 0, &diag, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "cmr-ingest: diagnosis: %s\n", err); /* bad usage before a missing store */
+        return 2;
+    }
+    bool as_json = !strcmp(cmr_conf_get(conf, "query.json", "false"), "true");
+    cmr_ingest_view_t *v;
+    if (open_view(conf, &v))
+        return 1;
+    int rc =
+        cmr_ingest_diagnosis_query(v, id, &key, &limit, limit ? 1 : 0, &json, as_json ? NULL : stdout, err, sizeof err);
+    cmr_ingest_view_free(v);
+    if (rc != 0)
+        fprintf(stderr, "cmr-ingest: diagnosis %s: %s\n", id, err);
+    else if (as_json)
+        printf("%s\n", json);
+    free(json);
+    return rc;
+}
+
 /* `agents [AGENT]`: the latest status of every JVM, or one JVM's history (--from, --to). */
 static int cmd_agents(const cmr_conf_t *conf, const char *id)
 {
@@ -343,6 +373,8 @@ static int dispatch(const cmr_conf_t *conf, const char *cmd, int nargs, char **a
         return cmd_show(conf, args[0]);
     if (!strcmp(cmd, "export") && nargs == 2)
         return cmd_export(conf, args[0], args[1]);
+    if (!strcmp(cmd, "diagnosis") && nargs == 1)
+        return cmd_diagnosis(conf, args[0]);
     if (!strcmp(cmd, "http") && nargs == 0)
         return cmd_http(conf);
     if (!strcmp(cmd, "metrics") && nargs == 1)

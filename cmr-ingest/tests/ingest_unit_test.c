@@ -3,7 +3,10 @@
  * thread, across threads and JVMs, remote callers, missing parents, out-of-order and
  * duplicate batches, lost batches and exits, running calls), the trace summary's order
  * independence, the store with its indexes, filters and retention, the text / JSON
- * output, the exporters (validated with jansson) and the HTTP answers.
+ * output, the exporters (validated with jansson) and the HTTP answers; diagnoses (the
+ * summary's set of diagnosis ids and its encoding, idx_diagnosis, the report's traces and
+ * per-method numbers, retention, stores from before idx_diagnosis, HTTP and the CLI: the
+ * path of cmr-ingest is the first argument).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,9 +15,11 @@
 #include <cmocka.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmr/event.h"
@@ -25,7 +30,8 @@
 #include "cmr/log.h"
 #include "ing_synth.h"
 
-static uint64_t A1, A2; /* the agent ids of shop@host-a and billing@host-b */
+static uint64_t A1, A2;        /* the agent ids of shop@host-a and billing@host-b */
+static const char *ingest_bin; /* cmr-ingest, for the CLI checks (argv[1]; skipped without) */
 #define M_MAIN 0x100
 #define M_A 0x200
 #define M_B 0x300
@@ -275,10 +281,11 @@ static void test_out_of_order_and_duplicates(void **state)
     cmr_trace_summary_t sa, sb;
     cmr_trace_state_summary(a, &sa);
     cmr_trace_state_summary(b, &sb);
-    uint8_t ea[CMR_TRACE_SUMMARY_LEN], eb[CMR_TRACE_SUMMARY_LEN];
-    cmr_trace_summary_encode(&sa, ea);
-    cmr_trace_summary_encode(&sb, eb);
-    assert_memory_equal(ea, eb, sizeof ea);
+    uint8_t ea[CMR_TRACE_SUMMARY_MAX_LEN], eb[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t la = cmr_trace_summary_encode(&sa, ea);
+    assert_int_equal(la, CMR_TRACE_SUMMARY_LEN); /* no diagnosis: the old format */
+    assert_int_equal(cmr_trace_summary_encode(&sb, eb), la);
+    assert_memory_equal(ea, eb, la);
     assert_true(sa.flags & CMR_TRACE_COMPLETE);
     assert_int_equal(sa.root_method, M_MAIN);
     assert_int_equal(sa.agents, 2);
@@ -994,6 +1001,399 @@ static void test_store_engine_queries(void **state)
     synth_seg_free(&nested);
 }
 
+/* The summary's diagnosis set: the smallest CMR_TRACE_MAX_DIAGNOSES ids whatever the
+ * order, encoded after the old 84 bytes only when there are some; both lengths decode. */
+static void test_summary_diagnoses(void **state)
+{
+    (void)state;
+    uint8_t tid[16];
+    synth_trace_id(41, tid);
+    cmr_trace_state_t *fw = cmr_trace_state_new(tid), *bw = cmr_trace_state_new(tid);
+    const uint64_t ids[] = {0x50, 0x10, 0, 0x40, 0x30, 0x20, 0x10};
+    for (size_t i = 0; i < 7; i++) {
+        cmr_trace_state_add_diagnosis(fw, ids[i]);
+        cmr_trace_state_add_diagnosis(bw, ids[6 - i]);
+    }
+    assert_int_equal(cmr_trace_state_add_diagnosis(fw, 0x60), 0); /* larger than a full set's */
+    assert_int_equal(cmr_trace_state_add_diagnosis(fw, 0x20), 0); /* known */
+    assert_int_equal(cmr_trace_state_add_diagnosis(fw, 0), 0);
+    cmr_trace_summary_t a, b, d;
+    cmr_trace_state_summary(fw, &a);
+    cmr_trace_state_summary(bw, &b);
+    assert_int_equal(a.ndiagnoses, 4);
+    assert_memory_equal(&a, &b, sizeof a);
+    const uint64_t want[] = {0x10, 0x20, 0x30, 0x40};
+    assert_memory_equal(a.diagnoses, want, sizeof want);
+    uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t len = cmr_trace_summary_encode(&a, enc);
+    assert_int_equal(len, CMR_TRACE_SUMMARY_MAX_LEN);
+    assert_int_equal(cmr_trace_summary_decode(enc, len, &d), 0);
+    assert_memory_equal(&a, &d, sizeof a);
+    /* the old format (no diagnoses) reads as none; bad lengths, counts and orders do not */
+    assert_int_equal(cmr_trace_summary_decode(enc, CMR_TRACE_SUMMARY_LEN, &d), 0);
+    assert_int_equal(d.ndiagnoses, 0);
+    assert_int_equal(d.start_ns, a.start_ns);
+    assert_int_equal(cmr_trace_summary_decode(enc, len - 8, &d), -1);
+    assert_int_equal(cmr_trace_summary_decode(enc, CMR_TRACE_SUMMARY_LEN + 2, &d), -1);
+    assert_int_equal(cmr_trace_summary_decode(enc, CMR_TRACE_SUMMARY_LEN - 1, &d), -1);
+    uint8_t bad[CMR_TRACE_SUMMARY_MAX_LEN];
+    memcpy(bad, enc, len);
+    bad[CMR_TRACE_SUMMARY_LEN] = 5; /* more than the maximum */
+    assert_int_equal(cmr_trace_summary_decode(bad, len, &d), -1);
+    memcpy(bad, enc, len);
+    memcpy(bad + CMR_TRACE_SUMMARY_LEN + 4, enc + CMR_TRACE_SUMMARY_LEN + 12, 8); /* not ascending */
+    assert_int_equal(cmr_trace_summary_decode(bad, len, &d), -1);
+    cmr_trace_state_free(fw);
+    cmr_trace_state_free(bw);
+}
+
+#define D1 0xdd857cc97ac20a14ull
+#define D2 0x0000000000000abcull
+
+/* Feeds a segment in batches of per_batch events; batch k carries tags[k] (0 beyond ntags). */
+static void feed_tagged(cmr_ingest_engine_t *e, int partition, const synth_seg_t *s, size_t per_batch,
+                        const uint64_t *tags, size_t ntags, size_t from, size_t to)
+{
+    char err[256];
+    cmr_event_batch_t *b;
+    size_t n = synth_batches(s, per_batch, &b);
+    for (size_t k = from; k < n && k < to; k++) {
+        b[k].diagnosis_id = k < ntags ? (int64_t)tags[k] : 0;
+        assert_int_equal(cmr_ingest_engine_add(e, partition, &b[k], err, sizeof err), 1);
+    }
+    synth_batches_free(b, n);
+}
+
+static const json_t *method_entry(const json_t *methods, uint64_t id)
+{
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, id);
+    for (size_t i = 0; i < json_array_size(methods); i++) {
+        const json_t *m = json_array_get(methods, i);
+        if (!strcmp(json_string_value(json_object_get(m, "method_id")), hex))
+            return m;
+    }
+    fail_msg("method %s not in the report", hex);
+    return NULL;
+}
+
+static void check_method(const json_t *methods, uint64_t id, int calls, int traces, int total, int self)
+{
+    const json_t *m = method_entry(methods, id);
+    assert_int_equal(json_integer_value(json_object_get(m, "calls")), calls);
+    assert_int_equal(json_integer_value(json_object_get(m, "traces")), traces);
+    assert_int_equal(json_integer_value(json_object_get(m, "total_ns")), total);
+    assert_int_equal(json_integer_value(json_object_get(m, "self_ns")), self);
+}
+
+static size_t count_cf(const char *root, int partition, int cf)
+{
+    char err[512];
+    cmr_store_opts_t ro = {.read_only = true};
+    cmr_store_t *s = cmr_store_open_partition(root, partition, &ro, 0, err, sizeof err);
+    assert_non_null(s);
+    size_t n = 0;
+    if (cmr_store_cf(s, cf)) {
+        rocksdb_readoptions_t *o = rocksdb_readoptions_create();
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(s), o, cmr_store_cf(s, cf));
+        for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it))
+            n++;
+        rocksdb_iter_destroy(it);
+        rocksdb_readoptions_destroy(o);
+    }
+    cmr_store_close(s);
+    return n;
+}
+
+static char *run_cli(const char *args, int *status)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --store '%s' %s 2>&1", ingest_bin, tmpdir, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    char buf[4096];
+    size_t r;
+    while ((r = fread(buf, 1, sizeof buf, p)) > 0)
+        fwrite(buf, 1, r, m);
+    fclose(m);
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+/* Traces tagged with diagnoses: the tag only on a segment's second batch (also after the
+ * state was rebuilt from the store), a trace in two diagnoses, one without a tag; the
+ * index, the report's traces and per-method numbers (by hand from the events fed: see
+ * build_nested_at and build_multi), HTTP and CLI answers, retention, and a store from
+ * before idx_diagnosis. */
+static void test_diagnosis_report(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
+    cmr_method_entry_t m1 = {
+        .method_id = M_A, .class_name = "com/example/Pay", .method_name = "a", .descriptor = "()V"};
+    cmr_ingest_engine_add_method(e, &m1);
+    cmr_agent_registration_t reg = {.agent_name = "shop", .hostname = "host-a", .pid = 42};
+    cmr_ingest_engine_add_agent(e, &reg);
+    /* nested (8 events; batches of 3: seq 0, 1, 2): main 1000/400, a 500/200 + 100/100, b 300/300 */
+    synth_seg_t n30, n31, n32, multi[4];
+    build_nested_at(&n30, 30, T0 + 20000);
+    build_nested_at(&n31, 31, T0 + 30000);
+    build_nested_at(&n32, 32, T0 + 40000);
+    build_multi(multi, 33);                      /* starts at T0 */
+    const uint64_t second[] = {0, D1};           /* the tag only on the second batch */
+    const uint64_t both[] = {D1, D2, D1};        /* two diagnoses in one trace */
+    const uint64_t task_second[] = {0, D2};      /* the pool thread's segment, second batch */
+    feed_tagged(e, 0, &n30, 3, second, 2, 0, 2); /* batches 0 and 1 now, 2 after a restart */
+    feed_tagged(e, 3, &n31, 3, both, 3, 0, 100);
+    feed_tagged(e, 0, &n32, 3, NULL, 0, 0, 100);
+    feed_tagged(e, 0, &multi[0], 2, NULL, 0, 0, 100);
+    feed_tagged(e, 0, &multi[1], 2, task_second, 2, 0, 100);
+    feed_tagged(e, 0, &multi[2], 2, NULL, 0, 0, 100);
+    feed_tagged(e, 0, &multi[3], 2, NULL, 0, 0, 100);
+    cmr_ingest_engine_free(e); /* flushes */
+    /* the last batch of trace 30 to a new engine: its state comes from the store, whose
+     * batches carry no tag: the summary's D1 must stay */
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    feed_tagged(e, 0, &n30, 3, NULL, 0, 2, 100);
+    cmr_ingest_engine_free(e);
+
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DIAGNOSIS), 2); /* D1|30, D2|33 */
+    assert_int_equal(count_cf(tmpdir, 3, CMR_CF_IDX_DIAGNOSIS), 2); /* D1|31, D2|31 */
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    uint8_t tid[16];
+    cmr_trace_summary_t sum;
+    synth_trace_id(30, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &sum), 1);
+    assert_int_equal(sum.ndiagnoses, 1);
+    assert_int_equal(sum.diagnoses[0], D1);
+    assert_true(sum.flags & CMR_TRACE_COMPLETE);
+    synth_trace_id(31, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &sum), 1);
+    assert_int_equal(sum.ndiagnoses, 2);
+    assert_int_equal(sum.diagnoses[0], D2);
+    assert_int_equal(sum.diagnoses[1], D1);
+    synth_trace_id(32, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &sum), 1);
+    assert_int_equal(sum.ndiagnoses, 0);
+
+    /* the report of D1: traces 31, 30 (newest first); a: 4 calls 1200/600 over 2 traces */
+    cmr_diag_report_t r;
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, 0, &r), 0);
+    assert_int_equal(r.limit, CMR_DIAG_DEFAULT_LIMIT);
+    assert_int_equal(r.ntraces, 2);
+    assert_int_equal(r.found, 2);
+    synth_trace_id(31, tid);
+    assert_memory_equal(r.traces[0].trace_id, tid, 16);
+    synth_trace_id(30, tid);
+    assert_memory_equal(r.traces[1].trace_id, tid, 16);
+    assert_int_equal(r.nmethods, 3);
+    assert_int_equal(r.methods[0].method_id, M_MAIN); /* longest total first */
+    assert_int_equal(r.methods[0].calls, 2);
+    assert_int_equal(r.methods[0].total_ns, 2000);
+    assert_int_equal(r.methods[0].self_ns, 800);
+    assert_int_equal(r.methods[1].method_id, M_A);
+    assert_int_equal(r.methods[1].calls, 4);
+    assert_int_equal(r.methods[1].traces, 2);
+    assert_int_equal(r.methods[1].total_ns, 1200);
+    assert_int_equal(r.methods[1].self_ns, 600);
+    assert_int_equal(r.methods[1].durations.max, 500);
+    assert_int_equal(r.methods[1].durations.min, 100);
+    assert_int_equal(r.methods[2].method_id, M_B);
+    assert_int_equal(r.methods[2].calls, 2);
+    assert_int_equal(r.methods[2].total_ns, 600);
+    assert_int_equal(r.methods[2].self_ns, 600);
+    assert_int_equal(cmr_hist_quantile(&r.methods[2].durations, 0.5), 300);
+    assert_int_equal(cmr_hist_quantile(&r.methods[2].durations, 0.99), 300);
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *mf = open_memstream(&text, &tlen);
+    cmr_ingest_print_diagnosis(mf, cmr_ingest_view_names(v), &r);
+    fclose(mf);
+    assert_non_null(strstr(text, "diagnosis dd857cc97ac20a14: 2 traces\n"));
+    assert_non_null(strstr(text, "7a00000000000000000000000000001f  2025-11-21T21:20:00.000030000Z"));
+    assert_non_null(strstr(text, "shop@host-a pid 42"));
+    assert_non_null(strstr(text, "       4      2       0.001       0.001"));
+    assert_non_null(strstr(text, "com.example.Pay.a()V"));
+    free(text);
+    cmr_diag_report_free(&r);
+    /* limit 1: the newest only */
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, 1, &r), 0);
+    assert_int_equal(r.ntraces, 1);
+    assert_int_equal(r.found, 2);
+    assert_int_equal(r.methods[1].calls, 2);
+    cmr_diag_report_free(&r);
+    /* an id nothing carried: empty, not an error */
+    assert_int_equal(cmr_ingest_view_diagnosis(v, 0x1234, 0, &r), 0);
+    assert_int_equal(r.ntraces, 0);
+    assert_int_equal(r.nmethods, 0);
+    cmr_diag_report_free(&r);
+    cmr_ingest_view_free(v);
+
+    /* D2 over HTTP: trace 31 (nested) and 33 (multi, tagged on the pool thread's second batch) */
+    char *body, target[128];
+    snprintf(target, sizeof target, "/api/diagnoses/%016llx", D2);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 200);
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    free(body);
+    assert_string_equal(json_string_value(json_object_get(j, "diagnosis_id")), "0000000000000abc");
+    json_t *traces = json_object_get(j, "traces");
+    assert_int_equal(json_array_size(traces), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(traces, 0), "trace_id")),
+                        "7a00000000000000000000000000001f");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(traces, 1), "trace_id")),
+                        "7a000000000000000000000000000021");
+    json_t *d31 = json_object_get(json_array_get(traces, 0), "diagnoses");
+    assert_int_equal(json_array_size(d31), 2);
+    assert_string_equal(json_string_value(json_array_get(d31, 1)), "dd857cc97ac20a14");
+    json_t *methods = json_object_get(j, "methods");
+    assert_int_equal(json_array_size(methods), 5);
+    /* main 1000/400 + 2000/1900; handler 1000/1000 + 500/500 (the remote caller's, with a
+     * throw); task 1000/900; a 500/200 + 100/100 + 100/100 (in multi the task is async);
+     * b 300/300 + 100/100 */
+    check_method(methods, M_MAIN, 2, 2, 3000, 2300);
+    check_method(methods, M_HANDLER, 2, 1, 1500, 1500);
+    check_method(methods, M_TASK, 1, 1, 1000, 900);
+    check_method(methods, M_A, 3, 2, 700, 400);
+    check_method(methods, M_B, 2, 2, 400, 400);
+    const json_t *first = json_array_get(methods, 0);
+    assert_string_equal(json_string_value(json_object_get(first, "method_id")), "0000000000000100");
+    assert_int_equal(json_integer_value(json_object_get(first, "max_ns")), 2000);
+    assert_int_equal(json_integer_value(json_object_get(first, "p99_ns")), 2000);
+    assert_int_equal(json_integer_value(json_object_get(method_entry(methods, M_B), "p50_ns")), 100);
+    json_decref(j);
+    snprintf(target, sizeof target, "/api/diagnoses/%016llx?limit=1", D2);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 200);
+    j = json_loads(body, 0, &je);
+    assert_int_equal(json_array_size(json_object_get(j, "traces")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "found")), 2);
+    json_decref(j);
+    free(body);
+    const char *bad[] = {"/api/diagnoses/xyz",
+                         "/api/diagnoses/0000000000000000",
+                         "/api/diagnoses/dd857cc97ac20a14ff",
+                         "/api/diagnoses/",
+                         "/api/diagnoses/dd857cc97ac20a14?limit=0",
+                         "/api/diagnoses/dd857cc97ac20a14?limit=ten",
+                         "/api/diagnoses/dd857cc97ac20a14?colour=red"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", bad[i], &body), 400);
+        assert_non_null(strstr(body, "\"error\""));
+        free(body);
+    }
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/diagnoses/dd857cc97ac20a14?limit=0", &body), 400);
+    assert_non_null(strstr(body, "limit"));
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/diagnoses/xyz", &body), 400);
+    assert_non_null(strstr(body, "16 hex digits"));
+    free(body);
+
+    /* the CLI: the same JSON as the route, a table, bad input is bad usage (2) */
+    if (ingest_bin) {
+        int st;
+        char *out = run_cli("diagnosis dd857cc97ac20a14 --json", &st);
+        assert_int_equal(st, 0);
+        assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/diagnoses/dd857cc97ac20a14", &body), 200);
+        assert_true(strlen(out) == strlen(body) + 1 && !strncmp(out, body, strlen(body)));
+        free(body);
+        free(out);
+        out = run_cli("diagnosis 0000000000000abc --limit 1", &st);
+        assert_int_equal(st, 0);
+        assert_non_null(strstr(out, "diagnosis 0000000000000abc: 1 traces (the newest; 2 tagged, --limit)"));
+        assert_non_null(strstr(out, "CALLS TRACES"));
+        free(out);
+        out = run_cli("diagnosis not-an-id", &st);
+        assert_int_equal(st, 2);
+        assert_non_null(strstr(out, "not a diagnosis id (16 hex digits"));
+        free(out);
+        out = run_cli("diagnosis dd857cc97ac20a14 --limit 0", &st);
+        assert_int_equal(st, 2);
+        free(out);
+        out = run_cli("diagnosis", &st);
+        assert_int_equal(st, 2);
+        free(out);
+    }
+
+    /* a store from before idx_diagnosis: read-only views still list it (the report is
+     * empty there); a worker opening it adds the column family */
+    for (int part = 0; part <= 3; part += 3) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/p%03d", tmpdir, part);
+        rocksdb_options_t *opts = rocksdb_options_create();
+        const char *names[] = {"default",  "batches",   "traces",     "idx_time",     "idx_duration",
+                               "idx_root", "idx_agent", "idx_method", "idx_diagnosis"};
+        const rocksdb_options_t *cfo[9] = {opts, opts, opts, opts, opts, opts, opts, opts, opts};
+        rocksdb_column_family_handle_t *h[9];
+        char *re = NULL;
+        rocksdb_t *db = rocksdb_open_column_families(opts, path, 9, names, cfo, h, &re);
+        assert_null(re);
+        rocksdb_drop_column_family(db, h[8], &re);
+        assert_null(re);
+        for (int i = 0; i < 9; i++)
+            rocksdb_column_family_handle_destroy(h[i]);
+        rocksdb_close(db);
+        rocksdb_options_destroy(opts);
+    }
+    v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_trace_filter_t f = {0};
+    long n;
+    free(capture_list(v, &f, &n));
+    assert_int_equal(n, 4);
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, 0, &r), 0);
+    assert_int_equal(r.ntraces, 0);
+    cmr_diag_report_free(&r);
+    cmr_ingest_view_free(v);
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    cmr_ingest_engine_free(e);
+    v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_ingest_view_free(v);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DIAGNOSIS), 0);
+
+    /* retention deletes the index entries with the traces (re-tag trace 30 first: the
+     * dropped column family took its entry) */
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    synth_seg_free(&n32);
+    build_nested_at(&n32, 34, T0 + 50000);
+    const uint64_t tag[] = {D1};
+    feed_tagged(e, 0, &n32, 100, tag, 1, 0, 100);
+    cmr_ingest_engine_free(e);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DIAGNOSIS), 1);
+    o.retention_age_ms = 24LL * 3600 * 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
+    assert_int_equal(cmr_ingest_engine_retention(e), 5);
+    cmr_ingest_engine_free(e);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DIAGNOSIS), 0);
+    assert_int_equal(count_cf(tmpdir, 3, CMR_CF_IDX_DIAGNOSIS), 0);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_TRACES), 0);
+    synth_seg_free(&n30);
+    synth_seg_free(&n31);
+    synth_seg_free(&n32);
+    for (int k = 0; k < 4; k++)
+        synth_seg_free(&multi[k]);
+}
+
 /* The engine's trace states (cmr_map_t keyed by trace id) past the point where a
  * partition drops them (20,000 traces): every redelivered batch is still recognised,
  * from memory or from the store. */
@@ -1123,9 +1523,10 @@ static void test_parse_time_and_duration(void **state)
     assert_int_equal(cmr_ingest_parse_duration("-1s", &ns), -1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     cmr_log_set_level(CMR_LOG_WARN);
+    ingest_bin = argc > 1 ? argv[1] : NULL;
     A1 = cmr_agent_id("shop", "host-a", NULL); /* registrations without an instance id */
     A2 = cmr_agent_id("billing", "host-b", NULL);
     const struct CMUnitTest tests[] = {
@@ -1143,6 +1544,8 @@ int main(void)
         cmocka_unit_test(test_json_untrusted_names),
         cmocka_unit_test_setup_teardown(test_store_engine_queries, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
+        cmocka_unit_test(test_summary_diagnoses),
+        cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
     };

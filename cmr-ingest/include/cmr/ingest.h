@@ -12,6 +12,7 @@
  *   agents         ing_agents.c  agent status over time (cmr.agent-events)
  *   metrics        met_*.c       time series, threshold rules, Prometheus (cmr/metrics.h)
  *   query          ing_query.c   list with filters, show (text), JSON tree
+ *   diagnosis      ing_diag.c    the traces a diagnosis tagged, per-method statistics
  *   export         ing_export.c  Chrome trace-event JSON, OTLP JSON
  *   http           ing_http.c    loopback HTTP/1.1 JSON API
  *   worker         ing_worker.c  the consumer-group worker (run)
@@ -29,6 +30,7 @@
 #include <stdio.h>
 
 #include "cmr/conf.h"
+#include "cmr/histogram.h"
 #include "cmr/map.h"
 #include "cmr/reader.h"
 #include "cmr/msg.h"
@@ -56,6 +58,8 @@ typedef struct cmr_ingest_batch {
     int32_t dropped;
     uint32_t event_count;
     const uint8_t *events; /* event_count * CMR_EVENT_RECORD_SIZE bytes */
+    uint64_t diagnosis_id; /* EventBatch.diagnosis_id, 0 = none. Not part of the stored
+                            * batch (decoded batches have 0): the trace summary keeps it */
 } cmr_ingest_batch_t;
 
 /* Checks a decoded EventBatch (sizes, counts, sequence numbers) and flattens it.
@@ -128,6 +132,10 @@ enum {
     CMR_TRACE_REMOTE_ROOT = 4, /* the trace started outside the CMR */
 };
 
+/* Diagnoses a trace remembers at most (docs/DIAGNOSIS.md): the smallest ids when its
+ * batches carried more, so that the set does not depend on the batches' order. */
+#define CMR_TRACE_MAX_DIAGNOSES 4
+
 typedef struct cmr_trace_summary {
     uint8_t trace_id[16];
     int64_t start_ns, end_ns;
@@ -137,10 +145,18 @@ typedef struct cmr_trace_summary {
     uint64_t events, dropped;
     uint32_t segments, agents;
     uint32_t flags;
+    uint32_t ndiagnoses;                         /* 0..CMR_TRACE_MAX_DIAGNOSES */
+    uint64_t diagnoses[CMR_TRACE_MAX_DIAGNOSES]; /* ascending; the diagnosis ids its batches carried */
 } cmr_trace_summary_t;
 
+/* Stored summary: CMR_TRACE_SUMMARY_LEN bytes without diagnoses (the format of every
+ * summary written before diagnoses existed), then ndiagnoses(4) | ids(8 each) when the
+ * trace has some; at most CMR_TRACE_SUMMARY_MAX_LEN bytes. */
 #define CMR_TRACE_SUMMARY_LEN 84
-void cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_LEN]);
+#define CMR_TRACE_SUMMARY_MAX_LEN (CMR_TRACE_SUMMARY_LEN + 4 + 8 * CMR_TRACE_MAX_DIAGNOSES)
+/* Returns the encoded length. */
+size_t cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_MAX_LEN]);
+/* Either length; 0, or -1 when v is not a summary. */
 int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *s);
 
 /* Per-trace incremental state: which batches were seen (duplicates are refused), time
@@ -156,6 +172,11 @@ typedef void(cmr_trace_new_id_fn)(void *opaque, uint64_t id);
 int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr_trace_new_id_fn *on_agent,
                           cmr_trace_new_id_fn *on_method, void *opaque);
 void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out);
+/* Adds a diagnosis id to the trace's set (what cmr_trace_state_apply does with a batch's
+ * diagnosis_id; the engine gives back the stored summary's ids when it rebuilds a state
+ * from stored batches, which do not carry them). 1 when the set changed, 0 otherwise
+ * (0 = none, known, or larger than every one of a full set). */
+int cmr_trace_state_add_diagnosis(cmr_trace_state_t *s, uint64_t id);
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s);
 
 /* --- names (methods and agents) ----------------------------------------------------- */
@@ -206,6 +227,7 @@ enum {
     CMR_CF_IDX_ROOT,
     CMR_CF_IDX_AGENT,
     CMR_CF_IDX_METHOD,
+    CMR_CF_IDX_DIAGNOSIS,
     CMR_CF__COUNT
 };
 
@@ -324,12 +346,63 @@ int cmr_ingest_view_summary(cmr_ingest_view_t *v, const uint8_t trace_id[16], cm
 /* The tree of a trace: 1 found, 0 unknown, -1 error. */
 int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_tree_t *out);
 
+/* The traces tagged with a diagnosis id (idx_diagnosis), newest first (ties: trace id),
+ * at most limit; *found: how many the store holds. *out malloc'd. The count, or -1. */
+long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_trace_summary_t **out,
+                                      size_t *found);
+
+/* --- diagnosis report (ing_diag.c) ---------------------------------------------------- */
+
+#define CMR_DIAG_DEFAULT_LIMIT 1000
+#define CMR_DIAG_MAX_LIMIT 100000
+
+/* One method over the call trees of a diagnosis' traces. */
+typedef struct cmr_diag_method {
+    uint64_t method_id;
+    uint64_t calls;
+    uint32_t traces;      /* traces it was called in */
+    int64_t total_ns;     /* sum of its calls' total times (a recursive call counts at every level) */
+    int64_t self_ns;      /* sum of its calls' self times */
+    cmr_hist_t durations; /* its calls' total times: percentiles (owned) */
+} cmr_diag_method_t;
+
+typedef struct cmr_diag_report {
+    uint64_t diagnosis_id;
+    size_t limit;
+    size_t found;                /* traces tagged in the store; `traces` holds the newest `limit` */
+    cmr_trace_summary_t *traces; /* newest first (owned) */
+    size_t ntraces;
+    size_t unreadable;          /* listed traces whose tree could not be read (deleted meanwhile) */
+    cmr_diag_method_t *methods; /* by total time, longest first, ties by method id (owned) */
+    size_t nmethods;
+} cmr_diag_report_t;
+
+/* "dd857cc97ac20a14": 16 hex digits, not all zero (0 means no diagnosis). 0 or -1. */
+int cmr_ingest_parse_diagnosis_id(const char *s, uint64_t *id);
+/* The report of one diagnosis: its newest traces (limit 0 = CMR_DIAG_DEFAULT_LIMIT) and
+ * the per-method statistics over their call trees (cmr_ingest_view_tree). 0, or -1 (out
+ * of memory, store error); free with cmr_diag_report_free. */
+int cmr_ingest_view_diagnosis(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_diag_report_t *out);
+void cmr_diag_report_free(cmr_diag_report_t *r);
+/* The id and parameters of a diagnosis query (keys: limit, 1..CMR_DIAG_MAX_LIMIT). 0, or
+ * -1 with err. */
+int cmr_ingest_diagnosis_params(const char *id, const char *const *keys, const char *const *values, size_t n,
+                                uint64_t *diag, size_t *limit, char *err, size_t errlen);
+/* GET /api/diagnoses/<id>?limit=N and `cmr-ingest diagnosis ID [--limit N]`: parses id and
+ * parameters (keys: limit), runs the report and renders it: JSON into *json (malloc'd), or
+ * a table into text when not NULL. 0; 2 on bad input (err says why); 1 on failure. */
+int cmr_ingest_diagnosis_query(cmr_ingest_view_t *v, const char *id, const char *const *keys, const char *const *values,
+                               size_t n, char **json, FILE *text, char *err, size_t errlen);
+
 /* Output (deterministic: the same store content gives the same bytes). */
 void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count);
 void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t);
 /* JSON texts (malloc'd). */
 char *cmr_ingest_list_json(const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count);
 char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t);
+/* A diagnosis report as a table, and as JSON (malloc'd; docs/INGEST.md). */
+void cmr_ingest_print_diagnosis(FILE *f, const cmr_names_t *n, const cmr_diag_report_t *r);
+char *cmr_ingest_diagnosis_json(const cmr_names_t *n, const cmr_diag_report_t *r);
 /* Parses a filter from "key=value&..." (HTTP query) or sets one key (CLI). 0 or -1. */
 int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *value, char *err, size_t errlen);
 /* "2026-11-21T21:40:00Z", "...123Z", unix seconds/ms/ns, or "-10m" (relative). */
