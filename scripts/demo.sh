@@ -162,8 +162,17 @@ if [ -n "$diag_done" ]; then
     config_q diagnose list --all
     config_q diagnose show "$diag"
     echo
-    echo "Calls recorded in the diagnosis' context (cmr-ingest diagnosis $diag):"
-    "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" diagnosis "$diag" --limit 200 || true
+    echo "Where Bank.authorize's time went, from the traces tagged with the diagnosis (cmr-ingest diagnosis $diag;"
+    echo "the selected method and the callees discovered under it; times in ms):"
+    "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" diagnosis "$diag" --limit 1000 --json | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print("  %d traces tagged (%d read)" % (r["found"], len(r["traces"])))
+print("  %8s %10s %10s %8s %8s %8s  %s" % ("CALLS", "TOTAL", "SELF", "P50", "P99", "MAX", "METHOD"))
+for m in r["methods"]:
+    if m["method"].startswith(("acquirer.", "payments.Bank.")):
+        print("  %8d %10.1f %10.1f %8.3f %8.3f %8.3f  %s" % (m["calls"], m["total_ns"] / 1e6, m["self_ns"] / 1e6,
+              m["p50_ns"] / 1e6, m["p99_ns"] / 1e6, m["max_ns"] / 1e6, m["method"]))' || true
     echo
     echo "What the agents reported (cmr-ingest agents: AgentStatus, with the diagnoses each JVM took part in):"
     "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" agents
