@@ -99,7 +99,7 @@ static const struct {
     {"http.header", CMR_DIAG_HTTP_HEADER, true, true},
     {"http.param", CMR_DIAG_HTTP_PARAMETER, true, true},
     {"sql", CMR_DIAG_SQL, false, false},
-    {"arg", CMR_DIAG_ARGUMENT, true, false},
+    {"arg", CMR_DIAG_ARGUMENT, true, true},
 };
 
 /* Splits a comma-separated list in place (the copy in mem->strings); returns the count. */
@@ -144,9 +144,24 @@ static int parse_conditions(char *s, cmr_cfg_diag_mem_t *mem, char *err, size_t 
         if (!cond_kinds[k].judged) {
             snprintf(err, errlen,
                      "--when: \"%s\": the agents cannot judge this condition when the method is entered yet "
-                     "(http.method, http.path, http.header and http.param they can)",
+                     "(http.method, http.path, http.header, http.param and arg:N they can; "
+                     "cmr-ingest diagnosis ID --http-status filters its report by status)",
                      items[i]);
             return -1;
+        }
+        if (cond_kinds[k].kind == CMR_DIAG_ARGUMENT) {
+            const char *n = colon + 1;
+            bool other = false;
+            for (size_t c = 0; c < mem->nconds; c++)
+                other |= mem->conds[c].kind == CMR_DIAG_ARGUMENT && strcmp(mem->conds[c].name, n) != 0;
+            if (n[0] < '0' || n[0] > '3' || n[1] || other) {
+                snprintf(err, errlen,
+                         "--when: \"%s\": arg:N takes the index of one of the method's first four parameters "
+                         "(0-3), the same in every arg condition; the parameter must be an object (a String, a "
+                         "number, an enum ...)",
+                         items[i]);
+                return -1;
+            }
         }
         if (strpbrk(eq + 1, "\t\r\n") || (colon && strpbrk(colon + 1, "\t\r\n"))) {
             snprintf(err, errlen, "--when: \"%s\": no tabs or line ends in a condition", items[i]);

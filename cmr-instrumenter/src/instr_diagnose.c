@@ -681,6 +681,14 @@ int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_
     full->n_picks = env->n_picks;
     if (!chosen)
         return 0;
+    /* an arg:N condition: the anchor's probe gets parameter N */
+    const cmr_diagnosis_t *cd = cmr_diagnoses_get(q->diagnoses, chosen);
+    uint8_t anchor_arg = 0;
+    for (size_t c = 0; cd && c < cd->conditions.count; c++) {
+        const cmr_diag_condition_t *k = &cd->conditions.items[c];
+        if (k->kind == CMR_DIAG_ARGUMENT && k->name[0] >= '0' && k->name[0] <= '0' + CMR_ANCHOR_MAX_ARG && !k->name[1])
+            anchor_arg = (uint8_t)(k->name[0] - '0' + 1);
+    }
     size_t added = 0;
     for (size_t i = 0; i < q->nov; i++) {
         const ov_entry_t *e = &q->ov[i];
@@ -694,13 +702,16 @@ int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_
             if (full->picks[k].method == (uint16_t)m)
                 p = &full->picks[k];
         if (p) {
-            if (p->handoff == CMR_HANDOFF_NONE && e->sensor == CMR_SENSOR_ANCHOR && p->sensor != CMR_SENSOR_ANCHOR) {
+            if (p->handoff == CMR_HANDOFF_NONE && e->sensor == CMR_SENSOR_ANCHOR &&
+                (p->sensor != CMR_SENSOR_ANCHOR || p->arg != anchor_arg)) {
                 p->sensor = CMR_SENSOR_ANCHOR;
+                p->arg = anchor_arg;
                 added++;
             }
             continue;
         }
-        full->picks[full->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, e->sensor, CMR_HANDOFF_NONE, 0};
+        full->picks[full->n_picks++] = (cmr_instr_pick_t){(uint16_t)m, e->sensor, CMR_HANDOFF_NONE,
+                                                          e->sensor == CMR_SENSOR_ANCHOR ? anchor_arg : 0};
         added++;
     }
     if (added)

@@ -54,8 +54,20 @@ static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_THIS, 0),
 };
 
+/* A diagnosis' anchor whose conditions look at an argument (arg:N): the entry probe gets
+ * parameter N as an object (reference-typed parameters only: the engine refuses others). */
+#define ANCHOR_ARG(i)                                                                                     \
+    {                                                                                                     \
+        "anchor", OBJ_CALL("anchorEnterArg", CF_PARG_ARG, i), CALL("anchorExit"), CALL("anchorExitThrow") \
+    }
+static const cf_probe anchor_arg_probes[CMR_ANCHOR_MAX_ARG + 1] = {ANCHOR_ARG(0), ANCHOR_ARG(1), ANCHOR_ARG(2),
+                                                                   ANCHOR_ARG(3)};
+
 static const cf_probe *pick_probe(const cmr_instr_pick_t *p)
 {
+    if (p->handoff == CMR_HANDOFF_NONE && p->sensor == CMR_SENSOR_ANCHOR && p->arg > 0 &&
+        p->arg <= CMR_ANCHOR_MAX_ARG + 1)
+        return &anchor_arg_probes[p->arg - 1];
     if (p->handoff > CMR_HANDOFF_NONE && p->handoff < CMR_HANDOFF__COUNT) {
         unsigned from = p->arg == CMR_HANDOFF_ARG_THIS ? 2 : p->arg;
         if (from < 3)

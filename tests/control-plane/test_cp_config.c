@@ -217,6 +217,11 @@ static void test_diagnoses(void **state)
     assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "a.B.c", "--when", "http.status=5*"), 2);
     assert_non_null(strstr(out, "cannot judge"));
     free(out);
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "a.B.c", "--when", "arg:4=x"), 2);
+    assert_non_null(strstr(out, "arg:N"));
+    free(out);
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "a.B.c", "--when", "arg:0=x,arg:1=y"), 2);
+    free(out);
     /* start, refused twice, listed; ended by its time to live */
     assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add", "--ttl", "3s", "--when",
                               "http.path=/cart*"),

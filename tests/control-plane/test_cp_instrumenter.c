@@ -551,10 +551,15 @@ static void test_forged_class_loaded_is_refused(void **state)
 
 /* --- diagnoses ------------------------------------------------------------------------- */
 
+static const cmr_diag_condition_t *write_conditions; /* the next write's conditions */
+static size_t write_nconditions;
+
 static void write_diagnosis_state(const char *id, const char *class_name, const char *method, const char *desc,
                                   int64_t method_id, int64_t revision, cmr_diag_state_t state)
 {
     cmr_diagnosis_t d = {0};
+    d.conditions.items = (cmr_diag_condition_t *)write_conditions;
+    d.conditions.count = write_nconditions;
     d.id = (char *)id;
     d.revision = revision;
     d.environment_id = peer.env_id;
@@ -769,6 +774,22 @@ static void test_diagnosis_tree(void **state)
     assert_null(m.u.redefine.diagnosis);
     assert_true(m.u.redefine.original);
     assert_memory_equal(m.u.redefine.bytecode.data, cls("diag/Util")->bytes, cls("diag/Util")->len);
+    cmr_msg_free(&m);
+
+    /* an arg:0 condition: the anchor's probe gets the String parameter (anchorEnterArg) and
+     * the scope carries the condition for the agent to judge */
+    static const cmr_diag_condition_t arg0[] = {{CMR_DIAG_ARGUMENT, "0", "42*"}};
+    write_conditions = arg0;
+    write_nconditions = 1;
+    write_diagnosis("d1a9000000000004", "diag/Shop", "checkout", "(Ljava/lang/String;)I", 0);
+    write_conditions = NULL;
+    write_nconditions = 0;
+    assert_int_equal(next_redefine_of("diag/Shop", &m), 1);
+    assert_non_null(m.u.redefine.diagnosis);
+    assert_int_equal(m.u.redefine.diagnosis->id, (int64_t)0xd1a9000000000004);
+    assert_int_equal(m.u.redefine.diagnosis->conditions.count, 1);
+    assert_string_equal(m.u.redefine.diagnosis->conditions.items[0].pattern, "42*");
+    assert_non_null(memmem(m.u.redefine.bytecode.data, m.u.redefine.bytecode.len, "anchorEnterArg", 14));
     cmr_msg_free(&m);
 
     /* a class the agent never loaded */

@@ -49,11 +49,15 @@ typedef enum cmr_instr_handoff {
 /* cmr_instr_pick_t.arg: the probe's object is `this` rather than a parameter */
 #define CMR_HANDOFF_ARG_THIS 0xFF
 
+/* The highest parameter index a diagnosis' anchor can hand its probe (arg:N conditions). */
+#define CMR_ANCHOR_MAX_ARG 3
+
 typedef struct cmr_instr_pick {
     uint16_t method; /* index into meta->methods */
     cmr_sensor_kind_t sensor;
     cmr_instr_handoff_t handoff; /* a hand-off point's probe instead of the sensor's */
-    uint8_t arg;                 /* the probe's object: parameter 0 or 1, or CMR_HANDOFF_ARG_THIS */
+    uint8_t arg;                 /* a hand-off's object: parameter 0 or 1, or CMR_HANDOFF_ARG_THIS;
+                                    an ANCHOR: 0, or 1 + the parameter its probe gets (arg:N) */
 } cmr_instr_pick_t;
 
 typedef struct cmr_instr_decision {

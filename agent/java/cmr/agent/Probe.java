@@ -67,6 +67,7 @@ public final class Probe {
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
         long diagnosis;  // that diagnosis (diagDepth > 0)
         int diagCalls;   // conditional calls recorded in it so far
+        Object anchorArg; // the argument anchorEnterArg hands to the conditions, during it
         final long[] starts = new long[TIMER_STACK];
 
         Ring(ByteBuffer buf) {
@@ -934,6 +935,17 @@ public final class Probe {
         r.put(DIAG, a.diagnosis, System.nanoTime(), 0);
     }
 
+    /** An anchor whose diagnosis looks at an argument (arg:N): the probe gets it. */
+    public static void anchorEnterArg(Object arg, long methodId) {
+        Ring r = ring();
+        r.anchorArg = arg;
+        try {
+            anchorEnter(methodId);
+        } finally {
+            r.anchorArg = null;
+        }
+    }
+
     public static void anchorExit(long methodId) {
         anchorLeave(ring());
         exit(methodId);
@@ -981,14 +993,15 @@ public final class Probe {
 
     /** Whether the transaction this thread runs meets every condition of the anchor. The
      *  HTTP conditions read the request of the incoming call this segment began with
-     *  (httpIn); without one they do not hold. Conditions the JVM cannot judge at the
-     *  anchor's entry (status, SQL, arguments) do not hold either: cmr-config refuses them
-     *  until they are captured. */
+     *  (httpIn); without one they do not hold. arg:N reads the argument anchorEnterArg was
+     *  given. Conditions the JVM cannot judge at the anchor's entry (status, SQL) do not
+     *  hold: cmr-config refuses them. */
     static boolean matches(Anchor a, Ring r) {
         for (int i = 0; i < a.kinds.length; i++) {
             String v;
             try {
-                v = requestValue(r.request, a.kinds[i], a.names[i]);
+                v = a.kinds[i] == COND_ARGUMENT ? argumentText(r.anchorArg)
+                                                : requestValue(r.request, a.kinds[i], a.names[i]);
             } catch (Throwable e) {
                 v = null;
             }
@@ -1029,6 +1042,23 @@ public final class Probe {
         default:
             return null;
         }
+    }
+
+    /** An argument's text for an arg:N condition: only values whose text the JDK defines
+     *  (strings, numbers, booleans, characters, enum constants), so that no application
+     *  code (a toString) runs in the probe; null otherwise. */
+    static String argumentText(Object arg) {
+        if (arg instanceof String)
+            return (String) arg;
+        if (arg instanceof Number || arg instanceof Boolean || arg instanceof Character) {
+            Class<?> k = arg.getClass();
+            if (k.getClassLoader() == null) // the JDK's own Integer, Long, BigDecimal ...
+                return arg.toString();
+            return null;
+        }
+        if (arg instanceof Enum)
+            return ((Enum<?>) arg).name();
+        return null;
     }
 
     /** The first value of parameter `name` in a raw query string, decoded; null if absent. */

@@ -172,6 +172,29 @@ public final class ProbeDiagnosisTest {
         check(kinds(records(ring, at)).equals(Probe.SEG_BEGIN + "," + Probe.SEG_TRACE + ",1,8,1,2,9,2"),
               "removed meanwhile: " + kinds(records(ring, at)));
 
+        // arg:N: the anchor's argument, when it is a value whose text the JDK defines
+        Probe.setAnchors(new Probe.Anchor[] {new Probe.Anchor(ANCHOR, DIAG, new int[] {Probe.COND_ARGUMENT},
+                new String[] {"0"}, new String[] {"42*"})});
+        Object[][] cases = {{"4217", true}, {"x42", false}, {4217L, true}, {Integer.valueOf(7), false},
+                {Thread.State.NEW, false}, {null, false}, {new Object() {
+                    @Override
+                    public String toString() {
+                        return "42"; // application code: never called by the probe
+                    }
+                }, false}};
+        for (Object[] c : cases) {
+            at = ring.getLong(Probe.WRITE);
+            Probe.anchorEnterArg(c[0], ANCHOR);
+            Probe.condEnter(CALLEE);
+            Probe.condExit(CALLEE);
+            Probe.anchorExit(ANCHOR);
+            boolean recorded = kinds(records(ring, at)).contains(",8,");
+            check(recorded == (Boolean) c[1], "arg " + c[0] + ": context " + recorded);
+        }
+        check("NEW".equals(Probe.argumentText(Thread.State.NEW)) && "1.5".equals(Probe.argumentText(1.5))
+                && Probe.argumentText(new StringBuilder("x")) == null, "argument texts");
+        Probe.setAnchors(null);
+
         // transaction data: a value in 16-byte chunks, cut at DATA_MAX on a character's start
         ByteBuffer db = ByteBuffer.allocateDirect(Probe.HEADER + RECORDS * Probe.RECORD).order(ByteOrder.LITTLE_ENDIAN);
         Probe.Ring dr = new Probe.Ring(db);
