@@ -328,6 +328,8 @@ typedef struct agent_done {
 /* Active diagnoses are planned again this often: agents that started since, and agents
  * whose tree had no root yet (its class not loaded), get one. */
 #define REPLAN_MS 10000
+/* ... and sooner when a tree waits for class bytes the agent was asked for */
+#define RETRY_MS 2000
 
 struct cmr_instr_diag {
     cmr_diagnoses_t *diagnoses;
@@ -731,4 +733,18 @@ int cmr_instr_diag_each_recent_env(cmr_instr_diag_t *q, int64_t since_ms, int (*
             return rc;
     }
     return 0;
+}
+
+void cmr_instr_diag_retry(cmr_instr_diag_t *q, const char *id, uint64_t agent, int64_t now_ms)
+{
+    agent_done_t *d = find_done(q, id, agent);
+    if (d)
+        d->ok = false;
+    if (q->next_replan_ms > now_ms + RETRY_MS)
+        q->next_replan_ms = now_ms + RETRY_MS;
+}
+
+const cmr_diagnosis_t *cmr_instr_diag_get(cmr_instr_diag_t *q, const char *id)
+{
+    return cmr_diagnoses_get(q->diagnoses, id);
 }

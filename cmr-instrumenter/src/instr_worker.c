@@ -572,7 +572,8 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
     if (rc == 0)
         /* a class waiting for types may need its bytes once they arrive: keep them */
         rc = cmr_instr_cache_put_bytes(w->cache, hash, cl->bytecode.data, cl->bytecode.len,
-                                       sig != 0 || env_d.missing.count > 0);
+                                       sig != 0 || env_d.missing.count > 0 ||
+                                           cl->cause == CMR_CLASS_RESEND /* asked for: needed */);
     if (rc == 0 && sig != 0)
         rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
                                cl->bytecode.len, &meta, &d, &env_d, diag, revision, &sig);
@@ -854,6 +855,74 @@ static void mark_tree(worker_t *w, cmr_diagnosis_tree_t *t)
     }
 }
 
+/* Asks the agent for the bytes of class `name` when it loaded that class and the cache
+ * dropped them (BytecodeResend, once while the request is outstanding; the answer's bytes
+ * are kept, pinned). l: the agent's classes, listed on first use. 1 asked for or still
+ * awaited, 0 not needed. */
+static int ask_for_bytes(worker_t *w, uint64_t agent, const char *name, class_list_t *l, bool *listed)
+{
+    uint64_t hash;
+    if (cmr_instr_cache_type(w->cache, agent, name, &hash) != 1)
+        return 0; /* never loaded by that agent: nothing to ask for */
+    cmr_buf_t b = {0};
+    int have = cmr_instr_cache_bytes(w->cache, hash, &b);
+    cmr_buf_free(&b);
+    if (have != 0)
+        return 0;
+    if (!*listed) {
+        cmr_instr_cache_each_class(w->cache, agent, collect_class, l);
+        *listed = true;
+    }
+    for (size_t k = 0; k < l->n; k++) {
+        class_ref_t *c = &l->items[k];
+        char topic[CMR_TOPIC_NAME_MAX];
+        if (strcmp(c->name, name) != 0 || c->rec.hash != hash)
+            continue;
+        if (c->rec.resend)
+            return 1; /* asked for already, not here yet */
+        if (command_topic(w, c->rec.instance_id, topic, sizeof topic) != 0)
+            continue;
+        cmr_bytecode_resend_t r = {request_id(agent, c->loader, c->name, hash, 0, 4), (int64_t)agent, c->name,
+                                   c->loader, (int64_t)hash};
+        if (send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, c->rec.instance_id, topic) != 0)
+            return 0;
+        c->rec.resend = 1; /* answered by a ClassLoaded (RESEND) */
+        cmr_instr_cache_put_class(w->cache, agent, c->loader, c->name, &c->rec);
+        w->resends++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Classes a tree could not read because the cache dropped their bytes (they needed no
+ * instrumentation, beyond instrumenter.cache_budget_bytes): the selected method's own
+ * class (the tree is an error then) and its NOT_LOADED callees. The agent is asked for
+ * them, and the tree is made again once they are back. Returns how many are asked for or
+ * still awaited. */
+static size_t resend_unread(worker_t *w, cmr_diagnosis_tree_t *t)
+{
+    uint64_t agent = (uint64_t)t->agent_id;
+    size_t asked = 0;
+    class_list_t l = {0};
+    bool listed = false;
+    const cmr_diagnosis_t *d = cmr_instr_diag_get(w->diag, t->diagnosis_id);
+    if (t->error[0] && d && d->class_name[0])
+        asked += (size_t)ask_for_bytes(w, agent, d->class_name, &l, &listed);
+    for (size_t i = 0; i < t->nodes.count; i++) {
+        cmr_diag_node_t *n = &t->nodes.items[i];
+        if (n->status != CMR_DIAG_NODE_NOT_LOADED || !ask_for_bytes(w, agent, n->class_name, &l, &listed))
+            continue;
+        asked++;
+        char *note = strdup("its bytes were not kept: asked the agent for them (BytecodeResend)");
+        if (note) {
+            free(n->note);
+            n->note = note;
+        }
+    }
+    class_list_free(&l);
+    return asked;
+}
+
 static int settle_env(const char *env_id, void *ud)
 {
     worker_t *w = ud;
@@ -885,6 +954,11 @@ static int diag_step(worker_t *w)
     rc = cmr_instr_diag_step(w->diag, w->cache, diag_owned, w, cmr_wall_ms(), &t);
     if (rc == 1) {
         mark_tree(w, &t);
+        if (resend_unread(w, &t) > 0) { /* made again once the bytes are back */
+            char cerr[256];
+            cmr_instr_cache_commit(w->cache, cerr, sizeof cerr);
+            cmr_instr_diag_retry(w->diag, t.diagnosis_id, (uint64_t)t.agent_id, cmr_wall_ms());
+        }
         size_t sent = w->sent; /* not part of a unit: the producer delivers it meanwhile */
         send_msg(w, CMR_MSG_DIAGNOSIS_TREE, &t, NULL, NULL);
         w->sent = sent;

@@ -83,6 +83,10 @@ static const char *const java_sources[] = {
     "Shop.java",
     "package diag;\npublic class Shop {\n  private final Store store;\n  public Shop(Store s) { store = s; }\n"
     "  public int checkout(String k) {\n    int n = store.load(k);\n    return n + Util.twice(n);\n  }\n}\n",
+    "Ledger.java",
+    "package evict;\npublic class Ledger {\n  public static int post(int x) {\n    return Audit.log(x) + 1;\n  }\n}\n",
+    "Audit.java",
+    "package evict;\npublic class Audit {\n  public static int log(int x) {\n    return x;\n  }\n}\n",
     "Probe.java",
     "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
     NULL,
@@ -121,7 +125,7 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain}\n"
                             "      - {sensor: anchor, class: app.Later, method: later}\n";
 
-static int tests_ok, tests_run = 5;
+static int tests_ok, tests_run = 6;
 
 /* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
 static int start_instrumenter_budget(const char *budget)
@@ -802,6 +806,71 @@ static void test_diagnosis_tree(void **state)
     tests_ok++;
 }
 
+/* Discovery over classes whose bytes the cache dropped (budget 0: only instrumented classes
+ * keep theirs): the instrumenter asks the agent for them (BytecodeResend), and once they are
+ * back (a RESEND ClassLoaded), the tree is made again, whole. */
+static void test_diagnosis_resends_evicted(void **state)
+{
+    (void)state;
+    char err[256];
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    assert_int_equal(start_instrumenter(), 0);
+    const char *loaded[] = {"evict/Audit", "evict/Ledger"};
+    int units = cp_proc_count_log(&instr_worker, "event=instr.unit ");
+    for (size_t i = 0; i < 2; i++) {
+        const cp_class_t *c = cls(loaded[i]);
+        assert_int_equal(cp_peer_send_class(&peer, loaded[i], 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    }
+    assert_int_equal(cp_peer_flush(&peer), 0);
+    for (int64_t deadline = cmr_mono_ms() + 30000;
+         cp_proc_count_log(&instr_worker, "event=instr.unit ") == units && cmr_mono_ms() < deadline;)
+        usleep(50000);
+    usleep(500000);
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES), 0, err, sizeof err);
+    assert_non_null(r);
+    write_diagnosis("e71c000000000001", "evict/Ledger", "post", "(I)I", 0);
+    /* every class the tree needs and the cache dropped is asked for, then answered */
+    int answered = 0;
+    for (int64_t deadline = cmr_mono_ms() + 40000; answered < 2 && cmr_mono_ms() < deadline;) {
+        cmr_msg_t m;
+        if (cp_peer_next(&peer, 500, &m) != 1)
+            continue;
+        if (m.type == CMR_MSG_BYTECODE_RESEND && strncmp(m.u.bytecode_resend.class_name, "evict/", 6) == 0) {
+            const cp_class_t *c = cls(m.u.bytecode_resend.class_name);
+            assert_int_equal(cp_peer_send_class(&peer, m.u.bytecode_resend.class_name, 7, c->bytes, c->len,
+                                                CMR_CLASS_RESEND, m.u.bytecode_resend.request_id),
+                             0);
+            assert_int_equal(cp_peer_flush(&peer), 0);
+            answered++;
+        }
+        cmr_msg_free(&m);
+    }
+    if (answered < 2)
+        cp_proc_dump_log(&instr_worker, 40);
+    assert_int_equal(answered, 2);
+    /* the last tree of the diagnosis is whole: Audit.log found under Ledger.post */
+    bool whole = false;
+    for (int64_t deadline = cmr_mono_ms() + 30000; !whole && cmr_mono_ms() < deadline;) {
+        cmr_reader_rec_t rec;
+        if (cmr_reader_poll(r, 200, &rec) != 1)
+            continue;
+        cmr_msg_t m;
+        assert_int_equal(cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err), CMR_WIRE_OK);
+        const cmr_diagnosis_tree_t *t = &m.u.diagnosis_tree;
+        if (strcmp(t->diagnosis_id, "e71c000000000001") == 0 && t->nodes.count == 2 &&
+            t->nodes.items[0].status == CMR_DIAG_NODE_FOUND && t->nodes.items[1].status == CMR_DIAG_NODE_FOUND &&
+            strcmp(t->nodes.items[1].class_name, "evict/Audit") == 0)
+            whole = true;
+        cmr_msg_free(&m);
+    }
+    if (!whole)
+        cp_proc_dump_log(&instr_worker, 40);
+    assert_true(whole);
+    cmr_reader_free(r);
+    write_diagnosis_state("e71c000000000001", "evict/Ledger", "post", "(I)I", 0, 2, CMR_DIAG_ENDED);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -817,6 +886,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_class_and_restart_keeps_cache),
         cmocka_unit_test(test_forged_class_loaded_is_refused),
         cmocka_unit_test(test_diagnosis_tree),
+        cmocka_unit_test(test_diagnosis_resends_evicted),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {

@@ -102,6 +102,11 @@ int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_
 int cmr_instr_diag_set_overlay(cmr_instr_diag_t *q, const cmr_diagnosis_tree_t *t, cmr_instr_diag_classes_t *changed);
 /* Drops the overlays of diagnoses no longer ACTIVE; adds their classes to changed. 0 or -1. */
 int cmr_instr_diag_take_ended(cmr_instr_diag_t *q, cmr_instr_diag_classes_t *changed);
+/* The latest revision of diagnosis id (borrowed: valid until the next apply), or NULL. */
+const cmr_diagnosis_t *cmr_instr_diag_get(cmr_instr_diag_t *q, const char *id);
+/* The tree just made for (id, agent) is not final (bytes were asked for): a replan makes
+ * it again within 2 s. */
+void cmr_instr_diag_retry(cmr_instr_diag_t *q, const char *id, uint64_t agent, int64_t now_ms);
 /* Calls fn for each environment with a diagnosis active or ended since since_ms (an
  * environment may come more than once). A worker that starts runs those environments once
  * its trees are made again: classes that kept the probes of a diagnosis that ended while it
