@@ -387,6 +387,8 @@ static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cm
     int64_t took_us = (cmr_mono_ns() - t0) / 1000;
     if (jerr != JVMTI_ERROR_NONE) {
         a->redefine_failures++;
+        if (cmd->diagnosis && !restoring)
+            cmr_agent_diags_abandon(a->diags, cmd->diagnosis->id, cmr_wall_ms());
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_FAILED, jerr,
                "RedefineClasses refused the bytes; the class is unchanged");
     } else {

@@ -51,8 +51,14 @@ typedef struct diag {
     bool ended_by_agent;
 } diag_t;
 
+/* Diagnoses the agent ended itself, remembered apart from the runs (which make room for new
+ * ones): their commands stay refused for the JVM's life, up to this many. */
+#define ENDED_IDS 1024
+
 struct cmr_agent_diags {
     pthread_mutex_t lock;
+    int64_t ended_ids[ENDED_IDS];
+    size_t nended; /* ring: the oldest is overwritten past ENDED_IDS */
     diag_t *items;
     size_t n, cap;
     size_t restore_bytes;
@@ -154,23 +160,31 @@ static diag_t *new_slot(cmr_agent_diags_t *d)
     return g;
 }
 
+/* Replaces g's conditions with copies of s's, or leaves them as they were (-1: memory). */
 static int copy_conds(diag_t *g, const cmr_diagnosis_scope_t *s)
 {
-    free_conds(g);
-    if (s->conditions.count == 0)
-        return 0;
-    g->conds = calloc(s->conditions.count, sizeof *g->conds);
-    if (!g->conds)
-        return -1;
-    for (size_t i = 0; i < s->conditions.count; i++) {
-        const cmr_diag_condition_t *c = &s->conditions.items[i];
-        g->conds[i].kind = c->kind;
-        g->conds[i].name = strdup(c->name ? c->name : "");
-        g->conds[i].pattern = strdup(c->pattern ? c->pattern : "");
-        g->nconds++;
-        if (!g->conds[i].name || !g->conds[i].pattern)
-            return -1;
+    size_t n = s->conditions.count;
+    cmr_diag_condition_t *c = n ? calloc(n, sizeof *c) : NULL;
+    int rc = n && !c ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const cmr_diag_condition_t *from = &s->conditions.items[i];
+        c[i].kind = from->kind;
+        c[i].name = strdup(from->name ? from->name : "");
+        c[i].pattern = strdup(from->pattern ? from->pattern : "");
+        if (!c[i].name || !c[i].pattern)
+            rc = -1;
     }
+    if (rc != 0) {
+        for (size_t i = 0; c && i < n; i++) {
+            free(c[i].name);
+            free(c[i].pattern);
+        }
+        free(c);
+        return -1;
+    }
+    free_conds(g);
+    g->conds = c;
+    g->nconds = n;
     return 0;
 }
 
@@ -185,15 +199,30 @@ static int add_anchor(diag_t *g, int64_t method_id)
     return 0;
 }
 
+static bool ended_here(const cmr_agent_diags_t *d, int64_t id)
+{
+    size_t n = d->nended < ENDED_IDS ? d->nended : ENDED_IDS;
+    for (size_t i = 0; i < n; i++)
+        if (d->ended_ids[i] == id)
+            return true;
+    return false;
+}
+
 int cmr_agent_diags_begin(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, int64_t now_ms, char *why, size_t whylen)
 {
     const cmr_diagnosis_scope_t *s = cmd->diagnosis;
     int rc = 0;
     pthread_mutex_lock(&d->lock);
     diag_t *g = find(d, s->id);
-    if (g && g->ended_by_agent) {
+    if (s->id == 0) {
+        snprintf(why, whylen, "the command names no diagnosis id");
+        rc = -1;
+    } else if (ended_here(d, s->id)) {
         snprintf(why, whylen, "diagnosis %016" PRIx64 " ended in this JVM already; its probes are not installed again",
                  (uint64_t)s->id);
+        rc = -1;
+    } else if (s->end_ms > 0 && s->end_ms <= now_ms) {
+        snprintf(why, whylen, "diagnosis %016" PRIx64 " is over already (its end time has passed)", (uint64_t)s->id);
         rc = -1;
     } else if (d->restore_bytes + s->restore_bytecode.len > CMR_DIAG_RESTORE_BUDGET) {
         snprintf(why, whylen, "the restore bytes of running diagnoses would exceed %zu MiB",
@@ -254,8 +283,16 @@ int cmr_agent_diags_installed(cmr_agent_diags_t *d, const cmr_redefine_t *cmd, i
         if (c) { /* the same class again (a new revision): the newest restore bytes count */
             before = c->before;
             free_class(d, c);
-        } else if (CMR_ARRAY_GROW(g->classes, g->capclasses, g->nclasses + 1) == 0) {
-            c = &g->classes[g->nclasses++];
+            c->class_name = NULL;
+            c->bytes = NULL;
+            c->len = 0;
+        } else if (d->restore_bytes + s->restore_bytecode.len <= CMR_DIAG_RESTORE_BUDGET &&
+                   CMR_ARRAY_GROW(g->classes, g->capclasses, g->nclasses + 1) == 0) {
+            c = &g->classes[g->nclasses++]; /* (one copy per loader: each counts) */
+        }
+        if (c && d->restore_bytes + s->restore_bytecode.len > CMR_DIAG_RESTORE_BUDGET) {
+            *c = g->classes[--g->nclasses];
+            c = NULL;
         }
         if (c) {
             *c = (cmr_agent_diag_restore_t){.class_name = strdup(cmd->class_name),
@@ -397,6 +434,8 @@ void cmr_agent_diags_ended(cmr_agent_diags_t *d, int64_t id, cmr_diag_end_reason
 {
     pthread_mutex_lock(&d->lock);
     diag_t *g = find(d, id);
+    if (!ended_here(d, id))
+        d->ended_ids[d->nended++ % ENDED_IDS] = id;
     if (g) {
         free_classes(d, g);
         g->nanchors = 0;
@@ -462,4 +501,13 @@ bool cmr_agent_diags_take_changed(cmr_agent_diags_t *d)
     d->changed = false;
     pthread_mutex_unlock(&d->lock);
     return c;
+}
+
+void cmr_agent_diags_abandon(cmr_agent_diags_t *d, int64_t id, int64_t now_ms)
+{
+    pthread_mutex_lock(&d->lock);
+    diag_t *g = find(d, id);
+    if (g && g->run.state == CMR_DIAG_ACTIVE && g->nclasses == 0 && !g->ending)
+        ended_by_cmr(d, g, now_ms);
+    pthread_mutex_unlock(&d->lock);
 }

@@ -14,9 +14,10 @@
  *     its measured overhead exceeds its budget, also while the CMR is unreachable;
  *   - its run: hits (anchor calls in its context), calls recorded under it, the anchor
  *     time they ran in, state and end reason, reported in AgentStatus.diagnoses.
- * A diagnosis the agent ended refuses further commands of it (a late or replayed command
- * cannot bring its probes back); one the CMR ended (every class got other bytes) may be
- * started again by the CMR.
+ * A diagnosis the agent ended refuses further commands of it for the JVM's life (the last
+ * 1024 such ids: a late or replayed command cannot bring its probes back), as does one
+ * whose end time has passed; one the CMR ended (every class got other bytes) may be started
+ * again by the CMR.
  *
  * Threads: the control thread changes the table; the publisher counts hits and calls;
  * application threads read the anchors (anchors0). One mutex guards it all; none of these
@@ -100,6 +101,9 @@ size_t cmr_agent_diags_restores(cmr_agent_diags_t *d, int64_t id, const cmr_agen
  * it refused from now on. */
 void cmr_agent_diags_ended(cmr_agent_diags_t *d, int64_t id, cmr_diag_end_reason_t reason, int64_t now_ms);
 
+/* A command of diagnosis id could not be installed: a run left without any class ends
+ * (it would hold a slot and its anchors until its end time). */
+void cmr_agent_diags_abandon(cmr_agent_diags_t *d, int64_t id, int64_t now_ms);
 /* The anchors in force as the probe's anchors0 text (malloc'd; NULL on no memory). */
 char *cmr_agent_diags_anchors_text(cmr_agent_diags_t *d);
 /* The runs, newest last, into out (at most max); returns how many. */

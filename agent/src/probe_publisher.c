@@ -117,11 +117,18 @@ static void data_chunk(cmr_ring_t *ring, const uint8_t *rec, uint32_t aux)
         chunk * 16 > (len ? len - 1 : 0))
         return; /* a value of another segment's, or garbage: dropped */
     size_t n = len - chunk * 16 < 16 ? len - chunk * 16 : 16;
+    if (chunk == 0)
+        ring->data_seen[key] = 0; /* a new value */
     memcpy(ring->data[key] + chunk * 16, rec, n);
-    if (chunk * 16 + 16 >= len) { /* the last chunk: the value is whole */
-        ring->data[key][len] = '\0';
-        ring->data_len[key] = (uint16_t)len;
-        ring->data_unsent[key] = true;
+    ring->data_seen[key] |= (uint16_t)(1u << chunk);
+    uint32_t chunks = len ? (len + 15) / 16 : 1;
+    if (chunk + 1 == chunks) { /* the last chunk: whole only if none was lost (a full ring) */
+        if (ring->data_seen[key] == (uint16_t)((1u << chunks) - 1)) {
+            ring->data[key][len] = '\0';
+            ring->data_len[key] = (uint16_t)len;
+            ring->data_unsent[key] = true;
+        }
+        ring->data_seen[key] = 0;
     }
 }
 

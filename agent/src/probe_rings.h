@@ -93,6 +93,7 @@ typedef struct cmr_ring {
     /* the open segment's transaction data, per key: value, length, sent yet */
     char data[CMR_RING_DATA_KEYS][CMR_RING_DATA_MAX + 1];
     uint16_t data_len[CMR_RING_DATA_KEYS];
+    uint16_t data_seen[CMR_RING_DATA_KEYS]; /* chunks of the value being put together */
     bool data_unsent[CMR_RING_DATA_KEYS];
     int64_t diag_start_ns; /* when that context opened (probe clock) */
     uint8_t *batch;        /* events of the open segment not yet sent */

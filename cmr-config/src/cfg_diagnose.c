@@ -115,8 +115,12 @@ static size_t split_list(char *s, char **items, size_t max)
  * http.header:X-Tenant=acme, http.param:sku=42*, sql=select*orders*, arg:0=7. */
 static int parse_conditions(char *s, cmr_cfg_diag_mem_t *mem, char *err, size_t errlen)
 {
-    char *items[32];
-    size_t n = split_list(s, items, 32);
+    char *items[33];
+    size_t n = split_list(s, items, 33);
+    if (n > 32) {
+        snprintf(err, errlen, "--when: at most 32 conditions");
+        return -1;
+    }
     mem->conds = calloc(n ? n : 1, sizeof *mem->conds);
     if (!mem->conds)
         return -1;

@@ -603,8 +603,8 @@ int cmr_instr_diag_set_overlay(cmr_instr_diag_t *q, const cmr_diagnosis_tree_t *
     uint64_t agent = (uint64_t)t->agent_id;
     if (ov_remove(q, t->diagnosis_id, agent, false, changed) != 0)
         return -1;
-    if (t->error && t->error[0])
-        return 0;
+    if ((t->error && t->error[0]) || cmr_instr_diag_number(t->diagnosis_id) == 0)
+        return 0; /* (an id the agents could not tell apart from "none": no probes) */
     for (size_t i = 0; i < t->nodes.count; i++) {
         const cmr_diag_node_t *n = &t->nodes.items[i];
         if (n->status != CMR_DIAG_NODE_FOUND)

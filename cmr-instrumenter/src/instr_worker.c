@@ -98,7 +98,7 @@ typedef struct worker {
     cmr_reader_t *diag_reader; /* cmr.diagnoses from the beginning */
     cmr_instr_diag_t *diag;    /* diagnoses, the trees still to make, the overlays */
     bool diag_settled;         /* environments of recent diagnoses run once after a start */
-    char settled[64][128];
+    char settled[256][sizeof(((cmr_instr_agent_rec_t *)0)->env_id) + 1]; /* (ids longer are cut: run again) */
     size_t nsettled;
     cmr_consumer_t *consumer;
     cmr_producer_t *producer;
@@ -293,7 +293,20 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
     cmr_instr_built_t b, restore = {0};
     cmr_diagnosis_scope_t scope;
     char err[256], topic[CMR_TOPIC_NAME_MAX];
-    if (cmr_instr_build(bytes, len, meta, d, &b, err, sizeof err) != 0) {
+    bool built = cmr_instr_build(bytes, len, meta, d, &b, err, sizeof err) == 0;
+    if (diag && (!built || b.n_methods == 0)) {
+        /* the diagnosis' probes do not fit this class: it keeps the environment's bytes,
+         * and the cache says so (else a later change could never be told from this) */
+        cmr_log(CMR_LOG_WARN, "instr.diagnosis_class_failed", "class=%s agent=%016" PRIx64 " diagnosis=%s error=\"%s\"",
+                name, agent, diag->id, built ? "every method refused" : err);
+        if (built)
+            cmr_instr_built_free(&b);
+        *sig = cmr_instr_decision_signature(meta, env_d);
+        return *sig ? send_instrumented(w, agent, instance, loader, name, hash, bytes, len, meta, env_d, env_d, NULL,
+                                        revision, sig)
+                    : 0;
+    }
+    if (!built) {
         cmr_log(CMR_LOG_WARN, "instr.class_failed", "class=%s agent=%016" PRIx64 " error=\"%s\"", name, agent, err);
         *sig = 0;
         return 0;
@@ -343,8 +356,8 @@ static uint64_t class_signature(const cmr_instr_meta_t *meta, const cmr_instr_de
                                 const cmr_diagnosis_t *diag)
 {
     uint64_t sig = cmr_instr_decision_signature(meta, d);
-    if (sig && diag)
-        sig = (sig ^ cmr_hash_bytes(diag->id, strlen(diag->id))) | 1;
+    if (sig && diag) /* a new revision (other limits, other conditions) is another scope too */
+        sig = (sig ^ cmr_hash_bytes(diag->id, strlen(diag->id)) ^ cmr_hash_u64((uint64_t)diag->revision)) | 1;
     return sig;
 }
 

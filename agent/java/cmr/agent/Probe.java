@@ -837,7 +837,8 @@ public final class Probe {
 
     private static final Anchor[] NO_ANCHORS = new Anchor[0];
     private static volatile Anchor[] anchors = NO_ANCHORS;
-    private static long anchorsSeen = -1;      // the agent's generation of the anchors read
+    private static volatile long anchorsSeen = -1; // the agent's generation of the anchors read
+    private static boolean refreshing;             // (under the class lock) parsing them now
     private static volatile ByteBuffer control; // the agent's control block (generation at 0)
     private static volatile boolean controlTried;
     /** Threads in a diagnosis' context now, JVM-wide. */
@@ -875,12 +876,15 @@ public final class Probe {
     }
 
     private static synchronized void refreshAnchors(long gen) {
-        if (gen == anchorsSeen)
-            return;
+        if (gen == anchorsSeen || refreshing)
+            return; // (refreshing: an anchor reached from the parsing itself, on this thread)
+        refreshing = true;
         try {
             anchors = parseAnchors(anchors0());
         } catch (Throwable e) {
             anchors = NO_ANCHORS; // unreadable: no context opens (the anchors still record)
+        } finally {
+            refreshing = false;
         }
         anchorsSeen = gen;
     }
@@ -928,11 +932,14 @@ public final class Probe {
         Anchor a = anchorOf(methodId);
         if (a == null || r.buf == null || !matches(a, r))
             return;
-        r.diagDepth = 1;
+        // what can throw (a StackOverflowError) first, the plain stores last: the context
+        // is either fully open or not at all (the method's exit probes cover only the code
+        // after this probe)
+        r.put(DIAG, a.diagnosis, System.nanoTime(), 0);
+        ANCHORED.incrementAndGet();
         r.diagnosis = a.diagnosis;
         r.diagCalls = 0;
-        ANCHORED.incrementAndGet();
-        r.put(DIAG, a.diagnosis, System.nanoTime(), 0);
+        r.diagDepth = 1;
     }
 
     /** An anchor whose diagnosis looks at an argument (arg:N): the probe gets it. */
@@ -1024,7 +1031,7 @@ public final class Probe {
         case COND_HTTP_PATH: {
             Method m = SERVLET_URI.of(request.getClass());
             if (m != null)
-                return (String) m.invoke(request);
+                return servletPath((String) m.invoke(request));
             m = EXCHANGE_URI.of(request.getClass());
             Object uri = m == null ? null : m.invoke(request);
             return uri instanceof java.net.URI ? ((java.net.URI) uri).getPath() : null;
@@ -1032,9 +1039,11 @@ public final class Probe {
         case COND_HTTP_HEADER:
             return header(request, name);
         case COND_HTTP_PARAMETER: {
-            Method m = SERVLET_PARAMETER.of(request.getClass());
+            // the query string only: a servlet's getParameter would read (and consume) a
+            // form body before the application does
+            Method m = SERVLET_QUERY.of(request.getClass());
             if (m != null)
-                return (String) m.invoke(request, name);
+                return queryParameter((String) m.invoke(request), name);
             m = EXCHANGE_URI.of(request.getClass());
             Object uri = m == null ? null : m.invoke(request);
             return uri instanceof java.net.URI ? queryParameter(((java.net.URI) uri).getRawQuery(), name) : null;
@@ -1059,6 +1068,31 @@ public final class Probe {
         if (arg instanceof Enum)
             return ((Enum<?>) arg).name();
         return null;
+    }
+
+    /** A servlet's request URI as a path: without path parameters (`;jsessionid=...`, which
+     *  must not reach traces) and percent-decoded, as HttpExchange's URI.getPath() is. */
+    static String servletPath(String uri) {
+        if (uri == null)
+            return null;
+        int semi = uri.indexOf(';');
+        String p = semi < 0 ? uri : uri.substring(0, semi);
+        if (p.indexOf('%') < 0)
+            return p;
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream(p.length());
+        for (int i = 0; i < p.length();) {
+            int c = p.codePointAt(i), hi, lo;
+            if (c == '%' && i + 2 < p.length() && (hi = Character.digit(p.charAt(i + 1), 16)) >= 0
+                    && (lo = Character.digit(p.charAt(i + 2), 16)) >= 0) {
+                out.write(hi << 4 | lo);
+                i += 3;
+            } else {
+                byte[] b = new String(Character.toChars(c)).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                out.write(b, 0, b.length);
+                i += Character.charCount(c);
+            }
+        }
+        return new String(out.toByteArray(), java.nio.charset.StandardCharsets.UTF_8);
     }
 
     /** The first value of parameter `name` in a raw query string, decoded; null if absent. */
@@ -1101,8 +1135,8 @@ public final class Probe {
             "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getMethod");
     private static final HeaderMethods SERVLET_URI = new HeaderMethods(
             "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getRequestURI");
-    private static final HeaderMethods SERVLET_PARAMETER = new HeaderMethods(
-            "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest", "getParameter", String.class);
+    private static final HeaderMethods SERVLET_QUERY = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest", "getQueryString");
     private static final HeaderMethods EXCHANGE_METHOD = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getRequestMethod");
     private static final HeaderMethods EXCHANGE_URI = new HeaderMethods(

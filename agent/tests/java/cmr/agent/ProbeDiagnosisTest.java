@@ -80,6 +80,10 @@ public final class ProbeDiagnosisTest {
         check("".equals(Probe.queryParameter("a=1&flag", "flag")), "query: no value");
         check("x y".equals(Probe.queryParameter("q=x+y", "q")), "query: decoded");
         check(Probe.queryParameter("a=1", "sku") == null && Probe.queryParameter(null, "a") == null, "query: absent");
+        // a servlet's URI as a path: no path parameters (session ids), percent-decoded
+        check("/checkout/ä b".equals(Probe.servletPath("/checkout/%C3%A4%20b;jsessionid=ABC")), "servlet path: "
+                + Probe.servletPath("/checkout/%C3%A4%20b;jsessionid=ABC"));
+        check("/a%".equals(Probe.servletPath("/a%")) && "/x".equals(Probe.servletPath("/x")), "servlet path: plain");
         // the agent's anchor text
         Probe.Anchor[] parsed = Probe.parseAnchors("2a\tff\t0\t\tPOST\t3\tX-Tenant\tacme*\n10\t1\nbad\n");
         check(parsed.length == 2, "anchors parsed: " + parsed.length);
