@@ -814,7 +814,17 @@ static void test_diagnosis_resends_evicted(void **state)
     (void)state;
     char err[256];
     assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    /* replay of the diagnoses' history: d1a9...04 (arg:0, probes in diag/Shop) ends while
+     * no instrumenter runs; the one that starts reads cmr.diagnoses from the beginning and
+     * gives diag/Shop its bytes back (the original ones, without a scope) */
+    write_diagnosis_state("d1a9000000000004", "diag/Shop", "checkout", "(Ljava/lang/String;)I", 0, 2, CMR_DIAG_ENDED);
+    write_diagnosis_state("d1a9000000000003", "diag/CacheStore", "load", "", 0, 2, CMR_DIAG_ENDED);
     assert_int_equal(start_instrumenter(), 0);
+    cmr_msg_t back;
+    assert_int_equal(next_redefine_of("diag/Shop", &back), 1);
+    assert_null(back.u.redefine.diagnosis);
+    assert_true(back.u.redefine.original);
+    cmr_msg_free(&back);
     const char *loaded[] = {"evict/Audit", "evict/Ledger"};
     int units = cp_proc_count_log(&instr_worker, "event=instr.unit ");
     for (size_t i = 0; i < 2; i++) {
