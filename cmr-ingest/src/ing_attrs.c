@@ -115,8 +115,9 @@ bool cmr_trace_http_known(const cmr_trace_http_t *h)
 bool cmr_trace_http_valid(const cmr_trace_http_t *h)
 {
     size_t ml = strnlen(h->method, sizeof h->method), pl = strnlen(h->path, sizeof h->path);
-    return ml <= CMR_TRACE_HTTP_MAX && pl <= CMR_TRACE_HTTP_MAX && !cmr_http_value_check(CMR_HTTP_METHOD, h->method, ml) &&
-           !cmr_http_value_check(CMR_HTTP_PATH, h->path, pl) && (h->status == 0 || (h->status >= 100 && h->status <= 999));
+    return ml <= CMR_TRACE_HTTP_MAX && pl <= CMR_TRACE_HTTP_MAX &&
+           !cmr_http_value_check(CMR_HTTP_METHOD, h->method, ml) && !cmr_http_value_check(CMR_HTTP_PATH, h->path, pl) &&
+           (h->status == 0 || (h->status >= 100 && h->status <= 999));
 }
 
 bool cmr_http_glob(const char *pattern, const char *s)
@@ -169,9 +170,9 @@ int cmr_http_filter_set(cmr_http_filter_t *f, const char *key, const char *value
         return 0;
     }
     size_t len = strlen(value);
-    const char *why = !len                         ? "an empty glob"
+    const char *why = !len                        ? "an empty glob"
                       : len > CMR_HTTP_FILTER_MAX ? "longer than 1024 bytes"
-                                                   : text_check(value, len);
+                                                  : text_check(value, len);
     if (!why && slot == &f->status)
         for (size_t i = 0; i < len && !why; i++)
             if (!strchr("0123456789*?", value[i]))

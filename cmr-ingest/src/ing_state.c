@@ -53,7 +53,7 @@ typedef struct st_seg {
     uint32_t nseen;
     uint8_t *bits; /* seen batch_seq bitmap */
     size_t nbytes;
-    cmr_trace_http_t *http;          /* owned, NULL until a root candidate carries data */
+    cmr_trace_http_t *http;           /* owned, NULL until a root candidate carries data */
     int32_t http_seq[CMR_HTTP__KEYS]; /* the batch each value came from (-1: seeded) */
 } st_seg_t;
 

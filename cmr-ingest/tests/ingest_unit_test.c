@@ -1592,8 +1592,11 @@ static void test_http_attributes_checks(void **state)
         bool set = b.http_method || b.http_path || b.http_status;
         assert_int_equal(set, cases[i].kept && cases[i].value[0] && strcmp(cases[i].key, "http.other"));
     }
-    cmr_kv_t many[] = {{"http.path", path256}, {"http.path", "/second"}, {"http.method", long_path},
-                       {"http.status", "404"}, {"http.path", NULL}};
+    cmr_kv_t many[] = {{"http.path", path256},
+                       {"http.path", "/second"},
+                       {"http.method", long_path},
+                       {"http.status", "404"},
+                       {"http.path", NULL}};
     set_attrs(&msgs[0], many, 4);
     cmr_ingest_batch_t b;
     assert_int_equal(cmr_ingest_batch_from_msg(&msgs[0], &b, err, sizeof err), 0);
@@ -1622,7 +1625,7 @@ static void test_http_attributes_checks(void **state)
     assert_true(cmr_http_glob("/\xc3\xbc?", "/\xc3\xbc\xe2\x82\xac")); /* '?' is one character */
     assert_false(cmr_http_glob("/??", "/\xe2\x82\xac"));
     assert_true(cmr_http_glob("/[a]", "/[a]")); /* no brackets */
-    assert_false(cmr_http_glob("*a", "*ba")); /* the agent's quirk: a '*' of the text is itself first */
+    assert_false(cmr_http_glob("*a", "*ba"));   /* the agent's quirk: a '*' of the text is itself first */
 
     cmr_trace_filter_t f = {0};
     assert_int_equal(cmr_trace_filter_set(&f, "http-status", "5*", err, sizeof err), 0);
@@ -1634,7 +1637,7 @@ static void test_http_attributes_checks(void **state)
     assert_true(cmr_http_filter_match(&f.http, &h));
     h.status = 0;
     assert_false(cmr_http_filter_match(&f.http, &h)); /* not known: no match */
-    const char *bad[][2] = {{"http-status", "abc"}, {"http-status", "5 "},  {"http-path", ""},
+    const char *bad[][2] = {{"http-status", "abc"},  {"http-status", "5 "}, {"http-path", ""},
                             {"http-method", "\x01"}, {"http_path", "\xff"}, {"http-path", long_path}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char big[CMR_HTTP_FILTER_MAX + 2];
@@ -1741,9 +1744,8 @@ static void test_http_store_filters(void **state)
      * POST /child 500 */
     synth_seg_t multi[4];
     build_multi(multi, 70);
-    batch_attrs_t root70[] = {{0, {{"http.method", "GET"}}, 1},
-                              {1, {{"http.path", "/checkout/cart"}}, 1},
-                              {2, {{"http.status", "200"}}, 1}};
+    batch_attrs_t root70[] = {
+        {0, {{"http.method", "GET"}}, 1}, {1, {{"http.path", "/checkout/cart"}}, 1}, {2, {{"http.status", "200"}}, 1}};
     batch_attrs_t child70[] = {{0, {{"http.method", "POST"}, {"http.path", "/child"}, {"http.status", "500"}}, 3}};
     assert_int_equal(feed_attrs(e, 0, &multi[2], 2, child70, 1, 0, 0, 99, err, sizeof err), 1);
     assert_int_equal(feed_attrs(e, 0, &multi[0], 2, root70, 3, D1, 0, 99, err, sizeof err), 1);
@@ -1929,7 +1931,8 @@ static void test_http_store_filters(void **state)
         assert_non_null(strstr(out, "diagnosis dd857cc97ac20a14: 1 traces with http.status=5*\n"));
         assert_non_null(strstr(out, "[/pay]"));
         free(out);
-        const char *bad_cli[] = {"traces --http-status abc", "traces --http-path ''", "traces --http-method \"$(printf '\\001')\"",
+        const char *bad_cli[] = {"traces --http-status abc", "traces --http-path ''",
+                                 "traces --http-method \"$(printf '\\001')\"",
                                  "diagnosis dd857cc97ac20a14 --http-status x"};
         for (size_t i = 0; i < sizeof bad_cli / sizeof bad_cli[0]; i++) {
             out = run_cli(bad_cli[i], &st);

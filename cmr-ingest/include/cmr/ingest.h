@@ -109,8 +109,8 @@ typedef struct cmr_ingest_batch {
      * the stored batch; they point into the message. */
     const char *http_method, *http_path;
     uint16_t http_status;
-    uint32_t attrs_dropped;      /* invalid values refused (counted by the engine) */
-    const char *attrs_drop_key;  /* the first one's key and why (static strings) */
+    uint32_t attrs_dropped;     /* invalid values refused (counted by the engine) */
+    const char *attrs_drop_key; /* the first one's key and why (static strings) */
     const char *attrs_drop_why;
 } cmr_ingest_batch_t;
 
