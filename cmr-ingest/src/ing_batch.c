@@ -8,7 +8,8 @@
  * Value (little endian): version(1)=1 | thread id(8) | first_event_seq(8) | flags(1:
  * bit0 last, bit1 parent) | parent agent(8) | parent segment(8) | parent seq(8) |
  * dropped(4) | event_count(4) | name length(2) | name | events (event_count * 24).
- * The events bytes are the agent's bytes, unchanged.
+ * The events bytes are the agent's bytes, unchanged. The batch's diagnosis id and
+ * transaction data (attributes) are not stored with it: the trace summary keeps them.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -22,6 +23,42 @@
 #define HDR_LEN CMR_INGEST_BATCH_HDR_LEN
 _Static_assert(HDR_LEN == 1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2, "stored batch header");
 #define MAX_NAME 65535u
+
+static const char *const attr_keys[CMR_HTTP__KEYS] = {"http.method", "http.path", "http.status"};
+
+/* The transaction data of a batch (ing_attrs.c says what is kept): known keys with valid,
+ * non-empty values; a key repeated in one batch keeps its first value (the others count
+ * as invalid); unknown keys are ignored. */
+static void take_attributes(const cmr_kvs_t *a, cmr_ingest_batch_t *out)
+{
+    bool seen[CMR_HTTP__KEYS] = {false};
+    for (size_t i = 0; i < a->count; i++) {
+        const char *k = a->items[i].key, *v = a->items[i].value;
+        int key = 0;
+        while (key < CMR_HTTP__KEYS && (!k || strcmp(k, attr_keys[key])))
+            key++;
+        if (key == CMR_HTTP__KEYS)
+            continue;
+        size_t len = v ? strlen(v) : 0;
+        const char *why = seen[key] ? "repeated in one batch" : len ? cmr_http_value_check(key, v, len) : NULL;
+        seen[key] = true;
+        if (why) {
+            if (!out->attrs_dropped++) {
+                out->attrs_drop_key = attr_keys[key];
+                out->attrs_drop_why = why;
+            }
+            continue;
+        }
+        if (!len)
+            continue; /* not known */
+        if (key == CMR_HTTP_METHOD)
+            out->http_method = v;
+        else if (key == CMR_HTTP_PATH)
+            out->http_path = v;
+        else
+            out->http_status = (uint16_t)((v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0'));
+    }
+}
 
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen)
 {
@@ -65,6 +102,7 @@ int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *ou
     out->event_count = (uint32_t)m->event_count;
     out->events = m->events.data;
     out->diagnosis_id = (uint64_t)m->diagnosis_id;
+    take_attributes(&m->attributes, out);
     return 0;
 }
 

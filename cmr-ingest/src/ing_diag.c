@@ -4,6 +4,10 @@
  * the call trees of those traces, per method: calls, traces, total and self time, and the
  * p50 / p95 / p99 / max of its calls' durations (cmr/histogram.h).
  *
+ * The traces may be narrowed by their transaction data (the root's http method, path and
+ * status: cmr_http_filter_t), so that a diagnosis' conditions, http.status=5* say, can be
+ * applied to its report; `found` then counts the tagged traces that match.
+ *
  * The statistics cover the whole tree of every tagged trace (the callees recorded for the
  * diagnosis and the calls around them). A recursive method's total time counts each
  * level; a call still running counts with the time up to the latest event of its segment,
@@ -98,12 +102,15 @@ static int by_total(const void *pa, const void *pb)
     return a->method_id < b->method_id ? -1 : a->method_id > b->method_id;
 }
 
-int cmr_ingest_view_diagnosis(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_diag_report_t *out)
+int cmr_ingest_view_diagnosis(cmr_ingest_view_t *v, uint64_t diagnosis, const cmr_http_filter_t *http, size_t limit,
+                              cmr_diag_report_t *out)
 {
     memset(out, 0, sizeof *out);
     out->diagnosis_id = diagnosis;
+    if (http)
+        out->http = *http;
     out->limit = limit ? limit : CMR_DIAG_DEFAULT_LIMIT;
-    long n = cmr_ingest_view_diagnosis_traces(v, diagnosis, out->limit, &out->traces, &out->found);
+    long n = cmr_ingest_view_diagnosis_traces(v, diagnosis, http, out->limit, &out->traces, &out->found);
     if (n < 0)
         return -1;
     out->ntraces = (size_t)n;
@@ -135,16 +142,24 @@ int cmr_ingest_view_diagnosis(cmr_ingest_view_t *v, uint64_t diagnosis, size_t l
 }
 
 int cmr_ingest_diagnosis_params(const char *id, const char *const *keys, const char *const *values, size_t n,
-                                uint64_t *diag, size_t *limit, char *err, size_t errlen)
+                                uint64_t *diag, size_t *limit, cmr_http_filter_t *http, char *err, size_t errlen)
 {
     if (cmr_ingest_parse_diagnosis_id(id, diag) != 0) {
         snprintf(err, errlen, "\"%s\" is not a diagnosis id (16 hex digits, not all zero)", id ? id : "");
         return -1;
     }
     *limit = CMR_DIAG_DEFAULT_LIMIT;
+    cmr_http_filter_t ignored = {0};
+    if (http)
+        memset(http, 0, sizeof *http);
     for (size_t i = 0; i < n; i++) {
+        int h = cmr_http_filter_set(http ? http : &ignored, keys[i], values[i], err, errlen);
+        if (h < 0)
+            return -1;
+        if (h > 0)
+            continue;
         if (strcmp(keys[i], "limit")) {
-            snprintf(err, errlen, "unknown parameter \"%s\" (limit)", keys[i]);
+            snprintf(err, errlen, "unknown parameter \"%s\" (limit, http_method, http_path, http_status)", keys[i]);
             return -1;
         }
         char *end;
@@ -164,10 +179,11 @@ int cmr_ingest_diagnosis_query(cmr_ingest_view_t *v, const char *id, const char 
     *json = NULL;
     uint64_t diag;
     size_t limit;
-    if (cmr_ingest_diagnosis_params(id, keys, values, n, &diag, &limit, err, errlen) != 0)
+    cmr_http_filter_t http;
+    if (cmr_ingest_diagnosis_params(id, keys, values, n, &diag, &limit, &http, err, errlen) != 0)
         return 2;
     cmr_diag_report_t r;
-    if (cmr_ingest_view_diagnosis(v, diag, limit, &r) != 0) {
+    if (cmr_ingest_view_diagnosis(v, diag, &http, limit, &r) != 0) {
         snprintf(err, errlen, "cannot read the diagnosis' traces");
         return 1;
     }

@@ -8,7 +8,9 @@
  * gets its summary recomputed; when it differs from the stored one, the old time /
  * duration / root index entries are deleted and the new ones written with it, and the
  * diagnosis index follows the summary's set of diagnosis ids (stored batches do not carry
- * them: a state rebuilt from the store gets them from the stored summary). Then one
+ * them, nor the http data: a state rebuilt from the store gets them from the stored
+ * summary). Invalid attribute values of a batch are left out and counted
+ * (attributes_rejected); the batch is applied. Then one
  * RocksDB write per touched partition (WAL, fsync; the partitions' writes run in parallel
  * so that their fsyncs overlap): only after that may the caller mark the records done.
  * Every write is keyed by what it describes, so a record that comes again (after a crash
@@ -46,7 +48,7 @@
 typedef struct trace_entry {
     uint8_t id[16];
     cmr_trace_state_t *st;
-    uint8_t stored[CMR_TRACE_SUMMARY_MAX_LEN];
+    uint8_t *stored; /* the stored summary, encoded (owned; stored_len bytes) */
     size_t stored_len;
     bool has_stored, dirty;
     struct trace_entry *next_dirty;
@@ -102,6 +104,7 @@ static void free_entries(part_t *p)
     while (cmr_map_next(&p->traces, &it, NULL, NULL, &val)) {
         trace_entry_t *t = val;
         cmr_trace_state_free(t->st);
+        free(t->stored);
         free(t);
     }
     cmr_map_free(&p->traces);
@@ -185,8 +188,16 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
     memcpy(t->id, id, 16);
     cmr_trace_summary_t sum;
     if (cmr_store_get_summary(p->store, id, &sum) == 1) {
+        uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
+        size_t len = cmr_trace_summary_encode(&sum, enc);
+        if (!(t->stored = malloc(len))) {
+            cmr_trace_state_free(t->st);
+            free(t);
+            return NULL;
+        }
+        memcpy(t->stored, enc, len);
+        t->stored_len = len;
         t->has_stored = true;
-        t->stored_len = cmr_trace_summary_encode(&sum, t->stored);
         for (uint32_t i = 0; i < sum.ndiagnoses; i++)
             cmr_trace_state_add_diagnosis(t->st, sum.diagnoses[i]);
         cmr_ingest_batch_t *b;
@@ -196,9 +207,11 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
             cmr_trace_state_apply(t->st, &b[i], NULL, NULL, NULL);
         if (n >= 0)
             cmr_store_batches_free(b, vals);
+        cmr_trace_state_seed_http(t->st, &sum.http); /* on the root the stored batches name */
     }
     if (cmr_map_put(&p->traces, id, 16, t) != 0) {
         cmr_trace_state_free(t->st);
+        free(t->stored);
         free(t);
         return NULL;
     }
@@ -247,9 +260,16 @@ static void on_method(void *o, uint64_t id)
 int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen)
 {
     cmr_ingest_batch_t b;
+    if (errlen)
+        err[0] = '\0';
     if (cmr_ingest_batch_from_msg(m, &b, err, errlen) != 0) {
         e->stats.rejected++;
         return -1;
+    }
+    if (b.attrs_dropped) {
+        e->stats.attributes_rejected += b.attrs_dropped;
+        snprintf(err, errlen, "%" PRIu32 " attribute value(s) left out: %s %s", b.attrs_dropped, b.attrs_drop_key,
+                 b.attrs_drop_why);
     }
     part_t *p = partition >= 0 && partition < MAX_PARTITIONS ? e->parts[partition] : NULL;
     if (!p) {
@@ -350,15 +370,19 @@ int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic
     return rc;
 }
 
-/* Queues the summary of a changed trace and moves its time / duration / root entries. */
-static void write_summary(part_t *p, trace_entry_t *t)
+/* Queues the summary of a changed trace and moves its time / duration / root entries.
+ * 0, or -1 out of memory (nothing queued for it). */
+static int write_summary(part_t *p, trace_entry_t *t)
 {
     cmr_trace_summary_t now, old;
     cmr_trace_state_summary(t->st, &now);
     uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
     size_t len = cmr_trace_summary_encode(&now, enc);
     if (t->has_stored && len == t->stored_len && !memcmp(enc, t->stored, len))
-        return;
+        return 0;
+    uint8_t *copy = t->stored && len == t->stored_len ? t->stored : malloc(len);
+    if (!copy)
+        return -1;
     uint8_t tk[24], dk[24], rk[32], otk[24], odk[24], ork[32];
     cmr_store_index_keys(&now, tk, dk, rk);
     memset(&old, 0, sizeof old);
@@ -386,9 +410,13 @@ static void write_summary(part_t *p, trace_entry_t *t)
             put_idx(&ctx, CMR_CF_IDX_DIAGNOSIS, now.diagnoses[i]);
     rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_TRACES), (const char *)t->id, 16, (const char *)enc,
                               len);
-    memcpy(t->stored, enc, len);
+    memcpy(copy, enc, len);
+    if (copy != t->stored)
+        free(t->stored);
+    t->stored = copy;
     t->stored_len = len;
     t->has_stored = true;
+    return 0;
 }
 
 /* One partition's write, run on its own thread when several partitions are written:
@@ -420,14 +448,23 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
         part_t *p = e->parts[i];
         if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb)))
             continue;
+        bool failed = false;
         for (trace_entry_t *t = p->dirty, *next; t; t = next) {
             next = t->next_dirty;
-            write_summary(p, t);
+            failed |= write_summary(p, t) != 0;
             t->dirty = false;
             t->next_dirty = NULL;
             e->stats.traces_touched++;
         }
         p->dirty = NULL;
+        if (failed) { /* nothing of the group is written here: its records come again */
+            cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"out of memory\"", p->partition);
+            rocksdb_writebatch_clear(p->wb);
+            p->wb_count = 0;
+            free_entries(p); /* rebuilt from the store, which has none of the group */
+            rc = -1;
+            continue;
+        }
         assert(njobs < MAX_PARTITIONS);
         jobs[njobs++] = (write_job_t){.p = p};
     }

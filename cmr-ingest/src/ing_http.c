@@ -2,11 +2,13 @@
  * ing_http.c - the HTTP/1.1 JSON API of cmr-ingest, on loopback by default.
  *
  *   GET /health                               {"status":"ok"}
- *   GET /api/traces?from=&to=&min_duration=&root=&agent=&contains=&slowest=&limit=
+ *   GET /api/traces?from=&to=&min_duration=&root=&agent=&contains=&http_method=
+ *                   &http_path=&http_status=&slowest=&limit=
  *                                             {"traces":[summary, ...]}
  *   GET /api/traces/<trace id>                the call tree as JSON
  *   GET /api/traces/<trace id>/export?format=chrome|otlp
- *   GET /api/diagnoses/<diagnosis id>?limit=  the traces a diagnosis tagged and its
+ *   GET /api/diagnoses/<diagnosis id>?limit=&http_method=&http_path=&http_status=
+ *                                             the traces a diagnosis tagged and its
  *                                             per-method statistics (ing_diag.c)
  *   GET /api/metrics/..., /api/agents[/<agent id>]
  *
@@ -245,7 +247,7 @@ static int answer_agents(const char *root, const char *id, const query_t *q, cha
     return 200;
 }
 
-/* GET /api/diagnoses/<16 hex digits>?limit=N */
+/* GET /api/diagnoses/<16 hex digits>?limit=N&http_status=5* (and http_method, http_path) */
 static int answer_diagnosis(cmr_ingest_http_t *h, const char *root, const char *id, const query_t *q, char **body)
 {
     char err[512];

@@ -39,20 +39,34 @@ static const char *thread_name(const cmr_tree_t *t, const cmr_tree_node_t *x)
     return x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : "";
 }
 
+/* The http columns of a trace: method and status ("-" when not known). */
+static void http_cols(const cmr_trace_http_t *h, char *method, size_t mlen, char *status, size_t slen)
+{
+    snprintf(method, mlen, "%s", h->method[0] ? h->method : "-");
+    if (h->status)
+        snprintf(status, slen, "%u", (unsigned)h->status);
+    else
+        snprintf(status, slen, "-");
+}
+
 void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count)
 {
-    fprintf(f, "%-32s  %-30s  %12s  %8s  %4s  %-9s  %s\n", "TRACE", "START", "DURATION_MS", "EVENTS", "JVMS", "STATE",
-            "ROOT");
+    fprintf(f, "%-32s  %-30s  %12s  %8s  %4s  %-9s  %-7s %6s  %s\n", "TRACE", "START", "DURATION_MS", "EVENTS", "JVMS",
+            "STATE", "METHOD", "STATUS", "ROOT  [PATH]");
     for (size_t i = 0; i < count; i++) {
-        char id[33], ts[64], m[1024];
+        char id[33], ts[64], m[1024], hm[CMR_TRACE_HTTP_MAX + 1], hs[8];
         cmr_hex(s[i].trace_id, 16, id);
         fmt_time(s[i].start_ns, ts, sizeof ts);
+        http_cols(&s[i].http, hm, sizeof hm, hs, sizeof hs);
         const char *state = s[i].flags & CMR_TRACE_COMPLETE ? "complete" : "partial";
         const char *root =
             s[i].flags & CMR_TRACE_HAS_ROOT ? cmr_names_method(n, s[i].root_method, m, sizeof m) : "(root not arrived)";
-        fprintf(f, "%s  %-30s  %12.3f  %8" PRIu64 "  %4u  %-9s  %s%s\n", id, ts,
-                (double)(s[i].end_ns - s[i].start_ns) / 1e6, s[i].events, s[i].agents, state,
+        fprintf(f, "%s  %-30s  %12.3f  %8" PRIu64 "  %4u  %-9s  %-7s %6s  %s%s", id, ts,
+                (double)(s[i].end_ns - s[i].start_ns) / 1e6, s[i].events, s[i].agents, state, hm, hs,
                 s[i].flags & CMR_TRACE_REMOTE_ROOT ? "(remote caller) " : "", root);
+        if (s[i].http.path[0]) /* validated: no control characters */
+            fprintf(f, "  [%s]", s[i].http.path);
+        fputc('\n', f);
     }
 }
 
@@ -77,6 +91,11 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
     fprintf(f, "  start %s  duration %.3f ms  events %" PRIu64 "  segments %u  threads %u  jvms %u  %s\n", ts,
             (double)(t->end_ns - t->start_ns) / 1e6, t->events, t->segments, t->threads, t->agents,
             t->complete ? "complete" : "partial");
+    if (cmr_trace_http_known(&t->http)) {
+        char hm[CMR_TRACE_HTTP_MAX + 1], hs[8];
+        http_cols(&t->http, hm, sizeof hm, hs, sizeof hs);
+        fprintf(f, "  http %s %s %s\n", hm, t->http.path[0] ? t->http.path : "-", hs);
+    }
     if (t->dropped || t->gaps || t->unmatched)
         fprintf(f, "  dropped events %" PRIu64 "  missing batches %u  unmatched exits %u\n", t->dropped, t->gaps,
                 t->unmatched);
@@ -131,6 +150,18 @@ static void set_span(json_t *o, int64_t start_ns, int64_t end_ns, uint64_t event
     json_object_set_new(o, "segments", json_integer(segments));
 }
 
+/* {"method", "path", "status"} (null for what is not known), or null when nothing is. */
+static json_t *http_json(const cmr_trace_http_t *h)
+{
+    if (!cmr_trace_http_known(h))
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "method", h->method[0] ? cmr_json_str(h->method) : json_null());
+    json_object_set_new(o, "path", h->path[0] ? cmr_json_str(h->path) : json_null());
+    json_object_set_new(o, "status", h->status ? json_integer(h->status) : json_null());
+    return o;
+}
+
 /* Names (methods, JVMs, threads) come from agents: cmr_json_str keeps invalid UTF-8. */
 static json_t *summary_json(const cmr_names_t *n, const cmr_trace_summary_t *s)
 {
@@ -154,6 +185,7 @@ static json_t *summary_json(const cmr_names_t *n, const cmr_trace_summary_t *s)
     for (uint32_t i = 0; i < s->ndiagnoses; i++)
         json_array_append_new(diags, cmr_json_id64(s->diagnoses[i]));
     json_object_set_new(o, "diagnoses", diags);
+    json_object_set_new(o, "http", http_json(&s->http));
     return o;
 }
 
@@ -217,6 +249,7 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
     json_object_set_new(o, "jvms", json_integer(t->agents));
     json_object_set_new(o, "missing_batches", json_integer(t->gaps));
     json_object_set_new(o, "complete", json_boolean(t->complete));
+    json_object_set_new(o, "http", http_json(&t->http));
     json_t *roots = json_array();
     for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
         json_array_append_new(roots, node_json(n, t, r, 0));
@@ -227,6 +260,12 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
 void cmr_ingest_print_diagnosis(FILE *f, const cmr_names_t *n, const cmr_diag_report_t *r)
 {
     fprintf(f, "diagnosis %016" PRIx64 ": %zu traces", r->diagnosis_id, r->ntraces);
+    if (r->http.method)
+        fprintf(f, " with http.method=%s", r->http.method);
+    if (r->http.path)
+        fprintf(f, "%s http.path=%s", r->http.method ? "," : " with", r->http.path);
+    if (r->http.status)
+        fprintf(f, "%s http.status=%s", r->http.method || r->http.path ? "," : " with", r->http.status);
     if (r->found > r->ntraces)
         fprintf(f, " (the newest; %zu tagged, --limit)", r->found);
     if (r->unreadable)
@@ -234,16 +273,21 @@ void cmr_ingest_print_diagnosis(FILE *f, const cmr_names_t *n, const cmr_diag_re
     fputc('\n', f);
     if (!r->ntraces)
         return;
-    fprintf(f, "%-32s  %-30s  %12s  %-30s  %s\n", "TRACE", "START", "DURATION_MS", "ROOT JVM", "ROOT");
+    fprintf(f, "%-32s  %-30s  %12s  %-30s  %-7s %6s  %s\n", "TRACE", "START", "DURATION_MS", "ROOT JVM", "METHOD",
+            "STATUS", "ROOT  [PATH]");
     for (size_t i = 0; i < r->ntraces; i++) {
         const cmr_trace_summary_t *s = &r->traces[i];
-        char id[33], ts[64], m[1024], a[512];
+        char id[33], ts[64], m[1024], a[512], hm[CMR_TRACE_HTTP_MAX + 1], hs[8];
         cmr_hex(s->trace_id, 16, id);
         fmt_time(s->start_ns, ts, sizeof ts);
+        http_cols(&s->http, hm, sizeof hm, hs, sizeof hs);
         bool root = s->flags & CMR_TRACE_HAS_ROOT;
-        fprintf(f, "%s  %-30s  %12.3f  %-30s  %s\n", id, ts, (double)(s->end_ns - s->start_ns) / 1e6,
-                root ? cmr_names_agent(n, s->root_agent, a, sizeof a) : "-",
+        fprintf(f, "%s  %-30s  %12.3f  %-30s  %-7s %6s  %s", id, ts, (double)(s->end_ns - s->start_ns) / 1e6,
+                root ? cmr_names_agent(n, s->root_agent, a, sizeof a) : "-", hm, hs,
                 root ? cmr_names_method(n, s->root_method, m, sizeof m) : "(root not arrived)");
+        if (s->http.path[0])
+            fprintf(f, "  [%s]", s->http.path);
+        fputc('\n', f);
     }
     fprintf(f, "\nmethods in these traces (ms):\n");
     fprintf(f, "%8s %6s %11s %11s %10s %10s %10s %10s  %s\n", "CALLS", "TRACES", "TOTAL", "SELF", "P50", "P95", "P99",
@@ -265,6 +309,11 @@ char *cmr_ingest_diagnosis_json(const cmr_names_t *n, const cmr_diag_report_t *r
     json_object_set_new(o, "diagnosis_id", cmr_json_id64(r->diagnosis_id));
     json_object_set_new(o, "limit", json_integer((json_int_t)r->limit));
     json_object_set_new(o, "found", json_integer((json_int_t)r->found));
+    json_t *filter = json_object();
+    json_object_set_new(filter, "http_method", r->http.method ? cmr_json_str(r->http.method) : json_null());
+    json_object_set_new(filter, "http_path", r->http.path ? cmr_json_str(r->http.path) : json_null());
+    json_object_set_new(filter, "http_status", r->http.status ? cmr_json_str(r->http.status) : json_null());
+    json_object_set_new(o, "filter", filter);
     json_object_set_new(o, "unreadable", json_integer((json_int_t)r->unreadable));
     json_t *traces = json_array();
     for (size_t i = 0; i < r->ntraces; i++)
@@ -355,6 +404,7 @@ int cmr_ingest_parse_time(const char *s, int64_t *ns)
 
 int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *value, char *err, size_t errlen)
 {
+    int http;
     if (!strcmp(key, "from") || !strcmp(key, "to")) {
         int64_t ns;
         if (cmr_ingest_parse_time(value, &ns) != 0) {
@@ -371,6 +421,8 @@ int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *val
             snprintf(err, errlen, "%s: bad duration \"%s\" (like 250ms, 1.5s, 300us)", key, value);
             return -1;
         }
+    } else if ((http = cmr_http_filter_set(&f->http, key, value, err, errlen)) != 0) {
+        return http > 0 ? 0 : -1;
     } else if (!strcmp(key, "root")) {
         f->root_method = value;
     } else if (!strcmp(key, "agent")) {
@@ -388,7 +440,9 @@ int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *val
         }
         f->limit = (size_t)v;
     } else {
-        snprintf(err, errlen, "unknown filter \"%s\" (from, to, min-duration, root, agent, contains, slowest, limit)",
+        snprintf(err, errlen,
+                 "unknown filter \"%s\" (from, to, min-duration, root, agent, contains, http-method, http-path, "
+                 "http-status, slowest, limit)",
                  key);
         return -1;
     }

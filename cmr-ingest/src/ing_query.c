@@ -7,8 +7,10 @@
  * every meta slot. Listing drives one index per partition — the contained method, the
  * agent, the root method, duration (slowest first) or start time (newest first) — checks
  * the other filters on each candidate, and merges the partitions in a deterministic
- * order (newest or slowest first, ties by trace id). The traces of a diagnosis come from
- * its index (idx_diagnosis), newest first.
+ * order (newest or slowest first, ties by trace id). The filters on the transaction data
+ * (http method, path, status) have no index: they are checked on each candidate's
+ * summary. The traces of a diagnosis come from its index (idx_diagnosis), newest first,
+ * with the same http filters.
  *
  * Ownership: the view owns its stores and names; results are malloc'd for the caller.
  */
@@ -131,6 +133,7 @@ int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_t
         if (rc != 0)
             return -1;
         memcpy(out->trace_id, trace_id, 16);
+        out->http = s.http;
         return 1;
     }
     return 0;
@@ -200,6 +203,8 @@ static void consider(qctx_t *q, const uint8_t trace[16])
     if (f->agent && !any_indexed(q->s, CMR_CF_IDX_AGENT, q->agents, q->nagents, trace))
         return;
     if (f->contains && !any_indexed(q->s, CMR_CF_IDX_METHOD, q->methods, q->nmethods, trace))
+        return;
+    if (!cmr_http_filter_match(&f->http, &s.http))
         return;
     results_t *r = q->r;
     for (size_t i = 0; i < r->count; i++) /* a trace found through two ids */
@@ -296,8 +301,8 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
     return (long)r.count;
 }
 
-long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_trace_summary_t **out,
-                                      size_t *found)
+long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, const cmr_http_filter_t *http,
+                                      size_t limit, cmr_trace_summary_t **out, size_t *found)
 {
     *out = NULL;
     *found = 0;
@@ -318,6 +323,8 @@ long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, 
             cmr_trace_summary_t s;
             if (cmr_store_get_summary(v->stores[i], k + 8, &s) != 1)
                 continue; /* deleted by retention since the view opened */
+            if (!cmr_http_filter_match(http, &s.http))
+                continue;
             if (CMR_ARRAY_GROW(r.items, r.cap, r.count + 1) != 0) {
                 rocksdb_iter_destroy(it);
                 rocksdb_readoptions_destroy(ro);

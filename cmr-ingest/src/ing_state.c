@@ -10,11 +10,23 @@
  * Summary encoding (little endian): trace(16) start(8) end(8) root_method(8)
  * root_agent(8) root_thread(8) events(8) dropped(8) segments(4) agents(4) flags(4)
  * (CMR_TRACE_SUMMARY_LEN bytes: every summary written before diagnoses existed, and every
- * trace without one), then, only when the trace carries diagnosis ids: ndiagnoses(4) and
- * the ids (8 each, ascending). The length tells which: old stores read unchanged.
+ * trace without diagnoses and http data), then, when the trace carries diagnosis ids or
+ * http data: ndiagnoses(4) (0 allowed only before http data) and the ids (8 each,
+ * ascending) -- exactly that length is a summary written before http data existed --,
+ * then, only with http data: version(1)=1 status(2) method_len(2) method path_len(2) path.
+ * The length tells which: old stores read unchanged. Decoding checks every value as the
+ * batches' were checked (ing_attrs.c).
  *
  * Diagnoses: a batch's diagnosis_id (EventBatch, 0 = none) goes into a set of at most
  * CMR_TRACE_MAX_DIAGNOSES ids, the smallest ones (a function of the set of batches).
+ *
+ * Http data (EventBatch.attributes, validated by cmr_ingest_batch_from_msg): kept per
+ * segment that may be the trace's root (no parent, or a foreign one), per key from the
+ * batch with the lowest batch_seq that carried it, so that the values are a function of
+ * the set of batches; the summary takes its root segment's. A state rebuilt from stored
+ * batches (which do not carry them) gets the stored summary's back on its root segment
+ * (cmr_trace_state_seed_http): a segment's batches come in order on one partition, so a
+ * segment that becomes the root later brings its values with its own new batches.
  *
  * Ownership: the state owns its arrays and its method set; cmr_trace_state_free()
  * releases them.
@@ -41,6 +53,8 @@ typedef struct st_seg {
     uint32_t nseen;
     uint8_t *bits; /* seen batch_seq bitmap */
     size_t nbytes;
+    cmr_trace_http_t *http;           /* owned, NULL until a root candidate carries data */
+    int32_t http_seq[CMR_HTTP__KEYS]; /* the batch each value came from (-1: seeded) */
 } st_seg_t;
 
 struct cmr_trace_state {
@@ -71,8 +85,10 @@ void cmr_trace_state_free(cmr_trace_state_t *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->nsegs; i++)
+    for (size_t i = 0; i < s->nsegs; i++) {
         free(s->segs[i].bits);
+        free(s->segs[i].http);
+    }
     free(s->segs);
     cmr_u64map_free(&s->methods);
     free(s->agents);
@@ -84,7 +100,7 @@ size_t cmr_trace_state_bytes(const cmr_trace_state_t *s)
     size_t n = sizeof *s + s->capsegs * sizeof(st_seg_t) + s->methods.cap * sizeof(cmr_u64map_slot_t) +
                s->capagents * sizeof *s->agents;
     for (size_t i = 0; i < s->nsegs; i++)
-        n += s->segs[i].nbytes;
+        n += s->segs[i].nbytes + (s->segs[i].http ? sizeof *s->segs[i].http : 0);
     return n;
 }
 
@@ -128,7 +144,6 @@ static st_seg_t *get_seg(cmr_trace_state_t *s, uint64_t agent, uint64_t segment,
 }
 
 /* 1 when seq was not seen before (and is now marked), 0 when it was, -1 out of memory. */
-/* 1 when seq was not seen before (and is now marked), 0 when it was, -1 out of memory. */
 static int mark_seen(st_seg_t *g, int32_t seq)
 {
     assert(seq >= 0); /* checked by cmr_ingest_batch_from_msg / _decode */
@@ -167,6 +182,46 @@ static int add_agent(cmr_trace_state_t *s, uint64_t id)
     return 1;
 }
 
+/* A segment whose data the trace may keep: no parent in this trace, or a foreign one. */
+static bool root_candidate(const st_seg_t *g)
+{
+    return !g->has_parent || (g->parent_agent == 0 && g->parent_seq == -1);
+}
+
+/* Sets key k of the segment's data from batch seq unless a batch before it gave one. */
+static int put_http(st_seg_t *g, cmr_http_key_t k, int32_t seq, const char *v, uint16_t status)
+{
+    if (!g->http) {
+        if (!(g->http = calloc(1, sizeof *g->http)))
+            return -1;
+        for (int i = 0; i < CMR_HTTP__KEYS; i++)
+            g->http_seq[i] = INT32_MAX;
+    }
+    if (seq >= g->http_seq[k])
+        return 0;
+    g->http_seq[k] = seq;
+    if (k == CMR_HTTP_STATUS) {
+        g->http->status = status;
+        return 0;
+    }
+    char *dst = k == CMR_HTTP_METHOD ? g->http->method : g->http->path;
+    size_t len = strnlen(v, CMR_TRACE_HTTP_MAX); /* checked: at most that */
+    memset(dst, 0, CMR_TRACE_HTTP_MAX + 1);
+    memcpy(dst, v, len);
+    return 0;
+}
+
+static int take_http(st_seg_t *g, const cmr_ingest_batch_t *b)
+{
+    if (!root_candidate(g))
+        return 0; /* a child segment's request is not the trace's */
+    if ((b->http_method && put_http(g, CMR_HTTP_METHOD, b->batch_seq, b->http_method, 0) != 0) ||
+        (b->http_path && put_http(g, CMR_HTTP_PATH, b->batch_seq, b->http_path, 0) != 0) ||
+        (b->http_status && put_http(g, CMR_HTTP_STATUS, b->batch_seq, NULL, b->http_status) != 0))
+        return -1;
+    return 0;
+}
+
 int cmr_trace_state_add_diagnosis(cmr_trace_state_t *s, uint64_t id)
 {
     if (!id)
@@ -202,6 +257,8 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
     }
     if (b->last)
         g->last_seq = b->batch_seq;
+    if (take_http(g, b) != 0)
+        return -1;
     s->events += b->event_count;
     s->dropped += (uint64_t)b->dropped;
     cmr_trace_state_add_diagnosis(s, b->diagnosis_id);
@@ -254,18 +311,10 @@ static bool has_seg(const cmr_trace_state_t *s, uint64_t agent, uint64_t segment
     return seg_at(s, seg_lower_bound(s, agent, segment), agent, segment);
 }
 
-void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out)
+/* The trace's root segment (NULL when none arrived); *remote_root, *complete as the
+ * summary says them. */
+static st_seg_t *find_root(const cmr_trace_state_t *s, bool *remote_root, bool *complete_out)
 {
-    memset(out, 0, sizeof *out);
-    memcpy(out->trace_id, s->trace_id, 16);
-    out->start_ns = s->nsegs && s->start_ns != INT64_MAX ? s->start_ns : 0;
-    out->end_ns = s->nsegs && s->end_ns != INT64_MIN ? s->end_ns : out->start_ns;
-    out->events = s->events;
-    out->dropped = s->dropped;
-    out->segments = (uint32_t)s->nsegs;
-    out->agents = (uint32_t)s->nagents;
-    out->ndiagnoses = s->ndiags;
-    memcpy(out->diagnoses, s->diags, s->ndiags * sizeof *s->diags);
     const st_seg_t *root = NULL, *remote = NULL;
     bool complete = true;
     for (size_t i = 0; i < s->nsegs; i++) {
@@ -282,18 +331,61 @@ void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *ou
             complete = false;
         }
     }
-    if (!root && remote) {
-        root = remote;
+    *remote_root = !root && remote;
+    *complete_out = complete;
+    return (st_seg_t *)(root ? root : remote);
+}
+
+void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *out)
+{
+    memset(out, 0, sizeof *out);
+    memcpy(out->trace_id, s->trace_id, 16);
+    out->start_ns = s->nsegs && s->start_ns != INT64_MAX ? s->start_ns : 0;
+    out->end_ns = s->nsegs && s->end_ns != INT64_MIN ? s->end_ns : out->start_ns;
+    out->events = s->events;
+    out->dropped = s->dropped;
+    out->segments = (uint32_t)s->nsegs;
+    out->agents = (uint32_t)s->nagents;
+    out->ndiagnoses = s->ndiags;
+    memcpy(out->diagnoses, s->diags, s->ndiags * sizeof *s->diags);
+    bool remote, complete;
+    const st_seg_t *root = find_root(s, &remote, &complete);
+    if (remote)
         out->flags |= CMR_TRACE_REMOTE_ROOT;
-    }
     if (root) {
         out->flags |= CMR_TRACE_HAS_ROOT;
         out->root_method = root->root_method;
         out->root_agent = root->agent;
         out->root_thread = root->thread_id;
+        if (root->http)
+            out->http = *root->http;
     }
     if (complete && root)
         out->flags |= CMR_TRACE_COMPLETE;
+}
+
+int cmr_trace_state_seed_http(cmr_trace_state_t *s, const cmr_trace_http_t *h)
+{
+    bool remote, complete;
+    st_seg_t *root = find_root(s, &remote, &complete);
+    if (!root || !cmr_trace_http_known(h))
+        return 0;
+    if ((h->method[0] && put_http(root, CMR_HTTP_METHOD, -1, h->method, 0) != 0) ||
+        (h->path[0] && put_http(root, CMR_HTTP_PATH, -1, h->path, 0) != 0) ||
+        (h->status && put_http(root, CMR_HTTP_STATUS, -1, NULL, h->status) != 0))
+        return -1;
+    return 0;
+}
+
+static void put_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static uint16_t get_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
 }
 
 static void put64(uint8_t **p, uint64_t v)
@@ -318,14 +410,47 @@ size_t cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TR
     cmr_put_le32(p + 4, s->agents);
     cmr_put_le32(p + 8, s->flags);
     assert(s->ndiagnoses <= CMR_TRACE_MAX_DIAGNOSES);
-    if (!s->ndiagnoses)
+    bool http = cmr_trace_http_known(&s->http);
+    if (!s->ndiagnoses && !http)
         return CMR_TRACE_SUMMARY_LEN;
     p = out + CMR_TRACE_SUMMARY_LEN;
     cmr_put_le32(p, s->ndiagnoses);
     p += 4;
     for (uint32_t i = 0; i < s->ndiagnoses; i++)
         put64(&p, s->diagnoses[i]);
+    if (!http)
+        return (size_t)(p - out);
+    size_t ml = strnlen(s->http.method, CMR_TRACE_HTTP_MAX), pl = strnlen(s->http.path, CMR_TRACE_HTTP_MAX);
+    *p++ = 1; /* version */
+    put_le16(p, s->http.status);
+    put_le16(p + 2, (uint16_t)ml);
+    memcpy(p + 4, s->http.method, ml);
+    p += 4 + ml;
+    put_le16(p, (uint16_t)pl);
+    memcpy(p + 2, s->http.path, pl);
+    p += 2 + pl;
+    assert((size_t)(p - out) <= CMR_TRACE_SUMMARY_MAX_LEN);
     return (size_t)(p - out);
+}
+
+/* The http part of a stored summary (v, len bytes, after the diagnoses). 0 or -1. */
+static int decode_http(const uint8_t *v, size_t len, cmr_trace_http_t *h)
+{
+    if (len < 7 || v[0] != 1)
+        return -1;
+    uint16_t status = get_le16(v + 1);
+    size_t ml = get_le16(v + 3);
+    if (ml > CMR_TRACE_HTTP_MAX || 5 + ml + 2 > len)
+        return -1;
+    size_t pl = get_le16(v + 5 + ml);
+    if (pl > CMR_TRACE_HTTP_MAX || 7 + ml + pl != len)
+        return -1;
+    memcpy(h->method, v + 5, ml);
+    memcpy(h->path, v + 7 + ml, pl);
+    h->status = status;
+    if (memchr(h->method, 0, ml) || memchr(h->path, 0, pl) || !cmr_trace_http_known(h) || !cmr_trace_http_valid(h))
+        return -1; /* never written */
+    return 0;
 }
 
 int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *s)
@@ -335,7 +460,10 @@ int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *
         if (len < CMR_TRACE_SUMMARY_LEN + 4)
             return -1;
         uint32_t n = cmr_le32(v + CMR_TRACE_SUMMARY_LEN);
-        if (n < 1 || n > CMR_TRACE_MAX_DIAGNOSES || len != CMR_TRACE_SUMMARY_LEN + 4 + 8 * (size_t)n)
+        size_t diag_end = CMR_TRACE_SUMMARY_LEN + 4 + 8 * (size_t)n;
+        if (n > CMR_TRACE_MAX_DIAGNOSES || len < diag_end || (len == diag_end && n < 1))
+            return -1; /* never written: a count without ids nor http data after it */
+        if (len > diag_end && decode_http(v + diag_end, len - diag_end, &s->http) != 0)
             return -1;
         for (uint32_t i = 0; i < n; i++) {
             uint64_t id = cmr_le64(v + CMR_TRACE_SUMMARY_LEN + 4 + 8 * i);

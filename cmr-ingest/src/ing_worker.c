@@ -89,6 +89,8 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_ingest_duplicates_total", "counter", "batches seen before (producer retries, replays), not applied again",
          s.duplicates},
         {"cmr_ingest_rejected_total", "counter", "batches refused by the engine (malformed)", s.rejected},
+        {"cmr_ingest_attributes_rejected_total", "counter",
+         "attribute values (transaction data) left out of applied batches as invalid", s.attributes_rejected},
         {"cmr_ingest_flushes_total", "counter", "group commits written durably", s.flushes},
         {"cmr_ingest_methods", "gauge", "method names known (cmr.methods)", s.methods},
         {"cmr_ingest_agents", "gauge", "agents known (cmr.registrations)", s.agents},
@@ -176,6 +178,8 @@ static void handle(worker_t *w, cmr_record_t *rec)
         if (r == -1)
             cmr_log(CMR_LOG_WARN, "ingest.batch_rejected", "partition=%d offset=%" PRId64 " reason=\"%s\"",
                     rec->partition, rec->offset, err);
+        if (r >= 0 && err[0]) /* applied, without its invalid attribute values */
+            cmr_reject(rec->topic, "bad_attribute", rec->partition, rec->offset, err);
         if (r == -2) {
             cmr_log(CMR_LOG_ERROR, "ingest.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
                     rec->partition, rec->offset, err);
@@ -245,10 +249,11 @@ static void log_stats(worker_t *w)
     cmr_ingest_stats_t s;
     cmr_ingest_engine_stats(w->engine, &s);
     cmr_log(CMR_LOG_INFO, "ingest.stats",
-            "batches=%" PRIu64 " events=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64 " flushes=%" PRIu64
-            " methods=%" PRIu64 " agents=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
-            s.batches, s.events, s.duplicates, s.rejected, s.flushes, s.methods, s.agents, w->first_record_ms,
-            w->last_commit_ms);
+            "batches=%" PRIu64 " events=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
+            " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64 " agents=%" PRIu64
+            " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
+            s.batches, s.events, s.duplicates, s.rejected, s.attributes_rejected, s.flushes, s.methods, s.agents,
+            w->first_record_ms, w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);

@@ -27,6 +27,9 @@ static const cmr_cli_option_t options[] = {
     {"root", 0, "query.root", "METHOD", "traces: root method (part of Class.method(desc), or its hex id)"},
     {"agent", 0, "query.agent", "AGENT", "traces: a JVM took part (part of name@host, or its hex agent id)"},
     {"contains", 0, "query.contains", "METHOD", "traces: this method was called somewhere in the trace"},
+    {"http-method", 0, "query.http-method", "GLOB", "traces, diagnosis: the root's HTTP request method (GET, P*)"},
+    {"http-path", 0, "query.http-path", "GLOB", "traces, diagnosis: the root's HTTP request path (/checkout*)"},
+    {"http-status", 0, "query.http-status", "GLOB", "traces, diagnosis: the root's HTTP response status (5*, 404)"},
     {"slowest", 0, "query.slowest", NULL, "traces: longest first (default: newest first)"},
     {"limit", 'n', "query.limit", "N", "traces: at most N (default 50); diagnosis: traces (default 1000)"},
     {"json", 0, "query.json", NULL, "traces, show, diagnosis, metrics, agents: JSON instead of text"},
@@ -72,6 +75,9 @@ static const cmr_conf_key_t keys[] = {
     {"query.root", NULL, NULL},
     {"query.agent", NULL, NULL},
     {"query.contains", NULL, NULL},
+    {"query.http-method", NULL, NULL},
+    {"query.http-path", NULL, NULL},
+    {"query.http-status", NULL, NULL},
     {"query.slowest", "false", NULL},
     {"query.limit", "50", NULL},
     {"query.json", "false", NULL},
@@ -111,12 +117,13 @@ static const cmr_cli_t cli = {
                "                      threshold rules (events on cmr.alerts), serves the HTTP API\n"
                "  replay [--since T]  rebuild a fresh store (--store DIR, empty) from the topics\n"
                "  traces [filters]    list traces (--from --to --min-duration --root --agent --contains\n"
-               "                      --slowest --limit --json)\n"
+               "                      --http-method --http-path --http-status --slowest --limit --json)\n"
                "  show TRACE          the call tree: total and self time, thread and JVM of every call\n"
                "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
                "  diagnosis ID        the traces a diagnosis (16 hex digits) tagged, newest first, and per\n"
                "                      method over their trees: calls, total, self, p50/p95/p99/max\n"
-               "                      (--limit, default 1000 traces; --json)\n"
+               "                      (--limit, default 1000 traces; --http-method --http-path\n"
+               "                      --http-status; --json)\n"
                "  http                serve the HTTP API on a store without consuming\n"
                "  metrics QUERY       top | series | jvms | alerts | stalled (--env --kind --name --stat\n"
                "                      --last --from --to --res --limit --agent --json)\n"
@@ -152,7 +159,8 @@ static int open_view(const cmr_conf_t *conf, cmr_ingest_view_t **v)
 
 static int cmd_traces(const cmr_conf_t *conf)
 {
-    static const char *const keys[] = {"from", "to", "min-duration", "root", "agent", "contains", "limit", NULL};
+    static const char *const keys[] = {"from",        "to",        "min-duration", "root",  "agent", "contains",
+                                       "http-method", "http-path", "http-status",  "limit", NULL};
     cmr_trace_filter_t f = {0};
     char err[512], key[64];
     for (int i = 0; keys[i]; i++) {
@@ -303,15 +311,26 @@ static int cmd_metrics(const cmr_conf_t *conf, const char *what)
                            !strcmp(cmr_conf_get(conf, "query.json", "false"), "true"));
 }
 
-/* `diagnosis ID [--limit N] [--json]`: the traces a diagnosis tagged and its per-method statistics. */
+/* `diagnosis ID [--limit N] [--http-method M] [--http-path GLOB] [--http-status GLOB] [--json]`:
+ * the traces a diagnosis tagged (those matching the filters) and its per-method statistics. */
 static int cmd_diagnosis(const cmr_conf_t *conf, const char *id)
 {
     char err[512], *json = NULL;
-    const char *limit = cmr_conf_get(conf, "query.limit", NULL);
-    const char *key = "limit";
+    static const char *const names[] = {"limit", "http-method", "http-path", "http-status"};
+    const char *keys[4], *values[4];
+    size_t nparams = 0;
+    for (size_t i = 0; i < 4; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "query.%s", names[i]);
+        const char *v = cmr_conf_get(conf, key, NULL);
+        if (v) {
+            keys[nparams] = names[i];
+            values[nparams++] = v;
+        }
+    }
     uint64_t diag;
     size_t n;
-    if (cmr_ingest_diagnosis_params(id, &key, &limit, limit ? 1 : 0, &diag, &n, err, sizeof err) != 0) {
+    if (cmr_ingest_diagnosis_params(id, keys, values, nparams, &diag, &n, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "cmr-ingest: diagnosis: %s\n", err); /* bad usage before a missing store */
         return 2;
     }
@@ -319,8 +338,7 @@ static int cmd_diagnosis(const cmr_conf_t *conf, const char *id)
     cmr_ingest_view_t *v;
     if (open_view(conf, &v))
         return 1;
-    int rc =
-        cmr_ingest_diagnosis_query(v, id, &key, &limit, limit ? 1 : 0, &json, as_json ? NULL : stdout, err, sizeof err);
+    int rc = cmr_ingest_diagnosis_query(v, id, keys, values, nparams, &json, as_json ? NULL : stdout, err, sizeof err);
     cmr_ingest_view_free(v);
     if (rc != 0)
         fprintf(stderr, "cmr-ingest: diagnosis %s: %s\n", id, err);

@@ -6,7 +6,8 @@
  * output, the exporters (validated with jansson) and the HTTP answers; diagnoses (the
  * summary's set of diagnosis ids and its encoding, idx_diagnosis, the report's traces and
  * per-method numbers, retention, stores from before idx_diagnosis, HTTP and the CLI: the
- * path of cmr-ingest is the first argument).
+ * path of cmr-ingest is the first argument); transaction data (EventBatch.attributes: the
+ * root segment's, checks, summary formats, the http filters of lists and reports).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1026,7 +1027,7 @@ static void test_summary_diagnoses(void **state)
     assert_memory_equal(a.diagnoses, want, sizeof want);
     uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
     size_t len = cmr_trace_summary_encode(&a, enc);
-    assert_int_equal(len, CMR_TRACE_SUMMARY_MAX_LEN);
+    assert_int_equal(len, CMR_TRACE_SUMMARY_LEN + 4 + 8 * CMR_TRACE_MAX_DIAGNOSES);
     assert_int_equal(cmr_trace_summary_decode(enc, len, &d), 0);
     assert_memory_equal(&a, &d, sizeof a);
     /* the old format (no diagnoses) reads as none; bad lengths, counts and orders do not */
@@ -1190,7 +1191,7 @@ static void test_diagnosis_report(void **state)
 
     /* the report of D1: traces 31, 30 (newest first); a: 4 calls 1200/600 over 2 traces */
     cmr_diag_report_t r;
-    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, 0, &r), 0);
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, NULL, 0, &r), 0);
     assert_int_equal(r.limit, CMR_DIAG_DEFAULT_LIMIT);
     assert_int_equal(r.ntraces, 2);
     assert_int_equal(r.found, 2);
@@ -1229,13 +1230,13 @@ static void test_diagnosis_report(void **state)
     free(text);
     cmr_diag_report_free(&r);
     /* limit 1: the newest only */
-    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, 1, &r), 0);
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, NULL, 1, &r), 0);
     assert_int_equal(r.ntraces, 1);
     assert_int_equal(r.found, 2);
     assert_int_equal(r.methods[1].calls, 2);
     cmr_diag_report_free(&r);
     /* an id nothing carried: empty, not an error */
-    assert_int_equal(cmr_ingest_view_diagnosis(v, 0x1234, 0, &r), 0);
+    assert_int_equal(cmr_ingest_view_diagnosis(v, 0x1234, NULL, 0, &r), 0);
     assert_int_equal(r.ntraces, 0);
     assert_int_equal(r.nmethods, 0);
     cmr_diag_report_free(&r);
@@ -1353,7 +1354,7 @@ static void test_diagnosis_report(void **state)
     long n;
     free(capture_list(v, &f, &n));
     assert_int_equal(n, 4);
-    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, 0, &r), 0);
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, NULL, 0, &r), 0);
     assert_int_equal(r.ntraces, 0);
     cmr_diag_report_free(&r);
     cmr_ingest_view_free(v);
@@ -1392,6 +1393,561 @@ static void test_diagnosis_report(void **state)
     synth_seg_free(&n32);
     for (int k = 0; k < 4; k++)
         synth_seg_free(&multi[k]);
+}
+
+/* --- transaction data (EventBatch.attributes) --------------------------------------------- */
+
+/* Batch k of a segment's batches gets the attributes kv[0..n). */
+static void set_attrs(cmr_event_batch_t *b, cmr_kv_t *kv, size_t n)
+{
+    b->attributes.items = kv;
+    b->attributes.count = n;
+}
+
+static void flatten_all(cmr_event_batch_t *const *msgs, const size_t *counts, int nseg, cmr_ingest_batch_t *out,
+                        size_t *n)
+{
+    char err[256];
+    *n = 0;
+    for (int i = 0; i < nseg; i++)
+        for (size_t k = 0; k < counts[i]; k++)
+            assert_int_equal(cmr_ingest_batch_from_msg(&msgs[i][k], &out[(*n)++], err, sizeof err), 0);
+}
+
+static void apply_all(cmr_trace_state_t *st, const cmr_ingest_batch_t *b, size_t n, bool reverse)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(cmr_trace_state_apply(st, &b[reverse ? n - 1 - i : i], NULL, NULL, NULL), 1);
+}
+
+/* The root segment's data, sent over several batches (method on the first, path on the
+ * second, status on the last), is the trace's whatever the order; a child segment's (an
+ * HTTP call into another JVM) and a foreign-parent segment's do not override it; without
+ * the root, the foreign-parent segment is the root and its data is shown; a state rebuilt
+ * from batches without attributes gets the summary's back; the summary's encoding, and the
+ * formats before it. */
+static void test_http_attributes_summary(void **state)
+{
+    (void)state;
+    synth_seg_t segs[4];
+    build_multi(segs, 60);
+    cmr_event_batch_t *msgs[4];
+    size_t counts[4];
+    for (int i = 0; i < 4; i++)
+        counts[i] = synth_batches(&segs[i], 2, &msgs[i]);
+    assert_int_equal(counts[0], 3);
+    cmr_kv_t p0[] = {{"http.method", "GET"}, {"x.tenant", "acme"}}, p1[] = {{"http.path", "/checkout/\xc3\xbc"}},
+             p2[] = {{"http.status", "200"}};
+    set_attrs(&msgs[0][0], p0, 2);
+    set_attrs(&msgs[0][1], p1, 1);
+    set_attrs(&msgs[0][2], p2, 1);
+    cmr_kv_t child[] = {{"http.method", "POST"}, {"http.path", "/child"}, {"http.status", "500"}};
+    set_attrs(&msgs[2][0], child, 3);
+    cmr_kv_t remote[] = {{"http.method", "PUT"}, {"http.path", "/remote"}, {"http.status", "201"}};
+    set_attrs(&msgs[3][0], remote, 3);
+
+    cmr_ingest_batch_t flat[16];
+    size_t n;
+    flatten_all(msgs, counts, 4, flat, &n);
+    uint8_t tid[16];
+    synth_trace_id(60, tid);
+    cmr_trace_state_t *fw = cmr_trace_state_new(tid), *bw = cmr_trace_state_new(tid), *rm = cmr_trace_state_new(tid);
+    apply_all(fw, flat, n, false);
+    apply_all(bw, flat, n, true);
+    cmr_trace_summary_t a, b, d;
+    cmr_trace_state_summary(fw, &a);
+    cmr_trace_state_summary(bw, &b);
+    assert_memory_equal(&a, &b, sizeof a);
+    assert_string_equal(a.http.method, "GET");
+    assert_string_equal(a.http.path, "/checkout/\xc3\xbc");
+    assert_int_equal(a.http.status, 200);
+
+    /* only the child and the foreign-parent segments: the remote root's data */
+    size_t from = counts[0] + counts[1];
+    apply_all(rm, flat + from, n - from, false);
+    cmr_trace_state_summary(rm, &d);
+    assert_true(d.flags & CMR_TRACE_REMOTE_ROOT);
+    assert_string_equal(d.http.method, "PUT");
+    assert_int_equal(d.http.status, 201);
+    apply_all(rm, flat, from, false); /* the root arrives: its data wins */
+    cmr_trace_state_summary(rm, &d);
+    assert_memory_equal(&a, &d, sizeof a);
+
+    /* rebuilt from stored batches (no attributes) plus the summary's data */
+    cmr_trace_state_t *rb = cmr_trace_state_new(tid);
+    cmr_ingest_batch_t bare[16];
+    memcpy(bare, flat, n * sizeof *flat);
+    for (size_t i = 0; i < n; i++) {
+        bare[i].http_method = bare[i].http_path = NULL;
+        bare[i].http_status = 0;
+    }
+    apply_all(rb, bare, n - 1, false);
+    assert_int_equal(cmr_trace_state_seed_http(rb, &a.http), 0);
+    apply_all(rb, bare + n - 1, 1, false);
+    cmr_trace_state_summary(rb, &d);
+    assert_memory_equal(&a, &d, sizeof a);
+
+    /* encoding: http data alone, with diagnoses, and the formats before */
+    uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN], bad[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t len = cmr_trace_summary_encode(&a, enc);
+    size_t plen = strlen(a.http.path);
+    assert_int_equal(len, CMR_TRACE_SUMMARY_LEN + 4 + 1 + 2 + 2 + 3 + 2 + plen);
+    assert_int_equal(cmr_trace_summary_decode(enc, len, &d), 0);
+    assert_memory_equal(&a, &d, sizeof a);
+    assert_int_equal(cmr_trace_summary_decode(enc, CMR_TRACE_SUMMARY_LEN, &d), 0); /* before diagnoses */
+    assert_false(cmr_trace_http_known(&d.http));
+    assert_int_equal(d.start_ns, a.start_ns);
+    cmr_trace_state_add_diagnosis(fw, 0x77);
+    cmr_trace_state_summary(fw, &b);
+    len = cmr_trace_summary_encode(&b, enc);
+    assert_int_equal(len, CMR_TRACE_SUMMARY_LEN + 4 + 8 + 1 + 2 + 2 + 3 + 2 + plen);
+    assert_int_equal(cmr_trace_summary_decode(enc, len, &d), 0);
+    assert_memory_equal(&b, &d, sizeof b);
+    assert_int_equal(cmr_trace_summary_decode(enc, CMR_TRACE_SUMMARY_LEN + 4 + 8, &d), 0); /* before http data */
+    assert_int_equal(d.ndiagnoses, 1);
+    assert_false(cmr_trace_http_known(&d.http));
+    size_t h = CMR_TRACE_SUMMARY_LEN + 4 + 8; /* where the http data starts */
+    assert_int_equal(cmr_trace_summary_decode(enc, len - 1, &d), -1);
+    assert_int_equal(cmr_trace_summary_decode(enc, h + 3, &d), -1);
+    memcpy(bad, enc, len);
+    bad[h] = 2; /* an unknown version */
+    assert_int_equal(cmr_trace_summary_decode(bad, len, &d), -1);
+    memcpy(bad, enc, len);
+    bad[h + 1] = 99; /* status 99 */
+    bad[h + 2] = 0;
+    assert_int_equal(cmr_trace_summary_decode(bad, len, &d), -1);
+    memcpy(bad, enc, len);
+    bad[len - 2] = 0x0a; /* a control character in the path */
+    assert_int_equal(cmr_trace_summary_decode(bad, len, &d), -1);
+    memcpy(bad, enc, len);
+    bad[h + 5] = ' '; /* "G T": not a method */
+    assert_int_equal(cmr_trace_summary_decode(bad, len, &d), -1);
+    memcpy(bad, enc, CMR_TRACE_SUMMARY_LEN);
+    memset(bad + CMR_TRACE_SUMMARY_LEN, 0, 4); /* no diagnoses and nothing after */
+    assert_int_equal(cmr_trace_summary_decode(bad, CMR_TRACE_SUMMARY_LEN + 4, &d), -1);
+    bad[CMR_TRACE_SUMMARY_LEN + 4] = 1; /* version, status 0, no method, no path: nothing known */
+    memset(bad + CMR_TRACE_SUMMARY_LEN + 5, 0, 6);
+    assert_int_equal(cmr_trace_summary_decode(bad, CMR_TRACE_SUMMARY_LEN + 11, &d), -1);
+
+    cmr_trace_state_free(fw);
+    cmr_trace_state_free(bw);
+    cmr_trace_state_free(rm);
+    cmr_trace_state_free(rb);
+    for (int i = 0; i < 4; i++) {
+        synth_batches_free(msgs[i], counts[i]);
+        synth_seg_free(&segs[i]);
+    }
+}
+
+/* What a batch's attributes may carry: the kept values, invalid ones left out and counted
+ * (the batch itself is applied), empty values and unknown keys ignored; the globs and the
+ * filters' checks. */
+static void test_http_attributes_checks(void **state)
+{
+    (void)state;
+    synth_seg_t s;
+    build_nested(&s, 61);
+    cmr_event_batch_t *msgs;
+    size_t nb = synth_batches(&s, 100, &msgs);
+    char err[256], long_path[300];
+    memset(long_path, 'a', sizeof long_path - 1);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    char path256[CMR_TRACE_HTTP_MAX + 1];
+    memcpy(path256, long_path, CMR_TRACE_HTTP_MAX);
+    path256[CMR_TRACE_HTTP_MAX] = '\0';
+    static const struct {
+        const char *key, *value;
+        bool kept;
+    } cases[] = {
+        {"http.method", "GET", true},
+        {"http.method", "M-SEARCH", true},
+        {"http.method", "GE T", false},
+        {"http.method", "GET\r\n", false},
+        {"http.method", "", true}, /* empty: not known, not counted */
+        {"http.path", "/a b/\xe2\x82\xac", true},
+        {"http.path", "/a\x01", false},
+        {"http.path", "/a\x7f", false},
+        {"http.path", "/a\xc2\x85", false},     /* C1 control (NEL) */
+        {"http.path", "/a\xc0\xaf", false},     /* overlong */
+        {"http.path", "/a\xed\xa0\x80", false}, /* surrogate */
+        {"http.path", "/a\xff", false},
+        {"http.path", "/a\xe2\x82", false}, /* cut */
+        {"http.status", "200", true},
+        {"http.status", "999", true},
+        {"http.status", "099", false},
+        {"http.status", "1000", false},
+        {"http.status", "20", false},
+        {"http.status", "2x0", false},
+        {"http.status", "-200", false},
+        {"http.other", "\x01", true}, /* unknown: ignored whatever it holds */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cmr_kv_t kv[] = {{(char *)cases[i].key, (char *)cases[i].value}};
+        set_attrs(&msgs[0], kv, 1);
+        cmr_ingest_batch_t b;
+        assert_int_equal(cmr_ingest_batch_from_msg(&msgs[0], &b, err, sizeof err), 0);
+        if (b.attrs_dropped != (cases[i].kept ? 0u : 1u))
+            fail_msg("%s=\"%s\": dropped %u", cases[i].key, cases[i].value, b.attrs_dropped);
+        bool set = b.http_method || b.http_path || b.http_status;
+        assert_int_equal(set, cases[i].kept && cases[i].value[0] && strcmp(cases[i].key, "http.other"));
+    }
+    cmr_kv_t many[] = {{"http.path", path256},
+                       {"http.path", "/second"},
+                       {"http.method", long_path},
+                       {"http.status", "404"},
+                       {"http.path", NULL}};
+    set_attrs(&msgs[0], many, 4);
+    cmr_ingest_batch_t b;
+    assert_int_equal(cmr_ingest_batch_from_msg(&msgs[0], &b, err, sizeof err), 0);
+    assert_int_equal(b.attrs_dropped, 2); /* the repeated path, the method over 256 bytes */
+    assert_string_equal(b.attrs_drop_key, "http.path");
+    assert_string_equal(b.http_path, path256);
+    assert_int_equal(b.http_status, 404);
+    assert_null(b.http_method);
+    long_path[CMR_TRACE_HTTP_MAX + 1] = '\0';
+    cmr_kv_t longer[] = {{"http.path", long_path}};
+    set_attrs(&msgs[0], longer, 1);
+    assert_int_equal(cmr_ingest_batch_from_msg(&msgs[0], &b, err, sizeof err), 0);
+    assert_int_equal(b.attrs_dropped, 1);
+
+    /* globs: as the agent's Probe.glob */
+    assert_true(cmr_http_glob("5*", "503"));
+    assert_false(cmr_http_glob("5*", "200"));
+    assert_true(cmr_http_glob("?0?", "404"));
+    assert_false(cmr_http_glob("?0?", "4040"));
+    assert_true(cmr_http_glob("/checkout*", "/checkout/cart"));
+    assert_true(cmr_http_glob("*cart", "/checkout/cart"));
+    assert_true(cmr_http_glob("/a*b*c", "/axxbyyc"));
+    assert_false(cmr_http_glob("/a*b*c", "/axxbyy"));
+    assert_true(cmr_http_glob("*", ""));
+    assert_false(cmr_http_glob("GET", "GETX"));
+    assert_true(cmr_http_glob("/\xc3\xbc?", "/\xc3\xbc\xe2\x82\xac")); /* '?' is one character */
+    assert_false(cmr_http_glob("/??", "/\xe2\x82\xac"));
+    assert_true(cmr_http_glob("/[a]", "/[a]")); /* no brackets */
+    assert_false(cmr_http_glob("*a", "*ba"));   /* the agent's quirk: a '*' of the text is itself first */
+
+    cmr_trace_filter_t f = {0};
+    assert_int_equal(cmr_trace_filter_set(&f, "http-status", "5*", err, sizeof err), 0);
+    assert_int_equal(cmr_trace_filter_set(&f, "http_method", "GET", err, sizeof err), 0);
+    assert_int_equal(cmr_trace_filter_set(&f, "http_path", "/a b*", err, sizeof err), 0);
+    assert_string_equal(f.http.status, "5*");
+    assert_string_equal(f.http.method, "GET");
+    cmr_trace_http_t h = {.method = "GET", .path = "/a b/c", .status = 503};
+    assert_true(cmr_http_filter_match(&f.http, &h));
+    h.status = 0;
+    assert_false(cmr_http_filter_match(&f.http, &h)); /* not known: no match */
+    const char *bad[][2] = {{"http-status", "abc"},  {"http-status", "5 "}, {"http-path", ""},
+                            {"http-method", "\x01"}, {"http_path", "\xff"}, {"http-path", long_path}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char big[CMR_HTTP_FILTER_MAX + 2];
+        const char *v = bad[i][1];
+        if (v == long_path) {
+            memset(big, 'x', sizeof big - 1);
+            big[sizeof big - 1] = '\0';
+            v = big;
+        }
+        err[0] = '\0';
+        assert_int_equal(cmr_trace_filter_set(&f, bad[i][0], v, err, sizeof err), -1);
+        assert_non_null(strstr(err, "bad glob"));
+    }
+    synth_batches_free(msgs, nb);
+    synth_seg_free(&s);
+}
+
+/* Feeds batches [from, to) of a segment cut in per_batch events; batch attrs[k].batch gets
+ * attrs[k]'s values; every batch carries tag. 1, or 2 when values were left out (err: the
+ * engine's words for the first batch that did). */
+typedef struct batch_attrs {
+    size_t batch;
+    cmr_kv_t kv[3];
+    size_t n;
+} batch_attrs_t;
+
+static int feed_attrs(cmr_ingest_engine_t *e, int partition, const synth_seg_t *s, size_t per_batch,
+                      batch_attrs_t *attrs, size_t nattrs, uint64_t tag, size_t from, size_t to, char *err,
+                      size_t errlen)
+{
+    cmr_event_batch_t *b;
+    size_t n = synth_batches(s, per_batch, &b);
+    int rc = 1;
+    for (size_t k = from; k < n && k < to; k++) {
+        for (size_t i = 0; i < nattrs; i++)
+            if (attrs[i].batch == k)
+                set_attrs(&b[k], attrs[i].kv, attrs[i].n);
+        b[k].diagnosis_id = (int64_t)tag;
+        char why[256];
+        int r = cmr_ingest_engine_add(e, partition, &b[k], why, sizeof why);
+        assert_int_equal(r, 1);
+        if (why[0] && rc == 1) { /* the first batch that left values out */
+            rc = 2;
+            snprintf(err, errlen, "%s", why);
+        }
+    }
+    synth_batches_free(b, n);
+    return rc;
+}
+
+static size_t stored_summary_len(const char *root, int partition, uint64_t trace_n)
+{
+    char err[512];
+    cmr_store_opts_t ro = {.read_only = true};
+    cmr_store_t *s = cmr_store_open_partition(root, partition, &ro, 0, err, sizeof err);
+    assert_non_null(s);
+    uint8_t tid[16];
+    synth_trace_id(trace_n, tid);
+    rocksdb_readoptions_t *o = rocksdb_readoptions_create();
+    char *e = NULL;
+    size_t len = 0;
+    char *v = rocksdb_get_cf(cmr_store_db(s), o, cmr_store_cf(s, CMR_CF_TRACES), (const char *)tid, 16, &len, &e);
+    assert_null(e);
+    assert_non_null(v);
+    rocksdb_free(v);
+    rocksdb_readoptions_destroy(o);
+    cmr_store_close(s);
+    return len;
+}
+
+/* The ids of a list, as one string "70,71," for comparisons. */
+static void list_ids(cmr_ingest_view_t *v, const char *key, const char *value, const char *key2, const char *value2,
+                     char *out, size_t len)
+{
+    cmr_trace_filter_t f = {0};
+    char err[256];
+    assert_int_equal(cmr_trace_filter_set(&f, key, value, err, sizeof err), 0);
+    if (key2)
+        assert_int_equal(cmr_trace_filter_set(&f, key2, value2, err, sizeof err), 0);
+    cmr_trace_summary_t *s;
+    long n = cmr_ingest_view_list(v, &f, &s);
+    assert_true(n >= 0);
+    out[0] = '\0';
+    for (long i = n - 1; i >= 0; i--) /* oldest first */
+        snprintf(out + strlen(out), len - strlen(out), "%u,", (unsigned)s[i].trace_id[15]);
+    free(s);
+}
+
+/* Stored traces with transaction data: on the root over several batches (also across a
+ * state rebuilt from the store), a child's that must not count, none (the summary stays in
+ * the format before http data), data added to a summary of that format, invalid values
+ * (counted, the batch applied); the filters of the list (view, HTTP, CLI) and of a
+ * diagnosis' report, the JSON and text output, and bad filters (400, exit 2). */
+static void test_http_store_filters(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+
+    /* 70: GET /checkout/cart 200 over three batches of the root; the child in JVM 2 was
+     * POST /child 500 */
+    synth_seg_t multi[4];
+    build_multi(multi, 70);
+    batch_attrs_t root70[] = {
+        {0, {{"http.method", "GET"}}, 1}, {1, {{"http.path", "/checkout/cart"}}, 1}, {2, {{"http.status", "200"}}, 1}};
+    batch_attrs_t child70[] = {{0, {{"http.method", "POST"}, {"http.path", "/child"}, {"http.status", "500"}}, 3}};
+    assert_int_equal(feed_attrs(e, 0, &multi[2], 2, child70, 1, 0, 0, 99, err, sizeof err), 1);
+    assert_int_equal(feed_attrs(e, 0, &multi[0], 2, root70, 3, D1, 0, 99, err, sizeof err), 1);
+    assert_int_equal(feed_attrs(e, 0, &multi[1], 2, NULL, 0, 0, 0, 99, err, sizeof err), 1);
+
+    /* 71: POST /pay on the first batch; the status on the last, after the partition was
+     * closed (the state is rebuilt from the store) */
+    synth_seg_t n71, n72, n73, n74;
+    build_nested_at(&n71, 71, T0 + 10000);
+    batch_attrs_t a71[] = {{0, {{"http.method", "POST"}, {"http.path", "/pay"}}, 2}, {2, {{"http.status", "503"}}, 1}};
+    assert_int_equal(feed_attrs(e, 0, &n71, 3, a71, 2, D1, 0, 2, err, sizeof err), 1);
+    /* 72: none; 73: none at first (both stored in the format before http data) */
+    build_nested_at(&n72, 72, T0 + 20000);
+    build_nested_at(&n73, 73, T0 + 30000);
+    feed_attrs(e, 0, &n72, 3, NULL, 0, 0, 0, 99, err, sizeof err);
+    feed_attrs(e, 0, &n73, 3, NULL, 0, 0, 0, 2, err, sizeof err);
+    assert_int_equal(cmr_ingest_engine_close_partition(e, 0), 0);
+    assert_int_equal(stored_summary_len(tmpdir, 0, 72), CMR_TRACE_SUMMARY_LEN);
+    assert_int_equal(stored_summary_len(tmpdir, 0, 73), CMR_TRACE_SUMMARY_LEN);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(feed_attrs(e, 0, &n71, 3, a71, 2, D1, 2, 99, err, sizeof err), 1);
+    batch_attrs_t a73[] = {{2, {{"http.status", "404"}}, 1}};
+    assert_int_equal(feed_attrs(e, 0, &n73, 3, a73, 1, 0, 2, 99, err, sizeof err), 1);
+    /* 74: invalid method and path, left out and counted; the status kept */
+    build_nested_at(&n74, 74, T0 + 40000);
+    batch_attrs_t a74[] = {{0, {{"http.method", "GE T"}, {"http.path", "/a\x01"}, {"http.status", "200"}}, 3}};
+    assert_int_equal(feed_attrs(e, 0, &n74, 3, a74, 1, 0, 0, 99, err, sizeof err), 2);
+    assert_non_null(strstr(err, "2 attribute value(s) left out: http.method"));
+    cmr_ingest_stats_t stats;
+    cmr_ingest_engine_stats(e, &stats);
+    assert_int_equal(stats.attributes_rejected, 2);
+    assert_int_equal(stats.rejected, 0);
+    cmr_ingest_engine_free(e);
+
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    uint8_t tid[16];
+    cmr_trace_summary_t s;
+    synth_trace_id(70, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &s), 1);
+    assert_string_equal(s.http.method, "GET");
+    assert_string_equal(s.http.path, "/checkout/cart");
+    assert_int_equal(s.http.status, 200);
+    synth_trace_id(71, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &s), 1);
+    assert_string_equal(s.http.method, "POST");
+    assert_string_equal(s.http.path, "/pay");
+    assert_int_equal(s.http.status, 503);
+    synth_trace_id(73, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &s), 1);
+    assert_string_equal(s.http.method, "");
+    assert_int_equal(s.http.status, 404);
+    synth_trace_id(74, tid);
+    assert_int_equal(cmr_ingest_view_summary(v, tid, &s), 1);
+    assert_string_equal(s.http.method, "");
+    assert_string_equal(s.http.path, "");
+    assert_int_equal(s.http.status, 200);
+    assert_int_equal(stored_summary_len(tmpdir, 0, 72), CMR_TRACE_SUMMARY_LEN);
+
+    char ids[256];
+    list_ids(v, "limit", "100", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "70,71,72,73,74,");
+    list_ids(v, "http-method", "GET", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "70,");
+    list_ids(v, "http-method", "P*", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "71,"); /* the child's POST is not the trace's */
+    list_ids(v, "http-status", "5*", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "71,");
+    list_ids(v, "http-status", "200", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "70,74,");
+    list_ids(v, "http-status", "4??", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "73,");
+    list_ids(v, "http-path", "/checkout*", "http-status", "2*", ids, sizeof ids);
+    assert_string_equal(ids, "70,");
+    list_ids(v, "http-path", "/child", NULL, NULL, ids, sizeof ids);
+    assert_string_equal(ids, "");
+    list_ids(v, "http-status", "*", "slowest", "1", ids, sizeof ids);
+    assert_int_equal(strlen(ids), strlen("70,71,73,74,"));
+
+    /* text */
+    cmr_trace_filter_t f = {0};
+    long cnt;
+    char *text = capture_list(v, &f, &cnt);
+    assert_non_null(strstr(text, "METHOD  STATUS  ROOT  [PATH]"));
+    assert_non_null(strstr(text, "POST       503  "));
+    assert_non_null(strstr(text, "  [/checkout/cart]\n"));
+    assert_non_null(strstr(text, " complete   -            -  ")); /* 72: nothing known */
+    free(text);
+    cmr_tree_t t;
+    synth_trace_id(71, tid);
+    assert_int_equal(cmr_ingest_view_tree(v, tid, &t), 1);
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *m = open_memstream(&buf, &blen);
+    cmr_ingest_print_tree(m, cmr_ingest_view_names(v), &t);
+    fclose(m);
+    assert_non_null(strstr(buf, "\n  http POST /pay 503\n"));
+    free(buf);
+    cmr_tree_free(&t);
+
+    /* the diagnosis' report with the filters */
+    cmr_diag_report_t r;
+    cmr_http_filter_t hf = {.status = "5*"};
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, &hf, 0, &r), 0);
+    assert_int_equal(r.found, 1);
+    assert_int_equal(r.ntraces, 1);
+    assert_int_equal(r.traces[0].http.status, 503);
+    cmr_diag_report_free(&r);
+    assert_int_equal(cmr_ingest_view_diagnosis(v, D1, NULL, 0, &r), 0);
+    assert_int_equal(r.found, 2);
+    cmr_diag_report_free(&r);
+    cmr_ingest_view_free(v);
+
+    /* HTTP */
+    char *body;
+    json_error_t je;
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?http_status=5*&http_method=POST", &body), 200);
+    json_t *j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    json_t *arr = json_object_get(j, "traces");
+    assert_int_equal(json_array_size(arr), 1);
+    json_t *http = json_object_get(json_array_get(arr, 0), "http");
+    assert_string_equal(json_string_value(json_object_get(http, "method")), "POST");
+    assert_string_equal(json_string_value(json_object_get(http, "path")), "/pay");
+    assert_int_equal(json_integer_value(json_object_get(http, "status")), 503);
+    json_decref(j);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?http_path=%2Fcheckout%2A", &body), 200);
+    assert_non_null(strstr(body, "\"http\":{\"method\":\"GET\",\"path\":\"/checkout/cart\",\"status\":200}"));
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?limit=100", &body), 200);
+    assert_non_null(strstr(body, "\"http\":null")); /* 72 */
+    assert_non_null(strstr(body, "\"http\":{\"method\":null,\"path\":null,\"status\":404}"));
+    free(body);
+    char target[128], hex[33];
+    synth_trace_id(70, tid);
+    cmr_hex(tid, 16, hex);
+    snprintf(target, sizeof target, "/api/traces/%s", hex);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 200);
+    assert_non_null(strstr(body, "\"http\":{\"method\":\"GET\",\"path\":\"/checkout/cart\",\"status\":200}"));
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/diagnoses/dd857cc97ac20a14?http_status=5%2A", &body),
+                     200);
+    j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "found")), 1);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "filter"), "http_status")), "5*");
+    json_decref(j);
+    free(body);
+    const char *bad[] = {"/api/traces?http_status=abc",
+                         "/api/traces?http_path=",
+                         "/api/traces?http_method=%01",
+                         "/api/traces?http_path=%FF",
+                         "/api/diagnoses/dd857cc97ac20a14?http_status=5x",
+                         "/api/diagnoses/dd857cc97ac20a14?http_method="};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", bad[i], &body), 400);
+        assert_non_null(strstr(body, "bad glob"));
+        free(body);
+    }
+
+    /* the CLI */
+    if (ingest_bin) {
+        int st;
+        char *out = run_cli("traces --http-status '5*' --json", &st);
+        assert_int_equal(st, 0);
+        assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?http_status=5*", &body), 200);
+        assert_true(strlen(out) == strlen(body) + 1 && !strncmp(out, body, strlen(body)));
+        free(body);
+        free(out);
+        out = run_cli("traces --http-method GET --http-path '/check*'", &st);
+        assert_int_equal(st, 0);
+        assert_non_null(strstr(out, "[/checkout/cart]"));
+        assert_null(strstr(out, "/pay"));
+        free(out);
+        snprintf(target, sizeof target, "show %s", hex);
+        out = run_cli(target, &st);
+        assert_int_equal(st, 0);
+        assert_non_null(strstr(out, "\n  http GET /checkout/cart 200\n"));
+        free(out);
+        out = run_cli("diagnosis dd857cc97ac20a14 --http-status '5*'", &st);
+        assert_int_equal(st, 0);
+        assert_non_null(strstr(out, "diagnosis dd857cc97ac20a14: 1 traces with http.status=5*\n"));
+        assert_non_null(strstr(out, "[/pay]"));
+        free(out);
+        const char *bad_cli[] = {"traces --http-status abc", "traces --http-path ''",
+                                 "traces --http-method \"$(printf '\\001')\"",
+                                 "diagnosis dd857cc97ac20a14 --http-status x"};
+        for (size_t i = 0; i < sizeof bad_cli / sizeof bad_cli[0]; i++) {
+            out = run_cli(bad_cli[i], &st);
+            if (st != 2)
+                fail_msg("%s: exit %d: %s", bad_cli[i], st, out);
+            assert_non_null(strstr(out, "bad glob"));
+            free(out);
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        synth_seg_free(&multi[k]);
+    synth_seg_free(&n71);
+    synth_seg_free(&n72);
+    synth_seg_free(&n73);
+    synth_seg_free(&n74);
 }
 
 /* The engine's trace states (cmr_map_t keyed by trace id) past the point where a
@@ -1546,6 +2102,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
+        cmocka_unit_test(test_http_attributes_summary),
+        cmocka_unit_test(test_http_attributes_checks),
+        cmocka_unit_test_setup_teardown(test_http_store_filters, make_tmp, remove_tmp),
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
     };

@@ -6,6 +6,7 @@
  *   stored batch   ing_batch.c   an EventBatch as stored: key (trace, agent, segment, seq)
  *   tree           ing_tree.c    assembly of one trace's call tree from its batches (pure)
  *   trace state    ing_state.c   per-trace incremental summary (dedup, root, completeness)
+ *   http data      ing_attrs.c   EventBatch.attributes validated, the http filters (globs)
  *   store          ing_store.c   one RocksDB per cmr.events partition + the meta store
  *   engine         ing_engine.c  applies batches to stores, group-commits durably
  *   names          ing_names.c   method and agent tables (cmr.methods, cmr.registrations)
@@ -35,6 +36,49 @@
 #include "cmr/reader.h"
 #include "cmr/msg.h"
 
+/* --- transaction data (ing_attrs.c) ---------------------------------------------------- */
+
+/* The transaction data a trace keeps: that of its root segment's incoming HTTP request
+ * (EventBatch.attributes http.method, http.path, http.status; docs/INGEST.md). */
+#define CMR_TRACE_HTTP_MAX 256 /* bytes of a method or a path at most (the agent cuts there) */
+
+typedef struct cmr_trace_http {
+    char method[CMR_TRACE_HTTP_MAX + 1]; /* an RFC 9110 token; "" = not known */
+    char path[CMR_TRACE_HTTP_MAX + 1];   /* printable UTF-8, no control characters; "" = not known */
+    uint16_t status;                     /* 100..999; 0 = not known */
+} cmr_trace_http_t;
+
+/* The attribute keys the trace keeps (others are ignored). */
+typedef enum cmr_http_key { CMR_HTTP_METHOD, CMR_HTTP_PATH, CMR_HTTP_STATUS, CMR_HTTP__KEYS } cmr_http_key_t;
+
+/* Checks one value of key k (len bytes, NUL-terminated): NULL when it may be kept, else
+ * why not (a static string). Empty values are not checked here: they mean "not known". */
+const char *cmr_http_value_check(cmr_http_key_t k, const char *v, size_t len);
+/* The same rules on a decoded summary's values (a corrupt store shows nothing else). */
+bool cmr_trace_http_valid(const cmr_trace_http_t *h);
+bool cmr_trace_http_known(const cmr_trace_http_t *h);
+
+/* Filters on the transaction data: globs as a diagnosis' conditions are (docs/DIAGNOSIS.md,
+ * the agent's Probe.glob): '*' any run of characters, '?' one character, everything else
+ * itself. NULL = no filter. A trace without the value never matches a filter on it. */
+typedef struct cmr_http_filter {
+    const char *method; /* glob on the method ("GET" matches exactly) */
+    const char *path;   /* glob on the path */
+    const char *status; /* glob on the status' three digits ("5*") */
+} cmr_http_filter_t;
+
+#define CMR_HTTP_FILTER_MAX 1024 /* bytes of a filter's glob */
+
+/* Sets one filter from a key (http-method / http_method, http-path / http_path,
+ * http-status / http_status) and a value (kept by pointer: the caller's). 1 set, 0 not an
+ * http key, -1 a bad value (empty, longer than CMR_HTTP_FILTER_MAX, not UTF-8, a control
+ * character; a status glob of other than digits, '*' and '?') with err. */
+int cmr_http_filter_set(cmr_http_filter_t *f, const char *key, const char *value, char *err, size_t errlen);
+bool cmr_http_filter_any(const cmr_http_filter_t *f);
+bool cmr_http_filter_match(const cmr_http_filter_t *f, const cmr_trace_http_t *h);
+/* Glob match on UTF-8 text ('?' is one character). */
+bool cmr_http_glob(const char *pattern, const char *s);
+
 /* --- stored batch ------------------------------------------------------------------- */
 
 #define CMR_INGEST_BATCH_KEY_LEN 36 /* trace(16) agent(8) segment(8) batch_seq(4), big endian */
@@ -60,10 +104,19 @@ typedef struct cmr_ingest_batch {
     const uint8_t *events; /* event_count * CMR_EVENT_RECORD_SIZE bytes */
     uint64_t diagnosis_id; /* EventBatch.diagnosis_id, 0 = none. Not part of the stored
                             * batch (decoded batches have 0): the trace summary keeps it */
+    /* EventBatch.attributes, validated: the values the trace may keep (NULL / 0 when the
+     * batch carried none, an empty one, or an invalid one). Like diagnosis_id, not part of
+     * the stored batch; they point into the message. */
+    const char *http_method, *http_path;
+    uint16_t http_status;
+    uint32_t attrs_dropped;     /* invalid values refused (counted by the engine) */
+    const char *attrs_drop_key; /* the first one's key and why (static strings) */
+    const char *attrs_drop_why;
 } cmr_ingest_batch_t;
 
 /* Checks a decoded EventBatch (sizes, counts, sequence numbers) and flattens it.
- * 0, or -1 with the reason in err. */
+ * 0, or -1 with the reason in err. Invalid attribute values do not refuse the batch: they
+ * are left out and counted in attrs_dropped. */
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen);
 void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN]);
 /* The stored value is header | thread name | events: the header alone (its length is
@@ -116,6 +169,8 @@ typedef struct cmr_tree {
     uint32_t segments, batches, gaps, unmatched; /* gaps: missing batches; unmatched exits */
     uint32_t agents, threads;
     bool complete;
+    cmr_trace_http_t http; /* the trace's transaction data: from its stored summary
+                            * (cmr_ingest_view_tree), not from the batches */
 } cmr_tree_t;
 
 /* Assembles the tree of one trace from its batches, in any order, duplicates allowed
@@ -147,13 +202,18 @@ typedef struct cmr_trace_summary {
     uint32_t flags;
     uint32_t ndiagnoses;                         /* 0..CMR_TRACE_MAX_DIAGNOSES */
     uint64_t diagnoses[CMR_TRACE_MAX_DIAGNOSES]; /* ascending; the diagnosis ids its batches carried */
+    cmr_trace_http_t http;                       /* the root segment's transaction data */
 } cmr_trace_summary_t;
 
-/* Stored summary: CMR_TRACE_SUMMARY_LEN bytes without diagnoses (the format of every
- * summary written before diagnoses existed), then ndiagnoses(4) | ids(8 each) when the
- * trace has some; at most CMR_TRACE_SUMMARY_MAX_LEN bytes. */
+/* Stored summary: CMR_TRACE_SUMMARY_LEN bytes without diagnoses and http data (the format
+ * of every summary written before diagnoses existed), then ndiagnoses(4) | ids(8 each)
+ * when the trace has diagnoses or http data (the format before http data: the length is
+ * exactly that), then, with http data, version(1)=1 | status(2) | method length(2) |
+ * method | path length(2) | path; at most CMR_TRACE_SUMMARY_MAX_LEN bytes. */
 #define CMR_TRACE_SUMMARY_LEN 84
-#define CMR_TRACE_SUMMARY_MAX_LEN (CMR_TRACE_SUMMARY_LEN + 4 + 8 * CMR_TRACE_MAX_DIAGNOSES)
+#define CMR_TRACE_SUMMARY_HTTP_MAX_LEN (1 + 2 + 2 + CMR_TRACE_HTTP_MAX + 2 + CMR_TRACE_HTTP_MAX)
+#define CMR_TRACE_SUMMARY_MAX_LEN \
+    (CMR_TRACE_SUMMARY_LEN + 4 + 8 * CMR_TRACE_MAX_DIAGNOSES + CMR_TRACE_SUMMARY_HTTP_MAX_LEN)
 /* Returns the encoded length. */
 size_t cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_MAX_LEN]);
 /* Either length; 0, or -1 when v is not a summary. */
@@ -177,6 +237,10 @@ void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *ou
  * from stored batches, which do not carry them). 1 when the set changed, 0 otherwise
  * (0 = none, known, or larger than every one of a full set). */
 int cmr_trace_state_add_diagnosis(cmr_trace_state_t *s, uint64_t id);
+/* Gives the trace's root segment (as the summary names it now) the known values of h, as
+ * if they came before any of its batches: what the engine does with the stored summary's
+ * http data when it rebuilds a state from stored batches. 0, or -1 out of memory. */
+int cmr_trace_state_seed_http(cmr_trace_state_t *s, const cmr_trace_http_t *h);
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s);
 
 /* --- names (methods and agents) ----------------------------------------------------- */
@@ -275,6 +339,7 @@ typedef struct cmr_ingest_engine cmr_ingest_engine_t;
 typedef struct cmr_ingest_stats {
     uint64_t batches, events, duplicates, rejected, flushes, traces_touched;
     uint64_t methods, agents;
+    uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
 } cmr_ingest_stats_t;
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen);
@@ -284,7 +349,9 @@ int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int 
 int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
 /* Adds one EventBatch received on `partition`. 1 applied, 0 duplicate, -1 rejected as
  * malformed (err says why; nothing changed), -2 cannot be stored (partition not open,
- * out of memory): the caller must not mark the record done. */
+ * out of memory): the caller must not mark the record done. With 1 or 0, err is empty
+ * unless attribute values were left out as invalid: then it says which and why (counted
+ * in attributes_rejected; the caller reports it, cmr/rejects.h "bad_attribute"). */
 int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen);
 int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m);
 int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r);
@@ -332,6 +399,7 @@ typedef struct cmr_trace_filter {
     const char *root_method; /* substring of the root method's name, or its hex id */
     const char *agent;       /* substring of "name@host", or the hex agent id */
     const char *contains;    /* a method in the trace: substring or hex id */
+    cmr_http_filter_t http;  /* the root's transaction data */
     bool slowest;            /* order by duration, longest first (default: newest first) */
     size_t limit;            /* 0 = 50 */
 } cmr_trace_filter_t;
@@ -346,10 +414,11 @@ int cmr_ingest_view_summary(cmr_ingest_view_t *v, const uint8_t trace_id[16], cm
 /* The tree of a trace: 1 found, 0 unknown, -1 error. */
 int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_tree_t *out);
 
-/* The traces tagged with a diagnosis id (idx_diagnosis), newest first (ties: trace id),
- * at most limit; *found: how many the store holds. *out malloc'd. The count, or -1. */
-long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_trace_summary_t **out,
-                                      size_t *found);
+/* The traces tagged with a diagnosis id (idx_diagnosis) whose transaction data matches
+ * http (NULL: all), newest first (ties: trace id), at most limit; *found: how many the
+ * store holds. *out malloc'd. The count, or -1. */
+long cmr_ingest_view_diagnosis_traces(cmr_ingest_view_t *v, uint64_t diagnosis, const cmr_http_filter_t *http,
+                                      size_t limit, cmr_trace_summary_t **out, size_t *found);
 
 /* --- diagnosis report (ing_diag.c) ---------------------------------------------------- */
 
@@ -368,8 +437,9 @@ typedef struct cmr_diag_method {
 
 typedef struct cmr_diag_report {
     uint64_t diagnosis_id;
+    cmr_http_filter_t http; /* the filter applied (strings: the caller's) */
     size_t limit;
-    size_t found;                /* traces tagged in the store; `traces` holds the newest `limit` */
+    size_t found;                /* traces tagged (and matching) in the store; `traces` holds the newest `limit` */
     cmr_trace_summary_t *traces; /* newest first (owned) */
     size_t ntraces;
     size_t unreadable;          /* listed traces whose tree could not be read (deleted meanwhile) */
@@ -379,18 +449,22 @@ typedef struct cmr_diag_report {
 
 /* "dd857cc97ac20a14": 16 hex digits, not all zero (0 means no diagnosis). 0 or -1. */
 int cmr_ingest_parse_diagnosis_id(const char *s, uint64_t *id);
-/* The report of one diagnosis: its newest traces (limit 0 = CMR_DIAG_DEFAULT_LIMIT) and
- * the per-method statistics over their call trees (cmr_ingest_view_tree). 0, or -1 (out
- * of memory, store error); free with cmr_diag_report_free. */
-int cmr_ingest_view_diagnosis(cmr_ingest_view_t *v, uint64_t diagnosis, size_t limit, cmr_diag_report_t *out);
+/* The report of one diagnosis: its newest traces whose transaction data matches http
+ * (NULL: all; limit 0 = CMR_DIAG_DEFAULT_LIMIT) and the per-method statistics over their
+ * call trees (cmr_ingest_view_tree). 0, or -1 (out of memory, store error); free with
+ * cmr_diag_report_free. */
+int cmr_ingest_view_diagnosis(cmr_ingest_view_t *v, uint64_t diagnosis, const cmr_http_filter_t *http, size_t limit,
+                              cmr_diag_report_t *out);
 void cmr_diag_report_free(cmr_diag_report_t *r);
-/* The id and parameters of a diagnosis query (keys: limit, 1..CMR_DIAG_MAX_LIMIT). 0, or
- * -1 with err. */
+/* The id and parameters of a diagnosis query (keys: limit, 1..CMR_DIAG_MAX_LIMIT, and the
+ * http filters of cmr_http_filter_set; http may be NULL: checked only). 0, or -1
+ * with err. */
 int cmr_ingest_diagnosis_params(const char *id, const char *const *keys, const char *const *values, size_t n,
-                                uint64_t *diag, size_t *limit, char *err, size_t errlen);
-/* GET /api/diagnoses/<id>?limit=N and `cmr-ingest diagnosis ID [--limit N]`: parses id and
- * parameters (keys: limit), runs the report and renders it: JSON into *json (malloc'd), or
- * a table into text when not NULL. 0; 2 on bad input (err says why); 1 on failure. */
+                                uint64_t *diag, size_t *limit, cmr_http_filter_t *http, char *err, size_t errlen);
+/* GET /api/diagnoses/<id>?limit=N&http_status=5* and `cmr-ingest diagnosis ID [--limit N]
+ * [--http-method M] [--http-path GLOB] [--http-status GLOB]`: parses id and parameters,
+ * runs the report and renders it: JSON into *json (malloc'd), or a table into text when
+ * not NULL. 0; 2 on bad input (err says why); 1 on failure. */
 int cmr_ingest_diagnosis_query(cmr_ingest_view_t *v, const char *id, const char *const *keys, const char *const *values,
                                size_t n, char **json, FILE *text, char *err, size_t errlen);
 
