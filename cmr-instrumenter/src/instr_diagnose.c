@@ -726,7 +726,8 @@ int cmr_instr_diag_each_recent_env(cmr_instr_diag_t *q, int64_t since_ms, int (*
 {
     for (size_t i = 0; i < cmr_diagnoses_count(q->diagnoses); i++) {
         const cmr_diagnosis_t *d = cmr_diagnoses_at(q->diagnoses, i);
-        if (d->state != CMR_DIAG_ACTIVE && d->ended_ms < since_ms)
+        int64_t ended = d->ended_ms > d->time_ms ? d->ended_ms : d->time_ms; /* (a revision without ended_ms) */
+        if (d->state != CMR_DIAG_ACTIVE && ended < since_ms)
             continue;
         int rc = fn(d->environment_id ? d->environment_id : "", ud);
         if (rc)
