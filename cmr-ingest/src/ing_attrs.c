@@ -26,42 +26,7 @@
 #include <string.h>
 
 #include "cmr/ingest.h"
-
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when it is not one;
- * *cp gets the code point. */
-static size_t utf8_len(const unsigned char *p, size_t n, uint32_t *cp)
-{
-    unsigned c = p[0];
-    size_t len;
-    uint32_t v;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        v = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        v = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        v = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (p[i] & 0x3f);
-    }
-    if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10ffff)) || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    *cp = v;
-    return len;
-}
+#include "cmr/utf8.h"
 
 /* NULL when s[0..len) is valid UTF-8 without control characters, else why not. */
 static const char *text_check(const char *s, size_t len)
@@ -69,7 +34,7 @@ static const char *text_check(const char *s, size_t len)
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t l = utf8_len(p + i, len - i, &cp);
+        size_t l = cmr_utf8_seq(p + i, len - i, &cp);
         if (!l)
             return "not UTF-8";
         if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
@@ -127,10 +92,10 @@ bool cmr_http_glob(const char *pattern, const char *s)
     size_t pl = strlen(pattern), tl = strlen(s), pi = 0, ti = 0, star = SIZE_MAX, mark = 0;
     while (ti < tl) {
         uint32_t cp;
-        size_t tlen = utf8_len(t + ti, tl - ti, &cp);
+        size_t tlen = cmr_utf8_seq(t + ti, tl - ti, &cp);
         if (!tlen)
             tlen = 1; /* not UTF-8: byte by byte (kept values always are) */
-        size_t plen = pi < pl ? utf8_len(p + pi, pl - pi, &cp) : 0;
+        size_t plen = pi < pl ? cmr_utf8_seq(p + pi, pl - pi, &cp) : 0;
         if (pi < pl && !plen)
             plen = 1;
         if (pi < pl && (p[pi] == '?' || (plen == tlen && !memcmp(p + pi, t + ti, plen)))) {
@@ -141,7 +106,7 @@ bool cmr_http_glob(const char *pattern, const char *s)
             mark = ti;
         } else if (star != SIZE_MAX) {
             pi = star + 1;
-            size_t ml = utf8_len(t + mark, tl - mark, &cp);
+            size_t ml = cmr_utf8_seq(t + mark, tl - mark, &cp);
             mark += ml ? ml : 1;
             ti = mark;
         } else {

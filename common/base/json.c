@@ -7,37 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when it is not one. */
-static size_t utf8_seq_len(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
+#include "cmr/buf.h"
+#include "cmr/utf8.h"
 
 json_t *cmr_json_strn(const char *s, size_t n)
 {
@@ -46,7 +17,7 @@ json_t *cmr_json_strn(const char *s, size_t n)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
-        size_t l = utf8_seq_len(p + i, n - i);
+        size_t l = cmr_utf8_seq(p + i, n - i, NULL);
         if (!l)
             break;
         i += l;
@@ -57,7 +28,7 @@ json_t *cmr_json_strn(const char *s, size_t n)
     cmr_buf_t b = {0};
     cmr_buf_put(&b, s, i);
     while (i < n) {
-        size_t l = utf8_seq_len(p + i, n - i);
+        size_t l = cmr_utf8_seq(p + i, n - i, NULL);
         if (l) {
             cmr_buf_put(&b, p + i, l);
             i += l;
