@@ -642,6 +642,12 @@ int cmr_instr_diag_take_ended(cmr_instr_diag_t *q, cmr_instr_diag_classes_t *cha
         char id[24];
         snprintf(id, sizeof id, "%s", q->ov[i].id);
         cmr_log(CMR_LOG_INFO, "instr.diagnosis_removed", "id=%s state=%s", id, d ? "ended" : "unknown");
+        /* its agents' tree records go too: replans only look at active diagnoses */
+        size_t k = 0;
+        for (size_t j = 0; j < q->ndone; j++)
+            if (strcmp(q->done[j].id, id) != 0)
+                q->done[k++] = q->done[j];
+        q->ndone = k;
         if (ov_remove(q, id, 0, true, changed) != 0)
             return -1;
         i = 0; /* entries moved */
