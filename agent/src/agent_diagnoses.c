@@ -451,6 +451,28 @@ void cmr_agent_diags_ended(cmr_agent_diags_t *d, int64_t id, cmr_diag_end_reason
     pthread_mutex_unlock(&d->lock);
 }
 
+/* A condition's text for anchors0, which the JVM reads as modified UTF-8 (NewStringUTF):
+ * tabs and line ends would split the table and are dropped (cmr-config refuses them); a
+ * 4-byte sequence (a character outside the BMP, two UTF-16 units in Java) becomes "??",
+ * which a glob matches it with. */
+static void put_text(cmr_buf_t *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        if (*p == '\t' || *p == '\n') {
+            p++;
+        } else if (*p >= 0xF0) {
+            cmr_buf_put(b, "??", 2);
+            p++;
+            for (int i = 0; i < 3 && (*p & 0xC0) == 0x80; i++)
+                p++;
+        } else {
+            cmr_buf_put(b, p, 1);
+            p++;
+        }
+    }
+}
+
 char *cmr_agent_diags_anchors_text(cmr_agent_diags_t *d)
 {
     cmr_buf_t b = {0};
@@ -465,13 +487,9 @@ char *cmr_agent_diags_anchors_text(cmr_agent_diags_t *d)
                 /* tabs and line ends cannot be in a condition (cmr-config refuses them);
                  * were they there, they would split the line: dropped */
                 cmr_buf_printf(&b, "\t%d\t", (int)g->conds[c].kind);
-                for (const char *p = g->conds[c].name; *p; p++)
-                    if (*p != '\t' && *p != '\n')
-                        cmr_buf_put(&b, p, 1);
+                put_text(&b, g->conds[c].name);
                 cmr_buf_put(&b, "\t", 1);
-                for (const char *p = g->conds[c].pattern; *p; p++)
-                    if (*p != '\t' && *p != '\n')
-                        cmr_buf_put(&b, p, 1);
+                put_text(&b, g->conds[c].pattern);
             }
             cmr_buf_put(&b, "\n", 1);
         }

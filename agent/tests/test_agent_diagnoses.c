@@ -213,7 +213,8 @@ static void test_bounds_and_conditions(void **state)
     assert_int_equal(cmr_agent_diags_begin(d, &hb, 0, why, sizeof why), -1);
     assert_non_null(strstr(why, "MiB"));
     /* conditions go to the probe's text; tabs and line ends cannot split it */
-    cmr_diag_condition_t conds[2] = {{CMR_DIAG_HTTP_METHOD, "", "POST"}, {CMR_DIAG_HTTP_HEADER, "X-T\tx", "a\nb"}};
+    cmr_diag_condition_t conds[2] = {{CMR_DIAG_HTTP_METHOD, "", "POST"},
+                                     {CMR_DIAG_HTTP_HEADER, "X-T\tx", "a\nb\xF0\x9F\x98\x80"}};
     cmr_diagnosis_scope_t c = {.id = 0xabc,
                                .revision = 1,
                                .conditions = {conds, 2},
@@ -221,7 +222,7 @@ static void test_bounds_and_conditions(void **state)
     cmr_redefine_t cb = command("shop/C", 0xabc, &c, m);
     assert_int_equal(cmr_agent_diags_begin(d, &cb, 0, why, sizeof why), 0);
     char *text = cmr_agent_diags_anchors_text(d);
-    assert_string_equal(text, "64\tabc\t0\t\tPOST\t3\tX-Tx\tab\n");
+    assert_string_equal(text, "64\tabc\t0\t\tPOST\t3\tX-Tx\tab??\n"); /* (an emoji: two UTF-16 units) */
     free(text);
     /* at most CMR_DIAG_MAX_RUNS running at once; an ended run makes room */
     for (int64_t id = 100; id < 100 + CMR_DIAG_MAX_RUNS - 1; id++) {
