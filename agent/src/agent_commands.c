@@ -315,6 +315,7 @@ static void installed(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *
 }
 
 static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring);
+static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring);
 
 int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
 {
@@ -326,18 +327,38 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
     while (cmr_agent_diags_due(a->diags, cmr_wall_ms(), &id, &reason) == 1) {
         const cmr_agent_diag_restore_t *r;
         size_t n = cmr_agent_diags_restores(a->diags, id, &r);
-        for (size_t i = 0; i < n; i++) { /* the table is changed by the control thread only: r stays */
-            cmr_redefine_t cmd = {.request_id = 0,
-                                  .agent_id = a->agent_id,
-                                  .class_name = r[i].class_name,
-                                  .loader_id = r[i].loader_id,
-                                  .class_hash = r[i].class_hash,
-                                  .original = r[i].original,
-                                  .revision = a->revision,
-                                  .bytecode = {r[i].bytes, r[i].len},
-                                  .original_digest = {(uint8_t *)r[i].digest, sizeof r[i].digest}};
-            apply_redefine(a, env, &cmd, true);
-            uint64_t now = digest_in_effect(a, r[i].class_name, r[i].loader_id, &cmd.original_digest);
+        /* the table is changed by the control thread only, and a restore leaves it alone: r
+         * stays; every class in one RedefineClasses (one safepoint) */
+        cmr_redefine_t *cmds = calloc(n ? n : 1, sizeof *cmds);
+        const cmr_redefine_t **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+        for (size_t i = 0; cmds && ptrs && i < n; i++) {
+            cmds[i] = (cmr_redefine_t){.request_id = 0,
+                                       .agent_id = a->agent_id,
+                                       .class_name = r[i].class_name,
+                                       .loader_id = r[i].loader_id,
+                                       .class_hash = r[i].class_hash,
+                                       .original = r[i].original,
+                                       .revision = a->revision,
+                                       .bytecode = {r[i].bytes, r[i].len},
+                                       .original_digest = {(uint8_t *)r[i].digest, sizeof r[i].digest}};
+            ptrs[i] = &cmds[i];
+        }
+        for (size_t off = 0; cmds && ptrs && off < n; off += 256) /* the control loop's batch size */
+            apply_redefines(a, env, ptrs + off, (int)(n - off < 256 ? n - off : 256), true);
+        for (size_t i = 0; i < n; i++) {
+            cmr_bytes_t od = {(uint8_t *)r[i].digest, sizeof r[i].digest};
+            if (!cmds || !ptrs) { /* no memory for the batch: one by one */
+                cmr_redefine_t one = {.agent_id = a->agent_id,
+                                      .class_name = r[i].class_name,
+                                      .loader_id = r[i].loader_id,
+                                      .class_hash = r[i].class_hash,
+                                      .original = r[i].original,
+                                      .revision = a->revision,
+                                      .bytecode = {r[i].bytes, r[i].len},
+                                      .original_digest = od};
+                apply_redefine(a, env, &one, true);
+            }
+            uint64_t now = digest_in_effect(a, r[i].class_name, r[i].loader_id, &od);
             char ename[256];
             cmr_log(CMR_LOG_INFO, "agent.diagnosis_class",
                     "diagnosis=%016" PRIx64 " action=removed by=agent class=\"%s\" loader=%lld digest=%016" PRIx64
@@ -345,6 +366,8 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
                     (uint64_t)id, cmr_log_escape(r[i].class_name, ename, sizeof ename), (long long)r[i].loader_id, now,
                     r[i].before, now == r[i].before ? "true" : "false");
         }
+        free(cmds);
+        free(ptrs);
         cmr_diagnosis_run_t runs[CMR_DIAG_MAX_RUNS];
         size_t nr = cmr_agent_diags_runs(a->diags, runs, CMR_DIAG_MAX_RUNS);
         cmr_agent_diags_ended(a->diags, id, reason, cmr_wall_ms());
@@ -417,8 +440,14 @@ static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cm
 
 void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n)
 {
+    apply_redefines(a, env, cmds, n, false);
+}
+
+/* restoring: the agent's own restore of a diagnosis' classes (see apply_redefine). */
+static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring)
+{
     if (n == 1) {
-        cmr_agent_apply_redefine(a, env, cmds[0]);
+        apply_redefine(a, env, cmds[0], restoring);
         return;
     }
     find_ctx_t *found = calloc((size_t)n, sizeof *found);
@@ -427,7 +456,7 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         free(found);
         free(defs);
         for (int i = 0; i < n; i++)
-            cmr_agent_apply_redefine(a, env, cmds[i]);
+            apply_redefine(a, env, cmds[i], restoring);
         return;
     }
     int ndefs = 0;
@@ -436,7 +465,7 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         /* a command with no class to change is answered now and left out of the batch */
         if (!find_redefine_targets(a, env, cmds[i], &found[i]))
             continue;
-        if (!diag_before(a, cmds[i])) {
+        if (!restoring && !diag_before(a, cmds[i])) {
             find_release(&found[i]);
             continue;
         }
@@ -462,7 +491,7 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
             bool answered = found[i].n == 0;
             find_release(&found[i]);
             if (!answered) /* (a diagnosis' begin again: harmless, it updates the same) */
-                cmr_agent_apply_redefine(a, env, cmds[i]);
+                apply_redefine(a, env, cmds[i], restoring);
         }
         free(found);
         return;
@@ -472,7 +501,7 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
         if (found[i].n == 0)
             continue; /* answered above */
         installed(a, cmd, found[i].loaders, found[i].before, found[i].n,
-                  cmr_agent_digest8(cmd->bytecode.data, cmd->bytecode.len), false);
+                  cmr_agent_digest8(cmd->bytecode.data, cmd->bytecode.len), restoring);
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
         } else {
