@@ -90,13 +90,25 @@ void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_
 
 /* --- MHD callbacks ---------------------------------------------------------------------- */
 
-/* The request-target as received, kept for the handler (MHD hands us only the decoded
- * path). Returned as the request's context; freed in on_completed. */
+/* Per request: the request-target as received (MHD hands the handler only the decoded
+ * path) and whether MHD already called on_request once. Made by on_uri (it becomes the
+ * request's context), freed by on_completed. */
+typedef struct req_ctx {
+    bool called;
+    char target[]; /* owned */
+} req_ctx_t;
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     (void)cls;
     (void)c;
-    return strdup(uri ? uri : "");
+    size_t n = strlen(uri ? uri : "");
+    req_ctx_t *x = malloc(sizeof *x + n + 1);
+    if (x) {
+        x->called = false;
+        memcpy(x->target, uri ? uri : "", n + 1);
+    }
+    return x;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe)
@@ -132,13 +144,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     (void)version;
     (void)upload;
-    (void)upload_size;
     cmr_http_server_t *s = cls;
+    req_ctx_t *x = *req_cls;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        /* at once, body unread: MHD closes the connection after this answer */
         char *body = strdup(s->not_allowed_body);
         return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, s->not_allowed_type, body, body ? strlen(body) : 0, true);
     }
-    cmr_http_request_t req = {method, url, *req_cls ? *req_cls : url, c};
+    if (!x)
+        return MHD_NO; /* out of memory in on_uri: drop the connection */
+    if (!x->called) {
+        /* MHD's first call comes before it knows the request is complete; a response
+         * queued now makes it close the connection. Answer at the second call: keep-alive. */
+        x->called = true;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0; /* a GET with a body: ignored */
+        return MHD_YES;
+    }
+    cmr_http_request_t req = {method, url, x->target, c};
     cmr_http_response_t res = {0};
     s->handler(s->opaque, &req, &res);
     if (res.status < 100 || res.status > 999)
@@ -196,7 +221,8 @@ bool cmr_http_address_valid(const char *address)
     return address && parse_address(address, 0, &ss, &flags) == 0;
 }
 
-/* MHD's own messages (bind failures and the like) go to the CMR log. */
+/* MHD's own messages (bind failures, clients gone mid-request) go to the CMR log at debug:
+ * the caller reports what matters (errbuf). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512], esc[600];
@@ -204,7 +230,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    cmr_log(CMR_LOG_WARN, "http.server_message", "server=%s message=\"%s\"", (const char *)cls,
+    cmr_log(CMR_LOG_DEBUG, "http.server_message", "server=%s message=\"%s\"", (const char *)cls,
             cmr_log_escape(msg, esc, sizeof esc));
 }
 
@@ -240,11 +266,12 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
     unsigned timeout_s = opts->timeout_s ? opts->timeout_s : 10;
     /* MHD_USE_AUTO: epoll on Linux, poll or select elsewhere; the internal threads. */
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | family_flags;
-    s->daemon = MHD_start_daemon(
-        flags, (uint16_t)opts->port, NULL, NULL, on_request, s, MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, on_request, s,
+                                 /* first, so that MHD's messages all go to the CMR log */
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name, MHD_OPTION_THREAD_POOL_SIZE, threads,
+                                 MHD_OPTION_CONNECTION_LIMIT, connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;
         snprintf(errbuf, errlen, "%s: cannot listen on %.200s port %d (%s)", name, addr, opts->port,
