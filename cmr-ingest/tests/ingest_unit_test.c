@@ -977,9 +977,15 @@ static void test_store_engine_queries(void **state)
     char herr[256];
     cmr_ingest_http_t *srv = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, herr, sizeof herr);
     assert_non_null(srv);
-    const char *same[] = {"/api/traces?slowest=1&limit=5", target, "/api/traces/xyz",
-                          "/api/traces/00000000000000000000000000000001", "/api/traces?from=soon",
-                          "/api/traces?root=%zz", "/nothing", "/health", "/api/traces?root=com.example.App.main%28%29V"};
+    const char *same[] = {"/api/traces?slowest=1&limit=5",
+                          target,
+                          "/api/traces/xyz",
+                          "/api/traces/00000000000000000000000000000001",
+                          "/api/traces?from=soon",
+                          "/api/traces?root=%zz",
+                          "/nothing",
+                          "/health",
+                          "/api/traces?root=com.example.App.main%28%29V"};
     snprintf(target, sizeof target, "/api/traces/%s", hex);
     for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
         char *want, *got;

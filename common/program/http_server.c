@@ -120,8 +120,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     *req_cls = NULL;
 }
 
-static enum MHD_Result queue(struct MHD_Connection *c, int status, const char *type, char *body, size_t len,
-                             bool allow)
+static enum MHD_Result queue(struct MHD_Connection *c, int status, const char *type, char *body, size_t len, bool allow)
 {
     /* MUST_FREE: MHD frees body with free() when the response is destroyed. */
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body ? body : (void *)"",
@@ -251,7 +250,8 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
         return -1;
     }
     cmr_http_server_t *s = calloc(1, sizeof *s);
-    if (!s || !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n"))) {
+    if (!s ||
+        !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n"))) {
         free(s);
         snprintf(errbuf, errlen, "out of memory");
         return -1;
@@ -270,8 +270,8 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
                                  /* first, so that MHD's messages all go to the CMR log */
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name, MHD_OPTION_THREAD_POOL_SIZE, threads,
                                  MHD_OPTION_CONNECTION_LIMIT, connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
+                                 NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;
         snprintf(errbuf, errlen, "%s: cannot listen on %.200s port %d (%s)", name, addr, opts->port,

@@ -282,9 +282,9 @@ static void test_ipv6(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_requests),          cmocka_unit_test(test_keep_alive),
-        cmocka_unit_test(test_idle_connections),  cmocka_unit_test(test_limit_and_timeout),
-        cmocka_unit_test(test_addresses),         cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_requests),         cmocka_unit_test(test_keep_alive),
+        cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_limit_and_timeout),
+        cmocka_unit_test(test_addresses),        cmocka_unit_test(test_ipv6),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

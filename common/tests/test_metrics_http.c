@@ -252,8 +252,12 @@ static void test_keep_alive_and_idle(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escape), cmocka_unit_test(test_family_and_samples), cmocka_unit_test(test_common),
-        cmocka_unit_test(test_server), cmocka_unit_test(test_off_and_errors),     cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_family_and_samples),
+        cmocka_unit_test(test_common),
+        cmocka_unit_test(test_server),
+        cmocka_unit_test(test_off_and_errors),
+        cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_keep_alive_and_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

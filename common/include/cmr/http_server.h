@@ -68,17 +68,20 @@ typedef struct cmr_http_response {
 typedef void(cmr_http_handler_fn)(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res);
 
 typedef struct cmr_http_server_opts {
-    const char *name;      /* for logs and errors ("metrics", "ingest.http"); copied */
-    const char *address;   /* see above; NULL = 127.0.0.1 */
-    int port;              /* 0 = any free port (cmr_http_server_port tells which) */
-    unsigned threads;      /* the pool; 0 = 2 */
-    unsigned connections;  /* open connections at most; 0 = 64 */
-    unsigned timeout_s;    /* an idle connection is closed after this; 0 = 10 */
+    const char *name;             /* for logs and errors ("metrics", "ingest.http"); copied */
+    const char *address;          /* see above; NULL = 127.0.0.1 */
+    int port;                     /* 0 = any free port (cmr_http_server_port tells which) */
+    unsigned threads;             /* the pool; 0 = 2 */
+    unsigned connections;         /* open connections at most; 0 = 64 */
+    unsigned timeout_s;           /* an idle connection is closed after this; 0 = 10 */
     const char *not_allowed_type; /* the 405 answer's Content-Type and body; literals */
     const char *not_allowed_body;
 } cmr_http_server_opts_t;
 
-#define CMR_HTTP_SERVER_DEFAULTS {"http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n"}
+#define CMR_HTTP_SERVER_DEFAULTS                                                               \
+    {                                                                                          \
+        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n" \
+    }
 
 /* Starts serving. 0 with *out set, or -1 with errbuf filled (bad address, port in use).
  * Logs event=NAME.listening address=A port=P (the log line scripts and tests look for

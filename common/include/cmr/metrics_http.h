@@ -99,9 +99,10 @@ typedef struct cmr_metrics_http cmr_metrics_http_t;
 typedef void(cmr_metrics_fill_fn)(cmr_buf_t *out, void *opaque);
 
 /* Rows of the key tables of every worker that serves /metrics. */
-#define CMR_CONF_KEY_METRICS_LISTEN                                                                             \
-    {                                                                                                           \
-        "metrics.listen", "127.0.0.1", "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal" \
+#define CMR_CONF_KEY_METRICS_LISTEN                                                                   \
+    {                                                                                                 \
+        "metrics.listen", "127.0.0.1",                                                                \
+            "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal, :: or localhost" \
     }
 #define CMR_CONF_KEY_METRICS_PORT                                                                               \
     {                                                                                                           \
