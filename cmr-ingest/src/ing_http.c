@@ -12,29 +12,26 @@
  *                                             per-method statistics (ing_diag.c)
  *   GET /api/metrics/..., /api/agents[/<agent id>]
  *
- * One thread, one request per connection (Connection: close), requests up to 8 KiB,
- * 2 s to send them. Errors are JSON {"error": "..."} with 400 / 404 / 405 / 413 / 500.
- * Answers come from a read-only view of the whole store root, reopened when older than
- * one second; recent trees are kept rendered in memory (keyed by trace id and summary,
- * so a trace that changed is rendered again).
+ * The server is the common one (cmr/http_server.h over libmicrohttpd): a pool of
+ * HTTP_THREADS threads (epoll), keep-alive, at most HTTP_CONNECTIONS connections, idle
+ * ones closed after HTTP_TIMEOUT_S; IPv4, IPv6, "::" dual stack; GET and HEAD only.
+ * Errors are JSON {"error": "..."} with 400 / 404 / 405 / 414 / 500 (requests MHD cannot
+ * parse or that exceed its limits get MHD's own 400 / 413 / 414 / 431). /health answers
+ * at once; the store queries run one at a time (a lock), as they did before. Answers come
+ * from a read-only view of the whole store root, reopened when older than one second;
+ * recent trees are kept rendered in memory (keyed by trace id and summary, so a trace
+ * that changed is rendered again).
  *
- * Ownership: the server owns its socket, thread and caches.
+ * Ownership: the server owns its HTTP server, lock, view and caches.
  */
-#include <arpa/inet.h>
-#include <assert.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "cmr/bytes.h"
 #include "cmr/clock.h"
+#include "cmr/http_server.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/json.h"
@@ -42,6 +39,10 @@
 #include "cmr/metrics.h"
 
 #define CACHE_SLOTS 64
+#define HTTP_THREADS 4
+#define HTTP_CONNECTIONS 512
+#define HTTP_TIMEOUT_S 30
+#define QUERY_MAX 32
 
 typedef struct cached_tree {
     uint8_t id[16];
@@ -52,10 +53,10 @@ typedef struct cached_tree {
 } cached_tree_t;
 
 struct cmr_ingest_http {
-    int fd, port;
-    pthread_t thread;
-    atomic_int stop;
+    cmr_http_server_t *server; /* owned */
+    int port;
     char root[4096];
+    pthread_mutex_t lock; /* the store queries: view, view_ms, cache */
     cmr_ingest_view_t *view;
     int64_t view_ms;
     cached_tree_t cache[CACHE_SLOTS];
@@ -105,7 +106,7 @@ static int url_decode(char *s)
 }
 
 typedef struct query {
-    char *keys[32], *vals[32];
+    char *keys[QUERY_MAX], *vals[QUERY_MAX];
     int n;
 } query_t;
 
@@ -113,7 +114,7 @@ static int parse_query(char *q, query_t *out, char *err, size_t errlen)
 {
     out->n = 0;
     for (char *save = NULL, *tok = q ? strtok_r(q, "&", &save) : NULL; tok; tok = strtok_r(NULL, "&", &save)) {
-        if (out->n == 32) {
+        if (out->n == QUERY_MAX) {
             snprintf(err, errlen, "too many query parameters");
             return -1;
         }
@@ -266,28 +267,11 @@ static int answer_diagnosis(cmr_ingest_http_t *h, const char *root, const char *
     return 200;
 }
 
-static int answer(cmr_ingest_http_t *h, const char *root, const char *method, const char *target, char **body)
+/* Answers GET path (no query; the caller's buffer, changed here) with the parameters q. */
+static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const query_t *qp, char **body)
 {
     char err[512];
-    *body = NULL;
-    if (strcmp(method, "GET")) {
-        *body = error_json("only GET is supported");
-        return 405;
-    }
-    char path[2048];
-    if (strlen(target) >= sizeof path) {
-        *body = error_json("target too long");
-        return 414;
-    }
-    strcpy(path, target);
-    char *qs = strchr(path, '?');
-    if (qs)
-        *qs++ = '\0';
-    query_t q;
-    if (parse_query(qs, &q, err, sizeof err) != 0) {
-        *body = error_json(err);
-        return 400;
-    }
+    query_t q = *qp;
     if (!strcmp(path, "/health")) {
         *body = cmr_json_take(json_pack("{s:s}", "status", "ok"), CMR_JSON_COMPACT);
         return 200;
@@ -357,131 +341,115 @@ out:
 
 int cmr_ingest_http_answer(const char *root, const char *method, const char *target, char **body)
 {
-    return answer(NULL, root, method, target, body);
-}
-
-static const char *reason(int status)
-{
-    switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    default: return "Internal Server Error";
+    char err[512];
+    *body = NULL;
+    if (strcmp(method, "GET")) {
+        *body = error_json("only GET is supported");
+        return 405;
     }
-}
-
-static void send_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
+    char path[2048];
+    if (strlen(target) >= sizeof path) {
+        *body = error_json("target too long");
+        return 414;
     }
+    strcpy(path, target);
+    char *qs = strchr(path, '?');
+    if (qs)
+        *qs++ = '\0';
+    query_t q;
+    if (parse_query(qs, &q, err, sizeof err) != 0) {
+        *body = error_json(err);
+        return 400;
+    }
+    return answer_path(NULL, root, path, &q, body);
 }
 
-static void serve_one(cmr_ingest_http_t *h, int fd)
+/* --- the server ------------------------------------------------------------------------ */
+
+/* Collects MHD's decoded query parameters (pointers into the request: valid while it runs). */
+static int collect(void *opaque, const char *key, const char *value)
 {
-    char req[8192];
-    size_t len = 0;
-    int64_t deadline = cmr_mono_ms() + 2000;
-    int status = 0;
+    query_t *q = opaque;
+    if (q->n == QUERY_MAX) {
+        q->n = QUERY_MAX + 1; /* too many */
+        return 1;
+    }
+    q->keys[q->n] = (char *)key;
+    q->vals[q->n++] = (char *)value;
+    return 0;
+}
+
+static int answer_request(cmr_ingest_http_t *h, const cmr_http_request_t *req, char **body)
+{
+    *body = NULL;
+    const char *qs = strchr(req->target, '?');
+    if (qs && cmr_http_target_bad_escape(qs)) {
+        *body = error_json("bad %-escape in the query");
+        return 400;
+    }
+    query_t q = {.n = 0};
+    cmr_http_query_each(req, collect, &q);
+    if (q.n > QUERY_MAX) {
+        *body = error_json("too many query parameters");
+        return 400;
+    }
+    char path[2048];
+    if (strlen(req->path) >= sizeof path) {
+        *body = error_json("target too long");
+        return 414;
+    }
+    strcpy(path, req->path);
+    if (!strcmp(path, "/health")) /* never waits for a store query */
+        return answer_path(h, h->root, path, &q, body);
+    pthread_mutex_lock(&h->lock);
+    int status = answer_path(h, h->root, path, &q, body);
+    pthread_mutex_unlock(&h->lock);
+    return status;
+}
+
+/* On a server thread. */
+static void on_request(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res)
+{
     char *body = NULL;
-    while (!memmem(req, len, "\r\n\r\n", 4)) {
-        if (len == sizeof req) {
-            status = 413;
-            body = error_json("request header too large");
-            break;
-        }
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - cmr_mono_ms());
-        if (left <= 0 || poll(&p, 1, left) <= 0)
-            return; /* too slow: drop */
-        ssize_t r = recv(fd, req + len, sizeof req - len, 0);
-        if (r <= 0)
-            return;
-        len += (size_t)r;
-    }
-    if (!status) {
-        char method[16], target[4096], version[16];
-        char *eol = memmem(req, len, "\r\n", 2);
-        assert(eol); /* the loop above found "\r\n\r\n" */
-        *eol = '\0';
-        if (sscanf(req, "%15s %4095s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
-            status = 400;
-            body = error_json("malformed request line");
-        } else {
-            status = answer(h, h->root, method, target, &body);
-        }
-    }
+    res->status = answer_request(opaque, req, &body);
     if (!body)
         body = error_json("out of memory");
-    char head[256];
-    size_t blen = body ? strlen(body) : 0;
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n",
-                      status, reason(status), blen);
-    send_all(fd, head, (size_t)hl);
-    if (body)
-        send_all(fd, body, blen);
-    free(body);
-}
-
-static void *serve(void *arg)
-{
-    cmr_ingest_http_t *h = arg;
-    while (!atomic_load(&h->stop)) {
-        struct pollfd p = {h->fd, POLLIN, 0};
-        if (poll(&p, 1, 200) <= 0)
-            continue;
-        int c = accept(h->fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        serve_one(h, c);
-        close(c);
-    }
-    return NULL;
+    res->content_type = "application/json";
+    res->body = body; /* the server's now */
+    res->len = body ? strlen(body) : 0;
 }
 
 cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, char *err, size_t errlen)
 {
+    if (!cmr_http_address_valid(addr)) {
+        snprintf(err, errlen, "ingest.http.address: \"%.200s\" is not an IPv4 or IPv6 address (or localhost)", addr);
+        return NULL;
+    }
     cmr_ingest_http_t *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     snprintf(h->root, sizeof h->root, "%s", root);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        snprintf(err, errlen, "ingest.http.address: \"%s\" is not an IPv4 address", addr);
+    pthread_mutex_init(&h->lock, NULL);
+    cmr_http_server_opts_t o = {
+        .name = "ingest.http",
+        .address = addr,
+        .port = port,
+        .threads = HTTP_THREADS,
+        .connections = HTTP_CONNECTIONS,
+        .timeout_s = HTTP_TIMEOUT_S,
+        .not_allowed_type = "application/json",
+        .not_allowed_body = "{\"error\":\"only GET is supported\"}",
+    };
+    if (cmr_http_server_start(&o, on_request, h, &h->server, err, errlen) != 0) {
+        pthread_mutex_destroy(&h->lock);
         free(h);
         return NULL;
     }
-    h->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (h->fd < 0 || bind(h->fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(h->fd, 16) != 0) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", addr, port, strerror(errno));
-        if (h->fd >= 0)
-            close(h->fd);
-        free(h);
-        return NULL;
-    }
-    socklen_t sl = sizeof sa;
-    getsockname(h->fd, (struct sockaddr *)&sa, &sl);
-    h->port = ntohs(sa.sin_port);
-    if (pthread_create(&h->thread, NULL, serve, h) != 0) {
-        snprintf(err, errlen, "cannot start the HTTP thread");
-        close(h->fd);
-        free(h);
-        return NULL;
-    }
-    cmr_log(CMR_LOG_INFO, "ingest.http_listening", "address=%s port=%d", addr, h->port);
+    h->port = cmr_http_server_port(h->server);
+    char a[128];
+    cmr_log(CMR_LOG_INFO, "ingest.http_listening", "address=%s port=%d", cmr_log_escape(addr, a, sizeof a), h->port);
     return h;
 }
 
@@ -494,9 +462,8 @@ void cmr_ingest_http_stop(cmr_ingest_http_t *h)
 {
     if (!h)
         return;
-    atomic_store(&h->stop, 1);
-    pthread_join(h->thread, NULL);
-    close(h->fd);
+    cmr_http_server_stop(h->server); /* waits for requests in flight */
+    pthread_mutex_destroy(&h->lock);
     cmr_ingest_view_free(h->view);
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(h->cache[i].json);

@@ -29,6 +29,7 @@
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/log.h"
+#include "http_client.h"
 #include "ing_synth.h"
 
 static uint64_t A1, A2;        /* the agent ids of shop@host-a and billing@host-b */
@@ -971,6 +972,31 @@ static void test_store_engine_queries(void **state)
     free(body);
     assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/nothing", &body), 404);
     free(body);
+
+    /* the same answers over the wire, by the server (libmicrohttpd): status and body */
+    char herr[256];
+    cmr_ingest_http_t *srv = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, herr, sizeof herr);
+    assert_non_null(srv);
+    const char *same[] = {"/api/traces?slowest=1&limit=5",
+                          target,
+                          "/api/traces/xyz",
+                          "/api/traces/00000000000000000000000000000001",
+                          "/api/traces?from=soon",
+                          "/api/traces?root=%zz",
+                          "/nothing",
+                          "/health",
+                          "/api/traces?root=com.example.App.main%28%29V"};
+    snprintf(target, sizeof target, "/api/traces/%s", hex);
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        char *want, *got;
+        int status = cmr_ingest_http_answer(tmpdir, "GET", same[i], &want);
+        assert_int_equal(hc_get("127.0.0.1", cmr_ingest_http_port(srv), same[i], &got), status);
+        assert_non_null(strstr(got, "Content-Type: application/json\r\n"));
+        assert_string_equal(strstr(got, "\r\n\r\n") + 4, want);
+        free(want);
+        free(got);
+    }
+    cmr_ingest_http_stop(srv);
 
     /* retention by size: the oldest go first */
     cmr_store_opts_t so = {.sync = true, .retention_bytes = 1};
@@ -2079,6 +2105,50 @@ static void test_parse_time_and_duration(void **state)
     assert_int_equal(cmr_ingest_parse_duration("-1s", &ns), -1);
 }
 
+/* The server: keep-alive, HEAD, 405 with the JSON error and Allow, /health answered
+ * while 50 idle connections are open (within the client's 5 s timeout), IPv6 loopback. */
+static void test_http_server(void **state)
+{
+    (void)state;
+    char err[256];
+    assert_null(cmr_ingest_http_start(tmpdir, "not-an-address", 0, err, sizeof err));
+    assert_non_null(strstr(err, "ingest.http.address"));
+    cmr_ingest_http_t *h = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, err, sizeof err);
+    assert_non_null(h);
+    int port = cmr_ingest_http_port(h);
+    int idle[50];
+    for (int i = 0; i < 50; i++) {
+        idle[i] = hc_connect("127.0.0.1", port);
+        assert_true(idle[i] >= 0);
+    }
+    int fd = hc_connect("127.0.0.1", port);
+    char *r;
+    for (int i = 0; i < 2; i++) { /* keep-alive: two requests on one connection */
+        assert_int_equal(hc_request(fd, "GET /health HTTP/1.1\r\nHost: t\r\n\r\n", false, &r), 200);
+        assert_string_equal(strstr(r, "\r\n\r\n"), "\r\n\r\n{\"status\":\"ok\"}");
+        free(r);
+    }
+    assert_int_equal(hc_request(fd, "HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n", true, &r), 200);
+    assert_string_equal(strstr(r, "\r\n\r\n"), "\r\n\r\n");
+    free(r);
+    assert_int_equal(hc_request(fd, "DELETE /api/traces HTTP/1.1\r\nHost: t\r\n\r\n", false, &r), 405);
+    assert_non_null(strstr(r, "Allow: GET, HEAD\r\n"));
+    assert_string_equal(strstr(r, "\r\n\r\n"), "\r\n\r\n{\"error\":\"only GET is supported\"}");
+    free(r);
+    close(fd);
+    for (int i = 0; i < 50; i++)
+        close(idle[i]);
+    cmr_ingest_http_stop(h);
+
+    h = cmr_ingest_http_start(tmpdir, "::1", 0, err, sizeof err);
+    if (!h) {
+        fprintf(stderr, "test_http_server: no IPv6 loopback here (%s), skipped\n", err);
+        return;
+    }
+    assert_int_equal(hc_get("::1", cmr_ingest_http_port(h), "/health", NULL), 200);
+    cmr_ingest_http_stop(h);
+}
+
 int main(int argc, char **argv)
 {
     cmr_log_set_level(CMR_LOG_WARN);
@@ -2107,6 +2177,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_http_store_filters, make_tmp, remove_tmp),
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
+        cmocka_unit_test_setup_teardown(test_http_server, make_tmp, remove_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,21 +1,18 @@
 /*
- * metrics_http.c - GET /metrics in the Prometheus text exposition format over
- * libmicrohttpd, and the writer of that format. See cmr/metrics_http.h.
+ * metrics_http.c - GET /metrics in the Prometheus text exposition format on the common
+ * HTTP server (cmr/http_server.h, libmicrohttpd), and the writer of that format. See
+ * cmr/metrics_http.h.
  */
 #include "cmr/metrics_http.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-
-#include <microhttpd.h>
 
 #include "cmr/clock.h"
+#include "cmr/http_server.h"
 #include "cmr/log.h"
 #include "cmr/rejects.h"
 
@@ -24,11 +21,11 @@
 #endif
 
 #define METRICS_THREADS 2
-#define METRICS_CONNECTIONS 16
+#define METRICS_CONNECTIONS 64
 #define METRICS_TIMEOUT_S 10
 
 struct cmr_metrics_http {
-    struct MHD_Daemon *daemon; /* owned */
+    cmr_http_server_t *server; /* owned */
     cmr_metrics_fill_fn *fill;
     void *opaque; /* the caller's */
     int port;
@@ -140,73 +137,27 @@ void cmr_metrics_common(cmr_buf_t *out)
 
 /* --- the server ---------------------------------------------------------------------- */
 
-static enum MHD_Result answer_text(struct MHD_Connection *c, unsigned status, const char *text)
+static void on_request(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
-    enum MHD_Result rc = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
-static enum MHD_Result answer_metrics(cmr_metrics_http_t *m, struct MHD_Connection *c)
-{
+    cmr_metrics_http_t *m = opaque;
+    if (strcmp(req->path, "/metrics") != 0) {
+        cmr_http_respond(res, 404, "text/plain; charset=utf-8", "not found: only GET /metrics\n");
+        return;
+    }
     cmr_buf_t body = {0};
     if (m->fill)
         m->fill(&body, m->opaque);
     cmr_metrics_common(&body);
     size_t len = body.len;
     char *data = cmr_buf_take(&body);
-    if (!data)
-        return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(data);
-        return MHD_NO;
+    if (!data) {
+        cmr_http_respond(res, 500, "text/plain; charset=utf-8", "out of memory\n");
+        return;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
-    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
-{
-    (void)version;
-    (void)upload;
-    (void)upload_size;
-    (void)con_cls;
-    if (strcmp(url, "/metrics") != 0)
-        return answer_text(c, MHD_HTTP_NOT_FOUND, "not found: only GET /metrics\n");
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-        return answer_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: only GET /metrics\n");
-    return answer_metrics(cls, c);
-}
-
-/* Fills *ss from an IPv4 or IPv6 literal. 0, or -1. */
-static int parse_address(const char *addr, int port, struct sockaddr_storage *ss, bool *v6)
-{
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        *v6 = false;
-        return 0;
-    }
-    if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        *v6 = true;
-        return 0;
-    }
-    return -1;
+    res->status = 200;
+    res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    res->body = data; /* the server's now */
+    res->len = len;
 }
 
 int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, void *opaque, cmr_metrics_http_t **out,
@@ -219,11 +170,9 @@ int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, vo
     if (port < 0)
         return 0;
     const char *addr = cmr_conf_get(conf, "metrics.listen", "127.0.0.1");
-    struct sockaddr_storage ss;
-    bool v6;
-    if (parse_address(addr, (int)port, &ss, &v6) != 0) {
+    if (!cmr_http_address_valid(addr)) {
         char shown[128];
-        snprintf(errbuf, errlen, "metrics.listen: %s is not an IPv4 or IPv6 address",
+        snprintf(errbuf, errlen, "metrics.listen: %s is not an IPv4 or IPv6 address (or localhost)",
                  cmr_conf_shown(conf, "metrics.listen", shown, sizeof shown));
         return -1;
     }
@@ -234,19 +183,21 @@ int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, vo
     }
     m->fill = fill;
     m->opaque = opaque;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0);
-    m->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, m, MHD_OPTION_THREAD_POOL_SIZE,
-                                 (unsigned)METRICS_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTIONS,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S, MHD_OPTION_SOCK_ADDR,
-                                 (struct sockaddr *)&ss, MHD_OPTION_END);
-    if (!m->daemon) {
-        snprintf(errbuf, errlen, "cannot serve /metrics on %s port %d (address in use or not available)", addr,
-                 (int)port);
+    cmr_http_server_opts_t o = {
+        .name = "metrics",
+        .address = addr,
+        .port = (int)port,
+        .threads = METRICS_THREADS,
+        .connections = METRICS_CONNECTIONS,
+        .timeout_s = METRICS_TIMEOUT_S,
+        .not_allowed_type = "text/plain; charset=utf-8",
+        .not_allowed_body = "method not allowed: only GET /metrics\n",
+    };
+    if (cmr_http_server_start(&o, on_request, m, &m->server, errbuf, errlen) != 0) {
         free(m);
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    m->port = info ? info->port : (int)port;
+    m->port = cmr_http_server_port(m->server);
     char a[128];
     cmr_log(CMR_LOG_INFO, "metrics.listening", "port=%d address=\"%s\"", m->port, cmr_log_escape(addr, a, sizeof a));
     *out = m;
@@ -313,6 +264,6 @@ void cmr_metrics_http_stop(cmr_metrics_http_t *m)
 {
     if (!m)
         return;
-    MHD_stop_daemon(m->daemon);
+    cmr_http_server_stop(m->server);
     free(m);
 }

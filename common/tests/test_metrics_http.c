@@ -2,7 +2,8 @@
  * test_metrics_http.c - the Prometheus exposition-format writer (label values escaped,
  * HELP/TYPE lines, number formats) and the /metrics server on loopback: 200 with the
  * worker's and the common families, 404 on other paths, 405 on other methods, off by
- * default, IPv6 loopback, clear errors on a bad address.
+ * default, IPv6 loopback, clear errors on a bad address; keep-alive (two scrapes on one
+ * connection) and 50 idle connections do not hold a scrape up.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 
 #include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
+#include "http_client.h"
 
 static void test_escape(void **state)
 {
@@ -181,7 +183,7 @@ static void test_off_and_errors(void **state)
     assert_null(start(NULL, NULL, err, sizeof err, &rc)); /* off by default */
     assert_int_equal(rc, 0);
     cmr_metrics_http_stop(NULL);
-    assert_null(start("localhost", "0", err, sizeof err, &rc));
+    assert_null(start("not-an-address", "0", err, sizeof err, &rc));
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "metrics.listen"));
     assert_null(start(NULL, "70000", err, sizeof err, &rc));
@@ -216,11 +218,47 @@ static void test_ipv6(void **state)
     cmr_metrics_http_stop(m);
 }
 
+static void test_keep_alive_and_idle(void **state)
+{
+    (void)state;
+    char err[256];
+    int rc;
+    cmr_metrics_http_t *m = start(NULL, "0", err, sizeof err, &rc);
+    assert_non_null(m);
+    int port = cmr_metrics_http_port(m);
+    int before = scrapes;
+    int idle[50];
+    for (int i = 0; i < 50; i++) {
+        idle[i] = hc_connect("127.0.0.1", port);
+        assert_true(idle[i] >= 0);
+    }
+    /* two scrapes on one connection, each answered within the client's 5 s */
+    int fd = hc_connect("127.0.0.1", port);
+    assert_true(fd >= 0);
+    for (int i = 0; i < 2; i++) {
+        char *r;
+        assert_int_equal(hc_request(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", false, &r), 200);
+        assert_non_null(strstr(r, "test_things_total 42\n"));
+        assert_null(strstr(r, "Connection: close"));
+        free(r);
+    }
+    close(fd);
+    assert_int_equal(scrapes, before + 2);
+    for (int i = 0; i < 50; i++)
+        close(idle[i]);
+    cmr_metrics_http_stop(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escape), cmocka_unit_test(test_family_and_samples), cmocka_unit_test(test_common),
-        cmocka_unit_test(test_server), cmocka_unit_test(test_off_and_errors),     cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_family_and_samples),
+        cmocka_unit_test(test_common),
+        cmocka_unit_test(test_server),
+        cmocka_unit_test(test_off_and_errors),
+        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_keep_alive_and_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -523,7 +523,9 @@ static int http_get(int port, const char *target, char **body)
         return -1;
     }
     char req[1024];
-    int n = snprintf(req, sizeof req, "%s HTTP/1.1\r\nHost: localhost\r\n\r\n", target);
+    /* Connection: close, so that reading to the end reads one answer (the server keeps
+     * connections alive otherwise) */
+    int n = snprintf(req, sizeof req, "%s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", target);
     assert_int_equal(send(fd, req, (size_t)n, 0), n);
     cmr_buf_t got = {0};
     char chunk[65536];
@@ -633,7 +635,9 @@ static void test_continuous_and_http(void **state)
     free(body);
     assert_int_equal(http_get(port, "DELETE /api/traces", &body), 405);
     free(body);
-    assert_int_equal(http_get(port, "GARBAGE", &body), 400);
+    /* not HTTP: libmicrohttpd closes the connection without an answer (0) or answers 400 */
+    int garbage = http_get(port, "GARBAGE", &body);
+    assert_true(garbage == 0 || garbage == 400);
     free(body);
     assert_int_equal(http_get(port, "GET /health", &body), 200);
     free(body);

@@ -502,7 +502,8 @@ typedef struct cmr_ingest_http_source {
     /* Runs a query with a fresh view; the server owns no store. */
     const char *root;
 } cmr_ingest_http_source_t;
-/* Serves the JSON API on addr:port (port 0 picks one) in its own thread. */
+/* Serves the JSON API on addr:port (port 0 picks one; addr an IPv4 or IPv6 literal, "::",
+ * "localhost") on the common HTTP server (cmr/http_server.h: a thread pool, keep-alive). */
 cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, char *err, size_t errlen);
 int cmr_ingest_http_port(const cmr_ingest_http_t *h);
 void cmr_ingest_http_stop(cmr_ingest_http_t *h);

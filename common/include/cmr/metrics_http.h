@@ -1,6 +1,7 @@
 /*
  * metrics_http.h - every worker's GET /metrics in the Prometheus text exposition format
- * (version 0.0.4), served by libmicrohttpd, and a tiny writer for that format.
+ * (version 0.0.4), served by the common HTTP server (cmr/http_server.h over libmicrohttpd),
+ * and a tiny writer for that format.
  *
  *   static void fill(cmr_buf_t *out, void *opaque) {       // on an MHD thread
  *       worker_stats_t s = copy_under_lock(opaque);
@@ -12,20 +13,21 @@
  *   ...
  *   cmr_metrics_http_stop(m);                              // NULL is fine (metrics off)
  *
- * Configuration: metrics.listen (default 127.0.0.1; "::1" or any IPv6 literal works),
+ * Configuration: metrics.listen (default 127.0.0.1; "::1" or any IPv6 literal, "::" for
+ * dual stack, "localhost"),
  * metrics.port (default -1 = no endpoint; 0 = any free port). The bound port is logged
  * as event=metrics.listening port=N.
  *
- * The server: a pool of 2 threads, at most 16 connections, 10 s connection timeout.
- * GET /metrics answers 200 with Content-Type text/plain; version=0.0.4; any other path
- * 404, any other method 405. The body is the worker's families (its callback) followed by
+ * The server: a pool of 2 threads (epoll), at most 64 connections, idle ones closed after
+ * 10 s, keep-alive. GET (or HEAD) /metrics answers 200 with Content-Type text/plain;
+ * version=0.0.4; any other path 404, any other method 405 (Allow: GET, HEAD). The body is the worker's families (its callback) followed by
  * the common ones: cmr_messages_rejected_total{topic,reason} (cmr/rejects.h),
  * cmr_process_start_time_seconds and cmr_build_info{version}.
  *
  * Threads: the callback runs on a server thread, concurrently with the worker: it must
  * read only what is synchronised (a copy under a mutex, or atomics).
  *
- * Ownership: the server owns its daemon; `opaque` stays the caller's and must outlive
+ * Ownership: the server owns its HTTP server; `opaque` stays the caller's and must outlive
  * cmr_metrics_http_stop().
  */
 #ifndef CMR_METRICS_HTTP_H
@@ -97,9 +99,10 @@ typedef struct cmr_metrics_http cmr_metrics_http_t;
 typedef void(cmr_metrics_fill_fn)(cmr_buf_t *out, void *opaque);
 
 /* Rows of the key tables of every worker that serves /metrics. */
-#define CMR_CONF_KEY_METRICS_LISTEN                                                                             \
-    {                                                                                                           \
-        "metrics.listen", "127.0.0.1", "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal" \
+#define CMR_CONF_KEY_METRICS_LISTEN                                                                   \
+    {                                                                                                 \
+        "metrics.listen", "127.0.0.1",                                                                \
+            "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal, :: or localhost" \
     }
 #define CMR_CONF_KEY_METRICS_PORT                                                                               \
     {                                                                                                           \

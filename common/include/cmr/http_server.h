@@ -1,0 +1,114 @@
+/*
+ * http_server.h - the CMR's one HTTP server: a thin wrapper over libmicrohttpd that every
+ * HTTP endpoint (a worker's GET /metrics, cmr-ingest's JSON API) is built on.
+ *
+ *   static void handle(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res) {
+ *       if (strcmp(req->path, "/hello")) { cmr_http_respond(res, 404, "text/plain", "no\n"); return; }
+ *       const char *who = cmr_http_query(req, "who");         // decoded; NULL when absent
+ *       res->status = 200;
+ *       res->content_type = "text/plain";
+ *       res->body = strdup(who ? who : "world");              // the server frees it
+ *       res->len = res->body ? strlen(res->body) : 0;
+ *   }
+ *   cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;      // 127.0.0.1, any free port
+ *   o.name = "hello";
+ *   cmr_http_server_t *s;
+ *   if (cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err) != 0) ...
+ *   ... cmr_http_server_port(s) ...
+ *   cmr_http_server_stop(s);
+ *
+ * What MHD does, not us: parsing requests (request line, headers, %-decoding of the path and
+ * the query parameters), HTTP/1.1 keep-alive and pipelining, Content-Length, HEAD (the body
+ * is dropped), request size limits (431/414 from MHD), malformed requests (400 from MHD).
+ * The wrapper adds: address handling (IPv4, IPv6, "localhost", dual stack on "::"), the
+ * threading mode (MHD_USE_AUTO with an internal thread pool: epoll on Linux), the
+ * connection limit and idle timeout, GET/HEAD only (every other method 405 with
+ * "Allow: GET, HEAD" and the server's own body), and owning the handler's body.
+ *
+ * Addresses: an IPv4 literal, an IPv6 literal (bound IPv6 only), "::" (dual stack: IPv4
+ * and IPv6 on every interface), or "localhost" (= 127.0.0.1). Loopback is 127.0.0.0/8 and
+ * ::1 (cmr_http_address_is_loopback); a server bound elsewhere logs a warning, since
+ * nothing here authenticates the client.
+ *
+ * Threads: the handler runs on one of the server's threads, concurrently with the caller
+ * and with other requests: it must touch only what is synchronised. Idle connections cost
+ * no thread: a connection that sends nothing is closed after timeout_s, and at most
+ * max_connections are open (further ones are accepted and closed at once).
+ *
+ * Ownership: the server owns its daemon and every response body handed to it (freed with
+ * free() once sent); opts strings are copied at start; `opaque` stays the caller's and must
+ * outlive cmr_http_server_stop().
+ */
+#ifndef CMR_HTTP_SERVER_H
+#define CMR_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct cmr_http_server cmr_http_server_t;
+
+/* One request as the handler sees it. Valid during the handler call only. */
+typedef struct cmr_http_request {
+    const char *method; /* "GET" or "HEAD" (HEAD: MHD sends the headers only) */
+    const char *path;   /* %-decoded by MHD, without the query: "/api/traces" */
+    const char *target; /* the request-target as received (path and query, not decoded) */
+    void *conn;         /* private: the MHD connection */
+} cmr_http_request_t;
+
+/* What the handler answers. body: malloc'd (or NULL = empty), owned by the server after
+ * the handler returns, len bytes; content_type a string that outlives the server (a
+ * literal). status 0 (not set) is answered 500. */
+typedef struct cmr_http_response {
+    int status;
+    const char *content_type;
+    char *body;
+    size_t len;
+} cmr_http_response_t;
+
+typedef void(cmr_http_handler_fn)(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res);
+
+typedef struct cmr_http_server_opts {
+    const char *name;             /* for logs and errors ("metrics", "ingest.http"); copied */
+    const char *address;          /* see above; NULL = 127.0.0.1 */
+    int port;                     /* 0 = any free port (cmr_http_server_port tells which) */
+    unsigned threads;             /* the pool; 0 = 2 */
+    unsigned connections;         /* open connections at most; 0 = 64 */
+    unsigned timeout_s;           /* an idle connection is closed after this; 0 = 10 */
+    const char *not_allowed_type; /* the 405 answer's Content-Type and body; literals */
+    const char *not_allowed_body;
+} cmr_http_server_opts_t;
+
+#define CMR_HTTP_SERVER_DEFAULTS                                                               \
+    {                                                                                          \
+        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n" \
+    }
+
+/* Starts serving. 0 with *out set, or -1 with errbuf filled (bad address, port in use).
+ * Logs event=NAME.listening address=A port=P (the log line scripts and tests look for
+ * is the caller's, if it wants another). */
+int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_fn *handler, void *opaque,
+                          cmr_http_server_t **out, char *errbuf, size_t errlen);
+/* The bound port. */
+int cmr_http_server_port(const cmr_http_server_t *s);
+/* Stops accepting, waits for the threads (requests in flight finish), frees. NULL is a no-op. */
+void cmr_http_server_stop(cmr_http_server_t *s);
+
+/* One decoded query parameter (the first of that name), NULL when absent; "" for "?k". */
+const char *cmr_http_query(const cmr_http_request_t *req, const char *key);
+/* Every query parameter in request order (repeated names too); stops early when fn returns
+ * non-zero. Returns how many were visited. */
+typedef int(cmr_http_query_fn)(void *opaque, const char *key, const char *value);
+size_t cmr_http_query_each(const cmr_http_request_t *req, cmr_http_query_fn *fn, void *opaque);
+/* true when the target holds a '%' not followed by two hex digits (MHD keeps those as
+ * they are; a server that wants to refuse them answers 400). */
+bool cmr_http_target_bad_escape(const char *target);
+
+/* Sets res to status with a copy of text (content_type a literal). */
+void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_type, const char *text);
+
+/* true for what cmr_http_server_start accepts as an address (see above). */
+bool cmr_http_address_valid(const char *address);
+/* true for 127.0.0.0/8, ::1, ::ffff:127.x and "localhost". */
+bool cmr_http_address_is_loopback(const char *address);
+
+#endif

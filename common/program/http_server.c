@@ -1,0 +1,307 @@
+/*
+ * http_server.c - the wrapper over libmicrohttpd every CMR HTTP endpoint runs on: address
+ * handling (IPv4, IPv6, dual stack, localhost), MHD's internal thread pool (epoll where
+ * available), connection limit and timeout, GET/HEAD only, response bodies owned here.
+ * See cmr/http_server.h.
+ */
+#include "cmr/http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "cmr/log.h"
+
+struct cmr_http_server {
+    struct MHD_Daemon *daemon; /* owned */
+    cmr_http_handler_fn *handler;
+    void *opaque; /* the caller's */
+    char name[64];
+    char not_allowed_type[128];
+    char *not_allowed_body; /* owned */
+    int port;
+};
+
+/* --- requests ----------------------------------------------------------------------------- */
+
+const char *cmr_http_query(const cmr_http_request_t *req, const char *key)
+{
+    const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+    if (v)
+        return v;
+    /* "?k" (no '='): MHD keeps the key with a NULL value, which the lookup cannot tell
+     * from an absent key; the exists variant can. */
+    const char *vv = NULL;
+    return MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), &vv, NULL) == MHD_YES
+               ? ""
+               : NULL;
+}
+
+typedef struct each_ctx {
+    cmr_http_query_fn *fn;
+    void *opaque;
+    size_t visited;
+} each_ctx_t;
+
+static enum MHD_Result each_value(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    each_ctx_t *c = cls;
+    c->visited++;
+    return c->fn(c->opaque, key, value ? value : "") ? MHD_NO : MHD_YES;
+}
+
+size_t cmr_http_query_each(const cmr_http_request_t *req, cmr_http_query_fn *fn, void *opaque)
+{
+    each_ctx_t c = {fn, opaque, 0};
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, each_value, &c);
+    return c.visited;
+}
+
+static bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+bool cmr_http_target_bad_escape(const char *target)
+{
+    for (const char *p = target ? target : ""; *p; p++)
+        if (*p == '%' && (!is_hex(p[1]) || !is_hex(p[2])))
+            return true;
+    return false;
+}
+
+void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_type, const char *text)
+{
+    free(res->body);
+    res->status = status;
+    res->content_type = content_type;
+    res->body = text ? strdup(text) : NULL;
+    res->len = res->body ? strlen(res->body) : 0;
+}
+
+/* --- MHD callbacks ---------------------------------------------------------------------- */
+
+/* Per request: the request-target as received (MHD hands the handler only the decoded
+ * path) and whether MHD already called on_request once. Made by on_uri (it becomes the
+ * request's context), freed by on_completed. */
+typedef struct req_ctx {
+    bool called;
+    char target[]; /* owned */
+} req_ctx_t;
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    size_t n = strlen(uri ? uri : "");
+    req_ctx_t *x = malloc(sizeof *x + n + 1);
+    if (x) {
+        x->called = false;
+        memcpy(x->target, uri ? uri : "", n + 1);
+    }
+    return x;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    free(*req_cls);
+    *req_cls = NULL;
+}
+
+static enum MHD_Result queue(struct MHD_Connection *c, int status, const char *type, char *body, size_t len, bool allow)
+{
+    /* MUST_FREE: MHD frees body with free() when the response is destroyed. */
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body ? body : (void *)"",
+                                                             body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (type)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **req_cls)
+{
+    (void)version;
+    (void)upload;
+    cmr_http_server_t *s = cls;
+    req_ctx_t *x = *req_cls;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        /* at once, body unread: MHD closes the connection after this answer */
+        char *body = strdup(s->not_allowed_body);
+        return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, s->not_allowed_type, body, body ? strlen(body) : 0, true);
+    }
+    if (!x)
+        return MHD_NO; /* out of memory in on_uri: drop the connection */
+    if (!x->called) {
+        /* MHD's first call comes before it knows the request is complete; a response
+         * queued now makes it close the connection. Answer at the second call: keep-alive. */
+        x->called = true;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0; /* a GET with a body: ignored */
+        return MHD_YES;
+    }
+    cmr_http_request_t req = {method, url, x->target, c};
+    cmr_http_response_t res = {0};
+    s->handler(s->opaque, &req, &res);
+    if (res.status < 100 || res.status > 999)
+        res.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    return queue(c, res.status, res.content_type, res.body, res.body ? res.len : 0,
+                 res.status == MHD_HTTP_METHOD_NOT_ALLOWED);
+}
+
+/* --- addresses ----------------------------------------------------------------------------- */
+
+bool cmr_http_address_is_loopback(const char *address)
+{
+    if (!address)
+        return true; /* the default */
+    if (!strcmp(address, "localhost"))
+        return true;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, address, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, address, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return false;
+}
+
+/* Fills *ss from an address (see the header). *flags gets the MHD address-family flags.
+ * 0, or -1 when it is neither. */
+static int parse_address(const char *addr, int port, struct sockaddr_storage *ss, unsigned *flags)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    if (!strcmp(addr, "localhost"))
+        addr = "127.0.0.1";
+    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        *flags = 0;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        /* "::" is every interface: IPv4 too (IPV6_V6ONLY off); any other literal just itself */
+        *flags = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        return 0;
+    }
+    return -1;
+}
+
+bool cmr_http_address_valid(const char *address)
+{
+    struct sockaddr_storage ss;
+    unsigned flags;
+    return address && parse_address(address, 0, &ss, &flags) == 0;
+}
+
+/* MHD's own messages (bind failures, clients gone mid-request) go to the CMR log at debug:
+ * the caller reports what matters (errbuf). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512], esc[600];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    cmr_log(CMR_LOG_DEBUG, "http.server_message", "server=%s message=\"%s\"", (const char *)cls,
+            cmr_log_escape(msg, esc, sizeof esc));
+}
+
+int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_fn *handler, void *opaque,
+                          cmr_http_server_t **out, char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    const char *addr = opts->address ? opts->address : "127.0.0.1";
+    const char *name = opts->name ? opts->name : "http";
+    if (opts->port < 0 || opts->port > 65535) {
+        snprintf(errbuf, errlen, "%s: port %d is not 0..65535", name, opts->port);
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    unsigned family_flags;
+    if (parse_address(addr, opts->port, &ss, &family_flags) != 0) {
+        snprintf(errbuf, errlen, "%s: \"%.200s\" is not an IPv4 or IPv6 address (or localhost)", name, addr);
+        return -1;
+    }
+    cmr_http_server_t *s = calloc(1, sizeof *s);
+    if (!s ||
+        !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n"))) {
+        free(s);
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    s->handler = handler;
+    s->opaque = opaque;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->not_allowed_type, sizeof s->not_allowed_type, "%s",
+             opts->not_allowed_type ? opts->not_allowed_type : "text/plain; charset=utf-8");
+    unsigned threads = opts->threads ? opts->threads : 2;
+    unsigned connections = opts->connections ? opts->connections : 64;
+    unsigned timeout_s = opts->timeout_s ? opts->timeout_s : 10;
+    /* MHD_USE_AUTO: epoll on Linux, poll or select elsewhere; the internal threads. */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | family_flags;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, on_request, s,
+                                 /* first, so that MHD's messages all go to the CMR log */
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name, MHD_OPTION_THREAD_POOL_SIZE, threads,
+                                 MHD_OPTION_CONNECTION_LIMIT, connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
+                                 NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    if (!s->daemon) {
+        int e = errno;
+        snprintf(errbuf, errlen, "%s: cannot listen on %.200s port %d (%s)", name, addr, opts->port,
+                 e ? strerror(e) : "address in use or not available");
+        free(s->not_allowed_body);
+        free(s);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info && info->port ? info->port : opts->port;
+    if (!cmr_http_address_is_loopback(addr)) {
+        char a[128];
+        cmr_log(CMR_LOG_WARN, "http.not_loopback",
+                "server=%s address=\"%s\" port=%d note=\"no authentication: guard it with the network\"", s->name,
+                cmr_log_escape(addr, a, sizeof a), s->port);
+    }
+    *out = s;
+    return 0;
+}
+
+int cmr_http_server_port(const cmr_http_server_t *s)
+{
+    return s ? s->port : -1;
+}
+
+void cmr_http_server_stop(cmr_http_server_t *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->daemon);
+    free(s->not_allowed_body);
+    free(s);
+}

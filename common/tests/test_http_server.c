@@ -1,0 +1,290 @@
+/*
+ * test_http_server.c - the common HTTP server (cmr/http_server.h over libmicrohttpd): any
+ * free port reported, decoded query parameters, the raw target, keep-alive (two requests
+ * on one connection), HEAD, 405 with Allow for other methods, 50 idle connections do not
+ * keep a request waiting (answered within the client's 5 s timeout), the connection
+ * limit, the idle timeout, IPv6 loopback, dual stack on "::", localhost, address errors,
+ * a port in use, the loopback predicate.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cmr/buf.h"
+#include "cmr/http_server.h"
+#include "http_client.h"
+
+static int append_param(void *opaque, const char *key, const char *value)
+{
+    cmr_buf_printf(opaque, "[%s=%s]", key, value);
+    return 0;
+}
+
+/* /echo: method, path, target and every parameter; /status0: a handler that sets nothing;
+ * anything else 404. */
+static void handle(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res)
+{
+    (void)opaque;
+    if (!strcmp(req->path, "/status0"))
+        return;
+    if (strcmp(req->path, "/echo") && strcmp(req->path, "/e c/ho")) {
+        cmr_http_respond(res, 404, "text/plain", "nope\n");
+        return;
+    }
+    cmr_buf_t b = {0};
+    cmr_buf_printf(&b, "%s %s %s ", req->method, req->path, req->target);
+    cmr_http_query_each(req, append_param, &b);
+    const char *a = cmr_http_query(req, "a"), *flag = cmr_http_query(req, "flag");
+    cmr_buf_printf(&b, " a=%s flag=%s missing=%s", a ? a : "(null)", flag ? flag : "(null)",
+                   cmr_http_query(req, "missing") ? "yes" : "no");
+    res->status = 200;
+    res->content_type = "text/plain";
+    res->len = b.len;
+    res->body = cmr_buf_take(&b);
+}
+
+static cmr_http_server_t *start(const char *addr, unsigned connections, unsigned timeout_s)
+{
+    cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;
+    o.name = "test";
+    o.address = addr;
+    if (connections)
+        o.connections = connections;
+    if (timeout_s)
+        o.timeout_s = timeout_s;
+    o.not_allowed_body = "no such method here\n";
+    char err[256];
+    cmr_http_server_t *s = NULL;
+    if (cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err) != 0)
+        fprintf(stderr, "start %s: %s\n", addr, err);
+    return s;
+}
+
+static bool have_ipv6(void)
+{
+    int probe = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool have = probe >= 0 && bind(probe, (struct sockaddr *)&a, sizeof a) == 0;
+    if (probe >= 0)
+        close(probe);
+    return have;
+}
+
+static void test_requests(void **state)
+{
+    (void)state;
+    cmr_http_server_t *s = start("127.0.0.1", 0, 0);
+    assert_non_null(s);
+    int port = cmr_http_server_port(s);
+    assert_true(port > 0);
+    char *r;
+    assert_int_equal(hc_get("127.0.0.1", port, "/echo?a=1&b=x%20y&c+d=e+f&a=2&flag", &r), 200);
+    assert_non_null(strstr(r, "\r\n\r\nGET /echo /echo?a=1&b=x%20y&c+d=e+f&a=2&flag "
+                              "[a=1][b=x y][c d=e f][a=2][flag=] a=1 flag= missing=no"));
+    assert_non_null(strstr(r, "Content-Type: text/plain\r\n"));
+    free(r);
+    assert_int_equal(hc_get("127.0.0.1", port, "/e%20c/ho", &r), 200); /* the path is decoded */
+    assert_non_null(strstr(r, "GET /e c/ho /e%20c/ho "));
+    free(r);
+    assert_int_equal(hc_get("127.0.0.1", port, "/other", &r), 404);
+    assert_non_null(strstr(r, "\r\n\r\nnope\n"));
+    free(r);
+    assert_int_equal(hc_get("127.0.0.1", port, "/status0", NULL), 500);
+
+    /* other methods: 405, Allow, the server's body; the handler is not asked */
+    int fd = hc_connect("127.0.0.1", port);
+    assert_true(fd >= 0);
+    assert_int_equal(hc_request(fd, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc", false, &r), 405);
+    assert_non_null(strstr(r, "Allow: GET, HEAD\r\n"));
+    assert_non_null(strstr(r, "\r\n\r\nno such method here\n"));
+    free(r);
+    close(fd);
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd, "DELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n", false, NULL), 405);
+    close(fd);
+
+    /* HEAD: the headers of the GET answer, no body */
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd, "HEAD /echo HTTP/1.1\r\nHost: t\r\n\r\n", true, &r), 200);
+    assert_non_null(strstr(r, "Content-Length: "));
+    assert_non_null(strstr(r, "\r\n\r\n"));
+    assert_string_equal(strstr(r, "\r\n\r\n"), "\r\n\r\n");
+    free(r);
+    /* keep-alive on the same connection after HEAD */
+    assert_int_equal(hc_request(fd, "GET /echo?a=3 HTTP/1.1\r\nHost: t\r\n\r\n", false, &r), 200);
+    assert_non_null(strstr(r, "a=3 flag=(null) missing=no"));
+    free(r);
+    close(fd);
+    cmr_http_server_stop(s);
+    cmr_http_server_stop(NULL);
+}
+
+static void test_keep_alive(void **state)
+{
+    (void)state;
+    cmr_http_server_t *s = start("127.0.0.1", 0, 0);
+    int port = cmr_http_server_port(s);
+    int fd = hc_connect("127.0.0.1", port);
+    assert_true(fd >= 0);
+    char *r;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(hc_request(fd, "GET /echo?a=k HTTP/1.1\r\nHost: t\r\n\r\n", false, &r), 200);
+        assert_null(strstr(r, "Connection: close"));
+        assert_non_null(strstr(r, "a=k"));
+        free(r);
+    }
+    /* a request that asks to close: answered, then closed */
+    assert_int_equal(hc_request(fd, "GET /echo?a=last HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", false, &r),
+                     200);
+    assert_non_null(strstr(r, "a=last"));
+    free(r);
+    assert_true(hc_closed_within(fd, 5000));
+    close(fd);
+    cmr_http_server_stop(s);
+}
+
+/* The measured problem of the old servers: idle connections kept everyone waiting. */
+static void test_idle_connections(void **state)
+{
+    (void)state;
+    cmr_http_server_t *s = start("127.0.0.1", 0, 0);
+    int port = cmr_http_server_port(s);
+    int idle[50];
+    for (int i = 0; i < 50; i++) {
+        idle[i] = hc_connect("127.0.0.1", port);
+        assert_true(idle[i] >= 0);
+    }
+    int half = hc_connect("127.0.0.1", port); /* and one that sent half a request */
+    assert_int_equal(send(half, "GET /ec", 7, 0), 7);
+    char *r;
+    /* hc_* time out after 5 s: answered means answered within 5 s */
+    assert_int_equal(hc_get("127.0.0.1", port, "/echo?a=busy", &r), 200);
+    assert_non_null(strstr(r, "a=busy"));
+    free(r);
+    for (int i = 0; i < 50; i++)
+        close(idle[i]);
+    close(half);
+    cmr_http_server_stop(s); /* does not wait for idle clients */
+}
+
+static void test_limit_and_timeout(void **state)
+{
+    (void)state;
+    cmr_http_server_t *s = start("127.0.0.1", 4, 1);
+    int port = cmr_http_server_port(s);
+    int idle[4];
+    for (int i = 0; i < 4; i++)
+        idle[i] = hc_connect("127.0.0.1", port);
+    usleep(200 * 1000);
+    /* the fifth is accepted and closed at once */
+    int fd = hc_connect("127.0.0.1", port);
+    assert_true(fd >= 0);
+    assert_true(hc_closed_within(fd, 3000));
+    close(fd);
+    /* the idle ones are closed after the 1 s timeout, and then requests are served again */
+    for (int i = 0; i < 4; i++)
+        assert_true(hc_closed_within(idle[i], 5000));
+    for (int i = 0; i < 4; i++)
+        close(idle[i]);
+    int status = 0;
+    for (int tries = 0; tries < 20 && status != 200; tries++) {
+        status = hc_get("127.0.0.1", port, "/echo", NULL);
+        if (status != 200)
+            usleep(100 * 1000);
+    }
+    assert_int_equal(status, 200);
+    cmr_http_server_stop(s);
+}
+
+static void test_addresses(void **state)
+{
+    (void)state;
+    /* localhost is 127.0.0.1 */
+    cmr_http_server_t *s = start("localhost", 0, 0);
+    assert_non_null(s);
+    assert_int_equal(hc_get("127.0.0.1", cmr_http_server_port(s), "/echo", NULL), 200);
+    /* a port in use */
+    cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;
+    o.name = "second";
+    o.port = cmr_http_server_port(s);
+    char err[256] = "";
+    cmr_http_server_t *t = NULL;
+    assert_int_equal(cmr_http_server_start(&o, handle, NULL, &t, err, sizeof err), -1);
+    assert_null(t);
+    assert_non_null(strstr(err, "second: cannot listen on 127.0.0.1 port"));
+    cmr_http_server_stop(s);
+    /* not an address */
+    o.address = "example.org";
+    o.port = 0;
+    assert_int_equal(cmr_http_server_start(&o, handle, NULL, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "second: \"example.org\" is not an IPv4 or IPv6 address"));
+    o.address = "127.0.0.1";
+    o.port = 70000;
+    assert_int_equal(cmr_http_server_start(&o, handle, NULL, &t, err, sizeof err), -1);
+    assert_true(cmr_http_address_valid("::"));
+    assert_true(cmr_http_address_valid("localhost"));
+    assert_false(cmr_http_address_valid("127.0.0.1:80"));
+    assert_false(cmr_http_address_valid(NULL));
+
+    assert_true(cmr_http_address_is_loopback("127.0.0.1"));
+    assert_true(cmr_http_address_is_loopback("127.1.2.3"));
+    assert_true(cmr_http_address_is_loopback("::1"));
+    assert_true(cmr_http_address_is_loopback("::ffff:127.0.0.1"));
+    assert_true(cmr_http_address_is_loopback("localhost"));
+    assert_false(cmr_http_address_is_loopback("0.0.0.0"));
+    assert_false(cmr_http_address_is_loopback("::"));
+    assert_false(cmr_http_address_is_loopback("10.0.0.1"));
+    assert_false(cmr_http_address_is_loopback("example.org"));
+
+    assert_true(cmr_http_target_bad_escape("/x?a=%zz"));
+    assert_true(cmr_http_target_bad_escape("/x?a=%4"));
+    assert_false(cmr_http_target_bad_escape("/x?a=%4a%20"));
+    assert_false(cmr_http_target_bad_escape(NULL));
+}
+
+static void test_ipv6(void **state)
+{
+    (void)state;
+    if (!have_ipv6()) {
+        fprintf(stderr, "test_ipv6: no IPv6 loopback here, skipped\n");
+        skip();
+    }
+    cmr_http_server_t *s = start("::1", 0, 0);
+    assert_non_null(s);
+    int port = cmr_http_server_port(s);
+    char *r;
+    assert_int_equal(hc_get("::1", port, "/echo?a=six", &r), 200);
+    assert_non_null(strstr(r, "a=six"));
+    free(r);
+    int fd = hc_connect("127.0.0.1", port); /* ::1 only */
+    assert_int_equal(fd, -1);
+    cmr_http_server_stop(s);
+
+    /* "::": dual stack, IPv4 and IPv6 */
+    s = start("::", 0, 0);
+    assert_non_null(s);
+    port = cmr_http_server_port(s);
+    assert_int_equal(hc_get("::1", port, "/echo", NULL), 200);
+    assert_int_equal(hc_get("127.0.0.1", port, "/echo", NULL), 200);
+    cmr_http_server_stop(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_requests),         cmocka_unit_test(test_keep_alive),
+        cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_limit_and_timeout),
+        cmocka_unit_test(test_addresses),        cmocka_unit_test(test_ipv6),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
