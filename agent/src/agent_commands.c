@@ -317,6 +317,20 @@ static void installed(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *
 static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring);
 static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring);
 
+/* The Redefine that gives a diagnosis' class its restore bytes back (pointing into r). */
+static cmr_redefine_t restore_command(const cmr_agent_t *a, const cmr_agent_diag_restore_t *r)
+{
+    return (cmr_redefine_t){.request_id = 0,
+                            .agent_id = a->agent_id,
+                            .class_name = r->class_name,
+                            .loader_id = r->loader_id,
+                            .class_hash = r->class_hash,
+                            .original = r->original,
+                            .revision = a->revision,
+                            .bytecode = {r->bytes, r->len},
+                            .original_digest = {(uint8_t *)r->digest, sizeof r->digest}};
+}
+
 int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
 {
     static const char *const reasons[] = {"none",   "stopped",        "time_to_live",    "hits",
@@ -332,15 +346,7 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
         cmr_redefine_t *cmds = calloc(n ? n : 1, sizeof *cmds);
         const cmr_redefine_t **ptrs = calloc(n ? n : 1, sizeof *ptrs);
         for (size_t i = 0; cmds && ptrs && i < n; i++) {
-            cmds[i] = (cmr_redefine_t){.request_id = 0,
-                                       .agent_id = a->agent_id,
-                                       .class_name = r[i].class_name,
-                                       .loader_id = r[i].loader_id,
-                                       .class_hash = r[i].class_hash,
-                                       .original = r[i].original,
-                                       .revision = a->revision,
-                                       .bytecode = {r[i].bytes, r[i].len},
-                                       .original_digest = {(uint8_t *)r[i].digest, sizeof r[i].digest}};
+            cmds[i] = restore_command(a, &r[i]);
             ptrs[i] = &cmds[i];
         }
         for (size_t off = 0; cmds && ptrs && off < n; off += 256) /* the control loop's batch size */
@@ -348,14 +354,7 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
         for (size_t i = 0; i < n; i++) {
             cmr_bytes_t od = {(uint8_t *)r[i].digest, sizeof r[i].digest};
             if (!cmds || !ptrs) { /* no memory for the batch: one by one */
-                cmr_redefine_t one = {.agent_id = a->agent_id,
-                                      .class_name = r[i].class_name,
-                                      .loader_id = r[i].loader_id,
-                                      .class_hash = r[i].class_hash,
-                                      .original = r[i].original,
-                                      .revision = a->revision,
-                                      .bytecode = {r[i].bytes, r[i].len},
-                                      .original_digest = od};
+                cmr_redefine_t one = restore_command(a, &r[i]);
                 apply_redefine(a, env, &one, true);
             }
             uint64_t now = digest_in_effect(a, r[i].class_name, r[i].loader_id, &od);
