@@ -72,6 +72,7 @@ static const cmr_conf_key_t keys[] = {
      "nothing); empty: without a transaction, each change with its own delivery report"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
+    CMR_CONF_KEY_METRICS_TOKEN_FILE,
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

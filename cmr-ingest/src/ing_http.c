@@ -419,7 +419,21 @@ static void on_request(void *opaque, const cmr_http_request_t *req, cmr_http_res
     res->len = body ? strlen(body) : 0;
 }
 
-cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, char *err, size_t errlen)
+cmr_ingest_http_t *cmr_ingest_http_start_conf(const cmr_conf_t *conf, const char *root, int port, char *err,
+                                              size_t errlen)
+{
+    const char *file = cmr_conf_get(conf, "ingest.http.token_file", "");
+    char token[300] = "";
+    if (file[0] && cmr_http_token_load(file, token, sizeof token, err, errlen) != 0)
+        return NULL;
+    cmr_ingest_http_t *h = cmr_ingest_http_start(root, cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), port,
+                                                 token[0] ? token : NULL, err, errlen);
+    explicit_bzero(token, sizeof token);
+    return h;
+}
+
+cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, const char *token, char *err,
+                                         size_t errlen)
 {
     if (!cmr_http_address_valid(addr)) {
         snprintf(err, errlen, "ingest.http.address: \"%.200s\" is not an IPv4 or IPv6 address (or localhost)", addr);
@@ -441,6 +455,7 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
         .timeout_s = HTTP_TIMEOUT_S,
         .not_allowed_type = "application/json",
         .not_allowed_body = "{\"error\":\"only GET is supported\"}",
+        .token = token,
     };
     if (cmr_http_server_start(&o, on_request, h, &h->server, err, errlen) != 0) {
         pthread_mutex_destroy(&h->lock);

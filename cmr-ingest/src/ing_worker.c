@@ -325,8 +325,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         goto out;
     }
     if (port >= 0) {
-        http = cmr_ingest_http_start(root, cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err,
-                                     sizeof err);
+        http = cmr_ingest_http_start_conf(conf, root, (int)port, err, sizeof err);
         if (!http) /* ingest matters more than queries: run without the API */
             cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\" action=\"running without the HTTP API\"", err);
     }

@@ -50,6 +50,9 @@ static const cmr_conf_key_t keys[] = {
     {"ingest.group", "cmr-ingest", "run: consumer group on cmr.events"},
     {"ingest.http.address", "127.0.0.1",
      "run, http: address of the HTTP API: IPv4 or IPv6 literal, :: (dual stack), localhost"},
+    {"ingest.http.token_file", "",
+     "run, http: a file (owner-only) holding the access token every request must carry (Authorization: Bearer); "
+     "required when the address is not loopback"},
     {"ingest.http.port", "8470",
      "run, http: port of the HTTP API; 0 = any free port (logged); -1 = no HTTP API (run only)"},
     {"ingest.sync", "true",
@@ -103,6 +106,7 @@ static const cmr_conf_key_t keys[] = {
      "run: abnormal events per rule and evaluation at most; more wait and are counted"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
+    CMR_CONF_KEY_METRICS_TOKEN_FILE,
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},
@@ -279,9 +283,8 @@ static int cmd_http(const cmr_conf_t *conf)
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 2;
     }
-    cmr_ingest_http_t *h =
-        cmr_ingest_http_start(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"),
-                              cmr_conf_get(conf, "ingest.http.address", "127.0.0.1"), (int)port, err, sizeof err);
+    cmr_ingest_http_t *h = cmr_ingest_http_start_conf(conf, cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"),
+                                                      (int)port, err, sizeof err);
     if (!h) {
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 1;

@@ -975,7 +975,7 @@ static void test_store_engine_queries(void **state)
 
     /* the same answers over the wire, by the server (libmicrohttpd): status and body */
     char herr[256];
-    cmr_ingest_http_t *srv = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, herr, sizeof herr);
+    cmr_ingest_http_t *srv = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, NULL, herr, sizeof herr);
     assert_non_null(srv);
     const char *same[] = {"/api/traces?slowest=1&limit=5",
                           target,
@@ -2111,9 +2111,9 @@ static void test_http_server(void **state)
 {
     (void)state;
     char err[256];
-    assert_null(cmr_ingest_http_start(tmpdir, "not-an-address", 0, err, sizeof err));
+    assert_null(cmr_ingest_http_start(tmpdir, "not-an-address", 0, NULL, err, sizeof err));
     assert_non_null(strstr(err, "ingest.http.address"));
-    cmr_ingest_http_t *h = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, err, sizeof err);
+    cmr_ingest_http_t *h = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, NULL, err, sizeof err);
     assert_non_null(h);
     int port = cmr_ingest_http_port(h);
     int idle[50];
@@ -2140,7 +2140,7 @@ static void test_http_server(void **state)
         close(idle[i]);
     cmr_ingest_http_stop(h);
 
-    h = cmr_ingest_http_start(tmpdir, "::1", 0, err, sizeof err);
+    h = cmr_ingest_http_start(tmpdir, "::1", 0, NULL, err, sizeof err);
     if (!h) {
         fprintf(stderr, "test_http_server: no IPv6 loopback here (%s), skipped\n", err);
         return;

@@ -33,6 +33,7 @@ static const cmr_conf_key_t keys[] = {
      "how long a signed command stays valid after it is issued (1000 .. 3600000; agents refuse longer)"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
+    CMR_CONF_KEY_METRICS_TOKEN_FILE,
     CMR_CONF_KEY_TOPIC_PREFIX,
     CMR_CONF_KEY_KAFKA,
     {0},

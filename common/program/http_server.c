@@ -18,6 +18,8 @@
 
 #include <microhttpd.h>
 
+#include "cmr/buf.h"
+#include "cmr/file.h"
 #include "cmr/log.h"
 
 struct cmr_http_server {
@@ -27,6 +29,7 @@ struct cmr_http_server {
     char name[64];
     char not_allowed_type[128];
     char *not_allowed_body; /* owned */
+    char *token;            /* owned; NULL: no authentication (loopback only) */
     int port;
 };
 
@@ -138,6 +141,40 @@ static enum MHD_Result queue(struct MHD_Connection *c, int status, const char *t
     return rc;
 }
 
+/* Whether the request carries the server's token ("Authorization: Bearer <token>"), in
+ * time that does not depend on where it differs. */
+static bool authorized(const cmr_http_server_t *s, struct MHD_Connection *c)
+{
+    if (!s->token)
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    const char *got = h + 7;
+    size_t n = strlen(s->token), m = strlen(got);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned)(unsigned char)s->token[i] ^ (unsigned char)(i < m ? got[i] : 0);
+    return diff == 0;
+}
+
+static enum MHD_Result unauthorized(struct MHD_Connection *c)
+{
+    static const char text[] = "an access token is required: Authorization: Bearer <token>\n";
+    char *body = strdup(text);
+    struct MHD_Response *r = MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
+                                                             body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"cmr\"");
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **req_cls)
 {
@@ -145,6 +182,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)upload;
     cmr_http_server_t *s = cls;
     req_ctx_t *x = *req_cls;
+    if (!authorized(s, c))
+        return unauthorized(c); /* before the method, the path, anything */
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         /* at once, body unread: MHD closes the connection after this answer */
         char *body = strdup(s->not_allowed_body);
@@ -249,9 +288,20 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
         snprintf(errbuf, errlen, "%s: \"%.200s\" is not an IPv4 or IPv6 address (or localhost)", name, addr);
         return -1;
     }
+    bool loopback = cmr_http_address_is_loopback(addr);
+    if (!loopback && (!opts->token || strlen(opts->token) < 16)) {
+        snprintf(errbuf, errlen,
+                 "%s: %.200s is beyond loopback: an access token is required (at least 16 characters; see "
+                 "docs/SECURITY.md, \"Ports\")",
+                 name, addr);
+        return -1;
+    }
     cmr_http_server_t *s = calloc(1, sizeof *s);
     if (!s ||
-        !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n"))) {
+        !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n")) ||
+        (opts->token && !(s->token = strdup(opts->token)))) {
+        if (s)
+            free(s->not_allowed_body);
         free(s);
         snprintf(errbuf, errlen, "out of memory");
         return -1;
@@ -277,15 +327,16 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
         snprintf(errbuf, errlen, "%s: cannot listen on %.200s port %d (%s)", name, addr, opts->port,
                  e ? strerror(e) : "address in use or not available");
         free(s->not_allowed_body);
+        free(s->token);
         free(s);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info && info->port ? info->port : opts->port;
-    if (!cmr_http_address_is_loopback(addr)) {
+    if (!loopback) {
         char a[128];
-        cmr_log(CMR_LOG_WARN, "http.not_loopback",
-                "server=%s address=\"%s\" port=%d note=\"no authentication: guard it with the network\"", s->name,
+        cmr_log(CMR_LOG_INFO, "http.not_loopback",
+                "server=%s address=\"%s\" port=%d note=\"every request needs the access token\"", s->name,
                 cmr_log_escape(addr, a, sizeof a), s->port);
     }
     *out = s;
@@ -303,5 +354,39 @@ void cmr_http_server_stop(cmr_http_server_t *s)
         return;
     MHD_stop_daemon(s->daemon);
     free(s->not_allowed_body);
+    free(s->token);
     free(s);
+}
+
+int cmr_http_token_load(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+    cmr_buf_t b = {0};
+    char ferr[256];
+    unsigned mode = 0;
+    if (!path || cmr_file_read_mode(path, 4096, &b, &mode, ferr, sizeof ferr) != 0) {
+        snprintf(err, errlen, "access token file: %s", path ? ferr : "no path");
+        cmr_buf_free(&b);
+        return -1;
+    }
+    if (mode & 077) {
+        snprintf(err, errlen, "access token file %.200s: readable by others (chmod 600 it)", path);
+        cmr_buf_free(&b);
+        return -1;
+    }
+    size_t n = b.len;
+    while (n && (b.data[n - 1] == '\n' || b.data[n - 1] == '\r'))
+        n--;
+    bool ok = n >= 16 && n <= 256 && n < outlen;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = b.data[i] > 0x20 && b.data[i] < 0x7f;
+    if (ok) {
+        memcpy(out, b.data, n);
+        out[n] = '\0';
+    } else {
+        snprintf(err, errlen,
+                 "access token file %.200s: the token must be 16 to 256 printable ASCII characters without spaces",
+                 path);
+    }
+    cmr_buf_free(&b);
+    return ok ? 0 : -1;
 }

@@ -176,6 +176,10 @@ int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, vo
                  cmr_conf_shown(conf, "metrics.listen", shown, sizeof shown));
         return -1;
     }
+    const char *file = cmr_conf_get(conf, "metrics.token_file", "");
+    char token[300] = "";
+    if (file[0] && cmr_http_token_load(file, token, sizeof token, errbuf, errlen) != 0)
+        return -1;
     cmr_metrics_http_t *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(errbuf, errlen, "out of memory");
@@ -192,8 +196,11 @@ int cmr_metrics_http_start(const cmr_conf_t *conf, cmr_metrics_fill_fn *fill, vo
         .timeout_s = METRICS_TIMEOUT_S,
         .not_allowed_type = "text/plain; charset=utf-8",
         .not_allowed_body = "method not allowed: only GET /metrics\n",
+        .token = token[0] ? token : NULL,
     };
-    if (cmr_http_server_start(&o, on_request, m, &m->server, errbuf, errlen) != 0) {
+    int rc = cmr_http_server_start(&o, on_request, m, &m->server, errbuf, errlen);
+    explicit_bzero(token, sizeof token);
+    if (rc != 0) {
         free(m);
         return -1;
     }

@@ -3,7 +3,8 @@
  * free port reported, decoded query parameters, the raw target, keep-alive (two requests
  * on one connection), HEAD, 405 with Allow for other methods, 50 idle connections do not
  * keep a request waiting (answered within the client's 5 s timeout), the connection
- * limit, the idle timeout, IPv6 loopback, dual stack on "::", localhost, address errors,
+ * limit, the idle timeout, IPv6 loopback, "::" refused without an access token, the token
+ * (401 without it) and its file, localhost, address errors,
  * a port in use, the loopback predicate.
  */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmr/buf.h"
@@ -270,13 +272,77 @@ static void test_ipv6(void **state)
     assert_int_equal(fd, -1);
     cmr_http_server_stop(s);
 
-    /* "::": dual stack, IPv4 and IPv6 */
-    s = start("::", 0, 0);
-    assert_non_null(s);
-    port = cmr_http_server_port(s);
-    assert_int_equal(hc_get("::1", port, "/echo", NULL), 200);
-    assert_int_equal(hc_get("127.0.0.1", port, "/echo", NULL), 200);
+    /* "::" (every interface) without an access token: refused before anything is bound
+     * (tests bind loopback only: the token itself is checked on loopback below) */
+    cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;
+    o.address = "::";
+    char err[256];
+    assert_int_not_equal(cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err), 0);
+    assert_non_null(strstr(err, "access token"));
+    o.address = "0.0.0.0";
+    o.token = "too-short";
+    assert_int_not_equal(cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err), 0);
+}
+
+/* A server with an access token answers only requests that carry it (401 with
+ * WWW-Authenticate otherwise, whatever the method or path). */
+static void test_access_token(void **state)
+{
+    (void)state;
+    cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;
+    o.token = "0123456789abcdef-token";
+    cmr_http_server_t *s = NULL;
+    char err[256];
+    assert_int_equal(cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err), 0);
+    int port = cmr_http_server_port(s);
+    char *r = NULL;
+    assert_int_equal(hc_get("127.0.0.1", port, "/echo", &r), 401);
+    assert_non_null(strstr(r, "WWW-Authenticate: Bearer"));
+    free(r);
+    static const char *const bad[] = {
+        "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-tokeN\r\nConnection: close\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-toke\r\nConnection: close\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Basic 0123456789abcdef-token\r\nConnection: close\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int fd = hc_connect("127.0.0.1", port);
+        assert_true(fd >= 0);
+        assert_int_equal(hc_request(fd, bad[i], false, NULL), 401);
+        close(fd);
+    }
+    int fd = hc_connect("127.0.0.1", port);
+    assert_true(fd >= 0);
+    assert_int_equal(hc_request(fd,
+                                "GET /echo?a=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-token\r\n"
+                                "Connection: close\r\n\r\n",
+                                false, &r),
+                     200);
+    assert_non_null(strstr(r, "a=1"));
+    free(r);
+    close(fd);
     cmr_http_server_stop(s);
+
+    /* the token file: owner-only, 16 to 256 printable characters */
+    char dir[] = "/tmp/cmr-token-XXXXXX", path[128], tok[300];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/token", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("0123456789abcdef-token\n", f);
+    fclose(f);
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_not_equal(cmr_http_token_load(path, tok, sizeof tok, err, sizeof err), 0);
+    assert_non_null(strstr(err, "readable by others"));
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(cmr_http_token_load(path, tok, sizeof tok, err, sizeof err), 0);
+    assert_string_equal(tok, "0123456789abcdef-token");
+    f = fopen(path, "w");
+    fputs("short\n", f);
+    fclose(f);
+    assert_int_not_equal(cmr_http_token_load(path, tok, sizeof tok, err, sizeof err), 0);
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -285,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_requests),         cmocka_unit_test(test_keep_alive),
         cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_limit_and_timeout),
         cmocka_unit_test(test_addresses),        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_access_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

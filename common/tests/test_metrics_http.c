@@ -189,6 +189,10 @@ static void test_off_and_errors(void **state)
     assert_null(start(NULL, "70000", err, sizeof err, &rc));
     assert_int_equal(rc, -1);
     assert_non_null(strstr(err, "metrics.port"));
+    /* beyond loopback without metrics.token_file: refused, nothing bound */
+    assert_null(start("0.0.0.0", "0", err, sizeof err, &rc));
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "access token"));
 }
 
 static void test_ipv6(void **state)

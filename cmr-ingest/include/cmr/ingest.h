@@ -503,8 +503,14 @@ typedef struct cmr_ingest_http_source {
     const char *root;
 } cmr_ingest_http_source_t;
 /* Serves the JSON API on addr:port (port 0 picks one; addr an IPv4 or IPv6 literal, "::",
- * "localhost") on the common HTTP server (cmr/http_server.h: a thread pool, keep-alive). */
-cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, char *err, size_t errlen);
+ * "localhost") on the common HTTP server (cmr/http_server.h: a thread pool, keep-alive).
+ * token: required as a bearer token on every request (NULL: none, loopback only). */
+cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, const char *token, char *err,
+                                         size_t errlen);
+/* The same from the configuration: ingest.http.address, and the token in
+ * ingest.http.token_file when it is set. */
+cmr_ingest_http_t *cmr_ingest_http_start_conf(const cmr_conf_t *conf, const char *root, int port, char *err,
+                                              size_t errlen);
 int cmr_ingest_http_port(const cmr_ingest_http_t *h);
 void cmr_ingest_http_stop(cmr_ingest_http_t *h);
 /* Answers one request (method, target) -> status, body (malloc'd JSON). For tests. */

@@ -27,8 +27,9 @@
  *
  * Addresses: an IPv4 literal, an IPv6 literal (bound IPv6 only), "::" (dual stack: IPv4
  * and IPv6 on every interface), or "localhost" (= 127.0.0.1). Loopback is 127.0.0.0/8 and
- * ::1 (cmr_http_address_is_loopback); a server bound elsewhere logs a warning, since
- * nothing here authenticates the client.
+ * ::1 (cmr_http_address_is_loopback). A server bound elsewhere needs an access token
+ * (opts.token, cmr_http_token_load): every request must then carry it as a bearer token,
+ * compared in constant time; others get 401 before anything else is looked at.
  *
  * Threads: the handler runs on one of the server's threads, concurrently with the caller
  * and with other requests: it must touch only what is synchronised. Idle connections cost
@@ -76,14 +77,18 @@ typedef struct cmr_http_server_opts {
     unsigned timeout_s;           /* an idle connection is closed after this; 0 = 10 */
     const char *not_allowed_type; /* the 405 answer's Content-Type and body; literals */
     const char *not_allowed_body;
+    const char *token; /* every request must carry "Authorization: Bearer <token>" (401
+                          otherwise); NULL = none, which only a loopback address may have;
+                          copied */
 } cmr_http_server_opts_t;
 
-#define CMR_HTTP_SERVER_DEFAULTS                                                               \
-    {                                                                                          \
-        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n" \
+#define CMR_HTTP_SERVER_DEFAULTS                                                                     \
+    {                                                                                                \
+        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n", NULL \
     }
 
-/* Starts serving. 0 with *out set, or -1 with errbuf filled (bad address, port in use).
+/* Starts serving. 0 with *out set, or -1 with errbuf filled (bad address, port in use, an
+ * address beyond loopback without a token).
  * Logs event=NAME.listening address=A port=P (the log line scripts and tests look for
  * is the caller's, if it wants another). */
 int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_fn *handler, void *opaque,
@@ -105,6 +110,11 @@ bool cmr_http_target_bad_escape(const char *target);
 
 /* Sets res to status with a copy of text (content_type a literal). */
 void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_type, const char *text);
+
+/* Reads an access token from a file (the token, a line end optional): at least 16 and at
+ * most 256 printable ASCII characters, no spaces; the file readable by its owner only
+ * (like trust.signing_key). 0 with the token in out, or -1 with err. */
+int cmr_http_token_load(const char *path, char *out, size_t outlen, char *err, size_t errlen);
 
 /* true for what cmr_http_server_start accepts as an address (see above). */
 bool cmr_http_address_valid(const char *address);

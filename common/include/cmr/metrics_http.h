@@ -104,6 +104,12 @@ typedef void(cmr_metrics_fill_fn)(cmr_buf_t *out, void *opaque);
         "metrics.listen", "127.0.0.1",                                                                \
             "address of GET /metrics (Prometheus text format); IPv4 or IPv6 literal, :: or localhost" \
     }
+#define CMR_CONF_KEY_METRICS_TOKEN_FILE                                                                  \
+    {                                                                                                    \
+        "metrics.token_file", "",                                                                        \
+            "a file (owner-only) holding the access token a scrape must carry (Authorization: Bearer); " \
+            "required when metrics.listen is not loopback"                                               \
+    }
 #define CMR_CONF_KEY_METRICS_PORT                                                                               \
     {                                                                                                           \
         "metrics.port", "-1", "port of GET /metrics; 0 = any free port (logged as metrics.listening); -1 = off" \
