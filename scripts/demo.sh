@@ -3,9 +3,12 @@
 # three CMR workers (cmr-config, cmr-instrumenter, cmr-ingest), applies the demo
 # environment, runs a multi-threaded sample shop (demo/java/shop) that calls a payment
 # service in a second JVM over HTTP (demo/java/payments), both with the agent, and prints
-# the slowest call trees with their timings: across threads and JVMs. Builds first
-# (installing Debian packages when one is missing).
-#   scripts/demo.sh [SECONDS]       how long the application runs (default 10)
+# the slowest call trees with their timings: across threads and JVMs. It ends with a
+# diagnosis round (docs/DIAGNOSIS.md). Builds first (installing Debian packages when one is
+# missing).
+#   scripts/demo.sh [SECONDS]       how long the shop runs at least (default 10)
+#   CMR_DEMO_OUT=DIR                where the slowest trace is exported (default a new
+#                                   directory under $TMPDIR or /tmp, printed at the end)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -193,5 +196,9 @@ fi
 
 step "Where the time went in the slowest checkout"
 "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" show "$slowest"
-"$B/cmr-ingest/cmr-ingest" --store "$work/ingest" export "$slowest" "$work/slowest.json" --format chrome >/dev/null &&
-    echo "(also exported as Chrome trace-event JSON: open it in https://ui.perfetto.dev)"
+# the export outlives the run's work directory (which the demo removes)
+out_dir="${CMR_DEMO_OUT:-${TMPDIR:-/tmp}/cmr-demo-$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$out_dir"
+"$B/cmr-ingest/cmr-ingest" --store "$work/ingest" export "$slowest" "$out_dir/slowest-trace.json" --format chrome \
+    >/dev/null &&
+    echo "exported as Chrome trace-event JSON: $out_dir/slowest-trace.json (open it in https://ui.perfetto.dev)"
