@@ -538,20 +538,6 @@ int cmr_instr_diag_step(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr
 
 /* --- the overlay ------------------------------------------------------------------------ */
 
-uint64_t cmr_instr_diag_number(const char *id)
-{
-    uint64_t v = 0;
-    if (!id || strlen(id) != 16)
-        return 0;
-    for (const char *p = id; *p; p++) {
-        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-        if (d < 0)
-            return 0;
-        v = v << 4 | (uint64_t)d;
-    }
-    return v;
-}
-
 void cmr_instr_diag_classes_free(cmr_instr_diag_classes_t *l)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -603,7 +589,7 @@ int cmr_instr_diag_set_overlay(cmr_instr_diag_t *q, const cmr_diagnosis_tree_t *
     uint64_t agent = (uint64_t)t->agent_id;
     if (ov_remove(q, t->diagnosis_id, agent, false, changed) != 0)
         return -1;
-    if ((t->error && t->error[0]) || cmr_instr_diag_number(t->diagnosis_id) == 0)
+    if ((t->error && t->error[0]) || cmr_diag_id_number(t->diagnosis_id) == 0)
         return 0; /* (an id the agents could not tell apart from "none": no probes) */
     for (size_t i = 0; i < t->nodes.count; i++) {
         const cmr_diag_node_t *n = &t->nodes.items[i];
@@ -655,14 +641,6 @@ int cmr_instr_diag_take_ended(cmr_instr_diag_t *q, cmr_instr_diag_classes_t *cha
     return 0;
 }
 
-static long find_method(const cmr_instr_meta_t *meta, const char *name, const char *desc)
-{
-    for (size_t m = 0; m < meta->n_methods; m++)
-        if (strcmp(meta->methods[m].name, name) == 0 && strcmp(meta->methods[m].desc, desc) == 0)
-            return (long)m;
-    return -1;
-}
-
 int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_meta_t *meta,
                            const cmr_instr_decision_t *env, cmr_instr_decision_t *full, const cmr_diagnosis_t **diag)
 {
@@ -702,7 +680,7 @@ int cmr_instr_diag_overlay(cmr_instr_diag_t *q, uint64_t agent, const cmr_instr_
         const ov_entry_t *e = &q->ov[i];
         if (e->agent != agent || strcmp(e->id, chosen) != 0 || strcmp(e->cls, meta->name) != 0)
             continue;
-        long m = find_method(meta, e->name, e->desc);
+        long m = cmr_instr_meta_find_method(meta, e->name, e->desc);
         if (m < 0)
             continue; /* another version of the class than the tree read */
         cmr_instr_pick_t *p = NULL;

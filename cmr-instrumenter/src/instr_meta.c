@@ -47,6 +47,14 @@ static void names_free(cmr_instr_names_t *n)
     n->count = 0;
 }
 
+long cmr_instr_meta_find_method(const cmr_instr_meta_t *m, const char *name, const char *desc)
+{
+    for (size_t i = 0; i < m->n_methods; i++)
+        if (strcmp(m->methods[i].name, name) == 0 && strcmp(m->methods[i].desc, desc) == 0)
+            return (long)i;
+    return -1;
+}
+
 void cmr_instr_meta_free(cmr_instr_meta_t *m)
 {
     if (!m)

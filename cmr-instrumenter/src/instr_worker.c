@@ -53,6 +53,7 @@
 #include "cmr/cfg_state.h"
 #include "cmr/clock.h"
 #include "cmr/command.h"
+#include "cmr/diagnoses.h"
 #include "cmr/ids.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_diagnose.h"
@@ -271,7 +272,7 @@ static void diag_scope(const cmr_diagnosis_t *diag, const uint8_t *bytes, size_t
                     cmr_instr_build(bytes, len, meta, env_d, restore_out, err, sizeof err) != 0 ||
                     restore_out->n_methods == 0;
     *scope = (cmr_diagnosis_scope_t){
-        .id = (int64_t)cmr_instr_diag_number(diag->id),
+        .id = (int64_t)cmr_diag_id_number(diag->id),
         .revision = diag->revision,
         .end_ms = diag->ttl_ms > 0 ? diag->started_ms + diag->ttl_ms : 0,
         .max_hits = diag->max_hits,
@@ -822,50 +823,59 @@ static void mark_tree(worker_t *w, cmr_diagnosis_tree_t *t)
     int64_t revision;
     const cmr_environment_t *env =
         cmr_instr_cache_agent(w->cache, agent, &ar) == 1 ? env_of(w, ar.env_id, &revision) : NULL;
+    bool *done = calloc(t->nodes.count ? t->nodes.count : 1, sizeof *done);
+    if (!done)
+        return; /* the marks stay NONE: the tree is still right, only less informative */
+    /* one class at a time (its metadata decoded and decided once), all its found nodes */
     for (size_t i = 0; i < t->nodes.count; i++) {
-        cmr_diag_node_t *n = &t->nodes.items[i];
-        if (n->status != CMR_DIAG_NODE_FOUND)
+        if (done[i] || t->nodes.items[i].status != CMR_DIAG_NODE_FOUND)
             continue;
-        const char *why = NULL;
+        const char *cls = t->nodes.items[i].class_name;
         uint64_t hash;
-        cmr_instr_meta_t meta;
-        if (cmr_instr_cache_type(w->cache, agent, n->class_name, &hash) != 1 ||
-            cmr_instr_cache_meta(w->cache, hash, &meta) != 1) {
-            why = "the class's metadata is not cached";
-        } else {
-            cmr_instr_decision_t d;
+        cmr_instr_meta_t meta = {0};
+        cmr_instr_decision_t d = {0};
+        bool have_meta =
+            cmr_instr_cache_type(w->cache, agent, cls, &hash) == 1 && cmr_instr_cache_meta(w->cache, hash, &meta) == 1;
+        int rc = -1;
+        if (have_meta) {
             lookup_ctx_t x = {w, agent, NULL, 0, 0};
-            int rc = cmr_instr_decide(env, &meta, lookup_type, &x, &d);
+            rc = cmr_instr_decide(env, &meta, lookup_type, &x, &d);
             lookup_done(&x);
-            const cmr_instr_method_t *m = NULL;
-            size_t mi = 0;
-            for (; mi < meta.n_methods && !m; mi++)
-                if (!strcmp(meta.methods[mi].name, n->method_name) && !strcmp(meta.methods[mi].desc, n->descriptor))
-                    m = &meta.methods[mi];
+        }
+        for (size_t j = i; j < t->nodes.count; j++) {
+            cmr_diag_node_t *n = &t->nodes.items[j];
+            if (done[j] || n->status != CMR_DIAG_NODE_FOUND || strcmp(n->class_name, cls) != 0)
+                continue;
+            done[j] = true;
+            const char *why = NULL;
+            long mi = rc == 0 ? cmr_instr_meta_find_method(&meta, n->method_name, n->descriptor) : -1;
             bool env_picks = false;
-            for (size_t k = 0; rc == 0 && m && k < d.n_picks; k++)
-                env_picks |= d.picks[k].method == mi - 1 && d.picks[k].handoff == CMR_HANDOFF_NONE;
-            if (rc != 0 || !m)
+            for (size_t k = 0; mi >= 0 && k < d.n_picks; k++)
+                env_picks |= d.picks[k].method == (uint16_t)mi && d.picks[k].handoff == CMR_HANDOFF_NONE;
+            if (!have_meta)
+                why = "the class's metadata is not cached";
+            else if (mi < 0)
                 why = "the method is not in the class's metadata";
             else if (d.excluded)
                 why = "the class is on the exclusion list";
-            else if (m->access & (0x0400 | 0x0100)) /* ACC_ABSTRACT | ACC_NATIVE */
+            else if (meta.methods[mi].access & (0x0400 | 0x0100)) /* ACC_ABSTRACT | ACC_NATIVE */
                 why = "abstract or native: no code to probe";
             else if (n->parent < 0)
                 n->probe = CMR_DIAG_PROBE_ANCHOR;
             else
                 n->probe = env_picks ? CMR_DIAG_PROBE_ENVIRONMENT : CMR_DIAG_PROBE_CONDITIONAL;
-            if (rc == 0)
-                cmr_instr_decision_free(&d);
+            char *note = why ? strdup(why) : NULL;
+            if (note) {
+                free(n->note);
+                n->note = note;
+            }
+        }
+        if (rc == 0)
+            cmr_instr_decision_free(&d);
+        if (have_meta)
             cmr_instr_meta_free(&meta);
-        }
-        if (why) {
-            free(n->note);
-            n->note = strdup(why);
-            if (!n->note)
-                n->note = strdup("");
-        }
     }
+    free(done);
 }
 
 /* Asks the agent for the bytes of class `name` when it loaded that class and the cache

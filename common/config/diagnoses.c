@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "cmr/buf.h"
+#include "cmr/bytes.h"
+#include "cmr/ids.h"
 #include "cmr/map.h"
 #include "cmr/wire.h"
 
@@ -55,6 +57,12 @@ bool cmr_diag_id_valid(const char *s)
         if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
             return false;
     return true;
+}
+
+uint64_t cmr_diag_id_number(const char *s)
+{
+    uint8_t raw[8];
+    return cmr_diag_id_valid(s) && cmr_unhex(s, raw, sizeof raw) == 0 ? cmr_be64(raw) : 0;
 }
 
 static entry_t *entry_of(const cmr_diagnoses_t *s, const char *id)

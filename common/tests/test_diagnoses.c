@@ -77,6 +77,11 @@ static void test_refused_records(void **state)
     assert_true(cmr_diag_id_valid("0123456789abcdef"));
     assert_false(cmr_diag_id_valid("0123456789ABCDEF"));
     assert_false(cmr_diag_id_valid("0123"));
+    /* the number the agents get: the digits as written, 0 for an id that is not valid */
+    assert_true(cmr_diag_id_number("d1a9000000000004") == UINT64_C(0xd1a9000000000004));
+    assert_true(cmr_diag_id_number("ffffffffffffffff") == UINT64_MAX);
+    assert_true(cmr_diag_id_number("0123456789ABCDEF") == 0);
+    assert_true(cmr_diag_id_number("0123") == 0);
     cmr_diagnoses_free(s);
 }
 

@@ -113,7 +113,5 @@ void cmr_instr_diag_retry(cmr_instr_diag_t *q, const char *id, uint64_t agent, i
  * was away get their bytes back. Returns fn's first non-zero value, or 0. */
 int cmr_instr_diag_each_recent_env(cmr_instr_diag_t *q, int64_t since_ms, int (*fn)(const char *env_id, void *ud),
                                    void *ud);
-/* The diagnosis id's 16 hex digits as a number (0 when it is not that). */
-uint64_t cmr_instr_diag_number(const char *id);
 
 #endif

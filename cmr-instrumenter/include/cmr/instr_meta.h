@@ -51,6 +51,8 @@ typedef struct cmr_instr_meta {
 /* Parses class bytes. 0, or -1 with the engine's reason in err. */
 int cmr_instr_meta_extract(const uint8_t *bytes, size_t len, cmr_instr_meta_t *out, char *err, size_t errlen);
 void cmr_instr_meta_free(cmr_instr_meta_t *m);
+/* The index of the method name + desc in m->methods, or -1. */
+long cmr_instr_meta_find_method(const cmr_instr_meta_t *m, const char *name, const char *desc);
 
 /* Compact binary form for the cache. encode: 0 or -1 (out of memory); decode: 0 or -1
  * when the bytes are not a valid encoding. */

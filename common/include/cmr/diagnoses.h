@@ -47,5 +47,8 @@ const char *cmr_diag_state_name(cmr_diag_state_t st);
 const char *cmr_diag_end_reason_name(cmr_diag_end_reason_t r);
 /* A diagnosis' id: 16 hex digits, and whether s is one. */
 bool cmr_diag_id_valid(const char *s);
+/* A valid id's 16 hex digits as a number, as the wire carries it to the agents
+ * (Redefine.diagnosis.id, EventBatch.diagnosis_id); 0 for an invalid id. */
+uint64_t cmr_diag_id_number(const char *s);
 
 #endif
