@@ -73,6 +73,15 @@ static json_t *chrome_meta(const char *what, size_t pid, int64_t tid, const char
                      (json_int_t)tid, "args", "name", cmr_json_str(name));
 }
 
+/* A call's categories: "call", then async (not subtracted from its caller) and remote
+ * (the callee of a call from another JVM; remote without async: its caller waited). */
+static const char *chrome_cat(const cmr_tree_node_t *x)
+{
+    if (x->remote)
+        return x->async ? "call,async,remote" : "call,remote";
+    return x->async ? "call,async" : "call";
+}
+
 /* Names (methods, JVMs, threads) come from agents: cmr_json_str keeps invalid UTF-8. */
 char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t)
 {
@@ -97,15 +106,15 @@ char *cmr_ingest_export_chrome(const cmr_names_t *n, const cmr_tree_t *t)
             continue;
         json_t *e = json_object();
         json_object_set_new(e, "name", cmr_json_str(cmr_names_method(n, x->method_id, buf, sizeof buf)));
-        json_object_set_new(e, "cat", json_string(x->async ? "call,async" : "call"));
+        json_object_set_new(e, "cat", json_string(chrome_cat(x)));
         json_object_set_new(e, "ph", json_string("X"));
         json_object_set_new(e, "ts", json_real((double)(x->start_ns - t->start_ns) / 1000.0));
         json_object_set_new(e, "dur", json_real((double)x->total_ns / 1000.0));
         json_object_set_new(e, "pid", json_integer((json_int_t)(agent_index(agents, na, x->agent_id) + 1)));
         json_object_set_new(e, "tid", json_integer(x->thread_id));
         json_object_set_new(e, "args",
-                            json_pack("{s:I,s:b,s:b}", "self_ns", (json_int_t)x->self_ns, "running", x->running,
-                                      "exception", x->exception));
+                            json_pack("{s:I,s:I,s:b,s:b}", "self_ns", (json_int_t)x->self_ns, "wait_ns",
+                                      (json_int_t)x->wait_ns, "running", x->running, "exception", x->exception));
         json_array_append_new(ev, e);
     }
     free(agents);
@@ -150,6 +159,8 @@ static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tr
                           attr_str("thread.name", x->thread_name != CMR_NODE_NONE ? t->names[x->thread_name] : ""));
     json_array_append_new(attrs, attr_int("thread.id", x->thread_id));
     json_array_append_new(attrs, attr_int("cmr.self_ns", x->self_ns));
+    if (x->wait_ns > 0)
+        json_array_append_new(attrs, attr_int("cmr.wait_ns", x->wait_ns));
     if (x->running)
         json_array_append_new(attrs, attr_str("cmr.state", "running"));
     json_t *s = json_object();

@@ -123,12 +123,16 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
                     cmr_names_agent(n, x->agent_id, jvm, sizeof jvm));
         if (x->async)
             fprintf(f, " async");
+        if (x->remote)
+            fprintf(f, " remote");
         if (x->running)
             fprintf(f, " running");
         if (x->exception)
             fprintf(f, " exception");
         if (x->lost_exit)
             fprintf(f, " exit-lost");
+        if (x->wait_ns > 0) /* part of TOTAL_MS, not of SELF_MS */
+            fprintf(f, "  wait %.3f", (double)x->wait_ns / 1e6);
         fputc('\n', f);
         nr = 0;
         for (uint32_t c = x->first_child; c != CMR_NODE_NONE; c = t->nodes[c].next_sibling)
@@ -221,6 +225,7 @@ static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, 
     json_object_set_new(o, "end_ns", json_integer(x->end_ns));
     json_object_set_new(o, "total_ns", json_integer(x->total_ns));
     json_object_set_new(o, "self_ns", json_integer(x->self_ns));
+    json_object_set_new(o, "wait_ns", json_integer(x->wait_ns));
     if (x->kind == CMR_NODE_CALL) {
         json_object_set_new(o, "thread", cmr_json_str(thread_name(t, x)));
         json_object_set_new(o, "thread_id", json_integer(x->thread_id));
@@ -229,6 +234,7 @@ static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, 
         json_object_set_new(o, "segment_id", cmr_json_id64(x->segment_id));
     }
     json_object_set_new(o, "async", json_boolean(x->async));
+    json_object_set_new(o, "remote", json_boolean(x->remote));
     json_object_set_new(o, "running", json_boolean(x->running));
     json_object_set_new(o, "exception", json_boolean(x->exception));
     json_object_set_new(o, "exit_lost", json_boolean(x->lost_exit));

@@ -11,10 +11,15 @@
  *     counted as gaps (batch_seq or first_event_seq discontinuities). FORK events remember
  *     which call was open when the context was handed over.
  *  3. A segment with a parent link hangs under the call that was open at the parent's
- *     FORK event (async). A foreign parent (agent 0, event_seq -1) hangs under a "remote
- *     caller" node; a parent that has not arrived under a "missing" node.
+ *     FORK event (async). A segment of another JVM under a call is remote: the callee of
+ *     a remote call (HTTP). It is synchronous (not async) when its duration fits within
+ *     the caller's (a skewed clock shifts an interval, it does not stretch it): the
+ *     caller waited for it. A foreign parent (agent 0, event_seq -1) hangs under a
+ *     "remote caller" node; a parent that has not arrived under a "missing" node.
  *  4. Children are ordered by start time (ties: agent, segment, event), totals and self
- *     times computed (self excludes only synchronous children of the same segment).
+ *     times computed: wait is the union of the synchronous remote children's intervals
+ *     clipped to the caller's; self is total minus the synchronous children of the same
+ *     segment minus wait, never negative. Async children are not subtracted.
  *
  * Ownership: the tree owns its nodes and names; cmr_tree_free() releases them.
  */
@@ -260,12 +265,25 @@ static uint32_t synthetic(cmr_tree_t *t, cmr_tree_node_kind_t kind, uint64_t age
     return n;
 }
 
-static void move_tops(cmr_tree_t *t, seg_t *s, uint32_t parent, bool async)
+/* Whether a remote child (the callee of a call to another JVM) was waited for: its
+ * duration fits within the caller's. Its interval is not compared: the two JVMs' clocks
+ * may be skewed, and the callee's method often returns just after the caller was
+ * released (the response is sent before it returns); wait_ns clips instead. */
+static bool remote_sync(const cmr_tree_node_t *caller, const cmr_tree_node_t *child)
+{
+    return child->end_ns - child->start_ns <= caller->end_ns - caller->start_ns;
+}
+
+/* Hangs a segment's top-level calls under parent (CMR_NODE_NONE: as roots). remote: the
+ * parent is a call in another JVM; such a child is async only when it was not waited for. */
+static void move_tops(cmr_tree_t *t, seg_t *s, uint32_t parent, bool async, bool remote)
 {
     uint32_t n = s->first_top;
     while (n != CMR_NODE_NONE) {
         uint32_t next = t->nodes[n].next_sibling;
-        t->nodes[n].async = async;
+        bool r = remote && parent != CMR_NODE_NONE;
+        t->nodes[n].remote = r;
+        t->nodes[n].async = async && !(r && remote_sync(&t->nodes[parent], &t->nodes[n]));
         if (parent == CMR_NODE_NONE) {
             t->nodes[n].parent = CMR_NODE_NONE;
             t->nodes[n].next_sibling = t->first_root;
@@ -282,27 +300,28 @@ static int link_segment(cmr_tree_t *t, seg_t *segs, size_t nsegs, seg_t *s, bool
 {
     const cmr_ingest_batch_t *b = s->first;
     if (!b->has_parent) {
-        move_tops(t, s, CMR_NODE_NONE, false);
+        move_tops(t, s, CMR_NODE_NONE, false, false);
         return 0;
     }
     if (b->parent_agent == 0 && b->parent_seq == -1) {
         uint32_t r = synthetic(t, CMR_NODE_REMOTE, 0, b->parent_segment, -1);
         if (r == CMR_NODE_NONE)
             return -1;
-        move_tops(t, s, r, true);
+        move_tops(t, s, r, true, false);
         return 0;
     }
     seg_t *p = find_seg(segs, nsegs, b->parent_agent, b->parent_segment);
     const fork_ref_t *f = p ? find_fork(p, b->parent_seq) : NULL;
     if (f) {
-        move_tops(t, s, f->node, true); /* NONE: no call was open, a root of its own */
+        /* NONE: no call was open, a root of its own */
+        move_tops(t, s, f->node, true, p->agent != s->agent);
         return 0;
     }
     *missing = true;
     uint32_t r = synthetic(t, CMR_NODE_MISSING, b->parent_agent, b->parent_segment, b->parent_seq);
     if (r == CMR_NODE_NONE)
         return -1;
-    move_tops(t, s, r, true);
+    move_tops(t, s, r, true, false);
     return 0;
 }
 
@@ -342,15 +361,57 @@ static uint32_t sort_list(cmr_tree_t *t, uint32_t head, uint32_t *tmp)
     return tmp[0];
 }
 
-/* Synthetic nodes span their children; totals, self times and depths. Iterative
+typedef struct interval {
+    int64_t start, end;
+} interval_t;
+
+static int cmp_interval(const void *a, const void *b)
+{
+    const interval_t *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The time call x waited for its synchronous remote children: the union of their
+ * intervals, each clipped to x's (overlapping calls count once; a skewed clock may put
+ * a child partly or wholly outside x). iv holds at least as many entries as x has
+ * children. */
+static int64_t wait_time(const cmr_tree_t *t, const cmr_tree_node_t *x, interval_t *iv)
+{
+    size_t n = 0;
+    for (uint32_t c = x->first_child; c != CMR_NODE_NONE; c = t->nodes[c].next_sibling) {
+        const cmr_tree_node_t *y = &t->nodes[c];
+        if (!y->remote || y->async)
+            continue;
+        int64_t a = y->start_ns > x->start_ns ? y->start_ns : x->start_ns;
+        int64_t b = y->end_ns < x->end_ns ? y->end_ns : x->end_ns;
+        if (a < b)
+            iv[n++] = (interval_t){a, b};
+    }
+    if (n > 1)
+        qsort(iv, n, sizeof *iv, cmp_interval);
+    int64_t sum = 0;
+    for (size_t i = 0; i < n;) {
+        int64_t a = iv[i].start, b = iv[i].end;
+        for (i++; i < n && iv[i].start <= b; i++)
+            if (iv[i].end > b)
+                b = iv[i].end;
+        sum += b - a;
+    }
+    return sum;
+}
+
+/* Synthetic nodes span their children; totals, wait and self times, depths. Iterative
  * post-order over everything reachable from the roots. */
 static int finish(cmr_tree_t *t)
 {
     uint32_t *tmp = malloc((t->count + 1) * sizeof *tmp);
     uint32_t *order = malloc((t->count + 1) * sizeof *order);
     uint32_t *stack = malloc((t->count + 1) * sizeof *stack);
-    if (!tmp || !order || !stack) {
-        free(tmp), free(order), free(stack);
+    interval_t *iv = malloc((t->count + 1) * sizeof *iv);
+    if (!tmp || !order || !stack || !iv) {
+        free(tmp), free(order), free(stack), free(iv);
         return -1;
     }
     size_t no = 0, ns = 0;
@@ -378,14 +439,15 @@ static int finish(cmr_tree_t *t)
                     x->end_ns = y->end_ns;
                 if (y->running)
                     x->running = true;
-            } else if (!y->async) {
+            } else if (!y->async && !y->remote) {
                 sync += y->total_ns;
             }
         }
         if (x->kind != CMR_NODE_CALL && x->start_ns > x->end_ns)
             x->start_ns = x->end_ns = 0;
         x->total_ns = x->end_ns - x->start_ns;
-        x->self_ns = x->kind == CMR_NODE_CALL ? x->total_ns - sync : 0;
+        x->wait_ns = x->kind == CMR_NODE_CALL ? wait_time(t, x, iv) : 0;
+        x->self_ns = x->kind == CMR_NODE_CALL ? x->total_ns - sync - x->wait_ns : 0;
         if (x->self_ns < 0)
             x->self_ns = 0;
         x->first_child = sort_list(t, x->first_child, tmp);
@@ -402,7 +464,7 @@ static int finish(cmr_tree_t *t)
     }
     if (!no)
         t->start_ns = t->end_ns = 0;
-    free(tmp), free(order), free(stack);
+    free(tmp), free(order), free(stack), free(iv);
     return 0;
 }
 

@@ -151,9 +151,16 @@ typedef struct cmr_tree_node {
     bool running;   /* no exit yet */
     bool exception; /* exceptional exit */
     bool lost_exit; /* closed because a later event showed its exit was lost */
-    bool async;     /* first node of a segment linked under a node of another segment */
+    bool async;     /* first node of a segment linked under a node of another segment that
+                     * runs on its own: not subtracted from its parent's self time */
+    bool remote;    /* first node of a segment of another JVM (agent) hung under a call:
+                     * the callee of a remote call. With async false, a synchronous remote
+                     * child: its parent waited for it (wait_ns) */
     int64_t total_ns;
-    int64_t self_ns; /* total minus the synchronous (same-segment) children */
+    int64_t wait_ns; /* time this call waited for its synchronous remote children: the
+                      * union of their intervals clipped to this call's (0 for others) */
+    int64_t self_ns; /* total minus the synchronous same-segment children and wait_ns,
+                      * never negative */
     uint32_t parent, first_child, next_sibling, depth;
 } cmr_tree_node_t;
 
