@@ -22,24 +22,25 @@
 #include "cmr/trust.h"
 #include "cmr/wire.h"
 
-int cmr_cfg_read_topic(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud)
+int cmr_cfg_read_topic_err(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud,
+                           char *err, size_t errlen)
 {
-    char err[512];
+    char why[512];
     int64_t timeout;
-    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s\n", err);
+    if (cmr_conf_get_int(conf, "config.timeout_ms", 30000, 100, 3600000, &timeout, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s", why);
         return -1;
     }
     const char *name = cmr_topic_name(topic);
     const cmr_topic_layout_t *l = cmr_topic_layout(topic);
     if (ensure &&
-        cmr_admin_ensure_topic(conf, name, l->partitions, -1, l->compacted, (int)timeout, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s: %s\n", name, err);
+        cmr_admin_ensure_topic(conf, name, l->partitions, -1, l->compacted, (int)timeout, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s: %s", name, why);
         return -1;
     }
-    cmr_reader_t *r = cmr_reader_new(conf, name, 0, err, sizeof err);
+    cmr_reader_t *r = cmr_reader_new(conf, name, 0, why, sizeof why);
     if (!r) {
-        fprintf(stderr, "cmr-config: cannot read %s: %s\n", name, err);
+        snprintf(err, errlen, "cannot read %s: %s", name, why);
         return -1;
     }
     int rc = 0;
@@ -48,13 +49,22 @@ int cmr_cfg_read_topic(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, c
         cmr_reader_rec_t rec;
         int got = cmr_mono_ms() > deadline ? -1 : cmr_reader_poll(r, 200, &rec);
         if (got < 0) {
-            fprintf(stderr, "cmr-config: could not read %s to its end within %" PRId64 " ms\n", name, timeout);
+            snprintf(err, errlen, "could not read %s to its end within %" PRId64 " ms", name, timeout);
             rc = -1;
         } else if (got == 1) {
             fn(&rec, ud);
         }
     }
     cmr_reader_free(r);
+    return rc;
+}
+
+int cmr_cfg_read_topic(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud)
+{
+    char err[1100];
+    int rc = cmr_cfg_read_topic_err(conf, topic, ensure, fn, ud, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "cmr-config: %s\n", err);
     return rc;
 }
 

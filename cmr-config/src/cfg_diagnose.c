@@ -66,6 +66,118 @@ static int parse_method(const char *s, cmr_cfg_diag_mem_t *mem, char *err, size_
     return 0;
 }
 
+/* --- exclude entries: class-name prefixes and methods ------------------------------------ */
+
+/* One JVM field type at p (B C D F I J S Z, Lname;, [type): the end of it, or NULL. */
+static const char *field_type(const char *p)
+{
+    for (int dims = 0; *p == '['; p++)
+        if (++dims > 255)
+            return NULL;
+    if (*p && strchr("BCDFIJSZ", *p))
+        return p + 1;
+    if (*p != 'L')
+        return NULL;
+    const char *q = ++p;
+    for (; *q && *q != ';'; q++)
+        if (strchr(".[()<>", *q) || (*q == '/' && (q == p || q[1] == '/' || q[1] == ';')) || (unsigned char)*q <= ' ')
+            return NULL;
+    return *q == ';' && q > p ? q + 1 : NULL;
+}
+
+/* "(" field types ")" and a field type or V, nothing after. */
+static bool method_descriptor_valid(const char *d)
+{
+    if (*d++ != '(')
+        return false;
+    while (*d != ')')
+        if (!(d = field_type(d)))
+            return false;
+    d++;
+    if (*d == 'V')
+        return d[1] == '\0';
+    d = field_type(d);
+    return d && *d == '\0';
+}
+
+/* Whether an entry of a diagnosis' exclude list (the wire form) names a method. */
+static bool entry_names_method(const char *e)
+{
+    return strchr(e, '.') != NULL;
+}
+
+/* Whether method entry e names an overload of cls.name (cls internal; "" never). */
+static bool names_method(const char *cls, const char *name, const char *e)
+{
+    const char *paren = strchr(e, '(');
+    size_t clen = strlen(cls), head = paren ? (size_t)(paren - e) : strlen(e);
+    return clen && !strncmp(e, cls, clen) && e[clen] == '.' && head == clen + 1 + strlen(name) &&
+           !strncmp(e + clen + 1, name, head - clen - 1);
+}
+
+/* Whether a --exclude entry names a method (see cmr_cfg_diag_from_options). */
+static bool entry_is_method(const char *s)
+{
+    if (strchr(s, '('))
+        return true;
+    if (!strchr(s, '.'))
+        return false;
+    if (strchr(s, '/'))
+        return true;
+    const char *last = strrchr(s, '.'), *prev = last;
+    while (prev > s && prev[-1] != '.')
+        prev--;
+    return prev < last && *prev >= 'A' && *prev <= 'Z' && !(last[1] >= 'A' && last[1] <= 'Z');
+}
+
+/* A method entry in place (its length does not change): the class part in internal form,
+ * checked. 0, or -1 with err. */
+static int canon_method_entry(char *s, char *err, size_t errlen)
+{
+    char *paren = strchr(s, '(');
+    size_t head = paren ? (size_t)(paren - s) : strlen(s);
+    char *dot = NULL;
+    for (char *p = s; p < s + head; p++)
+        if (*p == '.')
+            dot = p;
+    const char *why = NULL;
+    if (!dot || dot == s || dot + 1 == s + head)
+        why = "wants Class.method or Class.method(descriptor), e.g. com.shop.Cart.add or com.shop.Cart.add(I)V";
+    else if ((size_t)(dot - s) >= 1024 || (size_t)(s + head - dot - 1) >= 256 || (paren && strlen(paren) >= 1024))
+        why = "is too long";
+    if (!why) {
+        for (const char *c = s; c < dot && !why; c++) /* '.' and '/' both separate packages */
+            if (strchr(";[()<>", *c) || (unsigned char)*c <= ' ' ||
+                ((*c == '/' || *c == '.') && (c == s || c[1] == '/' || c[1] == '.')))
+                why = "has no valid class name before the method's name";
+        bool special = (size_t)(s + head - dot - 1) == strlen("<init>") && !strncmp(dot + 1, "<init>", 6);
+        special |= (size_t)(s + head - dot - 1) == strlen("<clinit>") && !strncmp(dot + 1, "<clinit>", 8);
+        for (const char *c = dot + 1; c < s + head && !why && !special; c++)
+            if (strchr(".;[/<>", *c) || (unsigned char)*c <= ' ')
+                why = "has no valid method name";
+        if (!why && paren && !method_descriptor_valid(paren))
+            why = "has a descriptor that is not a JVM method descriptor, e.g. (ILjava/lang/String;)V";
+    }
+    if (why) {
+        snprintf(err, errlen, "method \"%s\" %s", s, why);
+        return -1;
+    }
+    for (char *c = s; c < dot; c++)
+        if (*c == '.')
+            *c = '/';
+    return 0;
+}
+
+int cmr_cfg_diag_method_entry(const char *method, char *out, size_t outlen, char *err, size_t errlen)
+{
+    if (!method || strlen(method) >= outlen) {
+        snprintf(err, errlen, "method \"%.200s\" is too long", method ? method : "");
+        return CMR_CFG_DIAG_BAD;
+    }
+    snprintf(out, outlen, "%s", method);
+    return canon_method_entry(out, err, errlen) == 0 ? 0 : CMR_CFG_DIAG_BAD;
+}
+
 /* Comma-separated hex agent ids into 8-byte big-endian entries. */
 static int parse_agents(const char *s, cmr_buf_t *out, char *err, size_t errlen)
 {
@@ -205,16 +317,30 @@ int cmr_cfg_diag_from_options(const cmr_conf_t *conf, const char *author, cmr_di
     const char *exclude = cmr_conf_get(conf, "diag.exclude", ""), *when = cmr_conf_get(conf, "diag.when", "");
     size_t elen = strlen(exclude), wlen = strlen(when);
     mem->strings = malloc(elen + wlen + 2);
-    mem->exclude = calloc(32, sizeof *mem->exclude);
+    mem->exclude = calloc(CMR_CFG_DIAG_MAX_EXCLUDE + 1, sizeof *mem->exclude);
     if (!mem->strings || !mem->exclude)
         return -1;
     memcpy(mem->strings, exclude, elen + 1);
     memcpy(mem->strings + elen + 1, when, wlen + 1);
-    mem->nexclude = split_list(mem->strings, mem->exclude, 32);
-    for (size_t i = 0; i < mem->nexclude; i++)
-        for (char *c = mem->exclude[i]; *c; c++)
-            if (*c == '.')
-                *c = '/';
+    mem->nexclude = split_list(mem->strings, mem->exclude, CMR_CFG_DIAG_MAX_EXCLUDE + 1);
+    if (mem->nexclude > CMR_CFG_DIAG_MAX_EXCLUDE) {
+        snprintf(err, errlen, "--exclude: at most %d entries", CMR_CFG_DIAG_MAX_EXCLUDE);
+        return -1;
+    }
+    for (size_t i = 0; i < mem->nexclude; i++) {
+        char why[1200];
+        if (!entry_is_method(mem->exclude[i])) {
+            for (char *c = mem->exclude[i]; *c; c++)
+                if (*c == '.')
+                    *c = '/';
+        } else if (canon_method_entry(mem->exclude[i], why, sizeof why) != 0) {
+            snprintf(err, errlen, "--exclude: %s", why);
+            return -1;
+        } else if (names_method(mem->class_name, mem->method_name, mem->exclude[i])) {
+            snprintf(err, errlen, "--exclude: %s is the diagnosed method itself", mem->exclude[i]);
+            return -1;
+        }
+    }
     if (parse_conditions(mem->strings + elen + 1, mem, err, errlen) != 0)
         return -1;
     int64_t depth, max_hits, ttl, normal;
@@ -285,29 +411,42 @@ static void apply_diagnosis_record(const cmr_reader_rec_t *rec, void *ud)
                 rec->offset, err);
 }
 
-/* Reads cmr.diagnoses to its end into a new projection. NULL with the reason on stderr. */
-static cmr_diagnoses_t *load(const cmr_conf_t *conf)
+/* Reads cmr.diagnoses to its end into a new projection. NULL with the reason in err. */
+static cmr_diagnoses_t *load_err(const cmr_conf_t *conf, char *err, size_t errlen)
 {
     cmr_diagnoses_t *s = cmr_diagnoses_new();
-    if (s && cmr_cfg_read_topic(conf, CMR_TOPIC_DIAGNOSES, true, apply_diagnosis_record, s) != 0) {
+    if (!s)
+        snprintf(err, errlen, "out of memory");
+    else if (cmr_cfg_read_topic_err(conf, CMR_TOPIC_DIAGNOSES, true, apply_diagnosis_record, s, err, errlen) != 0) {
         cmr_diagnoses_free(s);
         s = NULL;
     }
     return s;
 }
 
-/* Writes one revision and waits for the cluster to have it. 0 or -1 (stderr). */
-static int publish(const cmr_conf_t *conf, const cmr_diagnosis_t *d)
+/* Reads cmr.diagnoses to its end into a new projection. NULL with the reason on stderr. */
+static cmr_diagnoses_t *load(const cmr_conf_t *conf)
 {
-    char err[512];
-    cmr_producer_t *p = cmr_producer_new(conf, "cmr-config-diagnose", NULL, NULL, err, sizeof err);
-    int rc = p && cmr_producer_send(p, CMR_MSG_DIAGNOSIS, d, NULL, NULL, err, sizeof err) == CMR_SEND_OK &&
-                     cmr_producer_flush(p, 30000) == 0
-                 ? 0
-                 : -1;
+    char err[1100];
+    cmr_diagnoses_t *s = load_err(conf, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "cmr-config: %s\n", err);
+    return s;
+}
+
+/* Writes one revision and waits for the cluster to have it. 0 or -1 (err). */
+static int publish(const cmr_conf_t *conf, const cmr_diagnosis_t *d, char *err, size_t errlen)
+{
+    char why[512] = "";
+    cmr_producer_t *p = cmr_producer_new(conf, "cmr-config-diagnose", NULL, NULL, why, sizeof why);
+    int rc = p && cmr_producer_send(p, CMR_MSG_DIAGNOSIS, d, NULL, NULL, why, sizeof why) == CMR_SEND_OK ? 0 : -1;
+    if (rc == 0 && cmr_producer_flush(p, 30000) != 0) {
+        snprintf(why, sizeof why, "not acknowledged within 30 s");
+        rc = -1;
+    }
     if (rc)
-        fprintf(stderr, "cmr-config: could not write the diagnosis to %s: %s\n", cmr_topic_name(CMR_TOPIC_DIAGNOSES),
-                p ? err : "no producer");
+        snprintf(err, errlen, "could not write the diagnosis to %s: %s", cmr_topic_name(CMR_TOPIC_DIAGNOSES),
+                 p ? why : "no producer");
     if (p)
         cmr_producer_destroy(p, 5000);
     return rc;
@@ -324,6 +463,199 @@ static cmr_diagnosis_t ended(const cmr_diagnosis_t *d, cmr_diag_end_reason_t rea
     e.time_ms = now;
     e.author = (char *)author;
     return e;
+}
+
+/* --- changing diagnoses -------------------------------------------------------------------- */
+
+/* The method part of a method entry: class "." name, without the descriptor. */
+static size_t entry_head(const char *e)
+{
+    const char *paren = strchr(e, '(');
+    return paren ? (size_t)(paren - e) : strlen(e);
+}
+
+/* Whether method entry e names diagnosis d's selected method (one of its overloads). */
+static bool names_selected(const cmr_diagnosis_t *d, const char *e)
+{
+    return d->class_name && d->method_name && names_method(d->class_name, d->method_name, e);
+}
+
+/* Whether entry a (a method, every overload: no descriptor) covers method entry b. */
+static bool covers(const char *a, const char *b)
+{
+    size_t head = entry_head(b);
+    return !strchr(a, '(') && strlen(a) == head && !strncmp(a, b, head);
+}
+
+int cmr_cfg_diag_revise_exclude(const cmr_diagnosis_t *cur, const char *const *add, size_t nadd,
+                                const char *const *remove, size_t nremove, const char *author, int64_t now_ms,
+                                cmr_diagnosis_t *next, cmr_cfg_diag_mem_t *mem, char *err, size_t errlen)
+{
+    memset(mem, 0, sizeof *mem);
+    *next = *cur;
+    if (cur->state != CMR_DIAG_ACTIVE) {
+        snprintf(err, errlen, "diagnosis %s has ended already (%s)", cur->id,
+                 cmr_diag_end_reason_name(cur->end_reason));
+        return CMR_CFG_DIAG_ENDED;
+    }
+    /* the methods in their wire form, one block: add's then remove's */
+    size_t n = nadd + nremove;
+    mem->strings = malloc(n ? n * CMR_CFG_DIAG_ENTRY_MAX : 1);
+    mem->exclude = calloc(cur->exclude.count + nadd + 1, sizeof *mem->exclude);
+    if (!mem->strings || !mem->exclude) {
+        snprintf(err, errlen, "out of memory");
+        return CMR_CFG_DIAG_BAD;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *e = mem->strings + i * CMR_CFG_DIAG_ENTRY_MAX;
+        if (cmr_cfg_diag_method_entry(i < nadd ? add[i] : remove[i - nadd], e, CMR_CFG_DIAG_ENTRY_MAX, err, errlen))
+            return CMR_CFG_DIAG_BAD;
+        if (i < nadd && names_selected(cur, e)) {
+            snprintf(err, errlen, "%s is the diagnosed method itself (stop the diagnosis instead)", add[i]);
+            return CMR_CFG_DIAG_BAD;
+        }
+    }
+    char **l = mem->exclude;
+    size_t nl = 0;
+    bool changed = false;
+    for (size_t i = 0; i < cur->exclude.count; i++)
+        l[nl++] = cur->exclude.items[i];
+    for (size_t i = 0; i < nremove; i++) {
+        const char *e = mem->strings + (nadd + i) * CMR_CFG_DIAG_ENTRY_MAX;
+        size_t k = 0;
+        const char *whole = NULL; /* the entry of every overload that covers e */
+        for (size_t j = 0; j < nl; j++) {
+            bool gone = entry_names_method(l[j]) && (!strcmp(l[j], e) || covers(e, l[j]));
+            if (!gone && entry_names_method(l[j]) && covers(l[j], e))
+                whole = l[j];
+            if (gone)
+                changed = true;
+            else
+                l[k++] = l[j];
+        }
+        if (k == nl && whole) {
+            snprintf(err, errlen,
+                     "%s is excluded with every overload (%s): include that, then exclude the overloads to keep out",
+                     remove[i], whole);
+            return CMR_CFG_DIAG_BAD;
+        }
+        nl = k;
+    }
+    for (size_t i = 0; i < nadd; i++) {
+        char *e = mem->strings + i * CMR_CFG_DIAG_ENTRY_MAX;
+        bool have = false;
+        size_t k = 0;
+        for (size_t j = 0; j < nl; j++) {
+            bool method = entry_names_method(l[j]);
+            have |= method && (!strcmp(l[j], e) || covers(l[j], e));
+            if (method && !have && covers(e, l[j]))
+                changed = true; /* an overload of the method now excluded whole */
+            else
+                l[k++] = l[j];
+        }
+        nl = k;
+        if (!have) {
+            l[nl++] = e;
+            changed = true;
+        }
+    }
+    if (!changed)
+        return CMR_CFG_DIAG_UNCHANGED;
+    if (nl > CMR_CFG_DIAG_MAX_EXCLUDE) {
+        snprintf(err, errlen, "a diagnosis excludes at most %d classes and methods", CMR_CFG_DIAG_MAX_EXCLUDE);
+        return CMR_CFG_DIAG_BAD;
+    }
+    mem->nexclude = nl;
+    next->exclude = (cmr_strings_t){l, nl};
+    next->revision = cur->revision + 1;
+    next->author = (char *)(author ? author : "");
+    next->time_ms = now_ms;
+    return 0;
+}
+
+int cmr_cfg_diag_start(const cmr_conf_t *conf, const cmr_diagnosis_t *d, char *err, size_t errlen)
+{
+    if (!d->id || !cmr_diag_id_valid(d->id) || d->revision != 1 || d->state != CMR_DIAG_ACTIVE || !d->environment_id ||
+        !d->environment_id[0] || !d->class_name || !d->method_name || !d->descriptor) {
+        snprintf(err, errlen, "not a new active diagnosis (an id of 16 hex digits, revision 1, an environment)");
+        return CMR_CFG_DIAG_BAD;
+    }
+    cmr_diagnoses_t *s = load_err(conf, err, errlen);
+    if (!s)
+        return CMR_CFG_DIAG_UNREADABLE;
+    int rc = 0;
+    for (size_t i = 0; i < cmr_diagnoses_count(s) && rc == 0; i++) {
+        const cmr_diagnosis_t *o = cmr_diagnoses_at(s, i);
+        if (o->state == CMR_DIAG_ACTIVE && !strcmp(o->environment_id, d->environment_id) &&
+            !strcmp(o->class_name, d->class_name) && !strcmp(o->method_name, d->method_name) &&
+            !strcmp(o->descriptor, d->descriptor)) {
+            snprintf(err, errlen, "diagnosis %s already looks into this method (stop it first)", o->id);
+            rc = CMR_CFG_DIAG_CONFLICT;
+        }
+    }
+    if (rc == 0 && publish(conf, d, err, errlen) != 0)
+        rc = CMR_CFG_DIAG_PUBLISH;
+    cmr_diagnoses_free(s);
+    return rc;
+}
+
+int cmr_cfg_diag_stop(const cmr_conf_t *conf, const char *id, const char *author, char *err, size_t errlen)
+{
+    if (!id || !cmr_diag_id_valid(id)) {
+        snprintf(err, errlen, "a diagnosis id is 16 hex digits (cmr-config diagnose list)");
+        return CMR_CFG_DIAG_BAD;
+    }
+    cmr_diagnoses_t *s = load_err(conf, err, errlen);
+    if (!s)
+        return CMR_CFG_DIAG_UNREADABLE;
+    const cmr_diagnosis_t *d = cmr_diagnoses_get(s, id);
+    int rc = 0;
+    if (!d) {
+        snprintf(err, errlen, "no diagnosis %s", id);
+        rc = CMR_CFG_DIAG_NOT_FOUND;
+    } else if (d->state != CMR_DIAG_ACTIVE) {
+        snprintf(err, errlen, "diagnosis %s has ended already (%s)", d->id, cmr_diag_end_reason_name(d->end_reason));
+        rc = CMR_CFG_DIAG_ENDED;
+    } else {
+        cmr_diagnosis_t e = ended(d, CMR_DIAG_END_STOPPED, author, cmr_wall_ms());
+        if (publish(conf, &e, err, errlen) != 0)
+            rc = CMR_CFG_DIAG_PUBLISH;
+    }
+    cmr_diagnoses_free(s);
+    return rc;
+}
+
+int cmr_cfg_diag_exclude(const cmr_conf_t *conf, const char *id, const char *const *add, size_t nadd,
+                         const char *const *remove, size_t nremove, const char *author, int64_t *revision, char *err,
+                         size_t errlen)
+{
+    if (!id || !cmr_diag_id_valid(id)) {
+        snprintf(err, errlen, "a diagnosis id is 16 hex digits (cmr-config diagnose list)");
+        return CMR_CFG_DIAG_BAD;
+    }
+    cmr_diagnoses_t *s = load_err(conf, err, errlen);
+    if (!s)
+        return CMR_CFG_DIAG_UNREADABLE;
+    const cmr_diagnosis_t *d = cmr_diagnoses_get(s, id);
+    int rc;
+    if (!d) {
+        snprintf(err, errlen, "no diagnosis %s", id);
+        rc = CMR_CFG_DIAG_NOT_FOUND;
+    } else {
+        cmr_diagnosis_t next;
+        cmr_cfg_diag_mem_t mem;
+        rc =
+            cmr_cfg_diag_revise_exclude(d, add, nadd, remove, nremove, author, cmr_wall_ms(), &next, &mem, err, errlen);
+        if (rc == CMR_CFG_DIAG_UNCHANGED)
+            snprintf(err, errlen, "diagnosis %s: nothing changes (revision %" PRId64 " stays)", d->id, d->revision);
+        if (rc == 0 && publish(conf, &next, err, errlen) != 0)
+            rc = CMR_CFG_DIAG_PUBLISH;
+        if (revision && (rc == 0 || rc == CMR_CFG_DIAG_UNCHANGED))
+            *revision = next.revision;
+        cmr_cfg_diag_mem_free(&mem);
+    }
+    cmr_diagnoses_free(s);
+    return rc;
 }
 
 /* --- the commands ------------------------------------------------------------------------ */
@@ -372,7 +704,8 @@ static void show(FILE *out, const cmr_diagnoses_t *s, const cmr_diagnosis_t *d)
             d->depth, d->include_jdk ? " (JDK included)" : "", d->ttl_ms / 1000, d->max_hits, d->overhead_budget_pct,
             d->end_after_normal_ms / 1000, d->end_after_normal_ms ? "" : " (never)");
     for (size_t i = 0; i < d->exclude.count; i++)
-        fprintf(out, "  excluded: %s\n", d->exclude.items[i]);
+        fprintf(out, "  excluded%s: %s\n", entry_names_method(d->exclude.items[i]) ? " method" : "",
+                d->exclude.items[i]);
     for (size_t i = 0; i < d->conditions.count; i++)
         fprintf(out, "  when: %s%s%s = %s\n", cond_kinds[d->conditions.items[i].kind].name,
                 *d->conditions.items[i].name ? ":" : "", d->conditions.items[i].name, d->conditions.items[i].pattern);
@@ -441,6 +774,8 @@ static void print_node(FILE *out, const cmr_diagnosis_tree_t *t, size_t i, int i
         fprintf(out, "  [%s]", probe_names[x->probe]);
     else if (x->status == CMR_DIAG_NODE_FOUND && x->note && x->note[0])
         fprintf(out, "  [not instrumented: %s]", x->note);
+    else if (x->status == CMR_DIAG_NODE_EXCLUDED && x->note && x->note[0])
+        fprintf(out, "  [%s]", x->note);
     fputc('\n', out);
     if (indent > 2 * 64)
         return; /* a damaged tree: parents come before their children, depth is bounded */
@@ -512,47 +847,41 @@ static int run_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *ou
             cmr_cfg_diag_mem_free(&mem);
             return 2;
         }
-        cmr_diagnoses_t *s = load(conf);
-        int rc = s ? 0 : 1;
-        for (size_t i = 0; s && i < cmr_diagnoses_count(s) && rc == 0; i++) {
-            const cmr_diagnosis_t *o = cmr_diagnoses_at(s, i);
-            if (o->state == CMR_DIAG_ACTIVE && !strcmp(o->environment_id, d.environment_id) &&
-                !strcmp(o->class_name, d.class_name) && !strcmp(o->method_name, d.method_name) &&
-                !strcmp(o->descriptor, d.descriptor)) {
-                fprintf(stderr, "cmr-config: diagnosis %s already looks into this method (stop it first)\n", o->id);
-                rc = 1;
-            }
-        }
-        if (rc == 0 && publish(conf, &d) == 0)
+        int rc = cmr_cfg_diag_start(conf, &d, err, sizeof err);
+        if (rc == 0)
             fprintf(out, "started diagnosis %s\n", d.id);
         else
-            rc = 1;
-        cmr_diagnoses_free(s);
+            fprintf(stderr, "cmr-config: %s\n", err);
         cmr_cfg_diag_mem_free(&mem);
-        return rc;
+        return rc == 0 ? 0 : rc == CMR_CFG_DIAG_BAD ? 2 : 1;
     }
     if (!strcmp(what, "stop") && nargs == 2) {
-        if (!cmr_diag_id_valid(args[1])) {
-            fprintf(stderr, "cmr-config: a diagnosis id is 16 hex digits (cmr-config diagnose list)\n");
-            return 2;
+        int rc = cmr_cfg_diag_stop(conf, args[1], cmr_cfg_author(conf, who), err, sizeof err);
+        if (rc == 0)
+            fprintf(out, "stopped diagnosis %s\n", args[1]);
+        else
+            fprintf(stderr, "cmr-config: %s\n", err);
+        return rc == 0 ? 0 : rc == CMR_CFG_DIAG_BAD ? 2 : 1;
+    }
+    if ((!strcmp(what, "exclude") || !strcmp(what, "include")) && nargs >= 3) {
+        const char *const *methods = (const char *const *)args + 2;
+        size_t n = (size_t)nargs - 2;
+        bool ex = what[0] == 'e';
+        int64_t revision = 0;
+        int rc = cmr_cfg_diag_exclude(conf, args[1], ex ? methods : NULL, ex ? n : 0, ex ? NULL : methods, ex ? 0 : n,
+                                      cmr_cfg_author(conf, who), &revision, err, sizeof err);
+        if (rc == 0) {
+            fprintf(out, "diagnosis %s revision %" PRId64 ": %s", args[1], revision,
+                    ex ? "excluded" : "included again");
+            for (size_t i = 0; i < n; i++)
+                fprintf(out, " %s", methods[i]);
+            fputc('\n', out);
+        } else if (rc == CMR_CFG_DIAG_UNCHANGED) {
+            fprintf(out, "%s\n", err);
+        } else {
+            fprintf(stderr, "cmr-config: %s\n", err);
         }
-        cmr_diagnoses_t *s = load(conf);
-        const cmr_diagnosis_t *d = s ? cmr_diagnoses_get(s, args[1]) : NULL;
-        int rc = 1;
-        if (s && !d)
-            fprintf(stderr, "cmr-config: no diagnosis %s\n", args[1]);
-        else if (d && d->state != CMR_DIAG_ACTIVE)
-            fprintf(stderr, "cmr-config: diagnosis %s has ended already (%s)\n", d->id,
-                    cmr_diag_end_reason_name(d->end_reason));
-        else if (d) {
-            cmr_diagnosis_t e = ended(d, CMR_DIAG_END_STOPPED, cmr_cfg_author(conf, who), cmr_wall_ms());
-            if (publish(conf, &e) == 0) {
-                fprintf(out, "stopped diagnosis %s\n", d->id);
-                rc = 0;
-            }
-        }
-        cmr_diagnoses_free(s);
-        return rc;
+        return rc == 0 || rc == CMR_CFG_DIAG_UNCHANGED ? 0 : rc == CMR_CFG_DIAG_BAD ? 2 : 1;
     }
     if ((!strcmp(what, "list") && nargs == 1) || (!strcmp(what, "show") && nargs == 2)) {
         cmr_diagnoses_t *s = load(conf);
@@ -588,8 +917,8 @@ static int run_diagnose(const cmr_conf_t *conf, int nargs, char **args, FILE *ou
         cmr_diagnoses_free(s);
         return rc;
     }
-    fprintf(stderr, "cmr-config: diagnose start --env ENV --method Class.method [...] | stop ID | list [--all] | "
-                    "show ID\n");
+    fprintf(stderr, "cmr-config: diagnose start --env ENV --method Class.method [...] | stop ID | "
+                    "exclude ID METHOD... | include ID METHOD... | list [--all] | show ID\n");
     return 2;
 }
 

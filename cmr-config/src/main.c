@@ -81,7 +81,7 @@ static const cmr_conf_key_t keys[] = {
 static const cmr_cli_t cli = {
     .program = "cmr-config",
     .synopsis = "[options] apply FILE | diff FILE | list | show ID|mappings | delete ID | run | keygen --dir DIR | "
-                "diagnose start|stop ID|list|show ID",
+                "diagnose start|stop ID|exclude ID METHOD...|include ID METHOD...|list|show ID",
     .summary = "Environments (sensor assignments, strategy) and agent mappings of the CMR.\n"
                "  apply FILE   publish the environments and mappings of FILE (YAML, docs/ENVIRONMENTS.md)\n"
                "  diff FILE    show what apply would change, change nothing\n"
@@ -98,7 +98,10 @@ static const cmr_cli_t cli = {
                "               look into a method's callees for a while (docs/DIAGNOSIS.md); prints its id\n"
                "  diagnose stop ID | list [--all] | show ID\n"
                "               end one; the active (or all) diagnoses; one with its history and, per\n"
-               "               agent, the callees the instrumenter discovered",
+               "               agent, the callees the instrumenter discovered\n"
+               "  diagnose exclude ID METHOD... | include ID METHOD...\n"
+               "               stop probing these discovered methods of an active diagnosis, or probe\n"
+               "               them again (Class.method: every overload; Class.method(desc): one)",
     .options = options,
     .keys = keys,
 };

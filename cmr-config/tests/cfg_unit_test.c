@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmr/cfg_answer.h"
+#include "cmr/cfg_diagnose.h"
 #include "cmr/cfg_doc.h"
 #include "cmr/cfg_match.h"
 #include "cmr/cfg_state.h"
@@ -588,6 +589,170 @@ static void test_state_projection(void **state)
     cmr_cfg_doc_free(&d);
 }
 
+/* --exclude: class prefixes and methods, in their wire form; bad methods refused */
+static void test_diag_exclude_options(void **state)
+{
+    (void)state;
+    cmr_conf_t *c = cmr_conf_new();
+    assert_non_null(c);
+    cmr_conf_set(c, "diag.env", "shop", "test");
+    cmr_conf_set(c, "diag.method", "com.shop.Checkout.checkout", "test");
+    cmr_conf_set(c, "diag.exclude",
+                 "com.shop.generated,com/shop/gen2,com.shop.Cart.add,com.shop.Cart.put(ILjava/lang/String;)V,"
+                 "com/shop/Cart$Item.get,Top.run,com.shop.Cart.<init>()V",
+                 "test");
+    cmr_diagnosis_t d;
+    cmr_cfg_diag_mem_t mem;
+    char err[1200];
+    int rc = cmr_cfg_diag_from_options(c, "me", &d, &mem, err, sizeof err);
+    if (rc)
+        fail_msg("%s", err);
+    assert_int_equal(d.exclude.count, 7);
+    const char *want[] = {
+        "com/shop/generated",     "com/shop/gen2", "com/shop/Cart.add",      "com/shop/Cart.put(ILjava/lang/String;)V",
+        "com/shop/Cart$Item.get", "Top.run",       "com/shop/Cart.<init>()V"};
+    for (size_t i = 0; i < 7; i++)
+        assert_string_equal(d.exclude.items[i], want[i]);
+    cmr_cfg_diag_mem_free(&mem);
+
+    static const char *const bad[] = {
+        "com.shop.Cart.put(I",                    /* no ')' */
+        "com.shop.Cart.put(Q)V",                  /* no such type */
+        "com.shop.Cart.put(I)",                   /* no return type */
+        "com.shop.Cart.put(Ljava.lang.String;)V", /* dots in a descriptor */
+        "com.shop.Cart.put(L;)V",                 /* empty class name */
+        "com.shop.Cart.put(I)VV",                 /* trailing */
+        "com.shop.Cart.a;b",                      /* bad method name */
+        "com.shop.Checkout.checkout",             /* the diagnosed method itself */
+        "com.shop.Checkout.checkout(I)V",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cmr_conf_set(c, "diag.exclude", bad[i], "test");
+        err[0] = '\0';
+        rc = cmr_cfg_diag_from_options(c, "me", &d, &mem, err, sizeof err);
+        if (rc == 0)
+            fail_msg("--exclude %s accepted", bad[i]);
+        assert_non_null(strstr(err, "--exclude"));
+        cmr_cfg_diag_mem_free(&mem);
+    }
+    /* at most CMR_CFG_DIAG_MAX_EXCLUDE entries */
+    char many[CMR_CFG_DIAG_MAX_EXCLUDE * 12 + 32];
+    size_t len = 0;
+    for (int i = 0; i <= CMR_CFG_DIAG_MAX_EXCLUDE; i++)
+        len += (size_t)snprintf(many + len, sizeof many - len, "%sp%d/", i ? "," : "", i);
+    cmr_conf_set(c, "diag.exclude", many, "test");
+    assert_int_equal(cmr_cfg_diag_from_options(c, "me", &d, &mem, err, sizeof err), -1);
+    assert_non_null(strstr(err, "at most 256"));
+    cmr_cfg_diag_mem_free(&mem);
+    cmr_conf_set(c, "diag.exclude", strchr(many, ',') + 1, "test"); /* 256 */
+    assert_int_equal(cmr_cfg_diag_from_options(c, "me", &d, &mem, err, sizeof err), 0);
+    assert_int_equal(d.exclude.count, CMR_CFG_DIAG_MAX_EXCLUDE);
+    cmr_cfg_diag_mem_free(&mem);
+    cmr_conf_destroy(c);
+}
+
+/* A new revision with methods excluded and included again: the wire form, idempotence,
+ * overloads, refusals; the current revision is not touched. */
+static void test_diag_revise_exclude(void **state)
+{
+    (void)state;
+    char *items[] = {"com/shop/gen/", "com/shop/Cart.put(I)V"};
+    cmr_diagnosis_t cur = {.id = "00000000000000aa",
+                           .revision = 3,
+                           .environment_id = "shop",
+                           .class_name = "com/shop/Checkout",
+                           .method_name = "checkout",
+                           .descriptor = "",
+                           .exclude = {items, 2},
+                           .state = CMR_DIAG_ACTIVE,
+                           .author = "first",
+                           .started_ms = 1000,
+                           .time_ms = 1000};
+    cmr_diagnosis_t next;
+    cmr_cfg_diag_mem_t mem;
+    char err[1200];
+    /* one method, dotted: appended in the wire form */
+    const char *add1[] = {"com.shop.Cart.add"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, add1, 1, NULL, 0, "op", 5000, &next, &mem, err, sizeof err), 0);
+    assert_int_equal(next.revision, 4);
+    assert_string_equal(next.author, "op");
+    assert_int_equal(next.time_ms, 5000);
+    assert_int_equal(next.started_ms, 1000);
+    assert_string_equal(next.id, cur.id);
+    assert_int_equal(next.exclude.count, 3);
+    assert_string_equal(next.exclude.items[0], "com/shop/gen/");
+    assert_string_equal(next.exclude.items[1], "com/shop/Cart.put(I)V");
+    assert_string_equal(next.exclude.items[2], "com/shop/Cart.add");
+    assert_int_equal(cur.exclude.count, 2);
+    cmr_cfg_diag_mem_free(&mem);
+    /* excluded already (the same entry, or covered by nothing new): no revision */
+    const char *add2[] = {"com/shop/Cart.put(I)V"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, add2, 1, NULL, 0, "op", 5000, &next, &mem, err, sizeof err),
+                     CMR_CFG_DIAG_UNCHANGED);
+    assert_int_equal(next.revision, 3);
+    cmr_cfg_diag_mem_free(&mem);
+    /* including what is not excluded: no revision */
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, NULL, 0, add1, 1, "op", 5000, &next, &mem, err, sizeof err),
+                     CMR_CFG_DIAG_UNCHANGED);
+    cmr_cfg_diag_mem_free(&mem);
+    /* included again: the entry goes, the prefix stays */
+    const char *rm1[] = {"com.shop.Cart.put(I)V"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, NULL, 0, rm1, 1, "op", 6000, &next, &mem, err, sizeof err), 0);
+    assert_int_equal(next.exclude.count, 1);
+    assert_string_equal(next.exclude.items[0], "com/shop/gen/");
+    cmr_cfg_diag_mem_free(&mem);
+    /* every overload replaces the single overload; then one overload is covered */
+    const char *all[] = {"com.shop.Cart.put"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, all, 1, NULL, 0, "op", 6000, &next, &mem, err, sizeof err), 0);
+    assert_int_equal(next.exclude.count, 2);
+    assert_string_equal(next.exclude.items[1], "com/shop/Cart.put");
+    cmr_diagnosis_t next2;
+    cmr_cfg_diag_mem_t mem2;
+    const char *one[] = {"com.shop.Cart.put(J)V"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&next, one, 1, NULL, 0, "op", 7000, &next2, &mem2, err, sizeof err),
+                     CMR_CFG_DIAG_UNCHANGED);
+    cmr_cfg_diag_mem_free(&mem2);
+    /* ... and including one overload of a method excluded whole is refused */
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&next, NULL, 0, one, 1, "op", 7000, &next2, &mem2, err, sizeof err),
+                     CMR_CFG_DIAG_BAD);
+    assert_non_null(strstr(err, "every overload"));
+    cmr_cfg_diag_mem_free(&mem2);
+    /* including it whole removes it */
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&next, NULL, 0, all, 1, "op", 7000, &next2, &mem2, err, sizeof err),
+                     0);
+    assert_int_equal(next2.revision, 5);
+    assert_int_equal(next2.exclude.count, 1);
+    cmr_cfg_diag_mem_free(&mem2);
+    cmr_cfg_diag_mem_free(&mem);
+    /* refusals: a bad method, the selected method, an ended diagnosis */
+    const char *bad[] = {"com.shop.Cart.put(X)V"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, bad, 1, NULL, 0, "op", 5000, &next, &mem, err, sizeof err),
+                     CMR_CFG_DIAG_BAD);
+    assert_non_null(strstr(err, "descriptor"));
+    cmr_cfg_diag_mem_free(&mem);
+    const char *nodot[] = {"put"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, NULL, 0, nodot, 1, "op", 5000, &next, &mem, err, sizeof err),
+                     CMR_CFG_DIAG_BAD);
+    cmr_cfg_diag_mem_free(&mem);
+    const char *self[] = {"com.shop.Checkout.checkout(I)V"};
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, self, 1, NULL, 0, "op", 5000, &next, &mem, err, sizeof err),
+                     CMR_CFG_DIAG_BAD);
+    assert_non_null(strstr(err, "diagnosed method"));
+    cmr_cfg_diag_mem_free(&mem);
+    cur.state = CMR_DIAG_ENDED;
+    cur.end_reason = CMR_DIAG_END_STOPPED;
+    assert_int_equal(cmr_cfg_diag_revise_exclude(&cur, add1, 1, NULL, 0, "op", 5000, &next, &mem, err, sizeof err),
+                     CMR_CFG_DIAG_ENDED);
+    assert_non_null(strstr(err, "has ended already (stopped)"));
+    cmr_cfg_diag_mem_free(&mem);
+    /* the wire form of one method */
+    char e[CMR_CFG_DIAG_ENTRY_MAX];
+    assert_int_equal(cmr_cfg_diag_method_entry("a.b.C.d([[J)[Ljava/lang/Object;", e, sizeof e, err, sizeof err), 0);
+    assert_string_equal(e, "a/b/C.d([[J)[Ljava/lang/Object;");
+    assert_int_equal(cmr_cfg_diag_method_entry("a.b.C.d(I)V x", e, sizeof e, err, sizeof err), CMR_CFG_DIAG_BAD);
+    assert_int_equal(cmr_cfg_diag_method_entry("a..C.d", e, sizeof e, err, sizeof err), CMR_CFG_DIAG_BAD);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +768,8 @@ int main(void)
         cmocka_unit_test(test_state_projection),
         cmocka_unit_test(test_doc_strict),
         cmocka_unit_test(test_doc_load_files),
+        cmocka_unit_test(test_diag_exclude_options),
+        cmocka_unit_test(test_diag_revise_exclude),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,6 +199,23 @@ static int set_error(cmr_diagnosis_tree_t *t, const char *msg)
     return t->error ? 0 : -1;
 }
 
+/* The note of a node (allocated): for an EXCLUDED one, who excluded it. */
+static char *exclusion_note(const cmr_disc_opts_t *o, const cmr_disc_node_t *n)
+{
+    if (n->status != CMR_DISC_EXCLUDED)
+        return strdup("");
+    long e = cmr_disc_excluded_by(o, n->owner ? n->owner : "", n->name ? n->name : "", n->desc ? n->desc : "");
+    if (e >= 0 && cmr_disc_exclude_is_method(o->exclude[e]))
+        return strdup(CMR_INSTR_DIAG_NOTE_OPERATOR);
+    if (e < 0)
+        return strdup("a class the instrumenter never instruments");
+    size_t len = strlen(o->exclude[e]) + 64;
+    char *note = malloc(len);
+    if (note)
+        snprintf(note, len, "its class is on the diagnosis' exclude list (%s)", o->exclude[e]);
+    return note;
+}
+
 int cmr_instr_diag_tree(cmr_instr_cache_t *cache, uint64_t agent, const cmr_diagnosis_t *d, int64_t now_ms,
                         cmr_diagnosis_tree_t *out)
 {
@@ -281,7 +298,7 @@ int cmr_instr_diag_tree(cmr_instr_cache_t *cache, uint64_t agent, const cmr_diag
         x->status = (cmr_diag_node_status_t)n->status;
         x->call_sites = n->call_sites > INT32_MAX ? INT32_MAX : (int32_t)n->call_sites;
         x->probe = CMR_DIAG_PROBE_NONE; /* the worker marks them (cmr_instr_diag_mark) */
-        x->note = strdup("");
+        x->note = exclusion_note(&o, n);
         if (!x->class_name || !x->method_name || !x->descriptor || !x->note)
             rc = -1;
     }

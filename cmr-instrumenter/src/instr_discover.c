@@ -187,14 +187,52 @@ static bool has_code(const cf_member *m)
     return !(m->access & (JVM_ACC_ABSTRACT | JVM_ACC_NATIVE));
 }
 
+bool cmr_disc_exclude_is_method(const char *entry)
+{
+    return entry && strchr(entry, '.') != NULL;
+}
+
+/* The class-prefix entry of o->exclude that owner starts with, or -1. */
+static long prefix_entry(const cmr_disc_opts_t *o, const char *owner)
+{
+    for (size_t i = 0; i < o->nexclude; i++)
+        if (o->exclude[i] && !cmr_disc_exclude_is_method(o->exclude[i]) &&
+            strncmp(owner, o->exclude[i], strlen(o->exclude[i])) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* The method entry of o->exclude naming owner.name(desc) exactly, or -1. */
+static long method_entry(const cmr_disc_opts_t *o, const char *owner, const char *name, const char *desc)
+{
+    size_t olen = strlen(owner), nlen = strlen(name);
+    for (size_t i = 0; i < o->nexclude; i++) {
+        const char *e = o->exclude[i];
+        if (!cmr_disc_exclude_is_method(e) || strncmp(e, owner, olen) != 0 || e[olen] != '.' ||
+            strncmp(e + olen + 1, name, nlen) != 0)
+            continue;
+        const char *rest = e + olen + 1 + nlen; /* "" (every overload) or the descriptor */
+        if (!*rest || (*rest == '(' && strcmp(rest, desc) == 0))
+            return (long)i;
+    }
+    return -1;
+}
+
+long cmr_disc_excluded_by(const cmr_disc_opts_t *o, const char *owner, const char *name, const char *desc)
+{
+    if (!o || !owner || !name || !desc)
+        return -1;
+    long i = method_entry(o, owner, name, desc);
+    return i >= 0 ? i : prefix_entry(o, owner);
+}
+
 /* FOUND, or JDK / EXCLUDED for classes that are leaves whatever they hold. */
 static int owner_status(const ctx_t *x, const char *name)
 {
     if (!x->o.include_jdk && cmr_disc_is_jdk(name))
         return CMR_DISC_JDK;
-    for (size_t i = 0; i < x->o.nexclude; i++)
-        if (x->o.exclude[i] && strncmp(name, x->o.exclude[i], strlen(x->o.exclude[i])) == 0)
-            return CMR_DISC_EXCLUDED;
+    if (prefix_entry(&x->o, name) >= 0)
+        return CMR_DISC_EXCLUDED;
     if (cmr_instr_excluded(name))
         return CMR_DISC_EXCLUDED;
     return CMR_DISC_FOUND;
@@ -640,6 +678,8 @@ static int add_node(ctx_t *x, uint32_t parent, uint16_t depth, target_t *t)
     if (full) {
         st = CMR_DISC_TOO_MANY;
         tr->truncated = true;
+    } else if (parent != UINT32_MAX && x->o.nexclude && method_entry(&x->o, nd->owner, nd->name, nd->desc) >= 0) {
+        st = CMR_DISC_EXCLUDED; /* the operator's: a leaf, not placed (met elsewhere, excluded again) */
     } else if (st == CMR_DISC_FOUND) {
         if (cmr_u64map_has(&x->placed, t->id))
             st = CMR_DISC_REPEATED;

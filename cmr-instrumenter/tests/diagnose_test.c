@@ -166,6 +166,22 @@ static void test_cache_source(void **state)
     cmr_buf_free(&enc);
     size_t n = t.nodes.count;
     cmr_instr_diag_tree_free(&t);
+    /* a method the operator excluded, and a class prefix: EXCLUDED, with who excluded them */
+    char *ex[] = {"disc/Util.hash", "disc/ext/"};
+    d.exclude = (cmr_strings_t){ex, 2};
+    assert_int_equal(cmr_instr_diag_tree(cache, 0xA1, &d, 1234, &t), 0);
+    const cmr_diag_node_t *hash = node(&t, "disc/Util", "hash");
+    assert_non_null(hash);
+    assert_int_equal(hash->status, CMR_DIAG_NODE_EXCLUDED);
+    assert_string_equal(hash->note, CMR_INSTR_DIAG_NOTE_OPERATOR);
+    const cmr_diag_node_t *lib = node(&t, "disc/ext/Lib", "call");
+    assert_non_null(lib);
+    assert_int_equal(lib->status, CMR_DIAG_NODE_EXCLUDED);
+    assert_string_equal(lib->note, "its class is on the diagnosis' exclude list (disc/ext/)");
+    assert_int_equal(cmr_msg_encode(CMR_MSG_DIAGNOSIS_TREE, &t, &enc, err, sizeof err), CMR_WIRE_OK);
+    cmr_buf_free(&enc);
+    cmr_instr_diag_tree_free(&t);
+    d.exclude = (cmr_strings_t){0};
     /* by method id only */
     d = diagnosis("00000000000000d2", "shop", "", "", "",
                   (int64_t)cmr_method_id("disc/Service", "handle", "(I)Ljava/lang/String;"));

@@ -289,6 +289,57 @@ static void test_kinds(void **st)
     cmr_disc_tree_free(&t);
 }
 
+/* Methods the operator excluded: exact (never a prefix), all overloads or one descriptor,
+ * EXCLUDED leaves wherever met, the roots never; class prefixes still work. */
+static void test_method_exclude(void **st)
+{
+    (void)st;
+    fake_t f = app();
+    static const char *const ex[] = {
+        "disc/ext/",                 /* a prefix, as before */
+        "disc/Util.hash",            /* every overload */
+        "disc/Service.prepare(I)I",  /* one overload */
+        "disc/BaseService.base(J)I", /* a descriptor that is not the method's: nothing */
+        "disc/Util.twic",            /* not a prefix of twice */
+        "disc/Util",                 /* a class prefix of disc/Util: but Util.hash is a method entry first */
+        "disc/Service.handle",       /* the root: never excluded */
+    };
+    cmr_disc_opts_t o = {.max_depth = 3, .exclude = ex, .nexclude = 7};
+    /* without the class prefix of disc/Util first */
+    o.nexclude = 5;
+    cmr_disc_tree_t t;
+    run(&f, &o, &t);
+    if (getenv("DISC_DUMP"))
+        dump(&t);
+    assert_int_equal(t.nodes[0].status, CMR_DISC_FOUND);
+    const cmr_disc_node_t *n = child(&t, 0, "disc/Util", "hash");
+    assert_int_equal(n->status, CMR_DISC_EXCLUDED);
+    assert_int_equal(cmr_disc_excluded_by(&o, n->owner, n->name, n->desc), 1);
+    /* its callees are not entered through it (Util.mix is reached from nowhere else) */
+    assert_true(find(&t, ANY, "disc/Util", "mix", NULL) < 0);
+    /* met again under BaseService.base: excluded there too (was REPEATED) */
+    long bi = find(&t, 0, "disc/BaseService", "base", NULL);
+    assert_true(bi > 0);
+    assert_int_equal(t.nodes[bi].status, CMR_DISC_FOUND);
+    assert_int_equal(child(&t, (uint32_t)bi, "disc/Util", "hash")->status, CMR_DISC_EXCLUDED);
+    n = child(&t, 0, "disc/Service", "prepare");
+    assert_int_equal(n->status, CMR_DISC_EXCLUDED);
+    assert_int_equal(cmr_disc_excluded_by(&o, n->owner, n->name, n->desc), 2);
+    assert_int_equal(child(&t, 0, "disc/Util", "twice")->status, CMR_DISC_FOUND);
+    assert_int_equal(child(&t, 0, "disc/ext/Lib", "call")->status, CMR_DISC_EXCLUDED);
+    assert_int_equal(cmr_disc_excluded_by(&o, "disc/ext/Lib", "call", "(I)I"), 0);
+    assert_int_equal(cmr_disc_excluded_by(&o, "disc/Util", "twice", "(Ljava/lang/Integer;)I"), -1);
+    assert_true(cmr_disc_exclude_is_method(ex[1]));
+    assert_false(cmr_disc_exclude_is_method(ex[0]));
+    cmr_disc_tree_free(&t);
+    /* the root's own entry does not exclude it */
+    o.nexclude = 7;
+    run(&f, &o, &t);
+    assert_int_equal(t.nodes[0].status, CMR_DISC_FOUND);
+    assert_int_equal(child(&t, 0, "disc/Util", "twice")->status, CMR_DISC_EXCLUDED); /* the prefix disc/Util */
+    cmr_disc_tree_free(&t);
+}
+
 static void test_second_impl_loaded(void **st)
 {
     (void)st;
@@ -611,6 +662,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_second_impl_loaded),
+        cmocka_unit_test(test_method_exclude),
         cmocka_unit_test(test_broken_vs_good),
         cmocka_unit_test(test_depths),
         cmocka_unit_test(test_max_nodes),

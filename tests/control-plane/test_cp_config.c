@@ -17,10 +17,11 @@
  *  - outsider-controlled values are escaped in the worker's log (a newline in an agent
  *    name stays in one line) and refused registrations are counted per reason;
  *  - diagnoses (docs/DIAGNOSIS.md): started with `diagnose start`, refused twice for one
- *    method, listed and shown with their history; ended by `diagnose stop` and by the
- *    worker when their time to live is over; started by a threshold event that asks for
- *    one and ended when its threshold is back to normal long enough; bad options are
- *    usage errors.
+ *    method; methods excluded and included again (`diagnose exclude|include`: a revision
+ *    each, none when nothing changes; bad methods, unknown ids, ended diagnoses refused);
+ *    listed and shown with their history; ended by `diagnose stop` and by the worker when
+ *    their time to live is over; started by a threshold event that asks for one and ended
+ *    when its threshold is back to normal long enough; bad options are usage errors.
  *
  * Usage: test_cp_config CMR-BROKER CMR-CONFIG
  */
@@ -251,6 +252,59 @@ static void test_diagnoses(void **state)
     free(out);
     assert_int_equal(show_contains(id2, "ended: stopped"), 0);
     assert_int_equal(diagnose(&out, "stop", id2), 1); /* ended already */
+    free(out);
+    /* methods excluded and included again: each change a revision, refusals change nothing */
+    assert_int_equal(
+        diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add", "--exclude", "com.shop.Tax.rate(Q)D"),
+        2); /* a bad descriptor */
+    assert_non_null(strstr(out, "descriptor"));
+    free(out);
+    assert_int_equal(diagnose(&out, "start", "--env", "shop", "--method", "com.shop.Cart.add", "--exclude",
+                              "com.shop.gen,com.shop.Tax.rate(I)D"),
+                     0);
+    started_id(out, id);
+    free(out);
+    assert_int_equal(diagnose(&out, "show", id), 0);
+    assert_non_null(strstr(out, "  excluded: com/shop/gen\n"));
+    assert_non_null(strstr(out, "  excluded method: com/shop/Tax.rate(I)D\n"));
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", id, "com.shop.Tax.calc", "com/shop/Tax.log(Ljava/lang/String;)V"), 0);
+    assert_non_null(strstr(out, "revision 2"));
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", id, "com.shop.Tax.calc"), 0); /* again: no revision */
+    assert_non_null(strstr(out, "nothing changes"));
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", id, "com.shop.Tax.calc(Q)V"), 2);
+    assert_non_null(strstr(out, "descriptor"));
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", id, "com.shop.Cart.add(I)V"), 2); /* the diagnosed method */
+    assert_non_null(strstr(out, "diagnosed method"));
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", id, "calc"), 2);
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", "0123456789abcdef", "com.shop.Tax.calc"), 1);
+    assert_non_null(strstr(out, "no diagnosis 0123456789abcdef"));
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", "nope", "com.shop.Tax.calc"), 2);
+    free(out);
+    assert_int_equal(diagnose(&out, "exclude", id), 2); /* no method */
+    free(out);
+    assert_int_equal(diagnose(&out, "include", id, "com.shop.Tax.calc", "com.shop.Tax.rate(I)D"), 0);
+    assert_non_null(strstr(out, "revision 3"));
+    free(out);
+    assert_int_equal(diagnose(&out, "include", id, "com.shop.Tax.calc"), 0);
+    assert_non_null(strstr(out, "nothing changes"));
+    free(out);
+    assert_int_equal(diagnose(&out, "show", id), 0);
+    if (!strstr(out, "revision 3") || strstr(out, "revision 4") || strstr(out, "Tax.calc") || strstr(out, "Tax.rate") ||
+        !strstr(out, "  excluded method: com/shop/Tax.log(Ljava/lang/String;)V\n") ||
+        !strstr(out, "  excluded: com/shop/gen\n"))
+        fail_msg("diagnose show:\n%s", out);
+    free(out);
+    assert_int_equal(diagnose(&out, "stop", id), 0);
+    free(out);
+    assert_int_equal(diagnose(&out, "include", id, "com.shop.Tax.log(Ljava/lang/String;)V"), 1); /* ended */
+    assert_non_null(strstr(out, "has ended already (stopped)"));
     free(out);
     /* a threshold that asks for a diagnosis starts one; back to normal ends it */
     send_threshold(CMR_THRESHOLD_ABNORMAL);

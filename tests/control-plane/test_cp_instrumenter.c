@@ -20,7 +20,11 @@
  *  - a diagnosis (docs/DIAGNOSIS.md) written to cmr.diagnoses gives a DiagnosisTree on
  *    cmr.diagnosis-trees for the agent: a service method whose interface call reaches the one
  *    loaded implementation (not the other), a static helper, a JDK leaf; the same by method
- *    id only (a threshold's diagnosis); an error for a class the agent never loaded.
+ *    id only (a threshold's diagnosis); an error for a class the agent never loaded;
+ *  - the operator unticks a discovered method (`cmr-config diagnose exclude`): a new
+ *    revision whose tree has it EXCLUDED with the operator's note, its class gets its own
+ *    bytes back while the other callee keeps its probe; ticked again (`diagnose include`),
+ *    its probe is back.
  *
  * CMR_TEST_FILTER (a cmocka glob on the test names) runs some tests only.
  *
@@ -87,6 +91,12 @@ static const char *const java_sources[] = {
     "package evict;\npublic class Ledger {\n  public static int post(int x) {\n    return Audit.log(x) + 1;\n  }\n}\n",
     "Audit.java",
     "package evict;\npublic class Audit {\n  public static int log(int x) {\n    return x;\n  }\n}\n",
+    "Front.java",
+    "package untick;\npublic class Front {\n  public int serve(int x) {\n    return Alpha.a(x) + Beta.b(x);\n  }\n}\n",
+    "Alpha.java",
+    "package untick;\npublic class Alpha {\n  public static int a(int x) {\n    return x + 1;\n  }\n}\n",
+    "Beta.java",
+    "package untick;\npublic class Beta {\n  public static int b(int x) {\n    return x * 2;\n  }\n}\n",
     "Probe.java",
     "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
     NULL,
@@ -125,7 +135,7 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain}\n"
                             "      - {sensor: anchor, class: app.Later, method: later}\n";
 
-static int tests_ok, tests_run = 6;
+static int tests_ok, tests_run = 7;
 
 /* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
 static int start_instrumenter_budget(const char *budget)
@@ -615,8 +625,9 @@ static const cmr_instrumented_method_t *instrumented(const cmr_redefine_t *r, co
     return NULL;
 }
 
-/* The tree of diagnosis id for the peer's agent, from cmr.diagnosis-trees (within 30 s). */
-static void expect_tree(cmr_reader_t *r, const char *id, cmr_msg_t *out)
+/* The tree of revision `revision` of diagnosis id for the peer's agent, from
+ * cmr.diagnosis-trees (within 30 s); trees of other revisions are skipped. */
+static void expect_tree_revision(cmr_reader_t *r, const char *id, int64_t revision, cmr_msg_t *out)
 {
     for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline;) {
         cmr_reader_rec_t rec;
@@ -628,9 +639,8 @@ static void expect_tree(cmr_reader_t *r, const char *id, cmr_msg_t *out)
         const cmr_diagnosis_tree_t *t = &out->u.diagnosis_tree;
         char key[64];
         cp_fmt(key, sizeof key, "%s/%016" PRIx64, id, (uint64_t)peer.agent_id);
-        if (strcmp(t->diagnosis_id, id) == 0 && t->agent_id == peer.agent_id) {
+        if (strcmp(t->diagnosis_id, id) == 0 && t->agent_id == peer.agent_id && t->revision == revision) {
             assert_string_equal(rec.key, key);
-            assert_int_equal(t->revision, 1);
             assert_string_equal(t->environment_id, peer.env_id);
             return;
         }
@@ -638,6 +648,12 @@ static void expect_tree(cmr_reader_t *r, const char *id, cmr_msg_t *out)
     }
     cp_proc_dump_log(&instr_worker, 40);
     fail_msg("no DiagnosisTree for %s", id);
+}
+
+/* The tree of diagnosis id's first revision. */
+static void expect_tree(cmr_reader_t *r, const char *id, cmr_msg_t *out)
+{
+    expect_tree_revision(r, id, 1, out);
 }
 
 static const cmr_diag_node_t *node(const cmr_diagnosis_tree_t *t, const char *class_name, const char *method)
@@ -885,6 +901,148 @@ static void test_diagnosis_resends_evicted(void **state)
     tests_ok++;
 }
 
+/* cmr-config diagnose ARGS... for the test's broker (NULL-terminated): exit status, output
+ * in *out. */
+static int diagnose_v(char **out, const char *const *args)
+{
+    const char *argv[32] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "diagnose"};
+    size_t n = 6;
+    while (*args && n < 31)
+        argv[n++] = *args++;
+    argv[n] = NULL;
+    *out = NULL;
+    return cp_run(argv, out);
+}
+#define diagnose(out, ...) diagnose_v((out), (const char *const[]){__VA_ARGS__, NULL})
+
+/* The next Redefine of class_name with (want_id != 0) or without (0) the scope of diagnosis
+ * want_id; other commands are skipped (within 30 s). 1 with *out filled, 0 none. */
+static int next_redefine_scoped(const char *class_name, int64_t want_id, cmr_msg_t *out)
+{
+    for (int64_t deadline = cmr_mono_ms() + 30000; cmr_mono_ms() < deadline;) {
+        if (cp_peer_next(&peer, 500, out) != 1)
+            continue;
+        if (out->type == CMR_MSG_REDEFINE && strcmp(out->u.redefine.class_name, class_name) == 0 &&
+            (want_id ? out->u.redefine.diagnosis && out->u.redefine.diagnosis->id == want_id
+                     : !out->u.redefine.diagnosis))
+            return 1;
+        cmr_msg_free(out);
+    }
+    return 0;
+}
+
+/* The operator's checkboxes: a diagnosis probing A (untick/Alpha.a) and B (untick/Beta.b)
+ * under the anchor untick/Front.serve; `cmr-config diagnose exclude` writes a revision
+ * without B: B's node is EXCLUDED with the operator's note, B's class gets its own bytes
+ * back (no probes, no scope) while A keeps its conditional probe; `diagnose include`
+ * brings B's probe back. */
+static void test_diagnosis_exclude_method(void **state)
+{
+    (void)state;
+    char err[256], *out;
+    const char *id = "ab1e000000000001";
+    const int64_t idn = (int64_t)0xab1e000000000001;
+    /* discovery reads the bytes of classes that need no instrumentation: keep them */
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    assert_int_equal(start_instrumenter_budget("16777216"), 0);
+    const char *loaded[] = {"untick/Alpha", "untick/Beta", "untick/Front"};
+    int units = cp_proc_count_log(&instr_worker, "event=instr.unit ");
+    for (size_t i = 0; i < 3; i++) {
+        const cp_class_t *c = cls(loaded[i]);
+        assert_int_equal(cp_peer_send_class(&peer, loaded[i], 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    }
+    assert_int_equal(cp_peer_flush(&peer), 0);
+    for (int64_t deadline = cmr_mono_ms() + 30000;
+         cp_proc_count_log(&instr_worker, "event=instr.unit ") == units && cmr_mono_ms() < deadline;)
+        usleep(50000);
+    usleep(500000);
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES), 0, err, sizeof err);
+    assert_non_null(r);
+
+    write_diagnosis(id, "untick/Front", "serve", "(I)I", 0);
+    cmr_msg_t m;
+    expect_tree(r, id, &m);
+    {
+        const cmr_diagnosis_tree_t *t = &m.u.diagnosis_tree;
+        assert_string_equal(t->error, "");
+        assert_int_equal(node(t, "untick/Alpha", "a")->probe, CMR_DIAG_PROBE_CONDITIONAL);
+        assert_int_equal(node(t, "untick/Beta", "b")->probe, CMR_DIAG_PROBE_CONDITIONAL);
+    }
+    cmr_msg_free(&m);
+    if (next_redefine_scoped("untick/Beta", idn, &m) != 1) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("no Redefine of untick/Beta with the diagnosis' probes");
+    }
+    assert_int_equal(instrumented(&m.u.redefine, "b")->sensor, CMR_SENSOR_CONDITIONAL);
+    cmr_msg_free(&m);
+
+    /* untick B: revision 2 */
+    assert_int_equal(diagnose(&out, "exclude", id, "untick.Beta.b"), 0);
+    assert_non_null(strstr(out, "revision 2"));
+    free(out);
+    expect_tree_revision(r, id, 2, &m);
+    {
+        const cmr_diagnosis_tree_t *t = &m.u.diagnosis_tree;
+        const cmr_diag_node_t *b = node(t, "untick/Beta", "b"), *a = node(t, "untick/Alpha", "a");
+        assert_non_null(b);
+        assert_int_equal(b->status, CMR_DIAG_NODE_EXCLUDED);
+        assert_int_equal(b->probe, CMR_DIAG_PROBE_NONE);
+        assert_string_equal(b->note, "excluded by the operator");
+        assert_int_equal(a->status, CMR_DIAG_NODE_FOUND);
+        assert_int_equal(a->probe, CMR_DIAG_PROBE_CONDITIONAL);
+    }
+    cmr_msg_free(&m);
+    /* B's class: its own bytes again, without the diagnosis' scope */
+    if (next_redefine_scoped("untick/Beta", 0, &m) != 1) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("untick/Beta did not get its bytes back");
+    }
+    assert_true(m.u.redefine.original);
+    assert_int_equal(m.u.redefine.bytecode.len, cls("untick/Beta")->len);
+    assert_memory_equal(m.u.redefine.bytecode.data, cls("untick/Beta")->bytes, cls("untick/Beta")->len);
+    cmr_msg_free(&m);
+    /* diagnose show says so */
+    assert_int_equal(diagnose(&out, "show", id), 0);
+    if (!strstr(out, "  excluded method: untick/Beta.b\n") ||
+        !strstr(out, "      untick/Beta.b(I)I  static  excluded  [excluded by the operator]\n") ||
+        !strstr(out, "      untick/Alpha.a(I)I  static  found  [conditional probes]\n"))
+        fail_msg("diagnose show:\n%s", out ? out : "");
+    free(out);
+    /* the same again: no revision */
+    assert_int_equal(diagnose(&out, "exclude", id, "untick.Beta.b"), 0);
+    assert_non_null(strstr(out, "nothing changes"));
+    free(out);
+
+    /* tick B again: revision 3, its probe is back */
+    assert_int_equal(diagnose(&out, "include", id, "untick.Beta.b"), 0);
+    assert_non_null(strstr(out, "revision 3"));
+    free(out);
+    expect_tree_revision(r, id, 3, &m);
+    {
+        const cmr_diag_node_t *b = node(&m.u.diagnosis_tree, "untick/Beta", "b");
+        assert_int_equal(b->status, CMR_DIAG_NODE_FOUND);
+        assert_int_equal(b->probe, CMR_DIAG_PROBE_CONDITIONAL);
+        assert_string_equal(b->note, "");
+    }
+    cmr_msg_free(&m);
+    if (next_redefine_scoped("untick/Beta", idn, &m) != 1) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("untick/Beta did not get its probe back");
+    }
+    assert_int_equal(m.u.redefine.diagnosis->revision, 3);
+    assert_int_equal(instrumented(&m.u.redefine, "b")->sensor, CMR_SENSOR_CONDITIONAL);
+    cmr_msg_free(&m);
+
+    /* stopped: every class gets its bytes back */
+    assert_int_equal(diagnose(&out, "stop", id), 0);
+    free(out);
+    assert_int_equal(next_redefine_scoped("untick/Beta", 0, &m), 1);
+    assert_true(m.u.redefine.original);
+    cmr_msg_free(&m);
+    cmr_reader_free(r);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -901,6 +1059,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_forged_class_loaded_is_refused),
         cmocka_unit_test(test_diagnosis_tree),
         cmocka_unit_test(test_diagnosis_resends_evicted),
+        cmocka_unit_test(test_diagnosis_exclude_method),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {

@@ -23,6 +23,10 @@
  * at most config.timeout_ms. 0, or -1 with the reason on stderr. */
 typedef void cmr_cfg_record_fn(const cmr_reader_rec_t *rec, void *ud);
 int cmr_cfg_read_topic(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud);
+/* The same, with the reason in err instead of on stderr (for programs that link the
+ * library: a server answers with it). */
+int cmr_cfg_read_topic_err(const cmr_conf_t *conf, cmr_topic_t topic, bool ensure, cmr_cfg_record_fn *fn, void *ud,
+                           char *err, size_t errlen);
 /* The author recorded in what an operator writes: config.author, or user@host built in
  * buf (the caller's, freed by the caller). */
 const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf);

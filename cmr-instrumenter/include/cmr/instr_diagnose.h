@@ -42,6 +42,11 @@ typedef struct cmr_instr_diag_src {
 /* Fills *out (a source reading through s, which must outlive it). */
 void cmr_instr_diag_source(cmr_instr_diag_src_t *s, cmr_disc_source_t *out);
 
+/* The note of a node the operator excluded by naming its method (a method entry of the
+ * diagnosis' exclude list: `cmr-config diagnose exclude`); EXCLUDED nodes of a class-prefix
+ * entry say which prefix. */
+#define CMR_INSTR_DIAG_NOTE_OPERATOR "excluded by the operator"
+
 /* Runs the discovery of diagnosis d for agent `agent` over the cache and fills *out (every
  * field; error set and no nodes when there is no tree). 0, or -1 out of memory (the source
  * failing is reported in error, not here). */
@@ -75,6 +80,11 @@ int cmr_instr_diag_step(cmr_instr_diag_t *q, cmr_instr_cache_t *cache, cmr_instr
  * decides a class as before and adds the overlay (cmr_instr_diag_overlay), so that an
  * environment change keeps a running diagnosis' probes; the bytes it sends then carry the
  * diagnosis' scope with the bytes of the environment's decision alone (restore bytes).
+ * A new revision of an ACTIVE diagnosis (an operator excluding or including a method)
+ * replaces the overlay of (diagnosis, agent) once its tree is made: the classes of the old
+ * overlay and of the new one are decided again, so a method no longer FOUND (EXCLUDED) loses
+ * its probe, and a class left with none of the diagnosis' methods gets the environment's
+ * bytes back (without the diagnosis' scope).
  * When a diagnosis is no longer ACTIVE its overlay goes, and its classes are decided again:
  * they get the environment's bytes back (docs/DIAGNOSIS.md, "Remove"). One diagnosis per
  * class: when two overlays meet in a class, the one of the lower id applies.

@@ -74,11 +74,17 @@ typedef struct cmr_disc_source {
 } cmr_disc_source_t;
 
 typedef struct cmr_disc_opts {
-    int max_depth;              /* callees down to this depth (root = 0); 0 = default 3 */
-    size_t max_nodes;           /* 0 = default 2000 */
-    size_t max_impls;           /* implementations per virtual call site; 0 = default 64 */
-    bool include_jdk;           /* expand JDK classes too (false: they are JDK leaves) */
-    const char *const *exclude; /* class-name prefixes ("com/acme/gen/"): EXCLUDED leaves */
+    int max_depth;    /* callees down to this depth (root = 0); 0 = default 3 */
+    size_t max_nodes; /* 0 = default 2000 */
+    size_t max_impls; /* implementations per virtual call site; 0 = default 64 */
+    bool include_jdk; /* expand JDK classes too (false: they are JDK leaves) */
+    /* What the operator excluded: EXCLUDED leaves (no probe, callees not entered through
+     * them; other paths to those callees still are). Each entry is either a class-name
+     * prefix ("com/acme/gen/": every class whose internal name starts with it) or, when it
+     * holds a '.', one method: "com/acme/Cart.add" (every overload) or
+     * "com/acme/Cart.add(I)V" (one), matched exactly against a node's declaring class,
+     * name and descriptor (never as a prefix). The roots are never excluded. */
+    const char *const *exclude;
     size_t nexclude;
 } cmr_disc_opts_t;
 
@@ -87,7 +93,8 @@ typedef enum cmr_disc_status {
     CMR_DISC_NOT_LOADED, /* no bytes: never loaded by this agent, bytes not kept, malformed,
                              or the method is not found where the call site says */
     CMR_DISC_JDK,        /* a JDK class (java/, javax/, jdk/, sun/, com/sun/ ...) */
-    CMR_DISC_EXCLUDED,   /* an excluded prefix, or a class never instrumented (instr_exclude.h) */
+    CMR_DISC_EXCLUDED,   /* an excluded prefix or method (opts.exclude), or a class never
+                             instrumented (instr_exclude.h) */
     CMR_DISC_NO_CODE,    /* abstract or native */
     CMR_DISC_REPEATED,   /* recursion, or already in the tree: expanded at its first place */
     CMR_DISC_DEPTH,      /* has code but is at max_depth: not expanded */
@@ -136,6 +143,13 @@ void cmr_disc_tree_free(cmr_disc_tree_t *t);
 /* Static names for reports ("found", "static" ...). */
 const char *cmr_disc_status_name(int status);
 const char *cmr_disc_via_name(int via);
+
+/* The entry of o->exclude that excludes method owner.name(desc) (a method entry naming it,
+ * or a class prefix of owner), or -1. */
+long cmr_disc_excluded_by(const cmr_disc_opts_t *o, const char *owner, const char *name, const char *desc);
+/* Whether an exclude entry names one method (it holds a '.'; class prefixes are internal
+ * names, with '/'). */
+bool cmr_disc_exclude_is_method(const char *entry);
 
 /* true for the JDK's classes (java/, javax/, jdk/, sun/, com/sun/, ...). */
 bool cmr_disc_is_jdk(const char *class_name);
