@@ -5,7 +5,7 @@
 #   deploy/acls.sh --bootstrap-server kafka1:9093 [--command-config admin.properties]
 #                  [--prefix cmr] [--agent User:cmr-agent] [--config User:cmr-config]
 #                  [--instrumenter User:cmr-instrumenter] [--ingest User:cmr-ingest]
-#                  [--operator User:cmr-operator] [--dry-run]
+#                  [--operator User:cmr-operator] [--ui User:cmr-ui] [--dry-run]
 #
 # --dry-run prints the kafka-acls.sh commands instead of running them. The cluster must run
 # with an authorizer (authorizer.class.name) and allow.everyone.if.no.acl.found=false, or
@@ -13,6 +13,7 @@
 set -euo pipefail
 prefix=cmr dry=0 args=()
 agent=User:cmr-agent config=User:cmr-config instr=User:cmr-instrumenter ingest=User:cmr-ingest op=User:cmr-operator
+ui=User:cmr-ui
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=$2; shift 2 ;;
@@ -21,6 +22,7 @@ while [ $# -gt 0 ]; do
         --instrumenter) instr=$2; shift 2 ;;
         --ingest) ingest=$2; shift 2 ;;
         --operator) op=$2; shift 2 ;;
+        --ui) ui=$2; shift 2 ;;
         --dry-run) dry=1; shift ;;
         --bootstrap-server|--command-config) args+=("$1" "$2"); shift 2 ;;
         -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
@@ -96,4 +98,14 @@ acl "$op" IdempotentWrite cluster kafka-cluster
 # cmr-config apply publishes all changes of a file in one transaction (config.transactional_id)
 acl "$op" Write transactional-id cmr-config-apply prefixed
 acl "$op" Describe transactional-id cmr-config-apply prefixed
-[ $dry -eq 1 ] || echo "ACLs created for $agent, $config, $instr, $ingest, $op"
+
+# cmr-ui (the web UI): reads what its pages show, and writes what an operator writes from
+# them: diagnoses (start, narrow, stop) and, unless it runs with ui.writable = false,
+# environments in one transaction of its own (config.transactional_id = cmr-ui-apply).
+for t in config diagnoses diagnosis-trees; do topic "$ui" Read "$t"; topic "$ui" Describe "$t"; done
+topic "$ui" Write config
+topic "$ui" Write diagnoses
+acl "$ui" IdempotentWrite cluster kafka-cluster
+acl "$ui" Write transactional-id cmr-ui-apply prefixed
+acl "$ui" Describe transactional-id cmr-ui-apply prefixed
+[ $dry -eq 1 ] || echo "ACLs created for $agent, $config, $instr, $ingest, $op, $ui"

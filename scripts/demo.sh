@@ -6,14 +6,22 @@
 # the slowest call trees with their timings: across threads and JVMs. It ends with a
 # diagnosis round (docs/DIAGNOSIS.md). Builds first (installing Debian packages when one is
 # missing).
-#   scripts/demo.sh [SECONDS]       how long the shop runs at least (default 10)
+#   scripts/demo.sh [--serve] [SECONDS]
+#                                   SECONDS: how long the shop runs at least (default 10);
+#                                   --serve: after the report, keep the whole stack and both
+#                                   JVMs running with the web UI (cmr-ui, docs/UI.md) and print
+#                                   its address, until Ctrl-C
 #   CMR_DEMO_OUT=DIR                where the slowest trace is exported (default a new
 #                                   directory under $TMPDIR or /tmp, printed at the end)
+#   CMR_UI_PORT=PORT                --serve: the web UI's port (default: a free one)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+serve=""
+if [ "${1:-}" = "--serve" ]; then serve=1; shift; fi
 seconds=${1:-10}
 cmr_install_packages
+cmr_install_npm
 cd "$CMR_ROOT"
 cmr_build build
 B=$CMR_ROOT/build
@@ -50,10 +58,17 @@ step "Environment and agent mapping (demo/environment.yaml)"
 step "CMR workers: cmr-config, cmr-instrumenter, cmr-ingest"
 cmr_start_control_plane "$work"
 # metrics.lateness_ms: the demo's JVMs report every 2 s; judge the rules 2 s behind them
-"$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port -1 -X metrics.lateness_ms=2000 run \
+"$B/cmr-ingest/cmr-ingest" --bootstrap "$bs" --store "$work/ingest" --http-port 0 -X metrics.lateness_ms=2000 run \
     >"$work/ingest.log" 2>&1 &
 ingest_pid=$!
 pids+=($ingest_pid)
+if [ -n "$serve" ]; then
+    for _ in $(seq 100); do grep -q "event=ingest.http_listening" "$work/ingest.log" && break; sleep 0.1; done
+    ingest_port=$(grep "event=ingest.http_listening" "$work/ingest.log" | grep -o ' port=[0-9]*' | cut -d= -f2)
+    "$B/cmr-ui/cmr-ui" --bootstrap "$bs" --port "${CMR_UI_PORT:-0}" --ingest-url "http://127.0.0.1:$ingest_port" \
+        run >"$work/ui.log" 2>&1 &
+    pids+=($!)
+fi
 sleep 2
 echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
 
@@ -77,7 +92,11 @@ for i in range(20): urllib.request.urlopen(sys.argv[1] + "?order=1&amount=1", ti
 sleep 2
 
 step "The shop application, with the agent: ${seconds}s, and until the diagnosis round below is over"
-"$JAVA" "-agentpath:$agent,name=shop-demo" -cp "$B/demo/classes" shop.ShopDemo 180 "$payment_url" "$work/shop.stop" \
+# --serve: the shop keeps running after the report (a year at most)
+shop_seconds=180
+[ -z "$serve" ] || shop_seconds=31536000
+"$JAVA" "-agentpath:$agent,name=shop-demo" -cp "$B/demo/classes" shop.ShopDemo "$shop_seconds" \
+    "$payment_url" "$work/shop.stop" \
     2>"$work/jvm.log" &
 shop_pid=$!
 pids+=($shop_pid)
@@ -117,16 +136,20 @@ else
     echo "(the slow-bank rule did not fire in time: no diagnosis in this run)"
 fi
 while [ "$(date +%s)" -lt "$shop_until" ]; do sleep 0.2; done
-touch "$work/shop.stop"
-wait "$shop_pid"
-grep -E "event=agent\.(configured|stopped)" "$work/jvm.log" | sed -e 's/^ts=[^ ]* //' || true
-echo "classes instrumented and redefined in the running JVM: $(sed -n 's/.*event=agent.stopped.*commands_applied=\([0-9]*\).*/\1/p' "$work/jvm.log")"
-kill "$payments_pid" 2>/dev/null || true
-wait "$payments_pid" 2>/dev/null || true
+if [ -z "$serve" ]; then
+    touch "$work/shop.stop"
+    wait "$shop_pid"
+    grep -E "event=agent\.(configured|stopped)" "$work/jvm.log" | sed -e 's/^ts=[^ ]* //' || true
+    echo "classes instrumented and redefined in the running JVM: $(sed -n 's/.*event=agent.stopped.*commands_applied=\([0-9]*\).*/\1/p' "$work/jvm.log")"
+    kill "$payments_pid" 2>/dev/null || true
+    wait "$payments_pid" 2>/dev/null || true
 
-step "Waiting for cmr-ingest to store the last batches"
-sleep 3
-kill "$ingest_pid"; wait "$ingest_pid" 2>/dev/null || true
+    step "Waiting for cmr-ingest to store the last batches"
+    sleep 3
+    kill "$ingest_pid"; wait "$ingest_pid" 2>/dev/null || true
+else
+    sleep 3 # the report below reads the store while cmr-ingest keeps writing it
+fi
 
 step "The slowest checkouts"
 ingest_q() { "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" traces --slowest --root shop.ShopDemo "$@"; }
@@ -202,3 +225,13 @@ mkdir -p "$out_dir"
 "$B/cmr-ingest/cmr-ingest" --store "$work/ingest" export "$slowest" "$out_dir/slowest-trace.json" --format chrome \
     >/dev/null &&
     echo "exported as Chrome trace-event JSON: $out_dir/slowest-trace.json (open it in https://ui.perfetto.dev)"
+
+if [ -n "$serve" ]; then
+    step "The web UI (cmr-ui): the stack and both JVMs keep running"
+    for _ in $(seq 100); do grep -q "event=ui.listening" "$work/ui.log" && break; sleep 0.1; done
+    ui_port=$(grep "event=ui.listening" "$work/ui.log" | grep -o ' port=[0-9]*' | cut -d= -f2)
+    [ -n "$ui_port" ] || { cat "$work/ui.log" >&2; echo "cmr-ui did not start" >&2; exit 1; }
+    echo "UI: http://127.0.0.1:$ui_port/"
+    echo "(Ctrl-C stops everything; the exported trace above stays)"
+    wait "$shop_pid" || true
+fi

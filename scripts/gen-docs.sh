@@ -24,12 +24,12 @@ build=${1:-$root/build}
 case "$build" in /*) ;; *) build=$(pwd)/$build ;; esac
 
 docs=(docs/CONFIGURATION.md docs/AGENT.md)
-programs=(cmr-config cmr-instrumenter cmr-ingest cmr-broker cmr-wire agent)
+programs=(cmr-config cmr-instrumenter cmr-ingest cmr-ui cmr-broker cmr-wire agent)
 
 # The executable that prints PROGRAM's key table.
 program_binary() {
     case "$1" in
-    cmr-config | cmr-instrumenter | cmr-ingest | cmr-broker) echo "$build/$1/$1" ;;
+    cmr-config | cmr-instrumenter | cmr-ingest | cmr-ui | cmr-broker) echo "$build/$1/$1" ;;
     cmr-wire) echo "$build/tools/cmr-wire" ;;
     agent) echo "$build/agent/tests/cmr-agent-keys" ;;
     *) return 1 ;;

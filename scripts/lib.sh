@@ -28,6 +28,29 @@ cmr_install_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# cmr_install_npm: Node.js and npm (Debian's, when the machine has none), then the web UI's
+# npm packages (uPlot; playwright-core for the browser tests) from cmr-ui/web's lockfile with
+# `npm ci`, only when the lockfile changed since the last install: offline once installed.
+cmr_install_npm() {
+    local web=$CMR_ROOT/cmr-ui/web sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        cmr_log "installing Debian packages: nodejs npm"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+    fi
+    local want have=""
+    want=$(sha256sum "$web/package-lock.json" | cut -d' ' -f1)
+    [ -f "$web/node_modules/.cmr-lock-sha256" ] && have=$(cat "$web/node_modules/.cmr-lock-sha256")
+    if [ "$want" = "$have" ]; then
+        cmr_log "web UI npm packages present; skipping npm ci"
+        return 0
+    fi
+    cmr_log "installing the web UI's npm packages (npm ci, cmr-ui/web/package-lock.json)"
+    (cd "$web" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$want" >"$web/node_modules/.cmr-lock-sha256"
+}
+
 # cmr_build DIR [cmake args...]: configure (once) and build the whole tree into DIR.
 cmr_build() {
     local dir=$1; shift

@@ -15,6 +15,7 @@ if [ "${1:-}" = "--sanitize" ]; then mode=sanitize; shift; fi
 if [ "${1:-}" = "--" ]; then shift; fi
 
 cmr_install_packages
+cmr_install_npm
 cd "$CMR_ROOT"
 jobs=$(nproc)
 if [ "$mode" = sanitize ]; then

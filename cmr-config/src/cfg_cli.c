@@ -149,21 +149,21 @@ static int mappings_equal(const cmr_agent_mapping_t *a, size_t na, const cmr_age
     return 1;
 }
 
-/* Every mapping names an environment of the file or of the CMR. 0, or -1 (on stderr). */
-static int check_mapping_targets(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const char *path)
+/* Every mapping names an environment of the file or of the CMR. 0, or -1 (the reason on eo). */
+static int check_mapping_targets(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const char *path, FILE *eo)
 {
     cmr_map_t in_file = {0}; /* the file's environment ids: linear in environments + mappings */
     int rc = 0;
     for (size_t j = 0; j < doc->n_envs && rc == 0; j++)
         if (cmr_map_put(&in_file, doc->envs[j].id, strlen(doc->envs[j].id), NULL) != 0) {
-            fprintf(stderr, "cmr-config: out of memory\n");
+            fprintf(eo, "cmr-config: out of memory\n");
             rc = -1;
         }
     for (size_t i = 0; i < doc->n_mappings && rc == 0; i++) {
         const char *e = doc->mappings[i].environment_id;
         if (cmr_cfg_state_env(s, e, NULL) || cmr_map_has(&in_file, e, strlen(e)))
             continue;
-        fprintf(stderr,
+        fprintf(eo,
                 "cmr-config: %s:%d: mappings[%zu].environment: environment \"%s\" is neither in this file "
                 "nor in the CMR (see 'cmr-config list')\n",
                 path, doc->mapping_lines[i], i, e);
@@ -175,14 +175,14 @@ static int check_mapping_targets(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *
 
 /* Checks the document against the state and lists the changes. -1 when rejected. */
 static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const char *path, const char *who,
-                     plan_t *plan)
+                     plan_t *plan, FILE *eo)
 {
     plan->items = calloc(doc->n_envs + 1, sizeof *plan->items);
     if (!plan->items) {
-        fprintf(stderr, "cmr-config: out of memory\n");
+        fprintf(eo, "cmr-config: out of memory\n");
         return -1;
     }
-    if (check_mapping_targets(s, doc, path) != 0)
+    if (check_mapping_targets(s, doc, path, eo) != 0)
         return -1;
     int64_t t = cmr_wall_ms();
     for (size_t i = 0; i < doc->n_envs; i++) {
@@ -218,13 +218,13 @@ static int make_plan(const cmr_cfg_state_t *s, const cmr_cfg_doc_t *doc, const c
 
 /* Encodes every change and checks it fits one Kafka record (the wire's maximum, checked by
  * the encoder, and kafka.message.max.bytes, the producer's limit). Nothing is sent before
- * every change passed. Returns how many did not (their why says it, also on stderr). */
-static size_t validate_plan(const cmr_conf_t *conf, plan_t *plan, const char *path)
+ * every change passed. Returns how many did not (their why says it, also on eo). */
+static size_t validate_plan(const cmr_conf_t *conf, plan_t *plan, const char *path, FILE *eo)
 {
     char err[256];
     int64_t kmax;
     if (cmr_conf_get_int(conf, "kafka.message.max.bytes", 16777216, 1000, 1000000000, &kmax, err, sizeof err) != 0) {
-        fprintf(stderr, "cmr-config: %s\n", err);
+        fprintf(eo, "cmr-config: %s\n", err);
         kmax = 1000;
     }
     size_t bad = 0;
@@ -242,7 +242,7 @@ static size_t validate_plan(const cmr_conf_t *conf, plan_t *plan, const char *pa
             continue;
         ch->outcome = FAILED;
         bad++;
-        fprintf(stderr, "cmr-config: %s:%d: %s %s: %s\n", path, ch->line,
+        fprintf(eo, "cmr-config: %s:%d: %s %s: %s\n", path, ch->line,
                 ch->c.kind == CMR_CONFIG_MAPPINGS ? "mappings" : "environment",
                 ch->c.kind == CMR_CONFIG_MAPPINGS ? "" : ch->c.environment->id, ch->why);
     }
@@ -368,7 +368,7 @@ static void publish_txn(cmr_producer_t *p, plan_t *plan, int timeout_ms)
 /* Publishes a validated plan: in one Kafka transaction (config.transactional_id, default
  * "cmr-config-apply") or, with an empty id, message by message with a delivery report for
  * each. Every change's outcome is set. 0 when all were published. */
-static int publish(const cmr_conf_t *conf, plan_t *plan)
+static int publish(const cmr_conf_t *conf, plan_t *plan, FILE *eo)
 {
     char err[512];
     int64_t timeout;
@@ -396,39 +396,63 @@ static int publish(const cmr_conf_t *conf, plan_t *plan)
     for (size_t i = 0; i < plan->n; i++)
         done += plan->items[i].outcome == PUBLISHED;
     if (done != plan->n)
-        fprintf(stderr, "cmr-config: %zu of %zu changes published%s\n", done, plan->n,
+        fprintf(eo, "cmr-config: %zu of %zu changes published%s\n", done, plan->n,
                 done ? ": run apply again to publish the rest" : "");
     return done == plan->n ? 0 : 1;
+}
+
+/* Plans (and unless dry_run publishes) a parsed document; path names it in messages. */
+static int apply_doc(const cmr_conf_t *conf, const cmr_cfg_doc_t *doc, const char *path, int dry_run, FILE *out,
+                     FILE *eo)
+{
+    cmr_buf_t who = {0};
+    cmr_cfg_state_t *s = load_state(conf);
+    plan_t plan = {0};
+    int rc = 1;
+    if (s && make_plan(s, doc, path, cmr_cfg_author(conf, &who), &plan, eo) == 0) {
+        size_t bad = validate_plan(conf, &plan, path, eo);
+        if (bad) {
+            mark_all(&plan, FAILED, "nothing was published: %zu of %zu changes cannot be published", bad, plan.n);
+            fprintf(eo, "cmr-config: nothing changed\n");
+        } else {
+            rc = dry_run || plan.n == 0 ? 0 : publish(conf, &plan, eo);
+        }
+        print_plan(&plan, dry_run, out);
+    } else if (s) {
+        fprintf(eo, "cmr-config: nothing changed\n");
+    } else {
+        fprintf(eo, "cmr-config: could not read %s (see the log)\n", cmr_topic_name(CMR_TOPIC_CONFIG));
+    }
+    plan_free(&plan);
+    cmr_cfg_state_free(s);
+    cmr_buf_free(&who);
+    return rc;
 }
 
 int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FILE *out)
 {
     cmr_cfg_doc_t doc;
     char err[1024];
-    cmr_buf_t who = {0};
     if (cmr_cfg_doc_load(path, &doc, err, sizeof err) != 0) {
         fprintf(stderr, "cmr-config: %s\ncmr-config: nothing changed\n", err);
         return 1;
     }
-    cmr_cfg_state_t *s = load_state(conf);
-    plan_t plan = {0};
-    int rc = 1;
-    if (s && make_plan(s, &doc, path, cmr_cfg_author(conf, &who), &plan) == 0) {
-        size_t bad = validate_plan(conf, &plan, path);
-        if (bad) {
-            mark_all(&plan, FAILED, "nothing was published: %zu of %zu changes cannot be published", bad, plan.n);
-            fprintf(stderr, "cmr-config: nothing changed\n");
-        } else {
-            rc = dry_run || plan.n == 0 ? 0 : publish(conf, &plan);
-        }
-        print_plan(&plan, dry_run, out);
-    } else if (s) {
-        fprintf(stderr, "cmr-config: nothing changed\n");
-    }
-    plan_free(&plan);
-    cmr_cfg_state_free(s);
+    int rc = apply_doc(conf, &doc, path, dry_run, out, stderr);
     cmr_cfg_doc_free(&doc);
-    cmr_buf_free(&who);
+    return rc;
+}
+
+int cmr_cfg_apply_text(const cmr_conf_t *conf, const char *text, size_t len, const char *origin, int dry_run, FILE *out,
+                       FILE *err_out)
+{
+    cmr_cfg_doc_t doc;
+    char err[1024];
+    if (cmr_cfg_doc_parse(text, len, origin, &doc, err, sizeof err) != 0) {
+        fprintf(err_out, "%s\nnothing changed\n", err);
+        return 1;
+    }
+    int rc = apply_doc(conf, &doc, origin, dry_run, out, err_out);
+    cmr_cfg_doc_free(&doc);
     return rc;
 }
 
@@ -508,7 +532,7 @@ int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
                              .author = (char *)cmr_cfg_author(conf, &who),
                              .environment = &gone}};
         plan_t plan = {&ch, 1};
-        rc = validate_plan(conf, &plan, "delete") ? 1 : publish(conf, &plan);
+        rc = validate_plan(conf, &plan, "delete", stderr) ? 1 : publish(conf, &plan, stderr);
         print_plan(&plan, 0, out);
         cmr_buf_free(&ch.payload);
         cmr_buf_free(&who);

@@ -1,7 +1,8 @@
 /*
  * http_server.c - the wrapper over libmicrohttpd every CMR HTTP endpoint runs on: address
  * handling (IPv4, IPv6, dual stack, localhost), MHD's internal thread pool (epoll where
- * available), connection limit and timeout, GET/HEAD only, response bodies owned here.
+ * available), connection limit and timeout, GET/HEAD (and POST with a bounded body when
+ * the server takes it), the access token (header or cookie), response bodies owned here.
  * See cmr/http_server.h.
  */
 #include "cmr/http_server.h"
@@ -30,6 +31,10 @@ struct cmr_http_server {
     char not_allowed_type[128];
     char *not_allowed_body; /* owned */
     char *token;            /* owned; NULL: no authentication (loopback only) */
+    char *token_cookie;     /* owned; NULL: the header only */
+    char *login_path;       /* owned; NULL: none */
+    const char *const *headers;
+    size_t post_max;
     int port;
 };
 
@@ -69,6 +74,38 @@ size_t cmr_http_query_each(const cmr_http_request_t *req, cmr_http_query_fn *fn,
     return c.visited;
 }
 
+const char *cmr_http_header(const cmr_http_request_t *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *cmr_http_cookie(const cmr_http_request_t *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_COOKIE_KIND, name);
+}
+
+int cmr_http_client_address(const cmr_http_request_t *req, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = i ? i->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET &&
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf, (socklen_t)len))
+        return 0;
+    if (sa && sa->sa_family == AF_INET6 &&
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf, (socklen_t)len))
+        return 0;
+    return -1;
+}
+
+bool cmr_http_token_equal(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned)(unsigned char)a[i] ^ (unsigned char)(i < m ? b[i] : 0);
+    return diff == 0;
+}
+
 static bool is_hex(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -98,7 +135,9 @@ void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_
  * request's context), freed by on_completed. */
 typedef struct req_ctx {
     bool called;
-    char target[]; /* owned */
+    bool too_big;   /* the body went beyond post_max: the rest is read and dropped, 413 */
+    cmr_buf_t body; /* POST: the body so far (owned) */
+    char target[];  /* owned */
 } req_ctx_t;
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
@@ -109,6 +148,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     req_ctx_t *x = malloc(sizeof *x + n + 1);
     if (x) {
         x->called = false;
+        x->too_big = false;
+        x->body = (cmr_buf_t){0};
         memcpy(x->target, uri ? uri : "", n + 1);
     }
     return x;
@@ -119,11 +160,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     (void)cls;
     (void)c;
     (void)toe;
-    free(*req_cls);
+    req_ctx_t *x = *req_cls;
+    if (x)
+        cmr_buf_free(&x->body);
+    free(x);
     *req_cls = NULL;
 }
 
-static enum MHD_Result queue(struct MHD_Connection *c, int status, const char *type, char *body, size_t len, bool allow)
+static enum MHD_Result queue(const cmr_http_server_t *s, struct MHD_Connection *c, int status, const char *type,
+                             char *body, size_t len, bool allow)
 {
     /* MUST_FREE: MHD frees body with free() when the response is destroyed. */
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body ? body : (void *)"",
@@ -135,8 +180,41 @@ static enum MHD_Result queue(struct MHD_Connection *c, int status, const char *t
     if (type)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, s->post_max ? "GET, HEAD, POST" : "GET, HEAD");
+    for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
+        MHD_add_response_header(r, h[0], h[1]);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* The handler's answer: queue() plus its own headers. Takes res's body and cookie. */
+static enum MHD_Result queue_res(const cmr_http_server_t *s, struct MHD_Connection *c, cmr_http_response_t *res)
+{
+    if (res->status < 100 || res->status > 999)
+        res->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(res->body ? res->len : 0, res->body ? res->body : (void *)"",
+                                        res->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(res->body);
+        free(res->set_cookie);
+        return MHD_NO;
+    }
+    if (res->content_type)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->content_type);
+    if (res->status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, s->post_max ? "GET, HEAD, POST" : "GET, HEAD");
+    if (res->cache_control)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, res->cache_control);
+    if (res->set_cookie)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, res->set_cookie);
+    if (res->location)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, res->location);
+    free(res->set_cookie);
+    for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
+        MHD_add_response_header(r, h[0], h[1]);
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)res->status, r);
     MHD_destroy_response(r);
     return rc;
 }
@@ -148,14 +226,10 @@ static bool authorized(const cmr_http_server_t *s, struct MHD_Connection *c)
     if (!s->token)
         return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7) != 0)
-        return false;
-    const char *got = h + 7;
-    size_t n = strlen(s->token), m = strlen(got);
-    unsigned diff = (unsigned)(n ^ m);
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned)(unsigned char)s->token[i] ^ (unsigned char)(i < m ? got[i] : 0);
-    return diff == 0;
+    if (h && strncmp(h, "Bearer ", 7) == 0 && cmr_http_token_equal(s->token, h + 7))
+        return true;
+    const char *k = s->token_cookie ? MHD_lookup_connection_value(c, MHD_COOKIE_KIND, s->token_cookie) : NULL;
+    return k && cmr_http_token_equal(s->token, k);
 }
 
 static enum MHD_Result unauthorized(struct MHD_Connection *c)
@@ -175,19 +249,40 @@ static enum MHD_Result unauthorized(struct MHD_Connection *c)
     return rc;
 }
 
+/* Reads a POST body chunk into x (or drops it once beyond post_max). */
+static void take_upload(const cmr_http_server_t *s, req_ctx_t *x, const char *upload, size_t *upload_size)
+{
+    if (!x->too_big && x->body.len + *upload_size <= s->post_max) {
+        cmr_buf_put(&x->body, upload, *upload_size);
+        if (x->body.oom)
+            x->too_big = true;
+    } else {
+        x->too_big = true;
+    }
+    *upload_size = 0;
+}
+
+/* A POST whose Content-Length says it is too big: answered at once (MHD then closes). */
+static bool declared_too_big(const cmr_http_server_t *s, struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return cl && strtoull(cl, NULL, 10) > s->post_max;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **req_cls)
 {
     (void)version;
-    (void)upload;
     cmr_http_server_t *s = cls;
     req_ctx_t *x = *req_cls;
-    if (!authorized(s, c))
+    bool ok = authorized(s, c);
+    if (!ok && !(s->login_path && !strcmp(url, s->login_path)))
         return unauthorized(c); /* before the method, the path, anything */
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    bool post = s->post_max && !strcmp(method, MHD_HTTP_METHOD_POST);
+    if (!post && strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         /* at once, body unread: MHD closes the connection after this answer */
         char *body = strdup(s->not_allowed_body);
-        return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, s->not_allowed_type, body, body ? strlen(body) : 0, true);
+        return queue(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, s->not_allowed_type, body, body ? strlen(body) : 0, true);
     }
     if (!x)
         return MHD_NO; /* out of memory in on_uri: drop the connection */
@@ -195,19 +290,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* MHD's first call comes before it knows the request is complete; a response
          * queued now makes it close the connection. Answer at the second call: keep-alive. */
         x->called = true;
+        if (post && declared_too_big(s, c)) {
+            char *body = strdup("request body too large\n");
+            return queue(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", body, body ? strlen(body) : 0,
+                         false);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
-        *upload_size = 0; /* a GET with a body: ignored */
+        if (post)
+            take_upload(s, x, upload, upload_size);
+        else
+            *upload_size = 0; /* a GET with a body: ignored */
         return MHD_YES;
     }
-    cmr_http_request_t req = {method, url, x->target, c};
+    if (x->too_big) {
+        char *body = strdup("request body too large\n");
+        return queue(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", body, body ? strlen(body) : 0,
+                     false);
+    }
+    /* a cmr_buf keeps a NUL after its bytes: the handler's body is a string too */
+    cmr_http_request_t req = {
+        method, url, x->target, post && x->body.data ? (const char *)x->body.data : "", post ? x->body.len : 0, ok, c};
     cmr_http_response_t res = {0};
     s->handler(s->opaque, &req, &res);
-    if (res.status < 100 || res.status > 999)
-        res.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-    return queue(c, res.status, res.content_type, res.body, res.body ? res.len : 0,
-                 res.status == MHD_HTTP_METHOD_NOT_ALLOWED);
+    return queue_res(s, c, &res);
 }
 
 /* --- addresses ----------------------------------------------------------------------------- */
@@ -299,15 +406,22 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
     cmr_http_server_t *s = calloc(1, sizeof *s);
     if (!s ||
         !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n")) ||
-        (opts->token && !(s->token = strdup(opts->token)))) {
-        if (s)
+        (opts->token && !(s->token = strdup(opts->token))) ||
+        (opts->token_cookie && !(s->token_cookie = strdup(opts->token_cookie))) ||
+        (opts->login_path && !(s->login_path = strdup(opts->login_path)))) {
+        if (s) {
             free(s->not_allowed_body);
+            free(s->token);
+            free(s->token_cookie);
+        }
         free(s);
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
     s->handler = handler;
     s->opaque = opaque;
+    s->headers = opts->headers;
+    s->post_max = opts->post_max;
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->not_allowed_type, sizeof s->not_allowed_type, "%s",
              opts->not_allowed_type ? opts->not_allowed_type : "text/plain; charset=utf-8");
@@ -328,6 +442,8 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
                  e ? strerror(e) : "address in use or not available");
         free(s->not_allowed_body);
         free(s->token);
+        free(s->token_cookie);
+        free(s->login_path);
         free(s);
         return -1;
     }
@@ -355,6 +471,8 @@ void cmr_http_server_stop(cmr_http_server_t *s)
     MHD_stop_daemon(s->daemon);
     free(s->not_allowed_body);
     free(s->token);
+    free(s->token_cookie);
+    free(s->login_path);
     free(s);
 }
 

@@ -45,6 +45,13 @@ static void handle(void *opaque, const cmr_http_request_t *req, cmr_http_respons
     }
     cmr_buf_t b = {0};
     cmr_buf_printf(&b, "%s %s %s ", req->method, req->path, req->target);
+    if (!strcmp(req->method, "POST")) {
+        const char *x = cmr_http_header(req, "X-Test"), *k = cmr_http_cookie(req, "k");
+        cmr_buf_printf(&b, "body[%zu]=%s x-test=%s cookie=%s authorized=%d ", req->body_len, req->body,
+                       x ? x : "(null)", k ? k : "(null)", req->authorized);
+        res->cache_control = "no-store";
+        res->set_cookie = strdup("k=v; Path=/");
+    }
     cmr_http_query_each(req, append_param, &b);
     const char *a = cmr_http_query(req, "a"), *flag = cmr_http_query(req, "flag");
     cmr_buf_printf(&b, " a=%s flag=%s missing=%s", a ? a : "(null)", flag ? flag : "(null)",
@@ -345,13 +352,94 @@ static void test_access_token(void **state)
     rmdir(dir);
 }
 
+/* POST: the body whole (chunked or not), 413 beyond post_max, the server's headers on every
+ * answer, the handler's Cache-Control and Set-Cookie; a cookie as the token; the login
+ * path open without it. */
+static void test_post(void **state)
+{
+    (void)state;
+    static const char *const headers[] = {"X-Frame-Options", "DENY", NULL};
+    cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;
+    o.post_max = 64;
+    o.headers = headers;
+    o.token = "0123456789abcdef-token";
+    o.token_cookie = "t";
+    o.login_path = "/e c/ho";
+    cmr_http_server_t *s = NULL;
+    char err[256], *r = NULL;
+    assert_int_equal(cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err), 0);
+    int port = cmr_http_server_port(s);
+    int fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd,
+                                "POST /echo HTTP/1.1\r\nHost: x\r\nCookie: t=0123456789abcdef-token; k=kv\r\n"
+                                "X-Test: yes\r\nContent-Length: 11\r\n\r\nhello world",
+                                false, &r),
+                     200);
+    assert_non_null(strstr(r, "body[11]=hello world x-test=yes cookie=kv authorized=1"));
+    assert_non_null(strstr(r, "X-Frame-Options: DENY"));
+    assert_non_null(strstr(r, "Cache-Control: no-store"));
+    assert_non_null(strstr(r, "Set-Cookie: k=v; Path=/"));
+    free(r);
+    /* chunked, on the same (kept-alive) connection */
+    assert_int_equal(hc_request(fd,
+                                "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-token\r\n"
+                                "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+                                false, &r),
+                     200);
+    assert_non_null(strstr(r, "body[5]=abcde"));
+    free(r);
+    close(fd);
+    /* too big: declared, and chunked past the limit */
+    char big[400];
+    snprintf(big, sizeof big,
+             "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-token\r\nConnection: close\r\n"
+             "Content-Length: 65\r\n\r\n%065d",
+             0);
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd, big, false, NULL), 413);
+    close(fd);
+    snprintf(big, sizeof big,
+             "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-token\r\nConnection: close\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n40\r\n%064d\r\n1\r\nx\r\n0\r\n\r\n",
+             0);
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd, big, false, NULL), 413);
+    close(fd);
+    /* the login path: asked without the token, and told so */
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd,
+                                "POST /e%20c/ho HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"
+                                "hi",
+                                false, &r),
+                     200);
+    assert_non_null(strstr(r, "authorized=0"));
+    free(r);
+    close(fd);
+    /* a wrong cookie is no token; PUT is still 405, with POST in Allow */
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(
+        hc_request(fd, "GET /echo HTTP/1.1\r\nHost: x\r\nCookie: t=nope\r\nConnection: close\r\n\r\n", false, NULL),
+        401);
+    close(fd);
+    fd = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd,
+                                "PUT /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef-token\r\n"
+                                "Connection: close\r\nContent-Length: 0\r\n\r\n",
+                                false, &r),
+                     405);
+    assert_non_null(strstr(r, "Allow: GET, HEAD, POST"));
+    free(r);
+    close(fd);
+    cmr_http_server_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),         cmocka_unit_test(test_keep_alive),
         cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_limit_and_timeout),
         cmocka_unit_test(test_addresses),        cmocka_unit_test(test_ipv6),
-        cmocka_unit_test(test_access_token),
+        cmocka_unit_test(test_access_token),     cmocka_unit_test(test_post),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

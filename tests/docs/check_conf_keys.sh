@@ -17,7 +17,7 @@ set -euo pipefail
 
 src=${1:?usage: check_conf_keys.sh SOURCE_DIR BUILD_DIR}
 build=${2:?usage: check_conf_keys.sh SOURCE_DIR BUILD_DIR}
-all_programs=(cmr-config cmr-instrumenter cmr-ingest cmr-broker cmr-wire agent)
+all_programs=(cmr-config cmr-instrumenter cmr-ingest cmr-ui cmr-broker cmr-wire agent)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -52,7 +52,7 @@ done
 programs_of() {
     case "$1" in
     agent/*) echo agent ;;
-    cmr-config/* | cmr-instrumenter/* | cmr-ingest/* | cmr-broker/*) echo "${1%%/*}" ;;
+    cmr-config/* | cmr-instrumenter/* | cmr-ingest/* | cmr-ui/* | cmr-broker/*) echo "${1%%/*}" ;;
     tools/*) echo cmr-wire ;;
     common/program/metrics_http.c) echo cmr-config cmr-instrumenter cmr-ingest ;;
     common/trust/command.c) echo cmr-config cmr-instrumenter ;;

@@ -32,6 +32,11 @@ int cmr_cfg_read_topic_err(const cmr_conf_t *conf, cmr_topic_t topic, bool ensur
 const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf);
 
 int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FILE *out);
+/* The same for a document in memory (`origin` names it in messages, "file:line"): the plan
+ * (or the outcome) on out, every reason it was refused on err_out (not stderr), for
+ * programs that link the library (the web UI). 0 done (or planned), 1 refused or failed. */
+int cmr_cfg_apply_text(const cmr_conf_t *conf, const char *text, size_t len, const char *origin, int dry_run, FILE *out,
+                       FILE *err_out);
 int cmr_cfg_cli_list(const cmr_conf_t *conf, FILE *out);
 int cmr_cfg_cli_show(const cmr_conf_t *conf, const char *id, FILE *out);
 int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out);

@@ -23,13 +23,18 @@
  * The wrapper adds: address handling (IPv4, IPv6, "localhost", dual stack on "::"), the
  * threading mode (MHD_USE_AUTO with an internal thread pool: epoll on Linux), the
  * connection limit and idle timeout, GET/HEAD only (every other method 405 with
- * "Allow: GET, HEAD" and the server's own body), and owning the handler's body.
+ * "Allow: GET, HEAD" and the server's own body) unless the server takes POST
+ * (opts.post_max: bodies of at most that many bytes, 413 beyond, read whole before the
+ * handler runs), headers every answer carries (opts.headers), and owning the handler's body.
  *
  * Addresses: an IPv4 literal, an IPv6 literal (bound IPv6 only), "::" (dual stack: IPv4
  * and IPv6 on every interface), or "localhost" (= 127.0.0.1). Loopback is 127.0.0.0/8 and
  * ::1 (cmr_http_address_is_loopback). A server bound elsewhere needs an access token
  * (opts.token, cmr_http_token_load): every request must then carry it as a bearer token,
- * compared in constant time; others get 401 before anything else is looked at.
+ * compared in constant time; others get 401 before anything else is looked at. A server a
+ * browser uses may also take the token from a cookie (opts.token_cookie) and leave one path
+ * open (opts.login_path, where the handler sets that cookie; req->authorized tells it
+ * whether the request carried the token).
  *
  * Threads: the handler runs on one of the server's threads, concurrently with the caller
  * and with other requests: it must touch only what is synchronised. Idle connections cost
@@ -50,10 +55,13 @@ typedef struct cmr_http_server cmr_http_server_t;
 
 /* One request as the handler sees it. Valid during the handler call only. */
 typedef struct cmr_http_request {
-    const char *method; /* "GET" or "HEAD" (HEAD: MHD sends the headers only) */
+    const char *method; /* "GET" or "HEAD" (HEAD: MHD sends the headers only), or "POST" */
     const char *path;   /* %-decoded by MHD, without the query: "/api/traces" */
     const char *target; /* the request-target as received (path and query, not decoded) */
-    void *conn;         /* private: the MHD connection */
+    const char *body;   /* POST: the whole body, NUL-terminated after body_len bytes; else "" */
+    size_t body_len;
+    bool authorized; /* carried the token (always true on a server without one) */
+    void *conn;      /* private: the MHD connection */
 } cmr_http_request_t;
 
 /* What the handler answers. body: malloc'd (or NULL = empty), owned by the server after
@@ -64,6 +72,9 @@ typedef struct cmr_http_response {
     const char *content_type;
     char *body;
     size_t len;
+    const char *cache_control; /* a literal, or NULL: none */
+    char *set_cookie;          /* malloc'd (freed by the server), or NULL: none */
+    const char *location;      /* a literal (a redirect's target), or NULL: none */
 } cmr_http_response_t;
 
 typedef void(cmr_http_handler_fn)(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res);
@@ -77,14 +88,19 @@ typedef struct cmr_http_server_opts {
     unsigned timeout_s;           /* an idle connection is closed after this; 0 = 10 */
     const char *not_allowed_type; /* the 405 answer's Content-Type and body; literals */
     const char *not_allowed_body;
-    const char *token; /* every request must carry "Authorization: Bearer <token>" (401
+    const char *token;          /* every request must carry "Authorization: Bearer <token>" (401
                           otherwise); NULL = none, which only a loopback address may have;
                           copied */
+    size_t post_max;            /* 0: POST is refused (405); else the largest body taken */
+    const char *token_cookie;   /* the token may come as this cookie too; NULL = no */
+    const char *login_path;     /* this exact path is served without the token; NULL = none */
+    const char *const *headers; /* name, value, ..., NULL: added to every answer; literals */
 } cmr_http_server_opts_t;
 
-#define CMR_HTTP_SERVER_DEFAULTS                                                                     \
-    {                                                                                                \
-        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n", NULL \
+#define CMR_HTTP_SERVER_DEFAULTS                                                                                     \
+    {                                                                                                                \
+        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n", NULL, 0, NULL, NULL, \
+            NULL                                                                                                     \
     }
 
 /* Starts serving. 0 with *out set, or -1 with errbuf filled (bad address, port in use, an
@@ -107,6 +123,15 @@ size_t cmr_http_query_each(const cmr_http_request_t *req, cmr_http_query_fn *fn,
 /* true when the target holds a '%' not followed by two hex digits (MHD keeps those as
  * they are; a server that wants to refuse them answers 400). */
 bool cmr_http_target_bad_escape(const char *target);
+
+/* A request header (the first of that name, case-insensitive), NULL when absent. */
+const char *cmr_http_header(const cmr_http_request_t *req, const char *name);
+/* A cookie of the request, NULL when absent. */
+const char *cmr_http_cookie(const cmr_http_request_t *req, const char *name);
+/* The client's address as text ("127.0.0.1", "::1"): 0, or -1 when unknown. */
+int cmr_http_client_address(const cmr_http_request_t *req, char *buf, size_t len);
+/* a and b are equal, in time that depends on their lengths only. */
+bool cmr_http_token_equal(const char *a, const char *b);
 
 /* Sets res to status with a copy of text (content_type a literal). */
 void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_type, const char *text);

@@ -1,0 +1,375 @@
+// views/environments.js - '#/environments': the environments (instrumentation configurations)
+// and the agent mapping table that cmr-ui projects from cmr.config.
+//
+//   #/environments              the list (GET /api/environments)
+//   #/environments/<id>         one environment's YAML, read-only, with line numbers
+//                               (GET /api/environments/<id>; the id "mappings" is the table)
+//   #/environments/<id>?edit=1  the editor: the whole document `cmr-config apply` reads
+//   #/environments?edit=1       the editor with an empty document, to paste a file
+//
+// The editor shows a line diff against the text it started from (js/lib/m-linediff.js),
+// "Check" asks what applying would do (POST /api/environments/plan, nothing written) and
+// "Apply" publishes every change in one Kafka transaction (POST /api/environments/apply):
+// all of them or none.
+import {h, notice} from '../lib/dom.js';
+import {count} from '../lib/format.js';
+import {confirmDialog, errorText, replace, sortTable} from '../lib/m-common.js';
+import {diffLines, hunks, stats} from '../lib/m-linediff.js';
+
+let S = null;
+
+export default {
+  route: 'environments',
+  title: 'Environments',
+  nav: true,
+  async mount(el, params, ctx) {
+    S = {el, ctx, id: params.path[1] || '', edit: params.query.get('edit') === '1', parts: {}};
+    if (S.id)
+      await showOne();
+    else
+      await showList();
+  },
+  unmount() {
+    if (S) clearTimeout(S.diffTimer);
+    S = null;
+  },
+};
+
+function writable() {
+  return !S.ctx.session || S.ctx.session.writable !== false;
+}
+
+// ---- the list ----
+
+async function showList() {
+  const mine = S;  // a later mount replaces S: what this call awaited is then not for it
+  const el = S.el;
+  replace(el, notice('loading', 'Loading…'));
+  let r;
+  try {
+    r = await S.ctx.api.get('/api/environments');
+  } catch (e) {
+    if (S === mine) replace(el, notice('error', `Could not load the environments: ${errorText(e)}`));
+    return;
+  }
+  if (S !== mine) return;
+  const envs = r.environments || [];
+  const m = r.mappings || {revision: 0, count: 0};
+  replace(
+      el,
+      h(
+          'div',
+          {class: 'm-head'},
+          h('h1', null, 'Environments'),
+          h('span', {class: 'muted m-sub'},
+            `${envs.length} environment${envs.length === 1 ? '' : 's'} · which classes and methods get which sensor`),
+          h('div', {class: 'm-grow'}),
+          S.edit ? null : h('a', {class: 'button primary', href: '#/environments?edit=1'}, 'Apply a YAML file…'),
+          ),
+      S.edit ? editorPanel('', 'a new file') : null,
+      h('div', {class: 'panel'}, h('div', {class: 'm-panel-head'}, h('h2', null, 'Environments')), envTable(envs)),
+      h(
+          'div',
+          {class: 'panel'},
+          h('div', {class: 'm-panel-head'}, h('h2', null, 'Agent mappings'),
+            h('span', {class: 'muted'},
+              'the first mapping whose agent glob and address match sends a JVM to its environment')),
+          h(
+              'div',
+              {class: 'env-mappings'},
+              h('span', null, h('strong', null, count(m.count)), ` mapping${m.count === 1 ? '' : 's'}`),
+              h('span', {class: 'muted'}, `revision ${m.revision}`),
+              h('a', {href: '#/environments/mappings'}, 'Show the table →'),
+              ),
+          ),
+  );
+}
+
+function envTable(envs) {
+  return sortTable({
+    rows: envs,
+    empty: 'No environment yet. Apply a YAML file to create one.',
+    rowAttrs: (e) => ({
+      class: 'm-click',
+      onclick: (ev) => !ev.target.closest('a') && S.ctx.navigate(`#/environments/${encodeURIComponent(e.id)}`)
+    }),
+    columns: [
+      {
+        key: 'id',
+        title: 'Id',
+        sort: (e) => e.id,
+        get: (e) => h('a', {href: `#/environments/${encodeURIComponent(e.id)}`}, h('code', null, e.id))
+      },
+      {key: 'name', title: 'Name', sort: (e) => e.name, get: (e) => e.name},
+      {key: 'rev', title: 'Revision', class: 'num', sort: (e) => e.revision, get: (e) => count(e.revision)},
+      {key: 'sensors', title: 'Sensor assignments', class: 'num', sort: (e) => e.sensors, get: (e) => count(e.sensors)},
+      {
+        key: 'go',
+        title: '',
+        get: (e) =>
+            h('span', {class: 'env-links'}, h('a', {href: `#/metrics?env=${encodeURIComponent(e.id)}`}, 'metrics'),
+              h('a', {href: `#/agents?q=${encodeURIComponent(e.id)}`}, 'agents'))
+      },
+    ],
+  });
+}
+
+// ---- one environment ----
+
+async function showOne() {
+  const mine = S;  // a later mount replaces S: what this call awaited is then not for it
+  replace(S.el, notice('loading', 'Loading…'));
+  let env;
+  try {
+    env = await S.ctx.api.get(`/api/environments/${encodeURIComponent(S.id)}`);
+  } catch (e) {
+    if (S)
+      replace(
+          S.el, backLink(),
+          notice(
+              'error', e.status === 404 ? `No environment "${S.id}".` : `Could not load "${S.id}": ${errorText(e)}`));
+    return;
+  }
+  if (S !== mine) return;
+  S.env = env;
+  const yaml = env.yaml || '';
+  replace(
+      S.el,
+      backLink(),
+      h(
+          'div',
+          {class: 'm-head'},
+          h('h1', null, S.id === 'mappings' ? 'Agent mappings' : env.name || env.id),
+          h('code', {class: 'muted'}, env.id),
+          h('span', {class: 'badge info'}, `revision ${env.revision}`),
+          h('div', {class: 'm-grow'}),
+          S.edit ? null :
+                   h('button', {
+                     type: 'button',
+                     class: 'primary',
+                     disabled: !writable(),
+                     title: writable() ? 'Edit and apply' : 'cmr-ui is read-only',
+                     onclick: () => S.ctx.navigate(`#/environments/${encodeURIComponent(S.id)}?edit=1`)
+                   },
+                     'Edit'),
+          ),
+      S.edit ? editorPanel(documentOf(yaml), `${S.id} revision ${env.revision}`) : yamlPanel(yaml),
+  );
+}
+
+function backLink() {
+  return h('div', {class: 'env-back'}, h('a', {href: '#/environments'}, '← Environments'));
+}
+
+function yamlPanel(yaml) {
+  const lines = yaml.replace(/\n$/, '').split('\n');
+  return h(
+      'div',
+      {class: 'panel env-yaml-panel'},
+      h('div', {class: 'm-panel-head'}, h('h2', null, 'YAML'),
+        h('span', {class: 'muted'}, `${lines.length} lines · read-only · as cmr-config show writes it`)),
+      numbered(lines),
+  );
+}
+
+function numbered(lines, mark = 0) {
+  return h(
+      'div',
+      {class: 'env-code'},
+      h('table', null,
+        h('tbody', null,
+          lines.map(
+              (l, i) =>
+                  h('tr', {class: i + 1 === mark ? 'env-mark' : null}, h('td', {class: 'env-ln'}, String(i + 1)),
+                    h('td', {class: 'env-src'}, l || ' '))))),
+  );
+}
+
+// The document `cmr-config apply` reads: an environment's YAML as shown may lack the
+// top-level "version: 1" / "environments:" keys; they are added.
+function documentOf(yaml) {
+  if (/^version:/m.test(yaml)) return yaml.endsWith('\n') ? yaml : `${yaml}\n`;
+  if (S.id === 'mappings') return `version: 1\nenvironments: []\n${yaml.replace(/\n?$/, '\n')}`;
+  if (/^environments:/m.test(yaml)) return `version: 1\n${yaml.replace(/\n?$/, '\n')}`;
+  return `version: 1\nenvironments:\n${yaml.replace(/\n?$/, '\n')}`;
+}
+
+// ---- the editor ----
+
+function editorPanel(base, baseName) {
+  const p = S.parts;
+  S.base = base;
+  p.text =
+      h('textarea',
+        {class: 'env-text', spellcheck: 'false', rows: 24, oninput: scheduleDiff, 'aria-label': 'YAML to apply'});
+  p.text.value = base;
+  p.diff = h('div', {class: 'env-diff'});
+  p.result = h('div', {class: 'env-result'});
+  p.check = h('button', {type: 'button', onclick: () => run('plan')}, 'Check');
+  p.apply =
+      h('button', {type: 'button', class: 'primary', disabled: !writable(), onclick: () => run('apply')}, 'Apply…');
+  const cancel =
+      h('a', {class: 'button', href: S.id ? `#/environments/${encodeURIComponent(S.id)}` : '#/environments'}, 'Cancel');
+  const panel = h(
+      'div',
+      {class: 'panel env-editor'},
+      h('div', {class: 'm-panel-head'}, h('h2', null, 'Edit and apply'),
+        h('span', {class: 'muted'},
+          `the whole file as cmr-config apply reads it (version: 1, environments: [...], mappings: [...]) · based on ${
+              baseName}`)),
+      h(
+          'p',
+          {class: 'env-help muted'},
+          'Environments in the CMR but not in this file are left alone. A "mappings:" key replaces the whole mapping table; without it the table is not touched. ',
+          h('strong', null, 'Apply is atomic: '),
+          'every change is published in one transaction, or none is.',
+          ),
+      h('div', {class: 'env-edit-grid'},
+        h('div', {class: 'env-edit-col'}, h('div', {class: 'env-col-title'}, 'New text'), p.text),
+        h('div', {class: 'env-edit-col'}, h('div', {class: 'env-col-title'}, 'Changes against ', baseName), p.diff)),
+      h('div', {class: 'env-buttons'}, p.check, p.apply, cancel,
+        writable() ? null : h('span', {class: 'muted'}, 'cmr-ui is read-only: applying is off')),
+      p.result,
+  );
+  renderDiff();
+  return panel;
+}
+
+function scheduleDiff() {
+  clearTimeout(S.diffTimer);
+  S.diffTimer = setTimeout(() => S && renderDiff(), 200);
+}
+
+function renderDiff() {
+  const d = diffLines(S.base, S.parts.text.value);
+  const st = stats(d);
+  if (!st.added && !st.removed) return replace(S.parts.diff, h('div', {class: 'muted env-nodiff'}, 'No changes yet.'));
+  const rows = [];
+  for (const hk of hunks(d, 3)) {
+    rows.push(h('tr', {class: 'env-hunk'}, h('td', {colspan: 3}, `@@ line ${hk.aStart} → ${hk.bStart}`)));
+    for (const l of hk.lines)
+      rows.push(
+          h('tr', {class: `env-${l.op}`}, h('td', {class: 'env-ln'}, l.a ?? ''), h('td', {class: 'env-ln'}, l.b ?? ''),
+            h('td', {class: 'env-src'},
+              `${
+                  l.op === 'add'     ? '+' :
+                      l.op === 'del' ? '−' :
+                                       ' '} ${l.text}`)));
+  }
+  replace(
+      S.parts.diff,
+      h('div', {class: 'env-diff-stats'}, h('span', {class: 'env-plus'}, `+${st.added}`), ' ',
+        h('span', {class: 'env-minus'}, `−${st.removed}`), ' lines'),
+      h('div', {class: 'env-code'}, h('table', null, h('tbody', null, rows))));
+}
+
+async function run(what) {
+  const mine = S;  // a later mount replaces S: what this call awaited is then not for it
+  const text = S.parts.text.value;
+  if (what === 'apply') {
+    const ok = await confirmDialog('Apply this file to the CMR?', 'Apply', {
+      detail:
+          'Every change is published in one transaction: either all of them reach the agents, or none does. Agents of a changed environment get its new revision and are instrumented again.',
+    });
+    if (!ok || !S) return;
+  }
+  setBusy(true, what);
+  let r;
+  let err = null;
+  try {
+    r = await S.ctx.api.post(`/api/environments/${what}`, text);
+  } catch (e) {
+    err = e;
+    r = e.body;
+  }
+  if (S !== mine) return;
+  setBusy(false);
+  showOutcome(what, r, err);
+  if (what === 'apply' && r && r.ok) afterApply();
+}
+
+function setBusy(on, what) {
+  S.parts.check.disabled = on;
+  S.parts.apply.disabled = on || !writable();
+  if (on) replace(S.parts.result, notice('loading', what === 'apply' ? 'Applying…' : 'Checking…'));
+}
+
+function showOutcome(what, r, err) {
+  const ok = r && r.ok && !err;
+  const changes = (r && r.changes) || [];
+  const title = ok ?
+      (what === 'apply' ?
+           (changes.length ? 'Applied: every change was published in one transaction.' : 'Nothing to change.') :
+           changes.length ? 'Applying would make these changes:' :
+                            'Valid; applying would change nothing.') :
+      what === 'apply' ? 'Not applied: nothing was published.' :
+                         'This file would be refused.';
+  replace(
+      S.parts.result,
+      h('div', {class: ok ? 'm-ok-box' : 'm-error-box'}, h('strong', null, title)),
+      err && !(r && r.output) ? errorLine(err.message) : null,
+      changes.length ? changesTable(changes) : null,
+      r && r.output ? h('div', null, h('div', {class: 'env-col-title'}, 'Output'), outputBlock(r.output)) : null,
+  );
+}
+
+function changesTable(changes) {
+  return sortTable({
+    className: 'm-compact env-changes',
+    rows: changes,
+    columns: [
+      {title: 'Kind', get: (c) => c.kind},
+      {title: 'Id', get: (c) => h('code', null, c.id)},
+      {title: 'What', get: (c) => c.what},
+      {title: 'Revision', class: 'num', get: (c) => (c.revision ? count(c.revision) : '—')},
+      {title: 'Error', get: (c) => (c.error ? h('span', {class: 'm-bad'}, c.error) : '')},
+    ],
+  });
+}
+
+// The output, with "file:LINE:" references as buttons that put the caret on that line.
+function outputBlock(text) {
+  return h('pre', {class: 'env-output'}, text.split('\n').map((l) => outputLine(l)));
+}
+
+function outputLine(l) {
+  const m = l.match(/^(.*?:)(\d+)(:.*)$/);
+  if (!m) return `${l}\n`;
+  return h(
+      'span', null, m[1],
+      h('button', {type: 'button', class: 'env-goto', title: 'Go to this line', onclick: () => gotoLine(Number(m[2]))},
+        m[2]),
+      `${m[3]}\n`);
+}
+
+function errorLine(msg) {
+  return h('pre', {class: 'env-output'}, outputLine(msg));
+}
+
+function gotoLine(n) {
+  const ta = S.parts.text;
+  const lines = ta.value.split('\n');
+  const start = lines.slice(0, n - 1).reduce((s, l) => s + l.length + 1, 0);
+  const end = start + (lines[n - 1] || '').length;
+  ta.focus();
+  ta.setSelectionRange(start, end);
+  const lh = parseFloat(getComputedStyle(ta).lineHeight) || 16;
+  ta.scrollTop = Math.max(0, (n - 5) * lh);
+}
+
+// After a successful apply the new text is the base, and the header shows the new revision.
+async function afterApply() {
+  const mine = S;  // a later mount replaces S: what this call awaited is then not for it
+  S.ctx.toast('Applied.', 'good');
+  S.base = S.parts.text.value;
+  renderDiff();
+  if (!S.id) return;
+  try {
+    const env = await S.ctx.api.get(`/api/environments/${encodeURIComponent(S.id)}`);
+    if (S !== mine) return;
+    const badge = S.el.querySelector('.m-head .badge');
+    if (badge) badge.textContent = `revision ${env.revision}`;
+  } catch (e) {
+    console.warn('reload', e);
+  }
+}

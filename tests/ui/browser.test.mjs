@@ -1,0 +1,190 @@
+// browser.test.mjs - the web UI in Debian's chromium (headless, playwright-core), against a
+// running cmr-ui on the real stack (tests/ui/run_browser.sh starts it): each view loads and
+// shows what the API answers, a click on a trace opens its tree, the trace's waterfall and
+// flame graph draw, a diagnosis is started from the page, a discovered method is unticked
+// and the diagnosis stopped, and the console has no errors and no request failed.
+//
+//   node browser.test.mjs UI_URL CHROMIUM [SCREENSHOT_DIR]
+import fs from 'node:fs';
+import path from 'node:path';
+
+import {chromium} from '../../cmr-ui/web/node_modules/playwright-core/index.mjs';
+
+const [base, executablePath, shots] = process.argv.slice(2);
+const failures = [];
+const problems = [];  // console errors, page errors, failed requests
+let step = '';
+const t0 = Date.now();
+const say = (what) => console.log(`${((Date.now() - t0) / 1000).toFixed(1)}s ${what}`);
+
+function fail(what) {
+  failures.push(`${step}: ${what}`);
+  console.log(`  FAIL ${what}`);
+}
+function check(cond, what) {
+  if (!cond) fail(what);
+  return cond;
+}
+async function api(p) {
+  const r = await fetch(new URL(p, base));
+  if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+async function eventually(what, fn, timeoutMs = 30000) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  fail(`${what} (not within ${timeoutMs} ms${last instanceof Error ? `: ${last.message}` : ''})`);
+  return null;
+}
+const shortName = (m) => {
+  const head = m.split('(')[0];
+  const parts = head.split('.');
+  return parts.slice(-2).join('.');
+};
+async function shot(page, name) {
+  if (!shots) return;
+  fs.mkdirSync(shots, {recursive: true});
+  await page.screenshot({path: path.join(shots, `${name}.png`)});
+}
+async function visit(page, hash) {
+  await page.goto(new URL(`/${hash}`, base).href);
+}
+
+const browser = await chromium.launch({
+  executablePath,
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--no-first-run', '--disable-quic'
+  ],
+});
+const page = await browser.newPage({viewport: {width: 1400, height: 900}});
+page.setDefaultTimeout(20000);
+page.on('console', (m) => {
+  if (m.type() === 'error') problems.push(`console (${step}): ${m.text()}`);
+});
+page.on('pageerror', (e) => problems.push(`page error (${step}): ${e.message}`));
+page.on('requestfailed', (r) => problems.push(`request failed (${step}): ${r.url()} ${r.failure()?.errorText}`));
+page.on('response', (r) => {
+  if (r.status() >= 400) problems.push(`HTTP ${r.status()} (${step}): ${r.url()}`);
+});
+
+try {
+  // ---- traces: the list shows as many traces as the API has, a click opens the tree
+  step = 'traces';
+  say(step);
+  const list = await api('/api/traces?limit=1000');
+  check(list.traces.length > 0, 'the API has traces');
+  // traces that ended a few seconds ago: complete, across both JVMs
+  await visit(page, `#/traces?to=${encodeURIComponent(new Date(Date.now() - 4000).toISOString())}`);
+  await page.locator('.tl-row:not(.tl-head)').first().waitFor();
+  const counts = await eventually('the count line', async () => {
+    const t = await page.locator('.tl-counts').textContent();
+    return /\d/.test(t) ? t : null;
+  });
+  const shown = Number((counts || '').replace(/,/g, '').match(/(\d+) traces?/)?.[1]);
+  // the page asked for its own window; the API answered at least as many in ours
+  check(shown > 0 && shown <= 1000, `the count line names the traces (${counts})`);
+  await shot(page, 'traces');
+  await page.locator('.tl-row:not(.tl-head)').first().click();
+  await page.waitForURL(/#\/trace\/[0-9a-f]{32}/);
+  const id = page.url().match(/#\/trace\/([0-9a-f]{32})/)[1];
+  const tree = await api(`/api/traces/${id}`);
+  step = 'trace';
+  say(step);
+  const root = tree.roots[0];
+  await page.locator('.tr-row', {hasText: shortName(root.method).split('.').pop()}).first().waitFor();
+  check((await page.locator('body').textContent()).includes(id), 'the trace id is on the page');
+  await shot(page, 'trace');
+  for (const [tab, name] of [['Waterfall', 'trace-waterfall'], ['Flame graph', 'trace-flame']]) {
+    await page.getByRole('tab', {name: tab}).click();
+    const canvas = page.locator('canvas:visible').first();
+    await canvas.waitFor();
+    const box = await canvas.boundingBox();
+    check(box && box.width > 200 && box.height > 20, `${tab} draws a canvas (${JSON.stringify(box)})`);
+    await shot(page, name);
+  }
+
+  // ---- metrics: the top transaction of the API is in the table
+  step = 'metrics';
+  say(step);
+  const top = await api('/api/metrics/top?env=demo&kind=transaction&last=1h');
+  check(top.items.length > 0, 'the API ranks transactions');
+  await visit(page, '#/metrics?env=demo&kind=transaction');
+  const first = shortName(top.items[0].name).split('.').pop();
+  await page.locator('table', {hasText: first}).first().waitFor();
+  await shot(page, 'metrics');
+
+  // ---- agents: both JVMs
+  step = 'agents';
+  say(step);
+  const agents = (await api('/api/agents')).agents;
+  check(agents.length >= 2, `the API knows both JVMs (${agents.length})`);
+  await visit(page, '#/agents');
+  for (const a of agents) await page.getByText(a.name, {exact: false}).first().waitFor();
+  await shot(page, 'agents');
+
+  // ---- environments: the list and one environment's YAML
+  step = 'environments';
+  say(step);
+  await visit(page, '#/environments');
+  await page.getByText('Demo shop').first().waitFor();
+  await shot(page, 'environments');
+  await visit(page, '#/environments/demo');
+  await page.getByText('invocation-sequence').first().waitFor();
+
+  // ---- a diagnosis from the page: start, untick a discovered method, stop
+  step = 'diagnosis';
+  say(step);
+  const method = 'shop.CheckoutService.checkout(I)Ljava/lang/String;';
+  await visit(page, `#/diagnoses/new?environment=demo&method=${encodeURIComponent(method)}`);
+  await page.getByRole('button', {name: 'Start diagnosis'}).waitFor();
+  await page.locator('select[name=environment]').selectOption('demo');
+  await page.getByRole('button', {name: 'Start diagnosis'}).click();
+  await page.waitForURL(/#\/diagnoses\/[0-9a-f]{16}$/);
+  const did = page.url().match(/#\/diagnoses\/([0-9a-f]{16})$/)[1];
+  const d1 = (await api(`/api/diagnoses/${did}`)).diagnosis;
+  check(d1.state === 'active' && d1.method === method, `started active on ${method} (${d1.state} ${d1.method})`);
+  // the instrumenter's tree reaches the page: PriceService.total under checkout, ticked
+  const callee = page.locator('tr', {hasText: 'PriceService.total'}).locator('input[type=checkbox]').first();
+  await callee.waitFor({timeout: 45000});
+  check(await callee.isChecked(), 'the discovered callee is ticked (it carries a probe)');
+  await shot(page, 'diagnosis');
+  await callee.uncheck();
+  await page.getByRole('button', {name: 'Apply selection'}).click();
+  const d2 = await eventually('the new revision excludes the unticked method', async () => {
+    const d = (await api(`/api/diagnoses/${did}`)).diagnosis;
+    return d.revision >= 2 && d.exclude.includes('shop.PriceService.total(I)J') ? d : null;
+  });
+  check(d2 && d2.state === 'active', 'still active after the new revision');
+  await page.getByRole('button', {name: 'Stop', exact: true}).click();
+  await page.locator('dialog').getByRole('button', {name: 'Stop'}).click();
+  await eventually('stopped', async () => {
+    const d = (await api(`/api/diagnoses/${did}`)).diagnosis;
+    return d.state === 'ended' && d.end_reason === 'stopped';
+  });
+  await page.getByText('ended').first().waitFor();
+  step = 'diagnoses';
+  await visit(page, '#/diagnoses');
+  await page.getByText('CheckoutService.checkout').first().waitFor();
+  await shot(page, 'diagnoses');
+} catch (e) {
+  fail(`${e.message.split('\n')[0]}`);
+  await shot(page, 'failure').catch(() => {});
+} finally {
+  await browser.close();
+}
+for (const p of problems) fail(p);
+if (failures.length) {
+  console.log(`\n${failures.length} failure(s):\n  ${failures.join('\n  ')}`);
+  process.exit(1);
+}
+console.log('browser test: every view loaded, no console errors');
