@@ -6,6 +6,7 @@
 #include "cmr/cfg_cli.h"
 
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,19 @@ static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
     return s;
 }
 
+/* load_state with the reason on eo ("cmr-config: ..."). */
+static cmr_cfg_state_t *load_state_to(const cmr_conf_t *conf, FILE *eo)
+{
+    char err[512];
+    cmr_cfg_state_t *s = cmr_cfg_state_new();
+    if (s && cmr_cfg_read_topic_err(conf, CMR_TOPIC_CONFIG, false, apply_config_record, s, err, sizeof err) != 0) {
+        fprintf(eo, "cmr-config: %s\n", err);
+        cmr_cfg_state_free(s);
+        s = NULL;
+    }
+    return s;
+}
+
 const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf)
 {
     const char *a = cmr_conf_get(conf, "config.author", NULL);
@@ -95,7 +109,8 @@ const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf)
     char host[256] = "?"; /* HOST_NAME_MAX is 64 */
     gethostname(host, sizeof host - 1);
     const char *user = getenv("USER");
-    cmr_buf_printf(buf, "%s@%s", user ? user : "?", host);
+    const struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
+    cmr_buf_printf(buf, "%s@%s", user && *user ? user : pw && pw->pw_name ? pw->pw_name : "?", host);
     return cmr_buf_ok(buf) ? cmr_buf_str(buf) : "?";
 }
 
@@ -401,12 +416,14 @@ static int publish(const cmr_conf_t *conf, plan_t *plan, FILE *eo)
     return done == plan->n ? 0 : 1;
 }
 
-/* Plans (and unless dry_run publishes) a parsed document; path names it in messages. */
+/* Plans (and unless dry_run publishes) a parsed document; path names it in messages.
+ * 0 done, 1 refused (nothing sent), 2 the cluster failed (cmr.config unreadable, or not
+ * every change published). */
 static int apply_doc(const cmr_conf_t *conf, const cmr_cfg_doc_t *doc, const char *path, int dry_run, FILE *out,
                      FILE *eo)
 {
     cmr_buf_t who = {0};
-    cmr_cfg_state_t *s = load_state(conf);
+    cmr_cfg_state_t *s = load_state_to(conf, eo);
     plan_t plan = {0};
     int rc = 1;
     if (s && make_plan(s, doc, path, cmr_cfg_author(conf, &who), &plan, eo) == 0) {
@@ -415,13 +432,13 @@ static int apply_doc(const cmr_conf_t *conf, const cmr_cfg_doc_t *doc, const cha
             mark_all(&plan, FAILED, "nothing was published: %zu of %zu changes cannot be published", bad, plan.n);
             fprintf(eo, "cmr-config: nothing changed\n");
         } else {
-            rc = dry_run || plan.n == 0 ? 0 : publish(conf, &plan, eo);
+            rc = dry_run || plan.n == 0 ? 0 : publish(conf, &plan, eo) ? 2 : 0;
         }
         print_plan(&plan, dry_run, out);
     } else if (s) {
         fprintf(eo, "cmr-config: nothing changed\n");
     } else {
-        fprintf(eo, "cmr-config: could not read %s (see the log)\n", cmr_topic_name(CMR_TOPIC_CONFIG));
+        rc = 2;
     }
     plan_free(&plan);
     cmr_cfg_state_free(s);
@@ -439,7 +456,7 @@ int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FIL
     }
     int rc = apply_doc(conf, &doc, path, dry_run, out, stderr);
     cmr_cfg_doc_free(&doc);
-    return rc;
+    return rc ? 1 : 0;
 }
 
 int cmr_cfg_apply_text(const cmr_conf_t *conf, const char *text, size_t len, const char *origin, int dry_run, FILE *out,

@@ -34,6 +34,16 @@
 
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Writes run one at a time; one that finds another under way is refused at once (503)
+ * rather than holding a server thread while it waits. true when the caller has the lock. */
+static bool write_begin(cmr_http_response_t *res)
+{
+    if (pthread_mutex_trylock(&write_lock) == 0)
+        return true;
+    ui_error(res, 503, "another change is being written; try again in a moment");
+    return false;
+}
+
 /* The HTTP status of a cmr-config result. */
 static int status_of(int rc)
 {
@@ -151,9 +161,15 @@ void ui_action_diagnosis_start(const cmr_conf_t *conf, ui_state_t *st, const cha
     if (cmr_cfg_diag_from_options(c, author, &d, &mem, err, sizeof err) != 0) {
         ui_error(res, 400, "%s", err);
     } else {
-        pthread_mutex_lock(&write_lock);
-        int rc = cmr_cfg_diag_start(c, &d, err, sizeof err);
-        pthread_mutex_unlock(&write_lock);
+        int rc = CMR_CFG_DIAG_PUBLISH;
+        if (write_begin(res)) {
+            rc = cmr_cfg_diag_start(c, &d, err, sizeof err);
+            pthread_mutex_unlock(&write_lock);
+        } else {
+            cmr_cfg_diag_mem_free(&mem);
+            cmr_conf_destroy(c);
+            return;
+        }
         if (rc != 0) {
             ui_error(res, status_of(rc), "%s", err);
         } else {
@@ -170,8 +186,8 @@ void ui_action_diagnosis_stop(const cmr_conf_t *conf, ui_state_t *st, const char
                               cmr_http_response_t *res)
 {
     char err[512];
-    pthread_mutex_lock(&write_lock);
-    int64_t before = ui_state_diagnosis_revision(st, id);
+    if (!write_begin(res))
+        return;
     int rc = cmr_cfg_diag_stop(conf, id, author, err, sizeof err);
     pthread_mutex_unlock(&write_lock);
     if (rc != 0) {
@@ -179,7 +195,7 @@ void ui_action_diagnosis_stop(const cmr_conf_t *conf, ui_state_t *st, const char
         return;
     }
     cmr_log(CMR_LOG_INFO, "ui.diagnosis_stopped", "id=%s author=\"%s\"", id, author);
-    ui_state_wait_diagnosis(st, id, before + 1, SEEN_WAIT_MS);
+    ui_state_wait_ended(st, id, SEEN_WAIT_MS);
     ui_json(res, 200, json_pack("{s:s,s:s}", "id", id, "state", "ended"));
 }
 
@@ -231,7 +247,10 @@ void ui_action_diagnosis_exclude(const cmr_conf_t *conf, ui_state_t *st, const c
     }
     char err[512];
     int64_t revision = 0;
-    pthread_mutex_lock(&write_lock);
+    if (!write_begin(res)) {
+        json_decref(j);
+        return;
+    }
     int rc = cmr_cfg_diag_exclude(conf, id, add, nadd, remove, nremove, author, &revision, err, sizeof err);
     pthread_mutex_unlock(&write_lock);
     json_decref(j);
@@ -263,10 +282,17 @@ void ui_action_environments(const cmr_conf_t *conf, ui_state_t *st, const char *
     size_t outlen = 0, errlen = 0;
     FILE *fo = open_memstream(&out, &outlen), *fe = open_memstream(&errs, &errlen);
     int rc = -1;
-    if (fo && fe) {
-        pthread_mutex_lock(&write_lock);
+    int64_t before = ui_state_config_changes(st);
+    if (fo && fe && write_begin(res)) {
         rc = cmr_cfg_apply_text(c, yaml, len, "the page", !apply, fo, fe);
         pthread_mutex_unlock(&write_lock);
+    } else if (fo && fe) { /* busy: res says so */
+        fclose(fo);
+        fclose(fe);
+        free(out);
+        free(errs);
+        cmr_conf_destroy(c);
+        return;
     }
     if (fo)
         fclose(fo);
@@ -281,7 +307,15 @@ void ui_action_environments(const cmr_conf_t *conf, ui_state_t *st, const char *
     }
     cmr_log(CMR_LOG_INFO, apply ? "ui.environments_applied" : "ui.environments_planned", "ok=%s author=\"%s\"",
             rc == 0 ? "true" : "false", author);
-    ui_json(res, rc == 0 ? 200 : 422,
+    /* applied changes: answer once the page's next read shows them */
+    if (apply && rc == 0 && out && !strstr(out, "no changes"))
+        ui_state_wait_config_changes(st, before, SEEN_WAIT_MS);
+    /* 422: the document was refused, nothing was sent; 503: the cluster failed (the output
+     * says what was or was not published) */
+    ui_json(res,
+            rc == 0   ? 200
+            : rc == 1 ? 422
+                      : 503,
             json_pack("{s:b,s:b,s:o,s:o}", "ok", rc == 0, "applied", apply && rc == 0, "output",
                       cmr_json_str(out ? out : ""), "error", errs && *errs ? cmr_json_str(errs) : json_null()));
     free(out);

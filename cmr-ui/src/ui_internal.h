@@ -62,8 +62,12 @@ bool ui_state_caught_up(ui_state_t *s);
 int64_t ui_state_diagnosis_revision(ui_state_t *s, const char *id);
 /* Waits (at most timeout_ms) until diagnosis id is at revision or newer: true when it is. */
 bool ui_state_wait_diagnosis(ui_state_t *s, const char *id, int64_t revision, int timeout_ms);
-/* Waits until environment id is at revision or newer (or the mappings, for "mappings"). */
-bool ui_state_wait_config(ui_state_t *s, const char *id, int64_t revision, int timeout_ms);
+/* Waits until diagnosis id has ended. */
+bool ui_state_wait_ended(ui_state_t *s, const char *id, int timeout_ms);
+/* How many records changed the configuration since the start; waits until more than
+ * `before` did. */
+int64_t ui_state_config_changes(ui_state_t *s);
+bool ui_state_wait_config_changes(ui_state_t *s, int64_t before, int timeout_ms);
 
 void ui_state_diagnoses(ui_state_t *s, cmr_http_response_t *res);
 void ui_state_diagnosis(ui_state_t *s, const char *id, cmr_http_response_t *res);

@@ -23,6 +23,8 @@
 #include "cmr/ui.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,9 @@
 #include <jansson.h>
 
 #include "cmr/clock.h"
+#include "cmr/diagnoses.h"
 #include "cmr/http_server.h"
+#include "cmr/ids.h"
 #include "cmr/json.h"
 #include "cmr/log.h"
 #include "ui_internal.h"
@@ -42,6 +46,7 @@
 #define UI_VERSION "1"
 #define TOKEN_COOKIE "cmr_token"
 #define POST_MAX (1u << 20)
+#define UI_TARGET_MAX 4096 /* a passed request's target (path and query) at most */
 
 struct cmr_ui {
     cmr_conf_t *conf; /* owned copy */
@@ -49,8 +54,12 @@ struct cmr_ui {
     ui_state_t *state;
     ui_ingest_t *ingest;
     char web_root[4096];
-    char token[260]; /* "" when none */
+    char token[260];  /* "" when none */
+    char session[65]; /* the sign-in cookie's value: random per process, never the token */
     bool writable;
+    pthread_mutex_t health_lock; /* cmr-ingest's health, asked at most every 2 s */
+    int64_t health_ms;
+    bool health_ok;
 };
 
 static const char *const security_headers[] = {
@@ -105,6 +114,26 @@ static bool same_origin(const cmr_http_request_t *req)
     return rest && !strcmp(rest, host);
 }
 
+/* Without a token, cmr-ui answers only requests addressed to a loopback name: a page of
+ * another site whose name was made to resolve to 127.0.0.1 (DNS rebinding) sends its own
+ * name as Host, and is refused. */
+static bool loopback_host(const cmr_http_request_t *req)
+{
+    const char *host = cmr_http_header(req, "Host");
+    if (!host)
+        return false;
+    char name[300];
+    size_t n;
+    if (host[0] == '[') { /* [::1]:port */
+        n = strcspn(host + 1, "]");
+        snprintf(name, sizeof name, "%.*s", (int)n, host + 1);
+    } else {
+        n = strcspn(host, ":");
+        snprintf(name, sizeof name, "%.*s", (int)n, host);
+    }
+    return cmr_http_address_is_loopback(name);
+}
+
 /* 0 when a write may go on; else res is the refusal. */
 static int check_write(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response_t *res)
 {
@@ -131,12 +160,31 @@ static void author_of(const cmr_http_request_t *req, char *buf, size_t len)
 
 /* --- routes --------------------------------------------------------------------------------- */
 
+/* cmr-ingest's health, asked at most every 2 s (every open page asks every 10 s). */
+static bool ingest_healthy(cmr_ui_t *ui)
+{
+    pthread_mutex_lock(&ui->health_lock);
+    int64_t now = cmr_mono_ms();
+    bool ask = now - ui->health_ms > 2000;
+    if (ask)
+        ui->health_ms = now; /* one asks; the others use the last answer meanwhile */
+    bool ok = ui->health_ok;
+    pthread_mutex_unlock(&ui->health_lock);
+    if (ask) {
+        ok = ui_ingest_ok(ui->ingest);
+        pthread_mutex_lock(&ui->health_lock);
+        ui->health_ok = ok;
+        pthread_mutex_unlock(&ui->health_lock);
+    }
+    return ok;
+}
+
 static void session(cmr_ui_t *ui, cmr_http_response_t *res)
 {
     ui_json(res, 200,
             json_pack("{s:s,s:I,s:b,s:{s:o,s:b},s:{s:b}}", "version", UI_VERSION, "now_ms", (json_int_t)cmr_wall_ms(),
                       "writable", ui->writable, "ingest", "url", cmr_json_str(ui_ingest_url(ui->ingest)), "ok",
-                      ui_ingest_ok(ui->ingest), "topics", "caught_up", ui_state_caught_up(ui->state)));
+                      ingest_healthy(ui), "topics", "caught_up", ui_state_caught_up(ui->state)));
 }
 
 /* The query part of a request-target, with its '?', or "". */
@@ -155,6 +203,8 @@ static bool diagnosis_path(const char *path, char id[17], const char **what)
         return false;
     memcpy(id, p, 16);
     id[16] = '\0';
+    if (!cmr_diag_id_valid(id))
+        return false;
     *what = p[16] == '/' ? p + 17 : p + 16;
     return true;
 }
@@ -187,7 +237,11 @@ static bool starts(const char *path, const char *prefix)
 static void route_get(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response_t *res)
 {
     const char *p = req->path;
-    if (!strcmp(p, "/health"))
+    if (strlen(req->target) > UI_TARGET_MAX)
+        ui_error(res, 414, "the request target is longer than %d bytes", UI_TARGET_MAX);
+    else if (strstr(p, "/.") || strstr(p, "//"))
+        ui_error(res, 404, "no such path: dot segments and empty segments are never served");
+    else if (!strcmp(p, "/health"))
         ui_json(res, 200, json_pack("{s:s}", "status", "ok"));
     else if (!strcmp(p, "/api/session"))
         session(ui, res);
@@ -225,7 +279,30 @@ static void route_post(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_res
         ui_error(res, 404, "no such write: POST %s (docs/UI.md)", p);
 }
 
-/* POST /login with token=...: the token becomes an HttpOnly cookie; GET /login: the form. */
+/* Decodes an application/x-www-form-urlencoded value in place ('+' is a space, %XX a
+ * byte). false on a bad escape. */
+static bool form_decode(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '+') {
+            *o++ = ' ';
+        } else if (*s == '%') {
+            unsigned v;
+            if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) || sscanf(s + 1, "%2x", &v) != 1)
+                return false;
+            *o++ = (char)v;
+            s += 2;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+    return true;
+}
+
+/* POST /login with token=...: a session cookie (a random value of this process, never the
+ * token); GET /login: the form. */
 static void login(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response_t *res)
 {
     if (strcmp(req->method, "POST") != 0) {
@@ -236,13 +313,14 @@ static void login(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response
     const char *v = !strncmp(req->body, "token=", 6) ? req->body + 6 : "";
     char given[300];
     snprintf(given, sizeof given, "%.*s", (int)strcspn(v, "&\r\n"), v);
-    if (!*ui->token || !same_origin(req) || !cmr_http_token_equal(ui->token, given)) {
+    bool decoded = form_decode(given);
+    if (!*ui->token || !decoded || !same_origin(req) || !cmr_http_token_equal(ui->token, given)) {
         cmr_log(CMR_LOG_WARN, "ui.login_refused", "note=\"a wrong token or another origin\"");
         cmr_http_respond(res, 403, "text/plain; charset=utf-8", "wrong token\n");
         return;
     }
     char cookie[400];
-    snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict", TOKEN_COOKIE, ui->token);
+    snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict", TOKEN_COOKIE, ui->session);
     cmr_http_respond(res, 303, "text/plain; charset=utf-8", "signed in\n");
     res->set_cookie = strdup(cookie);
     res->location = "/";
@@ -251,10 +329,12 @@ static void login(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response
 static void handle(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res)
 {
     cmr_ui_t *ui = opaque;
-    if (!strcmp(req->path, "/login"))
+    if (!*ui->token && !loopback_host(req))
+        ui_error(res, 403, "this cmr-ui answers requests to 127.0.0.1, ::1 or localhost only (it has no access token)");
+    else if (!strcmp(req->path, "/login"))
         login(ui, req, res);
-    else if (!req->authorized)
-        cmr_http_respond(res, 401, "text/plain; charset=utf-8", "sign in at /login\n");
+    else if (!req->authorized) /* an open path (the sign-in page's style sheet) */
+        route_get(ui, req, res);
     else if (!strcmp(req->method, "POST"))
         route_post(ui, req, res);
     else
@@ -281,10 +361,11 @@ static int start_server(cmr_ui_t *ui, char *err, size_t errlen)
 {
     int64_t port, threads, conns, timeout;
     if (cmr_conf_get_int(ui->conf, "ui.port", 8480, 0, 65535, &port, err, errlen) ||
-        cmr_conf_get_int(ui->conf, "ui.threads", 4, 1, 64, &threads, err, errlen) ||
+        cmr_conf_get_int(ui->conf, "ui.threads", 8, 1, 64, &threads, err, errlen) ||
         cmr_conf_get_int(ui->conf, "ui.connections", 1100, 1, 100000, &conns, err, errlen) ||
         cmr_conf_get_int(ui->conf, "ui.timeout_s", 60, 1, 3600, &timeout, err, errlen))
         return -1;
+    static const char *const open_paths[] = {"/css/app.css", NULL};
     cmr_http_server_opts_t o = CMR_HTTP_SERVER_DEFAULTS;
     o.name = "ui";
     o.address = cmr_conf_get(ui->conf, "ui.address", "127.0.0.1");
@@ -296,7 +377,9 @@ static int start_server(cmr_ui_t *ui, char *err, size_t errlen)
     o.not_allowed_body = "{\"error\":\"method not allowed\"}";
     o.token = *ui->token ? ui->token : NULL;
     o.token_cookie = TOKEN_COOKIE;
+    o.cookie_secret = ui->session;
     o.login_path = "/login";
+    o.open_paths = open_paths;
     o.post_max = POST_MAX;
     o.headers = security_headers;
     return cmr_http_server_start(&o, handle, ui, &ui->server, err, errlen);
@@ -311,9 +394,21 @@ cmr_ui_t *cmr_ui_start(const cmr_conf_t *conf, char *err, size_t errlen)
         return NULL;
     }
     snprintf(ui->web_root, sizeof ui->web_root, "%s", cmr_conf_get(conf, "ui.web_root", CMR_UI_WEB_ROOT));
-    /* its own transactional id: an apply from the page does not fence one from the CLI */
-    if (!cmr_conf_get(ui->conf, "config.transactional_id", NULL))
-        cmr_conf_set(ui->conf, "config.transactional_id", "cmr-ui-apply", "cmr-ui");
+    pthread_mutex_init(&ui->health_lock, NULL);
+    uint8_t rnd[32];
+    if (cmr_random_bytes(rnd, sizeof rnd) != 0) {
+        snprintf(err, errlen, "no randomness for the sign-in cookie");
+        cmr_ui_stop(ui);
+        return NULL;
+    }
+    cmr_hex(rnd, sizeof rnd, ui->session);
+    /* a transactional id of its own: an apply from the page fences neither one from the CLI
+     * nor one from another cmr-ui */
+    if (!cmr_conf_get(ui->conf, "config.transactional_id", NULL)) {
+        char txn[64];
+        snprintf(txn, sizeof txn, "cmr-ui-apply-%.8s", ui->session + 32);
+        cmr_conf_set(ui->conf, "config.transactional_id", txn, "cmr-ui");
+    }
     char ingest_token[260];
     int64_t ingest_timeout;
     if (cmr_conf_get_bool(conf, "ui.writable", true, &ui->writable, err, errlen) ||
@@ -347,5 +442,6 @@ void cmr_ui_stop(cmr_ui_t *ui)
     ui_state_stop(ui->state);
     ui_ingest_free(ui->ingest);
     cmr_conf_destroy(ui->conf);
+    pthread_mutex_destroy(&ui->health_lock);
     free(ui);
 }

@@ -50,6 +50,8 @@ struct ui_state {
     tree_slot_t *trees; /* owned array */
     size_t ntrees, cap_trees;
     bool caught_up[T_COUNT];
+    int64_t config_changes; /* records that changed the configuration, since the start */
+    cmr_conf_t *conf;       /* owned copy: readers are made again after a fatal error */
 };
 
 /* --- names people read ------------------------------------------------------------------ */
@@ -102,8 +104,11 @@ static void apply(ui_state_t *s, int topic, const cmr_reader_rec_t *rec)
 {
     char err[256];
     if (topic == T_CONFIG) {
-        if (cmr_cfg_state_apply(s->config, rec->payload, rec->len, NULL, err, sizeof err) < 0)
+        int effect = cmr_cfg_state_apply(s->config, rec->payload, rec->len, NULL, err, sizeof err);
+        if (effect < 0)
             cmr_log(CMR_LOG_DEBUG, "ui.bad_record", "topic=config offset=%" PRId64 " error=\"%s\"", rec->offset, err);
+        else if (effect != CMR_CFG_IGNORED)
+            s->config_changes++;
     } else if (topic == T_DIAGNOSES) {
         if (cmr_diagnoses_apply(s->diagnoses, rec->payload, rec->len, err, sizeof err) < 0)
             cmr_log(CMR_LOG_DEBUG, "ui.bad_record", "topic=diagnoses offset=%" PRId64 " error=\"%s\"", rec->offset,
@@ -119,6 +124,26 @@ static void apply(ui_state_t *s, int topic, const cmr_reader_rec_t *rec)
     }
 }
 
+static const cmr_topic_t topics[T_COUNT] = {CMR_TOPIC_CONFIG, CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES};
+
+/* A reader that failed for good is made again from the start of its topic: the projection
+ * it feeds ignores what it has already applied (revisions), so nothing is applied twice. */
+static void renew_reader(ui_state_t *s, int t)
+{
+    char err[256];
+    cmr_log(CMR_LOG_WARN, "ui.topic_reader_failed", "topic=%s note=\"reading it again from its start in 1 s\"",
+            cmr_topic_name(topics[t]));
+    pthread_mutex_lock(&s->lock);
+    s->caught_up[t] = false;
+    pthread_mutex_unlock(&s->lock);
+    cmr_reader_free(s->readers[t]);
+    s->readers[t] = NULL;
+    cmr_sleep_ms(1000);
+    s->readers[t] = cmr_reader_new(s->conf, cmr_topic_name(topics[t]), 0, err, sizeof err);
+    if (!s->readers[t])
+        cmr_log(CMR_LOG_WARN, "ui.topic_reader_failed", "topic=%s error=\"%s\"", cmr_topic_name(topics[t]), err);
+}
+
 /* The follower: polls the readers in turn; a record is applied under the lock. */
 static void *follow(void *arg)
 {
@@ -127,8 +152,16 @@ static void *follow(void *arg)
         int got_any = 0;
         for (int t = 0; t < T_COUNT && !s->stop; t++) {
             cmr_reader_rec_t rec;
+            if (!s->readers[t]) {
+                renew_reader(s, t);
+                continue;
+            }
             for (int k = 0; k < 256; k++) {
                 int got = cmr_reader_poll(s->readers[t], 0, &rec);
+                if (got < 0) {
+                    renew_reader(s, t);
+                    break;
+                }
                 bool up = cmr_reader_caught_up(s->readers[t]);
                 if (got != 1) {
                     if (up && !s->caught_up[t]) {
@@ -163,7 +196,11 @@ ui_state_t *ui_state_start(const cmr_conf_t *conf, char *err, size_t errlen)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
-    static const cmr_topic_t topics[T_COUNT] = {CMR_TOPIC_CONFIG, CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES};
+    if (!(s->conf = cmr_conf_dup(conf))) {
+        snprintf(err, errlen, "out of memory");
+        ui_state_stop(s);
+        return NULL;
+    }
     for (int t = 0; t < T_COUNT; t++) {
         char rerr[256];
         s->readers[t] = cmr_reader_new(conf, cmr_topic_name(topics[t]), 0, rerr, sizeof rerr);
@@ -196,6 +233,7 @@ void ui_state_stop(ui_state_t *s)
     free(s->trees);
     cmr_cfg_state_free(s->config);
     cmr_diagnoses_free(s->diagnoses);
+    cmr_conf_destroy(s->conf);
     if (s->thread_started || s->config) {
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->changed);
@@ -241,15 +279,6 @@ static bool diagnosis_ready(ui_state_t *s, const char *id, int64_t revision)
     return d && d->revision >= revision;
 }
 
-static bool config_ready(ui_state_t *s, const char *id, int64_t revision)
-{
-    int64_t rev = -1;
-    if (!strcmp(id, "mappings"))
-        cmr_cfg_state_mappings(s->config, &(size_t){0}, &rev);
-    else
-        rev = cmr_cfg_state_key_revision(s->config, id);
-    return rev >= revision;
-}
 
 int64_t ui_state_diagnosis_revision(ui_state_t *s, const char *id)
 {
@@ -265,10 +294,37 @@ bool ui_state_wait_diagnosis(ui_state_t *s, const char *id, int64_t revision, in
     return wait_until(s, diagnosis_ready, id, revision, timeout_ms);
 }
 
-bool ui_state_wait_config(ui_state_t *s, const char *id, int64_t revision, int timeout_ms)
+static bool diagnosis_ended(ui_state_t *s, const char *id, int64_t unused)
 {
-    return wait_until(s, config_ready, id, revision, timeout_ms);
+    (void)unused;
+    const cmr_diagnosis_t *d = cmr_diagnoses_get(s->diagnoses, id);
+    return d && d->state == CMR_DIAG_ENDED;
 }
+
+bool ui_state_wait_ended(ui_state_t *s, const char *id, int timeout_ms)
+{
+    return wait_until(s, diagnosis_ended, id, 0, timeout_ms);
+}
+
+int64_t ui_state_config_changes(ui_state_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int64_t n = s->config_changes;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+static bool config_changed_since(ui_state_t *s, const char *unused, int64_t before)
+{
+    (void)unused;
+    return s->config_changes > before;
+}
+
+bool ui_state_wait_config_changes(ui_state_t *s, int64_t before, int timeout_ms)
+{
+    return wait_until(s, config_changed_since, "", before, timeout_ms);
+}
+
 
 /* --- rendering --------------------------------------------------------------------------- */
 

@@ -214,6 +214,22 @@ static void test_write_checks(void **state)
     json_decref(post_json("/api/diagnoses", WRITE_HEADERS, "{\"environment\":\"shop\",\"nope\":1}", 400));
     json_decref(post_json("/api/diagnoses", WRITE_HEADERS, "{\"environment\":\"shop\",\"method\":\"Cart\"}", 400));
     json_decref(post_json("/api/traces", WRITE_HEADERS, "{}", 404));
+    /* another name for 127.0.0.1 (DNS rebinding): nothing is answered, not even a read */
+    char *answer = NULL;
+    int fd0 = hc_connect("127.0.0.1", port);
+    assert_int_equal(hc_request(fd0,
+                                "GET /api/session HTTP/1.1\r\nHost: evil.example:8480\r\nConnection: close\r\n\r\n",
+                                false, &answer),
+                     403);
+    free(answer);
+    close(fd0);
+    fd0 = hc_connect("127.0.0.1", port);
+    assert_int_equal(
+        hc_request(fd0, "GET /api/session HTTP/1.1\r\nHost: localhost:8480\r\nConnection: close\r\n\r\n", false, NULL),
+        200);
+    close(fd0);
+    assert_int_equal(request(port, "GET", "/api/diagnoses/0123456789abcdeg/report", NULL, NULL, NULL, NULL), 404);
+    assert_int_equal(request(port, "GET", "/api/traces/../../health", NULL, NULL, NULL, NULL), 404);
     /* a body over 1 MiB: refused as soon as its length is known, before it is read */
     int fd = hc_connect("127.0.0.1", port);
     assert_true(fd >= 0);
@@ -398,14 +414,29 @@ static void test_token(void **state)
                              "token=wrong-token-of-length", NULL, NULL),
                      403);
     char *head = NULL;
+    /* the form's encoding: '+' and %XX ("0123456789abcdef-secret" with its '-' escaped) */
     assert_int_equal(request(p, "POST", "/login", "Content-Type: application/x-www-form-urlencoded\r\n",
-                             "token=0123456789abcdef-secret", NULL, &head),
+                             "token=0123456789abcdef%2Dsecret", NULL, &head),
                      303);
-    assert_non_null(strstr(head, "Set-Cookie: cmr_token=0123456789abcdef-secret; Path=/; HttpOnly; SameSite=Strict"));
+    const char *set = strstr(head, "Set-Cookie: cmr_token=");
+    assert_non_null(set);
+    char session[65] = "";
+    sscanf(set + strlen("Set-Cookie: cmr_token="), "%64[0-9a-f]", session);
+    assert_int_equal(strlen(session), 64); /* a random value of the process, not the token */
+    assert_non_null(strstr(set, "; Path=/; HttpOnly; SameSite=Strict"));
     assert_non_null(strstr(head, "Location: /"));
     free(head);
+    char cookie[128];
+    snprintf(cookie, sizeof cookie, "Cookie: cmr_token=%s\r\n", session);
+    assert_int_equal(request(p, "GET", "/api/session", cookie, NULL, NULL, NULL), 200);
     assert_int_equal(
-        request(p, "GET", "/api/session", "Cookie: cmr_token=0123456789abcdef-secret\r\n", NULL, NULL, NULL), 200);
+        request(p, "GET", "/api/session", "Cookie: cmr_token=0123456789abcdef-secret\r\n", NULL, NULL, NULL), 401);
+    /* before signing in: a browser is sent to /login, whose style sheet is open */
+    assert_int_equal(request(p, "GET", "/", "Accept: text/html\r\n", NULL, NULL, &head), 303);
+    assert_non_null(strstr(head, "Location: /login"));
+    free(head);
+    assert_int_equal(request(p, "GET", "/css/app.css", NULL, NULL, NULL, NULL), 200);
+    assert_int_equal(request(p, "GET", "/js/app.js", NULL, NULL, NULL, NULL), 401);
     cmr_ui_stop(t);
     unlink(path);
 }

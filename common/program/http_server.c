@@ -29,10 +29,12 @@ struct cmr_http_server {
     void *opaque; /* the caller's */
     char name[64];
     char not_allowed_type[128];
-    char *not_allowed_body; /* owned */
-    char *token;            /* owned; NULL: no authentication (loopback only) */
-    char *token_cookie;     /* owned; NULL: the header only */
-    char *login_path;       /* owned; NULL: none */
+    char *not_allowed_body;        /* owned */
+    char *token;                   /* owned; NULL: no authentication (loopback only) */
+    char *token_cookie;            /* owned; NULL: the header only */
+    char *cookie_secret;           /* owned; NULL: no cookie */
+    char *login_path;              /* owned; NULL: none */
+    const char *const *open_paths; /* the caller's */
     const char *const *headers;
     size_t post_max;
     int port;
@@ -136,6 +138,7 @@ void cmr_http_respond(cmr_http_response_t *res, int status, const char *content_
 typedef struct req_ctx {
     bool called;
     bool too_big;   /* the body went beyond post_max: the rest is read and dropped, 413 */
+    size_t dropped; /* bytes read and dropped since */
     cmr_buf_t body; /* POST: the body so far (owned) */
     char target[];  /* owned */
 } req_ctx_t;
@@ -149,6 +152,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (x) {
         x->called = false;
         x->too_big = false;
+        x->dropped = 0;
         x->body = (cmr_buf_t){0};
         memcpy(x->target, uri ? uri : "", n + 1);
     }
@@ -228,12 +232,41 @@ static bool authorized(const cmr_http_server_t *s, struct MHD_Connection *c)
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (h && strncmp(h, "Bearer ", 7) == 0 && cmr_http_token_equal(s->token, h + 7))
         return true;
-    const char *k = s->token_cookie ? MHD_lookup_connection_value(c, MHD_COOKIE_KIND, s->token_cookie) : NULL;
-    return k && cmr_http_token_equal(s->token, k);
+    const char *k =
+        s->token_cookie && s->cookie_secret ? MHD_lookup_connection_value(c, MHD_COOKIE_KIND, s->token_cookie) : NULL;
+    return k && cmr_http_token_equal(s->cookie_secret, k);
 }
 
-static enum MHD_Result unauthorized(struct MHD_Connection *c)
+/* Paths served without the token: the login path and the open ones. */
+static bool open_path(const cmr_http_server_t *s, const char *url)
 {
+    if (s->login_path && !strcmp(url, s->login_path))
+        return true;
+    for (const char *const *p = s->open_paths; p && *p; p++)
+        if (!strcmp(url, *p))
+            return true;
+    return false;
+}
+
+static enum MHD_Result unauthorized(const cmr_http_server_t *s, struct MHD_Connection *c, const char *method)
+{
+    const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    if (s->login_path && !strcmp(method, MHD_HTTP_METHOD_GET) && accept && strstr(accept, "text/html")) {
+        /* a person's browser: to the sign-in page */
+        char *body = strdup("sign in first\n");
+        struct MHD_Response *r = MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
+                                                                 body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!r) {
+            free(body);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, s->login_path);
+        for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
+            MHD_add_response_header(r, h[0], h[1]);
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
     static const char text[] = "an access token is required: Authorization: Bearer <token>\n";
     char *body = strdup(text);
     struct MHD_Response *r = MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
@@ -244,13 +277,15 @@ static enum MHD_Result unauthorized(struct MHD_Connection *c)
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"cmr\"");
+    for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
+        MHD_add_response_header(r, h[0], h[1]);
     enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
     MHD_destroy_response(r);
     return rc;
 }
 
 /* Reads a POST body chunk into x (or drops it once beyond post_max). */
-static void take_upload(const cmr_http_server_t *s, req_ctx_t *x, const char *upload, size_t *upload_size)
+static bool take_upload(const cmr_http_server_t *s, req_ctx_t *x, const char *upload, size_t *upload_size)
 {
     if (!x->too_big && x->body.len + *upload_size <= s->post_max) {
         cmr_buf_put(&x->body, upload, *upload_size);
@@ -258,8 +293,11 @@ static void take_upload(const cmr_http_server_t *s, req_ctx_t *x, const char *up
             x->too_big = true;
     } else {
         x->too_big = true;
+        x->dropped += *upload_size;
     }
     *upload_size = 0;
+    /* a chunked body far past the limit: not read to its end, the connection is closed */
+    return x->dropped <= 8 * s->post_max;
 }
 
 /* A POST whose Content-Length says it is too big: answered at once (MHD then closes). */
@@ -276,8 +314,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     cmr_http_server_t *s = cls;
     req_ctx_t *x = *req_cls;
     bool ok = authorized(s, c);
-    if (!ok && !(s->login_path && !strcmp(url, s->login_path)))
-        return unauthorized(c); /* before the method, the path, anything */
+    if (!ok && !open_path(s, url))
+        return unauthorized(s, c, method); /* before the method, the path, anything */
     bool post = s->post_max && !strcmp(method, MHD_HTTP_METHOD_POST);
     if (!post && strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         /* at once, body unread: MHD closes the connection after this answer */
@@ -298,9 +336,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        if (post)
-            take_upload(s, x, upload, upload_size);
-        else
+        if (post && !take_upload(s, x, upload, upload_size))
+            return MHD_NO;
+        if (!post)
             *upload_size = 0; /* a GET with a body: ignored */
         return MHD_YES;
     }
@@ -408,11 +446,13 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
         !(s->not_allowed_body = strdup(opts->not_allowed_body ? opts->not_allowed_body : "method not allowed\n")) ||
         (opts->token && !(s->token = strdup(opts->token))) ||
         (opts->token_cookie && !(s->token_cookie = strdup(opts->token_cookie))) ||
+        (opts->cookie_secret && !(s->cookie_secret = strdup(opts->cookie_secret))) ||
         (opts->login_path && !(s->login_path = strdup(opts->login_path)))) {
         if (s) {
             free(s->not_allowed_body);
             free(s->token);
             free(s->token_cookie);
+            free(s->cookie_secret);
         }
         free(s);
         snprintf(errbuf, errlen, "out of memory");
@@ -421,6 +461,7 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
     s->handler = handler;
     s->opaque = opaque;
     s->headers = opts->headers;
+    s->open_paths = opts->open_paths;
     s->post_max = opts->post_max;
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->not_allowed_type, sizeof s->not_allowed_type, "%s",
@@ -443,6 +484,7 @@ int cmr_http_server_start(const cmr_http_server_opts_t *opts, cmr_http_handler_f
         free(s->not_allowed_body);
         free(s->token);
         free(s->token_cookie);
+        free(s->cookie_secret);
         free(s->login_path);
         free(s);
         return -1;
@@ -472,6 +514,7 @@ void cmr_http_server_stop(cmr_http_server_t *s)
     free(s->not_allowed_body);
     free(s->token);
     free(s->token_cookie);
+    free(s->cookie_secret);
     free(s->login_path);
     free(s);
 }

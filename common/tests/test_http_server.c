@@ -364,14 +364,17 @@ static void test_post(void **state)
     o.headers = headers;
     o.token = "0123456789abcdef-token";
     o.token_cookie = "t";
+    o.cookie_secret = "session-0123456789abcdef";
     o.login_path = "/e c/ho";
+    static const char *const open[] = {"/status0", NULL};
+    o.open_paths = open;
     cmr_http_server_t *s = NULL;
     char err[256], *r = NULL;
     assert_int_equal(cmr_http_server_start(&o, handle, NULL, &s, err, sizeof err), 0);
     int port = cmr_http_server_port(s);
     int fd = hc_connect("127.0.0.1", port);
     assert_int_equal(hc_request(fd,
-                                "POST /echo HTTP/1.1\r\nHost: x\r\nCookie: t=0123456789abcdef-token; k=kv\r\n"
+                                "POST /echo HTTP/1.1\r\nHost: x\r\nCookie: t=session-0123456789abcdef; k=kv\r\n"
                                 "X-Test: yes\r\nContent-Length: 11\r\n\r\nhello world",
                                 false, &r),
                      200);

@@ -33,8 +33,10 @@ const char *cmr_cfg_author(const cmr_conf_t *conf, cmr_buf_t *buf);
 
 int cmr_cfg_cli_apply(const cmr_conf_t *conf, const char *path, int dry_run, FILE *out);
 /* The same for a document in memory (`origin` names it in messages, "file:line"): the plan
- * (or the outcome) on out, every reason it was refused on err_out (not stderr), for
- * programs that link the library (the web UI). 0 done (or planned), 1 refused or failed. */
+ * (or the outcome) on out, every reason it was refused or failed on err_out (not stderr),
+ * for programs that link the library (the web UI). 0 done (or planned), 1 refused (bad
+ * document: nothing sent), 2 the cluster failed (cmr.config unreadable, or not every change
+ * published: the output says which). */
 int cmr_cfg_apply_text(const cmr_conf_t *conf, const char *text, size_t len, const char *origin, int dry_run, FILE *out,
                        FILE *err_out);
 int cmr_cfg_cli_list(const cmr_conf_t *conf, FILE *out);

@@ -10,7 +10,8 @@
  * environments and diagnoses from its own projections of cmr.config, cmr.diagnoses and
  * cmr.diagnosis-trees, and turns the writes a person makes on the page into messages on
  * those topics, the way `cmr-config` writes them. It holds no state of its own: any
- * number of cmr-ui processes can run side by side.
+ * number of cmr-ui processes can run side by side (each applies environments with a
+ * transactional id of its own; a person signed in at one is not signed in at another).
  *
  * Ownership: the UI owns its server, forwarder, projections and a copy of conf.
  */

@@ -32,9 +32,11 @@
  * ::1 (cmr_http_address_is_loopback). A server bound elsewhere needs an access token
  * (opts.token, cmr_http_token_load): every request must then carry it as a bearer token,
  * compared in constant time; others get 401 before anything else is looked at. A server a
- * browser uses may also take the token from a cookie (opts.token_cookie) and leave one path
- * open (opts.login_path, where the handler sets that cookie; req->authorized tells it
- * whether the request carried the token).
+ * browser uses may also take a session cookie instead (opts.token_cookie named, holding
+ * opts.cookie_secret: a value of the caller's, never the token itself) and leave a few paths
+ * open (opts.login_path, where the handler sets that cookie, and opts.open_paths; the handler
+ * sees req->authorized false there); a browser asking for a page without either (GET with
+ * Accept: text/html) is sent to the login path (303) instead of a 401.
  *
  * Threads: the handler runs on one of the server's threads, concurrently with the caller
  * and with other requests: it must touch only what is synchronised. Idle connections cost
@@ -88,19 +90,21 @@ typedef struct cmr_http_server_opts {
     unsigned timeout_s;           /* an idle connection is closed after this; 0 = 10 */
     const char *not_allowed_type; /* the 405 answer's Content-Type and body; literals */
     const char *not_allowed_body;
-    const char *token;          /* every request must carry "Authorization: Bearer <token>" (401
+    const char *token;             /* every request must carry "Authorization: Bearer <token>" (401
                           otherwise); NULL = none, which only a loopback address may have;
                           copied */
-    size_t post_max;            /* 0: POST is refused (405); else the largest body taken */
-    const char *token_cookie;   /* the token may come as this cookie too; NULL = no */
-    const char *login_path;     /* this exact path is served without the token; NULL = none */
-    const char *const *headers; /* name, value, ..., NULL: added to every answer; literals */
+    size_t post_max;               /* 0: POST is refused (405); else the largest body taken */
+    const char *token_cookie;      /* a cookie of this name holding cookie_secret authorizes too */
+    const char *cookie_secret;     /* the cookie's value (16+ characters); NULL = no cookie */
+    const char *login_path;        /* this exact path is served without the token; NULL = none */
+    const char *const *open_paths; /* NULL-terminated: more exact paths served without it */
+    const char *const *headers;    /* name, value, ..., NULL: added to every answer; literals */
 } cmr_http_server_opts_t;
 
-#define CMR_HTTP_SERVER_DEFAULTS                                                                                     \
-    {                                                                                                                \
-        "http", "127.0.0.1", 0, 2, 64, 10, "text/plain; charset=utf-8", "method not allowed\n", NULL, 0, NULL, NULL, \
-            NULL                                                                                                     \
+#define CMR_HTTP_SERVER_DEFAULTS                                                                             \
+    {                                                                                                        \
+        .name = "http", .address = "127.0.0.1", .port = 0, .threads = 2, .connections = 64, .timeout_s = 10, \
+        .not_allowed_type = "text/plain; charset=utf-8", .not_allowed_body = "method not allowed\n"          \
     }
 
 /* Starts serving. 0 with *out set, or -1 with errbuf filled (bad address, port in use, an

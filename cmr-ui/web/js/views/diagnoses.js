@@ -338,10 +338,11 @@ async function mountDetail(id) {
   S.pending = new Map();  // method -> wanted ticked state, while the user edits the trees
   S.report = null;
   replace(S.el, notice('loading', 'Loading…'));
+  learnAgentNames();
   try {
     await loadDiagnosis();
   } catch (e) {
-    if (S)
+    if (S === mine)
       replace(
           S.el, h('div', {class: 'env-back'}, h('a', {href: '#/diagnoses'}, '← Diagnoses')),
           notice('error', e.status === 404 ? `No diagnosis ${id}.` : `Could not load the diagnosis: ${errorText(e)}`));
@@ -723,7 +724,7 @@ async function learnAgentNames() {
     const r = await S.ctx.api.get('/api/agents');
     if (S !== mine) return;
     for (const a of r.agents || []) S.agentNames.set(a.agent, a.name);
-    for (const el of S.parts.trees.querySelectorAll('.dg-tree-title strong')) {
+    for (const el of S.el.querySelectorAll('.dg-tree-title strong')) {
       const id = el.nextSibling && el.nextSibling.textContent;
       if (S.agentNames.has(id)) el.textContent = S.agentNames.get(id);
     }

@@ -294,37 +294,27 @@ function setBusy(on, what) {
   if (on) replace(S.parts.result, notice('loading', what === 'apply' ? 'Applying…' : 'Checking…'));
 }
 
+// The answer of /api/environments/plan|apply: {ok, applied, output, error}; 422 when the
+// document was refused (nothing sent), 503 when the cluster failed (the output and error
+// say what was or was not published).
 function showOutcome(what, r, err) {
   const ok = r && r.ok && !err;
-  const changes = (r && r.changes) || [];
+  const output = (r && r.output) || '';
+  const nothing = /^no changes\s*$/.test(output);
   const title = ok ?
-      (what === 'apply' ?
-           (changes.length ? 'Applied: every change was published in one transaction.' : 'Nothing to change.') :
-           changes.length ? 'Applying would make these changes:' :
-                            'Valid; applying would change nothing.') :
-      what === 'apply' ? 'Not applied: nothing was published.' :
-                         'This file would be refused.';
+      (what === 'apply' ? (nothing ? 'Nothing to change.' : 'Applied: every change was published in one transaction.') :
+           nothing      ? 'Valid; applying would change nothing.' :
+                          'Valid; applying would make these changes:') :
+      err && err.status === 422 ? (what === 'apply' ? 'Not applied: the document was refused, nothing was sent.' :
+                                                      'This document would be refused.') :
+                                  'The cluster did not take it: see below what was and was not published.';
   replace(
       S.parts.result,
       h('div', {class: ok ? 'm-ok-box' : 'm-error-box'}, h('strong', null, title)),
-      err && !(r && r.output) ? errorLine(err.message) : null,
-      changes.length ? changesTable(changes) : null,
-      r && r.output ? h('div', null, h('div', {class: 'env-col-title'}, 'Output'), outputBlock(r.output)) : null,
+      err && !(r && (r.output || r.error)) ? errorLine(err.message) : null,
+      output && !nothing ? h('div', null, h('div', {class: 'env-col-title'}, 'Changes'), outputBlock(output)) : null,
+      r && r.error ? h('div', null, h('div', {class: 'env-col-title'}, 'Why'), outputBlock(r.error)) : null,
   );
-}
-
-function changesTable(changes) {
-  return sortTable({
-    className: 'm-compact env-changes',
-    rows: changes,
-    columns: [
-      {title: 'Kind', get: (c) => c.kind},
-      {title: 'Id', get: (c) => h('code', null, c.id)},
-      {title: 'What', get: (c) => c.what},
-      {title: 'Revision', class: 'num', get: (c) => (c.revision ? count(c.revision) : '—')},
-      {title: 'Error', get: (c) => (c.error ? h('span', {class: 'm-bad'}, c.error) : '')},
-    ],
-  });
 }
 
 // The output, with "file:LINE:" references as buttons that put the caret on that line.

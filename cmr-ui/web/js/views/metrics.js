@@ -40,6 +40,7 @@ export default {
   },
   unmount() {
     if (!S) return;
+    clearTimeout(filterTimer);
     destroyCharts();
     S.gen = -1;
     S = null;
@@ -51,7 +52,7 @@ function initialState(el, q, ctx) {
   return {
     el,
     ctx,
-    gen: 0,
+    gen: ++mounts * 1e6,  // a result of an earlier mount never matches a later one
     env: q.get('env') || '',
     kind: q.get('kind') === 'method' ? 'method' : 'transaction',
     last: win.last || '',
@@ -176,6 +177,7 @@ function onWindow(v) {
 }
 
 let filterTimer = null;
+let mounts = 0;
 function onFilter(v) {
   clearTimeout(filterTimer);
   filterTimer = setTimeout(() => {

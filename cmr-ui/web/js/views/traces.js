@@ -516,7 +516,8 @@ class TracesView {
           stroke: '#667085',
           grid: {stroke: '#eef0f3'},
           ticks: {stroke: '#e3e6eb'},
-          size: 64,
+          // wide enough for the longest label ("200.0 ms", "1.25 s")
+          size: (u, values) => 16 + 7.5 * Math.max(6, ...(values || []).map((v) => String(v).length)),
           values: (u, vals) => vals.map((v) => fmt.ms(v))
         },
       ],
