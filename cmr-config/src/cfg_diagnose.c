@@ -599,21 +599,35 @@ int cmr_cfg_diag_start(const cmr_conf_t *conf, const cmr_diagnosis_t *d, char *e
     return rc;
 }
 
-int cmr_cfg_diag_stop(const cmr_conf_t *conf, const char *id, const char *author, char *err, size_t errlen)
+/* Reads cmr.diagnoses and finds diagnosis id: 0 with *s (the caller frees it) and *d, or
+ * BAD / UNREADABLE / NOT_FOUND with err (*s NULL). */
+static int load_one(const cmr_conf_t *conf, const char *id, cmr_diagnoses_t **s, const cmr_diagnosis_t **d, char *err,
+                    size_t errlen)
 {
+    *s = NULL;
+    *d = NULL;
     if (!id || !cmr_diag_id_valid(id)) {
         snprintf(err, errlen, "a diagnosis id is 16 hex digits (cmr-config diagnose list)");
         return CMR_CFG_DIAG_BAD;
     }
-    cmr_diagnoses_t *s = load_err(conf, err, errlen);
-    if (!s)
+    if (!(*s = load_err(conf, err, errlen)))
         return CMR_CFG_DIAG_UNREADABLE;
-    const cmr_diagnosis_t *d = cmr_diagnoses_get(s, id);
-    int rc = 0;
-    if (!d) {
-        snprintf(err, errlen, "no diagnosis %s", id);
-        rc = CMR_CFG_DIAG_NOT_FOUND;
-    } else if (d->state != CMR_DIAG_ACTIVE) {
+    if ((*d = cmr_diagnoses_get(*s, id)) != NULL)
+        return 0;
+    snprintf(err, errlen, "no diagnosis %s", id);
+    cmr_diagnoses_free(*s);
+    *s = NULL;
+    return CMR_CFG_DIAG_NOT_FOUND;
+}
+
+int cmr_cfg_diag_stop(const cmr_conf_t *conf, const char *id, const char *author, char *err, size_t errlen)
+{
+    cmr_diagnoses_t *s;
+    const cmr_diagnosis_t *d;
+    int rc = load_one(conf, id, &s, &d, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (d->state != CMR_DIAG_ACTIVE) {
         snprintf(err, errlen, "diagnosis %s has ended already (%s)", d->id, cmr_diag_end_reason_name(d->end_reason));
         rc = CMR_CFG_DIAG_ENDED;
     } else {
@@ -629,31 +643,21 @@ int cmr_cfg_diag_exclude(const cmr_conf_t *conf, const char *id, const char *con
                          const char *const *remove, size_t nremove, const char *author, int64_t *revision, char *err,
                          size_t errlen)
 {
-    if (!id || !cmr_diag_id_valid(id)) {
-        snprintf(err, errlen, "a diagnosis id is 16 hex digits (cmr-config diagnose list)");
-        return CMR_CFG_DIAG_BAD;
-    }
-    cmr_diagnoses_t *s = load_err(conf, err, errlen);
-    if (!s)
-        return CMR_CFG_DIAG_UNREADABLE;
-    const cmr_diagnosis_t *d = cmr_diagnoses_get(s, id);
-    int rc;
-    if (!d) {
-        snprintf(err, errlen, "no diagnosis %s", id);
-        rc = CMR_CFG_DIAG_NOT_FOUND;
-    } else {
-        cmr_diagnosis_t next;
-        cmr_cfg_diag_mem_t mem;
-        rc =
-            cmr_cfg_diag_revise_exclude(d, add, nadd, remove, nremove, author, cmr_wall_ms(), &next, &mem, err, errlen);
-        if (rc == CMR_CFG_DIAG_UNCHANGED)
-            snprintf(err, errlen, "diagnosis %s: nothing changes (revision %" PRId64 " stays)", d->id, d->revision);
-        if (rc == 0 && publish(conf, &next, err, errlen) != 0)
-            rc = CMR_CFG_DIAG_PUBLISH;
-        if (revision && (rc == 0 || rc == CMR_CFG_DIAG_UNCHANGED))
-            *revision = next.revision;
-        cmr_cfg_diag_mem_free(&mem);
-    }
+    cmr_diagnoses_t *s;
+    const cmr_diagnosis_t *d;
+    int rc = load_one(conf, id, &s, &d, err, errlen);
+    if (rc != 0)
+        return rc;
+    cmr_diagnosis_t next;
+    cmr_cfg_diag_mem_t mem;
+    rc = cmr_cfg_diag_revise_exclude(d, add, nadd, remove, nremove, author, cmr_wall_ms(), &next, &mem, err, errlen);
+    if (rc == CMR_CFG_DIAG_UNCHANGED)
+        snprintf(err, errlen, "diagnosis %s: nothing changes (revision %" PRId64 " stays)", d->id, d->revision);
+    if (rc == 0 && publish(conf, &next, err, errlen) != 0)
+        rc = CMR_CFG_DIAG_PUBLISH;
+    if (revision && (rc == 0 || rc == CMR_CFG_DIAG_UNCHANGED))
+        *revision = next.revision;
+    cmr_cfg_diag_mem_free(&mem);
     cmr_diagnoses_free(s);
     return rc;
 }
