@@ -17,12 +17,14 @@
  * ones closed after HTTP_TIMEOUT_S; IPv4, IPv6, "::" dual stack; GET and HEAD only.
  * Errors are JSON {"error": "..."} with 400 / 404 / 405 / 414 / 500 (requests MHD cannot
  * parse or that exceed its limits get MHD's own 400 / 413 / 414 / 431). /health answers
- * at once; the store queries run one at a time (a lock), as they did before. Answers come
- * from a read-only view of the whole store root, reopened when older than one second;
+ * at once; the store queries run side by side on the server's threads, all reading one
+ * read-only view of the whole store root (RocksDB reads are thread-safe), which is replaced
+ * by a fresh one when older than one second and freed once the last query using it ended;
  * recent trees are kept rendered in memory (keyed by trace id and summary, so a trace
  * that changed is rendered again).
  *
- * Ownership: the server owns its HTTP server, lock, view and caches.
+ * Ownership: the server owns its HTTP server, locks, views and caches; a query holds a
+ * reference to the view it reads (shared_view_t.refs).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -40,7 +42,7 @@
 
 #define CACHE_SLOTS 64
 #define HTTP_THREADS 4
-#define HTTP_CONNECTIONS 512
+#define HTTP_CONNECTIONS 1100
 #define HTTP_TIMEOUT_S 30
 #define QUERY_MAX 32
 
@@ -52,13 +54,21 @@ typedef struct cached_tree {
     char *json;
 } cached_tree_t;
 
+/* The view the queries share, counted: replaced when older than a second, freed by the
+ * last query that still reads it. */
+typedef struct shared_view {
+    cmr_ingest_view_t *v; /* owned */
+    int refs;             /* queries reading it, plus 1 while it is the current one */
+    int64_t opened_ms;
+} shared_view_t;
+
 struct cmr_ingest_http {
     cmr_http_server_t *server; /* owned */
     int port;
     char root[4096];
-    pthread_mutex_t lock; /* the store queries: view, view_ms, cache */
-    cmr_ingest_view_t *view;
-    int64_t view_ms;
+    pthread_mutex_t lock;       /* view (held only to take or give back a reference) */
+    pthread_mutex_t cache_lock; /* cache */
+    shared_view_t *view;        /* the current one, or NULL */
     cached_tree_t cache[CACHE_SLOTS];
 };
 
@@ -132,20 +142,58 @@ static int parse_query(char *q, query_t *out, char *err, size_t errlen)
     return 0;
 }
 
-static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, cmr_ingest_view_t **owned, char *err,
-                                   size_t errlen)
+static void view_unref(shared_view_t *sv)
+{
+    if (sv && --sv->refs == 0) {
+        cmr_ingest_view_free(sv->v);
+        free(sv);
+    }
+}
+
+/* The view a query reads: without a server a fresh one (*owned, the caller frees it with
+ * put_view); with one the shared current view, a reference taken (*owned the reference). */
+static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, void **owned, char *err, size_t errlen)
 {
     if (!h) {
-        *owned = cmr_ingest_view_open(root, err, errlen);
-        return *owned;
+        cmr_ingest_view_t *v = cmr_ingest_view_open(root, err, errlen);
+        *owned = v;
+        return v;
     }
     *owned = NULL;
-    if (h->view && cmr_mono_ms() - h->view_ms < 1000)
-        return h->view;
-    cmr_ingest_view_free(h->view);
-    h->view = cmr_ingest_view_open(root, err, errlen);
-    h->view_ms = cmr_mono_ms();
-    return h->view;
+    pthread_mutex_lock(&h->lock);
+    if (!h->view || cmr_mono_ms() - h->view->opened_ms >= 1000) {
+        shared_view_t *fresh = calloc(1, sizeof *fresh);
+        if (fresh && (fresh->v = cmr_ingest_view_open(root, err, errlen)) != NULL) {
+            fresh->refs = 1;
+            fresh->opened_ms = cmr_mono_ms();
+            view_unref(h->view); /* freed now, or by the last query reading it */
+            h->view = fresh;
+        } else {
+            if (!fresh)
+                snprintf(err, errlen, "out of memory");
+            free(fresh);
+            if (!h->view) {
+                pthread_mutex_unlock(&h->lock);
+                return NULL;
+            } /* else: the older view answers meanwhile */
+        }
+    }
+    shared_view_t *sv = h->view;
+    sv->refs++;
+    pthread_mutex_unlock(&h->lock);
+    *owned = sv;
+    return sv->v;
+}
+
+static void put_view(cmr_ingest_http_t *h, void *owned)
+{
+    if (!h) {
+        cmr_ingest_view_free(owned);
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    view_unref(owned);
+    pthread_mutex_unlock(&h->lock);
 }
 
 /* A tree as JSON (or an export). Rendered trees are kept per trace with the summary they
@@ -168,10 +216,14 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
     size_t enc_len = cmr_trace_summary_encode(&s, enc);
     cached_tree_t *slot = h && !format ? &h->cache[(id[15] ^ id[7]) % CACHE_SLOTS] : NULL;
     size_t names = cmr_names_count(cmr_ingest_view_names(v));
-    if (slot && slot->json && !memcmp(slot->id, id, 16) && slot->summary_len == enc_len &&
-        !memcmp(slot->summary, enc, enc_len) && slot->names == names) {
-        *body = strdup(slot->json);
-        return *body ? 200 : 500;
+    if (slot) {
+        pthread_mutex_lock(&h->cache_lock);
+        bool hit = slot->json && !memcmp(slot->id, id, 16) && slot->summary_len == enc_len &&
+                   !memcmp(slot->summary, enc, enc_len) && slot->names == names;
+        *body = hit ? strdup(slot->json) : NULL;
+        pthread_mutex_unlock(&h->cache_lock);
+        if (hit)
+            return *body ? 200 : 500;
     }
     if (format && strcmp(format, "chrome") && strcmp(format, "otlp")) {
         *body = error_json("format must be chrome or otlp");
@@ -192,12 +244,15 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         *body = cmr_ingest_export_otlp(n, &t);
     cmr_tree_free(&t);
     if (slot && *body) {
+        char *copy = strdup(*body);
+        pthread_mutex_lock(&h->cache_lock);
         free(slot->json);
         memcpy(slot->id, id, 16);
         memcpy(slot->summary, enc, enc_len);
         slot->summary_len = enc_len;
         slot->names = names;
-        slot->json = strdup(*body);
+        slot->json = copy;
+        pthread_mutex_unlock(&h->cache_lock);
     }
     return *body ? 200 : 500;
 }
@@ -252,14 +307,15 @@ static int answer_agents(const char *root, const char *id, const query_t *q, cha
 static int answer_diagnosis(cmr_ingest_http_t *h, const char *root, const char *id, const query_t *q, char **body)
 {
     char err[512];
-    cmr_ingest_view_t *owned, *v = get_view(h, root, &owned, err, sizeof err);
+    void *owned;
+    cmr_ingest_view_t *v = get_view(h, root, &owned, err, sizeof err);
     if (!v) {
         *body = error_json(err);
         return 500;
     }
     int rc = cmr_ingest_diagnosis_query(v, id, (const char *const *)q->keys, (const char *const *)q->vals, (size_t)q->n,
                                         body, NULL, err, sizeof err);
-    cmr_ingest_view_free(owned);
+    put_view(h, owned);
     if (rc != 0) {
         *body = error_json(err);
         return rc == 2 ? 400 : 500;
@@ -287,7 +343,8 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
                            "/api/metrics/top, /api/agents");
         return 404;
     }
-    cmr_ingest_view_t *owned, *v = get_view(h, root, &owned, err, sizeof err);
+    void *owned;
+    cmr_ingest_view_t *v = get_view(h, root, &owned, err, sizeof err);
     if (!v) {
         *body = error_json(err);
         return 500;
@@ -335,7 +392,7 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
     }
     status = answer_tree(h, v, id, format, body);
 out:
-    cmr_ingest_view_free(owned);
+    put_view(h, owned);
     return status;
 }
 
@@ -399,12 +456,7 @@ static int answer_request(cmr_ingest_http_t *h, const cmr_http_request_t *req, c
         return 414;
     }
     strcpy(path, req->path);
-    if (!strcmp(path, "/health")) /* never waits for a store query */
-        return answer_path(h, h->root, path, &q, body);
-    pthread_mutex_lock(&h->lock);
-    int status = answer_path(h, h->root, path, &q, body);
-    pthread_mutex_unlock(&h->lock);
-    return status;
+    return answer_path(h, h->root, path, &q, body);
 }
 
 /* On a server thread. */
@@ -446,6 +498,7 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
     }
     snprintf(h->root, sizeof h->root, "%s", root);
     pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->cache_lock, NULL);
     cmr_http_server_opts_t o = {
         .name = "ingest.http",
         .address = addr,
@@ -459,6 +512,7 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
     };
     if (cmr_http_server_start(&o, on_request, h, &h->server, err, errlen) != 0) {
         pthread_mutex_destroy(&h->lock);
+        pthread_mutex_destroy(&h->cache_lock);
         free(h);
         return NULL;
     }
@@ -479,7 +533,8 @@ void cmr_ingest_http_stop(cmr_ingest_http_t *h)
         return;
     cmr_http_server_stop(h->server); /* waits for requests in flight */
     pthread_mutex_destroy(&h->lock);
-    cmr_ingest_view_free(h->view);
+    pthread_mutex_destroy(&h->cache_lock);
+    view_unref(h->view); /* the queries have ended: the server's threads are gone */
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(h->cache[i].json);
     free(h);

@@ -18,12 +18,14 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <rocksdb/c.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cmr/clock.h"
 #include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
@@ -1135,6 +1137,29 @@ static void feed(cmr_ingest_engine_t *e, int partition, const synth_seg_t *segs,
     }
 }
 
+/* Threads asking the list and one tree for 2.5 s (the server replaces its view every
+ * second): every answer must be the expected one. */
+typedef struct side_ctx {
+    int port;
+    const char *list, *tree;
+    const char *want_list, *want_tree;
+    _Atomic int wrong;
+} side_ctx_t;
+
+static void *side_by_side(void *arg)
+{
+    side_ctx_t *c = arg;
+    int64_t end = cmr_mono_ms() + 2500;
+    for (int k = 0; cmr_mono_ms() < end; k++) {
+        char *got = NULL;
+        const char *target = k % 2 ? c->tree : c->list, *want = k % 2 ? c->want_tree : c->want_list;
+        if (hc_get("127.0.0.1", c->port, target, &got) != 200 || strcmp(strstr(got, "\r\n\r\n") + 4, want) != 0)
+            c->wrong++;
+        free(got);
+    }
+    return NULL;
+}
+
 static void test_store_engine_queries(void **state)
 {
     (void)state;
@@ -1299,6 +1324,19 @@ static void test_store_engine_queries(void **state)
         free(want);
         free(got);
     }
+    /* queries side by side, across the view's replacement (every second): the same answers */
+    char *want_list = NULL, *want_tree = NULL;
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", same[0], &want_list), 200);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &want_tree), 200);
+    side_ctx_t side = {cmr_ingest_http_port(srv), same[0], target, want_list, want_tree, 0};
+    pthread_t th[6];
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, side_by_side, &side), 0);
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(side.wrong, 0);
+    free(want_list);
+    free(want_tree);
     cmr_ingest_http_stop(srv);
 
     /* retention by size: the oldest go first */
