@@ -21,7 +21,8 @@
  * read-only view of the whole store root (RocksDB reads are thread-safe), which is replaced
  * by a fresh one when older than one second and freed once the last query using it ended;
  * recent trees are kept rendered in memory (keyed by trace id and summary, so a trace
- * that changed is rendered again).
+ * that changed is rendered again); a large tree (STREAM_MIN_NODES calls or more) is not
+ * built whole: its JSON is written a node at a time while it is sent (chunked).
  *
  * Ownership: the server owns its HTTP server, locks, views and caches; a query holds a
  * reference to the view it reads (shared_view_t.refs).
@@ -45,6 +46,7 @@
 #define HTTP_CONNECTIONS 1100
 #define HTTP_TIMEOUT_S 30
 #define QUERY_MAX 32
+#define STREAM_MIN_NODES 20000 /* a tree of this many nodes or more is sent as it is written */
 
 typedef struct cached_tree {
     uint8_t id[16];
@@ -199,8 +201,48 @@ static void put_view(cmr_ingest_http_t *h, void *owned)
 /* A tree as JSON (or an export). Rendered trees are kept per trace with the summary they
  * were rendered from: while the stored summary (and the name tables) are unchanged, the
  * answer comes from memory without reading the trace's batches. */
+/* A large tree sent as it is written (cmr_tree_json_stream_t): it holds the view whose
+ * name tables it reads until the answer is sent. */
+typedef struct tree_stream {
+    cmr_tree_json_stream_t *s; /* owned */
+    cmr_ingest_http_t *h;
+    void *view; /* a reference to the shared view (put_view) */
+} tree_stream_t;
+
+static long tree_stream_read(void *ctx, char *buf, size_t max)
+{
+    return cmr_tree_json_stream_read(((tree_stream_t *)ctx)->s, buf, max);
+}
+
+static void tree_stream_free(void *ctx)
+{
+    tree_stream_t *ts = ctx;
+    cmr_tree_json_stream_free(ts->s);
+    put_view(ts->h, ts->view);
+    free(ts);
+}
+
+/* Hands tree t (taken) to res as a stream, with the view reference *owned (taken). 0, or -1
+ * (nothing taken) on no memory. */
+static int stream_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, cmr_tree_t *t, void **owned,
+                       cmr_http_response_t *res)
+{
+    tree_stream_t *ts = malloc(sizeof *ts);
+    if (!ts || !(ts->s = cmr_tree_json_stream_new(cmr_ingest_view_names(v), t))) {
+        free(ts);
+        return -1;
+    }
+    ts->h = h;
+    ts->view = *owned;
+    *owned = NULL;
+    res->stream_read = tree_stream_read;
+    res->stream_free = tree_stream_free;
+    res->stream_ctx = ts;
+    return 0;
+}
+
 static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t id[16], const char *format,
-                       char **body)
+                       void **owned, cmr_http_response_t *stream_to, char **body)
 {
     cmr_trace_summary_t s;
     int r = cmr_ingest_view_summary(v, id, &s);
@@ -236,6 +278,8 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         return r == 0 ? 404 : 500;
     }
     const cmr_names_t *n = cmr_ingest_view_names(v);
+    if (!format && stream_to && t.count >= STREAM_MIN_NODES && stream_tree(h, v, &t, owned, stream_to) == 0)
+        return 200; /* sent as it is written; not kept (a large tree would push out many small ones) */
     if (!format)
         *body = cmr_ingest_tree_json(n, &t);
     else if (!strcmp(format, "chrome"))
@@ -324,7 +368,8 @@ static int answer_diagnosis(cmr_ingest_http_t *h, const char *root, const char *
 }
 
 /* Answers GET path (no query; the caller's buffer, changed here) with the parameters q. */
-static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const query_t *qp, char **body)
+static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const query_t *qp,
+                       cmr_http_response_t *stream_to, char **body)
 {
     char err[512];
     query_t q = *qp;
@@ -390,7 +435,7 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
             if (!strcmp(q.keys[i], "format"))
                 format = q.vals[i];
     }
-    status = answer_tree(h, v, id, format, body);
+    status = answer_tree(h, v, id, format, &owned, stream_to, body);
 out:
     put_view(h, owned);
     return status;
@@ -418,7 +463,7 @@ int cmr_ingest_http_answer(const char *root, const char *method, const char *tar
         *body = error_json(err);
         return 400;
     }
-    return answer_path(NULL, root, path, &q, body);
+    return answer_path(NULL, root, path, &q, NULL, body);
 }
 
 /* --- the server ------------------------------------------------------------------------ */
@@ -436,7 +481,7 @@ static int collect(void *opaque, const char *key, const char *value)
     return 0;
 }
 
-static int answer_request(cmr_ingest_http_t *h, const cmr_http_request_t *req, char **body)
+static int answer_request(cmr_ingest_http_t *h, const cmr_http_request_t *req, cmr_http_response_t *res, char **body)
 {
     *body = NULL;
     const char *qs = strchr(req->target, '?');
@@ -456,17 +501,19 @@ static int answer_request(cmr_ingest_http_t *h, const cmr_http_request_t *req, c
         return 414;
     }
     strcpy(path, req->path);
-    return answer_path(h, h->root, path, &q, body);
+    return answer_path(h, h->root, path, &q, res, body);
 }
 
 /* On a server thread. */
 static void on_request(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res)
 {
     char *body = NULL;
-    res->status = answer_request(opaque, req, &body);
+    res->status = answer_request(opaque, req, res, &body);
+    res->content_type = "application/json";
+    if (res->stream_read)
+        return; /* a large tree, sent as it is written */
     if (!body)
         body = error_json("out of memory");
-    res->content_type = "application/json";
     res->body = body; /* the server's now */
     res->len = body ? strlen(body) : 0;
 }

@@ -212,7 +212,8 @@ static const char *kind_name(cmr_tree_node_kind_t k)
     return "call";
 }
 
-static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, int depth)
+/* A node's own fields (everything but its children), in the order of the API. */
+static json_t *node_fields_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i)
 {
     const cmr_tree_node_t *x = &t->nodes[i];
     char label[1024], jvm[512];
@@ -238,16 +239,61 @@ static json_t *node_json(const cmr_names_t *n, const cmr_tree_t *t, uint32_t i, 
     json_object_set_new(o, "running", json_boolean(x->running));
     json_object_set_new(o, "exception", json_boolean(x->exception));
     json_object_set_new(o, "exit_lost", json_boolean(x->lost_exit));
-    json_t *kids = json_array();
-    if (depth < 2000)
-        for (uint32_t c = x->first_child; c != CMR_NODE_NONE; c = t->nodes[c].next_sibling)
-            json_array_append_new(kids, node_json(n, t, c, depth + 1));
-    json_object_set_new(o, "children", kids);
     return o;
 }
 
-char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
+/* Appends an object without its closing '}' (the caller adds the last member and closes it). */
+static void put_open_object(cmr_buf_t *b, json_t *o)
 {
+    size_t before = b->len;
+    if (cmr_json_append(b, o, CMR_JSON_COMPACT) == 0 && b->len > before && b->data[b->len - 1] == '}')
+        b->len--;
+    else
+        b->oom = true;
+    json_decref(o);
+}
+
+/* The tree's JSON is written a node at a time, depth first without recursion, so that a
+ * tree of any size and depth is answered without building its whole document (the old
+ * jansson object graph took several hundred bytes per node and stopped at depth 2000). */
+struct cmr_tree_json_stream {
+    const cmr_names_t *names; /* borrowed */
+    cmr_tree_t tree;          /* owned */
+    cmr_buf_t out;            /* written, not yet read */
+    size_t pos;               /* read up to here */
+    uint32_t cur;             /* the next node to write at this level, or CMR_NODE_NONE */
+    bool first;               /* cur is the first of its siblings */
+    bool started, done;
+    uint32_t *resume; /* per open level: the sibling to go on with once it is closed */
+    size_t depth, cap;
+};
+
+cmr_tree_json_stream_t *cmr_tree_json_stream_new(const cmr_names_t *n, cmr_tree_t *t)
+{
+    cmr_tree_json_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->names = n;
+    s->tree = *t;
+    memset(t, 0, sizeof *t); /* taken */
+    s->cur = s->tree.first_root;
+    s->first = true;
+    return s;
+}
+
+void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s)
+{
+    if (!s)
+        return;
+    cmr_tree_free(&s->tree);
+    cmr_buf_free(&s->out);
+    free(s->resume);
+    free(s);
+}
+
+static void write_head(cmr_tree_json_stream_t *s)
+{
+    const cmr_tree_t *t = &s->tree;
     json_t *o = json_object();
     json_object_set_new(o, "trace_id", cmr_json_hex(t->trace_id, 16));
     set_span(o, t->start_ns, t->end_ns, t->events, t->dropped, t->segments);
@@ -256,11 +302,89 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
     json_object_set_new(o, "missing_batches", json_integer(t->gaps));
     json_object_set_new(o, "complete", json_boolean(t->complete));
     json_object_set_new(o, "http", http_json(&t->http));
-    json_t *roots = json_array();
-    for (uint32_t r = t->first_root; r != CMR_NODE_NONE; r = t->nodes[r].next_sibling)
-        json_array_append_new(roots, node_json(n, t, r, 0));
-    json_object_set_new(o, "roots", roots);
-    return cmr_json_take(o, CMR_JSON_COMPACT);
+    put_open_object(&s->out, o);
+    cmr_buf_puts(&s->out, ",\"roots\":[");
+}
+
+/* Writes one step: a node opened (and closed when it has no children), or a level closed. */
+static void write_step(cmr_tree_json_stream_t *s)
+{
+    const cmr_tree_t *t = &s->tree;
+    if (s->cur != CMR_NODE_NONE) {
+        const cmr_tree_node_t *x = &t->nodes[s->cur];
+        if (!s->first)
+            cmr_buf_putc(&s->out, ',');
+        put_open_object(&s->out, node_fields_json(s->names, t, s->cur));
+        cmr_buf_puts(&s->out, ",\"children\":[");
+        if (x->first_child == CMR_NODE_NONE) {
+            cmr_buf_puts(&s->out, "]}");
+            s->cur = x->next_sibling;
+            s->first = false;
+            return;
+        }
+        if (s->depth == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 64;
+            uint32_t *p = realloc(s->resume, cap * sizeof *p);
+            if (!p) {
+                s->out.oom = true;
+                return;
+            }
+            s->resume = p;
+            s->cap = cap;
+        }
+        s->resume[s->depth++] = x->next_sibling;
+        s->cur = x->first_child;
+        s->first = true;
+    } else {
+        cmr_buf_puts(&s->out, "]}"); /* a node's children and the node; at the top: roots, the trace */
+        if (s->depth) {
+            s->cur = s->resume[--s->depth];
+            s->first = false;
+        } else {
+            s->done = true;
+        }
+    }
+}
+
+long cmr_tree_json_stream_read(cmr_tree_json_stream_t *s, char *buf, size_t max)
+{
+    if (s->pos == s->out.len) { /* all read: start a new piece */
+        s->out.len = 0;
+        s->pos = 0;
+    }
+    if (!s->started) {
+        write_head(s);
+        s->started = true;
+    }
+    while (!s->done && !s->out.oom && s->out.len - s->pos < max)
+        write_step(s);
+    if (s->out.oom)
+        return -1;
+    size_t n = s->out.len - s->pos < max ? s->out.len - s->pos : max;
+    memcpy(buf, s->out.data + s->pos, n);
+    s->pos += n;
+    return (long)n;
+}
+
+char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
+{
+    /* the stream takes a tree: lend it this one's arrays, and take them back */
+    cmr_tree_t lent = *t;
+    cmr_tree_json_stream_t *s = cmr_tree_json_stream_new(n, &lent);
+    if (!s)
+        return NULL;
+    cmr_buf_t all = {0};
+    char chunk[65536];
+    long got;
+    while ((got = cmr_tree_json_stream_read(s, chunk, sizeof chunk)) > 0)
+        cmr_buf_put(&all, chunk, (size_t)got);
+    memset(&s->tree, 0, sizeof s->tree); /* not the stream's to free */
+    cmr_tree_json_stream_free(s);
+    if (got < 0 || all.oom) {
+        cmr_buf_free(&all);
+        return NULL;
+    }
+    return cmr_buf_take(&all);
 }
 
 void cmr_ingest_print_diagnosis(FILE *f, const cmr_names_t *n, const cmr_diag_report_t *r)

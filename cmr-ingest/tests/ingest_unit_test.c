@@ -1160,6 +1160,157 @@ static void *side_by_side(void *arg)
     return NULL;
 }
 
+/* The tree's JSON written in pieces: any piece size gives the same text as the whole, a
+ * tree far deeper than a recursive writer could go (20,000 levels) and a wide one are
+ * written whole, every node opened and closed once. */
+static void build_chain_tree(cmr_tree_t *t, uint32_t n, bool deep)
+{
+    memset(t, 0, sizeof *t);
+    t->nodes = calloc(n, sizeof *t->nodes);
+    assert_non_null(t->nodes);
+    t->count = t->cap = n;
+    t->first_root = 0;
+    t->start_ns = 1000;
+    t->end_ns = 1000 + n;
+    for (uint32_t i = 0; i < n; i++) {
+        cmr_tree_node_t *x = &t->nodes[i];
+        x->kind = CMR_NODE_CALL;
+        x->method_id = 0x1000 + (i % 7);
+        x->thread_name = CMR_NODE_NONE;
+        x->start_ns = 1000 + i;
+        x->end_ns = 1000 + n;
+        x->total_ns = n - i;
+        x->first_child = CMR_NODE_NONE;
+        x->next_sibling = CMR_NODE_NONE;
+        x->parent = CMR_NODE_NONE;
+        if (i == 0)
+            continue;
+        uint32_t parent = deep ? i - 1 : 0;
+        x->parent = parent;
+        x->depth = deep ? i : 1;
+        if (deep)
+            t->nodes[parent].first_child = i;
+        else if (i == 1)
+            t->nodes[0].first_child = 1;
+        else
+            t->nodes[i - 1].next_sibling = i;
+    }
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_tree_json_stream(void **state)
+{
+    (void)state;
+    cmr_names_t *names = cmr_names_new();
+    for (int deep = 0; deep < 2; deep++) {
+        uint32_t n = deep ? 20000 : 5000;
+        cmr_tree_t t;
+        build_chain_tree(&t, n, deep);
+        char *whole = cmr_ingest_tree_json(names, &t); /* lends t: still the caller's */
+        assert_non_null(whole);
+        assert_int_equal(count_of(whole, "\"children\":["), n);
+        size_t len = strlen(whole);
+        assert_memory_equal(whole + len - 4, "]}]}", 4);
+        if (!deep) { /* jansson parses it (it refuses nesting deeper than 2048) */
+            json_t *j = json_loads(whole, 0, NULL);
+            assert_non_null(j);
+            assert_int_equal(
+                json_array_size(json_object_get(json_array_get(json_object_get(j, "roots"), 0), "children")), n - 1);
+            json_decref(j);
+        }
+        static const size_t pieces[] = {1, 7, 4096, 1u << 20};
+        for (size_t k = 0; k < sizeof pieces / sizeof *pieces; k++) {
+            cmr_tree_t copy;
+            build_chain_tree(&copy, n, deep);
+            cmr_tree_json_stream_t *s = cmr_tree_json_stream_new(names, &copy);
+            assert_non_null(s);
+            assert_null(copy.nodes); /* taken */
+            char *buf = malloc(pieces[k]);
+            cmr_buf_t got = {0};
+            long r;
+            while ((r = cmr_tree_json_stream_read(s, buf, pieces[k])) > 0) {
+                assert_true((size_t)r <= pieces[k]);
+                cmr_buf_put(&got, buf, (size_t)r);
+            }
+            assert_int_equal(r, 0);
+            assert_int_equal(got.len, len);
+            assert_memory_equal(got.data, whole, len);
+            cmr_buf_free(&got);
+            free(buf);
+            cmr_tree_json_stream_free(s);
+        }
+        free(whole);
+        cmr_tree_free(&t);
+    }
+    cmr_names_free(names);
+}
+
+/* A tree of 25,001 calls over the wire: sent as it is written (chunked), the same JSON as
+ * the whole rendering; a small one still comes whole (Content-Length). */
+static void test_http_large_tree(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    uint8_t tid[16];
+    synth_trace_id(77, tid);
+    synth_seg_t big, small;
+    synth_seg_init(&big, tid, A1, 1, 1, "main", NULL);
+    synth_enter(&big, M_MAIN, T0);
+    for (uint64_t k = 0; k < 25000; k++) {
+        synth_enter(&big, k % 2 ? M_A : M_B, T0 + 10 + 4 * k);
+        synth_exit(&big, k % 2 ? M_A : M_B, T0 + 12 + 4 * k);
+    }
+    synth_exit(&big, M_MAIN, T0 + 200000);
+    build_nested_at(&small, 78, T0 + 300000);
+    feed(e, 0, &big, 1, 4096, 0);
+    feed(e, 0, &small, 1, 16, 0);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_engine_free(e);
+
+    cmr_ingest_http_t *srv = cmr_ingest_http_start(tmpdir, "127.0.0.1", 0, NULL, err, sizeof err);
+    assert_non_null(srv);
+    for (int which = 0; which < 2; which++) {
+        char hex[33], target[64];
+        uint8_t id[16];
+        synth_trace_id(which ? 78 : 77, id);
+        cmr_hex(id, 16, hex);
+        snprintf(target, sizeof target, "/api/traces/%s", hex);
+        char *want = NULL, *got = NULL;
+        assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &want), 200);
+        /* keep-alive (chunked); hc_get asks Connection: close */
+        char req[160];
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
+        int fd = hc_connect("127.0.0.1", cmr_ingest_http_port(srv));
+        assert_int_equal(hc_request(fd, req, false, &got), 200);
+        close(fd);
+        const char *head_end = strstr(got, "\r\n\r\n");
+        bool chunked =
+            strstr(got, "Transfer-Encoding: chunked") && strstr(got, "Transfer-Encoding: chunked") < head_end;
+        if (chunked != (which == 0))
+            fprintf(stderr, "%.*s\n", (int)(head_end - got), got);
+        assert_int_equal(chunked, which == 0);
+        assert_string_equal(head_end + 4, want);
+        if (which == 0)
+            assert_int_equal(count_of(want, "\"children\":["), 25001);
+        free(want);
+        free(got);
+    }
+    cmr_ingest_http_stop(srv);
+    synth_seg_free(&big);
+    synth_seg_free(&small);
+}
+
 static void test_store_engine_queries(void **state)
 {
     (void)state;
@@ -2498,6 +2649,7 @@ int main(int argc, char **argv)
     A2 = cmr_agent_id("billing", "host-b", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_one_thread),
+        cmocka_unit_test(test_tree_json_stream),
         cmocka_unit_test(test_across_threads_and_jvms),
         cmocka_unit_test(test_remote_sync_wait),
         cmocka_unit_test(test_remote_overlap_union),
@@ -2514,6 +2666,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_state_method_set),
         cmocka_unit_test(test_json_untrusted_names),
         cmocka_unit_test_setup_teardown(test_store_engine_queries, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_http_large_tree, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),

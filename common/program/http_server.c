@@ -192,16 +192,63 @@ static enum MHD_Result queue(const cmr_http_server_t *s, struct MHD_Connection *
     return rc;
 }
 
-/* The handler's answer: queue() plus its own headers. Takes res's body and cookie. */
+/* A streamed answer's callbacks, as MHD calls them. */
+typedef struct stream {
+    long (*read)(void *ctx, char *buf, size_t max);
+    void (*free)(void *ctx);
+    void *ctx;
+} stream_t;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream_t *st = cls;
+    long n = st->read(st->ctx, buf, max);
+    return n > 0 ? (ssize_t)n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free(void *cls)
+{
+    stream_t *st = cls;
+    if (st->free)
+        st->free(st->ctx);
+    free(st);
+}
+
+/* The MHD response of a handler's answer: its body, or its stream. NULL on no memory (what
+ * the answer owned is freed). */
+static struct MHD_Response *make_response(cmr_http_response_t *res)
+{
+    if (res->stream_read) {
+        free(res->body);
+        res->body = NULL;
+        stream_t *st = malloc(sizeof *st);
+        struct MHD_Response *r =
+            st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, st, stream_free) : NULL;
+        if (st && r) {
+            *st = (stream_t){res->stream_read, res->stream_free, res->stream_ctx};
+            return r;
+        }
+        free(st);
+        if (res->stream_free)
+            res->stream_free(res->stream_ctx);
+        return NULL;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(res->body ? res->len : 0, res->body ? res->body : (void *)"",
+                                        res->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        free(res->body);
+    return r;
+}
+
+/* The handler's answer: queue() plus its own headers. Takes res's body (or stream) and cookie. */
 static enum MHD_Result queue_res(const cmr_http_server_t *s, struct MHD_Connection *c, cmr_http_response_t *res)
 {
     if (res->status < 100 || res->status > 999)
         res->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(res->body ? res->len : 0, res->body ? res->body : (void *)"",
-                                        res->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = make_response(res);
     if (!r) {
-        free(res->body);
         free(res->set_cookie);
         return MHD_NO;
     }

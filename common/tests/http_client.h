@@ -2,7 +2,8 @@
  * http_client.h - a tiny blocking HTTP/1.1 client for the tests of the HTTP servers
  * (common/tests/test_http_server.c, test_metrics_http.c, cmr-ingest's unit test): connect
  * over IPv4 or IPv6 with a 5 s receive timeout, send a request, read exactly one answer
- * (by Content-Length), so that keep-alive can be tested; idle connections in bulk.
+ * (by Content-Length, or chunked: then decoded), so that keep-alive can be tested; idle
+ * connections in bulk.
  *
  * Ownership: answers are malloc'd, the caller's; descriptors are the caller's to close.
  */

@@ -77,6 +77,15 @@ typedef struct cmr_http_response {
     const char *cache_control; /* a literal, or NULL: none */
     char *set_cookie;          /* malloc'd (freed by the server), or NULL: none */
     const char *location;      /* a literal (a redirect's target), or NULL: none */
+    /* Instead of body: an answer written while it is sent (chunked transfer encoding), for
+     * answers too large to build whole. stream_read(stream_ctx, buf, max) writes up to max
+     * bytes into buf and returns the count, 0 at the end, -1 on an error (the connection is
+     * closed); it runs on a server thread whenever the client can take more. stream_free
+     * (stream_ctx) is called once the answer is sent or abandoned; the server owns ctx
+     * from the handler's return. */
+    long (*stream_read)(void *ctx, char *buf, size_t max);
+    void (*stream_free)(void *ctx);
+    void *stream_ctx;
 } cmr_http_response_t;
 
 typedef void(cmr_http_handler_fn)(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res);
