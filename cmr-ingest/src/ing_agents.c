@@ -243,21 +243,63 @@ int cmr_ingest_agents(const char *root, uint64_t agent, int64_t from_ms, int64_t
                       .latest = agent == 0,
                       .text = text,
                       .now_ms = cmr_wall_ms()};
-    cmr_store_opts_t so = {.read_only = true};
-    int *slots;
-    size_t n = cmr_store_list_meta(root, &slots);
-    for (size_t i = 0; i < n && (o.latest || i == 0); i++) { /* history: one slot has it all */
-        cmr_store_t *meta = cmr_store_open_meta(root, slots[i], &so, err, errlen);
-        if (!meta)
-            continue;
-        scan_meta(meta, agent, from_ms, to_ms ? to_ms : INT64_MAX, emit, &o);
-        cmr_store_close(meta);
-    }
-    free(slots);
+    cmr_store_t *const *metas;
+    size_t n = cmr_ingest_view_metas(v, &metas);
+    for (size_t i = 0; i < n && (o.latest || i == 0); i++) /* history: one slot has it all */
+        scan_meta(metas[i], agent, from_ms, to_ms ? to_ms : INT64_MAX, emit, &o);
     json_t *doc = json_pack("{s:o}", agent ? "history" : "agents", o.list);
     *json = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     cmr_u64map_free(&o.seen);
     cmr_ingest_view_free(v);
     return *json ? 0 : -1;
+}
+
+/* --- the agents of an environment (the traces' env filter) ------------------------------- */
+
+typedef struct env_scan {
+    const char *env;
+    cmr_u64map_t latest; /* agent id -> time_ms << 1 | (its environment is env); never 0 (time_ms > 0) */
+    bool oom;
+} env_scan_t;
+
+static void env_latest(const cmr_agent_status_t *s, void *opaque)
+{
+    env_scan_t *e = opaque;
+    if (s->time_ms <= 0 || s->time_ms >= INT64_MAX / 2)
+        return; /* not stored (cmr_ingest_status_add) */
+    uint64_t agent = (uint64_t)s->agent_id;
+    uintptr_t prev = (uintptr_t)cmr_u64map_get(&e->latest, agent);
+    if (prev && (int64_t)(prev >> 1) >= s->time_ms)
+        return; /* another meta slot has a newer status of the agent (or the same) */
+    uintptr_t val = ((uintptr_t)s->time_ms << 1) | (uintptr_t)(strcmp(s->environment_id, e->env) == 0);
+    if (cmr_u64map_put(&e->latest, agent, (void *)val) != 0)
+        e->oom = true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+long cmr_ingest_status_env_agents(cmr_store_t *const *metas, size_t nmetas, const char *env, uint64_t **ids)
+{
+    *ids = NULL;
+    env_scan_t e = {.env = env};
+    for (size_t i = 0; i < nmetas; i++) /* the slots of workers that read the topic to different points */
+        scan_meta(metas[i], 0, INT64_MIN, INT64_MAX, env_latest, &e);
+    size_t n = 0, it = 0;
+    uint64_t agent;
+    void *val;
+    uint64_t *out = e.oom ? NULL : malloc((cmr_u64map_count(&e.latest) + 1) * sizeof *out);
+    while (out && cmr_u64map_next(&e.latest, &it, &agent, &val))
+        if ((uintptr_t)val & 1)
+            out[n++] = agent;
+    cmr_u64map_free(&e.latest);
+    if (!out)
+        return -1;
+    qsort(out, n, sizeof *out, cmp_u64);
+    *ids = out;
+    return (long)n;
 }

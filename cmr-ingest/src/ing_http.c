@@ -2,7 +2,7 @@
  * ing_http.c - the HTTP/1.1 JSON API of cmr-ingest, on loopback by default.
  *
  *   GET /health                               {"status":"ok"}
- *   GET /api/traces?from=&to=&min_duration=&root=&agent=&contains=&http_method=
+ *   GET /api/traces?from=&to=&min_duration=&root=&agent=&contains=&env=&http_method=
  *                   &http_path=&http_status=&slowest=&limit=
  *                                             {"traces":[summary, ...]}
  *   GET /api/traces/<trace id>                the call tree as JSON

@@ -559,6 +559,16 @@ int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *val
         f->agent = value;
     } else if (!strcmp(key, "contains")) {
         f->contains = value;
+    } else if (!strcmp(key, "env")) {
+        size_t len = strlen(value);
+        bool ctl = false;
+        for (const unsigned char *p = (const unsigned char *)value; *p && !ctl; p++)
+            ctl = *p < 0x20 || *p == 0x7f;
+        if (!len || len > CMR_ENV_ID_MAX || ctl) {
+            snprintf(err, errlen, "env: an environment id is 1 to %d bytes without control characters", CMR_ENV_ID_MAX);
+            return -1;
+        }
+        f->env = value;
     } else if (!strcmp(key, "slowest")) {
         f->slowest = !strcmp(value, "true") || !strcmp(value, "1") || !*value;
     } else if (!strcmp(key, "limit")) {
@@ -571,8 +581,8 @@ int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *val
         f->limit = (size_t)v;
     } else {
         snprintf(err, errlen,
-                 "unknown filter \"%s\" (from, to, min-duration, root, agent, contains, http-method, http-path, "
-                 "http-status, slowest, limit)",
+                 "unknown filter \"%s\" (from, to, min-duration, root, agent, contains, env, http-method, "
+                 "http-path, http-status, slowest, limit)",
                  key);
         return -1;
     }

@@ -4,10 +4,14 @@
  * A view opens every partition store read-only (a running worker keeps writing; the view
  * sees what was written when it was opened; a store that a worker is creating at that
  * moment holds nothing yet and is skipped) and merges the method and agent tables of
- * every meta slot. Listing drives one index per partition — the contained method, the
- * agent, the root method, duration (slowest first) or start time (newest first) — checks
- * the other filters on each candidate, and merges the partitions in a deterministic
- * order (newest or slowest first, ties by trace id). The filters on the transaction data
+ * every meta slot (the meta stores stay open with the view: agent statuses). Listing
+ * drives one index per partition — the contained method, the agent, the agents of the
+ * environment (a few of them), the root method, duration (slowest first) or start time
+ * (newest first) — checks the other filters on each candidate, and merges the partitions
+ * in a deterministic order (newest or slowest first, ties by trace id). The environment
+ * filter is resolved once per query to the agents whose latest AgentStatus names it
+ * (ing_agents.c); a candidate matches when one of its JVMs (the agents of its batches) is
+ * one of them. The filters on the transaction data
  * (http method, path, status) have no index: they are checked on each candidate's
  * summary. The traces of a diagnosis come from its index (idx_diagnosis), newest first,
  * with the same http filters.
@@ -30,6 +34,8 @@
 struct cmr_ingest_view {
     cmr_store_t **stores;
     size_t nstores;
+    cmr_store_t **metas; /* read-only meta slots (names loaded; agent statuses) */
+    size_t nmetas;
     cmr_names_t *names;
 };
 
@@ -50,14 +56,20 @@ cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errl
     cmr_store_opts_t o = {.read_only = true};
     int *ids;
     size_t n = cmr_store_list_meta(root, &ids);
-    for (size_t i = 0; i < n; i++) {
+    v->metas = calloc(n + 1, sizeof *v->metas);
+    for (size_t i = 0; v->metas && i < n; i++) {
         cmr_store_t *m = cmr_store_open_meta(root, ids[i], &o, err, errlen);
         if (m) {
             cmr_store_load_names(m, v->names);
-            cmr_store_close(m);
+            v->metas[v->nmetas++] = m;
         }
     }
     free(ids);
+    if (!v->metas) {
+        cmr_ingest_view_free(v);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     n = cmr_store_list_partitions(root, &ids);
     v->stores = calloc(n + 1, sizeof *v->stores);
     for (size_t i = 0; v->stores && i < n; i++) {
@@ -98,6 +110,9 @@ void cmr_ingest_view_free(cmr_ingest_view_t *v)
     for (size_t i = 0; i < v->nstores; i++)
         cmr_store_close(v->stores[i]);
     free(v->stores);
+    for (size_t i = 0; i < v->nmetas; i++)
+        cmr_store_close(v->metas[i]);
+    free(v->metas);
     cmr_names_free(v->names);
     free(v);
 }
@@ -105,6 +120,12 @@ void cmr_ingest_view_free(cmr_ingest_view_t *v)
 const cmr_names_t *cmr_ingest_view_names(const cmr_ingest_view_t *v)
 {
     return v->names;
+}
+
+size_t cmr_ingest_view_metas(cmr_ingest_view_t *v, cmr_store_t *const **metas)
+{
+    *metas = v->metas;
+    return v->nmetas;
 }
 
 int cmr_ingest_view_summary(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_trace_summary_t *out)
@@ -139,6 +160,10 @@ int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_t
     return 0;
 }
 
+/* An environment of at most this many JVMs drives the list through their idx_agent
+ * entries; a larger one is checked on the candidates of the time / duration index. */
+#define ENV_INDEX_MAX 16
+
 typedef struct results {
     cmr_trace_summary_t *items;
     size_t count, cap;
@@ -148,8 +173,8 @@ typedef struct qctx {
     cmr_ingest_view_t *v;
     const cmr_trace_filter_t *f;
     cmr_store_t *s;
-    uint64_t *roots, *agents, *methods;
-    size_t nroots, nagents, nmethods;
+    uint64_t *roots, *agents, *methods, *env_agents; /* env_agents sorted */
+    size_t nroots, nagents, nmethods, nenv_agents;
     results_t *r;
     size_t matched; /* in this partition */
 } qctx_t;
@@ -179,12 +204,44 @@ static bool any_indexed(cmr_store_t *s, int cf, const uint64_t *ids, size_t n, c
     return false;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static bool in_set(const uint64_t *v, size_t n, uint64_t id)
 {
     for (size_t i = 0; i < n; i++)
         if (v[i] == id)
             return true;
     return false;
+}
+
+/* true when one of the JVMs of the trace (the agents of its batches: key trace | agent |
+ * segment | batch_seq) is in the sorted set: one seek per JVM of the trace. */
+static bool any_agent_in(cmr_store_t *s, const uint64_t *set, size_t n, const uint8_t trace[16])
+{
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(s), ro, cmr_store_cf(s, CMR_CF_BATCHES));
+    uint8_t k[24];
+    memcpy(k, trace, 16);
+    bool found = false;
+    for (rocksdb_iter_seek(it, (const char *)k, 16); !found && rocksdb_iter_valid(it);) {
+        size_t kl;
+        const uint8_t *key = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl < 24 || memcmp(key, trace, 16))
+            break;
+        uint64_t agent = cmr_be64(key + 16);
+        found = bsearch(&agent, set, n, sizeof *set, cmp_u64) != NULL;
+        if (agent == UINT64_MAX)
+            break;
+        cmr_put_be64(k + 16, agent + 1); /* the trace's next JVM */
+        rocksdb_iter_seek(it, (const char *)k, 24);
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    return found;
 }
 
 /* Checks every filter on one candidate and keeps it. */
@@ -203,6 +260,8 @@ static void consider(qctx_t *q, const uint8_t trace[16])
     if (f->agent && !any_indexed(q->s, CMR_CF_IDX_AGENT, q->agents, q->nagents, trace))
         return;
     if (f->contains && !any_indexed(q->s, CMR_CF_IDX_METHOD, q->methods, q->nmethods, trace))
+        return;
+    if (f->env && !any_agent_in(q->s, q->env_agents, q->nenv_agents, trace))
         return;
     if (!cmr_http_filter_match(&f->http, &s.http))
         return;
@@ -273,7 +332,18 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
         q.nagents = cmr_names_find_agents(v->names, f->agent, &q.agents);
     if (f->contains)
         q.nmethods = cmr_names_find_methods(v->names, f->contains, &q.methods);
-    bool empty = (f->root_method && !q.nroots) || (f->agent && !q.nagents) || (f->contains && !q.nmethods);
+    if (f->env) {
+        long n = cmr_ingest_status_env_agents(v->metas, v->nmetas, f->env, &q.env_agents);
+        if (n < 0) {
+            free(q.roots);
+            free(q.agents);
+            free(q.methods);
+            return -1;
+        }
+        q.nenv_agents = (size_t)n;
+    }
+    bool empty = (f->root_method && !q.nroots) || (f->agent && !q.nagents) || (f->contains && !q.nmethods) ||
+                 (f->env && !q.nenv_agents);
     for (size_t i = 0; i < v->nstores && !empty; i++) {
         q.s = v->stores[i];
         q.matched = 0;
@@ -283,6 +353,9 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
         else if (f->agent)
             for (size_t k = 0; k < q.nagents; k++)
                 scan(&q, CMR_CF_IDX_AGENT, &q.agents[k], false, 0);
+        else if (f->env && q.nenv_agents <= ENV_INDEX_MAX)
+            for (size_t k = 0; k < q.nenv_agents; k++)
+                scan(&q, CMR_CF_IDX_AGENT, &q.env_agents[k], false, 0);
         else if (f->root_method)
             for (size_t k = 0; k < q.nroots; k++)
                 scan(&q, CMR_CF_IDX_ROOT, &q.roots[k], false, 0);
@@ -292,6 +365,7 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
     free(q.roots);
     free(q.agents);
     free(q.methods);
+    free(q.env_agents);
     bool slowest = f->slowest;
     if (r.count)
         qsort_r(r.items, r.count, sizeof *r.items, cmp_summary, &slowest);

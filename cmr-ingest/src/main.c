@@ -33,7 +33,8 @@ static const cmr_cli_option_t options[] = {
     {"slowest", 0, "query.slowest", NULL, "traces: longest first (default: newest first)"},
     {"limit", 'n', "query.limit", "N", "traces: at most N (default 50); diagnosis: traces (default 1000)"},
     {"json", 0, "query.json", NULL, "traces, show, diagnosis, metrics, agents: JSON instead of text"},
-    {"env", 0, "query.env", "ENV", "metrics: this environment only (default: all)"},
+    {"env", 0, "query.env", "ENV",
+     "metrics: this environment only (default: all); traces: a JVM last reporting this environment took part"},
     {"kind", 0, "query.kind", "KIND", "metrics: transaction (default) or method"},
     {"name", 0, "query.name", "NAME", "metrics: part of the transaction's or method's name, or its hex id"},
     {"stat", 0, "query.stat", "STAT", "metrics: p50 p90 p95 p99 (default) p999 max mean count errors error_rate"},
@@ -121,7 +122,7 @@ static const cmr_cli_t cli = {
                "  run                 the worker: consumes cmr.events and cmr.metrics in its group, judges the\n"
                "                      threshold rules (events on cmr.alerts), serves the HTTP API\n"
                "  replay [--since T]  rebuild a fresh store (--store DIR, empty) from the topics\n"
-               "  traces [filters]    list traces (--from --to --min-duration --root --agent --contains\n"
+               "  traces [filters]    list traces (--from --to --min-duration --root --agent --contains --env\n"
                "                      --http-method --http-path --http-status --slowest --limit --json)\n"
                "  show TRACE          the call tree: total and self time, thread and JVM of every call\n"
                "  export TRACE FILE   write the trace as Chrome trace-event JSON or OTLP JSON (--format)\n"
@@ -164,8 +165,8 @@ static int open_view(const cmr_conf_t *conf, cmr_ingest_view_t **v)
 
 static int cmd_traces(const cmr_conf_t *conf)
 {
-    static const char *const keys[] = {"from",        "to",        "min-duration", "root",  "agent", "contains",
-                                       "http-method", "http-path", "http-status",  "limit", NULL};
+    static const char *const keys[] = {"from", "to",          "min-duration", "root",        "agent", "contains",
+                                       "env",  "http-method", "http-path",    "http-status", "limit", NULL};
     cmr_trace_filter_t f = {0};
     char err[512], key[64];
     for (int i = 0; keys[i]; i++) {

@@ -104,12 +104,12 @@ static char *tree_json(const cmr_tree_t *t)
     return j;
 }
 
-/* main { a { b } a } in one thread */
-static void build_nested_at(synth_seg_t *s, uint64_t trace_n, uint64_t base)
+/* main { a { b } a } in one thread of JVM agent */
+static void build_nested_by(synth_seg_t *s, uint64_t trace_n, uint64_t base, uint64_t agent)
 {
     uint8_t tid[16];
     synth_trace_id(trace_n, tid);
-    synth_seg_init(s, tid, A1, 1, 1, "main", NULL);
+    synth_seg_init(s, tid, agent, 1, 1, "main", NULL);
     synth_enter(s, M_MAIN, base);
     synth_enter(s, M_A, base + 100);
     synth_enter(s, M_B, base + 200);
@@ -118,6 +118,11 @@ static void build_nested_at(synth_seg_t *s, uint64_t trace_n, uint64_t base)
     synth_enter(s, M_A, base + 700);
     synth_exit(s, M_A, base + 800);
     synth_exit(s, M_MAIN, base + 1000);
+}
+
+static void build_nested_at(synth_seg_t *s, uint64_t trace_n, uint64_t base)
+{
+    build_nested_by(s, trace_n, base, A1);
 }
 
 static void build_nested(synth_seg_t *s, uint64_t trace_n)
@@ -2471,6 +2476,174 @@ static void test_http_store_filters(void **state)
 /* The engine's trace states (cmr_map_t keyed by trace id) past the point where a
  * partition drops them (20,000 traces): every redelivered batch is still recognised,
  * from memory or from the store. */
+/* An AgentStatus as cmr.agent-events delivers it, through the engine's table records. */
+static void add_status(cmr_ingest_engine_t *e, uint64_t agent, const char *env, cmr_agent_state_t state,
+                       int64_t time_ms)
+{
+    char err[256];
+    cmr_agent_status_t st = {.agent_id = (int64_t)agent,
+                             .instance_id = "i-1",
+                             .state = state,
+                             .time_ms = time_ms,
+                             .environment_id = (char *)env};
+    cmr_buf_t b = {0};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_AGENT_STATUS, &st, &b, err, sizeof err), CMR_WIRE_OK);
+    cmr_reader_rec_t rec = {.payload = b.data, .len = b.len};
+    assert_int_equal(cmr_ingest_engine_add_table_record(e, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), &rec), 1);
+    cmr_buf_free(&b);
+}
+
+/* The env filter: traces of JVMs in two environments (one trace spans both), an agent
+ * whose latest status moved it to the other environment (that status only in the second
+ * meta slot), an agent without a status, an environment of many JVMs (checked on the
+ * time index's candidates), combined with another filter; unknown and bad values over
+ * the view, HTTP and the CLI. */
+static void test_env_filter(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
+    cmr_agent_registration_t r1 = {.agent_name = "shop", .hostname = "host-a"},
+                             r2 = {.agent_name = "billing", .hostname = "host-b"},
+                             r3 = {.agent_name = "cart", .hostname = "host-c"},
+                             r4 = {.agent_name = "batch", .hostname = "host-d"};
+    cmr_ingest_engine_add_agent(e, &r1);
+    cmr_ingest_engine_add_agent(e, &r2);
+    cmr_ingest_engine_add_agent(e, &r3);
+    cmr_ingest_engine_add_agent(e, &r4);
+    uint64_t A3 = cmr_agent_id("cart", "host-c", NULL), A4 = cmr_agent_id("batch", "host-d", NULL);
+    int64_t t = 1763760000000;
+    /* A1 prod; A2 was prod, then stage; A3 stage (slot 0); A4 reports nothing */
+    add_status(e, A1, "prod", CMR_AGENT_FULL, t);
+    add_status(e, A2, "prod", CMR_AGENT_FULL, t);
+    add_status(e, A2, "stage", CMR_AGENT_FULL, t + 60000);
+    add_status(e, A3, "stage", CMR_AGENT_FULL, t);
+    /* 80: A1 alone; 81: A1 and A2; 82: A2 alone; 83: A3 alone; 84: A4 alone */
+    synth_seg_t multi[4], n80, n82, n83, n84;
+    build_nested_by(&n80, 80, T0 + 10000, A1);
+    build_multi(multi, 81);
+    build_nested_by(&n82, 82, T0 + 20000, A2);
+    build_nested_by(&n83, 83, T0 + 30000, A3);
+    build_nested_by(&n84, 84, T0 + 40000, A4);
+    feed(e, 0, &n80, 1, 3, 0);
+    feed(e, 0, multi, 4, 2, 0);
+    feed(e, 3, &n82, 1, 3, 0);
+    feed(e, 3, &n83, 1, 3, 0);
+    feed(e, 0, &n84, 1, 3, 0);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    /* a second worker (meta slot 1) read further: A3 moved to prod; and 20 JVMs of env
+     * "many" with A4 among them */
+    cmr_ingest_engine_t *e2 = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e2);
+    add_status(e2, A3, "stage", CMR_AGENT_FULL, t);
+    add_status(e2, A3, "prod", CMR_AGENT_RECONNECTED, t + 1000);
+    add_status(e2, A4, "many", CMR_AGENT_FULL, t);
+    for (uint64_t k = 0; k < 20; k++)
+        add_status(e2, 0x9000 + k, "many", CMR_AGENT_FULL, t);
+    assert_int_equal(cmr_ingest_engine_flush(e2), 0);
+    cmr_ingest_engine_free(e2);
+    cmr_ingest_engine_free(e);
+
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_store_t *const *metas;
+    assert_int_equal(cmr_ingest_view_metas(v, &metas), 2);
+    uint64_t *ids;
+    assert_int_equal(cmr_ingest_status_env_agents(metas, 2, "stage", &ids), 1);
+    assert_true(ids[0] == A2); /* A3's newest status (slot 1) is prod's */
+    free(ids);
+    assert_int_equal(cmr_ingest_status_env_agents(metas, 2, "many", &ids), 21);
+    free(ids);
+    char list[256];
+    list_ids(v, "env", "prod", NULL, NULL, list, sizeof list);
+    assert_string_equal(list, "81,80,83,"); /* 81 spans prod and stage; A3 moved to prod */
+    list_ids(v, "env", "stage", NULL, NULL, list, sizeof list);
+    assert_string_equal(list, "81,82,"); /* A2 was prod before: no longer counts there */
+    list_ids(v, "env", "many", NULL, NULL, list, sizeof list);
+    assert_string_equal(list, "84,"); /* 21 JVMs: through the time index */
+    list_ids(v, "env", "many", "slowest", "1", list, sizeof list);
+    assert_string_equal(list, "84,");
+    list_ids(v, "env", "prod", "agent", "billing", list, sizeof list);
+    assert_string_equal(list, "81,");
+    list_ids(v, "env", "prod", "limit", "1", list, sizeof list);
+    assert_string_equal(list, "83,");
+    list_ids(v, "env", "nowhere", NULL, NULL, list, sizeof list);
+    assert_string_equal(list, "");
+    list_ids(v, "env", "pro", NULL, NULL, list, sizeof list); /* exact, not a part */
+    assert_string_equal(list, "");
+    cmr_trace_filter_t f = {0};
+    char longid[CMR_ENV_ID_MAX + 2];
+    memset(longid, 'e', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    assert_int_equal(cmr_trace_filter_set(&f, "env", "", err, sizeof err), -1);
+    assert_non_null(strstr(err, "env: "));
+    assert_int_equal(cmr_trace_filter_set(&f, "env", longid, err, sizeof err), -1);
+    assert_int_equal(cmr_trace_filter_set(&f, "env", "a\tb", err, sizeof err), -1);
+    assert_int_equal(cmr_trace_filter_set(&f, "env", "a\x7f", err, sizeof err), -1);
+    longid[CMR_ENV_ID_MAX] = '\0';
+    assert_int_equal(cmr_trace_filter_set(&f, "env", longid, err, sizeof err), 0);
+    cmr_ingest_view_free(v);
+    synth_seg_free(&n80);
+    synth_seg_free(&n82);
+    synth_seg_free(&n83);
+    synth_seg_free(&n84);
+    for (int i = 0; i < 4; i++)
+        synth_seg_free(&multi[i]);
+
+    /* HTTP */
+    char *body;
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?env=stage", &body), 200);
+    json_t *doc = json_loads(body, 0, NULL);
+    assert_non_null(doc);
+    json_t *traces = json_object_get(doc, "traces");
+    assert_int_equal(json_array_size(traces), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(traces, 0), "trace_id")),
+                        "7a000000000000000000000000000052");
+    json_decref(doc);
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/api/traces?env=nowhere", &body), 200);
+    assert_string_equal(body, "{\"traces\":[]}");
+    free(body);
+    const char *bad[] = {"/api/traces?env=", "/api/traces?env", "/api/traces?env=a%01b", "/api/traces?env=a%7Fb"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", bad[i], &body), 400);
+        assert_non_null(strstr(body, "env: an environment id"));
+        free(body);
+    }
+    char target[256];
+    snprintf(target, sizeof target, "/api/traces?env=%s", longid);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 200);
+    free(body);
+    snprintf(target, sizeof target, "/api/traces?env=%se", longid);
+    assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", target, &body), 400);
+    free(body);
+
+    /* CLI */
+    if (ingest_bin) {
+        int st;
+        char *out = run_cli("traces --env prod --json", &st);
+        assert_int_equal(st, 0);
+        doc = json_loads(out, 0, NULL);
+        assert_non_null(doc);
+        assert_int_equal(json_array_size(json_object_get(doc, "traces")), 3);
+        json_decref(doc);
+        free(out);
+        out = run_cli("traces --env nowhere", &st);
+        assert_int_equal(st, 0);
+        assert_non_null(strstr(out, "TRACE"));
+        assert_null(strstr(out, "7a0000"));
+        free(out);
+        out = run_cli("traces --env ''", &st);
+        assert_int_equal(st, 2);
+        assert_non_null(strstr(out, "env: an environment id"));
+        free(out);
+    }
+}
+
 static void test_engine_many_traces(void **state)
 {
     (void)state;
@@ -2673,6 +2846,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_http_attributes_summary),
         cmocka_unit_test(test_http_attributes_checks),
         cmocka_unit_test_setup_teardown(test_http_store_filters, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_env_filter, make_tmp, remove_tmp),
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
         cmocka_unit_test_setup_teardown(test_http_server, make_tmp, remove_tmp),

@@ -394,6 +394,9 @@ void cmr_ingest_status_retention(cmr_store_t *meta, const cmr_u64map_t *last, in
  * (malloc'd); a table into text when not NULL. 0, or -1 with err. */
 int cmr_ingest_agents(const char *root, uint64_t agent, int64_t from_ms, int64_t to_ms, char **json, FILE *text,
                       char *err, size_t errlen);
+/* The agents whose latest status (the newest over every meta store given, by time_ms)
+ * names environment env exactly: *ids malloc'd (sorted), the count; -1 out of memory. */
+long cmr_ingest_status_env_agents(cmr_store_t *const *metas, size_t nmetas, const char *env, uint64_t **ids);
 
 /* --- query -------------------------------------------------------------------------- */
 
@@ -406,6 +409,7 @@ typedef struct cmr_trace_filter {
     const char *root_method; /* substring of the root method's name, or its hex id */
     const char *agent;       /* substring of "name@host", or the hex agent id */
     const char *contains;    /* a method in the trace: substring or hex id */
+    const char *env;         /* an environment id: a JVM that last reported it took part */
     cmr_http_filter_t http;  /* the root's transaction data */
     bool slowest;            /* order by duration, longest first (default: newest first) */
     size_t limit;            /* 0 = 50 */
@@ -414,6 +418,9 @@ typedef struct cmr_trace_filter {
 cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errlen);
 void cmr_ingest_view_free(cmr_ingest_view_t *v);
 const cmr_names_t *cmr_ingest_view_names(const cmr_ingest_view_t *v);
+/* The meta stores of the view (read-only, open while the view is): the count; *metas
+ * points into the view. */
+size_t cmr_ingest_view_metas(cmr_ingest_view_t *v, cmr_store_t *const **metas);
 /* Matching summaries, sorted; *out malloc'd. Returns the count or -1. */
 long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr_trace_summary_t **out);
 /* The stored summary of a trace: 1 found, 0 unknown, -1 error. */
@@ -492,7 +499,10 @@ void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s);
 /* A diagnosis report as a table, and as JSON (malloc'd; docs/INGEST.md). */
 void cmr_ingest_print_diagnosis(FILE *f, const cmr_names_t *n, const cmr_diag_report_t *r);
 char *cmr_ingest_diagnosis_json(const cmr_names_t *n, const cmr_diag_report_t *r);
-/* Parses a filter from "key=value&..." (HTTP query) or sets one key (CLI). 0 or -1. */
+#define CMR_ENV_ID_MAX 64 /* bytes of an environment id (cmr-config: 1-64 of A-Z a-z 0-9 - _ .) */
+/* Sets one filter (an HTTP query parameter or a CLI option): 0, or -1 with err on an
+ * unknown key or a bad value (env: empty, longer than CMR_ENV_ID_MAX, a control
+ * character). */
 int cmr_trace_filter_set(cmr_trace_filter_t *f, const char *key, const char *value, char *err, size_t errlen);
 /* "2026-11-21T21:40:00Z", "...123Z", unix seconds/ms/ns, or "-10m" (relative). */
 int cmr_ingest_parse_time(const char *s, int64_t *ns);

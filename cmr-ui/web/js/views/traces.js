@@ -3,7 +3,8 @@
 // list of up to 100,000 traces with durations coloured by their percentile rank among the
 // listed traces of the same entry point. Rows open #/trace/<id>; checked rows open a merged
 // flame graph (#/flame?ids=...). With a diagnosis chosen, the list is that diagnosis' report
-// (GET /api/diagnoses/<id>/report) instead of GET /api/traces.
+// (GET /api/diagnoses/<id>/report) instead of GET /api/traces. The environment choices come from
+// GET /api/environments; `env` keeps the traces a JVM of that environment took part in.
 
 import uPlot from '/vendor/uplot/uPlot.esm.js';
 
@@ -23,8 +24,10 @@ const PRESETS = [
   ['custom', 'Custom…'],
 ];
 // Query keys the form owns, and what each one means to the API.
-const FILTERS =
-    ['from', 'to', 'min_duration', 'root', 'http_method', 'http_path', 'http_status', 'agent', 'contains', 'diagnosis'];
+const FILTERS = [
+  'from', 'to', 'min_duration', 'root', 'http_method', 'http_path', 'http_status', 'agent', 'env', 'contains',
+  'diagnosis'
+];
 const RANK_TEXT = {
   fast: 'below the median (p50) of its entry point in this list',
   mid: 'between p50 and p95 of its entry point in this list',
@@ -135,6 +138,7 @@ class TracesView {
   async start() {
     this.render();
     this.loadDiagnoses();
+    this.loadEnvironments();
     await this.load();
   }
 
@@ -241,6 +245,8 @@ class TracesView {
     this.customBox.hidden = preset !== 'custom';
     this.diagSel = h('select', {name: 'diagnosis', onchange: () => this.submit()}, h('option', {value: ''}, 'None'));
     if (s.diagnosis) this.diagSel.append(h('option', {value: s.diagnosis, selected: true}, s.diagnosis));
+    this.envSel = h('select', {name: 'env', onchange: () => this.submit()}, h('option', {value: ''}, 'Any'));
+    if (s.env) this.envSel.append(h('option', {value: s.env, selected: true}, s.env));
     const form = h(
         'form',
         {
@@ -265,6 +271,11 @@ class TracesView {
             'div',
             {class: 'tl-frow'},
             this.field('agent', 'JVM', {placeholder: 'name@host pid N, or agent id'}),
+            h('label', {
+              class: 'tl-field tl-f-env',
+              title: 'a JVM of this environment (as it last reported) took part in the trace'
+            },
+              'Environment', this.envSel),
             this.field('contains', 'Contains method', {placeholder: 'a method called anywhere'}),
             h('label', {class: 'tl-field'}, 'Diagnosis', this.diagSel),
             this.field(
@@ -319,6 +330,7 @@ class TracesView {
     this.form.replaceWith(form);
     this.form = form;
     this.loadDiagnoses();
+    this.loadEnvironments();
     this.load();
   }
 
@@ -334,6 +346,25 @@ class TracesView {
         this.diagSel.append(h('option', {value: d.id, selected: d.id === cur, title: d.method}, label));
       }
       if (cur && !found) this.diagSel.append(h('option', {value: cur, selected: true}, cur));
+    } catch {
+      /* the list stays as it is: the id from the URL, if any */
+    }
+  }
+
+  async loadEnvironments() {
+    const sel = this.envSel;  // a later buildForm makes another one: what this call awaited is then not for it
+    try {
+      const r = await this.ctx.api.get('/api/environments');
+      if (sel !== this.envSel) return;
+      const cur = this.state.env || '';
+      clear(sel).append(h('option', {value: ''}, 'Any'));
+      let found = false;
+      for (const e of r.environments || []) {
+        found = found || e.id === cur;
+        const label = e.name && e.name !== e.id ? `${e.id} — ${e.name}` : e.id;
+        sel.append(h('option', {value: e.id, selected: e.id === cur}, label));
+      }
+      if (cur && !found) sel.append(h('option', {value: cur, selected: true}, cur));
     } catch {
       /* the list stays as it is: the id from the URL, if any */
     }
@@ -386,8 +417,9 @@ class TracesView {
             (!agent || (t.root_jvm || '').toLowerCase().includes(agent)),
     );
     if (s.slowest === '1') list.sort((a, b) => b.duration_ns - a.duration_ns);
+    const unused = [s.contains && '"contains"', s.env && '"environment"'].filter(Boolean);
     this.reportNote = `diagnosis ${s.diagnosis.slice(0, 8)}: ${fmt.count(r.found)} tagged${
-        s.contains ? '; "contains" does not apply to a report' : ''}`;
+        unused.length ? `; ${unused.join(' and ')} ${unused.length > 1 ? 'do' : 'does'} not apply to a report` : ''}`;
     return list;
   }
 
@@ -614,6 +646,7 @@ class TracesView {
     this.form.replaceWith(form);
     this.form = form;
     this.loadDiagnoses();
+    this.loadEnvironments();
     this.load();
   }
 
