@@ -18,8 +18,12 @@
  * Errors are JSON {"error": "..."} with 400 / 404 / 405 / 414 / 500 (requests MHD cannot
  * parse or that exceed its limits get MHD's own 400 / 413 / 414 / 431). /health answers
  * at once; the store queries run side by side on the server's threads, all reading one
- * read-only view of the whole store root (RocksDB reads are thread-safe), which is replaced
- * by a fresh one when older than one second and freed once the last query using it ended;
+ * read-only view of the whole store root (RocksDB reads are thread-safe). A refresher
+ * thread replaces it with a fresh one a second after the last one was ready, while queries
+ * come, so that no query waits for a view to open (a read-only open replays the stores'
+ * logs: long while the worker writes); after a quiet spell the first query opens a fresh
+ * one itself (a view older than STALE_MS is not read); the old view is freed once its last
+ * query ended;
  * recent trees are kept rendered in memory (keyed by trace id and summary, so a trace
  * that changed is rendered again); a large tree (STREAM_MIN_NODES calls or more) is not
  * built whole: its JSON is written a node at a time while it is sent (chunked).
@@ -46,6 +50,9 @@
 #define HTTP_CONNECTIONS 1100
 #define HTTP_TIMEOUT_S 30
 #define QUERY_MAX 32
+#define VIEW_AGE_MS 1000       /* the shared store view is replaced this long after the last one was ready */
+#define QUIET_MS 10000         /* ... while a query came in this long */
+#define STALE_MS 5000          /* a view older than this (after a quiet spell) is replaced before a query reads it */
 #define STREAM_MIN_NODES 20000 /* a tree of this many nodes or more is sent as it is written */
 
 typedef struct cached_tree {
@@ -68,7 +75,12 @@ struct cmr_ingest_http {
     cmr_http_server_t *server; /* owned */
     int port;
     char root[4096];
-    pthread_mutex_t lock;       /* view (held only to take or give back a reference) */
+    pthread_mutex_t lock; /* view, last_query_ms, stop (held only for moments) */
+    pthread_cond_t wake;  /* the refresher's */
+    pthread_t refresher;
+    bool refresher_started;
+    bool stop;
+    int64_t last_query_ms;
     pthread_mutex_t cache_lock; /* cache */
     shared_view_t *view;        /* the current one, or NULL */
     cached_tree_t cache[CACHE_SLOTS];
@@ -154,6 +166,58 @@ static void view_unref(shared_view_t *sv)
 
 /* The view a query reads: without a server a fresh one (*owned, the caller frees it with
  * put_view); with one the shared current view, a reference taken (*owned the reference). */
+/* Replaces the shared view by a fresh one, opened outside the lock (a read-only open
+ * replays the stores' logs, which takes long while the worker writes): the queries go on
+ * reading the current view meanwhile. 0, or -1 with err (the current view stays). */
+static int refresh_view(cmr_ingest_http_t *h, char *err, size_t errlen)
+{
+    shared_view_t *fresh = calloc(1, sizeof *fresh);
+    if (!fresh || !(fresh->v = cmr_ingest_view_open(h->root, err, errlen))) {
+        if (!fresh)
+            snprintf(err, errlen, "out of memory");
+        free(fresh);
+        return -1;
+    }
+    fresh->refs = 1;
+    fresh->opened_ms = cmr_mono_ms();
+    pthread_mutex_lock(&h->lock);
+    shared_view_t *old = h->view;
+    h->view = fresh;
+    view_unref(old); /* freed now, or by the last query reading it */
+    pthread_mutex_unlock(&h->lock);
+    return 0;
+}
+
+/* The refresher: while queries come (one in the last QUIET_MS), a fresh view every
+ * VIEW_AGE_MS after the last one was ready. */
+static void *refresher(void *arg)
+{
+    cmr_ingest_http_t *h = arg;
+    pthread_mutex_lock(&h->lock);
+    while (!h->stop) {
+        int64_t now = cmr_mono_ms();
+        bool wanted = now - h->last_query_ms < QUIET_MS && (!h->view || now - h->view->opened_ms >= VIEW_AGE_MS);
+        if (wanted) {
+            pthread_mutex_unlock(&h->lock);
+            char err[512];
+            refresh_view(h, err, sizeof err);
+            pthread_mutex_lock(&h->lock);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* The view a query reads: without a server a fresh one (*owned, the caller frees it with
+ * put_view); with one the shared current view, a reference taken (*owned the reference),
+ * opened here only when there is none yet. */
 static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, void **owned, char *err, size_t errlen)
 {
     if (!h) {
@@ -163,23 +227,20 @@ static cmr_ingest_view_t *get_view(cmr_ingest_http_t *h, const char *root, void 
     }
     *owned = NULL;
     pthread_mutex_lock(&h->lock);
-    if (!h->view || cmr_mono_ms() - h->view->opened_ms >= 1000) {
-        shared_view_t *fresh = calloc(1, sizeof *fresh);
-        if (fresh && (fresh->v = cmr_ingest_view_open(root, err, errlen)) != NULL) {
-            fresh->refs = 1;
-            fresh->opened_ms = cmr_mono_ms();
-            view_unref(h->view); /* freed now, or by the last query reading it */
-            h->view = fresh;
-        } else {
-            if (!fresh)
-                snprintf(err, errlen, "out of memory");
-            free(fresh);
-            if (!h->view) {
-                pthread_mutex_unlock(&h->lock);
-                return NULL;
-            } /* else: the older view answers meanwhile */
-        }
+    int64_t now = cmr_mono_ms();
+    h->last_query_ms = now;
+    /* none yet, or left old by a quiet spell (the refresher rests then): this query waits */
+    bool stale = !h->view || now - h->view->opened_ms > STALE_MS;
+    pthread_cond_signal(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    if (stale && refresh_view(h, err, errlen) != 0) {
+        pthread_mutex_lock(&h->lock);
+        bool have = h->view != NULL;
+        pthread_mutex_unlock(&h->lock);
+        if (!have)
+            return NULL; /* else the older view answers */
     }
+    pthread_mutex_lock(&h->lock);
     shared_view_t *sv = h->view;
     sv->refs++;
     pthread_mutex_unlock(&h->lock);
@@ -531,6 +592,17 @@ cmr_ingest_http_t *cmr_ingest_http_start_conf(const cmr_conf_t *conf, const char
     return h;
 }
 
+static void stop_refresher(cmr_ingest_http_t *h)
+{
+    if (!h->refresher_started)
+        return;
+    pthread_mutex_lock(&h->lock);
+    h->stop = true;
+    pthread_cond_signal(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    pthread_join(h->refresher, NULL);
+}
+
 cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int port, const char *token, char *err,
                                          size_t errlen)
 {
@@ -546,6 +618,8 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
     snprintf(h->root, sizeof h->root, "%s", root);
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->cache_lock, NULL);
+    pthread_cond_init(&h->wake, NULL);
+    h->refresher_started = pthread_create(&h->refresher, NULL, refresher, h) == 0;
     cmr_http_server_opts_t o = {
         .name = "ingest.http",
         .address = addr,
@@ -558,8 +632,10 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
         .token = token,
     };
     if (cmr_http_server_start(&o, on_request, h, &h->server, err, errlen) != 0) {
+        stop_refresher(h);
         pthread_mutex_destroy(&h->lock);
         pthread_mutex_destroy(&h->cache_lock);
+        pthread_cond_destroy(&h->wake);
         free(h);
         return NULL;
     }
@@ -579,8 +655,10 @@ void cmr_ingest_http_stop(cmr_ingest_http_t *h)
     if (!h)
         return;
     cmr_http_server_stop(h->server); /* waits for requests in flight */
+    stop_refresher(h);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->cache_lock);
+    pthread_cond_destroy(&h->wake);
     view_unref(h->view); /* the queries have ended: the server's threads are gone */
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(h->cache[i].json);
