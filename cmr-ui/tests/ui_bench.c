@@ -590,6 +590,7 @@ static result_t run_scenario(const char *server, const char *what, int port, con
 /* What a failed run leaves behind: stopped here (the broker holds the caller's stdout). */
 static broker_proc_t broker;
 static cp_proc_t worker = {.pid = -1};
+static char dir[256]; /* the run's temporary directory (store, worker log) */
 
 static int fail(const char *why)
 {
@@ -599,6 +600,8 @@ static int fail(const char *why)
         cp_proc_stop(&worker);
     }
     broker_proc_stop(&broker);
+    if (*dir && !getenv("CMR_BENCH_KEEP"))
+        cp_rmrf(dir);
     return 1;
 }
 
@@ -636,9 +639,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "the broker did not start\n");
         return 1;
     }
-    char dir[256], store[300], log[320], err[1024];
-    if (cp_tmpdir(dir, sizeof dir) != 0)
+    char store[300], log[320], err[1024];
+    if (cp_tmpdir(dir, sizeof dir) != 0) {
+        *dir = '\0';
         return fail("no temporary directory");
+    }
     snprintf(store, sizeof store, "%s/store", dir);
     snprintf(log, sizeof log, "%s/worker.log", dir);
 
