@@ -26,7 +26,8 @@
  * query ended;
  * recent trees are kept rendered in memory (keyed by trace id and summary, so a trace
  * that changed is rendered again); a large tree (STREAM_MIN_NODES calls or more) is not
- * built whole: its JSON is written a node at a time while it is sent (chunked).
+ * built whole: its JSON is written a node at a time while it is sent (chunked), from the
+ * assembled tree, which is kept (the last BIG_SLOTS of them) for the next answers.
  *
  * Ownership: the server owns its HTTP server, locks, views and caches; a query holds a
  * reference to the view it reads (shared_view_t.refs).
@@ -63,6 +64,22 @@ typedef struct cached_tree {
     char *json;
 } cached_tree_t;
 
+/* A large tree kept assembled (its JSON is not kept: it is written again for every answer,
+ * as it is sent), counted: by its cache slot and by every answer writing it. */
+typedef struct shared_tree {
+    cmr_tree_t t; /* owned */
+    int refs;     /* under cache_lock */
+} shared_tree_t;
+
+typedef struct big_slot {
+    uint8_t id[16];
+    uint8_t summary[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t summary_len;
+    shared_tree_t *st; /* a reference, or NULL */
+} big_slot_t;
+
+#define BIG_SLOTS 4 /* large trees kept assembled */
+
 /* The view the queries share, counted: replaced when older than a second, freed by the
  * last query that still reads it. */
 typedef struct shared_view {
@@ -84,6 +101,7 @@ struct cmr_ingest_http {
     pthread_mutex_t cache_lock; /* cache */
     shared_view_t *view;        /* the current one, or NULL */
     cached_tree_t cache[CACHE_SLOTS];
+    big_slot_t big[BIG_SLOTS]; /* under cache_lock too */
 };
 
 /* {"error": msg}. msg may hold bytes of the request: control characters become spaces,
@@ -267,7 +285,8 @@ static void put_view(cmr_ingest_http_t *h, void *owned)
 typedef struct tree_stream {
     cmr_tree_json_stream_t *s; /* owned */
     cmr_ingest_http_t *h;
-    void *view; /* a reference to the shared view (put_view) */
+    shared_tree_t *st; /* a reference */
+    void *view;        /* a reference to the shared view (put_view): the names it reads */
 } tree_stream_t;
 
 static long tree_stream_read(void *ctx, char *buf, size_t max)
@@ -275,31 +294,82 @@ static long tree_stream_read(void *ctx, char *buf, size_t max)
     return cmr_tree_json_stream_read(((tree_stream_t *)ctx)->s, buf, max);
 }
 
+/* Gives back a reference to a kept tree; the last one frees it. Under cache_lock. */
+static void tree_unref(shared_tree_t *st)
+{
+    if (st && --st->refs == 0) {
+        cmr_tree_free(&st->t);
+        free(st);
+    }
+}
+
 static void tree_stream_free(void *ctx)
 {
     tree_stream_t *ts = ctx;
     cmr_tree_json_stream_free(ts->s);
+    pthread_mutex_lock(&ts->h->cache_lock);
+    tree_unref(ts->st);
+    pthread_mutex_unlock(&ts->h->cache_lock);
     put_view(ts->h, ts->view);
     free(ts);
 }
 
-/* Hands tree t (taken) to res as a stream, with the view reference *owned (taken). 0, or -1
- * (nothing taken) on no memory. */
-static int stream_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, cmr_tree_t *t, void **owned,
+/* Answers with kept tree st (a reference taken by the caller, handed over here) as a
+ * stream, with the view reference *owned (taken). 0, or -1 (nothing taken) on no memory. */
+static int stream_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, shared_tree_t *st, void **owned,
                        cmr_http_response_t *res)
 {
     tree_stream_t *ts = malloc(sizeof *ts);
-    if (!ts || !(ts->s = cmr_tree_json_stream_new(cmr_ingest_view_names(v), t))) {
+    if (!ts || !(ts->s = cmr_tree_json_stream_over(cmr_ingest_view_names(v), &st->t))) {
         free(ts);
         return -1;
     }
     ts->h = h;
+    ts->st = st;
     ts->view = *owned;
     *owned = NULL;
     res->stream_read = tree_stream_read;
     res->stream_free = tree_stream_free;
     res->stream_ctx = ts;
     return 0;
+}
+
+/* The kept large tree of trace id with this summary (a reference taken), or NULL. */
+static shared_tree_t *big_find(cmr_ingest_http_t *h, const uint8_t id[16], const uint8_t *enc, size_t enc_len)
+{
+    big_slot_t *b = &h->big[(id[15] ^ id[7]) % BIG_SLOTS];
+    pthread_mutex_lock(&h->cache_lock);
+    shared_tree_t *st =
+        b->st && !memcmp(b->id, id, 16) && b->summary_len == enc_len && !memcmp(b->summary, enc, enc_len) ? b->st
+                                                                                                          : NULL;
+    if (st)
+        st->refs++;
+    pthread_mutex_unlock(&h->cache_lock);
+    return st;
+}
+
+/* Keeps tree t (taken) as trace id's large tree; returns it with a reference for the caller
+ * (NULL on no memory: t is freed). */
+static shared_tree_t *big_keep(cmr_ingest_http_t *h, const uint8_t id[16], const uint8_t *enc, size_t enc_len,
+                               cmr_tree_t *t)
+{
+    shared_tree_t *st = malloc(sizeof *st);
+    if (!st) {
+        cmr_tree_free(t);
+        return NULL;
+    }
+    st->t = *t;
+    memset(t, 0, sizeof *t);
+    st->refs = 2; /* the slot's and the caller's */
+    big_slot_t *b = &h->big[(id[15] ^ id[7]) % BIG_SLOTS];
+    pthread_mutex_lock(&h->cache_lock);
+    tree_unref(b->st);
+    memcpy(b->id, id, 16);
+    memcpy(b->summary, enc, enc_len);
+    b->summary_len = enc_len;
+    b->st = st;
+    pthread_mutex_unlock(&h->cache_lock);
+    return st;
 }
 
 static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t id[16], const char *format,
@@ -332,6 +402,14 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         *body = error_json("format must be chrome or otlp");
         return 400;
     }
+    shared_tree_t *kept = slot && stream_to ? big_find(h, id, enc, enc_len) : NULL;
+    if (kept) {
+        if (stream_tree(h, v, kept, owned, stream_to) == 0)
+            return 200;
+        pthread_mutex_lock(&h->cache_lock);
+        tree_unref(kept);
+        pthread_mutex_unlock(&h->cache_lock);
+    }
     cmr_tree_t t;
     r = cmr_ingest_view_tree(v, id, &t);
     if (r != 1) {
@@ -339,8 +417,19 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         return r == 0 ? 404 : 500;
     }
     const cmr_names_t *n = cmr_ingest_view_names(v);
-    if (!format && stream_to && t.count >= STREAM_MIN_NODES && stream_tree(h, v, &t, owned, stream_to) == 0)
-        return 200; /* sent as it is written; not kept (a large tree would push out many small ones) */
+    if (!format && stream_to && t.count >= STREAM_MIN_NODES) {
+        /* kept assembled (not rendered) and sent as it is written */
+        shared_tree_t *st = big_keep(h, id, enc, enc_len, &t);
+        if (st && stream_tree(h, v, st, owned, stream_to) == 0)
+            return 200;
+        if (st) {
+            pthread_mutex_lock(&h->cache_lock);
+            tree_unref(st);
+            pthread_mutex_unlock(&h->cache_lock);
+        }
+        *body = error_json("out of memory");
+        return 500;
+    }
     if (!format)
         *body = cmr_ingest_tree_json(n, &t);
     else if (!strcmp(format, "chrome"))
@@ -662,5 +751,7 @@ void cmr_ingest_http_stop(cmr_ingest_http_t *h)
     view_unref(h->view); /* the queries have ended: the server's threads are gone */
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(h->cache[i].json);
+    for (int i = 0; i < BIG_SLOTS; i++)
+        tree_unref(h->big[i].st);
     free(h);
 }

@@ -258,7 +258,8 @@ static void put_open_object(cmr_buf_t *b, json_t *o)
  * jansson object graph took several hundred bytes per node and stopped at depth 2000). */
 struct cmr_tree_json_stream {
     const cmr_names_t *names; /* borrowed */
-    cmr_tree_t tree;          /* owned */
+    cmr_tree_t owned;         /* the tree when the stream took it */
+    const cmr_tree_t *tp;     /* the tree written: &owned, or a borrowed one */
     cmr_buf_t out;            /* written, not yet read */
     size_t pos;               /* read up to here */
     uint32_t cur;             /* the next node to write at this level, or CMR_NODE_NONE */
@@ -274,9 +275,23 @@ cmr_tree_json_stream_t *cmr_tree_json_stream_new(const cmr_names_t *n, cmr_tree_
     if (!s)
         return NULL;
     s->names = n;
-    s->tree = *t;
+    s->owned = *t;
     memset(t, 0, sizeof *t); /* taken */
-    s->cur = s->tree.first_root;
+    s->tp = &s->owned;
+    s->cur = s->tp->first_root;
+    s->first = true;
+    return s;
+}
+
+cmr_tree_json_stream_t *cmr_tree_json_stream_over(const cmr_names_t *n, const cmr_tree_t *t)
+{
+    cmr_tree_json_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->names = n;
+    s->owned.first_root = CMR_NODE_NONE;
+    s->tp = t;
+    s->cur = t->first_root;
     s->first = true;
     return s;
 }
@@ -285,7 +300,7 @@ void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s)
 {
     if (!s)
         return;
-    cmr_tree_free(&s->tree);
+    cmr_tree_free(&s->owned);
     cmr_buf_free(&s->out);
     free(s->resume);
     free(s);
@@ -293,7 +308,7 @@ void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s)
 
 static void write_head(cmr_tree_json_stream_t *s)
 {
-    const cmr_tree_t *t = &s->tree;
+    const cmr_tree_t *t = s->tp;
     json_t *o = json_object();
     json_object_set_new(o, "trace_id", cmr_json_hex(t->trace_id, 16));
     set_span(o, t->start_ns, t->end_ns, t->events, t->dropped, t->segments);
@@ -309,7 +324,7 @@ static void write_head(cmr_tree_json_stream_t *s)
 /* Writes one step: a node opened (and closed when it has no children), or a level closed. */
 static void write_step(cmr_tree_json_stream_t *s)
 {
-    const cmr_tree_t *t = &s->tree;
+    const cmr_tree_t *t = s->tp;
     if (s->cur != CMR_NODE_NONE) {
         const cmr_tree_node_t *x = &t->nodes[s->cur];
         if (!s->first)
@@ -368,9 +383,7 @@ long cmr_tree_json_stream_read(cmr_tree_json_stream_t *s, char *buf, size_t max)
 
 char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
 {
-    /* the stream takes a tree: lend it this one's arrays, and take them back */
-    cmr_tree_t lent = *t;
-    cmr_tree_json_stream_t *s = cmr_tree_json_stream_new(n, &lent);
+    cmr_tree_json_stream_t *s = cmr_tree_json_stream_over(n, t);
     if (!s)
         return NULL;
     cmr_buf_t all = {0};
@@ -378,7 +391,6 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t)
     long got;
     while ((got = cmr_tree_json_stream_read(s, chunk, sizeof chunk)) > 0)
         cmr_buf_put(&all, chunk, (size_t)got);
-    memset(&s->tree, 0, sizeof s->tree); /* not the stream's to free */
     cmr_tree_json_stream_free(s);
     if (got < 0 || all.oom) {
         cmr_buf_free(&all);

@@ -109,6 +109,59 @@ static void conn_free(conn_t *c)
     c->buf = NULL;
 }
 
+/* Makes at least n bytes available at c->buf + *pos, moving what is left to the front of
+ * the buffer first (*pos becomes 0 then). false when the connection ended or failed. */
+static bool fill(conn_t *c, size_t *pos, size_t n)
+{
+    while (c->len - *pos < n) {
+        if (*pos) {
+            memmove(c->buf, c->buf + *pos, c->len - *pos);
+            c->len -= *pos;
+            *pos = 0;
+        }
+        if (c->len == c->cap)
+            return false;
+        ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+        if (r <= 0)
+            return false;
+        c->len += (size_t)r;
+    }
+    return true;
+}
+
+/* Reads a chunked body from c->buf + *pos on ("<hex>\r\n<bytes>\r\n" ... "0\r\n\r\n"),
+ * into body when not NULL; *total its length. 0, or -1. */
+static int read_chunked(conn_t *c, size_t *pos, cmr_buf_t *body, size_t *total)
+{
+    for (;;) {
+        char *eol;
+        while (!(eol = c->len > *pos ? memmem(c->buf + *pos, c->len - *pos, "\r\n", 2) : NULL))
+            if (!fill(c, pos, c->len - *pos + 1))
+                return -1;
+        size_t size = strtoul(c->buf + *pos, NULL, 16);
+        *pos = (size_t)(eol - c->buf) + 2;
+        if (size == 0)
+            break;
+        while (size) {
+            if (c->len == *pos && !fill(c, pos, 1))
+                return -1;
+            size_t take = c->len - *pos < size ? c->len - *pos : size;
+            if (body)
+                cmr_buf_put(body, c->buf + *pos, take);
+            *pos += take;
+            size -= take;
+            *total += take;
+        }
+        if (!fill(c, pos, 2))
+            return -1;
+        *pos += 2;
+    }
+    if (!fill(c, pos, 2)) /* the empty trailer */
+        return -1;
+    *pos += 2;
+    return 0;
+}
+
 /* GET target on c (connecting when needed; answers time out after 120 s). The status, or
  * -1 when the connection failed (then closed: the next call reconnects). The body goes to
  * `body` when not NULL, else it is read and dropped; *body_len its length either way. */
@@ -142,11 +195,27 @@ static int http_get(conn_t *c, const char *target, cmr_buf_t *body, size_t *body
     const char *cl = NULL;
     if (sscanf(c->buf, "HTTP/1.%*d %d", &status) != 1)
         goto fail;
-    for (const char *line = strstr(c->buf, "\r\n"); line; line = strstr(line + 2, "\r\n"))
+    bool chunked = false;
+    for (const char *line = strstr(c->buf, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
         if (!strncasecmp(line + 2, "Content-Length:", 15))
             cl = line + 17;
+        if (!strncasecmp(line + 2, "Transfer-Encoding: chunked", 26))
+            chunked = true;
+    }
+    if (chunked) { /* cmr-ingest sends a large tree as it writes it */
+        bool closing_c = strcasestr(c->buf, "\r\nConnection: close") != NULL;
+        size_t pos = head, total = 0;
+        if (read_chunked(c, &pos, body, &total) != 0)
+            goto fail;
+        memmove(c->buf, c->buf + pos, c->len - pos);
+        c->len -= pos;
+        *body_len = total;
+        if (closing_c)
+            conn_close(c);
+        return status;
+    }
     if (!cl)
-        goto fail; /* both servers answer with a Content-Length */
+        goto fail; /* neither a length nor chunks */
     bool closing = strcasestr(c->buf, "\r\nConnection: close") != NULL;
     size_t want = strtoull(cl, NULL, 10), have = c->len - head;
     size_t first = have < want ? have : want;

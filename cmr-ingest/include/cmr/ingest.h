@@ -494,6 +494,8 @@ char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t);
  * it. read writes up to max bytes into buf: the count, 0 at the end, -1 out of memory. */
 typedef struct cmr_tree_json_stream cmr_tree_json_stream_t;
 cmr_tree_json_stream_t *cmr_tree_json_stream_new(const cmr_names_t *n, cmr_tree_t *t);
+/* The same over a tree it only reads (t must outlive the stream and not change). */
+cmr_tree_json_stream_t *cmr_tree_json_stream_over(const cmr_names_t *n, const cmr_tree_t *t);
 long cmr_tree_json_stream_read(cmr_tree_json_stream_t *s, char *buf, size_t max);
 void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s);
 /* A diagnosis report as a table, and as JSON (malloc'd; docs/INGEST.md). */
