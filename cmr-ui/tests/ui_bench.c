@@ -787,8 +787,9 @@ int main(int argc, char **argv)
         if ((idle[i] = tcp_connect(ui_port, 5)) >= 0)
             idle_open++;
     cmr_sleep_ms(500); /* accepted by the server */
-    printf("cmr-ui on port %d (ui.threads 4, ui.connections 1100); %d of %d idle connections open\n", ui_port,
-           idle_open, nidle);
+    printf("cmr-ui on port %d (ui.threads and ui.connections at their defaults: 8, 1100); %d of %d idle connections "
+           "open\n",
+           ui_port, idle_open, nidle);
 
     /* 4. /health on a fresh connection with the idle ones open, no other load */
     lat_t h = {0};
