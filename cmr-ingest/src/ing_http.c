@@ -303,13 +303,19 @@ static void tree_unref(shared_tree_t *st)
     }
 }
 
+/* tree_unref, taking the lock. */
+static void tree_release(cmr_ingest_http_t *h, shared_tree_t *st)
+{
+    pthread_mutex_lock(&h->cache_lock);
+    tree_unref(st);
+    pthread_mutex_unlock(&h->cache_lock);
+}
+
 static void tree_stream_free(void *ctx)
 {
     tree_stream_t *ts = ctx;
     cmr_tree_json_stream_free(ts->s);
-    pthread_mutex_lock(&ts->h->cache_lock);
-    tree_unref(ts->st);
-    pthread_mutex_unlock(&ts->h->cache_lock);
+    tree_release(ts->h, ts->st);
     put_view(ts->h, ts->view);
     free(ts);
 }
@@ -406,9 +412,7 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
     if (kept) {
         if (stream_tree(h, v, kept, owned, stream_to) == 0)
             return 200;
-        pthread_mutex_lock(&h->cache_lock);
-        tree_unref(kept);
-        pthread_mutex_unlock(&h->cache_lock);
+        tree_release(h, kept);
     }
     cmr_tree_t t;
     r = cmr_ingest_view_tree(v, id, &t);
@@ -422,11 +426,8 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
         shared_tree_t *st = big_keep(h, id, enc, enc_len, &t);
         if (st && stream_tree(h, v, st, owned, stream_to) == 0)
             return 200;
-        if (st) {
-            pthread_mutex_lock(&h->cache_lock);
-            tree_unref(st);
-            pthread_mutex_unlock(&h->cache_lock);
-        }
+        if (st)
+            tree_release(h, st);
         *body = error_json("out of memory");
         return 500;
     }
