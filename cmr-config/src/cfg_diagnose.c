@@ -200,18 +200,13 @@ static int parse_agents(const char *s, cmr_buf_t *out, char *err, size_t errlen)
  * thread's segment); the others are not captured in the JVM yet and are refused rather
  * than accepted and never met. */
 static const struct {
-    const char *name;
-    cmr_diag_condition_kind_t kind;
+    cmr_diag_condition_kind_t kind; /* named by cmr_diag_condition_name */
     bool named;
     bool judged;
 } cond_kinds[] = {
-    {"http.method", CMR_DIAG_HTTP_METHOD, false, true},
-    {"http.path", CMR_DIAG_HTTP_PATH, false, true},
-    {"http.status", CMR_DIAG_HTTP_STATUS, false, false},
-    {"http.header", CMR_DIAG_HTTP_HEADER, true, true},
-    {"http.param", CMR_DIAG_HTTP_PARAMETER, true, true},
-    {"sql", CMR_DIAG_SQL, false, false},
-    {"arg", CMR_DIAG_ARGUMENT, true, true},
+    {CMR_DIAG_HTTP_METHOD, false, true}, {CMR_DIAG_HTTP_PATH, false, true},     {CMR_DIAG_HTTP_STATUS, false, false},
+    {CMR_DIAG_HTTP_HEADER, true, true},  {CMR_DIAG_HTTP_PARAMETER, true, true}, {CMR_DIAG_SQL, false, false},
+    {CMR_DIAG_ARGUMENT, true, true},
 };
 
 /* Splits a comma-separated list in place (the copy in mem->strings); returns the count. */
@@ -247,7 +242,8 @@ static int parse_conditions(char *s, cmr_cfg_diag_mem_t *mem, char *err, size_t 
         if (colon)
             *colon = '\0';
         size_t k = 0;
-        while (k < sizeof cond_kinds / sizeof cond_kinds[0] && strcmp(cond_kinds[k].name, items[i]))
+        while (k < sizeof cond_kinds / sizeof cond_kinds[0] &&
+               strcmp(cmr_diag_condition_name(cond_kinds[k].kind), items[i]))
             k++;
         if (k == sizeof cond_kinds / sizeof cond_kinds[0] || cond_kinds[k].named != (colon != NULL) ||
             (colon && !colon[1])) {
@@ -675,12 +671,9 @@ static void when_text(int64_t ms, char *buf, size_t len)
 static void method_text(const cmr_diagnosis_t *d, char *buf, size_t len)
 {
     if (*d->class_name)
-        snprintf(buf, len, "%s.%s%s", d->class_name, d->method_name, d->descriptor);
+        cmr_diag_method_text(d->class_name, d->method_name, d->descriptor, buf, len);
     else
         snprintf(buf, len, "method#%016" PRIx64, (uint64_t)d->method_id);
-    for (char *c = buf; *c && *c != '('; c++)
-        if (*c == '/')
-            *c = '.';
 }
 
 static void list_line(FILE *out, const cmr_diagnosis_t *d, int64_t now)
@@ -711,7 +704,7 @@ static void show(FILE *out, const cmr_diagnoses_t *s, const cmr_diagnosis_t *d)
         fprintf(out, "  excluded%s: %s\n", entry_names_method(d->exclude.items[i]) ? " method" : "",
                 d->exclude.items[i]);
     for (size_t i = 0; i < d->conditions.count; i++)
-        fprintf(out, "  when: %s%s%s = %s\n", cond_kinds[d->conditions.items[i].kind].name,
+        fprintf(out, "  when: %s%s%s = %s\n", cmr_diag_condition_name(d->conditions.items[i].kind),
                 *d->conditions.items[i].name ? ":" : "", d->conditions.items[i].name, d->conditions.items[i].pattern);
     if (d->agents.len)
         fprintf(out, "  agents: %zu\n", d->agents.len / 8);
@@ -729,7 +722,6 @@ static void show(FILE *out, const cmr_diagnoses_t *s, const cmr_diagnosis_t *d)
 
 /* --- the discovered trees (cmr.diagnosis-trees) ---------------------------------------- */
 
-static const char *const via_names[] = {"root", "static", "special", "virtual", "interface", "lambda", "dynamic"};
 static const char *const node_status_names[] = {"found",   "not loaded", "jdk",   "excluded",
                                                 "no code", "repeated",   "depth", "too many"};
 
@@ -767,9 +759,9 @@ static void keep_tree(agent_trees_t *a, cmr_msg_t *m)
 static void print_node(FILE *out, const cmr_diagnosis_tree_t *t, size_t i, int indent)
 {
     const cmr_diag_node_t *x = &t->nodes.items[i];
-    unsigned via = (unsigned)x->via, st = (unsigned)x->status;
+    unsigned st = (unsigned)x->status;
     fprintf(out, "%*s%s.%s%s  %s  %s", indent, "", x->class_name, x->method_name, x->descriptor,
-            via < sizeof via_names / sizeof *via_names ? via_names[via] : "?",
+            cmr_diag_via_name(x->via),
             st < sizeof node_status_names / sizeof *node_status_names ? node_status_names[st] : "?");
     if (x->call_sites > 1)
         fprintf(out, "  (%d call sites)", x->call_sites);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cmr/classfile.h"
+#include "cmr/diagnoses.h"
 #include "cmr/instr_exclude.h"
 #include "cmr/log.h"
 #include "cmr/map.h"
@@ -76,17 +77,19 @@ typedef struct ctx {
     size_t errlen;
 } ctx_t;
 
+/* The discovery's values are the wire's (cmr_diag_node_status_t, cmr_diag_via_t). */
+_Static_assert(CMR_DISC_TOO_MANY == (int)CMR_DIAG_NODE_TOO_MANY && CMR_DISC_FOUND == (int)CMR_DIAG_NODE_FOUND,
+               "discovery statuses are the wire's");
+_Static_assert(CMR_DISC_DYNAMIC == (int)CMR_DIAG_VIA_DYNAMIC && CMR_DISC_ROOT == (int)CMR_DIAG_VIA_ROOT,
+               "discovery call kinds are the wire's");
 const char *cmr_disc_status_name(int s)
 {
-    static const char *const n[] = {"found",   "not_loaded", "jdk",   "excluded",
-                                    "no_code", "repeated",   "depth", "too_many"};
-    return s >= 0 && s <= CMR_DISC_TOO_MANY ? n[s] : "?";
+    return cmr_diag_node_status_name((cmr_diag_node_status_t)s);
 }
 
 const char *cmr_disc_via_name(int v)
 {
-    static const char *const n[] = {"root", "static", "special", "virtual", "interface", "lambda", "dynamic"};
-    return v >= 0 && v <= CMR_DISC_DYNAMIC ? n[v] : "?";
+    return cmr_diag_via_name((cmr_diag_via_t)v);
 }
 
 bool cmr_disc_is_jdk(const char *c)

@@ -54,22 +54,6 @@ struct ui_state {
     cmr_conf_t *conf;       /* owned copy: readers are made again after a fatal error */
 };
 
-/* --- names people read ------------------------------------------------------------------ */
-
-static const char *name_of(const char *const *names, size_t n, unsigned v)
-{
-    return v < n ? names[v] : "unknown";
-}
-#define NAME_OF(arr, v) name_of(arr, sizeof arr / sizeof *arr, (unsigned)(v))
-
-static const char *const via_names[] = {"root", "static", "special", "virtual", "interface", "lambda", "dynamic"};
-static const char *const status_names[] = {"found",   "not_loaded", "jdk",   "excluded",
-                                           "no_code", "repeated",   "depth", "too_many"};
-static const char *const probe_names[] = {"none", "environment", "anchor", "conditional"};
-static const char *const cause_names[] = {"user", "threshold"};
-static const char *const cond_names[] = {"http.method", "http.path", "http.status", "http.header",
-                                         "http.param",  "sql",       "arg"};
-
 /* --- applying records -------------------------------------------------------------------- */
 
 static void keep_tree(ui_state_t *s, cmr_msg_t *m)
@@ -328,14 +312,10 @@ bool ui_state_wait_config_changes(ui_state_t *s, int64_t before, int timeout_ms)
 
 /* --- rendering --------------------------------------------------------------------------- */
 
-static json_t *method_text(const char *cls, const char *name, const char *desc)
+static json_t *method_json(const char *cls, const char *name, const char *desc)
 {
     char buf[2400];
-    snprintf(buf, sizeof buf, "%s.%s%s", cls ? cls : "", name ? name : "", desc ? desc : "");
-    for (char *p = buf; *p && *p != '('; p++)
-        if (*p == '/')
-            *p = '.';
-    return cmr_json_str(buf);
+    return cmr_json_str(cmr_diag_method_text(cls, name, desc, buf, sizeof buf));
 }
 
 static json_t *agents_json(const cmr_bytes_t *agents)
@@ -361,16 +341,14 @@ static json_t *diagnosis_json(const cmr_diagnosis_t *d)
     for (size_t i = 0; i < d->conditions.count; i++) {
         const cmr_diag_condition_t *c = &d->conditions.items[i];
         char buf[1200];
-        snprintf(buf, sizeof buf, "%s%s%s=%s", NAME_OF(cond_names, c->kind), *c->name ? ":" : "", c->name, c->pattern);
+        snprintf(buf, sizeof buf, "%s%s%s=%s", cmr_diag_condition_name(c->kind), *c->name ? ":" : "", c->name,
+                 c->pattern);
         json_array_append_new(conds, cmr_json_str(buf));
     }
     for (size_t i = 0; i < d->exclude.count; i++) {
         char buf[1200];
         snprintf(buf, sizeof buf, "%s", d->exclude.items[i]);
-        for (char *p = buf; *p && *p != '('; p++)
-            if (*p == '/')
-                *p = '.';
-        json_array_append_new(excl, cmr_json_str(buf));
+        json_array_append_new(excl, cmr_json_str(cmr_diag_dotted(buf)));
     }
     bool active = d->state == CMR_DIAG_ACTIVE;
     json_t *o = json_object();
@@ -378,11 +356,11 @@ static json_t *diagnosis_json(const cmr_diagnosis_t *d)
     json_object_set_new(o, "revision", json_integer(d->revision));
     json_object_set_new(o, "state", json_string(cmr_diag_state_name(d->state)));
     json_object_set_new(o, "end_reason", active ? json_null() : json_string(cmr_diag_end_reason_name(d->end_reason)));
-    json_object_set_new(o, "cause", json_string(NAME_OF(cause_names, d->cause)));
+    json_object_set_new(o, "cause", json_string(cmr_diag_cause_name(d->cause)));
     json_object_set_new(o, "rule", nullable_str(d->rule));
     json_object_set_new(o, "environment", cmr_json_str(d->environment_id));
     json_object_set_new(o, "agents", agents_json(&d->agents));
-    json_object_set_new(o, "method", method_text(d->class_name, d->method_name, d->descriptor));
+    json_object_set_new(o, "method", method_json(d->class_name, d->method_name, d->descriptor));
     json_object_set_new(o, "method_id", d->method_id ? cmr_json_id64((uint64_t)d->method_id) : json_null());
     json_object_set_new(o, "depth", json_integer(d->depth));
     json_object_set_new(o, "include_jdk", json_boolean(d->include_jdk));
@@ -409,12 +387,12 @@ static json_t *tree_json(const cmr_diagnosis_tree_t *t)
         json_t *n = json_object();
         json_object_set_new(n, "parent", json_integer(x->parent));
         json_object_set_new(n, "depth", json_integer(x->depth));
-        json_object_set_new(n, "method", method_text(x->class_name, x->method_name, x->descriptor));
+        json_object_set_new(n, "method", method_json(x->class_name, x->method_name, x->descriptor));
         json_object_set_new(n, "method_id", cmr_json_id64((uint64_t)x->method_id));
-        json_object_set_new(n, "via", json_string(NAME_OF(via_names, x->via)));
-        json_object_set_new(n, "status", json_string(NAME_OF(status_names, x->status)));
+        json_object_set_new(n, "via", json_string(cmr_diag_via_name(x->via)));
+        json_object_set_new(n, "status", json_string(cmr_diag_node_status_name(x->status)));
         json_object_set_new(n, "call_sites", json_integer(x->call_sites));
-        json_object_set_new(n, "probe", json_string(NAME_OF(probe_names, x->probe)));
+        json_object_set_new(n, "probe", json_string(cmr_diag_probe_name(x->probe)));
         json_object_set_new(n, "note", cmr_json_str(x->note ? x->note : ""));
         json_array_append_new(nodes, n);
     }

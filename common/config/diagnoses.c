@@ -176,3 +176,51 @@ const char *cmr_diag_end_reason_name(cmr_diag_end_reason_t r)
                                         "budget", "back_to_normal", "environment_gone"};
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
+
+#define NAME_OF(names, v) ((unsigned)(v) < sizeof names / sizeof names[0] ? names[v] : "?")
+
+const char *cmr_diag_cause_name(cmr_diag_cause_t c)
+{
+    static const char *const names[] = {"user", "threshold"};
+    return NAME_OF(names, c);
+}
+
+const char *cmr_diag_condition_name(cmr_diag_condition_kind_t k)
+{
+    static const char *const names[] = {"http.method", "http.path", "http.status", "http.header",
+                                        "http.param",  "sql",       "arg"};
+    return NAME_OF(names, k);
+}
+
+const char *cmr_diag_via_name(cmr_diag_via_t v)
+{
+    static const char *const names[] = {"root", "static", "special", "virtual", "interface", "lambda", "dynamic"};
+    return NAME_OF(names, v);
+}
+
+const char *cmr_diag_node_status_name(cmr_diag_node_status_t st)
+{
+    static const char *const names[] = {"found",   "not_loaded", "jdk",   "excluded",
+                                        "no_code", "repeated",   "depth", "too_many"};
+    return NAME_OF(names, st);
+}
+
+const char *cmr_diag_probe_name(cmr_diag_probe_t p)
+{
+    static const char *const names[] = {"none", "environment", "anchor", "conditional"};
+    return NAME_OF(names, p);
+}
+
+char *cmr_diag_dotted(char *s)
+{
+    for (char *c = s; *c && *c != '('; c++)
+        if (*c == '/')
+            *c = '.';
+    return s;
+}
+
+const char *cmr_diag_method_text(const char *cls, const char *name, const char *desc, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%s%s", cls ? cls : "", name ? name : "", desc ? desc : "");
+    return cmr_diag_dotted(buf);
+}

@@ -106,12 +106,33 @@ static void test_durations(void **state)
     assert_int_equal(cmr_duration_parse_ms("1e30h", &ms), -1);
 }
 
+/* The names of the enums and of methods, as the CLI, the web UI and the logs show them. */
+static void test_names(void **state)
+{
+    (void)state;
+    assert_string_equal(cmr_diag_cause_name(CMR_DIAG_CAUSE_THRESHOLD), "threshold");
+    assert_string_equal(cmr_diag_condition_name(CMR_DIAG_HTTP_PARAMETER), "http.param");
+    assert_string_equal(cmr_diag_condition_name(CMR_DIAG_ARGUMENT), "arg");
+    assert_string_equal(cmr_diag_via_name(CMR_DIAG_VIA_DYNAMIC), "dynamic");
+    assert_string_equal(cmr_diag_node_status_name(CMR_DIAG_NODE_NOT_LOADED), "not_loaded");
+    assert_string_equal(cmr_diag_node_status_name(CMR_DIAG_NODE_TOO_MANY), "too_many");
+    assert_string_equal(cmr_diag_probe_name(CMR_DIAG_PROBE_NONE), "none");
+    assert_string_equal(cmr_diag_probe_name(CMR_DIAG_PROBE_CONDITIONAL), "conditional");
+    assert_string_equal(cmr_diag_via_name((cmr_diag_via_t)99), "?"); /* not on the wire */
+    char buf[64];
+    assert_string_equal(cmr_diag_method_text("com/shop/Cart", "add", "(Lcom/shop/Item;)V", buf, sizeof buf),
+                        "com.shop.Cart.add(Lcom/shop/Item;)V");
+    char entry[] = "com/shop/Cart.add";
+    assert_string_equal(cmr_diag_dotted(entry), "com.shop.Cart.add");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_revisions_and_history),
         cmocka_unit_test(test_refused_records),
         cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,21 @@ const cmr_diagnosis_t *cmr_diagnoses_active_for(const cmr_diagnoses_t *s, const 
 /* Names people read and type: "active", "ended"; "stopped", "time_to_live", ... */
 const char *cmr_diag_state_name(cmr_diag_state_t st);
 const char *cmr_diag_end_reason_name(cmr_diag_end_reason_t r);
+/* The other enums of diagnoses and their trees, as the CLI's options, the JSON of the web
+ * UI and the discovery's logs name them ("?" for a value the wire does not define):
+ * "user" / "threshold"; "http.method" ... "arg"; "root", "static", ... "dynamic";
+ * "found", "not_loaded", ... "too_many"; "none", "environment", "anchor", "conditional". */
+const char *cmr_diag_cause_name(cmr_diag_cause_t c);
+const char *cmr_diag_condition_name(cmr_diag_condition_kind_t k);
+const char *cmr_diag_via_name(cmr_diag_via_t v);
+const char *cmr_diag_node_status_name(cmr_diag_node_status_t st);
+const char *cmr_diag_probe_name(cmr_diag_probe_t p);
+/* A method as people read it, "pkg.Class.name(desc)", from its internal class name
+ * ("pkg/Class"), name and descriptor, into buf; returns buf. */
+const char *cmr_diag_method_text(const char *cls, const char *name, const char *desc, char *buf, size_t len);
+/* The slashes of an internal name before its descriptor become dots ("pkg/Class.m(Lx/Y;)V"
+ * -> "pkg.Class.m(Lx/Y;)V"), in place; returns s. */
+char *cmr_diag_dotted(char *s);
 /* A diagnosis' id: 16 hex digits, and whether s is one. */
 bool cmr_diag_id_valid(const char *s);
 /* A valid id's 16 hex digits as a number, as the wire carries it to the agents
