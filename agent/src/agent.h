@@ -100,14 +100,6 @@ typedef struct cmr_agent {
 
 extern cmr_agent_t *cmr_agent_self;
 
-/* The absolute CLOCK_REALTIME time ms milliseconds from now, as pthread_cond_timedwait
- * and pthread_timedjoin_np want their deadlines. */
-static inline struct timespec cmr_agent_deadline(int64_t ms)
-{
-    int64_t ns = cmr_wall_ns() + ms * 1000000;
-    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
-}
-
 /* agent_entry.c: the loader id of a class loader object (tags it on first sight). */
 int64_t cmr_agent_loader_id(jvmtiEnv *jvmti, jobject loader);
 /* Logs a JVMTI error with what was being done; returns err. */

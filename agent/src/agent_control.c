@@ -94,7 +94,7 @@ static void control_wake(void)
 
 static void control_sleep(int ms)
 {
-    struct timespec ts = cmr_agent_deadline(ms);
+    struct timespec ts = cmr_wall_deadline(ms);
     pthread_mutex_lock(&wake_lock);
     pthread_cond_timedwait(&wake_cond, &wake_lock, &ts);
     pthread_mutex_unlock(&wake_lock);
@@ -614,7 +614,7 @@ void cmr_agent_control_stop(cmr_agent_t *a)
     int64_t flush_ms = a->settings.shutdown_flush_ms;
     if (!a->connected && flush_ms > 500)
         flush_ms = 500;
-    struct timespec deadline = cmr_agent_deadline(flush_ms);
+    struct timespec deadline = cmr_wall_deadline(flush_ms);
     if (pthread_timedjoin_np(a->control_thread, NULL, &deadline) != 0) {
         /* still inside a network call: the process is ending, leave it be */
         cmr_log(CMR_LOG_WARN, "agent.shutdown_incomplete", "waited_ms=%lld", (long long)flush_ms);

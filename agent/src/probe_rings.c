@@ -306,7 +306,7 @@ void cmr_probe_rings_wake(cmr_probe_rings_t *r)
 
 void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms)
 {
-    struct timespec ts = cmr_agent_deadline(timeout_ms);
+    struct timespec ts = cmr_wall_deadline(timeout_ms);
     pthread_mutex_lock(&r->lock);
     if (!r->woken)
         pthread_cond_timedwait(&r->wake, &r->lock, &ts);

@@ -222,11 +222,7 @@ static void *refresher(void *arg)
             pthread_mutex_lock(&h->lock);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = cmr_wall_deadline(100);
         pthread_cond_timedwait(&h->wake, &h->lock, &ts);
     }
     pthread_mutex_unlock(&h->lock);

@@ -245,12 +245,7 @@ static bool wait_until(ui_state_t *s, ready_fn *ready, const char *id, int64_t r
         int64_t left = deadline - cmr_mono_ms();
         if (left <= 0)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t step = left < 100 ? left : 100;
-        ts.tv_nsec += (long)(step * 1000000);
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = cmr_wall_deadline(left < 100 ? left : 100);
         pthread_cond_timedwait(&s->changed, &s->lock, &ts);
     }
     pthread_mutex_unlock(&s->lock);

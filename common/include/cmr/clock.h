@@ -50,6 +50,14 @@ static inline int64_t cmr_process_cpu_ns(void)
 }
 
 /* Sleeps ms milliseconds (through signals: the full time unless ms <= 0). */
+/* The absolute CLOCK_REALTIME time ms milliseconds from now, as pthread_cond_timedwait
+ * (with a default condition variable) and pthread_timedjoin_np want their deadlines. */
+static inline struct timespec cmr_wall_deadline(int64_t ms)
+{
+    int64_t ns = cmr_wall_ns() + ms * 1000000;
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
+}
+
 void cmr_sleep_ms(int64_t ms);
 
 /* A duration people type: a number of milliseconds, or a number with a unit (ms, s, m,
