@@ -119,34 +119,6 @@ static char *error_json(const char *msg)
     return out;
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* In-place URL decoding; -1 on a bad escape. */
-static int url_decode(char *s)
-{
-    char *o = s;
-    for (; *s; s++) {
-        if (*s == '+')
-            *o++ = ' ';
-        else if (*s == '%') {
-            int a = hexval(s[1]), b = a >= 0 ? hexval(s[2]) : -1;
-            if (b < 0)
-                return -1;
-            *o++ = (char)(a * 16 + b);
-            s += 2;
-        } else
-            *o++ = *s;
-    }
-    *o = '\0';
-    return 0;
-}
-
 typedef struct query {
     char *keys[QUERY_MAX], *vals[QUERY_MAX];
     int n;
@@ -164,7 +136,7 @@ static int parse_query(char *q, query_t *out, char *err, size_t errlen)
         if (eq)
             *eq = '\0';
         char *v = eq ? eq + 1 : tok + strlen(tok);
-        if (url_decode(tok) || url_decode(v)) {
+        if (cmr_http_url_decode(tok) || cmr_http_url_decode(v)) {
             snprintf(err, errlen, "bad %%-escape in the query");
             return -1;
         }

@@ -23,7 +23,6 @@
 #include "cmr/ui.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -279,28 +278,6 @@ static void route_post(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_res
         ui_error(res, 404, "no such write: POST %s (docs/UI.md)", p);
 }
 
-/* Decodes an application/x-www-form-urlencoded value in place ('+' is a space, %XX a
- * byte). false on a bad escape. */
-static bool form_decode(char *s)
-{
-    char *o = s;
-    for (; *s; s++) {
-        if (*s == '+') {
-            *o++ = ' ';
-        } else if (*s == '%') {
-            unsigned v;
-            if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) || sscanf(s + 1, "%2x", &v) != 1)
-                return false;
-            *o++ = (char)v;
-            s += 2;
-        } else {
-            *o++ = *s;
-        }
-    }
-    *o = '\0';
-    return true;
-}
-
 /* POST /login with token=...: a session cookie (a random value of this process, never the
  * token); GET /login: the form. */
 static void login(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response_t *res)
@@ -313,7 +290,7 @@ static void login(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_response
     const char *v = !strncmp(req->body, "token=", 6) ? req->body + 6 : "";
     char given[300];
     snprintf(given, sizeof given, "%.*s", (int)strcspn(v, "&\r\n"), v);
-    bool decoded = form_decode(given);
+    bool decoded = cmr_http_url_decode(given) == 0;
     if (!*ui->token || !decoded || !same_origin(req) || !cmr_http_token_equal(ui->token, given)) {
         cmr_log(CMR_LOG_WARN, "ui.login_refused", "note=\"a wrong token or another origin\"");
         cmr_http_respond(res, 403, "text/plain; charset=utf-8", "wrong token\n");

@@ -113,6 +113,30 @@ static bool is_hex(char c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c - 'A' + 10;
+}
+
+int cmr_http_url_decode(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '+') {
+            *o++ = ' ';
+        } else if (*s == '%') {
+            if (!is_hex(s[1]) || !is_hex(s[2]))
+                return -1;
+            *o++ = (char)(hex_value(s[1]) * 16 + hex_value(s[2]));
+            s += 2;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+    return 0;
+}
+
 bool cmr_http_target_bad_escape(const char *target)
 {
     for (const char *p = target ? target : ""; *p; p++)
@@ -171,27 +195,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     *req_cls = NULL;
 }
 
-static enum MHD_Result queue(const cmr_http_server_t *s, struct MHD_Connection *c, int status, const char *type,
-                             char *body, size_t len, bool allow)
-{
-    /* MUST_FREE: MHD frees body with free() when the response is destroyed. */
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body ? body : (void *)"",
-                                                             body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    if (type)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (allow)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, s->post_max ? "GET, HEAD, POST" : "GET, HEAD");
-    for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
-        MHD_add_response_header(r, h[0], h[1]);
-    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
 /* A streamed answer's callbacks, as MHD calls them. */
 typedef struct stream {
     long (*read)(void *ctx, char *buf, size_t max);
@@ -242,7 +245,9 @@ static struct MHD_Response *make_response(cmr_http_response_t *res)
     return r;
 }
 
-/* The handler's answer: queue() plus its own headers. Takes res's body (or stream) and cookie. */
+/* An answer (the handler's, or the server's own): status, type, body or stream, the headers
+ * it asks for, Allow on a 405, WWW-Authenticate on a 401, and the server's headers on every
+ * one. Takes res's body (or stream) and cookie. */
 static enum MHD_Result queue_res(const cmr_http_server_t *s, struct MHD_Connection *c, cmr_http_response_t *res)
 {
     if (res->status < 100 || res->status > 999)
@@ -256,6 +261,8 @@ static enum MHD_Result queue_res(const cmr_http_server_t *s, struct MHD_Connecti
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->content_type);
     if (res->status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, s->post_max ? "GET, HEAD, POST" : "GET, HEAD");
+    if (res->status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"cmr\"");
     if (res->cache_control)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, res->cache_control);
     if (res->set_cookie)
@@ -268,6 +275,16 @@ static enum MHD_Result queue_res(const cmr_http_server_t *s, struct MHD_Connecti
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)res->status, r);
     MHD_destroy_response(r);
     return rc;
+}
+
+/* An answer of the server's own, before any handler: a copy of text (a literal type). */
+static enum MHD_Result answer_own(const cmr_http_server_t *s, struct MHD_Connection *c, int status, const char *type,
+                                  const char *text, const char *location)
+{
+    cmr_http_response_t res = {.status = status, .content_type = type, .location = location};
+    res.body = strdup(text);
+    res.len = res.body ? strlen(res.body) : 0;
+    return queue_res(s, c, &res);
 }
 
 /* Whether the request carries the server's token ("Authorization: Bearer <token>"), in
@@ -298,37 +315,11 @@ static bool open_path(const cmr_http_server_t *s, const char *url)
 static enum MHD_Result unauthorized(const cmr_http_server_t *s, struct MHD_Connection *c, const char *method)
 {
     const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-    if (s->login_path && !strcmp(method, MHD_HTTP_METHOD_GET) && accept && strstr(accept, "text/html")) {
-        /* a person's browser: to the sign-in page */
-        char *body = strdup("sign in first\n");
-        struct MHD_Response *r = MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
-                                                                 body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-        if (!r) {
-            free(body);
-            return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, s->login_path);
-        for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
-            MHD_add_response_header(r, h[0], h[1]);
-        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
-        MHD_destroy_response(r);
-        return rc;
-    }
-    static const char text[] = "an access token is required: Authorization: Bearer <token>\n";
-    char *body = strdup(text);
-    struct MHD_Response *r = MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
-                                                             body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"cmr\"");
-    for (const char *const *h = s->headers; h && h[0] && h[1]; h += 2)
-        MHD_add_response_header(r, h[0], h[1]);
-    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
-    MHD_destroy_response(r);
-    return rc;
+    if (s->login_path && !strcmp(method, MHD_HTTP_METHOD_GET) && accept && strstr(accept, "text/html"))
+        return answer_own(s, c, MHD_HTTP_SEE_OTHER, "text/plain; charset=utf-8", "sign in first\n",
+                          s->login_path); /* a person's browser: to the sign-in page */
+    return answer_own(s, c, MHD_HTTP_UNAUTHORIZED, "text/plain; charset=utf-8",
+                      "an access token is required: Authorization: Bearer <token>\n", NULL);
 }
 
 /* Reads a POST body chunk into x (or drops it once beyond post_max). */
@@ -366,8 +357,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool post = s->post_max && !strcmp(method, MHD_HTTP_METHOD_POST);
     if (!post && strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         /* at once, body unread: MHD closes the connection after this answer */
-        char *body = strdup(s->not_allowed_body);
-        return queue(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, s->not_allowed_type, body, body ? strlen(body) : 0, true);
+        return answer_own(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, s->not_allowed_type, s->not_allowed_body, NULL);
     }
     if (!x)
         return MHD_NO; /* out of memory in on_uri: drop the connection */
@@ -375,11 +365,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* MHD's first call comes before it knows the request is complete; a response
          * queued now makes it close the connection. Answer at the second call: keep-alive. */
         x->called = true;
-        if (post && declared_too_big(s, c)) {
-            char *body = strdup("request body too large\n");
-            return queue(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", body, body ? strlen(body) : 0,
-                         false);
-        }
+        if (post && declared_too_big(s, c))
+            return answer_own(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", "request body too large\n",
+                              NULL);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -389,11 +377,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             *upload_size = 0; /* a GET with a body: ignored */
         return MHD_YES;
     }
-    if (x->too_big) {
-        char *body = strdup("request body too large\n");
-        return queue(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", body, body ? strlen(body) : 0,
-                     false);
-    }
+    if (x->too_big)
+        return answer_own(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", "request body too large\n",
+                          NULL);
     /* a cmr_buf keeps a NUL after its bytes: the handler's body is a string too */
     cmr_http_request_t req = {
         method, url, x->target, post && x->body.data ? (const char *)x->body.data : "", post ? x->body.len : 0, ok, c};

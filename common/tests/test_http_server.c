@@ -436,6 +436,18 @@ static void test_post(void **state)
     cmr_http_server_stop(s);
 }
 
+/* Query and form values: '+' and %XX decoded, a bad escape refused. */
+static void test_url_decode(void **state)
+{
+    (void)state;
+    char a[] = "a+b%2Fc%41%7e", b[] = "100%", c[] = "%zz", d[] = "%4";
+    assert_int_equal(cmr_http_url_decode(a), 0);
+    assert_string_equal(a, "a b/cA~");
+    assert_int_equal(cmr_http_url_decode(b), -1);
+    assert_int_equal(cmr_http_url_decode(c), -1);
+    assert_int_equal(cmr_http_url_decode(d), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_limit_and_timeout),
         cmocka_unit_test(test_addresses),        cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_access_token),     cmocka_unit_test(test_post),
+        cmocka_unit_test(test_url_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

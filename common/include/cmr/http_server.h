@@ -133,6 +133,9 @@ const char *cmr_http_query(const cmr_http_request_t *req, const char *key);
  * non-zero. Returns how many were visited. */
 typedef int(cmr_http_query_fn)(void *opaque, const char *key, const char *value);
 size_t cmr_http_query_each(const cmr_http_request_t *req, cmr_http_query_fn *fn, void *opaque);
+/* Decodes a query or form value in place ('+' is a space, %XX a byte): 0, or -1 on a '%'
+ * not followed by two hex digits (s is then partly decoded). */
+int cmr_http_url_decode(char *s);
 /* true when the target holds a '%' not followed by two hex digits (MHD keeps those as
  * they are; a server that wants to refuse them answers 400). */
 bool cmr_http_target_bad_escape(const char *target);
