@@ -77,21 +77,11 @@ static void apply_config_record(const cmr_reader_rec_t *rec, void *ud)
                 rec->offset, err);
 }
 
-/* Reads cmr.config to its end. NULL with the reason on stderr. */
-static cmr_cfg_state_t *load_state(const cmr_conf_t *conf)
+/* Reads cmr.config to its end. NULL with the reason on eo ("cmr-config: ...": stderr for
+ * the CLI, the answer for the web UI). */
+static cmr_cfg_state_t *load_state(const cmr_conf_t *conf, FILE *eo)
 {
-    cmr_cfg_state_t *s = cmr_cfg_state_new();
-    if (s && cmr_cfg_read_topic(conf, CMR_TOPIC_CONFIG, false, apply_config_record, s) != 0) {
-        cmr_cfg_state_free(s);
-        s = NULL;
-    }
-    return s;
-}
-
-/* load_state with the reason on eo ("cmr-config: ..."). */
-static cmr_cfg_state_t *load_state_to(const cmr_conf_t *conf, FILE *eo)
-{
-    char err[512];
+    char err[1100];
     cmr_cfg_state_t *s = cmr_cfg_state_new();
     if (s && cmr_cfg_read_topic_err(conf, CMR_TOPIC_CONFIG, false, apply_config_record, s, err, sizeof err) != 0) {
         fprintf(eo, "cmr-config: %s\n", err);
@@ -423,7 +413,7 @@ static int apply_doc(const cmr_conf_t *conf, const cmr_cfg_doc_t *doc, const cha
                      FILE *eo)
 {
     cmr_buf_t who = {0};
-    cmr_cfg_state_t *s = load_state_to(conf, eo);
+    cmr_cfg_state_t *s = load_state(conf, eo);
     plan_t plan = {0};
     int rc = 1;
     if (s && make_plan(s, doc, path, cmr_cfg_author(conf, &who), &plan, eo) == 0) {
@@ -475,7 +465,7 @@ int cmr_cfg_apply_text(const cmr_conf_t *conf, const char *text, size_t len, con
 
 int cmr_cfg_cli_list(const cmr_conf_t *conf, FILE *out)
 {
-    cmr_cfg_state_t *s = load_state(conf);
+    cmr_cfg_state_t *s = load_state(conf, stderr);
     if (!s)
         return 1;
     fprintf(out, "%-24s %-9s %-8s %s\n", "ENVIRONMENT", "REVISION", "SENSORS", "NAME");
@@ -494,7 +484,7 @@ int cmr_cfg_cli_list(const cmr_conf_t *conf, FILE *out)
 
 int cmr_cfg_cli_show(const cmr_conf_t *conf, const char *id, FILE *out)
 {
-    cmr_cfg_state_t *s = load_state(conf);
+    cmr_cfg_state_t *s = load_state(conf, stderr);
     if (!s)
         return 1;
     int rc = 0;
@@ -520,7 +510,7 @@ int cmr_cfg_cli_show(const cmr_conf_t *conf, const char *id, FILE *out)
 
 int cmr_cfg_cli_delete(const cmr_conf_t *conf, const char *id, FILE *out)
 {
-    cmr_cfg_state_t *s = load_state(conf);
+    cmr_cfg_state_t *s = load_state(conf, stderr);
     if (!s)
         return 1;
     int rc = 1;
