@@ -78,30 +78,29 @@ static int request(int p, const char *method, const char *target, const char *he
 
 #define WRITE_HEADERS "X-CMR-Request: 1\r\nContent-Type: application/json\r\n"
 
-static json_t *get_json(const char *target, int want_status)
-{
-    char *body = NULL;
-    int st = request(port, "GET", target, NULL, NULL, &body, NULL);
-    if (st != want_status)
-        fprintf(stderr, "GET %s: %d %s\n", target, st, body ? body : "");
-    assert_int_equal(st, want_status);
-    json_t *j = json_loads(body, 0, NULL);
-    free(body);
-    assert_non_null(j);
-    return j;
-}
-
-static json_t *post_json(const char *target, const char *headers, const char *body, int want_status)
+/* A request that must answer want_status with a JSON body; the body parsed. */
+static json_t *json_request(const char *method, const char *target, const char *headers, const char *body,
+                            int want_status)
 {
     char *answer = NULL;
-    int st = request(port, "POST", target, headers, body, &answer, NULL);
+    int st = request(port, method, target, headers, body, &answer, NULL);
     if (st != want_status)
-        fprintf(stderr, "POST %s: %d %s\n", target, st, answer ? answer : "");
+        fprintf(stderr, "%s %s: %d %s\n", method, target, st, answer ? answer : "");
     assert_int_equal(st, want_status);
     json_t *j = json_loads(answer, 0, NULL);
     free(answer);
     assert_non_null(j);
     return j;
+}
+
+static json_t *get_json(const char *target, int want_status)
+{
+    return json_request("GET", target, NULL, NULL, want_status);
+}
+
+static json_t *post_json(const char *target, const char *headers, const char *body, int want_status)
+{
+    return json_request("POST", target, headers, body, want_status);
 }
 
 /* --- set-up --------------------------------------------------------------------------------- */
