@@ -258,8 +258,7 @@ static void put_open_object(cmr_buf_t *b, json_t *o)
  * jansson object graph took several hundred bytes per node and stopped at depth 2000). */
 struct cmr_tree_json_stream {
     const cmr_names_t *names; /* borrowed */
-    cmr_tree_t owned;         /* the tree when the stream took it */
-    const cmr_tree_t *tp;     /* the tree written: &owned, or a borrowed one */
+    const cmr_tree_t *tp;     /* borrowed: the tree written */
     cmr_buf_t out;            /* written, not yet read */
     size_t pos;               /* read up to here */
     uint32_t cur;             /* the next node to write at this level, or CMR_NODE_NONE */
@@ -269,27 +268,12 @@ struct cmr_tree_json_stream {
     size_t depth, cap;
 };
 
-cmr_tree_json_stream_t *cmr_tree_json_stream_new(const cmr_names_t *n, cmr_tree_t *t)
-{
-    cmr_tree_json_stream_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->names = n;
-    s->owned = *t;
-    memset(t, 0, sizeof *t); /* taken */
-    s->tp = &s->owned;
-    s->cur = s->tp->first_root;
-    s->first = true;
-    return s;
-}
-
 cmr_tree_json_stream_t *cmr_tree_json_stream_over(const cmr_names_t *n, const cmr_tree_t *t)
 {
     cmr_tree_json_stream_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->names = n;
-    s->owned.first_root = CMR_NODE_NONE;
     s->tp = t;
     s->cur = t->first_root;
     s->first = true;
@@ -300,7 +284,6 @@ void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s)
 {
     if (!s)
         return;
-    cmr_tree_free(&s->owned);
     cmr_buf_free(&s->out);
     free(s->resume);
     free(s);

@@ -58,8 +58,6 @@ ui_state_t *ui_state_start(const cmr_conf_t *conf, char *err, size_t errlen);
 void ui_state_stop(ui_state_t *s);
 /* Every topic was read to the end it had once. */
 bool ui_state_caught_up(ui_state_t *s);
-/* The latest revision of diagnosis id cmr-ui has read; 0 when none. */
-int64_t ui_state_diagnosis_revision(ui_state_t *s, const char *id);
 /* Waits (at most timeout_ms) until diagnosis id is at revision or newer: true when it is. */
 bool ui_state_wait_diagnosis(ui_state_t *s, const char *id, int64_t revision, int timeout_ms);
 /* Waits until diagnosis id has ended. */

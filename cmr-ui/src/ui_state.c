@@ -259,15 +259,6 @@ static bool diagnosis_ready(ui_state_t *s, const char *id, int64_t revision)
 }
 
 
-int64_t ui_state_diagnosis_revision(ui_state_t *s, const char *id)
-{
-    pthread_mutex_lock(&s->lock);
-    const cmr_diagnosis_t *d = cmr_diagnoses_get(s->diagnoses, id);
-    int64_t rev = d ? d->revision : 0;
-    pthread_mutex_unlock(&s->lock);
-    return rev;
-}
-
 bool ui_state_wait_diagnosis(ui_state_t *s, const char *id, int64_t revision, int timeout_ms)
 {
     return wait_until(s, diagnosis_ready, id, revision, timeout_ms);

@@ -489,12 +489,10 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t);
 char *cmr_ingest_list_json(const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count);
 char *cmr_ingest_tree_json(const cmr_names_t *n, const cmr_tree_t *t);
 /* The same JSON in pieces, for answers that are sent as they are written (a tree of any
- * size costs the server one node's rendering at a time, not the whole document): the stream
- * takes the tree (*t is emptied; freed with the stream) and borrows n, which must outlive
- * it. read writes up to max bytes into buf: the count, 0 at the end, -1 out of memory. */
+ * size costs the server one node's rendering at a time, not the whole document): the
+ * stream borrows t and n, which must outlive it (and t not change). read writes up to max
+ * bytes into buf: the count, 0 at the end, -1 out of memory. */
 typedef struct cmr_tree_json_stream cmr_tree_json_stream_t;
-cmr_tree_json_stream_t *cmr_tree_json_stream_new(const cmr_names_t *n, cmr_tree_t *t);
-/* The same over a tree it only reads (t must outlive the stream and not change). */
 cmr_tree_json_stream_t *cmr_tree_json_stream_over(const cmr_names_t *n, const cmr_tree_t *t);
 long cmr_tree_json_stream_read(cmr_tree_json_stream_t *s, char *buf, size_t max);
 void cmr_tree_json_stream_free(cmr_tree_json_stream_t *s);
