@@ -269,17 +269,21 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         cmr_random_bytes(m->trace_id, 16);
         m->event_count = 4;
         m->last = true;
-        m->events.len = 4 * CMR_EVENT_RECORD_SIZE;
-        m->events.data = calloc(1, m->events.len);
+
         uint64_t outer = (uint64_t)sample_method_id();
         uint64_t inner = cmr_method_id("com/acme/shop/PriceService", "total", "(Lcom/acme/shop/Cart;)J");
         uint64_t t0 = (uint64_t)cmr_wall_ms() * 1000000ULL;
-        cmr_event_t evs[4] = {{outer, t0, CMR_EVENT_ENTER, 0},
-                              {inner, t0 + 1200, CMR_EVENT_ENTER, 0},
-                              {inner, t0 + 850000, CMR_EVENT_EXIT, 0},
-                              {outer, t0 + 910000, CMR_EVENT_EXIT, 0}};
+        cmr_event_t evs[4] = {{outer, t0, CMR_EVENT_ENTER, 1},
+                              {inner, t0 + 1200, CMR_EVENT_ENTER, 2},
+                              {inner, t0 + 850000, CMR_EVENT_EXIT, 2},
+                              {outer, t0 + 910000, CMR_EVENT_EXIT, 1}};
+        uint8_t rec[4 * CMR_EVENT_RECORD_SIZE];
         for (int i = 0; i < 4; i++)
-            cmr_event_write(m->events.data, (size_t)i, &evs[i]);
+            cmr_event_write(rec, (size_t)i, &evs[i]);
+        static cmr_events_encoder_t enc;
+        m->packed_events.data = malloc(4 * CMR_EVENTS_MAX_ENCODED);
+        if (m->packed_events.data)
+            cmr_events_pack(&enc, rec, 4, m->packed_events.data, &m->packed_events.len);
         break;
     }
     case CMR_MSG_SIGNED_COMMAND: {

@@ -31,6 +31,8 @@
 #include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
+#include "cmr/reader.h"
+#include "cmr/wire.h"
 #include "cmr_peer.h"
 #include "jvm_proc.h"
 
@@ -81,8 +83,41 @@ static bool configured(const cmr_msg_t *m, const void *ud)
 typedef struct outcome {
     double ns;
     long long recorded, dropped;
+    /* what the agent's EventBatch messages on cmr.events hold, read back from the topic:
+     * messages, events, their bytes (the Avro messages as Kafka takes them, before its
+     * batch compression) and the bytes of the encoded events alone */
+    long long messages, events, bytes, packed;
+    double seconds; /* the run (warm-up and measured calls), all of it recorded */
     bool ok;
 } outcome_t;
+
+/* Reads cmr.events from since_ms to its end and counts agent_id's batches into out. */
+static void wire_tally(int64_t agent_id, int64_t since_ms, outcome_t *out)
+{
+    char err[256];
+    cmr_reader_t *r = cmr_reader_new(peer.conf, "cmr.events", since_ms, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "cmr.events: %s\n", err);
+        return;
+    }
+    int64_t deadline = cmr_mono_ms() + 120000;
+    cmr_reader_rec_t rec;
+    while (!cmr_reader_caught_up(r) && cmr_mono_ms() < deadline) {
+        if (cmr_reader_poll(r, 200, &rec) != 1)
+            continue;
+        cmr_msg_t m;
+        if (cmr_msg_decode(rec.payload, rec.len, &m, NULL, 0) != CMR_WIRE_OK)
+            continue;
+        if (m.type == CMR_MSG_EVENT_BATCH && m.u.event_batch.agent_id == agent_id) {
+            out->messages++;
+            out->events += m.u.event_batch.event_count;
+            out->bytes += (long long)rec.len;
+            out->packed += (long long)m.u.event_batch.packed_events.len;
+        }
+        cmr_msg_free(&m);
+    }
+    cmr_reader_free(r);
+}
 
 /* Runs MooBench in one JVM; with `probe`, under the agent with monitoredMethod instrumented. */
 static int only_round(const cf_class *c, const cf_member *m, void *ud)
@@ -133,6 +168,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
     outcome_t out = {0};
     jvm_proc_t j;
     char agentpath[2048], name[64], instance[33] = "", cmd[128], line[512];
+    int64_t agent_id = 0, started_ms = cmr_wall_ms();
     uint8_t raw[4];
     char hex[9];
     cmr_random_bytes(raw, sizeof raw);
@@ -160,7 +196,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
         if (!reg)
             goto done;
         snprintf(instance, sizeof instance, "%s", reg->msg.u.registration.instance_id);
-        int64_t agent_id = (int64_t)cmr_agent_id(name, reg->msg.u.registration.hostname, instance);
+        agent_id = (int64_t)cmr_agent_id(name, reg->msg.u.registration.hostname, instance);
         cmr_agent_configuration_t cfg = {
             .instance_id = instance,
             .agent_id = agent_id,
@@ -211,9 +247,11 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
             goto done;
     }
     snprintf(cmd, sizeof cmd, "run %lld %lld %d", warmup, calls, depth);
+    int64_t run_ns = cmr_mono_ns();
     jvm_proc_send(&j, cmd);
     if (jvm_proc_expect(&j, "result", line, sizeof line, 600000) != 0)
         goto done;
+    out.seconds = (double)(cmr_mono_ns() - run_ns) / 1e9;
     out.ns = strtod(strstr(line, "ns_per_call=") + 12, NULL);
     jvm_proc_send(&j, "exit");
     jvm_proc_wait(&j, 60000);
@@ -224,6 +262,8 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
             out.recorded = bye->msg.u.agent_status.events_recorded;
             out.dropped = bye->msg.u.agent_status.events_dropped;
         }
+        if (mode->probe == &agent_sequence_probe || mode->anchor)
+            wire_tally(agent_id, started_ms, &out);
         /* the peer keeps every message: free memory between runs */
         for (size_t i = 0; i < peer.n; i++)
             cmr_record_free(peer.recs[i]);
@@ -242,9 +282,14 @@ static void report(const char *jdk, const char *mode, outcome_t o, double base)
         printf("| %s | %-10s | failed | | |\n", jdk, mode);
         return;
     }
-    char events[96] = "";
-    if (o.recorded || o.dropped)
-        snprintf(events, sizeof events, "%lld recorded, %lld dropped", o.recorded, o.dropped);
+    char events[256] = "";
+    if (o.recorded || o.dropped) /* recorded: what the publisher thread drained and sent */
+        snprintf(events, sizeof events, "%lld recorded (%.1f M/s), %lld dropped", o.recorded,
+                 (double)o.recorded / o.seconds / 1e6, o.dropped);
+    if (o.events) /* a call is an enter and an exit */
+        snprintf(events + strlen(events), sizeof events - strlen(events),
+                 "; on cmr.events %lld in %lld messages, %.2f bytes per call (events alone %.2f)", o.events, o.messages,
+                 2.0 * (double)o.bytes / (double)o.events, 2.0 * (double)o.packed / (double)o.events);
     if (base > 0 && strcmp(mode, "baseline") != 0)
         printf("| %s | %-10s | %8.2f | %8.2f | %s |\n", jdk, mode, o.ns, (o.ns - base) / depth, events);
     else

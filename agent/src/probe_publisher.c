@@ -51,8 +51,13 @@ typedef struct publisher {
     cmr_stalled_call_t stalled[MAX_STALLED];
     uint8_t stall_stacks[MAX_STALLED + 1][CMR_CS_STACK_BYTES]; /* the last one: scratch */
     cmr_log_limiter_t stall_log;
+    /* the batch being sent, in the compact encoding (cmr/event.h): encoder state and a
+     * buffer for the largest batch (batch_cap * CMR_EVENTS_MAX_ENCODED bytes), owned */
+    cmr_events_encoder_t enc;
+    uint8_t *packed;
+    size_t packed_cap;
     /* counters of this pass */
-    uint64_t recorded, dropped, batches, metric_batches;
+    uint64_t recorded, dropped, batches, metric_batches, events_sent, event_bytes;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
     size_t npass; /* rings of the last pass: valid until the next one */
 } publisher_t;
@@ -132,11 +137,29 @@ static void data_chunk(cmr_ring_t *ring, const uint8_t *rec, uint32_t aux)
     }
 }
 
+/* Encodes the ring's batch into p->packed: its length, or -1 (out of memory). */
+static int64_t batch_pack(publisher_t *p, const cmr_ring_t *ring)
+{
+    size_t need = (size_t)ring->batch_count * CMR_EVENTS_MAX_ENCODED, len;
+    if (need > p->packed_cap) {
+        uint8_t *grown = realloc(p->packed, need);
+        if (!grown)
+            return -1;
+        p->packed = grown;
+        p->packed_cap = need;
+    }
+    /* the drain loop appends kinds 1-4 only, the ones the encoding has */
+    if (cmr_events_pack(&p->enc, ring->batch, ring->batch_count, p->packed, &len) != 0)
+        return -1;
+    return (int64_t)len;
+}
+
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
 {
     cmr_agent_t *a = p->a;
     if (ring->batch_count == 0 && !last)
         return;
+    int64_t packed = batch_pack(p, ring);
     cmr_event_batch_t b = {
         .agent_id = a->agent_id,
         .thread_id = ring->thread_id,
@@ -148,7 +171,7 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
         .last = last,
         .dropped = ring->dropped_pending,
         .event_count = (int32_t)ring->batch_count,
-        .events = {ring->batch, (size_t)ring->batch_count * CMR_EVENT_RECORD_SIZE},
+        .packed_events = {p->packed, packed > 0 ? (size_t)packed : 0},
         .diagnosis_id = ring->diagnosis_id,
     };
     memcpy(b.trace_id, ring->trace_id, 16);
@@ -163,12 +186,16 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
     /* the delivery report counts the events of a batch the cluster never took as dropped:
      * an odd opaque value tells it apart from the class entries (pointers) */
     void *tag = (void *)(((uintptr_t)ring->batch_count << 1) | 1);
-    int rc = a->producer ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, tag, err, sizeof err)
-                         : CMR_SEND_ERROR;
-    if (rc == CMR_SEND_OK)
+    int rc = a->producer && packed >= 0
+                 ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, tag, err, sizeof err)
+                 : CMR_SEND_ERROR;
+    if (rc == CMR_SEND_OK) {
         p->batches++;
-    else
+        p->events_sent += ring->batch_count;
+        p->event_bytes += (uint64_t)packed;
+    } else {
         p->dropped += ring->batch_count;
+    }
     ring->batch_seq++;
     ring->event_seq += ring->batch_count;
     ring->batch_count = 0;
@@ -368,7 +395,8 @@ static void pass_once(publisher_t *p)
     for (size_t i = 0; i < ndead; i++)
         cmr_ring_free(dead[i]);
     cmr_probe_rings_count(p->rings, p->recorded, p->dropped, p->batches, p->metric_batches);
-    p->recorded = p->dropped = p->batches = p->metric_batches = 0;
+    cmr_probe_rings_count_sent(p->rings, p->events_sent, p->event_bytes);
+    p->recorded = p->dropped = p->batches = p->metric_batches = p->events_sent = p->event_bytes = 0;
 }
 
 static void *publisher_main(void *arg)
@@ -433,4 +461,7 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
     }
     cmr_cs_free(&pub.cs);
     cmr_metric_agg_free(&pub.agg);
+    free(pub.packed);
+    pub.packed = NULL;
+    pub.packed_cap = 0;
 }

@@ -289,6 +289,14 @@ void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dro
     pthread_mutex_unlock(&r->lock);
 }
 
+void cmr_probe_rings_count_sent(cmr_probe_rings_t *r, uint64_t events, uint64_t bytes)
+{
+    pthread_mutex_lock(&r->lock);
+    r->stats.events_sent += events;
+    r->stats.event_bytes += bytes;
+    pthread_mutex_unlock(&r->lock);
+}
+
 void cmr_probe_rings_stats(cmr_probe_rings_t *r, cmr_probe_stats_t *out)
 {
     pthread_mutex_lock(&r->lock);

@@ -102,9 +102,10 @@ typedef struct cmr_ring {
 } cmr_ring_t;
 
 typedef struct cmr_probe_stats {
-    uint64_t recorded; /* events drained from rings */
-    uint64_t dropped;  /* events lost: ring full, or the producer refused the batch */
-    uint64_t batches;  /* EventBatch messages queued */
+    uint64_t recorded;                 /* events drained from rings */
+    uint64_t dropped;                  /* events lost: ring full, or the producer refused the batch */
+    uint64_t batches;                  /* EventBatch messages queued */
+    uint64_t events_sent, event_bytes; /* events in them, and their encoded size */
     uint64_t metric_batches;
     uint64_t rings_live, rings_refused;
 } cmr_probe_stats_t;
@@ -141,6 +142,8 @@ size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t m
 void cmr_ring_free(cmr_ring_t *ring);
 void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dropped, uint64_t batches,
                            uint64_t metric_batches);
+/* Events in the batches queued, and the bytes of their encoding. */
+void cmr_probe_rings_count_sent(cmr_probe_rings_t *r, uint64_t events, uint64_t bytes);
 /* Waits until woken (a ring half full, or stop) or timeout_ms. */
 void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms);
 void cmr_probe_rings_wake(cmr_probe_rings_t *r);

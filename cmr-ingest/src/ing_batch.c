@@ -5,11 +5,14 @@
  * a trace are adjacent and in (agent, segment, sequence) order, and a redelivered batch
  * overwrites itself: the write is idempotent.
  *
- * Value (little endian): version(1)=1 | thread id(8) | first_event_seq(8) | flags(1:
+ * Value (little endian): version(1)=2 | thread id(8) | first_event_seq(8) | flags(1:
  * bit0 last, bit1 parent) | parent agent(8) | parent segment(8) | parent seq(8) |
- * dropped(4) | event_count(4) | name length(2) | name | events (event_count * 24).
- * The events bytes are the agent's bytes, unchanged. The batch's diagnosis id and
- * transaction data (attributes) are not stored with it: the trace summary keeps them.
+ * dropped(4) | event_count(4) | name length(2) | name | events (the rest: event_count
+ * events in the compact encoding of cmr/event.h). The events bytes are the agent's,
+ * checked once when the batch arrives and stored unchanged; readers decode them with
+ * cmr_events_decoder_next. (Version 1 held 24-byte records; such stores are rebuilt by
+ * `cmr-ingest replay`.) The batch's diagnosis id and transaction data (attributes) are
+ * not stored with it: the trace summary keeps them.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -63,10 +66,13 @@ static void take_attributes(const cmr_kvs_t *a, cmr_ingest_batch_t *out)
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (m->event_count < 0 || (size_t)m->event_count * CMR_EVENT_RECORD_SIZE != m->events.len) {
-        snprintf(err, errlen, "event_count %d does not match %zu bytes of events", m->event_count, m->events.len);
+    if (m->event_count < 0 || (size_t)m->event_count * CMR_EVENTS_MAX_ENCODED < m->packed_events.len) {
+        snprintf(err, errlen, "event_count %d does not match %zu bytes of events", m->event_count,
+                 m->packed_events.len);
         return -1;
     }
+    if (cmr_events_check(m->packed_events.data, m->packed_events.len, (uint32_t)m->event_count, err, errlen) != 0)
+        return -1;
     if (m->batch_seq < 0 || m->batch_seq > (1 << 24) || m->first_event_seq < 0) {
         snprintf(err, errlen, "batch_seq %d (0..16777216) or first_event_seq %lld out of range", m->batch_seq,
                  (long long)m->first_event_seq);
@@ -100,7 +106,8 @@ int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *ou
     out->last = m->last;
     out->dropped = m->dropped < 0 ? 0 : m->dropped;
     out->event_count = (uint32_t)m->event_count;
-    out->events = m->events.data;
+    out->events = m->packed_events.data;
+    out->events_len = m->packed_events.len;
     out->diagnosis_id = (uint64_t)m->diagnosis_id;
     take_attributes(&m->attributes, out);
     return 0;
@@ -118,7 +125,7 @@ size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGE
 {
     assert(b->name_len <= MAX_NAME);
     uint8_t *q = out;
-    *q++ = 1;
+    *q++ = 2;
     cmr_put_le64(q, (uint64_t)b->thread_id), q += 8;
     cmr_put_le64(q, (uint64_t)b->first_event_seq), q += 8;
     *q++ = (uint8_t)((b->last ? 1 : 0) | (b->has_parent ? 2 : 0));
@@ -135,7 +142,7 @@ size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGE
 
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len)
 {
-    size_t ev = (size_t)b->event_count * CMR_EVENT_RECORD_SIZE;
+    size_t ev = b->events_len;
     size_t n = HDR_LEN + b->name_len + ev;
     uint8_t *p = malloc(n);
     if (!p)
@@ -152,7 +159,7 @@ int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *
 int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen, cmr_ingest_batch_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || val[0] != 1)
+    if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || val[0] != 2)
         return -1;
     memcpy(out->trace_id, key, 16);
     out->agent_id = cmr_be64(key + 16);
@@ -174,9 +181,10 @@ int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val,
     out->name_len = (size_t)q[0] | (size_t)q[1] << 8;
     q += 2;
     size_t rest = vlen - HDR_LEN;
-    if (out->name_len > rest || (rest - out->name_len) != (size_t)out->event_count * CMR_EVENT_RECORD_SIZE)
+    if (out->name_len > rest || (rest - out->name_len) > (size_t)out->event_count * CMR_EVENTS_MAX_ENCODED)
         return -1;
     out->thread_name = (const char *)q;
     out->events = q + out->name_len;
+    out->events_len = rest - out->name_len;
     return 0;
 }

@@ -295,7 +295,7 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
     cmr_ingest_batch_key(&b, key);
     uint8_t hdr[CMR_INGEST_BATCH_HDR_LEN];
     const char *parts[3] = {(const char *)hdr, b.thread_name, (const char *)b.events};
-    size_t lens[3] = {cmr_ingest_batch_header(&b, hdr), b.name_len, (size_t)b.event_count * CMR_EVENT_RECORD_SIZE};
+    size_t lens[3] = {cmr_ingest_batch_header(&b, hdr), b.name_len, b.events_len};
     const char *kparts[1] = {(const char *)key};
     size_t klens[1] = {sizeof key};
     rocksdb_writebatch_putv_cf(p->wb, cmr_store_cf(p->store, CMR_CF_BATCHES), 1, kparts, klens, 3, parts, lens);
@@ -308,6 +308,7 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
     e->pending++;
     e->stats.batches++;
     e->stats.events += b.event_count;
+    e->stats.event_bytes += b.events_len;
     return 1;
 }
 

@@ -268,31 +268,28 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
     if (ra && on_agent)
         on_agent(opaque, b->agent_id);
     uint64_t last_method = 0;
-    for (uint32_t i = 0; i < b->event_count; i++) {
-        const uint8_t *p = b->events + (size_t)i * CMR_EVENT_RECORD_SIZE;
-        int64_t ts = (int64_t)cmr_le64(p + 8);
+    cmr_events_decoder_t d; /* the block was checked when the batch arrived */
+    cmr_events_decoder_init(&d, b->events, b->events_len, b->event_count);
+    cmr_event_t ev;
+    for (uint32_t i = 0; cmr_events_decoder_next(&d, &ev) == 1; i++) {
+        int64_t ts = (int64_t)ev.timestamp_ns;
         if (ts < s->start_ns)
             s->start_ns = ts;
         if (ts > s->end_ns)
             s->end_ns = ts;
-        uint64_t m = cmr_le64(p);
-        if (m == last_method || cmr_le32(p + 16) != CMR_EVENT_ENTER)
+        if (i == 0 && b->first_event_seq == 0 && ev.kind == CMR_EVENT_ENTER) {
+            g->have_first = true;
+            g->root_method = ev.method_id;
+            g->root_start = ts;
+        }
+        if (ev.method_id == last_method || ev.kind != CMR_EVENT_ENTER)
             continue;
-        last_method = m;
-        int rm = add_method(s, m);
+        last_method = ev.method_id;
+        int rm = add_method(s, ev.method_id);
         if (rm < 0)
             return -1;
         if (rm && on_method)
-            on_method(opaque, m);
-    }
-    if (b->first_event_seq == 0 && b->event_count) {
-        cmr_event_t ev;
-        cmr_event_read(b->events, 0, &ev);
-        if (ev.kind == CMR_EVENT_ENTER) {
-            g->have_first = true;
-            g->root_method = ev.method_id;
-            g->root_start = (int64_t)ev.timestamp_ns;
-        }
+            on_method(opaque, ev.method_id);
     }
     return 1;
 }

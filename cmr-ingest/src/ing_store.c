@@ -54,6 +54,7 @@ _Static_assert(NPART_CFS == CMR_CF__COUNT + 1, "a name per column family");
 #define PART_CF_OPTIONAL (1 + CMR_CF_IDX_DIAGNOSIS)
 static const char *const meta_cfs[] = {"default", "methods", "agents", "status"};
 #define NMETA_CFS 4
+#define EST_EVENT_BYTES 3 /* a stored event, on average (compact encoding: 2 to 3 bytes) */
 
 struct cmr_store {
     rocksdb_t *db;
@@ -519,7 +520,7 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
         if (!old) {
             cmr_trace_summary_t sum;
             if (cmr_store_get_summary(s, k + 8, &sum) == 1)
-                excess -= (int64_t)(sum.events * CMR_EVENT_RECORD_SIZE + sum.segments * 64u);
+                excess -= (int64_t)(sum.events * EST_EVENT_BYTES + sum.segments * 64u);
             else
                 excess -= 64;
         }

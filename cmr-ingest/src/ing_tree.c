@@ -109,6 +109,7 @@ static void close_lost(cmr_tree_t *t, uint32_t n, int64_t end)
 typedef struct walk {
     uint32_t *stack;
     size_t depth, cap;
+    cmr_events_decoder_t dec; /* the batch being read */
 } walk_t;
 
 static int push(walk_t *w, uint32_t n)
@@ -196,9 +197,9 @@ static int walk_segment(cmr_tree_t *t, seg_t *s, const cmr_ingest_batch_t *const
         t->dropped += (uint64_t)x->dropped;
         if (x->last)
             s->has_last = true;
-        for (uint32_t i = 0; i < x->event_count; i++) {
-            cmr_event_t ev;
-            cmr_event_read(x->events, i, &ev);
+        cmr_events_decoder_init(&w->dec, x->events, x->events_len, x->event_count);
+        cmr_event_t ev;
+        for (uint32_t i = 0; cmr_events_decoder_next(&w->dec, &ev) == 1; i++) {
             if (walk_event(t, s, w, &ev, x->first_event_seq + i, prev_ts) != 0)
                 return -1;
             prev_ts = (int64_t)ev.timestamp_ns;

@@ -86,6 +86,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
     const cmr_prom_row_t rows[] = {
         {"cmr_ingest_batches_total", "counter", "EventBatch messages applied", s.batches},
         {"cmr_ingest_events_total", "counter", "events in the batches applied", s.events},
+        {"cmr_ingest_event_bytes_total", "counter", "bytes of the applied batches' encoded events", s.event_bytes},
         {"cmr_ingest_duplicates_total", "counter", "batches seen before (producer retries, replays), not applied again",
          s.duplicates},
         {"cmr_ingest_rejected_total", "counter", "batches refused by the engine (malformed)", s.rejected},
@@ -249,11 +250,11 @@ static void log_stats(worker_t *w)
     cmr_ingest_stats_t s;
     cmr_ingest_engine_stats(w->engine, &s);
     cmr_log(CMR_LOG_INFO, "ingest.stats",
-            "batches=%" PRIu64 " events=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
+            "batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
             " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64 " agents=%" PRIu64
             " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
-            s.batches, s.events, s.duplicates, s.rejected, s.attributes_rejected, s.flushes, s.methods, s.agents,
-            w->first_record_ms, w->last_commit_ms);
+            s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes, s.methods,
+            s.agents, w->first_record_ms, w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);

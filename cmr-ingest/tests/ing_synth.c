@@ -68,7 +68,8 @@ size_t synth_batches(const synth_seg_t *s, size_t per_batch, cmr_event_batch_t *
 {
     size_t n = s->count ? (s->count + per_batch - 1) / per_batch : 1;
     cmr_event_batch_t *b = calloc(n, sizeof *b);
-    if (!b)
+    cmr_events_encoder_t *enc = calloc(1, sizeof *enc); /* per call: callers may be threads */
+    if (!b || !enc)
         abort();
     for (size_t i = 0; i < n; i++) {
         size_t first = i * per_batch, cnt = s->count - first < per_batch ? s->count - first : per_batch;
@@ -87,9 +88,13 @@ size_t synth_batches(const synth_seg_t *s, size_t per_batch, cmr_event_batch_t *
         b[i].first_event_seq = (int64_t)first;
         b[i].last = s->ended && i == n - 1;
         b[i].event_count = (int32_t)cnt;
-        b[i].events.data = s->events + first * CMR_EVENT_RECORD_SIZE;
-        b[i].events.len = cnt * CMR_EVENT_RECORD_SIZE;
+        /* each batch is encoded on its own, as the agent sends it */
+        b[i].packed_events.data = malloc(cnt * CMR_EVENTS_MAX_ENCODED + 1);
+        if (!b[i].packed_events.data || cmr_events_pack(enc, s->events + first * CMR_EVENT_RECORD_SIZE, (uint32_t)cnt,
+                                                        b[i].packed_events.data, &b[i].packed_events.len) != 0)
+            abort();
     }
+    free(enc);
     *out = b;
     return n;
 }
@@ -99,6 +104,7 @@ void synth_batches_free(cmr_event_batch_t *b, size_t n)
     for (size_t i = 0; i < n; i++) {
         free(b[i].thread_name);
         free(b[i].parent);
+        free(b[i].packed_events.data);
     }
     free(b);
 }

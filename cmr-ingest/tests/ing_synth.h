@@ -35,8 +35,8 @@ void synth_throw(synth_seg_t *s, uint64_t method, uint64_t ts);
 int64_t synth_fork(synth_seg_t *s, uint64_t ts);
 
 /* Cuts events [0, upto) (all when upto = 0) into batches of at most per_batch events.
- * The batch holding the root's exit gets last = true. Batches point into the segment's
- * events and a per-call copy of the thread name / parent (free with synth_batches_free). */
+ * The batch holding the root's exit gets last = true. Batches hold their events encoded
+ * (cmr/event.h) and a per-call copy of the thread name / parent (free with synth_batches_free). */
 size_t synth_batches(const synth_seg_t *s, size_t per_batch, cmr_event_batch_t **out);
 void synth_batches_free(cmr_event_batch_t *b, size_t n);
 

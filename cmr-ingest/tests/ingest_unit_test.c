@@ -719,16 +719,23 @@ static void test_batch_validation_and_roundtrip(void **state)
     assert_int_equal(cmr_ingest_batch_encode(&ib, &val, &vlen), 0);
     assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, vlen, &back), 0);
     assert_int_equal(back.event_count, ib.event_count);
-    assert_memory_equal(back.events, ib.events, ib.event_count * CMR_EVENT_RECORD_SIZE);
+    assert_int_equal(back.events_len, ib.events_len);
+    assert_memory_equal(back.events, ib.events, ib.events_len);
     assert_int_equal(back.name_len, 4);
     assert_true(back.last);
-    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, vlen - 1, &back), -1);
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, CMR_INGEST_BATCH_HDR_LEN - 1, &back), -1);
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, CMR_INGEST_BATCH_HDR_LEN + 3, &back), -1);
     val[0] = 9;
     assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val, vlen, &back), -1);
     free(val);
     b[0].event_count = 3; /* does not match the bytes */
     assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
-    assert_non_null(strstr(err, "event_count"));
+    assert_non_null(strstr(err, "events: bytes after the last event"));
+    b[0].event_count = 9;
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
+    assert_non_null(strstr(err, "events: fewer events"));
+    b[0].event_count = 1; /* the bytes hold more than one event */
+    assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
     b[0].event_count = 8;
     memset(b[0].trace_id, 0, 16);
     assert_int_equal(cmr_ingest_batch_from_msg(&b[0], &ib, err, sizeof err), -1);
@@ -743,27 +750,38 @@ static void test_batch_validation_and_roundtrip(void **state)
     synth_seg_free(&s);
 }
 
-/* Unknown event kinds and absurd depths do not break the walk. */
+/* n 24-byte records, encoded as an EventBatch carries them (malloc'd, the caller frees). */
+static uint8_t *pack_events(const uint8_t *records, uint32_t n, size_t *len)
+{
+    static cmr_events_encoder_t enc;
+    uint8_t *out = malloc((size_t)n * CMR_EVENTS_MAX_ENCODED + 1);
+    assert_non_null(out);
+    assert_int_equal(cmr_events_pack(&enc, records, n, out, len), 0);
+    return out;
+}
+
+/* Absurd depths, exits without entries and clocks going back do not break the walk. */
 static void test_hostile_events(void **state)
 {
     (void)state;
     uint8_t tid[16], ev[24 * 6];
     synth_trace_id(7, tid);
-    cmr_event_t e[6] = {{1, T0, 9, 0},
-                        {2, T0 + 1, CMR_EVENT_EXIT, 7},
-                        {3, T0 + 2, CMR_EVENT_ENTER, 100000},
-                        {4, T0 - 5, CMR_EVENT_ENTER, 0},
-                        {5, T0 + 3, CMR_EVENT_FORK, 0},
-                        {6, 0, CMR_EVENT_EXIT, 1}};
+    cmr_event_t e[6] = {{1, T0, CMR_EVENT_FORK, 9},           {2, T0 + 1, CMR_EVENT_EXIT, 7},
+                        {3, T0 + 2, CMR_EVENT_ENTER, 100000}, {4, T0 - 5, CMR_EVENT_ENTER, 0},
+                        {5, T0 + 3, CMR_EVENT_FORK, 0},       {6, 0, CMR_EVENT_EXIT, 1}};
     for (int i = 0; i < 6; i++)
         cmr_event_write(ev, (size_t)i, &e[i]);
-    cmr_ingest_batch_t b = {.agent_id = A1, .segment_id = 1, .event_count = 6, .events = ev, .last = true};
+    size_t len;
+    uint8_t *packed = pack_events(ev, 6, &len);
+    cmr_ingest_batch_t b = {
+        .agent_id = A1, .segment_id = 1, .event_count = 6, .events = packed, .events_len = len, .last = true};
     memcpy(b.trace_id, tid, 16);
     cmr_tree_t t;
     assert_int_equal(cmr_tree_build(&b, 1, &t), 0);
     for (size_t i = 0; i < t.count; i++)
         assert_true(t.nodes[i].total_ns >= 0);
     cmr_tree_free(&t);
+    free(packed);
 }
 
 /* Random events in random batches: the assembly never crashes, and what it builds is
@@ -783,10 +801,13 @@ static void test_random_streams(void **state)
             uint32_t n = (uint32_t)(rand() % 40);
             ev[i] = malloc((size_t)n * CMR_EVENT_RECORD_SIZE + 1);
             for (uint32_t k = 0; k < n; k++) {
-                cmr_event_t e = {(uint64_t)(rand() % 5), T0 + (uint64_t)(rand() % 1000), (uint32_t)(rand() % 6),
+                cmr_event_t e = {(uint64_t)(rand() % 5), T0 + (uint64_t)(rand() % 1000), 1 + (uint32_t)(rand() % 4),
                                  (uint32_t)(rand() % 6)};
                 cmr_event_write(ev[i], k, &e);
             }
+            uint8_t *records = ev[i];
+            ev[i] = pack_events(records, n, &b[i].events_len);
+            free(records);
             memcpy(b[i].trace_id, tid, 16);
             b[i].agent_id = (uint64_t)(rand() % 2);
             b[i].segment_id = (uint64_t)(rand() % 4);

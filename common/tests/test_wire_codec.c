@@ -149,6 +149,10 @@ static void test_optional_record_and_fixed(void **state)
     cmr_event_t e2 = {0x1122334455667788ULL, 1700000000123459999ULL, CMR_EVENT_EXIT, 0};
     cmr_event_write(block, 0, &e1);
     cmr_event_write(block, 1, &e2);
+    static cmr_events_encoder_t enc;
+    uint8_t packed[2 * CMR_EVENTS_MAX_ENCODED];
+    size_t packed_len;
+    assert_int_equal(cmr_events_pack(&enc, block, 2, packed, &packed_len), 0);
     cmr_parent_link_t parent = {9, 10, 11};
     cmr_event_batch_t batch = {.agent_id = 1,
                                .thread_id = 2,
@@ -159,7 +163,7 @@ static void test_optional_record_and_fixed(void **state)
                                .first_event_seq = 0,
                                .last = true,
                                .event_count = 2,
-                               .events = {block, sizeof block}};
+                               .packed_events = {packed, packed_len}};
     memset(batch.trace_id, 0xAB, 16);
     cmr_buf_t buf = {0};
     cmr_msg_t out;
@@ -168,8 +172,12 @@ static void test_optional_record_and_fixed(void **state)
     assert_non_null(out.u.event_batch.parent);
     assert_int_equal(out.u.event_batch.parent->event_seq, 11);
     assert_memory_equal(out.u.event_batch.trace_id, batch.trace_id, 16);
+    uint8_t back[sizeof block];
+    assert_int_equal(
+        cmr_events_unpack(out.u.event_batch.packed_events.data, out.u.event_batch.packed_events.len, 2, back, NULL, 0),
+        0);
     cmr_event_t r;
-    cmr_event_read(out.u.event_batch.events.data, 1, &r);
+    cmr_event_read(back, 1, &r);
     assert_true(r.timestamp_ns == e2.timestamp_ns && r.kind == CMR_EVENT_EXIT && r.method_id == e2.method_id);
     cmr_msg_free(&out);
     batch.parent = NULL;

@@ -327,7 +327,7 @@ static const cmr_field_desc_t event_batch_fields[] = {
     FIELD(cmr_event_batch_t, trace_id, FIXED16),   SUB(cmr_event_batch_t, parent, OPT_RECORD, parent_link_desc),
     FIELD(cmr_event_batch_t, batch_seq, INT),      FIELD(cmr_event_batch_t, first_event_seq, LONG),
     FIELD(cmr_event_batch_t, last, BOOL),          FIELD(cmr_event_batch_t, dropped, INT),
-    FIELD(cmr_event_batch_t, event_count, INT),    FIELD(cmr_event_batch_t, events, BYTES),
+    FIELD(cmr_event_batch_t, event_count, INT),    FIELD(cmr_event_batch_t, packed_events, BYTES),
     FIELD(cmr_event_batch_t, diagnosis_id, LONG),  FIELD(cmr_event_batch_t, attributes, MAP),
 };
 static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_batch_t), event_batch_fields,

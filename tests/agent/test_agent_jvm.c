@@ -310,6 +310,22 @@ typedef struct event_tally {
 } event_tally_t;
 
 /* Every record of every batch of the agent: right method, right kinds, depths 1..4. */
+/* Reads the batch's compact events (cmr/event.h) one by one: dec is shared, the tests
+ * run one at a time. */
+static cmr_events_decoder_t dec;
+
+static void events_open(const cmr_event_batch_t *b)
+{
+    cmr_events_decoder_init(&dec, b->packed_events.data, b->packed_events.len, (uint32_t)b->event_count);
+}
+
+/* The batch's first event; false when it has none or its block does not decode. */
+static bool first_event(const cmr_event_batch_t *b, cmr_event_t *ev)
+{
+    events_open(b);
+    return cmr_events_decoder_next(&dec, ev) == 1;
+}
+
 static void tally_events(agent_run_t *r, uint64_t method_id, event_tally_t *t)
 {
     memset(t, 0, sizeof *t);
@@ -319,14 +335,16 @@ static void tally_events(agent_run_t *r, uint64_t method_id, event_tally_t *t)
             continue;
         const cmr_event_batch_t *b = &m->u.event_batch;
         t->batches++;
-        if (b->events.len != (size_t)b->event_count * CMR_EVENT_RECORD_SIZE) {
+        char err[128];
+        if (cmr_events_check(b->packed_events.data, b->packed_events.len, (uint32_t)b->event_count, err, sizeof err) !=
+            0) {
             t->bad++;
             continue;
         }
         uint64_t prev_ts = 0;
-        for (int32_t k = 0; k < b->event_count; k++) {
-            cmr_event_t ev;
-            cmr_event_read(b->events.data, (size_t)k, &ev);
+        events_open(b);
+        cmr_event_t ev;
+        while (cmr_events_decoder_next(&dec, &ev) == 1) {
             t->events++;
             if (ev.method_id != method_id || (ev.kind != CMR_EVENT_ENTER && ev.kind != CMR_EVENT_EXIT) || ev.aux < 1 ||
                 ev.aux > 4 || ev.timestamp_ns < prev_ts)
@@ -490,8 +508,7 @@ static void test_redefine_resend_and_failures(void **state)
             if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
                 m->u.event_batch.event_count) {
                 cmr_event_t ev;
-                cmr_event_read(m->u.event_batch.events.data, 0, &ev);
-                fired = ev.method_id == greet_id;
+                fired = first_event(&m->u.event_batch, &ev) && ev.method_id == greet_id;
             }
         }
     }
@@ -740,8 +757,7 @@ static const cmr_event_batch_t *root_batch(const agent_run_t *r, uint64_t method
         if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
             m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
             cmr_event_t e0;
-            cmr_event_read(m->u.event_batch.events.data, 0, &e0);
-            if (e0.method_id == method_id && e0.kind == CMR_EVENT_ENTER)
+            if (first_event(&m->u.event_batch, &e0) && e0.method_id == method_id && e0.kind == CMR_EVENT_ENTER)
                 return &m->u.event_batch;
         }
     }
@@ -783,9 +799,10 @@ static cmr_event_t *segment_events(agent_run_t *r, int64_t segment, size_t *n, c
             free(ev);
             return NULL;
         }
+        events_open(b);
         for (int32_t k = 0; k < b->event_count; k++) {
             assert_int_equal(CMR_ARRAY_GROW(ev, cap, *n + 1), 0);
-            cmr_event_read(b->events.data, (size_t)k, &ev[(*n)++]);
+            assert_int_equal(cmr_events_decoder_next(&dec, &ev[(*n)++]), 1);
         }
         if (b->last)
             return ev;

@@ -173,11 +173,12 @@ static uint64_t events_of(jvm_agent_t *j, uint64_t method_id)
         const cmr_msg_t *m = &peer.recs[i]->msg;
         if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != j->agent_id)
             continue;
-        for (int32_t k = 0; k < m->u.event_batch.event_count; k++) {
-            cmr_event_t ev;
-            cmr_event_read(m->u.event_batch.events.data, (size_t)k, &ev);
+        static cmr_events_decoder_t d; /* large; the test runs on one thread */
+        cmr_events_decoder_init(&d, m->u.event_batch.packed_events.data, m->u.event_batch.packed_events.len,
+                                (uint32_t)m->u.event_batch.event_count);
+        cmr_event_t ev;
+        while (cmr_events_decoder_next(&d, &ev) == 1)
             n += ev.method_id == method_id;
-        }
     }
     return n;
 }

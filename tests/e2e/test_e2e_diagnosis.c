@@ -333,11 +333,12 @@ static helper_count_t helper_events(jvm_agent_t *j, int64_t number)
         if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != j->agent_id)
             continue;
         uint64_t n = 0;
-        for (int32_t k = 0; k < m->u.event_batch.event_count; k++) {
-            cmr_event_t ev;
-            cmr_event_read(m->u.event_batch.events.data, (size_t)k, &ev);
+        static cmr_events_decoder_t d; /* large; the test runs on one thread */
+        cmr_events_decoder_init(&d, m->u.event_batch.packed_events.data, m->u.event_batch.packed_events.len,
+                                (uint32_t)m->u.event_batch.event_count);
+        cmr_event_t ev;
+        while (cmr_events_decoder_next(&d, &ev) == 1)
             n += ev.method_id == step_id || ev.method_id == inner_id;
-        }
         c.all += n;
         if (n && strcmp(m->u.event_batch.thread_name, "main") == 0 &&
             segment_tagged(j->agent_id, m->u.event_batch.segment_id, number))

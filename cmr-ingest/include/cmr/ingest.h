@@ -101,7 +101,9 @@ typedef struct cmr_ingest_batch {
     bool last;
     int32_t dropped;
     uint32_t event_count;
-    const uint8_t *events; /* event_count * CMR_EVENT_RECORD_SIZE bytes */
+    const uint8_t *events; /* event_count events in the compact encoding (cmr/event.h):
+                            * read them with cmr_events_decoder_next */
+    size_t events_len;
     uint64_t diagnosis_id; /* EventBatch.diagnosis_id, 0 = none. Not part of the stored
                             * batch (decoded batches have 0): the trace summary keeps it */
     /* EventBatch.attributes, validated: the values the trace may keep (NULL / 0 when the
@@ -345,6 +347,7 @@ typedef struct cmr_ingest_engine cmr_ingest_engine_t;
 
 typedef struct cmr_ingest_stats {
     uint64_t batches, events, duplicates, rejected, flushes, traces_touched;
+    uint64_t event_bytes; /* of the applied batches' encoded events (cmr/event.h) */
     uint64_t methods, agents;
     uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
 } cmr_ingest_stats_t;

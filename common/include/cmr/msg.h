@@ -432,9 +432,9 @@ typedef struct cmr_event_batch {
     bool last;
     int32_t dropped;
     int32_t event_count;
-    cmr_bytes_t events;
-    int64_t diagnosis_id; /* 0: the segment ran in no diagnosis' context */
-    cmr_kvs_t attributes; /* transaction data captured since the previous batch */
+    cmr_bytes_t packed_events; /* event_count events, compact encoding (cmr/event.h) */
+    int64_t diagnosis_id;      /* 0: the segment ran in no diagnosis' context */
+    cmr_kvs_t attributes;      /* transaction data captured since the previous batch */
 } cmr_event_batch_t;
 
 typedef struct cmr_method_metric {
