@@ -154,6 +154,7 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
         .environment_revision = a->revision,
         .classes_instrumented = a->classes_instrumented,
         .redefine_failures = (int64_t)a->redefine_failures,
+        .traces_dropped = (int64_t)ps.traces_dropped,
     };
     cmr_diagnosis_run_t runs[CMR_DIAG_MAX_RUNS];
     st.diagnoses.items = runs;

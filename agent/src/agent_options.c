@@ -36,6 +36,9 @@ static const cmr_conf_key_t agent_keys[] = {
      "again later"},
     {"agent.ring.records", "16384",
      "events a thread's ring holds (rounded up to a power of two); the CMR's strategy may change it for new threads"},
+    {"agent.segment.max.events", "100000",
+     "events one thread segment of a trace may hold: deeper calls past it are not recorded and the trace is marked "
+     "truncated (the CMR's strategy, max_segment_events, overrides it)"},
     {"agent.send.interval.ms", "10", "how often the rings are drained"},
     {"agent.metric.interval.ms", "10000",
      "metric interval: per-method and per-transaction aggregates, stalled calls (the CMR's strategy overrides it)"},
@@ -273,6 +276,8 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         cmr_conf_get_int(conf, "agent.class.buffer.bytes", 64 << 20, 0, INT64_C(1) << 34, &out->class_buffer_bytes,
                          errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.ring.records", 16384, 64, 1 << 24, &out->ring_records, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.segment.max.events", 100000, 100, 1 << 30, &out->max_segment_events, errbuf,
+                         errlen) ||
         cmr_conf_get_int(conf, "agent.send.interval.ms", 10, 1, 60000, &out->send_interval_ms, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.shutdown.flush.ms", 3000, 0, 600000, &out->shutdown_flush_ms, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.metric.interval.ms", 10000, 100, 3600000, &out->metric_interval_ms, errbuf,

@@ -49,6 +49,7 @@ typedef struct cmr_agent_settings {
     int64_t class_buffer_bytes;      /* agent.class.buffer.bytes: bytecode kept while not
                                          connected, default 64 MiB */
     int64_t ring_records;            /* agent.ring.records: per-thread ring, default 16384 */
+    int64_t max_segment_events;      /* agent.segment.max.events: until the strategy says, default 100000 */
     int64_t send_interval_ms;        /* agent.send.interval.ms, default 10 */
     int64_t shutdown_flush_ms;       /* agent.shutdown.flush.ms, default 3000 */
     int64_t metric_interval_ms;      /* agent.metric.interval.ms, default 10000 */

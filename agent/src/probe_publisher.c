@@ -58,6 +58,8 @@ typedef struct publisher {
     size_t packed_cap;
     /* counters of this pass */
     uint64_t recorded, dropped, batches, metric_batches, events_sent, event_bytes;
+    uint64_t traces_dropped, calls_not_recorded;
+    cmr_log_limiter_t loss_log;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
     size_t npass; /* rings of the last pass: valid until the next one */
 } publisher_t;
@@ -154,6 +156,15 @@ static int64_t batch_pack(publisher_t *p, const cmr_ring_t *ring)
     return (int64_t)len;
 }
 
+/* What the open segment did not record (its LOSS record), on the batch being sent. */
+static void loss_take(cmr_ring_t *ring, cmr_event_batch_t *b)
+{
+    b->calls_not_recorded = ring->loss_calls;
+    b->truncated_by = ring->loss_why;
+    ring->loss_calls = 0;
+    ring->loss_why = 0;
+}
+
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
 {
     cmr_agent_t *a = p->a;
@@ -175,6 +186,7 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
         .diagnosis_id = ring->diagnosis_id,
     };
     memcpy(b.trace_id, ring->trace_id, 16);
+    loss_take(ring, &b);
     cmr_kv_t attrs[CMR_RING_DATA_KEYS];
     b.attributes.items = attrs;
     for (int k = 1; k < CMR_RING_DATA_KEYS; k++)
@@ -289,6 +301,40 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
 
 /* --- draining -------------------------------------------------------------------------------- */
 
+/* A LOSS record: the open segment did not record `calls` calls (the probes write it right
+ * before the root exit, so the segment's last batch carries it). */
+static void loss_record(publisher_t *p, cmr_ring_t *ring, uint64_t calls, uint32_t why)
+{
+    if (!ring->segment_open)
+        return;
+    ring->loss_calls += (int64_t)(calls > INT64_MAX / 2 ? INT64_MAX / 2 : calls);
+    ring->loss_why |= (int32_t)(why & (CMR_TRUNCATED_BY_LIMIT | CMR_TRUNCATED_BY_RING));
+    p->dropped += 2 * calls; /* the enter and the exit of each */
+    p->calls_not_recorded += calls;
+}
+
+/* Segments the thread skipped whole since the last pass (header 40, 48). */
+static void traces_dropped(publisher_t *p, cmr_ring_t *ring)
+{
+    uint64_t t = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_TRACES_DROPPED), __ATOMIC_RELAXED);
+    uint64_t c = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_DROPPED_CALLS), __ATOMIC_RELAXED);
+    if (t != ring->traces_dropped_seen) {
+        unsigned long long suppressed = 0;
+        if (cmr_log_allow(&p->loss_log, 1, &suppressed))
+            cmr_log(CMR_LOG_WARN, "agent.traces_dropped",
+                    "thread=\"%s\" traces=%" PRIu64 " ring_records=%" PRIu64
+                    " reason=ring_full hint=\"the publisher drains slower than the thread records: a larger "
+                    "ring_records or fewer recorded methods\" suppressed=%llu",
+                    ring->thread_name, t - ring->traces_dropped_seen, ring->cap, suppressed);
+        p->traces_dropped += t - ring->traces_dropped_seen;
+        ring->traces_dropped_seen = t;
+    }
+    if (c != ring->dropped_calls_seen) {
+        p->dropped += 2 * (c - ring->dropped_calls_seen);
+        ring->dropped_calls_seen = c;
+    }
+}
+
 static void drain_ring(publisher_t *p, cmr_ring_t *ring)
 {
     /* Seen before reading anything: once the thread ended, this pass reads its last
@@ -304,6 +350,10 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         case CMR_EVENT_ENTER:
             if (aux <= 1 && ring->segment_open) /* the exit of the last root was lost */
                 batch_send(p, ring, true);
+            if (aux > 1 && !ring->segment_open) { /* its segment's root was never seen: no */
+                p->dropped++;                     /* segment without its root call */
+                break;
+            }
             batch_append(p, ring, rec, kind, aux);
             /* after the append: a root enter opened its segment (trace, parent). Its root is a
              * transaction when the trace starts here or came from outside this JVM (another
@@ -316,6 +366,10 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         case CMR_EVENT_EXCEPTION_EXIT:
             if (aux == 0) /* an exit without its entry (the method was redefined meanwhile) */
                 break;
+            if (!ring->segment_open) { /* of a segment whose root was never seen */
+                p->dropped++;
+                break;
+            }
             batch_append(p, ring, rec, kind, aux);
             cmr_cs_exit(&p->cs, &ring->cs, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), aux,
                         kind == CMR_EVENT_EXCEPTION_EXIT);
@@ -352,6 +406,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             ring->diag_start_ns = 0;
             break;
         case CMR_RING_DATA: data_chunk(ring, rec, aux); break;
+        case CMR_RING_LOSS: loss_record(p, ring, cmr_le64(rec), aux); break;
         case CMR_RING_TIMER:
         case CMR_RING_TIMER_THROW:
             metric_add(p, cmr_le64(rec), (int64_t)cmr_le64(rec + 8), kind == CMR_RING_TIMER_THROW);
@@ -362,6 +417,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
     }
     ring->read = r;
     __atomic_store_n((uint64_t *)(ring->mem + CMR_RING_READ), r, __ATOMIC_RELEASE);
+    traces_dropped(p, ring);
     uint64_t dropped = __atomic_load_n((uint64_t *)(ring->mem + CMR_RING_DROPPED), __ATOMIC_RELAXED);
     if (dropped != ring->dropped_seen) {
         uint64_t d = dropped - ring->dropped_seen;
@@ -396,7 +452,9 @@ static void pass_once(publisher_t *p)
         cmr_ring_free(dead[i]);
     cmr_probe_rings_count(p->rings, p->recorded, p->dropped, p->batches, p->metric_batches);
     cmr_probe_rings_count_sent(p->rings, p->events_sent, p->event_bytes);
+    cmr_probe_rings_count_loss(p->rings, p->traces_dropped, p->calls_not_recorded);
     p->recorded = p->dropped = p->batches = p->metric_batches = p->events_sent = p->event_bytes = 0;
+    p->traces_dropped = p->calls_not_recorded = 0;
 }
 
 static void *publisher_main(void *arg)

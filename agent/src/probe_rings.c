@@ -27,6 +27,7 @@ struct cmr_probe_rings {
     cmr_ring_t **rings;
     size_t count, cap;
     uint64_t ring_records; /* for new threads */
+    uint64_t max_segment_events;
     int64_t send_interval_ms, metric_interval_ms;
     int64_t stall_threshold_ms;
     uint32_t max_batch;
@@ -63,6 +64,7 @@ cmr_probe_rings_t *cmr_probe_rings_new(cmr_agent_t *a)
     r->stall_threshold_ms = a->settings.stall_threshold_ms;
     r->max_batch = 4096;
     r->max_threads = (size_t)a->settings.max_threads;
+    r->max_segment_events = (uint64_t)a->settings.max_segment_events;
     return r;
 }
 
@@ -79,6 +81,12 @@ void cmr_probe_rings_configure(cmr_probe_rings_t *r, const cmr_strategy_t *s)
         r->max_batch = (uint32_t)s->max_batch_events;
     if (s->max_threads > 0)
         r->max_threads = (size_t)s->max_threads;
+    if (s->max_segment_events > 0 && (uint64_t)s->max_segment_events != r->max_segment_events) {
+        r->max_segment_events = (uint64_t)s->max_segment_events; /* segments that begin from now on */
+        for (size_t i = 0; i < r->count; i++)
+            __atomic_store_n((uint64_t *)(r->rings[i]->mem + CMR_RING_MAX_EVENTS), r->max_segment_events,
+                             __ATOMIC_RELAXED);
+    }
     /* the environment decides (0: no stalled-call reports); a negative value is no decision */
     r->stall_threshold_ms = s->stall_threshold_ms >= 0 ? s->stall_threshold_ms : r->agent->settings.stall_threshold_ms;
     pthread_mutex_unlock(&r->lock);
@@ -151,6 +159,7 @@ static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id,
     pthread_mutex_lock(&r->lock);
     cmr_put_le64(ring->mem + CMR_RING_AGENT_ID, (uint64_t)r->agent_id);
     cmr_put_le64(ring->mem + CMR_RING_SEGMENT_BASE, r->segment_base);
+    cmr_put_le64(ring->mem + CMR_RING_MAX_EVENTS, r->max_segment_events);
     pthread_mutex_unlock(&r->lock);
     ring->cap = records;
     ring->batch_cap = max_batch;
@@ -294,6 +303,14 @@ void cmr_probe_rings_count_sent(cmr_probe_rings_t *r, uint64_t events, uint64_t 
     pthread_mutex_lock(&r->lock);
     r->stats.events_sent += events;
     r->stats.event_bytes += bytes;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_count_loss(cmr_probe_rings_t *r, uint64_t traces_dropped, uint64_t calls_not_recorded)
+{
+    pthread_mutex_lock(&r->lock);
+    r->stats.traces_dropped += traces_dropped;
+    r->stats.calls_not_recorded += calls_not_recorded;
     pthread_mutex_unlock(&r->lock);
 }
 

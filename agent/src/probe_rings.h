@@ -8,6 +8,12 @@
  *   8   u64 dropped      records the thread could not write because the ring was full
  *   16  u64 agent id     written by the agent once the CMR has given it (0 before)
  *   24  u64 segment base first segment id of this agent run (random, see the publisher)
+ *   32  u64 max events   events one segment may hold (the strategy's max_segment_events;
+ *                        written by the agent, read by the probes when a segment begins)
+ *   40  u64 traces dropped  segments the thread skipped whole: their root call found no
+ *                        room (written by the thread)
+ *   48  u64 dropped calls   the calls of those segments (written by the thread when each
+ *                        ends)
  *   64  u64 read index   records consumed; the publisher advances it (release store). On
  *                        its own cache line: the thread and the publisher never write the
  *                        same line.
@@ -15,8 +21,12 @@
  *                        that the timestamp is the JVM's System.nanoTime() (CLOCK_MONOTONIC)
  *                        and, for ring-internal kinds, other meanings (below)
  *
- * One writer (the thread), one reader (the publisher): no locks, no JNI per event. A full
- * ring drops and counts; it never blocks the thread.
+ * One writer (the thread), one reader (the publisher): no locks, no JNI per event. It
+ * never blocks the thread. Loss is whole (Probe.java): an enter is written only with room
+ * for the exits of every open recorded call, so a recorded segment is always well formed;
+ * a segment whose root does not fit is skipped whole (header 40, 48), a deeper call that
+ * does not fit (or passes the size limit) is not recorded with everything below it, and the
+ * segment's root exit is preceded by a LOSS record.
  *
  * Record kinds in a ring: 1 enter, 2 exit, 3 exceptional exit (aux = call depth of the
  * invocation, 1 for the thread's root call), 4 fork (a hand-off), and ring-internal ones:
@@ -32,6 +42,9 @@
  *                      value's UTF-8 in id and timestamp, aux = key << 24 | chunk << 16 |
  *                      the value's length (at most CMR_RING_DATA_MAX); keys: 1 http.method,
  *                      2 http.path, 3 http.status
+ *   11 loss            the open segment did not record calls (written right before its
+ *                      root exit): id = calls not recorded (each with everything below
+ *                      it), aux = why (1 the size limit, 2 the ring was full)
  *   16 / 17 timer sample (normal / exceptional), timestamp = duration in ns
  * Records 5-7 come right before the root enter of the segment they describe.
  */
@@ -53,6 +66,10 @@
 #define CMR_RING_READ 64
 #define CMR_RING_AGENT_ID 16
 #define CMR_RING_SEGMENT_BASE 24
+#define CMR_RING_MAX_EVENTS 32
+#define CMR_RING_TRACES_DROPPED 40
+#define CMR_RING_DROPPED_CALLS 48
+#define CMR_RING_LOSS 11
 #define CMR_RING_SEG_BEGIN 5
 #define CMR_RING_SEG_TRACE 6
 #define CMR_RING_SEG_PARENT_AGENT 7
@@ -82,6 +99,9 @@ typedef struct cmr_ring {
     int32_t batch_seq;
     int64_t event_seq;
     int32_t dropped_pending;
+    int64_t loss_calls;                               /* the open segment's LOSS: calls not recorded (not sent yet) */
+    int32_t loss_why;                                 /* CMR_TRUNCATED_BY_* */
+    uint64_t traces_dropped_seen, dropped_calls_seen; /* header 40, 48 as last read */
     bool has_parent;
     cmr_parent_link_t parent;
     /* identity announced by records 5-7 for the next segment */
@@ -108,6 +128,8 @@ typedef struct cmr_probe_stats {
     uint64_t events_sent, event_bytes; /* events in them, and their encoded size */
     uint64_t metric_batches;
     uint64_t rings_live, rings_refused;
+    uint64_t traces_dropped;     /* segments skipped whole (their calls are in `dropped`) */
+    uint64_t calls_not_recorded; /* calls left out of truncated segments */
 } cmr_probe_stats_t;
 
 typedef struct cmr_probe_rings cmr_probe_rings_t;
@@ -144,6 +166,8 @@ void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dro
                            uint64_t metric_batches);
 /* Events in the batches queued, and the bytes of their encoding. */
 void cmr_probe_rings_count_sent(cmr_probe_rings_t *r, uint64_t events, uint64_t bytes);
+/* Whole segments skipped, and calls left out of truncated segments, since the last call. */
+void cmr_probe_rings_count_loss(cmr_probe_rings_t *r, uint64_t traces_dropped, uint64_t calls_not_recorded);
 /* Waits until woken (a ring half full, or stop) or timeout_ms. */
 void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms);
 void cmr_probe_rings_wake(cmr_probe_rings_t *r);

@@ -171,6 +171,7 @@ void cmr_cfg_default_strategy(cmr_strategy_t *s)
     s->metric_interval_ms = 10000;
     s->max_threads = 1024;
     s->stall_threshold_ms = 10000;
+    s->max_segment_events = 100000;
 }
 
 /* --- errors and node access --------------------------------------------------------- */
@@ -458,10 +459,12 @@ static int parse_strategy(parse_ctx_t *c, const yaml_node_t *n, const char *wher
             rc = want_int(c, v, w, 1, 1 << 20, &s->max_threads);
         else if (!strcmp(key, "stall_threshold_ms"))
             rc = want_int(c, v, w, 0, 86400000, &s->stall_threshold_ms);
+        else if (!strcmp(key, "max_segment_events"))
+            rc = want_int(c, v, w, 100, 1 << 30, &s->max_segment_events);
         else
             return fail(c, k,
                         "%s: unknown key \"%s\" (send_interval_ms, ring_records, max_batch_events, "
-                        "metric_interval_ms, max_threads, stall_threshold_ms)",
+                        "metric_interval_ms, max_threads, stall_threshold_ms, max_segment_events)",
                         where, key);
         if (rc != 0)
             return -1;

@@ -81,6 +81,8 @@ void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
             "      metric_interval_ms: %d\n      max_threads: %d\n      stall_threshold_ms: %d\n",
             s->send_interval_ms, s->ring_records, s->max_batch_events, s->metric_interval_ms, s->max_threads,
             s->stall_threshold_ms);
+    if (s->max_segment_events != 100000) /* the default is not printed: older outputs stay as they were */
+        fprintf(f, "      max_segment_events: %d\n", s->max_segment_events);
     fprintf(f, "    trace_context: %s\n", cmr_cfg_trace_context_name(env->trace_context));
     if (env->thresholds.count)
         fprintf(f, "    thresholds:\n");

@@ -140,8 +140,10 @@ static json_t *status_json(const cmr_names_t *names, const cmr_agent_status_t *s
                           (json_int_t)s->classes_instrumented, "redefine_failures", (json_int_t)s->redefine_failures,
                           "messages_failed", (json_int_t)s->messages_failed, "commands_accepted",
                           (json_int_t)s->commands_accepted, "commands_refused", (json_int_t)refused_total(s));
-    if (o)
+    if (o) {
+        json_object_set_new(o, "traces_dropped", json_integer((json_int_t)s->traces_dropped));
         json_object_set_new(o, "diagnoses", diagnoses_json(s));
+    }
     return o;
 }
 
@@ -151,10 +153,11 @@ static void status_text(FILE *f, const cmr_names_t *names, const cmr_agent_statu
     cmr_names_agent(names, (uint64_t)s->agent_id, name, sizeof name);
     fprintf(f,
             "%016" PRIx64 "  %-14s %6.0fs ago  %-12s r%-4" PRId64 " classes %" PRId64 "/%" PRId64
-            " instrumented  events %" PRId64 " dropped %" PRId64 "  redefine failures %" PRId64 "  %s\n",
+            " instrumented  events %" PRId64 " dropped %" PRId64 "  traces dropped %" PRId64
+            "  redefine failures %" PRId64 "  %s\n",
             (uint64_t)s->agent_id, (unsigned)s->state < 6 ? state_names[s->state] : "?",
             (double)(now_ms - s->time_ms) / 1000.0, s->environment_id, s->environment_revision, s->classes_instrumented,
-            s->classes_seen, s->events_recorded, s->events_dropped, s->redefine_failures, name);
+            s->classes_seen, s->events_recorded, s->events_dropped, s->traces_dropped, s->redefine_failures, name);
     for (size_t i = 0; i < s->diagnoses.count; i++) {
         const cmr_diagnosis_run_t *r = &s->diagnoses.items[i];
         fprintf(f,

@@ -208,6 +208,7 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
         if (n >= 0)
             cmr_store_batches_free(b, vals);
         cmr_trace_state_seed_http(t->st, &sum.http); /* on the root the stored batches name */
+        cmr_trace_state_seed_loss(t->st, &sum);
     }
     if (cmr_map_put(&p->traces, id, 16, t) != 0) {
         cmr_trace_state_free(t->st);
@@ -266,6 +267,7 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
         e->stats.rejected++;
         return -1;
     }
+    cmr_ingest_batch_loss(m, &b);
     if (b.attrs_dropped) {
         e->stats.attributes_rejected += b.attrs_dropped;
         snprintf(err, errlen, "%" PRIu32 " attribute value(s) left out: %s %s", b.attrs_dropped, b.attrs_drop_key,

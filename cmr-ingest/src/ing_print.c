@@ -49,6 +49,27 @@ static void http_cols(const cmr_trace_http_t *h, char *method, size_t mlen, char
         snprintf(status, slen, "-");
 }
 
+/* The root's name; never a method id of 0 shown as a method. */
+static const char *root_name(const cmr_names_t *n, const cmr_trace_summary_t *s, char *buf, size_t len)
+{
+    if (!(s->flags & CMR_TRACE_HAS_ROOT))
+        return "(root not arrived)";
+    if (s->flags & CMR_TRACE_ROOT_LOST || !s->root_method)
+        return "(root call lost)";
+    return cmr_names_method(n, s->root_method, buf, len);
+}
+
+/* Why a trace is truncated, in words: "size limit", "ring full", both, or "" (unknown). */
+static const char *truncated_why(uint32_t by, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", by & CMR_TRUNCATED_BY_LIMIT ? "size limit" : "",
+             (by & CMR_TRUNCATED_BY_LIMIT) && (by & CMR_TRUNCATED_BY_RING) ? " and " : "",
+             by & CMR_TRUNCATED_BY_RING ? "ring full" : "");
+    if (!buf[0])
+        snprintf(buf, len, "reason unknown");
+    return buf;
+}
+
 void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summary_t *s, size_t count)
 {
     fprintf(f, "%-32s  %-30s  %12s  %8s  %4s  %-9s  %-7s %6s  %s\n", "TRACE", "START", "DURATION_MS", "EVENTS", "JVMS",
@@ -59,13 +80,17 @@ void cmr_ingest_print_list(FILE *f, const cmr_names_t *n, const cmr_trace_summar
         fmt_time(s[i].start_ns, ts, sizeof ts);
         http_cols(&s[i].http, hm, sizeof hm, hs, sizeof hs);
         const char *state = s[i].flags & CMR_TRACE_COMPLETE ? "complete" : "partial";
-        const char *root =
-            s[i].flags & CMR_TRACE_HAS_ROOT ? cmr_names_method(n, s[i].root_method, m, sizeof m) : "(root not arrived)";
+        const char *root = root_name(n, &s[i], m, sizeof m);
         fprintf(f, "%s  %-30s  %12.3f  %8" PRIu64 "  %4u  %-9s  %-7s %6s  %s%s", id, ts,
                 (double)(s[i].end_ns - s[i].start_ns) / 1e6, s[i].events, s[i].agents, state, hm, hs,
                 s[i].flags & CMR_TRACE_REMOTE_ROOT ? "(remote caller) " : "", root);
         if (s[i].http.path[0]) /* validated: no control characters */
             fprintf(f, "  [%s]", s[i].http.path);
+        if (s[i].flags & CMR_TRACE_TRUNCATED) {
+            char why[64];
+            fprintf(f, "  {truncated: %" PRIu64 " calls not recorded, %s}", s[i].calls_not_recorded,
+                    truncated_why(s[i].truncated_by, why, sizeof why));
+        }
         fputc('\n', f);
     }
 }
@@ -99,6 +124,11 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
     if (t->dropped || t->gaps || t->unmatched)
         fprintf(f, "  dropped events %" PRIu64 "  missing batches %u  unmatched exits %u\n", t->dropped, t->gaps,
                 t->unmatched);
+    if (t->calls_not_recorded || t->truncated_by) {
+        char why[64];
+        fprintf(f, "  truncated: %" PRIu64 " calls not recorded (%s), with everything they called\n",
+                t->calls_not_recorded, truncated_why(t->truncated_by, why, sizeof why));
+    }
     fprintf(f, "  %10s %10s  %s\n", "TOTAL_MS", "SELF_MS", "CALL  [thread #id @ jvm]");
     /* iterative pre-order walk */
     uint32_t *stack = malloc((t->count + 1) * sizeof *stack);
@@ -154,6 +184,19 @@ static void set_span(json_t *o, int64_t start_ns, int64_t end_ns, uint64_t event
     json_object_set_new(o, "segments", json_integer(segments));
 }
 
+/* "truncated", "calls_not_recorded", "truncated_by": ["size_limit", "ring_full"]. */
+static void loss_json(json_t *o, uint64_t calls, uint32_t by)
+{
+    json_object_set_new(o, "truncated", json_boolean(calls || by));
+    json_object_set_new(o, "calls_not_recorded", json_integer((json_int_t)calls));
+    json_t *why = json_array();
+    if (by & CMR_TRUNCATED_BY_LIMIT)
+        json_array_append_new(why, json_string("size_limit"));
+    if (by & CMR_TRUNCATED_BY_RING)
+        json_array_append_new(why, json_string("ring_full"));
+    json_object_set_new(o, "truncated_by", why);
+}
+
 /* {"method", "path", "status"} (null for what is not known), or null when nothing is. */
 static json_t *http_json(const cmr_trace_http_t *h)
 {
@@ -178,7 +221,9 @@ static json_t *summary_json(const cmr_names_t *n, const cmr_trace_summary_t *s)
     json_object_set_new(o, "jvms", json_integer(s->agents));
     json_object_set_new(o, "complete", json_boolean(s->flags & CMR_TRACE_COMPLETE));
     json_object_set_new(o, "remote_root", json_boolean(s->flags & CMR_TRACE_REMOTE_ROOT));
-    if (s->flags & CMR_TRACE_HAS_ROOT) {
+    loss_json(o, s->calls_not_recorded, s->truncated_by);
+    json_object_set_new(o, "root_lost", json_boolean(s->flags & CMR_TRACE_ROOT_LOST));
+    if (s->flags & CMR_TRACE_HAS_ROOT && !(s->flags & CMR_TRACE_ROOT_LOST) && s->root_method) {
         json_object_set_new(o, "root_method", cmr_json_str(cmr_names_method(n, s->root_method, m, sizeof m)));
         json_object_set_new(o, "root_jvm", cmr_json_str(cmr_names_agent(n, s->root_agent, a, sizeof a)));
     } else {
@@ -299,6 +344,7 @@ static void write_head(cmr_tree_json_stream_t *s)
     json_object_set_new(o, "jvms", json_integer(t->agents));
     json_object_set_new(o, "missing_batches", json_integer(t->gaps));
     json_object_set_new(o, "complete", json_boolean(t->complete));
+    loss_json(o, t->calls_not_recorded, t->truncated_by);
     json_object_set_new(o, "http", http_json(&t->http));
     put_open_object(&s->out, o);
     cmr_buf_puts(&s->out, ",\"roots\":[");

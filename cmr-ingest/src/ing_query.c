@@ -155,6 +155,8 @@ int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_t
             return -1;
         memcpy(out->trace_id, trace_id, 16);
         out->http = s.http;
+        out->calls_not_recorded = s.calls_not_recorded;
+        out->truncated_by = s.truncated_by;
         return 1;
     }
     return 0;

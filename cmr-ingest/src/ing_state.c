@@ -10,12 +10,20 @@
  * Summary encoding (little endian): trace(16) start(8) end(8) root_method(8)
  * root_agent(8) root_thread(8) events(8) dropped(8) segments(4) agents(4) flags(4)
  * (CMR_TRACE_SUMMARY_LEN bytes: every summary written before diagnoses existed, and every
- * trace without diagnoses and http data), then, when the trace carries diagnosis ids or
+ * trace without diagnoses and http data), then, only when flags has CMR_TRACE_TRUNCATED,
+ * calls_not_recorded(8) truncated_by(4) (no summary written before had that flag, so the
+ * parts after it are where they were), then, when the trace carries diagnosis ids or
  * http data: ndiagnoses(4) (0 allowed only before http data) and the ids (8 each,
  * ascending) -- exactly that length is a summary written before http data existed --,
  * then, only with http data: version(1)=1 status(2) method_len(2) method path_len(2) path.
  * The length tells which: old stores read unchanged. Decoding checks every value as the
  * batches' were checked (ing_attrs.c).
+ *
+ * Loss: what the segments did not record (EventBatch.calls_not_recorded, truncated_by) is
+ * summed over the batches (each counted once), like events and dropped; a state rebuilt
+ * from stored batches, which do not carry it, gets the stored summary's back
+ * (cmr_trace_state_seed_loss). The root segment arrived without its root call (its first
+ * batch lost): CMR_TRACE_ROOT_LOST, never a root method of 0 shown as a method.
  *
  * Diagnoses: a batch's diagnosis_id (EventBatch, 0 = none) goes into a set of at most
  * CMR_TRACE_MAX_DIAGNOSES ids, the smallest ones (a function of the set of batches).
@@ -61,6 +69,8 @@ struct cmr_trace_state {
     uint8_t trace_id[16];
     int64_t start_ns, end_ns;
     uint64_t events, dropped;
+    uint64_t not_recorded; /* calls the segments did not record */
+    uint32_t truncated_by;
     st_seg_t *segs; /* sorted by (agent, segment) */
     size_t nsegs, capsegs;
     cmr_u64map_t methods; /* set of the methods entered (values unused) */
@@ -261,6 +271,8 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
         return -1;
     s->events += b->event_count;
     s->dropped += (uint64_t)b->dropped;
+    s->not_recorded += b->calls_not_recorded;
+    s->truncated_by |= b->truncated_by;
     cmr_trace_state_add_diagnosis(s, b->diagnosis_id);
     int ra = add_agent(s, b->agent_id);
     if (ra < 0)
@@ -349,8 +361,15 @@ void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *ou
     const st_seg_t *root = find_root(s, &remote, &complete);
     if (remote)
         out->flags |= CMR_TRACE_REMOTE_ROOT;
+    if (s->not_recorded || s->truncated_by) {
+        out->flags |= CMR_TRACE_TRUNCATED;
+        out->calls_not_recorded = s->not_recorded;
+        out->truncated_by = s->truncated_by;
+    }
     if (root) {
         out->flags |= CMR_TRACE_HAS_ROOT;
+        if (!root->have_first)
+            out->flags |= CMR_TRACE_ROOT_LOST;
         out->root_method = root->root_method;
         out->root_agent = root->agent;
         out->root_thread = root->thread_id;
@@ -372,6 +391,20 @@ int cmr_trace_state_seed_http(cmr_trace_state_t *s, const cmr_trace_http_t *h)
         (h->status && put_http(root, CMR_HTTP_STATUS, -1, NULL, h->status) != 0))
         return -1;
     return 0;
+}
+
+void cmr_ingest_batch_loss(const cmr_event_batch_t *m, cmr_ingest_batch_t *out)
+{
+    out->calls_not_recorded = m->calls_not_recorded > 0 ? (uint64_t)m->calls_not_recorded : 0;
+    out->truncated_by = (uint32_t)m->truncated_by & (CMR_TRUNCATED_BY_LIMIT | CMR_TRUNCATED_BY_RING);
+}
+
+void cmr_trace_state_seed_loss(cmr_trace_state_t *s, const cmr_trace_summary_t *sum)
+{
+    if (!(sum->flags & CMR_TRACE_TRUNCATED))
+        return;
+    s->not_recorded = sum->calls_not_recorded;
+    s->truncated_by = sum->truncated_by;
 }
 
 static void put_le16(uint8_t *p, uint16_t v)
@@ -406,11 +439,17 @@ size_t cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TR
     cmr_put_le32(p, s->segments);
     cmr_put_le32(p + 4, s->agents);
     cmr_put_le32(p + 8, s->flags);
+    p = out + CMR_TRACE_SUMMARY_LEN;
+    if (s->flags & CMR_TRACE_TRUNCATED) {
+        put64(&p, s->calls_not_recorded);
+        cmr_put_le32(p, s->truncated_by);
+        p += 4;
+    }
+    size_t base = (size_t)(p - out);
     assert(s->ndiagnoses <= CMR_TRACE_MAX_DIAGNOSES);
     bool http = cmr_trace_http_known(&s->http);
     if (!s->ndiagnoses && !http)
-        return CMR_TRACE_SUMMARY_LEN;
-    p = out + CMR_TRACE_SUMMARY_LEN;
+        return base;
     cmr_put_le32(p, s->ndiagnoses);
     p += 4;
     for (uint32_t i = 0; i < s->ndiagnoses; i++)
@@ -453,17 +492,27 @@ static int decode_http(const uint8_t *v, size_t len, cmr_trace_http_t *h)
 int cmr_trace_summary_decode(const uint8_t *v, size_t len, cmr_trace_summary_t *s)
 {
     memset(s, 0, sizeof *s);
-    if (len != CMR_TRACE_SUMMARY_LEN) {
-        if (len < CMR_TRACE_SUMMARY_LEN + 4)
+    if (len < CMR_TRACE_SUMMARY_LEN)
+        return -1;
+    size_t base = CMR_TRACE_SUMMARY_LEN;
+    if (cmr_le32(v + 80) & CMR_TRACE_TRUNCATED) { /* flags */
+        if (len < base + CMR_TRACE_SUMMARY_LOSS_LEN)
             return -1;
-        uint32_t n = cmr_le32(v + CMR_TRACE_SUMMARY_LEN);
-        size_t diag_end = CMR_TRACE_SUMMARY_LEN + 4 + 8 * (size_t)n;
+        s->calls_not_recorded = cmr_le64(v + base);
+        s->truncated_by = cmr_le32(v + base + 8);
+        base += CMR_TRACE_SUMMARY_LOSS_LEN;
+    }
+    if (len != base) {
+        if (len < base + 4)
+            return -1;
+        uint32_t n = cmr_le32(v + base);
+        size_t diag_end = base + 4 + 8 * (size_t)n;
         if (n > CMR_TRACE_MAX_DIAGNOSES || len < diag_end || (len == diag_end && n < 1))
             return -1; /* never written: a count without ids nor http data after it */
         if (len > diag_end && decode_http(v + diag_end, len - diag_end, &s->http) != 0)
             return -1;
         for (uint32_t i = 0; i < n; i++) {
-            uint64_t id = cmr_le64(v + CMR_TRACE_SUMMARY_LEN + 4 + 8 * i);
+            uint64_t id = cmr_le64(v + base + 4 + 8 * i);
             if (!id || (i && id <= s->diagnoses[i - 1]))
                 return -1; /* never written: ascending, non-zero */
             s->diagnoses[i] = id;

@@ -702,6 +702,127 @@ static void test_lost_batch_and_exits(void **state)
     synth_seg_free(&s);
 }
 
+/* Issue 15: a segment that did not record calls (EventBatch.calls_not_recorded, truncated_by)
+ * marks its trace truncated with the counts, in the summary (counted once per batch, kept
+ * across the encoding, given back to a state rebuilt from stored batches) and in what the
+ * list shows; a root segment whose first batch was lost is named as such, never as
+ * method#0000000000000000. */
+static void test_truncated_and_root_lost(void **state)
+{
+    (void)state;
+    synth_seg_t s;
+    build_nested(&s, 15);
+    cmr_event_batch_t *b;
+    size_t n = synth_batches(&s, 3, &b);
+    assert_int_equal(n, 3);
+    b[n - 1].calls_not_recorded = 7;
+    b[n - 1].truncated_by = CMR_TRUNCATED_BY_LIMIT | 0x40; /* an unknown bit is left out */
+    b[1].calls_not_recorded = 2;
+    b[1].truncated_by = CMR_TRUNCATED_BY_RING;
+    b[0].diagnosis_id = 0x77; /* the parts after the loss stay readable */
+    cmr_ingest_batch_t ib[3];
+    char err[256];
+    cmr_trace_state_t *st = cmr_trace_state_new(b[0].trace_id);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(cmr_ingest_batch_from_msg(&b[i], &ib[i], err, sizeof err), 0);
+        assert_int_equal(ib[i].calls_not_recorded, 0); /* the stored batch does not carry it */
+        cmr_ingest_batch_loss(&b[i], &ib[i]);
+        ib[i].diagnosis_id = (uint64_t)b[i].diagnosis_id;
+        assert_int_equal(cmr_trace_state_apply(st, &ib[i], NULL, NULL, NULL), 1);
+    }
+    assert_int_equal(cmr_trace_state_apply(st, &ib[n - 1], NULL, NULL, NULL), 0); /* counted once */
+    cmr_trace_summary_t sum, back;
+    cmr_trace_state_summary(st, &sum);
+    assert_true(sum.flags & CMR_TRACE_TRUNCATED);
+    assert_true(sum.flags & CMR_TRACE_COMPLETE); /* what it recorded is whole: complete and truncated */
+    assert_false(sum.flags & CMR_TRACE_ROOT_LOST);
+    assert_int_equal(sum.calls_not_recorded, 9);
+    assert_int_equal(sum.truncated_by, CMR_TRUNCATED_BY_LIMIT | CMR_TRUNCATED_BY_RING);
+    uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
+    size_t len = cmr_trace_summary_encode(&sum, enc);
+    assert_int_equal(len, CMR_TRACE_SUMMARY_LEN + CMR_TRACE_SUMMARY_LOSS_LEN + 4 + 8);
+    assert_int_equal(cmr_trace_summary_decode(enc, len, &back), 0);
+    assert_int_equal(back.calls_not_recorded, 9);
+    assert_int_equal(back.truncated_by, 3);
+    assert_int_equal(back.ndiagnoses, 1);
+    assert_int_equal(back.diagnoses[0], 0x77);
+    cmr_trace_summary_t cut;
+    assert_int_equal(cmr_trace_summary_decode(enc, CMR_TRACE_SUMMARY_LEN + 4, &cut), -1); /* cut in the loss */
+
+    /* rebuilt from the stored batches (no loss in them) and the stored summary: the same */
+    cmr_trace_state_t *re = cmr_trace_state_new(b[0].trace_id);
+    for (size_t i = 0; i < n; i++) {
+        cmr_ingest_batch_t plain = ib[i];
+        plain.calls_not_recorded = 0;
+        plain.truncated_by = 0;
+        plain.diagnosis_id = 0;
+        assert_int_equal(cmr_trace_state_apply(re, &plain, NULL, NULL, NULL), 1);
+    }
+    cmr_trace_state_add_diagnosis(re, 0x77);
+    cmr_trace_state_seed_loss(re, &back);
+    cmr_trace_summary_t again;
+    cmr_trace_state_summary(re, &again);
+    uint8_t enc2[CMR_TRACE_SUMMARY_MAX_LEN];
+    assert_int_equal(cmr_trace_summary_encode(&again, enc2), len);
+    assert_memory_equal(enc, enc2, len);
+
+    /* shown: the list's text and JSON, the tree's header */
+    cmr_names_t *names = cmr_names_new();
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    cmr_ingest_print_list(mf, names, &sum, 1);
+    fclose(mf);
+    assert_non_null(strstr(buf, "{truncated: 9 calls not recorded, size limit and ring full}"));
+    free(buf);
+    char *j = cmr_ingest_list_json(names, &sum, 1);
+    assert_non_null(
+        strstr(j, "\"truncated\":true,\"calls_not_recorded\":9,\"truncated_by\":[\"size_limit\",\"ring_full\"]"));
+    free(j);
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(ib, n, &t), 0);
+    t.calls_not_recorded = sum.calls_not_recorded; /* what cmr_ingest_view_tree copies */
+    t.truncated_by = sum.truncated_by;
+    buf = NULL;
+    mf = open_memstream(&buf, &blen);
+    cmr_ingest_print_tree(mf, names, &t);
+    fclose(mf);
+    assert_non_null(strstr(buf, "truncated: 9 calls not recorded (size limit and ring full)"));
+    free(buf);
+    j = cmr_ingest_tree_json(names, &t);
+    assert_non_null(strstr(j, "\"truncated\":true,\"calls_not_recorded\":9"));
+    free(j);
+    cmr_tree_free(&t);
+
+    /* the root segment without its first batch: named, not method#0000000000000000 */
+    cmr_trace_state_t *lost = cmr_trace_state_new(b[0].trace_id);
+    for (size_t i = 1; i < n; i++)
+        assert_int_equal(cmr_trace_state_apply(lost, &ib[i], NULL, NULL, NULL), 1);
+    cmr_trace_state_summary(lost, &sum);
+    assert_true(sum.flags & CMR_TRACE_HAS_ROOT);
+    assert_true(sum.flags & CMR_TRACE_ROOT_LOST);
+    assert_false(sum.flags & CMR_TRACE_COMPLETE);
+    assert_int_equal(sum.root_method, 0);
+    buf = NULL;
+    mf = open_memstream(&buf, &blen);
+    cmr_ingest_print_list(mf, names, &sum, 1);
+    fclose(mf);
+    assert_non_null(strstr(buf, "(root call lost)"));
+    assert_null(strstr(buf, "method#"));
+    free(buf);
+    j = cmr_ingest_list_json(names, &sum, 1);
+    assert_non_null(strstr(j, "\"root_lost\":true,\"root_method\":null"));
+    assert_null(strstr(j, "method#"));
+    free(j);
+
+    cmr_names_free(names);
+    cmr_trace_state_free(lost);
+    cmr_trace_state_free(re);
+    cmr_trace_state_free(st);
+    synth_batches_free(b, n);
+    synth_seg_free(&s);
+}
+
 static void test_batch_validation_and_roundtrip(void **state)
 {
     (void)state;
@@ -2849,6 +2970,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fork_in_jvm_not_subtracted),
         cmocka_unit_test(test_out_of_order_and_duplicates),
         cmocka_unit_test(test_missing_parent_then_arrives),
+        cmocka_unit_test(test_truncated_and_root_lost),
         cmocka_unit_test(test_lost_batch_and_exits),
         cmocka_unit_test(test_batch_validation_and_roundtrip),
         cmocka_unit_test(test_hostile_events),

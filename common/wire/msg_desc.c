@@ -54,9 +54,10 @@ static const char *const diag_node_statuses[] = {"FOUND",    "NOT_LOADED", "JDK"
 /* --- shared records --------------------------------------------------------------- */
 
 static const cmr_field_desc_t strategy_fields[] = {
-    FIELD(cmr_strategy_t, send_interval_ms, INT), FIELD(cmr_strategy_t, ring_records, INT),
-    FIELD(cmr_strategy_t, max_batch_events, INT), FIELD(cmr_strategy_t, metric_interval_ms, INT),
-    FIELD(cmr_strategy_t, max_threads, INT),      FIELD(cmr_strategy_t, stall_threshold_ms, INT),
+    FIELD(cmr_strategy_t, send_interval_ms, INT),   FIELD(cmr_strategy_t, ring_records, INT),
+    FIELD(cmr_strategy_t, max_batch_events, INT),   FIELD(cmr_strategy_t, metric_interval_ms, INT),
+    FIELD(cmr_strategy_t, max_threads, INT),        FIELD(cmr_strategy_t, stall_threshold_ms, INT),
+    FIELD(cmr_strategy_t, max_segment_events, INT),
 };
 static const cmr_record_desc_t strategy_desc = {"StrategySettings", sizeof(cmr_strategy_t), strategy_fields,
                                                 TABLE(strategy_fields)};
@@ -239,6 +240,7 @@ static const cmr_field_desc_t agent_status_fields[] = {
     FIELD(cmr_agent_status_t, classes_instrumented, LONG),
     FIELD(cmr_agent_status_t, redefine_failures, LONG),
     SUB(cmr_agent_status_t, diagnoses, RECORDS, diagnosis_run_desc),
+    FIELD(cmr_agent_status_t, traces_dropped, LONG),
 };
 static const cmr_record_desc_t agent_status_desc = {"AgentStatus", sizeof(cmr_agent_status_t), agent_status_fields,
                                                     TABLE(agent_status_fields)};
@@ -322,13 +324,22 @@ static const cmr_record_desc_t parent_link_desc = {"ParentLink", sizeof(cmr_pare
                                                    TABLE(parent_link_fields)};
 
 static const cmr_field_desc_t event_batch_fields[] = {
-    FIELD(cmr_event_batch_t, agent_id, LONG),      FIELD(cmr_event_batch_t, thread_id, LONG),
-    FIELD(cmr_event_batch_t, thread_name, STRING), FIELD(cmr_event_batch_t, segment_id, LONG),
-    FIELD(cmr_event_batch_t, trace_id, FIXED16),   SUB(cmr_event_batch_t, parent, OPT_RECORD, parent_link_desc),
-    FIELD(cmr_event_batch_t, batch_seq, INT),      FIELD(cmr_event_batch_t, first_event_seq, LONG),
-    FIELD(cmr_event_batch_t, last, BOOL),          FIELD(cmr_event_batch_t, dropped, INT),
-    FIELD(cmr_event_batch_t, event_count, INT),    FIELD(cmr_event_batch_t, packed_events, BYTES),
-    FIELD(cmr_event_batch_t, diagnosis_id, LONG),  FIELD(cmr_event_batch_t, attributes, MAP),
+    FIELD(cmr_event_batch_t, agent_id, LONG),
+    FIELD(cmr_event_batch_t, thread_id, LONG),
+    FIELD(cmr_event_batch_t, thread_name, STRING),
+    FIELD(cmr_event_batch_t, segment_id, LONG),
+    FIELD(cmr_event_batch_t, trace_id, FIXED16),
+    SUB(cmr_event_batch_t, parent, OPT_RECORD, parent_link_desc),
+    FIELD(cmr_event_batch_t, batch_seq, INT),
+    FIELD(cmr_event_batch_t, first_event_seq, LONG),
+    FIELD(cmr_event_batch_t, last, BOOL),
+    FIELD(cmr_event_batch_t, dropped, INT),
+    FIELD(cmr_event_batch_t, event_count, INT),
+    FIELD(cmr_event_batch_t, packed_events, BYTES),
+    FIELD(cmr_event_batch_t, diagnosis_id, LONG),
+    FIELD(cmr_event_batch_t, attributes, MAP),
+    FIELD(cmr_event_batch_t, calls_not_recorded, LONG),
+    FIELD(cmr_event_batch_t, truncated_by, INT),
 };
 static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_batch_t), event_batch_fields,
                                                    TABLE(event_batch_fields)};

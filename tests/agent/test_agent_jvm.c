@@ -1059,6 +1059,138 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
     assert_int_equal(t.events + (uint64_t)bye->msg.u.agent_status.events_dropped, expected);
 }
 
+/* One segment's batch, for test_loss_is_whole_traces. */
+typedef struct seg_batch {
+    int64_t segment;
+    const cmr_event_batch_t *b;
+} seg_batch_t;
+
+static int cmp_seg_batch(const void *x, const void *y)
+{
+    const seg_batch_t *a = x, *b = y;
+    if (a->segment != b->segment)
+        return a->segment < b->segment ? -1 : 1;
+    return a->b->batch_seq < b->b->batch_seq ? -1 : a->b->batch_seq > b->b->batch_seq;
+}
+
+/* Issue 15: a ring far too small for the load (strategy ring_records = 64) and a segment
+ * size limit below the recursion (max_segment_events = 6: Work.call recurses to depth 4,
+ * so its 4th call would make 8 events): every segment that arrives is whole and well
+ * formed (its root enter first, every enter with its exit, depths in order), marked
+ * truncated with the count of calls it did not record, and never without its root; the
+ * traces that did not fit are dropped whole and counted in AgentStatus.traces_dropped;
+ * nothing is lost uncounted. */
+static void test_loss_is_whole_traces(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "loss", "agent.shutdown.flush.ms=30000");
+    cmr_agent_configuration_t cfg = {
+        .instance_id = r.instance,
+        .agent_id = r.agent_id,
+        .environment_id = "test",
+        .environment_name = "Test environment",
+        .revision = 1,
+        .strategy = {.send_interval_ms = 5,
+                     .ring_records = 64,
+                     .max_batch_events = 2048,
+                     .metric_interval_ms = 10000,
+                     .max_threads = 0,
+                     .stall_threshold_ms = 0,
+                     .max_segment_events = 6},
+    };
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_AGENT_CONFIGURATION, &cfg), 0);
+    status_match_t sm = {r.instance, CMR_AGENT_FULL};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000));
+    load_classes(&r, "demo.Work");
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    instrument_work(&r, work, &agent_sequence_probe, 30);
+    char line[128];
+    const int threads = 4;
+    const long calls = 20000;
+    snprintf(line, sizeof line, "work %d %ld", threads, calls);
+    jvm_proc_send(&r.jvm, line);
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 120000), 0);
+    long done = strtol(line + strlen("work: calls="), NULL, 10);
+    assert_int_equal(done, threads * calls);
+    agent_exit(&r);
+    agent_done(&r);
+    const cmr_record_t *bye = cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, shutdown_status, r.instance, 0, 30000);
+    assert_non_null(bye);
+    const cmr_agent_status_t *st = &bye->msg.u.agent_status;
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+    uint64_t segments = 0, enters = 0, not_recorded = 0, bad = 0, truncated = 0, by_ring = 0;
+    for (int round = 0; round < 200; round++) {
+        size_t n = 0;
+        seg_batch_t *v = calloc(peer.n + 1, sizeof *v);
+        assert_non_null(v);
+        for (size_t i = 0; i < peer.n; i++) {
+            const cmr_msg_t *m = &peer.recs[i]->msg;
+            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id)
+                v[n++] = (seg_batch_t){m->u.event_batch.segment_id, &m->u.event_batch};
+        }
+        qsort(v, n, sizeof *v, cmp_seg_batch);
+        segments = enters = not_recorded = bad = truncated = by_ring = 0;
+        for (size_t i = 0; i < n;) {
+            size_t j = i;
+            uint32_t depth = 0;
+            uint64_t seg_not_recorded = 0;
+            bool first = true, last = false;
+            for (; j < n && v[j].segment == v[i].segment; j++) {
+                const cmr_event_batch_t *b = v[j].b;
+                bad += b->batch_seq != (int32_t)(j - i) || b->dropped != 0 || last; /* in order, nothing lost */
+                last = b->last;
+                seg_not_recorded += (uint64_t)b->calls_not_recorded;
+                by_ring += (b->truncated_by & CMR_TRUNCATED_BY_RING) != 0;
+                events_open(b);
+                for (int32_t k = 0; k < b->event_count; k++) {
+                    cmr_event_t ev;
+                    if (cmr_events_decoder_next(&dec, &ev) != 1) {
+                        bad++;
+                        break;
+                    }
+                    if (first && (ev.kind != CMR_EVENT_ENTER || ev.aux != 1)) /* the root call first */
+                        bad++;
+                    first = false;
+                    if (ev.method_id != call_id)
+                        bad++;
+                    if (ev.kind == CMR_EVENT_ENTER) {
+                        bad += ev.aux != ++depth;
+                        enters++;
+                    } else if (ev.kind == CMR_EVENT_EXIT) {
+                        bad += depth == 0 || ev.aux != depth;
+                        depth--;
+                    } else {
+                        bad++;
+                    }
+                }
+            }
+            bad += !last || depth != 0 || first; /* whole: ended, every enter with its exit */
+            segments++;
+            not_recorded += seg_not_recorded;
+            truncated += seg_not_recorded > 0;
+            i = j;
+        }
+        free(v);
+        if (segments + (uint64_t)st->traces_dropped >= (uint64_t)done)
+            break;
+        cmr_peer_poll(&peer, 100);
+    }
+    print_message("loss: %ld traces: %" PRIu64 " arrived (%" PRIu64 " truncated, %" PRIu64
+                  " of them also by a full ring), %" PRId64 " dropped whole; %" PRIu64 " calls recorded, %" PRIu64
+                  " not recorded; events dropped %" PRId64 "\n",
+                  done, segments, truncated, by_ring, st->traces_dropped, enters, not_recorded, st->events_dropped);
+    assert_int_equal(bad, 0);
+    assert_true(st->traces_dropped > 0); /* the ring is far too small: whole traces were dropped */
+    assert_true(segments > 0);
+    assert_int_equal(segments + (uint64_t)st->traces_dropped, (uint64_t)done); /* each call is a trace */
+    assert_int_equal(truncated, segments); /* each recorded trace passed the size limit */
+    assert_true(not_recorded >= segments);
+    /* every event is in a batch or counted: 2 per call not recorded, in kept and dropped traces */
+    assert_int_equal(2 * enters + (uint64_t)st->events_dropped, (uint64_t)done * 8);
+}
+
 static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)
 {
     (void)state;
@@ -1342,6 +1474,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_disconnected_mode_loses_no_class),
         cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),
+        cmocka_unit_test(test_loss_is_whole_traces),
     };
     if (getenv("CMR_TEST_FILTER"))
         cmocka_set_test_filter(getenv("CMR_TEST_FILTER"));

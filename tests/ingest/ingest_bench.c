@@ -12,7 +12,12 @@
  * The pre-filled topic stays within the mock broker's retention (about 5 MiB per
  * partition): by default 16 partitions x ~32 batches x 4096 events.
  *
+ * Small traces (`small` instead of BATCH_EVENTS): traces of 4, 50 and 5,000 events, one
+ * EventBatch each, decoded from Avro and applied in process with the CPU time measured,
+ * then through one worker from a pre-filled topic.
+ *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
+ *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "broker_proc.h"
@@ -65,13 +71,56 @@ static void make_segment(synth_seg_t *s, uint64_t k, size_t events, uint64_t bas
 typedef struct data {
     synth_seg_t *segs;
     size_t ntraces;
-    size_t batch;
+    size_t batch;     /* events per batch */
+    size_t per_trace; /* batches per trace */
     uint64_t events;
 } data_t;
+
+/* A small trace, as a web request makes it: one segment whose root calls a few methods,
+ * events in all (even: calls of one, two and three levels), sent as one batch. */
+static void make_small(synth_seg_t *s, uint64_t k, size_t events, uint64_t base)
+{
+    uint8_t tid[16];
+    cmr_random_bytes(tid, 16);
+    synth_seg_init(s, tid, cmr_agent_id("bench", "host", NULL), k + 1, (int64_t)(k % 64), "http-nio-8080-exec-1", NULL);
+    uint64_t t = base + k * 20000;
+    synth_enter(s, 1, t += 3);
+    for (uint64_t c = 0; s->count + 1 < events; c++) {
+        uint64_t m = 2 + (c * 7 + k) % 200;
+        size_t room = events - 1 - s->count, depth = room >= 6 && c % 3 == 2 ? 3 : room >= 4 && c % 3 == 1 ? 2 : 1;
+        for (size_t i = 0; i < depth; i++)
+            synth_enter(s, m + i, t += 40);
+        for (size_t i = depth; i-- > 0;)
+            synth_exit(s, m + i, t += 90);
+    }
+    synth_exit(s, 1, t += 5);
+}
+
+static void make_small_data(data_t *d, size_t events, size_t ntraces)
+{
+    d->batch = events;
+    d->per_trace = 1;
+    d->ntraces = ntraces;
+    d->segs = calloc(ntraces, sizeof *d->segs);
+    uint64_t base = (uint64_t)cmr_wall_ns() - 3600ull * 1000000000ull;
+    d->events = 0;
+    for (size_t k = 0; k < ntraces; k++) {
+        make_small(&d->segs[k], k, events, base);
+        d->events += d->segs[k].count;
+    }
+}
+
+static void free_data(data_t *d)
+{
+    for (size_t k = 0; k < d->ntraces; k++)
+        synth_seg_free(&d->segs[k]);
+    free(d->segs);
+}
 
 static void make_data(data_t *d, size_t batch, size_t nbatches)
 {
     d->batch = batch;
+    d->per_trace = BATCHES_PER_TRACE;
     d->ntraces = nbatches / BATCHES_PER_TRACE;
     d->segs = calloc(d->ntraces, sizeof *d->segs);
     uint64_t base = (uint64_t)cmr_wall_ns() / 1000000000ull * 1000000000ull - 3600ull * 1000000000ull;
@@ -99,7 +148,7 @@ static void bench_store(const data_t *d, bool sync)
         nb += cnt[k] = synth_batches(&d->segs[k], d->batch, &b[k]);
     double t0 = now_s();
     size_t in_group = 0;
-    for (size_t i = 0; i < BATCHES_PER_TRACE; i++) /* interleaved traces, like a live stream */
+    for (size_t i = 0; i < d->per_trace; i++) /* interleaved traces, like a live stream */
         for (size_t k = 0; k < d->ntraces; k++) {
             if (i >= cnt[k])
                 continue;
@@ -121,6 +170,66 @@ static void bench_store(const data_t *d, bool sync)
         synth_batches_free(b[k], cnt[k]);
     free(b);
     free(cnt);
+    cp_rmrf(dir);
+}
+
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+           ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) / 1e6;
+}
+
+/* Small traces, one EventBatch each, as Avro messages decoded and applied in process (what
+ * the worker does per record, without the Kafka fetch): traces per second of wall time
+ * and per second of this process's CPU (its RocksDB threads included). */
+static void bench_small(size_t events, size_t ntraces)
+{
+    char dir[256], err[512];
+    if (cp_tmpdir(dir, sizeof dir) != 0)
+        return;
+    data_t d;
+    make_small_data(&d, events, ntraces);
+    cmr_buf_t *msgs = calloc(ntraces, sizeof *msgs);
+    size_t bytes = 0;
+    for (size_t k = 0; k < ntraces; k++) {
+        cmr_event_batch_t *b;
+        size_t n = synth_batches(&d.segs[k], events, &b);
+        for (size_t i = 0; i < n; i++)
+            cmr_msg_encode(CMR_MSG_EVENT_BATCH, &b[i], &msgs[k], err, sizeof err);
+        bytes += msgs[k].len;
+        synth_batches_free(b, n);
+    }
+    cmr_store_opts_t o = {.sync = true};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
+    for (int p = 0; p < 16; p++)
+        cmr_ingest_engine_open_partition(e, p, 0);
+    double t0 = now_s(), c0 = cpu_s();
+    size_t in_group = 0, bad = 0;
+    for (size_t k = 0; k < ntraces; k++) {
+        cmr_msg_t m;
+        if (cmr_msg_decode(msgs[k].data, msgs[k].len, &m, err, sizeof err) != CMR_WIRE_OK ||
+            cmr_ingest_engine_add(e, (int)(k % 16), &m.u.event_batch, err, sizeof err) != 1)
+            bad++;
+        cmr_msg_free(&m);
+        if (++in_group == 1024) { /* the worker commits a group per poll round */
+            cmr_ingest_engine_flush(e);
+            in_group = 0;
+        }
+    }
+    cmr_ingest_engine_flush(e);
+    double dt = now_s() - t0, dc = cpu_s() - c0;
+    printf("small traces of %zu events (one message each, %.0f bytes on average, %.2f bytes per call), decode and "
+           "store in process: %zu traces in %.3f s, CPU %.3f s: %.0f traces/s, %.0f traces per CPU-second "
+           "(%.2f us of CPU per trace)%s\n",
+           events, (double)bytes / (double)ntraces, 2.0 * (double)bytes / (double)d.events, ntraces, dt, dc,
+           (double)ntraces / dt, (double)ntraces / dc, dc * 1e6 / (double)ntraces, bad ? " SOME FAILED" : "");
+    cmr_ingest_engine_free(e);
+    for (size_t k = 0; k < ntraces; k++)
+        cmr_buf_free(&msgs[k]);
+    free(msgs);
+    free_data(&d);
     cp_rmrf(dir);
 }
 
@@ -205,7 +314,7 @@ static int64_t fill(const char *bootstrap, const data_t *d)
     int64_t total = r ? cmr_reader_total(r) : 0;
     cmr_reader_free(r);
     printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64 " messages\n",
-           d->ntraces * BATCHES_PER_TRACE, d->events, dt, total);
+           d->ntraces * d->per_trace, d->events, dt, total);
     cmr_producer_destroy(p, 5000);
     cmr_conf_destroy(conf);
     return total;
@@ -304,17 +413,24 @@ static void report(int n, char logs[2][320], uint64_t expect, const char *how)
            apart ? " (the workers did not run at the same time: group join/rebalance in between)" : "");
 }
 
+static double worker_cpu[2]; /* CPU seconds of the workers that exited by themselves */
+
 static void wait_exit(cp_proc_t *w, int n)
 {
     for (int i = 0; i < n; i++) {
         int status;
         int t = 0;
-        for (; t < 1800 && waitpid(w[i].pid, &status, WNOHANG) == 0; t++)
+        struct rusage u = {0};
+        worker_cpu[i] = 0;
+        for (; t < 1800 && wait4(w[i].pid, &status, WNOHANG, &u) == 0; t++)
             cmr_sleep_ms(100);
-        if (t == 1800)
+        if (t == 1800) {
             cp_proc_stop(&w[i]);
-        else
+        } else {
             cp_proc_forget(&w[i]);
+            worker_cpu[i] = (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+                            ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) / 1e6;
+        }
     }
 }
 
@@ -342,8 +458,13 @@ static void bench_workers(const char *broker_bin, const char *ingest_bin, const 
         held = fill(b.bootstrap, d);
     }
     wait_exit(w, n);
-    uint64_t expect = held == (int64_t)(d->ntraces * BATCHES_PER_TRACE) ? d->events : 0;
+    uint64_t expect = held == (int64_t)(d->ntraces * d->per_trace) ? d->events : 0;
     report(n, logs, expect, mode == 0 ? "pre-filled topic" : "joined, then topic filled");
+    if (d->per_trace == 1 && worker_cpu[0] > 0) /* small traces */
+        printf("  %zu traces of %zu events; worker CPU %.2f s in all (its 5 s idle wait included): %.2f us per "
+               "trace\n",
+               d->ntraces, d->batch, worker_cpu[0] + worker_cpu[1],
+               (worker_cpu[0] + worker_cpu[1]) * 1e6 / (double)d->ntraces);
     broker_proc_stop(&b);
     if (getenv("CMR_BENCH_KEEP"))
         printf("  logs kept in %s\n", dir);
@@ -360,6 +481,20 @@ int main(int argc, char **argv)
     cmr_log_set_level(CMR_LOG_WARN);
     size_t batch = argc > 3 ? strtoul(argv[3], NULL, 10) : 4096;
     size_t nbatches = argc > 4 ? strtoul(argv[4], NULL, 10) : 512;
+    if (argc > 3 && !strcmp(argv[3], "small")) { /* small traces: 4, 50 and 5,000 events */
+        size_t scale = argc > 4 ? strtoul(argv[4], NULL, 10) : 1;
+        bench_small(4, 200000 * scale);
+        bench_small(50, 50000 * scale);
+        bench_small(5000, 500 * scale);
+        data_t d;
+        make_small_data(&d, 4, 100000 * scale);
+        bench_workers(argv[1], argv[2], &d, 1, 0);
+        free_data(&d);
+        make_small_data(&d, 50, 20000 * scale);
+        bench_workers(argv[1], argv[2], &d, 1, 0);
+        free_data(&d);
+        return 0;
+    }
     data_t big, d;
     make_data(&big, batch, nbatches * 4); /* the store stage is not bound by the broker */
     bench_assembly();

@@ -111,6 +111,10 @@ typedef struct cmr_ingest_batch {
      * the stored batch; they point into the message. */
     const char *http_method, *http_path;
     uint16_t http_status;
+    /* EventBatch.calls_not_recorded / truncated_by (cmr_ingest_batch_loss): what the segment
+     * did not record. Like diagnosis_id, not part of the stored batch: the summary keeps it */
+    uint64_t calls_not_recorded;
+    uint32_t truncated_by;      /* CMR_TRUNCATED_BY_* */
     uint32_t attrs_dropped;     /* invalid values refused (counted by the engine) */
     const char *attrs_drop_key; /* the first one's key and why (static strings) */
     const char *attrs_drop_why;
@@ -120,6 +124,9 @@ typedef struct cmr_ingest_batch {
  * 0, or -1 with the reason in err. Invalid attribute values do not refuse the batch: they
  * are left out and counted in attrs_dropped. */
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen);
+/* Copies what the batch says its segment did not record (a negative count, unknown reason
+ * bits: left out). */
+void cmr_ingest_batch_loss(const cmr_event_batch_t *m, cmr_ingest_batch_t *out);
 void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN]);
 /* The stored value is header | thread name | events: the header alone (its length is
  * returned), so that a writer can hand the three parts to RocksDB without a copy. */
@@ -178,8 +185,10 @@ typedef struct cmr_tree {
     uint32_t segments, batches, gaps, unmatched; /* gaps: missing batches; unmatched exits */
     uint32_t agents, threads;
     bool complete;
-    cmr_trace_http_t http; /* the trace's transaction data: from its stored summary
+    cmr_trace_http_t http;       /* the trace's transaction data: from its stored summary
                             * (cmr_ingest_view_tree), not from the batches */
+    uint64_t calls_not_recorded; /* truncated: from the stored summary, as http */
+    uint32_t truncated_by;
 } cmr_tree_t;
 
 /* Assembles the tree of one trace from its batches, in any order, duplicates allowed
@@ -194,6 +203,10 @@ enum {
     CMR_TRACE_COMPLETE = 1,    /* every segment ended, no batch missing, every parent present */
     CMR_TRACE_HAS_ROOT = 2,    /* the root segment (no parent) has arrived */
     CMR_TRACE_REMOTE_ROOT = 4, /* the trace started outside the CMR */
+    CMR_TRACE_TRUNCATED = 8,   /* segments did not record calls (calls_not_recorded, truncated_by) */
+    CMR_TRACE_ROOT_LOST = 16,  /* the root segment arrived without its root call (its first
+                                * batch was lost, or an agent before whole-trace loss dropped
+                                * the root enter): root_method is 0, and is shown as such */
 };
 
 /* Diagnoses a trace remembers at most (docs/DIAGNOSIS.md): the smallest ids when its
@@ -209,20 +222,26 @@ typedef struct cmr_trace_summary {
     uint64_t events, dropped;
     uint32_t segments, agents;
     uint32_t flags;
+    uint64_t calls_not_recorded;                 /* CMR_TRACE_TRUNCATED: calls its segments did not record */
+    uint32_t truncated_by;                       /* CMR_TRUNCATED_BY_* bits */
     uint32_t ndiagnoses;                         /* 0..CMR_TRACE_MAX_DIAGNOSES */
     uint64_t diagnoses[CMR_TRACE_MAX_DIAGNOSES]; /* ascending; the diagnosis ids its batches carried */
     cmr_trace_http_t http;                       /* the root segment's transaction data */
 } cmr_trace_summary_t;
 
 /* Stored summary: CMR_TRACE_SUMMARY_LEN bytes without diagnoses and http data (the format
- * of every summary written before diagnoses existed), then ndiagnoses(4) | ids(8 each)
+ * of every summary written before diagnoses existed), then, only when its flags say
+ * CMR_TRACE_TRUNCATED, calls_not_recorded(8) | truncated_by(4) (CMR_TRACE_SUMMARY_LOSS_LEN:
+ * no summary written before had that flag), then ndiagnoses(4) | ids(8 each)
  * when the trace has diagnoses or http data (the format before http data: the length is
  * exactly that), then, with http data, version(1)=1 | status(2) | method length(2) |
  * method | path length(2) | path; at most CMR_TRACE_SUMMARY_MAX_LEN bytes. */
 #define CMR_TRACE_SUMMARY_LEN 84
 #define CMR_TRACE_SUMMARY_HTTP_MAX_LEN (1 + 2 + 2 + CMR_TRACE_HTTP_MAX + 2 + CMR_TRACE_HTTP_MAX)
-#define CMR_TRACE_SUMMARY_MAX_LEN \
-    (CMR_TRACE_SUMMARY_LEN + 4 + 8 * CMR_TRACE_MAX_DIAGNOSES + CMR_TRACE_SUMMARY_HTTP_MAX_LEN)
+#define CMR_TRACE_SUMMARY_LOSS_LEN 12
+#define CMR_TRACE_SUMMARY_MAX_LEN                                                           \
+    (CMR_TRACE_SUMMARY_LEN + CMR_TRACE_SUMMARY_LOSS_LEN + 4 + 8 * CMR_TRACE_MAX_DIAGNOSES + \
+     CMR_TRACE_SUMMARY_HTTP_MAX_LEN)
 /* Returns the encoded length. */
 size_t cmr_trace_summary_encode(const cmr_trace_summary_t *s, uint8_t out[CMR_TRACE_SUMMARY_MAX_LEN]);
 /* Either length; 0, or -1 when v is not a summary. */
@@ -250,6 +269,9 @@ int cmr_trace_state_add_diagnosis(cmr_trace_state_t *s, uint64_t id);
  * if they came before any of its batches: what the engine does with the stored summary's
  * http data when it rebuilds a state from stored batches. 0, or -1 out of memory. */
 int cmr_trace_state_seed_http(cmr_trace_state_t *s, const cmr_trace_http_t *h);
+/* Gives the state the stored summary's loss (calls not recorded, why), which stored batches
+ * do not carry: what the engine does when it rebuilds a state from stored batches. */
+void cmr_trace_state_seed_loss(cmr_trace_state_t *s, const cmr_trace_summary_t *sum);
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s);
 
 /* --- names (methods and agents) ----------------------------------------------------- */

@@ -209,6 +209,7 @@ typedef struct cmr_strategy {
     int32_t metric_interval_ms;
     int32_t max_threads;
     int32_t stall_threshold_ms; /* 0: no stalled-call reports */
+    int32_t max_segment_events; /* 0: the agent's agent.segment.max.events */
 } cmr_strategy_t;
 
 typedef struct cmr_trace_context {
@@ -340,6 +341,7 @@ typedef struct cmr_agent_status {
         struct cmr_diagnosis_run *items;
         size_t count;
     } diagnoses;
+    int64_t traces_dropped; /* segments not recorded at all (their root found the ring full) */
 } cmr_agent_status_t;
 
 typedef struct cmr_sensor_assignment {
@@ -432,10 +434,17 @@ typedef struct cmr_event_batch {
     bool last;
     int32_t dropped;
     int32_t event_count;
-    cmr_bytes_t packed_events; /* event_count events, compact encoding (cmr/event.h) */
-    int64_t diagnosis_id;      /* 0: the segment ran in no diagnosis' context */
-    cmr_kvs_t attributes;      /* transaction data captured since the previous batch */
+    cmr_bytes_t packed_events;  /* event_count events, compact encoding (cmr/event.h) */
+    int64_t diagnosis_id;       /* 0: the segment ran in no diagnosis' context */
+    cmr_kvs_t attributes;       /* transaction data captured since the previous batch */
+    int64_t calls_not_recorded; /* truncated: calls not recorded (with their callees) */
+    int32_t truncated_by;       /* CMR_TRUNCATED_BY_* bits */
 } cmr_event_batch_t;
+
+enum {
+    CMR_TRUNCATED_BY_LIMIT = 1, /* the segment reached max_segment_events */
+    CMR_TRUNCATED_BY_RING = 2,  /* the thread's ring was full */
+};
 
 typedef struct cmr_method_metric {
     int64_t method_id;

@@ -5,7 +5,16 @@
  * Each thread writes fixed 24-byte records into its own ring of native memory, owned by
  * the agent and seen here as a direct ByteBuffer (layout in agent/src/probe_rings.h): a
  * few plain stores and one release store of the write index per event, no JNI, no lock,
- * no allocation. A full ring drops the event and counts it; it never waits.
+ * no allocation. It never waits for room.
+ *
+ * Loss is whole, never random (docs/ARCHITECTURE.md, "When a thread records faster than
+ * it sends"): an ENTER (a FORK, DATA, a timer sample) is written only when the ring has
+ * room for it plus one exit per open recorded call plus MARGIN records, so the exits of
+ * recorded calls always fit and every recorded tree is well formed. A segment whose root
+ * call does not fit is skipped whole (counted as a dropped trace); a deeper call that does
+ * not fit, or that would take the segment past its size limit (the strategy's
+ * max_segment_events), is not recorded, nor anything below it, and the segment ends with a
+ * LOSS record: the calls not recorded and why.
  *
  * Re-entry: a probe that runs while this thread is inside a probe records nothing (the
  * first call of a thread registers its ring through JNI, which may load classes).
@@ -32,6 +41,14 @@ public final class Probe {
     }
 
     static final int HEADER = 128, WRITE = 0, DROPPED = 8, READ = 64; // see probe_rings.h
+    static final int MAX_EVENTS = 32;      // header: events a segment may hold (the agent's; 0: no limit)
+    static final int TRACES_DROPPED = 40;  // header: segments skipped whole (ring full)
+    static final int DROPPED_CALLS = 48;   // header: the calls of those segments
+    static final int LOSS = 11;            // ring-internal: calls of the segment not recorded
+    static final int LOSS_LIMIT = 1, LOSS_RING = 2; // why (LOSS aux bits)
+    /** Records kept free beyond one exit per open recorded call: a DIAG_END and the LOSS
+     *  record, which are written without a check of their own. */
+    static final int MARGIN = 4;
     static final int RECORD = 24;
     static final int ENTER = 1, EXIT = 2, EXIT_THROW = 3, FORK = 4, TIMER = 16, TIMER_THROW = 17;
     // ring-internal: the identity of the segment that the next root ENTER opens
@@ -56,6 +73,12 @@ public final class Probe {
         long nextWake;
         int recheck;     // drops left before the read index is looked at again
         int depth;       // invocation depth on this thread
+        int skipFrom;    // 0: recording; else the depth of the outermost call not recorded
+                         // (1: the whole segment is skipped)
+        long notRecorded; // calls of the open segment not recorded (skipFrom > 1)
+        int lossWhy;     // LOSS_LIMIT | LOSS_RING
+        long maxEvents;  // the open segment's size limit, read when it begins
+        long tracesDropped, droppedCalls; // segments skipped whole, and their calls
         int timerDepth;
         // the open segment (depth > 0): its id, trace id and events put so far
         long segment, traceHi, traceLo, seq;
@@ -79,28 +102,15 @@ public final class Probe {
             this.nextWake = half;
         }
 
-        /** Writes one record; false when it was dropped (ring full, or no ring). */
-        boolean put(int kind, long id, long time, int aux) {
+        /** Writes one record if `need` records (this one included) fit; false when not
+         *  (no ring, or not enough room). Callers that reserved room pass need = 1. */
+        boolean put(int kind, long id, long time, int aux, long need) {
             ByteBuffer b = buf;
             if (b == null)
                 return false;
             long w = write;
-            if (w - readSeen >= half) {
-                if (w - readSeen >= cap && --recheck > 0) { // full: drop without touching
-                    countDrop(b, kind);                     // the publisher's cache line
-                    return false;
-                }
-                recheck = 64;
-                readSeen = (long) LONGS.getAcquire(b, READ);
-                if (w >= nextWake && w - readSeen >= half) {
-                    nextWake = w + half;
-                    wake0();
-                }
-                if (w - readSeen >= cap) {
-                    countDrop(b, kind);
-                    return false;
-                }
-            }
+            if (w - readSeen + need > half && !room(w, need))
+                return false;
             int off = HEADER + ((int) w & mask) * RECORD;
             LONGS.set(b, off, id);
             LONGS.set(b, off + 8, time);
@@ -111,27 +121,92 @@ public final class Probe {
             return true;
         }
 
+        /** Past half full: whether `need` records fit, reading the publisher's index (not
+         *  more than once every 64 refusals when full: its cache line is left alone). */
+        private boolean room(long w, long need) {
+            if (w - readSeen + need > cap && --recheck > 0)
+                return false;
+            recheck = 64;
+            readSeen = (long) LONGS.getAcquire(buf, READ);
+            if (w >= nextWake && w - readSeen >= half) {
+                nextWake = w + half;
+                wake0();
+            }
+            return w - readSeen + need <= cap;
+        }
+
+        /** A record that must not be lost (an exit of a recorded call, a DIAG_END, LOSS):
+         *  its room was reserved; if it is not there after all, counted. */
+        void putReserved(int kind, long id, long time, int aux) {
+            if (!put(kind, id, time, aux, 1) && buf != null)
+                countDrop(buf, kind);
+        }
+
+        /** A record of the open segment that needs room of its own (FORK, DATA, a timer
+         *  sample): `n` records plus the reserve of the open recorded calls. */
+        boolean putChecked(int kind, long id, long time, int aux, int n) {
+            return put(kind, id, time, aux, n + recorded() + MARGIN);
+        }
+
+        /** Whether n records of the open segment fit with the reserve (nothing written). */
+        boolean fits(int n) {
+            long w = write, need = n + recorded() + MARGIN;
+            return buf != null && (w - readSeen + need <= half || room(w, need));
+        }
+
+        /** Open calls of this thread that are recorded (their exits are owed). */
+        int recorded() {
+            return skipFrom == 0 ? depth : skipFrom - 1;
+        }
+
         /** Counts a lost event; the ring-internal records are not events. */
-        private void countDrop(ByteBuffer b, int kind) {
-            if ((kind < SEG_BEGIN || kind > SEG_PARENT_AGENT) && kind != DIAG && kind != DIAG_END && kind != DATA)
+        void countDrop(ByteBuffer b, int kind) {
+            if ((kind < SEG_BEGIN || kind > SEG_PARENT_AGENT) && kind != DIAG && kind != DIAG_END && kind != DATA
+                    && kind != LOSS)
                 LONGS.setOpaque(b, DROPPED, ++dropped);
         }
 
-        /** An event of the open segment: counted, so that forks can name their position. */
-        void event(int kind, long id, int aux) {
-            if (put(kind, id, System.nanoTime(), aux))
+        /** The enter of a call at depth d > 1 of the open segment, if it fits. */
+        void enter(long methodId, int d) {
+            if (seq + d >= maxEvents) // its enter and the exits of d open calls
+                skip(d, LOSS_LIMIT);
+            else if (put(ENTER, methodId, System.nanoTime(), d, d + 1 + MARGIN))
                 seq++;
+            else
+                skip(d, LOSS_RING);
         }
 
-        /** The root call of a segment: new identity, the pending parent's trace if any. */
-        void beginSegment() {
+        /** The call at depth d and everything below it are not recorded. */
+        private void skip(int d, int why) {
+            skipFrom = d;
+            notRecorded++;
+            lossWhy |= why;
+        }
+
+        /** The root call of a segment: new identity, the pending parent's trace if any,
+         *  written with its enter only if they fit; else the segment is skipped whole. */
+        void beginSegment(long methodId) {
+            Context p = pending;
+            pending = null;
+            ByteBuffer b = buf;
+            if (b == null) {
+                skipFrom = 1;
+                return;
+            }
+            boolean remote = p != null && p.remote;
+            int n = remote ? 4 : 3; // segment records and the enter
+            long w = write;
+            if (w - readSeen + n + 1 + MARGIN > half && !room(w, n + 1 + MARGIN)) {
+                skipFrom = 1;
+                notRecorded = 0;
+                LONGS.setOpaque(b, TRACES_DROPPED, ++tracesDropped);
+                return;
+            }
             if (nextSegment == segmentLimit) {
                 nextSegment = SEGMENTS.getAndAdd(SEGMENT_BLOCK);
                 segmentLimit = nextSegment + SEGMENT_BLOCK;
             }
             segment = nextSegment++;
-            Context p = pending;
-            pending = null;
             if (p != null) {
                 traceHi = p.traceHi;
                 traceLo = p.traceLo;
@@ -140,11 +215,18 @@ public final class Probe {
                 traceHi = rnd.nextLong();
                 traceLo = rnd.nextLong() | 1; // never all zero
             }
+            long max = (long) LONGS.getOpaque(b, MAX_EVENTS);
+            maxEvents = max > 0 ? max : Long.MAX_VALUE;
+            notRecorded = 0;
+            lossWhy = 0;
             seq = 0;
-            put(SEG_BEGIN, segment, traceHi, p == null ? 0 : p.remote ? 3 : 1);
-            put(SEG_TRACE, traceLo, p != null ? p.segment : 0, p != null ? (int) p.event : 0);
-            if (p != null && p.remote)
-                put(SEG_PARENT_AGENT, p.agent, p.event, 0);
+            // the room for these was found above
+            put(SEG_BEGIN, segment, traceHi, p == null ? 0 : remote ? 3 : 1, 1);
+            put(SEG_TRACE, traceLo, p != null ? p.segment : 0, p != null ? (int) p.event : 0, 1);
+            if (remote)
+                put(SEG_PARENT_AGENT, p.agent, p.event, 0, 1);
+            put(ENTER, methodId, System.nanoTime(), 1, 1);
+            seq = 1;
         }
 
         long agentId() {
@@ -316,9 +398,12 @@ public final class Probe {
         Ring r = ring();
         int d = r.depth + 1;
         r.depth = d; // before beginSegment: JDK code it runs cannot open a second segment
-        if (d == 1)
-            r.beginSegment();
-        r.event(ENTER, methodId, d);
+        if (r.skipFrom != 0)
+            r.notRecorded++; // below a call not recorded
+        else if (d == 1)
+            r.beginSegment(methodId);
+        else
+            r.enter(methodId, d);
     }
 
     public static void exit(long methodId) {
@@ -331,14 +416,24 @@ public final class Probe {
 
     private static void leave(Ring r, int kind, long methodId) {
         int d = r.depth;
-        if (d <= 0) { // an exit without its entry (the method was redefined meanwhile)
-            r.put(kind, methodId, System.nanoTime(), 0);
+        if (d <= 0) // an exit without its entry (the method was redefined meanwhile): nothing to pair
             return;
-        }
         r.depth = d - 1;
-        r.event(kind, methodId, d);
-        if (d == 1)
+        int s = r.skipFrom;
+        if (s == 0) {
+            if (d == 1 && r.notRecorded != 0) // the segment ends: what it did not record
+                r.putReserved(LOSS, r.notRecorded, 0, r.lossWhy);
+            r.putReserved(kind, methodId, System.nanoTime(), d);
+            r.seq++;
+        } else if (d == s) { // the outermost call not recorded returned
+            r.skipFrom = 0;
+            if (d == 1 && r.buf != null) // a segment skipped whole ended
+                LONGS.setOpaque(r.buf, DROPPED_CALLS, r.droppedCalls += 1 + r.notRecorded);
+        }
+        if (d == 1) {
             r.request = null;
+            r.notRecorded = 0;
+        }
     }
 
     // --- context hand-off between threads and JVMs --------------------------------------
@@ -352,18 +447,23 @@ public final class Probe {
      *  Also Thread.start (the task is the thread) and ForkJoinTask's constructor. */
     public static void ctxCapture(Object task, long siteId) {
         Ring r = RINGS.get(); // a thread without a ring is outside any trace
-        if (task == null || r == null || r.depth == 0 || r.buf == null)
-            return;
+        if (task == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1)
+            return; // (a segment skipped whole: the task starts a trace of its own)
         HANDOFF.add(task, fork(r, siteId));
     }
 
     /** Records a FORK event in the open segment: the context a child continues. */
     private static Context fork(Ring r, long siteId) {
         long at = r.seq;
-        boolean recorded = r.put(FORK, siteId, System.nanoTime(), 0);
+        boolean recorded = forkFits(r) && r.putChecked(FORK, siteId, System.nanoTime(), 0, 1);
         if (recorded)
             r.seq++;
         return new Context(r.traceHi, r.traceLo, 0, r.segment, recorded ? at : -1, false);
+    }
+
+    /** A FORK may be recorded here: inside a recorded call, within the size limit. */
+    private static boolean forkFits(Ring r) {
+        return r.skipFrom == 0 && r.seq + 1 + r.depth <= r.maxEvents;
     }
 
     /** On the thread that runs `task`: continue the trace it carries, under a node for the
@@ -421,12 +521,15 @@ public final class Probe {
     static final int DATA_HTTP_METHOD = 1, DATA_HTTP_PATH = 2, DATA_HTTP_STATUS = 3; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
-        if (value == null || r.buf == null)
+        if (value == null || r.buf == null || r.skipFrom != 0)
             return;
         byte[] b = value.getBytes(java.nio.charset.StandardCharsets.UTF_8);
         int len = Math.min(b.length, DATA_MAX);
         while (len < b.length && len > 0 && (b[len] & 0xC0) == 0x80)
             len--; // cut at a character's start: the value stays UTF-8
+        int chunks = len == 0 ? 1 : (len + 15) / 16;
+        if (!r.fits(chunks)) // the whole value or nothing
+            return;
         for (int chunk = 0, off = 0; off < len || (len == 0 && chunk == 0); chunk++, off += 16) {
             long lo = 0, hi = 0;
             for (int i = 0; i < 16 && off + i < len; i++) {
@@ -436,7 +539,7 @@ public final class Probe {
                 else
                     hi |= v << (8 * (i - 8));
             }
-            r.put(DATA, lo, hi, key << 24 | chunk << 16 | len);
+            r.put(DATA, lo, hi, key << 24 | chunk << 16 | len, 1);
         }
     }
 
@@ -558,9 +661,10 @@ public final class Probe {
      *  or a java.net.http.HttpRequest.Builder about to build. */
     public static void httpOut(Object request, long siteId) {
         Ring r = RINGS.get();
-        if (request == null || r == null || r.depth == 0 || r.buf == null)
-            return;
+        if (request == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1)
+            return; // (a segment skipped whole: the request goes out untraced)
         long at = r.seq;
+        boolean fork = forkFits(r) && r.fits(1); // checked before the headers name it
         long agent = r.agentId();
         String tp = traceparent(r.traceHi, r.traceLo, r.segment);
         String cp = Long.toHexString(agent) + ':' + Long.toHexString(r.segment) + ':' + Long.toHexString(at);
@@ -585,7 +689,7 @@ public final class Probe {
         } catch (Throwable e) {
             return; // already connected, or headers refused: the call goes out untraced
         }
-        if (r.put(FORK, siteId, System.nanoTime(), 0))
+        if (fork && r.put(FORK, siteId, System.nanoTime(), 0, 1))
             r.seq++;
     }
 
@@ -795,8 +899,8 @@ public final class Probe {
         if (d < 0)
             return; // an exit without its entry (instrumentation changed meanwhile)
         r.timerDepth = d;
-        if (d < TIMER_STACK)
-            r.put(kind, methodId, System.nanoTime() - r.starts[d], 0);
+        if (d < TIMER_STACK && !r.putChecked(kind, methodId, System.nanoTime() - r.starts[d], 0, 1) && r.buf != null)
+            r.countDrop(r.buf, kind);
     }
 
     // --- diagnoses: anchors and conditional probes (docs/DIAGNOSIS.md) --------------------
@@ -935,7 +1039,8 @@ public final class Probe {
         // what can throw (a StackOverflowError) first, the plain stores last: the context
         // is either fully open or not at all (the method's exit probes cover only the code
         // after this probe)
-        r.put(DIAG, a.diagnosis, System.nanoTime(), 0);
+        if (r.skipFrom == 0) // the anchor's call is recorded (its DIAG_END is in the reserve)
+            r.putChecked(DIAG, a.diagnosis, System.nanoTime(), 0, 1);
         ANCHORED.incrementAndGet();
         r.diagnosis = a.diagnosis;
         r.diagCalls = 0;
@@ -967,7 +1072,7 @@ public final class Probe {
         if (r.diagDepth <= 0 || --r.diagDepth > 0)
             return;
         ANCHORED.decrementAndGet();
-        r.put(DIAG_END, r.diagnosis, System.nanoTime(), r.diagCalls);
+        r.putReserved(DIAG_END, r.diagnosis, System.nanoTime(), r.diagCalls);
         r.diagnosis = 0;
     }
 

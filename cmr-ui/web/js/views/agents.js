@@ -164,6 +164,14 @@ function columns() {
       hint: 'events dropped (rings full, batches refused)'
     },
     {
+      key: 'traces_dropped',
+      title: 'Traces dropped',
+      class: 'num',
+      sort: (a) => a.traces_dropped || 0,
+      get: (a) => warnIf(a.traces_dropped || 0),
+      hint: 'traces (thread segments) not recorded at all: their root call found the thread\'s ring full'
+    },
+    {
       key: 'redef',
       title: 'Redef. fail.',
       class: 'num',
@@ -329,6 +337,7 @@ function historyTable(rows) {
       num('Sent', (s) => s.classes_sent),
       num('Events', (s) => s.events_recorded),
       {title: 'Dropped', class: 'num', get: droppedCell},
+      {title: 'Traces dropped', class: 'num', get: (s) => warnIf(s.traces_dropped || 0)},
       {title: 'Redefine fail.', class: 'num', get: (s) => warnIf(s.redefine_failures)},
       {title: 'Cmds ok / refused', class: 'num', get: commandsCell},
       {title: 'Msgs failed', class: 'num', get: (s) => warnIf(s.messages_failed)},

@@ -14,6 +14,7 @@ import {criticalPath, findMatches, flattenTrace, frameTree, hasChildren, isRemot
 import {append, clear, h, notice} from '../lib/dom.js';
 import {FlameGraph} from '../lib/flamegraph.js';
 import * as fmt from '../lib/format.js';
+import {truncatedBadge, truncatedWhy} from '../lib/loss.js';
 import {ContextMenu} from '../lib/tr-menu.js';
 import {Waterfall} from '../lib/tr-waterfall.js';
 import {VirtualList} from '../lib/virtual.js';
@@ -135,8 +136,10 @@ class TraceView {
         stat('Events', fmt.count(t.events)),
         stat('Dropped', fmt.count(t.dropped), t.dropped > 0 ? 'bad' : ''),
         stat('Missing batches', fmt.count(t.missing_batches), t.missing_batches > 0 ? 'bad' : ''),
+        t.truncated ? stat('Calls not recorded', fmt.count(t.calls_not_recorded || 0), 'bad') : null,
         h('div', {class: 'tr-stat'}, h('span', null, 'State'),
-          t.complete ? h('span', {class: 'badge good'}, 'complete') : h('span', {class: 'badge warn'}, 'partial')),
+          t.complete ? h('span', {class: 'badge good'}, 'complete') : h('span', {class: 'badge warn'}, 'partial'),
+          truncatedBadge(t)),
         diags.length ?
             h('div', {class: 'tr-stat'}, h('span', null, 'Diagnoses'),
               h('div', {class: 'tr-diags'},
@@ -161,6 +164,11 @@ class TraceView {
       parts.push(`the agents dropped ${fmt.count(t.dropped)} event${t.dropped === 1 ? '' : 's'} of it`);
     if (t.missing_batches > 0)
       parts.push(`${fmt.count(t.missing_batches)} batch${t.missing_batches === 1 ? '' : 'es'} of events are missing`);
+    if (t.truncated) {
+      const n = t.calls_not_recorded || 0;
+      parts.push(`truncated: ${fmt.count(n)} call${
+          n === 1 ? ' was' : 's were'} not recorded, with everything they called${truncatedWhy(t)}`);
+    }
     if (!parts.length) return null;
     return h(
         'div', {class: 'tr-warn', role: 'alert'}, h('b', null, 'Incomplete: '),

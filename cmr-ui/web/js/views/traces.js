@@ -10,6 +10,7 @@ import uPlot from '/vendor/uplot/uPlot.esm.js';
 
 import {append, clear, h, notice} from '../lib/dom.js';
 import * as fmt from '../lib/format.js';
+import {truncatedBadge} from '../lib/loss.js';
 import {Tooltip} from '../lib/tr-canvas.js';
 import {VirtualList} from '../lib/virtual.js';
 
@@ -750,6 +751,12 @@ class TracesView {
       t.remote_root ?
           h('span', {class: 'badge info', title: 'the trace started in a caller that is not instrumented'}, 'remote') :
           null,
+      truncatedBadge(t),
+      t.root_lost ?
+          h('span',
+            {class: 'badge warn', title: 'the root segment arrived without its root call (its first batch was lost)'},
+            'root lost') :
+          null,
     ]);
     append(
         clear(c.diag),
@@ -838,7 +845,8 @@ function entryLabel(t) {
   const http = t.http && (t.http.method || t.http.path) ?
       `${t.http.method || ''} ${t.http.path || ''} ${t.http.status ?? ''}`.trim() :
       '';
-  return http ? `${http} · ${fmt.method(t.root_method).short}` : t.root_method || '(unknown)';
+  return http ? `${http} · ${fmt.method(t.root_method).short}` :
+                t.root_method || (t.root_lost ? '(root call lost)' : '(unknown)');
 }
 
 function lowerBound(arr, v) {
