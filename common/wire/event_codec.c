@@ -39,16 +39,6 @@ static inline size_t put_varint(uint8_t *out, uint64_t v)
     return n;
 }
 
-static inline uint64_t zigzag(int64_t v)
-{
-    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
-static inline int64_t unzigzag(uint64_t v)
-{
-    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
 static inline bool stack_has(const uint64_t *set, uint32_t depth)
 {
     return (set[depth >> 6] >> (depth & 63)) & 1;
@@ -145,7 +135,7 @@ size_t cmr_events_encoder_put(cmr_events_encoder_t *e, const cmr_event_t *ev, ui
         stack_mark(e->stack_set, depth);
     }
     e->depth = depth_after(kind, depth, e->depth);
-    q += put_varint(q, zigzag((int64_t)(ev->timestamp_ns - e->prev_ts)));
+    q += put_varint(q, ev->timestamp_ns - e->prev_ts); /* modulo 2^64: back in time takes 10 bytes */
     e->prev_ts = ev->timestamp_ns;
     out[0] = (uint8_t)tag;
     assert((size_t)(q - out) <= CMR_EVENTS_MAX_ENCODED);
@@ -238,7 +228,7 @@ int cmr_events_decoder_next(cmr_events_decoder_t *d, cmr_event_t *ev)
         stack_mark(d->stack_set, depth);
     }
     d->depth = depth_after(kind, depth, d->depth);
-    d->prev_ts += (uint64_t)unzigzag(v);
+    d->prev_ts += v;
     ev->timestamp_ns = d->prev_ts;
     ev->kind = kind;
     ev->aux = depth;

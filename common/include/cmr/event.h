@@ -22,8 +22,8 @@
  *                        (a varint) follows, 30 = a method id follows (8 bytes, little
  *                        endian), 31 = the same, and it becomes the next dictionary entry
  *   then       the depth varint (bit 2), the dictionary entry or method id (29-31), and the
- *              timestamp as a zigzag varint of its difference from the previous event's
- *              (from 0 for a batch's first event)
+ *              timestamp as a varint of its difference from the previous event's, modulo
+ *              2^64 (from 0 for a batch's first event; a clock going back costs 10 bytes)
  *
  * The dictionary (at most CMR_EVENTS_DICT_MAX method ids) and the open calls' methods (at
  * most CMR_EVENTS_STACK deep) start empty in every batch, so a batch decodes on its own.
