@@ -54,7 +54,7 @@ YAML
     "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level info -X "trust.signing_key=$work/cmr.key" \
         -X kafka.fetch.wait.max.ms=5 run >"$work/config.log" 2>&1 &
     pids+=($!)
-    "$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level info -X "trust.signing_key=$work/cmr.key" \
+    "$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "${INSTR_LOG:-info}" -X "trust.signing_key=$work/cmr.key" \
         -X kafka.fetch.wait.max.ms=5 --db "$work/instrumenter" run >"$work/instrumenter.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 300); do grep -q instr.partitions_assigned "$work/instrumenter.log" 2>/dev/null && break; sleep 0.1; done

@@ -397,6 +397,22 @@ static void poll_commands(control_t *c, int timeout_ms)
     flush_redefines(c, batch, &nbatch);
 }
 
+/* Fetches the producer's metadata of every topic the agent sends to, on the control
+ * thread, before the first message to each: librdkafka otherwise holds the first message
+ * to a topic it does not know until its own metadata refresh, which took about 1 s (the
+ * first registration, then the first ClassLoaded after configuration). */
+static void warm_topics(cmr_agent_t *a)
+{
+    static const cmr_topic_t topics[] = {CMR_TOPIC_REGISTRATIONS, CMR_TOPIC_CLASSES, CMR_TOPIC_AGENT_EVENTS,
+                                         CMR_TOPIC_EVENTS, CMR_TOPIC_METRICS};
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
+        if (cmr_producer_fetch_metadata(a->producer, cmr_topic_name(topics[i]), 1000) < 0)
+            cmr_log(CMR_LOG_WARN, "agent.metadata_failed",
+                    "topic=%s action=\"the first message to it waits for the "
+                    "producer's own metadata refresh\"",
+                    cmr_topic_name(topics[i]));
+}
+
 /* The command topic is read by assign(), not through a consumer group: this agent is its
  * only reader, and a group join costs seconds (about 3 s on the embedded broker) before
  * the first command can arrive. Where reading starts, and why nothing is missed:
@@ -412,8 +428,7 @@ static void poll_commands(control_t *c, int timeout_ms)
  *     within one run librdkafka keeps the position across reconnections and leader
  *     changes (records are handed out once, in order); should retention have removed the
  *     oldest records meanwhile, auto.offset.reset=earliest reads from the oldest left.
- * The producer's metadata of cmr.registrations is fetched here as well, so the first
- * registration does not wait for the producer to learn the topic. */
+ * The producer's metadata of the topics it sends to is fetched here as well (warm_topics). */
 static void setup_consumer(control_t *c, int64_t now)
 {
     cmr_agent_t *a = c->a;
@@ -439,8 +454,7 @@ static void setup_consumer(control_t *c, int64_t now)
         c->next_setup_ms = now + c->setup_backoff_ms;
         return;
     }
-    if (cmr_producer_fetch_metadata(a->producer, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 1000) < 0)
-        cmr_log(CMR_LOG_DEBUG, "agent.metadata_slow", "topic=%s", cmr_topic_name(CMR_TOPIC_REGISTRATIONS));
+    warm_topics(a);
 }
 
 /* --- class shipping ---------------------------------------------------------------------- */
