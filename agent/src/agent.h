@@ -58,6 +58,7 @@ typedef struct cmr_agent {
     cmr_strings_t addresses; /* this host's IP addresses */
     char cmd_topic[CMR_TOPIC_NAME_MAX];
     int64_t start_time_ms;
+    _Atomic int64_t configured_ns; /* cmr_mono_ns() when the first configuration arrived, 0 before */
     char jvm_vendor[128], jvm_version[128];
 
     _Atomic int mode;      /* cmr_agent_mode_t */

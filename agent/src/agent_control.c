@@ -216,18 +216,21 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
     cmr_probe_rings_set_trace_context(a->rings, (int)cfg->trace_context.policy, cfg->trace_context.key.data,
                                       cfg->trace_context.key.len);
     int was = a->mode;
-    if (was == CMR_MODE_MINIMAL)
+    if (was == CMR_MODE_MINIMAL) {
+        if (!a->configured_ns)
+            a->configured_ns = cmr_mono_ns();
         a->mode = CMR_MODE_FULL;
+    }
     a->connected = true;
     cmr_class_cache_stats_t cs;
     cmr_class_cache_stats(a->classes, &cs);
     char eid[160], ename[160];
     cmr_log(CMR_LOG_INFO, was == CMR_MODE_MINIMAL ? "agent.configured" : "agent.reconfigured",
             "agent_id=%016" PRIx64 " environment=\"%s\" environment_name=\"%s\" revision=%lld sensors=%zu "
-            "classes_waiting=%zu",
+            "classes_waiting=%zu since_start_ms=%lld registrations=%d",
             (uint64_t)cfg->agent_id, cmr_log_escape(cfg->environment_id, eid, sizeof eid),
             cmr_log_escape(cfg->environment_name, ename, sizeof ename), (long long)cfg->revision, cfg->sensors.count,
-            cs.pending);
+            cs.pending, (long long)(cmr_wall_ms() - a->start_time_ms), c->attempt);
     cmr_agent_send_status(a, CMR_AGENT_FULL);
     control_wake();
 }
@@ -395,10 +398,42 @@ static void poll_commands(control_t *c, int timeout_ms)
     flush_redefines(c, batch, &nbatch);
 }
 
+/* Fetches the producer's metadata of every topic the agent sends to, on the control
+ * thread, before the first message to each: librdkafka otherwise holds the first message
+ * to a topic it does not know until its own metadata refresh, which took about 1 s (the
+ * first registration, then the first ClassLoaded after configuration). */
+static void warm_topics(cmr_agent_t *a)
+{
+    static const cmr_topic_t topics[] = {CMR_TOPIC_REGISTRATIONS, CMR_TOPIC_CLASSES, CMR_TOPIC_AGENT_EVENTS,
+                                         CMR_TOPIC_EVENTS, CMR_TOPIC_METRICS};
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
+        if (cmr_producer_fetch_metadata(a->producer, cmr_topic_name(topics[i]), 1000) < 0)
+            cmr_log(CMR_LOG_WARN, "agent.metadata_failed",
+                    "topic=%s action=\"the first message to it waits for the "
+                    "producer's own metadata refresh\"",
+                    cmr_topic_name(topics[i]));
+}
+
+/* The command topic is read by assign(), not through a consumer group: this agent is its
+ * only reader, and a group join costs seconds (about 3 s on the embedded broker) before
+ * the first command can arrive. Where reading starts, and why nothing is missed:
+ *   - the topic is named after the instance id, 128 random bits drawn at this start: every
+ *     record on it is for this run of this agent, none is stale;
+ *   - the topic is made sure of first, and every partition is assigned from its
+ *     beginning (any layout: the constant key puts every command on one partition, which
+ *     the agent does not need to know), so a command written before the assignment took
+ *     effect (an answer to a registration, a Redefine) is read all the same;
+ *   - registration is sent only once the consumer exists, so every answer is written
+ *     after the point the consumer reads from;
+ *   - nothing is committed: a restarted JVM is a new instance with a new topic, and
+ *     within one run librdkafka keeps the position across reconnections and leader
+ *     changes (records are handed out once, in order); should retention have removed the
+ *     oldest records meanwhile, auto.offset.reset=earliest reads from the oldest left.
+ * The producer's metadata of the topics it sends to is fetched here as well (warm_topics). */
 static void setup_consumer(control_t *c, int64_t now)
 {
     cmr_agent_t *a = c->a;
-    char err[512], group[64];
+    char err[512], client[64];
     if (a->stopping)
         return;
     if (cmr_admin_ensure_topic(a->conf, a->cmd_topic, 1, -1, 0, 1500, err, sizeof err) != 0) {
@@ -411,14 +446,16 @@ static void setup_consumer(control_t *c, int64_t now)
                                   : c->setup_backoff_ms * 2;
         return;
     }
-    snprintf(group, sizeof group, "cmr-agent-%s", a->instance_id);
-    const char *topics[] = {a->cmd_topic};
-    c->consumer = cmr_consumer_new(a->conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    snprintf(client, sizeof client, "cmr-agent-%s", a->instance_id);
+    c->consumer = cmr_consumer_new_assigned(a->conf, client, a->cmd_topic, 1500, err, sizeof err);
     if (!c->consumer) {
         char eerr[600];
-        cmr_log(CMR_LOG_ERROR, "agent.consumer_failed", "error=\"%s\"", cmr_log_escape(err, eerr, sizeof eerr));
+        cmr_log(CMR_LOG_ERROR, "agent.consumer_failed", "error=\"%s\" retry_ms=%lld",
+                cmr_log_escape(err, eerr, sizeof eerr), (long long)c->setup_backoff_ms);
         c->next_setup_ms = now + c->setup_backoff_ms;
+        return;
     }
+    warm_topics(a);
 }
 
 /* --- class shipping ---------------------------------------------------------------------- */
@@ -510,8 +547,8 @@ static void *control_main(void *arg)
 {
     control_t *c = arg;
     cmr_agent_t *a = c->a;
-    c->register_backoff_ms = 1000;
-    c->setup_backoff_ms = 1000;
+    c->register_backoff_ms = a->settings.register_backoff_ms;
+    c->setup_backoff_ms = a->settings.register_backoff_ms > 1000 ? a->settings.register_backoff_ms : 1000;
     c->last_ack_ms = cmr_mono_ms();
     cmr_agent_send_status(a, CMR_AGENT_MINIMAL);
     while (!a->stopping) {

@@ -30,6 +30,8 @@ static const cmr_conf_key_t agent_keys[] = {
     {"agent.probe.jar", NULL,
      "the probe jar to put on the bootstrap class path (default: cmr-agent-probe.jar next to libcmragent.so)"},
     CMR_CONF_KEY_TOPIC_PREFIX,
+    {"agent.register.backoff.ms", "100",
+     "wait before the second registration attempt; it doubles with every attempt up to agent.register.backoff.max.ms"},
     {"agent.register.backoff.max.ms", "30000", "longest wait between registration attempts"},
     {"agent.class.buffer.bytes", "67108864",
      "bytecode kept while not connected (64 MiB); past it only names are kept and the bytes are fetched from the JVM "
@@ -271,6 +273,8 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
     snprintf(out->name, sizeof out->name, "%s", name);
     snprintf(out->bootstrap, sizeof out->bootstrap, "%s", bootstrap);
     if (cmr_conf_get_bool(conf, "agent.strict", false, &out->strict, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.register.backoff.ms", 100, 10, 3600000, &out->register_backoff_ms, errbuf,
+                         errlen) ||
         cmr_conf_get_int(conf, "agent.register.backoff.max.ms", 30000, 100, 3600000, &out->register_backoff_max_ms,
                          errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.class.buffer.bytes", 64 << 20, 0, INT64_C(1) << 34, &out->class_buffer_bytes,

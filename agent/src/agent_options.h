@@ -45,6 +45,7 @@ typedef struct cmr_agent_settings {
     char name[128];
     char bootstrap[1024];
     bool strict;
+    int64_t register_backoff_ms;     /* agent.register.backoff.ms, default 100 */
     int64_t register_backoff_max_ms; /* agent.register.backoff.max.ms, default 30000 */
     int64_t class_buffer_bytes;      /* agent.class.buffer.bytes: bytecode kept while not
                                          connected, default 64 MiB */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmr/cfg_answer.h"
 #include "cmr/reader.h"
@@ -189,9 +190,27 @@ static int registration_rejected(const cmr_agent_registration_t *r)
 static int ensure_command_topic(worker_t *w, const char *topic)
 {
     char err[256];
-    if (cmr_admin_ensure_topic_once(&w->topics_ok, w->conf, topic, 10000, err, sizeof err) < 0) {
+    if (cmr_producer_ensure_topic_once(w->producer, &w->topics_ok, w->conf, topic, 10000, err, sizeof err) < 0) {
         cmr_log(CMR_LOG_ERROR, "config.command_topic_failed", "topic=%s error=\"%s\"", topic, err);
         return -1;
+    }
+    return 0;
+}
+
+/* Waits until every queued message is delivered or failed (reported by the producer's own
+ * thread), polling the outstanding count finely: rd_kafka_flush() sleeps in 10 ms steps
+ * when another thread serves the delivery reports, which would add to every answer.
+ * 0, or -1 when messages are still outstanding after timeout_ms. */
+static int wait_delivered(cmr_producer_t *p, int timeout_ms)
+{
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
+    while (cmr_producer_outstanding(p) > 0) {
+        if (cmr_mono_ms() > deadline) {
+            cmr_log(CMR_LOG_ERROR, "config.delivery_timeout", "outstanding=%d", cmr_producer_outstanding(p));
+            return -1;
+        }
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
     }
     return 0;
 }
@@ -225,7 +244,7 @@ static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const c
     }
     cmr_producer_stats_t before, after;
     cmr_producer_stats(w->producer, &before);
-    if (cmr_producer_flush(w->producer, 30000) != 0)
+    if (wait_delivered(w->producer, 30000) != 0)
         return -1;
     cmr_producer_stats(w->producer, &after);
     if (after.failed != before.failed)

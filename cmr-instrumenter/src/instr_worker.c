@@ -202,13 +202,11 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
     if (w->replaying)
         return 0;
     char err[256];
-    int rc = cmr_admin_ensure_topic_once(&w->topics_ok, w->conf, topic, 10000, err, sizeof err);
-    if (rc < 0) {
+    /* a new topic's metadata is fetched now, not at the producer's next refresh */
+    if (cmr_producer_ensure_topic_once(w->producer, &w->topics_ok, w->conf, topic, 10000, err, sizeof err) < 0) {
         cmr_log(CMR_LOG_ERROR, "instr.command_topic_failed", "topic=%s error=\"%s\"", topic, err);
         return -1;
     }
-    if (rc == 1) /* new: fetch its metadata now, not at the producer's next refresh */
-        warm_topic(w, topic);
     return 0;
 }
 

@@ -93,6 +93,24 @@ int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, co
     return 1;
 }
 
+int cmr_producer_ensure_topic_once(cmr_producer_t *p, cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic,
+                                   int timeout_ms, char *errbuf, size_t errlen)
+{
+    size_t len = strlen(topic);
+    if (cmr_map_has(&set->names, topic, len))
+        return 0;
+    /* usually there already (the agent makes sure of its command topic before it
+     * registers): one metadata request on the producer's connection, which also warms
+     * the producer's metadata of the topic */
+    if (cmr_producer_topic_known(p, topic, timeout_ms) != 1) {
+        if (cmr_admin_ensure_topic(conf, topic, 1, -1, 0, timeout_ms, errbuf, errlen) != 0)
+            return -1;
+        cmr_producer_fetch_metadata(p, topic, timeout_ms); /* the first send need not wait for it */
+    }
+    cmr_map_put(&set->names, topic, len, NULL); /* out of memory: asked for again next time */
+    return 1;
+}
+
 size_t cmr_topic_set_count(const cmr_topic_set_t *set)
 {
     return cmr_map_count(&set->names);

@@ -26,6 +26,7 @@ struct cmr_consumer {
     cmr_rebalance_cb_t *rebalance_cb;
     void *cb_opaque;
     uint64_t received, rejected, done, rebalances;
+    bool assigned;                                    /* cmr_consumer_new_assigned: no group, no commits */
     bool in_rebalance;                                /* the caller's rebalance callback runs */
     rd_kafka_topic_partition_list_t *deferred_pauses; /* asked for during it (owned) */
 };
@@ -141,6 +142,54 @@ fail:
     return NULL;
 }
 
+cmr_consumer_t *cmr_consumer_new_assigned(const cmr_conf_t *conf, const char *client_id, const char *topic,
+                                          int timeout_ms, char *errbuf, size_t errlen)
+{
+    cmr_consumer_t *c = cmr_kafka_client_alloc(sizeof *c, errbuf, errlen);
+    if (!c)
+        return NULL;
+    c->assigned = true;
+    /* librdkafka's consumer poll needs a group id; it is never joined (no subscribe) and
+     * nothing is committed to it */
+    const cmr_kafka_prop_t forced[] = {{"group.id", client_id},
+                                       {"client.id", client_id},
+                                       {"enable.auto.commit", "false"},
+                                       {"enable.auto.offset.store", "false"},
+                                       {NULL, NULL}};
+    const cmr_kafka_prop_t defaults[] = {
+        {"auto.offset.reset", "earliest"}, {"fetch.message.max.bytes", "16777216"}, {NULL, NULL}};
+    c->rk = cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, defaults, NULL, c, "consumer", errbuf, errlen);
+    if (!c->rk)
+        goto fail;
+    int n = 0;
+    if (cmr_kafka_topic_partitions(c->rk, topic, timeout_ms, &n, errbuf, errlen) != 1 || n <= 0) {
+        if (n <= 0)
+            CMR_ERRF(errbuf, errlen, "topic %s: not known to the cluster", topic);
+        goto fail_rk;
+    }
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+    if (!list) {
+        ERRF("out of memory");
+        goto fail_rk;
+    }
+    for (int p = 0; p < n; p++)
+        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_resp_err_t rerr = rd_kafka_assign(c->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (rerr) {
+        ERRF("cannot assign %s: %s", topic, rd_kafka_err2str(rerr));
+        goto fail_rk;
+    }
+    cmr_log(CMR_LOG_DEBUG, "kafka.partitions_assigned", "client=%s topic=%s count=%d from=beginning", client_id, topic,
+            n);
+    return c;
+fail_rk:
+    rd_kafka_destroy(c->rk);
+fail:
+    free(c);
+    return NULL;
+}
+
 void cmr_record_free(cmr_record_t *rec)
 {
     if (!rec)
@@ -206,6 +255,10 @@ int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out)
 
 void cmr_consumer_done(cmr_consumer_t *c, const cmr_record_t *rec)
 {
+    if (c->assigned) { /* nothing is committed: the position lives in the consumer */
+        c->done++;
+        return;
+    }
     const record_impl_t *r = (const record_impl_t *)rec;
     rd_kafka_resp_err_t err = rd_kafka_offset_store(r->raw->rkt, rec->partition, rec->offset);
     if (err)
@@ -217,6 +270,8 @@ void cmr_consumer_done(cmr_consumer_t *c, const cmr_record_t *rec)
 
 int cmr_consumer_commit(cmr_consumer_t *c)
 {
+    if (c->assigned)
+        return 0;
     rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, NULL, 0);
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         cmr_log(CMR_LOG_WARN, "kafka.commit_failed", "error=\"%s\"", rd_kafka_err2str(err));

@@ -192,6 +192,11 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
     return brokers;
 }
 
+int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_ms)
+{
+    return cmr_kafka_topic_partitions(p->rk, topic, timeout_ms, NULL, NULL, 0);
+}
+
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)
 {
     if (!p)

@@ -345,6 +345,69 @@ static void test_ensure_topic_once_asks_once(void **state)
     assert_int_equal(cmr_topic_set_count(&set), 0);
 }
 
+/* --- an agent's command topic read by assign() --------------------------------------- */
+
+/* Commands written before the reader exists and after it are all handed out once, in
+ * order, without a group join; cmr_producer_ensure_topic_once finds the topic on the
+ * producer's connection. */
+static void test_assigned_consumer_reads_commands_from_the_beginning(void **state)
+{
+    (void)state;
+    char err[512], topic[96];
+    unique("cmr.cmd.assigned", topic, sizeof topic);
+    cmr_producer_t *p = cmr_producer_new(conf, "test-assigned", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    cmr_topic_set_t set = {0};
+    assert_int_equal(cmr_producer_ensure_topic_once(p, &set, conf, topic, 10000, err, sizeof err), 1);
+    assert_int_equal(cmr_producer_ensure_topic_once(p, &set, conf, topic, 10000, err, sizeof err), 0);
+    cmr_msg_t sample;
+    cmr_msg_sample(CMR_MSG_NO_ENVIRONMENT, &sample);
+    enum { BEFORE = 5, AFTER = 5 };
+    char reasons[BEFORE + AFTER][16];
+    char *orig = sample.u.no_environment.reason;
+    for (int i = 0; i < BEFORE; i++) { /* before the reader exists */
+        snprintf(reasons[i], sizeof reasons[i], "cmd-%d", i);
+        sample.u.no_environment.reason = reasons[i];
+        assert_int_equal(cmr_producer_send(p, CMR_MSG_NO_ENVIRONMENT, &sample.u, topic, NULL, err, sizeof err),
+                         CMR_SEND_OK);
+    }
+    assert_int_equal(cmr_producer_flush(p, 20000), 0);
+    int64_t t0 = cmr_mono_ms();
+    cmr_consumer_t *c = cmr_consumer_new_assigned(conf, "test-assigned-reader", topic, 5000, err, sizeof err);
+    assert_non_null(c);
+    for (int i = BEFORE; i < BEFORE + AFTER; i++) { /* after */
+        snprintf(reasons[i], sizeof reasons[i], "cmd-%d", i);
+        sample.u.no_environment.reason = reasons[i];
+        assert_int_equal(cmr_producer_send(p, CMR_MSG_NO_ENVIRONMENT, &sample.u, topic, NULL, err, sizeof err),
+                         CMR_SEND_OK);
+    }
+    sample.u.no_environment.reason = orig;
+    cmr_msg_free(&sample);
+    int got = 0;
+    int64_t deadline = cmr_mono_ms() + 30000;
+    while (got < BEFORE + AFTER && cmr_mono_ms() < deadline) {
+        cmr_record_t *rec;
+        if (cmr_consumer_poll(c, 100, &rec) != 1)
+            continue;
+        assert_int_equal(rec->msg.type, CMR_MSG_NO_ENVIRONMENT);
+        assert_string_equal(rec->msg.u.no_environment.reason, reasons[got]); /* in order, once */
+        got++;
+        cmr_consumer_done(c, rec);
+        cmr_record_free(rec);
+    }
+    assert_int_equal(got, BEFORE + AFTER);
+    /* no group join: far below the seconds a join takes on the embedded broker */
+    int64_t took = cmr_mono_ms() - t0;
+    fprintf(stderr, "# assigned consumer: %d commands in %lld ms\n", got, (long long)took);
+    assert_true(took < 2500);
+    cmr_record_t *extra;
+    assert_int_equal(cmr_consumer_poll(c, 300, &extra), 0); /* nothing twice */
+    assert_int_equal(cmr_consumer_commit(c), 0);            /* nothing to commit */
+    cmr_consumer_close(c);
+    cmr_producer_destroy(p, 1000);
+    cmr_topic_set_free(&set);
+}
+
 /* --- foreign messages -------------------------------------------------------------- */
 
 static void test_foreign_messages_are_skipped_and_counted(void **state)
@@ -613,6 +676,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_consumers_share_partitions),
         cmocka_unit_test(test_restart_resumes_without_loss_or_duplicates),
         cmocka_unit_test(test_ensure_topic_once_asks_once),
+        cmocka_unit_test(test_assigned_consumer_reads_commands_from_the_beginning),
         cmocka_unit_test(test_foreign_messages_are_skipped_and_counted),
         cmocka_unit_test(test_pause_on_assign_holds_records_until_resumed),
         cmocka_unit_test(test_range_reader_reads_exactly_its_ranges),

@@ -90,6 +90,11 @@ int cmr_producer_outstanding(cmr_producer_t *p);
  * it, and an answer proves the cluster reachable. The number of brokers in the answer
  * (> 0 when the cluster answered), or -1. */
 int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeout_ms);
+/* Asks the cluster, on the producer's own connection, whether `topic` exists (a cluster
+ * with auto-creation creates it then), waiting up to timeout_ms; the producer knows the
+ * topic's metadata afterwards. 1 when it exists, 0 when not, -1 when the cluster did not
+ * answer. Cheaper than cmr_admin_ensure_topic(), which opens a client of its own. */
+int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_ms);
 /* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 
@@ -148,6 +153,16 @@ typedef void(cmr_rebalance_cb_t)(cmr_consumer_t *c, int revoked, const cmr_parti
 cmr_consumer_t *cmr_consumer_new(const cmr_conf_t *conf, const char *group_id, const char *const *topics,
                                  size_t ntopics, cmr_rebalance_cb_t *rebalance_cb, void *cb_opaque, char *errbuf,
                                  size_t errlen);
+/* The only reader of `topic` (an agent's own command topic): every partition assigned from
+ * its beginning, outside any consumer group (no group join, which takes seconds), nothing
+ * committed (the position lives in the consumer for its lifetime; librdkafka keeps it
+ * across reconnects). Every record ever written to the topic is handed out once, in order
+ * per partition, whenever it was written relative to this call. The topic must exist
+ * (cmr_admin_ensure_topic); its partition count is looked up once, waiting up to
+ * timeout_ms. cmr_consumer_done() only counts; cmr_consumer_commit() does nothing. NULL
+ * with errbuf filled. */
+cmr_consumer_t *cmr_consumer_new_assigned(const cmr_conf_t *conf, const char *client_id, const char *topic,
+                                          int timeout_ms, char *errbuf, size_t errlen);
 /* Waits up to timeout_ms for the next decodable record. Returns 1 with *out set, 0 when
  * none arrived, -1 on a fatal consumer error (logged). */
 int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out);
@@ -199,6 +214,12 @@ typedef struct cmr_topic_set {
  * errbuf filled when the cluster could not make sure of it (it is asked again next time). */
 int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic, int timeout_ms,
                                 char *errbuf, size_t errlen);
+/* The same for the topics a producer sends to: the producer is asked first (on its own
+ * connection: no client of its own, and the producer knows the topic's metadata
+ * afterwards, so the first message does not wait for it); cmr_admin_ensure_topic() only
+ * when the topic is still missing. Same return values. */
+int cmr_producer_ensure_topic_once(cmr_producer_t *p, cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic,
+                                   int timeout_ms, char *errbuf, size_t errlen);
 /* How many topics the set holds. */
 size_t cmr_topic_set_count(const cmr_topic_set_t *set);
 void cmr_topic_set_free(cmr_topic_set_t *set);

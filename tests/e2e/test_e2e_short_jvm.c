@@ -1,0 +1,292 @@
+/*
+ * test_e2e_short_jvm.c - a JVM that lives about one second is monitored (issue 15, "Time
+ * to first instrumented call"): the real cmr-config and cmr-instrumenter workers on the
+ * embedded broker (loopback, a free port), already running; then one JVM with the agent
+ * runs tests/agent's ShortJob for 1,000 ms counted from its start (an in-memory H2
+ * database from Debian's h2.jar: a few hundred org.h2 classes loaded within its first
+ * half second), with an environment that records every method of org.h2.*. Asserted:
+ * A first such JVM warms the CMR up (not asserted beyond its normal end); then, for a
+ * second one:
+ *   - the JVM ends normally within the bound;
+ *   - the agent was configured less than a second after its start (agent.configured
+ *     since_start_ms) and applied Redefines of org.h2 classes before the JVM ended
+ *     (agent.redefine_latency classes=N, N > 0);
+ *   - the probes of those classes fired and their events reached cmr.events (the topic
+ *     cmr-ingest reads): EventBatches of that agent, read back from the topic.
+ * Skipped (77) where /usr/share/java/h2.jar is missing (Debian's libh2-java).
+ *
+ * Usage: test_e2e_short_jvm BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker_proc.h"
+#include "cmr/clock.h"
+#include "cmr/ids.h"
+#include "cmr/log.h"
+#include "cmr/reader.h"
+#include "cmr/topics.h"
+#include "cmr/wire.h"
+#include "jvm_proc.h"
+
+#define H2_JAR "/usr/share/java/h2.jar"
+
+static const char *broker_bin, *config_bin, *instr_bin, *java_bin, *agent_so, *classpath;
+static broker_proc_t broker;
+static cmr_conf_t *conf; /* kafka.bootstrap.servers of the broker */
+static jvm_proc_t config_worker, instr_worker;
+static char workdir[] = "/tmp/cmr-e2e-short-XXXXXX";
+static char signing_opt[300], trust_pub[256];
+
+#define FITS(buf, ...) (snprintf((buf), sizeof(buf), __VA_ARGS__) < (int)sizeof(buf))
+
+static const char env_yaml[] = "version: 1\n"
+                               "environments:\n"
+                               "  - id: shortjvm\n"
+                               "    sensors:\n"
+                               "      - {sensor: invocation-sequence, class: \"org.h2.*\", method: \"*\"}\n"
+                               "mappings:\n"
+                               "  - {agent: \"short-*\", address: \"*\", environment: shortjvm}\n";
+
+static int run_tool(const char *const *argv)
+{
+    jvm_proc_t p;
+    if (jvm_proc_start(&p, argv) != 0)
+        return -1;
+    int rc = jvm_proc_wait(&p, 60000);
+    jvm_proc_cleanup(&p);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The number after `key=` in the first stderr line of the JVM holding `event`, or -1. */
+static long long stderr_value(jvm_proc_t *j, const char *event, const char *key)
+{
+    FILE *f = fopen(j->stderr_path, "r");
+    if (!f)
+        return -1;
+    char line[4096], pat[128];
+    long long v = -1;
+    snprintf(pat, sizeof pat, " %s=", key);
+    while (v < 0 && fgets(line, sizeof line, f))
+        if (strstr(line, event)) {
+            const char *at = strstr(line, pat);
+            if (at)
+                v = strtoll(at + strlen(pat), NULL, 10);
+        }
+    fclose(f);
+    return v;
+}
+
+/* Copies the first stderr line of the JVM holding `event` to the test's output. */
+static void print_line(jvm_proc_t *j, const char *event)
+{
+    FILE *f = fopen(j->stderr_path, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, event)) {
+            fprintf(stderr, "# %s", line);
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+/* The text after `key=` (up to a space or quote) in the first stderr line of the JVM holding
+ * `event`, in out; false when there is none. */
+static bool stderr_text(jvm_proc_t *j, const char *event, const char *key, char *out, size_t len)
+{
+    FILE *f = fopen(j->stderr_path, "r");
+    if (!f)
+        return false;
+    char line[4096], pat[128];
+    bool found = false;
+    snprintf(pat, sizeof pat, " %s=", key);
+    while (!found && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, event) ? strstr(line, pat) : NULL;
+        if (!at)
+            continue;
+        at += strlen(pat);
+        if (*at == '"')
+            at++;
+        size_t n = strcspn(at, "\" \n");
+        if (n < len) {
+            memcpy(out, at, n);
+            out[n] = 0;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Events in the EventBatches of agent_id on cmr.events written since since_ms, reading
+ * until some are found or timeout_ms passes. */
+static uint64_t events_on_topic(int64_t agent_id, int64_t since_ms, int timeout_ms)
+{
+    char err[512];
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), since_ms, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "# reader: %s\n", err);
+        return 0;
+    }
+    uint64_t n = 0;
+    int64_t deadline = cmr_mono_ms() + timeout_ms;
+    while (n == 0 && cmr_mono_ms() < deadline) {
+        cmr_reader_rec_t rec;
+        int got = cmr_reader_poll(r, 100, &rec);
+        if (got < 0)
+            break;
+        if (got == 0)
+            continue;
+        cmr_msg_t m;
+        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
+            continue;
+        if (m.type == CMR_MSG_EVENT_BATCH && m.u.event_batch.agent_id == agent_id)
+            n += (uint64_t)m.u.event_batch.event_count;
+        cmr_msg_free(&m);
+    }
+    cmr_reader_free(r);
+    return n;
+}
+
+static jvm_proc_t jvm; /* the JVM of the test, cleaned up by teardown when an assertion fails */
+static bool jvm_started;
+
+/* Runs ShortJob for 1,000 ms in a JVM with the agent named short-<random> (in `name`) and
+ * waits for its end; its result line in `out`. */
+static void run_short_jvm(jvm_proc_t *j, char *name, size_t name_len, char *out, size_t out_len)
+{
+    char agentpath[2048], cp[2048], hex[9];
+    uint8_t raw[4];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    assert_true(snprintf(name, name_len, "short-%s", hex) < (int)name_len);
+    /* kafka.fetch.wait.max.ms=5: the embedded broker answers a fetch only when that wait
+     * expires (librdkafka's default, 500 ms, would delay every command by up to that; a
+     * real broker answers as soon as a command arrives) */
+    assert_true(FITS(agentpath, "-agentpath:%s=bootstrap=%s,name=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5", agent_so,
+                     broker.bootstrap, name, trust_pub));
+    assert_true(FITS(cp, "%s:%s", classpath, H2_JAR));
+    const char *argv[] = {java_bin, agentpath, "-cp", cp, "ShortJob", "1000", NULL};
+    assert_int_equal(jvm_proc_start(j, argv), 0);
+    jvm_started = true;
+    assert_int_equal(jvm_proc_expect(j, "shortjob:", out, out_len, 60000), 0);
+    assert_int_equal(jvm_proc_wait(j, 60000), 0);
+}
+
+static void test_one_second_jvm_is_monitored(void **state)
+{
+    (void)state;
+    /* a warm CMR: both workers have their partitions before the JVM starts */
+    bool ready = false;
+    for (int waited = 0; waited < 60000 && !ready; waited += 100) {
+        ready = jvm_proc_stderr_has(&instr_worker, "instr.partitions_assigned") &&
+                jvm_proc_stderr_has(&config_worker, "partitions_assigned");
+        if (!ready)
+            usleep(100 * 1000);
+    }
+    assert_true(ready);
+
+    /* a warm CMR, as production is: one JVM of the environment served before (the first
+     * answers of a fresh CMR pay for its consumers' first fetches and producers' first
+     * sends: a few hundred ms on the embedded broker) */
+    char name[64], out[256] = "";
+    run_short_jvm(&jvm, name, sizeof name, out, sizeof out);
+    jvm_proc_cleanup(&jvm);
+    jvm_started = false;
+    fprintf(stderr, "# warm-up JVM: %s\n", out);
+
+    jvm_proc_t *j = &jvm;
+    int64_t started_ms = cmr_wall_ms() - 1000; /* clocks of one machine; a margin all the same */
+    run_short_jvm(j, name, sizeof name, out, sizeof out);
+    long long since_start = stderr_value(j, "event=agent.configured", "since_start_ms");
+    long long redefined = stderr_value(j, "event=agent.redefine_latency", "classes");
+    fprintf(stderr, "# %s | configured after %lld ms, %lld classes redefined before the JVM ended\n", out, since_start,
+            redefined);
+    print_line(j, "event=agent.stopped");
+    assert_true(since_start >= 0 && since_start < 1000);
+    assert_true(redefined > 0);
+
+    char instance[64], host[256];
+    assert_true(stderr_text(j, "event=agent.started", "instance", instance, sizeof instance));
+    assert_true(stderr_text(j, "event=agent.started", "host", host, sizeof host));
+    uint64_t events = events_on_topic((int64_t)cmr_agent_id(name, host, instance), started_ms, 30000);
+    fprintf(stderr, "# events on cmr.events from the JVM: %" PRIu64 "\n", events);
+    assert_true(events > 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cmr_log_set_level(CMR_LOG_WARN);
+    char path[256], db[256];
+    if (!mkdtemp(workdir) || !FITS(signing_opt, "trust.signing_key=%s/cmr.key", workdir) ||
+        !FITS(trust_pub, "%s/cmr.pub", workdir) || !FITS(path, "%s/env.yaml", workdir) ||
+        !FITS(db, "%s/instrumenter", workdir))
+        return -1;
+    conf = broker_proc_start_conf(&broker, broker_bin);
+    if (!conf)
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs(env_yaml, f);
+    fclose(f);
+    const char *keygen[] = {config_bin, "keygen", "--dir", workdir, "--name", "cmr", NULL};
+    const char *apply[] = {config_bin, "--bootstrap", broker.bootstrap, "--log-level", "warn", "apply", path, NULL};
+    if (run_tool(keygen) != 0 || run_tool(apply) != 0)
+        return -1;
+    /* the consumers of the control plane as the benchmarks run them on the embedded broker,
+     * which answers a fetch only when fetch.wait.max.ms expires */
+    const char *cfg[] = {
+        config_bin, "--bootstrap", broker.bootstrap, "-X", signing_opt, "-X", "kafka.fetch.wait.max.ms=5", "run", NULL};
+    const char *ins[] = {
+        instr_bin, "--bootstrap", broker.bootstrap, "--db", db, "-X", signing_opt, "-X", "kafka.fetch.wait.max.ms=5",
+        "run",     NULL};
+    if (jvm_proc_start(&config_worker, cfg) != 0 || jvm_proc_start(&instr_worker, ins) != 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (jvm_started)
+        jvm_proc_cleanup(&jvm);
+    jvm_proc_cleanup(&config_worker);
+    jvm_proc_cleanup(&instr_worker);
+    broker_proc_stop(&broker);
+    cmr_conf_destroy(conf);
+    char cmd[300];
+    return FITS(cmd, "rm -rf '%s'", workdir) && system(cmd) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH\n", argv[0]);
+        return 2;
+    }
+    if (access(H2_JAR, R_OK) != 0) {
+        fprintf(stderr, "%s missing (Debian's libh2-java): skipped\n", H2_JAR);
+        return 77;
+    }
+    broker_bin = argv[1];
+    config_bin = argv[2];
+    instr_bin = argv[3];
+    java_bin = argv[4];
+    agent_so = argv[5];
+    classpath = argv[6];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_second_jvm_is_monitored),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
