@@ -111,6 +111,7 @@ typedef struct worker {
     /* Counters: atomic, the /metrics thread reads them while the worker runs. */
     _Atomic uint64_t classes, redefines, resends, originals;
     _Atomic uint64_t hash_mismatch;   /* ClassLoaded refused: bytes do not hash to class_hash */
+    _Atomic uint64_t trivial;         /* methods left out as trivial (accessors, tiny leaves), per decision */
     cmr_log_limiter_t mismatch_limit; /* of their log lines */
     cmr_signer_t *signer;             /* owned: signs every command */
     int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
@@ -179,6 +180,16 @@ static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name,
     lookup_ctx_t x = {w, agent, NULL, 0, 0};
     int rc = cmr_instr_decide(env, meta, lookup_type, &x, d);
     lookup_done(&x);
+    if (rc == 0 && d->n_trivial > 0) {
+        size_t kinds[CF_TRIVIAL_LEAF + 1] = {0};
+        for (size_t i = 0; i < d->n_trivial; i++)
+            kinds[meta->methods[d->trivial[i]].trivial <= CF_TRIVIAL_LEAF ? meta->methods[d->trivial[i]].trivial : 0]++;
+        w->trivial += d->n_trivial;
+        cmr_log(CMR_LOG_DEBUG, "instr.trivial_skipped",
+                "class=%s agent=%016" PRIx64 " methods=%zu getters=%zu setters=%zu leaves=%zu instrumented=%zu", name,
+                agent, d->n_trivial, kinds[CF_TRIVIAL_GETTER], kinds[CF_TRIVIAL_SETTER], kinds[CF_TRIVIAL_LEAF],
+                d->n_picks);
+    }
     for (size_t i = 0; rc == 0 && i < d->missing.count; i++)
         cmr_instr_cache_put_waiting(w->cache, agent, d->missing.items[i], loader, name);
     return rc;
@@ -1368,6 +1379,10 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
          atomic_load(&w->originals)},
         {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
+        {"cmr_instrumenter_trivial_skipped_total", "counter",
+         "Methods a sensor assignment matched but left out as trivial (accessors, tiny leaves; trivial: true forces "
+         "them)",
+         atomic_load(&w->trivial)},
     };
     cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
     cmr_lag_gauge_write(&w->lag, out);

@@ -18,6 +18,7 @@
 #include "cmr/instr_cache.h"
 #include "cmr/instr_exclude.h"
 #include "cmr/instr_rules.h"
+#include "cmr/classfile.h"
 
 /* --- a tiny type universe ------------------------------------------------------------- */
 
@@ -488,6 +489,55 @@ static void test_bridges_only_when_asked(void **state)
     universe_free(&u);
 }
 
+/* Trivial methods (accessors, tiny leaves) are left out and listed, unless an assignment
+ * says trivial: true; a later assignment that does may still pick them. */
+static void test_trivial_methods(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *t = add_type(&u, "org/h2/Value", "java/lang/Object", NULL, NULL);
+    add_method(t, "getType", "()I", 0x0001, NULL);
+    t->methods[0].trivial = CF_TRIVIAL_GETTER;
+    add_method(t, "compare", "(II)I", 0x0009, NULL);
+    t->methods[1].trivial = CF_TRIVIAL_LEAF;
+    add_method(t, "convertTo", "(I)Lorg/h2/Value;", 0x0001, NULL);
+    cmr_sensor_assignment_t r[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "org/h2/*", "*"),
+                                   rule(CMR_SENSOR_TIMER, "org/h2/*", "compare")};
+    cmr_environment_t env = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(picked(t, &d, "convertTo"), CMR_SENSOR_INVOCATION_SEQUENCE);
+    assert_int_equal(d.n_trivial, 2);
+    assert_int_equal(d.trivial[0], 0);
+    assert_int_equal(d.trivial[1], 1);
+    cmr_instr_decision_free(&d);
+    /* a later assignment that asks for trivial methods picks them */
+    r[1].trivial = true;
+    env = env_of(r, 2);
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2);
+    assert_int_equal(picked(t, &d, "compare"), CMR_SENSOR_TIMER);
+    assert_int_equal(picked(t, &d, "getType"), -1);
+    assert_int_equal(d.n_trivial, 1);
+    cmr_instr_decision_free(&d);
+    /* trivial: true on the broad assignment: everything, nothing listed */
+    r[0].trivial = true;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 3);
+    assert_int_equal(d.n_trivial, 0);
+    assert_null(d.trivial);
+    cmr_instr_decision_free(&d);
+    /* a method no assignment names is not "left out as trivial" */
+    cmr_sensor_assignment_t only[] = {rule(CMR_SENSOR_TIMER, "org/h2/*", "convert*")};
+    env = env_of(only, 1);
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(d.n_trivial, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 static void test_meta_encoding(void **state)
 {
     (void)state;
@@ -496,6 +546,7 @@ static void test_meta_encoding(void **state)
     cmr_instr_meta_t *impl = &u.types[1];
     impl->source_file = strdup("Impl.java");
     impl->methods[0].first_line = 42;
+    impl->methods[1].trivial = CF_TRIVIAL_SETTER;
     cmr_buf_t b = {0};
     assert_int_equal(cmr_instr_meta_encode(impl, &b), 0);
     cmr_instr_meta_t back;
@@ -506,6 +557,8 @@ static void test_meta_encoding(void **state)
     assert_int_equal(back.n_methods, 2);
     assert_int_equal(back.methods[0].first_line, 42);
     assert_string_equal(back.methods[1].annotations.items[0], "app/Traced");
+    assert_int_equal(back.methods[0].trivial, CF_TRIVIAL_NO);
+    assert_int_equal(back.methods[1].trivial, CF_TRIVIAL_SETTER);
     cmr_instr_meta_free(&back);
     /* every truncation is rejected, never read past the end */
     for (size_t n = 0; n < b.len; n++) {
@@ -699,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
         cmocka_unit_test(test_bridges_only_when_asked),
+        cmocka_unit_test(test_trivial_methods),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_long_names),

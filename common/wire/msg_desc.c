@@ -256,6 +256,7 @@ static const cmr_field_desc_t sensor_assignment_fields[] = {
     FIELD(cmr_sensor_assignment_t, modifiers_required, INT),
     FIELD(cmr_sensor_assignment_t, modifiers_excluded, INT),
     FIELD(cmr_sensor_assignment_t, constructors, BOOL),
+    FIELD(cmr_sensor_assignment_t, trivial, BOOL),
 };
 static const cmr_record_desc_t sensor_assignment_desc = {"SensorAssignment", sizeof(cmr_sensor_assignment_t),
                                                          sensor_assignment_fields, TABLE(sensor_assignment_fields)};

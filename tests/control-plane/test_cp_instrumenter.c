@@ -108,7 +108,7 @@ static const char *env_v1 = "version: 1\n"
                             "  - id: app\n"
                             "    sensors:\n"
                             "      - {sensor: timer, class: \"*\", interface: app.Marker, method: handle}\n"
-                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain, trivial: true}\n"
                             "      - {sensor: timer, class: \"cmr.agent.*\", method: \"*\"}\n"
                             "mappings:\n"
                             "  - {agent: \"app-*\", address: \"*\", environment: app}\n";
@@ -117,23 +117,23 @@ static const char *env_v2 = "version: 1\n"
                             "environments:\n"
                             "  - id: app\n"
                             "    sensors:\n"
-                            "      - {sensor: timer, class: app.Impl, method: other}\n"
-                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+                            "      - {sensor: timer, class: app.Impl, method: other, trivial: true}\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain, trivial: true}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
 static const char *env_v3 = "version: 1\n"
                             "environments:\n"
                             "  - id: app\n"
                             "    sensors:\n"
-                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain, trivial: true}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
 static const char *env_v4 = "version: 1\n"
                             "environments:\n"
                             "  - id: app\n"
                             "    sensors:\n"
-                            "      - {sensor: timer, class: app.Plain, method: plain}\n"
-                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+                            "      - {sensor: timer, class: app.Plain, method: plain, trivial: true}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
 static int tests_ok, tests_run = 7;
 

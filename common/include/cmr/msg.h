@@ -353,6 +353,7 @@ typedef struct cmr_sensor_assignment {
     int32_t modifiers_required;
     int32_t modifiers_excluded;
     bool constructors;
+    bool trivial; /* accessors and tiny leaf methods may match too (classfile.h, cf_method_trivial) */
 } cmr_sensor_assignment_t;
 
 /* A threshold rule of an environment (docs/METRICS.md). */
