@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The agent's overhead on a real database workload (docs/benchmarks.md, "Agent: every method
+# of a database"): H2 (Debian's /usr/share/java/h2.jar) in memory, driven by
+# scripts/bench/H2Bench.java (tables, batched inserts, point reads, joins, aggregates).
+# Runs the embedded broker, cmr-config and cmr-instrumenter, then per JDK (17, and 25 when
+# /usr/lib/jvm/temurin-25-jdk-amd64 exists):
+#   base      no agent
+#   default   agent, environment asking for every org.h2.* method (invocation sequences):
+#             trivial methods (accessors, tiny leaves) left out, the default
+#   trivial   the same with trivial: true (every method, as before trivial methods were
+#             left out)
+# and prints the timed phase of each run, its ratio to the median of the base runs, and the
+# events the agent recorded and dropped.
+#   scripts/bench-agent-h2.sh [ROWS] [ROUNDS] [REPEAT] [MODES]
+#     defaults: 20000 rows, 3 rounds, 3 runs per mode, MODES "base default trivial"
+#   CMR_BUILD=DIR: use that build instead of building build/; JDKS="DIR ...": these JDKs;
+#   WAIT_MS: pause after the warm-up round (default 15000)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$CMR_ROOT"
+if [ -z "${CMR_BUILD:-}" ]; then
+    cmr_install_packages
+    cmr_build build
+fi
+B=${CMR_BUILD:-$CMR_ROOT/build}
+ROWS=${1:-20000}
+ROUNDS=${2:-3}
+REPEAT=${3:-3}
+MODES=${4:-base default trivial}
+WAIT_MS=${WAIT_MS:-15000} # after the warm-up round: the redefinitions arrive meanwhile
+JAR=/usr/share/java/h2.jar
+[ -f "$JAR" ] || { echo "$JAR missing (apt-get install libh2-java)"; exit 1; }
+jdks=(/usr/lib/jvm/java-17-openjdk-amd64)
+[ -x /usr/lib/jvm/temurin-25-jdk-amd64/bin/java ] && jdks+=(/usr/lib/jvm/temurin-25-jdk-amd64)
+[ -n "${JDKS:-}" ] && read -r -a jdks <<< "$JDKS" # JDKS="/path/jdk1 /path/jdk2": these instead
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+"${jdks[0]}/bin/javac" -d "$work/classes" "$CMR_ROOT/scripts/bench/H2Bench.java"
+"$B/cmr-broker/cmr-broker" --bootstrap-file "$work/bootstrap" >/dev/null 2>"$work/broker.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/bootstrap" ] && break; sleep 0.1; done
+bs=$(cat "$work/bootstrap")
+"$B/cmr-config/cmr-config" keygen --dir "$work" --name cmr >/dev/null
+cat > "$work/env.yaml" <<YAML
+version: 1
+environments:
+  - id: h2
+    name: every org.h2 method, trivial ones left out
+    sensors:
+      - sensor: invocation-sequence
+        class: "org.h2.*"
+        method: "*"
+  - id: h2-trivial
+    name: every org.h2 method
+    sensors:
+      - sensor: invocation-sequence
+        class: "org.h2.*"
+        method: "*"
+        trivial: true
+mappings:
+  - {agent: "h2-default-*", address: "*", environment: h2}
+  - {agent: "h2-trivial-*", address: "*", environment: h2-trivial}
+YAML
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$work/cmr.key" run \
+    >"$work/config.log" 2>&1 &
+pids+=($!)
+"$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "${INSTR_LOG:-info}" \
+    -X "trust.signing_key=$work/cmr.key" -X kafka.fetch.wait.max.ms=5 --db "$work/instrumenter" run \
+    >"$work/instrumenter.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do grep -q instr.partitions_assigned "$work/instrumenter.log" && break; sleep 0.1; done
+
+echo "uptime: $(uptime)"
+echo "rows=$ROWS rounds=$ROUNDS runs=$REPEAT wait_ms=$WAIT_MS"
+median() { sort -n | awk '{v[NR]=$1} END {print NR ? v[int((NR+1)/2)] : 0}'; }
+for jdk in "${jdks[@]}"; do
+    ver=$("$jdk/bin/java" -version 2>&1 | head -1 | sed 's/.*"\(.*\)".*/\1/')
+    base_ms=
+    for mode in $MODES; do
+        : > "$work/times"
+        for r in $(seq "$REPEAT"); do
+            agent=()
+            if [ "$mode" != base ]; then
+                agent=("-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=h2-$mode-$r,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5")
+            fi
+            "$jdk/bin/java" "${agent[@]}" -cp "$work/classes:$JAR" H2Bench "$ROWS" "$ROUNDS" \
+                "$([ "$mode" = base ] && echo 0 || echo "$WAIT_MS")" >"$work/out" 2>"$work/jvm.log" ||
+                { tail -20 "$work/jvm.log"; exit 1; }
+            ms=$(sed -n 's/.*work_ms=\([0-9]*\).*/\1/p' "$work/out")
+            echo "$ms" >> "$work/times"
+            ev=$(grep -o 'events_recorded=[0-9]* events_dropped=[0-9]*' "$work/jvm.log" || echo "events_recorded=- events_dropped=-")
+            applied=$(grep -o 'commands_applied=[0-9]*' "$work/jvm.log" || echo "commands_applied=-")
+            ratio=$([ -n "$base_ms" ] && awk -v a="$ms" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
+            printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s %s %s\n' "$ver" "$mode" "$r" "$ms" "$ratio" "$ev" "$applied"
+        done
+        med=$(median < "$work/times")
+        [ "$mode" = base ] && base_ms=$med
+        printf 'jdk=%s mode=%-8s median_ms=%s ratio=%s\n' "$ver" "$mode" "$med" \
+            "$([ -n "$base_ms" ] && awk -v a="$med" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo -)"
+    done
+done
+skipped=$(grep -o 'event=instr.trivial_skipped.*' "$work/instrumenter.log" | grep -o ' methods=[0-9]*' | awk -F= '{s += $2} END {print s + 0}')
+echo "instrumenter: trivial methods left out (over all decisions, INSTR_LOG=debug to count): $skipped"
