@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmr/instr_budget.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_exclude.h"
 #include "cmr/instr_rules.h"
@@ -538,6 +539,80 @@ static void test_trivial_methods(void **state)
     universe_free(&u);
 }
 
+/* The overhead budget: nothing while under it; over it, the methods whose probes cost more
+ * than they measure first (most expensive first), then those they distort by > 10 %. */
+static void test_overhead_budget(void **state)
+{
+    (void)state;
+    /* 1 s of CPU; probes 40 ns per call */
+    cmr_budget_method_t m[] = {
+        {1, 1000000, 5000000}, /* getter-like: 5 ns self, 1 M calls: 4 % of CPU */
+        {2, 500000, 10000000}, /* 20 ns self, 0.5 M calls: 2 % */
+        {3, 200000, 40000000}, /* 200 ns self: distorted by 20 %: 0.8 % */
+        {4, 1000, 1000000000}, /* 1 ms self: never removed */
+        {5, 10000, 100000},    /* 10 ns self, 10 k calls: 0.04 % */
+    };
+    cmr_budget_input_t in = {m, 5, 1000000000, 40.0, 3.0};
+    cmr_budget_result_t r;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 6.8 && r.before_pct < 6.9);
+    assert_int_equal(r.n_removed, 1); /* 6.84 % -> 2.84 % */
+    assert_int_equal(r.removed[0].method_id, 1);
+    assert_true(r.after_pct > 2.8 && r.after_pct < 2.9);
+    assert_false(r.over_budget);
+    assert_non_null(strstr(r.removed[0].reason, "probes 40 ns per call > self time 5.0 ns"));
+    cmr_budget_result_free(&r);
+    /* a tighter budget: every cheaper-than-probes method (by cost), then the distorted one */
+    in.budget_pct = 0.5;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 4);
+    assert_int_equal(r.removed[1].method_id, 2);
+    assert_int_equal(r.removed[2].method_id, 5);
+    assert_int_equal(r.removed[3].method_id, 3);
+    assert_non_null(strstr(r.removed[3].reason, "1/10"));
+    assert_false(r.over_budget);
+    cmr_budget_result_free(&r);
+    /* below what the method that measures 1 ms costs: it stays, the budget is not reached */
+    in.budget_pct = 0.001;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 4);
+    assert_true(r.over_budget);
+    cmr_budget_result_free(&r);
+    /* under the budget: nothing */
+    in.budget_pct = 10;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 0);
+    assert_null(r.removed);
+    in.cpu_ns = 0;
+    assert_int_equal(cmr_budget_select(&in, &r), -1);
+}
+
+/* Dropping removed methods from a decision keeps the hand-off points. */
+static void test_decision_drop(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *t = add_type(&u, "org/h2/Row", "java/lang/Object", NULL, NULL);
+    add_method(t, "get", "(I)Lorg/h2/Value;", 0x0001, NULL);
+    add_method(t, "size", "()I", 0x0001, NULL);
+    cmr_sensor_assignment_t r[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "org/h2/*", "*")};
+    cmr_environment_t env = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2);
+    uint64_t ids[2] = {cf_method_id_of((cf_str){"org/h2/Row", 10}, (cf_str){"size", 4}, (cf_str){"()I", 3}), 0};
+    ids[1] = ids[0] + 1; /* sorted, one unknown id */
+    assert_int_equal(cmr_instr_decision_drop(t, &d, ids, 2), 1);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(picked(t, &d, "get"), CMR_SENSOR_INVOCATION_SEQUENCE);
+    d.picks[0].handoff = CMR_HANDOFF_CAPTURE; /* a hand-off point is never dropped */
+    ids[0] = cf_method_id_of((cf_str){"org/h2/Row", 10}, (cf_str){"get", 3}, (cf_str){"(I)Lorg/h2/Value;", 17});
+    ids[1] = ids[0];
+    assert_int_equal(cmr_instr_decision_drop(t, &d, ids, 1), 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 static void test_meta_encoding(void **state)
 {
     (void)state;
@@ -753,6 +828,8 @@ int main(void)
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
         cmocka_unit_test(test_bridges_only_when_asked),
         cmocka_unit_test(test_trivial_methods),
+        cmocka_unit_test(test_overhead_budget),
+        cmocka_unit_test(test_decision_drop),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_long_names),
