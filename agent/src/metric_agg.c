@@ -45,8 +45,18 @@ int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool
 
 int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown, const uint8_t *trace)
 {
+    return cmr_metric_agg_add_call(g, method_id, ns, ns, thrown, trace);
+}
+
+int cmr_metric_agg_add_call(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, int64_t self_ns, bool thrown,
+                            const uint8_t *trace)
+{
     if (ns < 0)
         ns = 0; /* a clock step: the call took no measurable time */
+    if (self_ns < 0)
+        self_ns = 0;
+    if (self_ns > ns)
+        self_ns = ns;
     size_t i = item_of(g, method_id);
     if (i == SIZE_MAX || cmr_hist_record(&g->hists[i], (uint64_t)ns, 1) != 0) {
         g->overflow++;
@@ -56,6 +66,7 @@ int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t n
     m->count++;
     m->exceptions += thrown;
     m->sum_ns += ns;
+    m->self_ns += self_ns;
     if (ns < m->min_ns)
         m->min_ns = ns;
     if (ns > m->max_ns || m->count == 1) {

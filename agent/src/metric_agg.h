@@ -48,6 +48,10 @@ int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool
 /* Same, for a call of a trace (trace: 16 bytes, or NULL): the trace is kept when the call
  * is the slowest of its method in the interval (the batch's slowest_trace). */
 int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown, const uint8_t *trace);
+/* Same, with the call's self time (ns outside its recorded callees; the two above count
+ * the whole call as self time). */
+int cmr_metric_agg_add_call(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, int64_t self_ns, bool thrown,
+                            const uint8_t *trace);
 /* Fills *out with the interval's aggregates (pointing into g), each item's histogram
  * encoded. 0, or -1 when memory ran out for the encodings (*out is then empty). */
 int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,

@@ -341,7 +341,7 @@ static const cmr_field_desc_t method_metric_fields[] = {
     FIELD(cmr_method_metric_t, exceptions, LONG),     FIELD(cmr_method_metric_t, sum_ns, LONG),
     FIELD(cmr_method_metric_t, min_ns, LONG),         FIELD(cmr_method_metric_t, max_ns, LONG),
     FIELD(cmr_method_metric_t, histogram, BYTES),     FIELD(cmr_method_metric_t, max_in_flight, LONG),
-    FIELD(cmr_method_metric_t, slowest_trace, BYTES),
+    FIELD(cmr_method_metric_t, slowest_trace, BYTES), FIELD(cmr_method_metric_t, self_ns, LONG),
 };
 static const cmr_record_desc_t method_metric_desc = {"MethodMetric", sizeof(cmr_method_metric_t), method_metric_fields,
                                                      TABLE(method_metric_fields)};

@@ -448,6 +448,7 @@ typedef struct cmr_method_metric {
     cmr_bytes_t histogram; /* cmr_hist_encode() of the latencies (ns); the source of percentiles */
     int64_t max_in_flight;
     cmr_bytes_t slowest_trace; /* 16 bytes, or empty */
+    int64_t self_ns;           /* time outside recorded callees (sum); timer samples: whole */
 } cmr_method_metric_t;
 
 typedef struct cmr_transaction_metric {
