@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void cmr_metric_agg_init(cmr_metric_agg_t *g, size_t max_methods)
 {
@@ -87,6 +88,12 @@ int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval
                                 .interval_ms = interval_ms,
                                 .environment_id = "",
                                 .samples_dropped = (int64_t)g->overflow};
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0) {
+        int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        out->cpu_ns = g->cpu_ns > 0 && now > g->cpu_ns ? now - g->cpu_ns : 0;
+        g->cpu_ns = now;
+    }
     cmr_buf_reset(&g->enc);
     /* encode everything first (the buffer moves while it grows), noting where each ends */
     for (size_t i = 0; i < g->n; i++) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/classfile.h"
 
 typedef struct cand {
@@ -82,6 +83,52 @@ void cmr_budget_result_free(cmr_budget_result_t *r)
 {
     free(r->removed);
     memset(r, 0, sizeof *r);
+}
+
+int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb)
+{
+    if (mb->cpu_ns <= 0)
+        return 0;
+    w->cpu_ns += mb->cpu_ns;
+    w->samples_dropped += mb->samples_dropped;
+    w->intervals++;
+    for (size_t i = 0; i < mb->metrics.count; i++) {
+        const cmr_method_metric_t *mm = &mb->metrics.items[i];
+        if (mm->count <= 0)
+            continue;
+        size_t at = (size_t)(uintptr_t)cmr_u64map_get(&w->index, (uint64_t)mm->method_id);
+        if (at == 0) {
+            if (CMR_ARRAY_GROW(w->methods, w->cap, w->n + 1) != 0 ||
+                cmr_u64map_put(&w->index, (uint64_t)mm->method_id, (void *)(uintptr_t)(w->n + 1)) != 0)
+                return -1;
+            w->methods[w->n] = (cmr_budget_method_t){.method_id = (uint64_t)mm->method_id};
+            at = ++w->n;
+        }
+        cmr_budget_method_t *m = &w->methods[at - 1];
+        m->calls += mm->count;
+        m->self_ns += mm->self_ns > 0 ? mm->self_ns : mm->sum_ns;
+    }
+    return 0;
+}
+
+cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct)
+{
+    return (cmr_budget_input_t){w->methods, w->n, w->cpu_ns, probe_ns, budget_pct};
+}
+
+void cmr_budget_window_reset(cmr_budget_window_t *w)
+{
+    w->n = 0;
+    w->cpu_ns = w->samples_dropped = 0;
+    w->intervals = 0;
+    cmr_u64map_clear(&w->index);
+}
+
+void cmr_budget_window_free(cmr_budget_window_t *w)
+{
+    free(w->methods);
+    cmr_u64map_free(&w->index);
+    memset(w, 0, sizeof *w);
 }
 
 static int has_id(const uint64_t *ids, size_t n, uint64_t id)

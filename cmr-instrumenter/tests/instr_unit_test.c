@@ -587,6 +587,43 @@ static void test_overhead_budget(void **state)
     assert_int_equal(cmr_budget_select(&in, &r), -1);
 }
 
+/* A window of MetricBatches: batches without CPU time are left out, self time falls back
+ * on the whole time for agents that do not send it, and the window feeds the choice. */
+static void test_budget_window(void **state)
+{
+    (void)state;
+    cmr_method_metric_t a[] = {{.method_id = 7, .count = 1000000, .sum_ns = 9000000, .self_ns = 6000000},
+                               {.method_id = 8, .count = 10, .sum_ns = 900000000}};
+    cmr_metric_batch_t mb = {.agent_id = 1, .cpu_ns = 0};
+    mb.metrics.items = a;
+    mb.metrics.count = 2;
+    cmr_budget_window_t w = {0};
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0); /* first batch: no CPU time */
+    assert_int_equal(w.n, 0);
+    mb.cpu_ns = 500000000;
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.intervals, 2);
+    assert_int_equal(w.n, 2);
+    assert_int_equal(w.cpu_ns, 1000000000);
+    assert_int_equal(w.methods[0].calls, 2000000);
+    assert_int_equal(w.methods[0].self_ns, 12000000);
+    assert_int_equal(w.methods[1].self_ns, 1800000000); /* no self_ns: the whole time */
+    cmr_budget_result_t r;
+    cmr_budget_input_t in = cmr_budget_window_input(&w, 50.0, 0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 10.0 && r.before_pct < 10.1); /* 2 M calls x 50 ns of 1 s */
+    assert_int_equal(r.n_removed, 1);
+    assert_int_equal(r.removed[0].method_id, 7); /* 6 ns of its own, 50 ns of probes */
+    assert_false(r.over_budget);
+    cmr_budget_result_free(&r);
+    cmr_budget_window_reset(&w);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.methods[0].calls, 1000000);
+    cmr_budget_window_free(&w);
+}
+
 /* Dropping removed methods from a decision keeps the hand-off points. */
 static void test_decision_drop(void **state)
 {
@@ -830,6 +867,7 @@ int main(void)
         cmocka_unit_test(test_trivial_methods),
         cmocka_unit_test(test_overhead_budget),
         cmocka_unit_test(test_decision_drop),
+        cmocka_unit_test(test_budget_window),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_long_names),

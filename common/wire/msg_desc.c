@@ -374,6 +374,7 @@ static const cmr_field_desc_t metric_batch_fields[] = {
     SUB(cmr_metric_batch_t, transactions, RECORDS, transaction_metric_desc),
     SUB(cmr_metric_batch_t, stalled, RECORDS, stalled_call_desc),
     FIELD(cmr_metric_batch_t, samples_dropped, LONG),
+    FIELD(cmr_metric_batch_t, cpu_ns, LONG),
 };
 static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
                                                     TABLE(metric_batch_fields)};

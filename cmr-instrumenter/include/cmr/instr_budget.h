@@ -22,6 +22,8 @@
 #include <stdint.h>
 
 #include "cmr/instr_rules.h"
+#include "cmr/map.h"
+#include "cmr/msg.h"
 
 #define CMR_BUDGET_DEFAULT_PCT 3.0
 #define CMR_BUDGET_DISTORTION 10
@@ -58,6 +60,28 @@ typedef struct cmr_budget_result {
 /* 0, or -1 on out of memory / bad input (cpu_ns <= 0 or probe_ns <= 0). */
 int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out);
 void cmr_budget_result_free(cmr_budget_result_t *r);
+
+/* One JVM's measurements over a window of metric intervals (its MetricBatches on
+ * cmr.metrics): per method the calls and self time (MethodMetric.self_ns; an agent that
+ * does not send it counts the whole time, sum_ns, so its methods look as costly as they
+ * can), and the process's CPU time (MetricBatch.cpu_ns). A batch without cpu_ns (an
+ * agent's first, or an older agent) is left out entirely: its methods' time cannot be set
+ * against anything. Owns its memory. */
+typedef struct cmr_budget_window {
+    cmr_budget_method_t *methods; /* owned */
+    size_t n, cap;
+    cmr_u64map_t index; /* method id -> position + 1 */
+    int64_t cpu_ns;
+    int64_t samples_dropped;
+    uint32_t intervals; /* batches counted */
+} cmr_budget_window_t;
+
+/* 0, or -1 on out of memory (the window is then partly updated: reset it). */
+int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb);
+/* What cmr_budget_select needs, borrowing w's methods. */
+cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct);
+void cmr_budget_window_reset(cmr_budget_window_t *w);
+void cmr_budget_window_free(cmr_budget_window_t *w);
 
 /* Takes the picks of methods whose id is in ids (sorted ascending) out of d, the JDK's
  * hand-off points excepted; returns how many were taken out. cls->name is the owner. */

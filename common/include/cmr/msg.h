@@ -493,6 +493,7 @@ typedef struct cmr_metric_batch {
         size_t count;
     } stalled;
     int64_t samples_dropped;
+    int64_t cpu_ns; /* the process's CPU time since the previous batch (0: unknown) */
 } cmr_metric_batch_t;
 
 typedef struct cmr_diag_condition {
