@@ -2,8 +2,10 @@ import java.sql.*;
 
 /* The database workload of scripts/bench-agent-h2.sh: H2 in memory, three tables, batched
  * inserts, point reads, joins and aggregates. A warm-up round loads every class the
- * workload uses; then the program waits (the agent's classes are redefined meanwhile) and
- * times ROUNDS rounds of the same work. Prints "warmup_ms=... work_ms=... checksum=...". */
+ * workload uses; then the program waits WAIT_MS (the agent's classes are redefined
+ * meanwhile), runs untimed rounds for SETTLE_MS (the overhead budget judges the JVM under
+ * load meanwhile) and times ROUNDS rounds of the same work.
+ * Prints "warmup_ms=... settle_rounds=... work_ms=... checksum=...". */
 public class H2Bench {
     static long round(Connection c, int rows, int seed) throws SQLException {
         long sum = 0;
@@ -82,17 +84,21 @@ public class H2Bench {
 
     public static void main(String[] a) throws Exception {
         int rows = Integer.parseInt(a[0]), rounds = Integer.parseInt(a[1]);
-        long waitMs = Long.parseLong(a[2]);
+        long waitMs = Long.parseLong(a[2]), settleMs = a.length > 3 ? Long.parseLong(a[3]) : 0;
         try (Connection c = DriverManager.getConnection("jdbc:h2:mem:bench;DB_CLOSE_DELAY=-1", "sa", "")) {
             long t0 = System.nanoTime();
             long sum = round(c, rows, 0);
             long warm = System.nanoTime() - t0;
             Thread.sleep(waitMs); /* the agent's redefinitions arrive meanwhile */
+            int settled = 0;
+            for (long end = System.nanoTime() + settleMs * 1000000; System.nanoTime() < end; settled++)
+                sum += round(c, rows, 100 + settled);
             long t1 = System.nanoTime();
             for (int i = 1; i <= rounds; i++)
                 sum += round(c, rows, i);
             long work = System.nanoTime() - t1;
-            System.out.printf("warmup_ms=%d work_ms=%d checksum=%d%n", warm / 1000000, work / 1000000, sum);
+            System.out.printf("warmup_ms=%d settle_rounds=%d work_ms=%d checksum=%d%n", warm / 1000000, settled,
+                              work / 1000000, sum);
         }
     }
 }
