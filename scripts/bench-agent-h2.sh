@@ -10,13 +10,15 @@
 #   default   the same without trivial: true: accessors and tiny leaves left out (the
 #             default); the overhead budget off
 #   budget    as default, with the overhead budget on (3 %, metric interval 1 s, judged
-#             every 2 intervals) and SETTLE_MS of untimed work first, while it acts
+#             every 2 intervals)
+# Every run does one warm-up round, waits WAIT_MS (agent runs: the redefinitions arrive),
+# works untimed for SETTLE_MS (the JIT settles; the budget acts), then times ROUNDS rounds.
 # and prints the timed phase of each run, its ratio to the median of the base runs, the
 # events the agent recorded and dropped, and (budget) the methods the budget removed.
 #   scripts/bench-agent-h2.sh [ROWS] [ROUNDS] [REPEAT] [MODES]
 #     defaults: 20000 rows, 3 rounds, 3 runs per mode, MODES "base trivial default budget"
 #   CMR_BUILD=DIR: use that build instead of building build/; JDKS="DIR ...": these JDKs;
-#   WAIT_MS: pause after the warm-up round (default 15000); SETTLE_MS (budget; default 60000)
+#   WAIT_MS: pause after the warm-up round (default 15000); SETTLE_MS: untimed work (default 45000)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$CMR_ROOT"
@@ -30,7 +32,7 @@ ROUNDS=${2:-3}
 REPEAT=${3:-3}
 MODES=${4:-base trivial default budget}
 WAIT_MS=${WAIT_MS:-15000}
-SETTLE_MS=${SETTLE_MS:-60000}
+SETTLE_MS=${SETTLE_MS:-45000}
 JAR=/usr/share/java/h2.jar
 [ -f "$JAR" ] || { echo "$JAR missing (apt-get install libh2-java)"; exit 1; }
 jdks=(/usr/lib/jvm/java-17-openjdk-amd64)
@@ -105,7 +107,7 @@ for jdk in "${jdks[@]}"; do
             [ "$mode" = base ] ||
                 agent=("-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=h2-$mode-$r,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5")
             wait_ms=$([ "$mode" = base ] && echo 0 || echo "$WAIT_MS")
-            settle_ms=$([ "$mode" = budget ] && echo "$SETTLE_MS" || echo 0)
+            settle_ms=$SETTLE_MS
             removed_before=$(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true)
             "$jdk/bin/java" "${agent[@]}" -cp "$work/classes:$JAR" H2Bench "$ROWS" "$ROUNDS" "$wait_ms" "$settle_ms" \
                 >"$work/out" 2>"$work/jvm.log" || { tail -20 "$work/jvm.log"; exit 1; }
