@@ -1532,6 +1532,19 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
     cmr_lag_gauge_write(&w->lag, out);
 }
 
+/* A number in [0, max] (a configuration error, on stderr, otherwise). */
+static int conf_number(const cmr_conf_t *conf, const char *key, const char *def, double max, double *out)
+{
+    const char *v = cmr_conf_get(conf, key, def);
+    char *end;
+    *out = strtod(v, &end);
+    if (end == v || *end != '\0' || !(*out >= 0 && *out <= max)) {
+        fprintf(stderr, "cmr-instrumenter: %s = \"%s\" is not a number in 0..%g\n", key, v, max);
+        return -1;
+    }
+    return 0;
+}
+
 int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     worker_t w = {0};
@@ -1551,6 +1564,9 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         fprintf(stderr, "cmr-instrumenter: %s\n", err); /* a configuration error: exit status 2 */
         return 2;
     }
+    if (conf_number(conf, "instrumenter.budget.pct", "3", 100, &w.budget.pct) != 0 ||
+        conf_number(conf, "instrumenter.budget.probe_ns", "50", 1e6, &w.budget.probe_ns) != 0)
+        return 2;
     w.signer = cmr_command_signer_load(conf, "cmr-instrumenter", "instr.signing_key",
                                        &w.lifetime_ms); /* before connecting to anything */
     if (!w.signer)
@@ -1567,9 +1583,6 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     if (catch_up(&w, timeout) != 0)
         goto out;
-    char *end;
-    w.budget.pct = strtod(cmr_conf_get(conf, "instrumenter.budget.pct", "3"), &end);
-    w.budget.probe_ns = strtod(cmr_conf_get(conf, "instrumenter.budget.probe_ns", "50"), &end);
     if (w.budget.pct > 0 && w.budget.probe_ns > 0 && /* from now: what JVMs measure from here on */
         !(w.budget.reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_METRICS), cmr_wall_ms(), err, sizeof err)))
         cmr_log(CMR_LOG_WARN, "instr.budget_off", "error=\"%s\"", err);
