@@ -147,7 +147,10 @@ static void frame_complete(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, int64_t ts
     const cmr_cs_frame_t *f = &t->frames[t->n - 1];
     const uint8_t *trace = memcmp(t->trace, no_trace, 16) != 0 ? t->trace : NULL;
     int64_t ns = ts_ns - f->enter_ns;
-    cmr_metric_agg_add_traced(cs->methods, f->method_id, ns, thrown, trace); /* overflow counted there */
+    if (t->n >= 2) /* the enclosing open frame: this call is not its self time */
+        t->frames[t->n - 2].child_ns += ns > 0 ? ns : 0;
+    cmr_metric_agg_add_call(cs->methods, f->method_id, ns, ns - f->child_ns, thrown,
+                            trace); /* overflow counted there */
     if (f->flags & CMR_CS_TX)
         cmr_metric_agg_add_traced(&cs->tx, f->method_id, ns, thrown, trace);
     frame_discard(cs, t);

@@ -7,7 +7,8 @@
  * ring (a shadow stack of the thread's open frames) and one cmr_call_stacks_t for the
  * agent. For each enter and exit record it calls cmr_cs_enter / cmr_cs_exit: a matching
  * exit records the call's duration into the per-method aggregate (metric_agg.h, the same
- * one the timer samples feed) and, for the root call of a segment that starts a trace,
+ * one the timer samples feed), with its self time (the duration less the durations of the
+ * callees completed inside it), and, for the root call of a segment that starts a trace,
  * into the per-transaction aggregate. Every open frame counts in its method's in-flight
  * counter, whose maximum over the interval is MethodMetric.max_in_flight. At the end of
  * a metric interval the publisher asks each thread for a stalled call (cmr_cs_stalled),
@@ -54,6 +55,7 @@ typedef struct cmr_cs_frame {
     int64_t enter_ns; /* monotonic, as the ring stamps it */
     uint32_t depth;   /* 1: the thread's root call */
     uint32_t flags;   /* CMR_CS_* */
+    int64_t child_ns; /* time of its completed recorded callees: the rest is its self time */
 } cmr_cs_frame_t;
 
 typedef struct cmr_cs_thread {

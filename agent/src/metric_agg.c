@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void cmr_metric_agg_init(cmr_metric_agg_t *g, size_t max_methods)
 {
@@ -45,8 +46,18 @@ int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool
 
 int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown, const uint8_t *trace)
 {
+    return cmr_metric_agg_add_call(g, method_id, ns, ns, thrown, trace);
+}
+
+int cmr_metric_agg_add_call(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, int64_t self_ns, bool thrown,
+                            const uint8_t *trace)
+{
     if (ns < 0)
         ns = 0; /* a clock step: the call took no measurable time */
+    if (self_ns < 0)
+        self_ns = 0;
+    if (self_ns > ns)
+        self_ns = ns;
     size_t i = item_of(g, method_id);
     if (i == SIZE_MAX || cmr_hist_record(&g->hists[i], (uint64_t)ns, 1) != 0) {
         g->overflow++;
@@ -56,6 +67,7 @@ int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t n
     m->count++;
     m->exceptions += thrown;
     m->sum_ns += ns;
+    m->self_ns += self_ns;
     if (ns < m->min_ns)
         m->min_ns = ns;
     if (ns > m->max_ns || m->count == 1) {
@@ -76,6 +88,12 @@ int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval
                                 .interval_ms = interval_ms,
                                 .environment_id = "",
                                 .samples_dropped = (int64_t)g->overflow};
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0) {
+        int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        out->cpu_ns = g->cpu_ns > 0 && now > g->cpu_ns ? now - g->cpu_ns : 0;
+        g->cpu_ns = now;
+    }
     cmr_buf_reset(&g->enc);
     /* encode everything first (the buffer moves while it grows), noting where each ends */
     for (size_t i = 0; i < g->n; i++) {

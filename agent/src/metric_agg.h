@@ -38,6 +38,7 @@ typedef struct cmr_metric_agg {
     cmr_u64map_t index; /* method id -> position in items (as a uintptr_t) */
     cmr_buf_t enc;      /* the histograms' encodings of the last batch */
     uint64_t overflow;  /* samples not kept since the last reset: too many methods, or memory */
+    int64_t cpu_ns;     /* the process's CPU time at the last batch (0: none yet) */
 } cmr_metric_agg_t;
 
 /* An empty aggregate of at most max_methods methods (0: CMR_METRIC_MAX_METHODS). */
@@ -48,8 +49,13 @@ int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool
 /* Same, for a call of a trace (trace: 16 bytes, or NULL): the trace is kept when the call
  * is the slowest of its method in the interval (the batch's slowest_trace). */
 int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown, const uint8_t *trace);
+/* Same, with the call's self time (ns outside its recorded callees; the two above count
+ * the whole call as self time). */
+int cmr_metric_agg_add_call(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, int64_t self_ns, bool thrown,
+                            const uint8_t *trace);
 /* Fills *out with the interval's aggregates (pointing into g), each item's histogram
- * encoded. 0, or -1 when memory ran out for the encodings (*out is then empty). */
+ * encoded, and the process's CPU time since the previous batch of g (cpu_ns; 0 the first
+ * time). 0, or -1 when memory ran out for the encodings (*out is then empty). */
 int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval_start_ms, int32_t interval_ms,
                          cmr_metric_batch_t *out);
 /* Empties the aggregate for the next interval (keeps its memory). */

@@ -113,6 +113,9 @@ static void test_durations_per_method(void **state)
     assert_int_equal(a->count, 1);
     assert_int_equal(a->sum_ns, 200);
     assert_int_equal(a->exceptions, 0);
+    /* self time: the callees' 80 ns are not the root's own (the overhead budget's input) */
+    assert_int_equal(a->self_ns, 120);
+    assert_int_equal(b->self_ns, 80);
     cmr_metric_agg_reset(&f->methods);
     cmr_cs_interval_reset(&f->cs);
     cmr_cs_thread_end(&f->cs, &t);

@@ -64,6 +64,7 @@ static void test_batch_histograms_decode(void **state)
     cmr_metric_batch_t mb;
     assert_int_equal(cmr_metric_agg_batch(&g, 42, 1000, 10000, &mb), 0);
     assert_int_equal(mb.metrics.count, METHODS + 1);
+    assert_int_equal(mb.cpu_ns, 0); /* the first batch: no earlier reading of the CPU time */
 
     cmr_msg_t msg;
     round_trip(&mb, &msg);
@@ -94,8 +95,13 @@ static void test_batch_histograms_decode(void **state)
     assert_int_equal(mb.metrics.count, 0);
     assert_int_equal(cmr_metric_agg_add(&g, 5, 100, true), 0);
     assert_int_equal(cmr_metric_agg_add(&g, 5, 300, false), 0);
+    volatile uint64_t spin = 0;
+    for (int i = 0; i < 2000000; i++) /* some CPU time between two batches */
+        spin += (uint64_t)i;
     assert_int_equal(cmr_metric_agg_batch(&g, 42, 11000, 10000, &mb), 0);
+    assert_true(mb.cpu_ns > 0);
     round_trip(&mb, &msg);
+    assert_int_equal(msg.u.metric_batch.cpu_ns, mb.cpu_ns);
     const cmr_method_metric_t *one = &msg.u.metric_batch.metrics.items[0];
     assert_int_equal(one->count, 2);
     assert_int_equal(one->exceptions, 1);

@@ -985,6 +985,79 @@ static void test_annotation_types(void **state)
     assert_int_equal(seen[0], 8);
 }
 
+/* ------------------------------------------------------------------ trivial methods */
+
+static void test_trivial(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint16_t f = a_ref(&a, JVM_CONSTANT_Fieldref, "p/T", "x", "I");
+    uint16_t sf = a_ref(&a, JVM_CONSTANT_Fieldref, "p/T", "s", "J");
+    uint16_t call = a_ref(&a, JVM_CONSTANT_Methodref, "p/T", "get", "()I");
+    uint16_t cls = a_class(&a, "p/T");
+    const uint8_t get[] = {JVM_OPC_aload_0, JVM_OPC_getfield, 0, (uint8_t)f, JVM_OPC_ireturn};
+    const uint8_t set[] = {JVM_OPC_aload_0, JVM_OPC_iload_1, JVM_OPC_putfield, 0, (uint8_t)f, JVM_OPC_return};
+    const uint8_t sget[] = {JVM_OPC_getstatic, 0, (uint8_t)sf, JVM_OPC_lreturn};
+    const uint8_t sset[] = {JVM_OPC_lload_0, JVM_OPC_putstatic, 0, (uint8_t)sf, JVM_OPC_return};
+    /* max(a, b): a forward branch, no call */
+    const uint8_t max[] = {JVM_OPC_iload_0, JVM_OPC_iload_1, JVM_OPC_if_icmplt, 0, 5, JVM_OPC_iload_0,
+                           JVM_OPC_ireturn, JVM_OPC_iload_1, JVM_OPC_ireturn};
+    const uint8_t empty[] = {JVM_OPC_return};
+    const uint8_t calls[] = {JVM_OPC_aload_0, JVM_OPC_invokevirtual, 0, (uint8_t)call, JVM_OPC_ireturn};
+    /* for (;;) i++ : a backward branch */
+    const uint8_t loop[] = {JVM_OPC_iinc, 1, 1, JVM_OPC_goto, 0xff, 0xfd};
+    const uint8_t alloc[] = {JVM_OPC_new, 0, (uint8_t)cls, JVM_OPC_areturn};
+    const uint8_t thrw[] = {JVM_OPC_aconst_null, JVM_OPC_athrow};
+    const uint8_t lock[] = {JVM_OPC_aload_0, JVM_OPC_monitorenter, JVM_OPC_return};
+    uint8_t big[CF_TRIVIAL_MAX_CODE + 1];
+    memset(big, JVM_OPC_nop, sizeof big);
+    big[sizeof big - 1] = JVM_OPC_return;
+    uint8_t fits[CF_TRIVIAL_MAX_CODE];
+    memset(fits, JVM_OPC_nop, sizeof fits);
+    fits[sizeof fits - 1] = JVM_OPC_return;
+    const uint16_t exc[] = {0, 1, 1, 0};
+    a_method(&a, JVM_ACC_PUBLIC, "getX", "()I", get, sizeof get, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "setX", "(I)V", set, sizeof set, 2, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "getS", "()J", sget, sizeof sget, 2, 0, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "setS", "(J)V", sset, sizeof sset, 2, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "max", "(II)I", max, sizeof max, 2, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "empty", "()V", empty, sizeof empty, 0, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "calls", "()I", calls, sizeof calls, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "loop", "()V", loop, sizeof loop, 0, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "alloc", "()Ljava/lang/Object;", alloc, sizeof alloc, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "thrw", "()V", thrw, sizeof thrw, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "lock", "()V", lock, sizeof lock, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "big", "()V", big, sizeof big, 0, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "fits", "()V", fits, sizeof fits, 0, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_SYNCHRONIZED, "syncGet", "()I", get, sizeof get, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "<init>", "()V", empty, sizeof empty, 0, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "guarded", "()V", empty, sizeof empty, 0, 1, exc, 1, NULL);
+    a_method_nocode(&a, JVM_ACC_PUBLIC | JVM_ACC_ABSTRACT, "abs", "()V");
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/T", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    static const struct {
+        const char *name;
+        cf_trivial_kind want;
+    } cases[] = {
+        {"getX", CF_TRIVIAL_GETTER}, {"setX", CF_TRIVIAL_SETTER}, {"getS", CF_TRIVIAL_GETTER},
+        {"setS", CF_TRIVIAL_SETTER}, {"max", CF_TRIVIAL_LEAF},    {"empty", CF_TRIVIAL_LEAF},
+        {"calls", CF_TRIVIAL_NO},    {"loop", CF_TRIVIAL_NO},     {"alloc", CF_TRIVIAL_NO},
+        {"thrw", CF_TRIVIAL_NO},     {"lock", CF_TRIVIAL_NO},     {"big", CF_TRIVIAL_NO},
+        {"fits", CF_TRIVIAL_LEAF},   {"syncGet", CF_TRIVIAL_NO},  {"<init>", CF_TRIVIAL_NO},
+        {"guarded", CF_TRIVIAL_NO},  {"abs", CF_TRIVIAL_NO},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cf_trivial_kind k = cf_method_trivial(c, &c->methods[method_index(c, cases[i].name)]);
+        if (k != cases[i].want)
+            fail_msg("%s: %s, want %s", cases[i].name, cf_trivial_name(k), cf_trivial_name(cases[i].want));
+    }
+    assert_string_equal(cf_trivial_name(CF_TRIVIAL_LEAF), "leaf");
+    cf_class_free(c);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1005,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_cpool_growth),
         cmocka_unit_test(test_probe_check),
         cmocka_unit_test(test_annotation_types),
+        cmocka_unit_test(test_trivial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

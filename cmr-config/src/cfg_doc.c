@@ -421,10 +421,13 @@ static int parse_assignment(parse_ctx_t *c, const yaml_node_t *n, const char *wh
         } else if (!strcmp(key, "constructors")) {
             if (want_bool(c, v, w, &a->constructors) != 0)
                 return -1;
+        } else if (!strcmp(key, "trivial")) {
+            if (want_bool(c, v, w, &a->trivial) != 0)
+                return -1;
         } else {
             return fail(c, k,
                         "%s: unknown key \"%s\" (sensor, class, superclass, interface, annotation, method, "
-                        "descriptor, modifiers, constructors)",
+                        "descriptor, modifiers, constructors, trivial)",
                         where, key);
         }
     }

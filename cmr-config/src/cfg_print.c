@@ -114,6 +114,8 @@ void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
         put_modifiers(f, a->modifiers_required, a->modifiers_excluded);
         if (a->constructors)
             fprintf(f, "        constructors: true\n");
+        if (a->trivial)
+            fprintf(f, "        trivial: true\n");
     }
 }
 

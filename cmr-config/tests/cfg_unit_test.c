@@ -41,6 +41,7 @@ static const char *full_doc = "# a comment\n"
                               "        interface: javax.servlet.Servlet\n"
                               "        method: service\n"
                               "        constructors: true\n"
+                              "        trivial: true\n"
                               "      - sensor: anchor\n"
                               "        class: \"*\"\n"
                               "        annotation: com.shop.Traced\n"
@@ -174,6 +175,8 @@ static void test_doc_full(void **state)
     assert_int_equal(s->sensor, CMR_SENSOR_INVOCATION_SEQUENCE);
     assert_string_equal(s->interface, "javax/servlet/Servlet");
     assert_true(s->constructors);
+    assert_true(s->trivial);
+    assert_false(t->trivial); /* default: trivial methods are left out */
     assert_null(s->superclass);
     cmr_sensor_assignment_t *an = &shop->assignments.items[2];
     assert_string_equal(an->annotation, "com/shop/Traced");
@@ -184,7 +187,7 @@ static void test_doc_full(void **state)
     assert_true(d.has_mappings);
     assert_int_equal(d.n_mappings, 2);
     assert_string_equal(d.mappings[1].address, "2001:db8::/32");
-    assert_int_equal(d.mapping_lines[1], 30);
+    assert_int_equal(d.mapping_lines[1], 31);
 
     /* what `show` prints parses back into the same environment */
     char *text = NULL;
@@ -398,7 +401,7 @@ static void test_doc_errors(void **state)
     key[300] = '\0';
     snprintf(text, sizeof text,
              "version: 1\nenvironments:\n  - id: a\n    sensors:\n      - sensor: timer\n        %s: x\n", key);
-    expect_error(text, "descriptor, modifiers, constructors)");
+    expect_error(text, "descriptor, modifiers, constructors, trivial)");
 }
 
 /* Strictness: what YAML or fnmatch would silently accept and the file format refuses. */

@@ -14,7 +14,8 @@
 #include "cmr/bytes.h"
 #include "cmr/classfile.h"
 
-#define META_FORMAT 1
+/* 2: a trivial kind per method (format 1 is still read, as "not trivial") */
+#define META_FORMAT 2
 
 static char *dup_str(cf_str s)
 {
@@ -204,6 +205,7 @@ static int extract_methods(const cf_class *c, cmr_instr_meta_t *out)
         im->access = m->access;
         im->index = i;
         im->first_line = first_line(c, m);
+        im->trivial = (uint8_t)cf_method_trivial(c, m);
         if (!im->name || !im->desc || member_annotations(c, m->attrs, m->attr_count, &im->annotations) != 0)
             return -1;
     }
@@ -291,6 +293,7 @@ int cmr_instr_meta_encode(const cmr_instr_meta_t *m, cmr_buf_t *out)
         put_u32(out, x->access);
         put_u32(out, x->index);
         put_u32(out, (uint32_t)x->first_line);
+        cmr_buf_putc(out, (char)x->trivial);
         put_names(out, &x->annotations);
     }
     return cmr_buf_ok(out) ? 0 : -1;
@@ -336,9 +339,9 @@ int cmr_instr_meta_decode(const void *data, size_t len, cmr_instr_meta_t *out)
     memset(out, 0, sizeof *out);
     rd_t r = {data, (const uint8_t *)data + len, 0};
     int null;
-    if (len < 1 || r.p[0] != META_FORMAT)
+    if (len < 1 || (r.p[0] != 1 && r.p[0] != META_FORMAT))
         return -1;
-    r.p++;
+    int format = *r.p++;
     out->name = get_req(&r);
     out->super_name = get_str(&r, &null);
     out->source_file = get_str(&r, &null);
@@ -357,6 +360,10 @@ int cmr_instr_meta_decode(const void *data, size_t len, cmr_instr_meta_t *out)
             x->access = (uint16_t)le4(&r);
             x->index = (uint16_t)le4(&r);
             x->first_line = (int32_t)le4(&r);
+            if (format >= 2) {
+                const uint8_t *t = take(&r, 1);
+                x->trivial = t && *t <= CF_TRIVIAL_LEAF ? *t : 0;
+            }
             get_names(&r, &x->annotations);
         }
     } else {

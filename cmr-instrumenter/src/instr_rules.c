@@ -131,6 +131,8 @@ static int class_matches(ctx_t *c, const cmr_sensor_assignment_t *a)
     return r;
 }
 
+/* 1 when the assignment matches the method, 2 when it would but for the method being trivial,
+ * 0 otherwise. */
 static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta_t *cls, const cmr_instr_method_t *m)
 {
     if (m->access & (0x0400 | 0x0100)) /* abstract, native: no code */
@@ -149,7 +151,7 @@ static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta
         return 0;
     if (a->annotation && !has_name(&cls->annotations, a->annotation) && !has_name(&m->annotations, a->annotation))
         return 0;
-    return 1;
+    return m->trivial && !a->trivial ? 2 : 1;
 }
 
 /* The hand-off points of the JDK that pass work to another thread or another JVM. They are
@@ -268,12 +270,21 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
     for (size_t i = 0; i < na; i++)
         applies[i] = class_matches(&c, &env->assignments.items[i]);
     for (size_t m = 0; m < cls->n_methods; m++) {
-        for (size_t i = 0; i < na; i++) {
-            if (applies[i] != YES || !method_matches(&env->assignments.items[i], cls, &cls->methods[m]))
+        bool trivial = false, picked = false;
+        for (size_t i = 0; i < na && !picked; i++) {
+            int r = applies[i] == YES ? method_matches(&env->assignments.items[i], cls, &cls->methods[m]) : 0;
+            trivial |= r == 2;
+            if (r != 1)
                 continue;
             out->picks[out->n_picks++] =
                 (cmr_instr_pick_t){(uint16_t)m, env->assignments.items[i].sensor, CMR_HANDOFF_NONE, 0};
-            break;
+            picked = true;
+        }
+        if (trivial && !picked) {
+            if (!out->trivial && !(out->trivial = calloc(cls->n_methods, sizeof *out->trivial)))
+                c.oom = 1;
+            else
+                out->trivial[out->n_trivial++] = (uint16_t)m;
         }
     }
     if (sequences)
@@ -289,6 +300,7 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
 void cmr_instr_decision_free(cmr_instr_decision_t *d)
 {
     free(d->picks);
+    free(d->trivial);
     for (size_t i = 0; i < d->missing.count; i++)
         free(d->missing.items[i]);
     free(d->missing.items);

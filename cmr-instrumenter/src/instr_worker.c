@@ -55,6 +55,7 @@
 #include "cmr/command.h"
 #include "cmr/diagnoses.h"
 #include "cmr/ids.h"
+#include "cmr/instr_budget.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_diagnose.h"
 #include "cmr/instr_probe.h"
@@ -90,6 +91,25 @@ typedef struct catch_up {
     int64_t deadline_ms;
 } catch_up_t;
 
+/* The overhead budget's state: cmr.metrics read from the end, a window per JVM whose
+ * classes this worker owns, and per environment the methods removed (sorted ids). In
+ * memory: a restarted worker learns them again within a window (docs/ARCHITECTURE.md). */
+typedef struct budget_env {
+    char env_id[128];
+    uint64_t *ids; /* sorted */
+    size_t n, cap;
+} budget_env_t;
+
+typedef struct budget {
+    double pct, probe_ns;
+    int64_t intervals;
+    cmr_reader_t *reader; /* NULL: off */
+    cmr_u64map_t windows; /* agent id -> cmr_budget_window_t * (owned) */
+    budget_env_t *envs;   /* owned */
+    size_t n_envs, cap_envs;
+    _Atomic uint64_t removed; /* methods removed, for /metrics */
+} budget_t;
+
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_conf_t *pconf; /* producer configuration (low linger by default) */
@@ -111,12 +131,14 @@ typedef struct worker {
     /* Counters: atomic, the /metrics thread reads them while the worker runs. */
     _Atomic uint64_t classes, redefines, resends, originals;
     _Atomic uint64_t hash_mismatch;   /* ClassLoaded refused: bytes do not hash to class_hash */
+    _Atomic uint64_t trivial;         /* methods left out as trivial (accessors, tiny leaves), per decision */
     cmr_log_limiter_t mismatch_limit; /* of their log lines */
     cmr_signer_t *signer;             /* owned: signs every command */
     int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
     int replaying;                    /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
     cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
+    budget_t budget;     /* the overhead budget (instr_budget.h) */
 } worker_t;
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
@@ -172,6 +194,15 @@ static void lookup_done(lookup_ctx_t *x)
     x->n = x->cap = 0;
 }
 
+/* The methods the overhead budget removed in environment env_id, or NULL. */
+static const budget_env_t *budget_env(const worker_t *w, const char *env_id)
+{
+    for (size_t i = 0; i < w->budget.n_envs; i++)
+        if (strcmp(w->budget.envs[i].env_id, env_id) == 0)
+            return &w->budget.envs[i];
+    return NULL;
+}
+
 /* Decides for one class of one agent and records the types it waits for. */
 static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name, const cmr_instr_meta_t *meta,
                   const cmr_environment_t *env, cmr_instr_decision_t *d)
@@ -179,6 +210,19 @@ static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name,
     lookup_ctx_t x = {w, agent, NULL, 0, 0};
     int rc = cmr_instr_decide(env, meta, lookup_type, &x, d);
     lookup_done(&x);
+    const budget_env_t *be = rc == 0 && env ? budget_env(w, env->id) : NULL;
+    if (be && be->n > 0) /* the overhead budget took these out */
+        cmr_instr_decision_drop(meta, d, be->ids, be->n);
+    if (rc == 0 && d->n_trivial > 0) {
+        size_t kinds[CF_TRIVIAL_LEAF + 1] = {0};
+        for (size_t i = 0; i < d->n_trivial; i++)
+            kinds[meta->methods[d->trivial[i]].trivial <= CF_TRIVIAL_LEAF ? meta->methods[d->trivial[i]].trivial : 0]++;
+        w->trivial += d->n_trivial;
+        cmr_log(CMR_LOG_DEBUG, "instr.trivial_skipped",
+                "class=%s agent=%016" PRIx64 " methods=%zu getters=%zu setters=%zu leaves=%zu instrumented=%zu", name,
+                agent, d->n_trivial, kinds[CF_TRIVIAL_GETTER], kinds[CF_TRIVIAL_SETTER], kinds[CF_TRIVIAL_LEAF],
+                d->n_picks);
+    }
     for (size_t i = 0; rc == 0 && i < d->missing.count; i++)
         cmr_instr_cache_put_waiting(w->cache, agent, d->missing.items[i], loader, name);
     return rc;
@@ -732,6 +776,111 @@ static void run_pending_envs(worker_t *w)
     }
 }
 
+/* --- the overhead budget (instr_budget.h) -------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Adds the removed methods to their environment's set; how many were new. */
+static size_t budget_remove(worker_t *w, const char *env_id, const cmr_budget_result_t *r)
+{
+    budget_env_t *be = (budget_env_t *)budget_env(w, env_id);
+    if (!be) {
+        if (strlen(env_id) >= sizeof be->env_id ||
+            CMR_ARRAY_GROW(w->budget.envs, w->budget.cap_envs, w->budget.n_envs + 1) != 0)
+            return 0;
+        be = &w->budget.envs[w->budget.n_envs++];
+        memset(be, 0, sizeof *be);
+        snprintf(be->env_id, sizeof be->env_id, "%s", env_id);
+    }
+    size_t added = 0;
+    for (size_t i = 0; i < r->n_removed; i++) {
+        uint64_t id = r->removed[i].method_id;
+        if (bsearch(&id, be->ids, be->n, sizeof id, cmp_u64) || CMR_ARRAY_GROW(be->ids, be->cap, be->n + 1) != 0)
+            continue;
+        be->ids[be->n++] = id;
+        qsort(be->ids, be->n, sizeof id, cmp_u64);
+        added++;
+    }
+    return added;
+}
+
+/* One JVM's window is complete: choose, list, and instrument its environment again. */
+static void budget_judge(worker_t *w, uint64_t agent, const char *env_id, cmr_budget_window_t *win)
+{
+    cmr_budget_input_t in = cmr_budget_window_input(win, w->budget.probe_ns, w->budget.pct);
+    cmr_budget_result_t r;
+    if (cmr_budget_select(&in, &r) != 0)
+        return;
+    cmr_log(r.n_removed ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.budget",
+            "agent=%016" PRIx64 " environment=%s methods=%zu before_pct=%.2f after_pct=%.2f removed=%zu over_budget=%d",
+            agent, env_id, win->n, r.before_pct, r.after_pct, r.n_removed, r.over_budget);
+    for (size_t i = 0; i < r.n_removed; i++)
+        cmr_log(CMR_LOG_INFO, "instr.budget_removed",
+                "environment=%s method=%016" PRIx64 " agent=%016" PRIx64 " reason=\"%s\"", env_id,
+                r.removed[i].method_id, agent, r.removed[i].reason);
+    size_t added = budget_remove(w, env_id, &r);
+    w->budget.removed += added;
+    cmr_budget_result_free(&r);
+    if (added > 0) {
+        char copy[sizeof w->budget.envs[0].env_id];
+        snprintf(copy, sizeof copy, "%s", env_id);
+        run_env(w, copy);
+    }
+}
+
+/* Takes the MetricBatches that arrived (of the JVMs whose classes this worker owns). */
+static void budget_step(worker_t *w)
+{
+    cmr_reader_rec_t rec;
+    for (int i = 0; w->budget.reader && i < 256 && cmr_reader_poll(w->budget.reader, 0, &rec) == 1; i++) {
+        cmr_msg_t m;
+        char err[128];
+        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
+            continue;
+        if (m.type != CMR_MSG_METRIC_BATCH) {
+            cmr_msg_free(&m);
+            continue;
+        }
+        cmr_instr_agent_rec_t ar;
+        uint64_t agent = (uint64_t)m.u.metric_batch.agent_id;
+        if (cmr_instr_cache_agent(w->cache, agent, &ar) == 1 && ar.partition >= 0 && ar.partition < MAX_PARTITIONS &&
+            w->owned[ar.partition]) {
+            cmr_budget_window_t *win = cmr_u64map_get(&w->budget.windows, agent);
+            if (!win && (win = calloc(1, sizeof *win)) && cmr_u64map_put(&w->budget.windows, agent, win) != 0) {
+                free(win);
+                win = NULL;
+            }
+            if (win && cmr_budget_window_add(win, &m.u.metric_batch) != 0)
+                cmr_budget_window_reset(win);
+            if (win && win->intervals >= w->budget.intervals) {
+                budget_judge(w, agent, ar.env_id, win);
+                cmr_budget_window_reset(win);
+            }
+        }
+        cmr_msg_free(&m);
+    }
+}
+
+static void budget_free(budget_t *b)
+{
+    cmr_reader_free(b->reader);
+    size_t it = 0;
+    uint64_t key;
+    void *val;
+    while (cmr_u64map_next(&b->windows, &it, &key, &val)) {
+        cmr_budget_window_free(val);
+        free(val);
+    }
+    cmr_u64map_free(&b->windows);
+    for (size_t i = 0; i < b->n_envs; i++)
+        free(b->envs[i].ids);
+    free(b->envs);
+}
+
 /* --- configuration ------------------------------------------------------------------ */
 
 static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
@@ -743,6 +892,9 @@ static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
         cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
                 rec->offset, err);
     else if (live && (effect == CMR_CFG_ENV_CHANGED || effect == CMR_CFG_ENV_DELETED) && w->assigned_once) {
+        budget_env_t *be = (budget_env_t *)budget_env(w, id);
+        if (be) /* a new revision starts without the budget's removals */
+            be->n = 0;
         char *copy = strdup(id);
         if (copy)
             run_env(w, copy);
@@ -1366,9 +1518,29 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
          atomic_load(&w->originals)},
         {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
+        {"cmr_instrumenter_budget_removed_total", "counter",
+         "Methods the overhead budget took the probes of (their probes cost more than they measure)",
+         atomic_load(&w->budget.removed)},
+        {"cmr_instrumenter_trivial_skipped_total", "counter",
+         "Methods a sensor assignment matched but left out as trivial (accessors, tiny leaves; trivial: true forces "
+         "them)",
+         atomic_load(&w->trivial)},
     };
     cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
     cmr_lag_gauge_write(&w->lag, out);
+}
+
+/* A number in [0, max] (a configuration error, on stderr, otherwise). */
+static int conf_number(const cmr_conf_t *conf, const char *key, const char *def, double max, double *out)
+{
+    const char *v = cmr_conf_get(conf, key, def);
+    char *end;
+    *out = strtod(v, &end);
+    if (end == v || *end != '\0' || !(*out >= 0 && *out <= max)) {
+        fprintf(stderr, "cmr-instrumenter: %s = \"%s\" is not a number in 0..%g\n", key, v, max);
+        return -1;
+    }
+    return 0;
 }
 
 int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
@@ -1384,10 +1556,15 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             0 ||
         cmr_conf_get_int(conf, "instrumenter.cache_budget_bytes", 256ll << 20, 0, INT64_MAX, &budget, err,
                          sizeof err) != 0 ||
-        cmr_conf_get_bool(conf, "instrumenter.sync", false, &sync, err, sizeof err) != 0) {
+        cmr_conf_get_bool(conf, "instrumenter.sync", false, &sync, err, sizeof err) != 0 ||
+        cmr_conf_get_int(conf, "instrumenter.budget.intervals", 3, 1, 1000, &w.budget.intervals, err, sizeof err) !=
+            0) {
         fprintf(stderr, "cmr-instrumenter: %s\n", err); /* a configuration error: exit status 2 */
         return 2;
     }
+    if (conf_number(conf, "instrumenter.budget.pct", "3", 100, &w.budget.pct) != 0 ||
+        conf_number(conf, "instrumenter.budget.probe_ns", "50", 1e6, &w.budget.probe_ns) != 0)
+        return 2;
     w.signer = cmr_command_signer_load(conf, "cmr-instrumenter", "instr.signing_key",
                                        &w.lifetime_ms); /* before connecting to anything */
     if (!w.signer)
@@ -1404,6 +1581,9 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     if (catch_up(&w, timeout) != 0)
         goto out;
+    if (w.budget.pct > 0 && w.budget.probe_ns > 0 && /* from now: what JVMs measure from here on */
+        !(w.budget.reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_METRICS), cmr_wall_ms(), err, sizeof err)))
+        cmr_log(CMR_LOG_WARN, "instr.budget_off", "error=\"%s\"", err);
     const char *topics[] = {cmr_topic_name(CMR_TOPIC_CLASSES)};
     const char *group = cmr_conf_get(conf, "instrumenter.group", "cmr-instrumenter");
     w.consumer = cmr_consumer_new(conf, group, topics, 1, on_rebalance, &w, err, sizeof err);
@@ -1428,6 +1608,8 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         }
         if (w.assigned_once && !catch_up_busy(&w) && diag_step(&w) != 0)
             goto out;
+        if (w.assigned_once && !catch_up_busy(&w))
+            budget_step(&w);
         static unit_t unit;
         int rc_fill = fill_unit(&w, &unit);
         run_unit(&w, &unit, stop);
@@ -1442,6 +1624,7 @@ out:
             atomic_load(&w.hash_mismatch));
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
+    budget_free(&w.budget);
     teardown(&w);
     cmr_lag_gauge_free(&w.lag);
     return rc;

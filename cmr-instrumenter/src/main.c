@@ -26,6 +26,11 @@ static const cmr_conf_key_t keys[] = {
     {"instrumenter.sync", "false",
      "fsync every cache commit; the WAL is always on: false survives a process crash, true also a machine crash"},
     {"instrumenter.catchup_timeout_ms", "60000", "how long to wait for cmr.config at start"},
+    {"instrumenter.budget.pct", "3",
+     "overhead budget: when a JVM's probes cost more than this % of its CPU time, the methods whose probes cost more "
+     "than they measure lose them (docs/ARCHITECTURE.md, 'The overhead budget'); 0 = off"},
+    {"instrumenter.budget.probe_ns", "50", "overhead budget: the cost of one call's probes (entry + exit), in ns"},
+    {"instrumenter.budget.intervals", "3", "overhead budget: metric intervals of a JVM judged together"},
     {"trust.signing_key", NULL,
      "the CMR's Ed25519 secret key file (mode 0600) that signs every command; required (make one with "
      "'cmr-config keygen --dir DIR', docs/SECURITY.md)"},

@@ -15,9 +15,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmr/instr_budget.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_exclude.h"
 #include "cmr/instr_rules.h"
+#include "cmr/classfile.h"
 
 /* --- a tiny type universe ------------------------------------------------------------- */
 
@@ -488,6 +490,166 @@ static void test_bridges_only_when_asked(void **state)
     universe_free(&u);
 }
 
+/* Trivial methods (accessors, tiny leaves) are left out and listed, unless an assignment
+ * says trivial: true; a later assignment that does may still pick them. */
+static void test_trivial_methods(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *t = add_type(&u, "org/h2/Value", "java/lang/Object", NULL, NULL);
+    add_method(t, "getType", "()I", 0x0001, NULL);
+    t->methods[0].trivial = CF_TRIVIAL_GETTER;
+    add_method(t, "compare", "(II)I", 0x0009, NULL);
+    t->methods[1].trivial = CF_TRIVIAL_LEAF;
+    add_method(t, "convertTo", "(I)Lorg/h2/Value;", 0x0001, NULL);
+    cmr_sensor_assignment_t r[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "org/h2/*", "*"),
+                                   rule(CMR_SENSOR_TIMER, "org/h2/*", "compare")};
+    cmr_environment_t env = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(picked(t, &d, "convertTo"), CMR_SENSOR_INVOCATION_SEQUENCE);
+    assert_int_equal(d.n_trivial, 2);
+    assert_int_equal(d.trivial[0], 0);
+    assert_int_equal(d.trivial[1], 1);
+    cmr_instr_decision_free(&d);
+    /* a later assignment that asks for trivial methods picks them */
+    r[1].trivial = true;
+    env = env_of(r, 2);
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2);
+    assert_int_equal(picked(t, &d, "compare"), CMR_SENSOR_TIMER);
+    assert_int_equal(picked(t, &d, "getType"), -1);
+    assert_int_equal(d.n_trivial, 1);
+    cmr_instr_decision_free(&d);
+    /* trivial: true on the broad assignment: everything, nothing listed */
+    r[0].trivial = true;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 3);
+    assert_int_equal(d.n_trivial, 0);
+    assert_null(d.trivial);
+    cmr_instr_decision_free(&d);
+    /* a method no assignment names is not "left out as trivial" */
+    cmr_sensor_assignment_t only[] = {rule(CMR_SENSOR_TIMER, "org/h2/*", "convert*")};
+    env = env_of(only, 1);
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(d.n_trivial, 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
+/* The overhead budget: nothing while under it; over it, the methods whose probes cost more
+ * than they measure first (most expensive first), then those they distort by > 10 %. */
+static void test_overhead_budget(void **state)
+{
+    (void)state;
+    /* 1 s of CPU; probes 40 ns per call */
+    cmr_budget_method_t m[] = {
+        {1, 1000000, 5000000}, /* getter-like: 5 ns self, 1 M calls: 4 % of CPU */
+        {2, 500000, 10000000}, /* 20 ns self, 0.5 M calls: 2 % */
+        {3, 200000, 40000000}, /* 200 ns self: distorted by 20 %: 0.8 % */
+        {4, 1000, 1000000000}, /* 1 ms self: never removed */
+        {5, 10000, 100000},    /* 10 ns self, 10 k calls: 0.04 % */
+    };
+    cmr_budget_input_t in = {m, 5, 1000000000, 40.0, 3.0};
+    cmr_budget_result_t r;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 6.8 && r.before_pct < 6.9);
+    assert_int_equal(r.n_removed, 1); /* 6.84 % -> 2.84 % */
+    assert_int_equal(r.removed[0].method_id, 1);
+    assert_true(r.after_pct > 2.8 && r.after_pct < 2.9);
+    assert_false(r.over_budget);
+    assert_non_null(strstr(r.removed[0].reason, "probes 40 ns per call > self time 5.0 ns"));
+    cmr_budget_result_free(&r);
+    /* a tighter budget: every cheaper-than-probes method (by cost), then the distorted one */
+    in.budget_pct = 0.5;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 4);
+    assert_int_equal(r.removed[1].method_id, 2);
+    assert_int_equal(r.removed[2].method_id, 5);
+    assert_int_equal(r.removed[3].method_id, 3);
+    assert_non_null(strstr(r.removed[3].reason, "1/10"));
+    assert_false(r.over_budget);
+    cmr_budget_result_free(&r);
+    /* below what the method that measures 1 ms costs: it stays, the budget is not reached */
+    in.budget_pct = 0.001;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 4);
+    assert_true(r.over_budget);
+    cmr_budget_result_free(&r);
+    /* under the budget: nothing */
+    in.budget_pct = 10;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 0);
+    assert_null(r.removed);
+    in.cpu_ns = 0;
+    assert_int_equal(cmr_budget_select(&in, &r), -1);
+}
+
+/* A window of MetricBatches: batches without CPU time are left out, self time falls back
+ * on the whole time for agents that do not send it, and the window feeds the choice. */
+static void test_budget_window(void **state)
+{
+    (void)state;
+    cmr_method_metric_t a[] = {{.method_id = 7, .count = 1000000, .sum_ns = 9000000, .self_ns = 6000000},
+                               {.method_id = 8, .count = 10, .sum_ns = 900000000}};
+    cmr_metric_batch_t mb = {.agent_id = 1, .cpu_ns = 0};
+    mb.metrics.items = a;
+    mb.metrics.count = 2;
+    cmr_budget_window_t w = {0};
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0); /* first batch: no CPU time */
+    assert_int_equal(w.n, 0);
+    mb.cpu_ns = 500000000;
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.intervals, 2);
+    assert_int_equal(w.n, 2);
+    assert_int_equal(w.cpu_ns, 1000000000);
+    assert_int_equal(w.methods[0].calls, 2000000);
+    assert_int_equal(w.methods[0].self_ns, 12000000);
+    assert_int_equal(w.methods[1].self_ns, 1800000000); /* no self_ns: the whole time */
+    cmr_budget_result_t r;
+    cmr_budget_input_t in = cmr_budget_window_input(&w, 50.0, 0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 10.0 && r.before_pct < 10.1); /* 2 M calls x 50 ns of 1 s */
+    assert_int_equal(r.n_removed, 1);
+    assert_int_equal(r.removed[0].method_id, 7); /* 6 ns of its own, 50 ns of probes */
+    assert_false(r.over_budget);
+    cmr_budget_result_free(&r);
+    cmr_budget_window_reset(&w);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.methods[0].calls, 1000000);
+    cmr_budget_window_free(&w);
+}
+
+/* Dropping removed methods from a decision keeps the hand-off points. */
+static void test_decision_drop(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *t = add_type(&u, "org/h2/Row", "java/lang/Object", NULL, NULL);
+    add_method(t, "get", "(I)Lorg/h2/Value;", 0x0001, NULL);
+    add_method(t, "size", "()I", 0x0001, NULL);
+    cmr_sensor_assignment_t r[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "org/h2/*", "*")};
+    cmr_environment_t env = env_of(r, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, t, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2);
+    uint64_t ids[2] = {cf_method_id_of((cf_str){"org/h2/Row", 10}, (cf_str){"size", 4}, (cf_str){"()I", 3}), 0};
+    ids[1] = ids[0] + 1; /* sorted, one unknown id */
+    assert_int_equal(cmr_instr_decision_drop(t, &d, ids, 2), 1);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(picked(t, &d, "get"), CMR_SENSOR_INVOCATION_SEQUENCE);
+    d.picks[0].handoff = CMR_HANDOFF_CAPTURE; /* a hand-off point is never dropped */
+    ids[0] = cf_method_id_of((cf_str){"org/h2/Row", 10}, (cf_str){"get", 3}, (cf_str){"(I)Lorg/h2/Value;", 17});
+    ids[1] = ids[0];
+    assert_int_equal(cmr_instr_decision_drop(t, &d, ids, 1), 0);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 static void test_meta_encoding(void **state)
 {
     (void)state;
@@ -496,6 +658,7 @@ static void test_meta_encoding(void **state)
     cmr_instr_meta_t *impl = &u.types[1];
     impl->source_file = strdup("Impl.java");
     impl->methods[0].first_line = 42;
+    impl->methods[1].trivial = CF_TRIVIAL_SETTER;
     cmr_buf_t b = {0};
     assert_int_equal(cmr_instr_meta_encode(impl, &b), 0);
     cmr_instr_meta_t back;
@@ -506,6 +669,8 @@ static void test_meta_encoding(void **state)
     assert_int_equal(back.n_methods, 2);
     assert_int_equal(back.methods[0].first_line, 42);
     assert_string_equal(back.methods[1].annotations.items[0], "app/Traced");
+    assert_int_equal(back.methods[0].trivial, CF_TRIVIAL_NO);
+    assert_int_equal(back.methods[1].trivial, CF_TRIVIAL_SETTER);
     cmr_instr_meta_free(&back);
     /* every truncation is rejected, never read past the end */
     for (size_t n = 0; n < b.len; n++) {
@@ -699,6 +864,10 @@ int main(void)
         cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
         cmocka_unit_test(test_bridges_only_when_asked),
+        cmocka_unit_test(test_trivial_methods),
+        cmocka_unit_test(test_overhead_budget),
+        cmocka_unit_test(test_decision_drop),
+        cmocka_unit_test(test_budget_window),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_long_names),

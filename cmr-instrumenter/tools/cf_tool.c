@@ -5,7 +5,8 @@
  *       contract of cmr-instrumenter, instr_probe.h: timer, invocation-sequence or anchor;
  *       default timer), prints each method's id and result, writes the class
  *   cf_tool callees IN.class
- *       method ids and callees of every method
+ *       method ids and callees of every method, and which methods are trivial (accessors,
+ *       tiny leaves: left out unless a sensor assignment says trivial: true)
  * A product tool: it links the engine and the instrumenter's probe descriptions, no test
  * support code.
  */
@@ -86,8 +87,9 @@ static int cmd_callees(const char *in)
     cf_str cn = cf_class_name(c);
     for (uint16_t i = 0; i < c->method_count; i++) {
         cf_str n = cf_cp_utf8(c, c->methods[i].name), d = cf_cp_utf8(c, c->methods[i].desc);
-        printf("%016" PRIx64 " %.*s.%.*s%.*s\n", cf_method_id(c, &c->methods[i]), (int)cn.len, cn.p, (int)n.len, n.p,
-               (int)d.len, d.p);
+        cf_trivial_kind tk = cf_method_trivial(c, &c->methods[i]);
+        printf("%016" PRIx64 " %.*s.%.*s%.*s%s%s\n", cf_method_id(c, &c->methods[i]), (int)cn.len, cn.p, (int)n.len,
+               n.p, (int)d.len, d.p, tk ? " trivial: " : "", tk ? cf_trivial_name(tk) : "");
         cf_callee *v;
         size_t k;
         if (cf_method_callees(c, &c->methods[i], &v, &k, &err)) {

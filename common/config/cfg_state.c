@@ -218,7 +218,8 @@ static int assignment_eq(const cmr_sensor_assignment_t *a, const cmr_sensor_assi
            str_eq(a->superclass, b->superclass) && str_eq(a->interface, b->interface) &&
            str_eq(a->annotation, b->annotation) && str_eq(a->method_pattern, b->method_pattern) &&
            str_eq(a->descriptor_pattern, b->descriptor_pattern) && a->modifiers_required == b->modifiers_required &&
-           a->modifiers_excluded == b->modifiers_excluded && a->constructors == b->constructors;
+           a->modifiers_excluded == b->modifiers_excluded && a->constructors == b->constructors &&
+           a->trivial == b->trivial;
 }
 
 static int threshold_eq(const cmr_threshold_rule_t *a, const cmr_threshold_rule_t *b)

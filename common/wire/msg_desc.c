@@ -258,6 +258,7 @@ static const cmr_field_desc_t sensor_assignment_fields[] = {
     FIELD(cmr_sensor_assignment_t, modifiers_required, INT),
     FIELD(cmr_sensor_assignment_t, modifiers_excluded, INT),
     FIELD(cmr_sensor_assignment_t, constructors, BOOL),
+    FIELD(cmr_sensor_assignment_t, trivial, BOOL),
 };
 static const cmr_record_desc_t sensor_assignment_desc = {"SensorAssignment", sizeof(cmr_sensor_assignment_t),
                                                          sensor_assignment_fields, TABLE(sensor_assignment_fields)};
@@ -351,7 +352,7 @@ static const cmr_field_desc_t method_metric_fields[] = {
     FIELD(cmr_method_metric_t, exceptions, LONG),     FIELD(cmr_method_metric_t, sum_ns, LONG),
     FIELD(cmr_method_metric_t, min_ns, LONG),         FIELD(cmr_method_metric_t, max_ns, LONG),
     FIELD(cmr_method_metric_t, histogram, BYTES),     FIELD(cmr_method_metric_t, max_in_flight, LONG),
-    FIELD(cmr_method_metric_t, slowest_trace, BYTES),
+    FIELD(cmr_method_metric_t, slowest_trace, BYTES), FIELD(cmr_method_metric_t, self_ns, LONG),
 };
 static const cmr_record_desc_t method_metric_desc = {"MethodMetric", sizeof(cmr_method_metric_t), method_metric_fields,
                                                      TABLE(method_metric_fields)};
@@ -384,6 +385,7 @@ static const cmr_field_desc_t metric_batch_fields[] = {
     SUB(cmr_metric_batch_t, transactions, RECORDS, transaction_metric_desc),
     SUB(cmr_metric_batch_t, stalled, RECORDS, stalled_call_desc),
     FIELD(cmr_metric_batch_t, samples_dropped, LONG),
+    FIELD(cmr_metric_batch_t, cpu_ns, LONG),
 };
 static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
                                                     TABLE(metric_batch_fields)};

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     cp_fmt(db, sizeof db, "%s/db", tmp);
     cp_fmt(log, sizeof log, "%s/instr.log", tmp);
     const char *env = "version: 1\nenvironments:\n  - id: bench\n    sensors:\n"
-                      "      - {sensor: timer, class: \"*\", method: \"*\"}\n";
+                      "      - {sensor: timer, class: \"*\", method: \"*\", trivial: true}\n";
     if (cp_apply(argv[2], broker.bootstrap, env, NULL) != 0)
         return 1;
     cp_proc_t w;

@@ -39,7 +39,7 @@ static const char *env = "version: 1\n"
                          "environments:\n"
                          "  - id: gen\n"
                          "    sensors:\n"
-                         "      - {sensor: timer, class: \"gen.*\", method: m}\n";
+                         "      - {sensor: timer, class: \"gen.*\", method: m, trivial: true}\n";
 
 static int start_worker(cp_proc_t *p, const char *bootstrap, const char *tmp, const char *name)
 {

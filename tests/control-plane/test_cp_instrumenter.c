@@ -97,6 +97,9 @@ static const char *const java_sources[] = {
     "package untick;\npublic class Alpha {\n  public static int a(int x) {\n    return x + 1;\n  }\n}\n",
     "Beta.java",
     "package untick;\npublic class Beta {\n  public static int b(int x) {\n    return x * 2;\n  }\n}\n",
+    "Hot.java",
+    "package budget;\npublic class Hot {\n  public int hot(int x) {\n    return x + 1;\n  }\n"
+    "  public int cold(int x) {\n    return x - 1;\n  }\n}\n",
     "Probe.java",
     "package cmr.agent;\npublic class Probe {\n  public static void enter(long id) {}\n}\n",
     NULL,
@@ -108,7 +111,7 @@ static const char *env_v1 = "version: 1\n"
                             "  - id: app\n"
                             "    sensors:\n"
                             "      - {sensor: timer, class: \"*\", interface: app.Marker, method: handle}\n"
-                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain, trivial: true}\n"
                             "      - {sensor: timer, class: \"cmr.agent.*\", method: \"*\"}\n"
                             "mappings:\n"
                             "  - {agent: \"app-*\", address: \"*\", environment: app}\n";
@@ -117,25 +120,25 @@ static const char *env_v2 = "version: 1\n"
                             "environments:\n"
                             "  - id: app\n"
                             "    sensors:\n"
-                            "      - {sensor: timer, class: app.Impl, method: other}\n"
-                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+                            "      - {sensor: timer, class: app.Impl, method: other, trivial: true}\n"
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain, trivial: true}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
 static const char *env_v3 = "version: 1\n"
                             "environments:\n"
                             "  - id: app\n"
                             "    sensors:\n"
-                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain}\n"
-                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+                            "      - {sensor: invocation-sequence, class: app.Plain, method: plain, trivial: true}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
 static const char *env_v4 = "version: 1\n"
                             "environments:\n"
                             "  - id: app\n"
                             "    sensors:\n"
-                            "      - {sensor: timer, class: app.Plain, method: plain}\n"
-                            "      - {sensor: anchor, class: app.Later, method: later}\n";
+                            "      - {sensor: timer, class: app.Plain, method: plain, trivial: true}\n"
+                            "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
-static int tests_ok, tests_run = 7;
+static int tests_ok, tests_run = 8;
 
 /* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
 static int start_instrumenter_budget(const char *budget)
@@ -1043,6 +1046,57 @@ static void test_diagnosis_exclude_method(void **state)
     tests_ok++;
 }
 
+/* The overhead budget: MetricBatches on cmr.metrics say a method's probes cost half the
+ * JVM's CPU time and more than the method itself; the instrumenter removes its probes
+ * (a new Redefine without them, the other method keeps its own) and says why. */
+static void test_overhead_budget_removes_probes(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(
+        cp_apply(config_bin, broker.bootstrap,
+                 "version: 1\nenvironments:\n  - id: app\n    sensors:\n"
+                 "      - {sensor: invocation-sequence, class: budget.Hot, method: \"*\", trivial: true}\n",
+                 &out),
+        0);
+    free(out);
+    send_class("budget/Hot", 1);
+    cmr_msg_t m;
+    assert_int_equal(next_redefine_of("budget/Hot", &m), 1);
+    assert_int_equal(m.u.redefine.methods.count, 2);
+    cmr_msg_free(&m);
+    uint64_t hot = cmr_method_id("budget/Hot", "hot", "(I)I"), cold = cmr_method_id("budget/Hot", "cold", "(I)I");
+    /* 10 M calls of 5 ns each (50 ns of probes each: 50 % of 1 s of CPU), 100 calls of 1 ms */
+    cmr_method_metric_t mm[] = {
+        {.method_id = (int64_t)hot, .count = 10000000, .sum_ns = 60000000, .self_ns = 50000000},
+        {.method_id = (int64_t)cold, .count = 100, .sum_ns = 100000000, .self_ns = 100000000},
+    };
+    cmr_metric_batch_t mb = {
+        .agent_id = peer.agent_id, .interval_ms = 1000, .environment_id = "app", .cpu_ns = 1000000000};
+    mb.metrics.items = mm;
+    mb.metrics.count = 2;
+    char err[256];
+    for (int i = 0; i < 3; i++) { /* instrumenter.budget.intervals (3) */
+        mb.interval_start_ms = cmr_wall_ms() + i * 1000;
+        assert_int_equal(cmr_producer_send(peer.producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err),
+                         CMR_SEND_OK);
+    }
+    assert_int_equal(cp_peer_flush(&peer), 0);
+    if (next_redefine_of("budget/Hot", &m) != 1) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("no Redefine of budget/Hot after the metric batches");
+    }
+    assert_false(m.u.redefine.original);
+    assert_int_equal(m.u.redefine.methods.count, 1);
+    assert_string_equal(m.u.redefine.methods.items[0].name, "cold");
+    assert_false(calls_probe(&m.u.redefine.bytecode, "hot", "enter"));
+    assert_true(calls_probe(&m.u.redefine.bytecode, "cold", "enter"));
+    cmr_msg_free(&m);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.budget_removed environment=app", 5000), 0);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "reason=\"probes 50 ns per call > self time 5.0 ns", 5000), 0);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -1060,6 +1114,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_diagnosis_tree),
         cmocka_unit_test(test_diagnosis_resends_evicted),
         cmocka_unit_test(test_diagnosis_exclude_method),
+        cmocka_unit_test(test_overhead_budget_removes_probes),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {

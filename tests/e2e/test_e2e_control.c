@@ -221,18 +221,22 @@ static bool fires(jvm_agent_t *j, const char *cmd, const char *answer, uint64_t 
 static const char env_v1[] = ENV_HEAD "      - sensor: invocation-sequence\n"
                                       "        class: demo.Work\n"
                                       "        method: call\n"
+                                      "        trivial: true\n"
                                       "      - sensor: invocation-sequence\n"
                                       "        class: demo.PoolWork\n"
-                                      "        method: run\n" ENV_MAPPINGS;
+                                      "        method: run\n"
+                                      "        trivial: true\n" ENV_MAPPINGS;
 
 /* Work.call loses its sensor, Greeter.greet (bytes kept) and Fanout.run (bytes dropped by
  * the instrumenter's tiny cache budget) get one. */
 static const char env_v2[] = ENV_HEAD "      - sensor: invocation-sequence\n"
                                       "        class: demo.Greeter\n"
                                       "        method: greet\n"
+                                      "        trivial: true\n"
                                       "      - sensor: invocation-sequence\n"
                                       "        class: demo.Fanout\n"
-                                      "        method: run\n" ENV_MAPPINGS;
+                                      "        method: run\n"
+                                      "        trivial: true\n" ENV_MAPPINGS;
 
 static void test_rules_instrument_and_changes_apply_while_running(void **state)
 {

@@ -90,6 +90,7 @@ static const char env_yaml[] = "version: 1\n"
                                "      - sensor: invocation-sequence\n"
                                "        class: demo.Work\n"
                                "        method: call\n"
+                               "        trivial: true\n"
                                "mappings:\n  - agent: \"diag-*\"\n    address: \"*\"\n    environment: diag\n";
 
 /* --- diagnoses through cmr-config -------------------------------------------------------- */

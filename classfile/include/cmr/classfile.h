@@ -171,6 +171,37 @@ typedef struct cf_callee {
  * NULL when *n == 0). Strings point into the class. */
 cf_err cf_method_callees(const cf_class *c, const cf_member *m, cf_callee **out, size_t *n, cf_error *err);
 
+/* ------------------------------------------------------- trivial methods */
+
+/* Methods whose own work is a few nanoseconds, less than a probe pair costs: recording them
+ * multiplies a program's time and says nothing about where it goes. The instrumenter leaves
+ * them out unless a sensor assignment asks for them (`trivial: true`, docs/ENVIRONMENTS.md).
+ *
+ *   GETTER  exactly  aload_0 getfield #f xreturn   (static: getstatic #f xreturn)
+ *   SETTER  exactly  aload_0 xload_1 putfield #f return   (static: xload_0 putstatic #f return)
+ *   LEAF    a tiny leaf: code_length <= CF_TRIVIAL_MAX_CODE bytes, no exception table, not
+ *           synchronized, and no instruction that calls (invoke*), allocates (new, newarray,
+ *           anewarray, multianewarray), locks (monitorenter/exit), throws (athrow), jumps to
+ *           a subroutine (jsr, jsr_w, ret) or branches backwards (goto, if*, switch targets
+ *           at or before the instruction: no loop). Such a method runs each instruction at
+ *           most once: at most CF_TRIVIAL_MAX_CODE bytecodes, a few ns once compiled.
+ * Constructors, static initializers, abstract and native methods are never trivial. The
+ * threshold is HotSpot's MaxInlineSize (35 bytes): methods this small are inlined anyway,
+ * and a probe call inside them is what is left of their cost. */
+#define CF_TRIVIAL_MAX_CODE 35
+
+typedef enum cf_trivial_kind {
+    CF_TRIVIAL_NO = 0,
+    CF_TRIVIAL_GETTER,
+    CF_TRIVIAL_SETTER,
+    CF_TRIVIAL_LEAF,
+} cf_trivial_kind;
+
+/* Classifies method m of c (CF_TRIVIAL_NO when its code does not decode). */
+cf_trivial_kind cf_method_trivial(const cf_class *c, const cf_member *m);
+/* "no", "getter", "setter", "leaf" */
+const char *cf_trivial_name(cf_trivial_kind k);
+
 /* -------------------------------------------------------- instrumentation */
 
 /* One generic probe description. At each site (entry, each normal return, exceptional

@@ -34,6 +34,8 @@ typedef struct cmr_instr_method {
     uint16_t access;
     uint16_t index;     /* method_info index in the class */
     int32_t first_line; /* lowest LineNumberTable line, 0 when none */
+    uint8_t trivial;    /* cf_trivial_kind (classfile.h): an accessor or a tiny leaf; 0 when not
+                           (and in cache entries of format 1, written before it was known) */
     cmr_instr_names_t annotations;
 } cmr_instr_method_t;
 

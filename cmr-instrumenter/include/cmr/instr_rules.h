@@ -12,7 +12,12 @@
  *                true; static initializers, abstract and native methods never
  *   descriptor   glob on the method descriptor
  *   modifiers    required flags all set, excluded flags all clear
- * The first matching assignment of the environment gives the method its sensor.
+ *   trivial      accessors and tiny leaf methods (cmr_instr_method_t.trivial, from
+ *                cf_method_trivial) match only an assignment with trivial: true
+ * The first matching assignment of the environment gives the method its sensor. A trivial
+ * method that some assignment would have matched but for `trivial` and that no assignment
+ * picks is listed in the decision's `trivial` (the instrumenter's logs and metrics count
+ * them).
  *
  * Superclasses and interfaces are resolved through a lookup function (the types the same
  * agent has sent). A type not seen yet cannot be followed: it is reported in `missing`
@@ -66,6 +71,8 @@ typedef struct cmr_instr_decision {
     cmr_instr_names_t missing; /* owned: types that could not be resolved */
     int excluded;              /* the class is on the exclusion list (hand-off points in it
                                  still get their context probes) */
+    uint16_t *trivial;         /* owned: indices into meta->methods left out as trivial */
+    size_t n_trivial;
 } cmr_instr_decision_t;
 
 /* Decides for one class. 0, or -1 on out of memory. */

@@ -355,6 +355,7 @@ typedef struct cmr_sensor_assignment {
     int32_t modifiers_required;
     int32_t modifiers_excluded;
     bool constructors;
+    bool trivial; /* accessors and tiny leaf methods may match too (classfile.h, cf_method_trivial) */
 } cmr_sensor_assignment_t;
 
 /* A threshold rule of an environment (docs/METRICS.md). */
@@ -456,6 +457,7 @@ typedef struct cmr_method_metric {
     cmr_bytes_t histogram; /* cmr_hist_encode() of the latencies (ns); the source of percentiles */
     int64_t max_in_flight;
     cmr_bytes_t slowest_trace; /* 16 bytes, or empty */
+    int64_t self_ns;           /* time outside recorded callees (sum); timer samples: whole */
 } cmr_method_metric_t;
 
 typedef struct cmr_transaction_metric {
@@ -500,6 +502,7 @@ typedef struct cmr_metric_batch {
         size_t count;
     } stalled;
     int64_t samples_dropped;
+    int64_t cpu_ns; /* the process's CPU time since the previous batch (0: unknown) */
 } cmr_metric_batch_t;
 
 typedef struct cmr_diag_condition {

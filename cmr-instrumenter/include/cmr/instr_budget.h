@@ -1,0 +1,90 @@
+/*
+ * instr_budget.h - the overhead budget (docs/ARCHITECTURE.md, "The overhead budget"): from
+ * what one JVM measured over a window (per method: calls, self time; the cost of one call's
+ * probes; the JVM's CPU time), which methods lose their probes so that the probes cost at
+ * most the environment's budget, each with its reason.
+ *
+ * The rule, in order:
+ *   1. nothing is removed while the probes cost at most budget_pct of the CPU time;
+ *   2. over it, methods whose probes cost more than they measure (self time per call below
+ *      the probes' cost per call) are removed, the most expensive in probes first, until
+ *      the estimate is under the budget;
+ *   3. still over it, methods whose self time per call is under CMR_BUDGET_DISTORTION times
+ *      the probes' cost (their figures are distorted by more than 1/CMR_BUDGET_DISTORTION)
+ *      go the same way. Methods that measure more than that are never removed: the budget
+ *      is then reported as not reachable by removal (over_budget).
+ * Pure: no Kafka, no cache; the caller applies the result (cmr_instr_decision_drop).
+ */
+#ifndef CMR_INSTR_BUDGET_H
+#define CMR_INSTR_BUDGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/instr_rules.h"
+#include "cmr/map.h"
+#include "cmr/msg.h"
+
+#define CMR_BUDGET_DEFAULT_PCT 3.0
+#define CMR_BUDGET_DISTORTION 10
+
+typedef struct cmr_budget_method {
+    uint64_t method_id;
+    int64_t calls;   /* in the window */
+    int64_t self_ns; /* their time outside recorded callees (sum over the calls) */
+} cmr_budget_method_t;
+
+typedef struct cmr_budget_input {
+    const cmr_budget_method_t *methods;
+    size_t n;
+    int64_t cpu_ns;    /* the JVM's CPU time over the window (all threads) */
+    double probe_ns;   /* the cost of one call's probes (entry + exit), measured by the agent */
+    double budget_pct; /* the environment's budget; <= 0: CMR_BUDGET_DEFAULT_PCT */
+} cmr_budget_input_t;
+
+typedef struct cmr_budget_removal {
+    uint64_t method_id;
+    int64_t calls;
+    double self_ns_per_call;
+    double cost_pct; /* this method's probes, in % of the CPU time */
+    char reason[160];
+} cmr_budget_removal_t;
+
+typedef struct cmr_budget_result {
+    cmr_budget_removal_t *removed; /* owned (cmr_budget_result_free), most expensive first */
+    size_t n_removed;
+    double before_pct, after_pct; /* the probes' estimated cost before and after, % of CPU */
+    int over_budget;              /* after_pct is still over the budget */
+} cmr_budget_result_t;
+
+/* 0, or -1 on out of memory / bad input (cpu_ns <= 0 or probe_ns <= 0). */
+int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out);
+void cmr_budget_result_free(cmr_budget_result_t *r);
+
+/* One JVM's measurements over a window of metric intervals (its MetricBatches on
+ * cmr.metrics): per method the calls and self time (MethodMetric.self_ns; an agent that
+ * does not send it counts the whole time, sum_ns, so its methods look as costly as they
+ * can), and the process's CPU time (MetricBatch.cpu_ns). A batch without cpu_ns (an
+ * agent's first, or an older agent) is left out entirely: its methods' time cannot be set
+ * against anything. Owns its memory. */
+typedef struct cmr_budget_window {
+    cmr_budget_method_t *methods; /* owned */
+    size_t n, cap;
+    cmr_u64map_t index; /* method id -> position + 1 */
+    int64_t cpu_ns;
+    int64_t samples_dropped;
+    uint32_t intervals; /* batches counted */
+} cmr_budget_window_t;
+
+/* 0, or -1 on out of memory (the window is then partly updated: reset it). */
+int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb);
+/* What cmr_budget_select needs, borrowing w's methods. */
+cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct);
+void cmr_budget_window_reset(cmr_budget_window_t *w);
+void cmr_budget_window_free(cmr_budget_window_t *w);
+
+/* Takes the picks of methods whose id is in ids (sorted ascending) out of d, the JDK's
+ * hand-off points excepted; returns how many were taken out. cls->name is the owner. */
+size_t cmr_instr_decision_drop(const cmr_instr_meta_t *cls, cmr_instr_decision_t *d, const uint64_t *ids, size_t n);
+
+#endif

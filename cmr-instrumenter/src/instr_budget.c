@@ -1,0 +1,164 @@
+/*
+ * instr_budget.c - the overhead budget's choice of methods (see instr_budget.h).
+ */
+#include "cmr/instr_budget.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/buf.h"
+#include "cmr/classfile.h"
+
+typedef struct cand {
+    const cmr_budget_method_t *m;
+    double cost_ns; /* calls * probe_ns */
+} cand_t;
+
+static int by_cost_desc(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    if (x->cost_ns != y->cost_ns)
+        return x->cost_ns < y->cost_ns ? 1 : -1;
+    return x->m->method_id < y->m->method_id ? -1 : x->m->method_id > y->m->method_id;
+}
+
+int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (in->cpu_ns <= 0 || in->probe_ns <= 0)
+        return -1;
+    double budget = in->budget_pct > 0 ? in->budget_pct : CMR_BUDGET_DEFAULT_PCT;
+    double total = 0;
+    for (size_t i = 0; i < in->n; i++)
+        total += (double)(in->methods[i].calls > 0 ? in->methods[i].calls : 0) * in->probe_ns;
+    double cpu = (double)in->cpu_ns;
+    out->before_pct = out->after_pct = 100.0 * total / cpu;
+    if (out->before_pct <= budget || in->n == 0)
+        return 0;
+    cand_t *c = calloc(in->n, sizeof *c);
+    out->removed = calloc(in->n, sizeof *out->removed);
+    if (!c || !out->removed) {
+        free(c);
+        cmr_budget_result_free(out);
+        return -1;
+    }
+    for (int pass = 0; pass < 2 && out->after_pct > budget; pass++) {
+        /* pass 0: probes cost more than the method's own time; pass 1: they distort it by
+         * more than 1/CMR_BUDGET_DISTORTION */
+        double limit = pass == 0 ? in->probe_ns : in->probe_ns * CMR_BUDGET_DISTORTION;
+        size_t nc = 0;
+        for (size_t i = 0; i < in->n; i++) {
+            const cmr_budget_method_t *m = &in->methods[i];
+            if (m->calls <= 0)
+                continue;
+            double self = (double)(m->self_ns > 0 ? m->self_ns : 0) / (double)m->calls;
+            bool first = self < in->probe_ns;
+            if ((pass == 0 && !first) || (pass == 1 && (first || self >= limit)))
+                continue;
+            c[nc++] = (cand_t){m, (double)m->calls * in->probe_ns};
+        }
+        qsort(c, nc, sizeof *c, by_cost_desc);
+        for (size_t i = 0; i < nc && out->after_pct > budget; i++) {
+            cmr_budget_removal_t *r = &out->removed[out->n_removed++];
+            r->method_id = c[i].m->method_id;
+            r->calls = c[i].m->calls;
+            r->self_ns_per_call = (double)(c[i].m->self_ns > 0 ? c[i].m->self_ns : 0) / (double)c[i].m->calls;
+            r->cost_pct = 100.0 * c[i].cost_ns / cpu;
+            out->after_pct -= r->cost_pct;
+            snprintf(r->reason, sizeof r->reason,
+                     pass == 0 ? "probes %.0f ns per call > self time %.1f ns; %lld calls, %.1f%% of CPU"
+                               : "probes %.0f ns per call > 1/10 of self time %.1f ns; %lld calls, %.1f%% of CPU",
+                     in->probe_ns, r->self_ns_per_call, (long long)r->calls, r->cost_pct);
+        }
+    }
+    if (out->after_pct < 0)
+        out->after_pct = 0;
+    out->over_budget = out->after_pct > budget;
+    free(c);
+    return 0;
+}
+
+void cmr_budget_result_free(cmr_budget_result_t *r)
+{
+    free(r->removed);
+    memset(r, 0, sizeof *r);
+}
+
+int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb)
+{
+    if (mb->cpu_ns <= 0)
+        return 0;
+    w->cpu_ns += mb->cpu_ns;
+    w->samples_dropped += mb->samples_dropped;
+    w->intervals++;
+    for (size_t i = 0; i < mb->metrics.count; i++) {
+        const cmr_method_metric_t *mm = &mb->metrics.items[i];
+        if (mm->count <= 0)
+            continue;
+        size_t at = (size_t)(uintptr_t)cmr_u64map_get(&w->index, (uint64_t)mm->method_id);
+        if (at == 0) {
+            if (CMR_ARRAY_GROW(w->methods, w->cap, w->n + 1) != 0 ||
+                cmr_u64map_put(&w->index, (uint64_t)mm->method_id, (void *)(uintptr_t)(w->n + 1)) != 0)
+                return -1;
+            w->methods[w->n] = (cmr_budget_method_t){.method_id = (uint64_t)mm->method_id};
+            at = ++w->n;
+        }
+        cmr_budget_method_t *m = &w->methods[at - 1];
+        m->calls += mm->count;
+        m->self_ns += mm->self_ns > 0 ? mm->self_ns : mm->sum_ns;
+    }
+    return 0;
+}
+
+cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct)
+{
+    return (cmr_budget_input_t){w->methods, w->n, w->cpu_ns, probe_ns, budget_pct};
+}
+
+void cmr_budget_window_reset(cmr_budget_window_t *w)
+{
+    w->n = 0;
+    w->cpu_ns = w->samples_dropped = 0;
+    w->intervals = 0;
+    cmr_u64map_clear(&w->index);
+}
+
+void cmr_budget_window_free(cmr_budget_window_t *w)
+{
+    free(w->methods);
+    cmr_u64map_free(&w->index);
+    memset(w, 0, sizeof *w);
+}
+
+static int has_id(const uint64_t *ids, size_t n, uint64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] == id)
+            return 1;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+size_t cmr_instr_decision_drop(const cmr_instr_meta_t *cls, cmr_instr_decision_t *d, const uint64_t *ids, size_t n)
+{
+    size_t kept = 0, dropped = 0;
+    cf_str owner = {cls->name, (uint32_t)strlen(cls->name)};
+    for (size_t i = 0; i < d->n_picks; i++) {
+        const cmr_instr_method_t *m = &cls->methods[d->picks[i].method];
+        cf_str name = {m->name, (uint32_t)strlen(m->name)}, desc = {m->desc, (uint32_t)strlen(m->desc)};
+        if (d->picks[i].handoff == CMR_HANDOFF_NONE && has_id(ids, n, cf_method_id_of(owner, name, desc))) {
+            dropped++;
+            continue;
+        }
+        d->picks[kept++] = d->picks[i];
+    }
+    d->n_picks = kept;
+    return dropped;
+}

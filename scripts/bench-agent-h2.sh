@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The agent's overhead on a real database workload (docs/benchmarks.md, "Agent: every method
+# of a database"): H2 (Debian's /usr/share/java/h2.jar) in memory, driven by
+# scripts/bench/H2Bench.java (tables, batched inserts, point reads, joins, aggregates).
+# Runs the embedded broker, cmr-config and cmr-instrumenter, then per JDK (17, and 25 when
+# /usr/lib/jvm/temurin-25-jdk-amd64 exists) and mode:
+#   base      no agent
+#   trivial   agent, environment asking for every org.h2.* method (invocation sequences)
+#             with trivial: true: every method, as before trivial methods were left out
+#   default   the same without trivial: true: accessors and tiny leaves left out (the
+#             default); the overhead budget off
+#   budget    as default, with the overhead budget on (3 %, metric interval 1 s, judged
+#             every 2 intervals)
+# Every run does one warm-up round, waits WAIT_MS (agent runs: the redefinitions arrive),
+# works untimed for SETTLE_MS (the JIT settles; the budget acts), then times ROUNDS rounds.
+# and prints the timed phase of each run, its ratio to the median of the base runs, the
+# events the agent recorded and dropped, and (budget) the methods the budget removed.
+#   scripts/bench-agent-h2.sh [ROWS] [ROUNDS] [REPEAT] [MODES]
+#     defaults: 20000 rows, 3 rounds, 3 runs per mode, MODES "base trivial default budget"
+#   CMR_BUILD=DIR: use that build instead of building build/; JDKS="DIR ...": these JDKs;
+#   WAIT_MS: pause after the warm-up round (default 15000); SETTLE_MS: untimed work (default 45000)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$CMR_ROOT"
+if [ -z "${CMR_BUILD:-}" ]; then
+    cmr_install_packages
+    cmr_build build
+fi
+B=${CMR_BUILD:-$CMR_ROOT/build}
+ROWS=${1:-20000}
+ROUNDS=${2:-3}
+REPEAT=${3:-3}
+MODES=${4:-base trivial default budget}
+WAIT_MS=${WAIT_MS:-15000}
+SETTLE_MS=${SETTLE_MS:-45000}
+JAR=/usr/share/java/h2.jar
+[ -f "$JAR" ] || { echo "$JAR missing (apt-get install libh2-java)"; exit 1; }
+jdks=(/usr/lib/jvm/java-17-openjdk-amd64)
+[ -x /usr/lib/jvm/temurin-25-jdk-amd64/bin/java ] && jdks+=(/usr/lib/jvm/temurin-25-jdk-amd64)
+[ -n "${JDKS:-}" ] && read -r -a jdks <<< "$JDKS"
+work=$(mktemp -d)
+pids=()
+instr_pid=
+cleanup() {
+    [ -n "$instr_pid" ] && kill "$instr_pid" 2>/dev/null
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+"${jdks[0]}/bin/javac" -d "$work/classes" "$CMR_ROOT/scripts/bench/H2Bench.java"
+"$B/cmr-broker/cmr-broker" --bootstrap-file "$work/bootstrap" >/dev/null 2>"$work/broker.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/bootstrap" ] && break; sleep 0.1; done
+bs=$(cat "$work/bootstrap")
+"$B/cmr-config/cmr-config" keygen --dir "$work" --name cmr >/dev/null
+cat > "$work/env.yaml" <<YAML
+version: 1
+environments:
+  - id: h2
+    name: every org.h2 method, trivial ones left out
+    sensors:
+      - {sensor: invocation-sequence, class: "org.h2.*", method: "*"}
+  - id: h2-budget
+    name: every org.h2 method, trivial ones left out, metrics every second
+    strategy:
+      metric_interval_ms: 1000
+    sensors:
+      - {sensor: invocation-sequence, class: "org.h2.*", method: "*"}
+  - id: h2-trivial
+    name: every org.h2 method
+    sensors:
+      - {sensor: invocation-sequence, class: "org.h2.*", method: "*", trivial: true}
+mappings:
+  - {agent: "h2-default-*", address: "*", environment: h2}
+  - {agent: "h2-budget-*", address: "*", environment: h2-budget}
+  - {agent: "h2-trivial-*", address: "*", environment: h2-trivial}
+YAML
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
+"$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn -X "trust.signing_key=$work/cmr.key" run \
+    >"$work/config.log" 2>&1 &
+pids+=($!)
+
+# start_instrumenter BUDGET_PCT: (re)starts cmr-instrumenter (same class cache), the
+# overhead budget at BUDGET_PCT % (0: off)
+start_instrumenter() {
+    if [ -n "$instr_pid" ]; then kill "$instr_pid"; wait "$instr_pid" 2>/dev/null || true; fi
+    : > "$work/instrumenter.log"
+    "$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "${INSTR_LOG:-info}" \
+        -X "trust.signing_key=$work/cmr.key" -X kafka.fetch.wait.max.ms=5 --db "$work/instrumenter" \
+        -X "instrumenter.budget.pct=$1" -X instrumenter.budget.intervals=2 run >>"$work/instrumenter.log" 2>&1 &
+    instr_pid=$!
+    for _ in $(seq 300); do grep -q instr.partitions_assigned "$work/instrumenter.log" && break; sleep 0.1; done
+}
+
+echo "uptime: $(uptime)"
+echo "rows=$ROWS rounds=$ROUNDS runs=$REPEAT wait_ms=$WAIT_MS settle_ms=$SETTLE_MS"
+median() { sort -n | awk '{v[NR]=$1} END {print NR ? v[int((NR+1)/2)] : 0}'; }
+for jdk in "${jdks[@]}"; do
+    ver=$("$jdk/bin/java" -version 2>&1 | head -1 | sed 's/.*"\(.*\)".*/\1/')
+    base_ms=
+    for mode in $MODES; do
+        [ "$mode" = base ] || start_instrumenter "$([ "$mode" = budget ] && echo 3 || echo 0)"
+        : > "$work/times"
+        for r in $(seq "$REPEAT"); do
+            agent=()
+            [ "$mode" = base ] ||
+                agent=("-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=h2-$mode-$r,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5")
+            wait_ms=$([ "$mode" = base ] && echo 0 || echo "$WAIT_MS")
+            settle_ms=$SETTLE_MS
+            removed_before=$(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true)
+            "$jdk/bin/java" "${agent[@]}" -cp "$work/classes:$JAR" H2Bench "$ROWS" "$ROUNDS" "$wait_ms" "$settle_ms" \
+                >"$work/out" 2>"$work/jvm.log" || { tail -20 "$work/jvm.log"; exit 1; }
+            ms=$(sed -n 's/.*work_ms=\([0-9]*\).*/\1/p' "$work/out")
+            echo "$ms" >> "$work/times"
+            ev=$(grep -o 'events_recorded=[0-9]* events_dropped=[0-9]*' "$work/jvm.log" || echo "events_recorded=- events_dropped=-")
+            applied=$(grep -o 'commands_applied=[0-9]*' "$work/jvm.log" || echo "commands_applied=-")
+            removed=$(( $(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true) - removed_before ))
+            ratio=$([ -n "$base_ms" ] && awk -v a="$ms" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
+            printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s %s %s budget_removed=%d\n' "$ver" "$mode" "$r" "$ms" \
+                "$ratio" "$ev" "$applied" "$removed"
+        done
+        med=$(median < "$work/times")
+        [ "$mode" = base ] && base_ms=$med
+        printf 'jdk=%s mode=%-8s median_ms=%s ratio=%s\n' "$ver" "$mode" "$med" \
+            "$([ -n "$base_ms" ] && awk -v a="$med" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo -)"
+        [ "$mode" = budget ] && grep -o 'event=instr.budget .*' "$work/instrumenter.log" | tail -3
+    done
+done
+if [ "${INSTR_LOG:-info}" = debug ]; then
+    echo "instrumenter (last mode): trivial methods left out over all decisions:" \
+        "$(grep -o 'event=instr.trivial_skipped.* methods=[0-9]*' "$work/instrumenter.log" | sed 's/.* methods=//' | awk '{s += $1} END {print s + 0}')"
+fi
+if [ -n "${KEEP_LOGS:-}" ]; then mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/; fi
