@@ -76,9 +76,10 @@ for _ in $(seq 300); do grep -q "event=agent.configured" "$work/payments.log" &&
 "$JAVA" "-agentpath:$agent,name=shop-ui" -cp "$B/demo/classes" shop.ShopDemo 240 "$payment_url" "$work/shop.stop" \
     2>"$work/shop.log" >/dev/null &
 pids+=($!)
-# traces that cross both JVMs before the browser starts (at most 90 s)
+# traces that cross both JVMs, started at least 6 s ago, before the browser starts (at most
+# 90 s): the test's first list asks for traces that ended 4 s before it loads (complete ones)
 for _ in $(seq 180); do
-    if curl -sf "http://127.0.0.1:$ui_port/api/traces?limit=200" |
+    if curl -sf "http://127.0.0.1:$ui_port/api/traces?limit=200&to=-6s" |
         python3 -c 'import json,sys; sys.exit(0 if any(t["jvms"]==2 for t in json.load(sys.stdin)["traces"]) else 1)'; then
         break
     fi
