@@ -77,8 +77,10 @@ static void on_delivery(const cmr_delivery_t *d, void *opaque)
     }
     uintptr_t tag = (uintptr_t)d->opaque;
     if (tag & 1) { /* an EventBatch of tag >> 1 events */
-        if (d->err)
-            cmr_probe_rings_count(a->rings, 0, tag >> 1, 0, 0);
+        if (d->err) {
+            cmr_probe_stats_t lost = {.dropped = tag >> 1};
+            cmr_probe_rings_count(a->rings, &lost);
+        }
     } else if (d->opaque) { /* a ClassLoaded: the entry waits for this answer */
         c->in_flight--;
         cmr_class_cache_delivered(a->classes, d->opaque, d->err == 0);

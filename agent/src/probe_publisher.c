@@ -56,9 +56,7 @@ typedef struct publisher {
     cmr_events_encoder_t enc;
     uint8_t *packed;
     size_t packed_cap;
-    /* counters of this pass */
-    uint64_t recorded, dropped, batches, metric_batches, events_sent, event_bytes;
-    uint64_t traces_dropped, calls_not_recorded;
+    cmr_probe_stats_t n; /* counters of this pass, added to the rings' totals after it */
     cmr_log_limiter_t loss_log;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
     size_t npass; /* rings of the last pass: valid until the next one */
@@ -202,11 +200,11 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
                  ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, tag, err, sizeof err)
                  : CMR_SEND_ERROR;
     if (rc == CMR_SEND_OK) {
-        p->batches++;
-        p->events_sent += ring->batch_count;
-        p->event_bytes += (uint64_t)packed;
+        p->n.batches++;
+        p->n.events_sent += ring->batch_count;
+        p->n.event_bytes += (uint64_t)packed;
     } else {
-        p->dropped += ring->batch_count;
+        p->n.dropped += ring->batch_count;
     }
     ring->batch_seq++;
     ring->event_seq += ring->batch_count;
@@ -239,7 +237,7 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
 static void metric_add(publisher_t *p, uint64_t method_id, int64_t ns, bool thrown)
 {
     if (cmr_metric_agg_add(&p->agg, method_id, ns, thrown) != 0)
-        p->dropped++;
+        p->n.dropped++;
 }
 
 /* The calls of the last pass's threads that run longer than the stall threshold, at
@@ -292,7 +290,7 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
         char err[256];
         if ((mb.metrics.count || mb.transactions.count || mb.stalled.count) &&
             cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
-            p->metric_batches++;
+            p->n.metric_batches++;
     }
     cmr_metric_agg_reset(g);
     cmr_cs_interval_reset(&p->cs);
@@ -309,8 +307,8 @@ static void loss_record(publisher_t *p, cmr_ring_t *ring, uint64_t calls, uint32
         return;
     ring->loss_calls += (int64_t)(calls > INT64_MAX / 2 ? INT64_MAX / 2 : calls);
     ring->loss_why |= (int32_t)(why & (CMR_TRUNCATED_BY_LIMIT | CMR_TRUNCATED_BY_RING));
-    p->dropped += 2 * calls; /* the enter and the exit of each */
-    p->calls_not_recorded += calls;
+    p->n.dropped += 2 * calls; /* the enter and the exit of each */
+    p->n.calls_not_recorded += calls;
 }
 
 /* Segments the thread skipped whole since the last pass (header 40, 48). */
@@ -326,11 +324,11 @@ static void traces_dropped(publisher_t *p, cmr_ring_t *ring)
                     " reason=ring_full hint=\"the publisher drains slower than the thread records: a larger "
                     "ring_records or fewer recorded methods\" suppressed=%llu",
                     ring->thread_name, t - ring->traces_dropped_seen, ring->cap, suppressed);
-        p->traces_dropped += t - ring->traces_dropped_seen;
+        p->n.traces_dropped += t - ring->traces_dropped_seen;
         ring->traces_dropped_seen = t;
     }
     if (c != ring->dropped_calls_seen) {
-        p->dropped += 2 * (c - ring->dropped_calls_seen);
+        p->n.dropped += 2 * (c - ring->dropped_calls_seen);
         ring->dropped_calls_seen = c;
     }
 }
@@ -351,7 +349,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             if (aux <= 1 && ring->segment_open) /* the exit of the last root was lost */
                 batch_send(p, ring, true);
             if (aux > 1 && !ring->segment_open) { /* its segment's root was never seen: no */
-                p->dropped++;                     /* segment without its root call */
+                p->n.dropped++;                   /* segment without its root call */
                 break;
             }
             batch_append(p, ring, rec, kind, aux);
@@ -367,7 +365,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             if (aux == 0) /* an exit without its entry (the method was redefined meanwhile) */
                 break;
             if (!ring->segment_open) { /* of a segment whose root was never seen */
-                p->dropped++;
+                p->n.dropped++;
                 break;
             }
             batch_append(p, ring, rec, kind, aux);
@@ -413,7 +411,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
             break;
         default: break; /* unknown kind: skip */
         }
-        p->recorded++;
+        p->n.recorded++;
     }
     ring->read = r;
     __atomic_store_n((uint64_t *)(ring->mem + CMR_RING_READ), r, __ATOMIC_RELEASE);
@@ -422,7 +420,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
     if (dropped != ring->dropped_seen) {
         uint64_t d = dropped - ring->dropped_seen;
         ring->dropped_seen = dropped;
-        p->dropped += d;
+        p->n.dropped += d;
         ring->dropped_pending += (int32_t)(d > INT32_MAX ? INT32_MAX : d);
         /* the thread lost records: its shadow stack may hold calls whose exits were lost,
          * which would read as stalled forever; it is rebuilt from the next enters */
@@ -439,6 +437,13 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
     }
 }
 
+/* Adds this pass's counters to the rings' totals (what AgentStatus reports) and zeroes them. */
+static void counts_flush(publisher_t *p)
+{
+    cmr_probe_rings_count(p->rings, &p->n);
+    memset(&p->n, 0, sizeof p->n);
+}
+
 static void pass_once(publisher_t *p)
 {
     cmr_ring_t *dead[256];
@@ -450,11 +455,7 @@ static void pass_once(publisher_t *p)
         drain_ring(p, p->pass[i]);
     for (size_t i = 0; i < ndead; i++)
         cmr_ring_free(dead[i]);
-    cmr_probe_rings_count(p->rings, p->recorded, p->dropped, p->batches, p->metric_batches);
-    cmr_probe_rings_count_sent(p->rings, p->events_sent, p->event_bytes);
-    cmr_probe_rings_count_loss(p->rings, p->traces_dropped, p->calls_not_recorded);
-    p->recorded = p->dropped = p->batches = p->metric_batches = p->events_sent = p->event_bytes = 0;
-    p->traces_dropped = p->calls_not_recorded = 0;
+    counts_flush(p);
 }
 
 static void *publisher_main(void *arg)
@@ -473,8 +474,7 @@ static void *publisher_main(void *arg)
         int64_t now = cmr_wall_ms();
         if (now - p->interval_start_ms >= metric_ms) {
             metrics_send(p, now);
-            cmr_probe_rings_count(p->rings, 0, 0, 0, p->metric_batches);
-            p->metric_batches = 0;
+            counts_flush(p);
         }
     }
     return NULL;
@@ -515,7 +515,7 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
     if (a->mode == CMR_MODE_FULL) {
         pass_once(&pub); /* what the threads recorded until now */
         metrics_send(&pub, cmr_wall_ms());
-        cmr_probe_rings_count(pub.rings, 0, 0, 0, pub.metric_batches);
+        counts_flush(&pub);
     }
     cmr_cs_free(&pub.cs);
     cmr_metric_agg_free(&pub.agg);

@@ -287,30 +287,17 @@ size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t m
     return n;
 }
 
-void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dropped, uint64_t batches,
-                           uint64_t metric_batches)
+void cmr_probe_rings_count(cmr_probe_rings_t *r, const cmr_probe_stats_t *d)
 {
     pthread_mutex_lock(&r->lock);
-    r->stats.recorded += recorded;
-    r->stats.dropped += dropped;
-    r->stats.batches += batches;
-    r->stats.metric_batches += metric_batches;
-    pthread_mutex_unlock(&r->lock);
-}
-
-void cmr_probe_rings_count_sent(cmr_probe_rings_t *r, uint64_t events, uint64_t bytes)
-{
-    pthread_mutex_lock(&r->lock);
-    r->stats.events_sent += events;
-    r->stats.event_bytes += bytes;
-    pthread_mutex_unlock(&r->lock);
-}
-
-void cmr_probe_rings_count_loss(cmr_probe_rings_t *r, uint64_t traces_dropped, uint64_t calls_not_recorded)
-{
-    pthread_mutex_lock(&r->lock);
-    r->stats.traces_dropped += traces_dropped;
-    r->stats.calls_not_recorded += calls_not_recorded;
+    r->stats.recorded += d->recorded;
+    r->stats.dropped += d->dropped;
+    r->stats.batches += d->batches;
+    r->stats.events_sent += d->events_sent;
+    r->stats.event_bytes += d->event_bytes;
+    r->stats.metric_batches += d->metric_batches;
+    r->stats.traces_dropped += d->traces_dropped;
+    r->stats.calls_not_recorded += d->calls_not_recorded;
     pthread_mutex_unlock(&r->lock);
 }
 

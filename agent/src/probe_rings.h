@@ -162,12 +162,9 @@ void cmr_probe_publisher_stop(struct cmr_agent *a);
 size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t max, cmr_ring_t **dead, size_t *ndead,
                                 size_t max_dead);
 void cmr_ring_free(cmr_ring_t *ring);
-void cmr_probe_rings_count(cmr_probe_rings_t *r, uint64_t recorded, uint64_t dropped, uint64_t batches,
-                           uint64_t metric_batches);
-/* Events in the batches queued, and the bytes of their encoding. */
-void cmr_probe_rings_count_sent(cmr_probe_rings_t *r, uint64_t events, uint64_t bytes);
-/* Whole segments skipped, and calls left out of truncated segments, since the last call. */
-void cmr_probe_rings_count_loss(cmr_probe_rings_t *r, uint64_t traces_dropped, uint64_t calls_not_recorded);
+/* Adds d's counters (all but rings_live / rings_refused, which the rings keep) to the totals
+ * cmr_probe_rings_stats reports. */
+void cmr_probe_rings_count(cmr_probe_rings_t *r, const cmr_probe_stats_t *d);
 /* Waits until woken (a ring half full, or stop) or timeout_ms. */
 void cmr_probe_rings_wait(cmr_probe_rings_t *r, int timeout_ms);
 void cmr_probe_rings_wake(cmr_probe_rings_t *r);
