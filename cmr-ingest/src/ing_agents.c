@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <rocksdb/c.h>
 
+#include "cmr/buf.h"
 #include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/ingest.h"
@@ -280,12 +281,6 @@ static void env_latest(const cmr_agent_status_t *s, void *opaque)
         e->oom = true;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 long cmr_ingest_status_env_agents(cmr_store_t *const *metas, size_t nmetas, const char *env, uint64_t **ids)
 {
     *ids = NULL;
@@ -302,7 +297,7 @@ long cmr_ingest_status_env_agents(cmr_store_t *const *metas, size_t nmetas, cons
     cmr_u64map_free(&e.latest);
     if (!out)
         return -1;
-    qsort(out, n, sizeof *out, cmp_u64);
+    qsort(out, n, sizeof *out, cmr_u64_cmp);
     *ids = out;
     return (long)n;
 }

@@ -182,12 +182,6 @@ const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t
     return table_name(&n->agents, "agent", id, buf, len);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static size_t table_match(const cmr_u64map_t *t, const char *pattern, uint64_t **ids)
 {
     *ids = NULL;
@@ -206,7 +200,7 @@ static size_t table_match(const cmr_u64map_t *t, const char *pattern, uint64_t *
             if (strstr(display, pattern))
                 v[n++] = id;
     }
-    qsort(v, n, sizeof *v, cmp_u64);
+    qsort(v, n, sizeof *v, cmr_u64_cmp);
     *ids = v;
     return n;
 }

@@ -206,12 +206,6 @@ static bool any_indexed(cmr_store_t *s, int cf, const uint64_t *ids, size_t n, c
     return false;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static bool in_set(const uint64_t *v, size_t n, uint64_t id)
 {
     for (size_t i = 0; i < n; i++)
@@ -235,7 +229,7 @@ static bool any_agent_in(cmr_store_t *s, const uint64_t *set, size_t n, const ui
         if (kl < 24 || memcmp(key, trace, 16))
             break;
         uint64_t agent = cmr_be64(key + 16);
-        found = bsearch(&agent, set, n, sizeof *set, cmp_u64) != NULL;
+        found = bsearch(&agent, set, n, sizeof *set, cmr_u64_cmp) != NULL;
         if (agent == UINT64_MAX)
             break;
         cmr_put_be64(k + 16, agent + 1); /* the trace's next JVM */

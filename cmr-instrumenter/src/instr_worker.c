@@ -778,12 +778,6 @@ static void run_pending_envs(worker_t *w)
 
 /* --- the overhead budget (instr_budget.h) -------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Adds the removed methods to their environment's set; how many were new. */
 static size_t budget_remove(worker_t *w, const char *env_id, const cmr_budget_result_t *r)
 {
@@ -799,10 +793,10 @@ static size_t budget_remove(worker_t *w, const char *env_id, const cmr_budget_re
     size_t added = 0;
     for (size_t i = 0; i < r->n_removed; i++) {
         uint64_t id = r->removed[i].method_id;
-        if (bsearch(&id, be->ids, be->n, sizeof id, cmp_u64) || CMR_ARRAY_GROW(be->ids, be->cap, be->n + 1) != 0)
+        if (bsearch(&id, be->ids, be->n, sizeof id, cmr_u64_cmp) || CMR_ARRAY_GROW(be->ids, be->cap, be->n + 1) != 0)
             continue;
         be->ids[be->n++] = id;
-        qsort(be->ids, be->n, sizeof id, cmp_u64);
+        qsort(be->ids, be->n, sizeof id, cmr_u64_cmp);
         added++;
     }
     return added;

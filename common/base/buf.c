@@ -181,3 +181,9 @@ int cmr_array_grow(void *items, size_t *cap, size_t need, size_t size, size_t mi
     *cap = n;
     return 0;
 }
+
+int cmr_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}

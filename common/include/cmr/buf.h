@@ -78,4 +78,7 @@ int cmr_array_grow(void *items, size_t *cap, size_t need, size_t size, size_t mi
 /* The usual call: CMR_ARRAY_GROW(list.items, list.cap, list.count + 1). */
 #define CMR_ARRAY_GROW(items, cap, need) cmr_array_grow(&(items), &(cap), (need), sizeof *(items), 8)
 
+/* qsort / bsearch comparator of uint64_t elements, ascending. */
+int cmr_u64_cmp(const void *a, const void *b);
+
 #endif
