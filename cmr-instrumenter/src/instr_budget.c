@@ -131,19 +131,9 @@ void cmr_budget_window_free(cmr_budget_window_t *w)
     memset(w, 0, sizeof *w);
 }
 
-static int has_id(const uint64_t *ids, size_t n, uint64_t id)
+static bool is_listed(const uint64_t *sorted, size_t n, uint64_t id)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ids[mid] == id)
-            return 1;
-        if (ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
+    return n && bsearch(&id, sorted, n, sizeof id, cmr_u64_cmp) != NULL;
 }
 
 size_t cmr_instr_decision_drop(const cmr_instr_meta_t *cls, cmr_instr_decision_t *d, const uint64_t *ids, size_t n)
@@ -153,7 +143,7 @@ size_t cmr_instr_decision_drop(const cmr_instr_meta_t *cls, cmr_instr_decision_t
     for (size_t i = 0; i < d->n_picks; i++) {
         const cmr_instr_method_t *m = &cls->methods[d->picks[i].method];
         cf_str name = {m->name, (uint32_t)strlen(m->name)}, desc = {m->desc, (uint32_t)strlen(m->desc)};
-        if (d->picks[i].handoff == CMR_HANDOFF_NONE && has_id(ids, n, cf_method_id_of(owner, name, desc))) {
+        if (d->picks[i].handoff == CMR_HANDOFF_NONE && is_listed(ids, n, cf_method_id_of(owner, name, desc))) {
             dropped++;
             continue;
         }
