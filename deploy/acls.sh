@@ -64,9 +64,9 @@ acl "$config" IdempotentWrite cluster kafka-cluster
 acl "$config" Write transactional-id cmr-config-apply prefixed
 acl "$config" Describe transactional-id cmr-config-apply prefixed
 
-# cmr-instrumenter: reads classes, configuration and diagnoses, writes commands, the method table
-# and the diagnoses' discovered trees.
-for t in classes config methods diagnoses; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
+# cmr-instrumenter: reads classes, configuration and diagnoses, and the JVMs' metrics (the
+# overhead budget), writes commands, the method table and the diagnoses' discovered trees.
+for t in classes config methods diagnoses metrics; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
 topic "$instr" Write methods
 topic "$instr" Write diagnosis-trees
 topic "$instr" Describe diagnosis-trees
