@@ -609,8 +609,32 @@ static jvmtiError capture_run(cmr_agent_t *a, capture_t *set, int n, jclass *cla
     return jerr;
 }
 
+static bool is_instrumented(const char *name, int64_t loader_id, void *ud)
+{
+    cmr_agent_t *a = ud;
+    return cmr_u64map_has(&a->instrumented_classes, installed_key(name, loader_id));
+}
+
+/* A BytecodeResend without a class name: the CMR lost ClassLoaded messages of this agent
+ * (records of cmr.classes gone before it read them: retention, an outage) and asks for
+ * every class again. Each registered class is queued without bytes; the control loop
+ * captures them in batches of CAPTURE_BATCH (cmr_agent_capture_byteless), as it does for
+ * the classes loaded before the agent. Classes whose instrumented bytes are in effect are
+ * left out: the CMR made those, and the JVM would hand out the instrumented bytes. */
+static void resend_all(cmr_agent_t *a, const cmr_bytecode_resend_t *cmd)
+{
+    size_t n = cmr_class_cache_requeue_all(a->classes, is_instrumented, a, cmd->request_id);
+    cmr_log(CMR_LOG_INFO, "agent.classes_requeued", "classes=%zu instrumented_left_out=%lld request=%016" PRIx64, n,
+            (long long)a->classes_instrumented, (uint64_t)cmd->request_id);
+    report(a, cmd->request_id, "", 0, 0, CMR_COMMAND_APPLIED, 0, "every class queued for the CMR again");
+}
+
 void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_resend_t *cmd)
 {
+    if (!cmd->class_name || !cmd->class_name[0]) {
+        resend_all(a, cmd);
+        return;
+    }
     find_ctx_t f = {.env = env, .loader_id = cmd->loader_id};
     find_classes(a, env, cmd->class_name, &f);
     uint64_t hash = 0;

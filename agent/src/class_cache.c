@@ -359,6 +359,30 @@ void cmr_class_cache_offer_resend(cmr_class_cache_t *c, const char *name, int64_
     pthread_mutex_unlock(&c->lock);
 }
 
+size_t cmr_class_cache_requeue_all(cmr_class_cache_t *c, bool (*skip)(const char *name, int64_t loader_id, void *ud),
+                                   void *ud, int64_t request_id)
+{
+    size_t n = 0, it = 0, klen;
+    const void *key;
+    void *val;
+    pthread_mutex_lock(&c->lock);
+    while (cmr_map_next(&c->reg, &it, &key, &klen, &val)) {
+        int64_t loader_id;
+        const char *name = reg_key_name(key, klen, &loader_id);
+        const reg_entry_t *r = val;
+        if (r->hash == 0 || (skip && skip(name, loader_id, ud))) /* unread ones are queued already */
+            continue;
+        cmr_class_entry_t *e = entry_new(name, loader_id, r->hash, CMR_CLASS_RESEND, request_id);
+        if (!e)
+            break;
+        queue_push(c, e);
+        c->stats.queued++;
+        n++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
 cmr_class_entry_t *cmr_class_cache_take(cmr_class_cache_t *c)
 {
     pthread_mutex_lock(&c->lock);

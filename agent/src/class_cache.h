@@ -94,6 +94,15 @@ void cmr_class_cache_offer_resend(cmr_class_cache_t *cache, const char *name, in
                                   const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const uint8_t *bytes, size_t len,
                                   int64_t request_id);
 
+/* Queues again, without bytes, every registered class whose hash is known and that `skip`
+ * does not leave out (called under the cache's mutex: quick, no call back into the cache).
+ * The entries are RESEND answers to request_id: their bytes are captured from the JVM
+ * (cmr_class_cache_take_byteless) and sent whatever the never-send set says. For a CMR
+ * that lost ClassLoaded messages. Returns how many were queued. */
+size_t cmr_class_cache_requeue_all(cmr_class_cache_t *cache,
+                                   bool (*skip)(const char *name, int64_t loader_id, void *ud), void *ud,
+                                   int64_t request_id);
+
 /* --- shipping (control thread) -------------------------------------------------------- */
 /* Takes the oldest pending entry that has bytes into the in-flight set; NULL when none. */
 cmr_class_entry_t *cmr_class_cache_take(cmr_class_cache_t *cache);

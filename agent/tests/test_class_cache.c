@@ -134,6 +134,55 @@ static void test_unread_classes_get_their_hash_at_capture(void **state)
     cmr_class_cache_free(c, NULL, NULL);
 }
 
+static bool skip_instrumented(const char *name, int64_t loader_id, void *ud)
+{
+    (void)loader_id;
+    return strcmp(name, (const char *)ud) == 0;
+}
+
+/* A CMR that lost ClassLoaded messages asks for every class: each registered class whose
+ * hash is known is queued again without bytes (RESEND, whatever the never-send set says),
+ * except those the caller leaves out; unread ones are not doubled. */
+static void test_requeue_all(void **state)
+{
+    (void)state;
+    cmr_class_cache_t *c = cmr_class_cache_new(1 << 20);
+    assert_true(cmr_class_cache_offer(c, "x/A", 0, 11, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 1));
+    assert_true(cmr_class_cache_offer(c, "x/B", 0, 12, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 1));
+    assert_true(cmr_class_cache_offer(c, "x/Instrumented", 0, 13, NULL, bytes, sizeof bytes, CMR_CLASS_LOADED, 1));
+    for (int i = 0; i < 3; i++) {
+        cmr_class_entry_t *e = cmr_class_cache_take(c);
+        assert_non_null(e);
+        cmr_class_cache_delivered(c, e, true);
+    }
+    cmr_class_cache_offer_unread(c, "x/Unread", 0, CMR_CLASS_LOADED_BEFORE_REGISTRATION);
+    assert_int_equal(cmr_class_cache_requeue_all(c, skip_instrumented, "x/Instrumented", 99), 2);
+    cmr_class_entry_t *bl[8];
+    size_t n = cmr_class_cache_take_byteless(c, bl, 8);
+    assert_int_equal(n, 3); /* x/Unread, x/A, x/B */
+    int resend = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (bl[i]->cause == CMR_CLASS_RESEND) {
+            resend++;
+            assert_int_equal(bl[i]->request_id, 99);
+            assert_true(strcmp(bl[i]->name, "x/Instrumented") != 0);
+            /* its hash is in the never-send set, and it is queued all the same */
+            assert_true(cmr_class_cache_attach_bytes(c, bl[i], bl[i]->hash, NULL, bytes, sizeof bytes));
+        } else {
+            cmr_class_cache_drop(c, bl[i]);
+        }
+    }
+    assert_int_equal(resend, 2);
+    for (int i = 0; i < 2; i++) {
+        cmr_class_entry_t *e = cmr_class_cache_take(c);
+        assert_non_null(e);
+        assert_int_equal(e->cause, CMR_CLASS_RESEND);
+        cmr_class_cache_delivered(c, e, true);
+    }
+    assert_null(cmr_class_cache_take(c));
+    cmr_class_cache_free(c, NULL, NULL);
+}
+
 static int released;
 static void release(void *handle, void *opaque)
 {
@@ -330,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_never_send_set_grows_and_deletes),
         cmocka_unit_test(test_budget_keeps_names_and_failed_delivery_requeues),
         cmocka_unit_test(test_unread_classes_get_their_hash_at_capture),
+        cmocka_unit_test(test_requeue_all),
         cmocka_unit_test(test_registry_handles),
         cmocka_unit_test(test_registry_keys_are_exact),
         cmocka_unit_test(test_original_digests),

@@ -25,6 +25,16 @@
  *   - configuration changes wait while a catch-up is waiting or running (catch_up_busy()),
  *     then run against every owned partition, the one just taken over included.
  *
+ * Lost class records. cmr.classes is a delete-policy topic: its offsets are contiguous, so
+ * a record whose offset is past the one after the cache's last offset of that partition
+ * means records this worker never read (deleted by retention before it got to them, or by
+ * a broker that keeps less). Their classes are unknown here, so configuration changes
+ * could not reach them: the gap is logged and counted (instr.classes_lost), and every
+ * agent of that partition, those cached now and those whose records arrive later, is
+ * asked once for all its classes (a BytecodeResend without a class name; at most once per
+ * agent per CMR_RESYNC_MIN_MS). A record the consumer skipped as malformed counts as
+ * lost too: its classes are equally unknown.
+ *
  * Trust (docs/SECURITY.md): a ClassLoaded whose bytes do not hash to its class_hash is
  * refused before anything is cached or recorded from it (instr.hash_mismatch, counted).
  * Every command is signed for the agent's instance (cmr_command_send, the key of
@@ -139,6 +149,12 @@ typedef struct worker {
     catch_up_t catch_up;
     cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
     budget_t budget;     /* the overhead budget (instr_budget.h) */
+    /* Lost records of cmr.classes ("Lost class records" above): when the last gap of each
+     * partition was found, when each agent was last asked for all its classes, and how
+     * many records were lost in all. */
+    int64_t lost_at_ms[MAX_PARTITIONS];
+    cmr_u64map_t resynced; /* agent id -> mono ms of the last request (the value) */
+    _Atomic uint64_t records_lost, resyncs;
 } worker_t;
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
@@ -283,6 +299,64 @@ static int64_t request_id(uint64_t agent, int64_t loader, const char *name, uint
     uint64_t h = cmr_buf_ok(&b) ? XXH3_64bits(b.data, b.len) : 0;
     cmr_buf_free(&b);
     return (int64_t)(h & INT64_MAX);
+}
+
+/* --- lost class records ("Lost class records" above) ------------------------------------ */
+
+#define CMR_RESYNC_MIN_MS (10 * 60 * 1000)
+
+/* Asks one agent of a partition with lost records for all its classes, unless it was asked
+ * since the gap or within CMR_RESYNC_MIN_MS. Sends nothing while replaying. */
+static int ask_resync(worker_t *w, uint64_t agent, const char *instance, int32_t partition)
+{
+    if (w->replaying || partition < 0 || partition >= MAX_PARTITIONS || w->lost_at_ms[partition] == 0)
+        return 0;
+    int64_t now = mono_ms(), last = (int64_t)(uintptr_t)cmr_u64map_get(&w->resynced, agent);
+    if (last && (last >= w->lost_at_ms[partition] || now - last < CMR_RESYNC_MIN_MS))
+        return 0;
+    char topic[CMR_TOPIC_NAME_MAX];
+    if (command_topic(w, instance, topic, sizeof topic) != 0)
+        return 0;
+    cmr_bytecode_resend_t r = {request_id(agent, 0, "", 0, (uint64_t)now, 5), (int64_t)agent, "", 0, 0};
+    if (send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, instance, topic) != 0)
+        return -1;
+    cmr_u64map_put(&w->resynced, agent, (void *)(uintptr_t)now);
+    w->resyncs++;
+    cmr_log(CMR_LOG_INFO, "instr.classes_asked_again", "agent=%016" PRIx64 " partition=%d", agent, partition);
+    return 0;
+}
+
+typedef struct resync_ctx {
+    worker_t *w;
+    int32_t partition;
+} resync_ctx_t;
+
+static int resync_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud)
+{
+    resync_ctx_t *x = ud;
+    if (r->partition == x->partition)
+        ask_resync(x->w, agent, r->instance_id, x->partition);
+    return 0;
+}
+
+/* The cache saw `offset` of `partition` (the offset is recorded). Records between the
+ * previous one it saw and this one were lost: counted, logged, and the partition's
+ * agents asked for their classes (those cached now; the others when their records come). */
+static void see_offset(worker_t *w, int32_t partition, int64_t offset)
+{
+    int64_t seen = -1;
+    cmr_instr_cache_offset(w->cache, partition, &seen);
+    if (offset > seen + 1 && partition >= 0 && partition < MAX_PARTITIONS) {
+        w->records_lost += (uint64_t)(offset - (seen + 1));
+        w->lost_at_ms[partition] = mono_ms();
+        cmr_log(CMR_LOG_WARN, "instr.classes_lost",
+                "partition=%d from=%" PRId64 " until=%" PRId64 " records=%" PRId64
+                " action=\"the partition's agents are asked for all their classes\"",
+                partition, seen + 1, offset, offset - (seen + 1));
+        resync_ctx_t x = {w, partition};
+        cmr_instr_cache_each_agent(w->cache, resync_agent, &x);
+    }
+    cmr_instr_cache_put_offset(w->cache, partition, offset);
 }
 
 static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const cmr_instr_built_t *b)
@@ -595,6 +669,8 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
     }
     w->classes++;
     cmr_instr_cache_put_agent(w->cache, agent, &ar);
+    if (ask_resync(w, agent, cl->instance_id, partition) != 0)
+        return -1;
 
     cmr_instr_meta_t meta;
     char err[512];
@@ -1169,7 +1245,11 @@ static void take_over(worker_t *w, int32_t partition)
     w->catch_up.state[partition] = CATCH_UP_NONE;
     w->owned[partition] = 1;
     w->assigned_once = 1;
-    w->envs_checked = 0; /* environments changed meanwhile are run against it too */
+    w->envs_checked = 0;            /* environments changed meanwhile are run against it too */
+    if (w->lost_at_ms[partition]) { /* records lost in its catch-up */
+        resync_ctx_t x = {w, partition};
+        cmr_instr_cache_each_agent(w->cache, resync_agent, &x);
+    }
     cmr_partition_t part = {cmr_topic_name(CMR_TOPIC_CLASSES), partition, CMR_OFFSET_INVALID};
     if (cmr_consumer_resume(w->consumer, &part, 1) != 0)
         cmr_log(CMR_LOG_ERROR, "instr.resume_failed", "partition=%d", partition);
@@ -1273,7 +1353,7 @@ static int replay_record(worker_t *w, catch_up_range_t *cr, const cmr_reader_rec
             cmr_reject(topic, "unexpected_type", rec->partition, rec->offset, cmr_msg_type_name(msg.type));
         cmr_msg_free(&msg);
     }
-    cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
+    see_offset(w, rec->partition, rec->offset);
     cr->records++;
     return rc;
 }
@@ -1454,10 +1534,10 @@ static int process_unit(worker_t *w, unit_t *u)
         if (rec->msg.type != CMR_MSG_CLASS_LOADED) {
             cmr_log(CMR_LOG_WARN, "instr.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s",
                     rec->topic, rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
-            cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
+            see_offset(w, rec->partition, rec->offset);
             continue;
         }
-        cmr_instr_cache_put_offset(w->cache, rec->partition, rec->offset);
+        see_offset(w, rec->partition, rec->offset);
         if (on_class(w, &rec->msg.u.class_loaded, rec->partition) != 0) {
             cmr_instr_cache_rollback(w->cache);
             return -1;
@@ -1515,6 +1595,12 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_budget_removed_total", "counter",
          "Methods the overhead budget took the probes of (their probes cost more than they measure)",
          atomic_load(&w->budget.removed)},
+        {"cmr_instrumenter_class_records_lost_total", "counter",
+         "Records of cmr.classes this worker never read (deleted before it got to them, or malformed)",
+         atomic_load(&w->records_lost)},
+        {"cmr_instrumenter_class_resyncs_total", "counter",
+         "Agents asked for all their classes again after records of their partition were lost",
+         atomic_load(&w->resyncs)},
         {"cmr_instrumenter_trivial_skipped_total", "counter",
          "Methods a sensor assignment matched but left out as trivial (accessors, tiny leaves; trivial: true forces "
          "them)",
@@ -1613,12 +1699,14 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     rc = 0;
 out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
-            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64,
+            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64
+            " class_records_lost=%" PRIu64 " resyncs=%" PRIu64,
             atomic_load(&w.classes), atomic_load(&w.redefines), atomic_load(&w.resends), atomic_load(&w.originals),
-            atomic_load(&w.hash_mismatch));
+            atomic_load(&w.hash_mismatch), atomic_load(&w.records_lost), atomic_load(&w.resyncs));
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     budget_free(&w.budget);
+    cmr_u64map_free(&w.resynced);
     teardown(&w);
     cmr_lag_gauge_free(&w.lag);
     return rc;

@@ -6,7 +6,8 @@
  *   - the registration handshake, with classes loaded before it processed after it;
  *   - NoEnvironment: logged, the agent stops trying, the JVM runs uninstrumented;
  *   - Redefine (instrumented and original bytes) changes what the class does; bad bytes
- *     and unknown classes fail alone; BytecodeResend sends the class's bytes again;
+ *     and unknown classes fail alone; BytecodeResend sends the class's bytes again, and
+ *     without a class name every class but the instrumented ones;
  *   - probes: a class instrumented by the class-file engine records balanced call trees
  *     (invocation sequence) and per-method aggregates (timer);
  *   - metrics from invocation sequences: per-method counts, one transaction per root
@@ -522,6 +523,48 @@ static void test_redefine_resend_and_failures(void **state)
     assert_non_null(bye);
     assert_int_equal(bye->msg.u.agent_status.classes_instrumented, 1);
     assert_int_equal(bye->msg.u.agent_status.redefine_failures, 1);
+    agent_done(&r);
+}
+
+/* A BytecodeResend without a class name (the CMR lost ClassLoaded messages): every class
+ * the agent has is sent again as a RESEND answering that request, captured from the JVM,
+ * except those whose instrumented bytes are in effect. */
+static void test_resend_all_sends_every_class_again(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "resendall", NULL);
+    agent_configure(&r, 10000);
+    expect_greeting(&r, "hello");
+    const cmr_class_loaded_t *g = wait_class(&r, "demo/Greeter", -1, 30000);
+    assert_non_null(g);
+    assert_non_null(wait_class(&r, "AgentTestApp", -1, 30000));
+    size_t v2_len = 0;
+    uint8_t *v2 = read_file(greeter_v2_path, &v2_len);
+    assert_non_null(v2);
+    const cmr_redefine_result_t *res =
+        send_redefine(&r, 1, "demo/Greeter", g->loader_id, g->class_hash, &g->bytecode, v2, v2_len, false);
+    assert_int_equal(res->status, CMR_COMMAND_APPLIED);
+    free(v2);
+
+    cmr_bytecode_resend_t rs = {.request_id = 9, .agent_id = r.agent_id, .class_name = "", .loader_id = 0};
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_BYTECODE_RESEND, &rs), 0);
+    result_match_t rm = {r.instance, 9};
+    const cmr_record_t *rr = cmr_peer_wait(&peer, CMR_MSG_REDEFINE_RESULT, result_of, &rm, 0, 10000);
+    assert_non_null(rr);
+    assert_int_equal(rr->msg.u.redefine_result.status, CMR_COMMAND_APPLIED);
+    const cmr_class_loaded_t *app = wait_class(&r, "AgentTestApp", CMR_CLASS_RESEND, 30000);
+    assert_non_null(app);
+    assert_int_equal(app->request_id, 9);
+    assert_true((uint64_t)app->class_hash == cmr_class_hash(app->bytecode.data, app->bytecode.len));
+    const cmr_class_loaded_t *jdk = wait_class(&r, "java/lang/String", CMR_CLASS_RESEND, 30000);
+    assert_non_null(jdk);
+    assert_int_equal(jdk->request_id, 9);
+    /* the instrumented class is not among them (the JVM would hand out its instrumented bytes) */
+    for (int i = 0; i < 20; i++)
+        cmr_peer_poll(&peer, 100);
+    assert_null(wait_class(&r, "demo/Greeter", CMR_CLASS_RESEND, 0));
+    agent_exit(&r);
     agent_done(&r);
 }
 
@@ -1464,6 +1507,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handshake_processes_classes_loaded_before_it),
         cmocka_unit_test(test_no_environment_stops_the_agent),
         cmocka_unit_test(test_redefine_resend_and_failures),
+        cmocka_unit_test(test_resend_all_sends_every_class_again),
         cmocka_unit_test(test_forged_commands_are_refused),
         cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
         cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),

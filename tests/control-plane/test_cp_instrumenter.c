@@ -24,7 +24,9 @@
  *  - the operator unticks a discovered method (`cmr-config diagnose exclude`): a new
  *    revision whose tree has it EXCLUDED with the operator's note, its class gets its own
  *    bytes back while the other callee keeps its probe; ticked again (`diagnose include`),
- *    its probe is back.
+ *    its probe is back;
+ *  - records of cmr.classes deleted before the worker read them: the gap is logged and
+ *    counted, and the agent is asked for all its classes.
  *
  * CMR_TEST_FILTER (a cmocka glob on the test names) runs some tests only.
  *
@@ -138,7 +140,7 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain, trivial: true}\n"
                             "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
-static int tests_ok, tests_run = 8;
+static int tests_ok, tests_run = 9;
 
 /* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
 static int start_instrumenter_budget(const char *budget)
@@ -1097,6 +1099,47 @@ static void test_overhead_budget_removes_probes(void **state)
     tests_ok++;
 }
 
+/* Records of cmr.classes deleted before the instrumenter read them are found by their
+ * offsets: while the worker is down, the agent sends a class and then more than the
+ * embedded broker keeps of a partition (5 MB) of other records, so that the class's record
+ * is deleted unread. The restarted worker logs and counts the gap and asks the agent of
+ * that partition for all its classes (a signed BytecodeResend without a class name). */
+static void test_lost_class_records_ask_for_all_classes(void **state)
+{
+    (void)state;
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    send_class("app/Later", 7);
+    enum { FILLERS = 80, FILLER_BYTES = 96 * 1024 };
+    uint8_t *junk = malloc(FILLER_BYTES);
+    assert_non_null(junk);
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    for (int i = 0; i < FILLERS; i++) { /* not class files, and not compressible */
+        for (size_t j = 0; j < FILLER_BYTES; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            junk[j] = (uint8_t)x;
+        }
+        assert_int_equal(cp_peer_send_class(&peer, "filler/Junk", 1, junk, FILLER_BYTES, CMR_CLASS_LOADED, 0), 0);
+        assert_int_equal(cp_peer_flush(&peer), 0);
+    }
+    free(junk);
+    assert_int_equal(start_instrumenter(), 0);
+    cmr_msg_t m;
+    bool asked = false;
+    for (int64_t deadline = cmr_mono_ms() + 30000; !asked && cmr_mono_ms() < deadline;) {
+        if (cp_peer_expect(&peer, CMR_MSG_BYTECODE_RESEND, (int)(deadline - cmr_mono_ms()), &m) != 1)
+            break;
+        asked = m.u.bytecode_resend.class_name[0] == '\0' && m.u.bytecode_resend.agent_id == peer.agent_id;
+        cmr_msg_free(&m);
+    }
+    if (!asked) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("no BytecodeResend for all classes after the lost records");
+    }
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.classes_lost partition=", 5000), 0);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.classes_asked_again agent=", 5000), 0);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -1115,6 +1158,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_diagnosis_resends_evicted),
         cmocka_unit_test(test_diagnosis_exclude_method),
         cmocka_unit_test(test_overhead_budget_removes_probes),
+        cmocka_unit_test(test_lost_class_records_ask_for_all_classes),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {
