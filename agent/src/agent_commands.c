@@ -670,6 +670,10 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env)
     int nclasses = 0;
     for (size_t i = 0; i < n; i++) {
         caps[i] = (capture_t){entries[i]->name, entries[i]->loader_id, 0, entries[i], false};
+        /* instrumented since it was queued: the JVM would hand out the instrumented bytes,
+         * and the CMR has the originals (it made them from those) */
+        if (is_instrumented(entries[i]->name, entries[i]->loader_id, a))
+            continue;
         find_ctx_t f = {.env = env, .loader_id = entries[i]->loader_id};
         find_classes(a, env, entries[i]->name, &f);
         jboolean modifiable = JNI_FALSE;
