@@ -6,13 +6,16 @@
  *
  * Stored in the meta store's `status` column family: agent id (8, big endian) | time ms
  * (8, ordered) -> the message as received (Avro single-object encoding). Agents report
- * every agent.status.interval.ms; a status is kept when the agent's state changed or a
- * minute passed since the last one kept, so a JVM costs at most 1,440 entries a day.
+ * every agent.status.interval.ms. The first status of each minute (and every change of
+ * state) is kept; within the minute, the newest status replaces the one before it, so the
+ * list of agents always shows the newest counters and a JVM costs at most 2,880 entries a
+ * day.
  * Every worker reads the whole topic (like cmr.registrations), so every meta store has
  * every agent. Retention: entries older than ingest.retention.age_ms are deleted with one
  * range deletion per agent.
  *
- * Ownership: the `last` map (agent id -> packed time and state) belongs to the engine;
+ * Ownership: the `last` map (agent id -> status_last_t, malloc'd; freed by
+ * cmr_ingest_status_forget) belongs to the engine;
  * query results are malloc'd for the caller.
  */
 #include <inttypes.h>
@@ -33,7 +36,6 @@
 #define STATUS_CF 2         /* meta column family index of `status` (cmr_store_cf) */
 #define KEEP_EVERY_MS 60000 /* an unchanged state is kept once a minute */
 #define MAX_AGENTS 200000   /* agents whose status is kept */
-#define PACK(t, s) ((uintptr_t)(((uint64_t)(t) << 4) | ((uint64_t)(s)&0xF)))
 
 static void status_key(uint8_t k[16], uint64_t agent, int64_t time_ms)
 {
@@ -41,29 +43,56 @@ static void status_key(uint8_t k[16], uint64_t agent, int64_t time_ms)
     cmr_put_be64_ordered(k + 8, time_ms);
 }
 
+/* What the engine remembers of an agent's stored statuses (the `last` map's value). */
+typedef struct status_last {
+    int64_t anchor_ms; /* the status that starts the current minute (kept) */
+    int64_t latest_ms; /* the newest one (replaced by the next within the minute) */
+    int state;
+} status_last_t;
+
 int cmr_ingest_status_add(cmr_store_t *meta, void *writebatch, cmr_u64map_t *last, const cmr_agent_status_t *st,
                           const void *payload, size_t len)
 {
     if (st->agent_id == 0 || st->time_ms <= 0)
         return 0; /* before the agent had an id: nothing to file it under */
     uint64_t agent = (uint64_t)st->agent_id;
-    uintptr_t prev = (uintptr_t)cmr_u64map_get(last, agent);
-    if (!prev && cmr_u64map_count(last) >= MAX_AGENTS)
-        return 0; /* agent ids are claims: a flood of new ones is not kept */
-    int64_t prev_time = (int64_t)(prev >> 4);
-    int prev_state = (int)(prev & 0xF);
-    if (prev && prev_state == (int)st->state && st->time_ms >= prev_time && st->time_ms - prev_time < KEEP_EVERY_MS)
-        return 0;
+    status_last_t *prev = cmr_u64map_get(last, agent);
+    if (!prev) {
+        if (cmr_u64map_count(last) >= MAX_AGENTS || !(prev = calloc(1, sizeof *prev)))
+            return 0; /* agent ids are claims: a flood of new ones is not kept */
+        if (cmr_u64map_put(last, agent, prev) != 0) {
+            free(prev);
+            return 0;
+        }
+        prev->anchor_ms = prev->latest_ms = INT64_MIN;
+    }
+    bool same = prev->latest_ms != INT64_MIN && prev->state == (int)st->state;
+    if (same && st->time_ms <= prev->latest_ms)
+        return 0; /* older than what is kept (or a replay of it) */
     uint8_t k[16];
+    void *cf = cmr_store_cf(meta, STATUS_CF);
+    if (same && st->time_ms - prev->anchor_ms < KEEP_EVERY_MS) {
+        if (prev->latest_ms != prev->anchor_ms) { /* the newest replaces the one before */
+            status_key(k, agent, prev->latest_ms);
+            rocksdb_writebatch_delete_cf(writebatch, cf, (const char *)k, sizeof k);
+        }
+    } else {
+        prev->anchor_ms = st->time_ms;
+    }
+    prev->latest_ms = st->time_ms;
+    prev->state = (int)st->state;
     status_key(k, agent, st->time_ms);
-    rocksdb_writebatch_put_cf(writebatch, cmr_store_cf(meta, STATUS_CF), (const char *)k, sizeof k, payload, len);
-    if (!prev || st->time_ms >= prev_time)
-        cmr_u64map_put(last, agent, (void *)PACK(st->time_ms < 0 ? 0 : st->time_ms, st->state));
+    rocksdb_writebatch_put_cf(writebatch, cf, (const char *)k, sizeof k, payload, len);
     return 1;
 }
 
 void cmr_ingest_status_forget(cmr_u64map_t *last)
 {
+    size_t it = 0;
+    uint64_t agent;
+    void *v;
+    while (cmr_u64map_next(last, &it, &agent, &v))
+        free(v);
     cmr_u64map_free(last);
 }
 

@@ -2617,8 +2617,8 @@ static void test_http_store_filters(void **state)
  * partition drops them (20,000 traces): every redelivered batch is still recognised,
  * from memory or from the store. */
 /* An AgentStatus as cmr.agent-events delivers it, through the engine's table records. */
-static void add_status(cmr_ingest_engine_t *e, uint64_t agent, const char *env, cmr_agent_state_t state,
-                       int64_t time_ms)
+static int add_status_rc(cmr_ingest_engine_t *e, uint64_t agent, const char *env, cmr_agent_state_t state,
+                         int64_t time_ms)
 {
     char err[256];
     cmr_agent_status_t st = {.agent_id = (int64_t)agent,
@@ -2629,8 +2629,57 @@ static void add_status(cmr_ingest_engine_t *e, uint64_t agent, const char *env, 
     cmr_buf_t b = {0};
     assert_int_equal(cmr_msg_encode(CMR_MSG_AGENT_STATUS, &st, &b, err, sizeof err), CMR_WIRE_OK);
     cmr_reader_rec_t rec = {.payload = b.data, .len = b.len};
-    assert_int_equal(cmr_ingest_engine_add_table_record(e, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), &rec), 1);
+    int rc = cmr_ingest_engine_add_table_record(e, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), &rec);
     cmr_buf_free(&b);
+    return rc;
+}
+
+static void add_status(cmr_ingest_engine_t *e, uint64_t agent, const char *env, cmr_agent_state_t state,
+                       int64_t time_ms)
+{
+    assert_int_equal(add_status_rc(e, agent, env, state, time_ms), 1);
+}
+
+/* Agent statuses over time: the first of each minute and every change of state are kept,
+ * and within a minute the newest replaces the one before, so the list of agents shows the
+ * newest counters (a status every 30 s used to leave it a minute behind). */
+static void test_status_history_keeps_the_newest(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    uint64_t agent = 0x5151;
+    int64_t t = 1763760000000;
+    add_status(e, agent, "prod", CMR_AGENT_FULL, t);                                 /* kept: the first */
+    add_status(e, agent, "prod", CMR_AGENT_FULL, t + 30000);                         /* kept, then replaced */
+    add_status(e, agent, "prod", CMR_AGENT_FULL, t + 45000);                         /* the newest of that minute */
+    assert_int_equal(add_status_rc(e, agent, "prod", CMR_AGENT_FULL, t + 40000), 0); /* older: not kept */
+    add_status(e, agent, "prod", CMR_AGENT_FULL, t + 61000);                         /* a new minute */
+    add_status(e, agent, "prod", CMR_AGENT_DISCONNECTED, t + 62000);                 /* a change of state */
+    add_status(e, agent, "prod", CMR_AGENT_DISCONNECTED, t + 70000);                 /* the newest */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_engine_free(e);
+    char *json = NULL;
+    assert_int_equal(cmr_ingest_agents(tmpdir, agent, 0, 0, &json, NULL, err, sizeof err), 0);
+    json_error_t je;
+    json_t *doc = json_loads(json, 0, &je);
+    assert_non_null(doc);
+    json_t *h = json_object_get(doc, "history");
+    const int64_t want[] = {t, t + 45000, t + 61000, t + 62000, t + 70000};
+    assert_int_equal(json_array_size(h), 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(h, i), "time_ms")), want[i]);
+    json_decref(doc);
+    free(json);
+    assert_int_equal(cmr_ingest_agents(tmpdir, 0, 0, 0, &json, NULL, err, sizeof err), 0);
+    doc = json_loads(json, 0, &je);
+    assert_non_null(doc);
+    json_t *a = json_array_get(json_object_get(doc, "agents"), 0);
+    assert_int_equal(json_integer_value(json_object_get(a, "time_ms")), t + 70000);
+    json_decref(doc);
+    free(json);
 }
 
 /* The env filter: traces of JVMs in two environments (one trace spans both), an agent
@@ -2987,6 +3036,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_http_attributes_summary),
         cmocka_unit_test(test_http_attributes_checks),
         cmocka_unit_test_setup_teardown(test_http_store_filters, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_status_history_keeps_the_newest, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_env_filter, make_tmp, remove_tmp),
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),

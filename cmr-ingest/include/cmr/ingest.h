@@ -407,8 +407,10 @@ long cmr_ingest_engine_retention(cmr_ingest_engine_t *e);
 /* --- agent status (ing_agents.c) ------------------------------------------------------- */
 
 /* Queues an AgentStatus (payload: the record as received) into the meta store's write
- * batch when it is worth keeping (a new state, or a minute since the last one kept).
- * last: agent id -> what was kept last (the engine's). 1 queued, 0 not kept. */
+ * batch: the first of each minute and every change of state are kept; within a minute the
+ * newest replaces the one before (deleted in the same batch), so the newest is always
+ * there. last: agent id -> what was kept (the engine's). 1 queued, 0 not (older than the
+ * newest kept, or a replay of it). */
 int cmr_ingest_status_add(cmr_store_t *meta, void *writebatch, cmr_u64map_t *last, const cmr_agent_status_t *st,
                           const void *payload, size_t len);
 void cmr_ingest_status_forget(cmr_u64map_t *last);
