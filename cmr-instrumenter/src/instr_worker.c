@@ -118,6 +118,7 @@ typedef struct budget {
     budget_env_t *envs;   /* owned */
     size_t n_envs, cap_envs;
     _Atomic uint64_t removed; /* methods removed, for /metrics */
+    int64_t swept_ms;         /* windows of JVMs gone quiet were last freed then */
 } budget_t;
 
 typedef struct worker {
@@ -917,9 +918,38 @@ static void budget_judge(worker_t *w, uint64_t agent, const char *env_id, cmr_bu
     }
 }
 
+/* A JVM that sent no MetricBatch for this long (stopped, or moved to another worker) has
+ * its window freed: windows are per JVM, and JVMs come and go. */
+#define BUDGET_WINDOW_IDLE_MS (10 * 60 * 1000)
+
+/* Frees the windows of JVMs gone quiet (once a minute). */
+static void budget_sweep(worker_t *w, int64_t now)
+{
+    if (now - w->budget.swept_ms < 60000)
+        return;
+    w->budget.swept_ms = now;
+    uint64_t gone[256];
+    size_t n = 0, it = 0;
+    uint64_t agent;
+    void *val;
+    while (n < sizeof gone / sizeof gone[0] && cmr_u64map_next(&w->budget.windows, &it, &agent, &val))
+        if (now - ((cmr_budget_window_t *)val)->last_ms > BUDGET_WINDOW_IDLE_MS)
+            gone[n++] = agent;
+    for (size_t i = 0; i < n; i++) {
+        cmr_budget_window_t *win = cmr_u64map_get(&w->budget.windows, gone[i]);
+        cmr_u64map_del(&w->budget.windows, gone[i], NULL);
+        cmr_budget_window_free(win);
+        free(win);
+    }
+    if (n)
+        cmr_log(CMR_LOG_DEBUG, "instr.budget_windows_freed", "windows=%zu left=%zu", n,
+                cmr_u64map_count(&w->budget.windows));
+}
+
 /* Takes the MetricBatches that arrived (of the JVMs whose classes this worker owns). */
 static void budget_step(worker_t *w)
 {
+    budget_sweep(w, mono_ms());
     cmr_reader_rec_t rec;
     for (int i = 0; w->budget.reader && i < 256 && cmr_reader_poll(w->budget.reader, 0, &rec) == 1; i++) {
         cmr_msg_t m;
@@ -939,6 +969,8 @@ static void budget_step(worker_t *w)
                 free(win);
                 win = NULL;
             }
+            if (win)
+                win->last_ms = mono_ms();
             if (win && cmr_budget_window_add(win, &m.u.metric_batch) != 0)
                 cmr_budget_window_reset(win);
             if (win && win->intervals >= w->budget.intervals) {

@@ -151,13 +151,15 @@ cmr_consumer_t *cmr_consumer_new_assigned(const cmr_conf_t *conf, const char *cl
     c->assigned = true;
     /* librdkafka's consumer poll needs a group id; it is never joined (no subscribe) and
      * nothing is committed to it */
-    const cmr_kafka_prop_t forced[] = {{"group.id", client_id},
-                                       {"client.id", client_id},
-                                       {"enable.auto.commit", "false"},
-                                       {"enable.auto.offset.store", "false"},
-                                       {NULL, NULL}};
-    const cmr_kafka_prop_t defaults[] = {
-        {"auto.offset.reset", "earliest"}, {"fetch.message.max.bytes", "16777216"}, {NULL, NULL}};
+    /* offset 0, not the logical BEGINNING: a logical offset is first looked up
+     * (ListOffsets), and librdkafka retries that lookup only after 500 ms when the
+     * partition's leader is not known yet, as it is not right after the assign; an
+     * absolute offset is fetched as soon as the leader is known. Where retention removed
+     * offset 0, auto.offset.reset=earliest (forced) starts at the oldest record left. */
+    const cmr_kafka_prop_t forced[] = {{"group.id", client_id},           {"client.id", client_id},
+                                       {"enable.auto.commit", "false"},   {"enable.auto.offset.store", "false"},
+                                       {"auto.offset.reset", "earliest"}, {NULL, NULL}};
+    const cmr_kafka_prop_t defaults[] = {{"fetch.message.max.bytes", "16777216"}, {NULL, NULL}};
     c->rk = cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, defaults, NULL, c, "consumer", errbuf, errlen);
     if (!c->rk)
         goto fail;
@@ -173,7 +175,7 @@ cmr_consumer_t *cmr_consumer_new_assigned(const cmr_conf_t *conf, const char *cl
         goto fail_rk;
     }
     for (int p = 0; p < n; p++)
-        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_topic_partition_list_add(list, topic, p)->offset = 0;
     rd_kafka_resp_err_t rerr = rd_kafka_assign(c->rk, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (rerr) {

@@ -74,6 +74,8 @@ typedef struct cmr_budget_window {
     int64_t cpu_ns;
     int64_t samples_dropped;
     uint32_t intervals; /* batches counted */
+    int64_t last_ms;    /* when the last batch arrived (the caller's clock): a JVM gone
+                           quiet for long has its window freed */
 } cmr_budget_window_t;
 
 /* 0, or -1 on out of memory (the window is then partly updated: reset it). */
