@@ -36,6 +36,14 @@
 #include "cmr/topics.h"
 #include "cmr/wire.h"
 
+/* A partition assigned to this worker whose store may be behind the group (ing_restore.c):
+ * paused from its assignment until its missing offsets are read back. */
+typedef struct restore_item {
+    int32_t partition;
+    bool metrics;    /* cmr.metrics, else cmr.events */
+    int64_t applied; /* the store's applied offset when it was opened (-1: none) */
+} restore_item_t;
+
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_ingest_engine_t *engine;
@@ -54,7 +62,11 @@ typedef struct worker {
     uint64_t published_pending;
     uint64_t published_bytes; /* the trace stores' size, refreshed once a second */
     int64_t bytes_refreshed_ms;
-    cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
+    cmr_lag_gauge_t lag;     /* the group consumer's lag per partition, for /metrics */
+    restore_item_t *restore; /* owned: assigned partitions paused until restored */
+    size_t nrestore, restore_cap;
+    int64_t restore_retry_ms; /* the next attempt after the committed offsets were unknown */
+    volatile sig_atomic_t *stop;
 } worker_t;
 
 /* Copies the counters /metrics reports (the worker thread; cheap: a struct copy). */
@@ -93,6 +105,11 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_ingest_attributes_rejected_total", "counter",
          "attribute values (transaction data) left out of applied batches as invalid", s.attributes_rejected},
         {"cmr_ingest_flushes_total", "counter", "group commits written durably", s.flushes},
+        {"cmr_ingest_restored_records_total", "counter",
+         "records read back from the topics to bring newly assigned partitions' stores up to the group", s.restored},
+        {"cmr_ingest_restore_missing_total", "counter",
+         "offsets a restore needed that the topics no longer held (retention): lost for this worker's store",
+         s.restore_missing},
         {"cmr_ingest_methods", "gauge", "method names known (cmr.methods)", s.methods},
         {"cmr_ingest_agents", "gauge", "agents known (cmr.registrations)", s.agents},
         {"cmr_ingest_pending_records", "gauge", "records received, not yet committed", pending},
@@ -122,27 +139,62 @@ static int commit_group(worker_t *w)
     return 0;
 }
 
+/* Queues an assigned partition for restore_assigned(). 0 or -1. */
+static int queue_restore(worker_t *w, bool metrics, int32_t partition)
+{
+    if (CMR_ARRAY_GROW(w->restore, w->restore_cap, w->nrestore + 1) != 0)
+        return -1;
+    int64_t applied =
+        metrics ? cmr_metrics_applied(w->metrics, partition) : cmr_ingest_engine_applied(w->engine, partition);
+    w->restore[w->nrestore++] = (restore_item_t){.partition = partition, .metrics = metrics, .applied = applied};
+    return 0;
+}
+
+/* A revoked partition is not restored any more. */
+static void unqueue_restore(worker_t *w, bool metrics, int32_t partition)
+{
+    for (size_t i = 0; i < w->nrestore; i++)
+        if (w->restore[i].partition == partition && w->restore[i].metrics == metrics) {
+            w->restore[i--] = w->restore[--w->nrestore];
+        }
+}
+
 static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t n, void *opaque)
 {
-    (void)c;
     worker_t *w = opaque;
     const char *metrics = cmr_topic_name(CMR_TOPIC_METRICS);
     if (revoked) {
         commit_group(w);
-        for (size_t i = 0; i < n; i++)
-            if (!strcmp(parts[i].topic, metrics))
+        for (size_t i = 0; i < n; i++) {
+            bool m = !strcmp(parts[i].topic, metrics);
+            unqueue_restore(w, m, parts[i].partition);
+            if (m)
                 cmr_metrics_close_partition(w->metrics, parts[i].partition);
             else
                 cmr_ingest_engine_close_partition(w->engine, parts[i].partition);
+        }
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = !strcmp(parts[i].topic, metrics)
-                     ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
-                     : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
-        if (rc != 0)
+        bool m = !strcmp(parts[i].topic, metrics);
+        int rc = m ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
+                   : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
+        if (rc != 0 || queue_restore(w, m, parts[i].partition) != 0)
             w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
     }
+    /* consumed only once restored; a failed pause is still correct (the store's set of
+     * batches does not depend on the order, and the range was taken at open) */
+    if (n && cmr_consumer_pause(c, parts, n) != 0)
+        cmr_log(CMR_LOG_WARN, "ingest.pause_failed", "partitions=%zu", n);
+}
+
+/* The record at offset is handled: its store writes the offset with the next flush. */
+static void note_applied(worker_t *w, bool metrics, int32_t partition, int64_t offset)
+{
+    if (metrics)
+        cmr_metrics_set_applied(w->metrics, partition, offset);
+    else
+        cmr_ingest_engine_set_applied(w->engine, partition, offset);
 }
 
 static int hold(worker_t *w, cmr_record_t *rec)
@@ -155,44 +207,139 @@ static int hold(worker_t *w, cmr_record_t *rec)
     return 0;
 }
 
-static void handle(worker_t *w, cmr_record_t *rec)
+/* Applies one decoded record of cmr.events or cmr.metrics (consumed, or read back by a
+ * restore) and notes its offset as handled in its partition's store. 0, or -1 when it
+ * cannot be stored (fatal: nothing of it may be marked done). */
+static int apply_msg(worker_t *w, const char *topic, int32_t partition, int64_t offset, const cmr_msg_t *msg)
 {
     char err[512];
-    if (!w->first_record_ms)
-        w->first_record_ms = cmr_wall_ms();
-    if (rec->msg.type == CMR_MSG_METRIC_BATCH) {
-        int r = cmr_metrics_add(w->metrics, rec->partition, &rec->msg.u.metric_batch, err, sizeof err);
+    bool metrics = !strcmp(topic, cmr_topic_name(CMR_TOPIC_METRICS));
+    if (msg->type == CMR_MSG_METRIC_BATCH) {
+        int r = cmr_metrics_add(w->metrics, partition, &msg->u.metric_batch, err, sizeof err);
         if (r == -1)
-            cmr_reject(rec->topic, "malformed_metrics", rec->partition, rec->offset, err);
+            cmr_reject(topic, "malformed_metrics", partition, offset, err);
         if (r == -2) {
             cmr_log(CMR_LOG_ERROR, "metrics.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
-                    rec->partition, rec->offset, err);
-            w->fatal = 1;
-            cmr_record_free(rec);
-            return;
+                    partition, offset, err);
+            return -1;
         }
-    } else if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
-        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
-                rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+    } else if (msg->type != CMR_MSG_EVENT_BATCH) {
+        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", topic,
+                partition, offset, cmr_msg_type_name(msg->type));
     } else {
-        int r = cmr_ingest_engine_add(w->engine, rec->partition, &rec->msg.u.event_batch, err, sizeof err);
+        int r = cmr_ingest_engine_add(w->engine, partition, &msg->u.event_batch, err, sizeof err);
         if (r == -1)
-            cmr_log(CMR_LOG_WARN, "ingest.batch_rejected", "partition=%d offset=%" PRId64 " reason=\"%s\"",
-                    rec->partition, rec->offset, err);
+            cmr_log(CMR_LOG_WARN, "ingest.batch_rejected", "partition=%d offset=%" PRId64 " reason=\"%s\"", partition,
+                    offset, err);
         if (r >= 0 && err[0]) /* applied, without its invalid attribute values */
-            cmr_reject(rec->topic, "bad_attribute", rec->partition, rec->offset, err);
+            cmr_reject(topic, "bad_attribute", partition, offset, err);
         if (r == -2) {
             cmr_log(CMR_LOG_ERROR, "ingest.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
-                    rec->partition, rec->offset, err);
-            w->fatal = 1;
-            cmr_record_free(rec);
-            return;
+                    partition, offset, err);
+            return -1;
         }
+    }
+    note_applied(w, metrics, partition, offset);
+    return 0;
+}
+
+static void handle(worker_t *w, cmr_record_t *rec)
+{
+    if (!w->first_record_ms)
+        w->first_record_ms = cmr_wall_ms();
+    if (apply_msg(w, rec->topic, rec->partition, rec->offset, &rec->msg) != 0) {
+        w->fatal = 1;
+        cmr_record_free(rec);
+        return;
     }
     if (hold(w, rec) != 0) {
         w->fatal = 1;
         cmr_record_free(rec);
     }
+}
+
+/* --- restore of newly assigned partitions (ing_restore.c) ----------------------------- */
+
+static int restore_apply(void *opaque, const char *topic, int32_t partition, int64_t offset, const cmr_msg_t *msg)
+{
+    return apply_msg(opaque, topic, partition, offset, msg);
+}
+
+static int restore_skipped(void *opaque, const char *topic, int32_t partition, int64_t offset)
+{
+    note_applied(opaque, !strcmp(topic, cmr_topic_name(CMR_TOPIC_METRICS)), partition, offset);
+    return 0;
+}
+
+/* Makes what the restore applied durable (nothing to mark done: the group has it). */
+static int restore_flush(void *opaque)
+{
+    worker_t *w = opaque;
+    return cmr_ingest_engine_flush(w->engine) == 0 && cmr_metrics_flush(w->metrics) == 0 ? 0 : -1;
+}
+
+/* The ranges of one topic the queued partitions lack, given the committed offsets. */
+static size_t restore_ranges(const worker_t *w, bool metrics, const cmr_partition_t *committed, cmr_reader_range_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->nrestore; i++)
+        if (w->restore[i].metrics == metrics &&
+            cmr_restore_range(w->restore[i].partition, w->restore[i].applied, committed[i].offset, &out[n]))
+            n++;
+    return n;
+}
+
+/* Asks the group's committed offsets of the queued partitions, reads back what their
+ * stores lack, then resumes them. Runs on the loop's thread, between polls. */
+static void restore_assigned(worker_t *w)
+{
+    if (cmr_mono_ms() < w->restore_retry_ms)
+        return;
+    size_t n = w->nrestore;
+    cmr_partition_t *parts = calloc(n, sizeof *parts);
+    cmr_reader_range_t *ranges = calloc(n, sizeof *ranges);
+    if (!parts || !ranges) {
+        w->fatal = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        parts[i] =
+            (cmr_partition_t){.topic = cmr_topic_name(w->restore[i].metrics ? CMR_TOPIC_METRICS : CMR_TOPIC_EVENTS),
+                              .partition = w->restore[i].partition,
+                              .offset = CMR_OFFSET_INVALID};
+    if (cmr_consumer_committed(w->consumer, parts, n, 10000) != 0) {
+        cmr_log(CMR_LOG_WARN, "ingest.committed_unknown", "partitions=%zu action=\"asking again in 1 s\"", n);
+        w->restore_retry_ms = cmr_mono_ms() + 1000;
+        goto out;
+    }
+    cmr_restore_cb_t cb = {.apply = restore_apply,
+                           .skipped = restore_skipped,
+                           .flush = restore_flush,
+                           .opaque = w,
+                           .flush_every = w->commit_records,
+                           .idle_timeout_ms = 60000,
+                           .stop = w->stop};
+    cmr_restore_stats_t st = {0};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        size_t nr = restore_ranges(w, k == 1, parts, ranges);
+        rc =
+            cmr_ingest_restore(w->conf, cmr_topic_name(k ? CMR_TOPIC_METRICS : CMR_TOPIC_EVENTS), ranges, nr, &cb, &st);
+    }
+    cmr_ingest_engine_count_restore(w->engine, &st);
+    if (rc != 0) {
+        if (!*w->stop)
+            w->fatal = 1; /* logged; another worker takes the partitions */
+        goto out;
+    }
+    if (cmr_consumer_resume(w->consumer, parts, n) != 0) {
+        cmr_log(CMR_LOG_ERROR, "ingest.resume_failed", "partitions=%zu", n);
+        w->fatal = 1;
+    }
+    w->nrestore = 0;
+out:
+    free(parts);
+    free(ranges);
 }
 
 /* The topics every worker reads whole, in the order of worker_t.tables. */
@@ -252,9 +399,9 @@ static void log_stats(worker_t *w)
     cmr_log(CMR_LOG_INFO, "ingest.stats",
             "batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
             " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64 " agents=%" PRIu64
-            " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
+            " restored=%" PRIu64 " restore_missing=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
             s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes, s.methods,
-            s.agents, w->first_record_ms, w->last_commit_ms);
+            s.agents, s.restored, s.restore_missing, w->first_record_ms, w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);
@@ -279,7 +426,7 @@ static void send_alert(void *opaque, const cmr_threshold_event_t *ev)
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     char err[1024];
-    worker_t w = {.conf = conf};
+    worker_t w = {.conf = conf, .stop = stop};
     cmr_store_opts_t o;
     int64_t port, retention_ms, exit_idle_ms, metrics_port;
     if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
@@ -353,6 +500,8 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
+        if (w.nrestore)
+            restore_assigned(&w);
         cmr_record_t *rec;
         int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
         if (got < 0) {
@@ -400,6 +549,7 @@ out:
     for (size_t i = 0; i < w.npending; i++)
         cmr_record_free(w.pending[i]);
     free(w.pending);
+    free(w.restore);
     for (int i = 0; i < 4; i++)
         cmr_reader_free(w.tables[i]);
     cmr_ingest_http_stop(http);

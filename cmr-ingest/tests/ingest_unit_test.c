@@ -2954,6 +2954,72 @@ static void test_http_server(void **state)
     cmr_ingest_http_stop(h);
 }
 
+/* --- restore of newly assigned partitions (ing_restore.c) --------------------------------- */
+
+static void test_restore_range(void **state)
+{
+    (void)state;
+    cmr_reader_range_t r;
+    assert_true(cmr_restore_range(3, -1, 100, &r)); /* new store: everything committed */
+    assert_int_equal(r.partition, 3);
+    assert_int_equal(r.from, 0);
+    assert_int_equal(r.until, 100);
+    assert_true(cmr_restore_range(3, 49, 100, &r)); /* an old owner: what came since */
+    assert_int_equal(r.from, 50);
+    assert_false(cmr_restore_range(3, 99, 100, &r));   /* up to date */
+    assert_false(cmr_restore_range(3, 150, 100, &r));  /* ahead: the rest comes again */
+    assert_false(cmr_restore_range(3, -1, -1001, &r)); /* nothing committed (CMR_OFFSET_INVALID) */
+    assert_false(cmr_restore_range(3, -1, 0, &r));
+}
+
+static void test_restore_gaps(void **state)
+{
+    (void)state;
+    cmr_restore_gaps_t g;
+    cmr_reader_range_t r = {.partition = 1, .from = 10, .until = 20};
+    cmr_restore_gaps_init(&g, &r);
+    cmr_restore_gaps_see(&g, 10);
+    cmr_restore_gaps_see(&g, 11);
+    cmr_restore_gaps_see(&g, 13); /* 12 missing */
+    cmr_restore_gaps_see(&g, 13); /* twice: counted once */
+    cmr_restore_gaps_see(&g, 25); /* past the range */
+    assert_int_equal(g.seen, 3);
+    assert_int_equal(g.missing, 1);
+    assert_int_equal(cmr_restore_gaps_end(&g), 7); /* and 14..19 */
+    cmr_reader_range_t late = {.partition = 1, .from = 0, .until = 100};
+    cmr_restore_gaps_init(&g, &late); /* retention deleted 0..39 */
+    cmr_restore_gaps_see(&g, 40);
+    assert_int_equal(g.missing, 40);
+}
+
+/* The applied offset is written with the group and read back at the next open; it never
+ * goes back. */
+static void test_applied_offset_durable(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 2, 0), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), -1);
+    cmr_ingest_engine_set_applied(e, 2, 41);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), -1); /* not durable yet */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), 41);
+    cmr_ingest_engine_set_applied(e, 2, 7); /* never back */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), 41);
+    cmr_ingest_engine_set_applied(e, 9, 3); /* a partition not open: nothing */
+    assert_int_equal(cmr_ingest_engine_applied(e, 9), -1);
+    cmr_ingest_engine_free(e);
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 2, 0), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), 41);
+    cmr_ingest_engine_free(e);
+}
+
 int main(int argc, char **argv)
 {
     cmr_log_set_level(CMR_LOG_WARN);
@@ -2991,6 +3057,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
         cmocka_unit_test_setup_teardown(test_http_server, make_tmp, remove_tmp),
+        cmocka_unit_test(test_restore_range),
+        cmocka_unit_test(test_restore_gaps),
+        cmocka_unit_test_setup_teardown(test_applied_offset_durable, make_tmp, remove_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
  *   export         ing_export.c  Chrome trace-event JSON, OTLP JSON
  *   http           ing_http.c    loopback HTTP/1.1 JSON API
  *   worker         ing_worker.c  the consumer-group worker (run)
+ *   restore        ing_restore.c a newly assigned partition's store caught up from the topic
  *   replay         ing_replay.c  rebuild a fresh store from the topic
  *
  * See docs/INGEST.md for the store layout, the CLI and the HTTP API.
@@ -349,6 +350,12 @@ int cmr_store_write(cmr_store_t *s, void *writebatch, char *err, size_t errlen);
 int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches, void **vals);
 void cmr_store_batches_free(cmr_ingest_batch_t *batches, void *vals);
 int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_summary_t *out); /* 1, 0, -1 */
+/* The offset of the last cmr.events record of the partition the store has applied
+ * (*offset -1 when none is recorded: a new store, or one written before offsets were).
+ * 1 found, 0 none, -1 read error or corrupt value. */
+int cmr_store_get_applied(cmr_store_t *s, int64_t *offset);
+/* Puts the applied offset into a rocksdb_writebatch_t: written with the effects. */
+void cmr_store_put_applied(cmr_store_t *s, void *writebatch, int64_t offset);
 /* Loads every method and agent of a meta store into names. */
 int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names);
 /* Deletes traces older than the age bound, then the oldest until under the size bound.
@@ -372,6 +379,8 @@ typedef struct cmr_ingest_stats {
     uint64_t event_bytes; /* of the applied batches' encoded events (cmr/event.h) */
     uint64_t methods, agents;
     uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
+    uint64_t restored;            /* records read back from the topics for newly assigned partitions */
+    uint64_t restore_missing;     /* offsets a restore needed that the topics no longer had */
 } cmr_ingest_stats_t;
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen);
@@ -379,6 +388,16 @@ void cmr_ingest_engine_free(cmr_ingest_engine_t *e);
 /* Opens / closes the store of a partition (close flushes first). 0 or -1. */
 int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int wait_ms);
 int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
+/* Notes that the record at `offset` of `partition` has been handled (applied, found a
+ * duplicate, or rejected): the next flush writes the offset into the partition's store in
+ * the same atomic write as the record's effects. Offsets never go back. */
+void cmr_ingest_engine_set_applied(cmr_ingest_engine_t *e, int partition, int64_t offset);
+/* The applied offset the partition's store holds durably: -1 when none (or the partition
+ * is not open). */
+int64_t cmr_ingest_engine_applied(const cmr_ingest_engine_t *e, int partition);
+/* Adds to the restore counters of the stats (the worker restores; the engine counts). */
+struct cmr_restore_stats;
+void cmr_ingest_engine_count_restore(cmr_ingest_engine_t *e, const struct cmr_restore_stats *st);
 /* Adds one EventBatch received on `partition`. 1 applied, 0 duplicate, -1 rejected as
  * malformed (err says why; nothing changed), -2 cannot be stored (partition not open,
  * out of memory): the caller must not mark the record done. With 1 or 0, err is empty
@@ -546,6 +565,51 @@ char *cmr_ingest_export_otlp(const cmr_names_t *n, const cmr_tree_t *t);
 int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen);
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop);
 int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress);
+
+/* --- restore (ing_restore.c) ------------------------------------------------------- */
+
+/* The offsets a store that applied up to `applied` (-1: nothing) lacks when the group has
+ * committed `committed` (the next offset to consume; negative: nothing committed, the
+ * consumer reads from the start itself). true with *out set when there is something to
+ * read back. */
+bool cmr_restore_range(int32_t partition, int64_t applied, int64_t committed, cmr_reader_range_t *out);
+
+/* Which offsets of a range were handed out, in order: the rest is missing. */
+typedef struct cmr_restore_gaps {
+    cmr_reader_range_t range;
+    int64_t next;    /* the next offset expected */
+    uint64_t seen;   /* records of the range seen */
+    int64_t missing; /* offsets skipped so far (all of them after _end) */
+} cmr_restore_gaps_t;
+void cmr_restore_gaps_init(cmr_restore_gaps_t *g, const cmr_reader_range_t *r);
+void cmr_restore_gaps_see(cmr_restore_gaps_t *g, int64_t offset);
+/* The range is over: counts what was never seen up to its end. Returns the missing. */
+int64_t cmr_restore_gaps_end(cmr_restore_gaps_t *g);
+
+typedef struct cmr_restore_stats {
+    uint64_t records; /* read back and applied (duplicates included) */
+    uint64_t missing; /* offsets of the ranges the topic did not hand out */
+} cmr_restore_stats_t;
+
+/* What the restore does with what it reads back (the worker's callbacks). apply: one
+ * decoded record; skipped: a record that did not decode (rejected; may be NULL); flush:
+ * makes what was applied durable, called every flush_every records and at the end (may be
+ * NULL). Each returns 0, or -1 when it cannot store (the restore fails). */
+typedef struct cmr_restore_cb {
+    int (*apply)(void *opaque, const char *topic, int32_t partition, int64_t offset, const cmr_msg_t *msg);
+    int (*skipped)(void *opaque, const char *topic, int32_t partition, int64_t offset);
+    int (*flush)(void *opaque);
+    void *opaque;
+    int64_t flush_every;
+    int64_t idle_timeout_ms;     /* fail when nothing arrives for this long */
+    volatile sig_atomic_t *stop; /* may be NULL */
+} cmr_restore_cb_t;
+
+/* Reads the ranges of topic back and applies them; logs each range's end
+ * (event=ingest.partition_restored) and its missing offsets (event=ingest.restore_gap),
+ * adds to *st. 0, or -1 (logged). */
+int cmr_ingest_restore(const cmr_conf_t *conf, const char *topic, const cmr_reader_range_t *ranges, size_t n,
+                       const cmr_restore_cb_t *cb, cmr_restore_stats_t *st);
 
 typedef struct cmr_ingest_http cmr_ingest_http_t;
 typedef struct cmr_ingest_http_source {
