@@ -17,16 +17,24 @@
  * so does GET /metrics (metrics.port): it reads copies of the counters and of the
  * application's families that the loop publishes under mutexes.
  *
- * Ownership: the worker owns its consumer, readers, engine and HTTP server.
+ * With separate store roots (one per host) a newly assigned partition is paused until its
+ * store is restored from the topic (ing_restore.c); only then does the worker count it as
+ * its own: it announces what it owns on cmr.ingest-workers (at every change and every
+ * ingest.announce.interval_ms; leaving=true when it stops) and reads the others'
+ * announcements, for the HTTP API's fan-out (ing_peers.c).
+ *
+ * Ownership: the worker owns its consumer, readers, engine, peers and HTTP server.
  */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmr/buf.h"
 #include "cmr/clock.h"
+#include "cmr/http_server.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -67,6 +75,10 @@ typedef struct worker {
     size_t nrestore, restore_cap;
     int64_t restore_retry_ms; /* the next attempt after the committed offsets were unknown */
     volatile sig_atomic_t *stop;
+    cmr_ingest_peers_t *peers; /* owned: who owns which partition (with the HTTP API only) */
+    cmr_reader_t *directory;   /* cmr.ingest-workers, read whole */
+    int64_t announce_interval_ms, announced_ms;
+    bool announce_now; /* the partitions this worker owns changed */
 } worker_t;
 
 /* Copies the counters /metrics reports (the worker thread; cheap: a struct copy). */
@@ -168,6 +180,10 @@ static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *
         for (size_t i = 0; i < n; i++) {
             bool m = !strcmp(parts[i].topic, metrics);
             unqueue_restore(w, m, parts[i].partition);
+            if (!m && w->peers) {
+                cmr_ingest_peers_set_owned(w->peers, parts[i].partition, false);
+                w->announce_now = true;
+            }
             if (m)
                 cmr_metrics_close_partition(w->metrics, parts[i].partition);
             else
@@ -336,10 +352,114 @@ static void restore_assigned(worker_t *w)
         cmr_log(CMR_LOG_ERROR, "ingest.resume_failed", "partitions=%zu", n);
         w->fatal = 1;
     }
+    for (size_t i = 0; i < n && w->peers; i++) /* restored: queries may count on it */
+        if (!w->restore[i].metrics)
+            cmr_ingest_peers_set_owned(w->peers, w->restore[i].partition, true);
+    w->announce_now = true;
     w->nrestore = 0;
 out:
     free(parts);
     free(ranges);
+}
+
+/* --- announcements and the directory of workers (ing_peers.c) ------------------------- */
+
+/* Sends this worker's announcement (leaving: it owns nothing any more). */
+static void announce(worker_t *w, bool leaving)
+{
+    cmr_ingest_worker_t a;
+    char err[256];
+    if (!w->peers || !w->producer || cmr_ingest_peers_announcement(w->peers, leaving, &a) != 0)
+        return;
+    if (cmr_producer_send(w->producer, CMR_MSG_INGEST_WORKER, &a, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
+        cmr_log(CMR_LOG_WARN, "ingest.announce_failed", "error=\"%s\"", err);
+    cmr_msg_body_free(CMR_MSG_INGEST_WORKER, &a);
+    w->announced_ms = cmr_mono_ms();
+    w->announce_now = false;
+}
+
+/* Reads the others' announcements; announces when due. */
+static void poll_peers(worker_t *w)
+{
+    if (!w->peers)
+        return;
+    const char *topic = cmr_topic_name(CMR_TOPIC_INGEST_WORKERS);
+    cmr_reader_rec_t r;
+    char err[256];
+    for (int n = 0; w->directory && n < 1000 && cmr_reader_poll(w->directory, 0, &r) == 1; n++)
+        if (cmr_ingest_peers_add(w->peers, r.payload, r.len, err, sizeof err) != 0)
+            cmr_reject(topic, "malformed_announcement", r.partition, r.offset, err);
+    if (w->announce_now || cmr_mono_ms() - w->announced_ms >= w->announce_interval_ms)
+        announce(w, false);
+}
+
+/* The number of partitions of cmr.events, as a reader of the whole topic sees it (-1). */
+static int events_partition_count(const cmr_conf_t *conf)
+{
+    char err[256];
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), 0, err, sizeof err);
+    int n = r ? cmr_reader_partitions(r) : -1;
+    cmr_reader_free(r);
+    return n;
+}
+
+/* The default base URL of this worker's HTTP API: its address, or the host name when it
+ * listens on every address. */
+static void default_url(const cmr_conf_t *conf, int port, char *url, size_t len)
+{
+    const char *addr = cmr_conf_get(conf, "ingest.http.address", "127.0.0.1");
+    char host[256] = "localhost";
+    if (!strcmp(addr, "::") || !strcmp(addr, "0.0.0.0") || !addr[0])
+        gethostname(host, sizeof host - 1);
+    else
+        snprintf(host, sizeof host, "%s", addr);
+    snprintf(url, len, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
+}
+
+/* The directory and the fan-out, for a worker that serves the HTTP API. 0 or -1. */
+static int start_peers(worker_t *w, cmr_ingest_http_t *http)
+{
+    char err[512], id[256], url[600], token[300] = "";
+    int port = cmr_ingest_http_port(http);
+    int64_t timeout_ms;
+    if (cmr_conf_get_int(w->conf, "ingest.announce.interval_ms", 5000, 100, 3600000, &w->announce_interval_ms, err,
+                         sizeof err) ||
+        cmr_conf_get_int(w->conf, "ingest.fanout.timeout_ms", 3000, 10, 600000, &timeout_ms, err, sizeof err)) {
+        cmr_log(CMR_LOG_ERROR, "ingest.config_invalid", "error=\"%s\"", err);
+        return -1;
+    }
+    char host[200] = "worker";
+    gethostname(host, sizeof host - 1);
+    snprintf(id, sizeof id, "%s-%d", host, port);
+    default_url(w->conf, port, url, sizeof url);
+    const char *file = cmr_conf_get(w->conf, "ingest.http.token_file", "");
+    if (file[0] && cmr_http_token_load(file, token, sizeof token, err, sizeof err) != 0)
+        token[0] = '\0'; /* the server refused to start without it already */
+    cmr_ingest_peers_opts_t o = {.conf = w->conf,
+                                 .worker_id = cmr_conf_get(w->conf, "ingest.worker_id", id),
+                                 .url = cmr_conf_get(w->conf, "ingest.http.advertise_url", url),
+                                 .token = token,
+                                 .timeout_ms = (int)timeout_ms,
+                                 .stale_ms = 3 * w->announce_interval_ms,
+                                 .partition_count = events_partition_count(w->conf)};
+    w->peers = cmr_ingest_peers_new(&o, err, sizeof err);
+    explicit_bzero(token, sizeof token);
+    if (!w->peers) {
+        cmr_log(CMR_LOG_ERROR, "ingest.config_invalid", "error=\"%s\"", err);
+        return -1;
+    }
+    const char *topic = cmr_topic_name(CMR_TOPIC_INGEST_WORKERS);
+    if (cmr_admin_ensure_topic(w->conf, topic, 1, -1, 1, 15000, err, sizeof err) != 0)
+        cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", topic, err);
+    if (!(w->directory = cmr_reader_new(w->conf, topic, 0, err, sizeof err)))
+        cmr_log(CMR_LOG_ERROR, "ingest.reader_failed",
+                "topic=%s error=\"%s\" action=\"queries answer for this "
+                "worker's partitions only, naming the others unreachable\"",
+                topic, err);
+    cmr_ingest_http_set_peers(http, w->peers);
+    cmr_log(CMR_LOG_INFO, "ingest.peers_started", "worker_id=%s url=%s partitions=%d", o.worker_id, o.url,
+            o.partition_count);
+    return 0;
 }
 
 /* The topics every worker reads whole, in the order of worker_t.tables. */
@@ -477,6 +597,10 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         if (!http) /* ingest matters more than queries: run without the API */
             cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\" action=\"running without the HTTP API\"", err);
     }
+    if (http && start_peers(&w, http) != 0) {
+        rc = 2;
+        goto out;
+    }
     if (open_tables(&w) != 0)
         goto out;
     const char *topics[2] = {cmr_topic_name(CMR_TOPIC_EVENTS), cmr_topic_name(CMR_TOPIC_METRICS)};
@@ -500,6 +624,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
+        poll_peers(&w);
         if (w.nrestore)
             restore_assigned(&w);
         cmr_record_t *rec;
@@ -544,6 +669,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         rc = 0;
     log_stats(&w);
 out:
+    announce(&w, true); /* queries stop counting on this worker before it lets go */
     if (w.consumer)
         cmr_consumer_close(w.consumer); /* commits what was marked done */
     for (size_t i = 0; i < w.npending; i++)
@@ -553,6 +679,8 @@ out:
     for (int i = 0; i < 4; i++)
         cmr_reader_free(w.tables[i]);
     cmr_ingest_http_stop(http);
+    cmr_ingest_peers_free(w.peers); /* after the server: its threads read it */
+    cmr_reader_free(w.directory);
     cmr_metrics_http_stop(metrics); /* before the engine and w go: its thread reads w */
     pthread_mutex_destroy(&w.published_lock);
     cmr_lag_gauge_free(&w.lag);

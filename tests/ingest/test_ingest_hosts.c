@@ -11,6 +11,10 @@
  * complete, with all its events: nothing lost, nothing counted twice), and its log must
  * show that partitions were restored from the topic. With two workers and with three.
  *
+ * Before that, while several workers own the partitions, the HTTP API of one worker must
+ * list every trace exactly once, complete, through the fan-out to the others (no
+ * "partial"), and a trace asked of a worker by id is answered by its partition's owner.
+ *
  * Loopback only, free ports (HTTP port 0, the broker picks its own), everything under a
  * temporary directory that is removed.
  *
@@ -22,6 +26,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +38,7 @@
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cp_support.h"
+#include "http_client.h"
 #include "ing_synth.h"
 
 #define NTRACES 450   /* sent in three equal phases */
@@ -277,6 +283,97 @@ static void wait_stored(worker_t *w, int nw, int want)
     cmr_sleep_ms(1500); /* the transport commits marked offsets every second */
 }
 
+/* The port the worker's HTTP API listens on (its log), or -1. */
+static int worker_port(const worker_t *w)
+{
+    FILE *f = fopen(w->log, "r");
+    char line[2048];
+    int port = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, "event=ingest.http_listening");
+        if (p && (p = strstr(p, "port=")))
+            port = atoi(p + 5);
+    }
+    if (f)
+        fclose(f);
+    return port;
+}
+
+/* GET target from the worker: the status, the body parsed (NULL when not JSON). */
+static int get_json(const worker_t *w, const char *target, json_t **body)
+{
+    char *answer = NULL;
+    int status = hc_get("127.0.0.1", worker_port(w), target, &answer);
+    const char *b = answer ? strstr(answer, "\r\n\r\n") : NULL;
+    *body = b ? json_loads(b + 4, 0, NULL) : NULL;
+    free(answer);
+    return status;
+}
+
+/* Complete traces in a list answer; fails on a trace listed twice. */
+static int complete_once(json_t *list)
+{
+    json_t *traces = json_object_get(list, "traces"), *t;
+    json_t *seen = json_object();
+    size_t i;
+    int n = 0;
+    json_array_foreach(traces, i, t)
+    {
+        const char *id = json_string_value(json_object_get(t, "trace_id"));
+        assert_non_null(id);
+        assert_null(json_object_get(seen, id)); /* never twice */
+        json_object_set_new(seen, id, json_true());
+        n += json_is_true(json_object_get(t, "complete"));
+    }
+    json_decref(seen);
+    return n;
+}
+
+/* Through worker w's HTTP API alone: every trace once and complete (the fan-out reaches
+ * the others' partitions), no partial answer once the group settled; traces by id. */
+static void check_fanout(const worker_t *w, const worker_t *other)
+{
+    int64_t deadline = cp_mono_ms() + 90000;
+    int got = 0;
+    bool partial = true;
+    while (cp_mono_ms() < deadline && (got < NTRACES || partial)) {
+        json_t *list = NULL;
+        int status = get_json(w, "/api/traces?limit=100000", &list);
+        if (status == 200 && list) {
+            got = complete_once(list);
+            partial = json_is_true(json_object_get(list, "partial"));
+            if (partial) /* named, never silent */
+                assert_true(json_array_size(json_object_get(list, "partitions_unreachable")) > 0);
+        }
+        json_decref(list);
+        if (got < NTRACES || partial)
+            cmr_sleep_ms(300);
+    }
+    assert_int_equal(got, NTRACES);
+    assert_false(partial);
+    for (int k = 0; k < NTRACES; k += 29) { /* by id, from both workers: the owner answers */
+        uint8_t tid[16];
+        char hex[33], target[128];
+        synth_trace_id(0x70000 + (uint64_t)k, tid);
+        cmr_hex(tid, 16, hex);
+        snprintf(target, sizeof target, "/api/traces/%s", hex);
+        for (int i = 0; i < 2; i++) {
+            json_t *tree = NULL;
+            assert_int_equal(get_json(i ? other : w, target, &tree), 200);
+            assert_true(json_is_true(json_object_get(tree, "complete")));
+            json_decref(tree);
+        }
+    }
+    /* a peer's local answer names the partitions it was asked for and does not own */
+    json_t *list = NULL;
+    assert_int_equal(get_json(w, "/api/traces?local=1&partitions=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", &list), 200);
+    assert_true(json_array_size(json_object_get(list, "partitions_not_owned")) > 0);
+    assert_true(complete_once(list) < NTRACES);
+    json_decref(list);
+    assert_int_equal(get_json(w, "/api/traces?local=1&partitions=x", &list), 400);
+    json_decref(list);
+}
+
 /* n workers in separate directories; while the traffic flows, worker 1 is killed and
  * worker n+1 added; then the others stop and the added one must hold everything. */
 static void run_scenario(int n)
@@ -306,6 +403,7 @@ static void run_scenario(int n)
     start_worker(&w[n], n); /* added during ingest: its store is empty */
     wait_settled(w, n + 1);
     send_traces(p, tr, 2 * third, NTRACES);
+    check_fanout(&w[0], &w[n]);
 
     /* the others leave: the added worker is assigned every partition */
     for (int i = 0; i < n; i++)

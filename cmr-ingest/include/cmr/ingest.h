@@ -18,6 +18,7 @@
  *   http           ing_http.c    loopback HTTP/1.1 JSON API
  *   worker         ing_worker.c  the consumer-group worker (run)
  *   restore        ing_restore.c a newly assigned partition's store caught up from the topic
+ *   peers          ing_peers.c   who owns which partition (cmr.ingest-workers), query fan-out
  *   replay         ing_replay.c  rebuild a fresh store from the topic
  *
  * See docs/INGEST.md for the store layout, the CLI and the HTTP API.
@@ -457,6 +458,10 @@ typedef struct cmr_trace_filter {
     cmr_http_filter_t http;  /* the root's transaction data */
     bool slowest;            /* order by duration, longest first (default: newest first) */
     size_t limit;            /* 0 = 50 */
+    /* only the stores of these cmr.events partitions (partitions[p] true), when set: a
+     * worker answers for the partitions it owns (ing_peers.c) */
+    const bool *partitions;
+    size_t npartitions;
 } cmr_trace_filter_t;
 
 cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errlen);
@@ -611,6 +616,63 @@ typedef struct cmr_restore_cb {
 int cmr_ingest_restore(const cmr_conf_t *conf, const char *topic, const cmr_reader_range_t *ranges, size_t n,
                        const cmr_restore_cb_t *cb, cmr_restore_stats_t *st);
 
+/* --- peers: partition owners and the queries' fan-out (ing_peers.c) ---------------- */
+
+typedef struct cmr_ingest_peers cmr_ingest_peers_t;
+typedef struct cmr_ingest_peers_opts {
+    const cmr_conf_t *conf;  /* kafka.partitioner (the trace id's partition); kept, not owned */
+    const char *worker_id;   /* ingest.worker_id */
+    const char *url;         /* ingest.http.advertise_url: this worker's HTTP base URL */
+    const char *token;       /* sent to peers as a bearer token (ingest.http.token_file), or NULL */
+    int timeout_ms;          /* ingest.fanout.timeout_ms: a fanned-out query's time bound */
+    int64_t stale_ms;        /* an announcement older than this does not count */
+    int32_t partition_count; /* of cmr.events */
+} cmr_ingest_peers_opts_t;
+/* NULL with err filled (an invalid worker id or URL). */
+cmr_ingest_peers_t *cmr_ingest_peers_new(const cmr_ingest_peers_opts_t *o, char *err, size_t errlen);
+void cmr_ingest_peers_free(cmr_ingest_peers_t *p);
+bool cmr_ingest_peers_id_valid(const char *id);
+bool cmr_ingest_peers_url_valid(const char *url);
+/* This worker owns (and has restored) the partition, or not any more. */
+void cmr_ingest_peers_set_owned(cmr_ingest_peers_t *p, int32_t partition, bool owned);
+void cmr_ingest_peers_set_partition_count(cmr_ingest_peers_t *p, int32_t count);
+/* The partitions this worker owns, sorted: the count, *parts malloc'd (NULL: out of memory). */
+size_t cmr_ingest_peers_owned(cmr_ingest_peers_t *p, int32_t **parts);
+/* This worker's announcement (free with cmr_msg_body_free(CMR_MSG_INGEST_WORKER, out)). 0 or -1. */
+int cmr_ingest_peers_announcement(cmr_ingest_peers_t *p, bool leaving, cmr_ingest_worker_t *out);
+/* A record of cmr.ingest-workers: 0 kept (or ours: ignored), -1 rejected with err (does
+ * not decode, or a field out of bounds). */
+int cmr_ingest_peers_add(cmr_ingest_peers_t *p, const void *payload, size_t len, char *err, size_t errlen);
+
+/* Who answers for which partition now. */
+typedef struct cmr_ingest_plan_group {
+    char url[512];
+    int32_t *partitions; /* owned */
+    size_t npartitions;
+} cmr_ingest_plan_group_t;
+typedef struct cmr_ingest_plan {
+    int32_t partition_count;
+    bool local[4096];                /* this worker's */
+    cmr_ingest_plan_group_t *groups; /* the other owners' */
+    size_t ngroups;
+    int32_t *unowned; /* no owner known */
+    size_t nunowned;
+} cmr_ingest_plan_t;
+int cmr_ingest_peers_plan(cmr_ingest_peers_t *p, cmr_ingest_plan_t *plan);
+void cmr_ingest_plan_free(cmr_ingest_plan_t *plan);
+/* The cmr.events partition a trace id was written to, -1 when not known. */
+int32_t cmr_ingest_peers_trace_partition(cmr_ingest_peers_t *p, const uint8_t trace_id[16]);
+/* GET url within timeout_ms (the bearer token sent): the status, 0 when there was no
+ * answer (err says why); the body into *body (at most 64 MiB). */
+long cmr_ingest_peers_get(cmr_ingest_peers_t *p, const char *url, int timeout_ms, struct cmr_buf *body, char *err,
+                          size_t errlen);
+/* A list query across owners: local_json is this worker's answer for plan->local; the
+ * other groups are asked `path?query&local=1&partitions=...` in parallel. The merged
+ * answer (malloc'd JSON), with "partial", "partitions_unreachable" and "errors" when
+ * something is missing; NULL when out of memory. */
+char *cmr_ingest_peers_gather(cmr_ingest_peers_t *p, const cmr_ingest_plan_t *plan, const char *path, const char *query,
+                              const char *local_json, bool slowest, size_t limit);
+
 typedef struct cmr_ingest_http cmr_ingest_http_t;
 typedef struct cmr_ingest_http_source {
     /* Runs a query with a fresh view; the server owns no store. */
@@ -626,6 +688,10 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
 cmr_ingest_http_t *cmr_ingest_http_start_conf(const cmr_conf_t *conf, const char *root, int port, char *err,
                                               size_t errlen);
 int cmr_ingest_http_port(const cmr_ingest_http_t *h);
+/* From now on list queries fan out to the owners of the partitions this worker does not
+ * own, and a trace goes to its partition's owner (ing_peers.c). peers stays the caller's
+ * and must outlive the server (or be set back to NULL first). */
+void cmr_ingest_http_set_peers(cmr_ingest_http_t *h, cmr_ingest_peers_t *peers);
 void cmr_ingest_http_stop(cmr_ingest_http_t *h);
 /* Answers one request (method, target) -> status, body (malloc'd JSON). For tests. */
 int cmr_ingest_http_answer(const char *root, const char *method, const char *target, char **body);
