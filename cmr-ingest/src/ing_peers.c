@@ -349,7 +349,7 @@ int32_t cmr_ingest_peers_trace_partition(cmr_ingest_peers_t *p, const uint8_t tr
     pthread_mutex_lock(&p->lock);
     int32_t count = p->partition_count;
     pthread_mutex_unlock(&p->lock);
-    return cmr_key_partition(p->conf, hex, 32, count);
+    return cmr_key_partition(p->conf ? cmr_conf_get(p->conf, "kafka.partitioner", NULL) : NULL, hex, 32, count);
 }
 
 /* --- asking peers --------------------------------------------------------------------- */

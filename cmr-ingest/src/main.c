@@ -82,6 +82,9 @@ static const cmr_conf_key_t keys[] = {
     {"ingest.announce.interval_ms", "5000",
      "run: how often the worker announces its partitions on cmr.ingest-workers (and at every change); an "
      "announcement older than three times this does not count"},
+    {"kafka.partitioner", NULL,
+     "run: librdkafka's partitioner, as the agents' producers use it (default consistent_random): the fan-out finds "
+     "the partition of a trace id with it"},
     {"ingest.fanout.timeout_ms", "3000",
      "run: a list query waits this long for the other workers' answers; what did not come is named in the answer "
      "(partitions_unreachable)"},

@@ -271,11 +271,11 @@ int cmr_producer_txn_abort(cmr_producer_t *p, int timeout_ms, char *errbuf, size
     return -1;
 }
 
-int32_t cmr_key_partition(const cmr_conf_t *conf, const void *key, size_t keylen, int32_t partition_count)
+int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keylen, int32_t partition_count)
 {
     if (!keylen || partition_count <= 0)
         return -1;
-    const char *name = cmr_conf_get(conf, "kafka.partitioner", "consistent_random");
+    const char *name = partitioner ? partitioner : "consistent_random";
     /* with a key, none of these reads the topic handle (only the keyless random pick does) */
     if (!strcmp(name, "consistent_random") || !strcmp(name, "consistent"))
         return rd_kafka_msg_partitioner_consistent(NULL, key, keylen, partition_count, NULL, NULL);
