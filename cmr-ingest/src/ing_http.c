@@ -690,12 +690,14 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
         cmr_trace_filter_t f = {0};
         bool eff[4096] = {0};
         json_t *not_owned = NULL;
-        if (fan)
-            f.partitions = plan.local;
-        else if (peers)
-            not_owned = local_partitions(peers, &fk, eff), f.partitions = eff;
-        else if (fk.has_parts)
+        if (fan) {
+            f.partitions = plan.local; /* the others' come from their owners */
+        } else if (peers) {
+            not_owned = local_partitions(peers, &fk, eff);
+            f.partitions = eff;
+        } else if (fk.has_parts) {
             f.partitions = fk.parts;
+        }
         f.npartitions = 4096;
         for (int i = 0; i < q.n; i++)
             if (cmr_trace_filter_set(&f, q.keys[i], q.vals[i], err, sizeof err) != 0) {

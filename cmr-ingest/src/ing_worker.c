@@ -393,13 +393,21 @@ static void poll_peers(worker_t *w)
         announce(w, false);
 }
 
-/* The number of partitions of cmr.events, as a reader of the whole topic sees it (-1). */
+/* The number of partitions of cmr.events, as a reader of the whole topic sees it; when
+ * the cluster does not say, the layout's default (logged: the fan-out would not know of
+ * partitions beyond it). */
 static int events_partition_count(const cmr_conf_t *conf)
 {
     char err[256];
     cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), 0, err, sizeof err);
-    int n = r ? cmr_reader_partitions(r) : -1;
+    bool opened = r != NULL;
+    int n = opened ? cmr_reader_partitions(r) : -1;
     cmr_reader_free(r);
+    if (n > 0)
+        return n;
+    n = cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
+    cmr_log(CMR_LOG_WARN, "ingest.partition_count_unknown", "topic=%s assumed=%d error=\"%s\"",
+            cmr_topic_name(CMR_TOPIC_EVENTS), n, opened ? "no partitions" : err);
     return n;
 }
 
