@@ -34,7 +34,8 @@
  * partitions=a,b,...; the merged answer names what could not be reached. A trace by id is
  * asked of its partition's owner. A query with local=1 answers only for the partitions
  * asked (partitions=, default: all) that this worker owns, and lists the others it was
- * asked for in "partitions_not_owned".
+ * asked for in "partitions_not_owned"; a trace by id with local=1 whose partition this
+ * worker does not own is 421 (the asking worker answers 503: ask again).
  *
  * Ownership: the server owns its HTTP server, locks, views and caches; a query holds a
  * reference to the view it reads (shared_view_t.refs). The peers belong to the worker.
@@ -592,6 +593,17 @@ static json_t *local_partitions(cmr_ingest_peers_t *peers, const fanout_keys_t *
     return not_owned;
 }
 
+static bool owns(cmr_ingest_peers_t *peers, int32_t partition)
+{
+    int32_t *own;
+    size_t n = cmr_ingest_peers_owned(peers, &own);
+    bool found = false;
+    for (size_t i = 0; own && i < n && !found; i++)
+        found = own[i] == partition;
+    free(own);
+    return found;
+}
+
 /* Adds "partitions_not_owned" to a list answer (takes both). */
 static char *with_not_owned(char *json, json_t *not_owned)
 {
@@ -641,6 +653,12 @@ static int proxy_trace(cmr_ingest_peers_t *peers, const cmr_ingest_plan_t *plan,
         return 502;
     }
     json_decref(parsed);
+    if (status == 421) { /* it no longer owns it: the announcements lag a rebalance */
+        cmr_buf_free(&b);
+        snprintf(msg, sizeof msg, "the owner of partition %d changed (a rebalance): ask again", (int)partition);
+        *body = error_json(msg);
+        return 503;
+    }
     cmr_buf_putc(&b, '\0');
     *body = cmr_buf_ok(&b) ? cmr_buf_take(&b) : (cmr_buf_free(&b), NULL);
     return (int)status;
@@ -748,11 +766,17 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
             if (!strcmp(q.keys[i], "format"))
                 format = q.vals[i];
     }
-    int32_t part = fan ? cmr_ingest_peers_trace_partition(peers, id) : -1;
-    if (part >= 0 && part < 4096 && !plan.local[part])
+    int32_t part = peers ? cmr_ingest_peers_trace_partition(peers, id) : -1;
+    if (fan && part >= 0 && part < 4096 && !plan.local[part]) {
         status = proxy_trace(peers, &plan, part, id_s, rest, format, body);
-    else
+    } else if (!fan && peers && part >= 0 && !owns(peers, part)) {
+        char msg[160]; /* asked as the owner, but the partition moved: not a stale copy's answer */
+        snprintf(msg, sizeof msg, "this worker does not own partition %d of the trace (any more)", (int)part);
+        *body = error_json(msg);
+        status = 421;
+    } else {
         status = answer_tree(h, v, id, format, &owned, stream_to, body);
+    }
 out:
     put_view(h, owned);
     cmr_ingest_plan_free(&plan);

@@ -354,6 +354,7 @@ static void check_fanout(const worker_t *w, const worker_t *other)
     }
     assert_int_equal(got, NTRACES);
     assert_false(partial);
+    int misdirected = 0;
     for (int k = 0; k < NTRACES; k += 29) { /* by id, from both workers: the owner answers */
         uint8_t tid[16];
         char hex[33], target[128];
@@ -366,7 +367,15 @@ static void check_fanout(const worker_t *w, const worker_t *other)
             assert_true(json_is_true(json_object_get(tree, "complete")));
             json_decref(tree);
         }
+        /* asked as the owner (local=1): a worker that does not own the partition says so */
+        strcat(target, "?local=1");
+        json_t *tree = NULL;
+        int status = get_json(w, target, &tree);
+        assert_true(status == 200 || status == 421);
+        misdirected += status == 421;
+        json_decref(tree);
     }
+    assert_true(misdirected > 0);
     /* a peer's local answer names the partitions it was asked for and does not own */
     json_t *list = NULL;
     assert_int_equal(get_json(w, "/api/traces?local=1&partitions=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", &list), 200);
