@@ -77,10 +77,12 @@ acl "$instr" Read group cmr-instrumenter prefixed
 acl "$instr" IdempotentWrite cluster kafka-cluster
 
 # cmr-ingest: reads what it assembles and shows (and the environments' threshold rules);
-# writes only the threshold events.
-for t in events methods registrations agent-events metrics config; do topic "$ingest" Read "$t"; topic "$ingest" Describe "$t"; done
+# writes the threshold events, and its workers' announcements (which partitions each owns,
+# where its HTTP API answers: the queries' fan-out), which only it may write.
+for t in events methods registrations agent-events metrics config ingest-workers; do topic "$ingest" Read "$t"; topic "$ingest" Describe "$t"; done
 topic "$ingest" Write alerts
 topic "$ingest" Describe alerts
+topic "$ingest" Write ingest-workers
 acl "$ingest" Read group cmr-ingest prefixed
 acl "$ingest" IdempotentWrite cluster kafka-cluster
 

@@ -417,6 +417,19 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
                                               DUP("")};
         break;
     }
+    case CMR_MSG_INGEST_WORKER: {
+        cmr_ingest_worker_t *m = &out->u.ingest_worker;
+        m->worker_id = DUP("ingest-a");
+        m->url = DUP("http://10.0.0.5:8470");
+        m->started_ms = cmr_wall_ms() - 60000;
+        m->time_ms = cmr_wall_ms();
+        m->partition_count = 16;
+        m->partitions.count = 2;
+        m->partitions.items = calloc(2, sizeof *m->partitions.items);
+        m->partitions.items[0] = (cmr_owned_partition_t){3, 1041};
+        m->partitions.items[1] = (cmr_owned_partition_t){7, -1};
+        break;
+    }
     case CMR_MSG_THRESHOLD_EVENT: {
         cmr_threshold_event_t *m = &out->u.threshold_event;
         m->environment_id = DUP("production");

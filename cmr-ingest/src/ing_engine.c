@@ -14,7 +14,10 @@
  * RocksDB write per touched partition (WAL, fsync; the partitions' writes run in parallel
  * so that their fsyncs overlap): only after that may the caller mark the records done.
  * Every write is keyed by what it describes, so a record that comes again (after a crash
- * between write and commit) changes nothing.
+ * between write and commit) changes nothing. The offset of the last record handled
+ * (cmr_ingest_engine_set_applied) goes into the same write, so a store's applied offset
+ * and its content never disagree: what a newly assigned worker restores from the topic
+ * starts right after it (ing_restore.c).
  *
  * Memory: the trace states of a partition (a cmr_map_t keyed by the 16-byte trace id) are
  * dropped after a flush when there are more than MAX_TRACES_PER_PART of them; they are
@@ -61,6 +64,8 @@ typedef struct part {
     size_t wb_count;
     cmr_map_t traces; /* trace id (16 bytes) -> trace_entry_t (owned) */
     trace_entry_t *dirty;
+    int64_t applied;         /* the last cmr.events offset the store holds durably (-1: none) */
+    int64_t applied_pending; /* the last one handled; written with the next flush */
 } part_t;
 
 struct cmr_ingest_engine {
@@ -153,9 +158,13 @@ int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int 
         free(p);
         return -1;
     }
+    if (cmr_store_get_applied(p->store, &p->applied) < 0)
+        cmr_log(CMR_LOG_WARN, "ingest.applied_offset_unreadable",
+                "partition=%d action=\"restoring the partition from the start of the topic\"", partition);
+    p->applied_pending = p->applied;
     p->wb = rocksdb_writebatch_create();
     e->parts[partition] = p;
-    cmr_log(CMR_LOG_INFO, "ingest.partition_opened", "partition=%d", partition);
+    cmr_log(CMR_LOG_INFO, "ingest.partition_opened", "partition=%d applied_offset=%" PRId64, partition, p->applied);
     return 0;
 }
 
@@ -172,6 +181,25 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition)
     e->parts[partition] = NULL;
     cmr_log(CMR_LOG_INFO, "ingest.partition_closed", "partition=%d", partition);
     return rc;
+}
+
+void cmr_ingest_engine_set_applied(cmr_ingest_engine_t *e, int partition, int64_t offset)
+{
+    part_t *p = partition >= 0 && partition < MAX_PARTITIONS ? e->parts[partition] : NULL;
+    if (p && offset > p->applied_pending)
+        p->applied_pending = offset;
+}
+
+void cmr_ingest_engine_count_restore(cmr_ingest_engine_t *e, const struct cmr_restore_stats *st)
+{
+    e->stats.restored += st->records;
+    e->stats.restore_missing += st->missing;
+}
+
+int64_t cmr_ingest_engine_applied(const cmr_ingest_engine_t *e, int partition)
+{
+    const part_t *p = partition >= 0 && partition < MAX_PARTITIONS ? e->parts[partition] : NULL;
+    return p ? p->applied : -1;
 }
 
 /* The trace's state: in memory, or rebuilt from what the store holds. */
@@ -449,7 +477,7 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
     size_t njobs = 0;
     for (int i = 0; i < MAX_PARTITIONS; i++) {
         part_t *p = e->parts[i];
-        if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb)))
+        if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb) && p->applied_pending == p->applied))
             continue;
         bool failed = false;
         for (trace_entry_t *t = p->dirty, *next; t; t = next) {
@@ -464,10 +492,13 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"out of memory\"", p->partition);
             rocksdb_writebatch_clear(p->wb);
             p->wb_count = 0;
+            p->applied_pending = p->applied;
             free_entries(p); /* rebuilt from the store, which has none of the group */
             rc = -1;
             continue;
         }
+        if (p->applied_pending != p->applied)
+            cmr_store_put_applied(p->store, p->wb, p->applied_pending);
         assert(njobs < MAX_PARTITIONS);
         jobs[njobs++] = (write_job_t){.p = p};
     }
@@ -482,6 +513,10 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             pthread_join(jobs[i].thread, NULL);
         rc |= jobs[i].rc;
         part_t *p = jobs[i].p;
+        if (jobs[i].rc == 0)
+            p->applied = p->applied_pending;
+        else
+            p->applied_pending = p->applied;
         rocksdb_writebatch_clear(p->wb);
         p->wb_count = 0;
         if (cmr_map_count(&p->traces) > MAX_TRACES_PER_PART)

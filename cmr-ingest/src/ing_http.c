@@ -29,8 +29,16 @@
  * built whole: its JSON is written a node at a time while it is sent (chunked), from the
  * assembled tree, which is kept (the last BIG_SLOTS of them) for the next answers.
  *
+ * Fan-out (a worker with peers, cmr_ingest_http_set_peers): a list query answers from the
+ * partitions this worker owns and asks the other owners (ing_peers.c) with local=1 and
+ * partitions=a,b,...; the merged answer names what could not be reached. A trace by id is
+ * asked of its partition's owner. A query with local=1 answers only for the partitions
+ * asked (partitions=, default: all) that this worker owns, and lists the others it was
+ * asked for in "partitions_not_owned"; a trace by id with local=1 whose partition this
+ * worker does not own is 421 (the asking worker answers 503: ask again).
+ *
  * Ownership: the server owns its HTTP server, locks, views and caches; a query holds a
- * reference to the view it reads (shared_view_t.refs).
+ * reference to the view it reads (shared_view_t.refs). The peers belong to the worker.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -102,6 +110,7 @@ struct cmr_ingest_http {
     shared_view_t *view;        /* the current one, or NULL */
     cached_tree_t cache[CACHE_SLOTS];
     big_slot_t big[BIG_SLOTS]; /* under cache_lock too */
+    cmr_ingest_peers_t *peers; /* the partitions' owners (a worker's), or NULL; not owned; under lock */
 };
 
 /* {"error": msg}. msg may hold bytes of the request: control characters become spaces,
@@ -487,6 +496,174 @@ static int answer_diagnosis(cmr_ingest_http_t *h, const char *root, const char *
 }
 
 /* Answers GET path (no query; the caller's buffer, changed here) with the parameters q. */
+/* --- fan-out (ing_peers.c) ------------------------------------------------------------ */
+
+void cmr_ingest_http_set_peers(cmr_ingest_http_t *h, cmr_ingest_peers_t *peers)
+{
+    pthread_mutex_lock(&h->lock);
+    h->peers = peers;
+    pthread_mutex_unlock(&h->lock);
+}
+
+static cmr_ingest_peers_t *get_peers(cmr_ingest_http_t *h)
+{
+    if (!h)
+        return NULL;
+    pthread_mutex_lock(&h->lock);
+    cmr_ingest_peers_t *p = h->peers;
+    pthread_mutex_unlock(&h->lock);
+    return p;
+}
+
+/* The fan-out's own query keys, taken out of q: local=1, partitions=a,b,... */
+typedef struct fanout_keys {
+    bool local, has_parts;
+    bool parts[4096];
+} fanout_keys_t;
+
+static int parse_partitions(const char *s, bool parts[4096], char *err, size_t errlen)
+{
+    for (const char *c = s; *c;) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (end == c || v < 0 || v >= 4096 || (*end && *end != ',')) {
+            snprintf(err, errlen, "partitions: a comma-separated list of partition numbers (0 to 4095)");
+            return -1;
+        }
+        parts[v] = true;
+        c = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int take_fanout_keys(query_t *q, fanout_keys_t *k, char *err, size_t errlen)
+{
+    for (int i = 0; i < q->n; i++) {
+        bool local = !strcmp(q->keys[i], "local"), parts = !strcmp(q->keys[i], "partitions");
+        if (!local && !parts)
+            continue;
+        if (local)
+            k->local = !strcmp(q->vals[i], "1") || !strcmp(q->vals[i], "true");
+        else if (parse_partitions(q->vals[i], k->parts, err, errlen) != 0)
+            return -1;
+        k->has_parts |= parts;
+        q->keys[i] = q->keys[q->n - 1]; /* taken out */
+        q->vals[i--] = q->vals[--q->n];
+    }
+    return 0;
+}
+
+/* The query again, %-encoded, for a peer (the fan-out's own keys left out). */
+static char *query_string(const query_t *q)
+{
+    cmr_buf_t b = {0};
+    for (int i = 0; i < q->n; i++) {
+        cmr_buf_puts(&b, i ? "&" : "");
+        for (int part = 0; part < 2; part++) {
+            for (const unsigned char *c = (const unsigned char *)(part ? q->vals[i] : q->keys[i]); *c; c++)
+                if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+                    *c == '_' || *c == '.' || *c == '~')
+                    cmr_buf_putc(&b, (char)*c);
+                else
+                    cmr_buf_printf(&b, "%%%02X", *c);
+            if (!part)
+                cmr_buf_putc(&b, '=');
+        }
+    }
+    cmr_buf_putc(&b, '\0');
+    return cmr_buf_ok(&b) ? cmr_buf_take(&b) : (cmr_buf_free(&b), NULL);
+}
+
+/* A peer's local answer: the partitions asked that this worker owns (into eff), and a JSON
+ * array of those it does not (malloc'd; NULL when none). */
+static json_t *local_partitions(cmr_ingest_peers_t *peers, const fanout_keys_t *k, bool eff[4096])
+{
+    int32_t *own;
+    size_t n = cmr_ingest_peers_owned(peers, &own);
+    for (size_t i = 0; own && i < n; i++)
+        eff[own[i]] = !k->has_parts || k->parts[own[i]];
+    free(own);
+    json_t *not_owned = NULL;
+    for (int i = 0; k->has_parts && i < 4096; i++)
+        if (k->parts[i] && !eff[i]) {
+            if (!not_owned)
+                not_owned = json_array();
+            json_array_append_new(not_owned, json_integer(i));
+        }
+    return not_owned;
+}
+
+static bool owns(cmr_ingest_peers_t *peers, int32_t partition)
+{
+    int32_t *own;
+    size_t n = cmr_ingest_peers_owned(peers, &own);
+    bool found = false;
+    for (size_t i = 0; own && i < n && !found; i++)
+        found = own[i] == partition;
+    free(own);
+    return found;
+}
+
+/* Adds "partitions_not_owned" to a list answer (takes both). */
+static char *with_not_owned(char *json, json_t *not_owned)
+{
+    if (!not_owned || !json)
+        return json;
+    json_t *root = json_loads(json, 0, NULL);
+    free(json);
+    if (!root) {
+        json_decref(not_owned);
+        return NULL;
+    }
+    json_object_set_new(root, "partitions_not_owned", not_owned);
+    return cmr_json_take(root, CMR_JSON_COMPACT);
+}
+
+/* GET /api/traces/<id>[/export] of a trace whose partition another worker owns: asked of
+ * it, its answer passed on once it parsed as JSON. */
+static int proxy_trace(cmr_ingest_peers_t *peers, const cmr_ingest_plan_t *plan, int32_t partition, const char *id_s,
+                       const char *rest, const char *format, char **body)
+{
+    const char *url = NULL;
+    for (size_t i = 0; i < plan->ngroups && !url; i++)
+        for (size_t k = 0; k < plan->groups[i].npartitions && !url; k++)
+            if (plan->groups[i].partitions[k] == partition)
+                url = plan->groups[i].url;
+    char msg[700];
+    if (!url) {
+        snprintf(msg, sizeof msg, "no worker owns partition %d of the trace now (a rebalance, or its owner is down)",
+                 (int)partition);
+        *body = error_json(msg);
+        return 503;
+    }
+    char target[1200], err[300];
+    snprintf(target, sizeof target, "%s/api/traces/%s%s?local=1%s%s", url, id_s, rest ? "/export" : "",
+             format ? "&format=" : "",
+             format && strspn(format, "abcdefghijklmnopqrstuvwxyz") == strlen(format) ? format : "");
+    cmr_buf_t b = {0};
+    long status = cmr_ingest_peers_get(peers, target, 30000, &b, err, sizeof err);
+    json_t *parsed = status ? json_loadb((const char *)b.data, b.len, 0, NULL) : NULL;
+    if (!parsed) {
+        snprintf(msg, sizeof msg, "the owner of partition %d (%s) %s: %s", (int)partition, url,
+                 status ? "answered something that is not JSON" : "did not answer", status ? "" : err);
+        cmr_log(CMR_LOG_WARN, "ingest.fanout_failed", "url=\"%s\" partition=%d error=\"%s\"", url, (int)partition,
+                status ? "not JSON" : err);
+        cmr_buf_free(&b);
+        *body = error_json(msg);
+        return 502;
+    }
+    json_decref(parsed);
+    if (status == 421) { /* it no longer owns it: the announcements lag a rebalance */
+        cmr_buf_free(&b);
+        snprintf(msg, sizeof msg, "the owner of partition %d changed (a rebalance): ask again", (int)partition);
+        *body = error_json(msg);
+        return 503;
+    }
+    cmr_buf_putc(&b, '\0');
+    *body = cmr_buf_ok(&b) ? cmr_buf_take(&b) : (cmr_buf_free(&b), NULL);
+    return (int)status;
+}
+
 static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const query_t *qp,
                        cmr_http_response_t *stream_to, char **body)
 {
@@ -507,15 +684,39 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
                            "/api/metrics/top, /api/agents");
         return 404;
     }
+    fanout_keys_t fk = {0};
+    if (take_fanout_keys(&q, &fk, err, sizeof err) != 0) {
+        *body = error_json(err);
+        return 400;
+    }
+    cmr_ingest_peers_t *peers = get_peers(h);
+    bool fan = peers && !fk.local;
+    cmr_ingest_plan_t plan = {0};
+    if (fan && cmr_ingest_peers_plan(peers, &plan) != 0) {
+        *body = error_json("out of memory");
+        return 500;
+    }
     void *owned;
     cmr_ingest_view_t *v = get_view(h, root, &owned, err, sizeof err);
     if (!v) {
+        cmr_ingest_plan_free(&plan);
         *body = error_json(err);
         return 500;
     }
     int status = 200;
     if (!path[11] || !path[12]) {
         cmr_trace_filter_t f = {0};
+        bool eff[4096] = {0};
+        json_t *not_owned = NULL;
+        if (fan) {
+            f.partitions = plan.local; /* the others' come from their owners */
+        } else if (peers) {
+            not_owned = local_partitions(peers, &fk, eff);
+            f.partitions = eff;
+        } else if (fk.has_parts) {
+            f.partitions = fk.parts;
+        }
+        f.npartitions = 4096;
         for (int i = 0; i < q.n; i++)
             if (cmr_trace_filter_set(&f, q.keys[i], q.vals[i], err, sizeof err) != 0) {
                 *body = error_json(err);
@@ -525,12 +726,23 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
         cmr_trace_summary_t *s;
         long cnt = cmr_ingest_view_list(v, &f, &s);
         if (cnt < 0) {
+            json_decref(not_owned);
             *body = error_json("query failed");
             status = 500;
             goto out;
         }
-        *body = cmr_ingest_list_json(cmr_ingest_view_names(v), s, (size_t)cnt);
+        char *local = cmr_ingest_list_json(cmr_ingest_view_names(v), s, (size_t)cnt);
         free(s);
+        if (fan) {
+            char *qs = query_string(&q);
+            *body = qs && local ? cmr_ingest_peers_gather(peers, &plan, "/api/traces", qs, local, f.slowest,
+                                                          f.limit ? f.limit : 50)
+                                : NULL;
+            free(qs);
+            free(local);
+        } else {
+            *body = with_not_owned(local, not_owned);
+        }
         goto out;
     }
     char *id_s = path + 12, *rest = strchr(id_s, '/');
@@ -554,9 +766,20 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
             if (!strcmp(q.keys[i], "format"))
                 format = q.vals[i];
     }
-    status = answer_tree(h, v, id, format, &owned, stream_to, body);
+    int32_t part = peers ? cmr_ingest_peers_trace_partition(peers, id) : -1;
+    if (fan && part >= 0 && part < 4096 && !plan.local[part]) {
+        status = proxy_trace(peers, &plan, part, id_s, rest, format, body);
+    } else if (!fan && peers && part >= 0 && !owns(peers, part)) {
+        char msg[160]; /* asked as the owner, but the partition moved: not a stale copy's answer */
+        snprintf(msg, sizeof msg, "this worker does not own partition %d of the trace (any more)", (int)part);
+        *body = error_json(msg);
+        status = 421;
+    } else {
+        status = answer_tree(h, v, id, format, &owned, stream_to, body);
+    }
 out:
     put_view(h, owned);
+    cmr_ingest_plan_free(&plan);
     return status;
 }
 

@@ -342,6 +342,9 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
                  (f->env && !q.nenv_agents);
     for (size_t i = 0; i < v->nstores && !empty; i++) {
         q.s = v->stores[i];
+        int part = cmr_store_partition(q.s);
+        if (f->partitions && (part < 0 || (size_t)part >= f->npartitions || !f->partitions[part]))
+            continue; /* a partition this worker does not own (a stale copy) */
         q.matched = 0;
         if (f->contains)
             for (size_t k = 0; k < q.nmethods; k++)

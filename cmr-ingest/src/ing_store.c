@@ -20,6 +20,10 @@
  * A column family added after stores existed (idx_diagnosis) is created when a worker
  * opens the store (create_missing_column_families); a read-only open of a store that does
  * not have it yet opens without it: cmr_store_cf() gives NULL, an empty index.
+ * The default column family holds one key, "applied_offset": the offset (8 bytes, big
+ * endian) of the last cmr.events record of the partition whose effects are in the store,
+ * written in the same atomic write as those effects (cmr_store_put_applied), so that a
+ * worker that is assigned the partition knows what to restore from the topic.
  * Meta store: methods (method id -> value), agents (agent id -> value), see ing_names.c;
  * status (agent id | time ms -> AgentStatus as received), see ing_agents.c.
  *
@@ -368,6 +372,34 @@ int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_
     int rc = cmr_trace_summary_decode((const uint8_t *)v, vl, out) == 0 ? 1 : -1;
     rocksdb_free(v);
     return rc;
+}
+
+#define APPLIED_KEY "applied_offset"
+
+int cmr_store_get_applied(cmr_store_t *s, int64_t *offset)
+{
+    char *e = NULL;
+    size_t vl;
+    *offset = -1;
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], APPLIED_KEY, strlen(APPLIED_KEY), &vl, &e);
+    if (e) {
+        free(e);
+        return -1;
+    }
+    if (!v)
+        return 0;
+    int rc = vl == 8 ? 1 : -1;
+    if (rc == 1)
+        *offset = (int64_t)cmr_be64((const uint8_t *)v);
+    rocksdb_free(v);
+    return rc;
+}
+
+void cmr_store_put_applied(cmr_store_t *s, void *writebatch, int64_t offset)
+{
+    uint8_t v[8];
+    cmr_put_be64(v, (uint64_t)offset);
+    rocksdb_writebatch_put_cf(writebatch, s->cfs[0], APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, sizeof v);
 }
 
 static int load_cf(cmr_store_t *s, int cf, cmr_names_t *names, int agents)

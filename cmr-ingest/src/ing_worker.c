@@ -17,16 +17,24 @@
  * so does GET /metrics (metrics.port): it reads copies of the counters and of the
  * application's families that the loop publishes under mutexes.
  *
- * Ownership: the worker owns its consumer, readers, engine and HTTP server.
+ * With separate store roots (one per host) a newly assigned partition is paused until its
+ * store is restored from the topic (ing_restore.c); only then does the worker count it as
+ * its own: it announces what it owns on cmr.ingest-workers (at every change and every
+ * ingest.announce.interval_ms; leaving=true when it stops) and reads the others'
+ * announcements, for the HTTP API's fan-out (ing_peers.c).
+ *
+ * Ownership: the worker owns its consumer, readers, engine, peers and HTTP server.
  */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmr/buf.h"
 #include "cmr/clock.h"
+#include "cmr/http_server.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -35,6 +43,14 @@
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
+
+/* A partition assigned to this worker whose store may be behind the group (ing_restore.c):
+ * paused from its assignment until its missing offsets are read back. */
+typedef struct restore_item {
+    int32_t partition;
+    bool metrics;    /* cmr.metrics, else cmr.events */
+    int64_t applied; /* the store's applied offset when it was opened (-1: none) */
+} restore_item_t;
 
 typedef struct worker {
     const cmr_conf_t *conf;
@@ -54,7 +70,15 @@ typedef struct worker {
     uint64_t published_pending;
     uint64_t published_bytes; /* the trace stores' size, refreshed once a second */
     int64_t bytes_refreshed_ms;
-    cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
+    cmr_lag_gauge_t lag;     /* the group consumer's lag per partition, for /metrics */
+    restore_item_t *restore; /* owned: assigned partitions paused until restored */
+    size_t nrestore, restore_cap;
+    int64_t restore_retry_ms; /* the next attempt after the committed offsets were unknown */
+    volatile sig_atomic_t *stop;
+    cmr_ingest_peers_t *peers; /* owned: who owns which partition (with the HTTP API only) */
+    cmr_reader_t *directory;   /* cmr.ingest-workers, read whole */
+    int64_t announce_interval_ms, announced_ms;
+    bool announce_now; /* the partitions this worker owns changed */
 } worker_t;
 
 /* Copies the counters /metrics reports (the worker thread; cheap: a struct copy). */
@@ -93,6 +117,11 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_ingest_attributes_rejected_total", "counter",
          "attribute values (transaction data) left out of applied batches as invalid", s.attributes_rejected},
         {"cmr_ingest_flushes_total", "counter", "group commits written durably", s.flushes},
+        {"cmr_ingest_restored_records_total", "counter",
+         "records read back from the topics to bring newly assigned partitions' stores up to the group", s.restored},
+        {"cmr_ingest_restore_missing_total", "counter",
+         "offsets a restore needed that the topics no longer held (retention): lost for this worker's store",
+         s.restore_missing},
         {"cmr_ingest_methods", "gauge", "method names known (cmr.methods)", s.methods},
         {"cmr_ingest_agents", "gauge", "agents known (cmr.registrations)", s.agents},
         {"cmr_ingest_pending_records", "gauge", "records received, not yet committed", pending},
@@ -122,27 +151,66 @@ static int commit_group(worker_t *w)
     return 0;
 }
 
+/* Queues an assigned partition for restore_assigned(). 0 or -1. */
+static int queue_restore(worker_t *w, bool metrics, int32_t partition)
+{
+    if (CMR_ARRAY_GROW(w->restore, w->restore_cap, w->nrestore + 1) != 0)
+        return -1;
+    int64_t applied =
+        metrics ? cmr_metrics_applied(w->metrics, partition) : cmr_ingest_engine_applied(w->engine, partition);
+    w->restore[w->nrestore++] = (restore_item_t){.partition = partition, .metrics = metrics, .applied = applied};
+    return 0;
+}
+
+/* A revoked partition is not restored any more. */
+static void unqueue_restore(worker_t *w, bool metrics, int32_t partition)
+{
+    for (size_t i = 0; i < w->nrestore; i++)
+        if (w->restore[i].partition == partition && w->restore[i].metrics == metrics) {
+            w->restore[i--] = w->restore[--w->nrestore];
+        }
+}
+
 static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *parts, size_t n, void *opaque)
 {
-    (void)c;
     worker_t *w = opaque;
     const char *metrics = cmr_topic_name(CMR_TOPIC_METRICS);
     if (revoked) {
         commit_group(w);
-        for (size_t i = 0; i < n; i++)
-            if (!strcmp(parts[i].topic, metrics))
+        for (size_t i = 0; i < n; i++) {
+            bool m = !strcmp(parts[i].topic, metrics);
+            unqueue_restore(w, m, parts[i].partition);
+            if (!m && w->peers) {
+                cmr_ingest_peers_set_owned(w->peers, parts[i].partition, false);
+                w->announce_now = true;
+            }
+            if (m)
                 cmr_metrics_close_partition(w->metrics, parts[i].partition);
             else
                 cmr_ingest_engine_close_partition(w->engine, parts[i].partition);
+        }
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = !strcmp(parts[i].topic, metrics)
-                     ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
-                     : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
-        if (rc != 0)
+        bool m = !strcmp(parts[i].topic, metrics);
+        int rc = m ? cmr_metrics_open_partition(w->metrics, parts[i].partition, 30000)
+                   : cmr_ingest_engine_open_partition(w->engine, parts[i].partition, 30000);
+        if (rc != 0 || queue_restore(w, m, parts[i].partition) != 0)
             w->fatal = 1; /* nothing of it may be marked done: exit, another worker takes it */
     }
+    /* consumed only once restored; a failed pause is still correct (the store's set of
+     * batches does not depend on the order, and the range was taken at open) */
+    if (n && cmr_consumer_pause(c, parts, n) != 0)
+        cmr_log(CMR_LOG_WARN, "ingest.pause_failed", "partitions=%zu", n);
+}
+
+/* The record at offset is handled: its store writes the offset with the next flush. */
+static void note_applied(worker_t *w, bool metrics, int32_t partition, int64_t offset)
+{
+    if (metrics)
+        cmr_metrics_set_applied(w->metrics, partition, offset);
+    else
+        cmr_ingest_engine_set_applied(w->engine, partition, offset);
 }
 
 static int hold(worker_t *w, cmr_record_t *rec)
@@ -155,44 +223,251 @@ static int hold(worker_t *w, cmr_record_t *rec)
     return 0;
 }
 
-static void handle(worker_t *w, cmr_record_t *rec)
+/* Applies one decoded record of cmr.events or cmr.metrics (consumed, or read back by a
+ * restore) and notes its offset as handled in its partition's store. 0, or -1 when it
+ * cannot be stored (fatal: nothing of it may be marked done). */
+static int apply_msg(worker_t *w, const char *topic, int32_t partition, int64_t offset, const cmr_msg_t *msg)
 {
     char err[512];
-    if (!w->first_record_ms)
-        w->first_record_ms = cmr_wall_ms();
-    if (rec->msg.type == CMR_MSG_METRIC_BATCH) {
-        int r = cmr_metrics_add(w->metrics, rec->partition, &rec->msg.u.metric_batch, err, sizeof err);
+    bool metrics = !strcmp(topic, cmr_topic_name(CMR_TOPIC_METRICS));
+    if (msg->type == CMR_MSG_METRIC_BATCH) {
+        int r = cmr_metrics_add(w->metrics, partition, &msg->u.metric_batch, err, sizeof err);
         if (r == -1)
-            cmr_reject(rec->topic, "malformed_metrics", rec->partition, rec->offset, err);
+            cmr_reject(topic, "malformed_metrics", partition, offset, err);
         if (r == -2) {
             cmr_log(CMR_LOG_ERROR, "metrics.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
-                    rec->partition, rec->offset, err);
-            w->fatal = 1;
-            cmr_record_free(rec);
-            return;
+                    partition, offset, err);
+            return -1;
         }
-    } else if (rec->msg.type != CMR_MSG_EVENT_BATCH) {
-        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", rec->topic,
-                rec->partition, rec->offset, cmr_msg_type_name(rec->msg.type));
+    } else if (msg->type != CMR_MSG_EVENT_BATCH) {
+        cmr_log(CMR_LOG_WARN, "ingest.foreign_message", "topic=%s partition=%d offset=%" PRId64 " type=%s", topic,
+                partition, offset, cmr_msg_type_name(msg->type));
     } else {
-        int r = cmr_ingest_engine_add(w->engine, rec->partition, &rec->msg.u.event_batch, err, sizeof err);
+        int r = cmr_ingest_engine_add(w->engine, partition, &msg->u.event_batch, err, sizeof err);
         if (r == -1)
-            cmr_log(CMR_LOG_WARN, "ingest.batch_rejected", "partition=%d offset=%" PRId64 " reason=\"%s\"",
-                    rec->partition, rec->offset, err);
+            cmr_log(CMR_LOG_WARN, "ingest.batch_rejected", "partition=%d offset=%" PRId64 " reason=\"%s\"", partition,
+                    offset, err);
         if (r >= 0 && err[0]) /* applied, without its invalid attribute values */
-            cmr_reject(rec->topic, "bad_attribute", rec->partition, rec->offset, err);
+            cmr_reject(topic, "bad_attribute", partition, offset, err);
         if (r == -2) {
             cmr_log(CMR_LOG_ERROR, "ingest.batch_not_stored", "partition=%d offset=%" PRId64 " reason=\"%s\"",
-                    rec->partition, rec->offset, err);
-            w->fatal = 1;
-            cmr_record_free(rec);
-            return;
+                    partition, offset, err);
+            return -1;
         }
+    }
+    note_applied(w, metrics, partition, offset);
+    return 0;
+}
+
+static void handle(worker_t *w, cmr_record_t *rec)
+{
+    if (!w->first_record_ms)
+        w->first_record_ms = cmr_wall_ms();
+    if (apply_msg(w, rec->topic, rec->partition, rec->offset, &rec->msg) != 0) {
+        w->fatal = 1;
+        cmr_record_free(rec);
+        return;
     }
     if (hold(w, rec) != 0) {
         w->fatal = 1;
         cmr_record_free(rec);
     }
+}
+
+/* --- restore of newly assigned partitions (ing_restore.c) ----------------------------- */
+
+static int restore_apply(void *opaque, const char *topic, int32_t partition, int64_t offset, const cmr_msg_t *msg)
+{
+    return apply_msg(opaque, topic, partition, offset, msg);
+}
+
+static int restore_skipped(void *opaque, const char *topic, int32_t partition, int64_t offset)
+{
+    note_applied(opaque, !strcmp(topic, cmr_topic_name(CMR_TOPIC_METRICS)), partition, offset);
+    return 0;
+}
+
+/* Makes what the restore applied durable (nothing to mark done: the group has it). */
+static int restore_flush(void *opaque)
+{
+    worker_t *w = opaque;
+    return cmr_ingest_engine_flush(w->engine) == 0 && cmr_metrics_flush(w->metrics) == 0 ? 0 : -1;
+}
+
+/* The ranges of one topic the queued partitions lack, given the committed offsets. */
+static size_t restore_ranges(const worker_t *w, bool metrics, const cmr_partition_t *committed, cmr_reader_range_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->nrestore; i++)
+        if (w->restore[i].metrics == metrics &&
+            cmr_restore_range(w->restore[i].partition, w->restore[i].applied, committed[i].offset, &out[n]))
+            n++;
+    return n;
+}
+
+/* Asks the group's committed offsets of the queued partitions, reads back what their
+ * stores lack, then resumes them. Runs on the loop's thread, between polls. */
+static void restore_assigned(worker_t *w)
+{
+    if (cmr_mono_ms() < w->restore_retry_ms)
+        return;
+    size_t n = w->nrestore;
+    cmr_partition_t *parts = calloc(n, sizeof *parts);
+    cmr_reader_range_t *ranges = calloc(n, sizeof *ranges);
+    if (!parts || !ranges) {
+        w->fatal = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        parts[i] =
+            (cmr_partition_t){.topic = cmr_topic_name(w->restore[i].metrics ? CMR_TOPIC_METRICS : CMR_TOPIC_EVENTS),
+                              .partition = w->restore[i].partition,
+                              .offset = CMR_OFFSET_INVALID};
+    if (cmr_consumer_committed(w->consumer, parts, n, 10000) != 0) {
+        cmr_log(CMR_LOG_WARN, "ingest.committed_unknown", "partitions=%zu action=\"asking again in 1 s\"", n);
+        w->restore_retry_ms = cmr_mono_ms() + 1000;
+        goto out;
+    }
+    cmr_restore_cb_t cb = {.apply = restore_apply,
+                           .skipped = restore_skipped,
+                           .flush = restore_flush,
+                           .opaque = w,
+                           .flush_every = w->commit_records,
+                           .idle_timeout_ms = 60000,
+                           .stop = w->stop};
+    cmr_restore_stats_t st = {0};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        size_t nr = restore_ranges(w, k == 1, parts, ranges);
+        rc =
+            cmr_ingest_restore(w->conf, cmr_topic_name(k ? CMR_TOPIC_METRICS : CMR_TOPIC_EVENTS), ranges, nr, &cb, &st);
+    }
+    cmr_ingest_engine_count_restore(w->engine, &st);
+    if (rc != 0) {
+        if (!*w->stop)
+            w->fatal = 1; /* logged; another worker takes the partitions */
+        goto out;
+    }
+    if (cmr_consumer_resume(w->consumer, parts, n) != 0) {
+        cmr_log(CMR_LOG_ERROR, "ingest.resume_failed", "partitions=%zu", n);
+        w->fatal = 1;
+    }
+    for (size_t i = 0; i < n && w->peers; i++) /* restored: queries may count on it */
+        if (!w->restore[i].metrics)
+            cmr_ingest_peers_set_owned(w->peers, w->restore[i].partition, true);
+    w->announce_now = true;
+    w->nrestore = 0;
+out:
+    free(parts);
+    free(ranges);
+}
+
+/* --- announcements and the directory of workers (ing_peers.c) ------------------------- */
+
+/* Sends this worker's announcement (leaving: it owns nothing any more). */
+static void announce(worker_t *w, bool leaving)
+{
+    cmr_ingest_worker_t a;
+    char err[256];
+    if (!w->peers || !w->producer || cmr_ingest_peers_announcement(w->peers, leaving, &a) != 0)
+        return;
+    if (cmr_producer_send(w->producer, CMR_MSG_INGEST_WORKER, &a, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
+        cmr_log(CMR_LOG_WARN, "ingest.announce_failed", "error=\"%s\"", err);
+    cmr_msg_body_free(CMR_MSG_INGEST_WORKER, &a);
+    w->announced_ms = cmr_mono_ms();
+    w->announce_now = false;
+}
+
+/* Reads the others' announcements; announces when due. */
+static void poll_peers(worker_t *w)
+{
+    if (!w->peers)
+        return;
+    const char *topic = cmr_topic_name(CMR_TOPIC_INGEST_WORKERS);
+    cmr_reader_rec_t r;
+    char err[256];
+    for (int n = 0; w->directory && n < 1000 && cmr_reader_poll(w->directory, 0, &r) == 1; n++)
+        if (cmr_ingest_peers_add(w->peers, r.payload, r.len, err, sizeof err) != 0)
+            cmr_reject(topic, "malformed_announcement", r.partition, r.offset, err);
+    if (w->announce_now || cmr_mono_ms() - w->announced_ms >= w->announce_interval_ms)
+        announce(w, false);
+}
+
+/* The number of partitions of cmr.events, as a reader of the whole topic sees it; when
+ * the cluster does not say, the layout's default (logged: the fan-out would not know of
+ * partitions beyond it). */
+static int events_partition_count(const cmr_conf_t *conf)
+{
+    char err[256];
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), 0, err, sizeof err);
+    bool opened = r != NULL;
+    int n = opened ? cmr_reader_partitions(r) : -1;
+    cmr_reader_free(r);
+    if (n > 0)
+        return n;
+    n = cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
+    cmr_log(CMR_LOG_WARN, "ingest.partition_count_unknown", "topic=%s assumed=%d error=\"%s\"",
+            cmr_topic_name(CMR_TOPIC_EVENTS), n, opened ? "no partitions" : err);
+    return n;
+}
+
+/* The default base URL of this worker's HTTP API: its address, or the host name when it
+ * listens on every address. */
+static void default_url(const cmr_conf_t *conf, int port, char *url, size_t len)
+{
+    const char *addr = cmr_conf_get(conf, "ingest.http.address", "127.0.0.1");
+    char host[256] = "localhost";
+    if (!strcmp(addr, "::") || !strcmp(addr, "0.0.0.0") || !addr[0])
+        gethostname(host, sizeof host - 1);
+    else
+        snprintf(host, sizeof host, "%s", addr);
+    snprintf(url, len, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
+}
+
+/* The directory and the fan-out, for a worker that serves the HTTP API. 0 or -1. */
+static int start_peers(worker_t *w, cmr_ingest_http_t *http)
+{
+    char err[512], id[256], url[600], token[300] = "";
+    int port = cmr_ingest_http_port(http);
+    int64_t timeout_ms;
+    if (cmr_conf_get_int(w->conf, "ingest.announce.interval_ms", 5000, 100, 3600000, &w->announce_interval_ms, err,
+                         sizeof err) ||
+        cmr_conf_get_int(w->conf, "ingest.fanout.timeout_ms", 3000, 10, 600000, &timeout_ms, err, sizeof err)) {
+        cmr_log(CMR_LOG_ERROR, "ingest.config_invalid", "error=\"%s\"", err);
+        return -1;
+    }
+    char host[200] = "worker";
+    gethostname(host, sizeof host - 1);
+    snprintf(id, sizeof id, "%s-%d", host, port);
+    default_url(w->conf, port, url, sizeof url);
+    const char *file = cmr_conf_get(w->conf, "ingest.http.token_file", "");
+    if (file[0] && cmr_http_token_load(file, token, sizeof token, err, sizeof err) != 0)
+        token[0] = '\0'; /* the server refused to start without it already */
+    cmr_ingest_peers_opts_t o = {.conf = w->conf,
+                                 .worker_id = cmr_conf_get(w->conf, "ingest.worker_id", id),
+                                 .url = cmr_conf_get(w->conf, "ingest.http.advertise_url", url),
+                                 .token = token,
+                                 .timeout_ms = (int)timeout_ms,
+                                 .stale_ms = 3 * w->announce_interval_ms,
+                                 .partition_count = events_partition_count(w->conf)};
+    w->peers = cmr_ingest_peers_new(&o, err, sizeof err);
+    explicit_bzero(token, sizeof token);
+    if (!w->peers) {
+        cmr_log(CMR_LOG_ERROR, "ingest.config_invalid", "error=\"%s\"", err);
+        return -1;
+    }
+    const char *topic = cmr_topic_name(CMR_TOPIC_INGEST_WORKERS);
+    if (cmr_admin_ensure_topic(w->conf, topic, 1, -1, 1, 15000, err, sizeof err) != 0)
+        cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", topic, err);
+    if (!(w->directory = cmr_reader_new(w->conf, topic, 0, err, sizeof err)))
+        cmr_log(CMR_LOG_ERROR, "ingest.reader_failed",
+                "topic=%s error=\"%s\" action=\"queries answer for this "
+                "worker's partitions only, naming the others unreachable\"",
+                topic, err);
+    cmr_ingest_http_set_peers(http, w->peers);
+    cmr_log(CMR_LOG_INFO, "ingest.peers_started", "worker_id=%s url=%s partitions=%d", o.worker_id, o.url,
+            o.partition_count);
+    return 0;
 }
 
 /* The topics every worker reads whole, in the order of worker_t.tables. */
@@ -252,9 +527,9 @@ static void log_stats(worker_t *w)
     cmr_log(CMR_LOG_INFO, "ingest.stats",
             "batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
             " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64 " agents=%" PRIu64
-            " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
+            " restored=%" PRIu64 " restore_missing=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
             s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes, s.methods,
-            s.agents, w->first_record_ms, w->last_commit_ms);
+            s.agents, s.restored, s.restore_missing, w->first_record_ms, w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);
@@ -279,7 +554,7 @@ static void send_alert(void *opaque, const cmr_threshold_event_t *ev)
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 {
     char err[1024];
-    worker_t w = {.conf = conf};
+    worker_t w = {.conf = conf, .stop = stop};
     cmr_store_opts_t o;
     int64_t port, retention_ms, exit_idle_ms, metrics_port;
     if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
@@ -330,6 +605,10 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         if (!http) /* ingest matters more than queries: run without the API */
             cmr_log(CMR_LOG_ERROR, "ingest.http_failed", "error=\"%s\" action=\"running without the HTTP API\"", err);
     }
+    if (http && start_peers(&w, http) != 0) {
+        rc = 2;
+        goto out;
+    }
     if (open_tables(&w) != 0)
         goto out;
     const char *topics[2] = {cmr_topic_name(CMR_TOPIC_EVENTS), cmr_topic_name(CMR_TOPIC_METRICS)};
@@ -353,6 +632,9 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
+        poll_peers(&w);
+        if (w.nrestore)
+            restore_assigned(&w);
         cmr_record_t *rec;
         int got = cmr_consumer_poll(w.consumer, w.npending || cmr_ingest_engine_pending(w.engine) ? 0 : 100, &rec);
         if (got < 0) {
@@ -395,14 +677,18 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         rc = 0;
     log_stats(&w);
 out:
+    announce(&w, true); /* queries stop counting on this worker before it lets go */
     if (w.consumer)
         cmr_consumer_close(w.consumer); /* commits what was marked done */
     for (size_t i = 0; i < w.npending; i++)
         cmr_record_free(w.pending[i]);
     free(w.pending);
+    free(w.restore);
     for (int i = 0; i < 4; i++)
         cmr_reader_free(w.tables[i]);
     cmr_ingest_http_stop(http);
+    cmr_ingest_peers_free(w.peers); /* after the server: its threads read it */
+    cmr_reader_free(w.directory);
     cmr_metrics_http_stop(metrics); /* before the engine and w go: its thread reads w */
     pthread_mutex_destroy(&w.published_lock);
     cmr_lag_gauge_free(&w.lag);

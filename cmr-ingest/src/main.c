@@ -73,6 +73,21 @@ static const cmr_conf_key_t keys[] = {
     {"ingest.exit_idle_ms", "0",
      "exit after the topic has been idle this long once records arrived (catch up and stop: benchmarks, batch runs); "
      "0 = never"},
+    {"ingest.worker_id", NULL,
+     "run: this worker's id in cmr.ingest-workers (letters, digits, . _ : -; default <hostname>-<HTTP port>); keep "
+     "it across restarts so that its announcement is replaced, not added"},
+    {"ingest.http.advertise_url", NULL,
+     "run: the base URL other workers reach this worker's HTTP API at (default http://<ingest.http.address, or the "
+     "hostname when that is a wildcard>:<port>)"},
+    {"ingest.announce.interval_ms", "5000",
+     "run: how often the worker announces its partitions on cmr.ingest-workers (and at every change); an "
+     "announcement older than three times this does not count"},
+    {"kafka.partitioner", NULL,
+     "run: librdkafka's partitioner, as the agents' producers use it (default consistent_random): the fan-out finds "
+     "the partition of a trace id with it"},
+    {"ingest.fanout.timeout_ms", "3000",
+     "run: a list query waits this long for the other workers' answers; what did not come is named in the answer "
+     "(partitions_unreachable)"},
     {"query.since", NULL, NULL},
     {"query.from", NULL, NULL},
     {"query.to", NULL, NULL},

@@ -118,6 +118,22 @@ int cmr_metrics_add_config(cmr_metrics_t *m, const void *payload, size_t len)
 
 /* --- partitions ---------------------------------------------------------------------- */
 
+#define APPLIED_KEY "o" /* state key of the applied offset; rules use "r" and "s" */
+
+/* The applied offset a store holds, -1 when none (or unreadable: restored from the start). */
+static int64_t read_applied(cmr_met_store_t *st)
+{
+    void *v;
+    size_t len;
+    int64_t off = -1;
+    if (cmr_met_state_get(st, APPLIED_KEY, 1, &v, &len) == 1) {
+        if (len == 8)
+            off = (int64_t)cmr_be64(v);
+        free(v);
+    }
+    return off;
+}
+
 int cmr_metrics_open_partition(cmr_metrics_t *m, int partition, int wait_ms)
 {
     if (partition < 0 || partition >= MET_MAX_PARTITIONS)
@@ -137,8 +153,41 @@ int cmr_metrics_open_partition(cmr_metrics_t *m, int partition, int wait_ms)
         return -1;
     }
     m->stats.partitions++;
-    cmr_log(CMR_LOG_INFO, "metrics.partition_opened", "partition=%d path=%s", partition, path);
+    m->applied[partition] = m->applied_pending[partition] = read_applied(m->parts[partition]);
+    cmr_log(CMR_LOG_INFO, "metrics.partition_opened", "partition=%d path=%s applied_offset=%" PRId64, partition, path,
+            m->applied[partition]);
     return 0;
+}
+
+void cmr_metrics_set_applied(cmr_metrics_t *m, int partition, int64_t offset)
+{
+    if (partition >= 0 && partition < MET_MAX_PARTITIONS && m->parts[partition] &&
+        offset > m->applied_pending[partition])
+        m->applied_pending[partition] = offset;
+}
+
+int64_t cmr_metrics_applied(const cmr_metrics_t *m, int partition)
+{
+    return partition >= 0 && partition < MET_MAX_PARTITIONS && m->parts[partition] ? m->applied[partition] : -1;
+}
+
+/* Puts the partition's handled offset into its pending batch when it moved. 0 or -1. */
+static int put_applied(cmr_metrics_t *m, int partition)
+{
+    if (m->applied_pending[partition] == m->applied[partition])
+        return 0;
+    uint8_t v[8];
+    cmr_put_be64(v, (uint64_t)m->applied_pending[partition]);
+    return cmr_met_state_put(m->parts[partition], APPLIED_KEY, 1, v, sizeof v);
+}
+
+/* After a flush of the partition: what was put is durable (ok) or dropped (!ok). */
+static void applied_flushed(cmr_metrics_t *m, int partition, bool ok)
+{
+    if (ok)
+        m->applied[partition] = m->applied_pending[partition];
+    else
+        m->applied_pending[partition] = m->applied[partition];
 }
 
 /* Forgets the environments of a partition (their watermarks come back with the data). */
@@ -169,13 +218,15 @@ int cmr_metrics_close_partition(cmr_metrics_t *m, int partition)
     char err[512];
     /* after a failed add the pending batch holds part of a batch: closing drops it, the
      * record comes again */
-    int rc = m->failed ? -1 : cmr_met_store_flush(m->parts[partition], err, sizeof err);
+    int rc =
+        m->failed || put_applied(m, partition) != 0 ? -1 : cmr_met_store_flush(m->parts[partition], err, sizeof err);
     if (rc != 0 && !m->failed)
         cmr_log(CMR_LOG_ERROR, "metrics.flush_failed", "partition=%d error=\"%s\"", partition, err);
     cmr_met_store_close(m->parts[partition]);
     m->parts[partition] = NULL;
     m->stats.partitions--;
     forget_envs(m, partition);
+    cmr_log(CMR_LOG_INFO, "metrics.partition_closed", "partition=%d", partition);
     return rc;
 }
 
@@ -576,12 +627,14 @@ int cmr_metrics_flush(cmr_metrics_t *m)
     if (m->failed)
         return -1;
     for (int p = 0; p < MET_MAX_PARTITIONS; p++) {
-        if (!m->parts[p] || cmr_met_store_pending(m->parts[p]) == 0)
+        if (!m->parts[p] || (cmr_met_store_pending(m->parts[p]) == 0 && m->applied_pending[p] == m->applied[p]))
             continue;
-        if (cmr_met_store_flush(m->parts[p], err, sizeof err) != 0) {
+        if (put_applied(m, p) != 0 || cmr_met_store_flush(m->parts[p], err, sizeof err) != 0) {
             cmr_log(CMR_LOG_ERROR, "metrics.flush_failed", "partition=%d error=\"%s\"", p, err);
+            applied_flushed(m, p, false);
             return -1;
         }
+        applied_flushed(m, p, true);
     }
     return 0;
 }

@@ -55,6 +55,9 @@ struct cmr_metrics {
     int64_t prom_rendered_ms;
     cmr_met_value_t scratch; /* reused by met_ingest.c */
     bool failed;             /* an add failed half-way: nothing pending may be written */
+    /* per partition: the last cmr.metrics offset the store holds durably (-1: none), and
+     * the last one handled, written into the store's state (key "o") with the next flush */
+    int64_t applied[MET_MAX_PARTITIONS], applied_pending[MET_MAX_PARTITIONS];
 };
 
 /* met_rules.c: judges one environment's rules at boundary t_ms (data time). */

@@ -27,7 +27,10 @@
 
 #include "cmr/clock.h"
 #include "cmr/event.h"
+#include "cmr/http_server.h"
 #include "cmr/ids.h"
+#include "cmr/buf.h"
+#include "cmr/wire.h"
 #include "cmr/ingest.h"
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
@@ -3003,6 +3006,254 @@ static void test_http_server(void **state)
     cmr_ingest_http_stop(h);
 }
 
+/* --- restore of newly assigned partitions (ing_restore.c) --------------------------------- */
+
+static void test_restore_range(void **state)
+{
+    (void)state;
+    cmr_reader_range_t r;
+    assert_true(cmr_restore_range(3, -1, 100, &r)); /* new store: everything committed */
+    assert_int_equal(r.partition, 3);
+    assert_int_equal(r.from, 0);
+    assert_int_equal(r.until, 100);
+    assert_true(cmr_restore_range(3, 49, 100, &r)); /* an old owner: what came since */
+    assert_int_equal(r.from, 50);
+    assert_false(cmr_restore_range(3, 99, 100, &r));   /* up to date */
+    assert_false(cmr_restore_range(3, 150, 100, &r));  /* ahead: the rest comes again */
+    assert_false(cmr_restore_range(3, -1, -1001, &r)); /* nothing committed (CMR_OFFSET_INVALID) */
+    assert_false(cmr_restore_range(3, -1, 0, &r));
+}
+
+static void test_restore_gaps(void **state)
+{
+    (void)state;
+    cmr_restore_gaps_t g;
+    cmr_reader_range_t r = {.partition = 1, .from = 10, .until = 20};
+    cmr_restore_gaps_init(&g, &r);
+    cmr_restore_gaps_see(&g, 10);
+    cmr_restore_gaps_see(&g, 11);
+    cmr_restore_gaps_see(&g, 13); /* 12 missing */
+    cmr_restore_gaps_see(&g, 13); /* twice: counted once */
+    cmr_restore_gaps_see(&g, 25); /* past the range */
+    assert_int_equal(g.seen, 3);
+    assert_int_equal(g.missing, 1);
+    assert_int_equal(cmr_restore_gaps_end(&g), 7); /* and 14..19 */
+    cmr_reader_range_t late = {.partition = 1, .from = 0, .until = 100};
+    cmr_restore_gaps_init(&g, &late); /* retention deleted 0..39 */
+    cmr_restore_gaps_see(&g, 40);
+    assert_int_equal(g.missing, 40);
+}
+
+/* The applied offset is written with the group and read back at the next open; it never
+ * goes back. */
+static void test_applied_offset_durable(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 2, 0), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), -1);
+    cmr_ingest_engine_set_applied(e, 2, 41);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), -1); /* not durable yet */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), 41);
+    cmr_ingest_engine_set_applied(e, 2, 7); /* never back */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), 41);
+    cmr_ingest_engine_set_applied(e, 9, 3); /* a partition not open: nothing */
+    assert_int_equal(cmr_ingest_engine_applied(e, 9), -1);
+    cmr_ingest_engine_free(e);
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 2, 0), 0);
+    assert_int_equal(cmr_ingest_engine_applied(e, 2), 41);
+    cmr_ingest_engine_free(e);
+}
+
+/* --- peers: announcements and the fan-out's bad answers (ing_peers.c) --------------------- */
+
+/* An IngestWorker encoded, owning parts[0..n). */
+static void encode_worker(cmr_buf_t *out, const char *id, const char *url, int64_t time_ms, const int32_t *parts,
+                          size_t n, int32_t count, bool leaving)
+{
+    char err[256];
+    cmr_owned_partition_t op[16];
+    for (size_t i = 0; i < n; i++)
+        op[i] = (cmr_owned_partition_t){parts[i], -1};
+    cmr_ingest_worker_t a = {.worker_id = (char *)id,
+                             .url = (char *)url,
+                             .started_ms = 1,
+                             .time_ms = time_ms,
+                             .partition_count = count,
+                             .partitions = {op, n},
+                             .leaving = leaving};
+    cmr_buf_reset(out);
+    assert_int_equal(cmr_msg_encode(CMR_MSG_INGEST_WORKER, &a, out, err, sizeof err), CMR_WIRE_OK);
+}
+
+static cmr_ingest_peers_t *new_peers(const char *url_of_self)
+{
+    char err[256];
+    cmr_ingest_peers_opts_t o = {
+        .worker_id = "me", .url = url_of_self, .timeout_ms = 2000, .stale_ms = 60000, .partition_count = 4};
+    cmr_ingest_peers_t *p = cmr_ingest_peers_new(&o, err, sizeof err);
+    assert_non_null(p);
+    return p;
+}
+
+static void test_peers_announcements(void **state)
+{
+    (void)state;
+    char err[256];
+    cmr_ingest_peers_opts_t bad = {.worker_id = "has space", .url = "http://h:1", .partition_count = 4};
+    assert_null(cmr_ingest_peers_new(&bad, err, sizeof err));
+    assert_non_null(strstr(err, "ingest.worker_id"));
+    bad.worker_id = "ok";
+    bad.url = "http://user@h:1";
+    assert_null(cmr_ingest_peers_new(&bad, err, sizeof err));
+    assert_non_null(strstr(err, "advertise_url"));
+
+    cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
+    cmr_ingest_peers_set_owned(p, 0, true);
+    int64_t now = cmr_wall_ms();
+    cmr_buf_t b = {0};
+    assert_int_equal(cmr_ingest_peers_add(p, "garbage", 7, err, sizeof err), -1); /* does not decode */
+    const int32_t one_two[] = {1, 2}, three[] = {3}, out_of_range[] = {9};
+    struct {
+        const char *id, *url;
+        const int32_t *parts;
+        size_t n;
+        const char *why;
+    } rejected[] = {{"a b", "http://h:1", one_two, 2, "worker_id"},
+                    {"a", "ftp://h:1", one_two, 2, "url"},
+                    {"a", "http://h:1/", one_two, 2, "url"},
+                    {"a", "http://h:1?x=1", one_two, 2, "url"},
+                    {"a", "http://h:1", out_of_range, 1, "out of range"}};
+    for (size_t i = 0; i < sizeof rejected / sizeof *rejected; i++) {
+        encode_worker(&b, rejected[i].id, rejected[i].url, now, rejected[i].parts, rejected[i].n, 4, false);
+        assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), -1);
+        assert_non_null(strstr(err, rejected[i].why));
+    }
+    cmr_method_entry_t m = {.method_id = 1, .class_name = "X", .method_name = "y", .descriptor = "()V"};
+    cmr_buf_reset(&b);
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METHOD_ENTRY, &m, &b, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not an IngestWorker"));
+
+    encode_worker(&b, "a", "http://127.0.0.1:9", now, one_two, 2, 4, false);
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
+    encode_worker(&b, "a", "http://127.0.0.1:9", now - 1000, three, 1, 4, false); /* older: ignored */
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
+    encode_worker(&b, "me", "http://127.0.0.1:7", now, three, 1, 4, false); /* our own: not a peer */
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
+    cmr_ingest_plan_t plan;
+    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    assert_true(plan.local[0]);
+    assert_int_equal(plan.ngroups, 1);
+    assert_string_equal(plan.groups[0].url, "http://127.0.0.1:9");
+    assert_int_equal(plan.groups[0].npartitions, 2);
+    assert_int_equal(plan.nunowned, 1); /* 3 */
+    assert_int_equal(plan.unowned[0], 3);
+    cmr_ingest_plan_free(&plan);
+    encode_worker(&b, "a", "http://127.0.0.1:9", now + 1, NULL, 0, 4, true); /* it leaves */
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
+    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    assert_int_equal(plan.ngroups, 0);
+    assert_int_equal(plan.nunowned, 3);
+    cmr_ingest_plan_free(&plan);
+    cmr_ingest_worker_t mine;
+    assert_int_equal(cmr_ingest_peers_announcement(p, false, &mine), 0);
+    assert_string_equal(mine.worker_id, "me");
+    assert_int_equal(mine.partitions.count, 1);
+    assert_int_equal(mine.partitions.items[0].partition, 0);
+    cmr_msg_body_free(CMR_MSG_INGEST_WORKER, &mine);
+    cmr_buf_free(&b);
+    cmr_ingest_peers_free(p);
+}
+
+/* A peer that answers what peer_body says. */
+static const char *peer_body;
+static int peer_status = 200;
+
+static void peer_handler(void *opaque, const cmr_http_request_t *req, cmr_http_response_t *res)
+{
+    (void)opaque;
+    (void)req;
+    res->status = peer_status;
+    res->content_type = "application/json";
+    res->body = strdup(peer_body);
+    res->len = strlen(peer_body);
+}
+
+/* The fan-out names every partition it could not get, with why; a bad answer never
+ * crashes it nor lands in the list. */
+static void test_peers_bad_answers(void **state)
+{
+    (void)state;
+    char err[256];
+    cmr_http_server_opts_t o = {.name = "peer", .address = "127.0.0.1"};
+    cmr_http_server_t *srv;
+    assert_int_equal(cmr_http_server_start(&o, peer_handler, NULL, &srv, err, sizeof err), 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", cmr_http_server_port(srv));
+    cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
+    cmr_ingest_peers_set_owned(p, 0, true);
+    cmr_buf_t b = {0};
+    const int32_t parts[] = {1, 2};
+    encode_worker(&b, "peer", url, cmr_wall_ms(), parts, 2, 4, false);
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
+    cmr_buf_free(&b);
+    cmr_ingest_plan_t plan;
+    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    const char *local = "{\"traces\":[{\"trace_id\":\"bb\",\"start_ns\":5,\"duration_ns\":1}]}";
+    struct {
+        const char *body;
+        int status;
+        const char *want;
+    } cases[] = {
+        {"not json at all", 200, "not a JSON object"},
+        {"{\"traces\":[{\"trace_id\":1}]}", 200, "a trace without"},
+        {"{\"traces\":{}}", 200, "no \\\"traces\\\" array"},
+        {"{\"traces\":[],\"partitions_not_owned\":[\"x\"]}", 200, "not a partition number"},
+        {"{\"error\":\"boom\"}", 500, "HTTP 500"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        peer_body = cases[i].body;
+        peer_status = cases[i].status;
+        char *out = cmr_ingest_peers_gather(p, &plan, "/api/traces", "", local, false, 50);
+        assert_non_null(out);
+        if (!strstr(out, cases[i].want))
+            fprintf(stderr, "case %zu: %s\n", i, out);
+        assert_non_null(strstr(out, cases[i].want));
+        assert_non_null(strstr(out, "\"partial\":true"));
+        assert_non_null(strstr(out, "\"partitions_unreachable\":[3,1,2]"));
+        assert_non_null(strstr(out, "\"trace_id\":\"bb\"")); /* the local part is there */
+        free(out);
+    }
+    /* a good answer: merged newest first; a partition it no longer owns is named */
+    peer_status = 200;
+    peer_body = "{\"traces\":[{\"trace_id\":\"aa\",\"start_ns\":9,\"duration_ns\":1}],"
+                "\"partitions_not_owned\":[2]}";
+    char *out = cmr_ingest_peers_gather(p, &plan, "/api/traces", "limit=5", local, false, 50);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "\"traces\":[{\"trace_id\":\"aa\""));
+    assert_non_null(strstr(out, "\"partitions_unreachable\":[3,2]"));
+    free(out);
+    cmr_ingest_plan_free(&plan);
+    cmr_http_server_stop(srv);
+    /* the peer is gone: unreachable, within the time bound */
+    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    int64_t t0 = cmr_mono_ms();
+    out = cmr_ingest_peers_gather(p, &plan, "/api/traces", "", local, false, 50);
+    assert_true(cmr_mono_ms() - t0 < 5000);
+    assert_non_null(strstr(out, "\"partitions_unreachable\":[3,1,2]"));
+    free(out);
+    cmr_ingest_plan_free(&plan);
+    cmr_ingest_peers_free(p);
+}
+
 int main(int argc, char **argv)
 {
     cmr_log_set_level(CMR_LOG_WARN);
@@ -3041,6 +3292,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_table_records_rejected),
         cmocka_unit_test(test_parse_time_and_duration),
         cmocka_unit_test_setup_teardown(test_http_server, make_tmp, remove_tmp),
+        cmocka_unit_test(test_restore_range),
+        cmocka_unit_test(test_restore_gaps),
+        cmocka_unit_test_setup_teardown(test_applied_offset_durable, make_tmp, remove_tmp),
+        cmocka_unit_test(test_peers_announcements),
+        cmocka_unit_test(test_peers_bad_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,3 +270,18 @@ int cmr_producer_txn_abort(cmr_producer_t *p, int timeout_ms, char *errbuf, size
     rd_kafka_error_destroy(e);
     return -1;
 }
+
+int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keylen, int32_t partition_count)
+{
+    if (!keylen || partition_count <= 0)
+        return -1;
+    const char *name = partitioner ? partitioner : "consistent_random";
+    /* with a key, none of these reads the topic handle (only the keyless random pick does) */
+    if (!strcmp(name, "consistent_random") || !strcmp(name, "consistent"))
+        return rd_kafka_msg_partitioner_consistent(NULL, key, keylen, partition_count, NULL, NULL);
+    if (!strcmp(name, "murmur2_random") || !strcmp(name, "murmur2"))
+        return rd_kafka_msg_partitioner_murmur2(NULL, key, keylen, partition_count, NULL, NULL);
+    if (!strcmp(name, "fnv1a_random") || !strcmp(name, "fnv1a"))
+        return rd_kafka_msg_partitioner_fnv1a(NULL, key, keylen, partition_count, NULL, NULL);
+    return -1;
+}

@@ -51,6 +51,9 @@ static cmr_reader_t *reader_open(const cmr_conf_t *conf, const char *topic, int 
     const cmr_kafka_prop_t forced[] = {{"group.id", group},
                                        {"enable.auto.commit", "false"},
                                        {"enable.partition.eof", "true"},
+                                       /* a start the topic no longer holds (retention):
+                                        * from the oldest it has, not from its end */
+                                       {"auto.offset.reset", "earliest"},
                                        {"fetch.message.max.bytes", "16777216"},
                                        {NULL, NULL}};
     cmr_reader_t *r = calloc(1, sizeof *r);

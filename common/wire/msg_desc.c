@@ -482,6 +482,27 @@ static const cmr_field_desc_t diagnosis_tree_fields[] = {
 static const cmr_record_desc_t diagnosis_tree_desc = {"DiagnosisTree", sizeof(cmr_diagnosis_tree_t),
                                                       diagnosis_tree_fields, TABLE(diagnosis_tree_fields)};
 
+/* --- IngestWorker ---------------------------------------------------------------------- */
+
+static const cmr_field_desc_t owned_partition_fields[] = {
+    FIELD(cmr_owned_partition_t, partition, INT),
+    FIELD(cmr_owned_partition_t, applied_offset, LONG),
+};
+static const cmr_record_desc_t owned_partition_desc = {"OwnedPartition", sizeof(cmr_owned_partition_t),
+                                                       owned_partition_fields, TABLE(owned_partition_fields)};
+
+static const cmr_field_desc_t ingest_worker_fields[] = {
+    FIELD(cmr_ingest_worker_t, worker_id, STRING),
+    FIELD(cmr_ingest_worker_t, url, STRING),
+    FIELD(cmr_ingest_worker_t, started_ms, LONG),
+    FIELD(cmr_ingest_worker_t, time_ms, LONG),
+    FIELD(cmr_ingest_worker_t, partition_count, INT),
+    SUB(cmr_ingest_worker_t, partitions, RECORDS, owned_partition_desc),
+    FIELD(cmr_ingest_worker_t, leaving, BOOL),
+};
+static const cmr_record_desc_t ingest_worker_desc = {"IngestWorker", sizeof(cmr_ingest_worker_t), ingest_worker_fields,
+                                                     TABLE(ingest_worker_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_AGENT_REGISTRATION] = &registration_desc,
     [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
@@ -499,4 +520,5 @@ const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_THRESHOLD_EVENT] = &threshold_event_desc,
     [CMR_MSG_DIAGNOSIS] = &diagnosis_desc,
     [CMR_MSG_DIAGNOSIS_TREE] = &diagnosis_tree_desc,
+    [CMR_MSG_INGEST_WORKER] = &ingest_worker_desc,
 };

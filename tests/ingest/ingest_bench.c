@@ -16,8 +16,16 @@
  * EventBatch each, decoded from Avro and applied in process with the CPU time measured,
  * then through one worker from a pre-filled topic.
  *
+ * Hosts (`hosts` instead of BATCH_EVENTS): 1 worker, then 2 workers, each with its own
+ * store root (as on separate hosts), joined first, then the topic filled; traces per
+ * second of each, the ratio, and the CPU seconds of every process (workers, broker, this
+ * producer), since on a small machine they share the cores. With CMR_BENCH_PIN=1 worker i
+ * runs on core i alone (taskset -c i): one worker gets one core, two workers two, which
+ * shows how ingest scales per core when the machine has fewer cores than a worker would use.
+ *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]
+ *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest hosts [BATCH_EVENTS [BATCHES]]
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -27,6 +35,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "broker_proc.h"
 #include "cmr/buf.h"
@@ -344,18 +353,22 @@ static char *slurp(const char *path)
     return b;
 }
 
-/* Starts n workers in a fresh group on a fresh store. */
+/* Starts n workers in a fresh group on a fresh store (separate: one store root each). */
 static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const char *bootstrap, const char *store,
-                          char logs[2][320], const char *dir)
+                          char logs[2][320], const char *dir, bool separate)
 {
     char group[64], setgroup[96];
     cp_unique("bench", group, sizeof group);
     snprintf(setgroup, sizeof setgroup, "ingest.group=%s", group);
     for (int i = 0; i < n; i++) {
         snprintf(logs[i], sizeof logs[i], "%s/w%d.log", dir, i);
+        char own[340];
+        snprintf(own, sizeof own, "%s%d", store, i);
+        char core[16];
+        snprintf(core, sizeof core, "%d", i);
         const char *argv[] = {ingest_bin,    "run",
                               "--bootstrap", bootstrap,
-                              "--store",     store,
+                              "--store",     separate ? own : store,
                               "--http-port", "-1",
                               "-X",          setgroup,
                               "-X",          "ingest.exit_idle_ms=5000",
@@ -363,7 +376,10 @@ static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const cha
                               "-X",          "kafka.heartbeat.interval.ms=500",
                               "--log-level", "info",
                               NULL};
-        cp_proc_start(&w[i], argv, logs[i]);
+        const char *pinned[32] = {"/usr/bin/taskset", "-c", core};
+        for (size_t k = 0; argv[k]; k++)
+            pinned[3 + k] = argv[k];
+        cp_proc_start(&w[i], getenv("CMR_BENCH_PIN") ? pinned : argv, logs[i]);
     }
 }
 
@@ -388,7 +404,7 @@ static void wait_assigned(cp_proc_t *w, int n)
 /* Throughput over the union of the workers' busy spans (first record received to last
  * group committed). When the workers' spans do not overlap (a rebalance parked one of
  * them), that is said, with each worker's own rate. */
-static void report(int n, char logs[2][320], uint64_t expect, const char *how)
+static double report(int n, char logs[2][320], uint64_t expect, const char *how)
 {
     int64_t first = INT64_MAX, last = 0, events = 0, f[2] = {0}, l[2] = {0}, ev[2] = {0};
     for (int i = 0; i < n; i++) {
@@ -411,6 +427,24 @@ static void report(int n, char logs[2][320], uint64_t expect, const char *how)
     printf("%d worker%s, %s: %" PRId64 " of %" PRIu64 " events in %.3f s: %.2f M events/s%s\n", n, n > 1 ? "s" : "",
            how, events, expect, dt, dt > 0 ? (double)events / dt / 1e6 : 0.0,
            apart ? " (the workers did not run at the same time: group join/rebalance in between)" : "");
+    return dt > 0 ? (double)events / dt : 0.0;
+}
+
+/* CPU seconds a running process has used so far (/proc/PID/stat), 0 when unknown. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after the command name: state is field 3 */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static double worker_cpu[2]; /* CPU seconds of the workers that exited by themselves */
@@ -439,27 +473,45 @@ static void wait_exit(cp_proc_t *w, int n)
  * mode 1: the workers join first and share the partitions, then the topic is filled at
  *         full speed (>10 M events/s, faster than ingest): the workers consume a backlog
  *         that grows under them, with no rebalance in the measured time. */
-static void bench_workers(const char *broker_bin, const char *ingest_bin, const data_t *d, int n, int mode)
+static double bench_workers(const char *broker_bin, const char *ingest_bin, const data_t *d, int n, int mode,
+                            bool separate)
 {
     char dir[256], store[300], logs[2][320];
     cp_tmpdir(dir, sizeof dir);
     snprintf(store, sizeof store, "%s/store", dir);
     broker_proc_t b;
     if (broker_proc_start(&b, broker_bin, NULL) != 0)
-        return;
+        return 0;
     cp_proc_t w[2];
     int64_t held = 0;
+    double self0 = cpu_s(), broker0 = proc_cpu_s(b.pid);
     if (mode == 0) {
         held = fill(b.bootstrap, d);
-        start_workers(w, n, ingest_bin, b.bootstrap, store, logs, dir);
+        start_workers(w, n, ingest_bin, b.bootstrap, store, logs, dir, separate);
     } else {
-        start_workers(w, n, ingest_bin, b.bootstrap, store, logs, dir);
+        start_workers(w, n, ingest_bin, b.bootstrap, store, logs, dir, separate);
         wait_assigned(w, n);
+        broker0 = proc_cpu_s(b.pid);
+        self0 = cpu_s();
         held = fill(b.bootstrap, d);
     }
+    double self1 = cpu_s();
     wait_exit(w, n);
+    double broker1 = proc_cpu_s(b.pid);
     uint64_t expect = held == (int64_t)(d->ntraces * d->per_trace) ? d->events : 0;
-    report(n, logs, expect, mode == 0 ? "pre-filled topic" : "joined, then topic filled");
+    double rate = report(n, logs, expect,
+                         mode == 0  ? "pre-filled topic"
+                         : separate ? "separate store roots, joined, then topic filled"
+                                    : "joined, then topic filled");
+    if (separate) {
+        double per_trace = d->ntraces ? (double)d->events / (double)d->ntraces : 1;
+        printf("  %.0f traces/s (%zu traces of %.0f events in %zu batches each)\n", rate / per_trace, d->ntraces,
+               per_trace, d->per_trace);
+        printf("  CPU seconds: worker 1 %.2f, worker 2 %.2f (their 5 s idle wait included), broker %.2f, producer "
+               "%.2f (this process, while filling); %ld cores online\n",
+               worker_cpu[0], n > 1 ? worker_cpu[1] : 0.0, broker1 - broker0, self1 - self0,
+               sysconf(_SC_NPROCESSORS_ONLN));
+    }
     if (d->per_trace == 1 && worker_cpu[0] > 0) /* small traces */
         printf("  %zu traces of %zu events; worker CPU %.2f s in all (its 5 s idle wait included): %.2f us per "
                "trace\n",
@@ -470,6 +522,7 @@ static void bench_workers(const char *broker_bin, const char *ingest_bin, const 
         printf("  logs kept in %s\n", dir);
     else
         cp_rmrf(dir);
+    return rate;
 }
 
 int main(int argc, char **argv)
@@ -488,10 +541,19 @@ int main(int argc, char **argv)
         bench_small(5000, 500 * scale);
         data_t d;
         make_small_data(&d, 4, 100000 * scale);
-        bench_workers(argv[1], argv[2], &d, 1, 0);
+        bench_workers(argv[1], argv[2], &d, 1, 0, false);
         free_data(&d);
         make_small_data(&d, 50, 20000 * scale);
-        bench_workers(argv[1], argv[2], &d, 1, 0);
+        bench_workers(argv[1], argv[2], &d, 1, 0, false);
+        free_data(&d);
+        return 0;
+    }
+    if (argc > 3 && !strcmp(argv[3], "hosts")) { /* workers in separate store roots: 1, then 2 */
+        data_t d;
+        make_data(&d, argc > 4 ? strtoul(argv[4], NULL, 10) : 64, argc > 5 ? strtoul(argv[5], NULL, 10) : 16000);
+        double one = bench_workers(argv[1], argv[2], &d, 1, 1, true);
+        double two = bench_workers(argv[1], argv[2], &d, 2, 1, true);
+        printf("2 workers / 1 worker (separate store roots): %.2fx\n", one > 0 ? two / one : 0.0);
         free_data(&d);
         return 0;
     }
@@ -504,10 +566,10 @@ int main(int argc, char **argv)
         synth_seg_free(&big.segs[k]);
     free(big.segs);
     make_data(&d, batch, nbatches);
-    bench_workers(argv[1], argv[2], &d, 1, 0);
-    bench_workers(argv[1], argv[2], &d, 2, 0);
-    bench_workers(argv[1], argv[2], &d, 1, 1);
-    bench_workers(argv[1], argv[2], &d, 2, 1);
+    bench_workers(argv[1], argv[2], &d, 1, 0, false);
+    bench_workers(argv[1], argv[2], &d, 2, 0, false);
+    bench_workers(argv[1], argv[2], &d, 1, 1, false);
+    bench_workers(argv[1], argv[2], &d, 2, 1, false);
     for (size_t k = 0; k < d.ntraces; k++)
         synth_seg_free(&d.segs[k]);
     free(d.segs);

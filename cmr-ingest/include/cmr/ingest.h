@@ -17,6 +17,8 @@
  *   export         ing_export.c  Chrome trace-event JSON, OTLP JSON
  *   http           ing_http.c    loopback HTTP/1.1 JSON API
  *   worker         ing_worker.c  the consumer-group worker (run)
+ *   restore        ing_restore.c a newly assigned partition's store caught up from the topic
+ *   peers          ing_peers.c   who owns which partition (cmr.ingest-workers), query fan-out
  *   replay         ing_replay.c  rebuild a fresh store from the topic
  *
  * See docs/INGEST.md for the store layout, the CLI and the HTTP API.
@@ -349,6 +351,12 @@ int cmr_store_write(cmr_store_t *s, void *writebatch, char *err, size_t errlen);
 int cmr_store_trace_batches(cmr_store_t *s, const uint8_t trace_id[16], cmr_ingest_batch_t **batches, void **vals);
 void cmr_store_batches_free(cmr_ingest_batch_t *batches, void *vals);
 int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_summary_t *out); /* 1, 0, -1 */
+/* The offset of the last cmr.events record of the partition the store has applied
+ * (*offset -1 when none is recorded: a new store, or one written before offsets were).
+ * 1 found, 0 none, -1 read error or corrupt value. */
+int cmr_store_get_applied(cmr_store_t *s, int64_t *offset);
+/* Puts the applied offset into a rocksdb_writebatch_t: written with the effects. */
+void cmr_store_put_applied(cmr_store_t *s, void *writebatch, int64_t offset);
 /* Loads every method and agent of a meta store into names. */
 int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names);
 /* Deletes traces older than the age bound, then the oldest until under the size bound.
@@ -372,6 +380,8 @@ typedef struct cmr_ingest_stats {
     uint64_t event_bytes; /* of the applied batches' encoded events (cmr/event.h) */
     uint64_t methods, agents;
     uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
+    uint64_t restored;            /* records read back from the topics for newly assigned partitions */
+    uint64_t restore_missing;     /* offsets a restore needed that the topics no longer had */
 } cmr_ingest_stats_t;
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen);
@@ -379,6 +389,16 @@ void cmr_ingest_engine_free(cmr_ingest_engine_t *e);
 /* Opens / closes the store of a partition (close flushes first). 0 or -1. */
 int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int wait_ms);
 int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition);
+/* Notes that the record at `offset` of `partition` has been handled (applied, found a
+ * duplicate, or rejected): the next flush writes the offset into the partition's store in
+ * the same atomic write as the record's effects. Offsets never go back. */
+void cmr_ingest_engine_set_applied(cmr_ingest_engine_t *e, int partition, int64_t offset);
+/* The applied offset the partition's store holds durably: -1 when none (or the partition
+ * is not open). */
+int64_t cmr_ingest_engine_applied(const cmr_ingest_engine_t *e, int partition);
+/* Adds to the restore counters of the stats (the worker restores; the engine counts). */
+struct cmr_restore_stats;
+void cmr_ingest_engine_count_restore(cmr_ingest_engine_t *e, const struct cmr_restore_stats *st);
 /* Adds one EventBatch received on `partition`. 1 applied, 0 duplicate, -1 rejected as
  * malformed (err says why; nothing changed), -2 cannot be stored (partition not open,
  * out of memory): the caller must not mark the record done. With 1 or 0, err is empty
@@ -440,6 +460,10 @@ typedef struct cmr_trace_filter {
     cmr_http_filter_t http;  /* the root's transaction data */
     bool slowest;            /* order by duration, longest first (default: newest first) */
     size_t limit;            /* 0 = 50 */
+    /* only the stores of these cmr.events partitions (partitions[p] true), when set: a
+     * worker answers for the partitions it owns (ing_peers.c) */
+    const bool *partitions;
+    size_t npartitions;
 } cmr_trace_filter_t;
 
 cmr_ingest_view_t *cmr_ingest_view_open(const char *root, char *err, size_t errlen);
@@ -549,6 +573,108 @@ int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err
 int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop);
 int cmr_ingest_replay(const cmr_conf_t *conf, const char *since, FILE *progress);
 
+/* --- restore (ing_restore.c) ------------------------------------------------------- */
+
+/* The offsets a store that applied up to `applied` (-1: nothing) lacks when the group has
+ * committed `committed` (the next offset to consume; negative: nothing committed, the
+ * consumer reads from the start itself). true with *out set when there is something to
+ * read back. */
+bool cmr_restore_range(int32_t partition, int64_t applied, int64_t committed, cmr_reader_range_t *out);
+
+/* Which offsets of a range were handed out, in order: the rest is missing. */
+typedef struct cmr_restore_gaps {
+    cmr_reader_range_t range;
+    int64_t next;    /* the next offset expected */
+    uint64_t seen;   /* records of the range seen */
+    int64_t missing; /* offsets skipped so far (all of them after _end) */
+} cmr_restore_gaps_t;
+void cmr_restore_gaps_init(cmr_restore_gaps_t *g, const cmr_reader_range_t *r);
+void cmr_restore_gaps_see(cmr_restore_gaps_t *g, int64_t offset);
+/* The range is over: counts what was never seen up to its end. Returns the missing. */
+int64_t cmr_restore_gaps_end(cmr_restore_gaps_t *g);
+
+typedef struct cmr_restore_stats {
+    uint64_t records; /* read back and applied (duplicates included) */
+    uint64_t missing; /* offsets of the ranges the topic did not hand out */
+} cmr_restore_stats_t;
+
+/* What the restore does with what it reads back (the worker's callbacks). apply: one
+ * decoded record; skipped: a record that did not decode (rejected; may be NULL); flush:
+ * makes what was applied durable, called every flush_every records and at the end (may be
+ * NULL). Each returns 0, or -1 when it cannot store (the restore fails). */
+typedef struct cmr_restore_cb {
+    int (*apply)(void *opaque, const char *topic, int32_t partition, int64_t offset, const cmr_msg_t *msg);
+    int (*skipped)(void *opaque, const char *topic, int32_t partition, int64_t offset);
+    int (*flush)(void *opaque);
+    void *opaque;
+    int64_t flush_every;
+    int64_t idle_timeout_ms;     /* fail when nothing arrives for this long */
+    volatile sig_atomic_t *stop; /* may be NULL */
+} cmr_restore_cb_t;
+
+/* Reads the ranges of topic back and applies them; logs each range's end
+ * (event=ingest.partition_restored) and its missing offsets (event=ingest.restore_gap),
+ * adds to *st. 0, or -1 (logged). */
+int cmr_ingest_restore(const cmr_conf_t *conf, const char *topic, const cmr_reader_range_t *ranges, size_t n,
+                       const cmr_restore_cb_t *cb, cmr_restore_stats_t *st);
+
+/* --- peers: partition owners and the queries' fan-out (ing_peers.c) ---------------- */
+
+typedef struct cmr_ingest_peers cmr_ingest_peers_t;
+typedef struct cmr_ingest_peers_opts {
+    const cmr_conf_t *conf;  /* kafka.partitioner (the trace id's partition); kept, not owned */
+    const char *worker_id;   /* ingest.worker_id */
+    const char *url;         /* ingest.http.advertise_url: this worker's HTTP base URL */
+    const char *token;       /* sent to peers as a bearer token (ingest.http.token_file), or NULL */
+    int timeout_ms;          /* ingest.fanout.timeout_ms: a fanned-out query's time bound */
+    int64_t stale_ms;        /* an announcement older than this does not count */
+    int32_t partition_count; /* of cmr.events */
+} cmr_ingest_peers_opts_t;
+/* NULL with err filled (an invalid worker id or URL). */
+cmr_ingest_peers_t *cmr_ingest_peers_new(const cmr_ingest_peers_opts_t *o, char *err, size_t errlen);
+void cmr_ingest_peers_free(cmr_ingest_peers_t *p);
+bool cmr_ingest_peers_id_valid(const char *id);
+bool cmr_ingest_peers_url_valid(const char *url);
+/* This worker owns (and has restored) the partition, or not any more. */
+void cmr_ingest_peers_set_owned(cmr_ingest_peers_t *p, int32_t partition, bool owned);
+void cmr_ingest_peers_set_partition_count(cmr_ingest_peers_t *p, int32_t count);
+/* The partitions this worker owns, sorted: the count, *parts malloc'd (NULL: out of memory). */
+size_t cmr_ingest_peers_owned(cmr_ingest_peers_t *p, int32_t **parts);
+/* This worker's announcement (free with cmr_msg_body_free(CMR_MSG_INGEST_WORKER, out)). 0 or -1. */
+int cmr_ingest_peers_announcement(cmr_ingest_peers_t *p, bool leaving, cmr_ingest_worker_t *out);
+/* A record of cmr.ingest-workers: 0 kept (or ours: ignored), -1 rejected with err (does
+ * not decode, or a field out of bounds). */
+int cmr_ingest_peers_add(cmr_ingest_peers_t *p, const void *payload, size_t len, char *err, size_t errlen);
+
+/* Who answers for which partition now. */
+typedef struct cmr_ingest_plan_group {
+    char url[512];
+    int32_t *partitions; /* owned */
+    size_t npartitions;
+} cmr_ingest_plan_group_t;
+typedef struct cmr_ingest_plan {
+    int32_t partition_count;
+    bool local[4096];                /* this worker's */
+    cmr_ingest_plan_group_t *groups; /* the other owners' */
+    size_t ngroups;
+    int32_t *unowned; /* no owner known */
+    size_t nunowned;
+} cmr_ingest_plan_t;
+int cmr_ingest_peers_plan(cmr_ingest_peers_t *p, cmr_ingest_plan_t *plan);
+void cmr_ingest_plan_free(cmr_ingest_plan_t *plan);
+/* The cmr.events partition a trace id was written to, -1 when not known. */
+int32_t cmr_ingest_peers_trace_partition(cmr_ingest_peers_t *p, const uint8_t trace_id[16]);
+/* GET url within timeout_ms (the bearer token sent): the status, 0 when there was no
+ * answer (err says why); the body into *body (at most 64 MiB). */
+long cmr_ingest_peers_get(cmr_ingest_peers_t *p, const char *url, int timeout_ms, struct cmr_buf *body, char *err,
+                          size_t errlen);
+/* A list query across owners: local_json is this worker's answer for plan->local; the
+ * other groups are asked `path?query&local=1&partitions=...` in parallel. The merged
+ * answer (malloc'd JSON), with "partial", "partitions_unreachable" and "errors" when
+ * something is missing; NULL when out of memory. */
+char *cmr_ingest_peers_gather(cmr_ingest_peers_t *p, const cmr_ingest_plan_t *plan, const char *path, const char *query,
+                              const char *local_json, bool slowest, size_t limit);
+
 typedef struct cmr_ingest_http cmr_ingest_http_t;
 typedef struct cmr_ingest_http_source {
     /* Runs a query with a fresh view; the server owns no store. */
@@ -564,6 +690,10 @@ cmr_ingest_http_t *cmr_ingest_http_start(const char *root, const char *addr, int
 cmr_ingest_http_t *cmr_ingest_http_start_conf(const cmr_conf_t *conf, const char *root, int port, char *err,
                                               size_t errlen);
 int cmr_ingest_http_port(const cmr_ingest_http_t *h);
+/* From now on list queries fan out to the owners of the partitions this worker does not
+ * own, and a trace goes to its partition's owner (ing_peers.c). peers stays the caller's
+ * and must outlive the server (or be set back to NULL first). */
+void cmr_ingest_http_set_peers(cmr_ingest_http_t *h, cmr_ingest_peers_t *peers);
 void cmr_ingest_http_stop(cmr_ingest_http_t *h);
 /* Answers one request (method, target) -> status, body (malloc'd JSON). For tests. */
 int cmr_ingest_http_answer(const char *root, const char *method, const char *target, char **body);

@@ -71,6 +71,13 @@ void cmr_metrics_free(cmr_metrics_t *m);
 int cmr_metrics_open_partition(cmr_metrics_t *m, int partition, int wait_ms);
 int cmr_metrics_close_partition(cmr_metrics_t *m, int partition);
 
+/* The record at `offset` of cmr.metrics partition `partition` has been handled: the next
+ * flush writes the offset into the partition's store in the same atomic write as the
+ * record's points (state key "o"). cmr_metrics_applied() is the offset the store holds
+ * durably, -1 when none (or the partition is not open). */
+void cmr_metrics_set_applied(cmr_metrics_t *m, int partition, int64_t offset);
+int64_t cmr_metrics_applied(const cmr_metrics_t *m, int partition);
+
 /* Adds one MetricBatch received on `partition`: 1 applied, 0 duplicate (this agent's
  * interval was applied before), -1 rejected as malformed (err says why; nothing changed),
  * -2 cannot be stored (partition not open, out of memory): not to be marked done. */

@@ -95,6 +95,12 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
  * topic's metadata afterwards. 1 when it exists, 0 when not, -1 when the cluster did not
  * answer. Cheaper than cmr_admin_ensure_topic(), which opens a client of its own. */
 int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_ms);
+/* The partition the producers' partitioner (librdkafka's `partitioner` setting; NULL: its
+ * default, consistent_random) picks for a non-empty key among partition_count partitions:
+ * where a message with that key was written. -1 when the key is empty, the count is not
+ * positive, or the partitioner is not one of librdkafka's (the random ones pick by key all
+ * the same when there is a key). */
+int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keylen, int32_t partition_count);
 /* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 

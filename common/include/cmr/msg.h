@@ -62,6 +62,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_THRESHOLD_EVENT,
     CMR_MSG_DIAGNOSIS,
     CMR_MSG_DIAGNOSIS_TREE,
+    CMR_MSG_INGEST_WORKER,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -601,6 +602,26 @@ typedef struct cmr_diagnosis_tree {
     } nodes;
 } cmr_diagnosis_tree_t;
 
+/* cmr.ingest-workers (compacted; key: worker id): a cmr-ingest worker's HTTP API and the
+ * cmr.events partitions it owns, for the queries' fan-out (docs/INGEST.md). */
+typedef struct cmr_owned_partition {
+    int32_t partition;
+    int64_t applied_offset; /* the last offset its store applied, -1 when none */
+} cmr_owned_partition_t;
+
+typedef struct cmr_ingest_worker {
+    char *worker_id;
+    char *url; /* base URL of its HTTP API, "http://host:port" */
+    int64_t started_ms;
+    int64_t time_ms;
+    int32_t partition_count; /* of cmr.events, as the worker sees it */
+    struct {
+        cmr_owned_partition_t *items;
+        size_t count;
+    } partitions;
+    bool leaving; /* the worker stops: it owns nothing any more */
+} cmr_ingest_worker_t;
+
 /* cmr.alerts (key: environment id) */
 typedef struct cmr_threshold_event {
     char *environment_id;
@@ -651,6 +672,7 @@ typedef struct cmr_msg {
         cmr_threshold_event_t threshold_event;
         cmr_diagnosis_t diagnosis;
         cmr_diagnosis_tree_t diagnosis_tree;
+        cmr_ingest_worker_t ingest_worker;
     } u;
 } cmr_msg_t;
 

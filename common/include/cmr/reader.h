@@ -12,7 +12,9 @@
  *
  * A range reader hands out the records of each range in order and stops reading a
  * partition once its range is done (its last record handed out, or the partition's end
- * reached before it); it has caught up when every range is done or dropped.
+ * reached before it); it has caught up when every range is done or dropped. A range that
+ * starts before the oldest record the topic still holds (retention) is read from that
+ * record: the caller sees the offsets that are missing.
  *
  * Ownership: the reader owns its librdkafka handle and the last record it handed out
  * (valid until the next poll or cmr_reader_free()).

@@ -13,6 +13,7 @@
  *  cmr.alerts                  cmr-ingest (metrics) -> UI, CLI   environment id
  *  cmr.diagnoses               cmr-config -> instrumenter, UI    diagnosis id
  *  cmr.diagnosis-trees         instrumenter -> cmr-config, UI    diagnosis id/agent id
+ *  cmr.ingest-workers (compacted) cmr-ingest -> cmr-ingest       worker id
  *
  * The "cmr" prefix can be changed (configuration key topic.prefix) so that several
  * installations can share one Kafka cluster. Ids in keys are lower-case hex.
@@ -36,6 +37,7 @@ typedef enum cmr_topic {
     CMR_TOPIC_ALERTS,          /* threshold events (cmr-ingest's metrics module) */
     CMR_TOPIC_DIAGNOSES,       /* diagnoses and their history (docs/DIAGNOSIS.md) */
     CMR_TOPIC_DIAGNOSIS_TREES, /* the discovered callees per diagnosis and agent */
+    CMR_TOPIC_INGEST_WORKERS,  /* compacted: cmr-ingest workers' HTTP APIs and partitions */
     CMR_TOPIC__COUNT
 } cmr_topic_t;
 
