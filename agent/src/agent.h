@@ -106,6 +106,9 @@ typedef struct cmr_agent {
      * original bytes back (RetransformClasses) before anything else is shipped. */
     cmr_grant_store_t *grants;
     atomic_bool grants_on, grants_revert;
+    /* classes the load hook served from the cache as they loaded (not at a retransform), and
+     * the time of those hook calls (agent.cache_stats) */
+    _Atomic uint64_t cache_load_hits, cache_hit_ns_total, cache_hit_ns_max;
     char recorded_environment[128]; /* what the cache directory says the previous run had */
 } cmr_agent_t;
 

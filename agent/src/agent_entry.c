@@ -93,7 +93,12 @@ static void log_cache_refusal(const char *name, cmr_grant_verdict_t why)
 bool cmr_agent_serve_cached(cmr_agent_t *a, jvmtiEnv *jvmti, const char *name, const uint8_t digest[32], jint *new_len,
                             unsigned char **new_data, uint8_t applied[32])
 {
-    if (!a->grants || !a->grants_on)
+    /* Only once the JVM is live: instrumented bytes call cmr/agent/Probe, which the
+     * bootstrap loader cannot load while the JVM is still starting (a JDK class such as
+     * java/lang/Thread, whose start() carries a hand-off probe, served then would end the
+     * JVM with NoClassDefFoundError). Classes loaded before VMInit get their original bytes
+     * and are redefined as without the cache. */
+    if (!a->grants || !a->grants_on || !atomic_load(&a->live))
         return false;
     uint8_t *bytes = NULL;
     size_t len = 0;
@@ -160,8 +165,15 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
         bool cached = cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied);
         cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
         cmr_class_cache_offer(a->classes, name, loader_id, hash, digest, data, (size_t)len, cause, t0);
-        if (cached)
+        if (cached) {
             cmr_class_cache_set_applied(a->classes, name, loader_id, applied);
+            uint64_t ns = (uint64_t)(cmr_mono_ns() - t0);
+            a->cache_load_hits++;
+            a->cache_hit_ns_total += ns;
+            uint64_t max = atomic_load(&a->cache_hit_ns_max);
+            while (ns > max && !atomic_compare_exchange_weak(&a->cache_hit_ns_max, &max, ns))
+                ;
+        }
     }
     a->hook_ns_total += (uint64_t)(cmr_mono_ns() - t0);
     a->hook_calls++;
@@ -261,9 +273,15 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
     if (a->grants) {
         cmr_grant_store_stats_t gs;
         cmr_grant_store_stats(a->grants, &gs);
+        /* load_hits: classes instrumented as they loaded; hit_hook_us_*: the whole load-hook
+         * call of such a class (hashing, lookup, reading and verifying its file, copy) */
+        uint64_t lh = a->cache_load_hits;
         cmr_log(CMR_LOG_INFO, "agent.cache_stats",
-                "hits=%llu misses=%llu refused=%llu written=%llu write_failures=%llu evicted=%llu files=%zu bytes=%zu",
-                (unsigned long long)gs.hits, (unsigned long long)gs.misses, (unsigned long long)gs.refused,
+                "hits=%llu load_hits=%llu hit_hook_us_avg=%.1f hit_hook_us_max=%.1f hit_hook_ms_total=%.1f misses=%llu "
+                "refused=%llu written=%llu write_failures=%llu evicted=%llu files=%zu bytes=%zu",
+                (unsigned long long)gs.hits, (unsigned long long)lh,
+                lh ? (double)a->cache_hit_ns_total / (double)lh / 1e3 : 0.0, (double)a->cache_hit_ns_max / 1e3,
+                (double)a->cache_hit_ns_total / 1e6, (unsigned long long)gs.misses, (unsigned long long)gs.refused,
                 (unsigned long long)gs.written, (unsigned long long)gs.write_failures, (unsigned long long)gs.evicted,
                 gs.files, gs.bytes);
     }

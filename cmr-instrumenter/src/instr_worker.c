@@ -1581,6 +1581,9 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_resends_total", "counter", "BytecodeResend commands sent", atomic_load(&w->resends)},
         {"cmr_instrumenter_restores_total", "counter", "Redefine commands restoring original bytes",
          atomic_load(&w->originals)},
+        {"cmr_instrumenter_cached_at_agent_total", "counter",
+         "Redefines not sent: the agent already runs those instrumented bytes (its cache of instrumented classes)",
+         atomic_load(&w->cached_at_agent)},
         {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
         {"cmr_instrumenter_budget_removed_total", "counter",
@@ -1684,9 +1687,10 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     rc = 0;
 out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
-            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64,
+            "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64
+            " cached_at_agent=%" PRIu64,
             atomic_load(&w.classes), atomic_load(&w.redefines), atomic_load(&w.resends), atomic_load(&w.originals),
-            atomic_load(&w.hash_mismatch));
+            atomic_load(&w.hash_mismatch), atomic_load(&w.cached_at_agent));
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     budget_free(&w.budget);
