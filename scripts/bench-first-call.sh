@@ -79,8 +79,7 @@ YAML
     : > "$all"
     if [ -n "${CACHE:-}" ]; then
         cache_pairs "$label" "$work" "$agent"
-        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-        wait 2>/dev/null || true
+        stop_stack "${pids[@]}"
         if [ -n "${KEEP:-}" ]; then echo "logs: $work" >&2; else rm -rf "$work"; fi
         return 0
     fi
@@ -117,9 +116,19 @@ YAML
                 printf " since_configured p50_ms=%s p99_ms=%s", med("since_configured_p50_ms"), med("since_configured_p99_ms")
             printf "\n"
         }' "$all"
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    stop_stack "${pids[@]}"
     if [ -n "${KEEP:-}" ]; then echo "logs: $work" >&2; else rm -rf "$work"; fi
+}
+
+# stop_stack BROKER WORKER...: the workers first (stopped while the broker still answers
+# they end at once; after it they wait out their flush and commit timeouts), then the broker.
+stop_stack() {
+    local broker=$1 p
+    shift
+    for p in "$@"; do kill "$p" 2>/dev/null || true; done
+    for p in "$@"; do wait "$p" 2>/dev/null || true; done
+    kill "$broker" 2>/dev/null || true
+    wait 2>/dev/null || true
 }
 
 # kv LOG EVENT KEY: the value of KEY= in the first line of LOG with event=EVENT ("" if none)

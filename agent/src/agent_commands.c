@@ -440,36 +440,118 @@ static int collect_cached(const char *name, int64_t loader_id, uint64_t hash, co
     return 0;
 }
 
+/* A class the JVM would not give its original bytes back to: it keeps the cached bytes
+ * (and their mark), so its ClassLoaded names them and the CMR's Redefine replaces them. */
+typedef struct revert_failed {
+    char *name;
+    int64_t loader_id;
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+} revert_failed_t;
+
+/* RetransformClasses of one class, again, after its batch failed; the error otherwise. */
+static jvmtiError retransform_one(cmr_agent_t *a, jclass k)
+{
+    return (*a->jvmti)->RetransformClasses(a->jvmti, 1, &k);
+}
+
+static void log_revert_failure(cmr_agent_t *a, const char *name, jvmtiError first, jvmtiError again, int logged)
+{
+    if (logged >= 20) /* the count is in agent.cache_reverted */
+        return;
+    char *n1 = NULL, *n2 = NULL, ename[256];
+    (*a->jvmti)->GetErrorName(a->jvmti, first, &n1);
+    (*a->jvmti)->GetErrorName(a->jvmti, again, &n2);
+    cmr_log(CMR_LOG_ERROR, "agent.cache_revert_failed",
+            "class=\"%s\" error=%s retry_error=%s consequence=\"the class still runs the instrumented bytes of the "
+            "environment the cache was used for (its probes record for it)\" action=\"it is reported to the CMR with "
+            "those bytes (ClassLoaded.applied_digest), whose Redefine replaces them; else restart the JVM\"",
+            cmr_log_escape(name, ename, sizeof ename), n1 ? n1 : "?", n2 ? n2 : "?");
+    if (n1)
+        (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)n1);
+    if (n2)
+        (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)n2);
+}
+
 /* Gives every class served from the cache its original bytes back: RetransformClasses
- * with the hook serving nothing (the mark is cleared first), in batches. */
+ * with the hook serving nothing (the mark is cleared first), in batches. A batch the JVM
+ * refuses is retried once class by class (one class it cannot retransform must not keep
+ * the others instrumented); a class that fails again is logged (agent.cache_revert_failed),
+ * counted as a refused redefinition in AgentStatus, and keeps its mark: it is shipped with
+ * the digest of the bytes it really runs, and the CMR's answer (new bytes, or the original
+ * ones) replaces them by RedefineClasses. */
 void cmr_agent_revert_cached(cmr_agent_t *a, JNIEnv *env)
 {
     register_unprepared(a, env);
-    int total = 0, failed = 0;
+    int total = 0, failed = 0, retried = 0, logged = 0;
+    revert_failed_t *kept = NULL;
+    size_t nkept = 0, capkept = 0;
     for (;;) {
         revert_ctx_t r = {.env = env};
         cmr_class_cache_visit_applied(a->classes, collect_cached, &r);
         if (r.n == 0)
             break;
         jclass live[256];
+        int idx[256];
+        uint8_t digests[256][CMR_TRUST_DIGEST_BYTES];
         int nlive = 0;
         for (int i = 0; i < r.n; i++) {
-            cmr_class_cache_set_applied(a->classes, r.names[i], r.loaders[i], NULL);
-            note_installed(a, r.names[i], r.loaders[i], false, 0);
-            if (r.classes[i])
+            if (r.classes[i]) {
+                if (!cmr_class_cache_applied_of(a->classes, r.names[i], r.loaders[i], digests[nlive]))
+                    memset(digests[nlive], 0, CMR_TRUST_DIGEST_BYTES);
+                idx[nlive] = i;
                 live[nlive++] = r.classes[i];
-            free(r.names[i]);
+            }
+            cmr_class_cache_set_applied(a->classes, r.names[i], r.loaders[i], NULL);
         }
         jvmtiError jerr = nlive ? (*a->jvmti)->RetransformClasses(a->jvmti, nlive, live) : JVMTI_ERROR_NONE;
         if (jerr != JVMTI_ERROR_NONE) {
-            cmr_agent_check(jerr, "RetransformClasses (restoring classes served from the cache)");
-            failed += nlive;
+            cmr_agent_check(jerr,
+                            "RetransformClasses (restoring classes served from the cache; retried class by class)");
+            retried += nlive;
+        }
+        for (int j = 0; j < nlive; j++) {
+            int i = idx[j];
+            jvmtiError again = jerr == JVMTI_ERROR_NONE ? JVMTI_ERROR_NONE : retransform_one(a, live[j]);
+            if (again == JVMTI_ERROR_NONE) {
+                note_installed(a, r.names[i], r.loaders[i], false, 0);
+                continue;
+            }
+            failed++;
+            a->redefine_failures++;
+            log_revert_failure(a, r.names[i], jerr, again, logged++);
+            if (nkept == capkept) {
+                size_t cap = capkept ? capkept * 2 : 16;
+                revert_failed_t *grown = realloc(kept, cap * sizeof *kept);
+                if (!grown)
+                    continue; /* no memory: the class is not marked (the CMR sends it bytes as to any class) */
+                kept = grown;
+                capkept = cap;
+            }
+            kept[nkept].name = r.names[i];
+            r.names[i] = NULL;
+            kept[nkept].loader_id = r.loaders[i];
+            memcpy(kept[nkept].digest, digests[j], CMR_TRUST_DIGEST_BYTES);
+            nkept++;
         }
         total += nlive;
+        for (int i = 0; i < r.n; i++)
+            free(r.names[i]);
         for (int i = 0; i < nlive; i++)
             (*env)->DeleteLocalRef(env, live[i]);
     }
-    cmr_log(failed ? CMR_LOG_ERROR : CMR_LOG_INFO, "agent.cache_reverted", "classes=%d failed=%d", total, failed);
+    /* marked again only now: the loop above runs until no class is marked */
+    static const uint8_t none[CMR_TRUST_DIGEST_BYTES];
+    for (size_t i = 0; i < nkept; i++) {
+        if (memcmp(kept[i].digest, none, sizeof none) != 0)
+            cmr_class_cache_set_applied(a->classes, kept[i].name, kept[i].loader_id, kept[i].digest);
+        free(kept[i].name);
+    }
+    free(kept);
+    cmr_log(failed ? CMR_LOG_ERROR : CMR_LOG_INFO, "agent.cache_reverted",
+            "classes=%d restored=%d failed=%d retried_one_by_one=%d%s", total, total - failed, failed, retried,
+            failed ? " action=\"see agent.cache_revert_failed: those classes still run the cached bytes until the "
+                     "CMR's Redefine replaces them or the JVM restarts\""
+                   : "");
 }
 
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)

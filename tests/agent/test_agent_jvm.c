@@ -20,9 +20,13 @@
  *     an envelope for another instance, a signed Redefine for other original bytes
  *     (DIGEST_MISMATCH); without a pinned key no command at all is accepted; a bad key
  *     file is an error that leaves the JVM running; an agent name with a newline cannot
- *     forge a log line.
+ *     forge a log line;
+ *   - the cache of instrumented classes: a restart runs the cached bytes from the load hook;
+ *     another environment's JVM does not; a class the JVM cannot give its original bytes
+ *     back to (RetransformClasses fails) is retried once, logged, and reported with the
+ *     bytes it runs.
  *
-  * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+  * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS WORK_V3_CLASS
  * (CMR_TEST_FILTER=PATTERN runs only the tests whose name matches, e.g. "*forged*")
  */
 #include <setjmp.h>
@@ -38,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent_probes.h"
+#include "grant_store.h"
 #include "broker_proc.h"
 #include "cmr/buf.h"
 #include "cmr/classfile.h"
@@ -50,7 +55,7 @@
 #include "cmr_peer.h"
 #include "jvm_proc.h"
 
-static const char *broker_bin, *java_bin, *agent_so, *classpath, *greeter_v2_path;
+static const char *broker_bin, *java_bin, *agent_so, *classpath, *greeter_v2_path, *work_v3_path;
 static broker_proc_t broker;
 static cmr_peer_t peer;
 
@@ -1453,13 +1458,78 @@ static void test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm(void
     assert_int_equal(work_events(&r, call_id, 0), 0);
     agent_exit(&r);
     assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_environment_changed"));
-    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_reverted classes=1 failed=0"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_reverted classes=1 restored=1 failed=0"));
     agent_done(&r);
 
     cmr_buf_free(&grant);
     cf_instrument_result_free(&res);
     free((void *)seen[0]);
     free((void *)seen[1]);
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    assert_int_equal(system(rm), 0);
+}
+
+/* A class served from the cache that the JVM cannot give its original bytes back to when
+ * the CMR names another environment (here the cached bytes have one more method, which
+ * RetransformClasses cannot delete): the batch is retried class by class once, the
+ * failure is logged with the class and the JVMTI error (agent.cache_revert_failed), and the
+ * class is reported with the bytes it really runs (ClassLoaded.applied_digest), so that the
+ * CMR's Redefine replaces them. The cache is written by this process as a previous run
+ * would have left it. */
+static void test_failed_revert_of_cached_class_is_reported(void **state)
+{
+    (void)state;
+    char tmp[64] = "/tmp/cmr-agent-revert-XXXXXX", dir[128], opts[256], name[64], path[1100], err[256], hex[9], rm[128];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(dir, sizeof dir, "%s/cache", tmp);
+    snprintf(opts, sizeof opts, "agent.cache.dir=%s", dir);
+    uint8_t raw[4];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "revert-%s", hex);
+    snprintf(path, sizeof path, "%s/demo/Work.class", classpath);
+    size_t orig_len = 0, v3_len = 0;
+    uint8_t *orig = read_file(path, &orig_len), *v3 = read_file(work_v3_path, &v3_len);
+    assert_non_null(orig);
+    assert_non_null(v3);
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES], v3_digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(orig, orig_len, digest);
+    cmr_trust_digest(v3, v3_len, v3_digest);
+
+    cmr_verifier_t *v = cmr_verifier_new("instance", NULL);
+    assert_non_null(v);
+    assert_int_equal(cmr_verifier_add_key_file(v, peer.public_key, err, sizeof err), 0);
+    cmr_grant_store_t *store = cmr_grant_store_open(dir, "revert-env", v, 1 << 20, 100, err, sizeof err);
+    assert_non_null(store);
+    cmr_buf_t grant = {0};
+    assert_int_equal(cmr_grant_sign(peer.signer, "revert-env", 1, "demo/Work", digest, v3, v3_len, 86400000, &grant,
+                                    err, sizeof err),
+                     0);
+    assert_int_equal(
+        cmr_grant_store_put(store, grant.data, grant.len, digest, v3, v3_len, cmr_wall_ms(), err, sizeof err), 0);
+    assert_int_equal(cmr_grant_store_record_environment(store, name, "revert-env", err, sizeof err), 0);
+    cmr_grant_store_close(store);
+    cmr_verifier_free(v);
+
+    agent_run_t r;
+    agent_restart(&r, name, opts, NULL, 0);
+    load_classes(&r, "demo.Work"); /* its cached bytes, v3 */
+    agent_configure_env(&r, "moved-env");
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, CMR_TRUST_DIGEST_BYTES);
+    assert_memory_equal(work->applied_digest.data, v3_digest, CMR_TRUST_DIGEST_BYTES);
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_stats hits=1 "));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_revert_failed class=\"demo/Work\""));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "retry_error=JVMTI_ERROR_UNSUPPORTED_REDEFINITION_METHOD_DELETED"));
+    assert_true(
+        jvm_proc_stderr_has(&r.jvm, "event=agent.cache_reverted classes=1 restored=0 failed=1 retried_one_by_one=1"));
+    agent_done(&r);
+
+    cmr_buf_free(&grant);
+    free(orig);
+    free(v3);
     snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
     assert_int_equal(system(rm), 0);
 }
@@ -1627,8 +1697,8 @@ static int teardown(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS\n", argv[0]);
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS WORK_V3_CLASS\n", argv[0]);
         return 2;
     }
     broker_bin = argv[1];
@@ -1636,6 +1706,7 @@ int main(int argc, char **argv)
     agent_so = argv[3];
     classpath = argv[4];
     greeter_v2_path = argv[5];
+    work_v3_path = argv[6];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_options_leave_the_jvm_running),
         cmocka_unit_test(test_handshake_processes_classes_loaded_before_it),
@@ -1643,6 +1714,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_redefine_resend_and_failures),
         cmocka_unit_test(test_forged_commands_are_refused),
         cmocka_unit_test(test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm),
+        cmocka_unit_test(test_failed_revert_of_cached_class_is_reported),
         cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
         cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
