@@ -11,7 +11,16 @@
 #                  figures; builds before them print only load -> redefined)
 # With BASE=DIR (a build of another commit, e.g. main), the same runs against that build
 # first, for the comparison in the same conditions.
+# With CACHE=1 (a build with the agent's cache of instrumented classes, agent.cache.dir),
+# each of the RUNS is a pair of JVMs of one agent name and one fresh cache directory: the
+# first gets its classes by Redefine (and caches them), then its restart; per pair it prints
+#   first:   redefined (classes), load->redefined p50/p99, grants written
+#   restart: load_hits (classes instrumented at load from the cache, of the first's
+#            redefined), hook time per hit (agent.cache_stats hit_hook_us_avg/max), the
+#            classes still redefined and their load->redefined p50/p99
+# and the medians over the pairs. (BASE is ignored: main's agent has no cache.)
 #   scripts/bench-first-call.sh [RUNS] [RUN_MS]        (BUILD=DIR to use another build dir)
+#   CACHE=1 scripts/bench-first-call.sh [RUNS] [RUN_MS]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$CMR_ROOT"
@@ -68,6 +77,12 @@ YAML
     fi
     local all="$work/summary"
     : > "$all"
+    if [ -n "${CACHE:-}" ]; then
+        cache_pairs "$label" "$work" "$agent"
+        stop_stack "${pids[@]}"
+        if [ -n "${KEEP:-}" ]; then echo "logs: $work" >&2; else rm -rf "$work"; fi
+        return 0
+    fi
     for i in $(seq "$RUNS"); do
         "$JAVA" "-agentpath:$agent,name=firstcall-$i" -cp "$BUILD/tests/agent/classes:$JAR" ShortJob "$RUN_MS" \
             >"$work/jvm$i.out" 2>"$work/jvm$i.log" || { echo "JVM $i failed:"; tail -5 "$work/jvm$i.log"; }
@@ -101,13 +116,70 @@ YAML
                 printf " since_configured p50_ms=%s p99_ms=%s", med("since_configured_p50_ms"), med("since_configured_p99_ms")
             printf "\n"
         }' "$all"
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    stop_stack "${pids[@]}"
     if [ -n "${KEEP:-}" ]; then echo "logs: $work" >&2; else rm -rf "$work"; fi
 }
 
+# stop_stack BROKER WORKER...: the workers first (stopped while the broker still answers
+# they end at once; after it they wait out their flush and commit timeouts), then the broker.
+stop_stack() {
+    local broker=$1 p
+    shift
+    for p in "$@"; do kill "$p" 2>/dev/null || true; done
+    for p in "$@"; do wait "$p" 2>/dev/null || true; done
+    kill "$broker" 2>/dev/null || true
+    wait 2>/dev/null || true
+}
+
+# kv LOG EVENT KEY: the value of KEY= in the first line of LOG with event=EVENT ("" if none)
+kv() { grep -m1 "event=$2 " "$1" | grep -o " $3=[^ ]*" | cut -d= -f2 || true; }
+
+# cache_pairs LABEL WORK AGENT: RUNS pairs (first JVM, its restart) with agent.cache.dir.
+cache_pairs() {
+    local label=$1 work=$2 agent=$3 i name opts f r
+    local sum="$work/cache_summary"
+    : > "$sum"
+    for i in $(seq "$RUNS"); do
+        name=firstcall-cache-$i-$$
+        opts="$agent,name=$name,agent.cache.dir=$work/cache$i"
+        for r in first restart; do
+            f="$work/cache$i-$r"
+            "$JAVA" "-agentpath:$opts" -cp "$BUILD/tests/agent/classes:$JAR" ShortJob "$RUN_MS" \
+                >"$f.out" 2>"$f.log" || { echo "JVM $i $r failed:"; tail -5 "$f.log"; }
+        done
+        local fr fp50 fp99 w lh hav hmax rr rp50 rp99 refused
+        fr=$(kv "$work/cache$i-first.log" agent.redefine_latency classes)
+        fp50=$(kv "$work/cache$i-first.log" agent.redefine_latency p50_ms)
+        fp99=$(kv "$work/cache$i-first.log" agent.redefine_latency p99_ms)
+        w=$(kv "$work/cache$i-first.log" agent.cache_stats written)
+        lh=$(kv "$work/cache$i-restart.log" agent.cache_stats load_hits)
+        hav=$(kv "$work/cache$i-restart.log" agent.cache_stats hit_hook_us_avg)
+        hmax=$(kv "$work/cache$i-restart.log" agent.cache_stats hit_hook_us_max)
+        refused=$(kv "$work/cache$i-restart.log" agent.cache_stats refused)
+        rr=$(kv "$work/cache$i-restart.log" agent.redefine_latency classes)
+        rp50=$(kv "$work/cache$i-restart.log" agent.redefine_latency p50_ms)
+        rp99=$(kv "$work/cache$i-restart.log" agent.redefine_latency p99_ms)
+        printf '%s pair %d: first: redefined=%s p50_ms=%s p99_ms=%s written=%s | restart: load_hits=%s/%s refused=%s hit_hook_us_avg=%s hit_hook_us_max=%s still_redefined=%s p50_ms=%s p99_ms=%s | %s\n' \
+            "$label" "$i" "${fr:-0}" "${fp50:-NA}" "${fp99:-NA}" "${w:-NA}" "${lh:-NA}" "${fr:-0}" "${refused:-NA}" \
+            "${hav:-NA}" "${hmax:-NA}" "${rr:-0}" "${rp50:-NA}" "${rp99:-NA}" "$(cat "$work/cache$i-restart.out")"
+        echo "${fp50:-NA} ${fp99:-NA} ${lh:-NA} ${hav:-NA} ${rr:-0} ${rp50:-NA} ${rp99:-NA}" >> "$sum"
+    done
+    awk -v label="$label" '
+        function med(col,   a, n, i, j, t) {
+            n = 0; for (i = 1; i <= NR; i++) if (v[i, col] != "NA") a[++n] = v[i, col] + 0
+            if (n == 0) return "NA"
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+            return a[int((n + 1) / 2)]
+        }
+        { for (c = 1; c <= NF; c++) v[NR, c] = $c }
+        END {
+            printf "%s median of %d pairs: first load->redefined p50_ms=%s p99_ms=%s | restart load_hits=%s hit_hook_us_avg=%s still_redefined=%s p50_ms=%s p99_ms=%s\n",
+                label, NR, med(1), med(2), med(3), med(4), med(5), med(6), med(7)
+        }' "$sum"
+}
+
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
-if [ -n "${BASE:-}" ]; then
+if [ -n "${BASE:-}" ] && [ -z "${CACHE:-}" ]; then
     run_set before "$BASE"
 fi
 run_set after "$BUILD"

@@ -29,6 +29,7 @@
 #include "agent_diagnoses.h"
 #include "agent_options.h"
 #include "class_cache.h"
+#include "grant_store.h"
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/map.h"
@@ -97,6 +98,18 @@ typedef struct cmr_agent {
     cmr_u64map_t instrumented_classes; /* keys of those classes; control thread only */
 
     cmr_agent_diags_t *diags; /* the diagnoses running in this JVM (agent_diagnoses.h) */
+
+    /* The cache of instrumented classes (grant_store.h; NULL: agent.cache.dir unset or
+     * unusable). The load hook serves classes from it while grants_on; the control thread
+     * turns it off and sets grants_revert when the CMR names another environment than the
+     * one the cache was used for (or none): the classes served are then given their
+     * original bytes back (RetransformClasses) before anything else is shipped. */
+    cmr_grant_store_t *grants;
+    atomic_bool grants_on, grants_revert;
+    /* classes the load hook served from the cache as they loaded (not at a retransform), and
+     * the time of those hook calls (agent.cache_stats) */
+    _Atomic uint64_t cache_load_hits, cache_hit_ns_total, cache_hit_ns_max;
+    char recorded_environment[128]; /* what the cache directory says the previous run had */
 } cmr_agent_t;
 
 extern cmr_agent_t *cmr_agent_self;
@@ -127,6 +140,16 @@ void cmr_agent_capture_byteless(cmr_agent_t *a, JNIEnv *env);
  * distribution (event=agent.redefine_latency) when the JVM stops. */
 void cmr_agent_record_redefine_latency(cmr_agent_t *a, int64_t loaded_ns);
 void cmr_agent_log_redefine_latency(cmr_agent_t *a);
+/* Grant cache (agent_commands.c): a class served from it is counted as instrumented (control
+ * thread, when it is shipped); an applied Redefine with a grant is written to it; the
+ * classes served from it get their original bytes back (grants_revert). */
+void cmr_agent_note_cached(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t digest[32]);
+void cmr_agent_revert_cached(cmr_agent_t *a, JNIEnv *env);
+/* The load hook's part (agent_entry.c): the cached instrumented bytes for a class being
+ * loaded (or captured again), verified, in JVMTI memory. true when *new_data was set;
+ * applied gets the digest of those bytes. */
+bool cmr_agent_serve_cached(cmr_agent_t *a, jvmtiEnv *jvmti, const char *name, const uint8_t digest[32], jint *new_len,
+                            unsigned char **new_data, uint8_t applied[32]);
 /* Puts a weak handle of cls in the class registry, replacing (and freeing) an older one. */
 void cmr_agent_keep_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id);
 /* Records loaded classes for capture: all of them (after a dynamic attach), or only those

@@ -293,6 +293,7 @@ static void installed(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *
     int64_t now = cmr_wall_ms();
     for (int i = 0; i < n; i++) {
         note_installed(a, cmd->class_name, loaders[i], !cmd->original, digest);
+        cmr_class_cache_set_applied(a->classes, cmd->class_name, loaders[i], NULL); /* cached bytes replaced */
         if (restoring) /* the agent's own restore: the caller updates the diagnoses */
             continue;
         cmr_agent_diags_replaced(a->diags, cmd->class_name, loaders[i], cmd->diagnosis ? cmd->diagnosis->id : 0, digest,
@@ -382,6 +383,177 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
     return ended;
 }
 
+/* --- the cache of instrumented classes (grant_store.h) ------------------------------------ */
+
+/* An applied Redefine with a class grant: the grant and its bytes go to the cache, for the
+ * next JVM of the environment (never a diagnosis' bytes: they do not outlive it). */
+static void keep_grant(cmr_agent_t *a, const cmr_redefine_t *cmd)
+{
+    if (!a->grants || cmd->original || cmd->diagnosis || cmd->grant.len == 0 ||
+        cmd->original_digest.len != CMR_TRUST_DIGEST_BYTES)
+        return;
+    char err[300];
+    if (cmr_grant_store_put(a->grants, cmd->grant.data, cmd->grant.len, cmd->original_digest.data, cmd->bytecode.data,
+                            cmd->bytecode.len, cmr_wall_ms(), err, sizeof err) != 0) {
+        static cmr_log_limiter_t limiter; /* control thread only */
+        unsigned long long suppressed = 0;
+        char ename[256], eerr[400];
+        if (cmr_log_allow(&limiter, 5, &suppressed))
+            cmr_log(CMR_LOG_WARN, "agent.cache_not_written",
+                    "class=\"%s\" error=\"%s\" suppressed=%llu action=\"the next JVM gets this class by redefinition\"",
+                    cmr_log_escape(cmd->class_name, ename, sizeof ename), cmr_log_escape(err, eerr, sizeof eerr),
+                    suppressed);
+    }
+}
+
+void cmr_agent_note_cached(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t digest[32])
+{
+    note_installed(a, name, loader_id, true, cmr_agent_digest8_of(digest));
+}
+
+typedef struct revert_ctx {
+    JNIEnv *env;
+    jclass classes[256];
+    char *names[256];
+    int64_t loaders[256];
+    int n, unloaded;
+} revert_ctx_t;
+
+static int collect_cached(const char *name, int64_t loader_id, uint64_t hash, const cmr_class_digests_t *digests,
+                          void *handle, void *opaque)
+{
+    (void)hash;
+    (void)digests;
+    revert_ctx_t *r = opaque;
+    if (r->n == (int)(sizeof r->classes / sizeof r->classes[0]))
+        return 1;
+    jclass k = handle ? (*r->env)->NewLocalRef(r->env, (jweak)handle) : NULL;
+    char *copy = strdup(name);
+    if (!copy) {
+        if (k)
+            (*r->env)->DeleteLocalRef(r->env, k);
+        return 1;
+    }
+    r->classes[r->n] = k; /* NULL: unloaded (nothing to restore) */
+    r->names[r->n] = copy;
+    r->loaders[r->n++] = loader_id;
+    return 0;
+}
+
+/* A class the JVM would not give its original bytes back to: it keeps the cached bytes
+ * (and their mark), so its ClassLoaded names them and the CMR's Redefine replaces them. */
+typedef struct revert_failed {
+    char *name;
+    int64_t loader_id;
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+} revert_failed_t;
+
+/* RetransformClasses of one class, again, after its batch failed; the error otherwise. */
+static jvmtiError retransform_one(cmr_agent_t *a, jclass k)
+{
+    return (*a->jvmti)->RetransformClasses(a->jvmti, 1, &k);
+}
+
+static void log_revert_failure(cmr_agent_t *a, const char *name, jvmtiError first, jvmtiError again, int logged)
+{
+    if (logged >= 20) /* the count is in agent.cache_reverted */
+        return;
+    char *n1 = NULL, *n2 = NULL, ename[256];
+    (*a->jvmti)->GetErrorName(a->jvmti, first, &n1);
+    (*a->jvmti)->GetErrorName(a->jvmti, again, &n2);
+    cmr_log(CMR_LOG_ERROR, "agent.cache_revert_failed",
+            "class=\"%s\" error=%s retry_error=%s consequence=\"the class still runs the instrumented bytes of the "
+            "environment the cache was used for (its probes record for it)\" action=\"it is reported to the CMR with "
+            "those bytes (ClassLoaded.applied_digest), whose Redefine replaces them; else restart the JVM\"",
+            cmr_log_escape(name, ename, sizeof ename), n1 ? n1 : "?", n2 ? n2 : "?");
+    if (n1)
+        (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)n1);
+    if (n2)
+        (*a->jvmti)->Deallocate(a->jvmti, (unsigned char *)n2);
+}
+
+/* Gives every class served from the cache its original bytes back: RetransformClasses
+ * with the hook serving nothing (the mark is cleared first), in batches. A batch the JVM
+ * refuses is retried once class by class (one class it cannot retransform must not keep
+ * the others instrumented); a class that fails again is logged (agent.cache_revert_failed),
+ * counted as a refused redefinition in AgentStatus, and keeps its mark: it is shipped with
+ * the digest of the bytes it really runs, and the CMR's answer (new bytes, or the original
+ * ones) replaces them by RedefineClasses. */
+void cmr_agent_revert_cached(cmr_agent_t *a, JNIEnv *env)
+{
+    register_unprepared(a, env);
+    int total = 0, failed = 0, retried = 0, logged = 0;
+    revert_failed_t *kept = NULL;
+    size_t nkept = 0, capkept = 0;
+    for (;;) {
+        revert_ctx_t r = {.env = env};
+        cmr_class_cache_visit_applied(a->classes, collect_cached, &r);
+        if (r.n == 0)
+            break;
+        jclass live[256];
+        int idx[256];
+        uint8_t digests[256][CMR_TRUST_DIGEST_BYTES];
+        int nlive = 0;
+        for (int i = 0; i < r.n; i++) {
+            if (r.classes[i]) {
+                if (!cmr_class_cache_applied_of(a->classes, r.names[i], r.loaders[i], digests[nlive]))
+                    memset(digests[nlive], 0, CMR_TRUST_DIGEST_BYTES);
+                idx[nlive] = i;
+                live[nlive++] = r.classes[i];
+            }
+            cmr_class_cache_set_applied(a->classes, r.names[i], r.loaders[i], NULL);
+        }
+        jvmtiError jerr = nlive ? (*a->jvmti)->RetransformClasses(a->jvmti, nlive, live) : JVMTI_ERROR_NONE;
+        if (jerr != JVMTI_ERROR_NONE) {
+            cmr_agent_check(jerr,
+                            "RetransformClasses (restoring classes served from the cache; retried class by class)");
+            retried += nlive;
+        }
+        for (int j = 0; j < nlive; j++) {
+            int i = idx[j];
+            jvmtiError again = jerr == JVMTI_ERROR_NONE ? JVMTI_ERROR_NONE : retransform_one(a, live[j]);
+            if (again == JVMTI_ERROR_NONE) {
+                note_installed(a, r.names[i], r.loaders[i], false, 0);
+                continue;
+            }
+            failed++;
+            a->redefine_failures++;
+            log_revert_failure(a, r.names[i], jerr, again, logged++);
+            if (nkept == capkept) {
+                size_t cap = capkept ? capkept * 2 : 16;
+                revert_failed_t *grown = realloc(kept, cap * sizeof *kept);
+                if (!grown)
+                    continue; /* no memory: the class is not marked (the CMR sends it bytes as to any class) */
+                kept = grown;
+                capkept = cap;
+            }
+            kept[nkept].name = r.names[i];
+            r.names[i] = NULL;
+            kept[nkept].loader_id = r.loaders[i];
+            memcpy(kept[nkept].digest, digests[j], CMR_TRUST_DIGEST_BYTES);
+            nkept++;
+        }
+        total += nlive;
+        for (int i = 0; i < r.n; i++)
+            free(r.names[i]);
+        for (int i = 0; i < nlive; i++)
+            (*env)->DeleteLocalRef(env, live[i]);
+    }
+    /* marked again only now: the loop above runs until no class is marked */
+    static const uint8_t none[CMR_TRUST_DIGEST_BYTES];
+    for (size_t i = 0; i < nkept; i++) {
+        if (memcmp(kept[i].digest, none, sizeof none) != 0)
+            cmr_class_cache_set_applied(a->classes, kept[i].name, kept[i].loader_id, kept[i].digest);
+        free(kept[i].name);
+    }
+    free(kept);
+    cmr_log(failed ? CMR_LOG_ERROR : CMR_LOG_INFO, "agent.cache_reverted",
+            "classes=%d restored=%d failed=%d retried_one_by_one=%d%s", total, total - failed, failed, retried,
+            failed ? " action=\"see agent.cache_revert_failed: those classes still run the cached bytes until the "
+                     "CMR's Redefine replaces them or the JVM restarts\""
+                   : "");
+}
+
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
 {
     apply_redefine(a, env, cmd, false);
@@ -415,6 +587,8 @@ static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cm
                "RedefineClasses refused the bytes; the class is unchanged");
     } else {
         installed(a, cmd, f.loaders, before, f.n, cmr_agent_digest8(cmd->bytecode.data, cmd->bytecode.len), restoring);
+        if (!restoring)
+            keep_grant(a, cmd);
         /* seed: original bytes -> "not needed", instrumented bytes -> "needed" */
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
@@ -501,6 +675,8 @@ static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *c
             continue; /* answered above */
         installed(a, cmd, found[i].loaders, found[i].before, found[i].n,
                   cmr_agent_digest8(cmd->bytecode.data, cmd->bytecode.len), restoring);
+        if (!restoring)
+            keep_grant(a, cmd);
         if (cmd->original) {
             cmr_class_cache_mark_never_send(a->classes, (uint64_t)cmd->class_hash);
         } else {

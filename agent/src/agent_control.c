@@ -197,6 +197,43 @@ static void send_registration(control_t *c)
 
 /* --- commands ----------------------------------------------------------------------------- */
 
+/* The CMR named the agent's environment (signed): the cache of instrumented classes goes on
+ * if it was used for that environment; otherwise the classes it served get their original
+ * bytes back (the CMR instruments them for the right environment as for any class) and
+ * later loads use the new environment's grants. The environment is recorded for the next
+ * run of this agent name. environment_id NULL: no environment at all (the cache is off). */
+static void grants_confirm(cmr_agent_t *a, const char *environment_id)
+{
+    if (!a->grants)
+        return;
+    char expected[CMR_GRANT_ENV_MAX + 1];
+    cmr_grant_store_expected(a->grants, expected, sizeof expected);
+    const char *now = environment_id ? environment_id : "";
+    if (expected[0] && strcmp(expected, now) != 0) {
+        a->grants_on = false;
+        a->grants_revert = true;
+        char eexp[300], enow[300];
+        cmr_log(CMR_LOG_WARN, "agent.cache_environment_changed",
+                "used=\"%s\" cmr=\"%s\" action=\"the classes served from the cache get their original bytes back\"",
+                cmr_log_escape(expected, eexp, sizeof eexp), cmr_log_escape(now, enow, sizeof enow));
+    }
+    cmr_grant_store_expect(a->grants, now);
+    if (!environment_id) {
+        a->grants_on = false;
+        return;
+    }
+    if (strcmp(a->recorded_environment, now) != 0) {
+        char err[300], eerr[400];
+        if (cmr_grant_store_record_environment(a->grants, a->settings.name, now, err, sizeof err) == 0)
+            snprintf(a->recorded_environment, sizeof a->recorded_environment, "%s", now);
+        else
+            cmr_log(CMR_LOG_WARN, "agent.cache_environment_not_recorded", "error=\"%s\"",
+                    cmr_log_escape(err, eerr, sizeof eerr));
+    }
+    if (!a->grants_revert)
+        a->grants_on = true;
+}
+
 static void apply_configuration(control_t *c, const cmr_agent_configuration_t *cfg)
 {
     cmr_agent_t *a = c->a;
@@ -224,6 +261,7 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
         a->mode = CMR_MODE_FULL;
     }
     a->connected = true;
+    grants_confirm(a, cfg->environment_id);
     cmr_class_cache_stats_t cs;
     cmr_class_cache_stats(a->classes, &cs);
     char eid[160], ename[160];
@@ -241,6 +279,7 @@ static void apply_no_environment(control_t *c, const cmr_no_environment_t *ne)
 {
     cmr_agent_t *a = c->a;
     a->mode = CMR_MODE_NO_ENVIRONMENT;
+    grants_confirm(a, NULL);
     char ename[300], ehost[300], ereason[600];
     cmr_log(CMR_LOG_ERROR, "agent.no_environment",
             "name=\"%s\" host=\"%s\" reason=\"%s\" action=\"the agent stays idle until the JVM is restarted\"",
@@ -471,10 +510,16 @@ static void ship_classes(control_t *c)
     snprintf(env_id, sizeof env_id, "%s", a->environment_id);
     revision = a->revision;
     pthread_mutex_unlock(&a->config_lock);
+    if (a->grants_revert)
+        return; /* the classes served from the cache are restored first */
     while (c->in_flight < SHIP_MAX_IN_FLIGHT && !a->stopping) {
         cmr_class_entry_t *e = cmr_class_cache_take(a->classes);
         if (!e)
             return;
+        uint8_t applied[CMR_TRUST_DIGEST_BYTES];
+        bool cached = a->grants && cmr_class_cache_applied_of(a->classes, e->name, e->loader_id, applied);
+        if (cached)
+            cmr_agent_note_cached(a, e->name, e->loader_id, applied);
         cmr_class_loaded_t msg = {
             .agent_id = a->agent_id,
             .instance_id = a->instance_id,
@@ -486,6 +531,7 @@ static void ship_classes(control_t *c)
             .cause = e->cause,
             .request_id = e->request_id,
             .bytecode = {e->bytes, e->len},
+            .applied_digest = {cached ? applied : NULL, cached ? sizeof applied : 0},
         };
         char err[256];
         if (c->in_flight == 0)
@@ -567,6 +613,12 @@ static void *control_main(void *arg)
         if (c->consumer) {
             poll_commands(c, 20);
             report_refusals(c, now);
+        }
+        if (a->grants_revert && ensure_env(c)) {
+            cmr_agent_revert_cached(a, c->env);
+            a->grants_revert = false;
+            if (a->mode == CMR_MODE_FULL)
+                a->grants_on = true; /* for the environment the CMR named */
         }
         if (a->mode == CMR_MODE_FULL) {
             check_connection(c, now);

@@ -70,14 +70,70 @@ int64_t cmr_agent_loader_id(jvmtiEnv *jvmti, jobject loader)
 
 /* --- event callbacks -------------------------------------------------------------------- */
 
+/* --- the cache of instrumented classes ------------------------------------------------------ */
+
+static pthread_mutex_t cache_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void log_cache_refusal(const char *name, cmr_grant_verdict_t why)
+{
+    static cmr_log_limiter_t limiter;
+    unsigned long long suppressed = 0;
+    pthread_mutex_lock(&cache_log_lock);
+    bool allow = cmr_log_allow(&limiter, 5, &suppressed);
+    pthread_mutex_unlock(&cache_log_lock);
+    if (!allow)
+        return;
+    char ename[256];
+    cmr_log(CMR_LOG_WARN, "agent.cache_refused",
+            "class=\"%s\" reason=%s suppressed=%llu action=\"the cached file is not used; the class loads its original "
+            "bytes and the CMR instruments it\"",
+            cmr_log_escape(name, ename, sizeof ename), cmr_grant_verdict_name(why), suppressed);
+}
+
+bool cmr_agent_serve_cached(cmr_agent_t *a, jvmtiEnv *jvmti, const char *name, const uint8_t digest[32], jint *new_len,
+                            unsigned char **new_data, uint8_t applied[32])
+{
+    /* Only once the JVM is live: instrumented bytes call cmr/agent/Probe, which the
+     * bootstrap loader cannot load while the JVM is still starting (a JDK class such as
+     * java/lang/Thread, whose start() carries a hand-off probe, served then would end the
+     * JVM with NoClassDefFoundError). Classes loaded before VMInit get their original bytes
+     * and are redefined as without the cache. */
+    if (!a->grants || !a->grants_on || !atomic_load(&a->live))
+        return false;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    cmr_grant_t g;
+    cmr_grant_verdict_t why;
+    cmr_grant_lookup_t r = cmr_grant_store_lookup(a->grants, name, digest, cmr_wall_ms(), &bytes, &len, &g, &why);
+    if (r == CMR_GRANT_LOOKUP_REFUSED)
+        log_cache_refusal(name, why);
+    if (r != CMR_GRANT_LOOKUP_HIT)
+        return false;
+    unsigned char *out = NULL;
+    if (len > INT32_MAX ||
+        cmr_agent_check((*jvmti)->Allocate(jvmti, (jlong)len, &out), "Allocate (a cached class)") != JVMTI_ERROR_NONE) {
+        free(bytes);
+        return false;
+    }
+    memcpy(out, bytes, len);
+    free(bytes);
+    *new_data = out;
+    *new_len = (jint)len;
+    memcpy(applied, g.instrumented_digest, sizeof g.instrumented_digest);
+    char ename[256];
+    cmr_log(CMR_LOG_DEBUG, "agent.cache_applied", "class=\"%s\" revision=%lld bytes=%zu",
+            cmr_log_escape(name, ename, sizeof ename), (long long)g.revision, len);
+    return true;
+}
+
 static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass class_being_redefined, jobject loader,
                                        const char *name, jobject protection_domain, jint len, const unsigned char *data,
                                        jint *new_len, unsigned char **new_data)
 {
     (void)env;
     (void)protection_domain;
-    (void)new_len;
-    (void)new_data; /* never set: the JVM always gets the original bytes */
+    /* new_data is set only with instrumented bytes from the grant cache, verified here
+     * (cmr_agent_serve_cached); otherwise the JVM gets the original bytes */
     cmr_agent_t *a = cmr_agent_self;
     int mode = a->mode;
     if (!name || mode == CMR_MODE_NO_ENVIRONMENT || mode == CMR_MODE_STOPPED || len <= 0)
@@ -89,16 +145,35 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
     if (loader_id < 0)
         return;
     if (class_being_redefined) {
-        /* Our own RedefineClasses, or a RetransformClasses asked for to capture bytes. */
-        cmr_agent_capture_hook(a, name, loader_id, data, (size_t)len);
+        /* Our own RedefineClasses, or a RetransformClasses asked for to capture bytes: a
+         * class that ran cached bytes keeps them (the JVM hands over the original bytes) */
+        uint8_t applied[CMR_TRUST_DIGEST_BYTES];
+        if (cmr_agent_capture_hook(a, name, loader_id, data, (size_t)len) &&
+            cmr_class_cache_applied_of(a->classes, name, loader_id, applied)) {
+            uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+            cmr_trust_digest(data, (size_t)len, digest);
+            if (!cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied))
+                cmr_class_cache_set_applied(a->classes, name, loader_id, NULL);
+        }
     } else {
         /* XXH3 finds the class in caches; the BLAKE2b digest is what a signed Redefine must
          * name to be applied to it (docs/SECURITY.md) */
         uint64_t hash = cmr_class_hash(data, (size_t)len);
         uint8_t digest[CMR_TRUST_DIGEST_BYTES];
         cmr_trust_digest(data, (size_t)len, digest);
+        uint8_t applied[CMR_TRUST_DIGEST_BYTES];
+        bool cached = cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied);
         cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
         cmr_class_cache_offer(a->classes, name, loader_id, hash, digest, data, (size_t)len, cause, t0);
+        if (cached) {
+            cmr_class_cache_set_applied(a->classes, name, loader_id, applied);
+            uint64_t ns = (uint64_t)(cmr_mono_ns() - t0);
+            a->cache_load_hits++;
+            a->cache_hit_ns_total += ns;
+            uint64_t max = atomic_load(&a->cache_hit_ns_max);
+            while (ns > max && !atomic_compare_exchange_weak(&a->cache_hit_ns_max, &max, ns))
+                ;
+        }
     }
     a->hook_ns_total += (uint64_t)(cmr_mono_ns() - t0);
     a->hook_calls++;
@@ -195,6 +270,21 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
             (unsigned long long)a->commands_failed, (unsigned long long)a->trust_counts[CMR_TRUST_OK],
             (unsigned long long)refused);
     cmr_agent_log_redefine_latency(a);
+    if (a->grants) {
+        cmr_grant_store_stats_t gs;
+        cmr_grant_store_stats(a->grants, &gs);
+        /* load_hits: classes instrumented as they loaded; hit_hook_us_*: the whole load-hook
+         * call of such a class (hashing, lookup, reading and verifying its file, copy) */
+        uint64_t lh = a->cache_load_hits;
+        cmr_log(CMR_LOG_INFO, "agent.cache_stats",
+                "hits=%llu load_hits=%llu hit_hook_us_avg=%.1f hit_hook_us_max=%.1f hit_hook_ms_total=%.1f misses=%llu "
+                "refused=%llu written=%llu write_failures=%llu evicted=%llu files=%zu bytes=%zu",
+                (unsigned long long)gs.hits, (unsigned long long)lh,
+                lh ? (double)a->cache_hit_ns_total / (double)lh / 1e3 : 0.0, (double)a->cache_hit_ns_max / 1e3,
+                (double)a->cache_hit_ns_total / 1e6, (unsigned long long)gs.misses, (unsigned long long)gs.refused,
+                (unsigned long long)gs.written, (unsigned long long)gs.write_failures, (unsigned long long)gs.evicted,
+                gs.files, gs.bytes);
+    }
 }
 
 /* --- set-up ----------------------------------------------------------------------------- */
@@ -283,6 +373,7 @@ static void agent_free(cmr_agent_t *a)
     if (!a)
         return;
     cmr_conf_destroy(a->conf);
+    cmr_grant_store_close(a->grants);
     cmr_verifier_free(a->verifier);
     cmr_u64map_free(&a->instrumented_classes);
     for (size_t i = 0; i < a->addresses.count; i++)
@@ -314,6 +405,39 @@ static int trust_setup(cmr_agent_t *a)
     else
         cmr_log(CMR_LOG_INFO, "agent.trusted_keys", "keys=%d", n);
     return 0;
+}
+
+/* The cache of instrumented classes (agent.cache.dir): opened, and its index read, here in
+ * OnLoad, before the application loads a class. Its grants are used for agent.environment,
+ * or else for the environment the CMR gave the previous run of this agent name; without
+ * either, only once the CMR has configured the agent. A directory that cannot be used is
+ * logged and the agent runs without the cache. */
+static void grants_setup(cmr_agent_t *a)
+{
+    const cmr_agent_settings_t *st = &a->settings;
+    if (!st->cache_dir[0] || !a->verifier || cmr_verifier_key_count(a->verifier) == 0)
+        return;
+    cmr_grant_store_recorded_environment(st->cache_dir, st->name, a->recorded_environment,
+                                         sizeof a->recorded_environment);
+    const char *env = st->environment[0] ? st->environment : a->recorded_environment;
+    char err[600], eerr[800], edir[1200], eenv[300];
+    a->grants = cmr_grant_store_open(st->cache_dir, env, a->verifier, (size_t)st->cache_max_bytes,
+                                     (size_t)st->cache_max_files, err, sizeof err);
+    if (!a->grants) {
+        cmr_log(CMR_LOG_ERROR, "agent.cache_unusable",
+                "error=\"%s\" action=\"no cache of instrumented classes: classes are instrumented by redefinition\"",
+                cmr_log_escape(err, eerr, sizeof eerr));
+        return;
+    }
+    a->grants_on = true;
+    cmr_grant_store_stats_t gs;
+    cmr_grant_store_stats(a->grants, &gs);
+    cmr_log(CMR_LOG_INFO, "agent.cache_opened", "dir=\"%s\" environment=\"%s\" from=%s files=%zu bytes=%zu",
+            cmr_log_escape(st->cache_dir, edir, sizeof edir), cmr_log_escape(env, eenv, sizeof eenv),
+            st->environment[0] ? "agent.environment"
+            : env[0]           ? "previous_run"
+                               : "none",
+            gs.files, gs.bytes);
 }
 
 /* Common to OnLoad and OnAttach. Returns JNI_OK when the JVM should go on (with or
@@ -374,6 +498,7 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
     a->classes = cmr_class_cache_new((size_t)a->settings.class_buffer_bytes);
     a->rings = cmr_probe_rings_new(a);
     a->diags = cmr_agent_diags_new();
+    grants_setup(a);
     char jar[4096];
     const char *jar_opt = cmr_conf_get(a->conf, "agent.probe.jar", NULL);
     if (jar_opt)

@@ -53,6 +53,16 @@ static const cmr_conf_key_t agent_keys[] = {
      "how often the agent reports its status while configured (0: only when its state changes)"},
     {"agent.shutdown.flush.ms", "3000",
      "how long the JVM's exit may wait for the last events (500 when the CMR does not answer)"},
+    {"agent.cache.dir", NULL,
+     "directory of the cache of instrumented classes (class grants signed by the CMR, docs/AGENT.md): a restarted JVM "
+     "of the same environment gets them at load time, without redefinition; created with mode 0700, refused when "
+     "others may use it; unset: no cache"},
+    {"agent.cache.max.bytes", "67108864", "largest total size of the cache's files (64 MiB); the oldest go first"},
+    {"agent.cache.max.files", "20000", "most files in the cache; the oldest go first"},
+    {"agent.environment", NULL,
+     "the environment id whose cached classes this JVM may use before the CMR configures it (default: the one the CMR "
+     "gave the previous run of this agent name, recorded in agent.cache.dir); a different answer from the CMR "
+     "restores the original bytes"},
     {"trust.keys", NULL,
      "the CMR's public key files (`cmr-config keygen`), one or two (rotation) separated by ':'; commands are "
      "accepted only when signed by one of them, none at all without it"},
@@ -290,10 +300,25 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         cmr_conf_get_int(conf, "agent.stall.threshold.ms", 10000, 0, 86400000, &out->stall_threshold_ms, errbuf,
                          errlen) ||
         cmr_conf_get_int(conf, "agent.status.interval.ms", 30000, 0, 86400000, &out->status_interval_ms, errbuf,
-                         errlen))
+                         errlen) ||
+        cmr_conf_get_int(conf, "agent.cache.max.bytes", 64 << 20, 0, INT64_C(1) << 40, &out->cache_max_bytes, errbuf,
+                         errlen) ||
+        cmr_conf_get_int(conf, "agent.cache.max.files", 20000, 0, 10000000, &out->cache_max_files, errbuf, errlen))
         return -1;
     if (parse_trust_keys(conf, out, errbuf, errlen) != 0)
         return -1;
+    const char *cache_dir = cmr_conf_get(conf, "agent.cache.dir", NULL);
+    const char *environment = cmr_conf_get(conf, "agent.environment", NULL);
+    if ((cache_dir && strlen(cache_dir) >= sizeof out->cache_dir) ||
+        (environment && strlen(environment) >= sizeof out->environment)) {
+        ERRF("%s: agent.cache.dir (at most %zu characters) or agent.environment (at most %zu) too long",
+             cmr_conf_origin(conf, cache_dir && strlen(cache_dir) >= sizeof out->cache_dir ? "agent.cache.dir"
+                                                                                           : "agent.environment"),
+             sizeof out->cache_dir - 1, sizeof out->environment - 1);
+        return -1;
+    }
+    snprintf(out->cache_dir, sizeof out->cache_dir, "%s", cache_dir ? cache_dir : "");
+    snprintf(out->environment, sizeof out->environment, "%s", environment ? environment : "");
     const char *level = cmr_conf_get(conf, "log.level", "info");
     if (cmr_log_level_parse(level) < 0) {
         char shown[300];

@@ -20,6 +20,8 @@ typedef struct reg_entry {
     int64_t loaded_ns;
     void *handle;
     cmr_class_digests_t digests;
+    bool has_applied; /* instrumented bytes from the grant cache run (grant_store.h) */
+    uint8_t applied[CMR_TRUST_DIGEST_BYTES];
 } reg_entry_t;
 
 struct cmr_class_cache {
@@ -220,6 +222,49 @@ int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visi
         const char *rname = reg_key_name(key, klen, &loader_id);
         const reg_entry_t *r = val;
         if (strcmp(rname, name) == 0)
+            rc = fn(rname, loader_id, r->hash, &r->digests, r->handle, opaque);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void cmr_class_cache_set_applied(cmr_class_cache_t *c, const char *name, int64_t loader_id,
+                                 const uint8_t digest[CMR_TRUST_DIGEST_BYTES])
+{
+    pthread_mutex_lock(&c->lock);
+    reg_entry_t *r = reg_find(c, name, loader_id, digest != NULL);
+    if (r) {
+        r->has_applied = digest != NULL;
+        if (digest)
+            memcpy(r->applied, digest, CMR_TRUST_DIGEST_BYTES);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+bool cmr_class_cache_applied_of(cmr_class_cache_t *c, const char *name, int64_t loader_id,
+                                uint8_t out[CMR_TRUST_DIGEST_BYTES])
+{
+    pthread_mutex_lock(&c->lock);
+    reg_entry_t *r = reg_find(c, name, loader_id, false);
+    bool has = r && r->has_applied;
+    if (has)
+        memcpy(out, r->applied, CMR_TRUST_DIGEST_BYTES);
+    pthread_mutex_unlock(&c->lock);
+    return has;
+}
+
+int cmr_class_cache_visit_applied(cmr_class_cache_t *c, cmr_class_visit_fn *fn, void *opaque)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    size_t it = 0, klen;
+    const void *key;
+    void *val;
+    while (rc == 0 && cmr_map_next(&c->reg, &it, &key, &klen, &val)) {
+        int64_t loader_id;
+        const char *rname = reg_key_name(key, klen, &loader_id);
+        const reg_entry_t *r = val;
+        if (r->has_applied)
             rc = fn(rname, loader_id, r->hash, &r->digests, r->handle, opaque);
     }
     pthread_mutex_unlock(&c->lock);

@@ -144,4 +144,15 @@ bool cmr_class_cache_digest_of(cmr_class_cache_t *cache, const char *name, int64
                                uint8_t out[CMR_TRUST_DIGEST_BYTES]);
 size_t cmr_class_cache_registered(cmr_class_cache_t *cache);
 
+/* --- classes running instrumented bytes from the grant cache (grant_store.h) ------------ */
+/* Records that (name, loader) runs instrumented bytes with this BLAKE2b-256 digest, applied
+ * by the load hook from the cache; NULL: it no longer does (redefined, restored). */
+void cmr_class_cache_set_applied(cmr_class_cache_t *cache, const char *name, int64_t loader_id,
+                                 const uint8_t digest[CMR_TRUST_DIGEST_BYTES]);
+/* The digest of the cached bytes (name, loader) runs; false when it runs none. */
+bool cmr_class_cache_applied_of(cmr_class_cache_t *cache, const char *name, int64_t loader_id,
+                                uint8_t out[CMR_TRUST_DIGEST_BYTES]);
+/* Calls fn for every class that runs cached bytes (under the mutex, like _visit). */
+int cmr_class_cache_visit_applied(cmr_class_cache_t *cache, cmr_class_visit_fn *fn, void *opaque);
+
 #endif

@@ -64,6 +64,7 @@
 #include "cmr/clock.h"
 #include "cmr/command.h"
 #include "cmr/diagnoses.h"
+#include "cmr/grant.h"
 #include "cmr/ids.h"
 #include "cmr/instr_budget.h"
 #include "cmr/instr_cache.h"
@@ -146,6 +147,8 @@ typedef struct worker {
     cmr_log_limiter_t mismatch_limit; /* of their log lines */
     cmr_signer_t *signer;             /* owned: signs every command */
     int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
+    int64_t grant_lifetime_ms;        /* of class grants (trust.grant.lifetime.ms); 0: none sent */
+    _Atomic uint64_t cached_at_agent; /* Redefines not sent: the agent runs those bytes from its cache */
     int replaying;                    /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
     cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
@@ -401,10 +404,38 @@ static void diag_scope(const cmr_diagnosis_t *diag, const uint8_t *bytes, size_t
     };
 }
 
+/* The class grant for instrumented bytes (cmr/grant.h): what lets the next JVM of the
+ * environment run them from its cache at load time. Into out; false when none is made
+ * (grants off, or the ids do not fit a grant: the Redefine goes without one). */
+static bool make_grant(worker_t *w, const char *env_id, int64_t revision, const char *name,
+                       const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const cmr_instr_built_t *b, cmr_buf_t *out)
+{
+    char err[256];
+    if (w->grant_lifetime_ms <= 0 || !env_id || !*env_id)
+        return false;
+    if (cmr_grant_sign(w->signer, env_id, revision, name, digest, b->bytes, b->len, w->grant_lifetime_ms, out, err,
+                       sizeof err) == 0)
+        return true;
+    cmr_log(CMR_LOG_DEBUG, "instr.grant_not_made", "class=%s error=\"%s\"", name, err);
+    return false;
+}
+
+/* Whether the agent runs exactly these bytes already, from its cache of class grants
+ * (ClassLoaded.applied_digest): then no Redefine is needed. */
+static bool agent_runs(const cmr_bytes_t *applied, const cmr_instr_built_t *b)
+{
+    if (!applied || applied->len != CMR_TRUST_DIGEST_BYTES)
+        return false;
+    uint8_t d[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(b->bytes, b->len, d);
+    return memcmp(d, applied->data, sizeof d) == 0;
+}
+
 static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
                              uint64_t hash, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
                              const cmr_instr_decision_t *d, const cmr_instr_decision_t *env_d,
-                             const cmr_diagnosis_t *diag, int64_t revision, uint64_t *sig)
+                             const cmr_diagnosis_t *diag, const char *env_id, int64_t revision,
+                             const cmr_bytes_t *applied, uint64_t *sig)
 {
     if (w->replaying)
         return 0;
@@ -421,7 +452,7 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
             cmr_instr_built_free(&b);
         *sig = cmr_instr_decision_signature(meta, env_d);
         return *sig ? send_instrumented(w, agent, instance, loader, name, hash, bytes, len, meta, env_d, env_d, NULL,
-                                        revision, sig)
+                                        env_id, revision, applied, sig)
                     : 0;
     }
     if (!built) {
@@ -434,6 +465,11 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
         cmr_log(CMR_LOG_INFO, "instr.class_refused", "class=%s agent=%016" PRIx64 " refused=%zu", name, agent,
                 b.n_refused);
         *sig = 0;
+    } else if (!diag && agent_runs(applied, &b)) {
+        w->cached_at_agent++;
+        rc = send_method_entries(w, meta, &b);
+        cmr_log(CMR_LOG_DEBUG, "instr.cached_at_agent", "class=%s agent=%016" PRIx64 " methods=%zu", name, agent,
+                b.n_methods);
     } else if (command_topic(w, instance, topic, sizeof topic) == 0) {
         uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* binds the new bytes to these original ones */
         cmr_trust_digest(bytes, len, digest);
@@ -448,11 +484,15 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
                             .original_digest = {digest, sizeof digest}};
         r.methods.items = b.methods;
         r.methods.count = b.n_methods;
+        cmr_buf_t grant = {0};
         if (diag) {
             diag_scope(diag, bytes, len, meta, env_d, &scope, &restore);
             r.diagnosis = &scope;
+        } else if (make_grant(w, env_id, revision, name, digest, &b, &grant)) {
+            r.grant = (cmr_bytes_t){grant.data, grant.len};
         }
         rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
+        cmr_buf_free(&grant);
         if (rc == 0)
             rc = send_method_entries(w, meta, &b);
         if (rc == 0)
@@ -526,7 +566,7 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
     } else if (sig != 0 && have == 1) {
         cmr_instr_cache_pin(w->cache, rec->hash);
         rc = send_instrumented(w, t->agent, t->instance, loader, name, rec->hash, bytes.data, bytes.len, &meta, &d,
-                               &env_d, diag, t->revision, &sig);
+                               &env_d, diag, t->env_id, t->revision, NULL, &sig);
         rec->signature = sig;
         rec->resend = 0;
     } else if (sig != 0) {
@@ -646,7 +686,29 @@ static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t 
             w->hash_mismatch, suppressed);
 }
 
-/* Handles one ClassLoaded inside the current unit. */
+/* A Redefine with the original bytes (bound to themselves): instrumentation removed. */
+static int send_original(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
+                         uint64_t hash, const uint8_t *bytes, size_t len, int64_t revision)
+{
+    char topic[CMR_TOPIC_NAME_MAX];
+    if (w->replaying || command_topic(w, instance, topic, sizeof topic) != 0)
+        return 0;
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(bytes, len, digest);
+    cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, 0, 3),
+                        .agent_id = (int64_t)agent,
+                        .class_name = (char *)name,
+                        .loader_id = loader,
+                        .class_hash = (int64_t)hash,
+                        .original = true,
+                        .revision = revision,
+                        .bytecode = {(uint8_t *)bytes, len},
+                        .original_digest = {digest, sizeof digest}};
+    int rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
+    w->originals += rc == 0;
+    return rc;
+}
+
 /* Bytes that name the probe class (a constant-pool entry, so it appears as is): bytes the
  * CMR made, handed back by a JVM, never original bytes of an application class. The
  * probe class itself is the agent's own and needs nothing either. */
@@ -656,6 +718,7 @@ static bool calls_probes(const cmr_class_loaded_t *cl)
     return memmem(cl->bytecode.data, cl->bytecode.len, probe, sizeof probe - 1) != NULL;
 }
 
+/* Handles one ClassLoaded inside the current unit. */
 static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition)
 {
     uint64_t agent = (uint64_t)cl->agent_id;
@@ -724,7 +787,12 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
                                            cl->cause == CMR_CLASS_RESEND /* asked for: needed */);
     if (rc == 0 && sig != 0)
         rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
-                               cl->bytecode.len, &meta, &d, &env_d, diag, revision, &sig);
+                               cl->bytecode.len, &meta, &d, &env_d, diag, cl->environment_id, revision,
+                               &cl->applied_digest, &sig);
+    else if (rc == 0 && cl->applied_digest.len > 0)
+        /* the agent runs cached instrumented bytes the environment no longer wants */
+        rc = send_original(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
+                           cl->bytecode.len, revision);
     if (rc == 0) {
         rec.hash = hash;
         rec.signature = sig;
@@ -1498,6 +1566,9 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (cmr_conf_get_bool(conf, "instrumenter.sync", false, &b, err, errlen) != 0)
         return -1;
     sync = b;
+    if (cmr_conf_get_int(conf, "trust.grant.lifetime.ms", 604800000, 0, CMR_GRANT_MAX_LIFETIME_MS,
+                         &w->grant_lifetime_ms, err, errlen) != 0)
+        return -1;
     const char *path = cmr_conf_get(conf, "instrumenter.db", "/var/lib/cmr/instrumenter");
     w->cache = cmr_instr_cache_open(path, (uint64_t)budget, (int)sync, err, errlen);
     if (!w->cache)
@@ -1637,6 +1708,9 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_resends_total", "counter", "BytecodeResend commands sent", atomic_load(&w->resends)},
         {"cmr_instrumenter_restores_total", "counter", "Redefine commands restoring original bytes",
          atomic_load(&w->originals)},
+        {"cmr_instrumenter_cached_at_agent_total", "counter",
+         "Redefines not sent: the agent already runs those instrumented bytes (its cache of instrumented classes)",
+         atomic_load(&w->cached_at_agent)},
         {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
         {"cmr_instrumenter_budget_removed_total", "counter",
@@ -1747,9 +1821,10 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
             "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64
-            " class_records_lost=%" PRIu64 " resyncs=%" PRIu64,
+            " class_records_lost=%" PRIu64 " resyncs=%" PRIu64 " cached_at_agent=%" PRIu64,
             atomic_load(&w.classes), atomic_load(&w.redefines), atomic_load(&w.resends), atomic_load(&w.originals),
-            atomic_load(&w.hash_mismatch), atomic_load(&w.records_lost), atomic_load(&w.resyncs));
+            atomic_load(&w.hash_mismatch), atomic_load(&w.records_lost), atomic_load(&w.resyncs),
+            atomic_load(&w.cached_at_agent));
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     budget_free(&w.budget);

@@ -36,6 +36,10 @@ static const cmr_conf_key_t keys[] = {
      "'cmr-config keygen --dir DIR', docs/SECURITY.md)"},
     {"trust.command.lifetime.ms", "600000",
      "how long a signed command stays valid after it is issued (1000 .. 3600000; agents refuse longer)"},
+    {"trust.grant.lifetime.ms", "604800000",
+     "how long a class grant stays valid (7 days; at most 30): sent with every Redefine of an environment's "
+     "instrumentation, it lets a restarted JVM of the environment take those bytes from its agent's cache at load "
+     "time (docs/SECURITY.md, 'Class grants'); 0 sends none"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_METRICS_TOKEN_FILE,

@@ -97,3 +97,8 @@ void cmr_signer_sign(const cmr_signer_t *s, const char *target_instance, int64_t
     crypto_sign_detached(env->signature, NULL, msg.data, msg.len, s->sk);
     cmr_buf_free(&msg);
 }
+
+int trust_sign_detached(const cmr_signer_t *s, const void *msg, size_t len, uint8_t sig[CMR_TRUST_SIGNATURE_BYTES])
+{
+    return crypto_sign_detached(sig, NULL, msg, len, s->sk);
+}

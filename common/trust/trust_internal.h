@@ -25,4 +25,10 @@ int trust_read_key_file(const char *path, bool secret, cmr_buf_t *out, char *err
  * the payload's digest. */
 void trust_signed_bytes(const cmr_envelope_t *env, const void *payload, size_t payload_len, cmr_buf_t *out);
 
+/* Signs msg with the signer's secret key (grant.c). 0 or -1. */
+int trust_sign_detached(const cmr_signer_t *s, const void *msg, size_t len, uint8_t sig[CMR_TRUST_SIGNATURE_BYTES]);
+/* The pinned public key with this id, or NULL. Reads the verifier's key table only: safe
+ * from any thread once the keys are pinned. */
+const uint8_t *trust_verifier_pinned(const cmr_verifier_t *v, const char *key_id);
+
 #endif

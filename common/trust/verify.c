@@ -167,6 +167,12 @@ static const pinned_key_t *find_key(const cmr_verifier_t *v, const char *key_id)
     return NULL;
 }
 
+const uint8_t *trust_verifier_pinned(const cmr_verifier_t *v, const char *key_id)
+{
+    const pinned_key_t *k = v ? find_key(v, key_id) : NULL;
+    return k ? k->pk : NULL;
+}
+
 static cmr_trust_verdict_t check(cmr_verifier_t *v, const cmr_envelope_t *env, const void *payload, size_t payload_len,
                                  int64_t now_ms)
 {

@@ -123,7 +123,7 @@ static const cmr_field_desc_t class_loaded_fields[] = {
     FIELD(cmr_class_loaded_t, class_name, STRING),      FIELD(cmr_class_loaded_t, loader_id, LONG),
     FIELD(cmr_class_loaded_t, loader_name, OPT_STRING), FIELD(cmr_class_loaded_t, class_hash, LONG),
     ENUM(cmr_class_loaded_t, cause, class_causes),      FIELD(cmr_class_loaded_t, request_id, LONG),
-    FIELD(cmr_class_loaded_t, bytecode, BYTES),
+    FIELD(cmr_class_loaded_t, bytecode, BYTES),         FIELD(cmr_class_loaded_t, applied_digest, BYTES),
 };
 static const cmr_record_desc_t class_loaded_desc = {"ClassLoaded", sizeof(cmr_class_loaded_t), class_loaded_fields,
                                                     TABLE(class_loaded_fields)};
@@ -183,6 +183,7 @@ static const cmr_field_desc_t redefine_fields[] = {
     FIELD(cmr_redefine_t, original_digest, BYTES),
     SUB(cmr_redefine_t, methods, RECORDS, instrumented_method_desc),
     SUB(cmr_redefine_t, diagnosis, OPT_RECORD, diagnosis_scope_desc),
+    FIELD(cmr_redefine_t, grant, BYTES),
 };
 static const cmr_record_desc_t redefine_desc = {"Redefine", sizeof(cmr_redefine_t), redefine_fields,
                                                 TABLE(redefine_fields)};

@@ -21,9 +21,13 @@
  *     an envelope for another instance, a signed Redefine for other original bytes
  *     (DIGEST_MISMATCH); without a pinned key no command at all is accepted; a bad key
  *     file is an error that leaves the JVM running; an agent name with a newline cannot
- *     forge a log line.
+ *     forge a log line;
+ *   - the cache of instrumented classes: a restart runs the cached bytes from the load hook;
+ *     another environment's JVM does not; a class the JVM cannot give its original bytes
+ *     back to (RetransformClasses fails) is retried once, logged, and reported with the
+ *     bytes it runs.
  *
-  * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS
+  * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS WORK_V3_CLASS
  * (CMR_TEST_FILTER=PATTERN runs only the tests whose name matches, e.g. "*forged*")
  */
 #include <setjmp.h>
@@ -39,18 +43,20 @@
 #include <unistd.h>
 
 #include "agent_probes.h"
+#include "grant_store.h"
 #include "broker_proc.h"
 #include "cmr/buf.h"
 #include "cmr/classfile.h"
 #include "cmr/clock.h"
 #include "cmr/event.h"
+#include "cmr/grant.h"
 #include "cmr/histogram.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr_peer.h"
 #include "jvm_proc.h"
 
-static const char *broker_bin, *java_bin, *agent_so, *classpath, *greeter_v2_path;
+static const char *broker_bin, *java_bin, *agent_so, *classpath, *greeter_v2_path, *work_v3_path;
 static broker_proc_t broker;
 static cmr_peer_t peer;
 
@@ -1342,6 +1348,247 @@ static size_t results_of(agent_run_t *r, int64_t request_id)
 
 /* Every way an attacker who can write cmr.cmd.<instance> might try to make the JVM run its
  * class: all refused before any handler, counted, and the class keeps its behaviour. */
+/* --- the cache of instrumented classes (class grants) ------------------------------------------ */
+
+typedef struct new_registration {
+    const char *name;
+    const char *const *seen; /* instances of earlier runs of that name */
+    int nseen;
+} new_registration_t;
+
+static bool new_registration_of(const cmr_msg_t *m, const void *ud)
+{
+    const new_registration_t *n = ud;
+    if (m->type != CMR_MSG_AGENT_REGISTRATION || strcmp(m->u.registration.agent_name, n->name) != 0)
+        return false;
+    for (int i = 0; i < n->nseen; i++)
+        if (strcmp(m->u.registration.instance_id, n->seen[i]) == 0)
+            return false;
+    return true;
+}
+
+/* Starts a JVM of agent `name` (the same name as earlier runs: a restart) and waits for
+ * the registration of this run. */
+static void agent_restart(agent_run_t *r, const char *name, const char *options, const char *const *seen, int nseen)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    char agentpath[2048];
+    snprintf(agentpath, sizeof agentpath, "-agentpath:%s=bootstrap=%s,name=%s,%s,%s", agent_so, broker.bootstrap, name,
+             peer.trust_option, options);
+    const char *argv[] = {java_bin, "-Xshare:auto", agentpath, "-cp", classpath, "AgentTestApp", NULL};
+    assert_int_equal(jvm_proc_start(&r->jvm, argv), 0);
+    assert_int_equal(jvm_proc_expect(&r->jvm, "ready", NULL, 0, 30000), 0);
+    new_registration_t n = {name, seen, nseen};
+    const cmr_record_t *reg = cmr_peer_wait(&peer, CMR_MSG_AGENT_REGISTRATION, new_registration_of, &n, 0, 90000);
+    assert_non_null(reg);
+    snprintf(r->instance, sizeof r->instance, "%s", reg->msg.u.registration.instance_id);
+    snprintf(r->hostname, sizeof r->hostname, "%s", reg->msg.u.registration.hostname);
+    r->agent_id = (int64_t)cmr_agent_id(r->name, r->hostname, r->instance);
+}
+
+static void agent_configure_env(agent_run_t *r, const char *env)
+{
+    cmr_agent_configuration_t cfg = {
+        .instance_id = r->instance,
+        .agent_id = r->agent_id,
+        .environment_id = (char *)env,
+        .environment_name = (char *)env,
+        .revision = 1,
+        .strategy = {.send_interval_ms = 5, .max_batch_events = 2048, .metric_interval_ms = 10000},
+    };
+    assert_int_equal(cmr_peer_command(&peer, r->instance, CMR_MSG_AGENT_CONFIGURATION, &cfg), 0);
+    status_match_t sm = {r->instance, CMR_AGENT_FULL};
+    assert_non_null(cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, status_of, &sm, 0, 30000));
+}
+
+/* Runs demo.Work.call 10 times and returns the events of that method that arrive. */
+static uint64_t work_events(agent_run_t *r, uint64_t call_id, uint64_t want)
+{
+    char line[128];
+    jvm_proc_send(&r->jvm, "work 1 10");
+    assert_int_equal(jvm_proc_expect(&r->jvm, "work:", line, sizeof line, 30000), 0);
+    event_tally_t t = {0};
+    for (int i = 0; i < (want ? 100 : 15); i++) {
+        cmr_peer_poll(&peer, 100);
+        tally_events(r, call_id, &t);
+        if (want && t.events >= want)
+            break;
+    }
+    assert_int_equal(t.bad, 0);
+    return t.events;
+}
+
+static size_t redefine_results_of(agent_run_t *r)
+{
+    return cmr_peer_count(&peer, CMR_MSG_REDEFINE_RESULT, cmr_peer_of_instance, r->instance);
+}
+
+static void test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm(void **state)
+{
+    (void)state;
+    char tmp[64] = "/tmp/cmr-agent-cache-XXXXXX", opts[256], name[64], other[300], rm[128];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(opts, sizeof opts, "agent.cache.dir=%s/cache", tmp);
+    uint8_t raw[4];
+    char hex[9];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "cache-%s", hex);
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+    const char *seen[4];
+
+    /* 1. the first JVM: demo.Work is redefined with a grant, which the agent caches */
+    agent_run_t r;
+    agent_restart(&r, name, opts, seen, 0);
+    seen[0] = strdup(r.instance);
+    agent_configure_env(&r, "cache-env");
+    load_classes(&r, "demo.Work");
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, 0);
+    cf_instrument_result res;
+    cf_error cerr;
+    assert_int_equal(cf_instrument_class(work->bytecode.data, work->bytecode.len, &agent_sequence_probe, only_call,
+                                         NULL, &res, &cerr),
+                     CF_OK);
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES], instrumented_digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_redefine_t cmd = redefine_cmd(&r, 1, "demo/Work", work->loader_id, work->class_hash, &work->bytecode, digest,
+                                      res.bytes, res.len, false);
+    cmr_buf_t grant = {0};
+    char err[256];
+    assert_int_equal(cmr_grant_sign(peer.signer, "cache-env", 1, "demo/Work", digest, res.bytes, res.len, 86400000,
+                                    &grant, err, sizeof err),
+                     0);
+    cmd.grant = (cmr_bytes_t){grant.data, grant.len};
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_REDEFINE, &cmd), 0);
+    assert_int_equal(wait_result(&r, 1)->status, CMR_COMMAND_APPLIED);
+    cmr_trust_digest(res.bytes, res.len, instrumented_digest);
+    assert_true(work_events(&r, call_id, 40) >= 40);
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_stats hits=0"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "written=1 "));
+    agent_done(&r);
+
+    /* 2. a restart of that JVM: demo.Work loads (before the CMR answers) with its
+     * instrumented bytes from the cache, and no command at all is sent to it */
+    agent_restart(&r, name, opts, seen, 1);
+    seen[1] = strdup(r.instance);
+    load_classes(&r, "demo.Work");
+    agent_configure_env(&r, "cache-env");
+    work = wait_class(&r, "demo/Work", CMR_CLASS_LOADED_BEFORE_REGISTRATION, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, CMR_TRUST_DIGEST_BYTES);
+    assert_memory_equal(work->applied_digest.data, instrumented_digest, CMR_TRUST_DIGEST_BYTES);
+    assert_true(work_events(&r, call_id, 40) >= 40); /* the probes of the cached bytes run */
+    assert_int_equal(redefine_results_of(&r), 0);    /* no RedefineClasses was asked for */
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_opened"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "from=previous_run"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_stats hits=1 "));
+    agent_done(&r);
+
+    /* 3. a JVM of another environment with the same cache does not use it */
+    agent_run_t o;
+    snprintf(other, sizeof other, "%s,agent.environment=other-env", opts);
+    agent_start(&o, "cache-other", other);
+    load_classes(&o, "demo.Work");
+    agent_configure_env(&o, "other-env");
+    work = wait_class(&o, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, 0);
+    assert_int_equal(work_events(&o, call_id, 0), 0);
+    agent_exit(&o);
+    assert_true(jvm_proc_stderr_has(&o.jvm, "event=agent.cache_stats hits=0 "));
+    agent_done(&o);
+
+    /* 4. a restart the CMR then puts in another environment: the class served from the
+     * cache gets its original bytes back before it is reported */
+    agent_restart(&r, name, opts, seen, 2);
+    load_classes(&r, "demo.Work");
+    agent_configure_env(&r, "moved-env");
+    work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, 0);
+    assert_int_equal(work_events(&r, call_id, 0), 0);
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_environment_changed"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_reverted classes=1 restored=1 failed=0"));
+    agent_done(&r);
+
+    cmr_buf_free(&grant);
+    cf_instrument_result_free(&res);
+    free((void *)seen[0]);
+    free((void *)seen[1]);
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    assert_int_equal(system(rm), 0);
+}
+
+/* A class served from the cache that the JVM cannot give its original bytes back to when
+ * the CMR names another environment (here the cached bytes have one more method, which
+ * RetransformClasses cannot delete): the batch is retried class by class once, the
+ * failure is logged with the class and the JVMTI error (agent.cache_revert_failed), and the
+ * class is reported with the bytes it really runs (ClassLoaded.applied_digest), so that the
+ * CMR's Redefine replaces them. The cache is written by this process as a previous run
+ * would have left it. */
+static void test_failed_revert_of_cached_class_is_reported(void **state)
+{
+    (void)state;
+    char tmp[64] = "/tmp/cmr-agent-revert-XXXXXX", dir[128], opts[256], name[64], path[1100], err[256], hex[9], rm[128];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(dir, sizeof dir, "%s/cache", tmp);
+    snprintf(opts, sizeof opts, "agent.cache.dir=%s", dir);
+    uint8_t raw[4];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    snprintf(name, sizeof name, "revert-%s", hex);
+    snprintf(path, sizeof path, "%s/demo/Work.class", classpath);
+    size_t orig_len = 0, v3_len = 0;
+    uint8_t *orig = read_file(path, &orig_len), *v3 = read_file(work_v3_path, &v3_len);
+    assert_non_null(orig);
+    assert_non_null(v3);
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES], v3_digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(orig, orig_len, digest);
+    cmr_trust_digest(v3, v3_len, v3_digest);
+
+    cmr_verifier_t *v = cmr_verifier_new("instance", NULL);
+    assert_non_null(v);
+    assert_int_equal(cmr_verifier_add_key_file(v, peer.public_key, err, sizeof err), 0);
+    cmr_grant_store_t *store = cmr_grant_store_open(dir, "revert-env", v, 1 << 20, 100, err, sizeof err);
+    assert_non_null(store);
+    cmr_buf_t grant = {0};
+    assert_int_equal(cmr_grant_sign(peer.signer, "revert-env", 1, "demo/Work", digest, v3, v3_len, 86400000, &grant,
+                                    err, sizeof err),
+                     0);
+    assert_int_equal(
+        cmr_grant_store_put(store, grant.data, grant.len, digest, v3, v3_len, cmr_wall_ms(), err, sizeof err), 0);
+    assert_int_equal(cmr_grant_store_record_environment(store, name, "revert-env", err, sizeof err), 0);
+    cmr_grant_store_close(store);
+    cmr_verifier_free(v);
+
+    agent_run_t r;
+    agent_restart(&r, name, opts, NULL, 0);
+    load_classes(&r, "demo.Work"); /* its cached bytes, v3 */
+    agent_configure_env(&r, "moved-env");
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, CMR_TRUST_DIGEST_BYTES);
+    assert_memory_equal(work->applied_digest.data, v3_digest, CMR_TRUST_DIGEST_BYTES);
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_stats hits=1 "));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_revert_failed class=\"demo/Work\""));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "retry_error=JVMTI_ERROR_UNSUPPORTED_REDEFINITION_METHOD_DELETED"));
+    assert_true(
+        jvm_proc_stderr_has(&r.jvm, "event=agent.cache_reverted classes=1 restored=0 failed=1 retried_one_by_one=1"));
+    agent_done(&r);
+
+    cmr_buf_free(&grant);
+    free(orig);
+    free(v3);
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    assert_int_equal(system(rm), 0);
+}
+
 static void test_forged_commands_are_refused(void **state)
 {
     (void)state;
@@ -1505,8 +1752,8 @@ static int teardown(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS\n", argv[0]);
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS WORK_V3_CLASS\n", argv[0]);
         return 2;
     }
     broker_bin = argv[1];
@@ -1514,6 +1761,7 @@ int main(int argc, char **argv)
     agent_so = argv[3];
     classpath = argv[4];
     greeter_v2_path = argv[5];
+    work_v3_path = argv[6];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_options_leave_the_jvm_running),
         cmocka_unit_test(test_handshake_processes_classes_loaded_before_it),
@@ -1521,6 +1769,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_redefine_resend_and_failures),
         cmocka_unit_test(test_resend_all_sends_every_class_again),
         cmocka_unit_test(test_forged_commands_are_refused),
+        cmocka_unit_test(test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm),
+        cmocka_unit_test(test_failed_revert_of_cached_class_is_reported),
         cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
         cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),

@@ -13,6 +13,11 @@
  *     (agent.redefine_latency classes=N, N > 0);
  *   - the probes of those classes fired and their events reached cmr.events (the topic
  *     cmr-ingest reads): EventBatches of that agent, read back from the topic.
+ * Then the agent's cache of instrumented classes (agent.cache.dir) with the same workers: a
+ * JVM of 2 s caches its granted Redefines; its restart (same agent name and directory, the
+ * environment taken from the previous run) gets those classes instrumented at load
+ * (agent.cache_stats load_hits, none refused), the instrumenter sends no Redefine for them
+ * (instr.stopped cached_at_agent) and the probes' events reach cmr.events.
  * Skipped (77) where /usr/share/java/h2.jar is missing (Debian's libh2-java).
  *
  * Usage: test_e2e_short_jvm BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH
@@ -23,6 +28,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,26 +166,37 @@ static uint64_t events_on_topic(int64_t agent_id, int64_t since_ms, int timeout_
 static jvm_proc_t jvm; /* the JVM of the test, cleaned up by teardown when an assertion fails */
 static bool jvm_started;
 
-/* Runs ShortJob for 1,000 ms in a JVM with the agent named short-<random> (in `name`) and
- * waits for its end; its result line in `out`. */
-static void run_short_jvm(jvm_proc_t *j, char *name, size_t name_len, char *out, size_t out_len)
+/* Runs ShortJob for run_ms ms in a JVM with the agent named `name` (short-<random> when
+ * name is "" on entry) and the agent options `extra` (",key=value..." or "") and waits for its
+ * end; its result line in `out`. */
+static void run_short_jvm_opts(jvm_proc_t *j, char *name, size_t name_len, const char *extra, const char *run_ms,
+                               char *out, size_t out_len)
 {
     char agentpath[2048], cp[2048], hex[9];
-    uint8_t raw[4];
-    cmr_random_bytes(raw, sizeof raw);
-    cmr_hex(raw, sizeof raw, hex);
-    assert_true(snprintf(name, name_len, "short-%s", hex) < (int)name_len);
+    if (!name[0]) {
+        uint8_t raw[4];
+        cmr_random_bytes(raw, sizeof raw);
+        cmr_hex(raw, sizeof raw, hex);
+        assert_true(snprintf(name, name_len, "short-%s", hex) < (int)name_len);
+    }
     /* kafka.fetch.wait.max.ms=5: the embedded broker answers a fetch only when that wait
      * expires (librdkafka's default, 500 ms, would delay every command by up to that; a
      * real broker answers as soon as a command arrives) */
-    assert_true(FITS(agentpath, "-agentpath:%s=bootstrap=%s,name=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5", agent_so,
-                     broker.bootstrap, name, trust_pub));
+    assert_true(FITS(agentpath, "-agentpath:%s=bootstrap=%s,name=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5%s",
+                     agent_so, broker.bootstrap, name, trust_pub, extra));
     assert_true(FITS(cp, "%s:%s", classpath, H2_JAR));
-    const char *argv[] = {java_bin, agentpath, "-cp", cp, "ShortJob", "1000", NULL};
+    const char *argv[] = {java_bin, agentpath, "-cp", cp, "ShortJob", run_ms, NULL};
     assert_int_equal(jvm_proc_start(j, argv), 0);
     jvm_started = true;
     assert_int_equal(jvm_proc_expect(j, "shortjob:", out, out_len, 60000), 0);
     assert_int_equal(jvm_proc_wait(j, 60000), 0);
+}
+
+/* ShortJob for 1,000 ms, the agent named short-<random> (in `name`). */
+static void run_short_jvm(jvm_proc_t *j, char *name, size_t name_len, char *out, size_t out_len)
+{
+    name[0] = 0;
+    run_short_jvm_opts(j, name, name_len, "", "1000", out, out_len);
 }
 
 static void test_one_second_jvm_is_monitored(void **state)
@@ -221,6 +238,79 @@ static void test_one_second_jvm_is_monitored(void **state)
     uint64_t events = events_on_topic((int64_t)cmr_agent_id(name, host, instance), started_ms, 30000);
     fprintf(stderr, "# events on cmr.events from the JVM: %" PRIu64 "\n", events);
     assert_true(events > 0);
+}
+
+/* The agent's cache of instrumented classes with the real workers: a JVM with
+ * agent.cache.dir gets its org.h2 classes redefined with grants and keeps them; a restart
+ * of the same agent name (its environment from the previous run, recorded in the
+ * directory) gets them instrumented at load: served from the cache (agent.cache_stats
+ * load_hits), the instrumenter sends no Redefine for them (instr.stopped cached_at_agent)
+ * and their probes' events reach cmr.events. Last of the group: it stops the instrumenter
+ * to read its counters. */
+static void test_restarted_jvm_uses_cache(void **state)
+{
+    (void)state;
+    char name[64], out[256] = "", cache_opt[400], hex[9];
+    uint8_t raw[4];
+    cmr_random_bytes(raw, sizeof raw);
+    cmr_hex(raw, sizeof raw, hex);
+    assert_true(FITS(name, "short-cache-%s", hex));
+    assert_true(FITS(cache_opt, ",agent.cache.dir=%s/cache", workdir));
+    bool ready = false;
+    for (int waited = 0; waited < 60000 && !ready; waited += 100) {
+        ready = jvm_proc_stderr_has(&instr_worker, "instr.partitions_assigned") &&
+                jvm_proc_stderr_has(&config_worker, "partitions_assigned");
+        if (!ready)
+            usleep(100 * 1000);
+    }
+    assert_true(ready);
+
+    /* the first JVM: 2 s, time for the Redefines of the classes loaded early */
+    jvm_proc_t *j = &jvm;
+    run_short_jvm_opts(j, name, sizeof name, cache_opt, "2000", out, sizeof out);
+    long long redefined1 = stderr_value(j, "event=agent.redefine_latency", "classes");
+    long long written = stderr_value(j, "event=agent.cache_stats", "written");
+    fprintf(stderr, "# first JVM: %s | %lld classes redefined, %lld grants written\n", out, redefined1, written);
+    print_line(j, "event=agent.cache_stats");
+    assert_true(redefined1 > 0);
+    assert_true(written > 0);
+    jvm_proc_cleanup(j);
+    jvm_started = false;
+
+    /* its restart: same name, same directory */
+    int64_t started_ms = cmr_wall_ms() - 1000;
+    run_short_jvm_opts(j, name, sizeof name, cache_opt, "1000", out, sizeof out);
+    char source[64] = "";
+    assert_true(stderr_text(j, "event=agent.cache_opened", "from", source, sizeof source));
+    long long load_hits = stderr_value(j, "event=agent.cache_stats", "load_hits");
+    long long refused = stderr_value(j, "event=agent.cache_stats", "refused");
+    long long redefined2 = stderr_value(j, "event=agent.redefine_latency", "classes");
+    fprintf(stderr,
+            "# restarted JVM: %s | environment from %s, %lld classes instrumented at load from the cache, %lld "
+            "refused, %lld still redefined\n",
+            out, source, load_hits, refused, redefined2 < 0 ? 0 : redefined2);
+    print_line(j, "event=agent.cache_stats");
+    print_line(j, "event=agent.redefine_latency");
+    assert_string_equal(source, "previous_run");
+    assert_true(load_hits > 0);
+    assert_int_equal(refused, 0);
+    /* the classes the first JVM had redefined load instrumented: none of them waits for a
+     * Redefine again (those still redefined are ones the first JVM had not got to) */
+    assert_true(load_hits >= written / 2);
+
+    char instance[64], host[256];
+    assert_true(stderr_text(j, "event=agent.started", "instance", instance, sizeof instance));
+    assert_true(stderr_text(j, "event=agent.started", "host", host, sizeof host));
+    uint64_t events = events_on_topic((int64_t)cmr_agent_id(name, host, instance), started_ms, 30000);
+    fprintf(stderr, "# events on cmr.events from the restarted JVM: %" PRIu64 "\n", events);
+    assert_true(events > 0);
+
+    /* the instrumenter saw the applied digests and sent no Redefine for those classes */
+    kill(instr_worker.pid, SIGTERM);
+    assert_int_equal(jvm_proc_wait(&instr_worker, 30000), 0);
+    long long cached_at_agent = stderr_value(&instr_worker, "event=instr.stopped", "cached_at_agent");
+    print_line(&instr_worker, "event=instr.stopped");
+    assert_true(cached_at_agent > 0);
 }
 
 static int setup(void **state)
@@ -287,6 +377,7 @@ int main(int argc, char **argv)
     classpath = argv[6];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_second_jvm_is_monitored),
+        cmocka_unit_test(test_restarted_jvm_uses_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -262,6 +262,7 @@ typedef struct cmr_class_loaded {
     cmr_class_cause_t cause;
     int64_t request_id;
     cmr_bytes_t bytecode;
+    cmr_bytes_t applied_digest; /* BLAKE2b-256 of instrumented bytes applied from the agent's cache; empty: none */
 } cmr_class_loaded_t;
 
 /* cmr.cmd.<instance id> */
@@ -296,6 +297,7 @@ typedef struct cmr_redefine {
         size_t count;
     } methods;
     struct cmr_diagnosis_scope *diagnosis; /* optional: the bytes carry a diagnosis' probes */
+    cmr_bytes_t grant;                     /* an encoded class grant (cmr/grant.h); empty: none */
 } cmr_redefine_t;
 
 /* cmr.agent-events */
