@@ -209,11 +209,13 @@ bool cmr_class_cache_knows(cmr_class_cache_t *c, const char *name, int64_t loade
     return knows;
 }
 
-int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visit_fn *fn, void *opaque)
+/* Calls fn, under the mutex, for every registered class named `name` (NULL:
+ * every class with instrumented bytes from the cache in effect); stops at fn's first
+ * non-zero value. The loader is part of the key: every entry is walked (commands are rare). */
+static int visit_where(cmr_class_cache_t *c, const char *name, cmr_class_visit_fn *fn, void *opaque)
 {
     int rc = 0;
     pthread_mutex_lock(&c->lock);
-    /* The loader is part of the key: walk every entry (commands are rare). */
     size_t it = 0, klen;
     const void *key;
     void *val;
@@ -221,11 +223,16 @@ int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visi
         int64_t loader_id;
         const char *rname = reg_key_name(key, klen, &loader_id);
         const reg_entry_t *r = val;
-        if (strcmp(rname, name) == 0)
+        if (name ? strcmp(rname, name) == 0 : r->has_applied)
             rc = fn(rname, loader_id, r->hash, &r->digests, r->handle, opaque);
     }
     pthread_mutex_unlock(&c->lock);
     return rc;
+}
+
+int cmr_class_cache_visit(cmr_class_cache_t *c, const char *name, cmr_class_visit_fn *fn, void *opaque)
+{
+    return visit_where(c, name, fn, opaque);
 }
 
 void cmr_class_cache_set_applied(cmr_class_cache_t *c, const char *name, int64_t loader_id,
@@ -255,20 +262,7 @@ bool cmr_class_cache_applied_of(cmr_class_cache_t *c, const char *name, int64_t 
 
 int cmr_class_cache_visit_applied(cmr_class_cache_t *c, cmr_class_visit_fn *fn, void *opaque)
 {
-    int rc = 0;
-    pthread_mutex_lock(&c->lock);
-    size_t it = 0, klen;
-    const void *key;
-    void *val;
-    while (rc == 0 && cmr_map_next(&c->reg, &it, &key, &klen, &val)) {
-        int64_t loader_id;
-        const char *rname = reg_key_name(key, klen, &loader_id);
-        const reg_entry_t *r = val;
-        if (r->has_applied)
-            rc = fn(rname, loader_id, r->hash, &r->digests, r->handle, opaque);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return rc;
+    return visit_where(c, NULL, fn, opaque);
 }
 
 bool cmr_class_cache_hash_of(cmr_class_cache_t *c, const char *name, int64_t loader_id, uint64_t *hash)

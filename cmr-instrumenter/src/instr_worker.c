@@ -527,6 +527,29 @@ typedef struct target {
     int64_t revision;
 } target_t;
 
+/* A Redefine with the original bytes (bound to themselves): instrumentation removed. */
+static int send_original(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
+                         uint64_t hash, const uint8_t *bytes, size_t len, int64_t revision)
+{
+    char topic[CMR_TOPIC_NAME_MAX];
+    if (w->replaying || command_topic(w, instance, topic, sizeof topic) != 0)
+        return 0;
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(bytes, len, digest);
+    cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, 0, 3),
+                        .agent_id = (int64_t)agent,
+                        .class_name = (char *)name,
+                        .loader_id = loader,
+                        .class_hash = (int64_t)hash,
+                        .original = true,
+                        .revision = revision,
+                        .bytecode = {(uint8_t *)bytes, len},
+                        .original_digest = {digest, sizeof digest}};
+    int rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
+    w->originals += rc == 0;
+    return rc;
+}
+
 /* Brings one cached class of an agent in line with its environment. */
 static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char *name, cmr_instr_class_rec_t *rec)
 {
@@ -577,20 +600,8 @@ static int reconcile(worker_t *w, const target_t *t, int64_t loader, const char 
             w->resends += rc == 0;
         }
         rec->resend = !w->replaying;
-    } else if (have == 1 && command_topic(w, t->instance, topic, sizeof topic) == 0) {
-        uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* the original bytes, bound to themselves */
-        cmr_trust_digest(bytes.data, bytes.len, digest);
-        cmr_redefine_t r = {.request_id = request_id(t->agent, loader, name, rec->hash, 0, 3),
-                            .agent_id = (int64_t)t->agent,
-                            .class_name = (char *)name,
-                            .loader_id = loader,
-                            .class_hash = (int64_t)rec->hash,
-                            .original = true,
-                            .revision = t->revision,
-                            .bytecode = {bytes.data, bytes.len},
-                            .original_digest = {digest, sizeof digest}};
-        rc = send_msg(w, CMR_MSG_REDEFINE, &r, t->instance, topic);
-        w->originals += rc == 0;
+    } else if (have == 1) {
+        rc = send_original(w, t->agent, t->instance, loader, name, rec->hash, bytes.data, bytes.len, t->revision);
         rec->signature = 0;
         rec->resend = 0;
     } else {
@@ -684,29 +695,6 @@ static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t 
             cmr_log_escape(cl->class_name, name, sizeof name), (uint64_t)cl->agent_id,
             cmr_log_escape(cl->instance_id, instance, sizeof instance), (uint64_t)cl->class_hash, computed,
             w->hash_mismatch, suppressed);
-}
-
-/* A Redefine with the original bytes (bound to themselves): instrumentation removed. */
-static int send_original(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
-                         uint64_t hash, const uint8_t *bytes, size_t len, int64_t revision)
-{
-    char topic[CMR_TOPIC_NAME_MAX];
-    if (w->replaying || command_topic(w, instance, topic, sizeof topic) != 0)
-        return 0;
-    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
-    cmr_trust_digest(bytes, len, digest);
-    cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, 0, 3),
-                        .agent_id = (int64_t)agent,
-                        .class_name = (char *)name,
-                        .loader_id = loader,
-                        .class_hash = (int64_t)hash,
-                        .original = true,
-                        .revision = revision,
-                        .bytecode = {(uint8_t *)bytes, len},
-                        .original_digest = {digest, sizeof digest}};
-    int rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
-    w->originals += rc == 0;
-    return rc;
 }
 
 /* Bytes that name the probe class (a constant-pool entry, so it appears as is): bytes the
