@@ -185,8 +185,7 @@ static void send_traces(cmr_producer_t *p, traffic_t *tr, int from, int to)
             for (size_t i = 0; i < n; i++) {
                 for (int rep = 0; rep < (nth++ % 3 == 0 ? 2 : 1); rep++) {
                     int rc;
-                    while ((rc = cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[i], NULL, NULL, err, sizeof err)) ==
-                           CMR_SEND_QUEUE_FULL)
+                    while ((rc = cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err)) == CMR_SEND_QUEUE_FULL)
                         cmr_producer_flush(p, 100);
                     assert_int_equal(rc, CMR_SEND_OK);
                 }
@@ -211,7 +210,7 @@ static void send_bad(cmr_producer_t *p)
     cmr_event_batch_t *b;
     size_t n = synth_batches(&s, 10, &b);
     b[0].event_count = 5;
-    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[0], NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_send_batch(p, &b[0], NULL, err, sizeof err), CMR_SEND_OK);
     synth_batches_free(b, n);
     synth_seg_free(&s);
     const char *junk = "this is not avro";
@@ -268,7 +267,7 @@ static void build_reference(traffic_t *tr, const char *root)
             cmr_event_batch_t *b;
             size_t n = synth_batches(&tr->segs[k][j], 2, &b);
             for (size_t i = 0; i < n; i++)
-                assert_int_equal(cmr_ingest_engine_add(e, 0, &b[i], err, sizeof err), 1);
+                assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &b[i], err, sizeof err), 1);
             synth_batches_free(b, n);
         }
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
@@ -585,7 +584,7 @@ static void test_continuous_and_http(void **state)
     cmr_event_batch_t *b;
     size_t n = synth_batches(&s, 3, &b);
     assert_int_equal(n, 2);
-    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[0], NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_send_batch(p, &b[0], NULL, err, sizeof err), CMR_SEND_OK);
     assert_int_equal(cmr_producer_flush(p, 10000), 0);
     char hex[33], target[256], *body = NULL;
     cmr_hex(tid, 16, hex);
@@ -606,7 +605,7 @@ static void test_continuous_and_http(void **state)
     free(body);
     body = NULL;
     /* the rest arrives: completed */
-    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[1], NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_send_batch(p, &b[1], NULL, err, sizeof err), CMR_SEND_OK);
     assert_int_equal(cmr_producer_flush(p, 10000), 0);
     deadline = cp_mono_ms() + 60000;
     while (cp_mono_ms() < deadline) {

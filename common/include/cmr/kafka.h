@@ -95,6 +95,19 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
  * topic's metadata afterwards. 1 when it exists, 0 when not, -1 when the cluster did not
  * answer. Cheaper than cmr_admin_ensure_topic(), which opens a client of its own. */
 int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_ms);
+/* The partition count of `topic` as the cluster says it now (waiting up to timeout_ms),
+ * or -1 when it did not answer or does not know the topic. */
+int cmr_producer_partitions(cmr_producer_t *p, const char *topic, int timeout_ms);
+/* The partition librdkafka's default partitioner (consistent_random: CRC32 of the key)
+ * picks for a message with this key among `count` partitions: every client that keys a
+ * message this way, and cmr-ingest's assignment, agree on it. */
+int32_t cmr_producer_partition_of(const void *key, size_t key_len, int32_t count);
+/* As cmr_producer_send, to an explicit partition (the key is kept on the message). */
+int cmr_producer_send_to(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, int32_t partition, void *opaque,
+                         char *errbuf, size_t errlen);
+/* One segment batch (its events a block of their own) as an EventBatch message of its own,
+ * keyed by its trace id (tools and tests; the agent's publisher groups them). */
+int cmr_producer_send_batch(cmr_producer_t *p, const cmr_event_batch_t *b, void *opaque, char *errbuf, size_t errlen);
 /* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 
