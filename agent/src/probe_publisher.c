@@ -181,6 +181,7 @@ static void msg_send(publisher_t *p, cmr_segs_writer_t *w, int32_t part)
              : part >= 0  ? cmr_producer_send_to(a->producer, CMR_MSG_EVENT_BATCH, &m, part, tag, err, sizeof err)
                           : cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &m, NULL, tag, err, sizeof err);
     if (rc == CMR_SEND_OK) {
+        p->n.messages++;
         p->n.batches += w->segments;
         p->n.events_sent += w->events;
         p->n.event_bytes += m.segments.len;

@@ -370,8 +370,10 @@ void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], ui
 typedef struct cmr_ingest_engine cmr_ingest_engine_t;
 
 typedef struct cmr_ingest_stats {
+    uint64_t messages; /* EventBatch messages read (cmr_ingest_engine_add; not those to come again: -2) */
+    /* segment batches: applied, seen before, refused (and damaged messages, once each) */
     uint64_t batches, events, duplicates, rejected, flushes, traces_touched;
-    uint64_t event_bytes; /* of the applied batches' encoded events (cmr/event.h) */
+    uint64_t event_bytes; /* of the applied batches' encoded events as stored (cmr/event.h) */
     uint64_t methods, agents;
     uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
 } cmr_ingest_stats_t;
