@@ -303,6 +303,33 @@ static void test_split_and_join(void **state)
     cmr_segs_writer_free(&w2);
 }
 
+/* A segment batch without events (the last batch of a segment whose events went out
+ * before) comes out of a fresh reader as an empty block, maybe without a buffer: the
+ * plain decoder takes it (found by fuzz_event_decode under UBSan). */
+static void test_segment_without_events(void **state)
+{
+    (void)state;
+    cmr_event_batch_t b = {.thread_id = 3, .thread_name = "main", .segment_id = 9, .batch_seq = 2,
+                           .first_event_seq = 40, .last = true};
+    b.trace_id[0] = 1;
+    cmr_segs_writer_begin(&w, 42);
+    assert_int_equal(cmr_segs_writer_add(&w, &b, NULL, 0), 0);
+    cmr_event_msg_t m;
+    cmr_segs_writer_msg(&w, &m);
+    cmr_segs_reader_t *r = calloc(1, sizeof *r); /* fresh: no buffers yet */
+    assert_non_null(r);
+    cmr_segs_reader_init(r, &m);
+    cmr_event_batch_t got;
+    assert_int_equal(cmr_segs_reader_next(r, &got), 1);
+    assert_int_equal(got.event_count, 0);
+    assert_true(got.last);
+    char err[128];
+    assert_int_equal(cmr_events_check(got.packed_events.data, got.packed_events.len, 0, err, sizeof err), 0);
+    assert_int_equal(cmr_segs_reader_next(r, &got), 0);
+    cmr_segs_reader_free(r);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_damaged_messages),
         cmocka_unit_test(test_small_traces_are_small),
         cmocka_unit_test(test_split_and_join),
+        cmocka_unit_test(test_segment_without_events),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cmr_segs_writer_free(&w);

@@ -170,7 +170,7 @@ int cmr_events_pack(cmr_events_encoder_t *enc, const uint8_t *records, uint32_t 
 void cmr_events_decoder_init(cmr_events_decoder_t *d, const uint8_t *p, size_t len, uint32_t count)
 {
     d->p = p;
-    d->end = p + len;
+    d->end = len ? p + len : p; /* an empty block may have no buffer (NULL + 0 is undefined) */
     d->left = count;
     d->dict_n = 0;
     d->depth = 0;
