@@ -189,11 +189,11 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
             a->instance_id, (long long)(cmr_mono_ms() - t0), (unsigned long long)calls,
             (unsigned long long)(calls ? a->hook_ns_total / calls : 0), (double)a->hook_ns_total / 1e6,
             (unsigned long long)cs.seen, (unsigned long long)cs.sent, (unsigned long long)ps.recorded,
-            (unsigned long long)ps.dropped, (unsigned long long)ps.messages, (unsigned long long)ps.batches, (unsigned long long)ps.events_sent,
-            (unsigned long long)ps.event_bytes, (unsigned long long)ps.traces_dropped,
-            (unsigned long long)ps.calls_not_recorded, (unsigned long long)a->commands_applied,
-            (unsigned long long)a->commands_failed, (unsigned long long)a->trust_counts[CMR_TRUST_OK],
-            (unsigned long long)refused);
+            (unsigned long long)ps.dropped, (unsigned long long)ps.messages, (unsigned long long)ps.batches,
+            (unsigned long long)ps.events_sent, (unsigned long long)ps.event_bytes,
+            (unsigned long long)ps.traces_dropped, (unsigned long long)ps.calls_not_recorded,
+            (unsigned long long)a->commands_applied, (unsigned long long)a->commands_failed,
+            (unsigned long long)a->trust_counts[CMR_TRUST_OK], (unsigned long long)refused);
     cmr_agent_log_redefine_latency(a);
 }
 

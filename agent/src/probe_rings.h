@@ -122,8 +122,8 @@ typedef struct cmr_ring {
 } cmr_ring_t;
 
 typedef struct cmr_probe_stats {
-    uint64_t recorded;                 /* events drained from rings */
-    uint64_t dropped;                  /* events lost: ring full, or the producer refused the batch */
+    uint64_t recorded;    /* events drained from rings */
+    uint64_t dropped;     /* events lost: ring full, or the producer refused the batch */
     uint64_t messages;    /* EventBatch messages queued */
     uint64_t batches;     /* segment batches in them */
     uint64_t events_sent; /* events in them */

@@ -367,7 +367,7 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
         keep_first(err, errlen, one, index++);
     }
     e->stats.messages++; /* read for good (after -2 it comes again, and counts then) */
-    if (rc < 0) { /* what came before the damage was whole and stays applied */
+    if (rc < 0) {        /* what came before the damage was whole and stays applied */
         e->stats.rejected++;
         snprintf(err, errlen, "%s", r->error);
         return -1;

@@ -255,12 +255,10 @@ static void log_stats(worker_t *w)
     cmr_ingest_engine_stats(w->engine, &s);
     cmr_log(CMR_LOG_INFO, "ingest.stats",
             "messages=%" PRIu64 " batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64
-            " rejected=%" PRIu64
-            " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64 " agents=%" PRIu64
-            " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
+            " rejected=%" PRIu64 " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64
+            " agents=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
             s.messages, s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes,
-            s.methods,
-            s.agents, w->first_record_ms, w->last_commit_ms);
+            s.methods, s.agents, w->first_record_ms, w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);

@@ -309,8 +309,8 @@ static void test_split_and_join(void **state)
 static void test_segment_without_events(void **state)
 {
     (void)state;
-    cmr_event_batch_t b = {.thread_id = 3, .thread_name = "main", .segment_id = 9, .batch_seq = 2,
-                           .first_event_seq = 40, .last = true};
+    cmr_event_batch_t b = {
+        .thread_id = 3, .thread_name = "main", .segment_id = 9, .batch_seq = 2, .first_event_seq = 40, .last = true};
     b.trace_id[0] = 1;
     cmr_segs_writer_begin(&w, 42);
     assert_int_equal(cmr_segs_writer_add(&w, &b, NULL, 0), 0);

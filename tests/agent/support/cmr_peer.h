@@ -32,9 +32,9 @@ typedef struct cmr_peer {
     struct cmr_peer_split {
         cmr_event_batch_t *v; /* one message's batches (cmr_segs_split) */
         size_t n;
-    } *splits;
+    } * splits;
     size_t nsplits, splits_cap;
-    size_t bad_event_msgs; /* EventBatch messages that did not split (corrupt): reported on stderr */
+    size_t bad_event_msgs;  /* EventBatch messages that did not split (corrupt): reported on stderr */
     char key_dir[64];       /* the peer's keys, removed by cmr_peer_stop */
     char public_key[128];   /* key_dir/cmr.pub: what the agents pin */
     char trust_option[160]; /* "trust.keys=<public_key>" for agent options */
