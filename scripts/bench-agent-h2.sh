@@ -115,10 +115,18 @@ for jdk in "${jdks[@]}"; do
             echo "$ms" >> "$work/times"
             ev=$(grep -o 'events_recorded=[0-9]* events_dropped=[0-9]*' "$work/jvm.log" || echo "events_recorded=- events_dropped=-")
             applied=$(grep -o 'commands_applied=[0-9]*' "$work/jvm.log" || echo "commands_applied=-")
-            # what the events cost on the wire: encoded bytes per call (an enter and an exit)
-            # and events per EventBatch message
-            ev="$ev $(sed -n 's/.*event_batches=\([0-9]*\) events_sent=\([0-9]*\) event_bytes=\([0-9]*\).*/\1 \2 \3/p' \
-                "$work/jvm.log" | awk '$2 > 0 {printf "bytes_per_call=%.2f events_per_message=%.0f", 2 * $3 / $2, $2 / $1}')"
+            # what the events cost on the wire: encoded bytes per call (an enter and an exit;
+            # an agent with several segments per message counts their segment headers too),
+            # events and segment batches per EventBatch message (an agent without
+            # event_messages sent one segment batch per message)
+            ev="$ev $(grep 'event=agent.stopped' "$work/jvm.log" | tr ' ' '\n' | awk -F= '
+                {v[$1] = $2}
+                END {
+                    m = ("event_messages" in v) ? v["event_messages"] : v["event_batches"]
+                    if (v["events_sent"] > 0 && m > 0)
+                        printf "bytes_per_call=%.2f events_per_message=%.0f segments_per_message=%.1f",
+                               2 * v["event_bytes"] / v["events_sent"], v["events_sent"] / m, v["event_batches"] / m
+                }')"
             removed=$(( $(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true) - removed_before ))
             ratio=$([ -n "$base_ms" ] && awk -v a="$ms" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
             printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s %s %s budget_removed=%d\n' "$ver" "$mode" "$r" "$ms" \

@@ -261,29 +261,36 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         break;
     }
     case CMR_MSG_EVENT_BATCH: {
-        cmr_event_batch_t *m = &out->u.event_batch;
-        m->agent_id = agent;
-        m->thread_id = 31;
-        m->thread_name = DUP("http-nio-8080-exec-3");
-        m->segment_id = 77;
-        cmr_random_bytes(m->trace_id, 16);
-        m->event_count = 4;
-        m->last = true;
-
+        /* two segment batches of one trace: a request thread's root call that handed the
+         * context to a pool thread (FORK, event 2), and the pool thread's segment */
+        cmr_event_msg_t *m = &out->u.event_batch;
         uint64_t outer = (uint64_t)sample_method_id();
         uint64_t inner = cmr_method_id("com/acme/shop/PriceService", "total", "(Lcom/acme/shop/Cart;)J");
         uint64_t t0 = (uint64_t)cmr_wall_ms() * 1000000ULL;
-        cmr_event_t evs[4] = {{outer, t0, CMR_EVENT_ENTER, 1},
-                              {inner, t0 + 1200, CMR_EVENT_ENTER, 2},
-                              {inner, t0 + 850000, CMR_EVENT_EXIT, 2},
-                              {outer, t0 + 910000, CMR_EVENT_EXIT, 1}};
-        uint8_t rec[4 * CMR_EVENT_RECORD_SIZE];
-        for (int i = 0; i < 4; i++)
+        cmr_event_t evs[7] = {{outer, t0, CMR_EVENT_ENTER, 1},         {inner, t0 + 1200, CMR_EVENT_ENTER, 2},
+                              {0, t0 + 1300, CMR_EVENT_FORK, 0},       {inner, t0 + 850000, CMR_EVENT_EXIT, 2},
+                              {outer, t0 + 910000, CMR_EVENT_EXIT, 1}, {inner, t0 + 2000, CMR_EVENT_ENTER, 1},
+                              {inner, t0 + 400000, CMR_EVENT_EXIT, 1}};
+        uint8_t rec[7 * CMR_EVENT_RECORD_SIZE];
+        for (int i = 0; i < 7; i++)
             cmr_event_write(rec, (size_t)i, &evs[i]);
-        static cmr_events_encoder_t enc;
-        m->packed_events.data = malloc(4 * CMR_EVENTS_MAX_ENCODED);
-        if (m->packed_events.data)
-            cmr_events_pack(&enc, rec, 4, m->packed_events.data, &m->packed_events.len);
+        cmr_event_batch_t seg[2] = {
+            {.thread_id = 31, .thread_name = "http-nio-8080-exec-3", .segment_id = 77, .last = true},
+            {.thread_id = 40, .thread_name = "pool-1-thread-2", .segment_id = 78, .last = true},
+        };
+        cmr_parent_link_t parent = {agent, 77, 2};
+        seg[1].parent = &parent;
+        cmr_random_bytes(seg[0].trace_id, 16);
+        memcpy(seg[1].trace_id, seg[0].trace_id, 16);
+        static cmr_segs_writer_t w; /* large: not on the stack */
+        cmr_segs_writer_begin(&w, agent);
+        if (cmr_segs_writer_add(&w, &seg[0], rec, 5) == 0 &&
+            cmr_segs_writer_add(&w, &seg[1], rec + 5 * CMR_EVENT_RECORD_SIZE, 2) == 0) {
+            cmr_segs_writer_msg(&w, m);
+            m->segments.data = w.out.data; /* taken from the writer: the message owns it */
+            w.out = (cmr_buf_t){0};
+        }
+        m->agent_id = agent;
         break;
     }
     case CMR_MSG_SIGNED_COMMAND: {

@@ -86,8 +86,8 @@ typedef struct outcome {
     /* what the agent's EventBatch messages on cmr.events hold, read back from the topic:
      * messages, events, their bytes (the Avro messages as Kafka takes them, before its
      * batch compression) and the bytes of the encoded events alone */
-    long long messages, events, bytes, packed;
-    double seconds; /* the run (warm-up and measured calls), all of it recorded */
+    long long messages, events, bytes, packed, segments; /* packed: the messages' `segments` bytes */
+    double seconds;                                      /* the run (warm-up and measured calls), all of it recorded */
     bool ok;
 } outcome_t;
 
@@ -112,7 +112,8 @@ static void wire_tally(int64_t agent_id, int64_t since_ms, outcome_t *out)
             out->messages++;
             out->events += m.u.event_batch.event_count;
             out->bytes += (long long)rec.len;
-            out->packed += (long long)m.u.event_batch.packed_events.len;
+            out->packed += (long long)m.u.event_batch.segments.len; /* segment headers and events */
+            out->segments += m.u.event_batch.segment_count;
         }
         cmr_msg_free(&m);
     }
@@ -288,8 +289,10 @@ static void report(const char *jdk, const char *mode, outcome_t o, double base)
                  (double)o.recorded / o.seconds / 1e6, o.dropped);
     if (o.events) /* a call is an enter and an exit */
         snprintf(events + strlen(events), sizeof events - strlen(events),
-                 "; on cmr.events %lld in %lld messages, %.2f bytes per call (events alone %.2f)", o.events, o.messages,
-                 2.0 * (double)o.bytes / (double)o.events, 2.0 * (double)o.packed / (double)o.events);
+                 "; on cmr.events %lld in %lld messages of %lld segment batches, %.2f bytes per call (segment headers "
+                 "and events alone %.2f)",
+                 o.events, o.messages, o.segments, 2.0 * (double)o.bytes / (double)o.events,
+                 2.0 * (double)o.packed / (double)o.events);
     if (base > 0 && strcmp(mode, "baseline") != 0)
         printf("| %s | %-10s | %8.2f | %8.2f | %s |\n", jdk, mode, o.ns, (o.ns - base) / depth, events);
     else

@@ -258,17 +258,17 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
         refused += v == CMR_TRUST_OK ? 0 : a->trust_counts[v];
     cmr_log(CMR_LOG_INFO, "agent.stopped",
             "instance=%s flush_ms=%lld hook_calls=%llu hook_ns_avg=%llu hook_ms_total=%.1f classes_seen=%llu "
-            "classes_sent=%llu events_recorded=%llu events_dropped=%llu event_batches=%llu events_sent=%llu "
-            "event_bytes=%llu traces_dropped=%llu calls_not_recorded=%llu "
+            "classes_sent=%llu events_recorded=%llu events_dropped=%llu event_messages=%llu event_batches=%llu "
+            "events_sent=%llu event_bytes=%llu traces_dropped=%llu calls_not_recorded=%llu "
             "commands_applied=%llu commands_failed=%llu commands_accepted=%llu commands_refused=%llu",
             a->instance_id, (long long)(cmr_mono_ms() - t0), (unsigned long long)calls,
             (unsigned long long)(calls ? a->hook_ns_total / calls : 0), (double)a->hook_ns_total / 1e6,
             (unsigned long long)cs.seen, (unsigned long long)cs.sent, (unsigned long long)ps.recorded,
-            (unsigned long long)ps.dropped, (unsigned long long)ps.batches, (unsigned long long)ps.events_sent,
-            (unsigned long long)ps.event_bytes, (unsigned long long)ps.traces_dropped,
-            (unsigned long long)ps.calls_not_recorded, (unsigned long long)a->commands_applied,
-            (unsigned long long)a->commands_failed, (unsigned long long)a->trust_counts[CMR_TRUST_OK],
-            (unsigned long long)refused);
+            (unsigned long long)ps.dropped, (unsigned long long)ps.messages, (unsigned long long)ps.batches,
+            (unsigned long long)ps.events_sent, (unsigned long long)ps.event_bytes,
+            (unsigned long long)ps.traces_dropped, (unsigned long long)ps.calls_not_recorded,
+            (unsigned long long)a->commands_applied, (unsigned long long)a->commands_failed,
+            (unsigned long long)a->trust_counts[CMR_TRUST_OK], (unsigned long long)refused);
     cmr_agent_log_redefine_latency(a);
     if (a->grants) {
         cmr_grant_store_stats_t gs;

@@ -6,6 +6,13 @@
  * ships them with the calls still running past the stall threshold as MetricBatch
  * messages once per metric interval (call_stacks.h keeps the threads' shadow stacks).
  *
+ * Messages: the segment batches a pass cuts go into one EventBatch message per partition
+ * of cmr.events (cmr_segs_writer, cmr/event.h: one method dictionary and clock base per
+ * message, compact segment headers), sent at the end of the pass or once a message is
+ * full; the partition is the one the producers' partitioner (kafka.partitioner) gives the trace id's
+ * key, set explicitly, so a trace's segments from every JVM meet in one partition. Until
+ * the partition count is known, each segment batch is a message of its own.
+ *
  * Segments: a thread's root invocation (call depth 1) starts a segment with a new trace
  * id; its events go out in batches while it runs (continuous sending: a long call is
  * visible before it ends), the batch that holds its final exit says last = true.
@@ -26,12 +33,18 @@
 #include "cmr/bytes.h"
 #include "cmr/event.h"
 #include "cmr/ids.h"
+#include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/topics.h"
 #include "metric_agg.h"
 #include "probe_rings.h"
 
 #define MAX_RINGS_PER_PASS 8192
-#define MAX_STALLED 64 /* stalled calls per MetricBatch; more are counted in a log line */
+#define MAX_STALLED 64              /* stalled calls per MetricBatch; more are counted in a log line */
+#define MAX_PARTITIONS 256          /* partitions of cmr.events one message each; more: one per segment */
+#define MSG_MAX_EVENTS 16384        /* events per EventBatch message at most */
+#define MSG_MAX_BYTES (256 * 1024)  /* its segments' bytes: sent once past this */
+#define PARTITIONS_REFRESH_MS 30000 /* how often the partition count is asked again */
 
 typedef struct publisher {
     cmr_agent_t *a;
@@ -51,11 +64,16 @@ typedef struct publisher {
     cmr_stalled_call_t stalled[MAX_STALLED];
     uint8_t stall_stacks[MAX_STALLED + 1][CMR_CS_STACK_BYTES]; /* the last one: scratch */
     cmr_log_limiter_t stall_log;
-    /* the batch being sent, in the compact encoding (cmr/event.h): encoder state and a
-     * buffer for the largest batch (batch_cap * CMR_EVENTS_MAX_ENCODED bytes), owned */
-    cmr_events_encoder_t enc;
-    uint8_t *packed;
-    size_t packed_cap;
+    /* the messages being built, one per partition of cmr.events (cmr_segs_writer: several
+     * segment batches, one dictionary and clock base), created on first use, owned; sent
+     * at the end of every pass or once full. partitions: the topic's partition count
+     * (0: not known yet, then every segment batch is a message of its own, keyed by its
+     * trace id for librdkafka's partitioner as before), refreshed every
+     * PARTITIONS_REFRESH_MS */
+    cmr_segs_writer_t *wr[MAX_PARTITIONS];
+    cmr_segs_writer_t *lone; /* a lone segment batch's message */
+    int32_t partitions;
+    int64_t partitions_ms;
     cmr_probe_stats_t n; /* counters of this pass, added to the rings' totals after it */
     cmr_log_limiter_t loss_log;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
@@ -137,23 +155,6 @@ static void data_chunk(cmr_ring_t *ring, const uint8_t *rec, uint32_t aux)
     }
 }
 
-/* Encodes the ring's batch into p->packed: its length, or -1 (out of memory). */
-static int64_t batch_pack(publisher_t *p, const cmr_ring_t *ring)
-{
-    size_t need = (size_t)ring->batch_count * CMR_EVENTS_MAX_ENCODED, len;
-    if (need > p->packed_cap) {
-        uint8_t *grown = realloc(p->packed, need);
-        if (!grown)
-            return -1;
-        p->packed = grown;
-        p->packed_cap = need;
-    }
-    /* the drain loop appends kinds 1-4 only, the ones the encoding has */
-    if (cmr_events_pack(&p->enc, ring->batch, ring->batch_count, p->packed, &len) != 0)
-        return -1;
-    return (int64_t)len;
-}
-
 /* What the open segment did not record (its LOSS record), on the batch being sent. */
 static void loss_take(cmr_ring_t *ring, cmr_event_batch_t *b)
 {
@@ -163,12 +164,107 @@ static void loss_take(cmr_ring_t *ring, cmr_event_batch_t *b)
     ring->loss_why = 0;
 }
 
+/* Sends the message of partition `part` (RD_KAFKA_PARTITION_UA: a single segment batch's,
+ * keyed for librdkafka's partitioner) and empties its writer. */
+static void msg_send(publisher_t *p, cmr_segs_writer_t *w, int32_t part)
+{
+    cmr_agent_t *a = p->a;
+    if (!w->segments)
+        return;
+    cmr_event_msg_t m;
+    cmr_segs_writer_msg(w, &m);
+    char err[256];
+    /* the delivery report counts the events of a message the cluster never took as
+     * dropped: an odd opaque value tells it apart from the class entries (pointers) */
+    void *tag = (void *)(((uintptr_t)w->events << 1) | 1);
+    int rc = !a->producer ? CMR_SEND_ERROR
+             : part >= 0  ? cmr_producer_send_to(a->producer, CMR_MSG_EVENT_BATCH, &m, part, tag, err, sizeof err)
+                          : cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &m, NULL, tag, err, sizeof err);
+    if (rc == CMR_SEND_OK) {
+        p->n.messages++;
+        p->n.batches += w->segments;
+        p->n.events_sent += w->events;
+        p->n.event_bytes += m.segments.len;
+    } else {
+        p->n.dropped += w->events;
+    }
+    cmr_segs_writer_begin(w, a->agent_id);
+}
+
+/* The partition of the trace's segments: the one the producers' partitioner
+ * (kafka.partitioner, as every producer and cmr-ingest's fan-out use it) maps its key (the
+ * trace id in hex, as cmr_msg_key writes it) to; -1 while the partition count is unknown,
+ * or with a partitioner that is not librdkafka's (each segment batch then goes alone,
+ * partitioned by the producer). */
+static int32_t trace_partition(const publisher_t *p, const uint8_t trace_id[16])
+{
+    if (p->partitions <= 0 || p->partitions > MAX_PARTITIONS)
+        return -1;
+    char key[33];
+    cmr_hex(trace_id, 16, key);
+    return cmr_key_partition(cmr_conf_get(p->a->conf, "kafka.partitioner", NULL), key, 32, p->partitions);
+}
+
+/* The writer of a partition's message (or of a lone segment batch: part -1), NULL out of
+ * memory. */
+static cmr_segs_writer_t *writer_of(publisher_t *p, int32_t part)
+{
+    cmr_segs_writer_t **slot = part < 0 || part >= MAX_PARTITIONS ? &p->lone : &p->wr[part];
+    if (!*slot && (*slot = calloc(1, sizeof **slot)))
+        cmr_segs_writer_begin(*slot, p->a->agent_id);
+    return *slot;
+}
+
+/* Adds the ring's batch to its partition's message (sending that first when the batch
+ * would take it past its bounds); counts its events as dropped when it cannot. */
+static void batch_route(publisher_t *p, const cmr_event_batch_t *b, const uint8_t *records, uint32_t count)
+{
+    int32_t part = trace_partition(p, b->trace_id);
+    cmr_segs_writer_t *w = writer_of(p, part);
+    if (!w) {
+        p->n.dropped += count;
+        return;
+    }
+    if (w->segments && (w->events + count > MSG_MAX_EVENTS || w->out.len >= MSG_MAX_BYTES))
+        msg_send(p, w, part);
+    if (cmr_segs_writer_add(w, b, records, count) != 0) { /* out of memory: the message is lost */
+        p->n.dropped += w->events + count;
+        cmr_segs_writer_begin(w, p->a->agent_id);
+        return;
+    }
+    if (part < 0)
+        msg_send(p, w, part);
+}
+
+/* Sends every partition's message of this pass. */
+static void msgs_flush(publisher_t *p)
+{
+    for (int32_t i = 0; i < MAX_PARTITIONS; i++)
+        if (p->wr[i])
+            msg_send(p, p->wr[i], i);
+}
+
+/* Asks the cluster for cmr.events' partition count now and then (the publisher's thread
+ * waits for the answer, never an application thread). A changed count takes effect for
+ * the next segment batches; until one is known, each is a message of its own. */
+static void partitions_refresh(publisher_t *p)
+{
+    int64_t now = cmr_mono_ms();
+    if (!p->a->producer || (p->partitions_ms && now - p->partitions_ms < PARTITIONS_REFRESH_MS))
+        return;
+    p->partitions_ms = now;
+    int n = cmr_producer_partitions(p->a->producer, cmr_topic_name(CMR_TOPIC_EVENTS), 500);
+    if (n > 0 && n != p->partitions) {
+        msgs_flush(p); /* built for the old count */
+        p->partitions = n;
+    }
+}
+
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
 {
     cmr_agent_t *a = p->a;
     if (ring->batch_count == 0 && !last)
         return;
-    int64_t packed = batch_pack(p, ring);
     cmr_event_batch_t b = {
         .agent_id = a->agent_id,
         .thread_id = ring->thread_id,
@@ -180,7 +276,6 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
         .last = last,
         .dropped = ring->dropped_pending,
         .event_count = (int32_t)ring->batch_count,
-        .packed_events = {p->packed, packed > 0 ? (size_t)packed : 0},
         .diagnosis_id = ring->diagnosis_id,
     };
     memcpy(b.trace_id, ring->trace_id, 16);
@@ -192,20 +287,8 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
             attrs[b.attributes.count++] = (cmr_kv_t){(char *)data_keys[k], ring->data[k]};
             ring->data_unsent[k] = false;
         }
-    char err[256];
-    /* the delivery report counts the events of a batch the cluster never took as dropped:
-     * an odd opaque value tells it apart from the class entries (pointers) */
-    void *tag = (void *)(((uintptr_t)ring->batch_count << 1) | 1);
-    int rc = a->producer && packed >= 0
-                 ? cmr_producer_send(a->producer, CMR_MSG_EVENT_BATCH, &b, NULL, tag, err, sizeof err)
-                 : CMR_SEND_ERROR;
-    if (rc == CMR_SEND_OK) {
-        p->n.batches++;
-        p->n.events_sent += ring->batch_count;
-        p->n.event_bytes += (uint64_t)packed;
-    } else {
-        p->n.dropped += ring->batch_count;
-    }
+    /* the drain loop appends kinds 1-4 only, the ones the encoding has */
+    batch_route(p, &b, ring->batch, ring->batch_count);
     ring->batch_seq++;
     ring->event_seq += ring->batch_count;
     ring->batch_count = 0;
@@ -451,8 +534,10 @@ static void pass_once(publisher_t *p)
     refresh_clock(p);
     size_t n = cmr_probe_rings_snapshot(p->rings, p->pass, MAX_RINGS_PER_PASS, dead, &ndead, 256);
     p->npass = n;
+    partitions_refresh(p);
     for (size_t i = 0; i < n; i++)
         drain_ring(p, p->pass[i]);
+    msgs_flush(p);
     for (size_t i = 0; i < ndead; i++)
         cmr_ring_free(dead[i]);
     counts_flush(p);
@@ -519,7 +604,11 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
     }
     cmr_cs_free(&pub.cs);
     cmr_metric_agg_free(&pub.agg);
-    free(pub.packed);
-    pub.packed = NULL;
-    pub.packed_cap = 0;
+    for (size_t i = 0; i <= MAX_PARTITIONS; i++) {
+        cmr_segs_writer_t **w = i < MAX_PARTITIONS ? &pub.wr[i] : &pub.lone;
+        if (*w)
+            cmr_segs_writer_free(*w);
+        free(*w);
+        *w = NULL;
+    }
 }

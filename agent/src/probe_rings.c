@@ -292,6 +292,7 @@ void cmr_probe_rings_count(cmr_probe_rings_t *r, const cmr_probe_stats_t *d)
     pthread_mutex_lock(&r->lock);
     r->stats.recorded += d->recorded;
     r->stats.dropped += d->dropped;
+    r->stats.messages += d->messages;
     r->stats.batches += d->batches;
     r->stats.events_sent += d->events_sent;
     r->stats.event_bytes += d->event_bytes;

@@ -122,10 +122,12 @@ typedef struct cmr_ring {
 } cmr_ring_t;
 
 typedef struct cmr_probe_stats {
-    uint64_t recorded;                 /* events drained from rings */
-    uint64_t dropped;                  /* events lost: ring full, or the producer refused the batch */
-    uint64_t batches;                  /* EventBatch messages queued */
-    uint64_t events_sent, event_bytes; /* events in them, and their encoded size */
+    uint64_t recorded;    /* events drained from rings */
+    uint64_t dropped;     /* events lost: ring full, or the producer refused the batch */
+    uint64_t messages;    /* EventBatch messages queued */
+    uint64_t batches;     /* segment batches in them */
+    uint64_t events_sent; /* events in them */
+    uint64_t event_bytes; /* the messages' `segments` bytes: segment headers and encoded events */
     uint64_t metric_batches;
     uint64_t rings_live, rings_refused;
     uint64_t traces_dropped;     /* segments skipped whole (their calls are in `dropped`) */

@@ -73,6 +73,12 @@ int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *ou
     }
     if (cmr_events_check(m->packed_events.data, m->packed_events.len, (uint32_t)m->event_count, err, errlen) != 0)
         return -1;
+    return cmr_ingest_batch_from_segment(m, out, err, errlen);
+}
+
+int cmr_ingest_batch_from_segment(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
     if (m->batch_seq < 0 || m->batch_seq > (1 << 24) || m->first_event_seq < 0) {
         snprintf(err, errlen, "batch_seq %d (0..16777216) or first_event_seq %lld out of range", m->batch_seq,
                  (long long)m->first_event_seq);

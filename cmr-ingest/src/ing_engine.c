@@ -1,6 +1,13 @@
 /*
  * ing_engine.c - applies EventBatches to the partition stores and commits them in groups.
  *
+ * An EventBatch message holds several segment batches (of one partition, possibly of
+ * several traces): cmr_ingest_engine_add reads them one by one with a cmr_segs_reader
+ * (cmr/event.h), which checks every rule in the same pass and hands each out re-encoded on
+ * its own, and applies each through the per-batch path below; duplicates are found per
+ * segment batch. The stored batch stays version 2 (ing_batch.c), so stored data and the
+ * tree and query code do not change.
+ *
  * For every batch: validate, find the trace's state (in memory, or rebuilt from the
  * store's batches after a restart), drop it when (agent, segment, batch_seq) was seen,
  * otherwise queue in the partition's write batch: the stored batch, and the agent and
@@ -79,6 +86,7 @@ struct cmr_ingest_engine {
     cmr_names_t *names;         /* methods and agents, for the metrics module's rules and labels */
     cmr_u64map_t status;        /* agent id -> last stored status (ing_agents.c) */
     int64_t status_retained_ms; /* the last status retention (hourly) */
+    cmr_segs_reader_t *reader;  /* splits EventBatch messages into segment batches (owned) */
 };
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -128,6 +136,9 @@ void cmr_ingest_engine_free(cmr_ingest_engine_t *e)
     cmr_store_close(e->meta);
     cmr_names_free(e->names);
     cmr_ingest_status_forget(&e->status);
+    if (e->reader)
+        cmr_segs_reader_free(e->reader);
+    free(e->reader);
     free(e);
 }
 
@@ -286,12 +297,16 @@ static void on_method(void *o, uint64_t id)
     put_idx(o, CMR_CF_IDX_METHOD, id);
 }
 
-int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen)
+/* One segment batch; `checked`: its events were checked already (a segment reader's).
+ * As cmr_ingest_engine_add_batch. */
+static int add_segment(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, bool checked, char *err,
+                       size_t errlen)
 {
     cmr_ingest_batch_t b;
     if (errlen)
         err[0] = '\0';
-    if (cmr_ingest_batch_from_msg(m, &b, err, errlen) != 0) {
+    if ((checked ? cmr_ingest_batch_from_segment(m, &b, err, errlen) : cmr_ingest_batch_from_msg(m, &b, err, errlen)) !=
+        0) {
         e->stats.rejected++;
         return -1;
     }
@@ -340,6 +355,52 @@ int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event
     e->stats.events += b.event_count;
     e->stats.event_bytes += b.events_len;
     return 1;
+}
+
+int cmr_ingest_engine_add_batch(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err,
+                                size_t errlen)
+{
+    return add_segment(e, partition, m, false, err, errlen);
+}
+
+/* Keeps the first message of a segment's (rejection, left-out attributes) in err. */
+static void keep_first(char *err, size_t errlen, const char *one, uint32_t index)
+{
+    if (errlen && !err[0] && one[0])
+        snprintf(err, errlen, "segment %" PRIu32 ": %s", index, one);
+}
+
+int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_msg_t *m, char *err, size_t errlen)
+{
+    if (errlen)
+        err[0] = '\0';
+    if (!e->reader && !(e->reader = calloc(1, sizeof *e->reader))) {
+        snprintf(err, errlen, "out of memory");
+        return -2;
+    }
+    cmr_segs_reader_t *r = e->reader;
+    cmr_segs_reader_init(r, m);
+    cmr_event_batch_t b;
+    int rc, applied = 0, rejected = 0;
+    uint32_t index = 0;
+    char one[512];
+    while ((rc = cmr_segs_reader_next(r, &b)) == 1) {
+        int a = add_segment(e, partition, &b, true, one, sizeof one);
+        if (a == -2) {
+            snprintf(err, errlen, "%s", one);
+            return -2;
+        }
+        applied |= a == 1;
+        rejected |= a == -1;
+        keep_first(err, errlen, one, index++);
+    }
+    e->stats.messages++; /* read for good (after -2 it comes again, and counts then) */
+    if (rc < 0) {        /* what came before the damage was whole and stays applied */
+        e->stats.rejected++;
+        snprintf(err, errlen, "%s", r->error);
+        return -1;
+    }
+    return rejected ? -1 : applied;
 }
 
 static void put_id_value(cmr_ingest_engine_t *e, int cf, uint64_t id, const char *v, size_t len)

@@ -108,12 +108,16 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
     uint64_t pending = w->published_pending, bytes = w->published_bytes;
     pthread_mutex_unlock(&w->published_lock);
     const cmr_prom_row_t rows[] = {
-        {"cmr_ingest_batches_total", "counter", "EventBatch messages applied", s.batches},
-        {"cmr_ingest_events_total", "counter", "events in the batches applied", s.events},
-        {"cmr_ingest_event_bytes_total", "counter", "bytes of the applied batches' encoded events", s.event_bytes},
-        {"cmr_ingest_duplicates_total", "counter", "batches seen before (producer retries, replays), not applied again",
-         s.duplicates},
-        {"cmr_ingest_rejected_total", "counter", "batches refused by the engine (malformed)", s.rejected},
+        {"cmr_ingest_messages_total", "counter", "EventBatch messages read (each holds several segment batches)",
+         s.messages},
+        {"cmr_ingest_batches_total", "counter", "segment batches applied", s.batches},
+        {"cmr_ingest_events_total", "counter", "events in the segment batches applied", s.events},
+        {"cmr_ingest_event_bytes_total", "counter", "bytes of the applied segment batches' encoded events as stored",
+         s.event_bytes},
+        {"cmr_ingest_duplicates_total", "counter",
+         "segment batches seen before (producer retries, replays), not applied again", s.duplicates},
+        {"cmr_ingest_rejected_total", "counter",
+         "segment batches refused by the engine (malformed), and damaged messages (once each)", s.rejected},
         {"cmr_ingest_attributes_rejected_total", "counter",
          "attribute values (transaction data) left out of applied batches as invalid", s.attributes_rejected},
         {"cmr_ingest_flushes_total", "counter", "group commits written durably", s.flushes},
@@ -525,11 +529,12 @@ static void log_stats(worker_t *w)
     cmr_ingest_stats_t s;
     cmr_ingest_engine_stats(w->engine, &s);
     cmr_log(CMR_LOG_INFO, "ingest.stats",
-            "batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
-            " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64 " agents=%" PRIu64
-            " restored=%" PRIu64 " restore_missing=%" PRIu64 " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
-            s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes, s.methods,
-            s.agents, s.restored, s.restore_missing, w->first_record_ms, w->last_commit_ms);
+            "messages=%" PRIu64 " batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64
+            " rejected=%" PRIu64 " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64
+            " agents=%" PRIu64 " restored=%" PRIu64 " restore_missing=%" PRIu64 " first_record_ms=%" PRId64
+            " last_commit_ms=%" PRId64,
+            s.messages, s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes,
+            s.methods, s.agents, s.restored, s.restore_missing, w->first_record_ms, w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);

@@ -1282,7 +1282,7 @@ static void feed(cmr_ingest_engine_t *e, int partition, const synth_seg_t *segs,
         size_t n = synth_batches(&segs[i], per_batch, &b);
         for (int r = 0; r <= twice; r++)
             for (size_t k = 0; k < n; k++)
-                assert_true(cmr_ingest_engine_add(e, partition, &b[k], err, sizeof err) >= 0);
+                assert_true(cmr_ingest_engine_add_batch(e, partition, &b[k], err, sizeof err) >= 0);
         synth_batches_free(b, n);
     }
 }
@@ -1717,6 +1717,111 @@ static void test_summary_diagnoses(void **state)
 #define D1 0xdd857cc97ac20a14ull
 #define D2 0x0000000000000abcull
 
+/* An EventBatch message of several segment batches of two traces (a root with a child on
+ * another thread, and a second root cut into two batches): split into the stored batches
+ * each would have been alone; the same message again is all duplicates, each segment
+ * batch counted once; a message cut short is rejected with a reason. */
+static void test_engine_splits_messages(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
+    uint8_t t1[16], t2[16];
+    synth_trace_id(501, t1);
+    synth_trace_id(502, t2);
+    synth_seg_t root, child, other;
+    synth_seg_init(&root, t1, A1, 10, 1, "main", NULL);
+    synth_enter(&root, M_MAIN, T0);
+    int64_t fork = synth_fork(&root, T0 + 5);
+    synth_exit(&root, M_MAIN, T0 + 90);
+    cmr_parent_link_t link = {(int64_t)A1, 10, fork};
+    synth_seg_init(&child, t1, A1, 11, 2, "pool-1", &link);
+    synth_enter(&child, M_A, T0 + 20);
+    synth_exit(&child, M_A, T0 + 40);
+    synth_seg_init(&other, t2, A1, 12, 1, "main", NULL);
+    synth_enter(&other, M_MAIN, T0 + 100);
+    for (uint64_t k = 0; k < 6; k++) {
+        synth_enter(&other, M_B, T0 + 101 + 2 * k);
+        synth_exit(&other, M_B, T0 + 102 + 2 * k);
+    }
+    synth_exit(&other, M_MAIN, T0 + 200);
+    cmr_event_batch_t *b1, *b2, *b3;
+    size_t n1 = synth_batches(&root, 100, &b1), n2 = synth_batches(&child, 100, &b2),
+           n3 = synth_batches(&other, 8, &b3);
+    assert_int_equal(n3, 2);
+    cmr_event_batch_t all[4] = {b1[0], b2[0], b3[0], b3[1]};
+    static cmr_segs_writer_t w;
+    cmr_event_msg_t m;
+    assert_int_equal(cmr_segs_join(&w, (int64_t)A1, all, 4, &m), 0);
+    cmr_ingest_stats_t st;
+    assert_int_equal(cmr_ingest_engine_add(e, 3, &m, err, sizeof err), 1);
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.batches, 4);
+    assert_int_equal(st.events,
+                     (uint64_t)(b1[0].event_count + b2[0].event_count + b3[0].event_count + b3[1].event_count));
+    assert_int_equal(cmr_ingest_engine_add(e, 3, &m, err, sizeof err), 0); /* redelivered */
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.batches, 4);
+    assert_int_equal(st.duplicates, 4);
+    /* one segment batch again, inside a message of a new one: only the new one applies */
+    synth_seg_t late;
+    synth_seg_init(&late, t2, A1, 13, 3, "late", NULL);
+    synth_enter(&late, M_A, T0 + 300);
+    synth_exit(&late, M_A, T0 + 301);
+    cmr_event_batch_t *b4;
+    size_t n4 = synth_batches(&late, 100, &b4);
+    cmr_event_batch_t mixed[2] = {b3[1], b4[0]};
+    assert_int_equal(cmr_segs_join(&w, (int64_t)A1, mixed, 2, &m), 0);
+    assert_int_equal(cmr_ingest_engine_add(e, 3, &m, err, sizeof err), 1);
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.batches, 5);
+    assert_int_equal(st.duplicates, 5);
+    /* cut short: rejected with a reason, counted */
+    m.segments.len -= 3;
+    assert_int_equal(cmr_ingest_engine_add(e, 3, &m, err, sizeof err), -1);
+    assert_true(err[0] != '\0');
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.rejected, 1);
+    assert_int_equal(st.messages, 4); /* every message read counts once, whatever became of it */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_engine_free(e);
+    /* the stored batches are the standalone ones, byte for byte */
+    cmr_store_t *store = cmr_store_open_partition(tmpdir, 3, &o, 0, err, sizeof err);
+    assert_non_null(store);
+    cmr_ingest_batch_t *sb;
+    void *vals;
+    int n = cmr_store_trace_batches(store, t1, &sb, &vals);
+    assert_int_equal(n, 2);
+    assert_int_equal(sb[0].segment_id, 10);
+    assert_int_equal(sb[1].segment_id, 11);
+    assert_true(sb[1].has_parent && sb[1].parent_segment == 10 && sb[1].parent_seq == fork);
+    assert_int_equal(sb[0].events_len, b1[0].packed_events.len);
+    assert_memory_equal(sb[0].events, b1[0].packed_events.data, b1[0].packed_events.len);
+    assert_memory_equal(sb[1].events, b2[0].packed_events.data, b2[0].packed_events.len);
+    cmr_store_batches_free(sb, vals);
+    n = cmr_store_trace_batches(store, t2, &sb, &vals);
+    assert_int_equal(n, 3);
+    assert_int_equal(sb[0].batch_seq, 0);
+    assert_int_equal(sb[1].batch_seq, 1);
+    assert_int_equal(sb[1].first_event_seq, b3[1].first_event_seq);
+    assert_memory_equal(sb[1].events, b3[1].packed_events.data, b3[1].packed_events.len);
+    assert_true(sb[2].name_len == 4 && !memcmp(sb[2].thread_name, "late", 4)); /* stored without a NUL */
+    cmr_store_batches_free(sb, vals);
+    cmr_store_close(store);
+    cmr_segs_writer_free(&w);
+    synth_batches_free(b1, n1);
+    synth_batches_free(b2, n2);
+    synth_batches_free(b3, n3);
+    synth_batches_free(b4, n4);
+    synth_seg_free(&root);
+    synth_seg_free(&child);
+    synth_seg_free(&other);
+    synth_seg_free(&late);
+}
+
 /* Feeds a segment in batches of per_batch events; batch k carries tags[k] (0 beyond ntags). */
 static void feed_tagged(cmr_ingest_engine_t *e, int partition, const synth_seg_t *s, size_t per_batch,
                         const uint64_t *tags, size_t ntags, size_t from, size_t to)
@@ -1726,7 +1831,7 @@ static void feed_tagged(cmr_ingest_engine_t *e, int partition, const synth_seg_t
     size_t n = synth_batches(s, per_batch, &b);
     for (size_t k = from; k < n && k < to; k++) {
         b[k].diagnosis_id = k < ntags ? (int64_t)tags[k] : 0;
-        assert_int_equal(cmr_ingest_engine_add(e, partition, &b[k], err, sizeof err), 1);
+        assert_int_equal(cmr_ingest_engine_add_batch(e, partition, &b[k], err, sizeof err), 1);
     }
     synth_batches_free(b, n);
 }
@@ -2343,7 +2448,7 @@ static int feed_attrs(cmr_ingest_engine_t *e, int partition, const synth_seg_t *
                 set_attrs(&b[k], attrs[i].kv, attrs[i].n);
         b[k].diagnosis_id = (int64_t)tag;
         char why[256];
-        int r = cmr_ingest_engine_add(e, partition, &b[k], why, sizeof why);
+        int r = cmr_ingest_engine_add_batch(e, partition, &b[k], why, sizeof why);
         assert_int_equal(r, 1);
         if (why[0] && rc == 1) { /* the first batch that left values out */
             rc = 2;
@@ -2863,7 +2968,7 @@ static void test_engine_many_traces(void **state)
                     continue;
                 memcpy(b[k].trace_id + 12, &i, 4);
                 b[k].trace_id[0] = 0x7b;
-                int r = cmr_ingest_engine_add(e, 1, &b[k], err, sizeof err);
+                int r = cmr_ingest_engine_add_batch(e, 1, &b[k], err, sizeof err);
                 assert_int_equal(r, round == 0 || (round == 1 && k == 1) ? 1 : 0);
             }
             if (i % 1000 == 999)
@@ -3281,6 +3386,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_untrusted_names),
         cmocka_unit_test_setup_teardown(test_store_engine_queries, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_http_large_tree, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_engine_splits_messages, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),

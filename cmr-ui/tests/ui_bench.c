@@ -325,8 +325,7 @@ static int send_batches(cmr_producer_t *p, const synth_seg_t *s, size_t per_batc
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         int r;
-        while ((r = cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[i], NULL, NULL, err, sizeof err)) ==
-               CMR_SEND_QUEUE_FULL)
+        while ((r = cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err)) == CMR_SEND_QUEUE_FULL)
             cmr_producer_flush(p, 10);
         if (r != CMR_SEND_OK) {
             fprintf(stderr, "send: %s\n", err);

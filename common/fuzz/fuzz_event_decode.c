@@ -2,7 +2,10 @@
  * fuzz_event_decode.c - libFuzzer target: any bytes given to the compact event decoder
  * (cmr/event.h) are refused cleanly or read as events; never a crash, an out-of-bounds
  * access or UB. Events that decode encode again and decode to the same events.
- * Input: a 2-byte little-endian event count, then the block.
+ * Input: a 2-byte little-endian event count, then the block. With the count's top bit set,
+ * the rest is an EventBatch message body instead (cmr_segs_reader): the low 7 bits of the
+ * first byte are segment_count, the second byte's value times 4 event_count; every segment
+ * batch it reads back must be a standalone block the plain decoder accepts.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,11 +15,30 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void fuzz_segments(const uint8_t *data, size_t size)
+{
+    static cmr_segs_reader_t r;
+    cmr_event_msg_t m = {.agent_id = 7,
+                         .segment_count = data[0] & 0x7f,
+                         .event_count = data[1] * 4,
+                         .segments = {(uint8_t *)data + 2, size - 2}};
+    cmr_segs_reader_init(&r, &m);
+    cmr_event_batch_t b;
+    char err[128];
+    while (cmr_segs_reader_next(&r, &b) == 1)
+        if (cmr_events_check(b.packed_events.data, b.packed_events.len, (uint32_t)b.event_count, err, sizeof err))
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static cmr_events_encoder_t enc;
     if (size < 2)
         return 0;
+    if (data[0] & 0x80) {
+        fuzz_segments(data, size);
+        return 0;
+    }
     uint32_t count = (uint32_t)data[0] | (uint32_t)data[1] << 8;
     data += 2;
     size -= 2;

@@ -165,27 +165,37 @@ static void test_optional_record_and_fixed(void **state)
                                .event_count = 2,
                                .packed_events = {packed, packed_len}};
     memset(batch.trace_id, 0xAB, 16);
+    /* an EventBatch message of that one segment batch, through Avro and the segment reader */
+    static cmr_segs_writer_t w;
+    cmr_event_msg_t m;
+    assert_int_equal(cmr_segs_join(&w, batch.agent_id, &batch, 1, &m), 0);
     cmr_buf_t buf = {0};
     cmr_msg_t out;
-    assert_int_equal(cmr_msg_encode(CMR_MSG_EVENT_BATCH, &batch, &buf, NULL, 0), CMR_WIRE_OK);
+    assert_int_equal(cmr_msg_encode(CMR_MSG_EVENT_BATCH, &m, &buf, NULL, 0), CMR_WIRE_OK);
     assert_int_equal(cmr_msg_decode(buf.data, buf.len, &out, NULL, 0), CMR_WIRE_OK);
-    assert_non_null(out.u.event_batch.parent);
-    assert_int_equal(out.u.event_batch.parent->event_seq, 11);
-    assert_memory_equal(out.u.event_batch.trace_id, batch.trace_id, 16);
+    cmr_event_batch_t *v;
+    char err[128];
+    assert_int_equal(cmr_segs_split(&out.u.event_batch, &v, err, sizeof err), 1);
+    assert_non_null(v[0].parent);
+    assert_int_equal(v[0].parent->event_seq, 11);
+    assert_memory_equal(v[0].trace_id, batch.trace_id, 16);
     uint8_t back[sizeof block];
-    assert_int_equal(
-        cmr_events_unpack(out.u.event_batch.packed_events.data, out.u.event_batch.packed_events.len, 2, back, NULL, 0),
-        0);
+    assert_int_equal(cmr_events_unpack(v[0].packed_events.data, v[0].packed_events.len, 2, back, NULL, 0), 0);
     cmr_event_t r;
     cmr_event_read(back, 1, &r);
     assert_true(r.timestamp_ns == e2.timestamp_ns && r.kind == CMR_EVENT_EXIT && r.method_id == e2.method_id);
+    cmr_segs_batches_free(v, 1);
     cmr_msg_free(&out);
     batch.parent = NULL;
-    assert_int_equal(cmr_msg_encode(CMR_MSG_EVENT_BATCH, &batch, &buf, NULL, 0), CMR_WIRE_OK);
+    assert_int_equal(cmr_segs_join(&w, batch.agent_id, &batch, 1, &m), 0);
+    assert_int_equal(cmr_msg_encode(CMR_MSG_EVENT_BATCH, &m, &buf, NULL, 0), CMR_WIRE_OK);
     assert_int_equal(cmr_msg_decode(buf.data, buf.len, &out, NULL, 0), CMR_WIRE_OK);
-    assert_null(out.u.event_batch.parent);
+    assert_int_equal(cmr_segs_split(&out.u.event_batch, &v, err, sizeof err), 1);
+    assert_null(v[0].parent);
+    cmr_segs_batches_free(v, 1);
     cmr_msg_free(&out);
     cmr_buf_free(&buf);
+    cmr_segs_writer_free(&w);
 }
 
 static void test_encode_refuses_invalid_structs(void **state)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cmr/clock.h"
+#include "cmr/event.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
@@ -107,13 +108,13 @@ fail:
     return NULL;
 }
 
-int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len, const void *payload,
-                          size_t len, void *opaque)
+static int send_raw_to(cmr_producer_t *p, const char *topic, int32_t partition, const void *key, size_t key_len,
+                       const void *payload, size_t len, void *opaque)
 {
     rd_kafka_resp_err_t err =
-        rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_KEY(key_len ? key : NULL, key_len), RD_KAFKA_V_VALUE((void *)payload, len),
-                          RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+        rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_len ? key : NULL, key_len),
+                          RD_KAFKA_V_VALUE((void *)payload, len), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         p->queued++;
         return CMR_SEND_OK;
@@ -127,8 +128,35 @@ int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key,
     return CMR_SEND_ERROR;
 }
 
+int cmr_producer_send_raw(cmr_producer_t *p, const char *topic, const void *key, size_t key_len, const void *payload,
+                          size_t len, void *opaque)
+{
+    return send_raw_to(p, topic, RD_KAFKA_PARTITION_UA, key, key_len, payload, len, opaque);
+}
+
+int cmr_producer_partitions(cmr_producer_t *p, const char *topic, int timeout_ms)
+{
+    int n = 0;
+    return cmr_kafka_topic_partitions(p->rk, topic, timeout_ms, &n, NULL, 0) == 1 && n > 0 ? n : -1;
+}
+
+static int send_to(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic, int32_t partition,
+                   void *opaque, char *errbuf, size_t errlen);
+
 int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic, void *opaque,
                       char *errbuf, size_t errlen)
+{
+    return send_to(p, type, msg, topic, RD_KAFKA_PARTITION_UA, opaque, errbuf, errlen);
+}
+
+int cmr_producer_send_to(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, int32_t partition, void *opaque,
+                         char *errbuf, size_t errlen)
+{
+    return send_to(p, type, msg, NULL, partition, opaque, errbuf, errlen);
+}
+
+static int send_to(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, const char *topic, int32_t partition,
+                   void *opaque, char *errbuf, size_t errlen)
 {
     if (!topic) {
         cmr_topic_t t = cmr_msg_topic(type);
@@ -148,12 +176,27 @@ int cmr_producer_send(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, c
     }
     char key[CMR_KEY_MAX];
     size_t key_len = cmr_msg_key(type, msg, key, sizeof key);
-    int rc = cmr_producer_send_raw(p, topic, key, key_len, buf.data, buf.len, opaque);
+    int rc = send_raw_to(p, topic, partition, key, key_len, buf.data, buf.len, opaque);
     if (rc == CMR_SEND_QUEUE_FULL)
         ERRF("local producer queue is full");
     else if (rc == CMR_SEND_ERROR)
         ERRF("produce to %s failed", topic);
     cmr_buf_free(&buf);
+    return rc;
+}
+
+int cmr_producer_send_batch(cmr_producer_t *p, const cmr_event_batch_t *b, void *opaque, char *errbuf, size_t errlen)
+{
+    cmr_segs_writer_t *w = calloc(1, sizeof *w); /* large: not on the caller's stack */
+    cmr_event_msg_t m;
+    int rc = CMR_SEND_ERROR;
+    if (w && cmr_segs_join(w, b->agent_id, b, 1, &m) == 0)
+        rc = cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &m, NULL, opaque, errbuf, errlen);
+    else
+        ERRF("the batch does not encode");
+    if (w)
+        cmr_segs_writer_free(w);
+    free(w);
     return rc;
 }
 

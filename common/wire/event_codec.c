@@ -79,6 +79,13 @@ void cmr_events_encoder_begin(cmr_events_encoder_t *e)
     memset(e->stack_set, 0, sizeof e->stack_set);
 }
 
+void cmr_events_encoder_segment(cmr_events_encoder_t *e, uint64_t base_ts)
+{
+    e->depth = 0;
+    e->prev_ts = base_ts;
+    memset(e->stack_set, 0, sizeof e->stack_set);
+}
+
 /* The method's dictionary entry in this batch, or -1 (then *slot is where it would go,
  * or -1 when the table has no room). */
 static int64_t dict_find(cmr_events_encoder_t *e, uint64_t id, int *slot)
@@ -163,12 +170,25 @@ int cmr_events_pack(cmr_events_encoder_t *enc, const uint8_t *records, uint32_t 
 void cmr_events_decoder_init(cmr_events_decoder_t *d, const uint8_t *p, size_t len, uint32_t count)
 {
     d->p = p;
-    d->end = p + len;
+    d->end = len ? p + len : p; /* an empty block may have no buffer (NULL + 0 is undefined) */
     d->left = count;
     d->dict_n = 0;
     d->depth = 0;
     d->prev_ts = 0;
     d->error = NULL;
+    memset(d->stack_set, 0, sizeof d->stack_set);
+}
+
+void cmr_events_decoder_segment(cmr_events_decoder_t *d, const uint8_t *p, const uint8_t *end, uint32_t count,
+                                uint64_t base_ts)
+{
+    if (d->error)
+        return;
+    d->p = p;
+    d->end = end;
+    d->left = count;
+    d->depth = 0;
+    d->prev_ts = base_ts;
     memset(d->stack_set, 0, sizeof d->stack_set);
 }
 

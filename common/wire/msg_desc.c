@@ -317,33 +317,13 @@ static const cmr_record_desc_t method_entry_desc = {"MethodEntry", sizeof(cmr_me
 
 /* --- EventBatch -------------------------------------------------------------------- */
 
-static const cmr_field_desc_t parent_link_fields[] = {
-    FIELD(cmr_parent_link_t, agent_id, LONG),
-    FIELD(cmr_parent_link_t, segment_id, LONG),
-    FIELD(cmr_parent_link_t, event_seq, LONG),
-};
-static const cmr_record_desc_t parent_link_desc = {"ParentLink", sizeof(cmr_parent_link_t), parent_link_fields,
-                                                   TABLE(parent_link_fields)};
-
 static const cmr_field_desc_t event_batch_fields[] = {
-    FIELD(cmr_event_batch_t, agent_id, LONG),
-    FIELD(cmr_event_batch_t, thread_id, LONG),
-    FIELD(cmr_event_batch_t, thread_name, STRING),
-    FIELD(cmr_event_batch_t, segment_id, LONG),
-    FIELD(cmr_event_batch_t, trace_id, FIXED16),
-    SUB(cmr_event_batch_t, parent, OPT_RECORD, parent_link_desc),
-    FIELD(cmr_event_batch_t, batch_seq, INT),
-    FIELD(cmr_event_batch_t, first_event_seq, LONG),
-    FIELD(cmr_event_batch_t, last, BOOL),
-    FIELD(cmr_event_batch_t, dropped, INT),
-    FIELD(cmr_event_batch_t, event_count, INT),
-    FIELD(cmr_event_batch_t, packed_events, BYTES),
-    FIELD(cmr_event_batch_t, diagnosis_id, LONG),
-    FIELD(cmr_event_batch_t, attributes, MAP),
-    FIELD(cmr_event_batch_t, calls_not_recorded, LONG),
-    FIELD(cmr_event_batch_t, truncated_by, INT),
+    FIELD(cmr_event_msg_t, agent_id, LONG),
+    FIELD(cmr_event_msg_t, segment_count, INT),
+    FIELD(cmr_event_msg_t, event_count, INT),
+    FIELD(cmr_event_msg_t, segments, BYTES),
 };
-static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_batch_t), event_batch_fields,
+static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_msg_t), event_batch_fields,
                                                    TABLE(event_batch_fields)};
 
 /* --- MetricBatch ------------------------------------------------------------------- */

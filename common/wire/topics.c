@@ -139,7 +139,7 @@ size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len)
     case CMR_MSG_EVENT_BATCH:
         if (len < 33)
             return 0;
-        cmr_hex(((const cmr_event_batch_t *)msg)->trace_id, 16, buf);
+        cmr_hex(((const cmr_event_msg_t *)msg)->key_trace_id, 16, buf); /* the first segment's */
         return 32;
     /* every JVM of an environment in one partition: its metrics merge in one store */
     case CMR_MSG_METRIC_BATCH: return key_str(((const cmr_metric_batch_t *)msg)->environment_id, buf, len);

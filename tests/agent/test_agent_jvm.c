@@ -344,11 +344,11 @@ static bool first_event(const cmr_event_batch_t *b, cmr_event_t *ev)
 static void tally_events(agent_run_t *r, uint64_t method_id, event_tally_t *t)
 {
     memset(t, 0, sizeof *t);
-    for (size_t i = 0; i < peer.n; i++) {
-        const cmr_msg_t *m = &peer.recs[i]->msg;
-        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != r->agent_id)
+    t->bad = peer.bad_event_msgs; /* messages that did not split (corrupt) */
+    for (size_t i = 0; i < peer.nsegs; i++) {
+        const cmr_event_batch_t *b = peer.segs[i];
+        if (b->agent_id != r->agent_id)
             continue;
-        const cmr_event_batch_t *b = &m->u.event_batch;
         t->batches++;
         char err[128];
         if (cmr_events_check(b->packed_events.data, b->packed_events.len, (uint32_t)b->event_count, err, sizeof err) !=
@@ -518,12 +518,11 @@ static void test_redefine_resend_and_failures(void **state)
     bool fired = false;
     for (int i = 0; i < 100 && !fired; i++) {
         cmr_peer_poll(&peer, 100);
-        for (size_t k = 0; k < peer.n && !fired; k++) {
-            const cmr_msg_t *m = &peer.recs[k]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id &&
-                m->u.event_batch.event_count) {
+        for (size_t k = 0; k < peer.nsegs && !fired; k++) {
+            const cmr_event_batch_t *b = peer.segs[k];
+            if (b->agent_id == r.agent_id && b->event_count) {
                 cmr_event_t ev;
-                fired = first_event(&m->u.event_batch, &ev) && ev.method_id == greet_id;
+                fired = first_event(b, &ev) && ev.method_id == greet_id;
             }
         }
     }
@@ -809,28 +808,25 @@ static void test_disconnected_mode_loses_no_class(void **state)
     agent_done(&r);
 }
 
-/* The first batch of the agent's segment whose root call is method_id, among the messages
- * received so far; NULL when there is none yet. */
+/* The first batch of the agent's segment whose root call is method_id, among the segment
+ * batches received so far; NULL when there is none yet. */
 static const cmr_event_batch_t *root_batch(const agent_run_t *r, uint64_t method_id)
 {
-    for (size_t k = 0; k < peer.n; k++) {
-        const cmr_msg_t *m = &peer.recs[k]->msg;
-        if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
-            m->u.event_batch.batch_seq == 0 && m->u.event_batch.event_count > 0) {
+    for (size_t k = 0; k < peer.nsegs; k++) {
+        const cmr_event_batch_t *b = peer.segs[k];
+        if (b->agent_id == r->agent_id && b->batch_seq == 0 && b->event_count > 0) {
             cmr_event_t e0;
-            if (first_event(&m->u.event_batch, &e0) && e0.method_id == method_id && e0.kind == CMR_EVENT_ENTER)
-                return &m->u.event_batch;
+            if (first_event(b, &e0) && e0.method_id == method_id && e0.kind == CMR_EVENT_ENTER)
+                return b;
         }
     }
     return NULL;
 }
 
-/* Whether m is the first batch of a segment of the agent whose parent is root's segment. */
-static bool is_child_of(const agent_run_t *r, const cmr_msg_t *m, const cmr_event_batch_t *root)
+/* Whether b is the first batch of a segment of the agent whose parent is root's segment. */
+static bool is_child_of(const agent_run_t *r, const cmr_event_batch_t *b, const cmr_event_batch_t *root)
 {
-    return m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
-           m->u.event_batch.batch_seq == 0 && m->u.event_batch.parent &&
-           m->u.event_batch.parent->segment_id == root->segment_id;
+    return b->agent_id == r->agent_id && b->batch_seq == 0 && b->parent && b->parent->segment_id == root->segment_id;
 }
 
 /* The batches of one segment, in order, as one array of events (NULL when a batch is
@@ -843,13 +839,7 @@ static cmr_event_t *segment_events(agent_run_t *r, int64_t segment, size_t *n, c
     *n = 0;
     *first = NULL;
     for (int32_t seq = 0;; seq++) {
-        const cmr_event_batch_t *b = NULL;
-        for (size_t i = 0; i < peer.n && !b; i++) {
-            const cmr_msg_t *m = &peer.recs[i]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r->agent_id &&
-                m->u.event_batch.segment_id == segment && m->u.event_batch.batch_seq == seq)
-                b = &m->u.event_batch;
-        }
+        const cmr_event_batch_t *b = cmr_peer_seg_batch(&peer, r->agent_id, segment, seq);
         if (!b) {
             free(ev);
             return NULL;
@@ -910,24 +900,21 @@ static void test_context_follows_work_to_other_threads(void **state)
     assert_int_equal(forks, 5);
 
     if (getenv("CMR_TEST_DEBUG"))
-        for (size_t k = 0; k < peer.n; k++) {
-            const cmr_msg_t *m = &peer.recs[k]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id)
+        for (size_t k = 0; k < peer.nsegs; k++) {
+            const cmr_event_batch_t *b = peer.segs[k];
+            if (b->agent_id == r.agent_id)
                 print_message("batch seg=%" PRId64 " seq=%d thread=%s parent=%s%" PRId64 " events=%d root=%" PRId64
                               "\n",
-                              m->u.event_batch.segment_id, m->u.event_batch.batch_seq, m->u.event_batch.thread_name,
-                              m->u.event_batch.parent ? "seg " : "none ",
-                              m->u.event_batch.parent ? m->u.event_batch.parent->segment_id : 0,
-                              m->u.event_batch.event_count, root->segment_id);
+                              b->segment_id, b->batch_seq, b->thread_name, b->parent ? "seg " : "none ",
+                              b->parent ? b->parent->segment_id : 0, b->event_count, root->segment_id);
         }
     /* the children: five segments of other threads, same trace, each naming one FORK */
     int children = 0;
     char seen_fork[4096] = {0};
-    for (size_t k = 0; k < peer.n; k++) {
-        const cmr_msg_t *m = &peer.recs[k]->msg;
-        if (!is_child_of(&r, m, root))
+    for (size_t k = 0; k < peer.nsegs; k++) {
+        const cmr_event_batch_t *c = peer.segs[k];
+        if (!is_child_of(&r, c, root))
             continue;
-        const cmr_event_batch_t *c = &m->u.event_batch;
         assert_memory_equal(c->trace_id, root->trace_id, 16);
         assert_int_equal(c->parent->agent_id, r.agent_id);
         assert_true(c->thread_id != root->thread_id);
@@ -1040,8 +1027,8 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
         if (!root)
             continue;
         children = 0;
-        for (size_t k = 0; k < peer.n; k++)
-            children += is_child_of(&r, &peer.recs[k]->msg, root);
+        for (size_t k = 0; k < peer.nsegs; k++)
+            children += is_child_of(&r, peer.segs[k], root);
     }
     assert_non_null(root);
     size_t np;
@@ -1053,11 +1040,10 @@ static void test_context_follows_thread_pool_tasks_through_the_jdk(void **state)
         forks += pe[i].kind == CMR_EVENT_FORK && pe[i].method_id == exec_id;
     assert_int_equal(forks, 4);
     assert_int_equal(children, 4);
-    for (size_t k = 0; k < peer.n; k++) {
-        const cmr_msg_t *m = &peer.recs[k]->msg;
-        if (!is_child_of(&r, m, root))
+    for (size_t k = 0; k < peer.nsegs; k++) {
+        const cmr_event_batch_t *c = peer.segs[k];
+        if (!is_child_of(&r, c, root))
             continue;
-        const cmr_event_batch_t *c = &m->u.event_batch;
         assert_memory_equal(c->trace_id, root->trace_id, 16);
         assert_int_equal(pe[c->parent->event_seq].kind, CMR_EVENT_FORK);
         size_t nc;
@@ -1184,15 +1170,14 @@ static void test_loss_is_whole_traces(void **state)
     uint64_t segments = 0, enters = 0, not_recorded = 0, bad = 0, truncated = 0, by_ring = 0;
     for (int round = 0; round < 200; round++) {
         size_t n = 0;
-        seg_batch_t *v = calloc(peer.n + 1, sizeof *v);
+        seg_batch_t *v = calloc(peer.nsegs + 1, sizeof *v);
         assert_non_null(v);
-        for (size_t i = 0; i < peer.n; i++) {
-            const cmr_msg_t *m = &peer.recs[i]->msg;
-            if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == r.agent_id)
-                v[n++] = (seg_batch_t){m->u.event_batch.segment_id, &m->u.event_batch};
-        }
+        for (size_t i = 0; i < peer.nsegs; i++)
+            if (peer.segs[i]->agent_id == r.agent_id)
+                v[n++] = (seg_batch_t){peer.segs[i]->segment_id, peer.segs[i]};
         qsort(v, n, sizeof *v, cmp_seg_batch);
-        segments = enters = not_recorded = bad = truncated = by_ring = 0;
+        segments = enters = not_recorded = truncated = by_ring = 0;
+        bad = peer.bad_event_msgs; /* messages that did not split (corrupt) */
         for (size_t i = 0; i < n;) {
             size_t j = i;
             uint32_t depth = 0;

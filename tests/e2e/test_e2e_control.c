@@ -169,13 +169,12 @@ static bool resent(const cmr_msg_t *m, const void *ud)
 static uint64_t events_of(jvm_agent_t *j, uint64_t method_id)
 {
     uint64_t n = 0;
-    for (size_t i = 0; i < peer.n; i++) {
-        const cmr_msg_t *m = &peer.recs[i]->msg;
-        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != j->agent_id)
+    for (size_t i = 0; i < peer.nsegs; i++) {
+        const cmr_event_batch_t *b = peer.segs[i];
+        if (b->agent_id != j->agent_id)
             continue;
         static cmr_events_decoder_t d; /* large; the test runs on one thread */
-        cmr_events_decoder_init(&d, m->u.event_batch.packed_events.data, m->u.event_batch.packed_events.len,
-                                (uint32_t)m->u.event_batch.event_count);
+        cmr_events_decoder_init(&d, b->packed_events.data, b->packed_events.len, (uint32_t)b->event_count);
         cmr_event_t ev;
         while (cmr_events_decoder_next(&d, &ev) == 1)
             n += ev.method_id == method_id;
@@ -262,11 +261,10 @@ static void test_rules_instrument_and_changes_apply_while_running(void **state)
     for (int waited = 0; waited < 30000 && children < 3; waited += 100) {
         cmr_peer_poll(&peer, 100);
         children = 0;
-        for (size_t i = 0; i < peer.n; i++) {
-            const cmr_msg_t *m = &peer.recs[i]->msg;
-            children += m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == j.agent_id &&
-                        m->u.event_batch.batch_seq == 0 && m->u.event_batch.parent != NULL &&
-                        strcmp(m->u.event_batch.thread_name, "pool-worker") == 0;
+        for (size_t i = 0; i < peer.nsegs; i++) {
+            const cmr_event_batch_t *b = peer.segs[i];
+            children += b->agent_id == j.agent_id && b->batch_seq == 0 && b->parent != NULL &&
+                        strcmp(b->thread_name, "pool-worker") == 0;
         }
     }
     assert_int_equal(children, 3);

@@ -315,10 +315,9 @@ typedef struct helper_count {
 /* Whether some batch of the agent's segment carries diagnosis id `number`. */
 static bool segment_tagged(int64_t agent_id, int64_t segment_id, int64_t number)
 {
-    for (size_t i = 0; i < peer.n; i++) {
-        const cmr_msg_t *m = &peer.recs[i]->msg;
-        if (m->type == CMR_MSG_EVENT_BATCH && m->u.event_batch.agent_id == agent_id &&
-            m->u.event_batch.segment_id == segment_id && m->u.event_batch.diagnosis_id == number)
+    for (size_t i = 0; i < peer.nsegs; i++) {
+        const cmr_event_batch_t *b = peer.segs[i];
+        if (b->agent_id == agent_id && b->segment_id == segment_id && b->diagnosis_id == number)
             return true;
     }
     return false;
@@ -329,20 +328,18 @@ static bool segment_tagged(int64_t agent_id, int64_t segment_id, int64_t number)
 static helper_count_t helper_events(jvm_agent_t *j, int64_t number)
 {
     helper_count_t c = {0, 0};
-    for (size_t i = 0; i < peer.n; i++) {
-        const cmr_msg_t *m = &peer.recs[i]->msg;
-        if (m->type != CMR_MSG_EVENT_BATCH || m->u.event_batch.agent_id != j->agent_id)
+    for (size_t i = 0; i < peer.nsegs; i++) {
+        const cmr_event_batch_t *b = peer.segs[i];
+        if (b->agent_id != j->agent_id)
             continue;
         uint64_t n = 0;
         static cmr_events_decoder_t d; /* large; the test runs on one thread */
-        cmr_events_decoder_init(&d, m->u.event_batch.packed_events.data, m->u.event_batch.packed_events.len,
-                                (uint32_t)m->u.event_batch.event_count);
+        cmr_events_decoder_init(&d, b->packed_events.data, b->packed_events.len, (uint32_t)b->event_count);
         cmr_event_t ev;
         while (cmr_events_decoder_next(&d, &ev) == 1)
             n += ev.method_id == step_id || ev.method_id == inner_id;
         c.all += n;
-        if (n && strcmp(m->u.event_batch.thread_name, "main") == 0 &&
-            segment_tagged(j->agent_id, m->u.event_batch.segment_id, number))
+        if (n && strcmp(b->thread_name, "main") == 0 && segment_tagged(j->agent_id, b->segment_id, number))
             c.in_context += n;
     }
     return c;

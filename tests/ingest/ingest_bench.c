@@ -39,6 +39,7 @@
 
 #include "broker_proc.h"
 #include "cmr/buf.h"
+#include "cmr/event.h"
 #include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
@@ -161,7 +162,7 @@ static void bench_store(const data_t *d, bool sync)
         for (size_t k = 0; k < d->ntraces; k++) {
             if (i >= cnt[k])
                 continue;
-            cmr_ingest_engine_add(e, (int)(k % 16), &b[k][i], err, sizeof err);
+            cmr_ingest_engine_add_batch(e, (int)(k % 16), &b[k][i], err, sizeof err);
             if (++in_group == 64) {
                 cmr_ingest_engine_flush(e);
                 in_group = 0;
@@ -205,8 +206,10 @@ static void bench_small(size_t events, size_t ntraces)
     for (size_t k = 0; k < ntraces; k++) {
         cmr_event_batch_t *b;
         size_t n = synth_batches(&d.segs[k], events, &b);
-        for (size_t i = 0; i < n; i++)
-            cmr_msg_encode(CMR_MSG_EVENT_BATCH, &b[i], &msgs[k], err, sizeof err);
+        static cmr_segs_writer_t w; /* the trace's batches, one message */
+        cmr_event_msg_t em;
+        if (cmr_segs_join(&w, b[0].agent_id, b, n, &em) == 0)
+            cmr_msg_encode(CMR_MSG_EVENT_BATCH, &em, &msgs[k], err, sizeof err);
         bytes += msgs[k].len;
         synth_batches_free(b, n);
     }
@@ -313,7 +316,7 @@ static int64_t fill(const char *bootstrap, const data_t *d)
         cmr_event_batch_t *b;
         size_t n = synth_batches(&d->segs[k], d->batch, &b);
         for (size_t i = 0; i < n; i++)
-            while (cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[i], NULL, NULL, err, sizeof err) == CMR_SEND_QUEUE_FULL)
+            while (cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err) == CMR_SEND_QUEUE_FULL)
                 cmr_producer_flush(p, 100);
         synth_batches_free(b, n);
     }

@@ -31,6 +31,7 @@
 #include "broker_proc.h"
 #include "cmr/buf.h"
 #include "cmr/clock.h"
+#include "cmr/event.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
@@ -185,8 +186,7 @@ static void send_traces(cmr_producer_t *p, traffic_t *tr, int from, int to)
             for (size_t i = 0; i < n; i++) {
                 for (int rep = 0; rep < (nth++ % 3 == 0 ? 2 : 1); rep++) {
                     int rc;
-                    while ((rc = cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[i], NULL, NULL, err, sizeof err)) ==
-                           CMR_SEND_QUEUE_FULL)
+                    while ((rc = cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err)) == CMR_SEND_QUEUE_FULL)
                         cmr_producer_flush(p, 100);
                     assert_int_equal(rc, CMR_SEND_OK);
                 }
@@ -197,8 +197,9 @@ static void send_traces(cmr_producer_t *p, traffic_t *tr, int from, int to)
     assert_int_equal(cmr_producer_flush(p, 20000), 0);
 }
 
-/* Bad input in the stream: a batch whose count does not match its bytes, garbage, a
- * message of another type. The worker logs and skips them. */
+/* Bad input in the stream: a message whose only segment batch is cut short (its event
+ * count does not match its bytes), garbage, a message of another type. The worker logs
+ * and skips them. */
 static void send_bad(cmr_producer_t *p)
 {
     char err[256];
@@ -210,8 +211,12 @@ static void send_bad(cmr_producer_t *p)
     synth_exit(&s, M_MAIN, 2000);
     cmr_event_batch_t *b;
     size_t n = synth_batches(&s, 10, &b);
-    b[0].event_count = 5;
-    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[0], NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    static cmr_segs_writer_t w; /* large: not on the stack */
+    cmr_event_msg_t em;
+    assert_int_equal(cmr_segs_join(&w, A1, b, n, &em), 0);
+    em.segments.len--; /* the last event is cut: the segment is refused before it is applied */
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &em, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    cmr_segs_writer_free(&w);
     synth_batches_free(b, n);
     synth_seg_free(&s);
     const char *junk = "this is not avro";
@@ -268,7 +273,7 @@ static void build_reference(traffic_t *tr, const char *root)
             cmr_event_batch_t *b;
             size_t n = synth_batches(&tr->segs[k][j], 2, &b);
             for (size_t i = 0; i < n; i++)
-                assert_int_equal(cmr_ingest_engine_add(e, 0, &b[i], err, sizeof err), 1);
+                assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &b[i], err, sizeof err), 1);
             synth_batches_free(b, n);
         }
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
@@ -585,7 +590,7 @@ static void test_continuous_and_http(void **state)
     cmr_event_batch_t *b;
     size_t n = synth_batches(&s, 3, &b);
     assert_int_equal(n, 2);
-    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[0], NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_send_batch(p, &b[0], NULL, err, sizeof err), CMR_SEND_OK);
     assert_int_equal(cmr_producer_flush(p, 10000), 0);
     char hex[33], target[256], *body = NULL;
     cmr_hex(tid, 16, hex);
@@ -606,7 +611,7 @@ static void test_continuous_and_http(void **state)
     free(body);
     body = NULL;
     /* the rest arrives: completed */
-    assert_int_equal(cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[1], NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_send_batch(p, &b[1], NULL, err, sizeof err), CMR_SEND_OK);
     assert_int_equal(cmr_producer_flush(p, 10000), 0);
     deadline = cp_mono_ms() + 60000;
     while (cp_mono_ms() < deadline) {

@@ -126,6 +126,8 @@ typedef struct cmr_ingest_batch {
  * 0, or -1 with the reason in err. Invalid attribute values do not refuse the batch: they
  * are left out and counted in attrs_dropped. */
 int cmr_ingest_batch_from_msg(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen);
+/* The same for a segment batch whose events a cmr_segs_reader checked and re-encoded. */
+int cmr_ingest_batch_from_segment(const cmr_event_batch_t *m, cmr_ingest_batch_t *out, char *err, size_t errlen);
 /* Copies what the batch says its segment did not record (a negative count, unknown reason
  * bits: left out). */
 void cmr_ingest_batch_loss(const cmr_event_batch_t *m, cmr_ingest_batch_t *out);
@@ -376,8 +378,10 @@ void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], ui
 typedef struct cmr_ingest_engine cmr_ingest_engine_t;
 
 typedef struct cmr_ingest_stats {
+    uint64_t messages; /* EventBatch messages read (cmr_ingest_engine_add; not those to come again: -2) */
+    /* segment batches: applied, seen before, refused (and damaged messages, once each) */
     uint64_t batches, events, duplicates, rejected, flushes, traces_touched;
-    uint64_t event_bytes; /* of the applied batches' encoded events (cmr/event.h) */
+    uint64_t event_bytes; /* of the applied batches' encoded events as stored (cmr/event.h) */
     uint64_t methods, agents;
     uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
     uint64_t restored;            /* records read back from the topics for newly assigned partitions */
@@ -399,12 +403,20 @@ int64_t cmr_ingest_engine_applied(const cmr_ingest_engine_t *e, int partition);
 /* Adds to the restore counters of the stats (the worker restores; the engine counts). */
 struct cmr_restore_stats;
 void cmr_ingest_engine_count_restore(cmr_ingest_engine_t *e, const struct cmr_restore_stats *st);
-/* Adds one EventBatch received on `partition`. 1 applied, 0 duplicate, -1 rejected as
+/* Adds one segment batch (its events a block of their own) received on `partition`. 1 applied, 0 duplicate, -1 rejected as
  * malformed (err says why; nothing changed), -2 cannot be stored (partition not open,
  * out of memory): the caller must not mark the record done. With 1 or 0, err is empty
  * unless attribute values were left out as invalid: then it says which and why (counted
  * in attributes_rejected; the caller reports it, cmr/rejects.h "bad_attribute"). */
-int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err, size_t errlen);
+int cmr_ingest_engine_add_batch(cmr_ingest_engine_t *e, int partition, const cmr_event_batch_t *m, char *err,
+                                size_t errlen);
+/* An EventBatch message: its segment batches, each as cmr_ingest_engine_add_batch, read
+ * and checked in one pass (cmr_segs_reader). 1 when one was applied, 0 when every one was
+ * a duplicate, -1 when one was rejected or the message is corrupt (err: the first reason,
+ * "segment N: ..."; the whole segment batches before the damage stay applied), -2 as
+ * above (what came before stays applied; the record comes again, its duplicates are
+ * found). Counters (cmr_ingest_stats_t) count segment batches. */
+int cmr_ingest_engine_add(cmr_ingest_engine_t *e, int partition, const cmr_event_msg_t *m, char *err, size_t errlen);
 int cmr_ingest_engine_add_method(cmr_ingest_engine_t *e, const cmr_method_entry_t *m);
 int cmr_ingest_engine_add_agent(cmr_ingest_engine_t *e, const cmr_agent_registration_t *r);
 /* Decodes a record of cmr.methods or cmr.registrations (rec, read from `topic`) and adds

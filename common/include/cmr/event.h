@@ -35,7 +35,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cmr/buf.h"
 #include "cmr/bytes.h"
+#include "cmr/msg.h"
 
 #define CMR_EVENT_RECORD_SIZE 24
 
@@ -96,6 +98,9 @@ typedef struct cmr_events_encoder {
 } cmr_events_encoder_t;
 
 void cmr_events_encoder_begin(cmr_events_encoder_t *e);
+/* The next segment of a message: open calls empty, the clock from base_ts, the
+ * dictionary kept (begin the message with cmr_events_encoder_begin). */
+void cmr_events_encoder_segment(cmr_events_encoder_t *e, uint64_t base_ts);
 /* Appends one event at out, which has room for CMR_EVENTS_MAX_ENCODED bytes. Returns the
  * bytes written, or 0 when the event cannot be encoded (a kind other than 1-4). */
 size_t cmr_events_encoder_put(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t *out);
@@ -116,6 +121,11 @@ void cmr_events_decoder_init(cmr_events_decoder_t *d, const uint8_t *p, size_t l
 /* 1 with the next event in *ev; 0 once all count events were read and no byte is left;
  * -1 when the block is corrupt (d->error says why; every later call returns -1 too). */
 int cmr_events_decoder_next(cmr_events_decoder_t *d, cmr_event_t *ev);
+/* The next segment of a message, count events from p (before end, where the message's
+ * body ends: read them with exactly count calls of cmr_events_decoder_next, then d->p is
+ * past them): open calls empty, the clock from base_ts, the dictionary kept. */
+void cmr_events_decoder_segment(cmr_events_decoder_t *d, const uint8_t *p, const uint8_t *end, uint32_t count,
+                                uint64_t base_ts);
 
 /* Whole blocks. Packs count records (the 24-byte layout) into out, which has room for
  * count * CMR_EVENTS_MAX_ENCODED bytes, its length into *len: 0, or -1 when a record has a
@@ -126,5 +136,97 @@ int cmr_events_pack(cmr_events_encoder_t *enc, const uint8_t *records, uint32_t 
 int cmr_events_unpack(const uint8_t *p, size_t len, uint32_t count, uint8_t *out, char *err, size_t errlen);
 /* Checks a block without keeping its events: 0, or -1 with the reason in err. */
 int cmr_events_check(const uint8_t *p, size_t len, uint32_t count, char *err, size_t errlen);
+
+/* --- several segment batches in one message ---------------------------------------------
+ *
+ * An EventBatch message (cmr_event_msg_t) carries segment_count segment batches, possibly
+ * of several traces (all of one Kafka partition), in `segments`: one after the other, each
+ * a header coded against the previous segment's, then its events in the compact encoding
+ * above. The method dictionary is the message's (it grows across its segments); the open
+ * calls start empty in every segment; each segment's timestamps start from its own base.
+ *
+ *   segment   := flags(1) segment-id [seq] [thread] [trace] [parent] [extras]
+ *                event-count [base] events
+ *   flags     bit 0 last (the segment ended with this batch)
+ *             bit 1 a parent link follows
+ *             bit 2 a trace id follows (16 bytes); else the previous segment's (the first
+ *                   segment of a message always has one)
+ *             bit 3 a thread follows: its id (zigzag varint) and name (varint length,
+ *                   bytes); else the previous segment's (the first always has one)
+ *             bit 4 batch_seq and first_event_seq follow (varints); else both are 0
+ *             bit 5 an extras byte follows
+ *             bit 6 the parent's agent id follows (8 bytes); else it is the message's
+ *             bit 7 0
+ *   segment-id  zigzag varint of its difference from the previous segment's (from 0)
+ *   parent    [agent(8, LE)] segment id as a zigzag varint of its difference from this
+ *             segment's id, event_seq as a zigzag varint
+ *   extras    bits: 0 dropped (varint), 1 diagnosis id (8 bytes, LE), 2 calls not
+ *             recorded (varint), 3 truncated_by (varint), 4 attributes (a varint count,
+ *             then per entry key and value, each a varint length and bytes); others 0
+ *   base      (when event-count > 0) zigzag varint of the segment's first timestamp minus
+ *             the previous segment's (from 0): the clock the events' deltas start from
+ *
+ * Everything the writer writes, the reader reads back exactly; anything else is refused
+ * with a reason, and so is a message whose counts differ from what its body holds. */
+
+#define CMR_SEGS_MAX_NAME 65535u /* a thread name's bytes at most */
+#define CMR_SEGS_MAX_ATTRS 16    /* attributes per segment batch at most */
+
+/* Builds a message's `segments` bytes. Owns `out` (free with cmr_segs_writer_free). */
+typedef struct cmr_segs_writer {
+    cmr_events_encoder_t enc; /* its dictionary spans the message */
+    cmr_buf_t out;
+    uint32_t segments, events;
+    int64_t agent_id;
+    int64_t prev_segment, prev_thread;
+    uint64_t prev_base;
+    uint8_t prev_trace[16], first_trace[16];
+    char *prev_name; /* owned copy */
+} cmr_segs_writer_t;
+
+/* Starts a message of agent_id's (memory of the previous one is kept). */
+void cmr_segs_writer_begin(cmr_segs_writer_t *w, int64_t agent_id);
+/* Appends one segment batch: its header from b (agent_id, packed_events and event_count
+ * are ignored) and count records (the 24-byte layout). 0, or -1 when memory ran out or a
+ * record has a kind other than 1-4: the message is then unusable (begin a new one). */
+int cmr_segs_writer_add(cmr_segs_writer_t *w, const cmr_event_batch_t *b, const uint8_t *records, uint32_t count);
+/* The message so far (pointing into the writer: valid until the next add or begin). */
+void cmr_segs_writer_msg(const cmr_segs_writer_t *w, cmr_event_msg_t *m);
+void cmr_segs_writer_free(cmr_segs_writer_t *w);
+
+/* Reads a message's segment batches one by one, checking every rule, and hands each out
+ * as a standalone batch: its events re-encoded on their own (a dictionary and clock of
+ * their own), as an EventBatch of one segment had them. Large (two event decoders and an
+ * encoder): keep it off small stacks. Owns its buffers (free with cmr_segs_reader_free). */
+typedef struct cmr_segs_reader {
+    cmr_events_decoder_t dec;
+    cmr_events_encoder_t enc;
+    const uint8_t *p, *end;
+    uint32_t left, events_left;
+    int64_t agent_id;
+    int64_t prev_segment, prev_thread;
+    uint64_t prev_base;
+    uint8_t prev_trace[16];
+    bool first;
+    cmr_buf_t name, strings, block;
+    cmr_parent_link_t parent;
+    cmr_kv_t attrs[CMR_SEGS_MAX_ATTRS];
+    char error[160];
+} cmr_segs_reader_t;
+
+void cmr_segs_reader_init(cmr_segs_reader_t *r, const cmr_event_msg_t *m);
+/* 1 with the next segment batch in *b (its pointers into the reader: valid until the next
+ * call); 0 after the last one, when the body and the counts agree; -1 when the message is
+ * corrupt (r->error says why; every later call returns -1 too). */
+int cmr_segs_reader_next(cmr_segs_reader_t *r, cmr_event_batch_t *b);
+void cmr_segs_reader_free(cmr_segs_reader_t *r);
+
+/* Conveniences for tools and tests. cmr_segs_split: every segment batch of a message, as
+ * standalone batches in an array the caller frees with cmr_segs_batches_free (deep
+ * copies): the count, or -1 with err. cmr_segs_join: one message from n standalone
+ * batches (their packed_events unpacked), into w (its `out` holds the bytes): 0 or -1. */
+long cmr_segs_split(const cmr_event_msg_t *m, cmr_event_batch_t **out, char *err, size_t errlen);
+void cmr_segs_batches_free(cmr_event_batch_t *b, size_t n);
+int cmr_segs_join(cmr_segs_writer_t *w, int64_t agent_id, const cmr_event_batch_t *b, size_t n, cmr_event_msg_t *m);
 
 #endif

@@ -101,6 +101,15 @@ int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_m
  * positive, or the partitioner is not one of librdkafka's (the random ones pick by key all
  * the same when there is a key). */
 int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keylen, int32_t partition_count);
+/* The partition count of `topic` as the cluster says it now (waiting up to timeout_ms),
+ * or -1 when it did not answer or does not know the topic. */
+int cmr_producer_partitions(cmr_producer_t *p, const char *topic, int timeout_ms);
+/* As cmr_producer_send, to an explicit partition (the key is kept on the message). */
+int cmr_producer_send_to(cmr_producer_t *p, cmr_msg_type_t type, const void *msg, int32_t partition, void *opaque,
+                         char *errbuf, size_t errlen);
+/* One segment batch (its events a block of their own) as an EventBatch message of its own,
+ * keyed by its trace id (tools and tests; the agent's publisher groups them). */
+int cmr_producer_send_batch(cmr_producer_t *p, const cmr_event_batch_t *b, void *opaque, char *errbuf, size_t errlen);
 /* Flushes for at most flush_timeout_ms, logs what could not be delivered, frees. */
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms);
 

@@ -425,7 +425,9 @@ typedef struct cmr_parent_link {
     int64_t event_seq;
 } cmr_parent_link_t;
 
-/* cmr.events; `events` holds event_count records of CMR_EVENT_RECORD_SIZE bytes (event.h). */
+/* One batch of one thread segment: what an EventBatch message carries per segment
+ * (cmr/event.h, cmr_segs_reader / cmr_segs_writer), and what cmr-ingest applies and stores.
+ * Not a message of its own since several segments travel in one (cmr_event_msg_t). */
 typedef struct cmr_event_batch {
     int64_t agent_id;
     int64_t thread_id;
@@ -444,6 +446,18 @@ typedef struct cmr_event_batch {
     int64_t calls_not_recorded; /* truncated: calls not recorded (with their callees) */
     int32_t truncated_by;       /* CMR_TRUNCATED_BY_* bits */
 } cmr_event_batch_t;
+
+/* cmr.events (schema EventBatch): segment_count segment batches of agent_id's, all of one
+ * partition, event_count events in all, in the compact layout of cmr/event.h. */
+typedef struct cmr_event_msg {
+    int64_t agent_id;
+    int32_t segment_count;
+    int32_t event_count;
+    cmr_bytes_t segments;
+    /* not on the wire: the message's key (the first segment's trace id) when sending; a
+     * decoded message has it zero */
+    uint8_t key_trace_id[16];
+} cmr_event_msg_t;
 
 enum {
     CMR_TRUNCATED_BY_LIMIT = 1, /* the segment reached max_segment_events */
@@ -668,7 +682,7 @@ typedef struct cmr_msg {
         cmr_agent_status_t agent_status;
         cmr_config_change_t config_change;
         cmr_method_entry_t method_entry;
-        cmr_event_batch_t event_batch;
+        cmr_event_msg_t event_batch;
         cmr_metric_batch_t metric_batch;
         cmr_signed_command_t signed_command;
         cmr_threshold_event_t threshold_event;

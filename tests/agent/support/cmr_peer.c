@@ -76,6 +76,10 @@ void cmr_peer_stop(cmr_peer_t *p)
     for (size_t i = 0; i < p->n; i++)
         cmr_record_free(p->recs[i]);
     free(p->recs);
+    for (size_t i = 0; i < p->nsplits; i++)
+        cmr_segs_batches_free(p->splits[i].v, p->splits[i].n);
+    free(p->splits);
+    free(p->segs);
     if (p->consumer)
         cmr_consumer_close(p->consumer);
     if (p->producer)
@@ -91,6 +95,39 @@ void cmr_peer_stop(cmr_peer_t *p)
     memset(p, 0, sizeof *p);
 }
 
+/* Splits an EventBatch message into its segment batches and appends them to p->segs. */
+static void keep_segments(cmr_peer_t *p, const cmr_event_msg_t *m)
+{
+    cmr_event_batch_t *v = NULL;
+    char err[200];
+    long n = cmr_segs_split(m, &v, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "cmr_peer: EventBatch of agent %lld does not split: %s\n", (long long)m->agent_id, err);
+        p->bad_event_msgs++;
+        return;
+    }
+    if (CMR_ARRAY_GROW(p->splits, p->splits_cap, p->nsplits + 1) != 0 ||
+        CMR_ARRAY_GROW(p->segs, p->segs_cap, p->nsegs + (size_t)n + 1) != 0) {
+        fprintf(stderr, "cmr_peer: out of memory, segment batches dropped\n");
+        cmr_segs_batches_free(v, (size_t)n);
+        p->bad_event_msgs++;
+        return;
+    }
+    p->splits[p->nsplits++] = (struct cmr_peer_split){v, (size_t)n};
+    for (long i = 0; i < n; i++)
+        p->segs[p->nsegs++] = &v[i];
+}
+
+const cmr_event_batch_t *cmr_peer_seg_batch(const cmr_peer_t *p, int64_t agent_id, int64_t segment, int32_t seq)
+{
+    for (size_t i = 0; i < p->nsegs; i++) {
+        const cmr_event_batch_t *b = p->segs[i];
+        if (b->agent_id == agent_id && b->segment_id == segment && b->batch_seq == seq)
+            return b;
+    }
+    return NULL;
+}
+
 void cmr_peer_poll(cmr_peer_t *p, int ms)
 {
     int64_t deadline = cmr_mono_ms() + ms;
@@ -104,6 +141,8 @@ void cmr_peer_poll(cmr_peer_t *p, int ms)
                 continue;
             }
             p->recs[p->n++] = rec;
+            if (rec->msg.type == CMR_MSG_EVENT_BATCH)
+                keep_segments(p, &rec->msg.u.event_batch);
         }
     } while (cmr_mono_ms() < deadline);
 }

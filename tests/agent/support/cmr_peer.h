@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "cmr/command.h"
+#include "cmr/event.h"
 #include "cmr/kafka.h"
 #include "cmr/trust.h"
 
@@ -24,6 +25,16 @@ typedef struct cmr_peer {
     cmr_consumer_t *consumer;
     cmr_record_t **recs;
     size_t n, cap;
+    /* the segment batches of every EventBatch message received, in arrival order: pointers
+     * into `splits` (stable until cmr_peer_stop), owned by the peer */
+    const cmr_event_batch_t **segs;
+    size_t nsegs, segs_cap;
+    struct cmr_peer_split {
+        cmr_event_batch_t *v; /* one message's batches (cmr_segs_split) */
+        size_t n;
+    } * splits;
+    size_t nsplits, splits_cap;
+    size_t bad_event_msgs;  /* EventBatch messages that did not split (corrupt): reported on stderr */
     char key_dir[64];       /* the peer's keys, removed by cmr_peer_stop */
     char public_key[128];   /* key_dir/cmr.pub: what the agents pin */
     char trust_option[160]; /* "trust.keys=<public_key>" for agent options */
@@ -73,5 +84,9 @@ void cmr_peer_envelope_free(cmr_peer_envelope_t *w);
 /* Common matchers: `ud` is the instance id (string) or the agent id (int64_t *). */
 bool cmr_peer_of_instance(const cmr_msg_t *m, const void *instance_id);
 bool cmr_peer_of_agent(const cmr_msg_t *m, const void *agent_id);
+
+/* The k-th (0-based) segment batch of agent_id among those received so far whose segment
+ * is `segment` and batch_seq `seq`; NULL when there is none (yet). */
+const cmr_event_batch_t *cmr_peer_seg_batch(const cmr_peer_t *p, int64_t agent_id, int64_t segment, int32_t seq);
 
 #endif
