@@ -135,7 +135,7 @@ static void send_traces(cmr_producer_t *p, traffic_t *tr, int from, int to)
             for (size_t i = 0; i < n; i++)
                 for (int rep = 0; rep < (nth++ % 5 == 0 ? 2 : 1); rep++) {
                     int rc;
-                    while ((rc = cmr_producer_send(p, CMR_MSG_EVENT_BATCH, &b[i], NULL, NULL, err, sizeof err)) ==
+                    while ((rc = cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err)) ==
                            CMR_SEND_QUEUE_FULL)
                         cmr_producer_flush(p, 100);
                     assert_int_equal(rc, CMR_SEND_OK);
@@ -159,7 +159,7 @@ static void build_reference(traffic_t *tr, const char *root)
             size_t n = synth_batches(&tr->segs[k][j], PER_BATCH, &b);
             assert_true(n >= 2); /* multi-batch segments */
             for (size_t i = 0; i < n; i++)
-                assert_int_equal(cmr_ingest_engine_add(e, 0, &b[i], err, sizeof err), 1);
+                assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &b[i], err, sizeof err), 1);
             synth_batches_free(b, n);
         }
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
