@@ -75,9 +75,15 @@ static void random_sample(sample_t *s, int64_t agent)
     for (size_t i = 0; i < s->n; i++) {
         cmr_event_batch_t *b = &s->b[i];
         bool same_trace = i && next_rand() % 2, same_thread = i && next_rand() % 2;
-        if (same_trace)
+        uint64_t r = next_rand() % 4;
+        if (same_trace) {
             memcpy(b->trace_id, s->b[i - 1].trace_id, 16);
-        else
+        } else if (i && r < 2) { /* the thread's next trace (a step), or one far off */
+            memcpy(b->trace_id, s->b[i - 1].trace_id, 8);
+            uint64_t lo = cmr_be64(s->b[i - 1].trace_id + 8);
+            uint64_t step = r == 0 ? 1 + next_rand() % 1000 : ((uint64_t)1 << 21) + next_rand() % 7;
+            cmr_put_be64(b->trace_id + 8, lo + step);
+        } else
             for (int k = 0; k < 16; k++)
                 b->trace_id[k] = (uint8_t)next_rand();
         b->thread_id = same_thread ? s->b[i - 1].thread_id : (int64_t)(next_rand() % 3) - 1;
@@ -272,15 +278,79 @@ static void test_small_traces_are_small(void **state)
         }
         cmr_event_write(rec, n++, &(cmr_event_t){methods[0], ts += 100, CMR_EVENT_EXIT, 1});
         cmr_event_batch_t b = {.thread_id = 7, .thread_name = "main", .segment_id = 1000 + i, .last = true};
-        for (int k = 0; k < 16; k++)
-            b.trace_id[k] = (uint8_t)next_rand();
+        /* as the probe makes them: the thread's prefix, the next number */
+        cmr_put_be64(b.trace_id, 0x9e3779b97f4a7c15ULL);
+        cmr_put_be64(b.trace_id + 8, 0x1234567890ULL + i);
         assert_int_equal(cmr_segs_writer_add(&w, &b, rec, n), 0);
     }
     cmr_event_msg_t m;
     cmr_segs_writer_msg(&w, &m);
     double per_call = (double)m.segments.len / (segs * 10);
     print_message("100 traces of 10 calls: %zu bytes, %.2f bytes per call\n", m.segments.len, per_call);
-    assert_true(per_call < 8.5); /* 16 of the ~80 bytes per trace are its trace id */
+    assert_true(per_call < 7.0); /* 8.06 with whole trace ids; a step costs 1 byte of the 16 */
+}
+
+/* A trace id is sent whole unless it follows the previous one by a small step: the same
+ * first 8 bytes, the last 8 (big endian) 1 .. 2^21 - 1 above. */
+static void test_trace_id_steps(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t hi, lo;
+        size_t header; /* bytes of the segment's header (no events) */
+    } ids[] = {
+        {7, 100, 1 + 1 + 6 + 16 + 1},               /* flags, segment id, thread (3, "main"), trace, count */
+        {7, 101, 1 + 1 + 1 + 1},                    /* a step of 1 */
+        {7, 101 + 2097151, 1 + 1 + 3 + 1},          /* the largest step */
+        {7, 101 + 2 * 2097151 + 1, 1 + 1 + 16 + 1}, /* too far: whole */
+        {8, 5, 1 + 1 + 16 + 1},                     /* another prefix: whole */
+        {8, 4, 1 + 1 + 16 + 1},                     /* backwards: whole */
+        {8, 4, 1 + 1 + 1},                          /* the same trace: nothing */
+    };
+    size_t n = sizeof ids / sizeof ids[0];
+    cmr_segs_writer_begin(&w, 42);
+    size_t before = 0;
+    for (size_t i = 0; i < n; i++) {
+        cmr_event_batch_t b = {.thread_id = 3, .thread_name = "main", .segment_id = 9, .last = true};
+        cmr_put_be64(b.trace_id, ids[i].hi);
+        cmr_put_be64(b.trace_id + 8, ids[i].lo);
+        assert_int_equal(cmr_segs_writer_add(&w, &b, NULL, 0), 0);
+        size_t after = w.out.len;
+        if (after - before != ids[i].header)
+            fail_msg("id %zu: %zu header bytes, want %zu", i, after - before, ids[i].header);
+        before = after;
+    }
+    cmr_event_msg_t m;
+    cmr_segs_writer_msg(&w, &m);
+    cmr_event_batch_t *v;
+    char err[128];
+    assert_int_equal(cmr_segs_split(&m, &v, err, sizeof err), (long)n);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(cmr_be64(v[i].trace_id) == ids[i].hi);
+        assert_true(cmr_be64(v[i].trace_id + 8) == ids[i].lo);
+    }
+    cmr_segs_batches_free(v, n);
+    /* a step of 0, or a flag byte with both a whole id and a step, is refused */
+    cmr_segs_writer_begin(&w, 42);
+    for (size_t i = 0; i < 2; i++) {
+        cmr_event_batch_t b = {.thread_id = 3, .thread_name = "main", .segment_id = 9, .last = true};
+        cmr_put_be64(b.trace_id, ids[i].hi);
+        cmr_put_be64(b.trace_id + 8, ids[i].lo);
+        assert_int_equal(cmr_segs_writer_add(&w, &b, NULL, 0), 0);
+    }
+    cmr_segs_writer_msg(&w, &m);
+    assert_int_equal(m.segments.len, ids[0].header + ids[1].header);
+    uint8_t bad[64];
+    memcpy(bad, m.segments.data, m.segments.len);
+    cmr_event_msg_t bm = m;
+    bm.segments.data = bad;
+    bad[ids[0].header + 2] = 0; /* the step */
+    assert_true(cmr_segs_split(&bm, &v, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "trace id step"));
+    bad[ids[0].header + 2] = 1;
+    bad[ids[0].header] |= 4; /* and a whole trace id */
+    assert_true(cmr_segs_split(&bm, &v, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "both whole and as a step"));
 }
 
 static void test_split_and_join(void **state)
@@ -333,11 +403,9 @@ static void test_segment_without_events(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_messages_round_trip),
-        cmocka_unit_test(test_refuses_truncations_and_counts),
-        cmocka_unit_test(test_damaged_messages),
-        cmocka_unit_test(test_small_traces_are_small),
-        cmocka_unit_test(test_split_and_join),
+        cmocka_unit_test(test_random_messages_round_trip),     cmocka_unit_test(test_trace_id_steps),
+        cmocka_unit_test(test_refuses_truncations_and_counts), cmocka_unit_test(test_damaged_messages),
+        cmocka_unit_test(test_small_traces_are_small),         cmocka_unit_test(test_split_and_join),
         cmocka_unit_test(test_segment_without_events),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

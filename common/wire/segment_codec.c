@@ -5,8 +5,9 @@
  *
  * The agent's publisher writes one message per Kafka partition and pass with a
  * cmr_segs_writer: each segment's header coded against the previous one's (a segment id
- * difference, the trace and thread only when they change, sequence numbers only past a
- * segment's first batch), and its events with the event codec, whose dictionary spans the
+ * difference, the trace and thread only when they change — a trace id that follows the
+ * previous one as the probe makes them, the same random prefix and the next counter, as a
+ * small step — sequence numbers only past a segment's first batch), and its events with the event codec, whose dictionary spans the
  * message. cmr-ingest reads it with a cmr_segs_reader, which checks every rule in one pass
  * and hands each segment batch out re-encoded on its own, as the store keeps it (a stored
  * batch decodes without its message).
@@ -27,7 +28,12 @@ enum {
     F_SEQ = 16,
     F_EXTRAS = 32,
     F_PARENT_AGENT = 64,
+    F_TRACE_NEXT = 128, /* the trace id follows the previous one: same first 8 bytes, the
+                           last 8 (big endian) a varint step above the previous's */
 };
+
+/* The largest step F_TRACE_NEXT codes (3 varint bytes); beyond it the 16 bytes go. */
+#define TRACE_STEP_MAX ((uint64_t)1 << 21)
 
 enum {
     X_DROPPED = 1,
@@ -123,12 +129,18 @@ static int put_header(cmr_segs_writer_t *w, const cmr_event_batch_t *b, uint32_t
 {
     cmr_buf_t *o = &w->out;
     bool thread = !same_thread(w, b), trace = !w->segments || memcmp(w->prev_trace, b->trace_id, 16);
+    /* a local trace id is the thread's random prefix and a counter (the probe's
+     * beginSegment): the next trace of the same thread is a small step */
+    uint64_t step = trace && w->segments && !memcmp(w->prev_trace, b->trace_id, 8)
+                        ? cmr_be64(b->trace_id + 8) - cmr_be64(w->prev_trace + 8)
+                        : 0;
+    bool next = step > 0 && step < TRACE_STEP_MAX;
     bool seq = b->batch_seq != 0 || b->first_event_seq != 0;
     unsigned x = extras_of(b);
     bool pagent = b->parent && b->parent->agent_id != w->agent_id;
-    cmr_buf_putc(o, (char)((b->last ? F_LAST : 0) | (b->parent ? F_PARENT : 0) | (trace ? F_TRACE : 0) |
+    cmr_buf_putc(o, (char)((b->last ? F_LAST : 0) | (b->parent ? F_PARENT : 0) | (trace && !next ? F_TRACE : 0) |
                            (thread ? F_THREAD : 0) | (seq ? F_SEQ : 0) | (x ? F_EXTRAS : 0) |
-                           (pagent ? F_PARENT_AGENT : 0)));
+                           (pagent ? F_PARENT_AGENT : 0) | (next ? F_TRACE_NEXT : 0)));
     cmr_buf_put_varint(o, zigzag((int64_t)((uint64_t)b->segment_id - (uint64_t)w->prev_segment)));
     if (seq) {
         cmr_buf_put_varint(o, (uint64_t)(uint32_t)b->batch_seq);
@@ -150,7 +162,9 @@ static int put_header(cmr_segs_writer_t *w, const cmr_event_batch_t *b, uint32_t
         w->prev_name = copy;
         w->prev_thread = b->thread_id;
     }
-    if (trace)
+    if (next)
+        cmr_buf_put_varint(o, step);
+    else if (trace)
         cmr_buf_put(o, b->trace_id, 16);
     if (b->parent) {
         if (pagent)
@@ -350,8 +364,8 @@ static int get_header(cmr_segs_reader_t *r, cmr_event_batch_t *b, uint32_t *coun
         return bad(r, "fewer segments than segment_count");
     uint8_t flags = *r->p++;
     uint64_t v, v2;
-    if (flags & 0x80)
-        return bad(r, "unknown flag");
+    if ((flags & (F_TRACE | F_TRACE_NEXT)) == (F_TRACE | F_TRACE_NEXT))
+        return bad(r, "a trace id both whole and as a step");
     if (r->first && (flags & (F_TRACE | F_THREAD)) != (F_TRACE | F_THREAD))
         return bad(r, "the first segment names no trace or thread");
     if (!(flags & F_PARENT) && (flags & F_PARENT_AGENT))
@@ -372,6 +386,10 @@ static int get_header(cmr_segs_reader_t *r, cmr_event_batch_t *b, uint32_t *coun
             return bad(r, "truncated trace id");
         memcpy(r->prev_trace, r->p, 16);
         r->p += 16;
+    } else if (flags & F_TRACE_NEXT) {
+        if (get_u64(r, &v, TRACE_STEP_MAX - 1) || v == 0)
+            return bad(r, "bad trace id step");
+        cmr_put_be64(r->prev_trace + 8, cmr_be64(r->prev_trace + 8) + v);
     }
     if ((flags & F_PARENT) && get_parent(r, flags, b))
         return -1;

@@ -135,8 +135,7 @@ static void send_traces(cmr_producer_t *p, traffic_t *tr, int from, int to)
             for (size_t i = 0; i < n; i++)
                 for (int rep = 0; rep < (nth++ % 5 == 0 ? 2 : 1); rep++) {
                     int rc;
-                    while ((rc = cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err)) ==
-                           CMR_SEND_QUEUE_FULL)
+                    while ((rc = cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err)) == CMR_SEND_QUEUE_FULL)
                         cmr_producer_flush(p, 100);
                     assert_int_equal(rc, CMR_SEND_OK);
                 }

@@ -156,7 +156,10 @@ int cmr_events_check(const uint8_t *p, size_t len, uint32_t count, char *err, si
  *             bit 4 batch_seq and first_event_seq follow (varints); else both are 0
  *             bit 5 an extras byte follows
  *             bit 6 the parent's agent id follows (8 bytes); else it is the message's
- *             bit 7 0
+ *             bit 7 the trace id is the previous segment's stepped: its first 8 bytes the
+ *                   same, its last 8 (big endian) a varint (1 .. 2^21 - 1) above the
+ *                   previous's (a thread's next local trace: the probe makes a thread's
+ *                   trace ids from a random prefix and a counter); not with bit 2
  *   segment-id  zigzag varint of its difference from the previous segment's (from 0)
  *   parent    [agent(8, LE)] segment id as a zigzag varint of its difference from this
  *             segment's id, event_seq as a zigzag varint

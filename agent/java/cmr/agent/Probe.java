@@ -83,6 +83,11 @@ public final class Probe {
         // the open segment (depth > 0): its id, trace id and events put so far
         long segment, traceHi, traceLo, seq;
         long nextSegment, segmentLimit;
+        // the trace ids of the traces this thread begins: a random 64-bit prefix drawn when
+        // the ring is made, then a counter from a random start (unique across JVMs by the
+        // prefix; the publisher codes a thread's next trace id as a step, cmr/event.h)
+        final long tracePrefix;
+        long traceNext;
         Context pending; // parent of the segment the next root call opens
         long ctxStack;   // one bit per open ctxBegin: did it open a segment?
         long ctxSite;    // the hand-off node ctxBegin opened (ctxEnd closes that one)
@@ -95,6 +100,9 @@ public final class Probe {
 
         Ring(ByteBuffer buf) {
             this.buf = buf;
+            ThreadLocalRandom rnd = ThreadLocalRandom.current();
+            this.tracePrefix = rnd.nextLong();
+            this.traceNext = rnd.nextLong() >>> 1; // far from wrapping: steps stay small
             long records = buf == null ? 0 : (buf.capacity() - HEADER) / RECORD;
             this.cap = records;
             this.mask = (int) (records - 1);
@@ -210,10 +218,9 @@ public final class Probe {
             if (p != null) {
                 traceHi = p.traceHi;
                 traceLo = p.traceLo;
-            } else {
-                ThreadLocalRandom rnd = ThreadLocalRandom.current();
-                traceHi = rnd.nextLong();
-                traceLo = rnd.nextLong() | 1; // never all zero
+            } else { // this thread's random prefix and its next number (never all zero)
+                traceHi = tracePrefix;
+                traceLo = ++traceNext != 0 ? traceNext : ++traceNext;
             }
             long max = (long) LONGS.getOpaque(b, MAX_EVENTS);
             maxEvents = max > 0 ? max : Long.MAX_VALUE;
