@@ -821,6 +821,12 @@ void cmr_agent_apply_resend(cmr_agent_t *a, JNIEnv *env, const cmr_bytecode_rese
                "no loaded class of that name and loader");
         return;
     }
+    if (is_instrumented(cmd->class_name, cmd->loader_id, a)) { /* the JVM would hand out those bytes */
+        report(a, cmd->request_id, cmd->class_name, cmd->loader_id, (int64_t)hash, CMR_COMMAND_FAILED, 0,
+               "instrumented bytes are in effect: only original bytes are sent");
+        find_release(&f);
+        return;
+    }
     capture_t cap = {cmd->class_name, cmd->loader_id, cmd->request_id, NULL, false};
     jvmtiError jerr = capture_run(a, &cap, 1, f.found, 1);
     if (jerr != JVMTI_ERROR_NONE)

@@ -697,15 +697,6 @@ static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t 
             w->hash_mismatch, suppressed);
 }
 
-/* Bytes that name the probe class (a constant-pool entry, so it appears as is): bytes the
- * CMR made, handed back by a JVM, never original bytes of an application class. The
- * probe class itself is the agent's own and needs nothing either. */
-static bool calls_probes(const cmr_class_loaded_t *cl)
-{
-    static const char probe[] = "cmr/agent/Probe";
-    return memmem(cl->bytecode.data, cl->bytecode.len, probe, sizeof probe - 1) != NULL;
-}
-
 /* Handles one ClassLoaded inside the current unit. */
 static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition)
 {
@@ -719,12 +710,6 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
     if (hash != (uint64_t)cl->class_hash) {
         refuse_mismatch(w, cl, hash);
         return 0; /* nothing instrumented, cached or recorded from it */
-    }
-    if (calls_probes(cl)) {
-        cmr_log(CMR_LOG_WARN, "instr.class_rejected",
-                "class=%s agent=%016" PRIx64 " reason=\"already instrumented: the bytes name cmr/agent/Probe\"",
-                cl->class_name, agent);
-        return 0; /* instrumenting them again would double every probe */
     }
     cmr_instr_agent_rec_t ar = {cl->revision, partition, "", ""};
     cmr_instr_class_rec_t rec = {0};
