@@ -779,10 +779,13 @@ int cmr_instr_cache_offset(cmr_instr_cache_t *c, int32_t partition, int64_t *off
     return rc;
 }
 
-int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t offset)
+int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t offset, int64_t *prev)
 {
-    int64_t cur;
-    if (cmr_instr_cache_offset(c, partition, &cur) == 1 && cur >= offset)
+    int64_t cur = -1;
+    int had = cmr_instr_cache_offset(c, partition, &cur);
+    if (prev)
+        *prev = had == 1 ? cur : -1;
+    if (had == 1 && cur >= offset)
         return 0;
     return id_put_u64(c, 'o', (uint64_t)(uint32_t)partition, (uint64_t)offset);
 }

@@ -348,8 +348,8 @@ static int resync_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud
  * agents asked for their classes (those cached now; the others when their records come). */
 static void see_offset(worker_t *w, int32_t partition, int64_t offset)
 {
-    int64_t seen = -1;
-    cmr_instr_cache_offset(w->cache, partition, &seen);
+    int64_t seen;
+    cmr_instr_cache_put_offset(w->cache, partition, offset, &seen);
     if (offset > seen + 1 && partition >= 0 && partition < MAX_PARTITIONS) {
         w->records_lost += (uint64_t)(offset - (seen + 1));
         w->lost_at_ms[partition] = mono_ms();
@@ -360,7 +360,6 @@ static void see_offset(worker_t *w, int32_t partition, int64_t offset)
         resync_ctx_t x = {w, partition};
         cmr_instr_cache_each_agent(w->cache, resync_agent, &x);
     }
-    cmr_instr_cache_put_offset(w->cache, partition, offset);
 }
 
 static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const cmr_instr_built_t *b)

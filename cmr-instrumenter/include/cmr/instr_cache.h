@@ -111,7 +111,9 @@ int cmr_instr_cache_put_method_sent(cmr_instr_cache_t *c, uint64_t method_id);
 
 /* Last offset of a cmr.classes partition this cache has processed (1 found, 0 none). */
 int cmr_instr_cache_offset(cmr_instr_cache_t *c, int32_t partition, int64_t *offset);
-int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t offset);
+/* Records offset as the partition's last one seen, unless a later one is held; *prev (when
+ * not NULL) gets the one held before (-1: none). */
+int cmr_instr_cache_put_offset(cmr_instr_cache_t *c, int32_t partition, int64_t offset, int64_t *prev);
 
 /* Unpinned bytes currently held. */
 uint64_t cmr_instr_cache_unpinned_bytes(const cmr_instr_cache_t *c);
