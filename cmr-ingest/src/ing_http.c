@@ -629,7 +629,7 @@ static int proxy_trace(cmr_ingest_peers_t *peers, const cmr_ingest_plan_t *plan,
         for (size_t k = 0; k < plan->groups[i].npartitions && !url; k++)
             if (plan->groups[i].partitions[k] == partition)
                 url = plan->groups[i].url;
-    char msg[700];
+    char msg[1200];
     if (!url) {
         snprintf(msg, sizeof msg, "no worker owns partition %d of the trace now (a rebalance, or its owner is down)",
                  (int)partition);
