@@ -175,36 +175,11 @@ typedef struct qctx {
     cmr_ingest_view_t *v;
     const cmr_trace_filter_t *f;
     cmr_store_t *s;
-    uint64_t *roots, *agents, *methods, *env_agents; /* env_agents sorted */
+    uint64_t *roots, *agents, *methods, *env_agents; /* agents and env_agents sorted */
     size_t nroots, nagents, nmethods, nenv_agents;
     results_t *r;
     size_t matched; /* in this partition */
 } qctx_t;
-
-static bool has_key(cmr_store_t *s, int cf, uint64_t id, const uint8_t trace[16])
-{
-    uint8_t k[24];
-    cmr_put_be64(k, id);
-    memcpy(k + 8, trace, 16);
-    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-    char *e = NULL;
-    size_t vl;
-    char *val = rocksdb_get_cf(cmr_store_db(s), ro, cmr_store_cf(s, cf), (const char *)k, 24, &vl, &e);
-    rocksdb_readoptions_destroy(ro);
-    free(e);
-    bool found = val != NULL;
-    rocksdb_free(val);
-    return found;
-}
-
-/* true when one of the ids has an index entry (cf: id | trace) for the trace. */
-static bool any_indexed(cmr_store_t *s, int cf, const uint64_t *ids, size_t n, const uint8_t trace[16])
-{
-    for (size_t i = 0; i < n; i++)
-        if (has_key(s, cf, ids[i], trace))
-            return true;
-    return false;
-}
 
 static bool in_set(const uint64_t *v, size_t n, uint64_t id)
 {
@@ -253,9 +228,9 @@ static void consider(qctx_t *q, const uint8_t trace[16])
         return;
     if (f->root_method && !in_set(q->roots, q->nroots, s.root_method))
         return;
-    if (f->agent && !any_indexed(q->s, CMR_CF_IDX_AGENT, q->agents, q->nagents, trace))
-        return;
-    if (f->contains && !any_indexed(q->s, CMR_CF_IDX_METHOD, q->methods, q->nmethods, trace))
+    /* `contains` drives the scan when set (every candidate called one of the methods);
+     * `agent` does unless `contains` is set, and is then checked on the batches' JVMs */
+    if (f->agent && f->contains && !any_agent_in(q->s, q->agents, q->nagents, trace))
         return;
     if (f->env && !any_agent_in(q->s, q->env_agents, q->nenv_agents, trace))
         return;
@@ -324,8 +299,11 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
     qctx_t q = {.v = v, .f = f, .r = &r};
     if (f->root_method)
         q.nroots = cmr_names_find_methods(v->names, f->root_method, &q.roots);
-    if (f->agent)
+    if (f->agent) {
         q.nagents = cmr_names_find_agents(v->names, f->agent, &q.agents);
+        if (q.nagents)
+            qsort(q.agents, q.nagents, sizeof *q.agents, cmr_u64_cmp); /* any_agent_in's set */
+    }
     if (f->contains)
         q.nmethods = cmr_names_find_methods(v->names, f->contains, &q.methods);
     if (f->env) {

@@ -27,6 +27,9 @@
  * Meta store: methods (method id -> value), agents (agent id -> value), see ing_names.c;
  * status (agent id | time ms -> AgentStatus as received), see ing_agents.c.
  *
+ * Index column families keep their memtable as a vector (appends; sorted when flushed or
+ * read) and are only ever scanned; `batches` and `traces` hash theirs by trace id and are
+ * only read one trace at a time; `traces` has bloom filters (tune_partition_cfs).
  * WAL is always on; writes are synced (fsync) when opts.sync is set (the default).
  * Ownership: a cmr_store_t owns its RocksDB handles; cmr_store_close() releases them.
  */
@@ -64,6 +67,7 @@ struct cmr_store {
     rocksdb_t *db;
     rocksdb_options_t *opts;
     rocksdb_options_t *cf_opts[NPART_CFS];
+    rocksdb_block_based_table_options_t *traces_table; /* the bloom filter of `traces` */
     rocksdb_column_family_handle_t *cfs[NPART_CFS];
     int ncfs;
     rocksdb_writeoptions_t *wo;
@@ -93,6 +97,43 @@ static rocksdb_options_t *cf_options(size_t write_buffer, bool compress)
     rocksdb_options_set_write_buffer_size(o, write_buffer);
     rocksdb_options_set_compression(o, compress ? rocksdb_lz4_compression : rocksdb_no_compression);
     return o;
+}
+
+/* Memtables and filters of a partition store, for what ingest does per trace (issue 15,
+ * "cheap small traces"; docs/benchmarks.md):
+ *  - `batches` and `traces` are keyed by trace id first, and only ever read one trace at
+ *    a time (a point lookup, or a seek to the trace and on while the key starts with it):
+ *    their memtables are hashed by the trace id (the 16-byte prefix) into small skip
+ *    lists, so an insert does not search one list of the whole memtable. Reading across
+ *    traces in key order needs total_order_seek (tests do; nothing else reads that way).
+ *  - the index column families get a vector memtable: an insert is an append (a skip
+ *    list insert of a random key is a dozen cache misses, which made index entries most
+ *    of ingest's CPU); the vector is sorted once when it is flushed, and an iterator over
+ *    it sorts a copy, which queries and retention pay once per scan. Nothing reads an
+ *    index with a point lookup (that too would sort a copy: ing_query.c checks filters
+ *    on the batches instead). Vector memtables take one writer at a time, so concurrent
+ *    memtable writes are off (a store has one writer, its partition's).
+ *  - `traces` gets a bloom filter, in its memtable and in its tables: the summary of
+ *    every new trace is looked up first (ing_engine.c get_trace), and almost every
+ *    lookup misses. */
+#define TRACE_BUCKETS (1u << 15) /* hash buckets of a `batches` / `traces` memtable: 256 KiB each */
+
+static void tune_partition_cfs(cmr_store_t *s)
+{
+    rocksdb_options_set_allow_concurrent_memtable_write(s->opts, 0);
+    for (int i = 1 + CMR_CF_IDX_TIME; i < s->ncfs; i++)
+        rocksdb_options_set_memtable_vector_rep(s->cf_opts[i]);
+    for (int i = 1 + CMR_CF_BATCHES; i <= 1 + CMR_CF_TRACES; i++) {
+        rocksdb_options_set_prefix_extractor(s->cf_opts[i], rocksdb_slicetransform_create_fixed_prefix(16));
+        rocksdb_options_set_hash_skip_list_rep(s->cf_opts[i], TRACE_BUCKETS, 4, 4);
+    }
+    rocksdb_options_t *t = s->cf_opts[1 + CMR_CF_TRACES];
+    rocksdb_options_set_memtable_prefix_bloom_size_ratio(t, 0.05);
+    rocksdb_options_set_memtable_whole_key_filtering(t, 1);
+    s->traces_table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_filter_policy(s->traces_table, rocksdb_filterpolicy_create_bloom_full(10));
+    rocksdb_block_based_options_set_whole_key_filtering(s->traces_table, 1);
+    rocksdb_options_set_block_based_table_factory(t, s->traces_table);
 }
 
 /* The positions of names[] to open read-only: all of them, except the optional ones
@@ -146,6 +187,8 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     rocksdb_options_set_db_write_buffer_size(s->opts, wb * 2);
     for (int i = 0; i < n; i++)
         s->cf_opts[i] = cf_options(i == 1 && partition >= 0 ? wb : (2u << 20), i == 1);
+    if (partition >= 0)
+        tune_partition_cfs(s);
     const rocksdb_options_t *cfo[NPART_CFS];
     for (int i = 0; i < n; i++)
         cfo[i] = s->cf_opts[i];
@@ -225,6 +268,8 @@ void cmr_store_close(cmr_store_t *s)
             rocksdb_options_destroy(s->cf_opts[i]);
     if (s->opts)
         rocksdb_options_destroy(s->opts);
+    if (s->traces_table)
+        rocksdb_block_based_options_destroy(s->traces_table);
     if (s->wo)
         rocksdb_writeoptions_destroy(s->wo);
     if (s->ro)

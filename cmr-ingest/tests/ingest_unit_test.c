@@ -1867,6 +1867,7 @@ static size_t count_cf(const char *root, int partition, int cf)
     size_t n = 0;
     if (cmr_store_cf(s, cf)) {
         rocksdb_readoptions_t *o = rocksdb_readoptions_create();
+        rocksdb_readoptions_set_total_order_seek(o, 1); /* across traces: batches and traces seek by trace */
         rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(s), o, cmr_store_cf(s, cf));
         for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it))
             n++;

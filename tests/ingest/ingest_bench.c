@@ -83,6 +83,7 @@ typedef struct data {
     size_t ntraces;
     size_t batch;     /* events per batch */
     size_t per_trace; /* batches per trace */
+    size_t pack;      /* small traces per message (1: each its own) */
     uint64_t events;
 } data_t;
 
@@ -110,6 +111,7 @@ static void make_small_data(data_t *d, size_t events, size_t ntraces)
 {
     d->batch = events;
     d->per_trace = 1;
+    d->pack = 1;
     d->ntraces = ntraces;
     d->segs = calloc(ntraces, sizeof *d->segs);
     uint64_t base = (uint64_t)cmr_wall_ns() - 3600ull * 1000000000ull;
@@ -131,6 +133,7 @@ static void make_data(data_t *d, size_t batch, size_t nbatches)
 {
     d->batch = batch;
     d->per_trace = BATCHES_PER_TRACE;
+    d->pack = 1;
     d->ntraces = nbatches / BATCHES_PER_TRACE;
     d->segs = calloc(d->ntraces, sizeof *d->segs);
     uint64_t base = (uint64_t)cmr_wall_ns() / 1000000000ull * 1000000000ull - 3600ull * 1000000000ull;
@@ -191,56 +194,150 @@ static double cpu_s(void)
            ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) / 1e6;
 }
 
-/* Small traces, one EventBatch each, as Avro messages decoded and applied in process (what
- * the worker does per record, without the Kafka fetch): traces per second of wall time
- * and per second of this process's CPU (its RocksDB threads included). */
-static void bench_small(size_t events, size_t ntraces)
+/* Small traces (one batch each) packed per_msg to a message per partition (trace k to
+ * partition k % 16), as the publisher packs a pass's segments; emit gets each message. */
+static void pack_small(const data_t *d, size_t per_msg, void (*emit)(void *, int, const cmr_event_msg_t *), void *ctx)
+{
+    cmr_event_batch_t *all = calloc(per_msg, sizeof *all), **held = calloc(per_msg, sizeof *held);
+    cmr_segs_writer_t *w = calloc(1, sizeof *w);
+    for (int part = 0; part < 16; part++) {
+        size_t nb = 0;
+        for (size_t k = (size_t)part; k < d->ntraces; k += 16) {
+            synth_batches(&d->segs[k], d->batch, &held[nb]); /* one batch: the trace */
+            all[nb] = held[nb][0];
+            if (++nb < per_msg && k + 16 < d->ntraces)
+                continue;
+            cmr_event_msg_t m;
+            if (cmr_segs_join(w, all[0].agent_id, all, nb, &m) == 0)
+                emit(ctx, part, &m);
+            for (size_t i = 0; i < nb; i++)
+                synth_batches_free(held[i], 1);
+            nb = 0;
+        }
+    }
+    cmr_segs_writer_free(w);
+    free(w);
+    free(all);
+    free(held);
+}
+
+typedef struct encode_ctx {
+    cmr_buf_t *msgs; /* Avro EventBatch messages */
+    int *part;       /* the partition of each */
+    size_t n, bytes;
+} encode_ctx_t;
+
+static void encode_one(void *ctx, int part, const cmr_event_msg_t *m)
+{
+    encode_ctx_t *c = ctx;
+    char err[256];
+    cmr_msg_encode(CMR_MSG_EVENT_BATCH, m, &c->msgs[c->n], err, sizeof err);
+    c->part[c->n] = part;
+    c->bytes += c->msgs[c->n++].len;
+}
+
+/* The read side of what bench_small stored: a view opened on the store root (as the
+ * HTTP API's), then the lists a person asks for, each the median of 5 runs. Printed
+ * after the ingest figures of the same run, the writer still open. */
+static void bench_queries(const char *dir)
+{
+    char err[512];
+    double t0 = now_s();
+    cmr_ingest_view_t *v = cmr_ingest_view_open(dir, err, sizeof err);
+    if (!v) {
+        printf("  view: %s\n", err);
+        return;
+    }
+    double open_ms = (now_s() - t0) * 1e3;
+    static const struct {
+        const char *name;
+        cmr_trace_filter_t f;
+    } qs[] = {
+        {"newest 50", {.limit = 50}},
+        {"newest 1000", {.limit = 1000}},
+        {"slowest 50", {.slowest = true, .limit = 50}},
+        {"calling one method, newest 50", {.contains = "0000000000000007", .limit = 50}},
+    };
+    printf("  queries (view opened in %.1f ms):", open_ms);
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+        double ms[5];
+        long n = 0;
+        for (int r = 0; r < 5; r++) {
+            cmr_trace_summary_t *out;
+            double q0 = now_s();
+            n = cmr_ingest_view_list(v, &qs[i].f, &out);
+            ms[r] = (now_s() - q0) * 1e3;
+            free(out);
+        }
+        for (int a = 0; a < 5; a++) /* the median */
+            for (int b = a + 1; b < 5; b++)
+                if (ms[b] < ms[a]) {
+                    double x = ms[a];
+                    ms[a] = ms[b];
+                    ms[b] = x;
+                }
+        printf("%s %s: %.1f ms (%ld)", i ? "," : "", qs[i].name, ms[2], n);
+    }
+    printf("\n");
+    cmr_ingest_view_free(v);
+}
+
+/* Small traces as Avro messages decoded and applied in process (what the worker does per
+ * record, without the Kafka fetch): traces per second of wall time and per second of this
+ * process's CPU (its RocksDB threads included). `per_msg` traces per message: 1 (a trace
+ * alone, as an agent sends one that ends alone in a send interval), or more of one
+ * partition (as the publisher packs a pass's segments per cmr.events partition). */
+static void bench_small(size_t events, size_t ntraces, size_t per_msg)
 {
     char dir[256], err[512];
     if (cp_tmpdir(dir, sizeof dir) != 0)
         return;
     data_t d;
     make_small_data(&d, events, ntraces);
-    cmr_buf_t *msgs = calloc(ntraces, sizeof *msgs);
-    size_t bytes = 0;
-    for (size_t k = 0; k < ntraces; k++) {
-        cmr_event_batch_t *b;
-        size_t n = synth_batches(&d.segs[k], events, &b);
-        static cmr_segs_writer_t w; /* the trace's batches, one message */
-        cmr_event_msg_t em;
-        if (cmr_segs_join(&w, b[0].agent_id, b, n, &em) == 0)
-            cmr_msg_encode(CMR_MSG_EVENT_BATCH, &em, &msgs[k], err, sizeof err);
-        bytes += msgs[k].len;
-        synth_batches_free(b, n);
-    }
+    encode_ctx_t ec = {.msgs = calloc(ntraces / per_msg + 17, sizeof *ec.msgs),
+                       .part = calloc(ntraces / per_msg + 17, sizeof *ec.part)};
+    pack_small(&d, per_msg, encode_one, &ec);
+    cmr_buf_t *msgs = ec.msgs;
+    int *part = ec.part;
+    size_t nmsgs = ec.n, bytes = ec.bytes;
     cmr_store_opts_t o = {.sync = true};
     cmr_ingest_engine_t *e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
     for (int p = 0; p < 16; p++)
         cmr_ingest_engine_open_partition(e, p, 0);
+    /* messages interleaved across partitions, like a live stream */
+    size_t *order = calloc(nmsgs, sizeof *order), per_part = (nmsgs + 15) / 16, o_at = 0;
+    for (size_t i = 0; i < per_part; i++)
+        for (size_t j = i; j < nmsgs; j += per_part)
+            order[o_at++] = j;
     double t0 = now_s(), c0 = cpu_s();
     size_t in_group = 0, bad = 0;
-    for (size_t k = 0; k < ntraces; k++) {
+    for (size_t i = 0; i < o_at; i++) {
+        size_t k = order[i];
         cmr_msg_t m;
         if (cmr_msg_decode(msgs[k].data, msgs[k].len, &m, err, sizeof err) != CMR_WIRE_OK ||
-            cmr_ingest_engine_add(e, (int)(k % 16), &m.u.event_batch, err, sizeof err) != 1)
+            cmr_ingest_engine_add(e, part[k], &m.u.event_batch, err, sizeof err) != 1)
             bad++;
         cmr_msg_free(&m);
-        if (++in_group == 1024) { /* the worker commits a group per poll round */
+        if ((in_group += per_msg) >= 1024) { /* the worker commits a group per poll round */
             cmr_ingest_engine_flush(e);
             in_group = 0;
         }
     }
     cmr_ingest_engine_flush(e);
     double dt = now_s() - t0, dc = cpu_s() - c0;
-    printf("small traces of %zu events (one message each, %.0f bytes on average, %.2f bytes per call), decode and "
+    printf("small traces of %zu events (%zu per message, %.0f bytes per trace, %.2f bytes per call), decode and "
            "store in process: %zu traces in %.3f s, CPU %.3f s: %.0f traces/s, %.0f traces per CPU-second "
            "(%.2f us of CPU per trace)%s\n",
-           events, (double)bytes / (double)ntraces, 2.0 * (double)bytes / (double)d.events, ntraces, dt, dc,
+           events, per_msg, (double)bytes / (double)ntraces, 2.0 * (double)bytes / (double)d.events, ntraces, dt, dc,
            (double)ntraces / dt, (double)ntraces / dc, dc * 1e6 / (double)ntraces, bad ? " SOME FAILED" : "");
+    if (per_msg > 1)
+        bench_queries(dir);
     cmr_ingest_engine_free(e);
-    for (size_t k = 0; k < ntraces; k++)
+    for (size_t k = 0; k < nmsgs; k++)
         cmr_buf_free(&msgs[k]);
     free(msgs);
+    free(part);
+    free(order);
     free_data(&d);
     cp_rmrf(dir);
 }
@@ -305,31 +402,53 @@ static void bench_assembly(void)
     free(segs);
 }
 
-static int64_t fill(const char *bootstrap, const data_t *d)
+typedef struct send_ctx {
+    cmr_producer_t *p;
+    size_t sent;
+} send_ctx_t;
+
+static void send_one(void *ctx, int part, const cmr_event_msg_t *m)
+{
+    send_ctx_t *c = ctx;
+    char err[512];
+    while (cmr_producer_send_to(c->p, CMR_MSG_EVENT_BATCH, m, part, NULL, err, sizeof err) == CMR_SEND_QUEUE_FULL)
+        cmr_producer_flush(c->p, 100);
+    c->sent++;
+}
+
+/* Fills cmr.events with d: true when the topic holds every message sent. */
+static bool fill(const char *bootstrap, const data_t *d)
 {
     cmr_conf_t *conf = cmr_conf_new();
     cmr_conf_set(conf, "kafka.bootstrap.servers", bootstrap, "bench");
     char err[512];
     cmr_producer_t *p = cmr_producer_new(conf, "bench", NULL, NULL, err, sizeof err);
     double t0 = now_s();
-    for (size_t k = 0; k < d->ntraces; k++) {
-        cmr_event_batch_t *b;
-        size_t n = synth_batches(&d->segs[k], d->batch, &b);
-        for (size_t i = 0; i < n; i++)
-            while (cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err) == CMR_SEND_QUEUE_FULL)
-                cmr_producer_flush(p, 100);
-        synth_batches_free(b, n);
-    }
+    size_t sent = 0;
+    if (d->pack > 1) {
+        send_ctx_t c = {p, 0};
+        pack_small(d, d->pack, send_one, &c);
+        sent = c.sent;
+    } else
+        for (size_t k = 0; k < d->ntraces; k++) {
+            cmr_event_batch_t *b;
+            size_t n = synth_batches(&d->segs[k], d->batch, &b);
+            for (size_t i = 0; i < n; i++, sent++)
+                while (cmr_producer_send_batch(p, &b[i], NULL, err, sizeof err) == CMR_SEND_QUEUE_FULL)
+                    cmr_producer_flush(p, 100);
+            synth_batches_free(b, n);
+        }
     cmr_producer_flush(p, 60000);
     double dt = now_s() - t0;
     cmr_reader_t *r = cmr_reader_new(conf, "cmr.events", 0, err, sizeof err); /* counts what the topic holds */
     int64_t total = r ? cmr_reader_total(r) : 0;
     cmr_reader_free(r);
-    printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %.2f s; the topic holds %" PRId64 " messages\n",
-           d->ntraces * d->per_trace, d->events, dt, total);
+    printf("pre-filled cmr.events: %zu batches (%" PRIu64 " events) in %zu messages in %.2f s; the topic holds %" PRId64
+           " messages\n",
+           d->ntraces * d->per_trace, d->events, sent, dt, total);
     cmr_producer_destroy(p, 5000);
     cmr_conf_destroy(conf);
-    return total;
+    return total == (int64_t)sent;
 }
 
 static int64_t log_value(const char *text, const char *key)
@@ -486,7 +605,7 @@ static double bench_workers(const char *broker_bin, const char *ingest_bin, cons
     if (broker_proc_start(&b, broker_bin, NULL) != 0)
         return 0;
     cp_proc_t w[2];
-    int64_t held = 0;
+    bool held = false;
     double self0 = cpu_s(), broker0 = proc_cpu_s(b.pid);
     if (mode == 0) {
         held = fill(b.bootstrap, d);
@@ -501,7 +620,7 @@ static double bench_workers(const char *broker_bin, const char *ingest_bin, cons
     double self1 = cpu_s();
     wait_exit(w, n);
     double broker1 = proc_cpu_s(b.pid);
-    uint64_t expect = held == (int64_t)(d->ntraces * d->per_trace) ? d->events : 0;
+    uint64_t expect = held ? d->events : 0;
     double rate = report(n, logs, expect,
                          mode == 0  ? "pre-filled topic"
                          : separate ? "separate store roots, joined, then topic filled"
@@ -516,9 +635,9 @@ static double bench_workers(const char *broker_bin, const char *ingest_bin, cons
                sysconf(_SC_NPROCESSORS_ONLN));
     }
     if (d->per_trace == 1 && worker_cpu[0] > 0) /* small traces */
-        printf("  %zu traces of %zu events; worker CPU %.2f s in all (its 5 s idle wait included): %.2f us per "
-               "trace\n",
-               d->ntraces, d->batch, worker_cpu[0] + worker_cpu[1],
+        printf("  %zu traces of %zu events, %zu per message; worker CPU %.2f s in all (its 5 s idle wait "
+               "included): %.2f us per trace\n",
+               d->ntraces, d->batch, d->pack, worker_cpu[0] + worker_cpu[1],
                (worker_cpu[0] + worker_cpu[1]) * 1e6 / (double)d->ntraces);
     broker_proc_stop(&b);
     if (getenv("CMR_BENCH_KEEP"))
@@ -539,16 +658,21 @@ int main(int argc, char **argv)
     size_t nbatches = argc > 4 ? strtoul(argv[4], NULL, 10) : 512;
     if (argc > 3 && !strcmp(argv[3], "small")) { /* small traces: 4, 50 and 5,000 events */
         size_t scale = argc > 4 ? strtoul(argv[4], NULL, 10) : 1;
-        bench_small(4, 200000 * scale);
-        bench_small(50, 50000 * scale);
-        bench_small(5000, 500 * scale);
-        data_t d;
-        make_small_data(&d, 4, 100000 * scale);
-        bench_workers(argv[1], argv[2], &d, 1, 0, false);
-        free_data(&d);
-        make_small_data(&d, 50, 20000 * scale);
-        bench_workers(argv[1], argv[2], &d, 1, 0, false);
-        free_data(&d);
+        bench_small(4, 200000 * scale, 1);
+        bench_small(4, 200000 * scale, 64);
+        bench_small(50, 50000 * scale, 1);
+        bench_small(50, 50000 * scale, 16);
+        bench_small(5000, 500 * scale, 1);
+        if (getenv("CMR_BENCH_IN_PROCESS")) /* the in-process rows only */
+            return 0;
+        static const size_t worker_runs[][3] = {{4, 100000, 1}, {4, 400000, 64}, {50, 20000, 1}, {50, 80000, 16}};
+        for (size_t i = 0; i < 4; i++) {
+            data_t d;
+            make_small_data(&d, worker_runs[i][0], worker_runs[i][1] * scale);
+            d.pack = worker_runs[i][2];
+            bench_workers(argv[1], argv[2], &d, 1, 0, false);
+            free_data(&d);
+        }
         return 0;
     }
     if (argc > 3 && !strcmp(argv[3], "hosts")) { /* workers in separate store roots: 1, then 2 */
