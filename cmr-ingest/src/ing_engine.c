@@ -27,8 +27,11 @@
  * starts right after it (ing_restore.c).
  *
  * Memory: the trace states of a partition (a cmr_map_t keyed by the 16-byte trace id) are
- * dropped after a flush when there are more than MAX_TRACES_PER_PART of them; they are
- * rebuilt from the store when a trace gets more.
+ * kept while a trace is incomplete: the state of a complete trace is dropped once its
+ * group is written (most traces arrive whole: keeping them only grew memory), and all of
+ * them after a flush when there are more than MAX_TRACES_PER_PART. A trace that gets
+ * more (a late segment of another JVM, a record that comes again) is rebuilt from the
+ * store.
  *
  * Ownership: the engine owns its stores, write batches and states.
  */
@@ -61,6 +64,7 @@ typedef struct trace_entry {
     uint8_t *stored; /* the stored summary, encoded (owned; stored_len bytes) */
     size_t stored_len;
     bool has_stored, dirty;
+    bool complete; /* as of its last summary written */
     struct trace_entry *next_dirty;
 } trace_entry_t;
 
@@ -73,7 +77,14 @@ typedef struct part {
     trace_entry_t *dirty;
     int64_t applied;         /* the last cmr.events offset the store holds durably (-1: none) */
     int64_t applied_pending; /* the last one handled; written with the next flush */
+    /* the group's postings, (id, trace) records of POSTING_REC bytes: a JVM or method of
+     * a trace seen for the first time (cmr_trace_state_apply's callbacks) */
+    cmr_buf_t post_agent, post_method;
+    int64_t last_group;   /* the group key of the last postings written (cmr_store_last_group) */
+    int64_t group_starts; /* the latest start (ms) of the group's traces, so far */
 } part_t;
+
+#define POSTING_REC 24 /* id (8, native order) | trace id (16) */
 
 struct cmr_ingest_engine {
     char root[4096];
@@ -173,6 +184,8 @@ int cmr_ingest_engine_open_partition(cmr_ingest_engine_t *e, int partition, int 
         cmr_log(CMR_LOG_WARN, "ingest.applied_offset_unreadable",
                 "partition=%d action=\"restoring the partition from the start of the topic\"", partition);
     p->applied_pending = p->applied;
+    p->last_group = cmr_store_last_group(p->store);
+    p->group_starts = INT64_MIN;
     p->wb = rocksdb_writebatch_create();
     e->parts[partition] = p;
     cmr_log(CMR_LOG_INFO, "ingest.partition_opened", "partition=%d applied_offset=%" PRId64, partition, p->applied);
@@ -186,6 +199,8 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition)
     int rc = cmr_ingest_engine_flush(e);
     part_t *p = e->parts[partition];
     free_entries(p);
+    cmr_buf_free(&p->post_agent);
+    cmr_buf_free(&p->post_method);
     rocksdb_writebatch_destroy(p->wb);
     cmr_store_close(p->store);
     free(p);
@@ -263,6 +278,14 @@ typedef struct idx_ctx {
     const uint8_t *trace;
 } idx_ctx_t;
 
+static void add_posting(cmr_buf_t *b, uint64_t id, const uint8_t trace[16])
+{
+    uint8_t rec[POSTING_REC];
+    memcpy(rec, &id, 8);
+    memcpy(rec + 8, trace, 16);
+    cmr_buf_put(b, rec, sizeof rec);
+}
+
 static void put_idx(idx_ctx_t *c, int cf, uint64_t id)
 {
     uint8_t k[24];
@@ -289,12 +312,59 @@ static bool has_id(const uint64_t *ids, uint32_t n, uint64_t id)
 
 static void on_agent(void *o, uint64_t id)
 {
-    put_idx(o, CMR_CF_IDX_AGENT, id);
+    idx_ctx_t *c = o;
+    add_posting(&c->p->post_agent, id, c->trace);
 }
 
 static void on_method(void *o, uint64_t id)
 {
-    put_idx(o, CMR_CF_IDX_METHOD, id);
+    idx_ctx_t *c = o;
+    add_posting(&c->p->post_method, id, c->trace);
+}
+
+static int cmp_posting(const void *a, const void *b)
+{
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if (x != y)
+        return x < y ? -1 : 1;
+    return memcmp((const uint8_t *)a + 8, (const uint8_t *)b + 8, 16);
+}
+
+/* Queues the group's postings of one index: one entry per id, id | group -> the trace
+ * ids (16 bytes each, ascending) of the group that have it (ing_store.c). Empties recs. */
+static void put_postings(part_t *p, int cf, cmr_buf_t *recs, int64_t group)
+{
+    size_t n = recs->len / POSTING_REC;
+    if (!n)
+        return;
+    qsort(recs->data, n, POSTING_REC, cmp_posting);
+    uint8_t *vals = recs->data; /* trace ids compacted in place, behind the records read */
+    for (size_t i = 0, j; i < n; i = j) {
+        uint64_t id;
+        memcpy(&id, recs->data + i * POSTING_REC, 8);
+        uint8_t *first = vals;
+        for (j = i; j < n && !memcmp(recs->data + j * POSTING_REC, &id, 8); j++) {
+            memmove(vals, recs->data + j * POSTING_REC + 8, 16);
+            vals += 16;
+        }
+        uint8_t k[16];
+        cmr_put_be64(k, id);
+        cmr_put_be64(k + 8, (uint64_t)group);
+        rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, cf), (const char *)k, 16, (const char *)first,
+                                  (size_t)(vals - first));
+    }
+    cmr_buf_reset(recs);
+}
+
+/* The group key of the postings written now: at least the latest start of the group's
+ * traces, and greater than the last one (retention's filter relies on both). */
+static int64_t next_group(part_t *p)
+{
+    int64_t g = p->group_starts > p->last_group ? p->group_starts : p->last_group + 1;
+    p->group_starts = INT64_MIN;
+    return g;
 }
 
 /* One segment batch; `checked`: its events were checked already (a segment reader's).
@@ -470,6 +540,9 @@ static int write_summary(part_t *p, trace_entry_t *t)
     cmr_trace_state_summary(t->st, &now);
     uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
     size_t len = cmr_trace_summary_encode(&now, enc);
+    t->complete = (now.flags & CMR_TRACE_COMPLETE) != 0;
+    if (now.start_ns / 1000000 > p->group_starts)
+        p->group_starts = now.start_ns / 1000000;
     if (t->has_stored && len == t->stored_len && !memcmp(enc, t->stored, len))
         return 0;
     uint8_t *copy = t->stored && len == t->stored_len ? t->stored : malloc(len);
@@ -511,6 +584,22 @@ static int write_summary(part_t *p, trace_entry_t *t)
     return 0;
 }
 
+/* After a partition's write: the traces of the group leave the dirty list, and those
+ * that are complete leave memory when the write succeeded (the store has them whole). */
+static void forget_written(part_t *p, bool written)
+{
+    for (trace_entry_t *t = p->dirty, *next; t; t = next) {
+        next = t->next_dirty;
+        t->next_dirty = NULL;
+        if (written && t->complete && cmr_map_del(&p->traces, t->id, 16, NULL)) {
+            cmr_trace_state_free(t->st);
+            free(t->stored);
+            free(t);
+        }
+    }
+    p->dirty = NULL;
+}
+
 /* One partition's write, run on its own thread when several partitions are written:
  * the fsyncs of different stores then overlap instead of queueing. */
 typedef struct write_job {
@@ -541,22 +630,29 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
         if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb) && p->applied_pending == p->applied))
             continue;
         bool failed = false;
-        for (trace_entry_t *t = p->dirty, *next; t; t = next) {
-            next = t->next_dirty;
+        for (trace_entry_t *t = p->dirty; t; t = t->next_dirty) {
             failed |= write_summary(p, t) != 0;
             t->dirty = false;
-            t->next_dirty = NULL;
             e->stats.traces_touched++;
         }
-        p->dirty = NULL;
+        failed |= p->post_agent.oom || p->post_method.oom;
         if (failed) { /* nothing of the group is written here: its records come again */
             cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"out of memory\"", p->partition);
             rocksdb_writebatch_clear(p->wb);
             p->wb_count = 0;
             p->applied_pending = p->applied;
+            cmr_buf_reset(&p->post_agent);
+            cmr_buf_reset(&p->post_method);
             free_entries(p); /* rebuilt from the store, which has none of the group */
             rc = -1;
             continue;
+        }
+        if (p->post_agent.len || p->post_method.len) {
+            int64_t group = next_group(p);
+            put_postings(p, CMR_CF_IDX_AGENT, &p->post_agent, group);
+            put_postings(p, CMR_CF_IDX_METHOD, &p->post_method, group);
+            cmr_store_put_group(p->store, p->wb, group);
+            p->last_group = group; /* taken even if the write fails: keys stay unique */
         }
         if (p->applied_pending != p->applied)
             cmr_store_put_applied(p->store, p->wb, p->applied_pending);
@@ -580,6 +676,7 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             p->applied_pending = p->applied;
         rocksdb_writebatch_clear(p->wb);
         p->wb_count = 0;
+        forget_written(p, jobs[i].rc == 0);
         if (cmr_map_count(&p->traces) > MAX_TRACES_PER_PART)
             free_entries(p);
     }

@@ -30,6 +30,7 @@
 #include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/ingest.h"
+#include "cmr/map.h"
 
 struct cmr_ingest_view {
     cmr_store_t **stores;
@@ -169,6 +170,7 @@ int cmr_ingest_view_tree(cmr_ingest_view_t *v, const uint8_t trace_id[16], cmr_t
 typedef struct results {
     cmr_trace_summary_t *items;
     size_t count, cap;
+    cmr_map_t seen; /* trace ids in items (a trace found through two ids counts once) */
 } results_t;
 
 typedef struct qctx {
@@ -237,18 +239,32 @@ static void consider(qctx_t *q, const uint8_t trace[16])
     if (!cmr_http_filter_match(&f->http, &s.http))
         return;
     results_t *r = q->r;
-    for (size_t i = 0; i < r->count; i++) /* a trace found through two ids */
-        if (!memcmp(r->items[i].trace_id, trace, 16))
-            return;
-    if (CMR_ARRAY_GROW(r->items, r->cap, r->count + 1) != 0)
+    bool created;
+    void **slot = cmr_map_get_slot(&r->seen, trace, 16, &created);
+    if (!slot || !created || CMR_ARRAY_GROW(r->items, r->cap, r->count + 1) != 0)
         return;
+    *slot = r; /* any non-NULL value */
     r->items[r->count++] = s;
     q->matched++;
 }
 
+/* The candidates of one index entry: the trace id that ends its key, or, for a posting
+ * (idx_agent / idx_method, a 16-byte key id | group), every trace id of its value. */
+static void consider_entry(qctx_t *q, rocksdb_iterator_t *it, const uint8_t *k, size_t kl)
+{
+    if (kl >= 24) {
+        consider(q, k + kl - 16);
+        return;
+    }
+    size_t vl;
+    const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
+    for (size_t i = 0; i + 16 <= vl; i += 16)
+        consider(q, v + i);
+}
+
 /* Scans an index: entries with the 8-byte prefix (or all when prefix is NULL), in
- * reverse when `reverse`; the trace id is the last 16 bytes of each key. Stops after
- * `stop_after` matches when non-zero. */
+ * reverse when `reverse`; the trace id is the last 16 bytes of each key, or the value
+ * of a posting. Stops after `stop_after` matches when non-zero. */
 static void scan(qctx_t *q, int cf, const uint64_t *prefix, bool reverse, size_t stop_after)
 {
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
@@ -266,9 +282,9 @@ static void scan(qctx_t *q, int cf, const uint64_t *prefix, bool reverse, size_t
     while (rocksdb_iter_valid(it)) {
         size_t kl;
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
-        if (kl < 24 || (prefix && memcmp(k, pk, 8)))
+        if (kl < 16 || (prefix && memcmp(k, pk, 8)))
             break;
-        consider(q, k + kl - 16);
+        consider_entry(q, it, k, kl);
         if (stop_after && q->matched - start >= stop_after)
             break;
         if (reverse)
@@ -348,6 +364,7 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
         qsort_r(r.items, r.count, sizeof *r.items, cmp_summary, &slowest);
     if (r.count > limit)
         r.count = limit;
+    cmr_map_free(&r.seen);
     *out = r.items;
     return (long)r.count;
 }

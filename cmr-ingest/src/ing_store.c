@@ -14,8 +14,18 @@
  *   idx_time      start | trace                 -> ""
  *   idx_duration  duration | trace              -> ""
  *   idx_root      root method | start | trace   -> ""
- *   idx_agent     agent | trace                 -> ""
- *   idx_method    method | trace                -> ""   (every method entered in the trace)
+ *   idx_agent     agent | group                 -> trace ids (16 bytes each)
+ *   idx_method    method | group                -> trace ids   (every method entered)
+ *                 postings: per group commit of the partition one entry per JVM or
+ *                 method seen first in a trace of the group, with those traces. The group
+ *                 key is at least the latest start (ms) of the group's traces and greater
+ *                 than the one before (kept under "postings_group" in the default column
+ *                 family), so a posting whose group is older than the oldest trace left
+ *                 names only deleted traces (a trace's start only moves earlier): after
+ *                 retention a compaction filter drops those. Stores written before
+ *                 postings hold agent | trace -> "" and method | trace -> "" (24-byte keys;
+ *                 `legacy_index`): queries read both forms, retention deletes the old
+ *                 ones per trace.
  *   idx_diagnosis diagnosis | trace             -> ""   (the ids of the trace's summary)
  * A column family added after stores existed (idx_diagnosis) is created when a worker
  * opens the store (create_missing_column_families); a read-only open of a store that does
@@ -34,6 +44,7 @@
  * Ownership: a cmr_store_t owns its RocksDB handles; cmr_store_close() releases them.
  */
 #include <assert.h>
+#include <stdatomic.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -68,6 +79,9 @@ struct cmr_store {
     rocksdb_options_t *opts;
     rocksdb_options_t *cf_opts[NPART_CFS];
     rocksdb_block_based_table_options_t *traces_table; /* the bloom filter of `traces` */
+    rocksdb_compactionfilter_t *postings_filter;       /* drops postings before the cutoff */
+    _Atomic int64_t postings_cutoff_ms;                /* 0 until retention deleted traces */
+    bool legacy_index; /* written before postings: may hold agent|trace, method|trace keys */
     rocksdb_column_family_handle_t *cfs[NPART_CFS];
     int ncfs;
     rocksdb_writeoptions_t *wo;
@@ -118,6 +132,27 @@ static rocksdb_options_t *cf_options(size_t write_buffer, bool compress)
  *    lookup misses. */
 #define TRACE_BUCKETS (1u << 15) /* hash buckets of a `batches` / `traces` memtable: 256 KiB each */
 
+/* Compaction filter of idx_agent / idx_method: a posting (16-byte key, id | group) of a
+ * group older than the cutoff names only traces retention deleted. */
+static unsigned char filter_postings(void *state, int level, const char *key, size_t klen, const char *val, size_t vlen,
+                                     char **new_val, size_t *new_len, unsigned char *changed)
+{
+    (void)level, (void)val, (void)vlen, (void)new_val, (void)new_len, (void)changed;
+    cmr_store_t *s = state;
+    return klen == 16 && (int64_t)cmr_be64((const uint8_t *)key + 8) < atomic_load(&s->postings_cutoff_ms);
+}
+
+static const char *postings_filter_name(void *state)
+{
+    (void)state;
+    return "cmr.postings";
+}
+
+static void no_destroy(void *state)
+{
+    (void)state;
+}
+
 static void tune_partition_cfs(cmr_store_t *s)
 {
     rocksdb_options_set_allow_concurrent_memtable_write(s->opts, 0);
@@ -134,6 +169,11 @@ static void tune_partition_cfs(cmr_store_t *s)
     rocksdb_block_based_options_set_filter_policy(s->traces_table, rocksdb_filterpolicy_create_bloom_full(10));
     rocksdb_block_based_options_set_whole_key_filtering(s->traces_table, 1);
     rocksdb_options_set_block_based_table_factory(t, s->traces_table);
+    if (!s->o.read_only) {
+        s->postings_filter = rocksdb_compactionfilter_create(s, no_destroy, filter_postings, postings_filter_name);
+        rocksdb_options_set_compaction_filter(s->cf_opts[1 + CMR_CF_IDX_AGENT], s->postings_filter);
+        rocksdb_options_set_compaction_filter(s->cf_opts[1 + CMR_CF_IDX_METHOD], s->postings_filter);
+    }
 }
 
 /* The positions of names[] to open read-only: all of them, except the optional ones
@@ -230,12 +270,71 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     return s;
 }
 
+#define INDEX_FORMAT_KEY "index_format" /* default column family: "postings" */
+#define GROUP_KEY "postings_group"      /* default column family: the last group key */
+
+int64_t cmr_store_last_group(cmr_store_t *s)
+{
+    char *e = NULL;
+    size_t vl;
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], GROUP_KEY, strlen(GROUP_KEY), &vl, &e);
+    free(e);
+    int64_t g = v && vl == 8 ? (int64_t)cmr_be64((const uint8_t *)v) : 0;
+    rocksdb_free(v);
+    return g;
+}
+
+void cmr_store_put_group(cmr_store_t *s, void *writebatch, int64_t group)
+{
+    uint8_t v[8];
+    cmr_put_be64(v, (uint64_t)group);
+    rocksdb_writebatch_put_cf(writebatch, s->cfs[0], GROUP_KEY, strlen(GROUP_KEY), (const char *)v, sizeof v);
+}
+
+/* Whether the store may hold index entries of the format before postings: a store that
+ * has traces and no INDEX_FORMAT_KEY does (legacy_index); a new one is marked. 0 or -1. */
+static int note_index_format(cmr_store_t *s)
+{
+    char *e = NULL;
+    size_t vl;
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], INDEX_FORMAT_KEY, strlen(INDEX_FORMAT_KEY), &vl, &e);
+    if (e) {
+        free(e);
+        return -1;
+    }
+    if (v) {
+        rocksdb_free(v);
+        return 0;
+    }
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_total_order_seek(ro, 1);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, ro, s->cfs[1 + CMR_CF_TRACES]);
+    rocksdb_iter_seek_to_first(it);
+    s->legacy_index = rocksdb_iter_valid(it);
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    if (s->legacy_index)
+        return 0;
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_put_cf(wb, s->cfs[0], INDEX_FORMAT_KEY, strlen(INDEX_FORMAT_KEY), "postings", 8);
+    char err[512];
+    int rc = cmr_store_write(s, wb, err, sizeof err);
+    rocksdb_writebatch_destroy(wb);
+    return rc;
+}
+
 cmr_store_t *cmr_store_open_partition(const char *root, int partition, const cmr_store_opts_t *o, int wait_ms,
                                       char *err, size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/p%03d", root, partition);
-    return store_open(path, part_cfs, NPART_CFS, partition, o, wait_ms, err, errlen);
+    cmr_store_t *s = store_open(path, part_cfs, NPART_CFS, partition, o, wait_ms, err, errlen);
+    if (s && !o->read_only && note_index_format(s) != 0) {
+        snprintf(err, errlen, "cannot write %s", path);
+        cmr_store_close(s);
+        return NULL;
+    }
+    return s;
 }
 
 cmr_store_t *cmr_store_open_meta(const char *root, int slot, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -270,6 +369,8 @@ void cmr_store_close(cmr_store_t *s)
         rocksdb_options_destroy(s->opts);
     if (s->traces_table)
         rocksdb_block_based_options_destroy(s->traces_table);
+    if (s->postings_filter)
+        rocksdb_compactionfilter_destroy(s->postings_filter);
     if (s->wo)
         rocksdb_writeoptions_destroy(s->wo);
     if (s->ro)
@@ -514,7 +615,8 @@ static void delete_indexed(rocksdb_writebatch_t *wb, rocksdb_column_family_handl
     }
 }
 
-int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
+/* The JVMs and methods of a stored trace, for the index entries of a legacy store. */
+static int trace_ids(cmr_store_t *s, const uint8_t trace_id[16], ids2_t *ids)
 {
     cmr_ingest_batch_t *b;
     void *vals;
@@ -522,11 +624,18 @@ int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
     if (n < 0)
         return -1;
     cmr_trace_state_t *st = cmr_trace_state_new(trace_id);
-    ids2_t ids = {0};
     for (int i = 0; st && i < n; i++)
-        cmr_trace_state_apply(st, &b[i], on_agent, on_method, &ids);
+        cmr_trace_state_apply(st, &b[i], on_agent, on_method, ids);
     cmr_store_batches_free(b, vals);
     cmr_trace_state_free(st);
+    return 0;
+}
+
+int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
+{
+    ids2_t ids = {0}; /* postings are not deleted per trace (filter_postings) */
+    if (s->legacy_index && trace_ids(s, trace_id, &ids) != 0)
+        return -1;
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
     uint8_t end[16];
     memcpy(end, trace_id, 16);
@@ -572,6 +681,25 @@ static uint64_t batches_bytes(cmr_store_t *s)
     return disk + mem;
 }
 
+/* After retention deleted traces: postings of groups before the oldest trace left go at
+ * the next compaction (none when no trace is left: the next group's key is not known). */
+static void set_postings_cutoff(cmr_store_t *s)
+{
+    int64_t oldest_ms = INT64_MIN;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_IDX_TIME]);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl == 24) {
+            oldest_ms = cmr_be64_ordered(k) / 1000000;
+            break;
+        }
+    }
+    rocksdb_iter_destroy(it);
+    if (oldest_ms > atomic_load(&s->postings_cutoff_ms))
+        atomic_store(&s->postings_cutoff_ms, oldest_ms);
+}
+
 long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
 {
     if (s->partition < 0 || s->o.read_only)
@@ -607,6 +735,8 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
     for (int i = 0; i < nv; i++)
         if (cmr_store_delete_trace(s, victims[i]) == 0)
             deleted++;
+    if (deleted)
+        set_postings_cutoff(s);
     if (deleted)
         cmr_log(CMR_LOG_INFO, "ingest.retention", "partition=%d deleted=%ld", s->partition, deleted);
     return deleted;

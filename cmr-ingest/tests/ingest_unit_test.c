@@ -1668,6 +1668,176 @@ static void test_store_engine_queries(void **state)
     synth_seg_free(&nested);
 }
 
+/* --- postings (idx_agent, idx_method) ------------------------------------------------------ */
+
+/* Entries of an index column family by key length: [0] postings (16 bytes), [1] entries
+ * of a store written before postings (24 bytes); *named: the trace ids the postings name. */
+static void count_index(cmr_store_t *s, int cf, size_t n[2], size_t *named)
+{
+    n[0] = n[1] = 0;
+    if (named)
+        *named = 0;
+    rocksdb_readoptions_t *o = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(s), o, cmr_store_cf(s, cf));
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        rocksdb_iter_key(it, &kl);
+        rocksdb_iter_value(it, &vl);
+        assert_true(kl == 16 || kl == 24);
+        n[kl == 24]++;
+        if (named && kl == 16)
+            *named += vl / 16;
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(o);
+}
+
+/* Rewrites a partition store's postings as a store written before them had its entries
+ * (id | trace -> ""), without the markers of the postings format. */
+static void make_legacy(int partition)
+{
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_store_t *s = cmr_store_open_partition(tmpdir, partition, &o, 0, err, sizeof err);
+    assert_non_null(s);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    const int cfs[] = {CMR_CF_IDX_AGENT, CMR_CF_IDX_METHOD};
+    for (int c = 0; c < 2; c++) {
+        rocksdb_column_family_handle_t *cf = cmr_store_cf(s, cfs[c]);
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(s), ro, cf);
+        for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+            size_t kl, vl;
+            const char *k = rocksdb_iter_key(it, &kl);
+            const char *v = rocksdb_iter_value(it, &vl);
+            for (size_t i = 0; i + 16 <= vl; i += 16) {
+                char old[24];
+                memcpy(old, k, 8);
+                memcpy(old + 8, v + i, 16);
+                rocksdb_writebatch_put_cf(wb, cf, old, 24, "", 0);
+            }
+            rocksdb_writebatch_delete_cf(wb, cf, k, kl);
+        }
+        rocksdb_iter_destroy(it);
+    }
+    rocksdb_writebatch_delete(wb, "index_format", 12); /* the default column family */
+    rocksdb_writebatch_delete(wb, "postings_group", 14);
+    assert_int_equal(cmr_store_write(s, wb, err, sizeof err), 0);
+    rocksdb_writebatch_destroy(wb);
+    rocksdb_readoptions_destroy(ro);
+    cmr_store_close(s);
+}
+
+static char *list_of(const char *contains, const char *agent, long *n)
+{
+    char err[512];
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_trace_filter_t f = {.contains = contains, .agent = agent, .limit = 100};
+    char *out = capture_list(v, &f, n);
+    cmr_ingest_view_free(v);
+    return out;
+}
+
+/* idx_agent / idx_method hold one posting per JVM or method and group commit, naming the
+ * group's traces; queries find every trace through them; a store written before postings
+ * (one key per trace and id) answers the same, and its retention deletes those keys;
+ * after retention, postings that name only deleted traces are dropped by compaction. */
+static void test_postings_index(void **state)
+{
+    (void)state;
+    char err[512], m_a[20], a2[20];
+    snprintf(m_a, sizeof m_a, "%016" PRIx64, (uint64_t)M_A);
+    snprintf(a2, sizeof a2, "%016" PRIx64, A2);
+    uint64_t recent = (uint64_t)cmr_wall_ns() - 60000000000ull;
+    synth_seg_t segs[6];
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    for (int part = 0; part < 2; part++) { /* 0 becomes a store from before postings */
+        assert_int_equal(cmr_ingest_engine_open_partition(e, part, 0), 0);
+        for (int i = 0; i < 6; i++) { /* 3 old traces in one group, 3 recent in the next */
+            build_nested_by(&segs[i], 400 + 10 * part + i, i < 3 ? T0 + i * 10000u : recent + i * 10000u,
+                            i % 2 ? A2 : A1);
+            feed(e, part, &segs[i], 1, 3, i == 4); /* one record twice */
+            if (i == 2)
+                assert_int_equal(cmr_ingest_engine_flush(e), 0);
+        }
+        assert_int_equal(cmr_ingest_engine_flush(e), 0);
+        for (int i = 0; i < 6; i++)
+            synth_seg_free(&segs[i]);
+    }
+    cmr_ingest_engine_free(e);
+
+    cmr_store_opts_t ro = {.read_only = true};
+    cmr_store_t *s = cmr_store_open_partition(tmpdir, 1, &ro, 0, err, sizeof err);
+    size_t n[2], named;
+    count_index(s, CMR_CF_IDX_METHOD, n, &named);
+    assert_int_equal(n[0], 3 * 2); /* M_MAIN, M_A, M_B x 2 groups */
+    assert_int_equal(n[1], 0);
+    assert_int_equal(named, 3 * 6);
+    count_index(s, CMR_CF_IDX_AGENT, n, &named);
+    assert_int_equal(n[0], 2 * 2);
+    assert_int_equal(named, 6);
+    cmr_store_close(s);
+
+    long count;
+    char *all_a = list_of(m_a, NULL, &count);
+    assert_int_equal(count, 12);
+    char *by_a2 = list_of(NULL, a2, &count);
+    assert_int_equal(count, 6);
+    char *both = list_of(m_a, a2, &count);
+    assert_int_equal(count, 6);
+    assert_string_equal(both, by_a2);
+
+    /* partition 0 as a store written before postings: the same answers */
+    make_legacy(0);
+    s = cmr_store_open_partition(tmpdir, 0, &ro, 0, err, sizeof err);
+    count_index(s, CMR_CF_IDX_METHOD, n, NULL);
+    assert_int_equal(n[0], 0);
+    assert_int_equal(n[1], 3 * 6);
+    cmr_store_close(s);
+    char *again = list_of(m_a, NULL, &count);
+    assert_string_equal(again, all_a);
+    free(again);
+    again = list_of(m_a, a2, &count);
+    assert_string_equal(again, both);
+    free(again);
+    free(all_a);
+    free(by_a2);
+    free(both);
+
+    /* retention by age deletes the 3 old traces of each partition: the old entries of
+     * partition 0 with them; in partition 1 compaction drops the old group's postings */
+    o.retention_age_ms = 24LL * 3600 * 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_retention(e), 3);
+    cmr_ingest_engine_free(e);
+    s = cmr_store_open_partition(tmpdir, 0, &ro, 0, err, sizeof err);
+    count_index(s, CMR_CF_IDX_METHOD, n, NULL);
+    assert_int_equal(n[1], 3 * 3);
+    count_index(s, CMR_CF_IDX_AGENT, n, NULL);
+    assert_int_equal(n[1], 3);
+    cmr_store_close(s);
+    s = cmr_store_open_partition(tmpdir, 1, &o, 0, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(cmr_store_retention(s, cmr_wall_ns()), 3);
+    for (int cf = CMR_CF_IDX_AGENT; cf <= CMR_CF_IDX_METHOD; cf++)
+        rocksdb_compact_range_cf(cmr_store_db(s), cmr_store_cf(s, cf), NULL, 0, NULL, 0);
+    count_index(s, CMR_CF_IDX_METHOD, n, &named);
+    assert_int_equal(n[0], 3);
+    assert_int_equal(named, 3 * 3);
+    count_index(s, CMR_CF_IDX_AGENT, n, &named);
+    assert_int_equal(n[0], 2);
+    assert_int_equal(named, 3);
+    cmr_store_close(s);
+    char *left = list_of(m_a, NULL, &count);
+    assert_int_equal(count, 6);
+    free(left);
+}
+
 /* The summary's diagnosis set: the smallest CMR_TRACE_MAX_DIAGNOSES ids whatever the
  * order, encoded after the old 84 bytes only when there are some; both lengths decode. */
 static void test_summary_diagnoses(void **state)
@@ -3389,6 +3559,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_http_large_tree, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_splits_messages, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_postings_index, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
         cmocka_unit_test(test_http_attributes_summary),

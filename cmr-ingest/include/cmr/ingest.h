@@ -359,6 +359,11 @@ int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_
 int cmr_store_get_applied(cmr_store_t *s, int64_t *offset);
 /* Puts the applied offset into a rocksdb_writebatch_t: written with the effects. */
 void cmr_store_put_applied(cmr_store_t *s, void *writebatch, int64_t offset);
+/* The group key of the last postings written to the store (0 when none), and the put of
+ * a new one into a rocksdb_writebatch_t, written with those postings: group keys are
+ * strictly increasing per store, across restarts (ing_store.c, "postings"). */
+int64_t cmr_store_last_group(cmr_store_t *s);
+void cmr_store_put_group(cmr_store_t *s, void *writebatch, int64_t group);
 /* Loads every method and agent of a meta store into names. */
 int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names);
 /* Deletes traces older than the age bound, then the oldest until under the size bound.
