@@ -18,12 +18,17 @@
  * of the same JDK. The CMR side is scripted (tests/agent/support/cmr_peer.c) on the
  * embedded broker, so the agent ships its events for real while the benchmark runs.
  *
+ * With CMR_BENCH_PACED=RATE instead: the top-level calls at RATE per second (a steady
+ * load, as a server's requests), baseline and full recording, and the CPU of the whole
+ * JVM (application, publisher and librdkafka threads) per top-level call, i.e. per trace.
+ *
  * Usage: agent_bench BROKER JAVA17 JAVA25|- AGENT_SO CLASSES [CALLS] [DEPTH]
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent_probes.h"
 #include "broker_proc.h"
@@ -88,8 +93,30 @@ typedef struct outcome {
      * batch compression) and the bytes of the encoded events alone */
     long long messages, events, bytes, packed, segments; /* packed: the messages' `segments` bytes */
     double seconds;                                      /* the run (warm-up and measured calls), all of it recorded */
+    double cpu_s;                                        /* paced: the JVM's CPU over the paced calls */
+    long long behind_ms;                                 /* paced: how late the last burst ended */
     bool ok;
 } outcome_t;
+
+static long long paced_rate; /* CMR_BENCH_PACED: top-level calls per second, 0 = flat out */
+
+/* CPU seconds (user + system, every thread) of a process so far, from /proc. */
+static double proc_cpu(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
 
 /* Reads cmr.events from since_ms to its end and counts agent_id's batches into out. */
 static void wire_tally(int64_t agent_id, int64_t since_ms, outcome_t *out)
@@ -247,13 +274,28 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
         if (!rr || rr->msg.u.redefine_result.status != CMR_COMMAND_APPLIED)
             goto done;
     }
-    snprintf(cmd, sizeof cmd, "run %lld %lld %d", warmup, calls, depth);
+    if (paced_rate)
+        snprintf(cmd, sizeof cmd, "paced %lld %lld %d %lld", warmup, calls, depth, paced_rate);
+    else
+        snprintf(cmd, sizeof cmd, "run %lld %lld %d", warmup, calls, depth);
     int64_t run_ns = cmr_mono_ns();
     jvm_proc_send(&j, cmd);
+    double cpu0 = 0;
+    if (paced_rate) {
+        if (jvm_proc_expect(&j, "warm", NULL, 0, 600000) != 0)
+            goto done;
+        cpu0 = proc_cpu(j.pid);
+    }
     if (jvm_proc_expect(&j, "result", line, sizeof line, 600000) != 0)
         goto done;
     out.seconds = (double)(cmr_mono_ns() - run_ns) / 1e9;
     out.ns = strtod(strstr(line, "ns_per_call=") + 12, NULL);
+    if (paced_rate) {
+        cmr_sleep_ms(500); /* the last events leave (send interval 5 ms) */
+        out.cpu_s = proc_cpu(j.pid) - cpu0;
+        const char *b = strstr(line, "behind_ms=");
+        out.behind_ms = b ? atoll(b + 10) : -1;
+    }
     jvm_proc_send(&j, "exit");
     jvm_proc_wait(&j, 60000);
     out.ok = true;
@@ -275,6 +317,25 @@ done:
         fprintf(stderr, "run failed (see %s)\n", j.stderr_path);
     jvm_proc_cleanup(&j);
     return out;
+}
+
+/* Paced: the JVM's CPU per top-level call (one trace of `depth` calls), and above the
+ * baseline's. */
+static void report_paced(const char *jdk, const char *mode, outcome_t o, const outcome_t *base)
+{
+    if (!o.ok) {
+        printf("| %s | %-10s | failed | | | |\n", jdk, mode);
+        return;
+    }
+    double per = o.cpu_s * 1e6 / (double)calls;
+    char above[64] = "";
+    if (base && base->ok)
+        snprintf(above, sizeof above, "%.3f", (o.cpu_s - base->cpu_s) * 1e6 / (double)calls);
+    char events[128] = "";
+    if (o.recorded || o.dropped)
+        snprintf(events, sizeof events, "%lld recorded, %lld dropped", o.recorded, o.dropped);
+    printf("| %s | %-10s | %.2f | %.3f | %s | %lld ms | %s |\n", jdk, mode, o.cpu_s, per, above, o.behind_ms, events);
+    fflush(stdout);
 }
 
 static void report(const char *jdk, const char *mode, outcome_t o, double base)
@@ -300,6 +361,29 @@ static void report(const char *jdk, const char *mode, outcome_t o, double base)
     fflush(stdout);
 }
 
+/* CMR_BENCH_PACED=RATE: CALLS top-level calls (each a trace of DEPTH calls) at RATE per
+ * second, without and with the agent recording every call: the JVM's CPU per trace. */
+static int paced_main(const char *java17, const char *java25)
+{
+    printf("Paced: %lld top-level calls (traces of %d calls) at %lld per second, after %lld warm-up calls; CPU of "
+           "the whole JVM (every thread) over the paced calls\n\n",
+           calls, depth, paced_rate, warmup);
+    printf("| JDK | mode | CPU s | CPU us per trace | above baseline, us per trace | late at the end | agent events "
+           "|\n|---|---|---|---|---|---|---|\n");
+    const char *jdks[2][2] = {{"17", java17}, {"25", java25}};
+    static const bench_mode_t full = {&agent_sequence_probe, false};
+    for (int k = 0; k < 2; k++) {
+        if (!jdks[k][1])
+            continue;
+        outcome_t base = run(jdks[k][1], NULL, NULL);
+        report_paced(jdks[k][0], "baseline", base, NULL);
+        report_paced(jdks[k][0], "full", run(jdks[k][1], NULL, &full), &base);
+    }
+    cmr_peer_stop(&peer);
+    broker_proc_stop(&broker);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 6) {
@@ -317,6 +401,9 @@ int main(int argc, char **argv)
     cmr_log_set_level(CMR_LOG_ERROR);
     if (broker_proc_start(&broker, broker_bin, NULL) != 0 || cmr_peer_start_control_only(&peer, broker.bootstrap) != 0)
         return 1;
+    const char *pr = getenv("CMR_BENCH_PACED");
+    if (pr && (paced_rate = atoll(pr)) > 0)
+        return paced_main(java17, java25);
     printf("MooBench-style: %lld calls of monitoredMethod recursing to depth %d (after as many warm-up calls)\n\n",
            calls, depth);
     printf("| JDK | mode | ns per call (depth %d) | overhead ns per monitored call | agent events |\n", depth);
