@@ -270,25 +270,45 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     return s;
 }
 
+/* A number (8 bytes, big endian) under a key of the default column family: 1 read into
+ * *out, 0 no such key, -1 read error or not 8 bytes. */
+static int get_number(cmr_store_t *s, const char *key, int64_t *out)
+{
+    char *e = NULL;
+    size_t vl;
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], key, strlen(key), &vl, &e);
+    if (e) {
+        free(e);
+        return -1;
+    }
+    if (!v)
+        return 0;
+    int rc = vl == 8 ? 1 : -1;
+    if (rc == 1)
+        *out = (int64_t)cmr_be64((const uint8_t *)v);
+    rocksdb_free(v);
+    return rc;
+}
+
+static void put_number(cmr_store_t *s, void *writebatch, const char *key, int64_t value)
+{
+    uint8_t v[8];
+    cmr_put_be64(v, (uint64_t)value);
+    rocksdb_writebatch_put_cf(writebatch, s->cfs[0], key, strlen(key), (const char *)v, sizeof v);
+}
+
 #define INDEX_FORMAT_KEY "index_format" /* default column family: "postings" */
 #define GROUP_KEY "postings_group"      /* default column family: the last group key */
 
 int64_t cmr_store_last_group(cmr_store_t *s)
 {
-    char *e = NULL;
-    size_t vl;
-    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], GROUP_KEY, strlen(GROUP_KEY), &vl, &e);
-    free(e);
-    int64_t g = v && vl == 8 ? (int64_t)cmr_be64((const uint8_t *)v) : 0;
-    rocksdb_free(v);
-    return g;
+    int64_t g = 0;
+    return get_number(s, GROUP_KEY, &g) == 1 ? g : 0;
 }
 
 void cmr_store_put_group(cmr_store_t *s, void *writebatch, int64_t group)
 {
-    uint8_t v[8];
-    cmr_put_be64(v, (uint64_t)group);
-    rocksdb_writebatch_put_cf(writebatch, s->cfs[0], GROUP_KEY, strlen(GROUP_KEY), (const char *)v, sizeof v);
+    put_number(s, writebatch, GROUP_KEY, group);
 }
 
 /* Whether the store may hold index entries of the format before postings: a store that
@@ -524,28 +544,13 @@ int cmr_store_get_summary(cmr_store_t *s, const uint8_t trace_id[16], cmr_trace_
 
 int cmr_store_get_applied(cmr_store_t *s, int64_t *offset)
 {
-    char *e = NULL;
-    size_t vl;
     *offset = -1;
-    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], APPLIED_KEY, strlen(APPLIED_KEY), &vl, &e);
-    if (e) {
-        free(e);
-        return -1;
-    }
-    if (!v)
-        return 0;
-    int rc = vl == 8 ? 1 : -1;
-    if (rc == 1)
-        *offset = (int64_t)cmr_be64((const uint8_t *)v);
-    rocksdb_free(v);
-    return rc;
+    return get_number(s, APPLIED_KEY, offset);
 }
 
 void cmr_store_put_applied(cmr_store_t *s, void *writebatch, int64_t offset)
 {
-    uint8_t v[8];
-    cmr_put_be64(v, (uint64_t)offset);
-    rocksdb_writebatch_put_cf(writebatch, s->cfs[0], APPLIED_KEY, strlen(APPLIED_KEY), (const char *)v, sizeof v);
+    put_number(s, writebatch, APPLIED_KEY, offset);
 }
 
 static int load_cf(cmr_store_t *s, int cf, cmr_names_t *names, int agents)
