@@ -231,7 +231,9 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
             .environment_id = "bench",
             .environment_name = "bench",
             .revision = 1,
-            .strategy = {.send_interval_ms = 5, .max_batch_events = 8192, .metric_interval_ms = 1000}};
+            .strategy = {.send_interval_ms = paced_rate ? 10 : 5, /* paced: the agent's default */
+                         .max_batch_events = 8192,
+                         .metric_interval_ms = 1000}};
         cmr_peer_command(&peer, instance, CMR_MSG_AGENT_CONFIGURATION, &cfg);
         if (!cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, configured, instance, 0, 30000))
             goto done;
