@@ -3567,7 +3567,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_http_store_filters, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_status_history_keeps_the_newest, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_env_filter, make_tmp, remove_tmp),
-        cmocka_unit_test(test_table_records_rejected),
+        cmocka_unit_test_setup_teardown(test_table_records_rejected, make_tmp, remove_tmp),
         cmocka_unit_test(test_parse_time_and_duration),
         cmocka_unit_test_setup_teardown(test_http_server, make_tmp, remove_tmp),
         cmocka_unit_test(test_restore_range),

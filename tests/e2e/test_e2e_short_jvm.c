@@ -238,6 +238,8 @@ static void test_one_second_jvm_is_monitored(void **state)
     uint64_t events = events_on_topic((int64_t)cmr_agent_id(name, host, instance), started_ms, 30000);
     fprintf(stderr, "# events on cmr.events from the JVM: %" PRIu64 "\n", events);
     assert_true(events > 0);
+    jvm_proc_cleanup(j); /* its log too: the next test starts another JVM in `jvm` */
+    jvm_started = false;
 }
 
 /* The agent's cache of instrumented classes with the real workers: a JVM with
