@@ -28,10 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agent_probes.h"
 #include "broker_proc.h"
+#include "proc_cpu.h"
 #include "cmr/classfile.h"
 #include "cmr/clock.h"
 #include "cmr/ids.h"
@@ -99,24 +99,6 @@ typedef struct outcome {
 } outcome_t;
 
 static long long paced_rate; /* CMR_BENCH_PACED: top-level calls per second, 0 = flat out */
-
-/* CPU seconds (user + system, every thread) of a process so far, from /proc. */
-static double proc_cpu(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command may hold spaces */
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
 
 /* Reads cmr.events from since_ms to its end and counts agent_id's batches into out. */
 static void wire_tally(int64_t agent_id, int64_t since_ms, outcome_t *out)
@@ -286,7 +268,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
     if (paced_rate) {
         if (jvm_proc_expect(&j, "warm", NULL, 0, 600000) != 0)
             goto done;
-        cpu0 = proc_cpu(j.pid);
+        cpu0 = proc_cpu_s(j.pid);
     }
     if (jvm_proc_expect(&j, "result", line, sizeof line, 600000) != 0)
         goto done;
@@ -294,7 +276,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
     out.ns = strtod(strstr(line, "ns_per_call=") + 12, NULL);
     if (paced_rate) {
         cmr_sleep_ms(500); /* the last events leave (send interval 5 ms) */
-        out.cpu_s = proc_cpu(j.pid) - cpu0;
+        out.cpu_s = proc_cpu_s(j.pid) - cpu0;
         const char *b = strstr(line, "behind_ms=");
         out.behind_ms = b ? atoll(b + 10) : -1;
     }

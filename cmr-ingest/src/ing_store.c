@@ -270,20 +270,29 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     return s;
 }
 
-/* A number (8 bytes, big endian) under a key of the default column family: 1 read into
- * *out, 0 no such key, -1 read error or not 8 bytes. */
-static int get_number(cmr_store_t *s, const char *key, int64_t *out)
+/* The value under a key of the default column family: 1 (*v to rocksdb_free), 0 no such
+ * key, -1 read error. */
+static int get_default(cmr_store_t *s, const char *key, char **v, size_t *vl)
 {
     char *e = NULL;
-    size_t vl;
-    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], key, strlen(key), &vl, &e);
+    *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], key, strlen(key), vl, &e);
     if (e) {
         free(e);
         return -1;
     }
-    if (!v)
-        return 0;
-    int rc = vl == 8 ? 1 : -1;
+    return *v != NULL;
+}
+
+/* A number (8 bytes, big endian) under a key of the default column family: 1 read into
+ * *out, 0 no such key, -1 read error or not 8 bytes. */
+static int get_number(cmr_store_t *s, const char *key, int64_t *out)
+{
+    char *v;
+    size_t vl;
+    int rc = get_default(s, key, &v, &vl);
+    if (rc != 1)
+        return rc;
+    rc = vl == 8 ? 1 : -1;
     if (rc == 1)
         *out = (int64_t)cmr_be64((const uint8_t *)v);
     rocksdb_free(v);
@@ -315,16 +324,13 @@ void cmr_store_put_group(cmr_store_t *s, void *writebatch, int64_t group)
  * has traces and no INDEX_FORMAT_KEY does (legacy_index); a new one is marked. 0 or -1. */
 static int note_index_format(cmr_store_t *s)
 {
-    char *e = NULL;
+    char *v;
     size_t vl;
-    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[0], INDEX_FORMAT_KEY, strlen(INDEX_FORMAT_KEY), &vl, &e);
-    if (e) {
-        free(e);
-        return -1;
-    }
-    if (v) {
-        rocksdb_free(v);
-        return 0;
+    int marked = get_default(s, INDEX_FORMAT_KEY, &v, &vl);
+    if (marked != 0) {
+        if (marked == 1)
+            rocksdb_free(v);
+        return marked == 1 ? 0 : -1;
     }
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     rocksdb_readoptions_set_total_order_seek(ro, 1);
@@ -740,9 +746,9 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
     for (int i = 0; i < nv; i++)
         if (cmr_store_delete_trace(s, victims[i]) == 0)
             deleted++;
-    if (deleted)
+    if (deleted) {
         set_postings_cutoff(s);
-    if (deleted)
         cmr_log(CMR_LOG_INFO, "ingest.retention", "partition=%d deleted=%ld", s->partition, deleted);
+    }
     return deleted;
 }

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "broker_proc.h"
+#include "proc_cpu.h"
 #include "cmr/buf.h"
 #include "cmr/event.h"
 #include "cmr/clock.h"
@@ -550,23 +551,6 @@ static double report(int n, char logs[2][320], uint64_t expect, const char *how)
            how, events, expect, dt, dt > 0 ? (double)events / dt / 1e6 : 0.0,
            apart ? " (the workers did not run at the same time: group join/rebalance in between)" : "");
     return dt > 0 ? (double)events / dt : 0.0;
-}
-
-/* CPU seconds a running process has used so far (/proc/PID/stat), 0 when unknown. */
-static double proc_cpu_s(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* after the command name: state is field 3 */
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static double worker_cpu[2]; /* CPU seconds of the workers that exited by themselves */
