@@ -38,6 +38,7 @@
 #include "cmr/topics.h"
 #include "metric_agg.h"
 #include "probe_rings.h"
+#include "sql_text.h"
 
 #define MAX_RINGS_PER_PASS 8192
 #define MAX_STALLED 64              /* stalled calls per MetricBatch; more are counted in a log line */
@@ -125,17 +126,75 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
     }
     ring->batch_seq = 0;
     ring->event_seq = 0;
+    ring->last_enter_seq = -1;
     ring->batch_count = 0;
     ring->diagnosis_id = 0;
     memset(ring->data_unsent, 0, sizeof ring->data_unsent);
 }
 
+static const char *const node_keys[CMR_RING_NODE_KEYS] = {CMR_NODE_ATTR_DB_STATEMENT};
+static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last);
+
+/* A complete call attribute: normalised (SQL: literals masked) and kept for the next batch. */
+static void node_attr_done(publisher_t *p, cmr_ring_t *ring)
+{
+    if (ring->node_n == CMR_RING_NODE_PENDING) /* many calls in one pass: send what is there */
+        batch_send(p, ring, false);
+    char masked[CMR_RING_NODE_DATA_MAX + 1];
+    const char *v = ring->node_raw;
+    if (ring->node_key == CMR_RING_NODE_DB_STATEMENT) {
+        cmr_sql_normalise(ring->node_raw, ring->node_len, masked, sizeof masked);
+        v = masked;
+    } else {
+        ring->node_raw[ring->node_len] = '\0';
+    }
+    const char *k = node_keys[ring->node_key - CMR_RING_NODE_KEY0];
+    cmr_buf_put(&ring->node_out, k, strlen(k) + 1);
+    cmr_buf_put(&ring->node_out, v, strlen(v) + 1);
+    if (!cmr_buf_ok(&ring->node_out)) { /* out of memory: the batch goes without them */
+        cmr_buf_free(&ring->node_out);
+        ring->node_n = 0;
+        p->n.dropped++;
+        return;
+    }
+    ring->node_seq[ring->node_n++] = ring->node_call;
+}
+
+/* A DATA record of a call attribute: its chunks come in order, right after the call's
+ * enter (Probe.data writes the whole value or nothing). */
+static void node_chunk(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uint32_t key, uint32_t chunk, uint32_t len)
+{
+    if (key - CMR_RING_NODE_KEY0 >= CMR_RING_NODE_KEYS || len > CMR_RING_NODE_DATA_MAX ||
+        chunk * 16 > (len ? len - 1 : 0) || ring->last_enter_seq < 0)
+        return; /* garbage, or of a call whose enter was not recorded: dropped */
+    if (chunk == 0) {
+        if (!ring->node_raw && !(ring->node_raw = malloc(CMR_RING_NODE_DATA_MAX + 1)))
+            return;
+        ring->node_key = key;
+        ring->node_len = len;
+        ring->node_next = 0;
+        ring->node_call = ring->last_enter_seq;
+    }
+    if (!ring->node_raw || chunk != ring->node_next || key != ring->node_key || len != ring->node_len)
+        return; /* a chunk of a value whose beginning was not seen */
+    size_t n = len - chunk * 16 < 16 ? len - chunk * 16 : 16;
+    memcpy(ring->node_raw + chunk * 16, rec, n);
+    ring->node_next++;
+    if (ring->node_next == (len ? (len + 15) / 16 : 1))
+        node_attr_done(p, ring);
+}
+
 static const char *const data_keys[CMR_RING_DATA_KEYS] = {NULL, "http.method", "http.path", "http.status"};
 
 /* A DATA record: one chunk of a value of the open segment's transaction data. */
-static void data_chunk(cmr_ring_t *ring, const uint8_t *rec, uint32_t aux)
+static void data_chunk(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uint32_t aux)
 {
     uint32_t key = aux >> 24, chunk = (aux >> 16) & 0xFF, len = aux & 0xFFFF;
+    if (key >= CMR_RING_NODE_KEY0) {
+        if (ring->segment_open)
+            node_chunk(p, ring, rec, key, chunk, len);
+        return;
+    }
     if (!ring->segment_open || key == 0 || key >= CMR_RING_DATA_KEYS || len > CMR_RING_DATA_MAX ||
         chunk * 16 > (len ? len - 1 : 0))
         return; /* a value of another segment's, or garbage: dropped */
@@ -287,8 +346,18 @@ static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
             attrs[b.attributes.count++] = (cmr_kv_t){(char *)data_keys[k], ring->data[k]};
             ring->data_unsent[k] = false;
         }
+    cmr_node_attr_t nattrs[CMR_RING_NODE_PENDING];
+    const char *at = (const char *)ring->node_out.data;
+    for (uint32_t i = 0; i < ring->node_n; i++) {
+        const char *k = at, *v = k + strlen(k) + 1;
+        nattrs[i] = (cmr_node_attr_t){ring->node_seq[i], (char *)k, (char *)v};
+        at = v + strlen(v) + 1;
+    }
+    b.node_attrs = (cmr_node_attrs_t){nattrs, ring->node_n};
     /* the drain loop appends kinds 1-4 only, the ones the encoding has */
     batch_route(p, &b, ring->batch, ring->batch_count);
+    ring->node_n = 0;
+    cmr_buf_reset(&ring->node_out);
     ring->batch_seq++;
     ring->event_seq += ring->batch_count;
     ring->batch_count = 0;
@@ -304,6 +373,8 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
     cmr_event_t ev;
     cmr_event_read(rec, 0, &ev);
     ev.timestamp_ns = (uint64_t)((int64_t)ev.timestamp_ns + p->clock_offset_ns);
+    /* a call attribute's DATA comes right after its call's enter */
+    ring->last_enter_seq = kind == CMR_EVENT_ENTER ? ring->event_seq + ring->batch_count : -1;
     cmr_event_write(ring->batch, ring->batch_count++, &ev);
     if (ring->batch_count == ring->batch_cap)
         batch_send(p, ring, false);
@@ -486,7 +557,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
                                      (int64_t)cmr_le64(rec + 8) - ring->diag_start_ns);
             ring->diag_start_ns = 0;
             break;
-        case CMR_RING_DATA: data_chunk(ring, rec, aux); break;
+        case CMR_RING_DATA: data_chunk(p, ring, rec, aux); break;
         case CMR_RING_LOSS: loss_record(p, ring, cmr_le64(rec), aux); break;
         case CMR_RING_TIMER:
         case CMR_RING_TIMER_THROW:

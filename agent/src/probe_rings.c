@@ -125,6 +125,8 @@ void cmr_ring_free(cmr_ring_t *ring)
         return;
     free(ring->mem);
     free(ring->batch);
+    free(ring->node_raw);
+    cmr_buf_free(&ring->node_out);
     free(ring->cs.frames); /* NULL once the publisher saw the thread end */
     free(ring);
 }

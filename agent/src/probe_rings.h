@@ -41,7 +41,10 @@
  *   10 data            transaction data of the open segment (Probe.data): 16 bytes of a
  *                      value's UTF-8 in id and timestamp, aux = key << 24 | chunk << 16 |
  *                      the value's length (at most CMR_RING_DATA_MAX); keys: 1 http.method,
- *                      2 http.path, 3 http.status
+ *                      2 http.path, 3 http.status. Keys from 16 on are attributes of the
+ *                      call whose enter came right before (values up to
+ *                      CMR_RING_NODE_DATA_MAX bytes): 16 db.statement, a JDBC call's raw SQL
+ *                      (the publisher normalises it and masks its literals, sql_text.h)
  *   11 loss            the open segment did not record calls (written right before its
  *                      root exit): id = calls not recorded (each with everything below
  *                      it), aux = why (1 the size limit, 2 the ring was full)
@@ -58,6 +61,7 @@
 #include <stdint.h>
 
 #include "call_stacks.h"
+#include "cmr/buf.h"
 #include "cmr/msg.h"
 
 #define CMR_RING_HEADER 128
@@ -78,6 +82,11 @@
 #define CMR_RING_DATA 10
 #define CMR_RING_DATA_MAX 256
 #define CMR_RING_DATA_KEYS 4 /* keys 1..3 */
+#define CMR_RING_NODE_KEY0 16
+#define CMR_RING_NODE_DB_STATEMENT 16
+#define CMR_RING_NODE_KEYS 1        /* keys 16..16 */
+#define CMR_RING_NODE_DATA_MAX 2048 /* as Probe.NODE_DATA_MAX */
+#define CMR_RING_NODE_PENDING 64    /* call attributes a batch carries: more send it early */
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -116,7 +125,18 @@ typedef struct cmr_ring {
     uint16_t data_seen[CMR_RING_DATA_KEYS]; /* chunks of the value being put together */
     bool data_unsent[CMR_RING_DATA_KEYS];
     int64_t diag_start_ns; /* when that context opened (probe clock) */
-    uint8_t *batch;        /* events of the open segment not yet sent */
+    /* call attributes: the open segment's latest enter (its event seq), the value being put
+     * together (node_raw: CMR_RING_NODE_DATA_MAX + 1 bytes, made on first use, owned), and
+     * the complete ones not sent yet (node_out: per attribute its key's NUL-terminated
+     * name and value, owned; node_seq: their calls) */
+    int64_t last_enter_seq;
+    char *node_raw;
+    uint32_t node_key, node_len, node_next;
+    int64_t node_call;
+    cmr_buf_t node_out;
+    int64_t node_seq[CMR_RING_NODE_PENDING];
+    uint32_t node_n;
+    uint8_t *batch; /* events of the open segment not yet sent */
     uint32_t batch_count, batch_cap;
     cmr_cs_thread_t cs; /* the thread's open invocations (call_stacks.h) */
 } cmr_ring_t;

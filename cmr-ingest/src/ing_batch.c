@@ -8,7 +8,10 @@
  * Value (little endian): version(1)=2 | thread id(8) | first_event_seq(8) | flags(1:
  * bit0 last, bit1 parent) | parent agent(8) | parent segment(8) | parent seq(8) |
  * dropped(4) | event_count(4) | name length(2) | name | events (the rest: event_count
- * events in the compact encoding of cmr/event.h). The events bytes are the agent's,
+ * events in the compact encoding of cmr/event.h). Version 3 (a batch with call
+ * attributes) puts after the name: attributes length(4) | attributes: a varint count, then
+ * per attribute its call's event_seq (varint), key and value (each a varint length and
+ * bytes); then the events. Readers take both versions. The events bytes are the agent's,
  * checked once when the batch arrives and stored unchanged; readers decode them with
  * cmr_events_decoder_next. (Version 1 held 24-byte records; such stores are rebuilt by
  * `cmr-ingest replay`.) The batch's diagnosis id and transaction data (attributes) are
@@ -19,15 +22,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/event.h"
 #include "cmr/ingest.h"
-#include "cmr/bytes.h"
+#include "cmr/utf8.h"
 
 #define HDR_LEN CMR_INGEST_BATCH_HDR_LEN
 _Static_assert(HDR_LEN == 1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2, "stored batch header");
 #define MAX_NAME 65535u
 
 static const char *const attr_keys[CMR_HTTP__KEYS] = {"http.method", "http.path", "http.status"};
+#define MAX_ATTR_KEY 64
+
+/* A call attribute worth keeping: a key of [a-z0-9._] (at most MAX_ATTR_KEY), a valid
+ * UTF-8 value (at most CMR_SEGS_MAX_NODE_VALUE bytes) of a call the segment has reached.
+ * NULL, or why not (a static string). */
+static const char *node_attr_check(const cmr_event_batch_t *m, const cmr_node_attr_t *a)
+{
+    size_t kl = a->key ? strlen(a->key) : 0, vl = a->value ? strlen(a->value) : 0;
+    if (!kl || kl > MAX_ATTR_KEY)
+        return "empty or long key";
+    for (size_t i = 0; i < kl; i++)
+        if (!((a->key[i] >= 'a' && a->key[i] <= 'z') || (a->key[i] >= '0' && a->key[i] <= '9') || a->key[i] == '.' ||
+              a->key[i] == '_'))
+            return "key not of [a-z0-9._]";
+    if (vl > CMR_SEGS_MAX_NODE_VALUE)
+        return "value too long";
+    for (size_t i = 0, n; i < vl; i += n)
+        if (!(n = cmr_utf8_seq((const uint8_t *)a->value + i, vl - i, NULL)))
+            return "value not UTF-8";
+    if (a->event_seq < 0 || a->event_seq >= m->first_event_seq + m->event_count)
+        return "names a call the segment has not reached";
+    return NULL;
+}
+
+/* Counts the invalid call attributes of m (they are left out when stored). */
+static void check_node_attrs(const cmr_event_batch_t *m, cmr_ingest_batch_t *out)
+{
+    for (size_t i = 0; i < m->node_attrs.count; i++) {
+        const char *why = node_attr_check(m, &m->node_attrs.items[i]);
+        if (why && !out->attrs_dropped++) {
+            out->attrs_drop_key = "call attribute";
+            out->attrs_drop_why = why;
+        }
+    }
+}
 
 /* The transaction data of a batch (ing_attrs.c says what is kept): known keys with valid,
  * non-empty values; a key repeated in one batch keeps its first value (the others count
@@ -116,7 +156,81 @@ int cmr_ingest_batch_from_segment(const cmr_event_batch_t *m, cmr_ingest_batch_t
     out->events_len = m->packed_events.len;
     out->diagnosis_id = (uint64_t)m->diagnosis_id;
     take_attributes(&m->attributes, out);
+    if (m->node_attrs.count) {
+        out->msg_attrs = &m->node_attrs;
+        out->msg_batch = m;
+        check_node_attrs(m, out);
+    }
     return 0;
+}
+
+/* The message's call attributes' next valid one. */
+static int msg_attr_next(const cmr_ingest_batch_t *b, size_t *cursor, cmr_ingest_attr_t *a)
+{
+    while (*cursor < b->msg_attrs->count) {
+        const cmr_node_attr_t *x = &b->msg_attrs->items[(*cursor)++];
+        if (node_attr_check(b->msg_batch, x))
+            continue;
+        *a = (cmr_ingest_attr_t){x->event_seq, x->key, x->value, strlen(x->key), strlen(x->value)};
+        return 1;
+    }
+    return 0;
+}
+
+/* A varint length and bytes of the block at *p; -1 when it runs past end. */
+static int block_string(const uint8_t **p, const uint8_t *end, const char **s, size_t *len)
+{
+    uint64_t n;
+    if (cmr_get_varint(p, end, &n) || n > (uint64_t)(end - *p))
+        return -1;
+    *s = (const char *)*p;
+    *len = (size_t)n;
+    *p += n;
+    return 0;
+}
+
+/* The stored block's next attribute; the cursor is the offset after the count. A corrupt
+ * block ends the walk (cmr_ingest_batch_decode checked it). */
+static int block_attr_next(const cmr_ingest_batch_t *b, size_t *cursor, cmr_ingest_attr_t *a)
+{
+    const uint8_t *p = b->attrs_block, *end = p + b->attrs_len;
+    uint64_t count, seq;
+    if (cmr_get_varint(&p, end, &count) || count == 0)
+        return 0;
+    if (*cursor == 0)
+        *cursor = (size_t)(p - b->attrs_block);
+    p = b->attrs_block + *cursor;
+    if (p >= end || cmr_get_varint(&p, end, &seq) || seq > INT64_MAX || block_string(&p, end, &a->key, &a->key_len) ||
+        block_string(&p, end, &a->value, &a->value_len))
+        return 0;
+    a->event_seq = (int64_t)seq;
+    *cursor = (size_t)(p - b->attrs_block);
+    return 1;
+}
+
+int cmr_ingest_batch_attr_next(const cmr_ingest_batch_t *b, size_t *cursor, cmr_ingest_attr_t *a)
+{
+    if (b->msg_attrs)
+        return msg_attr_next(b, cursor, a);
+    return b->attrs_block ? block_attr_next(b, cursor, a) : 0;
+}
+
+void cmr_ingest_batch_attrs(const cmr_ingest_batch_t *b, cmr_buf_t *o)
+{
+    size_t n = 0, cur = 0;
+    cmr_ingest_attr_t a;
+    while (cmr_ingest_batch_attr_next(b, &cur, &a) == 1)
+        n++;
+    if (!n)
+        return;
+    cmr_buf_put_varint(o, n);
+    for (cur = 0; cmr_ingest_batch_attr_next(b, &cur, &a) == 1;) {
+        cmr_buf_put_varint(o, (uint64_t)a.event_seq);
+        cmr_buf_put_varint(o, a.key_len);
+        cmr_buf_put(o, a.key, a.key_len);
+        cmr_buf_put_varint(o, a.value_len);
+        cmr_buf_put(o, a.value, a.value_len);
+    }
 }
 
 void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN])
@@ -127,11 +241,11 @@ void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BA
     cmr_put_be32(key + 32, (uint32_t)b->batch_seq);
 }
 
-size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGEST_BATCH_HDR_LEN])
+size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, bool attrs, uint8_t out[CMR_INGEST_BATCH_HDR_LEN])
 {
     assert(b->name_len <= MAX_NAME);
     uint8_t *q = out;
-    *q++ = 2;
+    *q++ = attrs ? 3 : 2;
     cmr_put_le64(q, (uint64_t)b->thread_id), q += 8;
     cmr_put_le64(q, (uint64_t)b->first_event_seq), q += 8;
     *q++ = (uint8_t)((b->last ? 1 : 0) | (b->has_parent ? 2 : 0));
@@ -148,24 +262,52 @@ size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGE
 
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len)
 {
-    size_t ev = b->events_len;
-    size_t n = HDR_LEN + b->name_len + ev;
-    uint8_t *p = malloc(n);
-    if (!p)
+    cmr_buf_t attrs = {0};
+    cmr_ingest_batch_attrs(b, &attrs);
+    if (!cmr_buf_ok(&attrs))
         return -1;
-    uint8_t *q = p + cmr_ingest_batch_header(b, p);
+    size_t ev = b->events_len;
+    size_t n = HDR_LEN + b->name_len + (attrs.len ? 4 + attrs.len : 0) + ev;
+    uint8_t *p = malloc(n);
+    if (!p) {
+        cmr_buf_free(&attrs);
+        return -1;
+    }
+    uint8_t *q = p + cmr_ingest_batch_header(b, attrs.len > 0, p);
     memcpy(q, b->thread_name, b->name_len), q += b->name_len;
+    if (attrs.len) {
+        cmr_put_le32(q, (uint32_t)attrs.len), q += 4;
+        memcpy(q, attrs.data, attrs.len), q += attrs.len;
+    }
     if (ev)
         memcpy(q, b->events, ev);
+    cmr_buf_free(&attrs);
     *out = p;
     *len = n;
     return 0;
 }
 
+/* Checks a stored attributes block whole: every entry within it, nothing after. */
+static int check_block(const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len;
+    uint64_t count, seq;
+    if (cmr_get_varint(&p, end, &count) || count == 0 || count > CMR_SEGS_MAX_NODE_ATTRS)
+        return -1;
+    for (uint64_t i = 0; i < count; i++) {
+        const char *s;
+        size_t l;
+        if (cmr_get_varint(&p, end, &seq) || seq > INT64_MAX || block_string(&p, end, &s, &l) ||
+            block_string(&p, end, &s, &l))
+            return -1;
+    }
+    return p == end ? 0 : -1;
+}
+
 int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen, cmr_ingest_batch_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || val[0] != 2)
+    if (klen != CMR_INGEST_BATCH_KEY_LEN || vlen < HDR_LEN || (val[0] != 2 && val[0] != 3))
         return -1;
     memcpy(out->trace_id, key, 16);
     out->agent_id = cmr_be64(key + 16);
@@ -187,10 +329,20 @@ int cmr_ingest_batch_decode(const uint8_t *key, size_t klen, const uint8_t *val,
     out->name_len = (size_t)q[0] | (size_t)q[1] << 8;
     q += 2;
     size_t rest = vlen - HDR_LEN;
-    if (out->name_len > rest || (rest - out->name_len) > (size_t)out->event_count * CMR_EVENTS_MAX_ENCODED)
+    if (out->name_len > rest)
         return -1;
     out->thread_name = (const char *)q;
-    out->events = q + out->name_len;
-    out->events_len = rest - out->name_len;
+    q += out->name_len, rest -= out->name_len;
+    if (val[0] == 3) {
+        if (rest < 4 || cmr_le32(q) > rest - 4 || check_block(q + 4, cmr_le32(q)) != 0)
+            return -1;
+        out->attrs_block = q + 4;
+        out->attrs_len = cmr_le32(q);
+        q += 4 + out->attrs_len, rest -= 4 + out->attrs_len;
+    }
+    if (rest > (size_t)out->event_count * CMR_EVENTS_MAX_ENCODED)
+        return -1;
+    out->events = q;
+    out->events_len = rest;
     return 0;
 }

@@ -427,12 +427,29 @@ static int add_segment(cmr_ingest_engine_t *e, int partition, const cmr_event_ba
     }
     uint8_t key[CMR_INGEST_BATCH_KEY_LEN];
     cmr_ingest_batch_key(&b, key);
-    uint8_t hdr[CMR_INGEST_BATCH_HDR_LEN];
-    const char *parts[3] = {(const char *)hdr, b.thread_name, (const char *)b.events};
-    size_t lens[3] = {cmr_ingest_batch_header(&b, hdr), b.name_len, b.events_len};
+    uint8_t hdr[CMR_INGEST_BATCH_HDR_LEN], alen[4];
+    cmr_buf_t attrs = {0};
+    if (b.msg_attrs) {
+        cmr_ingest_batch_attrs(&b, &attrs);
+        if (!cmr_buf_ok(&attrs)) {
+            snprintf(err, errlen, "out of memory");
+            return -2;
+        }
+        cmr_put_le32(alen, (uint32_t)attrs.len);
+    }
+    bool with = attrs.len > 0;
+    const char *parts[5] = {(const char *)hdr, b.thread_name, (const char *)alen, (const char *)attrs.data,
+                            (const char *)b.events};
+    size_t lens[5] = {cmr_ingest_batch_header(&b, with, hdr), b.name_len, 4, attrs.len, b.events_len};
+    if (!with) { /* header | name | events */
+        parts[2] = parts[4];
+        lens[2] = lens[4];
+    }
     const char *kparts[1] = {(const char *)key};
     size_t klens[1] = {sizeof key};
-    rocksdb_writebatch_putv_cf(p->wb, cmr_store_cf(p->store, CMR_CF_BATCHES), 1, kparts, klens, 3, parts, lens);
+    rocksdb_writebatch_putv_cf(p->wb, cmr_store_cf(p->store, CMR_CF_BATCHES), 1, kparts, klens, with ? 5 : 3, parts,
+                               lens);
+    cmr_buf_free(&attrs);
     p->wb_count++;
     if (!t->dirty) {
         t->dirty = true;

@@ -163,12 +163,18 @@ static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tr
         json_array_append_new(attrs, attr_int("cmr.wait_ns", x->wait_ns));
     if (x->running)
         json_array_append_new(attrs, attr_str("cmr.state", "running"));
+    for (uint32_t a = 0; a < x->nattrs; a++) /* db.statement: OpenTelemetry's own name */
+        json_array_append_new(attrs,
+                              attr_str(t->names[t->attrs[x->attrs + a].key], t->names[t->attrs[x->attrs + a].value]));
+    bool client = false;
+    for (uint32_t a = 0; a < x->nattrs; a++)
+        client |= !strncmp(t->names[t->attrs[x->attrs + a].key], "db.", 3);
     json_t *s = json_object();
     json_object_set_new(s, "traceId", cmr_json_hex(t->trace_id, 16));
     json_object_set_new(s, "spanId", cmr_json_id64(span_id(x)));
     json_object_set_new(s, "parentSpanId", parent ? parent : json_string(""));
     json_object_set_new(s, "name", cmr_json_str(cmr_names_method(n, x->method_id, buf, sizeof buf)));
-    json_object_set_new(s, "kind", json_integer(1)); /* SPAN_KIND_INTERNAL */
+    json_object_set_new(s, "kind", json_integer(client ? 3 : 1)); /* SPAN_KIND_CLIENT / _INTERNAL */
     json_object_set_new(s, "startTimeUnixNano", json_string(ts));
     json_object_set_new(s, "endTimeUnixNano", json_string(te));
     json_object_set_new(s, "attributes", attrs);

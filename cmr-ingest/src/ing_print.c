@@ -151,6 +151,8 @@ void cmr_ingest_print_tree(FILE *f, const cmr_names_t *n, const cmr_tree_t *t)
         if (x->kind == CMR_NODE_CALL)
             fprintf(f, "  [%s #%" PRId64 " @ %s]", thread_name(t, x), x->thread_id,
                     cmr_names_agent(n, x->agent_id, jvm, sizeof jvm));
+        for (uint32_t a = 0; a < x->nattrs; a++)
+            fprintf(f, "  %s=%s", t->names[t->attrs[x->attrs + a].key], t->names[t->attrs[x->attrs + a].value]);
         if (x->async)
             fprintf(f, " async");
         if (x->remote)
@@ -284,6 +286,13 @@ static json_t *node_fields_json(const cmr_names_t *n, const cmr_tree_t *t, uint3
     json_object_set_new(o, "running", json_boolean(x->running));
     json_object_set_new(o, "exception", json_boolean(x->exception));
     json_object_set_new(o, "exit_lost", json_boolean(x->lost_exit));
+    if (x->nattrs) { /* a key given twice keeps its last value */
+        json_t *attrs = json_object();
+        for (uint32_t a = 0; a < x->nattrs; a++)
+            json_object_set_new(attrs, t->names[t->attrs[x->attrs + a].key],
+                                cmr_json_str(t->names[t->attrs[x->attrs + a].value]));
+        json_object_set_new(o, "attributes", attrs);
+    }
     return o;
 }
 

@@ -16,6 +16,8 @@
  *     the caller's (a skewed clock shifts an interval, it does not stretch it): the
  *     caller waited for it. A foreign parent (agent 0, event_seq -1) hangs under a
  *     "remote caller" node; a parent that has not arrived under a "missing" node.
+ *     Call attributes (a JDBC call's SQL) go to the call whose ENTER they name; one that
+ *     names no recorded call of its segment is left out.
  *  4. Children are ordered by start time (ties: agent, segment, event), totals and self
  *     times computed: wait is the union of the synchronous remote children's intervals
  *     clipped to the caller's; self is total minus the synchronous children of the same
@@ -181,9 +183,68 @@ static int walk_event(cmr_tree_t *t, seg_t *s, walk_t *w, const cmr_event_t *ev,
     }
 }
 
+/* The call of nodes [from, t->count) (one segment's, made in event order) whose ENTER is
+ * event seq; CMR_NODE_NONE when none. */
+static uint32_t find_call(const cmr_tree_t *t, uint32_t from, int64_t seq)
+{
+    size_t lo = from, hi = t->count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->nodes[mid].event_seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->count && t->nodes[lo].event_seq == seq ? (uint32_t)lo : CMR_NODE_NONE;
+}
+
+/* Gives the call attributes of a segment's batches to its calls (nodes from `from` on). */
+static int attach_attrs(cmr_tree_t *t, uint32_t from, const cmr_ingest_batch_t *const *b, size_t nb)
+{
+    for (size_t k = 0; k < nb; k++) {
+        size_t cur = 0;
+        cmr_ingest_attr_t a;
+        while (cmr_ingest_batch_attr_next(b[k], &cur, &a) == 1) {
+            uint32_t n = find_call(t, from, a.event_seq);
+            if (n == CMR_NODE_NONE)
+                continue;
+            if (CMR_ARRAY_GROW(t->attrs, t->attrs_cap, t->nattrs + 1) != 0)
+                return -1;
+            cmr_tree_attr_t *x = &t->attrs[t->nattrs];
+            x->node = n;
+            if (add_name(t, a.key, a.key_len, &x->key) != 0 || add_name(t, a.value, a.value_len, &x->value) != 0)
+                return -1;
+            t->nattrs++;
+        }
+    }
+    return 0;
+}
+
+static int cmp_attr(const void *a, const void *b)
+{
+    const cmr_tree_attr_t *x = a, *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key; /* names are added in order: arrival order */
+}
+
+/* Sorts the attributes by node and points each node at its own. */
+static void index_attrs(cmr_tree_t *t)
+{
+    if (t->nattrs > 1)
+        qsort(t->attrs, t->nattrs, sizeof *t->attrs, cmp_attr);
+    for (size_t i = 0; i < t->nattrs; i++) {
+        cmr_tree_node_t *x = &t->nodes[t->attrs[i].node];
+        if (!x->nattrs)
+            x->attrs = (uint32_t)i;
+        x->nattrs++;
+    }
+}
+
 /* Walks one segment's batches [b, e). */
 static int walk_segment(cmr_tree_t *t, seg_t *s, const cmr_ingest_batch_t *const *b, size_t nb, walk_t *w)
 {
+    uint32_t from = (uint32_t)t->count;
     w->depth = 0;
     int32_t expect_seq = 0;
     int64_t expect_ev = 0, prev_ts = 0;
@@ -214,7 +275,7 @@ static int walk_segment(cmr_tree_t *t, seg_t *s, const cmr_ingest_batch_t *const
             x->lost_exit = true;
         }
     }
-    return 0;
+    return attach_attrs(t, from, b, nb);
 }
 
 static seg_t *find_seg(seg_t *segs, size_t n, uint64_t agent, uint64_t segment)
@@ -559,6 +620,7 @@ int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *t)
     if (count_agents_threads(t, segs, nsegs) != 0)
         goto out;
     t->complete = ended && root && !missing && t->gaps == 0;
+    index_attrs(t);
     rc = finish(t);
 out:
     for (size_t i = 0; i < nsegs; i++)
@@ -578,6 +640,7 @@ void cmr_tree_free(cmr_tree_t *t)
     for (size_t i = 0; i < t->nnames; i++)
         free(t->names[i]);
     free(t->names);
+    free(t->attrs);
     free(t->nodes);
     memset(t, 0, sizeof *t);
     t->first_root = CMR_NODE_NONE;

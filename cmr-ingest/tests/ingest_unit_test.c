@@ -826,6 +826,88 @@ static void test_truncated_and_root_lost(void **state)
     synth_seg_free(&s);
 }
 
+/* The value of call attribute `key` of node x, NULL when it has none. */
+static const char *node_attr(const cmr_tree_t *t, const cmr_tree_node_t *x, const char *key)
+{
+    for (uint32_t a = 0; a < x->nattrs; a++)
+        if (!strcmp(t->names[t->attrs[x->attrs + a].key], key))
+            return t->names[t->attrs[x->attrs + a].value];
+    return NULL;
+}
+
+/* Call attributes (a JDBC call's db.statement) reach the call whose ENTER they name, also
+ * when they travel in a later batch than that ENTER; invalid ones (bad key, a call the
+ * segment has not reached, a value that is not UTF-8) are left out and counted, one that
+ * names an exit is dropped by the tree; the stored batch (version 3) keeps them, and a
+ * store's corrupt block is refused. */
+static void test_call_attributes(void **state)
+{
+    (void)state;
+    synth_seg_t s;
+    build_nested(&s, 7); /* 0 enter main, 1 enter A, 2 enter B, 3-4 exits, 5 enter A, 6-7 exits */
+    cmr_event_batch_t *b;
+    size_t n = synth_batches(&s, 3, &b);
+    assert_int_equal(n, 3);
+    cmr_node_attr_t na[] = {
+        {2, CMR_NODE_ATTR_DB_STATEMENT, "select a from t where id = ?"},
+        {5, CMR_NODE_ATTR_DB_STATEMENT, "update t set a = ?"},
+        {3, CMR_NODE_ATTR_DB_STATEMENT, "an exit's"},
+        {9, CMR_NODE_ATTR_DB_STATEMENT, "not reached yet"},
+        {5, "Bad Key", "x"},
+        {5, "db.system", "\xff"},
+    };
+    b[1].node_attrs = (cmr_node_attrs_t){na, 6};
+    cmr_ingest_batch_t ib[3];
+    char err[256];
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(cmr_ingest_batch_from_msg(&b[i], &ib[i], err, sizeof err), 0);
+    assert_int_equal(ib[1].attrs_dropped, 3);
+    assert_string_equal(ib[1].attrs_drop_key, "call attribute");
+
+    cmr_tree_t t;
+    assert_int_equal(cmr_tree_build(ib, n, &t), 0);
+    const cmr_tree_node_t *m = child(&t, NULL, 0), *a1 = child(&t, m, 0), *bb = child(&t, a1, 0), *a2 = child(&t, m, 1);
+    assert_int_equal(bb->method_id, M_B);
+    assert_string_equal(node_attr(&t, bb, CMR_NODE_ATTR_DB_STATEMENT), "select a from t where id = ?");
+    assert_string_equal(node_attr(&t, a2, CMR_NODE_ATTR_DB_STATEMENT), "update t set a = ?");
+    assert_null(node_attr(&t, m, CMR_NODE_ATTR_DB_STATEMENT));
+    assert_null(node_attr(&t, a1, CMR_NODE_ATTR_DB_STATEMENT));
+    assert_int_equal(t.nattrs, 2);
+
+    /* stored and read back: the same tree */
+    uint8_t key[CMR_INGEST_BATCH_KEY_LEN], *val[3];
+    size_t vlen[3];
+    cmr_ingest_batch_t back[3];
+    for (size_t i = 0; i < n; i++) {
+        cmr_ingest_batch_key(&ib[i], key);
+        assert_int_equal(cmr_ingest_batch_encode(&ib[i], &val[i], &vlen[i]), 0);
+        assert_int_equal(val[i][0], i == 1 ? 3 : 2);
+        assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val[i], vlen[i], &back[i]), 0);
+        assert_int_equal(back[i].events_len, ib[i].events_len);
+    }
+    cmr_tree_t t2;
+    assert_int_equal(cmr_tree_build(back, n, &t2), 0);
+    assert_int_equal(t2.nattrs, 2);
+    m = child(&t2, NULL, 0), a1 = child(&t2, m, 0), bb = child(&t2, a1, 0), a2 = child(&t2, m, 1);
+    assert_string_equal(node_attr(&t2, bb, CMR_NODE_ATTR_DB_STATEMENT), "select a from t where id = ?");
+    assert_string_equal(node_attr(&t2, a2, CMR_NODE_ATTR_DB_STATEMENT), "update t set a = ?");
+
+    /* a block that runs past its length, or a length past the value: refused */
+    cmr_ingest_batch_key(&ib[1], key);
+    size_t name_end = CMR_INGEST_BATCH_HDR_LEN + ib[1].name_len;
+    uint32_t alen = cmr_le32(val[1] + name_end);
+    cmr_put_le32(val[1] + name_end, alen - 1);
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val[1], vlen[1], &back[1]), -1);
+    cmr_put_le32(val[1] + name_end, (uint32_t)vlen[1]);
+    assert_int_equal(cmr_ingest_batch_decode(key, sizeof key, val[1], vlen[1], &back[1]), -1);
+    cmr_tree_free(&t);
+    cmr_tree_free(&t2);
+    for (size_t i = 0; i < n; i++)
+        free(val[i]);
+    synth_batches_free(b, n);
+    synth_seg_free(&s);
+}
+
 static void test_batch_validation_and_roundtrip(void **state)
 {
     (void)state;
@@ -3549,6 +3631,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_truncated_and_root_lost),
         cmocka_unit_test(test_lost_batch_and_exits),
         cmocka_unit_test(test_batch_validation_and_roundtrip),
+        cmocka_unit_test(test_call_attributes),
         cmocka_unit_test(test_hostile_events),
         cmocka_unit_test(test_random_streams),
         cmocka_unit_test(test_exporters),

@@ -47,6 +47,10 @@ static const cf_probe probes[4] = {
         [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")}, \
         [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                         \
         [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")}, \
+        [CMR_HANDOFF_SQL] = {"sql", OBJ_CALL("sqlEnter", kind, i), CALL("sqlExit"), CALL("sqlExitThrow")},     \
+        [CMR_HANDOFF_SQL_PREPARE] = {"sql-prepare", OBJ_CALL("sqlPrepare", kind, i), CALL("sqlPrepared"),      \
+                                     CALL("sqlPrepared")},                                                     \
+        [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                         \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),

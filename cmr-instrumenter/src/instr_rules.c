@@ -215,6 +215,18 @@ static bool is_handoff_class(const char *name)
     return false;
 }
 
+/* Puts (or puts in place of a sensor's pick) one probe role on method m. */
+static void put_role(cmr_instr_decision_t *out, size_t m, cmr_instr_handoff_t role, uint8_t arg)
+{
+    size_t at = out->n_picks;
+    for (size_t i = 0; i < out->n_picks; i++)
+        if (out->picks[i].method == m)
+            at = i;
+    out->picks[at] = (cmr_instr_pick_t){(uint16_t)m, CMR_SENSOR_INVOCATION_SEQUENCE, role, arg};
+    if (at == out->n_picks)
+        out->n_picks++;
+}
+
 /* Adds (or puts in place of a sensor's pick) the hand-off probes of cls. */
 static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
 {
@@ -226,16 +238,74 @@ static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
             if (strcmp(me->name, handoffs[h].name) != 0 ||
                 (handoffs[h].desc && strcmp(me->desc, handoffs[h].desc) != 0) || (me->access & (0x0400 | 0x0100)))
                 continue;
-            size_t at = out->n_picks;
-            for (size_t i = 0; i < out->n_picks; i++)
-                if (out->picks[i].method == m)
-                    at = i;
-            out->picks[at] =
-                (cmr_instr_pick_t){(uint16_t)m, CMR_SENSOR_INVOCATION_SEQUENCE, handoffs[h].role, handoffs[h].arg};
-            if (at == out->n_picks)
-                out->n_picks++;
+            put_role(out, m, handoffs[h].role, handoffs[h].arg);
         }
     }
+}
+
+/* JDBC: the calls that run SQL are nodes with their statement's text, whatever the driver
+ * (or a pool's proxy around it): matched by the java.sql interface the class implements.
+ * A DataSource's getConnection is a node too (a pool's wait for a connection).
+ * A PreparedStatement's SQL is given when it is prepared, so its class's constructors
+ * bind it to the object made inside Connection.prepareStatement / prepareCall. */
+#define SQL_ARG "(Ljava/lang/String;"
+enum { JDBC_DATA_SOURCE, JDBC_CONNECTION, JDBC_STATEMENT, JDBC__TYPES };
+static const char *const jdbc_types[JDBC__TYPES] = {"javax/sql/DataSource", "java/sql/Connection",
+                                                    "java/sql/Statement"};
+static const struct {
+    int type; /* the interface the class implements (JDBC_*) */
+    const char *name, *desc_prefix;
+    cmr_instr_handoff_t role;
+    uint8_t arg;
+} jdbc_rules[] = {
+    {JDBC_DATA_SOURCE, "getConnection", "(", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+    {JDBC_CONNECTION, "prepareStatement", SQL_ARG, CMR_HANDOFF_SQL_PREPARE, 0},
+    {JDBC_CONNECTION, "prepareCall", SQL_ARG, CMR_HANDOFF_SQL_PREPARE, 0},
+    {JDBC_STATEMENT, "execute", SQL_ARG, CMR_HANDOFF_SQL, 0},
+    {JDBC_STATEMENT, "executeQuery", SQL_ARG, CMR_HANDOFF_SQL, 0},
+    {JDBC_STATEMENT, "executeUpdate", SQL_ARG, CMR_HANDOFF_SQL, 0},
+    {JDBC_STATEMENT, "executeLargeUpdate", SQL_ARG, CMR_HANDOFF_SQL, 0},
+    {JDBC_STATEMENT, "execute", "()", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+    {JDBC_STATEMENT, "executeQuery", "()", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+    {JDBC_STATEMENT, "executeUpdate", "()", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+    {JDBC_STATEMENT, "executeLargeUpdate", "()", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+    {JDBC_STATEMENT, "executeBatch", "()", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+    {JDBC_STATEMENT, "executeLargeBatch", "()", CMR_HANDOFF_SQL, CMR_HANDOFF_ARG_THIS},
+};
+#undef SQL_ARG
+
+static bool jdbc_method(const cmr_instr_method_t *me, size_t r)
+{
+    return !(me->access & (0x0400 | 0x0100 | 0x0040)) && strcmp(me->name, jdbc_rules[r].name) == 0 &&
+           strncmp(me->desc, jdbc_rules[r].desc_prefix, strlen(jdbc_rules[r].desc_prefix)) == 0;
+}
+
+/* The JDBC probes of a class: only a class that declares one of the rules' methods has its
+ * hierarchy looked at (most classes declare none, and are decided without a lookup). */
+static void add_jdbc(ctx_t *c, cmr_instr_decision_t *out)
+{
+    const cmr_instr_meta_t *cls = c->cls;
+    const size_t nr = sizeof jdbc_rules / sizeof jdbc_rules[0];
+    int implements[JDBC__TYPES] = {-1, -1, -1}; /* not looked at yet */
+    bool executes = false;                      /* declares a parameterless execute: a statement class */
+    for (size_t m = 0; m < cls->n_methods; m++)
+        for (size_t r = 0; r < nr; r++) {
+            if (!jdbc_method(&cls->methods[m], r))
+                continue;
+            int k = jdbc_rules[r].type;
+            if (implements[k] < 0)
+                implements[k] = has_interface(c, jdbc_types[k]);
+            if (implements[k] != YES)
+                continue;
+            put_role(out, m, jdbc_rules[r].role, jdbc_rules[r].arg);
+            executes |= k == JDBC_STATEMENT && jdbc_rules[r].arg == CMR_HANDOFF_ARG_THIS;
+            break;
+        }
+    if (!executes || has_interface(c, "java/sql/PreparedStatement") != YES)
+        return;
+    for (size_t m = 0; m < cls->n_methods; m++)
+        if (strcmp(cls->methods[m].name, "<init>") == 0)
+            put_role(out, m, CMR_HANDOFF_SQL_BIND, CMR_HANDOFF_ARG_THIS);
 }
 
 int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, cmr_instr_lookup_fn *lookup, void *ud,
@@ -287,8 +357,10 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
                 out->trivial[out->n_trivial++] = (uint16_t)m;
         }
     }
-    if (sequences)
+    if (sequences) {
         add_handoffs(cls, out);
+        add_jdbc(&c, out);
+    }
     free(applies);
     if (c.oom) {
         cmr_instr_decision_free(out);

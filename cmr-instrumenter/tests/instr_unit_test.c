@@ -410,6 +410,115 @@ static void test_handoff_points(void **state)
     universe_free(&u);
 }
 
+/* The role a decision gives method `name` (`desc` when several share the name), or -1. */
+static int role_of(const cmr_instr_meta_t *m, const cmr_instr_decision_t *d, const char *name, const char *desc,
+                   uint8_t *arg)
+{
+    for (size_t i = 0; i < d->n_picks; i++) {
+        const cmr_instr_method_t *x = &m->methods[d->picks[i].method];
+        if (strcmp(x->name, name) == 0 && (!desc || strcmp(x->desc, desc) == 0)) {
+            *arg = d->picks[i].arg;
+            return (int)d->picks[i].handoff;
+        }
+    }
+    return -1;
+}
+
+/* JDBC: whatever the driver, a class that implements java.sql.Statement (through its
+ * superclasses and interfaces) gets the SQL probes on its executes, a Connection on its
+ * prepares, a PreparedStatement's constructors bind; a class that only has the same method
+ * names gets nothing, and one whose hierarchy is unknown waits for it. */
+static void test_jdbc_rules(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    const char *stmt_if[] = {"java/sql/Statement", NULL}, *ps_if[] = {"java/sql/PreparedStatement", NULL};
+    const char *conn_if[] = {"java/sql/Connection", NULL};
+    add_type(&u, "java/sql/Statement", "java/lang/Object", NULL, NULL);
+    add_type(&u, "java/sql/PreparedStatement", "java/lang/Object", stmt_if, NULL);
+    add_type(&u, "java/sql/Connection", "java/lang/Object", NULL, NULL);
+    cmr_instr_meta_t *st = add_type(&u, "org/db/JdbcStatement", "java/lang/Object", stmt_if, NULL);
+    add_method(st, "<init>", "()V", 0x0001, NULL);
+    add_method(st, "executeQuery", "(Ljava/lang/String;)Ljava/sql/ResultSet;", 0x0001, NULL);
+    add_method(st, "execute", "(Ljava/lang/String;I)Z", 0x0001, NULL);
+    add_method(st, "executeBatch", "()[I", 0x0001, NULL);
+    add_method(st, "close", "()V", 0x0001, NULL);
+    cmr_instr_meta_t *ps = add_type(&u, "org/db/JdbcPreparedStatement", "org/db/JdbcStatement", ps_if, NULL);
+    add_method(ps, "<init>", "(Ljava/lang/String;)V", 0x0001, NULL);
+    add_method(ps, "executeQuery", "()Ljava/sql/ResultSet;", 0x0001, NULL);
+    add_method(ps, "setInt", "(II)V", 0x0001, NULL);
+    cmr_instr_meta_t *conn = add_type(&u, "org/db/JdbcConnection", "java/lang/Object", conn_if, NULL);
+    add_method(conn, "prepareStatement", "(Ljava/lang/String;II)Ljava/sql/PreparedStatement;", 0x0001, NULL);
+    add_method(conn, "createStatement", "()Ljava/sql/Statement;", 0x0001, NULL);
+    const char *ds_if[] = {"javax/sql/DataSource", NULL};
+    add_type(&u, "javax/sql/DataSource", "java/lang/Object", NULL, NULL);
+    cmr_instr_meta_t *pool = add_type(&u, "org/db/PoolDataSource", "java/lang/Object", ds_if, NULL);
+    add_method(pool, "getConnection", "()Ljava/sql/Connection;", 0x0001, NULL);
+    add_method(pool, "getConnection", "(Ljava/lang/String;Ljava/lang/String;)Ljava/sql/Connection;", 0x0001, NULL);
+    add_method(pool, "close", "()V", 0x0001, NULL);
+    cmr_instr_meta_t *other = add_type(&u, "com/shop/Job", "java/lang/Object", NULL, NULL);
+    add_method(other, "execute", "()V", 0x0001, NULL);
+    cmr_instr_meta_t *orphan = add_type(&u, "org/db/Proxy", "org/db/NotSent", NULL, NULL);
+    add_method(orphan, "executeQuery", "()Ljava/sql/ResultSet;", 0x0001, NULL);
+
+    cmr_sensor_assignment_t seq[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
+    cmr_environment_t env = env_of(seq, 1);
+    cmr_instr_decision_t d;
+    uint8_t arg = 0;
+    assert_int_equal(cmr_instr_decide(&env, st, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 3);
+    assert_int_equal(role_of(st, &d, "executeQuery", NULL, &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(arg, 0);
+    assert_int_equal(role_of(st, &d, "execute", NULL, &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(role_of(st, &d, "executeBatch", NULL, &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    assert_int_equal(role_of(st, &d, "<init>", NULL, &arg), -1); /* not a PreparedStatement */
+    cmr_instr_decision_free(&d);
+
+    assert_int_equal(cmr_instr_decide(&env, ps, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2);
+    assert_int_equal(role_of(ps, &d, "executeQuery", NULL, &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    assert_int_equal(role_of(ps, &d, "<init>", NULL, &arg), CMR_HANDOFF_SQL_BIND);
+    assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    cmr_instr_decision_free(&d);
+
+    assert_int_equal(cmr_instr_decide(&env, conn, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(role_of(conn, &d, "prepareStatement", NULL, &arg), CMR_HANDOFF_SQL_PREPARE);
+    assert_int_equal(arg, 0);
+    cmr_instr_decision_free(&d);
+
+    /* a pool's wait for a connection: a node (no SQL) */
+    assert_int_equal(cmr_instr_decide(&env, pool, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2);
+    assert_int_equal(role_of(pool, &d, "getConnection", "()Ljava/sql/Connection;", &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    assert_int_equal(role_of(pool, &d, "close", NULL, &arg), -1);
+    cmr_instr_decision_free(&d);
+
+    /* the user's rule on a class with an execute(): its own sensor, no SQL probe */
+    assert_int_equal(cmr_instr_decide(&env, other, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(role_of(other, &d, "execute", NULL, &arg), CMR_HANDOFF_NONE);
+    cmr_instr_decision_free(&d);
+
+    /* a hierarchy not sent yet: nothing now, and the decision names the type it waits for */
+    assert_int_equal(cmr_instr_decide(&env, orphan, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 0);
+    assert_int_equal(d.missing.count, 1);
+    assert_string_equal(d.missing.items[0], "org/db/NotSent");
+    cmr_instr_decision_free(&d);
+
+    /* timers only: no trace for a JDBC node to be in */
+    cmr_sensor_assignment_t timers[] = {rule(CMR_SENSOR_TIMER, "org/db/*", "*")};
+    env = env_of(timers, 1);
+    assert_int_equal(cmr_instr_decide(&env, ps, lookup, &u, &d), 0);
+    assert_int_equal(role_of(ps, &d, "executeQuery", NULL, &arg), CMR_HANDOFF_NONE);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 /* Classes of the exclusion list get their hand-off probes and nothing else, even under a
  * rule that matches everything; a hand-off without a descriptor matches any (doExec's
  * differs between JDKs), and `this` is the object of Thread.start and doExec. */
@@ -863,6 +972,7 @@ int main(void)
         cmocka_unit_test(test_exclusions),
         cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
+        cmocka_unit_test(test_jdbc_rules),
         cmocka_unit_test(test_bridges_only_when_asked),
         cmocka_unit_test(test_trivial_methods),
         cmocka_unit_test(test_overhead_budget),

@@ -5,7 +5,8 @@
  * Input: a 2-byte little-endian event count, then the block. With the count's top bit set,
  * the rest is an EventBatch message body instead (cmr_segs_reader): the low 7 bits of the
  * first byte are segment_count, the second byte's value times 4 event_count; every segment
- * batch it reads back must be a standalone block the plain decoder accepts.
+ * batch it reads back must be a standalone block the plain decoder accepts, and its
+ * attributes' strings readable (ASan sees a pointer into a buffer that moved).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,9 +26,20 @@ static void fuzz_segments(const uint8_t *data, size_t size)
     cmr_segs_reader_init(&r, &m);
     cmr_event_batch_t b;
     char err[128];
-    while (cmr_segs_reader_next(&r, &b) == 1)
+    while (cmr_segs_reader_next(&r, &b) == 1) {
         if (cmr_events_check(b.packed_events.data, b.packed_events.len, (uint32_t)b.event_count, err, sizeof err))
             abort();
+        size_t n = 0;
+        for (size_t i = 0; i < b.attributes.count; i++)
+            n += strlen(b.attributes.items[i].key) + strlen(b.attributes.items[i].value);
+        for (size_t i = 0; i < b.node_attrs.count; i++) {
+            if (b.node_attrs.items[i].event_seq < 0 || strlen(b.node_attrs.items[i].value) > CMR_SEGS_MAX_NODE_VALUE)
+                abort();
+            n += strlen(b.node_attrs.items[i].key);
+        }
+        if (n == SIZE_MAX)
+            abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -34,6 +34,7 @@ typedef struct sample {
     cmr_event_batch_t b[MAX_SEGS];
     cmr_parent_link_t parent[MAX_SEGS];
     cmr_kv_t attrs[MAX_SEGS][2];
+    cmr_node_attr_t node_attrs[MAX_SEGS][3];
     char names[MAX_SEGS][32];
     uint8_t rec[MAX_SEGS][MAX_EV * CMR_EVENT_RECORD_SIZE];
     uint32_t count[MAX_SEGS];
@@ -117,6 +118,14 @@ static void random_sample(sample_t *s, int64_t agent)
             s->attrs[i][1] = (cmr_kv_t){"http.path", next_rand() % 2 ? "/" : ""};
             b->attributes = (cmr_kvs_t){s->attrs[i], 1 + next_rand() % 2};
         }
+        if (next_rand() % 4 == 0) { /* call attributes, of this batch's calls or earlier ones */
+            size_t n = 1 + next_rand() % 3;
+            for (size_t k = 0; k < n; k++)
+                s->node_attrs[i][k] = (cmr_node_attr_t){
+                    b->first_event_seq + (int64_t)(next_rand() % 8) - (b->first_event_seq > 3 ? 3 : 0),
+                    k ? CMR_NODE_ATTR_DB_SYSTEM : CMR_NODE_ATTR_DB_STATEMENT, k ? "h2" : "select a from t where b = ?"};
+            b->node_attrs = (cmr_node_attrs_t){s->node_attrs[i], n};
+        }
         ts += next_rand() % 2 ? next_rand() % 100000 : (uint64_t) - (int64_t)(next_rand() % 100000);
         s->count[i] = random_events(s->rec[i], ts);
         b->event_count = (int32_t)s->count[i];
@@ -153,6 +162,12 @@ static void expect_batch(const cmr_event_batch_t *got, const cmr_event_batch_t *
     for (size_t k = 0; k < want->attributes.count; k++) {
         assert_string_equal(got->attributes.items[k].key, want->attributes.items[k].key);
         assert_string_equal(got->attributes.items[k].value, want->attributes.items[k].value);
+    }
+    assert_int_equal(got->node_attrs.count, want->node_attrs.count);
+    for (size_t k = 0; k < want->node_attrs.count; k++) {
+        assert_int_equal(got->node_attrs.items[k].event_seq, want->node_attrs.items[k].event_seq);
+        assert_string_equal(got->node_attrs.items[k].key, want->node_attrs.items[k].key);
+        assert_string_equal(got->node_attrs.items[k].value, want->node_attrs.items[k].value);
     }
     /* the block stands on its own: the plain decoder reads it */
     assert_int_equal(got->event_count, (int32_t)count);

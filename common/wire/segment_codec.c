@@ -41,6 +41,7 @@ enum {
     X_NOT_RECORDED = 4,
     X_TRUNCATED_BY = 8,
     X_ATTRS = 16,
+    X_NODE_ATTRS = 32,
 };
 
 static inline uint64_t zigzag(int64_t v)
@@ -91,7 +92,7 @@ static unsigned extras_of(const cmr_event_batch_t *b)
 {
     return (b->dropped > 0 ? X_DROPPED : 0) | (b->diagnosis_id ? X_DIAGNOSIS : 0) |
            (b->calls_not_recorded > 0 ? X_NOT_RECORDED : 0) | (b->truncated_by > 0 ? X_TRUNCATED_BY : 0) |
-           (b->attributes.count ? X_ATTRS : 0);
+           (b->attributes.count ? X_ATTRS : 0) | (b->node_attrs.count ? X_NODE_ATTRS : 0);
 }
 
 /* The thread name as the writer keeps it (NULL: none yet), compared with b's. */
@@ -99,6 +100,30 @@ static bool same_thread(const cmr_segs_writer_t *w, const cmr_event_batch_t *b)
 {
     const char *name = b->thread_name ? b->thread_name : "";
     return w->segments && w->prev_thread == b->thread_id && w->prev_name && !strcmp(w->prev_name, name);
+}
+
+/* A string cut at max bytes, on a UTF-8 character's start. */
+static void put_cut(cmr_buf_t *o, const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;
+    }
+    put_bytes(o, s ? s : "", n);
+}
+
+static void put_node_attrs(cmr_buf_t *o, const cmr_event_batch_t *b)
+{
+    size_t n = b->node_attrs.count < CMR_SEGS_MAX_NODE_ATTRS ? b->node_attrs.count : CMR_SEGS_MAX_NODE_ATTRS;
+    cmr_buf_put_varint(o, n);
+    for (size_t i = 0; i < n; i++) {
+        const cmr_node_attr_t *a = &b->node_attrs.items[i];
+        cmr_buf_put_varint(o, zigzag((int64_t)((uint64_t)a->event_seq - (uint64_t)b->first_event_seq)));
+        put_cut(o, a->key, CMR_SEGS_MAX_NAME);
+        put_cut(o, a->value, CMR_SEGS_MAX_NODE_VALUE);
+    }
 }
 
 static void put_extras(cmr_buf_t *o, const cmr_event_batch_t *b, unsigned x)
@@ -123,6 +148,8 @@ static void put_extras(cmr_buf_t *o, const cmr_event_batch_t *b, unsigned x)
             put_bytes(o, v, vl < CMR_SEGS_MAX_NAME ? vl : CMR_SEGS_MAX_NAME);
         }
     }
+    if (x & X_NODE_ATTRS)
+        put_node_attrs(o, b);
 }
 
 static int put_header(cmr_segs_writer_t *w, const cmr_event_batch_t *b, uint32_t count, uint64_t base)
@@ -286,20 +313,55 @@ static int get_le64(cmr_segs_reader_t *r, uint64_t *v)
     return 0;
 }
 
+/* The strings of the extras go into r->strings, which may move while they are read: their
+ * offsets are kept (r->at) and made pointers once all are in (point_extras). */
 static int get_attrs(cmr_segs_reader_t *r, cmr_event_batch_t *b)
 {
     uint64_t n;
     if (get_u64(r, &n, CMR_SEGS_MAX_ATTRS) || !n)
         return bad(r, "bad attribute count");
-    size_t at[2 * CMR_SEGS_MAX_ATTRS];
     for (uint64_t i = 0; i < 2 * n; i++)
-        if (get_string(r, &r->strings, &at[i]))
+        if (get_string(r, &r->strings, &r->at[i]))
             return -1;
-    for (uint64_t i = 0; i < n; i++) /* the buffer no longer moves */
-        r->attrs[i] = (cmr_kv_t){(char *)r->strings.data + at[2 * i], (char *)r->strings.data + at[2 * i + 1]};
     b->attributes.items = r->attrs;
     b->attributes.count = (size_t)n;
     return 0;
+}
+
+static int get_node_attrs(cmr_segs_reader_t *r, cmr_event_batch_t *b)
+{
+    uint64_t n, d;
+    if (get_u64(r, &n, CMR_SEGS_MAX_NODE_ATTRS) || !n)
+        return bad(r, "bad call attribute count");
+    size_t *at = r->at + 2 * CMR_SEGS_MAX_ATTRS;
+    for (uint64_t i = 0; i < n; i++) {
+        if (cmr_get_varint(&r->p, r->end, &d))
+            return bad(r, "truncated call attribute");
+        int64_t seq = (int64_t)((uint64_t)b->first_event_seq + (uint64_t)unzigzag(d));
+        if (seq < 0)
+            return bad(r, "call attribute before the segment's first event");
+        r->node_attrs[i].event_seq = seq;
+        if (get_string(r, &r->strings, &at[2 * i]) || get_string(r, &r->strings, &at[2 * i + 1]))
+            return -1;
+        if (r->strings.len - at[2 * i + 1] - 1 > CMR_SEGS_MAX_NODE_VALUE)
+            return bad(r, "oversized call attribute value");
+    }
+    b->node_attrs.items = r->node_attrs;
+    b->node_attrs.count = (size_t)n;
+    return 0;
+}
+
+/* The extras' strings, read: their pointers (the buffer no longer moves). */
+static void point_extras(cmr_segs_reader_t *r, cmr_event_batch_t *b)
+{
+    char *base = (char *)r->strings.data;
+    for (size_t i = 0; i < b->attributes.count; i++)
+        r->attrs[i] = (cmr_kv_t){base + r->at[2 * i], base + r->at[2 * i + 1]};
+    const size_t *at = r->at + 2 * CMR_SEGS_MAX_ATTRS;
+    for (size_t i = 0; i < b->node_attrs.count; i++) {
+        r->node_attrs[i].key = base + at[2 * i];
+        r->node_attrs[i].value = base + at[2 * i + 1];
+    }
 }
 
 static int get_extras(cmr_segs_reader_t *r, cmr_event_batch_t *b)
@@ -308,7 +370,7 @@ static int get_extras(cmr_segs_reader_t *r, cmr_event_batch_t *b)
         return bad(r, "truncated extras");
     unsigned x = *r->p++;
     uint64_t v;
-    if (!x || x > 31)
+    if (!x || x > 63)
         return bad(r, "bad extras byte");
     if (x & X_DROPPED) {
         if (get_u64(r, &v, INT32_MAX))
@@ -330,7 +392,10 @@ static int get_extras(cmr_segs_reader_t *r, cmr_event_batch_t *b)
             return bad(r, "bad truncated_by");
         b->truncated_by = (int32_t)v;
     }
-    return x & X_ATTRS ? get_attrs(r, b) : 0;
+    if (((x & X_ATTRS) && get_attrs(r, b)) || ((x & X_NODE_ATTRS) && get_node_attrs(r, b)))
+        return -1;
+    point_extras(r, b);
+    return 0;
 }
 
 static int get_thread(cmr_segs_reader_t *r)
@@ -479,6 +544,7 @@ static int copy_batch(cmr_event_batch_t *d, const cmr_event_batch_t *s)
     *d = *s;
     d->thread_name = dup_str(s->thread_name);
     d->parent = NULL;
+    d->node_attrs = (cmr_node_attrs_t){NULL, 0}; /* set below: never the reader's */
     d->packed_events.data = malloc(s->packed_events.len + 1);
     d->attributes.items = s->attributes.count ? calloc(s->attributes.count, sizeof(cmr_kv_t)) : NULL;
     if (s->parent && (d->parent = malloc(sizeof *d->parent)))
@@ -492,6 +558,16 @@ static int copy_batch(cmr_event_batch_t *d, const cmr_event_batch_t *s)
         d->attributes.items[i].key = dup_str(s->attributes.items[i].key);
         d->attributes.items[i].value = dup_str(s->attributes.items[i].value);
         if (!d->attributes.items[i].key || !d->attributes.items[i].value)
+            return -1;
+    }
+    if (s->node_attrs.count && !(d->node_attrs.items = calloc(s->node_attrs.count, sizeof(cmr_node_attr_t))))
+        return -1;
+    d->node_attrs.count = s->node_attrs.count;
+    for (size_t i = 0; i < s->node_attrs.count; i++) {
+        d->node_attrs.items[i].event_seq = s->node_attrs.items[i].event_seq;
+        d->node_attrs.items[i].key = dup_str(s->node_attrs.items[i].key);
+        d->node_attrs.items[i].value = dup_str(s->node_attrs.items[i].value);
+        if (!d->node_attrs.items[i].key || !d->node_attrs.items[i].value)
             return -1;
     }
     return 0;
@@ -508,6 +584,11 @@ void cmr_segs_batches_free(cmr_event_batch_t *b, size_t n)
             free(b[i].attributes.items[k].value);
         }
         free(b[i].attributes.items);
+        for (size_t k = 0; k < b[i].node_attrs.count && b[i].node_attrs.items; k++) {
+            free(b[i].node_attrs.items[k].key);
+            free(b[i].node_attrs.items[k].value);
+        }
+        free(b[i].node_attrs.items);
     }
     free(b);
 }

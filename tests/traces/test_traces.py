@@ -31,6 +31,7 @@ at once.
 Exit status: 0 passed, 1 failed, 77 skipped (no Tomcat 10).
 """
 import argparse
+import glob
 import json
 import os
 import queue
@@ -47,6 +48,11 @@ import urllib.parse
 import urllib.request
 
 TC_HOME = "/usr/share/tomcat10"
+H2_JAR = "/usr/share/java/h2.jar"  # Debian's libh2-java
+# the pooled scenario: Debian's postgresql, libpostgresql-jdbc-java, libhikaricp-java (and
+# the SLF4J API HikariCP logs through, from libslf4j-java)
+PG_JARS = ["/usr/share/java/postgresql.jar", "/usr/share/java/HikariCP.jar", "/usr/share/java/slf4j-api.jar",
+           "/usr/share/java/slf4j-nop.jar"]
 JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.", "com.sun.")
 # the incoming side of HTTP: kept in the application view (a JVM's entry point)
 SERVER_ENTRIES = ("jakarta.servlet.http.HttpServlet.service", "com.sun.net.httpserver.Filter$Chain.doFilter")
@@ -433,6 +439,56 @@ class Scenarios:
                 p.append("handler ran on %s" % n["thread"])
         return p + check_common(tree)
 
+    def jdbc(self):
+        """JDBC on H2: each statement run inside the trace is a node of the driver's
+        execute method with its SQL as db.statement, literals masked; the insert prepared
+        outside the trace keeps its SQL; nothing else of H2 is recorded."""
+        tree, v, p = self._run("jdbc", "jdbc:", "trace.Db.run")
+        if p:
+            return p
+        want = [("executeUpdate", "delete from orders where customer = ? or amount > ?"),
+                ("executeQuery", "select count(*) from orders where amount = ?"),
+                ("executeUpdate", "insert into orders(customer, amount) values (?, ?)"),
+                ("executeQuery", "select id, amount from orders where customer = ?")]
+        got = [(n["method"].split("(")[0].rsplit(".", 1)[-1], n.get("attributes", {}).get("db.statement"))
+               for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and n["method"].startswith("org.h2.")]
+        if got != want:
+            p.append("JDBC nodes %s, want %s" % (got, want))
+        text = json.dumps([n.get("attributes") for n, _ in walk(tree["roots"][0])])
+        for secret in ("secret-customer", "42", "1000"):
+            if secret in text:
+                p.append("literal %r reached the stored trace" % secret)
+        for n, parent in walk(tree["roots"][0]):
+            if n["method"].startswith("org.h2.") and not (parent and parent["method"].startswith("trace.Db.statements")):
+                p.append("%s not directly under Db.statements" % n["method"])
+        return p + check_common(tree)
+
+    def pooled(self):
+        """JDBC through HikariCP on a real PostgreSQL server: the pool's getConnection is a
+        node (the wait for a connection), each statement one node of the pool's proxy with its
+        SQL (the driver's execute under it adds no node), literals masked."""
+        tree, v, p = self._run("pooled " + self.pg_url, "pooled:", "trace.Db.pooled")
+        if p:
+            return p
+        want = [("getConnection", None),
+                ("executeUpdate", "delete from orders where customer = ? or amount > ?"),
+                ("executeQuery", "select count(*) from orders where amount = ?"),
+                ("executeUpdate", "insert into orders(customer, amount) values (?, ?)"),
+                ("executeQuery", "select id, amount from orders where customer = ?")]
+        lib = ("com.zaxxer.", "org.postgresql.")
+        nodes = [n for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and n["method"].startswith(lib)]
+        got = [(n["method"].split("(")[0].rsplit(".", 1)[-1], n.get("attributes", {}).get("db.statement"))
+               for n in nodes]
+        if got != want:
+            p.append("JDBC nodes %s, want %s" % (got, want))
+        if nodes and not nodes[0]["method"].startswith("com.zaxxer.hikari.HikariDataSource.getConnection"):
+            p.append("the pool's node is %s" % nodes[0]["method"])
+        text = json.dumps([n.get("attributes") for n in nodes])
+        for secret in ("secret-customer", "42", "1000"):
+            if secret in text:
+                p.append("literal %r reached the stored trace" % secret)
+        return p + check_common(tree)
+
     def _request(self, headers):
         req = urllib.request.Request(self.url + "?client=curl", headers=headers)
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -595,6 +651,39 @@ def until_right(name, fn):
 
 # --- set-up -------------------------------------------------------------------------------
 
+class Postgres:
+    """A PostgreSQL server of Debian's in a temporary directory, on a free loopback port,
+    trust authentication, no fsync; as the postgres user when run as root (the server
+    refuses root). None of it outlives stop()."""
+    def __init__(self):
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not bins:
+            raise FileNotFoundError("no initdb (Debian's postgresql)")
+        self.bin = os.path.dirname(bins[-1])
+        self.dir = tempfile.mkdtemp(prefix="cmr-pg-")
+        self.as_user = []
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.port = free_port()
+        data = os.path.join(self.dir, "data")
+        self._run("initdb", "-D", data, "-A", "trust", "-U", "cmr", "-E", "UTF8", "--no-sync")
+        self._run("pg_ctl", "-D", data, "-l", os.path.join(self.dir, "log"), "-w", "-t", "60", "-o",
+                  "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (self.port, self.dir), "start")
+        self.url = "jdbc:postgresql://127.0.0.1:%d/postgres?user=cmr" % self.port
+
+    def _run(self, tool, *a):
+        subprocess.run(self.as_user + [os.path.join(self.bin, tool)] + list(a), check=True, timeout=120,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
+    def stop(self):
+        try:
+            self._run("pg_ctl", "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w", "stop")
+        except (subprocess.SubprocessError, OSError) as e:
+            log("PostgreSQL did not stop: %s" % e)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def tomcat_base(work, webapp, port):
     b = os.path.join(work, "tomcat")
     for d in ("conf", "logs", "temp", "work", "webapps"):
@@ -628,6 +717,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="cmr-traces-")
     procs = []
+    pg = None
     ok = False
     try:
         boot_file = os.path.join(work, "bootstrap")
@@ -653,8 +743,15 @@ def main():
         api = Ingest(port)
 
         agent_opts = "bootstrap=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5" % (bs, os.path.join(work, "cmr.pub"))
+        app_cp = args.app + (":" + H2_JAR if os.path.isfile(H2_JAR) else "")
+        pg_ok = all(os.path.isfile(j) for j in PG_JARS) and glob.glob("/usr/lib/postgresql/*/bin/initdb")
+        if pg_ok:
+            pg = Postgres()
+            app_cp += ":" + ":".join(PG_JARS)
+        else:
+            log("the pooled scenario is skipped: PostgreSQL, its JDBC driver, HikariCP or SLF4J is missing")
         app = Proc("app", [args.java, "-agentpath:%s=%s,name=trace-app" % (args.agent, agent_opts),
-                           "-cp", args.app, "TraceApp"], work, interactive=True)
+                           "-cp", app_cp, "TraceApp"], work, interactive=True)
         procs.append(app)
         tc_port = free_port()
         base = tomcat_base(work, os.path.abspath(args.webapp), tc_port)
@@ -666,7 +763,9 @@ def main():
         procs.append(tomcat)
         # the scenarios' classes load now, so that they are instrumented while Tomcat starts
         app.send("load trace.Nested trace.Pool trace.Threads trace.Chain trace.Sum trace.Client trace.Slow "
-                 "trace.Leaf", "loaded")
+                 "trace.Leaf trace.Db" + (" org.h2.Driver org.h2.jdbc.JdbcConnection org.h2.jdbc.JdbcStatement "
+                                          "org.h2.jdbc.JdbcPreparedStatement" if os.path.isfile(H2_JAR) else ""),
+                 "loaded")
         url = "http://127.0.0.1:%d/orders/check" % tc_port
         end = time.time() + 120
         while time.time() < end:
@@ -690,7 +789,10 @@ def main():
         if not ids["app"] or not ids["tc"]:
             raise RuntimeError("no agent_id in the agents' logs")
         s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
-        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged", "malformed", "plain", "running"]
+        s.pg_url = pg.url if pg else None
+        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
+                 "malformed", "plain", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
+            (["pooled"] if pg else [])
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]
@@ -709,6 +811,8 @@ def main():
     finally:
         for p in reversed(procs):
             p.stop()
+        if pg:
+            pg.stop()
         if not ok:
             for p in procs:
                 with open(p.logpath) as f:

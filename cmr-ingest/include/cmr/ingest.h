@@ -36,6 +36,7 @@
 #include "cmr/histogram.h"
 #include "cmr/map.h"
 #include "cmr/reader.h"
+#include "cmr/buf.h"
 #include "cmr/msg.h"
 
 /* --- transaction data (ing_attrs.c) ---------------------------------------------------- */
@@ -120,7 +121,26 @@ typedef struct cmr_ingest_batch {
     uint32_t attrs_dropped;     /* invalid values refused (counted by the engine) */
     const char *attrs_drop_key; /* the first one's key and why (static strings) */
     const char *attrs_drop_why;
+    /* Call attributes (EventBatch node_attrs: a JDBC call's db.statement...), stored with
+     * the batch: from a message msg_attrs (invalid ones are skipped and counted in
+     * attrs_dropped), from the store attrs_block (ing_batch.c). Read either with
+     * cmr_ingest_batch_attr_next. */
+    const cmr_node_attrs_t *msg_attrs;
+    const cmr_event_batch_t *msg_batch; /* the message batch msg_attrs belong to */
+    const uint8_t *attrs_block;
+    size_t attrs_len;
 } cmr_ingest_batch_t;
+
+/* One call attribute of a batch: key and value are not NUL-terminated. */
+typedef struct cmr_ingest_attr {
+    int64_t event_seq; /* the call's ENTER in its segment */
+    const char *key, *value;
+    size_t key_len, value_len;
+} cmr_ingest_attr_t;
+
+/* The batch's next valid call attribute from *cursor (start at 0): 1 with it in *a, 0
+ * after the last. */
+int cmr_ingest_batch_attr_next(const cmr_ingest_batch_t *b, size_t *cursor, cmr_ingest_attr_t *a);
 
 /* Checks a decoded EventBatch (sizes, counts, sequence numbers) and flattens it.
  * 0, or -1 with the reason in err. Invalid attribute values do not refuse the batch: they
@@ -132,10 +152,13 @@ int cmr_ingest_batch_from_segment(const cmr_event_batch_t *m, cmr_ingest_batch_t
  * bits: left out). */
 void cmr_ingest_batch_loss(const cmr_event_batch_t *m, cmr_ingest_batch_t *out);
 void cmr_ingest_batch_key(const cmr_ingest_batch_t *b, uint8_t key[CMR_INGEST_BATCH_KEY_LEN]);
-/* The stored value is header | thread name | events: the header alone (its length is
- * returned), so that a writer can hand the three parts to RocksDB without a copy. */
+/* The stored value is header | thread name | [attributes length (4, LE) | attributes] |
+ * events: the header alone (its length is returned; `attrs`: the value has attributes),
+ * so that a writer can hand the parts to RocksDB without a copy. */
 #define CMR_INGEST_BATCH_HDR_LEN 52
-size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, uint8_t out[CMR_INGEST_BATCH_HDR_LEN]);
+size_t cmr_ingest_batch_header(const cmr_ingest_batch_t *b, bool attrs, uint8_t out[CMR_INGEST_BATCH_HDR_LEN]);
+/* The stored form of b's valid call attributes, appended to o (nothing when it has none). */
+void cmr_ingest_batch_attrs(const cmr_ingest_batch_t *b, cmr_buf_t *o);
 /* Stored value: a malloc'd buffer (*out, *len) the caller frees. 0 or -1. */
 int cmr_ingest_batch_encode(const cmr_ingest_batch_t *b, uint8_t **out, size_t *len);
 /* Parses a stored key and value; out points into val. 0, or -1 when corrupt. */
@@ -175,15 +198,24 @@ typedef struct cmr_tree_node {
     int64_t self_ns; /* total minus the synchronous same-segment children and wait_ns,
                       * never negative */
     uint32_t parent, first_child, next_sibling, depth;
+    uint32_t attrs, nattrs; /* its call attributes: the tree's attrs[attrs .. attrs + nattrs) */
 } cmr_tree_node_t;
+
+/* A call attribute of a node (db.statement: the SQL of a JDBC call). */
+typedef struct cmr_tree_attr {
+    uint32_t node;
+    uint32_t key, value; /* indexes into the tree's names */
+} cmr_tree_attr_t;
 
 typedef struct cmr_tree {
     uint8_t trace_id[16];
     cmr_tree_node_t *nodes;
     size_t count, cap;
     uint32_t first_root; /* roots linked through next_sibling */
-    char **names;        /* thread names, owned */
+    char **names;        /* thread names and call attributes' keys and values, owned */
     size_t nnames, names_cap;
+    cmr_tree_attr_t *attrs; /* sorted by node, owned */
+    size_t nattrs, attrs_cap;
     int64_t start_ns, end_ns;
     uint64_t events, dropped;
     uint32_t segments, batches, gaps, unmatched; /* gaps: missing batches; unmatched exits */

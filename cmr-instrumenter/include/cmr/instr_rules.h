@@ -42,12 +42,18 @@ typedef const cmr_instr_meta_t *(cmr_instr_lookup_fn)(const char *type, void *ud
  * contract") whenever the environment records invocation sequences. */
 typedef enum cmr_instr_handoff {
     CMR_HANDOFF_NONE = 0,
-    CMR_HANDOFF_CAPTURE,  /* entry: ctxCapture(task): the task is handed over here */
-    CMR_HANDOFF_BEGIN,    /* entry: ctxBegin(task): the task starts running here */
-    CMR_HANDOFF_END,      /* entry: ctxEnd: the task is done */
-    CMR_HANDOFF_SPAN,     /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
-    CMR_HANDOFF_HTTP_OUT, /* entry: httpOut(request): an outgoing request gets the headers */
-    CMR_HANDOFF_HTTP_IN,  /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_CAPTURE,     /* entry: ctxCapture(task): the task is handed over here */
+    CMR_HANDOFF_BEGIN,       /* entry: ctxBegin(task): the task starts running here */
+    CMR_HANDOFF_END,         /* entry: ctxEnd: the task is done */
+    CMR_HANDOFF_SPAN,        /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_HTTP_OUT,    /* entry: httpOut(request): an outgoing request gets the headers */
+    CMR_HANDOFF_HTTP_IN,     /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_SQL,         /* sqlEnter(sql or statement) at entry, sqlExit / sqlExitThrow at
+                           * the exits: a JDBC call, a node with its SQL (db.statement) */
+    CMR_HANDOFF_SQL_PREPARE, /* sqlPrepare(sql) at entry, sqlPrepared at the exits:
+                              * Connection.prepareStatement / prepareCall */
+    CMR_HANDOFF_SQL_BIND,    /* entry: sqlBind(statement): a PreparedStatement made inside
+                              * a prepare keeps its SQL */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

@@ -165,15 +165,24 @@ int cmr_events_check(const uint8_t *p, size_t len, uint32_t count, char *err, si
  *             segment's id, event_seq as a zigzag varint
  *   extras    bits: 0 dropped (varint), 1 diagnosis id (8 bytes, LE), 2 calls not
  *             recorded (varint), 3 truncated_by (varint), 4 attributes (a varint count,
- *             then per entry key and value, each a varint length and bytes); others 0
+ *             then per entry key and value, each a varint length and bytes), 5 call
+ *             attributes (a varint count, then per entry the call's ENTER event_seq as a
+ *             zigzag varint of its difference from the batch's first_event_seq, key and
+ *             value as above, the value at most CMR_SEGS_MAX_NODE_VALUE bytes); others 0
  *   base      (when event-count > 0) zigzag varint of the segment's first timestamp minus
  *             the previous segment's (from 0): the clock the events' deltas start from
  *
  * Everything the writer writes, the reader reads back exactly; anything else is refused
  * with a reason, and so is a message whose counts differ from what its body holds. */
 
-#define CMR_SEGS_MAX_NAME 65535u /* a thread name's bytes at most */
-#define CMR_SEGS_MAX_ATTRS 16    /* attributes per segment batch at most */
+#define CMR_SEGS_MAX_NAME 65535u      /* a thread name's bytes at most */
+#define CMR_SEGS_MAX_ATTRS 16         /* attributes per segment batch at most */
+#define CMR_SEGS_MAX_NODE_ATTRS 256   /* call attributes per segment batch at most */
+#define CMR_SEGS_MAX_NODE_VALUE 4096u /* a call attribute's value's bytes at most */
+
+/* Call attributes' keys (cmr_node_attr_t): what the probes capture about one call. */
+#define CMR_NODE_ATTR_DB_STATEMENT "db.statement" /* SQL, normalised, literals masked */
+#define CMR_NODE_ATTR_DB_SYSTEM "db.system"       /* the JDBC URL's subprotocol: h2, postgresql */
 
 /* Builds a message's `segments` bytes. Owns `out` (free with cmr_segs_writer_free). */
 typedef struct cmr_segs_writer {
@@ -214,6 +223,8 @@ typedef struct cmr_segs_reader {
     cmr_buf_t name, strings, block;
     cmr_parent_link_t parent;
     cmr_kv_t attrs[CMR_SEGS_MAX_ATTRS];
+    cmr_node_attr_t node_attrs[CMR_SEGS_MAX_NODE_ATTRS];
+    size_t at[2 * (CMR_SEGS_MAX_ATTRS + CMR_SEGS_MAX_NODE_ATTRS)]; /* their strings' offsets */
     char error[160];
 } cmr_segs_reader_t;
 

@@ -425,6 +425,20 @@ typedef struct cmr_parent_link {
     int64_t event_seq;
 } cmr_parent_link_t;
 
+/* An attribute of one call of a segment (a JDBC statement's SQL, an outgoing request's URL):
+ * event_seq names the call's ENTER event in its segment (it may be in an earlier batch of
+ * the segment than the attribute). Keys are short names (CMR_NODE_ATTR_* in cmr/event.h). */
+typedef struct cmr_node_attr {
+    int64_t event_seq;
+    char *key;
+    char *value;
+} cmr_node_attr_t;
+
+typedef struct cmr_node_attrs {
+    cmr_node_attr_t *items;
+    size_t count;
+} cmr_node_attrs_t;
+
 /* One batch of one thread segment: what an EventBatch message carries per segment
  * (cmr/event.h, cmr_segs_reader / cmr_segs_writer), and what cmr-ingest applies and stores.
  * Not a message of its own since several segments travel in one (cmr_event_msg_t). */
@@ -440,11 +454,12 @@ typedef struct cmr_event_batch {
     bool last;
     int32_t dropped;
     int32_t event_count;
-    cmr_bytes_t packed_events;  /* event_count events, compact encoding (cmr/event.h) */
-    int64_t diagnosis_id;       /* 0: the segment ran in no diagnosis' context */
-    cmr_kvs_t attributes;       /* transaction data captured since the previous batch */
-    int64_t calls_not_recorded; /* truncated: calls not recorded (with their callees) */
-    int32_t truncated_by;       /* CMR_TRUNCATED_BY_* bits */
+    cmr_bytes_t packed_events;   /* event_count events, compact encoding (cmr/event.h) */
+    int64_t diagnosis_id;        /* 0: the segment ran in no diagnosis' context */
+    cmr_kvs_t attributes;        /* transaction data captured since the previous batch */
+    int64_t calls_not_recorded;  /* truncated: calls not recorded (with their callees) */
+    int32_t truncated_by;        /* CMR_TRUNCATED_BY_* bits */
+    cmr_node_attrs_t node_attrs; /* attributes of calls, captured since the previous batch */
 } cmr_event_batch_t;
 
 /* cmr.events (schema EventBatch): segment_count segment batches of agent_id's, all of one

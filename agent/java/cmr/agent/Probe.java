@@ -92,6 +92,10 @@ public final class Probe {
         long ctxStack;   // one bit per open ctxBegin: did it open a segment?
         long ctxSite;    // the hand-off node ctxBegin opened (ctxEnd closes that one)
         Object request;  // the incoming request the open segment began with (httpIn)
+        long sqlStack;   // one bit per open sqlEnter: did it open a JDBC node?
+        int sqlDepth;    // JDBC nodes open (a pool's proxy calls the driver: one node)
+        String preparing; // the SQL of the prepareStatement / prepareCall running here
+        int prepareDepth;
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
         long diagnosis;  // that diagnosis (diagDepth > 0)
         int diagCalls;   // conditional calls recorded in it so far
@@ -277,7 +281,7 @@ public final class Probe {
         static final class Entry extends WeakReference<Object> {
             final int hash;
             Entry next;
-            final ArrayDeque<Context> contexts = new ArrayDeque<>(2);
+            final ArrayDeque<Object> contexts = new ArrayDeque<>(2); // a Context, or put's value
 
             Entry(Object key, int hash, Entry next, ReferenceQueue<Object> q) {
                 super(key, q);
@@ -291,7 +295,26 @@ public final class Probe {
         private int entries, pending;
         private volatile boolean empty = true; // lets ctxBegin skip the lock
 
-        synchronized void add(Object key, Context c) {
+        /** key carries v in place of whatever it carried (peek reads it). */
+        synchronized void put(Object key, Object v) {
+            Entry e = find(key, System.identityHashCode(key));
+            if (e != null)
+                unlink(e);
+            add(key, v);
+        }
+
+        /** What key carries (the oldest), left in place; null if nothing. */
+        String peek(Object key) {
+            if (empty)
+                return null;
+            synchronized (this) {
+                Entry e = find(key, System.identityHashCode(key));
+                Object v = e == null ? null : e.contexts.peekFirst();
+                return v instanceof String ? (String) v : null;
+            }
+        }
+
+        synchronized void add(Object key, Object c) {
             expunge();
             if (pending >= MAX) { // contexts nobody took: forget them rather than grow
                 table = new Entry[64];
@@ -320,7 +343,8 @@ public final class Probe {
                 Entry e = find(key, h);
                 if (e == null)
                     return null;
-                Context c = e.contexts.pollFirst();
+                Object o = e.contexts.pollFirst();
+                Context c = o instanceof Context ? (Context) o : null;
                 pending--;
                 if (e.contexts.isEmpty())
                     unlink(e);
@@ -526,12 +550,19 @@ public final class Probe {
 
     static final int DATA = 10, DATA_MAX = 256;
     static final int DATA_HTTP_METHOD = 1, DATA_HTTP_PATH = 2, DATA_HTTP_STATUS = 3; // as probe_rings.h
+    // Keys from 16 on are attributes of the call whose ENTER came right before (the
+    // publisher gives them to that call), values up to NODE_DATA_MAX bytes.
+    static final int NODE_DB_STATEMENT = 16, NODE_DATA_MAX = 2048; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
+        data(r, key, value, DATA_MAX);
+    }
+
+    static void data(Ring r, int key, String value, int max) {
         if (value == null || r.buf == null || r.skipFrom != 0)
             return;
         byte[] b = value.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        int len = Math.min(b.length, DATA_MAX);
+        int len = Math.min(b.length, max);
         while (len < b.length && len > 0 && (b[len] & 0xC0) == 0x80)
             len--; // cut at a character's start: the value stays UTF-8
         int chunks = len == 0 ? 1 : (len + 15) / 16;
@@ -560,6 +591,75 @@ public final class Probe {
         } catch (Throwable e) {
             return null;
         }
+    }
+
+    // --- JDBC -------------------------------------------------------------------------------
+    //
+    // The instrumenter's JDBC rules (instr_rules.c) put these on the driver's classes: a
+    // statement's execution inside a trace is a node of its own with the SQL as its
+    // db.statement attribute, raw here; the publisher normalises it and masks its literals
+    // before it leaves the JVM (agent/src/sql_text.c). Calls outside any trace record
+    // nothing; a JDBC call inside another (a pool's proxy calling the driver) is one node.
+
+    /** The SQL of prepared statements, by identity, held weakly (bounded as Handoffs). */
+    private static final Handoffs SQL_TEXTS = new Handoffs();
+
+    /** Entry of Statement.execute*(String sql, ...) (o is the SQL) or of a
+     *  PreparedStatement's execute*() (o is the statement). Pair with sqlExit. */
+    public static void sqlEnter(Object o, long siteId) {
+        Ring r = RINGS.get();
+        boolean opens = r != null && r.depth > 0 && r.sqlDepth == 0 && r.buf != null;
+        if (r == null)
+            return; // a thread outside any trace: sqlExit finds no ring either
+        r.sqlStack = (r.sqlStack << 1) | (opens ? 1 : 0);
+        if (!opens)
+            return;
+        r.sqlDepth++;
+        enter(siteId);
+        if (r.skipFrom != 0)
+            return;
+        String sql = o instanceof String ? (String) o : o == null ? null : SQL_TEXTS.peek(o);
+        data(r, NODE_DB_STATEMENT, sql, NODE_DATA_MAX);
+    }
+
+    public static void sqlExit(long siteId) {
+        sqlDone(siteId, EXIT);
+    }
+
+    public static void sqlExitThrow(long siteId) {
+        sqlDone(siteId, EXIT_THROW);
+    }
+
+    private static void sqlDone(long siteId, int kind) {
+        Ring r = RINGS.get();
+        if (r == null)
+            return;
+        boolean opened = (r.sqlStack & 1) != 0;
+        r.sqlStack >>>= 1;
+        if (!opened)
+            return;
+        r.sqlDepth--;
+        leave(r, kind, siteId);
+    }
+
+    /** Entry of Connection.prepareStatement / prepareCall(String sql, ...). */
+    public static void sqlPrepare(Object sql, long siteId) {
+        Ring r = ring();
+        if (r.prepareDepth++ == 0 && sql instanceof String)
+            r.preparing = (String) sql;
+    }
+
+    public static void sqlPrepared(long siteId) {
+        Ring r = ring();
+        if (r.prepareDepth > 0 && --r.prepareDepth == 0)
+            r.preparing = null;
+    }
+
+    /** A PreparedStatement's constructor: made inside a prepare, it keeps that SQL. */
+    public static void sqlBind(Object statement, long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && r.preparing != null && statement != null)
+            SQL_TEXTS.put(statement, r.preparing);
     }
 
     // --- across JVMs: HTTP ---------------------------------------------------------------

@@ -354,6 +354,7 @@ class TreePanel {
       toggle: span('tr-toggle'),
       name: span('tr-name'),
       cls: span('tr-cls'),
+      sql: span('tr-sql mono'),
       badges: span('tr-badges'),
       total: span('num mono'),
       self: span('num mono'),
@@ -365,7 +366,7 @@ class TreePanel {
       act: h('button', {type: 'button', class: 'tr-act', title: 'actions', 'aria-label': 'actions'}, '⋯'),
     };
     r.cells = c;
-    const method = h('span', {class: 'tr-method'}, c.indent, c.toggle, c.name, c.cls, c.badges);
+    const method = h('span', {class: 'tr-method'}, c.indent, c.toggle, c.name, c.cls, c.sql, c.badges);
     append(r, [
       method, c.total, c.self, c.wait, h('span', {class: 'tr-bar'}, c.bar, c.pct), c.thread, c.jvm,
       h('span', {class: 'tr-actcell'}, c.act)
@@ -388,6 +389,9 @@ class TreePanel {
     c.toggle.textContent = hasChildren(f, i) ? (this.open[i] ? '▾' : '▸') : '';
     c.name.textContent = n.method ? m.short : kindLabel(n.kind);
     c.cls.textContent = m.cls;
+    const sql = (n.attributes && n.attributes['db.statement']) || '';
+    c.sql.textContent = sql;
+    c.sql.title = sql ? `SQL (literals masked): ${sql}` : '';
     r.title = n.method || '';
     this.renderBadges(c.badges, i);
     c.total.textContent = fmt.ns(f.total[i]);

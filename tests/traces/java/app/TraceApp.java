@@ -12,6 +12,10 @@
  *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
  *   local             -> local: CODE          trace.Client.local: HttpURLConnection into a
  *                                             JDK HttpServer of this JVM
+ *   jdbc              -> jdbc: ROWS           trace.Db.run: JDBC on H2 in memory (h2.jar on
+ *                                             the class path), an insert prepared before it
+ *   pooled URL        -> pooled: ROWS         trace.Db.pooled: JDBC through HikariCP (its jar
+ *                                             on the class path) to the database at URL
  *   slow MS           -> slow: started        trace.Slow.run on a thread of its own, MS long
  *   load CLASS...     -> loaded N             Class.forName: the classes load (and get
  *                                             instrumented) before their scenario runs
@@ -21,6 +25,37 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 
 public class TraceApp {
+    private static java.sql.Connection db;
+
+    private static javax.sql.DataSource pool;
+
+    /** A HikariCP pool of two connections to url (made by reflection: the class path has
+     *  HikariCP only when the test found it), its table made; outside any trace. */
+    private static javax.sql.DataSource pool(String url) throws Exception {
+        if (pool == null) {
+            Class<?> k = Class.forName("com.zaxxer.hikari.HikariDataSource");
+            javax.sql.DataSource ds = (javax.sql.DataSource) k.getConstructor().newInstance();
+            k.getMethod("setJdbcUrl", String.class).invoke(ds, url);
+            k.getMethod("setMaximumPoolSize", int.class).invoke(ds, 2);
+            try (java.sql.Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
+                st.execute("create table if not exists orders(id serial, customer varchar(64), amount int)");
+            }
+            pool = ds;
+        }
+        return pool;
+    }
+
+    /** The insert trace.Db.run executes, prepared here: outside any trace. */
+    private static java.sql.PreparedStatement jdbcInsert() throws java.sql.SQLException {
+        if (db == null) {
+            db = java.sql.DriverManager.getConnection("jdbc:h2:mem:trace;DB_CLOSE_DELAY=-1");
+            try (java.sql.Statement st = db.createStatement()) {
+                st.execute("create table orders(id identity, customer varchar(64), amount int)");
+            }
+        }
+        return db.prepareStatement("insert into orders(customer, amount) values (?, ?)");
+    }
+
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         System.out.println("ready");
@@ -55,6 +90,14 @@ public class TraceApp {
                         break;
                     case "local":
                         System.out.println("local: " + trace.Client.local());
+                        break;
+                    case "pooled":
+                        System.out.println("pooled: " + trace.Db.pooled(pool(w[1])));
+                        break;
+                    case "jdbc":
+                        try (java.sql.PreparedStatement insert = jdbcInsert()) {
+                            System.out.println("jdbc: " + trace.Db.run(insert));
+                        }
                         break;
                     case "slow": {
                         long ms = Long.parseLong(w[1]);

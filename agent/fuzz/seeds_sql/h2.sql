@@ -1,0 +1,1 @@
+SELECT * FROM t WHERE n = N'ü' AND h = X'0F' AND k = ?

@@ -1,0 +1,1 @@
+insert into t(a, b) values (1, 'a'), (2, 'b'), (3, E'c\'d')

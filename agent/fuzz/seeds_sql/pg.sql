@@ -1,0 +1,1 @@
+update "T" set x = $tag$body$tag$ /* c /* nested */ */ where id in (1, 2, 3)
