@@ -94,6 +94,12 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
                 return cf_fail(err, CF_ERR_ARG, "%s probe: THIS is not available at the exceptional exit", site);
             want = 'T';
             break;
+        case CF_PARG_RETURN:
+            if (strcmp(site, "normal-exit") != 0 || i != 0)
+                return cf_fail(err, CF_ERR_ARG, "%s probe: RETURN only as first argument of the normal-exit probe",
+                               site);
+            want = 'T';
+            break;
         case CF_PARG_ARG:
             if (strcmp(site, "entry") != 0)
                 return cf_fail(err, CF_ERR_ARG, "%s probe: ARG only at the entry site", site);
@@ -241,6 +247,15 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
         bool after_code = s == 1 || is_ctor;
         for (int a = 0; a < pc->nargs; a++) {
             int slot;
+            if (pc->args[a].kind == CF_PARG_RETURN) {
+                cf_str d = cf_cp_utf8(c, m->desc);
+                const char *close = memchr(d.p, ')', d.len);
+                if (!close || close + 1 >= (const char *)d.p + d.len || (close[1] != 'L' && close[1] != '[')) {
+                    snprintf(why, whylen, "the probe wants the returned object but the method returns none");
+                    return false;
+                }
+                continue;
+            }
             if (pc->args[a].kind == CF_PARG_THIS) {
                 if (m->access & JVM_ACC_STATIC) {
                     snprintf(why, whylen, "the probe wants `this` but the method is static");
@@ -341,7 +356,8 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
             push_ldc(b, pk->name_str);
             break;
         }
-        case CF_PARG_THROWABLE: cf_buf_u1(b, JVM_OPC_dup); break;
+        case CF_PARG_THROWABLE:
+        case CF_PARG_RETURN: cf_buf_u1(b, JVM_OPC_dup); break; /* the value on top: a copy */
         case CF_PARG_THIS: push_aload(b, 0); break;
         case CF_PARG_ARG: {
             char type;

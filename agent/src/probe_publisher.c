@@ -126,13 +126,14 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
     }
     ring->batch_seq = 0;
     ring->event_seq = 0;
-    ring->last_enter_seq = -1;
+    ring->open_depth = 0;
     ring->batch_count = 0;
     ring->diagnosis_id = 0;
     memset(ring->data_unsent, 0, sizeof ring->data_unsent);
 }
 
-static const char *const node_keys[CMR_RING_NODE_KEYS] = {CMR_NODE_ATTR_DB_STATEMENT};
+static const char *const node_keys[CMR_RING_NODE_KEYS] = {CMR_NODE_ATTR_DB_STATEMENT, CMR_NODE_ATTR_HTTP_METHOD,
+                                                          CMR_NODE_ATTR_URL, CMR_NODE_ATTR_HTTP_STATUS};
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last);
 
 /* A complete call attribute: normalised (SQL: literals masked) and kept for the next batch. */
@@ -160,12 +161,12 @@ static void node_attr_done(publisher_t *p, cmr_ring_t *ring)
     ring->node_seq[ring->node_n++] = ring->node_call;
 }
 
-/* A DATA record of a call attribute: its chunks come in order, right after the call's
- * enter (Probe.data writes the whole value or nothing). */
+/* A DATA record of a call attribute, of the innermost open call: its chunks come in order
+ * (Probe.data writes the whole value or nothing). */
 static void node_chunk(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uint32_t key, uint32_t chunk, uint32_t len)
 {
     if (key - CMR_RING_NODE_KEY0 >= CMR_RING_NODE_KEYS || len > CMR_RING_NODE_DATA_MAX ||
-        chunk * 16 > (len ? len - 1 : 0) || ring->last_enter_seq < 0)
+        chunk * 16 > (len ? len - 1 : 0) || ring->open_depth == 0 || ring->open_depth > CMR_RING_OPEN_CALLS)
         return; /* garbage, or of a call whose enter was not recorded: dropped */
     if (chunk == 0) {
         if (!ring->node_raw && !(ring->node_raw = malloc(CMR_RING_NODE_DATA_MAX + 1)))
@@ -173,7 +174,7 @@ static void node_chunk(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uin
         ring->node_key = key;
         ring->node_len = len;
         ring->node_next = 0;
-        ring->node_call = ring->last_enter_seq;
+        ring->node_call = ring->open_seq[ring->open_depth];
     }
     if (!ring->node_raw || chunk != ring->node_next || key != ring->node_key || len != ring->node_len)
         return; /* a chunk of a value whose beginning was not seen */
@@ -373,8 +374,14 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
     cmr_event_t ev;
     cmr_event_read(rec, 0, &ev);
     ev.timestamp_ns = (uint64_t)((int64_t)ev.timestamp_ns + p->clock_offset_ns);
-    /* a call attribute's DATA comes right after its call's enter */
-    ring->last_enter_seq = kind == CMR_EVENT_ENTER ? ring->event_seq + ring->batch_count : -1;
+    /* the open calls, for the call attributes (given to the innermost) */
+    if (kind == CMR_EVENT_ENTER) {
+        ring->open_depth = depth;
+        if (depth <= CMR_RING_OPEN_CALLS)
+            ring->open_seq[depth] = ring->event_seq + ring->batch_count;
+    } else if (kind != CMR_EVENT_FORK) {
+        ring->open_depth = depth - 1;
+    }
     cmr_event_write(ring->batch, ring->batch_count++, &ev);
     if (ring->batch_count == ring->batch_cap)
         batch_send(p, ring, false);

@@ -42,9 +42,10 @@
  *                      value's UTF-8 in id and timestamp, aux = key << 24 | chunk << 16 |
  *                      the value's length (at most CMR_RING_DATA_MAX); keys: 1 http.method,
  *                      2 http.path, 3 http.status. Keys from 16 on are attributes of the
- *                      call whose enter came right before (values up to
- *                      CMR_RING_NODE_DATA_MAX bytes): 16 db.statement, a JDBC call's raw SQL
- *                      (the publisher normalises it and masks its literals, sql_text.h)
+ *                      innermost open call (values up to CMR_RING_NODE_DATA_MAX bytes):
+ *                      16 db.statement, a JDBC call's raw SQL (the publisher normalises it
+ *                      and masks its literals, sql_text.h); 17 http.request.method, 18
+ *                      url.full, 19 http.response.status_code (an outgoing HTTP call)
  *   11 loss            the open segment did not record calls (written right before its
  *                      root exit): id = calls not recorded (each with everything below
  *                      it), aux = why (1 the size limit, 2 the ring was full)
@@ -84,9 +85,10 @@
 #define CMR_RING_DATA_KEYS 4 /* keys 1..3 */
 #define CMR_RING_NODE_KEY0 16
 #define CMR_RING_NODE_DB_STATEMENT 16
-#define CMR_RING_NODE_KEYS 1        /* keys 16..16 */
+#define CMR_RING_NODE_KEYS 4        /* keys 16..19 */
 #define CMR_RING_NODE_DATA_MAX 2048 /* as Probe.NODE_DATA_MAX */
 #define CMR_RING_NODE_PENDING 64    /* call attributes a batch carries: more send it early */
+#define CMR_RING_OPEN_CALLS 256     /* call depths a call attribute can be given to */
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -125,11 +127,13 @@ typedef struct cmr_ring {
     uint16_t data_seen[CMR_RING_DATA_KEYS]; /* chunks of the value being put together */
     bool data_unsent[CMR_RING_DATA_KEYS];
     int64_t diag_start_ns; /* when that context opened (probe clock) */
-    /* call attributes: the open segment's latest enter (its event seq), the value being put
-     * together (node_raw: CMR_RING_NODE_DATA_MAX + 1 bytes, made on first use, owned), and
-     * the complete ones not sent yet (node_out: per attribute its key's NUL-terminated
-     * name and value, owned; node_seq: their calls) */
-    int64_t last_enter_seq;
+    /* call attributes: the open segment's open calls (open_seq[d]: the event seq of the
+     * enter of the open call at depth d, 1 .. open_depth), the value being put together
+     * (node_raw: CMR_RING_NODE_DATA_MAX + 1 bytes, made on first use, owned), and the
+     * complete ones not sent yet (node_out: per attribute its key's NUL-terminated name and
+     * value, owned; node_seq: their calls) */
+    int64_t open_seq[CMR_RING_OPEN_CALLS + 1];
+    uint32_t open_depth;
     char *node_raw;
     uint32_t node_key, node_len, node_next;
     int64_t node_call;

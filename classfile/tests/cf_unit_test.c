@@ -728,6 +728,60 @@ static void test_object_arguments(void **st)
     assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
 }
 
+/* A normal-exit probe that takes the returned object (the agent's HTTP client calls: the
+ * response): a copy of the value on top of the stack before each areturn; a method that
+ * returns no reference is refused, and RETURN is refused anywhere but as the normal exit's
+ * first argument. */
+static void test_returned_object(void **st)
+{
+    (void)st;
+    static const cf_probe watch = {
+        "watch",
+        {"p/P", "enter", "(J)V", 1, {{CF_PARG_METHOD_ID, 0, NULL}}},
+        {"p/P", "done", "(Ljava/lang/Object;J)V", 2, {{CF_PARG_RETURN, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+        {0}};
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t get[] = {JVM_OPC_aload_1, JVM_OPC_areturn}; /* aload_1; areturn */
+    uint8_t num[] = {JVM_OPC_iconst_1, JVM_OPC_ireturn};
+    a_method(&a, JVM_ACC_PUBLIC, "get", "(Ljava/lang/String;)Ljava/lang/String;", get, sizeof get, 1, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "arr", "(Ljava/lang/String;)[I", get, sizeof get, 1, 2, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "num", "()I", num, sizeof num, 1, 1, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/R", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_instrument_class(b, n, &watch, NULL, NULL, &r, &e), CF_OK);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[1].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_PROBE_ARGS); /* returns an int */
+    assert_non_null(strstr(r.methods[2].why, "returns none"));
+    assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+    cf_class *c = parse_ok(r.bytes, r.len);
+    cf_code k;
+    code_of(c, "get", &k);
+    /* 0 ldc2_w id; 3 invokestatic enter; 6 aload_1; 7 dup; 8 ldc2_w id; 11 invokestatic done; 14 areturn */
+    assert_int_equal(k.code[6], JVM_OPC_aload_1);
+    assert_int_equal(k.code[7], JVM_OPC_dup);
+    assert_int_equal(k.code[8], JVM_OPC_ldc2_w);
+    assert_int_equal(k.code[11], JVM_OPC_invokestatic);
+    assert_int_equal(k.code[14], JVM_OPC_areturn);
+    assert_true(k.max_stack >= 4);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+
+    cf_probe bad = watch;
+    bad.enter = watch.normal_exit; /* at the entry */
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+    bad = watch;
+    bad.normal_exit.args[0] = (cf_parg){CF_PARG_METHOD_ID, 0, NULL};
+    bad.normal_exit.args[1] = (cf_parg){CF_PARG_RETURN, 0, NULL};
+    bad.normal_exit.desc = "(JLjava/lang/Object;)V"; /* not first */
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+}
+
 static void test_tables_and_uninitialized(void **st)
 {
     (void)st;
@@ -1073,6 +1127,7 @@ int main(void)
         cmocka_unit_test(test_constructors),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_object_arguments),
+        cmocka_unit_test(test_returned_object),
         cmocka_unit_test(test_tables_and_uninitialized),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_cpool_growth),

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/event.h"
 #include "cmr/ingest.h"
 #include "cmr/json.h"
 
@@ -163,12 +164,13 @@ static json_t *otlp_span(const cmr_names_t *n, const cmr_tree_t *t, const cmr_tr
         json_array_append_new(attrs, attr_int("cmr.wait_ns", x->wait_ns));
     if (x->running)
         json_array_append_new(attrs, attr_str("cmr.state", "running"));
-    for (uint32_t a = 0; a < x->nattrs; a++) /* db.statement: OpenTelemetry's own name */
+    for (uint32_t a = 0; a < x->nattrs; a++) /* db.statement, url.full ...: OpenTelemetry's names */
         json_array_append_new(attrs,
                               attr_str(t->names[t->attrs[x->attrs + a].key], t->names[t->attrs[x->attrs + a].value]));
     bool client = false;
     for (uint32_t a = 0; a < x->nattrs; a++)
-        client |= !strncmp(t->names[t->attrs[x->attrs + a].key], "db.", 3);
+        client |= !strncmp(t->names[t->attrs[x->attrs + a].key], "db.", 3) ||
+                  !strcmp(t->names[t->attrs[x->attrs + a].key], CMR_NODE_ATTR_URL);
     json_t *s = json_object();
     json_object_set_new(s, "traceId", cmr_json_hex(t->trace_id, 16));
     json_object_set_new(s, "spanId", cmr_json_id64(span_id(x)));

@@ -39,6 +39,18 @@ static const cf_probe probes[4] = {
             }                                            \
         }                                                \
     }
+/* A normal exit that gets the returned object (an HTTP client's response). */
+#define RET_CALL(n)                                      \
+    {                                                    \
+        CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, \
+        {                                                \
+            {CF_PARG_RETURN, 0, 0},                      \
+            {                                            \
+                CF_PARG_METHOD_ID, 0, 0                  \
+            }                                            \
+        }                                                \
+    }
+
 #define HANDOFF_SET(kind, i)                                                                                   \
     {                                                                                                          \
         [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                    \
@@ -51,6 +63,11 @@ static const cf_probe probes[4] = {
         [CMR_HANDOFF_SQL_PREPARE] = {"sql-prepare", OBJ_CALL("sqlPrepare", kind, i), CALL("sqlPrepared"),      \
                                      CALL("sqlPrepared")},                                                     \
         [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                         \
+        [CMR_HANDOFF_HTTP_CALL] = {"http-call", OBJ_CALL("httpCall", kind, i), RET_CALL("httpCallExit"),       \
+                                   CALL("httpCallExitThrow")},                                                 \
+        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCall", kind, i), CALL("httpCallEnd"),       \
+                                        CALL("httpCallExitThrow")},                                            \
+        [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},   \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),
@@ -67,7 +84,7 @@ static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
 static const cf_probe anchor_arg_probes[CMR_ANCHOR_MAX_ARG + 1] = {ANCHOR_ARG(0), ANCHOR_ARG(1), ANCHOR_ARG(2),
                                                                    ANCHOR_ARG(3)};
 
-static const cf_probe *pick_probe(const cmr_instr_pick_t *p)
+const cf_probe *cmr_instr_pick_probe(const cmr_instr_pick_t *p)
 {
     if (p->handoff == CMR_HANDOFF_NONE && p->sensor == CMR_SENSOR_ANCHOR && p->arg > 0 &&
         p->arg <= CMR_ANCHOR_MAX_ARG + 1)
@@ -114,7 +131,7 @@ int cmr_instr_build(const uint8_t *bytes, size_t len, const cmr_instr_meta_t *me
     for (size_t i = 0; i < d->n_picks; i++) {
         const cmr_instr_method_t *m = &meta->methods[d->picks[i].method];
         cf_method_result res;
-        cf_err rc = cf_instrument_method(c, m->index, pick_probe(&d->picks[i]), &res, &e);
+        cf_err rc = cf_instrument_method(c, m->index, cmr_instr_pick_probe(&d->picks[i]), &res, &e);
         if (rc != CF_OK) {
             out->n_refused++;
             cmr_log(CMR_LOG_DEBUG, "instr.method_refused", "class=%s method=%s%s reason=\"%s\"", meta->name, m->name,

@@ -194,6 +194,17 @@ static const struct {
     {HUC, "getOutputStream", "()Ljava/io/OutputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
     {"jdk/internal/net/http/HttpRequestBuilderImpl", "build", "()Ljava/net/http/HttpRequest;", CMR_HANDOFF_HTTP_OUT,
      CMR_HANDOFF_ARG_THIS},
+    /* HTTP clients of the class path: the call is a node with the request's method, URL and
+     * the response's status (Apache HttpClient 4 and 5: every execute() ends in doExecute,
+     * parameter 1 the request; OkHttp 3: the call itself, whose request is immutable: the
+     * one its BridgeInterceptor builds inside the call gets the headers) */
+    {"org/apache/http/impl/client/InternalHttpClient", "doExecute", NULL, CMR_HANDOFF_HTTP_CALL, 1},
+    {"org/apache/http/impl/client/MinimalHttpClient", "doExecute", NULL, CMR_HANDOFF_HTTP_CALL, 1},
+    {"org/apache/hc/client5/http/impl/classic/InternalHttpClient", "doExecute", NULL, CMR_HANDOFF_HTTP_CALL, 1},
+    {"org/apache/hc/client5/http/impl/classic/MinimalHttpClient", "doExecute", NULL, CMR_HANDOFF_HTTP_CALL, 1},
+    {"okhttp3/RealCall", "execute", "()Lokhttp3/Response;", CMR_HANDOFF_HTTP_CALL, CMR_HANDOFF_ARG_THIS},
+    {"okhttp3/RealCall$AsyncCall", "execute", "()V", CMR_HANDOFF_HTTP_CALL_VOID, CMR_HANDOFF_ARG_THIS},
+    {"okhttp3/Request$Builder", "build", "()Lokhttp3/Request;", CMR_HANDOFF_HTTP_OUT_IN_CALL, CMR_HANDOFF_ARG_THIS},
     /* HTTP in: a servlet's service continues the caller's trace */
     {"jakarta/servlet/http/HttpServlet", "service",
      "(Ljakarta/servlet/ServletRequest;Ljakarta/servlet/ServletResponse;)V", CMR_HANDOFF_HTTP_IN, 0},

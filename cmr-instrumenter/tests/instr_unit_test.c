@@ -18,6 +18,7 @@
 #include "cmr/instr_budget.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_exclude.h"
+#include "cmr/instr_probe.h"
 #include "cmr/instr_rules.h"
 #include "cmr/classfile.h"
 
@@ -519,6 +520,52 @@ static void test_jdbc_rules(void **state)
     universe_free(&u);
 }
 
+/* Every hand-off role has a probe whatever its object's source, and the probes are valid
+ * descriptions; the HTTP client libraries' calls get theirs (Apache HttpClient 4 and 5:
+ * the request is parameter 1 of doExecute; OkHttp: the call itself, and the builder of the
+ * request it sends). */
+static void test_handoff_probes_and_clients(void **state)
+{
+    (void)state;
+    const uint8_t from[] = {0, 1, CMR_HANDOFF_ARG_THIS};
+    for (int role = CMR_HANDOFF_NONE + 1; role < CMR_HANDOFF__COUNT; role++)
+        for (size_t k = 0; k < sizeof from; k++) {
+            cmr_instr_pick_t p = {0, CMR_SENSOR_INVOCATION_SEQUENCE, (cmr_instr_handoff_t)role, from[k]};
+            const cf_probe *probe = cmr_instr_pick_probe(&p);
+            cf_error e;
+            if (!probe || cf_probe_check(probe, &e) != CF_OK)
+                fail_msg("role %d from %u: no valid probe", role, from[k]);
+            if (!probe->enter.owner)
+                fail_msg("role %d from %u: no entry probe", role, from[k]);
+        }
+    universe_t u = {0};
+    cmr_instr_meta_t *a4 = add_type(&u, "org/apache/http/impl/client/InternalHttpClient",
+                                    "org/apache/http/impl/client/CloseableHttpClient", NULL, NULL);
+    add_method(a4, "doExecute",
+               "(Lorg/apache/http/HttpHost;Lorg/apache/http/HttpRequest;Lorg/apache/http/protocol/HttpContext;)"
+               "Lorg/apache/http/client/methods/CloseableHttpResponse;",
+               0x0004, NULL);
+    add_method(a4, "close", "()V", 0x0001, NULL);
+    cmr_instr_meta_t *ok = add_type(&u, "okhttp3/RealCall", "java/lang/Object", NULL, NULL);
+    add_method(ok, "execute", "()Lokhttp3/Response;", 0x0001, NULL);
+    add_method(ok, "enqueue", "(Lokhttp3/Callback;)V", 0x0001, NULL);
+    cmr_sensor_assignment_t seq[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
+    cmr_environment_t env = env_of(seq, 1);
+    cmr_instr_decision_t d;
+    uint8_t arg = 0;
+    assert_int_equal(cmr_instr_decide(&env, a4, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(role_of(a4, &d, "doExecute", NULL, &arg), CMR_HANDOFF_HTTP_CALL);
+    assert_int_equal(arg, 1);
+    cmr_instr_decision_free(&d);
+    assert_int_equal(cmr_instr_decide(&env, ok, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(role_of(ok, &d, "execute", NULL, &arg), CMR_HANDOFF_HTTP_CALL);
+    assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 /* Classes of the exclusion list get their hand-off probes and nothing else, even under a
  * rule that matches everything; a hand-off without a descriptor matches any (doExec's
  * differs between JDKs), and `this` is the object of Thread.start and doExec. */
@@ -973,6 +1020,7 @@ int main(void)
         cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
         cmocka_unit_test(test_jdbc_rules),
+        cmocka_unit_test(test_handoff_probes_and_clients),
         cmocka_unit_test(test_bridges_only_when_asked),
         cmocka_unit_test(test_trivial_methods),
         cmocka_unit_test(test_overhead_budget),

@@ -51,6 +51,10 @@ TC_HOME = "/usr/share/tomcat10"
 H2_JAR = "/usr/share/java/h2.jar"  # Debian's libh2-java
 # the pooled scenario: Debian's postgresql, libpostgresql-jdbc-java, libhikaricp-java (and
 # the SLF4J API HikariCP logs through, from libslf4j-java)
+# the clients scenario: Debian's libhttpclient-java, libhttpclient5-java, libokhttp-java
+CLIENT_JARS = ["/usr/share/java/" + j for j in (
+    "httpclient.jar", "httpcore.jar", "commons-logging.jar", "httpclient5.jar", "httpcore5.jar", "httpcore5-h2.jar",
+    "slf4j-api.jar", "okhttp.jar", "okio.jar")]
 PG_JARS = ["/usr/share/java/postgresql.jar", "/usr/share/java/HikariCP.jar", "/usr/share/java/slf4j-api.jar",
            "/usr/share/java/slf4j-nop.jar"]
 JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.", "com.sun.")
@@ -463,6 +467,44 @@ class Scenarios:
                 p.append("%s not directly under Db.statements" % n["method"])
         return p + check_common(tree)
 
+    def clients(self):
+        """HTTP client libraries into Tomcat: each call is a node of the library's (its
+        method, URL without the query string, status), the servlet's tree in the other JVM
+        hangs under it as a synchronous remote child, and the call's wait is that time;
+        OkHttp's async call runs on its dispatcher thread under the caller, async."""
+        tree, v, p = self._run("clients " + self.url, "clients:", "trace.Clients.run")
+        if p:
+            return p
+        want = {"Clients.apache4": "org.apache.http.impl.client.InternalHttpClient.doExecute",
+                "Clients.apache5": "org.apache.hc.client5.http.impl.classic.InternalHttpClient.doExecute",
+                "Clients.okhttpSync": "okhttp3.RealCall.execute",
+                "Clients.okhttpAsync": "okhttp3.RealCall$AsyncCall.execute"}
+        root = tree["roots"][0]
+        for caller, client in want.items():
+            callers = [n for n, _ in walk(root) if n["kind"] == "call" and short(n["method"]) == caller]
+            calls = [n for c in callers for n, _ in walk(c) if n["kind"] == "call" and n["method"].startswith(client + "(")]
+            if len(callers) != 1 or len(calls) != 1:
+                p.append("%s: %d nodes, %d %s nodes under it" % (caller, len(callers), len(calls), client))
+                continue
+            call = calls[0]
+            a = call.get("attributes", {})
+            status = a.get("http.response.status_code")
+            if a.get("http.request.method") != "GET" or a.get("url.full") != self.url or \
+                    status != ("200" if not client.endswith("AsyncCall.execute") else None):
+                p.append("%s attributes %s" % (client, a))
+            servlets = [c for c in call.get("children", []) if c["method"].startswith(SERVER_ENTRIES[0])]
+            if len(servlets) != 1 or not servlets[0].get("remote") or servlets[0]["async"] or \
+                    servlets[0]["agent_id"] != self.tc_agent:
+                p.append("%s: the servlet is not one synchronous remote child: %s" % (
+                    client, [(short(c["method"]), c.get("remote"), c["async"]) for c in call.get("children", [])]))
+            elif call["wait_ns"] <= 0:
+                p.append("%s waited %d ns for its callee" % (client, call["wait_ns"]))
+        if "s3cret" in json.dumps([n.get("attributes") for n, _ in walk(root)]):
+            p.append("the query string reached the stored trace")
+        if tree["jvms"] != 2:
+            p.append("%d JVMs, want 2" % tree["jvms"])
+        return p + check_common(tree)
+
     def pooled(self):
         """JDBC through HikariCP on a real PostgreSQL server: the pool's getConnection is a
         node (the wait for a connection), each statement one node of the pool's proxy with its
@@ -744,6 +786,12 @@ def main():
 
         agent_opts = "bootstrap=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5" % (bs, os.path.join(work, "cmr.pub"))
         app_cp = args.app + (":" + H2_JAR if os.path.isfile(H2_JAR) else "")
+        clients_ok = all(os.path.isfile(j) for j in CLIENT_JARS) and \
+            os.path.isfile(os.path.join(args.app, "trace", "Clients.class"))
+        if clients_ok:
+            app_cp += ":" + ":".join(CLIENT_JARS)
+        else:
+            log("the clients scenario is skipped: an HTTP client library is missing")
         pg_ok = all(os.path.isfile(j) for j in PG_JARS) and glob.glob("/usr/lib/postgresql/*/bin/initdb")
         if pg_ok:
             pg = Postgres()
@@ -792,7 +840,7 @@ def main():
         s.pg_url = pg.url if pg else None
         names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
-            (["pooled"] if pg else [])
+            (["pooled"] if pg else []) + (["clients"] if clients_ok else [])
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

@@ -227,8 +227,11 @@ typedef enum cf_parg_kind {
                           site only, first argument only */
     CF_PARG_THIS,        /* Ljava/lang/Object;: the method's own object (instance methods;
                           entry and normal-exit sites; constructors: after super()) */
-    CF_PARG_ARG          /* Ljava/lang/Object;: parameter number `i` (0-based, reference
+    CF_PARG_ARG,         /* Ljava/lang/Object;: parameter number `i` (0-based, reference
                           typed; entry site only) */
+    CF_PARG_RETURN       /* Ljava/lang/Object;: the value the method returns (normal-exit
+                          site only, first argument only; a method that does not return a
+                          reference is refused) */
 } cf_parg_kind;
 
 typedef struct cf_parg {

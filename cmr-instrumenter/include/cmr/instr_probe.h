@@ -27,6 +27,9 @@
 #define CMR_PROBE_CLASS "cmr/agent/Probe"
 
 const cf_probe *cmr_instr_probe(cmr_sensor_kind_t sensor);
+/* The probe a decision's pick gets: its hand-off role's (with the object from the pick's
+ * parameter or `this`), an anchor's with its argument, else its sensor's. */
+const cf_probe *cmr_instr_pick_probe(const cmr_instr_pick_t *p);
 
 typedef struct cmr_instr_built {
     uint8_t *bytes; /* malloc'd instrumented class; NULL when no method could be */

@@ -42,18 +42,24 @@ typedef const cmr_instr_meta_t *(cmr_instr_lookup_fn)(const char *type, void *ud
  * contract") whenever the environment records invocation sequences. */
 typedef enum cmr_instr_handoff {
     CMR_HANDOFF_NONE = 0,
-    CMR_HANDOFF_CAPTURE,     /* entry: ctxCapture(task): the task is handed over here */
-    CMR_HANDOFF_BEGIN,       /* entry: ctxBegin(task): the task starts running here */
-    CMR_HANDOFF_END,         /* entry: ctxEnd: the task is done */
-    CMR_HANDOFF_SPAN,        /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
-    CMR_HANDOFF_HTTP_OUT,    /* entry: httpOut(request): an outgoing request gets the headers */
-    CMR_HANDOFF_HTTP_IN,     /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
-    CMR_HANDOFF_SQL,         /* sqlEnter(sql or statement) at entry, sqlExit / sqlExitThrow at
+    CMR_HANDOFF_CAPTURE,          /* entry: ctxCapture(task): the task is handed over here */
+    CMR_HANDOFF_BEGIN,            /* entry: ctxBegin(task): the task starts running here */
+    CMR_HANDOFF_END,              /* entry: ctxEnd: the task is done */
+    CMR_HANDOFF_SPAN,             /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_HTTP_OUT,         /* entry: httpOut(request): an outgoing request gets the headers */
+    CMR_HANDOFF_HTTP_IN,          /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_SQL,              /* sqlEnter(sql or statement) at entry, sqlExit / sqlExitThrow at
                            * the exits: a JDBC call, a node with its SQL (db.statement) */
-    CMR_HANDOFF_SQL_PREPARE, /* sqlPrepare(sql) at entry, sqlPrepared at the exits:
+    CMR_HANDOFF_SQL_PREPARE,      /* sqlPrepare(sql) at entry, sqlPrepared at the exits:
                               * Connection.prepareStatement / prepareCall */
-    CMR_HANDOFF_SQL_BIND,    /* entry: sqlBind(statement): a PreparedStatement made inside
+    CMR_HANDOFF_SQL_BIND,         /* entry: sqlBind(statement): a PreparedStatement made inside
                               * a prepare keeps its SQL */
+    CMR_HANDOFF_HTTP_CALL,        /* httpCall(request) at entry, httpCallExit(the returned
+                              * response) / httpCallExitThrow: an HTTP client's call, a node
+                              * with method, URL and status, carrying the context */
+    CMR_HANDOFF_HTTP_CALL_VOID,   /* the same for a call that returns no response: httpCallEnd */
+    CMR_HANDOFF_HTTP_OUT_IN_CALL, /* entry: httpOutInCall(builder): the request built inside
+                                   * a client's call carries the context */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

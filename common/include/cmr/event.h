@@ -181,8 +181,11 @@ int cmr_events_check(const uint8_t *p, size_t len, uint32_t count, char *err, si
 #define CMR_SEGS_MAX_NODE_VALUE 4096u /* a call attribute's value's bytes at most */
 
 /* Call attributes' keys (cmr_node_attr_t): what the probes capture about one call. */
-#define CMR_NODE_ATTR_DB_STATEMENT "db.statement" /* SQL, normalised, literals masked */
-#define CMR_NODE_ATTR_DB_SYSTEM "db.system"       /* the JDBC URL's subprotocol: h2, postgresql */
+#define CMR_NODE_ATTR_DB_STATEMENT "db.statement"             /* SQL, normalised, literals masked */
+#define CMR_NODE_ATTR_DB_SYSTEM "db.system"                   /* the JDBC URL's subprotocol: h2, postgresql */
+#define CMR_NODE_ATTR_HTTP_METHOD "http.request.method"       /* an outgoing HTTP call's method */
+#define CMR_NODE_ATTR_URL "url.full"                          /* its URL, without query or user */
+#define CMR_NODE_ATTR_HTTP_STATUS "http.response.status_code" /* the status it was answered with */
 
 /* Builds a message's `segments` bytes. Owns `out` (free with cmr_segs_writer_free). */
 typedef struct cmr_segs_writer {

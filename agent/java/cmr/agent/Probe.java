@@ -96,6 +96,8 @@ public final class Probe {
         int sqlDepth;    // JDBC nodes open (a pool's proxy calls the driver: one node)
         String preparing; // the SQL of the prepareStatement / prepareCall running here
         int prepareDepth;
+        long httpStack;  // one bit per open httpCall: did it open an HTTP client node?
+        int httpCalls;   // HTTP client nodes open
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
         long diagnosis;  // that diagnosis (diagDepth > 0)
         int diagCalls;   // conditional calls recorded in it so far
@@ -552,7 +554,8 @@ public final class Probe {
     static final int DATA_HTTP_METHOD = 1, DATA_HTTP_PATH = 2, DATA_HTTP_STATUS = 3; // as probe_rings.h
     // Keys from 16 on are attributes of the call whose ENTER came right before (the
     // publisher gives them to that call), values up to NODE_DATA_MAX bytes.
-    static final int NODE_DB_STATEMENT = 16, NODE_DATA_MAX = 2048; // as probe_rings.h
+    static final int NODE_DB_STATEMENT = 16, NODE_HTTP_METHOD = 17, NODE_URL = 18, NODE_HTTP_STATUS = 19;
+    static final int NODE_DATA_MAX = 2048; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
         data(r, key, value, DATA_MAX);
@@ -770,6 +773,12 @@ public final class Probe {
         Ring r = RINGS.get();
         if (request == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1)
             return; // (a segment skipped whole: the request goes out untraced)
+        propagate(r, request, siteId);
+    }
+
+    /** Puts the context headers on `request` (anything headerSetter knows) and records the
+     *  FORK they name; a request that takes no headers goes out untraced. */
+    private static void propagate(Ring r, Object request, long siteId) {
         long at = r.seq;
         boolean fork = forkFits(r) && r.fits(1); // checked before the headers name it
         long agent = r.agentId();
@@ -786,7 +795,7 @@ public final class Probe {
                 if (agent != 0)
                     u.setRequestProperty(CMR_PARENT, cp);
             } else {
-                Method set = HEADER_SETTERS.of(request.getClass());
+                Method set = headerSetter(request.getClass());
                 if (set == null)
                     return;
                 set.invoke(request, TRACEPARENT, tp);
@@ -798,6 +807,184 @@ public final class Probe {
         }
         if (fork && r.put(FORK, siteId, System.nanoTime(), 0, 1))
             r.seq++;
+    }
+
+    /** A method that sets a request header on objects of class k: the JDK HttpClient's and
+     *  OkHttp's request builders, Apache HttpClient 4 and 5 requests; null when none. */
+    private static Method headerSetter(Class<?> k) {
+        Method m = HEADER_SETTERS.of(k);
+        if (m == null)
+            m = OKHTTP_HEADER.of(k);
+        if (m == null)
+            m = APACHE4_SET_HEADER.of(k);
+        if (m == null)
+            m = APACHE5_SET_HEADER.of(k);
+        return m;
+    }
+
+    // --- outgoing HTTP calls as nodes -----------------------------------------------------
+    //
+    // An HTTP client's call inside a trace (Apache HttpClient 4 and 5: doExecute; OkHttp:
+    // RealCall.execute, and AsyncCall.execute for enqueue) is a node of its own: its method
+    // and URL (without query string or user info) as it begins, its status as it returns,
+    // the trace context on the request it sends and the FORK those headers name inside it,
+    // so that the callee's tree hangs under the call, as the time the caller waited. A
+    // client whose call holds a request that takes no headers (OkHttp's is immutable) gets
+    // them where it builds the request it sends, inside the call (httpOutInCall on
+    // Request.Builder.build: OkHttp's BridgeInterceptor builds one per request it sends).
+
+    /** Entry of a client's call; `request` is what it sends, or the call (OkHttp). Pair
+     *  with httpCallExit (the response) / httpCallEnd / httpCallExitThrow. */
+    public static void httpCall(Object request, long siteId) {
+        Ring r = RINGS.get();
+        if (r == null)
+            return; // a thread outside any trace: the exits find no ring either
+        boolean opens = r.depth > 0 && r.buf != null && r.skipFrom != 1;
+        r.httpStack = (r.httpStack << 1) | (opens ? 1 : 0);
+        if (!opens)
+            return;
+        r.httpCalls++;
+        enter(siteId);
+        if (request == null)
+            return;
+        try {
+            String[] line = requestLine(request);
+            if (line != null) {
+                data(r, NODE_HTTP_METHOD, line[0], NODE_DATA_MAX);
+                data(r, NODE_URL, plainUrl(line[1]), NODE_DATA_MAX);
+            }
+        } catch (Throwable e) {
+            // unreadable request: the node without them
+        }
+        propagate(r, request, siteId);
+    }
+
+    public static void httpCallExit(Object response, long siteId) {
+        Ring r = httpCallDone();
+        if (r == null)
+            return;
+        try {
+            int code = statusOf(response);
+            if (code > 0)
+                data(r, NODE_HTTP_STATUS, Integer.toString(code), NODE_DATA_MAX);
+        } catch (Throwable e) {
+            // unreadable response: no status
+        }
+        leave(r, EXIT, siteId);
+    }
+
+    /** The normal exit of a call that returns no response (OkHttp's AsyncCall.execute). */
+    public static void httpCallEnd(long siteId) {
+        Ring r = httpCallDone();
+        if (r != null)
+            leave(r, EXIT, siteId);
+    }
+
+    public static void httpCallExitThrow(long siteId) {
+        Ring r = httpCallDone();
+        if (r != null)
+            leave(r, EXIT_THROW, siteId);
+    }
+
+    /** The ring, if the call being left opened a node. */
+    private static Ring httpCallDone() {
+        Ring r = RINGS.get();
+        if (r == null)
+            return null;
+        boolean opened = (r.httpStack & 1) != 0;
+        r.httpStack >>>= 1;
+        if (!opened)
+            return null;
+        r.httpCalls--;
+        return r;
+    }
+
+    /** A request builder about to build, inside a client's call node: the request it builds
+     *  carries the context (OkHttp). Outside one, nothing. */
+    public static void httpOutInCall(Object builder, long siteId) {
+        Ring r = RINGS.get();
+        if (builder != null && r != null && r.httpCalls > 0 && r.buf != null && r.skipFrom != 1)
+            propagate(r, builder, siteId);
+    }
+
+    /** {method, URL} of a client's request (Apache 4, Apache 5, an OkHttp call); null when
+     *  the object is none of them. */
+    static String[] requestLine(Object req) throws ReflectiveOperationException {
+        Method m = APACHE4_REQUEST_LINE.of(req.getClass());
+        if (m != null) {
+            Object line = m.invoke(req);
+            Method method = line == null ? null : APACHE4_LINE_METHOD.of(line.getClass());
+            Method uri = line == null ? null : APACHE4_LINE_URI.of(line.getClass());
+            return method == null || uri == null ? null
+                    : new String[] {(String) method.invoke(line), (String) uri.invoke(line)};
+        }
+        m = APACHE5_METHOD.of(req.getClass());
+        if (m != null) {
+            Method uri = APACHE5_URI.of(req.getClass());
+            return new String[] {(String) m.invoke(req), uri == null ? null : String.valueOf(uri.invoke(req))};
+        }
+        m = OKHTTP_CALL_REQUEST.of(req.getClass());
+        if (m == null)
+            m = okhttpAsyncRequest(req.getClass());
+        Object r = m == null ? null : m.invoke(req);
+        Method method = r == null ? null : OKHTTP_METHOD.of(r.getClass());
+        Method url = r == null ? null : OKHTTP_URL.of(r.getClass());
+        return method == null || url == null ? null
+                : new String[] {(String) method.invoke(r), String.valueOf(url.invoke(r))};
+    }
+
+    private static volatile Method asyncRequest; // okhttp3.RealCall$AsyncCall.request()
+
+    /** OkHttp's AsyncCall.request(), package-private (the class is on the class path, in no
+     *  named module: it may be opened); null for any other class. */
+    private static Method okhttpAsyncRequest(Class<?> k) throws ReflectiveOperationException {
+        if (!k.getName().equals("okhttp3.RealCall$AsyncCall"))
+            return null;
+        Method m = asyncRequest;
+        if (m == null || m.getDeclaringClass() != k) {
+            m = k.getDeclaredMethod("request");
+            m.setAccessible(true);
+            asyncRequest = m;
+        }
+        return m;
+    }
+
+    /** The status code of a client's response (Apache 4, Apache 5, OkHttp); 0 when unknown. */
+    static int statusOf(Object resp) throws ReflectiveOperationException {
+        if (resp == null)
+            return 0;
+        Method m = APACHE4_STATUS_LINE.of(resp.getClass());
+        if (m != null) {
+            Object line = m.invoke(resp);
+            Method code = line == null ? null : APACHE4_STATUS_CODE.of(line.getClass());
+            return code == null ? 0 : (Integer) code.invoke(line);
+        }
+        m = APACHE5_CODE.of(resp.getClass());
+        if (m == null)
+            m = OKHTTP_CODE.of(resp.getClass());
+        return m == null ? 0 : (Integer) m.invoke(resp);
+    }
+
+    /** A URL without its query string, fragment and user info (they may carry secrets). */
+    static String plainUrl(String url) {
+        if (url == null)
+            return null;
+        int cut = url.length();
+        int q = url.indexOf('?'), f = url.indexOf('#');
+        if (q >= 0)
+            cut = q;
+        if (f >= 0 && f < cut)
+            cut = f;
+        String u = url.substring(0, cut);
+        int scheme = u.indexOf("://");
+        if (scheme > 0) {
+            int hostStart = scheme + 3;
+            int slash = u.indexOf('/', hostStart);
+            int at = u.lastIndexOf('@', slash < 0 ? u.length() : slash);
+            if (at >= hostStart)
+                u = u.substring(0, hostStart) + u.substring(at + 1);
+        }
+        return u;
     }
 
     /** Around an incoming request (a servlet's service, an HttpServer exchange's filter
@@ -982,6 +1169,31 @@ public final class Probe {
             "com.sun.net.httpserver.Headers", "getFirst", String.class);
     private static final HeaderMethods HEADER_SETTERS = new HeaderMethods(
             "java.net.http.HttpRequest$Builder", "setHeader", String.class, String.class);
+    // HTTP clients of the class path (docs/COVERAGE.md)
+    private static final HeaderMethods OKHTTP_HEADER = new HeaderMethods(
+            "okhttp3.Request$Builder", "header", String.class, String.class);
+    private static final HeaderMethods APACHE4_SET_HEADER = new HeaderMethods(
+            "org.apache.http.HttpMessage", "setHeader", String.class, String.class);
+    private static final HeaderMethods APACHE5_SET_HEADER = new HeaderMethods(
+            "org.apache.hc.core5.http.HttpMessage", "setHeader", String.class, Object.class);
+    private static final HeaderMethods APACHE4_REQUEST_LINE = new HeaderMethods(
+            "org.apache.http.HttpRequest", "getRequestLine");
+    private static final HeaderMethods APACHE4_LINE_METHOD = new HeaderMethods(
+            "org.apache.http.RequestLine", "getMethod");
+    private static final HeaderMethods APACHE4_LINE_URI = new HeaderMethods("org.apache.http.RequestLine", "getUri");
+    private static final HeaderMethods APACHE4_STATUS_LINE = new HeaderMethods(
+            "org.apache.http.HttpResponse", "getStatusLine");
+    private static final HeaderMethods APACHE4_STATUS_CODE = new HeaderMethods(
+            "org.apache.http.StatusLine", "getStatusCode");
+    private static final HeaderMethods APACHE5_METHOD = new HeaderMethods(
+            "org.apache.hc.core5.http.HttpRequest", "getMethod");
+    private static final HeaderMethods APACHE5_URI = new HeaderMethods("org.apache.hc.core5.http.HttpRequest", "getUri");
+    private static final HeaderMethods APACHE5_CODE = new HeaderMethods(
+            "org.apache.hc.core5.http.HttpResponse", "getCode");
+    private static final HeaderMethods OKHTTP_CALL_REQUEST = new HeaderMethods("okhttp3.Call", "request");
+    private static final HeaderMethods OKHTTP_METHOD = new HeaderMethods("okhttp3.Request", "method");
+    private static final HeaderMethods OKHTTP_URL = new HeaderMethods("okhttp3.Request", "url");
+    private static final HeaderMethods OKHTTP_CODE = new HeaderMethods("okhttp3.Response", "code");
 
     // --- timer: one sample per call, aggregated by the agent ------------------------------
 

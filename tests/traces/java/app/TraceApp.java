@@ -12,6 +12,8 @@
  *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
  *   local             -> local: CODE          trace.Client.local: HttpURLConnection into a
  *                                             JDK HttpServer of this JVM
+ *   clients URL       -> clients: CODES       trace.Clients.run: GET URL with Apache HttpClient
+ *                                             4 and 5 and OkHttp 3 (sync, async); where built
  *   jdbc              -> jdbc: ROWS           trace.Db.run: JDBC on H2 in memory (h2.jar on
  *                                             the class path), an insert prepared before it
  *   pooled URL        -> pooled: ROWS         trace.Db.pooled: JDBC through HikariCP (its jar
@@ -90,6 +92,10 @@ public class TraceApp {
                         break;
                     case "local":
                         System.out.println("local: " + trace.Client.local());
+                        break;
+                    case "clients": // trace.Clients is compiled only where its libraries are
+                        System.out.println("clients: "
+                                + Class.forName("trace.Clients").getMethod("run", String.class).invoke(null, w[1]));
                         break;
                     case "pooled":
                         System.out.println("pooled: " + trace.Db.pooled(pool(w[1])));

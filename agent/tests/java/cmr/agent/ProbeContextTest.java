@@ -24,6 +24,11 @@ public final class ProbeContextTest {
         other[0] = 1;
         SecretKeySpec wrongKey = new SecretKeySpec(other, "HmacSHA256");
         long hi = 0x1234L, lo = 0x5678L, agent = 0xabcL, segment = 0x77L, event = 5;
+        // an outgoing call's URL as its node shows it: no query, fragment or user info
+        check("http://h:8080/a/b".equals(Probe.plainUrl("http://h:8080/a/b?token=s3cret#x")), "url: query cut");
+        check("https://h/p".equals(Probe.plainUrl("https://user:pw@h/p")), "url: user info cut");
+        check("http://h/p@x".equals(Probe.plainUrl("http://h/p@x")), "url: @ in the path kept");
+        check("/rel".equals(Probe.plainUrl("/rel?q")) && Probe.plainUrl(null) == null, "url: relative, null");
         String tp = Probe.traceparent(hi, lo, segment);
         long now = System.currentTimeMillis() / 1000;
         String bare = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ':' + Long.toHexString(event);
