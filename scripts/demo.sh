@@ -75,7 +75,7 @@ echo "running (logs in the work directory; CMR_DEMO_KEEP=1 keeps them)"
 agent="$B/agent/libcmragent.so=bootstrap=$bs,trust.keys=$trust_pub,kafka.fetch.wait.max.ms=5"
 run_start=$(date +%s)
 step "The payment service (a second JVM, HTTP on loopback), with the agent"
-"$JAVA" "-agentpath:$agent,name=payments-demo" -cp "$B/demo/classes" payments.PaymentService "$work/payments.port" \
+"$JAVA" "-agentpath:$agent,name=payments-demo" -cp "$B/demo/classes:/usr/share/java/h2.jar" payments.PaymentService "$work/payments.port" \
     >"$work/payments.out" 2>"$work/payments.log" &
 payments_pid=$!
 pids+=($payments_pid)

@@ -84,8 +84,20 @@ static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
 static const cf_probe anchor_arg_probes[CMR_ANCHOR_MAX_ARG + 1] = {ANCHOR_ARG(0), ANCHOR_ARG(1), ANCHOR_ARG(2),
                                                                    ANCHOR_ARG(3)};
 
+/* A servlet's service(request, response): both objects at entry. */
+static const cf_probe servlet_in_probe = {"http-in",
+                                          {CMR_PROBE_CLASS,
+                                           "httpInServlet",
+                                           "(Ljava/lang/Object;Ljava/lang/Object;J)V",
+                                           3,
+                                           {{CF_PARG_ARG, 0, 0}, {CF_PARG_ARG, 1, 0}, {CF_PARG_METHOD_ID, 0, 0}}},
+                                          CALL("ctxEnd"),
+                                          CALL("ctxEndThrow")};
+
 const cf_probe *cmr_instr_pick_probe(const cmr_instr_pick_t *p)
 {
+    if (p->handoff == CMR_HANDOFF_HTTP_IN_SERVLET)
+        return &servlet_in_probe;
     if (p->handoff == CMR_HANDOFF_NONE && p->sensor == CMR_SENSOR_ANCHOR && p->arg > 0 &&
         p->arg <= CMR_ANCHOR_MAX_ARG + 1)
         return &anchor_arg_probes[p->arg - 1];

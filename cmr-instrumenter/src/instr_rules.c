@@ -207,9 +207,9 @@ static const struct {
     {"okhttp3/Request$Builder", "build", "()Lokhttp3/Request;", CMR_HANDOFF_HTTP_OUT_IN_CALL, CMR_HANDOFF_ARG_THIS},
     /* HTTP in: a servlet's service continues the caller's trace */
     {"jakarta/servlet/http/HttpServlet", "service",
-     "(Ljakarta/servlet/ServletRequest;Ljakarta/servlet/ServletResponse;)V", CMR_HANDOFF_HTTP_IN, 0},
+     "(Ljakarta/servlet/ServletRequest;Ljakarta/servlet/ServletResponse;)V", CMR_HANDOFF_HTTP_IN_SERVLET, 0},
     {"javax/servlet/http/HttpServlet", "service", "(Ljavax/servlet/ServletRequest;Ljavax/servlet/ServletResponse;)V",
-     CMR_HANDOFF_HTTP_IN, 0},
+     CMR_HANDOFF_HTTP_IN_SERVLET, 0},
     /* ... and the JDK's own HTTP server (jdk.httpserver): every exchange passes its filter chain */
     {"com/sun/net/httpserver/Filter$Chain", "doFilter", "(Lcom/sun/net/httpserver/HttpExchange;)V", CMR_HANDOFF_HTTP_IN,
      0},

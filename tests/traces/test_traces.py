@@ -55,11 +55,16 @@ H2_JAR = "/usr/share/java/h2.jar"  # Debian's libh2-java
 CLIENT_JARS = ["/usr/share/java/" + j for j in (
     "httpclient.jar", "httpcore.jar", "commons-logging.jar", "httpclient5.jar", "httpcore5.jar", "httpcore5-h2.jar",
     "slf4j-api.jar", "okhttp.jar", "okio.jar")]
+# the jetty scenario: Debian's libjetty9-java (and javax.servlet 4, libservlet-api-java)
+JETTY_JARS = ["/usr/share/java/" + j for j in (
+    "jetty9-server.jar", "jetty9-servlet.jar", "jetty9-http.jar", "jetty9-io.jar", "jetty9-util.jar",
+    "jetty9-security.jar", "servlet-api.jar")]
 PG_JARS = ["/usr/share/java/postgresql.jar", "/usr/share/java/HikariCP.jar", "/usr/share/java/slf4j-api.jar",
            "/usr/share/java/slf4j-nop.jar"]
 JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.", "com.sun.")
 # the incoming side of HTTP: kept in the application view (a JVM's entry point)
-SERVER_ENTRIES = ("jakarta.servlet.http.HttpServlet.service", "com.sun.net.httpserver.Filter$Chain.doFilter")
+SERVER_ENTRIES = ("jakarta.servlet.http.HttpServlet.service", "com.sun.net.httpserver.Filter$Chain.doFilter",
+                  "javax.servlet.http.HttpServlet.service")
 DEADLINE_S = 120          # per scenario, while instrumentation arrives
 CROSS_JVM_SLACK_NS = 2_000_000  # clocks of two JVMs: wall clock read once per JVM
 
@@ -505,6 +510,39 @@ class Scenarios:
             p.append("%d JVMs, want 2" % tree["jvms"])
         return p + check_common(tree)
 
+    def jetty(self):
+        """Jetty 9 (javax.servlet) in a third JVM: called with Apache HttpClient 4, its
+        servlet's tree hangs under the client's node as a synchronous remote child; a request
+        straight to Jetty is a trace rooted in its servlet with the request's method, path
+        and status."""
+        tree, v, p = self._run("jetty " + self.jetty_url, "jetty:", "trace.Clients.jetty")
+        if p:
+            return p
+        javax = "javax.servlet.http.HttpServlet.service"
+        servlet = ("javax.servlet.http.HttpServlet.service", False, [
+            ("jetty.JettyService$StockServlet.doGet", False, [("jetty.JettyService$Stock.level", False, [])])])
+        p = expect_shape(v, [("Clients.jetty", False, [("Clients.clients", False, []), ("Clients.apache4", False, [
+            ("org.apache.http.impl.client.InternalHttpClient.doExecute", False, [servlet])])])])
+        for n, parent in walk(tree["roots"][0]):
+            if n["method"].startswith(javax):
+                if n["agent_id"] != self.jetty_agent or not n.get("remote") or n["async"]:
+                    p.append("Jetty's servlet on %s remote=%s async=%s" % (n["agent_id"], n.get("remote"), n["async"]))
+                if not n["thread"].startswith("qtp"):
+                    p.append("Jetty's servlet on thread %s" % n["thread"])
+        if tree["jvms"] != 2:
+            p.append("%d JVMs, want 2" % tree["jvms"])
+        p += check_common(tree)
+        since = time.time_ns()
+        with urllib.request.urlopen(self.jetty_url + "?item=x", timeout=30) as r:
+            r.read()
+        direct = self.ingest.complete_trace(since, root=javax)
+        if not direct:
+            return p + ["no complete trace rooted in Jetty's servlet"]
+        http = direct.get("http") or {}
+        if (http.get("method"), http.get("path"), http.get("status")) != ("GET", "/stock/check", 200):
+            p.append("the direct request's HTTP data %s, want GET /stock/check 200" % http)
+        return p
+
     def pooled(self):
         """JDBC through HikariCP on a real PostgreSQL server: the pool's getConnection is a
         node (the wait for a connection), each statement one node of the pool's proxy with its
@@ -630,6 +668,9 @@ class Scenarios:
         if p:
             return p
         p = expect_shape(v, [self._servlet(False)])
+        http = tree.get("http") or {}
+        if (http.get("method"), http.get("path"), http.get("status")) != ("GET", "/orders/check", 200):
+            p.append("the trace's HTTP data %s, want GET /orders/check 200" % http)
         return p + check_common(tree)
 
     def running(self):
@@ -749,6 +790,7 @@ def main():
     ap = argparse.ArgumentParser()
     for a in ("broker", "config", "instrumenter", "ingest", "java", "agent", "app", "webapp", "environment"):
         ap.add_argument("--" + a, required=True)
+    ap.add_argument("--jetty", help="the compiled Jetty service (the jetty scenario)")
     ap.add_argument("--only", help="comma-separated scenarios")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = ap.parse_args()
@@ -809,6 +851,17 @@ def main():
                                  "-cp", TC_HOME + "/bin/bootstrap.jar:" + TC_HOME + "/bin/tomcat-juli.jar",
                                  "org.apache.catalina.startup.Bootstrap", "start"], work)
         procs.append(tomcat)
+        jetty = None
+        jetty_ok = clients_ok and args.jetty and all(os.path.isfile(j) for j in JETTY_JARS) and \
+            os.path.isfile(os.path.join(args.jetty, "trace", "jetty", "JettyService.class"))
+        if jetty_ok:
+            jetty_port_file = os.path.join(work, "jetty.port")
+            jetty = Proc("jetty", [args.java, "-agentpath:%s=%s,name=trace-jetty" % (args.agent, agent_opts),
+                                   "-cp", args.jetty + ":" + ":".join(JETTY_JARS), "trace.jetty.JettyService",
+                                   jetty_port_file], work)
+            procs.append(jetty)
+        else:
+            log("the jetty scenario is skipped: Jetty 9, javax.servlet or an HTTP client library is missing")
         # the scenarios' classes load now, so that they are instrumented while Tomcat starts
         app.send("load trace.Nested trace.Pool trace.Threads trace.Chain trace.Sum trace.Client trace.Slow "
                  "trace.Leaf trace.Db" + (" org.h2.Driver org.h2.jdbc.JdbcConnection org.h2.jdbc.JdbcStatement "
@@ -837,10 +890,21 @@ def main():
         if not ids["app"] or not ids["tc"]:
             raise RuntimeError("no agent_id in the agents' logs")
         s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
+        if jetty:
+            for _ in range(600):
+                if os.path.exists(jetty_port_file) or jetty.p.poll() is not None:
+                    break
+                time.sleep(0.1)
+            if not os.path.exists(jetty_port_file):
+                raise RuntimeError("Jetty did not start (see its log)")
+            s.jetty_url = "http://127.0.0.1:%s/stock/check" % open(jetty_port_file).read().strip()
+            jetty.wait_log(r"event=agent\.configured", 120)
+            with open(jetty.logpath) as f:
+                s.jetty_agent = re.search(r"agent_id=([0-9a-f]{16})", f.read()).group(1)
         s.pg_url = pg.url if pg else None
         names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
-            (["pooled"] if pg else []) + (["clients"] if clients_ok else [])
+            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty"] if jetty else [])
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

@@ -113,6 +113,38 @@ try {
     await shot(page, name);
   }
 
+  // ---- a call's own data: the payment service's JDBC call shows its SQL (literals
+  // masked) next to the method, and the tree's search finds it by its SQL
+  step = 'sql';
+  say(step);
+  let sqlTrace = null;
+  for (const t of list.traces.filter((x) => x.complete && x.jvms === 2).slice(0, 20)) {
+    const full = await api(`/api/traces/${t.trace_id}`);
+    const walk = (n) => (n.attributes && n.attributes['db.statement']) || (n.children || []).map(walk).find((x) => x);
+    const sql = full.roots.map(walk).find((x) => x);
+    if (sql) {
+      sqlTrace = {id: t.trace_id, sql};
+      break;
+    }
+  }
+  check(sqlTrace !== null, 'a checkout trace has a JDBC call with its SQL');
+  if (sqlTrace) {
+    check(
+        sqlTrace.sql === 'insert into payments(order_id, amount, approved) values (?, ?, ?)',
+        `the SQL is masked (${sqlTrace.sql})`);
+    await visit(page, `#/trace/${sqlTrace.id}`);
+    await page.getByPlaceholder('Find a method, SQL or URL…').fill('insert into payments');
+    const row = page.locator('.tr-row', {hasText: 'insert into payments'}).first();
+    await row.waitFor();
+    check(
+        (await row.locator('.tr-attr').textContent()).startsWith('insert into payments'), 'the JDBC row shows its SQL');
+    await row.click();
+    check(
+        (await page.locator('.tr-detail').textContent()).includes(sqlTrace.sql),
+        'the selected JDBC call\'s SQL is shown in full');
+    await shot(page, 'trace-sql');
+  }
+
   // ---- metrics: the top transaction of the API is in the table
   step = 'metrics';
   say(step);

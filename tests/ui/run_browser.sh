@@ -67,7 +67,7 @@ pids+=($!)
 ui_port=$(port_of "$work/ui.log" 200 ui.listening)
 
 agent="$B/agent/libcmragent.so=bootstrap=$bs,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5"
-"$JAVA" "-agentpath:$agent,name=payments-ui" -cp "$B/demo/classes" payments.PaymentService "$work/payments.port" \
+"$JAVA" "-agentpath:$agent,name=payments-ui" -cp "$B/demo/classes:/usr/share/java/h2.jar" payments.PaymentService "$work/payments.port" \
     >"$work/payments.out" 2>"$work/payments.log" &
 pids+=($!)
 for _ in $(seq 300); do [ -s "$work/payments.port" ] && break; sleep 0.1; done

@@ -60,6 +60,9 @@ typedef enum cmr_instr_handoff {
     CMR_HANDOFF_HTTP_CALL_VOID,   /* the same for a call that returns no response: httpCallEnd */
     CMR_HANDOFF_HTTP_OUT_IN_CALL, /* entry: httpOutInCall(builder): the request built inside
                                    * a client's call carries the context */
+    CMR_HANDOFF_HTTP_IN_SERVLET,  /* httpInServlet(request, response) at entry (parameters 0
+                                   * and 1), ctxEnd / ctxEndThrow: a servlet's service, its
+                                   * response's status at the end */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

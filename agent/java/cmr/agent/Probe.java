@@ -92,6 +92,7 @@ public final class Probe {
         long ctxStack;   // one bit per open ctxBegin: did it open a segment?
         long ctxSite;    // the hand-off node ctxBegin opened (ctxEnd closes that one)
         Object request;  // the incoming request the open segment began with (httpIn)
+        Object response; // and its response, for a servlet's (httpInServlet)
         long sqlStack;   // one bit per open sqlEnter: did it open a JDBC node?
         int sqlDepth;    // JDBC nodes open (a pool's proxy calls the driver: one node)
         String preparing; // the SQL of the prepareStatement / prepareCall running here
@@ -465,6 +466,7 @@ public final class Probe {
         }
         if (d == 1) {
             r.request = null;
+            r.response = null;
             r.notRecorded = 0;
         }
     }
@@ -537,7 +539,7 @@ public final class Probe {
         boolean opened = (r.ctxStack & 1) != 0;
         r.ctxStack >>>= 1;
         if (opened && r.request != null && r.depth == 1) // the incoming request's answer
-            data(r, DATA_HTTP_STATUS, responseStatus(r.request));
+            data(r, DATA_HTTP_STATUS, responseStatus(r.response != null ? r.response : r.request));
         if (opened) // ctxEnd may run in another method than ctxBegin (afterExecute)
             leave(r, kind, r.ctxSite);
     }
@@ -584,11 +586,13 @@ public final class Probe {
         }
     }
 
-    /** The status an HttpExchange answered with (the JDK's server); null when unknown (a
-     *  servlet's request does not name its response). */
+    /** The status a servlet's response or an HttpExchange (the JDK's server) answered
+     *  with; null when unknown. */
     private static String responseStatus(Object request) {
         try {
-            Method m = EXCHANGE_STATUS.of(request.getClass());
+            Method m = SERVLET_STATUS.of(request.getClass());
+            if (m == null)
+                m = EXCHANGE_STATUS.of(request.getClass());
             Object code = m == null ? null : m.invoke(request);
             return code instanceof Integer && (Integer) code > 0 ? code.toString() : null;
         } catch (Throwable e) {
@@ -1011,6 +1015,15 @@ public final class Probe {
                 // unreadable request: no data
             }
         }
+    }
+
+    /** Around a servlet's service(request, response): as httpIn, and the response's status
+     *  is the transaction's when the segment ends. */
+    public static void httpInServlet(Object request, Object response, long siteId) {
+        httpIn(request, siteId);
+        Ring r = RINGS.get();
+        if (r != null && r.depth == 1 && r.request == request)
+            r.response = response;
     }
 
     /** A request header: HttpServletRequest.getHeader, or for the JDK's HttpServer
@@ -1565,6 +1578,8 @@ public final class Probe {
             "com.sun.net.httpserver.HttpExchange", "getRequestMethod");
     private static final HeaderMethods EXCHANGE_URI = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getRequestURI");
+    private static final HeaderMethods SERVLET_STATUS = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletResponse|javax.servlet.http.HttpServletResponse", "getStatus");
     private static final HeaderMethods EXCHANGE_STATUS = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getResponseCode");
 }

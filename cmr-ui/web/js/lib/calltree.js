@@ -5,7 +5,7 @@
 //   visibleRows(flat, open)     the rows shown when the nodes with open[i] set are expanded
 //   criticalPath(flat)          from each root, the child with the largest total, down to a leaf
 //   ancestors / reveal          to open the way to a node
-//   findMatches(flat, text)     nodes whose method or SQL contains text (case-insensitive)
+//   findMatches(flat, text)     nodes whose method, SQL or URL contains text (case-insensitive)
 //   frameTree(trace)            { name, total, self, count, children } for the flame graph
 //   mergeFrameTrees(trees)      the same for many traces: one frame per call path
 //
@@ -131,8 +131,9 @@ export function findMatches(flat, text) {
   const out = [];
   for (let i = 0; i < flat.n; i++) {
     const n = flat.nodes[i];
-    const sql = (n.attributes && n.attributes['db.statement']) || '';
-    if ((n.method || '').toLowerCase().includes(q) || sql.toLowerCase().includes(q)) out.push(i);
+    const a = n.attributes || {};
+    const attr = `${a['db.statement'] || ''} ${a['url.full'] || ''}`.toLowerCase();
+    if ((n.method || '').toLowerCase().includes(q) || attr.includes(q)) out.push(i);
   }
   return out;
 }

@@ -287,7 +287,9 @@ class TreePanel {
   init() {
     this.el.append(this.toolbar());
     this.viewport = h('div', {class: `tr-tree-list${this.flat.hasWait ? ' has-wait' : ''}`, tabindex: 0});
-    this.el.append(this.viewport);
+    // the selected call's own data in full (a row has room for the start of it only)
+    this.detail = h('div', {class: 'tr-detail', hidden: true});
+    this.el.append(this.viewport, this.detail);
     if (!this.flat.n) {
       this.viewport.append(notice('empty', 'This trace has no calls.'));
       return;
@@ -308,7 +310,7 @@ class TreePanel {
   toolbar() {
     this.searchInput = h('input', {
       type: 'search',
-      placeholder: 'Find a method…',
+      placeholder: 'Find a method, SQL or URL…',
       class: 'tr-search',
       oninput: () => this.scheduleSearch(),
       onkeydown: (ev) => this.onSearchKey(ev),
@@ -354,7 +356,7 @@ class TreePanel {
       toggle: span('tr-toggle'),
       name: span('tr-name'),
       cls: span('tr-cls'),
-      sql: span('tr-sql mono'),
+      attr: span('tr-attr mono'),
       badges: span('tr-badges'),
       total: span('num mono'),
       self: span('num mono'),
@@ -366,7 +368,7 @@ class TreePanel {
       act: h('button', {type: 'button', class: 'tr-act', title: 'actions', 'aria-label': 'actions'}, '⋯'),
     };
     r.cells = c;
-    const method = h('span', {class: 'tr-method'}, c.indent, c.toggle, c.name, c.cls, c.sql, c.badges);
+    const method = h('span', {class: 'tr-method'}, c.indent, c.toggle, c.name, c.cls, c.attr, c.badges);
     append(r, [
       method, c.total, c.self, c.wait, h('span', {class: 'tr-bar'}, c.bar, c.pct), c.thread, c.jvm,
       h('span', {class: 'tr-actcell'}, c.act)
@@ -389,9 +391,9 @@ class TreePanel {
     c.toggle.textContent = hasChildren(f, i) ? (this.open[i] ? '▾' : '▸') : '';
     c.name.textContent = n.method ? m.short : kindLabel(n.kind);
     c.cls.textContent = m.cls;
-    const sql = (n.attributes && n.attributes['db.statement']) || '';
-    c.sql.textContent = sql;
-    c.sql.title = sql ? `SQL (literals masked): ${sql}` : '';
+    const [attr, , attrTitle] = callAttributes(n);
+    c.attr.textContent = attr;
+    c.attr.title = attrTitle;
     r.title = n.method || '';
     this.renderBadges(c.badges, i);
     c.total.textContent = fmt.ns(f.total[i]);
@@ -473,11 +475,24 @@ class TreePanel {
     if (!this.list) return;
     if (scroll && reveal(this.flat, this.open, i)) this.relayout();
     this.selected = i;
+    this.showDetail(i);
     if (scroll) {
       const k = this.rowIndexOf(i);
       if (k >= 0) this.list.scrollToIndex(k, 'center');
     }
     this.list.refresh();
+  }
+
+  // The selected call's attributes under the list (hidden when it has none).
+  showDetail(i) {
+    const [text, what] = i >= 0 ? callAttributes(this.flat.nodes[i]) : ['', ''];
+    this.detail.hidden = !text;
+    if (text) {
+      const m = fmt.method(this.flat.nodes[i].method);
+      append(
+          clear(this.detail),
+          [h('span', {class: 'tr-detail-what'}, `${m.short}: ${what}`), h('span', {class: 'mono'}, text)]);
+    }
   }
 
   // ---- mouse and keys ----
@@ -692,4 +707,21 @@ class RawPanel {
           h('span', {class: 'muted'}, 'what this page shows, as GET /api/traces/<id> answers')),
     );
   }
+}
+
+// What a call's own attributes say, in one line, what that is, and a tooltip: a JDBC
+// call's SQL, an outgoing HTTP call's method, URL and status ('' when it has none).
+function callAttributes(n) {
+  const a = n.attributes;
+  if (!a) return ['', '', ''];
+  if (a['db.statement']) {
+    const what = 'SQL (literals masked)';
+    return [a['db.statement'], what, `${what}: ${a['db.statement']}`];
+  }
+  if (a['url.full']) {
+    const status = a['http.response.status_code'] ? ` → ${a['http.response.status_code']}` : '';
+    const text = `${a['http.request.method'] || ''} ${a['url.full']}${status}`.trim();
+    return [text, 'outgoing HTTP call', `outgoing HTTP call: ${text}`];
+  }
+  return ['', '', ''];
 }

@@ -14,6 +14,8 @@
  *                                             JDK HttpServer of this JVM
  *   clients URL       -> clients: CODES       trace.Clients.run: GET URL with Apache HttpClient
  *                                             4 and 5 and OkHttp 3 (sync, async); where built
+ *   jetty URL         -> jetty: CODE          trace.Clients.jetty: GET URL (Jetty's servlet)
+ *                                             with Apache HttpClient 4
  *   jdbc              -> jdbc: ROWS           trace.Db.run: JDBC on H2 in memory (h2.jar on
  *                                             the class path), an insert prepared before it
  *   pooled URL        -> pooled: ROWS         trace.Db.pooled: JDBC through HikariCP (its jar
@@ -96,6 +98,10 @@ public class TraceApp {
                     case "clients": // trace.Clients is compiled only where its libraries are
                         System.out.println("clients: "
                                 + Class.forName("trace.Clients").getMethod("run", String.class).invoke(null, w[1]));
+                        break;
+                    case "jetty": // a GET with Apache HttpClient 4 into the Jetty JVM
+                        System.out.println("jetty: "
+                                + Class.forName("trace.Clients").getMethod("jetty", String.class).invoke(null, w[1]));
                         break;
                     case "pooled":
                         System.out.println("pooled: " + trace.Db.pooled(pool(w[1])));

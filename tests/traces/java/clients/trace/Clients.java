@@ -19,6 +19,12 @@ public class Clients {
         return apache4(url) + " " + apache5(url) + " " + okhttpSync(url) + " " + okhttpAsync(url);
     }
 
+    /** jetty(url): one GET with Apache HttpClient 4 (the jetty scenario: url is Jetty's). */
+    public static int jetty(String url) throws Exception {
+        clients();
+        return apache4(url);
+    }
+
     private static synchronized void clients() {
         if (apache4 == null) {
             apache4 = org.apache.http.impl.client.HttpClients.createDefault();

@@ -1,0 +1,56 @@
+package trace.jetty;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import javax.servlet.http.HttpServlet;
+import javax.servlet.http.HttpServletRequest;
+import javax.servlet.http.HttpServletResponse;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.servlet.ServletContextHandler;
+
+/** The trace tests' Jetty 9 service (a third JVM): GET /stock/check answers "stock N"
+ *  through StockServlet.doGet -> Stock.level (javax.servlet, as Jetty 9 has it).
+ *
+ *    java trace.jetty.JettyService PORT_FILE   (binds a free loopback port, writes it to
+ *                                              PORT_FILE, serves until the JVM is stopped)
+ *  Compiled only where Debian's libjetty9-java is installed (tests/traces/CMakeLists.txt). */
+public class JettyService {
+    public static void main(String[] args) throws Exception {
+        Server server = new Server();
+        ServerConnector http = new ServerConnector(server);
+        http.setHost("127.0.0.1");
+        http.setPort(0);
+        server.addConnector(http);
+        ServletContextHandler context = new ServletContextHandler();
+        context.setContextPath("/stock");
+        context.addServlet(StockServlet.class, "/check");
+        server.setHandler(context);
+        server.start();
+        Path tmp = Path.of(args[0] + ".tmp");
+        Files.writeString(tmp, Integer.toString(http.getLocalPort()));
+        Files.move(tmp, Path.of(args[0]));
+        server.join();
+    }
+
+    public static class StockServlet extends HttpServlet {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            long n = Stock.level(req.getParameter("item"));
+            resp.setContentType("text/plain");
+            resp.getWriter().print("stock " + n);
+        }
+    }
+
+    static class Stock {
+        static long level(String item) {
+            long until = System.nanoTime() + 1_000_000, x = item == null ? 7 : item.hashCode();
+            while (System.nanoTime() < until)
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            return x & 0xff;
+        }
+    }
+}
