@@ -14,7 +14,8 @@
  *     FORK event (async). A segment of another JVM under a call is remote: the callee of
  *     a remote call (HTTP). It is synchronous (not async) when its duration fits within
  *     the caller's (a skewed clock shifts an interval, it does not stretch it): the
- *     caller waited for it. A foreign parent (agent 0, event_seq -1) hangs under a
+ *     caller waited for it; so is any remote child of an HTTP client library's call node
+ *     (one with a url.full attribute), which returns with the response. A foreign parent (agent 0, event_seq -1) hangs under a
  *     "remote caller" node; a parent that has not arrived under a "missing" node.
  *     Call attributes (a JDBC call's SQL) go to the call whose ENTER they name; one that
  *     names no recorded call of its segment is left out.
@@ -336,6 +337,17 @@ static bool remote_sync(const cmr_tree_node_t *caller, const cmr_tree_node_t *ch
     return child->end_ns - child->start_ns <= caller->end_ns - caller->start_ns;
 }
 
+/* Whether x is an HTTP client library's call (it has a url.full attribute: Probe.httpCall):
+ * it returns with the response, so the callee under it was waited for, however long the
+ * callee's method ran on after answering (closing the exchange on a loaded machine). */
+static bool client_call(const cmr_tree_t *t, const cmr_tree_node_t *x)
+{
+    for (uint32_t a = 0; a < x->nattrs; a++)
+        if (!strcmp(t->names[t->attrs[x->attrs + a].key], CMR_NODE_ATTR_URL))
+            return true;
+    return false;
+}
+
 /* Hangs a segment's top-level calls under parent (CMR_NODE_NONE: as roots). remote: the
  * parent is a call in another JVM; such a child is async only when it was not waited for. */
 static void move_tops(cmr_tree_t *t, seg_t *s, uint32_t parent, bool async, bool remote)
@@ -345,7 +357,8 @@ static void move_tops(cmr_tree_t *t, seg_t *s, uint32_t parent, bool async, bool
         uint32_t next = t->nodes[n].next_sibling;
         bool r = remote && parent != CMR_NODE_NONE;
         t->nodes[n].remote = r;
-        t->nodes[n].async = async && !(r && remote_sync(&t->nodes[parent], &t->nodes[n]));
+        t->nodes[n].async =
+            async && !(r && (client_call(t, &t->nodes[parent]) || remote_sync(&t->nodes[parent], &t->nodes[n])));
         if (parent == CMR_NODE_NONE) {
             t->nodes[n].parent = CMR_NODE_NONE;
             t->nodes[n].next_sibling = t->first_root;
@@ -609,6 +622,7 @@ int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *t)
         i = j;
     }
     t->segments = (uint32_t)nsegs;
+    index_attrs(t); /* before the links: a client call's callee is synchronous (move_tops) */
     bool missing = false, ended = true, root = false;
     for (size_t i = 0; i < nsegs; i++) {
         if (link_segment(t, segs, nsegs, &segs[i], &missing) != 0)
@@ -620,7 +634,6 @@ int cmr_tree_build(const cmr_ingest_batch_t *batches, size_t n, cmr_tree_t *t)
     if (count_agents_threads(t, segs, nsegs) != 0)
         goto out;
     t->complete = ended && root && !missing && t->gaps == 0;
-    index_attrs(t);
     rc = finish(t);
 out:
     for (size_t i = 0; i < nsegs; i++)

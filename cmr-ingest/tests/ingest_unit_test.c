@@ -406,6 +406,58 @@ static void test_remote_sync_wait(void **state)
         synth_seg_free(&segs[i]);
 }
 
+/* An HTTP client library's call node (it has a url.full attribute) returns with the
+ * response: the callee under it was waited for even when its method ran on longer (closing
+ * the exchange on a loaded machine), so it is synchronous and the wait is what overlaps the
+ * call. The same callee under a plain call that it outlasts is async, as before. */
+static void test_remote_client_call_outlasted(void **state)
+{
+    (void)state;
+    for (int with_url = 0; with_url < 2; with_url++) {
+        uint8_t tid[16];
+        synth_trace_id(110 + (uint64_t)with_url, tid);
+        synth_seg_t segs[2];
+        synth_seg_t *p = &segs[0];
+        synth_seg_init(p, tid, A1, 60, 1, "pricing", NULL);
+        synth_enter(p, M_MAIN, T0);                 /* seq 0 */
+        synth_enter(p, M_A, T0 + 1000000);          /* seq 1: the client's call */
+        int64_t fork = synth_fork(p, T0 + 1100000); /* seq 2 */
+        synth_exit(p, M_A, T0 + 4000000);           /* response after 3 ms */
+        synth_exit(p, M_MAIN, T0 + 5000000);
+        synth_seg_t *r = &segs[1];
+        cmr_parent_link_t link = {(int64_t)A1, 60, fork};
+        synth_seg_init(r, tid, A2, 61, 7, "price-worker", &link);
+        synth_enter(r, M_HANDLER, T0 + 2000000);
+        synth_exit(r, M_HANDLER, T0 + 7000000); /* 5 ms: it outlasts the call */
+        stream_t st = {0};
+        stream_add(&st, &segs[0], 16);
+        stream_add(&st, &segs[1], 16);
+        cmr_node_attr_t url[] = {{1, CMR_NODE_ATTR_URL, "http://127.0.0.1:1/price"}};
+        if (with_url)
+            st.msgs[0][0].node_attrs = (cmr_node_attrs_t){url, 1};
+        stream_flatten(&st);
+        cmr_tree_t t;
+        assert_int_equal(cmr_tree_build(st.flat, st.nflat, &t), 0);
+        const cmr_tree_node_t *m = child(&t, NULL, 0), *call = child(&t, m, 0), *callee = child(&t, call, 0);
+        assert_int_equal(call->method_id, M_A);
+        assert_int_equal(callee->method_id, M_HANDLER);
+        assert_true(callee->remote);
+        if (with_url) {
+            assert_false(callee->async);
+            assert_int_equal(call->wait_ns, 2000000); /* [2 ms, 4 ms]: clipped to the call */
+            assert_int_equal(call->self_ns, 1000000);
+        } else {
+            assert_true(callee->async);
+            assert_int_equal(call->wait_ns, 0);
+        }
+        cmr_tree_free(&t);
+        st.msgs[0][0].node_attrs = (cmr_node_attrs_t){NULL, 0};
+        stream_free(&st);
+        synth_seg_free(&segs[0]);
+        synth_seg_free(&segs[1]);
+    }
+}
+
 /* Three remote calls from one call, two of them at once: their union counts once. */
 static void test_remote_overlap_union(void **state)
 {
@@ -3623,6 +3675,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tree_json_stream),
         cmocka_unit_test(test_across_threads_and_jvms),
         cmocka_unit_test(test_remote_sync_wait),
+        cmocka_unit_test(test_remote_client_call_outlasted),
         cmocka_unit_test(test_remote_overlap_union),
         cmocka_unit_test(test_remote_clock_skew_clipped),
         cmocka_unit_test(test_fork_in_jvm_not_subtracted),

@@ -23,6 +23,11 @@ within its parent in time.
   malformed unparsable trace headers are ignored: served, a trace of its own
   plain     a request without headers starts a trace in Tomcat
   running   a root call still running is visible (running), and complete later
+  jdbc      JDBC on H2: one node per statement with its SQL, literals masked
+  pooled    JDBC through HikariCP on a PostgreSQL server the test starts
+  clients   Apache HttpClient 4 and 5 and OkHttp 3 (sync, async) into Tomcat: nodes with
+            method, URL and status, the servlet's tree under each
+  jetty     Jetty 9 in a third JVM, called with Apache HttpClient 4, and directly
 
 The JDK's hand-off points are instrumented by cmr-instrumenter while the JVMs run, so a
 scenario is repeated until its tree is right (bounded), then once more, which must be right
@@ -34,23 +39,17 @@ import argparse
 import glob
 import json
 import os
-import queue
-import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
 import urllib.request
 
-TC_HOME = "/usr/share/tomcat10"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, crashes, free_port, log,  # noqa: E402
+                      show_tails, tomcat_base, walk)
+
 H2_JAR = "/usr/share/java/h2.jar"  # Debian's libh2-java
-# the pooled scenario: Debian's postgresql, libpostgresql-jdbc-java, libhikaricp-java (and
-# the SLF4J API HikariCP logs through, from libslf4j-java)
 # the clients scenario: Debian's libhttpclient-java, libhttpclient5-java, libokhttp-java
 CLIENT_JARS = ["/usr/share/java/" + j for j in (
     "httpclient.jar", "httpcore.jar", "commons-logging.jar", "httpclient5.jar", "httpcore5.jar", "httpcore5-h2.jar",
@@ -59,6 +58,8 @@ CLIENT_JARS = ["/usr/share/java/" + j for j in (
 JETTY_JARS = ["/usr/share/java/" + j for j in (
     "jetty9-server.jar", "jetty9-servlet.jar", "jetty9-http.jar", "jetty9-io.jar", "jetty9-util.jar",
     "jetty9-security.jar", "servlet-api.jar")]
+# the pooled scenario: Debian's postgresql, libpostgresql-jdbc-java, libhikaricp-java (and
+# the SLF4J API HikariCP logs through, from libslf4j-java)
 PG_JARS = ["/usr/share/java/postgresql.jar", "/usr/share/java/HikariCP.jar", "/usr/share/java/slf4j-api.jar",
            "/usr/share/java/slf4j-nop.jar"]
 JDK_PREFIXES = ("java.", "jdk.", "sun.", "javax.", "jakarta.", "com.sun.")
@@ -68,111 +69,6 @@ SERVER_ENTRIES = ("jakarta.servlet.http.HttpServlet.service", "com.sun.net.https
 DEADLINE_S = 120          # per scenario, while instrumentation arrives
 CROSS_JVM_SLACK_NS = 2_000_000  # clocks of two JVMs: wall clock read once per JVM
 
-
-def log(*a):
-    print(*a, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class Proc:
-    """A child process with its output in a file (or, for `interactive`, on a pipe)."""
-
-    def __init__(self, name, argv, work, interactive=False, env=None):
-        self.name = name
-        self.logpath = os.path.join(work, name + ".log")
-        self.logf = open(self.logpath, "w")
-        self.lines = queue.Queue()
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE if interactive else self.logf,
-                                  stderr=self.logf, text=True, env=env, start_new_session=True)
-        if interactive:
-            threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.p.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def send(self, cmd, expect, timeout=60):
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
-        end = time.time() + timeout
-        while time.time() < end:
-            try:
-                line = self.lines.get(timeout=max(0.1, end - time.time()))
-            except queue.Empty:
-                break
-            if line is None:
-                raise RuntimeError("%s ended while waiting for %r" % (self.name, expect))
-            if line.startswith(expect):
-                return line
-            if line.startswith("error:") or line.startswith("unknown"):
-                raise RuntimeError("%s: %s" % (self.name, line))
-        raise RuntimeError("%s: no %r within %ds" % (self.name, expect, timeout))
-
-    def wait_log(self, pattern, timeout=60):
-        end = time.time() + timeout
-        rx = re.compile(pattern)
-        while time.time() < end:
-            with open(self.logpath) as f:
-                m = rx.search(f.read())
-            if m:
-                return m
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise RuntimeError("%s: no /%s/ in its log within %ds (exit %s)" % (self.name, pattern, timeout, self.p.poll()))
-
-    def stop(self, timeout=30):
-        if self.p.poll() is None:
-            try:
-                os.killpg(self.p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.p.pid, signal.SIGKILL)
-                self.p.wait()
-        self.logf.close()
-
-
-# --- the ingest API -----------------------------------------------------------------------
-
-class Ingest:
-    def __init__(self, port):
-        self.base = "http://127.0.0.1:%d" % port
-
-    def get(self, path, **q):
-        url = self.base + path + ("?" + urllib.parse.urlencode(q) if q else "")
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return json.load(r)
-
-    def traces(self, **q):
-        return self.get("/api/traces", **q)["traces"]
-
-    def trace(self, tid):
-        return self.get("/api/traces/" + tid)
-
-    def complete_trace(self, since_ns, timeout=4, **q):
-        """The newest complete trace that started after since_ns and matches q."""
-        end = time.time() + timeout
-        while time.time() < end:
-            for t in self.traces(**({"from": str(since_ns), "limit": "20"} | q)):
-                if t["complete"]:
-                    return self.trace(t["trace_id"])
-            time.sleep(0.2)
-        return None
-
-
-# --- trees --------------------------------------------------------------------------------
 
 def short(method):
     """'trace.Nested.a()V' -> 'Nested.a'; JDK methods keep their package."""
@@ -206,12 +102,6 @@ def shape(nodes):
     """Comparable shape: (name, async, [children]) with children in order."""
     return [(short(n["method"]) if n["kind"] == "call" else "(" + n["kind"] + ")", n["async_"],
              shape(n["children_view"])) for n in nodes]
-
-
-def walk(node, parent=None):
-    yield node, parent
-    for c in node.get("children", []):
-        yield from walk(c, node)
 
 
 def within(n, p, is_async):
@@ -734,58 +624,6 @@ def until_right(name, fn):
 
 # --- set-up -------------------------------------------------------------------------------
 
-class Postgres:
-    """A PostgreSQL server of Debian's in a temporary directory, on a free loopback port,
-    trust authentication, no fsync; as the postgres user when run as root (the server
-    refuses root). None of it outlives stop()."""
-    def __init__(self):
-        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-        if not bins:
-            raise FileNotFoundError("no initdb (Debian's postgresql)")
-        self.bin = os.path.dirname(bins[-1])
-        self.dir = tempfile.mkdtemp(prefix="cmr-pg-")
-        self.as_user = []
-        if os.geteuid() == 0:
-            shutil.chown(self.dir, "postgres", "postgres")
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self.port = free_port()
-        data = os.path.join(self.dir, "data")
-        self._run("initdb", "-D", data, "-A", "trust", "-U", "cmr", "-E", "UTF8", "--no-sync")
-        self._run("pg_ctl", "-D", data, "-l", os.path.join(self.dir, "log"), "-w", "-t", "60", "-o",
-                  "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (self.port, self.dir), "start")
-        self.url = "jdbc:postgresql://127.0.0.1:%d/postgres?user=cmr" % self.port
-
-    def _run(self, tool, *a):
-        subprocess.run(self.as_user + [os.path.join(self.bin, tool)] + list(a), check=True, timeout=120,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-
-    def stop(self):
-        try:
-            self._run("pg_ctl", "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w", "stop")
-        except (subprocess.SubprocessError, OSError) as e:
-            log("PostgreSQL did not stop: %s" % e)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def tomcat_base(work, webapp, port):
-    b = os.path.join(work, "tomcat")
-    for d in ("conf", "logs", "temp", "work", "webapps"):
-        os.makedirs(os.path.join(b, d), exist_ok=True)
-    conf = "/etc/tomcat10" if os.path.isfile("/etc/tomcat10/server.xml") else "/var/lib/tomcat10/conf"
-    for f in os.listdir(conf):
-        src = os.path.join(conf, f)
-        if os.path.isfile(src):
-            shutil.copy(src, os.path.join(b, "conf", f))
-    with open(os.path.join(b, "conf", "server.xml")) as f:
-        x = f.read()
-    x = x.replace('<Connector port="8080"', '<Connector address="127.0.0.1" port="%d"' % port)
-    x = re.sub(r'<Server port="[0-9-]*"', '<Server port="-1"', x)
-    with open(os.path.join(b, "conf", "server.xml"), "w") as f:
-        f.write(x)
-    os.symlink(webapp, os.path.join(b, "webapps", "orders"))
-    return b
-
-
 def main():
     ap = argparse.ArgumentParser()
     for a in ("broker", "config", "instrumenter", "ingest", "java", "agent", "app", "webapp", "environment"):
@@ -804,29 +642,9 @@ def main():
     pg = None
     ok = False
     try:
-        boot_file = os.path.join(work, "bootstrap")
-        procs.append(Proc("broker", [args.broker, "--bootstrap-file", boot_file], work))
-        for _ in range(100):
-            if os.path.exists(boot_file) and open(boot_file).read().strip():
-                break
-            time.sleep(0.1)
-        bs = open(boot_file).read().strip()
-        # this run's command signing key pair: the workers sign with it, the agents pin it
-        subprocess.run([args.config, "keygen", "--dir", work, "--name", "cmr"], check=True, timeout=60,
-                       stdout=subprocess.DEVNULL)
-        signing = "trust.signing_key=" + os.path.join(work, "cmr.key")
-        subprocess.run([args.config, "--bootstrap", bs, "--log-level", "warn", "apply", args.environment],
-                       check=True, timeout=60)
-        procs.append(Proc("config", [args.config, "--bootstrap", bs, "-X", signing, "run"], work))
-        procs.append(Proc("instrumenter", [args.instrumenter, "--bootstrap", bs, "-X", signing, "--db",
-                                           os.path.join(work, "instrumenter"), "run"], work))
-        ingest = Proc("ingest", [args.ingest, "--bootstrap", bs, "--store", os.path.join(work, "store"),
-                                 "--http-port", "0", "--log-level", "info", "run"], work)
-        procs.append(ingest)
-        port = int(ingest.wait_log(r"event=ingest\.http_listening .*port=(\d+)").group(1))
-        api = Ingest(port)
-
-        agent_opts = "bootstrap=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5" % (bs, os.path.join(work, "cmr.pub"))
+        stack = Stack(work, args.broker, args.config, args.instrumenter, args.ingest, args.environment)
+        procs.extend(stack.procs)
+        api, agent_opts = stack.api, stack.agent_opts
         app_cp = args.app + (":" + H2_JAR if os.path.isfile(H2_JAR) else "")
         clients_ok = all(os.path.isfile(j) for j in CLIENT_JARS) and \
             os.path.isfile(os.path.join(args.app, "trace", "Clients.class"))
@@ -879,17 +697,9 @@ def main():
                 time.sleep(0.5)
         else:
             raise RuntimeError("Tomcat did not answer within 120 s")
-        # the agents' ids, from the registrations the ingest worker recorded
-        app.wait_log(r"event=agent\.configured", 120)
-        tomcat.wait_log(r"event=agent\.configured", 120)
-        ids = {}
-        with open(app.logpath) as f:
-            ids["app"] = re.search(r"agent_id=([0-9a-f]{16})", f.read())
-        with open(tomcat.logpath) as f:
-            ids["tc"] = re.search(r"agent_id=([0-9a-f]{16})", f.read())
-        if not ids["app"] or not ids["tc"]:
-            raise RuntimeError("no agent_id in the agents' logs")
-        s = Scenarios(app, api, url, ids["app"].group(1), ids["tc"].group(1))
+        # the agents' ids, from their logs
+        ids = {"app": agent_id(app), "tc": agent_id(tomcat)}
+        s = Scenarios(app, api, url, ids["app"], ids["tc"])
         if jetty:
             for _ in range(600):
                 if os.path.exists(jetty_port_file) or jetty.p.poll() is not None:
@@ -898,9 +708,7 @@ def main():
             if not os.path.exists(jetty_port_file):
                 raise RuntimeError("Jetty did not start (see its log)")
             s.jetty_url = "http://127.0.0.1:%s/stock/check" % open(jetty_port_file).read().strip()
-            jetty.wait_log(r"event=agent\.configured", 120)
-            with open(jetty.logpath) as f:
-                s.jetty_agent = re.search(r"agent_id=([0-9a-f]{16})", f.read()).group(1)
+            s.jetty_agent = agent_id(jetty)
         s.pg_url = pg.url if pg else None
         names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
@@ -912,25 +720,14 @@ def main():
         app.send("exit", "bye")
     except Exception as e:  # a set-up failure: say what, and show the logs' tails
         log("FAIL: %s" % e)
-        for p in procs:
-            try:
-                with open(p.logpath) as f:
-                    tail = f.readlines()[-15:]
-                log("--- %s (%s)" % (p.name, p.logpath))
-                sys.stdout.write("".join(tail))
-            except OSError:
-                pass
+        show_tails(procs)
     finally:
         for p in reversed(procs):
             p.stop()
         if pg:
             pg.stop()
         if not ok:
-            for p in procs:
-                with open(p.logpath) as f:
-                    crash = [ln for ln in f if "SIGSEGV" in ln or "fatal error" in ln or "Aborted" in ln]
-                if crash:
-                    log("%s: %s" % (p.name, crash[:3]))
+            crashes(procs)
         if args.keep or not ok:
             log("scratch directory kept: %s" % work)
         else:

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""A fleet of three JVMs under load, every request one complete trace (docs/COVERAGE.md).
+
+Starts the embedded broker, the three CMR workers, a PostgreSQL server of Debian's, and
+three JVMs with the agent, all on loopback with free ports, in a scratch directory removed
+at the end:
+
+  front  Tomcat 10, a servlet (fleet.front.FrontServlet) that calls the stock service with
+         OkHttp 3
+  stock  Jetty 9 (fleet.middle.StockService): reads the order's parts from PostgreSQL through
+         HikariCP, then prices them in parallel on a thread pool, each part a call to the
+         price service with Apache HttpClient 4
+  price  the JDK's HttpServer (fleet.back.PriceService)
+
+Once the instrumentation is in place (a request whose trace is right, bounded), a load
+generator sends REQUESTS requests from CONCURRENCY threads, and the test counts the traces
+that started since: exactly one per request, each complete, across the three JVMs, rooted in
+the front servlet, with the expected nodes (the OkHttp call, the database's connection and
+query with its SQL, one priced part per pool task with its Apache call and the price
+service under it), no missing parent and no remote caller anywhere, and no other trace
+(no orphan segment made a trace of its own).
+
+Exit status: 0 passed, 1 failed, 77 skipped (a library or server of the fleet is missing).
+"""
+import argparse
+import concurrent.futures
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, crashes, free_port, log,  # noqa: E402
+                      show_tails, tomcat_base, walk)
+
+J = "/usr/share/java/"
+STOCK_JARS = [J + j for j in (
+    "jetty9-server.jar", "jetty9-servlet.jar", "jetty9-http.jar", "jetty9-io.jar", "jetty9-util.jar",
+    "jetty9-security.jar", "servlet-api.jar", "httpclient.jar", "httpcore.jar", "commons-logging.jar",
+    "HikariCP.jar", "slf4j-api.jar", "slf4j-nop.jar", "postgresql.jar")]
+SERVLET = "jakarta.servlet.http.HttpServlet.service"
+STOCK_SERVLET = "javax.servlet.http.HttpServlet.service"
+PRICE_ENTRY = "com.sun.net.httpserver.Filter$Chain.doFilter"
+SQL = "select part from parts where order_id = ? order by part"
+
+
+def wait_port(proc, path, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            return int(open(path).read().strip())
+        if proc.p.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise RuntimeError("%s did not start (see its log)" % proc.name)
+
+
+def method(n):
+    return n["method"].split("(")[0] if n["kind"] == "call" else "(" + n["kind"] + ")"
+
+
+def check_trace(tree, agents):
+    """Problems of one request's trace (empty: right)."""
+    p = []
+    if not tree["complete"] or tree["jvms"] != 3 or len(tree["roots"]) != 1:
+        return ["complete=%s jvms=%d roots=%d" % (tree["complete"], tree["jvms"], len(tree["roots"]))]
+    nodes = [n for n, _ in walk(tree["roots"][0])]
+    names = [method(n) for n in nodes]
+    for kind in ("(missing_parent)", "(remote_caller)"):
+        if kind in names:
+            p.append("a %s node" % kind)
+    if not names[0].startswith(SERVLET) or tree["roots"][0]["agent_id"] != agents["front"]:
+        p.append("root %s on %s" % (names[0], tree["roots"][0]["agent_id"]))
+    http = tree.get("http") or {}
+    if (http.get("method"), http.get("path"), http.get("status")) != ("GET", "/front/order", 200):
+        p.append("the trace's HTTP data %s" % http)
+    okhttp = [n for n in nodes if method(n) == "okhttp3.RealCall.execute"]
+    if len(okhttp) != 1 or (okhttp[0].get("attributes") or {}).get("http.response.status_code") != "200":
+        p.append("OkHttp calls: %s" % [n.get("attributes") for n in okhttp])
+    stock = [n for n in nodes if method(n) == STOCK_SERVLET]
+    if len(stock) != 1 or stock[0]["agent_id"] != agents["stock"] or not stock[0]["remote"] or stock[0]["async"]:
+        p.append("stock servlets: %s" % [(n["agent_id"], n["remote"], n["async"]) for n in stock])
+    sql = [(n.get("attributes") or {}).get("db.statement") for n in nodes
+           if method(n).startswith("com.zaxxer.hikari.pool.HikariProxyPreparedStatement.executeQuery")]
+    if sql != [SQL]:
+        p.append("queries %s" % sql)
+    if sum(1 for n in names if n == "com.zaxxer.hikari.HikariDataSource.getConnection") != 1:
+        p.append("not one pool checkout")
+    tasks = [n for n in nodes if method(n) == "java.util.concurrent.ThreadPoolExecutor.beforeExecute" and
+             n["agent_id"] == agents["stock"]]
+    if len(tasks) != 3 or not all(t["async"] for t in tasks):
+        p.append("%d pricing tasks (async: %s)" % (len(tasks), [t["async"] for t in tasks]))
+    apache = [n for n in nodes if method(n) == "org.apache.http.impl.client.InternalHttpClient.doExecute"]
+    prices = [n for n in nodes if method(n) == PRICE_ENTRY]
+    if len(apache) != 3 or any((a.get("attributes") or {}).get("http.response.status_code") != "200" for a in apache):
+        p.append("Apache calls: %s" % [a.get("attributes") for a in apache])
+    if len(prices) != 3 or any(n["agent_id"] != agents["price"] or not n["remote"] or n["async"] for n in prices):
+        p.append("price service entries: %s" % [(n["agent_id"], n["remote"], n["async"]) for n in prices])
+    for a in apache:  # the price service's tree under each Apache call
+        if [method(c) for c in a.get("children", [])] != [PRICE_ENTRY]:
+            p.append("under an Apache call: %s" % [method(c) for c in a.get("children", [])])
+    return p
+
+
+def traces_since(api, since_ns, want, timeout=60):
+    """The summaries of every trace that started after since_ns, once `want` of them are
+    complete or the time is up (then as they are)."""
+    end = time.time() + timeout
+    while True:
+        got = api.traces(**{"from": str(since_ns), "limit": "5000"})
+        if sum(1 for t in got if t["complete"]) >= want or time.time() > end:
+            time.sleep(1)  # whatever else comes late (an orphan) comes now
+            return api.traces(**{"from": str(since_ns), "limit": "5000"})
+        time.sleep(0.5)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("broker", "config", "instrumenter", "ingest", "java", "agent", "webapp", "stock", "price",
+              "environment"):
+        ap.add_argument("--" + a, required=True)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = ap.parse_args()
+    missing = [j for j in STOCK_JARS if not os.path.isfile(j)]
+    if not os.path.isfile(os.path.join(TC_HOME, "bin", "bootstrap.jar")) or missing or \
+            not os.path.isfile(os.path.join(args.webapp, "WEB-INF", "classes", "fleet", "front", "FrontServlet.class")):
+        log("SKIP: Tomcat 10, the compiled services or a library is missing %s" % missing)
+        return 77
+
+    work = tempfile.mkdtemp(prefix="cmr-fleet-")
+    procs, pg, ok = [], None, False
+    try:
+        stack = Stack(work, args.broker, args.config, args.instrumenter, args.ingest, args.environment)
+        procs.extend(stack.procs)
+        api = stack.api
+        pg = Postgres()
+        agent = lambda name: "-agentpath:%s=%s,name=fleet-%s" % (args.agent, stack.agent_opts, name)  # noqa: E731
+        price = Proc("price", [args.java, agent("price"), "-cp", args.price, "fleet.back.PriceService",
+                               os.path.join(work, "price.port")], work)
+        procs.append(price)
+        price_url = "http://127.0.0.1:%d/price" % wait_port(price, os.path.join(work, "price.port"))
+        stock = Proc("stock", [args.java, agent("stock"), "-cp", args.stock + ":" + ":".join(STOCK_JARS),
+                               "fleet.middle.StockService", os.path.join(work, "stock.port"), pg.url, price_url], work)
+        procs.append(stock)
+        stock_url = "http://127.0.0.1:%d/stock/check" % wait_port(stock, os.path.join(work, "stock.port"))
+        tc_port = free_port()
+        base = tomcat_base(work, os.path.abspath(args.webapp), tc_port, context="front")
+        front = Proc("front", [args.java, agent("front"), "-Dfleet.stock=" + stock_url,
+                               "-Dcatalina.home=" + TC_HOME, "-Dcatalina.base=" + base,
+                               "-Djava.io.tmpdir=" + os.path.join(base, "temp"),
+                               "-cp", TC_HOME + "/bin/bootstrap.jar:" + TC_HOME + "/bin/tomcat-juli.jar",
+                               "org.apache.catalina.startup.Bootstrap", "start"], work)
+        procs.append(front)
+        url = "http://127.0.0.1:%d/front/order" % tc_port
+        agents = {"front": agent_id(front), "stock": agent_id(stock), "price": agent_id(price)}
+
+        def request(i):
+            with urllib.request.urlopen("%s?id=%d" % (url, i), timeout=30) as r:
+                return r.status, r.read().decode()
+
+        # warm-up: until a request's trace is right (the instrumentation arrives while the
+        # JVMs run), bounded
+        t0, end, problems = time.time(), time.time() + 240, ["no request answered"]
+        while time.time() < end:
+            since = time.time_ns()
+            try:
+                request(1)
+            except OSError as e:
+                problems = ["request failed: %s" % e]
+                time.sleep(1)
+                continue
+            got = [t for t in traces_since(api, since, 1, timeout=5) if t["complete"]]
+            problems = check_trace(api.trace(got[0]["trace_id"]), agents) if got else ["no complete trace"]
+            if not problems:
+                break
+            time.sleep(1)
+        if problems:
+            raise RuntimeError("no right trace within 240 s: %s" % problems)
+        log("instrumented: a request's trace is right after %.1f s" % (time.time() - t0))
+        time.sleep(2)  # the warm-up's stragglers are older than the load's window
+
+        since = time.time_ns()
+        t1 = time.time()
+        with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
+            answers = list(pool.map(request, range(args.requests)))
+        secs = time.time() - t1
+        bad = [a for a in answers if a[0] != 200 or not a[1].startswith("order ")]
+        log("load: %d requests from %d threads in %.1f s, %d bad answers" % (
+            args.requests, args.concurrency, secs, len(bad)))
+        got = traces_since(api, since, args.requests)
+        front_roots = [t for t in got if (t.get("root_method") or "").startswith(SERVLET)]
+        others = [t for t in got if t not in front_roots]
+        problems = []
+        if bad:
+            problems.append("%d requests failed: %s" % (len(bad), bad[:3]))
+        if len(front_roots) != args.requests:
+            problems.append("%d traces rooted in the front servlet, want %d" % (len(front_roots), args.requests))
+        if others:
+            problems.append("%d other traces (orphans): %s" % (
+                len(others), sorted({(t.get("root_method") or "?").split("(")[0] for t in others})))
+        wrong = 0
+        for t in front_roots:
+            p = check_trace(api.trace(t["trace_id"]), agents)
+            if p:
+                wrong += 1
+                if wrong <= 3:
+                    problems.append("trace %s: %s" % (t["trace_id"], "; ".join(p)))
+        if wrong:
+            problems.append("%d of %d traces wrong" % (wrong, len(front_roots)))
+        log("traces: %d rooted in the front servlet, %d complete across 3 JVMs and right, %d others" % (
+            len(front_roots), len(front_roots) - wrong, len(others)))
+        for x in problems:
+            log("FAIL: " + x)
+        ok = not problems
+    except Exception as e:  # a set-up failure: say what, and show the logs' tails
+        log("FAIL: %s" % e)
+        show_tails(procs)
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        if pg:
+            pg.stop()
+        if not ok:
+            crashes(procs)
+        if args.keep or not ok:
+            log("scratch directory kept: %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    log("RESULT: %s" % ("OK" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
