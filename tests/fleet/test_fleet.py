@@ -25,7 +25,9 @@ Exit status: 0 passed, 1 failed, 77 skipped (a library or server of the fleet is
 import argparse
 import concurrent.futures
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,8 +90,10 @@ def check_trace(tree, agents):
         p.append("queries %s" % sql)
     if sum(1 for n in names if n == "com.zaxxer.hikari.HikariDataSource.getConnection") != 1:
         p.append("not one pool checkout")
+    # the pricing pool's tasks (a request that makes HikariCP open a connection also has the
+    # pool's "connection adder" task in its trace: it asked for it)
     tasks = [n for n in nodes if method(n) == "java.util.concurrent.ThreadPoolExecutor.beforeExecute" and
-             n["agent_id"] == agents["stock"]]
+             n["agent_id"] == agents["stock"] and n["thread"] == "pricing"]
     if len(tasks) != 3 or not all(t["async"] for t in tasks):
         p.append("%d pricing tasks (async: %s)" % (len(tasks), [t["async"] for t in tasks]))
     apache = [n for n in nodes if method(n) == "org.apache.http.impl.client.InternalHttpClient.doExecute"]
@@ -116,6 +120,153 @@ def traces_since(api, since_ns, want, timeout=60):
         time.sleep(0.5)
 
 
+def warm_until_right(api, url, agents, limit_s=240):
+    """Sends a request at a time until its trace is right: the instrumentation arrives
+    while the JVMs run (bounded)."""
+    end, problems = time.time() + limit_s, ["no request answered"]
+    while time.time() < end:
+        since = time.time_ns()
+        try:
+            urllib.request.urlopen(url + "?id=1", timeout=30).read()
+        except OSError as e:
+            problems = ["request failed: %s" % e]
+            time.sleep(1)
+            continue
+        got = [t for t in traces_since(api, since, 1, timeout=5) if t["complete"]]
+        problems = check_trace(api.trace(got[0]["trace_id"]), agents) if got else ["no complete trace"]
+        if not problems:
+            return
+        time.sleep(1)
+    raise RuntimeError("no right trace within %d s: %s" % (limit_s, problems))
+
+
+def cpu_s(pid):
+    """CPU seconds (user + system) process pid has used, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid, top=8):
+    """A JVM's threads grouped by name (digits dropped), their CPU seconds since it started,
+    the top ones."""
+    by = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = re.sub(r"[0-9]+", "#", st[st.index("(") + 1:st.rindex(")")])
+        fields = st.rsplit(")", 1)[1].split()
+        by[name] = by.get(name, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return ", ".join("%s %.1f" % kv for kv in sorted(by.items(), key=lambda kv: -kv[1])[:top])
+
+
+def wrk(url, seconds, conns):
+    """wrk's requests/s, p50 and p99 (ms) and non-2xx count for seconds of closed-loop load."""
+    out = subprocess.run(["wrk", "-t2", "-c%d" % conns, "-d%ds" % seconds, "--latency", url], capture_output=True,
+                         text=True, timeout=seconds + 60).stdout
+
+    def ms(pct):
+        m = re.search(r"\s%s%%\s+([\d.]+)(us|ms|s)\b" % pct, out)
+        return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), ms(50), ms(99), \
+        int(errors.group(1)) if errors else 0
+
+
+def bench(args):
+    """The fleet's throughput, latency and CPU per request with and without the agents
+    (docs/benchmarks.md), each run on fresh JVMs warmed with as much load as is measured;
+    with the agents once their traces are right. The CMR runs on the same machine."""
+    pg = Postgres()
+    rows = []
+    try:
+        for r in range(args.rounds):
+            for with_agents in (False, True):
+                work = tempfile.mkdtemp(prefix="cmr-fleet-bench-")
+                procs = []
+                try:
+                    opts, api = None, None
+                    if with_agents:
+                        stack = Stack(work, args.broker, args.config, args.instrumenter, args.ingest,
+                                      args.environment)
+                        procs.extend(stack.procs)
+                        opts, api = stack.agent_opts, stack.api
+                    url, agents = start_fleet(work, args, pg.url, procs, opts)
+                    if with_agents:
+                        warm_until_right(api, url, agents)
+                    wrk(url + "?id=1", args.bench, args.concurrency)  # warm-up
+                    jvms = [p for p in procs if p.name in ("front", "stock", "price")]
+                    cmr = [p for p in procs if p.name in ("config", "instrumenter", "ingest", "broker")]
+                    c0 = [cpu_s(p.p.pid) for p in jvms + cmr]
+                    rps, p50, p99, errors = wrk(url + "?id=1", args.bench, args.concurrency)
+                    c1 = [cpu_s(p.p.pid) for p in jvms + cmr]
+                    n = rps * args.bench
+                    jvm_us = sum(c1[i] - c0[i] for i in range(len(jvms))) / n * 1e6
+                    cmr_us = sum(c1[i] - c0[i] for i in range(len(jvms), len(c0))) / n * 1e6
+                    rows.append((with_agents, rps, p50, p99, errors, jvm_us, cmr_us))
+                    each = ", ".join("%s %.0f" % (q.name, (c1[i] - c0[i]) / n * 1e6) for i, q in enumerate(jvms + cmr))
+                    log("round %d %-15s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  non-2xx %d  JVMs %6.0f us/req  "
+                        "CMR %6.0f us/req" % (r + 1, "with agents" if with_agents else "without agents", rps, p50, p99,
+                                               errors, jvm_us, cmr_us))
+                    log("        CPU us per request: " + each)
+                    if os.environ.get("CMR_BENCH_THREADS"):  # where each JVM's CPU went, by thread
+                        for q in jvms:
+                            log("        %s threads (CPU s since start): %s" % (q.name, thread_cpu(q.p.pid)))
+                finally:
+                    for p in reversed(procs):
+                        p.stop()
+                    shutil.rmtree(work, ignore_errors=True)
+    finally:
+        pg.stop()
+    for w in (False, True):
+        v = [x for x in rows if x[0] == w]
+        log("%-15s median of %d: %.0f req/s, p99 %.2f ms, JVMs %.0f us/req" % (
+            "with agents" if w else "without agents", len(v), sorted(x[1] for x in v)[len(v) // 2],
+            sorted(x[3] for x in v)[len(v) // 2], sorted(x[5] for x in v)[len(v) // 2]))
+    return 0 if all(x[4] == 0 for x in rows) else 1
+
+
+def start_fleet(work, args, db_url, procs, agent_opts):
+    """The three services (with the agent when agent_opts is given), appended to procs:
+    the front's URL, and the agents' ids (empty without agents)."""
+    def agent(name):
+        return ["-agentpath:%s=%s,name=fleet-%s" % (args.agent, agent_opts, name)] if agent_opts else []
+
+    price = Proc("price", [args.java] + agent("price") + ["-cp", args.price, "fleet.back.PriceService",
+                                                          os.path.join(work, "price.port")], work)
+    procs.append(price)
+    price_url = "http://127.0.0.1:%d/price" % wait_port(price, os.path.join(work, "price.port"))
+    stock = Proc("stock", [args.java] + agent("stock") + [
+        "-cp", args.stock + ":" + ":".join(STOCK_JARS), "fleet.middle.StockService", os.path.join(work, "stock.port"),
+        db_url, price_url], work)
+    procs.append(stock)
+    stock_url = "http://127.0.0.1:%d/stock/check" % wait_port(stock, os.path.join(work, "stock.port"))
+    tc_port = free_port()
+    base = tomcat_base(work, os.path.abspath(args.webapp), tc_port, context="front")
+    front = Proc("front", [args.java] + agent("front") + [
+        "-Dfleet.stock=" + stock_url, "-Dcatalina.home=" + TC_HOME, "-Dcatalina.base=" + base,
+        "-Djava.io.tmpdir=" + os.path.join(base, "temp"),
+        "-cp", TC_HOME + "/bin/bootstrap.jar:" + TC_HOME + "/bin/tomcat-juli.jar",
+        "org.apache.catalina.startup.Bootstrap", "start"], work)
+    procs.append(front)
+    url = "http://127.0.0.1:%d/front/order" % tc_port
+    end = time.time() + 120
+    while time.time() < end:  # Tomcat answers
+        try:
+            urllib.request.urlopen(url + "?id=1", timeout=10).read()
+            break
+        except OSError:
+            if front.p.poll() is not None:
+                raise RuntimeError("Tomcat ended (see its log)")
+            time.sleep(0.5)
+    agents = {"front": agent_id(front), "stock": agent_id(stock), "price": agent_id(price)} if agent_opts else {}
+    return url, agents
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("broker", "config", "instrumenter", "ingest", "java", "agent", "webapp", "stock", "price",
@@ -124,6 +275,9 @@ def main():
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--bench", type=int, metavar="SECONDS",
+                    help="no test: throughput and latency with and without the agents, SECONDS of wrk load each")
+    ap.add_argument("--rounds", type=int, default=2, help="--bench: runs of each")
     args = ap.parse_args()
     missing = [j for j in STOCK_JARS if not os.path.isfile(j)]
     if not os.path.isfile(os.path.join(TC_HOME, "bin", "bootstrap.jar")) or missing or \
@@ -131,6 +285,8 @@ def main():
         log("SKIP: Tomcat 10, the compiled services or a library is missing %s" % missing)
         return 77
 
+    if args.bench:
+        return bench(args)
     work = tempfile.mkdtemp(prefix="cmr-fleet-")
     procs, pg, ok = [], None, False
     try:
@@ -138,48 +294,13 @@ def main():
         procs.extend(stack.procs)
         api = stack.api
         pg = Postgres()
-        agent = lambda name: "-agentpath:%s=%s,name=fleet-%s" % (args.agent, stack.agent_opts, name)  # noqa: E731
-        price = Proc("price", [args.java, agent("price"), "-cp", args.price, "fleet.back.PriceService",
-                               os.path.join(work, "price.port")], work)
-        procs.append(price)
-        price_url = "http://127.0.0.1:%d/price" % wait_port(price, os.path.join(work, "price.port"))
-        stock = Proc("stock", [args.java, agent("stock"), "-cp", args.stock + ":" + ":".join(STOCK_JARS),
-                               "fleet.middle.StockService", os.path.join(work, "stock.port"), pg.url, price_url], work)
-        procs.append(stock)
-        stock_url = "http://127.0.0.1:%d/stock/check" % wait_port(stock, os.path.join(work, "stock.port"))
-        tc_port = free_port()
-        base = tomcat_base(work, os.path.abspath(args.webapp), tc_port, context="front")
-        front = Proc("front", [args.java, agent("front"), "-Dfleet.stock=" + stock_url,
-                               "-Dcatalina.home=" + TC_HOME, "-Dcatalina.base=" + base,
-                               "-Djava.io.tmpdir=" + os.path.join(base, "temp"),
-                               "-cp", TC_HOME + "/bin/bootstrap.jar:" + TC_HOME + "/bin/tomcat-juli.jar",
-                               "org.apache.catalina.startup.Bootstrap", "start"], work)
-        procs.append(front)
-        url = "http://127.0.0.1:%d/front/order" % tc_port
-        agents = {"front": agent_id(front), "stock": agent_id(stock), "price": agent_id(price)}
-
+        url, agents = start_fleet(work, args, pg.url, procs, stack.agent_opts)
         def request(i):
             with urllib.request.urlopen("%s?id=%d" % (url, i), timeout=30) as r:
                 return r.status, r.read().decode()
 
-        # warm-up: until a request's trace is right (the instrumentation arrives while the
-        # JVMs run), bounded
-        t0, end, problems = time.time(), time.time() + 240, ["no request answered"]
-        while time.time() < end:
-            since = time.time_ns()
-            try:
-                request(1)
-            except OSError as e:
-                problems = ["request failed: %s" % e]
-                time.sleep(1)
-                continue
-            got = [t for t in traces_since(api, since, 1, timeout=5) if t["complete"]]
-            problems = check_trace(api.trace(got[0]["trace_id"]), agents) if got else ["no complete trace"]
-            if not problems:
-                break
-            time.sleep(1)
-        if problems:
-            raise RuntimeError("no right trace within 240 s: %s" % problems)
+        t0 = time.time()
+        warm_until_right(api, url, agents)
         log("instrumented: a request's trace is right after %.1f s" % (time.time() - t0))
         time.sleep(2)  # the warm-up's stragglers are older than the load's window
 
