@@ -34,8 +34,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, crashes, free_port, log,  # noqa: E402
-                      show_tails, tomcat_base, walk)
+from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, free_port, log,  # noqa: E402
+                      show_tails, tomcat_base, walk, wind_down)
 
 J = "/usr/share/java/"
 STOCK_JARS = [J + j for j in (
@@ -341,18 +341,8 @@ def main():
         log("FAIL: %s" % e)
         show_tails(procs)
     finally:
-        for p in reversed(procs):
-            p.stop()
-        if pg:
-            pg.stop()
-        if not ok:
-            crashes(procs)
-        if args.keep or not ok:
-            log("scratch directory kept: %s" % work)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    log("RESULT: %s" % ("OK" if ok else "FAILED"))
-    return 0 if ok else 1
+        code = wind_down(procs, pg, work, ok, args.keep)
+    return code
 
 
 if __name__ == "__main__":

@@ -158,6 +158,24 @@ def crashes(procs):
             log("%s: %s" % (p.name, crash[:3]))
 
 
+def wind_down(procs, pg, work, ok, keep):
+    """The end of a test: stops the processes (newest first) and the database, shows any
+    crash, keeps the scratch directory when asked or on failure, prints the result; the
+    exit status."""
+    for p in reversed(procs):
+        p.stop()
+    if pg:
+        pg.stop()
+    if not ok:
+        crashes(procs)
+    if keep or not ok:
+        log("scratch directory kept: %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    log("RESULT: %s" % ("OK" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
 # --- the ingest API -----------------------------------------------------------------------
 
 class Ingest:

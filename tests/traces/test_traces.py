@@ -39,15 +39,14 @@ import argparse
 import glob
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, crashes, free_port, log,  # noqa: E402
-                      show_tails, tomcat_base, walk)
+from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, free_port, log,  # noqa: E402
+                      show_tails, tomcat_base, walk, wind_down)
 
 H2_JAR = "/usr/share/java/h2.jar"  # Debian's libh2-java
 # the clients scenario: Debian's libhttpclient-java, libhttpclient5-java, libokhttp-java
@@ -722,18 +721,8 @@ def main():
         log("FAIL: %s" % e)
         show_tails(procs)
     finally:
-        for p in reversed(procs):
-            p.stop()
-        if pg:
-            pg.stop()
-        if not ok:
-            crashes(procs)
-        if args.keep or not ok:
-            log("scratch directory kept: %s" % work)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    log("RESULT: %s" % ("OK" if ok else "FAILED"))
-    return 0 if ok else 1
+        code = wind_down(procs, pg, work, ok, args.keep)
+    return code
 
 
 if __name__ == "__main__":
