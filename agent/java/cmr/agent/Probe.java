@@ -95,8 +95,6 @@ public final class Probe {
         Object response; // and its response, for a servlet's (httpInServlet)
         long sqlStack;   // one bit per open sqlEnter: did it open a JDBC node?
         int sqlDepth;    // JDBC nodes open (a pool's proxy calls the driver: one node)
-        String preparing; // the SQL of the prepareStatement / prepareCall running here
-        int prepareDepth;
         long httpStack;  // one bit per open httpCall: did it open an HTTP client node?
         int httpCalls;   // HTTP client nodes open
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
@@ -649,24 +647,36 @@ public final class Probe {
         leave(r, kind, siteId);
     }
 
+    /** The prepareStatement / prepareCall running on a thread: its SQL, and how deep (a
+     *  pool's proxy prepares through the driver). Kept apart from the rings: a thread that
+     *  only prepares (a statement cache filled at start-up) needs no ring. */
+    private static final class Preparing {
+        String sql;
+        int depth;
+    }
+
+    private static final ThreadLocal<Preparing> PREPARING = new ThreadLocal<>();
+
     /** Entry of Connection.prepareStatement / prepareCall(String sql, ...). */
     public static void sqlPrepare(Object sql, long siteId) {
-        Ring r = ring();
-        if (r.prepareDepth++ == 0 && sql instanceof String)
-            r.preparing = (String) sql;
+        Preparing p = PREPARING.get();
+        if (p == null)
+            PREPARING.set(p = new Preparing());
+        if (p.depth++ == 0 && sql instanceof String)
+            p.sql = (String) sql;
     }
 
     public static void sqlPrepared(long siteId) {
-        Ring r = ring();
-        if (r.prepareDepth > 0 && --r.prepareDepth == 0)
-            r.preparing = null;
+        Preparing p = PREPARING.get();
+        if (p != null && p.depth > 0 && --p.depth == 0)
+            p.sql = null;
     }
 
     /** A PreparedStatement's constructor: made inside a prepare, it keeps that SQL. */
     public static void sqlBind(Object statement, long siteId) {
-        Ring r = RINGS.get();
-        if (r != null && r.preparing != null && statement != null)
-            SQL_TEXTS.put(statement, r.preparing);
+        Preparing p = PREPARING.get();
+        if (p != null && p.sql != null && statement != null)
+            SQL_TEXTS.put(statement, p.sql);
     }
 
     // --- across JVMs: HTTP ---------------------------------------------------------------
