@@ -160,6 +160,7 @@ static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta
 #define TPE "java/util/concurrent/ThreadPoolExecutor"
 #define FJT "java/util/concurrent/ForkJoinTask"
 #define HUC "sun/net/www/protocol/http/HttpURLConnection"
+#define TOMCAT_TPE "org/apache/tomcat/util/threads/ThreadPoolExecutor"
 static const struct {
     const char *cls, *name, *desc; /* desc NULL: any descriptor (it differs between JDKs) */
     cmr_instr_handoff_t role;
@@ -170,6 +171,11 @@ static const struct {
     {TPE, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
     {TPE, "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V", CMR_HANDOFF_BEGIN, 1},
     {TPE, "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V", CMR_HANDOFF_END, 0},
+    /* Tomcat's own pool (a copy of the JDK's, with the same hooks): its request threads,
+     * and what a servlet hands over with AsyncContext.start */
+    {TOMCAT_TPE, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
+    {TOMCAT_TPE, "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V", CMR_HANDOFF_BEGIN, 1},
+    {TOMCAT_TPE, "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V", CMR_HANDOFF_END, 0},
     /* scheduled pools queue their tasks without execute() (first run of a periodic task) */
     {"java/util/concurrent/ScheduledThreadPoolExecutor", "delayedExecute",
      "(Ljava/util/concurrent/RunnableScheduledFuture;)V", CMR_HANDOFF_CAPTURE, 0},
@@ -217,6 +223,7 @@ static const struct {
 #undef TPE
 #undef FJT
 #undef HUC
+#undef TOMCAT_TPE
 
 static bool is_handoff_class(const char *name)
 {

@@ -22,6 +22,7 @@ within its parent in time.
   forged    a cmr-parent without a valid MAC that names an existing trace does not join it
   malformed unparsable trace headers are ignored: served, a trace of its own
   plain     a request without headers starts a trace in Tomcat
+  async_servlet  AsyncContext.start: the async part continues the request's trace
   running   a root call still running is visible (running), and complete later
   jdbc      JDBC on H2: one node per statement with its SQL, literals masked
   pooled    JDBC through HikariCP on a PostgreSQL server the test starts
@@ -103,22 +104,25 @@ def shape(nodes):
              shape(n["children_view"])) for n in nodes]
 
 
-def within(n, p, is_async):
+def within(n, p, is_async, detached=False):
     """None if call n lies within call p in time (two JVMs: within the clocks' slack). An
     async call (another thread or JVM) must start within its parent; it may end after it:
     a caller that waits for a result (a Future, an HTTP response) is released before the
     other side's method has returned. So may a synchronous remote call (remote: another
-    JVM's side of an HTTP call, counted as the caller's wait time)."""
+    JVM's side of an HTTP call, counted as the caller's wait time). `detached`: an async
+    call whose caller did not wait for it at all (fire and forget) may also start after
+    its parent returned, never before it began."""
     slack = 0 if n["agent_id"] == p["agent_id"] else CROSS_JVM_SLACK_NS
     late_end = not is_async and n["end_ns"] > p["end_ns"] + slack
-    if n["start_ns"] + slack < p["start_ns"] or n["start_ns"] > p["end_ns"] + slack or late_end:
+    late_start = n["start_ns"] > p["end_ns"] + slack and not (is_async and detached)
+    if n["start_ns"] + slack < p["start_ns"] or late_start or late_end:
         return "%s [%d..%d]%s not within its parent %s [%d..%d]" % (
             short(n["method"]), n["start_ns"], n["end_ns"], " async" if is_async else "",
             short(p["method"]), p["start_ns"], p["end_ns"])
     return None
 
 
-def check_common(tree):
+def check_common(tree, detached=False):
     """Nothing running, nothing lost; every call within its parent in time (see within),
     in the tree as stored and in its application view."""
     problems = []
@@ -130,14 +134,14 @@ def check_common(tree):
                 problems.append("%s lost its exit" % short(n["method"]))
             if p is None or p["kind"] != "call" or n["kind"] != "call":
                 continue
-            w = within(n, p, n["async"] or n.get("remote", False))
+            w = within(n, p, n["async"] or n.get("remote", False), detached)
             if w:
                 problems.append(w)
         if root["kind"] == "call":
             view = dict(root, async_=False, children_view=app_view(root))
             for v in app_nodes(view):
                 for c in v["children_view"]:
-                    w = within(c, v, c["async_"] or c.get("remote", False)) if c["kind"] == "call" else None
+                    w = within(c, v, c["async_"] or c.get("remote", False), detached) if c["kind"] == "call" else None
                     if w and w not in problems:
                         problems.append(w)
     if tree.get("missing_batches"):
@@ -562,6 +566,37 @@ class Scenarios:
             p.append("the trace's HTTP data %s, want GET /orders/check 200" % http)
         return p + check_common(tree)
 
+    def async_servlet(self):
+        """A servlet that starts async processing: what it hands to the container
+        (AsyncContext.start, run by Tomcat's own pool) continues its trace, async, on
+        another of Tomcat's threads, and the trace is complete once it ended."""
+        since = time.time_ns()
+        with urllib.request.urlopen(self.url.replace("/check", "/async"), timeout=30) as r:
+            body = r.read().decode()
+        if not body.startswith("async "):
+            return ["the async servlet answered %r" % body]
+        tree = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
+        if not tree:
+            return ["no complete trace rooted in the servlet"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        # complete() usually hands the request's completion to Tomcat's pool (the
+        # container's own processing of this request, in its trace); when the request's
+        # thread has not left the container yet, that thread completes it instead
+        pool = "org.apache.tomcat.util.threads.ThreadPoolExecutor.beforeExecute"
+        check = ("Inventory.check", False, [("Inventory.lookup", False, [])])
+        shapes = [[("jakarta.servlet.http.HttpServlet.service", False, [("AsyncOrderServlet.doGet", False, [
+            (pool, True, [("AsyncOrderServlet.lambda$doGet$0", False, [check] + tail)])])])]
+            for tail in ([(pool, True, [])], [])]
+        p = expect_shape(v, shapes[0])
+        if p and not expect_shape(v, shapes[1]):
+            p = []
+        threads = {n["thread"] for n, _ in walk(tree["roots"][0]) if n["kind"] == "call"}
+        if not 2 <= len(threads) <= 3 or not all(t.startswith("http-nio-") for t in threads):
+            p.append("threads %s, want Tomcat's: the request's and the async task's" % threads)
+        return p + check_common(tree, detached=True)
+
     def running(self):
         since = time.time_ns()
         self.app.send("slow 8000", "slow:")
@@ -710,7 +745,7 @@ def main():
             s.jetty_agent = agent_id(jetty)
         s.pg_url = pg.url if pg else None
         names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
-                 "malformed", "plain", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
+                 "malformed", "plain", "async_servlet", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
             (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty"] if jetty else [])
         if args.only:
             names = args.only.split(",")

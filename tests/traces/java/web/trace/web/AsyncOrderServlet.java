@@ -1,0 +1,29 @@
+package trace.web;
+
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+
+/** GET /orders/async: doGet starts async processing and returns; the container runs the
+ *  rest on another of its threads (AsyncContext.start): Inventory.check, then the answer
+ *  "async N" and complete(). */
+public class AsyncOrderServlet extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse resp) {
+        AsyncContext ctx = req.startAsync();
+        ctx.start(() -> {
+            try {
+                long n = Inventory.check("async");
+                resp.setContentType("text/plain");
+                resp.getWriter().print("async " + n);
+            } catch (java.io.IOException e) {
+                resp.setStatus(500);
+            } finally {
+                ctx.complete();
+            }
+        });
+    }
+}
