@@ -141,6 +141,7 @@ static void node_attr_done(publisher_t *p, cmr_ring_t *ring)
 {
     if (ring->node_n == CMR_RING_NODE_PENDING) /* many calls in one pass: send what is there */
         batch_send(p, ring, false);
+    assert(ring->node_n < CMR_RING_NODE_PENDING); /* batch_send sent them, events or not */
     char masked[CMR_RING_NODE_DATA_MAX + 1];
     const char *v = ring->node_raw;
     if (ring->node_key == CMR_RING_NODE_DB_STATEMENT) {
@@ -323,8 +324,8 @@ static void partitions_refresh(publisher_t *p)
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last)
 {
     cmr_agent_t *a = p->a;
-    if (ring->batch_count == 0 && !last)
-        return;
+    if (ring->batch_count == 0 && !last && ring->node_n == 0)
+        return; /* (a batch of call attributes alone may go: their calls went before) */
     cmr_event_batch_t b = {
         .agent_id = a->agent_id,
         .thread_id = ring->thread_id,

@@ -363,6 +363,16 @@ class Scenarios:
         for n, parent in walk(tree["roots"][0]):
             if n["method"].startswith("org.h2.") and not (parent and parent["method"].startswith("trace.Db.statements")):
                 p.append("%s not directly under Db.statements" % n["method"])
+        p += check_common(tree)
+        # more statements in a row than one batch carries call attributes for: each its SQL
+        tree, v, q = self._run("jdbcmany 150", "jdbcmany:", "trace.Db.many")
+        if q:
+            return p + q
+        sql = [(n.get("attributes") or {}).get("db.statement") for n, _ in walk(tree["roots"][0])
+               if n["kind"] == "call" and n["method"].startswith("org.h2.")]
+        if sql != ["select count(*) from orders where amount = ?"] * 150:
+            p.append("150 queries: %d JDBC nodes, %d with their SQL" % (
+                len(sql), sum(1 for x in sql if x == "select count(*) from orders where amount = ?")))
         return p + check_common(tree)
 
     def clients(self):

@@ -14,6 +14,7 @@
  *                                             JDK HttpServer of this JVM
  *   clients URL       -> clients: CODES       trace.Clients.run: GET URL with Apache HttpClient
  *                                             4 and 5 and OkHttp 3 (sync, async); where built
+ *   jdbcmany N        -> jdbcmany: ROWS       trace.Db.many: N queries in a row on H2
  *   jetty URL         -> jetty: CODE          trace.Clients.jetty: GET URL (Jetty's servlet)
  *                                             with Apache HttpClient 4
  *   jdbc              -> jdbc: ROWS           trace.Db.run: JDBC on H2 in memory (h2.jar on
@@ -105,6 +106,11 @@ public class TraceApp {
                         break;
                     case "pooled":
                         System.out.println("pooled: " + trace.Db.pooled(pool(w[1])));
+                        break;
+                    case "jdbcmany":
+                        try (java.sql.PreparedStatement insert = jdbcInsert()) {
+                            System.out.println("jdbcmany: " + trace.Db.many(insert, Integer.parseInt(w[1])));
+                        }
                         break;
                     case "jdbc":
                         try (java.sql.PreparedStatement insert = jdbcInsert()) {

@@ -17,6 +17,20 @@ public class Db {
         return statements(insert.getConnection(), insert);
     }
 
+    /** many(insert): `n` queries in a row on the insert's connection, each with its own
+     *  literal (more statements than the publisher sends call attributes in one batch). */
+    public static int many(PreparedStatement insert, int n) throws Exception {
+        int rows = 0;
+        try (Statement st = insert.getConnection().createStatement()) {
+            for (int i = 0; i < n; i++)
+                try (ResultSet rs = st.executeQuery("select count(*) from orders where amount = " + i)) {
+                    rs.next();
+                    rows += rs.getInt(1);
+                }
+        }
+        return rows;
+    }
+
     public static int pooled(DataSource ds) throws Exception {
         try (Connection c = ds.getConnection();
              PreparedStatement insert = c.prepareStatement("insert into orders(customer, amount) values (?, ?)")) {
