@@ -21,7 +21,9 @@
  */
 package cmr.agent;
 
+import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.lang.invoke.VarHandle;
 import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
@@ -402,11 +404,39 @@ public final class Probe {
         return r != null ? r : register();
     }
 
+    /** Thread.isVirtual (JDK 21+), null before. */
+    private static final MethodHandle IS_VIRTUAL = isVirtualHandle();
+
+    private static MethodHandle isVirtualHandle() {
+        try {
+            return MethodHandles.publicLookup().findVirtual(Thread.class, "isVirtual",
+                    MethodType.methodType(boolean.class));
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** Virtual threads get no ring: the agent frees a thread's ring when JVMTI reports the
+     *  thread ended, which it does not for virtual threads, so each of them would keep a
+     *  ring (native memory) until agent.max.threads and starve the platform threads. They
+     *  record nothing (docs/COVERAGE.md: not covered yet). */
+    static boolean isVirtual(Thread t) {
+        if (IS_VIRTUAL == null)
+            return false;
+        try {
+            return (boolean) IS_VIRTUAL.invokeExact(t);
+        } catch (Throwable e) {
+            return false;
+        }
+    }
+
     private static Ring register() {
         RINGS.set(NONE); // probes reached while registering record nothing
         Ring r = NONE;
         try {
             Thread t = Thread.currentThread();
+            if (isVirtual(t))
+                return NONE; // (RINGS keeps NONE: asked once per virtual thread)
             ByteBuffer b = register0(t.getId(), t.getName());
             if (b != null) {
                 r = new Ring(b.order(ByteOrder.LITTLE_ENDIAN));

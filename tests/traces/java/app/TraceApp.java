@@ -7,6 +7,7 @@
  *   pool TASKS        -> pool: tasks=N        trace.Pool.run: ExecutorService.submit
  *   scheduled         -> scheduled: done      trace.Pool.scheduled: a task 5 ms later
  *   thread            -> thread: done         trace.Threads.run: Thread.start + join
+ *   vthreads N        -> vthreads: N          trace.Threads.virtuals: N virtual threads (JDK 21+)
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
  *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
@@ -83,6 +84,9 @@ public class TraceApp {
                     case "thread":
                         trace.Threads.run();
                         System.out.println("thread: done");
+                        break;
+                    case "vthreads":
+                        System.out.println("vthreads: " + trace.Threads.virtuals(Integer.parseInt(w[1])));
                         break;
                     case "chain":
                         System.out.println("chain: " + trace.Chain.run());

@@ -1,7 +1,24 @@
 package trace;
 
-/** run starts a thread (its body: Threads.body -> Leaf.work) and joins it. */
+/** run starts a thread (its body: Threads.body -> Leaf.work) and joins it. virtuals(n)
+ *  starts n virtual threads with the same body (JDK 21+; by reflection, the tests compile
+ *  for 11) and joins them. */
 public class Threads {
+    public static int virtuals(int n) throws Exception {
+        java.lang.reflect.Method ofVirtual = Thread.class.getMethod("ofVirtual");
+        Object builder = ofVirtual.invoke(null);
+        java.lang.reflect.Method unstarted =
+                Class.forName("java.lang.Thread$Builder").getMethod("unstarted", Runnable.class);
+        Thread[] ts = new Thread[n];
+        for (int i = 0; i < n; i++) {
+            ts[i] = (Thread) unstarted.invoke(builder, (Runnable) Threads::body);
+            ts[i].start();
+        }
+        for (Thread t : ts)
+            t.join();
+        return n;
+    }
+
     public static void run() throws InterruptedException {
         Thread t = new Thread(Threads::body, "trace-thread");
         t.start();
