@@ -57,12 +57,16 @@ static const char *node_attr_check(const cmr_event_batch_t *m, const cmr_node_at
     return NULL;
 }
 
-/* Counts the invalid call attributes of m (they are left out when stored). */
+/* Checks m's call attributes once: the valid ones are marked in out->msg_attrs_ok, the
+ * others (left out when stored) counted. */
 static void check_node_attrs(const cmr_event_batch_t *m, cmr_ingest_batch_t *out)
 {
     for (size_t i = 0; i < m->node_attrs.count; i++) {
-        const char *why = node_attr_check(m, &m->node_attrs.items[i]);
-        if (why && !out->attrs_dropped++) {
+        const char *why = i < CMR_SEGS_MAX_NODE_ATTRS ? node_attr_check(m, &m->node_attrs.items[i])
+                                                      : "more call attributes than a batch carries";
+        if (!why)
+            out->msg_attrs_ok[i / 64] |= (uint64_t)1 << (i % 64);
+        else if (!out->attrs_dropped++) {
             out->attrs_drop_key = "call attribute";
             out->attrs_drop_why = why;
         }
@@ -158,19 +162,19 @@ int cmr_ingest_batch_from_segment(const cmr_event_batch_t *m, cmr_ingest_batch_t
     take_attributes(&m->attributes, out);
     if (m->node_attrs.count) {
         out->msg_attrs = &m->node_attrs;
-        out->msg_batch = m;
         check_node_attrs(m, out);
     }
     return 0;
 }
 
-/* The message's call attributes' next valid one. */
+/* The message's call attributes' next valid one (check_node_attrs marked them). */
 static int msg_attr_next(const cmr_ingest_batch_t *b, size_t *cursor, cmr_ingest_attr_t *a)
 {
-    while (*cursor < b->msg_attrs->count) {
-        const cmr_node_attr_t *x = &b->msg_attrs->items[(*cursor)++];
-        if (node_attr_check(b->msg_batch, x))
+    while (*cursor < b->msg_attrs->count && *cursor < CMR_SEGS_MAX_NODE_ATTRS) {
+        size_t i = (*cursor)++;
+        if (!(b->msg_attrs_ok[i / 64] >> (i % 64) & 1))
             continue;
+        const cmr_node_attr_t *x = &b->msg_attrs->items[i];
         *a = (cmr_ingest_attr_t){x->event_seq, x->key, x->value, strlen(x->key), strlen(x->value)};
         return 1;
     }

@@ -37,6 +37,7 @@
 #include "cmr/map.h"
 #include "cmr/reader.h"
 #include "cmr/buf.h"
+#include "cmr/event.h"
 #include "cmr/msg.h"
 
 /* --- transaction data (ing_attrs.c) ---------------------------------------------------- */
@@ -126,7 +127,8 @@ typedef struct cmr_ingest_batch {
      * attrs_dropped), from the store attrs_block (ing_batch.c). Read either with
      * cmr_ingest_batch_attr_next. */
     const cmr_node_attrs_t *msg_attrs;
-    const cmr_event_batch_t *msg_batch; /* the message batch msg_attrs belong to */
+    uint64_t msg_attrs_ok[CMR_SEGS_MAX_NODE_ATTRS / 64]; /* which of them are valid: checked
+                                                           * once, when the batch is made */
     const uint8_t *attrs_block;
     size_t attrs_len;
 } cmr_ingest_batch_t;
