@@ -20,5 +20,5 @@ command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"
 exec python3 tests/fleet/test_fleet.py --broker "$B/cmr-broker/cmr-broker" --config "$B/cmr-config/cmr-config" \
     --instrumenter "$B/cmr-instrumenter/cmr-instrumenter" --ingest "$B/cmr-ingest/cmr-ingest" --java "$JAVA" \
     --agent "$B/agent/libcmragent.so" --webapp "$B/tests/fleet/front" --stock "$B/tests/fleet/stock" \
-    --price "$B/tests/fleet/price" --environment tests/fleet/environment.yaml \
+    --price "$B/tests/fleet/price" --environment "${CMR_FLEET_ENVIRONMENT:-tests/fleet/environment-default.yaml}" \
     --bench "${1:-20}" --rounds "${2:-2}" --concurrency "${3:-8}"

@@ -221,7 +221,13 @@ static void JNICALL on_thread_end(jvmtiEnv *jvmti, JNIEnv *env, jthread thread)
 {
     (void)env;
     (void)thread;
-    cmr_probe_rings_thread_end(cmr_agent_self->rings, jvmti);
+    cmr_probe_rings_thread_end(cmr_agent_self->rings, jvmti, NULL);
+}
+
+static void JNICALL on_virtual_thread_end(jvmtiEnv *jvmti, JNIEnv *env, jthread virtual_thread)
+{
+    (void)env;
+    cmr_probe_rings_thread_end(cmr_agent_self->rings, jvmti, virtual_thread);
 }
 
 static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread)
@@ -338,6 +344,36 @@ static int probe_jar_path(char *out, size_t len)
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 
+/* Virtual threads (JDK 21+) in an agent built with the JDK 17 headers, which name neither
+ * the capability nor the event: can_support_virtual_threads is the capability bit right
+ * after can_generate_sampled_object_alloc_events, and VirtualThreadEnd is event 88, whose
+ * callback is the slot for event 88 in the callbacks table (one function pointer per event
+ * from JVMTI_MIN_EVENT_TYPE_VAL on). */
+#define VIRTUAL_THREAD_END_EVENT 88
+typedef void(JNICALL *jvmti_callback_t)(void);
+
+/* Sets can_support_virtual_threads in want when the JVM offers it (have); false if not. */
+static bool want_virtual_threads(jvmtiCapabilities *want, const jvmtiCapabilities *have)
+{
+    jvmtiCapabilities marker = {0};
+    marker.can_generate_sampled_object_alloc_events = 1;
+    unsigned char m[sizeof marker], h[sizeof *have], w[sizeof *want];
+    memcpy(m, &marker, sizeof m);
+    memcpy(h, have, sizeof h);
+    memcpy(w, want, sizeof w);
+    for (size_t bit = 0; bit + 1 < sizeof m * 8; bit++) {
+        if (!(m[bit / 8] >> (bit % 8) & 1))
+            continue;
+        size_t vt = bit + 1; /* bit fields are allocated from the low bit on this ABI */
+        if (!(h[vt / 8] >> (vt % 8) & 1))
+            return false;
+        w[vt / 8] |= (unsigned char)(1u << (vt % 8));
+        memcpy(want, w, sizeof w);
+        return true;
+    }
+    return false;
+}
+
 static int setup_jvmti(cmr_agent_t *a)
 {
     jvmtiEnv *jvmti = a->jvmti;
@@ -349,6 +385,7 @@ static int setup_jvmti(cmr_agent_t *a)
     want.can_generate_all_class_hook_events = 1;
     if (have.can_generate_early_class_hook_events)
         want.can_generate_early_class_hook_events = 1;
+    bool virtual_threads = want_virtual_threads(&want, &have);
     if (cmr_agent_check((*jvmti)->AddCapabilities(jvmti, &want), "AddCapabilities") != JVMTI_ERROR_NONE)
         return -1;
     jvmtiEventCallbacks cb = {0};
@@ -357,7 +394,13 @@ static int setup_jvmti(cmr_agent_t *a)
     cb.ClassFileLoadHook = on_class_file_load;
     cb.ClassPrepare = on_class_prepare;
     cb.ThreadEnd = on_thread_end;
-    if (cmr_agent_check((*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof cb), "SetEventCallbacks"))
+    jvmti_callback_t table[VIRTUAL_THREAD_END_EVENT - JVMTI_MIN_EVENT_TYPE_VAL + 1] = {0};
+    _Static_assert(sizeof cb <= sizeof table, "the JVMTI headers have more events than the agent knows");
+    memcpy(table, &cb, sizeof cb);
+    table[VIRTUAL_THREAD_END_EVENT - JVMTI_MIN_EVENT_TYPE_VAL] = (jvmti_callback_t)on_virtual_thread_end;
+    if (cmr_agent_check((*jvmti)->SetEventCallbacks(jvmti, (jvmtiEventCallbacks *)(void *)table,
+                                                    virtual_threads ? (jint)sizeof table : (jint)sizeof cb),
+                        "SetEventCallbacks"))
         return -1;
     const jvmtiEvent events[] = {JVMTI_EVENT_VM_INIT, JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK,
                                  JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_THREAD_END};
@@ -365,6 +408,12 @@ static int setup_jvmti(cmr_agent_t *a)
         if (cmr_agent_check((*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, events[i], NULL),
                             "SetEventNotificationMode"))
             return -1;
+    if (virtual_threads && cmr_agent_check((*jvmti)->SetEventNotificationMode(
+                                               jvmti, JVMTI_ENABLE, (jvmtiEvent)VIRTUAL_THREAD_END_EVENT, NULL),
+                                           "SetEventNotificationMode(VirtualThreadEnd)") != JVMTI_ERROR_NONE)
+        virtual_threads = false; /* they record nothing, as on a JVM without them */
+    cmr_probe_rings_virtual_ends(a->rings, virtual_threads);
+    cmr_log(CMR_LOG_DEBUG, "agent.virtual_threads", "recorded=%s", virtual_threads ? "true" : "false");
     return 0;
 }
 

@@ -297,6 +297,10 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         cmr_conf_get_int(conf, "agent.metric.interval.ms", 10000, 100, 3600000, &out->metric_interval_ms, errbuf,
                          errlen) ||
         cmr_conf_get_int(conf, "agent.max.threads", 4096, 1, 1 << 20, &out->max_threads, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.virtual.ring.records", 1024, 64, 1 << 20, &out->virtual_ring_records, errbuf,
+                         errlen) ||
+        cmr_conf_get_int(conf, "agent.max.virtual.threads", 1024, 0, 1 << 20, &out->max_virtual_threads, errbuf,
+                         errlen) ||
         cmr_conf_get_int(conf, "agent.stall.threshold.ms", 10000, 0, 86400000, &out->stall_threshold_ms, errbuf,
                          errlen) ||
         cmr_conf_get_int(conf, "agent.status.interval.ms", 30000, 0, 86400000, &out->status_interval_ms, errbuf,

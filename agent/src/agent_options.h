@@ -55,6 +55,9 @@ typedef struct cmr_agent_settings {
     int64_t shutdown_flush_ms;       /* agent.shutdown.flush.ms, default 3000 */
     int64_t metric_interval_ms;      /* agent.metric.interval.ms, default 10000 */
     int64_t max_threads;             /* agent.max.threads with a ring at once, default 4096 */
+    int64_t virtual_ring_records;    /* agent.virtual.ring.records: a virtual thread's ring, default 1024 */
+    int64_t max_virtual_threads;     /* agent.max.virtual.threads with a ring at once, default 1024
+                                         (0: virtual threads record nothing) */
     int64_t stall_threshold_ms;      /* agent.stall.threshold.ms, default 10000, 0: off */
     int64_t status_interval_ms;      /* agent.status.interval.ms, default 30000, 0: on changes */
     /* trust.keys: the CMR's public key files, in the order given (none: no command is

@@ -41,6 +41,7 @@
 #include "sql_text.h"
 
 #define MAX_RINGS_PER_PASS 8192
+#define MAX_DEAD_PER_PASS 8192      /* ended threads' rings freed per pass (virtual threads end by the thousand) */
 #define MAX_STALLED 64              /* stalled calls per MetricBatch; more are counted in a log line */
 #define MAX_PARTITIONS 256          /* partitions of cmr.events one message each; more: one per segment */
 #define MSG_MAX_EVENTS 16384        /* events per EventBatch message at most */
@@ -78,7 +79,8 @@ typedef struct publisher {
     cmr_probe_stats_t n; /* counters of this pass, added to the rings' totals after it */
     cmr_log_limiter_t loss_log;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
-    size_t npass; /* rings of the last pass: valid until the next one */
+    cmr_ring_t *dead[MAX_DEAD_PER_PASS]; /* the rings of ended threads a pass frees */
+    size_t npass;                        /* rings of the last pass: valid until the next one */
 } publisher_t;
 
 static publisher_t pub;
@@ -608,10 +610,10 @@ static void counts_flush(publisher_t *p)
 
 static void pass_once(publisher_t *p)
 {
-    cmr_ring_t *dead[256];
+    cmr_ring_t **dead = p->dead;
     size_t ndead;
     refresh_clock(p);
-    size_t n = cmr_probe_rings_snapshot(p->rings, p->pass, MAX_RINGS_PER_PASS, dead, &ndead, 256);
+    size_t n = cmr_probe_rings_snapshot(p->rings, p->pass, MAX_RINGS_PER_PASS, dead, &ndead, MAX_DEAD_PER_PASS);
     p->npass = n;
     partitions_refresh(p);
     for (size_t i = 0; i < n; i++)

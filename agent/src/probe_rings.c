@@ -6,6 +6,11 @@
  * wraps it in a direct ByteBuffer and remembers it in the thread's JVMTI thread-local
  * storage so that ThreadEnd can close it. After that no probe crosses JNI, except a rare
  * wake0() when a ring is half full and the publisher should drain it early.
+ *
+ * Virtual threads (JDK 21+) are many and short: each gets a small ring of its own
+ * (agent.virtual.ring.records), at most agent.max.virtual.threads at once, and only when
+ * the JVM posts VirtualThreadEnd (which frees it; JVMTI's ThreadEnd is not posted for
+ * them). A virtual thread that gets no ring records nothing and is counted as refused.
  */
 #include "probe_rings.h"
 
@@ -32,6 +37,11 @@ struct cmr_probe_rings {
     int64_t stall_threshold_ms;
     uint32_t max_batch;
     size_t max_threads;
+    /* virtual threads: ring size, how many may hold one, how many do, how many of those
+     * ended and wait for the publisher; whether the JVM reports their ends at all */
+    uint64_t virtual_ring_records;
+    size_t max_virtual, virtual_count, virtual_closed;
+    bool virtual_ends;
     int64_t agent_id;
     uint64_t segment_base;
     cmr_probe_stats_t stats;
@@ -64,6 +74,8 @@ cmr_probe_rings_t *cmr_probe_rings_new(cmr_agent_t *a)
     r->stall_threshold_ms = a->settings.stall_threshold_ms;
     r->max_batch = 4096;
     r->max_threads = (size_t)a->settings.max_threads;
+    r->virtual_ring_records = pow2_at_least((uint64_t)a->settings.virtual_ring_records);
+    r->max_virtual = (size_t)a->settings.max_virtual_threads;
     r->max_segment_events = (uint64_t)a->settings.max_segment_events;
     return r;
 }
@@ -135,28 +147,55 @@ void cmr_ring_free(cmr_ring_t *ring)
 
 static cmr_probe_rings_t *natives_rings; /* the rings the natives serve */
 
-/* static native ByteBuffer register0(long threadId, String threadName) */
-static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id, jstring thread_name)
+/* Gives back a virtual thread's place counted by register0 when it got no ring after all. */
+static void virtual_release(cmr_probe_rings_t *r, bool is_virtual)
+{
+    if (!is_virtual)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->virtual_count--;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cmr_probe_rings_virtual_ends(cmr_probe_rings_t *r, bool reported)
+{
+    pthread_mutex_lock(&r->lock);
+    r->virtual_ends = reported;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* static native ByteBuffer register0(long threadId, String threadName, boolean virtual) */
+static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id, jstring thread_name,
+                                       jboolean is_virtual)
 {
     (void)cls;
     cmr_probe_rings_t *r = natives_rings;
     cmr_agent_t *a = r->agent;
     pthread_mutex_lock(&r->lock);
-    bool full = r->count >= r->max_threads;
-    uint64_t records = r->ring_records;
+    bool full = r->count >= r->max_threads || (is_virtual && (!r->virtual_ends || r->virtual_count >= r->max_virtual));
+    uint64_t records = is_virtual ? r->virtual_ring_records : r->ring_records;
     uint32_t max_batch = r->max_batch;
     if (full)
         r->stats.rings_refused++;
+    else if (is_virtual)
+        r->virtual_count++; /* taken now, so that racing threads cannot pass the limit */
     pthread_mutex_unlock(&r->lock);
-    if (full || a->mode == CMR_MODE_STOPPED)
+    if (full || a->mode == CMR_MODE_STOPPED) {
+        if (!full)
+            virtual_release(r, is_virtual);
         return NULL;
+    }
+    if (is_virtual && max_batch > records)
+        max_batch = (uint32_t)records; /* a batch never holds more than the ring */
     cmr_ring_t *ring = calloc(1, sizeof *ring);
     size_t bytes = CMR_RING_HEADER + records * CMR_EVENT_RECORD_SIZE;
     if (!ring || posix_memalign((void **)&ring->mem, 64, bytes) != 0 ||
         !(ring->batch = malloc((size_t)max_batch * CMR_EVENT_RECORD_SIZE))) {
         cmr_ring_free(ring);
+        virtual_release(r, is_virtual);
         return NULL;
     }
+    ring->is_virtual = is_virtual;
     memset(ring->mem, 0, CMR_RING_HEADER);
     pthread_mutex_lock(&r->lock);
     cmr_put_le64(ring->mem + CMR_RING_AGENT_ID, (uint64_t)r->agent_id);
@@ -173,6 +212,7 @@ static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id,
     jobject buf = (*env)->NewDirectByteBuffer(env, ring->mem, (jlong)bytes);
     if (!buf || (*a->jvmti)->SetThreadLocalStorage(a->jvmti, NULL, ring) != JVMTI_ERROR_NONE) {
         cmr_ring_free(ring);
+        virtual_release(r, is_virtual);
         return NULL;
     }
     pthread_mutex_lock(&r->lock);
@@ -180,6 +220,7 @@ static jobject JNICALL probe_register0(JNIEnv *env, jclass cls, jlong thread_id,
         pthread_mutex_unlock(&r->lock);
         (*a->jvmti)->SetThreadLocalStorage(a->jvmti, NULL, NULL);
         cmr_ring_free(ring);
+        virtual_release(r, is_virtual);
         return NULL;
     }
     r->rings[r->count++] = ring;
@@ -242,7 +283,7 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
 {
     natives_rings = r;
     JNINativeMethod methods[] = {
-        {"register0", "(JLjava/lang/String;)Ljava/nio/ByteBuffer;", (void *)probe_register0},
+        {"register0", "(JLjava/lang/String;Z)Ljava/nio/ByteBuffer;", (void *)probe_register0},
         {"wake0", "()V", (void *)probe_wake0},
         {"traceContext0", "()[B", (void *)probe_trace_context0},
         {"control0", "()Ljava/nio/ByteBuffer;", (void *)probe_control0},
@@ -255,14 +296,24 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
     }
 }
 
-void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti)
+void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti, jthread thread)
 {
     cmr_ring_t *ring = NULL;
-    if ((*jvmti)->GetThreadLocalStorage(jvmti, NULL, (void **)&ring) != JVMTI_ERROR_NONE || !ring)
+    if ((*jvmti)->GetThreadLocalStorage(jvmti, thread, (void **)&ring) != JVMTI_ERROR_NONE || !ring)
         return;
-    (*jvmti)->SetThreadLocalStorage(jvmti, NULL, NULL);
+    (*jvmti)->SetThreadLocalStorage(jvmti, thread, NULL);
     ring->closed = true;
-    cmr_probe_rings_wake(r);
+    if (!ring->is_virtual) {
+        cmr_probe_rings_wake(r);
+        return;
+    }
+    /* virtual threads end by the thousand: the next pass frees their rings, an early one
+     * only once half the places they may hold wait for it */
+    pthread_mutex_lock(&r->lock);
+    bool wake = ++r->virtual_closed >= r->max_virtual / 2;
+    pthread_mutex_unlock(&r->lock);
+    if (wake)
+        cmr_probe_rings_wake(r);
 }
 
 /* --- publisher side ------------------------------------------------------------------------ */
@@ -277,6 +328,10 @@ size_t cmr_probe_rings_snapshot(cmr_probe_rings_t *r, cmr_ring_t **out, size_t m
         cmr_ring_t *ring = r->rings[i];
         if (ring->final_drained && !ring->segment_open && ring->batch_count == 0 && *ndead < max_dead) {
             dead[(*ndead)++] = ring;
+            if (ring->is_virtual) {
+                r->virtual_count--;
+                r->virtual_closed--;
+            }
             continue;
         }
         r->rings[keep++] = ring;

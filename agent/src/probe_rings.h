@@ -100,6 +100,7 @@ typedef struct cmr_ring {
     int64_t thread_id;
     char thread_name[96];
     atomic_bool closed; /* the thread ended */
+    bool is_virtual;    /* a virtual thread's (smaller; closed by VirtualThreadEnd) */
     bool final_drained; /* drained completely after `closed` was seen: may be freed */
     /* publisher state (publisher thread only) */
     uint64_t read;
@@ -163,8 +164,12 @@ typedef struct cmr_probe_rings cmr_probe_rings_t;
 cmr_probe_rings_t *cmr_probe_rings_new(struct cmr_agent *a);
 /* Registers the natives of cmr/agent/Probe (called when that class is prepared). */
 void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class);
-/* JVMTI ThreadEnd on the ending thread: its ring is drained one last time and freed. */
-void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti);
+/* JVMTI ThreadEnd (thread NULL: the ending thread) or VirtualThreadEnd (the virtual
+ * thread): its ring is drained one last time and freed. */
+void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti, jthread thread);
+/* Whether the JVM reports virtual threads' ends (JDK 21+ with the capability): only then do
+ * virtual threads get rings, since nothing else would free them. */
+void cmr_probe_rings_virtual_ends(cmr_probe_rings_t *r, bool reported);
 /* The agent id the CMR gave, for every ring (probes put it in outgoing HTTP headers). */
 void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id);
 /* The environment's trace-context policy (cmr_trace_context_policy_t) and MAC key, which

@@ -68,6 +68,7 @@ static const cf_probe probes[4] = {
         [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCall", kind, i), CALL("httpCallEnd"),       \
                                         CALL("httpCallExitThrow")},                                            \
         [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},   \
+        [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},               \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),

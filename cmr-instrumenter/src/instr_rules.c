@@ -181,6 +181,21 @@ static const struct {
      "(Ljava/util/concurrent/RunnableScheduledFuture;)V", CMR_HANDOFF_CAPTURE, 0},
     /* Threads: the started thread's first recorded call continues the trace */
     {"java/lang/Thread", "start", "()V", CMR_HANDOFF_CAPTURE, CMR_HANDOFF_ARG_THIS},
+    /* ... a virtual thread's too (JDK 21+: Thread.start, Thread.ofVirtual, the
+     * thread-per-task executor and structured concurrency all start it here), while the
+     * ForkJoinTasks that schedule its continuation (at start and at every unpark, JDK 21
+     * and 25 name them alike) carry no context: the virtual thread records for itself,
+     * its carrier nothing */
+    {"java/lang/VirtualThread", "start", "(Ljdk/internal/vm/ThreadContainer;)V", CMR_HANDOFF_CAPTURE,
+     CMR_HANDOFF_ARG_THIS},
+    {"java/lang/VirtualThread", "submitRunContinuation", NULL, CMR_HANDOFF_QUIET, 0},
+    {"java/lang/VirtualThread", "lazySubmitRunContinuation", NULL, CMR_HANDOFF_QUIET, 0},
+    {"java/lang/VirtualThread", "externalSubmitRunContinuation", NULL, CMR_HANDOFF_QUIET, 0},
+    {"java/lang/VirtualThread", "externalSubmitRunContinuationOrThrow", NULL, CMR_HANDOFF_QUIET, 0},
+    /* ... and the timer that wakes a sleeping or timed-parked one (JDK 21: scheduleUnpark,
+     * 25: schedule) is its own business too */
+    {"java/lang/VirtualThread", "scheduleUnpark", NULL, CMR_HANDOFF_QUIET, 0},
+    {"java/lang/VirtualThread", "schedule", NULL, CMR_HANDOFF_QUIET, 0},
     /* ForkJoin: a task carries the context of the code that made it (fork(), invoke(),
      * submit() and CompletableFuture's async stages all make one, wrappers included) and
      * continues it wherever the pool runs it */

@@ -31,8 +31,10 @@
  * a broker that keeps less). Their classes are unknown here, so configuration changes
  * could not reach them: the gap is logged and counted (instr.classes_lost), and every
  * agent of that partition, those cached now and those whose records arrive later, is
- * asked once for all its classes (a BytecodeResend without a class name; at most once per
- * agent per CMR_RESYNC_MIN_MS). A record the consumer skipped as malformed counts as
+ * asked once for all its classes (a BytecodeResend without a class name). Asked again only
+ * after a later gap (its resend may have been lost too), not sooner than
+ * CMR_RESYNC_RETRY_MS after the last ask and at most CMR_RESYNC_MAX times per
+ * CMR_RESYNC_MIN_MS, so that a broker that keeps too little is not flooded. A record the consumer skipped as malformed counts as
  * lost too: its classes are equally unknown.
  *
  * Trust (docs/SECURITY.md): a ClassLoaded whose bytes do not hash to its class_hash is
@@ -157,7 +159,7 @@ typedef struct worker {
      * partition was found, when each agent was last asked for all its classes, and how
      * many records were lost in all. */
     int64_t lost_at_ms[MAX_PARTITIONS];
-    cmr_u64map_t resynced; /* agent id -> mono ms of the last request (the value) */
+    cmr_u64map_t resynced; /* agent id -> last ask (ask_resync) */
     _Atomic uint64_t records_lost, resyncs;
 } worker_t;
 
@@ -307,24 +309,35 @@ static int64_t request_id(uint64_t agent, int64_t loader, const char *name, uint
 
 /* --- lost class records ("Lost class records" above) ------------------------------------ */
 
-#define CMR_RESYNC_MIN_MS (10 * 60 * 1000)
+#define CMR_RESYNC_MIN_MS (10 * 60 * 1000) /* the window in which an agent is asked ... */
+#define CMR_RESYNC_MAX 5                   /* ... at most this many times */
+#define CMR_RESYNC_RETRY_MS 1000           /* and not sooner than this after the last ask */
 
 /* Asks one agent of a partition with lost records for all its classes, unless it was asked
- * since the gap or within CMR_RESYNC_MIN_MS. Sends nothing while replaying. */
+ * since the gap, or too recently or too often (above). Sends nothing while replaying.
+ * w->resynced keeps per agent the last ask's time << 8 | the asks in its window. */
 static int ask_resync(worker_t *w, uint64_t agent, const char *instance, int32_t partition)
 {
     if (w->replaying || partition < 0 || partition >= MAX_PARTITIONS || w->lost_at_ms[partition] == 0)
         return 0;
-    int64_t now = mono_ms(), last = (int64_t)(uintptr_t)cmr_u64map_get(&w->resynced, agent);
-    if (last && (last >= w->lost_at_ms[partition] || now - last < CMR_RESYNC_MIN_MS))
-        return 0;
+    uint64_t v = (uint64_t)(uintptr_t)cmr_u64map_get(&w->resynced, agent);
+    int64_t now = mono_ms(), last = (int64_t)(v >> 8);
+    unsigned asks = (unsigned)(v & 0xFF);
+    if (last) {
+        if (last >= w->lost_at_ms[partition])
+            return 0; /* asked since the gap */
+        if (now - last >= CMR_RESYNC_MIN_MS)
+            asks = 0; /* a new window */
+        else if (asks >= CMR_RESYNC_MAX || now - last < CMR_RESYNC_RETRY_MS)
+            return 0;
+    }
     char topic[CMR_TOPIC_NAME_MAX];
     if (command_topic(w, instance, topic, sizeof topic) != 0)
         return 0;
     cmr_bytecode_resend_t r = {request_id(agent, 0, "", 0, (uint64_t)now, 5), (int64_t)agent, "", 0, 0};
     if (send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, instance, topic) != 0)
         return -1;
-    cmr_u64map_put(&w->resynced, agent, (void *)(uintptr_t)now);
+    cmr_u64map_put(&w->resynced, agent, (void *)(uintptr_t)((uint64_t)now << 8 | (asks + 1)));
     w->resyncs++;
     cmr_log(CMR_LOG_INFO, "instr.classes_asked_again", "agent=%016" PRIx64 " partition=%d", agent, partition);
     return 0;

@@ -34,7 +34,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, free_port, log,  # noqa: E402
+from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, free_port, java_feature, log,  # noqa: E402
                       show_tails, tomcat_base, walk, wind_down)
 
 J = "/usr/share/java/"
@@ -63,8 +63,9 @@ def method(n):
     return n["method"].split("(")[0] if n["kind"] == "call" else "(" + n["kind"] + ")"
 
 
-def check_trace(tree, agents):
-    """Problems of one request's trace (empty: right)."""
+def check_trace(tree, agents, virtual):
+    """Problems of one request's trace (empty: right); virtual: the pricing fan-out runs on
+    virtual threads (JDK 21+), else on a pool of platform threads."""
     p = []
     if not tree["complete"] or tree["jvms"] != 3 or len(tree["roots"]) != 1:
         return ["complete=%s jvms=%d roots=%d" % (tree["complete"], tree["jvms"], len(tree["roots"]))]
@@ -92,8 +93,15 @@ def check_trace(tree, agents):
         p.append("not one pool checkout")
     # the pricing pool's tasks (a request that makes HikariCP open a connection also has the
     # pool's "connection adder" task in its trace: it asked for it)
-    tasks = [n for n in nodes if method(n) == "java.util.concurrent.ThreadPoolExecutor.beforeExecute" and
-             n["agent_id"] == agents["stock"] and n["thread"] == "pricing"]
+    if virtual:  # a virtual thread per price: its first call opens a segment of its own
+        tasks = [n for n, parent in walk(tree["roots"][0]) if n["thread"].startswith("virtual-") and
+                 n["agent_id"] == agents["stock"] and (parent is None or parent["thread"] != n["thread"])]
+        if [method(n) for n in tasks] != ["fleet.middle.StockService$Pricing.lambda$total$0"] * 3 and \
+                [method(n) for n in tasks] != ["fleet.middle.StockService$Pricing.price"] * 3:
+            p.append("pricing on virtual threads: %s" % [method(n) for n in tasks])
+    else:
+        tasks = [n for n in nodes if method(n) == "java.util.concurrent.ThreadPoolExecutor.beforeExecute" and
+                 n["agent_id"] == agents["stock"] and n["thread"] == "pricing"]
     if len(tasks) != 3 or not all(t["async"] for t in tasks):
         p.append("%d pricing tasks (async: %s)" % (len(tasks), [t["async"] for t in tasks]))
     apache = [n for n in nodes if method(n) == "org.apache.http.impl.client.InternalHttpClient.doExecute"]
@@ -120,7 +128,7 @@ def traces_since(api, since_ns, want, timeout=60):
         time.sleep(0.5)
 
 
-def warm_until_right(api, url, agents, limit_s=240):
+def warm_until_right(api, url, agents, virtual, limit_s=240):
     """Sends a request at a time until its trace is right: the instrumentation arrives
     while the JVMs run (bounded)."""
     end, problems = time.time() + limit_s, ["no request answered"]
@@ -133,7 +141,7 @@ def warm_until_right(api, url, agents, limit_s=240):
             time.sleep(1)
             continue
         got = [t for t in traces_since(api, since, 1, timeout=5) if t["complete"]]
-        problems = check_trace(api.trace(got[0]["trace_id"]), agents) if got else ["no complete trace"]
+        problems = check_trace(api.trace(got[0]["trace_id"]), agents, virtual) if got else ["no complete trace"]
         if not problems:
             return
         time.sleep(1)
@@ -183,6 +191,7 @@ def bench(args):
     with the agents once their traces are right. The CMR runs on the same machine."""
     pg = Postgres()
     rows = []
+    virtual = java_feature(args.java) >= 21
     try:
         for r in range(args.rounds):
             for with_agents in (False, True):
@@ -192,17 +201,25 @@ def bench(args):
                     opts, api = None, None
                     if with_agents:
                         stack = Stack(work, args.broker, args.config, args.instrumenter, args.ingest,
-                                      args.environment)
+                                      args.environment, quick=False)
                         procs.extend(stack.procs)
                         opts, api = stack.agent_opts, stack.api
                     url, agents = start_fleet(work, args, pg.url, procs, opts)
                     if with_agents:
-                        warm_until_right(api, url, agents)
+                        warm_until_right(api, url, agents, virtual)
                     wrk(url + "?id=1", args.bench, args.concurrency)  # warm-up
                     jvms = [p for p in procs if p.name in ("front", "stock", "price")]
                     cmr = [p for p in procs if p.name in ("config", "instrumenter", "ingest", "broker")]
                     c0 = [cpu_s(p.p.pid) for p in jvms + cmr]
+                    perf = []
+                    if with_agents and os.environ.get("CMR_BENCH_PERF"):  # a profile of each JVM (perf)
+                        perf = [subprocess.Popen(["perf", "record", "-F", "499", "-g", "-q", "-p", str(q.p.pid),
+                                                  "-o", "%s/perf-%s.data" % (os.environ["CMR_BENCH_PERF"], q.name),
+                                                  "--", "sleep", str(max(1, args.bench - 2))],
+                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for q in jvms]
                     rps, p50, p99, errors = wrk(url + "?id=1", args.bench, args.concurrency)
+                    for pp in perf:
+                        pp.wait()
                     c1 = [cpu_s(p.p.pid) for p in jvms + cmr]
                     n = rps * args.bench
                     jvm_us = sum(c1[i] - c0[i] for i in range(len(jvms))) / n * 1e6
@@ -287,6 +304,7 @@ def main():
 
     if args.bench:
         return bench(args)
+    virtual = java_feature(args.java) >= 21
     work = tempfile.mkdtemp(prefix="cmr-fleet-")
     procs, pg, ok = [], None, False
     try:
@@ -300,7 +318,7 @@ def main():
                 return r.status, r.read().decode()
 
         t0 = time.time()
-        warm_until_right(api, url, agents)
+        warm_until_right(api, url, agents, virtual)
         log("instrumented: a request's trace is right after %.1f s" % (time.time() - t0))
         time.sleep(2)  # the warm-up's stragglers are older than the load's window
 
@@ -325,7 +343,7 @@ def main():
                 len(others), sorted({(t.get("root_method") or "?").split("(")[0] for t in others})))
         wrong = 0
         for t in front_roots:
-            p = check_trace(api.trace(t["trace_id"]), agents)
+            p = check_trace(api.trace(t["trace_id"]), agents, virtual)
             if p:
                 wrong += 1
                 if wrong <= 3:

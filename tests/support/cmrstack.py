@@ -101,9 +101,12 @@ class Proc:
 class Stack:
     """The embedded broker and the three CMR workers in `work`, the environment file applied
     and a command signing key pair made for this run. procs: started processes, to stop in
-    reverse order; api: cmr-ingest's HTTP API; agent_opts: the options an agent needs."""
+    reverse order; api: cmr-ingest's HTTP API; agent_opts: the options an agent needs (for a
+    test, with commands fetched every 5 ms instead of librdkafka's 500 ms long poll, so that
+    instrumentation arrives at once; a benchmark passes quick=False and measures the
+    defaults)."""
 
-    def __init__(self, work, broker, config, instrumenter, ingest, environment):
+    def __init__(self, work, broker, config, instrumenter, ingest, environment, quick=True):
         self.procs = []
         boot_file = os.path.join(work, "bootstrap")
         self.procs.append(Proc("broker", [broker, "--bootstrap-file", boot_file], work))
@@ -124,7 +127,8 @@ class Stack:
                               "--http-port", "0", "--log-level", "info", "run"], work)
         self.procs.append(ing)
         self.api = Ingest(int(ing.wait_log(r"event=ingest\.http_listening .*port=(\d+)").group(1)))
-        self.agent_opts = "bootstrap=%s,trust.keys=%s,kafka.fetch.wait.max.ms=5" % (bs, os.path.join(work, "cmr.pub"))
+        self.agent_opts = "bootstrap=%s,trust.keys=%s" % (bs, os.path.join(work, "cmr.pub")) + \
+            (",kafka.fetch.wait.max.ms=5" if quick else "")
 
 
 def agent_id(proc, timeout=120):
@@ -263,3 +267,11 @@ def tomcat_base(work, webapp, port, context="orders"):
         f.write(x)
     os.symlink(webapp, os.path.join(b, "webapps", context))
     return b
+
+
+def java_feature(java):
+    """The JVM's feature version (17, 25 ...); 0 when it does not say."""
+    out = subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True,
+                         timeout=60).stderr
+    m = re.search(r"java\.specification\.version = (\d+)", out)
+    return int(m.group(1)) if m else 0

@@ -29,8 +29,8 @@ within its parent in time.
   clients   Apache HttpClient 4 and 5 and OkHttp 3 (sync, async) into Tomcat: nodes with
             method, URL and status, the servlet's tree under each
   jetty     Jetty 9 in a third JVM, called with Apache HttpClient 4, and directly
-  vthreads  (JDK 21+) 5,000 virtual threads leave the agent its rings: a platform thread
-            started after them records
+  vthreads  (JDK 21+) tasks on virtual threads continue the trace (one segment each, across
+            sleeps and carriers); 5,000 of them give their rings back
 
 The JDK's hand-off points are instrumented by cmr-instrumenter while the JVMs run, so a
 scenario is repeated until its tree is right (bounded), then once more, which must be right
@@ -50,7 +50,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, free_port, log,  # noqa: E402
+from cmrstack import (TC_HOME, Postgres, Proc, Stack, agent_id, free_port, java_feature, log,  # noqa: E402
                       show_tails, tomcat_base, walk, wind_down)
 
 H2_JAR = "/usr/share/java/h2.jar"  # Debian's libh2-java
@@ -614,22 +614,44 @@ class Scenarios:
         return p + check_common(tree, detached=True)
 
     def vthreads(self):
-        """Virtual threads (JDK 21+) are not followed yet (docs/COVERAGE.md), but they must
-        not cost the agent its rings (JVMTI does not report their end): after 5,000 of them
-        ran instrumented code (more than agent.max.threads), a new platform thread still
-        records, and no virtual thread's call is recorded."""
-        since = time.time_ns()
-        tree, v, p = self._run("vthreads 5000", "vthreads:", "trace.Threads.virtuals")
+        """Virtual threads (JDK 21+): tasks on the thread-per-task executor of virtual threads
+        continue the trace that submits them, one segment per virtual thread across its
+        sleep (whichever carrier it comes back on), with nothing of the carriers or of the
+        timer that wakes them. Then 5,000 virtual threads started at once: those that got
+        one of the rings (agent.max.virtual.threads) continue the trace, none starts a
+        trace of its own, and their rings come back (JVMTI's VirtualThreadEnd): a platform
+        thread started after them records, and so do virtual threads again."""
+        tree, v, p = self._run("vfanout 20", "vfanout:", "trace.Threads.fanout")
         if p:
             return p
-        if any(short(n["method"]) == "Threads.body" for n, _ in walk(tree["roots"][0]) if n["kind"] == "call"):
-            p.append("a virtual thread's call is in the trace")
+        leaf = ("Leaf.work", False, [("Leaf.pause", False, [])])
+        p = expect_shape(v, [("Threads.fanout", False, [("Threads.parked", True, [leaf, leaf])] * 20)])
+        threads = {c["thread"] for c in v["children_view"]}
+        if len(threads) != 20 or not all(t.startswith("virtual-") for t in threads):
+            p.append("threads %s, want 20 virtual ones" % sorted(threads))
+        jdk = sorted({n["method"] for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and
+                      not n["method"].startswith("trace.")})
+        if jdk:
+            p.append("nodes of the JDK in the trace: %s" % jdk[:5])
+        p += check_common(tree)
+        since = time.time_ns()
+        tree, v, q = self._run("vthreads 5000", "vthreads:", "trace.Threads.virtuals")
+        if q:
+            return p + q
+        bodies = [n for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and short(n["method"]) == "Threads.body"]
+        if not bodies:
+            p.append("no virtual thread's call is in the trace")
+        log("vthreads: %d of 5000 virtual threads recorded" % len(bodies))
         if any(t["root_method"] and t["root_method"].startswith("trace.Threads.body")
                for t in self.ingest.traces(**{"from": str(since), "limit": "1000"})):
             p.append("a virtual thread's call is a trace of its own")
-        # (the carriers' ForkJoin tasks that mount the virtual threads are in the trace, as
-        # hand-off nodes of their own, not nested in time: not checked)
-        return p + self.thread()
+        return p + self.thread() + [x for x in self.vthreads_again()]
+
+    def vthreads_again(self):
+        tree, v, p = self._run("vfanout 20", "vfanout:", "trace.Threads.fanout")
+        if not p and len(v["children_view"]) != 20:
+            p.append("after 5,000 virtual threads: %d of 20 recorded" % len(v["children_view"]))
+        return p
 
     def running(self):
         since = time.time_ns()
@@ -663,14 +685,6 @@ class Scenarios:
         if tree["duration_ns"] < 8_000_000_000:
             p.append("duration %d ns, want >= 8 s" % tree["duration_ns"])
         return p + check_common(tree)
-
-
-def java_feature(java):
-    """The JVM's feature version (17, 25 ...); 0 when it does not say."""
-    out = subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True,
-                         timeout=60).stderr
-    m = re.search(r"java\.specification\.version = (\d+)", out)
-    return int(m.group(1)) if m else 0
 
 
 def until_right(name, fn):

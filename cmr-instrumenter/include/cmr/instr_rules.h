@@ -63,6 +63,9 @@ typedef enum cmr_instr_handoff {
     CMR_HANDOFF_HTTP_IN_SERVLET,  /* httpInServlet(request, response) at entry (parameters 0
                                    * and 1), ctxEnd / ctxEndThrow: a servlet's service, its
                                    * response's status at the end */
+    CMR_HANDOFF_QUIET,            /* quietBegin at entry, quietEnd at the exits: what the
+                                   * method hands to another thread carries no context (a
+                                   * virtual thread's scheduling) */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

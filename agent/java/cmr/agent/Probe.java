@@ -93,6 +93,7 @@ public final class Probe {
         Context pending; // parent of the segment the next root call opens
         long ctxStack;   // one bit per open ctxBegin: did it open a segment?
         long ctxSite;    // the hand-off node ctxBegin opened (ctxEnd closes that one)
+        int quiet;       // inside a virtual thread's scheduling (quietBegin): no capture
         Object request;  // the incoming request the open segment began with (httpIn)
         Object response; // and its response, for a servlet's (httpInServlet)
         long sqlStack;   // one bit per open sqlEnter: did it open a JDBC node?
@@ -277,6 +278,10 @@ public final class Probe {
      * Keys are held weakly and compared by identity: a task that is never run (a
      * CompletableFuture stage completed inline, a thread that runs nothing instrumented)
      * goes away with its object. Bounded: past MAX pending hand-offs the table is emptied.
+     *
+     * Nothing inside the lock may park: a virtual thread that parks holding a monitor leaves
+     * its carrier (JDK 24+) and needs a carrier back to release it, so the reference queue
+     * (which has a lock of its own) is polled outside, and carriers never come here.
      */
     static final class Handoffs {
         static final int MAX = 1 << 16;
@@ -299,11 +304,14 @@ public final class Probe {
         private volatile boolean empty = true; // lets ctxBegin skip the lock
 
         /** key carries v in place of whatever it carried (peek reads it). */
-        synchronized void put(Object key, Object v) {
-            Entry e = find(key, System.identityHashCode(key));
-            if (e != null)
-                unlink(e);
-            add(key, v);
+        void put(Object key, Object v) {
+            expunge();
+            synchronized (this) {
+                Entry e = find(key, System.identityHashCode(key));
+                if (e != null)
+                    unlink(e);
+                addLocked(key, v);
+            }
         }
 
         /** What key carries (the oldest), left in place; null if nothing. */
@@ -317,8 +325,14 @@ public final class Probe {
             }
         }
 
-        synchronized void add(Object key, Object c) {
+        void add(Object key, Object c) {
             expunge();
+            synchronized (this) {
+                addLocked(key, c);
+            }
+        }
+
+        private void addLocked(Object key, Object c) {
             if (pending >= MAX) { // contexts nobody took: forget them rather than grow
                 table = new Entry[64];
                 entries = pending = 0;
@@ -378,9 +392,12 @@ public final class Probe {
                 }
         }
 
+        /** Unlinks the entries whose keys went away (outside the lock: see above). */
         private void expunge() {
             for (Object r; (r = gone.poll()) != null; )
-                unlink((Entry) r);
+                synchronized (this) {
+                    unlink((Entry) r);
+                }
         }
 
         private void grow() {
@@ -416,10 +433,8 @@ public final class Probe {
         }
     }
 
-    /** Virtual threads get no ring: the agent frees a thread's ring when JVMTI reports the
-     *  thread ended, which it does not for virtual threads, so each of them would keep a
-     *  ring (native memory) until agent.max.threads and starve the platform threads. They
-     *  record nothing (docs/COVERAGE.md: not covered yet). */
+    /** Virtual threads get a small ring each (the agent frees it on JVMTI's VirtualThreadEnd,
+     *  and gives none where the JVM does not post it). */
     static boolean isVirtual(Thread t) {
         if (IS_VIRTUAL == null)
             return false;
@@ -435,9 +450,11 @@ public final class Probe {
         Ring r = NONE;
         try {
             Thread t = Thread.currentThread();
-            if (isVirtual(t))
-                return NONE; // (RINGS keeps NONE: asked once per virtual thread)
-            ByteBuffer b = register0(t.getId(), t.getName());
+            if (t.getClass().getName().equals("jdk.internal.misc.CarrierThread"))
+                return NONE; // it only runs virtual threads, which record for themselves
+            boolean virtual = isVirtual(t);
+            String name = t.getName();
+            ByteBuffer b = register0(t.getId(), virtual && name.isEmpty() ? "virtual-" + t.getId() : name, virtual);
             if (b != null) {
                 r = new Ring(b.order(ByteOrder.LITTLE_ENDIAN));
                 SEGMENTS.compareAndSet(0, (long) LONGS.getOpaque(b, SEGMENT_BASE));
@@ -450,7 +467,7 @@ public final class Probe {
         return r;
     }
 
-    private static native ByteBuffer register0(long threadId, String threadName);
+    private static native ByteBuffer register0(long threadId, String threadName, boolean virtual);
 
     private static native void wake0();
 
@@ -510,9 +527,25 @@ public final class Probe {
      *  Also Thread.start (the task is the thread) and ForkJoinTask's constructor. */
     public static void ctxCapture(Object task, long siteId) {
         Ring r = RINGS.get(); // a thread without a ring is outside any trace
-        if (task == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1)
+        if (task == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1 || r.quiet > 0)
             return; // (a segment skipped whole: the task starts a trace of its own)
         HANDOFF.add(task, fork(r, siteId));
+    }
+
+    /** Around a virtual thread's submits of its continuation to its scheduler (at start, and
+     *  when it is unparked by whichever thread): the ForkJoinTask made there is the virtual
+     *  thread's own scheduling, not work handed over, so it captures no context (the start
+     *  itself does, ctxCapture on VirtualThread.start). */
+    public static void quietBegin(long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && r != NONE)
+            r.quiet++;
+    }
+
+    public static void quietEnd(long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && r != NONE && r.quiet > 0)
+            r.quiet--;
     }
 
     /** Records a FORK event in the open segment: the context a child continues. */
@@ -534,6 +567,8 @@ public final class Probe {
      *  instrumented). Pair with ctxEnd / ctxEndThrow. */
     public static void ctxBegin(Object task, long siteId) {
         Ring r = ring();
+        if (r == NONE)
+            return; // a carrier of virtual threads (or a thread without a ring): nothing to open
         Context c = task == null ? null : HANDOFF.take(task);
         open(r, c, c != null, siteId);
     }
@@ -564,6 +599,8 @@ public final class Probe {
 
     private static void ctxDone(long siteId, int kind) {
         Ring r = ring();
+        if (r == NONE)
+            return; // ctxBegin opened nothing either
         boolean opened = (r.ctxStack & 1) != 0;
         r.ctxStack >>>= 1;
         if (opened && r.request != null && r.depth == 1) // the incoming request's answer

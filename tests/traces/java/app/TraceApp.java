@@ -8,6 +8,7 @@
  *   scheduled         -> scheduled: done      trace.Pool.scheduled: a task 5 ms later
  *   thread            -> thread: done         trace.Threads.run: Thread.start + join
  *   vthreads N        -> vthreads: N          trace.Threads.virtuals: N virtual threads (JDK 21+)
+ *   vfanout N         -> vfanout: N           trace.Threads.fanout: N tasks on virtual threads
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
  *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
@@ -87,6 +88,9 @@ public class TraceApp {
                         break;
                     case "vthreads":
                         System.out.println("vthreads: " + trace.Threads.virtuals(Integer.parseInt(w[1])));
+                        break;
+                    case "vfanout":
+                        System.out.println("vfanout: " + trace.Threads.fanout(Integer.parseInt(w[1])));
                         break;
                     case "chain":
                         System.out.println("chain: " + trace.Chain.run());

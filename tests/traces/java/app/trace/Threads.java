@@ -2,8 +2,32 @@ package trace;
 
 /** run starts a thread (its body: Threads.body -> Leaf.work) and joins it. virtuals(n)
  *  starts n virtual threads with the same body (JDK 21+; by reflection, the tests compile
- *  for 11) and joins them. */
+ *  for 11) and joins them. fanout(n) runs n tasks on the thread-per-task executor of
+ *  virtual threads, each two calls around a 2 ms sleep (the virtual thread leaves its
+ *  carrier and comes back, maybe on another). */
 public class Threads {
+    public static int fanout(int n) throws Exception {
+        java.util.concurrent.ExecutorService ex = (java.util.concurrent.ExecutorService)
+                java.util.concurrent.Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+        java.util.List<java.util.concurrent.Future<?>> fs = new java.util.ArrayList<>();
+        for (int i = 0; i < n; i++)
+            fs.add(ex.submit(Threads::parked));
+        for (java.util.concurrent.Future<?> f : fs)
+            f.get();
+        ex.shutdown();
+        return n;
+    }
+
+    static void parked() {
+        Leaf.work(1);
+        try {
+            Thread.sleep(2);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        Leaf.work(1);
+    }
+
     public static int virtuals(int n) throws Exception {
         java.lang.reflect.Method ofVirtual = Thread.class.getMethod("ofVirtual");
         Object builder = ofVirtual.invoke(null);

@@ -21,8 +21,8 @@ import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.servlet.ServletContextHandler;
 
 /** The fleet's middle (Jetty 9, the second JVM): GET /stock/check?id=N reads the order's
- *  parts from PostgreSQL (through HikariCP), then prices the parts in parallel on a pool of
- *  threads, each a GET to the price service (the JDK's HttpServer, the third JVM) with
+ *  parts from PostgreSQL (through HikariCP), then prices the parts in parallel (a virtual
+ *  thread each on JDK 21+, else a pool of platform threads), each a GET to the price service (the JDK's HttpServer, the third JVM) with
  *  Apache HttpClient 4, and answers "parts P, total T".
  *
  *    java fleet.middle.StockService PORT_FILE JDBC_URL PRICE_URL
@@ -50,7 +50,7 @@ public class StockService {
         cm.setMaxTotal(64);
         cm.setDefaultMaxPerRoute(64);
         http = org.apache.http.impl.client.HttpClients.custom().setConnectionManager(cm).build();
-        pricing = Executors.newFixedThreadPool(8, r -> new Thread(r, "pricing"));
+        pricing = pricingExecutor();
 
         Server server = new Server();
         ServerConnector connector = new ServerConnector(server);
@@ -66,6 +66,16 @@ public class StockService {
         Files.writeString(tmp, Integer.toString(connector.getLocalPort()));
         Files.move(tmp, Path.of(args[0]));
         server.join();
+    }
+
+    /** The pricing fan-out's executor: a virtual thread per task where the JDK has them (21+;
+     *  by reflection, the services compile for 17), else a pool of 8 platform threads. */
+    static ExecutorService pricingExecutor() {
+        try {
+            return (ExecutorService) Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+        } catch (ReflectiveOperationException e) {
+            return Executors.newFixedThreadPool(8, r -> new Thread(r, "pricing"));
+        }
     }
 
     public static class CheckServlet extends HttpServlet {
