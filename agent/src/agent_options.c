@@ -46,6 +46,11 @@ static const cmr_conf_key_t agent_keys[] = {
      "metric interval: per-method and per-transaction aggregates, stalled calls (the CMR's strategy overrides it)"},
     {"agent.max.threads", "4096",
      "threads that may hold a ring at once; probes of more threads record nothing and are counted"},
+    {"agent.virtual.ring.records", "1024",
+     "records in a virtual thread's ring (JDK 21+), rounded up to a power of two; 64 .. 1048576"},
+    {"agent.max.virtual.threads", "1024",
+     "virtual threads that may hold a ring at once (each freed when the virtual thread ends); more record nothing "
+     "and are counted as refused rings; 0: virtual threads record nothing"},
     {"agent.stall.threshold.ms", "10000",
      "a call still running after this long is reported as stalled at each metric interval's end (0: never); the "
      "CMR's strategy overrides it"},

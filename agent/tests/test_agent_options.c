@@ -164,6 +164,8 @@ static void test_key_table(void **state)
         {"agent.shutdown.flush.ms", s.shutdown_flush_ms},
         {"agent.metric.interval.ms", s.metric_interval_ms},
         {"agent.max.threads", s.max_threads},
+        {"agent.virtual.ring.records", s.virtual_ring_records},
+        {"agent.max.virtual.threads", s.max_virtual_threads},
         {"agent.stall.threshold.ms", s.stall_threshold_ms},
         {"agent.status.interval.ms", s.status_interval_ms},
     };
