@@ -73,6 +73,14 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
     if (n < 0 || n != pc->nargs)
         return cf_fail(err, CF_ERR_ARG, "%s probe: descriptor %s does not match %u arguments", site, pc->desc,
                        pc->nargs);
+    int replaced = 0;
+    for (int i = 0; i < n; i++)
+        replaced += pc->args[i].kind == CF_PARG_ARG_REPLACED;
+    if (replaced && (strcmp(site, "entry") != 0 || ret != 'A' || replaced > 1))
+        return cf_fail(err, CF_ERR_ARG,
+                       "%s probe: the result replaces one parameter, at the entry, from a probe that returns a "
+                       "reference",
+                       site);
     for (int i = 0; i < n; i++) {
         char want;
         switch (pc->args[i].kind) {
@@ -101,6 +109,7 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
             want = 'T';
             break;
         case CF_PARG_ARG:
+        case CF_PARG_ARG_REPLACED:
             if (strcmp(site, "entry") != 0)
                 return cf_fail(err, CF_ERR_ARG, "%s probe: ARG only at the entry site", site);
             if (pc->args[i].i < 0 || pc->args[i].i > 254)
@@ -235,6 +244,27 @@ static bool stores_into(const uint8_t *code, const cf_insn *in, int slot)
     return idx == slot || (words == 2 && idx + 1 == slot);
 }
 
+/* The parameter an entry probe's result replaces: a reference the method never assigns
+ * (the probe's copy must be what the whole method sees, and a slot the method reuses for
+ * something else would get a wrong type). */
+static bool replaced_arg_fits(const cf_class *c, const cf_member *m, int64_t index, const cf_insn *in, uint32_t n,
+                              const uint8_t *code, char *why, size_t whylen)
+{
+    char type = 0;
+    int slot = param_slot(c, m, index, &type);
+    if (slot < 0 || (type != 'L' && type != '[')) {
+        snprintf(why, whylen, "the probe replaces parameter %lld, which %s", (long long)index,
+                 slot < 0 ? "the method does not have" : "is not a reference");
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (stores_into(code, &in[i], slot)) {
+            snprintf(why, whylen, "local %d (replaced by the probe) is assigned at pc %u", slot, in[i].pc);
+            return false;
+        }
+    return true;
+}
+
 bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p, const cf_insn *in, uint32_t n,
                        const uint8_t *code, bool is_ctor, char *why, size_t whylen)
 {
@@ -262,6 +292,10 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
                     return false;
                 }
                 slot = 0;
+            } else if (pc->args[a].kind == CF_PARG_ARG_REPLACED) {
+                if (!replaced_arg_fits(c, m, pc->args[a].i, in, n, code, why, whylen))
+                    return false;
+                continue;
             } else if (pc->args[a].kind == CF_PARG_ARG) {
                 char type = 0;
                 slot = param_slot(c, m, pc->args[a].i, &type);
@@ -297,6 +331,53 @@ static void push_aload(cf_buf *b, int slot)
         cf_buf_u1(b, JVM_OPC_aload);
         cf_buf_u2(b, (uint16_t)slot);
     }
+}
+
+/* checkcast to parameter `index`'s type, astore into its local: the reference on the stack
+ * replaces it. False when the pool has no room for the class. */
+static bool store_result(cf_class *c, const cf_member *m, int64_t index, cf_buf *b)
+{
+    char type;
+    int slot = param_slot(c, m, index, &type);
+    assert(slot >= 0); /* replaced_arg_fits refused methods without that parameter */
+    cf_str d = cf_cp_utf8(c, m->desc);
+    uint32_t p = 1;
+    for (int64_t k = 0; k < index; k++) { /* to the parameter's descriptor */
+        while (d.p[p] == '[')
+            p++;
+        if (d.p[p] == 'L')
+            while (d.p[p] != ';')
+                p++;
+        p++;
+    }
+    uint32_t q = p;
+    while (d.p[q] == '[')
+        q++;
+    if (d.p[q] == 'L')
+        while (d.p[q] != ';')
+            q++;
+    char name[1024];
+    uint32_t from = d.p[p] == 'L' ? p + 1 : p, len = d.p[p] == 'L' ? q - p - 1 : q - p + 1;
+    if (len >= sizeof name)
+        return false;
+    memcpy(name, d.p + from, len);
+    name[len] = 0;
+    uint16_t k = cf_cp_add_class(c, name);
+    if (!k)
+        return false;
+    cf_buf_u1(b, JVM_OPC_checkcast);
+    cf_buf_u2(b, k);
+    if (slot <= 3) {
+        cf_buf_u1(b, (uint8_t)(JVM_OPC_astore_0 + slot));
+    } else if (slot <= UINT8_MAX) {
+        cf_buf_u1(b, JVM_OPC_astore);
+        cf_buf_u1(b, (uint8_t)slot);
+    } else {
+        cf_buf_u1(b, JVM_OPC_wide);
+        cf_buf_u1(b, JVM_OPC_astore);
+        cf_buf_u2(b, (uint16_t)slot);
+    }
+    return true;
 }
 
 bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uint16_t mref, cf_probe_consts *pk,
@@ -359,7 +440,8 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
         case CF_PARG_THROWABLE:
         case CF_PARG_RETURN: cf_buf_u1(b, JVM_OPC_dup); break; /* the value on top: a copy */
         case CF_PARG_THIS: push_aload(b, 0); break;
-        case CF_PARG_ARG: {
+        case CF_PARG_ARG:
+        case CF_PARG_ARG_REPLACED: {
             char type;
             int slot = param_slot(c, m, a->i, &type);
             assert(slot >= 0); /* cf_probe_args_fit refused methods without that parameter */
@@ -372,9 +454,17 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
     cf_buf_u2(b, mref);
     char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
     param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
-    if (ret == 'J')
+    int64_t replaced = -1;
+    for (int i = 0; i < pc->nargs; i++)
+        if (pc->args[i].kind == CF_PARG_ARG_REPLACED)
+            replaced = pc->args[i].i;
+    if (replaced >= 0) {
+        if (!store_result(c, m, replaced, b))
+            full = true;
+    } else if (ret == 'J') {
         cf_buf_u1(b, JVM_OPC_pop2);
-    else if (ret != 'V')
+    } else if (ret != 'V') {
         cf_buf_u1(b, JVM_OPC_pop);
+    }
     return !full && !b->oom;
 }

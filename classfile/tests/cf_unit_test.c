@@ -728,6 +728,78 @@ static void test_object_arguments(void **st)
     assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
 }
 
+/* An entry probe whose result replaces a parameter (the agent's JDK HttpClient send: a copy
+ * of the request with the context headers): checkcast to the parameter's type and astore
+ * into its local; refused for a primitive parameter, a parameter the method assigns, a
+ * probe that returns no reference, and anywhere but the entry. */
+static void test_replaced_argument(void **st)
+{
+    (void)st;
+    static const cf_probe swap = {"swap",
+                                  {"p/P",
+                                   "swap",
+                                   "(Ljava/lang/Object;J)Ljava/lang/Object;",
+                                   2,
+                                   {{CF_PARG_ARG_REPLACED, 1, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+                                  {0},
+                                  {0}};
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t ret[] = {JVM_OPC_return};
+    uint8_t clobber[] = {JVM_OPC_aconst_null, JVM_OPC_astore_3, JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC, "send", "(JLjava/lang/Runnable;)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "arr", "(J[[I)V", ret, sizeof ret, 0, 3, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "prim", "(JI)V", ret, sizeof ret, 0, 4, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "clob", "(JLjava/lang/Runnable;)V", clobber, sizeof clobber, 1, 4, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/S", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_instrument_class(b, n, &swap, NULL, NULL, &r, &e), CF_OK);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[1].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_PROBE_ARGS); /* int parameter */
+    assert_int_equal(r.methods[3].refusal, CF_REFUSE_PROBE_ARGS); /* the method assigns it */
+    assert_non_null(strstr(r.methods[3].why, "assigned"));
+    assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+    cf_class *c = parse_ok(r.bytes, r.len);
+    cf_code k;
+    code_of(c, "send", &k);
+    assert_int_equal(k.code[0], JVM_OPC_aload_3);      /* the Runnable (this, long x2, Runnable) */
+    assert_int_equal(k.code[1], JVM_OPC_ldc2_w);       /* method id */
+    assert_int_equal(k.code[4], JVM_OPC_invokestatic); /* swap */
+    assert_int_equal(k.code[7], JVM_OPC_checkcast);
+    cf_str cls = cf_cp_class_name(c, cmr_be16(k.code + 8));
+    assert_true(cf_str_eq(cls, "java/lang/Runnable"));
+    assert_int_equal(k.code[10], JVM_OPC_astore_3); /* back into the parameter's local */
+    assert_int_equal(k.code[11], JVM_OPC_return);
+    cf_code_release(&k);
+    code_of(c, "arr", &k); /* static: the array in slot 2, its class named by its descriptor */
+    assert_int_equal(k.code[0], JVM_OPC_aload_2);
+    assert_int_equal(k.code[7], JVM_OPC_checkcast);
+    assert_true(cf_str_eq(cf_cp_class_name(c, cmr_be16(k.code + 8)), "[[I"));
+    assert_int_equal(k.code[10], JVM_OPC_astore_2);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+
+    cf_probe bad = swap; /* a void probe's result, or at an exit */
+    bad.enter.desc = "(Ljava/lang/Object;J)V";
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+    bad = swap;
+    bad.normal_exit =
+        (cf_probe_call){"p/P", "x", "(Ljava/lang/Object;)Ljava/lang/Object;", 1, {{CF_PARG_ARG_REPLACED, 1, NULL}}};
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+    bad = swap; /* two parameters replaced by one result */
+    bad.enter = (cf_probe_call){"p/P",
+                                "x",
+                                "(Ljava/lang/Object;Ljava/lang/Object;)Ljava/lang/Object;",
+                                2,
+                                {{CF_PARG_ARG_REPLACED, 1, NULL}, {CF_PARG_ARG_REPLACED, 0, NULL}}};
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+}
+
 /* A normal-exit probe that takes the returned object (the agent's HTTP client calls: the
  * response): a copy of the value on top of the stack before each areturn; a method that
  * returns no reference is refused, and RETURN is refused anywhere but as the normal exit's
@@ -1127,6 +1199,7 @@ int main(void)
         cmocka_unit_test(test_constructors),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_object_arguments),
+        cmocka_unit_test(test_replaced_argument),
         cmocka_unit_test(test_returned_object),
         cmocka_unit_test(test_tables_and_uninitialized),
         cmocka_unit_test(test_limits),

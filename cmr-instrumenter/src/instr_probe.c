@@ -51,6 +51,18 @@ static const cf_probe probes[4] = {
         }                                                \
     }
 
+/* An entry whose probe returns the object that replaces the parameter it was given. */
+#define SWAP_CALL(n, i)                                                   \
+    {                                                                     \
+        CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)Ljava/lang/Object;", 2, \
+        {                                                                 \
+            {CF_PARG_ARG_REPLACED, i, 0},                                 \
+            {                                                             \
+                CF_PARG_METHOD_ID, 0, 0                                   \
+            }                                                             \
+        }                                                                 \
+    }
+
 #define HANDOFF_SET(kind, i)                                                                                   \
     {                                                                                                          \
         [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                    \
@@ -69,6 +81,10 @@ static const cf_probe probes[4] = {
                                         CALL("httpCallExitThrow")},                                            \
         [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},   \
         [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},               \
+        [CMR_HANDOFF_HTTP_SEND] = {"http-send", SWAP_CALL("httpSend", i), RET_CALL("httpSendExit"),            \
+                                   CALL("httpSendExitThrow")},                                                 \
+        [CMR_HANDOFF_HTTP_SEND_ASYNC] = {"http-send-async", SWAP_CALL("httpSendAsync", i),                     \
+                                         RET_CALL("httpSendAsyncExit"), CALL("httpSendAsyncExitThrow")},       \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),

@@ -208,13 +208,18 @@ static const struct {
     {"java/util/concurrent/CompletableFuture$AsyncRun", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
     {"java/util/concurrent/CompletableFuture$Completion", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
     /* HTTP out: before the request goes out (HttpURLConnection: whichever of these the
-     * application calls first; the later ones find it connected and add nothing) or is
-     * built (HttpClient) */
+     * application calls first; the later ones find it connected and add nothing) */
     {HUC, "connect", "()V", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
     {HUC, "getInputStream", "()Ljava/io/InputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
     {HUC, "getOutputStream", "()Ljava/io/OutputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
-    {"jdk/internal/net/http/HttpRequestBuilderImpl", "build", "()Ljava/net/http/HttpRequest;", CMR_HANDOFF_HTTP_OUT,
-     CMR_HANDOFF_ARG_THIS},
+    /* the JDK HttpClient (JDK 11+; every client, HttpClient.newHttpClient() included, is an
+     * HttpClientImpl behind a facade): the call is a node with method, URL and status, the
+     * context taken when the request is sent: its request is immutable, so the probe sends
+     * a copy with the headers. send waits for the response; sendAsync's node spans the send
+     * to the response and is written by whichever thread completes it (a sendAsync inside
+     * send, and the overloads calling each other, add nothing) */
+    {"jdk/internal/net/http/HttpClientImpl", "send", NULL, CMR_HANDOFF_HTTP_SEND, 0},
+    {"jdk/internal/net/http/HttpClientImpl", "sendAsync", NULL, CMR_HANDOFF_HTTP_SEND_ASYNC, 0},
     /* HTTP clients of the class path: the call is a node with the request's method, URL and
      * the response's status (Apache HttpClient 4 and 5: every execute() ends in doExecute,
      * parameter 1 the request; OkHttp 3: the call itself, whose request is immutable: the

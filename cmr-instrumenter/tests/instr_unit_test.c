@@ -585,6 +585,20 @@ static void test_handoff_points_in_excluded_classes(void **state)
         add_type(&u, "sun/net/www/protocol/http/HttpURLConnection", "java/net/HttpURLConnection", NULL, NULL);
     add_method(huc, "getInputStream", "()Ljava/io/InputStream;", 0x0001, NULL);
     add_method(huc, "getHeaderField", "(I)Ljava/lang/String;", 0x0001, NULL);
+    cmr_instr_meta_t *hc = add_type(&u, "jdk/internal/net/http/HttpClientImpl", "java/net/http/HttpClient", NULL, NULL);
+    add_method(hc, "send",
+               "(Ljava/net/http/HttpRequest;Ljava/net/http/HttpResponse$BodyHandler;)Ljava/net/http/HttpResponse;",
+               0x0001, NULL);
+    add_method(
+        hc, "sendAsync",
+        "(Ljava/net/http/HttpRequest;Ljava/net/http/HttpResponse$BodyHandler;)Ljava/util/concurrent/CompletableFuture;",
+        0x0001, NULL);
+    add_method(
+        hc, "sendAsync",
+        "(Ljava/net/http/HttpRequest;Ljava/net/http/HttpResponse$BodyHandler;Ljava/net/http/"
+        "HttpResponse$PushPromiseHandler;Ljava/util/concurrent/Executor;)Ljava/util/concurrent/CompletableFuture;",
+        0x0002, NULL);
+    add_method(hc, "version", "()Ljava/net/http/HttpClient$Version;", 0x0001, NULL);
 
     cmr_sensor_assignment_t all[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "*", "*")};
     cmr_environment_t env = env_of(all, 1);
@@ -600,6 +614,19 @@ static void test_handoff_points_in_excluded_classes(void **state)
     assert_true(d.excluded);
     assert_int_equal(d.n_picks, 1);
     assert_true(d.picks[0].handoff == CMR_HANDOFF_HTTP_OUT);
+    cmr_instr_decision_free(&d);
+
+    /* the JDK HttpClient: send and every sendAsync, the request (parameter 0) replaced */
+    assert_int_equal(cmr_instr_decide(&env, hc, lookup, &u, &d), 0);
+    assert_true(d.excluded);
+    assert_int_equal(d.n_picks, 3);
+    for (size_t i = 0; i < d.n_picks; i++) {
+        const char *name = hc->methods[d.picks[i].method].name;
+        assert_int_equal(d.picks[i].handoff,
+                         strcmp(name, "send") == 0 ? CMR_HANDOFF_HTTP_SEND : CMR_HANDOFF_HTTP_SEND_ASYNC);
+        assert_int_equal(d.picks[i].arg, 0);
+        assert_int_equal(cmr_instr_pick_probe(&d.picks[i])->enter.args[0].kind, CF_PARG_ARG_REPLACED);
+    }
     cmr_instr_decision_free(&d);
 
     /* not excluded: the user's rule instruments fork(), the hand-offs take <init> and doExec */

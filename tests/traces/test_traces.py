@@ -310,12 +310,41 @@ class Scenarios:
                 if n["kind"] == "call" and n["method"].startswith("jakarta.servlet.http.HttpServlet.service")]
 
     def http(self):
+        """HttpURLConnection and the JDK HttpClient (send, sendAsync) into Tomcat; the
+        HttpClient's requests are built before the trace began. Its calls are nodes with
+        method, URL and status, the servlet under each a synchronous remote child; the
+        sendAsync's node an async child of its caller, on the thread that completed it."""
         tree, v, p = self._run("http " + self.url, "http:", "trace.Client.run")
         if p:
             return p
         p = expect_shape(v, [("Client.run", False, [
             ("Client.viaUrlConnection", False, [self._servlet(False)]),
-            ("Client.viaHttpClient", False, [self._servlet(False)])])])
+            ("Client.viaHttpClient", False, [self._servlet(False)]),
+            ("Client.viaHttpClientAsync", False, [self._servlet(True)])])])
+        for caller, call, is_async in (("Client.viaHttpClient", "send", False),
+                                       ("Client.viaHttpClientAsync", "sendAsync", True)):
+            method = "jdk.internal.net.http.HttpClientImpl." + call + "("
+            nodes = [n for r in tree["roots"] for c, _ in walk(r) if short(c["method"]) == caller
+                     for n in c.get("children", []) if n["method"].startswith(method)]
+            if len(nodes) != 1:
+                p.append("%s: %d %s nodes under it" % (caller, len(nodes), call))
+                continue
+            n = nodes[0]
+            a = n.get("attributes", {})
+            if (a.get("http.request.method"), a.get("url.full"), a.get("http.response.status_code")) != \
+                    ("GET", self.url, "200"):
+                p.append("%s attributes %s" % (call, a))
+            if n["async"] != is_async:
+                p.append("%s async=%s" % (call, n["async"]))
+            if is_async and n["thread"] == "main":
+                p.append("sendAsync's node on the caller's thread")
+            kids = n.get("children", [])
+            if len(kids) != 1 or not kids[0]["method"].startswith(SERVER_ENTRIES[0]) or \
+                    not kids[0].get("remote") or kids[0]["async"]:
+                p.append("%s: the servlet is not one synchronous remote child: %s" % (
+                    call, [(short(c["method"]), c.get("remote"), c["async"]) for c in kids]))
+            elif n["wait_ns"] <= 0:
+                p.append("%s waited %d ns for its callee" % (call, n["wait_ns"]))
         if tree["jvms"] != 2:
             p.append("%d JVMs, want 2" % tree["jvms"])
         for s in self._servlet_nodes(tree):

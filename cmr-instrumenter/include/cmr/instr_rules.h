@@ -66,6 +66,13 @@ typedef enum cmr_instr_handoff {
     CMR_HANDOFF_QUIET,            /* quietBegin at entry, quietEnd at the exits: what the
                                    * method hands to another thread carries no context (a
                                    * virtual thread's scheduling) */
+    CMR_HANDOFF_HTTP_SEND,        /* request = httpSend(request) at entry (the probe's copy with
+                                   * the context headers replaces the parameter), httpSendExit
+                                   * (the response) / httpSendExitThrow: the JDK HttpClient's
+                                   * send, a node with method, URL and status */
+    CMR_HANDOFF_HTTP_SEND_ASYNC,  /* request = httpSendAsync(request) at entry, httpSendAsyncExit
+                                   * (the future) / httpSendAsyncExitThrow: its sendAsync, a node
+                                   * from the send to the response, written when it completes */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

@@ -33,8 +33,11 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
 import java.util.IdentityHashMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
+import java.util.function.BiPredicate;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
@@ -100,6 +103,7 @@ public final class Probe {
         int sqlDepth;    // JDBC nodes open (a pool's proxy calls the driver: one node)
         long httpStack;  // one bit per open httpCall: did it open an HTTP client node?
         int httpCalls;   // HTTP client nodes open
+        AsyncSend asyncSend; // the JDK HttpClient's sendAsync being called (httpSendAsync)
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
         long diagnosis;  // that diagnosis (diagDepth > 0)
         int diagCalls;   // conditional calls recorded in it so far
@@ -202,6 +206,12 @@ public final class Probe {
         /** The root call of a segment: new identity, the pending parent's trace if any,
          *  written with its enter only if they fit; else the segment is skipped whole. */
         void beginSegment(long methodId) {
+            beginSegment(methodId, -1, System.nanoTime());
+        }
+
+        /** As beginSegment(methodId), with a segment id given beforehand (-1: a new one) and
+         *  the root call's enter time. */
+        void beginSegment(long methodId, long id, long time) {
             Context p = pending;
             pending = null;
             ByteBuffer b = buf;
@@ -218,11 +228,7 @@ public final class Probe {
                 LONGS.setOpaque(b, TRACES_DROPPED, ++tracesDropped);
                 return;
             }
-            if (nextSegment == segmentLimit) {
-                nextSegment = SEGMENTS.getAndAdd(SEGMENT_BLOCK);
-                segmentLimit = nextSegment + SEGMENT_BLOCK;
-            }
-            segment = nextSegment++;
+            segment = id >= 0 ? id : newSegmentId();
             if (p != null) {
                 traceHi = p.traceHi;
                 traceLo = p.traceLo;
@@ -240,8 +246,17 @@ public final class Probe {
             put(SEG_TRACE, traceLo, p != null ? p.segment : 0, p != null ? (int) p.event : 0, 1);
             if (remote)
                 put(SEG_PARENT_AGENT, p.agent, p.event, 0, 1);
-            put(ENTER, methodId, System.nanoTime(), 1, 1);
+            put(ENTER, methodId, time, 1, 1);
             seq = 1;
+        }
+
+        /** A segment id of this JVM never given before (a block of them per thread). */
+        long newSegmentId() {
+            if (nextSegment == segmentLimit) {
+                nextSegment = SEGMENTS.getAndAdd(SEGMENT_BLOCK);
+                segmentLimit = nextSegment + SEGMENT_BLOCK;
+            }
+            return nextSegment++;
         }
 
         long agentId() {
@@ -848,8 +863,7 @@ public final class Probe {
         return diff == 0;
     }
 
-    /** Before an outgoing request: `request` is a java.net.URLConnection not yet connected,
-     *  or a java.net.http.HttpRequest.Builder about to build. */
+    /** Before an outgoing request: `request` is a java.net.URLConnection not yet connected. */
     public static void httpOut(Object request, long siteId) {
         Ring r = RINGS.get();
         if (request == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1)
@@ -862,26 +876,20 @@ public final class Probe {
     private static void propagate(Ring r, Object request, long siteId) {
         long at = r.seq;
         boolean fork = forkFits(r) && r.fits(1); // checked before the headers name it
-        long agent = r.agentId();
-        String tp = traceparent(r.traceHi, r.traceLo, r.segment);
-        String cp = Long.toHexString(agent) + ':' + Long.toHexString(r.segment) + ':' + Long.toHexString(at);
-        long now = System.currentTimeMillis() / 1000;
-        String mac = contextMac(traceContext().key, r.traceHi, r.traceLo, agent, r.segment, at, now);
-        if (mac != null)
-            cp = cp + ':' + Long.toHexString(now) + ':' + mac;
+        String[] h = contextHeaders(r, r.segment, at);
         try {
             if (request instanceof URLConnection) {
                 URLConnection u = (URLConnection) request;
-                u.setRequestProperty(TRACEPARENT, tp);
-                if (agent != 0)
-                    u.setRequestProperty(CMR_PARENT, cp);
+                u.setRequestProperty(TRACEPARENT, h[0]);
+                if (h[1] != null)
+                    u.setRequestProperty(CMR_PARENT, h[1]);
             } else {
                 Method set = headerSetter(request.getClass());
                 if (set == null)
                     return;
-                set.invoke(request, TRACEPARENT, tp);
-                if (agent != 0)
-                    set.invoke(request, CMR_PARENT, cp);
+                set.invoke(request, TRACEPARENT, h[0]);
+                if (h[1] != null)
+                    set.invoke(request, CMR_PARENT, h[1]);
             }
         } catch (Throwable e) {
             return; // already connected, or headers refused: the call goes out untraced
@@ -890,8 +898,23 @@ public final class Probe {
             r.seq++;
     }
 
-    /** A method that sets a request header on objects of class k: the JDK HttpClient's and
-     *  OkHttp's request builders, Apache HttpClient 4 and 5 requests; null when none. */
+    /** {traceparent, cmr-parent} naming event `event` of segment `segment` of the open
+     *  segment's trace; cmr-parent null when the agent has no id yet. */
+    private static String[] contextHeaders(Ring r, long segment, long event) {
+        long agent = r.agentId();
+        String tp = traceparent(r.traceHi, r.traceLo, segment);
+        if (agent == 0)
+            return new String[] {tp, null};
+        String cp = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ':' + Long.toHexString(event);
+        long now = System.currentTimeMillis() / 1000;
+        String mac = contextMac(traceContext().key, r.traceHi, r.traceLo, agent, segment, event, now);
+        if (mac != null)
+            cp = cp + ':' + Long.toHexString(now) + ':' + mac;
+        return new String[] {tp, cp};
+    }
+
+    /** A method that sets a request header on objects of class k: the JDK HttpClient's
+     *  (for its copies, httpSend) and OkHttp's request builders, Apache HttpClient 4 and 5 requests; null when none. */
     private static Method headerSetter(Class<?> k) {
         Method m = HEADER_SETTERS.of(k);
         if (m == null)
@@ -928,15 +951,7 @@ public final class Probe {
         enter(siteId);
         if (request == null)
             return;
-        try {
-            String[] line = requestLine(request);
-            if (line != null) {
-                data(r, NODE_HTTP_METHOD, line[0], NODE_DATA_MAX);
-                data(r, NODE_URL, plainUrl(line[1]), NODE_DATA_MAX);
-            }
-        } catch (Throwable e) {
-            // unreadable request: the node without them
-        }
+        requestData(r, request);
         propagate(r, request, siteId);
     }
 
@@ -988,10 +1003,15 @@ public final class Probe {
             propagate(r, builder, siteId);
     }
 
-    /** {method, URL} of a client's request (Apache 4, Apache 5, an OkHttp call); null when
-     *  the object is none of them. */
+    /** {method, URL} of a client's request (Apache 4, Apache 5, an OkHttp call, the JDK's
+     *  HttpRequest); null when the object is none of them. */
     static String[] requestLine(Object req) throws ReflectiveOperationException {
-        Method m = APACHE4_REQUEST_LINE.of(req.getClass());
+        Method m = JDK_METHOD.of(req.getClass());
+        if (m != null) {
+            Method uri = JDK_URI.of(req.getClass());
+            return new String[] {(String) m.invoke(req), uri == null ? null : String.valueOf(uri.invoke(req))};
+        }
+        m = APACHE4_REQUEST_LINE.of(req.getClass());
         if (m != null) {
             Object line = m.invoke(req);
             Method method = line == null ? null : APACHE4_LINE_METHOD.of(line.getClass());
@@ -1030,7 +1050,8 @@ public final class Probe {
         return m;
     }
 
-    /** The status code of a client's response (Apache 4, Apache 5, OkHttp); 0 when unknown. */
+    /** The status code of a client's response (Apache 4, Apache 5, OkHttp, the JDK's
+     *  HttpResponse); 0 when unknown. */
     static int statusOf(Object resp) throws ReflectiveOperationException {
         if (resp == null)
             return 0;
@@ -1043,7 +1064,231 @@ public final class Probe {
         m = APACHE5_CODE.of(resp.getClass());
         if (m == null)
             m = OKHTTP_CODE.of(resp.getClass());
+        if (m == null)
+            m = JDK_STATUS.of(resp.getClass());
         return m == null ? 0 : (Integer) m.invoke(resp);
+    }
+
+    // --- the JDK HttpClient ----------------------------------------------------------------
+    //
+    // HttpClientImpl.send and sendAsync (every HttpClient is one): the context is taken when
+    // the request is sent. Its requests are immutable, so the entry probe returns a copy
+    // with the context headers (HttpRequest.newBuilder(request, every header), JDK 16+) and
+    // the method sends that copy instead (the instrumenter stores it in the parameter).
+    // send is a node like the other clients' calls. sendAsync returns before the response:
+    // the caller records a FORK, and the node is written when the future completes, by the
+    // thread that completes it, as a segment of its own under that FORK (an async child of
+    // the caller's call) spanning the send to the completion, with the FORK its headers
+    // name inside it (event 1), so the callee hangs under the node, waited for. While
+    // either runs, the client's own hand-offs (its executor, its futures' stages) capture
+    // nothing: the node is the call.
+
+    /** Entry of HttpClientImpl.send: the request to send in place of `request`. Pair with
+     *  httpSendExit (the response) / httpSendExitThrow. */
+    public static Object httpSend(Object request, long siteId) {
+        Ring r = RINGS.get();
+        if (r == null)
+            return request; // outside any trace: the exits find no ring either
+        boolean opens = request != null && r.depth > 0 && r.buf != null && r.skipFrom != 1 && r.httpCalls == 0
+                && r.asyncSend == null;
+        r.httpStack = (r.httpStack << 1) | (opens ? 1 : 0);
+        if (!opens)
+            return request; // a send inside another client call (sendAsync's own overloads)
+        r.httpCalls++;
+        r.quiet++;
+        enter(siteId);
+        requestData(r, request);
+        if (!forkFits(r) || !r.fits(1))
+            return request; // no room for the FORK the headers would name: untraced
+        String[] h = contextHeaders(r, r.segment, r.seq);
+        Object copy = withHeaders(request, h[0], h[1]);
+        if (copy == null)
+            return request;
+        if (r.put(FORK, siteId, System.nanoTime(), 0, 1))
+            r.seq++;
+        return copy;
+    }
+
+    public static void httpSendExit(Object response, long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && (r.httpStack & 1) != 0 && r.quiet > 0)
+            r.quiet--;
+        httpCallExit(response, siteId);
+    }
+
+    public static void httpSendExitThrow(long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && (r.httpStack & 1) != 0 && r.quiet > 0)
+            r.quiet--;
+        httpCallExitThrow(siteId);
+    }
+
+    /** Entry of HttpClientImpl.sendAsync: the request to send in place of `request`. Pair
+     *  with httpSendAsyncExit (the future) / httpSendAsyncExitThrow. */
+    public static Object httpSendAsync(Object request, long siteId) {
+        Ring r = RINGS.get();
+        if (r == null)
+            return request;
+        Object copy = null;
+        AsyncSend a = null;
+        if (request != null && r.depth > 0 && r.buf != null && r.skipFrom == 0 && r.httpCalls == 0
+                && r.asyncSend == null && forkFits(r) && r.fits(1)) {
+            long segment = r.newSegmentId();
+            String[] h = contextHeaders(r, segment, 1); // the node's FORK, right after its enter
+            copy = withHeaders(request, h[0], h[1]);
+            Context parent = copy == null ? null : fork(r, siteId);
+            if (parent != null && parent.event >= 0) {
+                String[] line = null;
+                try {
+                    line = requestLine(request);
+                } catch (Throwable e) {
+                    // unreadable request: the node without them
+                }
+                a = new AsyncSend(parent, segment, siteId, System.nanoTime(), line);
+            }
+        }
+        r.httpStack = (r.httpStack << 1) | (a != null ? 1 : 0);
+        if (a == null)
+            return request; // outside a trace, inside another call, or no room: untraced
+        r.asyncSend = a;
+        r.quiet++;
+        return copy;
+    }
+
+    public static void httpSendAsyncExit(Object future, long siteId) {
+        AsyncSend a = asyncSendDone();
+        if (a != null && future instanceof CompletableFuture)
+            ((CompletableFuture<?>) future).whenComplete(a);
+    }
+
+    public static void httpSendAsyncExitThrow(long siteId) {
+        asyncSendDone(); // refused at once: nothing was sent
+    }
+
+    /** The sendAsync being left, if its entry began one (with the ring's state put back). */
+    private static AsyncSend asyncSendDone() {
+        Ring r = RINGS.get();
+        if (r == null)
+            return null;
+        boolean opened = (r.httpStack & 1) != 0;
+        r.httpStack >>>= 1;
+        if (!opened)
+            return null;
+        AsyncSend a = r.asyncSend;
+        r.asyncSend = null;
+        if (r.quiet > 0)
+            r.quiet--;
+        return a;
+    }
+
+    /** A sendAsync's call, from the send to the completion of its future: written then as a
+     *  segment of its own by the completing thread (accept). */
+    static final class AsyncSend implements BiConsumer<Object, Throwable> {
+        final Context parent;
+        final long segment, site, start;
+        final String[] line; // {method, URL}, or null
+
+        AsyncSend(Context parent, long segment, long site, long start, String[] line) {
+            this.parent = parent;
+            this.segment = segment;
+            this.site = site;
+            this.start = start;
+            this.line = line;
+        }
+
+        @Override
+        public void accept(Object response, Throwable failure) {
+            try {
+                writeAsyncCall(this, response, failure);
+            } catch (Throwable e) {
+                // never into the application's future
+            }
+        }
+    }
+
+    /** On the thread that completed a sendAsync's future: its node, as a whole segment. A
+     *  thread inside a recorded call of its own (the future completed at once, on the
+     *  caller) cannot write a second segment: the call is counted as not recorded. */
+    static void writeAsyncCall(AsyncSend a, Object response, Throwable failure) {
+        Ring x = ring();
+        if (x == NONE || x.buf == null)
+            return; // a carrier thread, or no ring to be had: nowhere to write or count
+        if (x.depth != 0) {
+            LONGS.setOpaque(x.buf, DROPPED_CALLS, ++x.droppedCalls);
+            return;
+        }
+        x.depth = 1;
+        x.pending = a.parent;
+        x.beginSegment(a.site, a.segment, a.start);
+        if (x.skipFrom == 0) {
+            if (x.putChecked(FORK, a.site, a.start, 0, 1)) // event 1, named by the headers
+                x.seq++;
+            if (a.line != null) {
+                data(x, NODE_HTTP_METHOD, a.line[0], NODE_DATA_MAX);
+                data(x, NODE_URL, plainUrl(a.line[1]), NODE_DATA_MAX);
+            }
+            int code = 0;
+            try {
+                code = statusOf(response);
+            } catch (Throwable e) {
+                // unreadable response: no status
+            }
+            if (code > 0)
+                data(x, NODE_HTTP_STATUS, Integer.toString(code), NODE_DATA_MAX);
+        }
+        leave(x, failure == null ? EXIT : EXIT_THROW, a.site);
+    }
+
+    /** The method and URL of a client's request on the node just entered. */
+    private static void requestData(Ring r, Object request) {
+        try {
+            String[] line = requestLine(request);
+            if (line != null) {
+                data(r, NODE_HTTP_METHOD, line[0], NODE_DATA_MAX);
+                data(r, NODE_URL, plainUrl(line[1]), NODE_DATA_MAX);
+            }
+        } catch (Throwable e) {
+            // unreadable request: the node without them
+        }
+    }
+
+    private static volatile Method copyRequest; // HttpRequest.newBuilder(HttpRequest, BiPredicate)
+
+    /** Keeps every header of the request copied. */
+    private static final class AllHeaders implements BiPredicate<String, String> {
+        @Override
+        public boolean test(String name, String value) {
+            return true;
+        }
+    }
+
+    private static final AllHeaders ALL_HEADERS = new AllHeaders();
+
+    /** A copy of a java.net.http.HttpRequest with the context headers (cmr-parent when not
+     *  null); null when it cannot be copied (before JDK 16, a request that refuses). */
+    static Object withHeaders(Object request, String traceparent, String cmrParent) {
+        try {
+            Method copy = copyRequest;
+            if (copy == null || !copy.getDeclaringClass().isInstance(request)) {
+                Class<?> k = request.getClass();
+                while (k != null && !k.getName().equals("java.net.http.HttpRequest"))
+                    k = k.getSuperclass();
+                if (k == null)
+                    return null;
+                copy = k.getMethod("newBuilder", k, BiPredicate.class);
+                copyRequest = copy;
+            }
+            Object b = copy.invoke(null, request, ALL_HEADERS);
+            Method set = HEADER_SETTERS.of(b.getClass()), build = JDK_BUILD.of(b.getClass());
+            if (set == null || build == null)
+                return null;
+            set.invoke(b, TRACEPARENT, traceparent);
+            if (cmrParent != null)
+                set.invoke(b, CMR_PARENT, cmrParent);
+            return build.invoke(b);
+        } catch (Throwable e) {
+            return null;
+        }
     }
 
     /** A URL without its query string, fragment and user info (they may carry secrets). */
@@ -1284,6 +1529,10 @@ public final class Probe {
     private static final HeaderMethods OKHTTP_METHOD = new HeaderMethods("okhttp3.Request", "method");
     private static final HeaderMethods OKHTTP_URL = new HeaderMethods("okhttp3.Request", "url");
     private static final HeaderMethods OKHTTP_CODE = new HeaderMethods("okhttp3.Response", "code");
+    private static final HeaderMethods JDK_METHOD = new HeaderMethods("java.net.http.HttpRequest", "method");
+    private static final HeaderMethods JDK_URI = new HeaderMethods("java.net.http.HttpRequest", "uri");
+    private static final HeaderMethods JDK_STATUS = new HeaderMethods("java.net.http.HttpResponse", "statusCode");
+    private static final HeaderMethods JDK_BUILD = new HeaderMethods("java.net.http.HttpRequest$Builder", "build");
 
     // --- timer: one sample per call, aggregated by the agent ------------------------------
 

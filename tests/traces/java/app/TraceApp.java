@@ -11,7 +11,8 @@
  *   vfanout N         -> vfanout: N           trace.Threads.fanout: N tasks on virtual threads
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
- *   http URL          -> http: CODE CODE      trace.Client.run: HttpURLConnection, then HttpClient
+ *   http URL          -> http: CODE CODE CODE trace.Client.run: HttpURLConnection, then HttpClient
+ *                                             (send, sendAsync)
  *   local             -> local: CODE          trace.Client.local: HttpURLConnection into a
  *                                             JDK HttpServer of this JVM
  *   clients URL       -> clients: CODES       trace.Clients.run: GET URL with Apache HttpClient
@@ -99,7 +100,7 @@ public class TraceApp {
                         System.out.println("forkjoin: " + trace.Sum.total(Integer.parseInt(w[1])));
                         break;
                     case "http":
-                        System.out.println("http: " + trace.Client.run(w[1]));
+                        System.out.println("http: " + trace.Client.run(w[1], trace.Client.prepare(w[1])));
                         break;
                     case "local":
                         System.out.println("local: " + trace.Client.local());

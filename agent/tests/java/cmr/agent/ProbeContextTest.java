@@ -18,6 +18,42 @@ public final class ProbeContextTest {
         }
     }
 
+    /** The JDK HttpClient's request, sent as a copy with the context headers: everything
+     *  else kept, the application's request untouched; its method and URL read for the node. */
+    private static void jdkRequestCopy() {
+        java.net.http.HttpRequest req = java.net.http.HttpRequest.newBuilder(java.net.URI.create("http://h/p?q=1"))
+                .header("x-app", "1")
+                .header("traceparent", "theirs")
+                .POST(java.net.http.HttpRequest.BodyPublishers.ofString("body"))
+                .build();
+        Object copy = Probe.withHeaders(req, "ours", "cp");
+        check(copy instanceof java.net.http.HttpRequest && copy != req, "request copied");
+        if (!(copy instanceof java.net.http.HttpRequest))
+            return;
+        java.net.http.HttpRequest c = (java.net.http.HttpRequest) copy;
+        check(c.headers().allValues("traceparent").equals(java.util.List.of("ours")), "traceparent replaced");
+        check(c.headers().firstValue("cmr-parent").orElse("").equals("cp"), "cmr-parent added");
+        check(c.headers().firstValue("x-app").orElse("").equals("1"), "the application's header kept");
+        check(c.method().equals("POST") && c.uri().equals(req.uri()) && c.bodyPublisher().isPresent()
+                      && c.bodyPublisher().get().contentLength() == 4,
+              "method, URI and body kept");
+        check(req.headers().allValues("traceparent").equals(java.util.List.of("theirs"))
+                      && req.headers().firstValue("cmr-parent").isEmpty(),
+              "the application's request untouched");
+        check(Probe.withHeaders(req, "ours", null) instanceof java.net.http.HttpRequest
+                      && ((java.net.http.HttpRequest) Probe.withHeaders(req, "ours", null))
+                                 .headers().firstValue("cmr-parent").isEmpty(),
+              "no cmr-parent without an agent id");
+        check(Probe.withHeaders("not a request", "ours", "cp") == null, "anything else: no copy");
+        try {
+            String[] line = Probe.requestLine(c);
+            check(line != null && line[0].equals("POST") && "http://h/p".equals(Probe.plainUrl(line[1])),
+                  "the node's method and URL");
+        } catch (ReflectiveOperationException e) {
+            check(false, "requestLine: " + e);
+        }
+    }
+
     public static void main(String[] args) {
         SecretKeySpec key = new SecretKeySpec(new byte[32], "HmacSHA256");
         byte[] other = new byte[32];
@@ -29,6 +65,7 @@ public final class ProbeContextTest {
         check("https://h/p".equals(Probe.plainUrl("https://user:pw@h/p")), "url: user info cut");
         check("http://h/p@x".equals(Probe.plainUrl("http://h/p@x")), "url: @ in the path kept");
         check("/rel".equals(Probe.plainUrl("/rel?q")) && Probe.plainUrl(null) == null, "url: relative, null");
+        jdkRequestCopy();
         String tp = Probe.traceparent(hi, lo, segment);
         long now = System.currentTimeMillis() / 1000;
         String bare = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ':' + Long.toHexString(event);

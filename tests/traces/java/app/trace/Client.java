@@ -7,7 +7,9 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 
-/** run(url): one GET with HttpURLConnection, then one with java.net.http.HttpClient.
+/** run(url, requests): one GET with HttpURLConnection, then one with java.net.http.HttpClient's
+ *  send, then one with its sendAsync (the requests built beforehand by prepare, outside the
+ *  trace: the context is the one of the send).
  *  local(): one GET with HttpURLConnection to a JDK HttpServer in this JVM (its handler:
  *  Client.handle -> Leaf.work, on a thread of the server's pool). */
 public class Client {
@@ -39,8 +41,15 @@ public class Client {
         }
     }
 
-    public static String run(String url) throws Exception {
-        return viaUrlConnection(url) + " " + viaHttpClient(url);
+    private static final HttpClient CLIENT = HttpClient.newHttpClient();
+
+    public static HttpRequest[] prepare(String url) {
+        return new HttpRequest[] {HttpRequest.newBuilder(URI.create(url + "?client=httpclient")).GET().build(),
+                                  HttpRequest.newBuilder(URI.create(url + "?client=async")).GET().build()};
+    }
+
+    public static String run(String url, HttpRequest[] requests) throws Exception {
+        return viaUrlConnection(url) + " " + viaHttpClient(requests[0]) + " " + viaHttpClientAsync(requests[1]);
     }
 
     static int viaUrlConnection(String url) throws Exception {
@@ -51,9 +60,11 @@ public class Client {
         return code;
     }
 
-    static int viaHttpClient(String url) throws Exception {
-        HttpClient client = HttpClient.newHttpClient();
-        HttpRequest req = HttpRequest.newBuilder(URI.create(url + "?client=httpclient")).GET().build();
-        return client.send(req, HttpResponse.BodyHandlers.ofString()).statusCode();
+    static int viaHttpClient(HttpRequest req) throws Exception {
+        return CLIENT.send(req, HttpResponse.BodyHandlers.ofString()).statusCode();
+    }
+
+    static int viaHttpClientAsync(HttpRequest req) {
+        return CLIENT.sendAsync(req, HttpResponse.BodyHandlers.ofString()).join().statusCode();
     }
 }
