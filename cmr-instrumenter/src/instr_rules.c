@@ -161,6 +161,7 @@ static int method_matches(const cmr_sensor_assignment_t *a, const cmr_instr_meta
 #define FJT "java/util/concurrent/ForkJoinTask"
 #define HUC "sun/net/www/protocol/http/HttpURLConnection"
 #define TOMCAT_TPE "org/apache/tomcat/util/threads/ThreadPoolExecutor"
+#define JETTY_QTP "org/eclipse/jetty/util/thread/QueuedThreadPool"
 static const struct {
     const char *cls, *name, *desc; /* desc NULL: any descriptor (it differs between JDKs) */
     cmr_instr_handoff_t role;
@@ -176,9 +177,16 @@ static const struct {
     {TOMCAT_TPE, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
     {TOMCAT_TPE, "beforeExecute", "(Ljava/lang/Thread;Ljava/lang/Runnable;)V", CMR_HANDOFF_BEGIN, 1},
     {TOMCAT_TPE, "afterExecute", "(Ljava/lang/Runnable;Ljava/lang/Throwable;)V", CMR_HANDOFF_END, 0},
+    /* Jetty's pool (9.4; its request threads, and what a servlet hands over with
+     * AsyncContext.start or completes with complete()): execute queues a job, runJob runs
+     * it on a pool thread */
+    {JETTY_QTP, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
+    {JETTY_QTP, "runJob", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_SPAN, 0},
     /* scheduled pools queue their tasks without execute() (first run of a periodic task) */
     {"java/util/concurrent/ScheduledThreadPoolExecutor", "delayedExecute",
      "(Ljava/util/concurrent/RunnableScheduledFuture;)V", CMR_HANDOFF_CAPTURE, 0},
+    /* java.util.Timer: a task scheduled carries the context (its run: see subclass_handoffs) */
+    {"java/util/Timer", "sched", "(Ljava/util/TimerTask;JJ)V", CMR_HANDOFF_CAPTURE, 0},
     /* Threads: the started thread's first recorded call continues the trace */
     {"java/lang/Thread", "start", "()V", CMR_HANDOFF_CAPTURE, CMR_HANDOFF_ARG_THIS},
     /* ... a virtual thread's too (JDK 21+: Thread.start, Thread.ofVirtual, the
@@ -244,6 +252,7 @@ static const struct {
 #undef FJT
 #undef HUC
 #undef TOMCAT_TPE
+#undef JETTY_QTP
 
 static bool is_handoff_class(const char *name)
 {
@@ -279,6 +288,36 @@ static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
             put_role(out, m, handoffs[h].role, handoffs[h].arg);
         }
     }
+}
+
+/* Hand-off points that are the application's own methods: a JDK class's subclasses
+ * implement them and the JDK runs them (java.util.Timer's thread runs TimerTask.run). The
+ * method becomes the hand-off's node: it continues the context its object carries (the
+ * first run of a periodic task; later runs carry none and record only what they call). */
+static const struct {
+    const char *super, *name, *desc;
+    cmr_instr_handoff_t role;
+    uint8_t arg;
+} subclass_handoffs[] = {
+    {"java/util/TimerTask", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
+};
+
+/* The hand-offs of cls as a subclass: only a class that declares such a method and does
+ * not extend Object directly has its superclasses looked at. */
+static void add_subclass_handoffs(ctx_t *c, cmr_instr_decision_t *out)
+{
+    const cmr_instr_meta_t *cls = c->cls;
+    if (!cls->super_name || strcmp(cls->super_name, "java/lang/Object") == 0)
+        return;
+    for (size_t h = 0; h < sizeof subclass_handoffs / sizeof subclass_handoffs[0]; h++)
+        for (size_t m = 0; m < cls->n_methods; m++) {
+            const cmr_instr_method_t *me = &cls->methods[m];
+            if ((me->access & (0x0400 | 0x0100 | 0x0008)) || strcmp(me->name, subclass_handoffs[h].name) != 0 ||
+                strcmp(me->desc, subclass_handoffs[h].desc) != 0 ||
+                has_superclass(c, subclass_handoffs[h].super) != YES)
+                continue;
+            put_role(out, m, subclass_handoffs[h].role, subclass_handoffs[h].arg);
+        }
 }
 
 /* JDBC: the calls that run SQL are nodes with their statement's text, whatever the driver
@@ -397,6 +436,7 @@ int cmr_instr_decide(const cmr_environment_t *env, const cmr_instr_meta_t *cls, 
     }
     if (sequences) {
         add_handoffs(cls, out);
+        add_subclass_handoffs(&c, out);
         add_jdbc(&c, out);
     }
     free(applies);

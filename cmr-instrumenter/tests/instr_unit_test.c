@@ -651,6 +651,64 @@ static void test_handoff_points_in_excluded_classes(void **state)
     universe_free(&u);
 }
 
+/* java.util.Timer: its sched captures the task; a TimerTask's run, in the application's
+ * own class (directly or further down), is the hand-off's span on `this`, in place of the
+ * sensor's pick; a run of a class that is no TimerTask is left to the sensor, and a class
+ * that extends Object directly costs no lookup. */
+static void test_timer_tasks(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *timer = add_type(&u, "java/util/Timer", "java/lang/Object", NULL, NULL);
+    add_method(timer, "sched", "(Ljava/util/TimerTask;JJ)V", 0x0002, NULL);
+    add_method(timer, "cancel", "()V", 0x0001, NULL);
+    add_type(&u, "java/util/TimerTask", "java/lang/Object", NULL, NULL);
+    cmr_instr_meta_t *tick = add_type(&u, "com/shop/Tick", "java/util/TimerTask", NULL, NULL);
+    add_method(tick, "run", "()V", 0x0001, NULL);
+    add_method(tick, "size", "()I", 0x0001, NULL);
+    cmr_instr_meta_t *sub = add_type(&u, "com/shop/SubTick", "com/shop/Tick", NULL, NULL);
+    add_method(sub, "run", "()V", 0x0001, NULL);
+    static const char *const runnable[] = {"java/lang/Runnable", NULL};
+    cmr_instr_meta_t *plain = add_type(&u, "com/shop/Job", "java/lang/Object", runnable, NULL);
+    add_method(plain, "run", "()V", 0x0001, NULL);
+
+    cmr_sensor_assignment_t all[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "*", "*")};
+    cmr_environment_t env = env_of(all, 1);
+    cmr_instr_decision_t d;
+    assert_int_equal(cmr_instr_decide(&env, timer, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 2); /* java/util/ is not excluded: the rule takes cancel too */
+    for (size_t i = 0; i < d.n_picks; i++)
+        if (strcmp(timer->methods[d.picks[i].method].name, "sched") == 0)
+            assert_true(d.picks[i].handoff == CMR_HANDOFF_CAPTURE && d.picks[i].arg == 0);
+        else
+            assert_true(d.picks[i].handoff == CMR_HANDOFF_NONE);
+    cmr_instr_decision_free(&d);
+
+    const cmr_instr_meta_t *tasks[] = {tick, sub};
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(cmr_instr_decide(&env, tasks[t], lookup, &u, &d), 0);
+        int spans = 0;
+        for (size_t i = 0; i < d.n_picks; i++)
+            if (strcmp(tasks[t]->methods[d.picks[i].method].name, "run") == 0) {
+                assert_true(d.picks[i].handoff == CMR_HANDOFF_SPAN && d.picks[i].arg == CMR_HANDOFF_ARG_THIS);
+                spans++;
+            } else {
+                assert_true(d.picks[i].handoff == CMR_HANDOFF_NONE);
+            }
+        assert_int_equal(spans, 1);
+        assert_int_equal(d.n_picks, t == 0 ? 2 : 1);
+        cmr_instr_decision_free(&d);
+    }
+
+    int before = u.lookups;
+    assert_int_equal(cmr_instr_decide(&env, plain, lookup, &u, &d), 0);
+    assert_int_equal(d.n_picks, 1);
+    assert_true(d.picks[0].handoff == CMR_HANDOFF_NONE);
+    assert_int_equal(u.lookups, before);
+    cmr_instr_decision_free(&d);
+    universe_free(&u);
+}
+
 static void test_bridges_only_when_asked(void **state)
 {
     (void)state;
@@ -1046,6 +1104,7 @@ int main(void)
         cmocka_unit_test(test_exclusions),
         cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
+        cmocka_unit_test(test_timer_tasks),
         cmocka_unit_test(test_jdbc_rules),
         cmocka_unit_test(test_handoff_probes_and_clients),
         cmocka_unit_test(test_bridges_only_when_asked),

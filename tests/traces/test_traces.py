@@ -241,6 +241,20 @@ class Scenarios:
             p.append("task ran on %s" % task["thread"])
         return p + check_common(tree)
 
+    def timer(self):
+        """java.util.Timer: the first run of a periodic task continues the trace that
+        scheduled it (async, on the timer's thread), its later runs start traces of their
+        own (no context was live for them)."""
+        tree, v, p = self._run("timer", "timer:", "trace.Pool.timer")
+        if p:
+            return p
+        run = ("Pool$Tick.run", True, [("Pool.task", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])])
+        p = expect_shape(v, [("Pool.timer", False, [run])])
+        task = v["children_view"][0] if v["children_view"] else None
+        if task and task["thread"] != "trace-util-timer":
+            p.append("task ran on %s" % task["thread"])
+        return p + check_common(tree, detached=True)
+
     def thread(self):
         tree, v, p = self._run("thread", "thread:", "trace.Threads.run")
         if p:
@@ -642,6 +656,40 @@ class Scenarios:
             p.append("threads %s, want Tomcat's" % threads)
         return p + check_common(tree, detached=True)
 
+    def jetty_async(self):
+        """Async processing on Jetty 9: what the servlet hands over (AsyncContext.start, run
+        by Jetty's QueuedThreadPool) continues its trace, async, on another of Jetty's
+        threads, and so does the container's completion when complete() hands it to the
+        pool; the trace is complete once they ended."""
+        since = time.time_ns()
+        with urllib.request.urlopen(self.jetty_url.replace("/check", "/async"), timeout=30) as r:
+            body = r.read().decode()
+        if not body.startswith("async "):
+            return ["Jetty's async servlet answered %r" % body]
+        tree = self.ingest.complete_trace(since, root="javax.servlet.http.HttpServlet.service")
+        if not tree:
+            return ["no complete trace rooted in Jetty's servlet"]
+        v, p = root_view(tree)
+        if p:
+            return p
+        pool = "org.eclipse.jetty.util.thread.QueuedThreadPool.runJob"
+        level = ("jetty.JettyService$Stock.level", False, [])
+        shapes = [[("javax.servlet.http.HttpServlet.service", False, [("jetty.JettyService$AsyncStockServlet.doGet", False, [
+            (pool, True, [("jetty.JettyService$AsyncStockServlet.lambda$doGet$0", False, [level] + tail)])])])]
+            for tail in ([(pool, True, [])], [])]
+        p = expect_shape(v, shapes[0])
+        if p and not expect_shape(v, shapes[1]):
+            p = []
+        threads = {n["thread"] for n, _ in walk(tree["roots"][0]) if n["kind"] == "call"}
+        if not all(t.startswith("qtp") for t in threads):
+            p.append("threads %s, want Jetty's" % threads)
+        if any(n["agent_id"] != self.jetty_agent for n, _ in walk(tree["roots"][0]) if n["kind"] == "call"):
+            p.append("a call on another agent than Jetty's")
+        http = tree.get("http") or {}
+        if (http.get("method"), http.get("path")) != ("GET", "/stock/async"):
+            p.append("the request's HTTP data %s, want GET /stock/async" % http)
+        return p + check_common(tree, detached=True)
+
     def vthreads(self):
         """Virtual threads (JDK 21+): tasks on the thread-per-task executor of virtual threads
         continue the trace that submits them, one segment per virtual thread across its
@@ -829,9 +877,9 @@ def main():
             s.jetty_url = "http://127.0.0.1:%s/stock/check" % open(jetty_port_file).read().strip()
             s.jetty_agent = agent_id(jetty)
         s.pg_url = pg.url if pg else None
-        names = ["nested", "pool", "scheduled", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
+        names = ["nested", "pool", "scheduled", "timer", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "async_servlet", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
-            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty"] if jetty else []) + \
+            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty", "jetty_async"] if jetty else []) + \
             (["vthreads"] if java_feature(args.java) >= 21 else [])
         if args.only:
             names = args.only.split(",")

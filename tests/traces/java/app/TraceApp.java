@@ -6,6 +6,7 @@
  *   nested            -> nested: done         trace.Nested.run: calls nested in one thread
  *   pool TASKS        -> pool: tasks=N        trace.Pool.run: ExecutorService.submit
  *   scheduled         -> scheduled: done      trace.Pool.scheduled: a task 5 ms later
+ *   timer             -> timer: N             trace.Pool.timer: a java.util.Timer task, 3 runs
  *   thread            -> thread: done         trace.Threads.run: Thread.start + join
  *   vthreads N        -> vthreads: N          trace.Threads.virtuals: N virtual threads (JDK 21+)
  *   vfanout N         -> vfanout: N           trace.Threads.fanout: N tasks on virtual threads
@@ -82,6 +83,9 @@ public class TraceApp {
                     case "scheduled":
                         trace.Pool.scheduled();
                         System.out.println("scheduled: done");
+                        break;
+                    case "timer":
+                        System.out.println("timer: " + trace.Pool.timer());
                         break;
                     case "thread":
                         trace.Threads.run();

@@ -40,6 +40,35 @@ public class Pool {
         return TIMER.schedule(Pool::task, 5, TimeUnit.MILLISECONDS).get();
     }
 
+    static final java.util.Timer UTIL_TIMER = new java.util.Timer("trace-util-timer", true);
+
+    /** timer: a java.util.Timer task every 5 ms (Tick.run -> task), cancelled after its
+     *  third run: the first continues this trace, the later ones start their own. */
+    public static long timer() throws Exception {
+        Tick t = new Tick(3);
+        UTIL_TIMER.schedule(t, 5, 5);
+        t.runs.await();
+        t.cancel();
+        return t.sum;
+    }
+
+    static final class Tick extends java.util.TimerTask {
+        final java.util.concurrent.CountDownLatch runs;
+        volatile long sum;
+
+        Tick(int n) {
+            runs = new java.util.concurrent.CountDownLatch(n);
+        }
+
+        @Override
+        public void run() {
+            if (runs.getCount() > 0) {
+                sum += task();
+                runs.countDown();
+            }
+        }
+    }
+
     static long task() {
         return Leaf.work(1);
     }

@@ -3,6 +3,7 @@ package trace.jetty;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import javax.servlet.AsyncContext;
 import javax.servlet.http.HttpServlet;
 import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
@@ -11,7 +12,9 @@ import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.servlet.ServletContextHandler;
 
 /** The trace tests' Jetty 9 service (a third JVM): GET /stock/check answers "stock N"
- *  through StockServlet.doGet -> Stock.level (javax.servlet, as Jetty 9 has it).
+ *  through StockServlet.doGet -> Stock.level (javax.servlet, as Jetty 9 has it); GET
+ *  /stock/async the same with async processing: AsyncStockServlet.doGet starts it and
+ *  returns, Jetty's pool runs the rest (AsyncContext.start), which completes it.
  *
  *    java trace.jetty.JettyService PORT_FILE   (binds a free loopback port, writes it to
  *                                              PORT_FILE, serves until the JVM is stopped)
@@ -26,6 +29,7 @@ public class JettyService {
         ServletContextHandler context = new ServletContextHandler();
         context.setContextPath("/stock");
         context.addServlet(StockServlet.class, "/check");
+        context.addServlet(AsyncStockServlet.class, "/async").setAsyncSupported(true);
         server.setHandler(context);
         server.start();
         Path tmp = Path.of(args[0] + ".tmp");
@@ -42,6 +46,26 @@ public class JettyService {
             long n = Stock.level(req.getParameter("item"));
             resp.setContentType("text/plain");
             resp.getWriter().print("stock " + n);
+        }
+    }
+
+    public static class AsyncStockServlet extends HttpServlet {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected void doGet(HttpServletRequest req, HttpServletResponse resp) {
+            AsyncContext ctx = req.startAsync();
+            ctx.start(() -> {
+                try {
+                    long n = Stock.level("async");
+                    resp.setContentType("text/plain");
+                    resp.getWriter().print("async " + n);
+                } catch (IOException e) {
+                    resp.setStatus(500);
+                } finally {
+                    ctx.complete();
+                }
+            });
         }
     }
 
