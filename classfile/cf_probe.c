@@ -102,11 +102,11 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
                 return cf_fail(err, CF_ERR_ARG, "%s probe: THIS is not available at the exceptional exit", site);
             want = 'T';
             break;
-        case CF_PARG_RETURN:
+        case CF_PARG_RETURN: /* an object, an int (or narrower) or a long: the method must match */
             if (strcmp(site, "normal-exit") != 0 || i != 0)
                 return cf_fail(err, CF_ERR_ARG, "%s probe: RETURN only as first argument of the normal-exit probe",
                                site);
-            want = 'T';
+            want = codes[i] == 'I' || codes[i] == 'J' ? codes[i] : 'T';
             break;
         case CF_PARG_ARG:
         case CF_PARG_ARG_REPLACED:
@@ -156,13 +156,13 @@ int cf_probe_stack_words(const cf_probe_call *pc)
 {
     if (!pc->owner)
         return 0;
-    int w = 0;
-    for (int i = 0; i < pc->nargs; i++) /* THIS, ARG: one reference */
-        w += (pc->args[i].kind == CF_PARG_METHOD_ID || pc->args[i].kind == CF_PARG_LONG) ? 2 : 1;
     char codes[CF_PROBE_MAX_ARGS + 1], ret = 'V';
     int n = param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
     assert(n == pc->nargs); /* cf_probe_check accepted the description */
     (void)n;
+    int w = 0;
+    for (int i = 0; i < pc->nargs; i++) /* a long two words, anything else one */
+        w += codes[i] == 'J' ? 2 : 1;
     int r = ret == 'V' ? 0 : ret == 'J' ? 2 : 1;
     return w > r ? w : r;
 }
@@ -265,6 +265,31 @@ static bool replaced_arg_fits(const cf_class *c, const cf_member *m, int64_t ind
     return true;
 }
 
+/* The method's return type (its descriptor's first character after ')'; 0 if none). */
+static char return_type(const cf_class *c, const cf_member *m)
+{
+    cf_str d = cf_cp_utf8(c, m->desc);
+    const char *close = memchr(d.p, ')', d.len);
+    return close && close + 1 < (const char *)d.p + d.len ? close[1] : 0;
+}
+
+/* Whether the method returns what the normal-exit probe's RETURN argument takes: an object
+ * for Object, an int, boolean, byte, char or short for int, a long for long. */
+static bool return_fits(const cf_class *c, const cf_member *m, const cf_probe_call *pc, char *why, size_t whylen)
+{
+    char codes[CF_PROBE_MAX_ARGS + 1], ret;
+    param_codes(pc->desc, codes, CF_PROBE_MAX_ARGS + 1, &ret);
+    char t = return_type(c, m);
+    bool fits = codes[0] == 'T' ? t == 'L' || t == '[' : codes[0] == 'I' ? t && strchr("IZBCS", t) != NULL : t == 'J';
+    if (!fits)
+        snprintf(why, whylen, "the probe wants the returned %s but the method returns %s",
+                 codes[0] == 'T'   ? "object"
+                 : codes[0] == 'I' ? "int"
+                                   : "long",
+                 t == 'V' ? "none" : "another type");
+    return fits;
+}
+
 bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p, const cf_insn *in, uint32_t n,
                        const uint8_t *code, bool is_ctor, char *why, size_t whylen)
 {
@@ -278,12 +303,8 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
         for (int a = 0; a < pc->nargs; a++) {
             int slot;
             if (pc->args[a].kind == CF_PARG_RETURN) {
-                cf_str d = cf_cp_utf8(c, m->desc);
-                const char *close = memchr(d.p, ')', d.len);
-                if (!close || close + 1 >= (const char *)d.p + d.len || (close[1] != 'L' && close[1] != '[')) {
-                    snprintf(why, whylen, "the probe wants the returned object but the method returns none");
+                if (!return_fits(c, m, pc, why, whylen))
                     return false;
-                }
                 continue;
             }
             if (pc->args[a].kind == CF_PARG_THIS) {
@@ -438,7 +459,9 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
             break;
         }
         case CF_PARG_THROWABLE:
-        case CF_PARG_RETURN: cf_buf_u1(b, JVM_OPC_dup); break; /* the value on top: a copy */
+        case CF_PARG_RETURN: /* the value on top: a copy */
+            cf_buf_u1(b, return_type(c, m) == 'J' ? JVM_OPC_dup2 : JVM_OPC_dup);
+            break;
         case CF_PARG_THIS: push_aload(b, 0); break;
         case CF_PARG_ARG:
         case CF_PARG_ARG_REPLACED: {

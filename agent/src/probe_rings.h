@@ -45,7 +45,8 @@
  *                      innermost open call (values up to CMR_RING_NODE_DATA_MAX bytes):
  *                      16 db.statement, a JDBC call's raw SQL (the publisher normalises it
  *                      and masks its literals, sql_text.h); 17 http.request.method, 18
- *                      url.full, 19 http.response.status_code (an outgoing HTTP call)
+ *                      url.full, 19 http.response.status_code (an outgoing HTTP call),
+ *                      20 db.response.affected_rows (a JDBC update's count)
  *   11 loss            the open segment did not record calls (written right before its
  *                      root exit): id = calls not recorded (each with everything below
  *                      it), aux = why (1 the size limit, 2 the ring was full)
@@ -85,7 +86,7 @@
 #define CMR_RING_DATA_KEYS 4 /* keys 1..3 */
 #define CMR_RING_NODE_KEY0 16
 #define CMR_RING_NODE_DB_STATEMENT 16
-#define CMR_RING_NODE_KEYS 4        /* keys 16..19 */
+#define CMR_RING_NODE_KEYS 5        /* keys 16..20 */
 #define CMR_RING_NODE_DATA_MAX 2048 /* as Probe.NODE_DATA_MAX */
 #define CMR_RING_NODE_PENDING 64    /* call attributes a batch carries: more send it early */
 #define CMR_RING_OPEN_CALLS 256     /* call depths a call attribute can be given to */

@@ -827,7 +827,7 @@ static void test_returned_object(void **st)
     assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
     assert_int_equal(r.methods[1].refusal, CF_REFUSE_NONE);
     assert_int_equal(r.methods[2].refusal, CF_REFUSE_PROBE_ARGS); /* returns an int */
-    assert_non_null(strstr(r.methods[2].why, "returns none"));
+    assert_non_null(strstr(r.methods[2].why, "returned object"));
     assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
     cf_class *c = parse_ok(r.bytes, r.len);
     cf_code k;
@@ -852,6 +852,60 @@ static void test_returned_object(void **st)
     bad.normal_exit.args[1] = (cf_parg){CF_PARG_RETURN, 0, NULL};
     bad.normal_exit.desc = "(JLjava/lang/Object;)V"; /* not first */
     assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+}
+
+/* A normal-exit probe that takes a returned int or long (the agent's JDBC updates: the row
+ * count): dup or dup2 before each return, max_stack grown for the long; a method returning
+ * anything else is refused. */
+static void test_returned_number(void **st)
+{
+    (void)st;
+    static const cf_probe ints = {
+        "ints", {0}, {"p/P", "rows", "(IJ)V", 2, {{CF_PARG_RETURN, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}}, {0}};
+    static const cf_probe longs = {
+        "longs", {0}, {"p/P", "rows", "(JJ)V", 2, {{CF_PARG_RETURN, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}}, {0}};
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t num[] = {JVM_OPC_iconst_1, JVM_OPC_ireturn};
+    uint8_t flag[] = {JVM_OPC_iconst_0, JVM_OPC_ireturn};
+    uint8_t lng[] = {JVM_OPC_lconst_1, JVM_OPC_lreturn};
+    a_method(&a, JVM_ACC_PUBLIC, "num", "()I", num, sizeof num, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "flag", "()Z", flag, sizeof flag, 1, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC, "lng", "()J", lng, sizeof lng, 2, 1, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/N", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_probe_check(&ints, &e), CF_OK);
+    assert_int_equal(cf_instrument_class(b, n, &ints, NULL, NULL, &r, &e), CF_OK);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[1].refusal, CF_REFUSE_NONE); /* a boolean is an int */
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_PROBE_ARGS);
+    assert_non_null(strstr(r.methods[2].why, "returned int"));
+    assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+    cf_class *c = parse_ok(r.bytes, r.len);
+    cf_code k;
+    code_of(c, "num", &k); /* 0 iconst_1; 1 dup; 2 ldc2_w id; 5 invokestatic; 8 ireturn */
+    assert_int_equal(k.code[1], JVM_OPC_dup);
+    assert_int_equal(k.code[8], JVM_OPC_ireturn);
+    assert_true(k.max_stack >= 4);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+
+    assert_int_equal(cf_instrument_class(b, n, &longs, NULL, NULL, &r, &e), CF_OK);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_PROBE_ARGS);
+    assert_int_equal(r.methods[2].refusal, CF_REFUSE_NONE);
+    assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+    c = parse_ok(r.bytes, r.len);
+    code_of(c, "lng", &k); /* 0 lconst_1; 1 dup2; 2 ldc2_w id; 5 invokestatic; 8 lreturn */
+    assert_int_equal(k.code[1], JVM_OPC_dup2);
+    assert_int_equal(k.code[8], JVM_OPC_lreturn);
+    assert_true(k.max_stack >= 6); /* the long, its copy, the id */
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
 }
 
 static void test_tables_and_uninitialized(void **st)
@@ -1201,6 +1255,7 @@ int main(void)
         cmocka_unit_test(test_object_arguments),
         cmocka_unit_test(test_replaced_argument),
         cmocka_unit_test(test_returned_object),
+        cmocka_unit_test(test_returned_number),
         cmocka_unit_test(test_tables_and_uninitialized),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_cpool_growth),

@@ -63,28 +63,46 @@ static const cf_probe probes[4] = {
         }                                                                 \
     }
 
-#define HANDOFF_SET(kind, i)                                                                                   \
-    {                                                                                                          \
-        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                    \
-        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                          \
-        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                             \
-        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")}, \
-        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                         \
-        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")}, \
-        [CMR_HANDOFF_SQL] = {"sql", OBJ_CALL("sqlEnter", kind, i), CALL("sqlExit"), CALL("sqlExitThrow")},     \
-        [CMR_HANDOFF_SQL_PREPARE] = {"sql-prepare", OBJ_CALL("sqlPrepare", kind, i), CALL("sqlPrepared"),      \
-                                     CALL("sqlPrepared")},                                                     \
-        [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                         \
-        [CMR_HANDOFF_HTTP_CALL] = {"http-call", OBJ_CALL("httpCall", kind, i), RET_CALL("httpCallExit"),       \
-                                   CALL("httpCallExitThrow")},                                                 \
-        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCall", kind, i), CALL("httpCallEnd"),       \
-                                        CALL("httpCallExitThrow")},                                            \
-        [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},   \
-        [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},               \
-        [CMR_HANDOFF_HTTP_SEND] = {"http-send", SWAP_CALL("httpSend", i), RET_CALL("httpSendExit"),            \
-                                   CALL("httpSendExitThrow")},                                                 \
-        [CMR_HANDOFF_HTTP_SEND_ASYNC] = {"http-send-async", SWAP_CALL("httpSendAsync", i),                     \
-                                         RET_CALL("httpSendAsyncExit"), CALL("httpSendAsyncExitThrow")},       \
+/* A normal exit that gets the returned int ("I") or long ("J"): a JDBC update's count. */
+#define NUM_CALL(n, t)                      \
+    {                                       \
+        CMR_PROBE_CLASS, n, "(" t "J)V", 2, \
+        {                                   \
+            {CF_PARG_RETURN, 0, 0},         \
+            {                               \
+                CF_PARG_METHOD_ID, 0, 0     \
+            }                               \
+        }                                   \
+    }
+
+#define HANDOFF_SET(kind, i)                                                                                       \
+    {                                                                                                              \
+        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                        \
+        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                              \
+        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                                 \
+        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
+        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                             \
+        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
+        [CMR_HANDOFF_SQL] = {"sql", OBJ_CALL("sqlEnter", kind, i), CALL("sqlExit"), CALL("sqlExitThrow")},         \
+        [CMR_HANDOFF_SQL_PREPARE] = {"sql-prepare", OBJ_CALL("sqlPrepare", kind, i), CALL("sqlPrepared"),          \
+                                     CALL("sqlPrepared")},                                                         \
+        [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                             \
+        [CMR_HANDOFF_HTTP_CALL] = {"http-call", OBJ_CALL("httpCall", kind, i), RET_CALL("httpCallExit"),           \
+                                   CALL("httpCallExitThrow")},                                                     \
+        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCall", kind, i), CALL("httpCallEnd"),           \
+                                        CALL("httpCallExitThrow")},                                                \
+        [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},       \
+        [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},                   \
+        [CMR_HANDOFF_HTTP_SEND] = {"http-send", SWAP_CALL("httpSend", i), RET_CALL("httpSendExit"),                \
+                                   CALL("httpSendExitThrow")},                                                     \
+        [CMR_HANDOFF_HTTP_SEND_ASYNC] = {"http-send-async", SWAP_CALL("httpSendAsync", i),                         \
+                                         RET_CALL("httpSendAsyncExit"), CALL("httpSendAsyncExitThrow")},           \
+        [CMR_HANDOFF_SQL_UPDATE] = {"sql", OBJ_CALL("sqlEnter", kind, i), NUM_CALL("sqlExitRows", "I"),            \
+                                    CALL("sqlExitThrow")},                                                         \
+        [CMR_HANDOFF_SQL_LARGE_UPDATE] = {"sql", OBJ_CALL("sqlEnter", kind, i), NUM_CALL("sqlExitLargeRows", "J"), \
+                                          CALL("sqlExitThrow")},                                                   \
+        [CMR_HANDOFF_SQL_BATCH] = {"sql", OBJ_CALL("sqlEnter", kind, i), RET_CALL("sqlExitBatch"),                 \
+                                   CALL("sqlExitThrow")},                                                          \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),

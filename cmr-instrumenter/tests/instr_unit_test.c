@@ -443,11 +443,13 @@ static void test_jdbc_rules(void **state)
     add_method(st, "executeQuery", "(Ljava/lang/String;)Ljava/sql/ResultSet;", 0x0001, NULL);
     add_method(st, "execute", "(Ljava/lang/String;I)Z", 0x0001, NULL);
     add_method(st, "executeBatch", "()[I", 0x0001, NULL);
+    add_method(st, "executeUpdate", "(Ljava/lang/String;)I", 0x0001, NULL);
     add_method(st, "close", "()V", 0x0001, NULL);
     cmr_instr_meta_t *ps = add_type(&u, "org/db/JdbcPreparedStatement", "org/db/JdbcStatement", ps_if, NULL);
     add_method(ps, "<init>", "(Ljava/lang/String;)V", 0x0001, NULL);
     add_method(ps, "executeQuery", "()Ljava/sql/ResultSet;", 0x0001, NULL);
     add_method(ps, "setInt", "(II)V", 0x0001, NULL);
+    add_method(ps, "executeLargeUpdate", "()J", 0x0001, NULL);
     cmr_instr_meta_t *conn = add_type(&u, "org/db/JdbcConnection", "java/lang/Object", conn_if, NULL);
     add_method(conn, "prepareStatement", "(Ljava/lang/String;II)Ljava/sql/PreparedStatement;", 0x0001, NULL);
     add_method(conn, "createStatement", "()Ljava/sql/Statement;", 0x0001, NULL);
@@ -467,18 +469,23 @@ static void test_jdbc_rules(void **state)
     cmr_instr_decision_t d;
     uint8_t arg = 0;
     assert_int_equal(cmr_instr_decide(&env, st, lookup, &u, &d), 0);
-    assert_int_equal(d.n_picks, 3);
+    assert_int_equal(d.n_picks, 4);
     assert_int_equal(role_of(st, &d, "executeQuery", NULL, &arg), CMR_HANDOFF_SQL);
     assert_int_equal(arg, 0);
     assert_int_equal(role_of(st, &d, "execute", NULL, &arg), CMR_HANDOFF_SQL);
-    assert_int_equal(role_of(st, &d, "executeBatch", NULL, &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(role_of(st, &d, "executeBatch", NULL, &arg),
+                     CMR_HANDOFF_SQL_BATCH); /* the node gets the counts' sum */
     assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    assert_int_equal(role_of(st, &d, "executeUpdate", NULL, &arg), CMR_HANDOFF_SQL_UPDATE); /* and the count */
+    assert_int_equal(arg, 0);
     assert_int_equal(role_of(st, &d, "<init>", NULL, &arg), -1); /* not a PreparedStatement */
     cmr_instr_decision_free(&d);
 
     assert_int_equal(cmr_instr_decide(&env, ps, lookup, &u, &d), 0);
-    assert_int_equal(d.n_picks, 2);
+    assert_int_equal(d.n_picks, 3);
     assert_int_equal(role_of(ps, &d, "executeQuery", NULL, &arg), CMR_HANDOFF_SQL);
+    assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    assert_int_equal(role_of(ps, &d, "executeLargeUpdate", NULL, &arg), CMR_HANDOFF_SQL_LARGE_UPDATE);
     assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
     assert_int_equal(role_of(ps, &d, "<init>", NULL, &arg), CMR_HANDOFF_SQL_BIND);
     assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);

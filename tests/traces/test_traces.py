@@ -183,6 +183,16 @@ def app_nodes(view):
         yield from app_nodes(c)
 
 
+def check_rows(nodes):
+    """The JDBC nodes of Db.statements: each update with its row count (the insert 1),
+    no count on a query."""
+    rows = [(n.get("attributes") or {}).get("db.response.affected_rows") for n in nodes]
+    want_some = [n["method"].split("(")[0].endswith("executeUpdate") for n in nodes]
+    if len(rows) != 5 or rows[2] != "1" or any((r is not None and r.isdigit()) != w for r, w in zip(rows, want_some)):
+        return ["rows per JDBC node %s" % rows]
+    return []
+
+
 # --- scenarios ------------------------------------------------------------------------------
 
 class Scenarios:
@@ -398,11 +408,14 @@ class Scenarios:
         want = [("executeUpdate", "delete from orders where customer = ? or amount > ?"),
                 ("executeQuery", "select count(*) from orders where amount = ?"),
                 ("executeUpdate", "insert into orders(customer, amount) values (?, ?)"),
-                ("executeQuery", "select id, amount from orders where customer = ?")]
+                ("executeQuery", "select id, amount from orders where customer = ?"),
+                ("executeQuery", "{call abs(?)}")]
+        nodes = [n for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and n["method"].startswith("org.h2.")]
         got = [(n["method"].split("(")[0].rsplit(".", 1)[-1], n.get("attributes", {}).get("db.statement"))
-               for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and n["method"].startswith("org.h2.")]
+               for n in nodes]
         if got != want:
             p.append("JDBC nodes %s, want %s" % (got, want))
+        p += check_rows(nodes)
         text = json.dumps([n.get("attributes") for n, _ in walk(tree["roots"][0])])
         for secret in ("secret-customer", "42", "1000"):
             if secret in text:
@@ -504,13 +517,15 @@ class Scenarios:
                 ("executeUpdate", "delete from orders where customer = ? or amount > ?"),
                 ("executeQuery", "select count(*) from orders where amount = ?"),
                 ("executeUpdate", "insert into orders(customer, amount) values (?, ?)"),
-                ("executeQuery", "select id, amount from orders where customer = ?")]
+                ("executeQuery", "select id, amount from orders where customer = ?"),
+                ("executeQuery", "{call abs(?)}")]
         lib = ("com.zaxxer.", "org.postgresql.")
         nodes = [n for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and n["method"].startswith(lib)]
         got = [(n["method"].split("(")[0].rsplit(".", 1)[-1], n.get("attributes", {}).get("db.statement"))
                for n in nodes]
         if got != want:
             p.append("JDBC nodes %s, want %s" % (got, want))
+        p += check_rows(nodes[1:])
         if nodes and not nodes[0]["method"].startswith("com.zaxxer.hikari.HikariDataSource.getConnection"):
             p.append("the pool's node is %s" % nodes[0]["method"])
         text = json.dumps([n.get("attributes") for n in nodes])

@@ -142,6 +142,9 @@ try {
     check(
         (await page.locator('.tr-detail').textContent()).includes(sqlTrace.sql),
         'the selected JDBC call\'s SQL is shown in full');
+    check(
+        (await page.locator('.tr-detail').textContent()).includes(`${sqlTrace.sql} → 1 row`),
+        'the insert shows the row it added');
     await shot(page, 'trace-sql');
   }
 

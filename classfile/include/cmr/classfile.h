@@ -229,9 +229,10 @@ typedef enum cf_parg_kind {
                           entry and normal-exit sites; constructors: after super()) */
     CF_PARG_ARG,         /* Ljava/lang/Object;: parameter number `i` (0-based, reference
                           typed; entry site only) */
-    CF_PARG_RETURN,      /* Ljava/lang/Object;: the value the method returns (normal-exit
-                          site only, first argument only; a method that does not return a
-                          reference is refused) */
+    CF_PARG_RETURN,      /* the value the method returns (normal-exit site only, first
+                          argument only): Ljava/lang/Object; for a reference, I for an int,
+                          boolean, byte, char or short, J for a long; a method that returns
+                          another type is refused */
     CF_PARG_ARG_REPLACED /* as CF_PARG_ARG, and the probe's result replaces that parameter:
                           cast to its type and stored in its local, so the method goes on
                           with what the probe gave (a copy of a request with headers

@@ -73,6 +73,11 @@ typedef enum cmr_instr_handoff {
     CMR_HANDOFF_HTTP_SEND_ASYNC,  /* request = httpSendAsync(request) at entry, httpSendAsyncExit
                                    * (the future) / httpSendAsyncExitThrow: its sendAsync, a node
                                    * from the send to the response, written when it completes */
+    CMR_HANDOFF_SQL_UPDATE,       /* as CMR_HANDOFF_SQL, its exit sqlExitRows(the returned int):
+                                   * executeUpdate, the node gets the row count */
+    CMR_HANDOFF_SQL_LARGE_UPDATE, /* the same for executeLargeUpdate's long: sqlExitLargeRows */
+    CMR_HANDOFF_SQL_BATCH,        /* the same for executeBatch / executeLargeBatch's counts:
+                                   * sqlExitBatch (their sum) */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

@@ -636,7 +636,8 @@ public final class Probe {
     static final int DATA_HTTP_METHOD = 1, DATA_HTTP_PATH = 2, DATA_HTTP_STATUS = 3; // as probe_rings.h
     // Keys from 16 on are attributes of the call whose ENTER came right before (the
     // publisher gives them to that call), values up to NODE_DATA_MAX bytes.
-    static final int NODE_DB_STATEMENT = 16, NODE_HTTP_METHOD = 17, NODE_URL = 18, NODE_HTTP_STATUS = 19;
+    static final int NODE_DB_STATEMENT = 16, NODE_HTTP_METHOD = 17, NODE_URL = 18, NODE_HTTP_STATUS = 19,
+            NODE_DB_ROWS = 20;
     static final int NODE_DATA_MAX = 2048; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
@@ -715,6 +716,42 @@ public final class Probe {
 
     public static void sqlExitThrow(long siteId) {
         sqlDone(siteId, EXIT_THROW);
+    }
+
+    /** The normal exit of executeUpdate: the row count on the node. */
+    public static void sqlExitRows(int rows, long siteId) {
+        sqlRows(rows);
+        sqlDone(siteId, EXIT);
+    }
+
+    /** The normal exit of executeLargeUpdate. */
+    public static void sqlExitLargeRows(long rows, long siteId) {
+        sqlRows(rows);
+        sqlDone(siteId, EXIT);
+    }
+
+    /** The normal exit of executeBatch (int[]) / executeLargeBatch (long[]): the sum of the
+     *  counts the driver knows (SUCCESS_NO_INFO and EXECUTE_FAILED are negative: left out). */
+    public static void sqlExitBatch(Object counts, long siteId) {
+        long sum = 0;
+        if (counts instanceof int[]) {
+            for (int c : (int[]) counts)
+                sum += Math.max(c, 0);
+        } else if (counts instanceof long[]) {
+            for (long c : (long[]) counts)
+                sum += Math.max(c, 0);
+        } else {
+            sum = -1;
+        }
+        sqlRows(sum);
+        sqlDone(siteId, EXIT);
+    }
+
+    /** A count of rows on the JDBC node being left, if it opened one. */
+    private static void sqlRows(long rows) {
+        Ring r = RINGS.get();
+        if (r != null && rows >= 0 && (r.sqlStack & 1) != 0)
+            data(r, NODE_DB_ROWS, Long.toString(rows), NODE_DATA_MAX);
     }
 
     private static void sqlDone(long siteId, int kind) {

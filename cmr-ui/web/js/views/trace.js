@@ -710,13 +710,17 @@ class RawPanel {
 }
 
 // What a call's own attributes say, in one line, what that is, and a tooltip: a JDBC
-// call's SQL, an outgoing HTTP call's method, URL and status ('' when it has none).
+// call's SQL (and an update's row count), an outgoing HTTP call's method, URL and status
+// ('' when it has none).
 function callAttributes(n) {
   const a = n.attributes;
   if (!a) return ['', '', ''];
   if (a['db.statement']) {
     const what = 'SQL (literals masked)';
-    return [a['db.statement'], what, `${what}: ${a['db.statement']}`];
+    const rows = a['db.response.affected_rows'];
+    const text =
+        rows !== undefined ? `${a['db.statement']} → ${rows} row${rows === '1' ? '' : 's'}` : a['db.statement'];
+    return [text, what, `${what}: ${text}`];
   }
   if (a['url.full']) {
     const status = a['http.response.status_code'] ? ` → ${a['http.response.status_code']}` : '';

@@ -1,5 +1,6 @@
 package trace;
 
+import java.sql.CallableStatement;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -8,8 +9,8 @@ import javax.sql.DataSource;
 
 /** run(insert): JDBC in one trace, on whatever driver `insert`'s connection is (H2 in the
  *  trace tests): a statement with literals (a string and numbers), a query, the prepared
- *  insert it is given (prepared outside any trace, by TraceApp), and a statement prepared
- *  here. pooled(ds): the same through a connection pool (HikariCP on PostgreSQL in the
+ *  insert it is given (prepared outside any trace, by TraceApp), a statement prepared
+ *  here and a CallableStatement. pooled(ds): the same through a connection pool (HikariCP on PostgreSQL in the
  *  tests), the connection and the insert taken inside the trace. Both return the rows they
  *  saw. The SQL the tree shows is checked by test_traces.py. */
 public class Db {
@@ -55,6 +56,13 @@ public class Db {
             try (ResultSet rs = q.executeQuery()) {
                 while (rs.next())
                     n++;
+            }
+        }
+        try (CallableStatement call = c.prepareCall("{call abs(?)}")) { // a function, as both databases have it
+            call.setInt(1, -3);
+            try (ResultSet rs = call.executeQuery()) {
+                rs.next();
+                n += rs.getInt(1) - 3;
             }
         }
         return n;
