@@ -340,18 +340,24 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
     return true;
 }
 
-static void push_aload(cf_buf *b, int slot)
+/* aload or astore (op) of a local, in its shortest form (op_0 is the op's xxx_0). */
+static void local_op(cf_buf *b, uint8_t op, uint8_t op_0, int slot)
 {
     if (slot <= 3) {
-        cf_buf_u1(b, (uint8_t)(JVM_OPC_aload_0 + slot));
+        cf_buf_u1(b, (uint8_t)(op_0 + slot));
     } else if (slot <= UINT8_MAX) {
-        cf_buf_u1(b, JVM_OPC_aload);
+        cf_buf_u1(b, op);
         cf_buf_u1(b, (uint8_t)slot);
     } else {
         cf_buf_u1(b, JVM_OPC_wide);
-        cf_buf_u1(b, JVM_OPC_aload);
+        cf_buf_u1(b, op);
         cf_buf_u2(b, (uint16_t)slot);
     }
+}
+
+static void push_aload(cf_buf *b, int slot)
+{
+    local_op(b, JVM_OPC_aload, JVM_OPC_aload_0, slot);
 }
 
 /* checkcast to parameter `index`'s type, astore into its local: the reference on the stack
@@ -388,16 +394,7 @@ static bool store_result(cf_class *c, const cf_member *m, int64_t index, cf_buf 
         return false;
     cf_buf_u1(b, JVM_OPC_checkcast);
     cf_buf_u2(b, k);
-    if (slot <= 3) {
-        cf_buf_u1(b, (uint8_t)(JVM_OPC_astore_0 + slot));
-    } else if (slot <= UINT8_MAX) {
-        cf_buf_u1(b, JVM_OPC_astore);
-        cf_buf_u1(b, (uint8_t)slot);
-    } else {
-        cf_buf_u1(b, JVM_OPC_wide);
-        cf_buf_u1(b, JVM_OPC_astore);
-        cf_buf_u2(b, (uint16_t)slot);
-    }
+    local_op(b, JVM_OPC_astore, JVM_OPC_astore_0, slot);
     return true;
 }
 
@@ -458,8 +455,8 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
             push_ldc(b, pk->name_str);
             break;
         }
-        case CF_PARG_THROWABLE:
-        case CF_PARG_RETURN: /* the value on top: a copy */
+        case CF_PARG_THROWABLE: cf_buf_u1(b, JVM_OPC_dup); break; /* the exception on top: a copy */
+        case CF_PARG_RETURN:                                      /* the value on top: a copy (a long: two words) */
             cf_buf_u1(b, return_type(c, m) == 'J' ? JVM_OPC_dup2 : JVM_OPC_dup);
             break;
         case CF_PARG_THIS: push_aload(b, 0); break;

@@ -135,6 +135,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->strategy = default_strategy();
         m->trace_context.policy = CMR_TRACE_CONTEXT_AUTHENTICATED;
         sample_random_bytes(&m->trace_context.key, 32);
+        m->request_headers = strings2("x-request-id", "user-agent");
         break;
     }
     case CMR_MSG_NO_ENVIRONMENT: {
@@ -247,6 +248,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
                                                                    .for_ms = 60000,
                                                                    .min_count = 20,
                                                                    .diagnose = true};
+        m->environment->request_headers = strings2("x-request-id", "user-agent");
         break;
     }
     case CMR_MSG_METHOD_ENTRY: {

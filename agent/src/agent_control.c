@@ -254,6 +254,9 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
     cmr_probe_rings_set_agent(a->rings, cfg->agent_id);
     cmr_probe_rings_set_trace_context(a->rings, (int)cfg->trace_context.policy, cfg->trace_context.key.data,
                                       cfg->trace_context.key.len);
+    size_t kept = cmr_probe_rings_set_request_headers(a->rings, cfg->request_headers.items, cfg->request_headers.count);
+    if (kept != cfg->request_headers.count)
+        cmr_log(CMR_LOG_WARN, "agent.request_headers_refused", "named=%zu kept=%zu", cfg->request_headers.count, kept);
     int was = a->mode;
     if (was == CMR_MODE_MINIMAL) {
         if (!a->configured_ns)

@@ -135,8 +135,8 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
 }
 
 static const char *const node_keys[CMR_RING_NODE_KEYS] = {CMR_NODE_ATTR_DB_STATEMENT, CMR_NODE_ATTR_HTTP_METHOD,
-                                                          CMR_NODE_ATTR_URL, CMR_NODE_ATTR_HTTP_STATUS,
-                                                          CMR_NODE_ATTR_DB_ROWS};
+                                                          CMR_NODE_ATTR_URL,          CMR_NODE_ATTR_HTTP_STATUS,
+                                                          CMR_NODE_ATTR_DB_ROWS,      NULL /* named by its value */};
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last);
 
 /* A complete call attribute: normalised (SQL: literals masked) and kept for the next batch. */
@@ -154,6 +154,16 @@ static void node_attr_done(publisher_t *p, cmr_ring_t *ring)
         ring->node_raw[ring->node_len] = '\0';
     }
     const char *k = node_keys[ring->node_key - CMR_RING_NODE_KEY0];
+    char header_key[sizeof CMR_NODE_ATTR_HTTP_HEADER + CMR_MAX_REQUEST_HEADER_NAME];
+    if (!k) { /* a request header: "name\nvalue" */
+        char *nl = memchr(v, '\n', strlen(v));
+        size_t nlen = nl ? (size_t)(nl - v) : 0;
+        if (!nl || nlen == 0 || nlen > CMR_MAX_REQUEST_HEADER_NAME)
+            return; /* not written by Probe.httpIn: dropped */
+        snprintf(header_key, sizeof header_key, "%s%.*s", CMR_NODE_ATTR_HTTP_HEADER, (int)nlen, v);
+        k = header_key;
+        v = nl + 1;
+    }
     cmr_buf_put(&ring->node_out, k, strlen(k) + 1);
     cmr_buf_put(&ring->node_out, v, strlen(v) + 1);
     if (!cmr_buf_ok(&ring->node_out)) { /* out of memory: the batch goes without them */

@@ -23,6 +23,7 @@
 #include "cmr/buf.h"
 #include "cmr/event.h"
 #include "cmr/log.h"
+#include "cmr/msg.h"
 
 struct cmr_probe_rings {
     cmr_agent_t *agent;
@@ -50,6 +51,8 @@ struct cmr_probe_rings {
     int context_policy;
     uint8_t context_key[32];
     size_t context_key_len;
+    /* the request headers entry traces keep: valid names joined by '\n', for requestHeaders0 */
+    char request_headers[CMR_MAX_REQUEST_HEADERS * (CMR_MAX_REQUEST_HEADER_NAME + 1)];
 };
 
 static uint64_t pow2_at_least(uint64_t n)
@@ -122,6 +125,38 @@ void cmr_probe_rings_set_trace_context(cmr_probe_rings_t *r, int policy, const u
     if (r->context_key_len)
         memcpy(r->context_key, key, r->context_key_len);
     pthread_mutex_unlock(&r->lock);
+}
+
+/* A header name as the probe may ask a request for: 1..64 lower-case RFC 9110 token
+ * characters (cmr-config checked it; the agent does not take that on trust). */
+static bool header_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > CMR_MAX_REQUEST_HEADER_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c)))
+            return false;
+    }
+    return true;
+}
+
+size_t cmr_probe_rings_set_request_headers(cmr_probe_rings_t *r, char *const *names, size_t n)
+{
+    char joined[sizeof r->request_headers];
+    size_t len = 0, kept = 0;
+    joined[0] = '\0';
+    for (size_t i = 0; i < n && kept < CMR_MAX_REQUEST_HEADERS; i++) {
+        if (!names[i] || !header_name_ok(names[i]))
+            continue;
+        len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%s", kept ? "\n" : "", names[i]);
+        kept++;
+    }
+    pthread_mutex_lock(&r->lock);
+    memcpy(r->request_headers, joined, len + 1);
+    pthread_mutex_unlock(&r->lock);
+    return kept;
 }
 
 void cmr_probe_rings_set_segment_base(cmr_probe_rings_t *r, uint64_t base)
@@ -259,6 +294,19 @@ static jbyteArray JNICALL probe_trace_context0(JNIEnv *env, jclass cls)
     return out; /* NULL with an OutOfMemoryError pending: the probe catches it */
 }
 
+/* static native String requestHeaders0(): the request headers entry traces keep, names
+ * joined by '\n' ("" for none). */
+static jstring JNICALL probe_request_headers0(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    cmr_probe_rings_t *r = natives_rings;
+    char names[sizeof r->request_headers];
+    pthread_mutex_lock(&r->lock);
+    memcpy(names, r->request_headers, sizeof names);
+    pthread_mutex_unlock(&r->lock);
+    return (*env)->NewStringUTF(env, names); /* NULL with an OutOfMemoryError pending: caught */
+}
+
 /* static native ByteBuffer control0(): the diagnoses' control block (agent_diagnoses.h). */
 static jobject JNICALL probe_control0(JNIEnv *env, jclass cls)
 {
@@ -286,10 +334,11 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
         {"register0", "(JLjava/lang/String;Z)Ljava/nio/ByteBuffer;", (void *)probe_register0},
         {"wake0", "()V", (void *)probe_wake0},
         {"traceContext0", "()[B", (void *)probe_trace_context0},
+        {"requestHeaders0", "()Ljava/lang/String;", (void *)probe_request_headers0},
         {"control0", "()Ljava/nio/ByteBuffer;", (void *)probe_control0},
         {"anchors0", "()Ljava/lang/String;", (void *)probe_anchors0},
     };
-    if ((*env)->RegisterNatives(env, probe_class, methods, 5) != 0) {
+    if ((*env)->RegisterNatives(env, probe_class, methods, sizeof methods / sizeof methods[0]) != 0) {
         (*env)->ExceptionClear(env);
         cmr_log(CMR_LOG_ERROR, "agent.probe_natives_failed", "class=%s action=\"probes record nothing\"",
                 CMR_PROBE_CLASS);

@@ -46,7 +46,9 @@
  *                      16 db.statement, a JDBC call's raw SQL (the publisher normalises it
  *                      and masks its literals, sql_text.h); 17 http.request.method, 18
  *                      url.full, 19 http.response.status_code (an outgoing HTTP call),
- *                      20 db.response.affected_rows (a JDBC update's count)
+ *                      20 db.response.affected_rows (a JDBC update's count), 21 a
+ *                      request header an entry call keeps, "name\nvalue" (the publisher
+ *                      names it http.request.header.<name>)
  *   11 loss            the open segment did not record calls (written right before its
  *                      root exit): id = calls not recorded (each with everything below
  *                      it), aux = why (1 the size limit, 2 the ring was full)
@@ -86,10 +88,11 @@
 #define CMR_RING_DATA_KEYS 4 /* keys 1..3 */
 #define CMR_RING_NODE_KEY0 16
 #define CMR_RING_NODE_DB_STATEMENT 16
-#define CMR_RING_NODE_KEYS 5        /* keys 16..20 */
-#define CMR_RING_NODE_DATA_MAX 2048 /* as Probe.NODE_DATA_MAX */
-#define CMR_RING_NODE_PENDING 64    /* call attributes a batch carries: more send it early */
-#define CMR_RING_OPEN_CALLS 256     /* call depths a call attribute can be given to */
+#define CMR_RING_NODE_HTTP_HEADER 21 /* "name\nvalue": attribute http.request.header.<name> */
+#define CMR_RING_NODE_KEYS 6         /* keys 16..21 */
+#define CMR_RING_NODE_DATA_MAX 2048  /* as Probe.NODE_DATA_MAX */
+#define CMR_RING_NODE_PENDING 64     /* call attributes a batch carries: more send it early */
+#define CMR_RING_OPEN_CALLS 256      /* call depths a call attribute can be given to */
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -176,6 +179,9 @@ void cmr_probe_rings_set_agent(cmr_probe_rings_t *r, int64_t agent_id);
 /* The environment's trace-context policy (cmr_trace_context_policy_t) and MAC key, which
  * the probe fetches (traceContext0) for the cmr-parent header. */
 void cmr_probe_rings_set_trace_context(cmr_probe_rings_t *r, int policy, const uint8_t *key, size_t key_len);
+/* The request headers entry traces keep (the configuration's names): the valid ones, at
+ * most CMR_MAX_REQUEST_HEADERS, which the probe fetches (requestHeaders0); how many. */
+size_t cmr_probe_rings_set_request_headers(cmr_probe_rings_t *r, char *const *names, size_t n);
 /* The first segment id of this run (random; the probes count up from it). */
 void cmr_probe_rings_set_segment_base(cmr_probe_rings_t *r, uint64_t base);
 /* Strategy from the CMR: ring size for new threads, send and metric intervals, batch size,

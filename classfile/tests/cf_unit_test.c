@@ -863,7 +863,14 @@ static void test_returned_number(void **st)
     static const cf_probe ints = {
         "ints", {0}, {"p/P", "rows", "(IJ)V", 2, {{CF_PARG_RETURN, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}}, {0}};
     static const cf_probe longs = {
-        "longs", {0}, {"p/P", "rows", "(JJ)V", 2, {{CF_PARG_RETURN, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}}, {0}};
+        "longs",
+        {0},
+        {"p/P", "rows", "(JJ)V", 2, {{CF_PARG_RETURN, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}},
+        {"p/P",
+         "thrown",
+         "(Ljava/lang/Throwable;J)V",
+         2,
+         {{CF_PARG_THROWABLE, 0, NULL}, {CF_PARG_METHOD_ID, 0, NULL}}}};
     asm_cls a;
     a_init(&a, 52);
     uint8_t num[] = {JVM_OPC_iconst_1, JVM_OPC_ireturn};
@@ -901,6 +908,10 @@ static void test_returned_number(void **st)
     code_of(c, "lng", &k); /* 0 lconst_1; 1 dup2; 2 ldc2_w id; 5 invokestatic; 8 lreturn */
     assert_int_equal(k.code[1], JVM_OPC_dup2);
     assert_int_equal(k.code[8], JVM_OPC_lreturn);
+    /* the handler copies the exception (one word), whatever the method returns:
+     * dup; ldc2_w id; invokestatic thrown; athrow */
+    assert_int_equal(k.code[k.code_len - 8], JVM_OPC_dup);
+    assert_int_equal(k.code[k.code_len - 1], JVM_OPC_athrow);
     assert_true(k.max_stack >= 6); /* the long, its copy, the id */
     cf_code_release(&k);
     cf_class_free(c);

@@ -87,6 +87,7 @@ void cmr_cfg_answer(const cmr_cfg_state_t *s, const cmr_agent_registration_t *re
     c->revision = revision;
     c->strategy = env->strategy;
     c->trace_context.policy = env->trace_context;
+    c->request_headers = env->request_headers; /* borrowed from the state, as the names above */
     int used[3] = {0, 0, 0};
     for (size_t i = 0; i < env->assignments.count; i++)
         if ((unsigned)env->assignments.items[i].sensor < 3)

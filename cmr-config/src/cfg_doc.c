@@ -9,6 +9,7 @@
 #include "cmr/cfg_doc.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -649,6 +650,52 @@ static int parse_trace_context(parse_ctx_t *c, const yaml_node_t *v, const char 
     return 0;
 }
 
+/* request_headers: [name, ...]: the incoming request headers an entry trace keeps. Names
+ * are RFC 9110 tokens (kept lower-case), at most CMR_MAX_REQUEST_HEADERS of them, each
+ * at most 64 bytes, once; headers that carry credentials are refused: a trace store is no
+ * place for them. */
+static int parse_request_headers(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
+{
+    static const char *const credentials[] = {"authorization", "proxy-authorization", "cookie", "set-cookie"};
+    if (want_sequence(c, n, where) != 0)
+        return -1;
+    size_t count = seq_len(n);
+    if (count > CMR_MAX_REQUEST_HEADERS)
+        return fail(c, n, "%s: %zu headers, at most %d", where, count, CMR_MAX_REQUEST_HEADERS);
+    env->request_headers.items = pool_alloc(c->doc->pool, (count ? count : 1) * sizeof *env->request_headers.items);
+    if (!env->request_headers.items)
+        return fail(c, n, "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        const yaml_node_t *item = node_at(c, n->data.sequence.items.start[i]);
+        const char *w = node_path(c, "%s[%zu]", where, i), *s = NULL;
+        if (!w)
+            return fail(c, n, "out of memory");
+        if (want_scalar(c, item, w, &s) != 0)
+            return -1;
+        size_t len = strlen(s);
+        if (len == 0 || len > 64)
+            return fail(c, item, "%s: a header name is 1 to 64 bytes", w);
+        char *name = pool_strdup(c->doc->pool, s);
+        if (!name)
+            return fail(c, item, "out of memory");
+        for (size_t k = 0; k < len; k++) {
+            unsigned char ch = (unsigned char)name[k];
+            if (!(isalnum(ch) || strchr("!#$%&'*+-.^_`|~", ch)) || ch > 0x7f)
+                return fail(c, item, "%s: \"%s\" is not a header name (an RFC 9110 token)", w, s);
+            name[k] = (char)tolower(ch);
+        }
+        for (size_t k = 0; k < sizeof credentials / sizeof credentials[0]; k++)
+            if (!strcmp(name, credentials[k]))
+                return fail(c, item, "%s: \"%s\" carries credentials: its values are never kept", w, s);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(env->request_headers.items[j], name))
+                return fail(c, item, "%s: \"%s\" is listed twice", w, s);
+        env->request_headers.items[i] = name;
+        env->request_headers.count = i + 1;
+    }
+    return 0;
+}
+
 static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
 {
     if (want_mapping(c, n, where) != 0)
@@ -674,9 +721,12 @@ static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cm
             rc = parse_trace_context(c, v, w, &env->trace_context);
         else if (!strcmp(key, "thresholds"))
             rc = parse_thresholds(c, v, w, env);
+        else if (!strcmp(key, "request_headers"))
+            rc = parse_request_headers(c, v, w, env);
         else
             return fail(c, k,
-                        "%s: unknown key \"%s\" (id, name, description, sensors, strategy, trace_context, thresholds)",
+                        "%s: unknown key \"%s\" (id, name, description, sensors, strategy, trace_context, "
+                        "thresholds, request_headers)",
                         where, key);
         if (rc != 0)
             return -1;

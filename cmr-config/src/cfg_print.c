@@ -84,6 +84,14 @@ void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
     if (s->max_segment_events != 100000) /* the default is not printed: older outputs stay as they were */
         fprintf(f, "      max_segment_events: %d\n", s->max_segment_events);
     fprintf(f, "    trace_context: %s\n", cmr_cfg_trace_context_name(env->trace_context));
+    if (env->request_headers.count) { /* none is not printed: older outputs stay as they were */
+        fprintf(f, "    request_headers: [");
+        for (size_t i = 0; i < env->request_headers.count; i++) {
+            fputs(i ? ", " : "", f);
+            put_str(f, env->request_headers.items[i]);
+        }
+        fprintf(f, "]\n");
+    }
     if (env->thresholds.count)
         fprintf(f, "    thresholds:\n");
     for (size_t i = 0; i < env->thresholds.count; i++) {

@@ -253,6 +253,54 @@ static void test_doc_trace_context(void **state)
     assert_non_null(strstr(err, "authenticated, any, none"));
 }
 
+/* request_headers: the names an entry trace keeps, lower-cased; printed and read back the
+ * same; a change of them is a change; bad names, credentials, duplicates, too many refused. */
+static void test_doc_request_headers(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_cfg_doc_t d, again;
+    const char *ok = "version: 1\nenvironments:\n  - id: edge\n    request_headers: [X-Request-Id, user-agent]\n";
+    assert_int_equal(cmr_cfg_doc_parse(ok, strlen(ok), "f.yaml", &d, err, sizeof err), 0);
+    assert_int_equal(d.envs[0].request_headers.count, 2);
+    assert_string_equal(d.envs[0].request_headers.items[0], "x-request-id");
+    assert_string_equal(d.envs[0].request_headers.items[1], "user-agent");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fputs("version: 1\nenvironments:\n", f);
+    cmr_cfg_write_env(&d.envs[0], f);
+    fclose(f);
+    assert_non_null(strstr(text, "request_headers: [\"x-request-id\", \"user-agent\"]"));
+    assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
+    assert_true(cmr_cfg_env_equal(&d.envs[0], &again.envs[0]));
+    free(text);
+    cmr_cfg_doc_free(&again);
+    const char *none = "version: 1\nenvironments:\n  - id: edge\n";
+    assert_int_equal(cmr_cfg_doc_parse(none, strlen(none), "f.yaml", &again, err, sizeof err), 0);
+    assert_int_equal(again.envs[0].request_headers.count, 0);
+    assert_false(cmr_cfg_env_equal(&d.envs[0], &again.envs[0]));
+    cmr_cfg_doc_free(&again);
+    cmr_cfg_doc_free(&d);
+    static const char *const bad[][2] = {
+        {"[\"x request\"]", "not a header name"},
+        {"[Authorization]", "carries credentials"},
+        {"[cookie]", "carries credentials"},
+        {"[a, A]", "listed twice"},
+        {"[\"\"]", "1 to 64 bytes"},
+        {"[a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q]", "at most 16"},
+        {"x-request-id", "expected a list"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char doc[256];
+        snprintf(doc, sizeof doc, "version: 1\nenvironments:\n  - id: edge\n    request_headers: %s\n", bad[i][0]);
+        assert_int_equal(cmr_cfg_doc_parse(doc, strlen(doc), "f.yaml", &d, err, sizeof err), -1);
+        if (!strstr(err, bad[i][1]))
+            fail_msg("%s: %s", bad[i][0], err);
+        assert_non_null(strstr(err, "f.yaml:4"));
+    }
+}
+
 /* Threshold rules: units, defaults, a round trip through show, and the errors. */
 static void test_doc_thresholds(void **state)
 {
@@ -766,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_resolve_first_match),
         cmocka_unit_test(test_doc_full),
         cmocka_unit_test(test_doc_trace_context),
+        cmocka_unit_test(test_doc_request_headers),
         cmocka_unit_test(test_doc_errors),
         cmocka_unit_test(test_doc_thresholds),
         cmocka_unit_test(test_state_projection),

@@ -33,9 +33,9 @@ _Static_assert(HDR_LEN == 1 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 2, "stored batch h
 #define MAX_NAME 65535u
 
 static const char *const attr_keys[CMR_HTTP__KEYS] = {"http.method", "http.path", "http.status"};
-#define MAX_ATTR_KEY 64
+#define MAX_ATTR_KEY 128 /* http.request.header. and a name of up to 64 bytes fit */
 
-/* A call attribute worth keeping: a key of [a-z0-9._] (at most MAX_ATTR_KEY), a valid
+/* A call attribute worth keeping: a key of [a-z0-9._-] (at most MAX_ATTR_KEY), a valid
  * UTF-8 value (at most CMR_SEGS_MAX_NODE_VALUE bytes) of a call the segment has reached.
  * NULL, or why not (a static string). */
 static const char *node_attr_check(const cmr_event_batch_t *m, const cmr_node_attr_t *a)
@@ -45,8 +45,8 @@ static const char *node_attr_check(const cmr_event_batch_t *m, const cmr_node_at
         return "empty or long key";
     for (size_t i = 0; i < kl; i++)
         if (!((a->key[i] >= 'a' && a->key[i] <= 'z') || (a->key[i] >= '0' && a->key[i] <= '9') || a->key[i] == '.' ||
-              a->key[i] == '_'))
-            return "key not of [a-z0-9._]";
+              a->key[i] == '_' || a->key[i] == '-'))
+            return "key not of [a-z0-9._-]";
     if (vl > CMR_SEGS_MAX_NODE_VALUE)
         return "value too long";
     for (size_t i = 0, n; i < vl; i += n)

@@ -100,6 +100,7 @@ static const cmr_field_desc_t agent_configuration_fields[] = {
     SUB(cmr_agent_configuration_t, sensors, RECORDS, sensor_setting_desc),
     SUB(cmr_agent_configuration_t, strategy, RECORD, strategy_desc),
     SUB(cmr_agent_configuration_t, trace_context, RECORD, trace_context_desc),
+    FIELD(cmr_agent_configuration_t, request_headers, STRINGS),
 };
 static const cmr_record_desc_t agent_configuration_desc = {"AgentConfiguration", sizeof(cmr_agent_configuration_t),
                                                            agent_configuration_fields,
@@ -281,6 +282,7 @@ static const cmr_field_desc_t environment_fields[] = {
     SUB(cmr_environment_t, strategy, RECORD, strategy_desc),
     ENUM(cmr_environment_t, trace_context, trace_context_policies),
     SUB(cmr_environment_t, thresholds, RECORDS, threshold_rule_desc),
+    FIELD(cmr_environment_t, request_headers, STRINGS),
 };
 static const cmr_record_desc_t environment_desc = {"Environment", sizeof(cmr_environment_t), environment_fields,
                                                    TABLE(environment_fields)};

@@ -504,6 +504,9 @@ class Scenarios:
         http = direct.get("http") or {}
         if (http.get("method"), http.get("path"), http.get("status")) != ("GET", "/stock/check", 200):
             p.append("the direct request's HTTP data %s, want GET /stock/check 200" % http)
+        agent = (direct["roots"][0].get("attributes") or {}).get("http.request.header.user-agent", "")
+        if not agent.startswith("Python-urllib/"):  # the environment's request_headers, on Jetty too
+            p.append("the direct request's user-agent on Jetty's servlet: %r" % agent)
         return p
 
     def pooled(self):
@@ -624,8 +627,12 @@ class Scenarios:
         return p + self._linked(since, trace_id, parent)
 
     def plain(self):
+        """A request without trace headers: a trace of its own rooted in the servlet, with the
+        request's method, path and status, and the headers the environment names
+        (request_headers) on the servlet's call, no other."""
         since = time.time_ns()
-        self._request({})
+        self._request({"X-Request-Id": "req-4711", "User-Agent": "trace-test/1.0", "Cookie": "session=s3cret",
+                       "X-Other": "unlisted"})
         tree = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
         if not tree:
             return ["no complete trace rooted in the servlet"]
@@ -636,6 +643,13 @@ class Scenarios:
         http = tree.get("http") or {}
         if (http.get("method"), http.get("path"), http.get("status")) != ("GET", "/orders/check", 200):
             p.append("the trace's HTTP data %s, want GET /orders/check 200" % http)
+        headers = {k: v for k, v in (tree["roots"][0].get("attributes") or {}).items()
+                   if k.startswith("http.request.header.")}
+        if headers != {"http.request.header.x-request-id": "req-4711",
+                       "http.request.header.user-agent": "trace-test/1.0"}:
+            p.append("the servlet's request headers %s" % headers)
+        if "s3cret" in json.dumps(tree) or "unlisted" in json.dumps(tree):
+            p.append("a header the environment does not name reached the stored trace")
         return p + check_common(tree)
 
     def async_servlet(self):

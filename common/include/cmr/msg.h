@@ -237,6 +237,7 @@ typedef struct cmr_agent_configuration {
     } sensors;
     cmr_strategy_t strategy;
     cmr_trace_context_t trace_context;
+    cmr_strings_t request_headers; /* lower-case names (Environment.request_headers) */
 } cmr_agent_configuration_t;
 
 /* cmr.cmd.<instance id> */
@@ -387,7 +388,13 @@ typedef struct cmr_environment {
         cmr_threshold_rule_t *items;
         size_t count;
     } thresholds;
+    cmr_strings_t request_headers; /* lower-case names an entry trace keeps the values of */
 } cmr_environment_t;
+
+/* Request headers an environment may name (cmr-config refuses more; an agent keeps the
+ * first ones of a configuration that has more), each name at most 64 bytes. */
+#define CMR_MAX_REQUEST_HEADERS 16
+#define CMR_MAX_REQUEST_HEADER_NAME 64
 
 typedef struct cmr_agent_mapping {
     char *agent_pattern;

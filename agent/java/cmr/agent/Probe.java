@@ -637,7 +637,7 @@ public final class Probe {
     // Keys from 16 on are attributes of the call whose ENTER came right before (the
     // publisher gives them to that call), values up to NODE_DATA_MAX bytes.
     static final int NODE_DB_STATEMENT = 16, NODE_HTTP_METHOD = 17, NODE_URL = 18, NODE_HTTP_STATUS = 19,
-            NODE_DB_ROWS = 20;
+            NODE_DB_ROWS = 20, NODE_HTTP_HEADER = 21;
     static final int NODE_DATA_MAX = 2048; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
@@ -1021,15 +1021,20 @@ public final class Probe {
 
     /** The ring, if the call being left opened a node. */
     private static Ring httpCallDone() {
+        Ring r = popHttpStack();
+        if (r != null)
+            r.httpCalls--;
+        return r;
+    }
+
+    /** Leaves an HTTP client probe's call: the ring, if its entry began something. */
+    private static Ring popHttpStack() {
         Ring r = RINGS.get();
         if (r == null)
             return null;
         boolean opened = (r.httpStack & 1) != 0;
         r.httpStack >>>= 1;
-        if (!opened)
-            return null;
-        r.httpCalls--;
-        return r;
+        return opened ? r : null;
     }
 
     /** A request builder about to build, inside a client's call node: the request it builds
@@ -1204,12 +1209,8 @@ public final class Probe {
 
     /** The sendAsync being left, if its entry began one (with the ring's state put back). */
     private static AsyncSend asyncSendDone() {
-        Ring r = RINGS.get();
+        Ring r = popHttpStack();
         if (r == null)
-            return null;
-        boolean opened = (r.httpStack & 1) != 0;
-        r.httpStack >>>= 1;
-        if (!opened)
             return null;
         AsyncSend a = r.asyncSend;
         r.asyncSend = null;
@@ -1370,10 +1371,38 @@ public final class Probe {
             try {
                 data(r, DATA_HTTP_METHOD, requestValue(request, COND_HTTP_METHOD, null));
                 data(r, DATA_HTTP_PATH, requestValue(request, COND_HTTP_PATH, null));
+                for (String name : requestHeaders()) { // the environment's selection, on the entry call
+                    String v = header(request, name);
+                    if (v != null)
+                        data(r, NODE_HTTP_HEADER, name + '\n' + v, DATA_MAX);
+                }
             } catch (Throwable e) {
                 // unreadable request: no data
             }
         }
+    }
+
+    private static native String requestHeaders0();
+
+    private static volatile String[] requestHeaders = new String[0];
+    private static volatile long headersFetchedNs;
+    private static volatile boolean headersFetched;
+
+    /** The request headers the environment asks entry traces to keep (lower-case names),
+     *  fetched from the agent at most once a second (a configuration may change them). */
+    static String[] requestHeaders() {
+        long now = System.nanoTime();
+        if (!headersFetched || now - headersFetchedNs > 1_000_000_000L) {
+            headersFetchedNs = now;
+            headersFetched = true;
+            try {
+                String s = requestHeaders0();
+                requestHeaders = s == null || s.isEmpty() ? new String[0] : s.split("\n");
+            } catch (Throwable e) {
+                // natives not bound (no agent): none
+            }
+        }
+        return requestHeaders;
     }
 
     /** Around a servlet's service(request, response): as httpIn, and the response's status

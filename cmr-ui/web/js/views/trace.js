@@ -710,8 +710,8 @@ class RawPanel {
 }
 
 // What a call's own attributes say, in one line, what that is, and a tooltip: a JDBC
-// call's SQL (and an update's row count), an outgoing HTTP call's method, URL and status
-// ('' when it has none).
+// call's SQL (and an update's row count), an outgoing HTTP call's method, URL and status,
+// an entry call's request headers (the environment's request_headers; '' when it has none).
 function callAttributes(n) {
   const a = n.attributes;
   if (!a) return ['', '', ''];
@@ -726,6 +726,12 @@ function callAttributes(n) {
     const status = a['http.response.status_code'] ? ` → ${a['http.response.status_code']}` : '';
     const text = `${a['http.request.method'] || ''} ${a['url.full']}${status}`.trim();
     return [text, 'outgoing HTTP call', `outgoing HTTP call: ${text}`];
+  }
+  const prefix = 'http.request.header.';
+  const headers = Object.keys(a).filter((k) => k.startsWith(prefix)).sort();
+  if (headers.length) {
+    const text = headers.map((k) => `${k.slice(prefix.length)}: ${a[k]}`).join(' · ');
+    return [text, 'request headers', `request headers: ${text}`];
   }
   return ['', '', ''];
 }
