@@ -29,8 +29,11 @@ within its parent in time.
   clients   Apache HttpClient 4 and 5 and OkHttp 3 (sync, async) into Tomcat: nodes with
             method, URL and status, the servlet's tree under each
   jetty     Jetty 9 in a third JVM, called with Apache HttpClient 4, and directly
+  jetty_async  an async servlet on Jetty: AsyncContext.start continues the request's trace
+  timer     java.util.Timer: a periodic task's first run continues the trace, later ones not
   vthreads  (JDK 21+) tasks on virtual threads continue the trace (one segment each, across
             sleeps and carriers); 5,000 of them give their rings back
+  structured (JDK 21+) the subtasks of a StructuredTaskScope continue the trace
 
 The JDK's hand-off points are instrumented by cmr-instrumenter while the JVMs run, so a
 scenario is repeated until its tree is right (bounded), then once more, which must be right
@@ -753,6 +756,26 @@ class Scenarios:
             p.append("a virtual thread's call is a trace of its own")
         return p + self.thread() + [x for x in self.vthreads_again()]
 
+    def structured(self):
+        """Structured concurrency (a preview API of JDK 21+, the app runs with
+        --enable-preview): the subtasks a StructuredTaskScope forks are virtual threads
+        started through VirtualThread.start, each continuing the trace that forked it, async,
+        across its sleep; nothing of the JDK in the trace."""
+        tree, v, p = self._run("structured 5", "structured:", "trace.Threads.structured")
+        if p:
+            return p
+        leaf = ("Leaf.work", False, [("Leaf.pause", False, [])])
+        task = ("Threads.subtask", True, [("Threads.parked", False, [leaf, leaf])])
+        p = expect_shape(v, [("Threads.structured", False, [task] * 5)])
+        threads = {c["thread"] for c in v["children_view"]}
+        if len(threads) != 5 or not all(t.startswith("virtual-") for t in threads):
+            p.append("threads %s, want 5 virtual ones" % sorted(threads))
+        jdk = sorted({n["method"] for n, _ in walk(tree["roots"][0]) if n["kind"] == "call" and
+                      not n["method"].startswith("trace.")})
+        if jdk:
+            p.append("nodes of the JDK in the trace: %s" % jdk[:5])
+        return p + check_common(tree)
+
     def vthreads_again(self):
         tree, v, p = self._run("vfanout 20", "vfanout:", "trace.Threads.fanout")
         if not p and len(v["children_view"]) != 20:
@@ -854,8 +877,9 @@ def main():
             app_cp += ":" + ":".join(PG_JARS)
         else:
             log("the pooled scenario is skipped: PostgreSQL, its JDBC driver, HikariCP or SLF4J is missing")
-        app = Proc("app", [args.java, "-agentpath:%s=%s,name=trace-app" % (args.agent, agent_opts),
-                           "-cp", app_cp, "TraceApp"], work, interactive=True)
+        preview = ["--enable-preview"] if java_feature(args.java) >= 21 else []  # StructuredTaskScope
+        app = Proc("app", [args.java, "-agentpath:%s=%s,name=trace-app" % (args.agent, agent_opts)] + preview +
+                   ["-cp", app_cp, "TraceApp"], work, interactive=True)
         procs.append(app)
         tc_port = free_port()
         base = tomcat_base(work, os.path.abspath(args.webapp), tc_port)
@@ -909,7 +933,7 @@ def main():
         names = ["nested", "pool", "scheduled", "timer", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "async_servlet", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
             (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty", "jetty_async"] if jetty else []) + \
-            (["vthreads"] if java_feature(args.java) >= 21 else [])
+            (["vthreads", "structured"] if java_feature(args.java) >= 21 else [])
         if args.only:
             names = args.only.split(",")
         results = [until_right(n, getattr(s, n)) for n in names]

@@ -10,6 +10,8 @@
  *   thread            -> thread: done         trace.Threads.run: Thread.start + join
  *   vthreads N        -> vthreads: N          trace.Threads.virtuals: N virtual threads (JDK 21+)
  *   vfanout N         -> vfanout: N           trace.Threads.fanout: N tasks on virtual threads
+ *   structured N      -> structured: N        trace.Threads.structured: N subtasks forked in a
+ *                                             StructuredTaskScope (JDK 21+, --enable-preview)
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
  *   http URL          -> http: CODE CODE CODE trace.Client.run: HttpURLConnection, then HttpClient
@@ -93,6 +95,9 @@ public class TraceApp {
                         break;
                     case "vthreads":
                         System.out.println("vthreads: " + trace.Threads.virtuals(Integer.parseInt(w[1])));
+                        break;
+                    case "structured":
+                        System.out.println("structured: " + trace.Threads.structured(Integer.parseInt(w[1])));
                         break;
                     case "vfanout":
                         System.out.println("vfanout: " + trace.Threads.fanout(Integer.parseInt(w[1])));
