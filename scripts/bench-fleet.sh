@@ -4,8 +4,10 @@
 # HikariCP, a pool fan-out) -> Apache HttpClient -> the JDK's HttpServer, loaded with wrk
 # (closed loop, CONNS connections) for SECONDS, on fresh JVMs warmed with as much load, with
 # and without the agents, ROUNDS times each; prints requests/s, p50 and p99, and the CPU per
-# request of each JVM and of each CMR process (which run on the same machine).
-#   scripts/bench-fleet.sh [SECONDS] [ROUNDS] [CONNS]     defaults: 20 s, 2 rounds, 8
+# request of each JVM and of each CMR process (which run on the same machine). 60 s by
+# default: with 20 s the JIT is still compiling the instrumented classes again (they were
+# redefined during the warm-up) and that, not the agents, dominates the difference.
+#   scripts/bench-fleet.sh [SECONDS] [ROUNDS] [CONNS]     defaults: 60 s, 2 rounds, 8
 #   CMR_BUILD=DIR: use that build instead of building build/; JAVA=path: the JVM
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -21,4 +23,4 @@ exec python3 tests/fleet/test_fleet.py --broker "$B/cmr-broker/cmr-broker" --con
     --instrumenter "$B/cmr-instrumenter/cmr-instrumenter" --ingest "$B/cmr-ingest/cmr-ingest" --java "$JAVA" \
     --agent "$B/agent/libcmragent.so" --webapp "$B/tests/fleet/front" --stock "$B/tests/fleet/stock" \
     --price "$B/tests/fleet/price" --environment "${CMR_FLEET_ENVIRONMENT:-tests/fleet/environment-default.yaml}" \
-    --bench "${1:-20}" --rounds "${2:-2}" --concurrency "${3:-8}"
+    --bench "${1:-60}" --rounds "${2:-2}" --concurrency "${3:-8}"

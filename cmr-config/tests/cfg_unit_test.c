@@ -216,6 +216,18 @@ static void expect_error(const char *text, const char *want)
         fail_msg("expected an error containing \"%s\", got rc=%d \"%s\"", want, rc, err);
 }
 
+/* An environment as `show` prints it, in a document of its own (the caller frees it). */
+static char *shown(const cmr_environment_t *env, size_t *len)
+{
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    assert_non_null(f);
+    fputs("version: 1\nenvironments:\n", f);
+    cmr_cfg_write_env(env, f);
+    fclose(f);
+    return text;
+}
+
 /* trace_context: the environment's policy for incoming trace headers. */
 static void test_doc_trace_context(void **state)
 {
@@ -226,12 +238,8 @@ static void test_doc_trace_context(void **state)
     assert_int_equal(cmr_cfg_doc_parse(any, strlen(any), "f.yaml", &d, err, sizeof err), 0);
     assert_int_equal(d.envs[0].trace_context, CMR_TRACE_CONTEXT_ANY);
     /* printed (show, diff) and read back the same */
-    char *text = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    fputs("version: 1\nenvironments:\n", f);
-    cmr_cfg_write_env(&d.envs[0], f);
-    fclose(f);
+    char *text = shown(&d.envs[0], &len);
     assert_non_null(strstr(text, "trace_context: any"));
     cmr_cfg_doc_t again;
     assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
@@ -265,12 +273,8 @@ static void test_doc_request_headers(void **state)
     assert_int_equal(d.envs[0].request_headers.count, 2);
     assert_string_equal(d.envs[0].request_headers.items[0], "x-request-id");
     assert_string_equal(d.envs[0].request_headers.items[1], "user-agent");
-    char *text = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    fputs("version: 1\nenvironments:\n", f);
-    cmr_cfg_write_env(&d.envs[0], f);
-    fclose(f);
+    char *text = shown(&d.envs[0], &len);
     assert_non_null(strstr(text, "request_headers: [\"x-request-id\", \"user-agent\"]"));
     assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
     assert_true(cmr_cfg_env_equal(&d.envs[0], &again.envs[0]));

@@ -27,53 +27,27 @@ static const cf_probe probes[4] = {
     [CMR_SENSOR_CONDITIONAL] = {"conditional", CALL("condEnter"), CALL("condExit"), CALL("condExitThrow")},
 };
 
+/* A probe call with an object (or a returned value) and the method id: desc, and the
+ * kind and index of its first argument. */
+#define PAIR_CALL(n, desc, kind, i)     \
+    {                                   \
+        CMR_PROBE_CLASS, n, desc, 2,    \
+        {                               \
+            {kind, i, 0},               \
+            {                           \
+                CF_PARG_METHOD_ID, 0, 0 \
+            }                           \
+        }                               \
+    }
 /* The context probes of the hand-off points (docs/ARCHITECTURE.md, "The probe contract"):
  * one set per place the probe's object comes from (parameter 0, parameter 1, `this`). */
-#define OBJ_CALL(n, kind, i)                             \
-    {                                                    \
-        CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, \
-        {                                                \
-            {kind, i, 0},                                \
-            {                                            \
-                CF_PARG_METHOD_ID, 0, 0                  \
-            }                                            \
-        }                                                \
-    }
+#define OBJ_CALL(n, kind, i) PAIR_CALL(n, "(Ljava/lang/Object;J)V", kind, i)
 /* A normal exit that gets the returned object (an HTTP client's response). */
-#define RET_CALL(n)                                      \
-    {                                                    \
-        CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)V", 2, \
-        {                                                \
-            {CF_PARG_RETURN, 0, 0},                      \
-            {                                            \
-                CF_PARG_METHOD_ID, 0, 0                  \
-            }                                            \
-        }                                                \
-    }
-
+#define RET_CALL(n) PAIR_CALL(n, "(Ljava/lang/Object;J)V", CF_PARG_RETURN, 0)
 /* An entry whose probe returns the object that replaces the parameter it was given. */
-#define SWAP_CALL(n, i)                                                   \
-    {                                                                     \
-        CMR_PROBE_CLASS, n, "(Ljava/lang/Object;J)Ljava/lang/Object;", 2, \
-        {                                                                 \
-            {CF_PARG_ARG_REPLACED, i, 0},                                 \
-            {                                                             \
-                CF_PARG_METHOD_ID, 0, 0                                   \
-            }                                                             \
-        }                                                                 \
-    }
-
+#define SWAP_CALL(n, i) PAIR_CALL(n, "(Ljava/lang/Object;J)Ljava/lang/Object;", CF_PARG_ARG_REPLACED, i)
 /* A normal exit that gets the returned int ("I") or long ("J"): a JDBC update's count. */
-#define NUM_CALL(n, t)                      \
-    {                                       \
-        CMR_PROBE_CLASS, n, "(" t "J)V", 2, \
-        {                                   \
-            {CF_PARG_RETURN, 0, 0},         \
-            {                               \
-                CF_PARG_METHOD_ID, 0, 0     \
-            }                               \
-        }                                   \
-    }
+#define NUM_CALL(n, t) PAIR_CALL(n, "(" t "J)V", CF_PARG_RETURN, 0)
 
 #define HANDOFF_SET(kind, i)                                                                                       \
     {                                                                                                              \
