@@ -340,7 +340,9 @@ class Scenarios:
         """HttpURLConnection and the JDK HttpClient (send, sendAsync) into Tomcat; the
         HttpClient's requests are built before the trace began. Its calls are nodes with
         method, URL and status, the servlet under each a synchronous remote child; the
-        sendAsync's node an async child of its caller, on the thread that completed it."""
+        sendAsync's node an async child of its caller, written by the thread that completed
+        it (the caller's own, after its segment, when the response came before sendAsync
+        returned)."""
         tree, v, p = self._run("http " + self.url, "http:", "trace.Client.run")
         if p:
             return p
@@ -363,8 +365,6 @@ class Scenarios:
                 p.append("%s attributes %s" % (call, a))
             if n["async"] != is_async:
                 p.append("%s async=%s" % (call, n["async"]))
-            if is_async and n["thread"] == "main":
-                p.append("sendAsync's node on the caller's thread")
             kids = n.get("children", [])
             if len(kids) != 1 or not kids[0]["method"].startswith(SERVER_ENTRIES[0]) or \
                     not kids[0].get("remote") or kids[0]["async"]:

@@ -104,6 +104,8 @@ public final class Probe {
         long httpStack;  // one bit per open httpCall: did it open an HTTP client node?
         int httpCalls;   // HTTP client nodes open
         AsyncSend asyncSend; // the JDK HttpClient's sendAsync being called (httpSendAsync)
+        AsyncSend asyncDone; // sendAsync nodes completed on this thread inside a segment, newest
+        int asyncDoneCount;  // first (written when the segment ends), and how many
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
         long diagnosis;  // that diagnosis (diagDepth > 0)
         int diagCalls;   // conditional calls recorded in it so far
@@ -509,6 +511,11 @@ public final class Probe {
     }
 
     private static void leave(Ring r, int kind, long methodId) {
+        leaveAt(r, kind, methodId, System.nanoTime());
+    }
+
+    /** leave, with the exit's time given (a sendAsync's node, written after it ended). */
+    private static void leaveAt(Ring r, int kind, long methodId, long time) {
         int d = r.depth;
         if (d <= 0) // an exit without its entry (the method was redefined meanwhile): nothing to pair
             return;
@@ -517,7 +524,7 @@ public final class Probe {
         if (s == 0) {
             if (d == 1 && r.notRecorded != 0) // the segment ends: what it did not record
                 r.putReserved(LOSS, r.notRecorded, 0, r.lossWhy);
-            r.putReserved(kind, methodId, System.nanoTime(), d);
+            r.putReserved(kind, methodId, time, d);
             r.seq++;
         } else if (d == s) { // the outermost call not recorded returned
             r.skipFrom = 0;
@@ -528,6 +535,8 @@ public final class Probe {
             r.request = null;
             r.response = null;
             r.notRecorded = 0;
+            if (r.asyncDone != null) // sendAsync nodes completed while this segment was open
+                writeWaitingAsyncCalls(r);
         }
     }
 
@@ -1225,6 +1234,10 @@ public final class Probe {
         final Context parent;
         final long segment, site, start;
         final String[] line; // {method, URL}, or null
+        long end;            // when the future completed
+        int status;          // the response's status (0: none)
+        boolean failed;
+        AsyncSend next;      // Ring.asyncDone's list
 
         AsyncSend(Context parent, long segment, long site, long start, String[] line) {
             this.parent = parent;
@@ -1237,24 +1250,57 @@ public final class Probe {
         @Override
         public void accept(Object response, Throwable failure) {
             try {
-                writeAsyncCall(this, response, failure);
+                end = System.nanoTime();
+                failed = failure != null;
+                try {
+                    status = statusOf(response);
+                } catch (Throwable e) {
+                    // unreadable response: no status
+                }
+                asyncCallDone(this);
             } catch (Throwable e) {
                 // never into the application's future
             }
         }
     }
 
-    /** On the thread that completed a sendAsync's future: its node, as a whole segment. A
-     *  thread inside a recorded call of its own (the future completed at once, on the
-     *  caller) cannot write a second segment: the call is counted as not recorded. */
-    static void writeAsyncCall(AsyncSend a, Object response, Throwable failure) {
+    static final int MAX_ASYNC_WAITING = 64;
+
+    /** On the thread that completed a sendAsync's future: its node, as a whole segment,
+     *  now; or, on a thread inside a segment of its own (the future completed at once, on
+     *  the caller), when that segment ends: one segment at a time in a ring. More than
+     *  MAX_ASYNC_WAITING waiting: counted as calls not recorded. */
+    static void asyncCallDone(AsyncSend a) {
         Ring x = ring();
         if (x == NONE || x.buf == null)
             return; // a carrier thread, or no ring to be had: nowhere to write or count
-        if (x.depth != 0) {
+        if (x.depth == 0) {
+            writeAsyncCall(x, a);
+        } else if (x.asyncDoneCount < MAX_ASYNC_WAITING) {
+            a.next = x.asyncDone;
+            x.asyncDone = a;
+            x.asyncDoneCount++;
+        } else {
             LONGS.setOpaque(x.buf, DROPPED_CALLS, ++x.droppedCalls);
-            return;
         }
+    }
+
+    /** The sendAsync nodes that waited for x's segment to end (oldest first). */
+    private static void writeWaitingAsyncCalls(Ring x) {
+        AsyncSend list = x.asyncDone, reversed = null;
+        x.asyncDone = null;
+        x.asyncDoneCount = 0;
+        for (AsyncSend a = list, n; a != null; a = n) {
+            n = a.next;
+            a.next = reversed;
+            reversed = a;
+        }
+        for (AsyncSend a = reversed; a != null; a = a.next)
+            writeAsyncCall(x, a);
+    }
+
+    /** A sendAsync's node as a segment of its own, on x outside any segment. */
+    private static void writeAsyncCall(Ring x, AsyncSend a) {
         x.depth = 1;
         x.pending = a.parent;
         x.beginSegment(a.site, a.segment, a.start);
@@ -1265,16 +1311,10 @@ public final class Probe {
                 data(x, NODE_HTTP_METHOD, a.line[0], NODE_DATA_MAX);
                 data(x, NODE_URL, plainUrl(a.line[1]), NODE_DATA_MAX);
             }
-            int code = 0;
-            try {
-                code = statusOf(response);
-            } catch (Throwable e) {
-                // unreadable response: no status
-            }
-            if (code > 0)
-                data(x, NODE_HTTP_STATUS, Integer.toString(code), NODE_DATA_MAX);
+            if (a.status > 0)
+                data(x, NODE_HTTP_STATUS, Integer.toString(a.status), NODE_DATA_MAX);
         }
-        leave(x, failure == null ? EXIT : EXIT_THROW, a.site);
+        leaveAt(x, a.failed ? EXIT_THROW : EXIT, a.site, a.end);
     }
 
     /** The method and URL of a client's request on the node just entered. */
