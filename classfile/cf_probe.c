@@ -198,8 +198,9 @@ static void push_int(cf_class *c, cf_buf *b, int64_t v, bool *full)
 }
 
 /* Local slot and type of parameter `index` of m: *type is the first character of its
- * descriptor ('L', '[', 'I', 'J' ...). -1 when there is no such parameter. */
-static int param_slot(const cf_class *c, const cf_member *m, int64_t index, char *type)
+ * descriptor ('L', '[', 'I', 'J' ...), and *desc (when not NULL) that descriptor. -1 when
+ * there is no such parameter. */
+static int param_slot(const cf_class *c, const cf_member *m, int64_t index, char *type, cf_str *desc)
 {
     cf_str d = cf_cp_utf8(c, m->desc);
     int slot = (m->access & JVM_ACC_STATIC) ? 0 : 1;
@@ -216,6 +217,8 @@ static int param_slot(const cf_class *c, const cf_member *m, int64_t index, char
             return -1;
         if (k == index) {
             *type = t;
+            if (desc)
+                *desc = (cf_str){d.p + p, q - p + 1};
             return slot;
         }
         slot += (t == 'J' || t == 'D') ? 2 : 1;
@@ -242,27 +245,6 @@ static bool stores_into(const uint8_t *code, const cf_insn *in, int slot)
         return false;
     }
     return idx == slot || (words == 2 && idx + 1 == slot);
-}
-
-/* The parameter an entry probe's result replaces: a reference the method never assigns
- * (the probe's copy must be what the whole method sees, and a slot the method reuses for
- * something else would get a wrong type). */
-static bool replaced_arg_fits(const cf_class *c, const cf_member *m, int64_t index, const cf_insn *in, uint32_t n,
-                              const uint8_t *code, char *why, size_t whylen)
-{
-    char type = 0;
-    int slot = param_slot(c, m, index, &type);
-    if (slot < 0 || (type != 'L' && type != '[')) {
-        snprintf(why, whylen, "the probe replaces parameter %lld, which %s", (long long)index,
-                 slot < 0 ? "the method does not have" : "is not a reference");
-        return false;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        if (stores_into(code, &in[i], slot)) {
-            snprintf(why, whylen, "local %d (replaced by the probe) is assigned at pc %u", slot, in[i].pc);
-            return false;
-        }
-    return true;
 }
 
 /* The method's return type (its descriptor's first character after ')'; 0 if none). */
@@ -313,13 +295,9 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
                     return false;
                 }
                 slot = 0;
-            } else if (pc->args[a].kind == CF_PARG_ARG_REPLACED) {
-                if (!replaced_arg_fits(c, m, pc->args[a].i, in, n, code, why, whylen))
-                    return false;
-                continue;
-            } else if (pc->args[a].kind == CF_PARG_ARG) {
+            } else if (pc->args[a].kind == CF_PARG_ARG || pc->args[a].kind == CF_PARG_ARG_REPLACED) {
                 char type = 0;
-                slot = param_slot(c, m, pc->args[a].i, &type);
+                slot = param_slot(c, m, pc->args[a].i, &type, NULL);
                 if (slot < 0 || (type != 'L' && type != '[')) {
                     snprintf(why, whylen, "the probe wants parameter %lld, which %s", (long long)pc->args[a].i,
                              slot < 0 ? "the method does not have" : "is not a reference");
@@ -328,7 +306,9 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
             } else {
                 continue;
             }
-            if (!after_code)
+            /* a replaced parameter must be the probe's copy for the whole method (and a slot
+             * the method reuses for something else would get a wrong type) */
+            if (!after_code && pc->args[a].kind != CF_PARG_ARG_REPLACED)
                 continue;
             for (uint32_t i = 0; i < n; i++)
                 if (stores_into(code, &in[i], slot)) {
@@ -365,26 +345,11 @@ static void push_aload(cf_buf *b, int slot)
 static bool store_result(cf_class *c, const cf_member *m, int64_t index, cf_buf *b)
 {
     char type;
-    int slot = param_slot(c, m, index, &type);
-    assert(slot >= 0); /* replaced_arg_fits refused methods without that parameter */
-    cf_str d = cf_cp_utf8(c, m->desc);
-    uint32_t p = 1;
-    for (int64_t k = 0; k < index; k++) { /* to the parameter's descriptor */
-        while (d.p[p] == '[')
-            p++;
-        if (d.p[p] == 'L')
-            while (d.p[p] != ';')
-                p++;
-        p++;
-    }
-    uint32_t q = p;
-    while (d.p[q] == '[')
-        q++;
-    if (d.p[q] == 'L')
-        while (d.p[q] != ';')
-            q++;
-    char name[1024];
-    uint32_t from = d.p[p] == 'L' ? p + 1 : p, len = d.p[p] == 'L' ? q - p - 1 : q - p + 1;
+    cf_str d;
+    int slot = param_slot(c, m, index, &type, &d);
+    assert(slot >= 0); /* cf_probe_args_fit refused methods without that parameter */
+    char name[1024];   /* a class: the name inside L...; an array: its descriptor */
+    uint32_t from = type == 'L' ? 1 : 0, len = type == 'L' ? d.len - 2 : d.len;
     if (len >= sizeof name)
         return false;
     memcpy(name, d.p + from, len);
@@ -463,7 +428,7 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
         case CF_PARG_ARG:
         case CF_PARG_ARG_REPLACED: {
             char type;
-            int slot = param_slot(c, m, a->i, &type);
+            int slot = param_slot(c, m, a->i, &type, NULL);
             assert(slot >= 0); /* cf_probe_args_fit refused methods without that parameter */
             push_aload(b, slot);
             break;

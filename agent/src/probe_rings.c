@@ -24,6 +24,7 @@
 #include "cmr/event.h"
 #include "cmr/log.h"
 #include "cmr/msg.h"
+#include "request_headers.h"
 
 struct cmr_probe_rings {
     cmr_agent_t *agent;
@@ -52,7 +53,7 @@ struct cmr_probe_rings {
     uint8_t context_key[32];
     size_t context_key_len;
     /* the request headers entry traces keep: valid names joined by '\n', for requestHeaders0 */
-    char request_headers[CMR_MAX_REQUEST_HEADERS * (CMR_MAX_REQUEST_HEADER_NAME + 1)];
+    char request_headers[CMR_REQUEST_HEADERS_JOINED];
 };
 
 static uint64_t pow2_at_least(uint64_t n)
@@ -127,34 +128,12 @@ void cmr_probe_rings_set_trace_context(cmr_probe_rings_t *r, int policy, const u
     pthread_mutex_unlock(&r->lock);
 }
 
-/* A header name as the probe may ask a request for: 1..64 lower-case RFC 9110 token
- * characters (cmr-config checked it; the agent does not take that on trust). */
-static bool header_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > CMR_MAX_REQUEST_HEADER_NAME)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c)))
-            return false;
-    }
-    return true;
-}
-
 size_t cmr_probe_rings_set_request_headers(cmr_probe_rings_t *r, char *const *names, size_t n)
 {
-    char joined[sizeof r->request_headers];
-    size_t len = 0, kept = 0;
-    joined[0] = '\0';
-    for (size_t i = 0; i < n && kept < CMR_MAX_REQUEST_HEADERS; i++) {
-        if (!names[i] || !header_name_ok(names[i]))
-            continue;
-        len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%s", kept ? "\n" : "", names[i]);
-        kept++;
-    }
+    char joined[CMR_REQUEST_HEADERS_JOINED];
+    size_t kept = cmr_request_headers_join(joined, names, n);
     pthread_mutex_lock(&r->lock);
-    memcpy(r->request_headers, joined, len + 1);
+    memcpy(r->request_headers, joined, sizeof joined);
     pthread_mutex_unlock(&r->lock);
     return kept;
 }

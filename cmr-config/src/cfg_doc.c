@@ -24,6 +24,7 @@
 #include "cmr/clock.h"
 #include "cmr/cfg_match.h"
 #include "cmr/file.h"
+#include "cmr/http_token.h"
 #include "cmr/map.h"
 
 /* The largest environment file read (16 MiB: 100,000 environments take about 8). */
@@ -680,7 +681,7 @@ static int parse_request_headers(parse_ctx_t *c, const yaml_node_t *n, const cha
             return fail(c, item, "out of memory");
         for (size_t k = 0; k < len; k++) {
             unsigned char ch = (unsigned char)name[k];
-            if (!(isalnum(ch) || strchr("!#$%&'*+-.^_`|~", ch)) || ch > 0x7f)
+            if (!cmr_http_tchar(ch))
                 return fail(c, item, "%s: \"%s\" is not a header name (an RFC 9110 token)", w, s);
             name[k] = (char)tolower(ch);
         }

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmr/http_token.h"
 #include "cmr/ingest.h"
 #include "cmr/utf8.h"
 
@@ -44,11 +45,6 @@ static const char *text_check(const char *s, size_t len)
     return NULL;
 }
 
-static bool is_tchar(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c);
-}
-
 const char *cmr_http_value_check(cmr_http_key_t k, const char *v, size_t len)
 {
     switch (k) {
@@ -56,7 +52,7 @@ const char *cmr_http_value_check(cmr_http_key_t k, const char *v, size_t len)
         if (len > CMR_TRACE_HTTP_MAX)
             return "longer than 256 bytes";
         for (size_t i = 0; i < len; i++)
-            if (!v[i] || !is_tchar((unsigned char)v[i]))
+            if (!v[i] || !cmr_http_tchar((unsigned char)v[i]))
                 return "not an HTTP method (an RFC 9110 token)";
         return NULL;
     case CMR_HTTP_PATH:

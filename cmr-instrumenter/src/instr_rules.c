@@ -274,19 +274,21 @@ static void put_role(cmr_instr_decision_t *out, size_t m, cmr_instr_handoff_t ro
         out->n_picks++;
 }
 
+/* Whether me is a hand-off rule's method: its name, its descriptor (NULL: any), and code. */
+static bool handoff_method(const cmr_instr_method_t *me, const char *name, const char *desc)
+{
+    return strcmp(me->name, name) == 0 && (!desc || strcmp(me->desc, desc) == 0) && !(me->access & (0x0400 | 0x0100));
+}
+
 /* Adds (or puts in place of a sensor's pick) the hand-off probes of cls. */
 static void add_handoffs(const cmr_instr_meta_t *cls, cmr_instr_decision_t *out)
 {
     for (size_t h = 0; h < sizeof handoffs / sizeof handoffs[0]; h++) {
         if (strcmp(cls->name, handoffs[h].cls) != 0)
             continue;
-        for (size_t m = 0; m < cls->n_methods; m++) {
-            const cmr_instr_method_t *me = &cls->methods[m];
-            if (strcmp(me->name, handoffs[h].name) != 0 ||
-                (handoffs[h].desc && strcmp(me->desc, handoffs[h].desc) != 0) || (me->access & (0x0400 | 0x0100)))
-                continue;
-            put_role(out, m, handoffs[h].role, handoffs[h].arg);
-        }
+        for (size_t m = 0; m < cls->n_methods; m++)
+            if (handoff_method(&cls->methods[m], handoffs[h].name, handoffs[h].desc))
+                put_role(out, m, handoffs[h].role, handoffs[h].arg);
     }
 }
 
@@ -310,14 +312,10 @@ static void add_subclass_handoffs(ctx_t *c, cmr_instr_decision_t *out)
     if (!cls->super_name || strcmp(cls->super_name, "java/lang/Object") == 0)
         return;
     for (size_t h = 0; h < sizeof subclass_handoffs / sizeof subclass_handoffs[0]; h++)
-        for (size_t m = 0; m < cls->n_methods; m++) {
-            const cmr_instr_method_t *me = &cls->methods[m];
-            if ((me->access & (0x0400 | 0x0100 | 0x0008)) || strcmp(me->name, subclass_handoffs[h].name) != 0 ||
-                strcmp(me->desc, subclass_handoffs[h].desc) != 0 ||
-                has_superclass(c, subclass_handoffs[h].super) != YES)
-                continue;
-            put_role(out, m, subclass_handoffs[h].role, subclass_handoffs[h].arg);
-        }
+        for (size_t m = 0; m < cls->n_methods; m++)
+            if (handoff_method(&cls->methods[m], subclass_handoffs[h].name, subclass_handoffs[h].desc) &&
+                !(cls->methods[m].access & 0x0008) && has_superclass(c, subclass_handoffs[h].super) == YES)
+                put_role(out, m, subclass_handoffs[h].role, subclass_handoffs[h].arg);
 }
 
 /* JDBC: the calls that run SQL are nodes with their statement's text, whatever the driver

@@ -843,8 +843,9 @@ public final class Probe {
     }
 
     private static volatile TraceContextSettings traceContext = new TraceContextSettings(POLICY_AUTHENTICATED, null);
-    private static volatile long contextFetchedNs;
-    private static volatile boolean contextFetched;
+    private static volatile String[] requestHeaders = new String[0];
+    private static volatile long settingsFetchedNs;
+    private static volatile boolean settingsFetched;
 
     /** {policy, key...} from the agent's configuration, or null before one arrived. */
     private static native byte[] traceContext0();
@@ -852,19 +853,35 @@ public final class Probe {
     /** The settings in force, fetched from the agent at most once a second (a configuration
      *  may change them while the JVM runs). */
     private static TraceContextSettings traceContext() {
-        long now = System.nanoTime();
-        if (!contextFetched || now - contextFetchedNs > 1_000_000_000L) {
-            contextFetchedNs = now;
-            contextFetched = true;
-            try {
-                byte[] b = traceContext0();
-                if (b != null && b.length >= 1)
-                    configureTraceContext(b[0], java.util.Arrays.copyOfRange(b, 1, b.length));
-            } catch (Throwable e) {
-                // natives not bound (no agent): the defaults stay
-            }
-        }
+        fetchSettings();
         return traceContext;
+    }
+
+    /** The request headers the environment asks entry traces to keep (lower-case names),
+     *  fetched with the trace-context settings. */
+    static String[] requestHeaders() {
+        fetchSettings();
+        return requestHeaders;
+    }
+
+    /** The configuration's settings the probes use (trace context, request headers), fetched
+     *  from the agent at most once a second (a configuration may change them while the JVM
+     *  runs). */
+    private static void fetchSettings() {
+        long now = System.nanoTime();
+        if (settingsFetched && now - settingsFetchedNs <= 1_000_000_000L)
+            return;
+        settingsFetchedNs = now;
+        settingsFetched = true;
+        try {
+            byte[] b = traceContext0();
+            if (b != null && b.length >= 1)
+                configureTraceContext(b[0], java.util.Arrays.copyOfRange(b, 1, b.length));
+            String h = requestHeaders0();
+            requestHeaders = h == null || h.isEmpty() ? new String[0] : h.split("\n");
+        } catch (Throwable e) {
+            // natives not bound (no agent): the defaults stay
+        }
     }
     private static final ThreadLocal<Mac> MACS = new ThreadLocal<>();
 
@@ -997,7 +1014,7 @@ public final class Probe {
         enter(siteId);
         if (request == null)
             return;
-        requestData(r, request);
+        requestData(r, requestLineOf(request));
         propagate(r, request, siteId);
     }
 
@@ -1148,7 +1165,7 @@ public final class Probe {
         r.httpCalls++;
         r.quiet++;
         enter(siteId);
-        requestData(r, request);
+        requestData(r, requestLineOf(request));
         if (!forkFits(r) || !r.fits(1))
             return request; // no room for the FORK the headers would name: untraced
         String[] h = contextHeaders(r, r.segment, r.seq);
@@ -1161,17 +1178,20 @@ public final class Probe {
     }
 
     public static void httpSendExit(Object response, long siteId) {
-        Ring r = RINGS.get();
-        if (r != null && (r.httpStack & 1) != 0 && r.quiet > 0)
-            r.quiet--;
+        sendQuietEnd();
         httpCallExit(response, siteId);
     }
 
     public static void httpSendExitThrow(long siteId) {
+        sendQuietEnd();
+        httpCallExitThrow(siteId);
+    }
+
+    /** A send being left that opened a node: its client's hand-offs capture again. */
+    private static void sendQuietEnd() {
         Ring r = RINGS.get();
         if (r != null && (r.httpStack & 1) != 0 && r.quiet > 0)
             r.quiet--;
-        httpCallExitThrow(siteId);
     }
 
     /** Entry of HttpClientImpl.sendAsync: the request to send in place of `request`. Pair
@@ -1188,15 +1208,8 @@ public final class Probe {
             String[] h = contextHeaders(r, segment, 1); // the node's FORK, right after its enter
             copy = withHeaders(request, h[0], h[1]);
             Context parent = copy == null ? null : fork(r, siteId);
-            if (parent != null && parent.event >= 0) {
-                String[] line = null;
-                try {
-                    line = requestLine(request);
-                } catch (Throwable e) {
-                    // unreadable request: the node without them
-                }
-                a = new AsyncSend(parent, segment, siteId, System.nanoTime(), line);
-            }
+            if (parent != null && parent.event >= 0)
+                a = new AsyncSend(parent, segment, siteId, System.nanoTime(), requestLineOf(request));
         }
         r.httpStack = (r.httpStack << 1) | (a != null ? 1 : 0);
         if (a == null)
@@ -1307,26 +1320,27 @@ public final class Probe {
         if (x.skipFrom == 0) {
             if (x.putChecked(FORK, a.site, a.start, 0, 1)) // event 1, named by the headers
                 x.seq++;
-            if (a.line != null) {
-                data(x, NODE_HTTP_METHOD, a.line[0], NODE_DATA_MAX);
-                data(x, NODE_URL, plainUrl(a.line[1]), NODE_DATA_MAX);
-            }
+            requestData(x, a.line);
             if (a.status > 0)
                 data(x, NODE_HTTP_STATUS, Integer.toString(a.status), NODE_DATA_MAX);
         }
         leaveAt(x, a.failed ? EXIT_THROW : EXIT, a.site, a.end);
     }
 
-    /** The method and URL of a client's request on the node just entered. */
-    private static void requestData(Ring r, Object request) {
+    /** The method and URL of a client's request (requestLine), on the node just entered. */
+    private static void requestData(Ring r, String[] line) {
+        if (line != null) {
+            data(r, NODE_HTTP_METHOD, line[0], NODE_DATA_MAX);
+            data(r, NODE_URL, plainUrl(line[1]), NODE_DATA_MAX);
+        }
+    }
+
+    /** requestLine, or null when the request does not let itself be read. */
+    private static String[] requestLineOf(Object request) {
         try {
-            String[] line = requestLine(request);
-            if (line != null) {
-                data(r, NODE_HTTP_METHOD, line[0], NODE_DATA_MAX);
-                data(r, NODE_URL, plainUrl(line[1]), NODE_DATA_MAX);
-            }
+            return requestLine(request);
         } catch (Throwable e) {
-            // unreadable request: the node without them
+            return null; // unreadable request: the node without them
         }
     }
 
@@ -1422,28 +1436,8 @@ public final class Probe {
         }
     }
 
+    /** The configuration's request headers, names joined by '\n' ("" for none). */
     private static native String requestHeaders0();
-
-    private static volatile String[] requestHeaders = new String[0];
-    private static volatile long headersFetchedNs;
-    private static volatile boolean headersFetched;
-
-    /** The request headers the environment asks entry traces to keep (lower-case names),
-     *  fetched from the agent at most once a second (a configuration may change them). */
-    static String[] requestHeaders() {
-        long now = System.nanoTime();
-        if (!headersFetched || now - headersFetchedNs > 1_000_000_000L) {
-            headersFetchedNs = now;
-            headersFetched = true;
-            try {
-                String s = requestHeaders0();
-                requestHeaders = s == null || s.isEmpty() ? new String[0] : s.split("\n");
-            } catch (Throwable e) {
-                // natives not bound (no agent): none
-            }
-        }
-        return requestHeaders;
-    }
 
     /** Around a servlet's service(request, response): as httpIn, and the response's status
      *  is the transaction's when the segment ends. */
