@@ -156,6 +156,12 @@ def check_common(tree, detached=False):
     return problems
 
 
+def check_route(tree, want):
+    """Problems unless the trace's entry call names the route its request matched."""
+    got = (tree["roots"][0].get("attributes") or {}).get("http.route")
+    return [] if got == want else ["the entry call's http.route %r, want %r" % (got, want)]
+
+
 def root_view(tree):
     roots = tree["roots"]
     if len(roots) != 1:
@@ -399,6 +405,9 @@ class Scenarios:
         for n, _ in walk(tree["roots"][0]):
             if n["kind"] == "call" and n["method"].startswith("trace.Client.handle") and n["thread"] != "trace-server":
                 p.append("handler ran on %s" % n["thread"])
+            if n["kind"] == "call" and n["method"].startswith("com.sun.net.httpserver.Filter$Chain.doFilter") and \
+                    (n.get("attributes") or {}).get("http.route") != "/local":
+                p.append("the exchange's route %s, want /local" % (n.get("attributes") or {}).get("http.route"))
         return p + check_common(tree)
 
     def jdbc(self):
@@ -510,7 +519,12 @@ class Scenarios:
         agent = (direct["roots"][0].get("attributes") or {}).get("http.request.header.user-agent", "")
         if not agent.startswith("Python-urllib/"):  # the environment's request_headers, on Jetty too
             p.append("the direct request's user-agent on Jetty's servlet: %r" % agent)
-        return p
+        p += check_route(direct, "/stock/check")
+        since = time.time_ns()  # a path mapping on Servlet 3.1: the route from the servlet path
+        with urllib.request.urlopen(self.jetty_url.replace("/check", "/level/7"), timeout=30) as r:
+            r.read()
+        level = self.ingest.complete_trace(since, root=javax)
+        return p + (check_route(level, "/stock/level/*") if level else ["no complete trace of /stock/level/7"])
 
     def pooled(self):
         """JDBC through HikariCP on a real PostgreSQL server: the pool's getConnection is a
@@ -653,6 +667,17 @@ class Scenarios:
             p.append("the servlet's request headers %s" % headers)
         if "s3cret" in json.dumps(tree) or "unlisted" in json.dumps(tree):
             p.append("a header the environment does not name reached the stored trace")
+        p += check_route(tree, "/orders/check")
+        # a path mapping (/item/*): the route names the mapping, the path the request
+        since = time.time_ns()
+        with urllib.request.urlopen(self.url.replace("/check", "/item/42"), timeout=30) as r:
+            r.read()
+        item = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
+        if not item:
+            return p + ["no complete trace of /orders/item/42"]
+        if (item.get("http") or {}).get("path") != "/orders/item/42":
+            p.append("the path-mapped request's HTTP data %s" % item.get("http"))
+        p += check_route(item, "/orders/item/*")
         return p + check_common(tree)
 
     def async_servlet(self):

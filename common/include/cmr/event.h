@@ -188,6 +188,7 @@ int cmr_events_check(const uint8_t *p, size_t len, uint32_t count, char *err, si
 #define CMR_NODE_ATTR_HTTP_STATUS "http.response.status_code" /* the status it was answered with */
 #define CMR_NODE_ATTR_DB_ROWS "db.response.affected_rows"     /* a JDBC update's row count */
 #define CMR_NODE_ATTR_HTTP_HEADER "http.request.header."      /* + a lower-case name: an entry call's request header */
+#define CMR_NODE_ATTR_HTTP_ROUTE "http.route"                 /* the route an entry call's request matched */
 
 /* Builds a message's `segments` bytes. Owns `out` (free with cmr_segs_writer_free). */
 typedef struct cmr_segs_writer {

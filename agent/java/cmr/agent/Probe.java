@@ -646,7 +646,7 @@ public final class Probe {
     // Keys from 16 on are attributes of the call whose ENTER came right before (the
     // publisher gives them to that call), values up to NODE_DATA_MAX bytes.
     static final int NODE_DB_STATEMENT = 16, NODE_HTTP_METHOD = 17, NODE_URL = 18, NODE_HTTP_STATUS = 19,
-            NODE_DB_ROWS = 20, NODE_HTTP_HEADER = 21;
+            NODE_DB_ROWS = 20, NODE_HTTP_HEADER = 21, NODE_HTTP_ROUTE = 22;
     static final int NODE_DATA_MAX = 2048; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
@@ -1425,6 +1425,7 @@ public final class Probe {
             try {
                 data(r, DATA_HTTP_METHOD, requestValue(request, COND_HTTP_METHOD, null));
                 data(r, DATA_HTTP_PATH, requestValue(request, COND_HTTP_PATH, null));
+                data(r, NODE_HTTP_ROUTE, routeOf(request), NODE_DATA_MAX);
                 for (String name : requestHeaders()) { // the environment's selection, on the entry call
                     String v = header(request, name);
                     if (v != null)
@@ -1434,6 +1435,73 @@ public final class Probe {
                 // unreadable request: no data
             }
         }
+    }
+
+    /** route, or null when the request does not let itself be read. */
+    private static String routeOf(Object request) {
+        try {
+            return route(request);
+        } catch (Throwable e) {
+            return null;
+        }
+    }
+
+    /** The route that matched an incoming request (OpenTelemetry's http.route): a servlet's
+     *  mapping under its context path, or the JDK HttpServer's context; null when unknown. */
+    static String route(Object request) throws ReflectiveOperationException {
+        Class<?> k = request.getClass();
+        Method context = SERVLET_CONTEXT_PATH.of(k);
+        if (context == null) {
+            Method m = EXCHANGE_CONTEXT.of(k);
+            Object hc = m == null ? null : m.invoke(request);
+            Method path = hc == null ? null : HTTP_CONTEXT_PATH.of(hc.getClass());
+            return path == null ? null : (String) path.invoke(hc);
+        }
+        String ctx = (String) context.invoke(request);
+        Method mapping = SERVLET_MAPPING.of(k);
+        Object map = null;
+        try {
+            map = mapping == null ? null : mapping.invoke(request);
+        } catch (ReflectiveOperationException | LinkageError e) {
+            map = null; // a Servlet 3.1 container under a Servlet 4 API: the paths below
+        }
+        if (map != null) {
+            Method pattern = MAPPING_PATTERN.of(map.getClass()), match = MAPPING_MATCH.of(map.getClass());
+            Object how = match == null ? null : match.invoke(map);
+            if (pattern != null && how instanceof Enum)
+                return servletRoute(ctx, ((Enum<?>) how).name(), (String) pattern.invoke(map), null, null);
+        }
+        Method servletPath = SERVLET_SERVLET_PATH.of(k), pathInfo = SERVLET_PATH_INFO.of(k);
+        return servletPath == null || pathInfo == null ? null
+                : servletRoute(ctx, null, null, (String) servletPath.invoke(request), (String) pathInfo.invoke(request));
+    }
+
+    /** A servlet's route: from its mapping (Servlet 4: how it matched, and the pattern),
+     *  or, without one (Servlet 3.1), from the request's servlet path and path info: a path
+     *  mapping ("/orders/*") leaves path info, an exact or extension mapping does not (the
+     *  servlet path is then the route). Under the context path; null when unknown. */
+    static String servletRoute(String context, String match, String pattern, String servletPath, String pathInfo) {
+        String c = context == null ? "" : context;
+        if (match != null) {
+            switch (match) {
+            case "EXACT":
+            case "PATH":
+                return pattern == null ? null : c + pattern;
+            case "EXTENSION": // "*.jsp"
+                return pattern == null ? null : c + "/" + pattern;
+            case "DEFAULT": // the default servlet ("/"): whatever nothing else matched
+                return c + "/*";
+            case "CONTEXT_ROOT":
+                return c + "/";
+            default:
+                return null;
+            }
+        }
+        if (servletPath == null)
+            return null;
+        if (pathInfo != null)
+            return c + servletPath + "/*";
+        return c + servletPath;
     }
 
     /** The configuration's request headers, names joined by '\n' ("" for none). */
@@ -2004,6 +2072,19 @@ public final class Probe {
             "com.sun.net.httpserver.HttpExchange", "getRequestMethod");
     private static final HeaderMethods EXCHANGE_URI = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getRequestURI");
+    private static final String SERVLET_REQUEST = "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest";
+    private static final HeaderMethods SERVLET_CONTEXT_PATH = new HeaderMethods(SERVLET_REQUEST, "getContextPath");
+    private static final HeaderMethods SERVLET_SERVLET_PATH = new HeaderMethods(SERVLET_REQUEST, "getServletPath");
+    private static final HeaderMethods SERVLET_PATH_INFO = new HeaderMethods(SERVLET_REQUEST, "getPathInfo");
+    private static final HeaderMethods SERVLET_MAPPING = new HeaderMethods(SERVLET_REQUEST, "getHttpServletMapping");
+    private static final HeaderMethods MAPPING_PATTERN = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletMapping|javax.servlet.http.HttpServletMapping", "getPattern");
+    private static final HeaderMethods MAPPING_MATCH = new HeaderMethods(
+            "jakarta.servlet.http.HttpServletMapping|javax.servlet.http.HttpServletMapping", "getMappingMatch");
+    private static final HeaderMethods EXCHANGE_CONTEXT = new HeaderMethods(
+            "com.sun.net.httpserver.HttpExchange", "getHttpContext");
+    private static final HeaderMethods HTTP_CONTEXT_PATH = new HeaderMethods(
+            "com.sun.net.httpserver.HttpContext", "getPath");
     private static final HeaderMethods SERVLET_STATUS = new HeaderMethods(
             "jakarta.servlet.http.HttpServletResponse|javax.servlet.http.HttpServletResponse", "getStatus");
     private static final HeaderMethods EXCHANGE_STATUS = new HeaderMethods(

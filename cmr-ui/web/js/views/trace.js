@@ -711,7 +711,8 @@ class RawPanel {
 
 // What a call's own attributes say, in one line, what that is, and a tooltip: a JDBC
 // call's SQL (and an update's row count), an outgoing HTTP call's method, URL and status,
-// an entry call's request headers (the environment's request_headers; '' when it has none).
+// an entry call's route and request headers (the environment's request_headers; '' when
+// it has none).
 function callAttributes(n) {
   const a = n.attributes;
   if (!a) return ['', '', ''];
@@ -729,9 +730,11 @@ function callAttributes(n) {
   }
   const prefix = 'http.request.header.';
   const headers = Object.keys(a).filter((k) => k.startsWith(prefix)).sort();
-  if (headers.length) {
-    const text = headers.map((k) => `${k.slice(prefix.length)}: ${a[k]}`).join(' · ');
-    return [text, 'request headers', `request headers: ${text}`];
+  const parts = headers.map((k) => `${k.slice(prefix.length)}: ${a[k]}`);
+  if (a['http.route']) parts.unshift(`route ${a['http.route']}`);
+  if (parts.length) {
+    const text = parts.join(' · ');
+    return [text, 'incoming request', `incoming request: ${text}`];
   }
   return ['', '', ''];
 }

@@ -54,6 +54,21 @@ public final class ProbeContextTest {
         }
     }
 
+    /** An entry call's http.route, from a Servlet 4 mapping or from Servlet 3.1's paths. */
+    static void routes() {
+        check("/shop/orders/*".equals(Probe.servletRoute("/shop", "PATH", "/orders/*", null, null)), "route: path mapping");
+        check("/check".equals(Probe.servletRoute("", "EXACT", "/check", null, null)), "route: exact mapping");
+        check("/shop/*.jsp".equals(Probe.servletRoute("/shop", "EXTENSION", "*.jsp", null, null)), "route: extension");
+        check("/*".equals(Probe.servletRoute("", "DEFAULT", "/", null, null)), "route: the default servlet");
+        check("/shop/".equals(Probe.servletRoute("/shop", "CONTEXT_ROOT", "", null, null)), "route: context root");
+        check(Probe.servletRoute("", "SOMETHING_NEW", "/x", null, null) == null, "route: an unknown match");
+        // Servlet 3.1 (no mapping): path info left means a path mapping
+        check("/stock/*".equals(Probe.servletRoute("", null, null, "/stock", "/7")), "route: 3.1 path mapping");
+        check("/app/*".equals(Probe.servletRoute("/app", null, null, "", "/a/b")), "route: 3.1 /* mapping");
+        check("/app/check".equals(Probe.servletRoute("/app", null, null, "/check", null)), "route: 3.1 exact");
+        check(Probe.servletRoute(null, null, null, null, null) == null, "route: nothing known");
+    }
+
     public static void main(String[] args) {
         SecretKeySpec key = new SecretKeySpec(new byte[32], "HmacSHA256");
         byte[] other = new byte[32];
@@ -66,6 +81,7 @@ public final class ProbeContextTest {
         check("http://h/p@x".equals(Probe.plainUrl("http://h/p@x")), "url: @ in the path kept");
         check("/rel".equals(Probe.plainUrl("/rel?q")) && Probe.plainUrl(null) == null, "url: relative, null");
         jdkRequestCopy();
+        routes();
         String tp = Probe.traceparent(hi, lo, segment);
         long now = System.currentTimeMillis() / 1000;
         String bare = Long.toHexString(agent) + ':' + Long.toHexString(segment) + ':' + Long.toHexString(event);

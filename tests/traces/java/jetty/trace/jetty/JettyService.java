@@ -29,6 +29,7 @@ public class JettyService {
         ServletContextHandler context = new ServletContextHandler();
         context.setContextPath("/stock");
         context.addServlet(StockServlet.class, "/check");
+        context.addServlet(StockServlet.class, "/level/*");
         context.addServlet(AsyncStockServlet.class, "/async").setAsyncSupported(true);
         server.setHandler(context);
         server.start();
