@@ -22,6 +22,7 @@
 #include "agent.h"
 #include "cmr/buf.h"
 #include "cmr/event.h"
+#include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/msg.h"
 #include "request_headers.h"
@@ -286,6 +287,15 @@ static jstring JNICALL probe_request_headers0(JNIEnv *env, jclass cls)
     return (*env)->NewStringUTF(env, names); /* NULL with an OutOfMemoryError pending: caught */
 }
 
+/* static native long asyncCompletionId0(boolean jakarta): the method id of the node an
+ * async servlet request's completion is (cmr/ids.h). */
+static jlong JNICALL probe_async_completion_id0(JNIEnv *env, jclass cls, jboolean jakarta)
+{
+    (void)env;
+    (void)cls;
+    return (jlong)cmr_async_completion_id(jakarta == JNI_TRUE);
+}
+
 /* static native ByteBuffer control0(): the diagnoses' control block (agent_diagnoses.h). */
 static jobject JNICALL probe_control0(JNIEnv *env, jclass cls)
 {
@@ -314,6 +324,7 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
         {"wake0", "()V", (void *)probe_wake0},
         {"traceContext0", "()[B", (void *)probe_trace_context0},
         {"requestHeaders0", "()Ljava/lang/String;", (void *)probe_request_headers0},
+        {"asyncCompletionId0", "(Z)J", (void *)probe_async_completion_id0},
         {"control0", "()Ljava/nio/ByteBuffer;", (void *)probe_control0},
         {"anchors0", "()Ljava/lang/String;", (void *)probe_anchors0},
     };

@@ -25,9 +25,30 @@ struct cmr_names {
     cmr_u64map_t methods, agents; /* id -> display name (owned, malloc'd) */
 };
 
+static char *method_display(const char *cls, const char *name, const char *desc);
+static int table_put(cmr_u64map_t *t, uint64_t id, char *display);
+
+/* The nodes the agent writes itself (cmr/ids.h), named without cmr.methods. */
+static int put_synthetic_methods(cmr_names_t *n)
+{
+    for (int jakarta = 0; jakarta < 2; jakarta++) {
+        const char *c, *m, *d;
+        cmr_async_completion_name(jakarta, &c, &m, &d);
+        char *display = method_display(c, m, d);
+        if (!display || table_put(&n->methods, cmr_async_completion_id(jakarta), display) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 cmr_names_t *cmr_names_new(void)
 {
-    return calloc(1, sizeof(cmr_names_t));
+    cmr_names_t *n = calloc(1, sizeof(cmr_names_t));
+    if (n && put_synthetic_methods(n) != 0) {
+        cmr_names_free(n);
+        return NULL;
+    }
+    return n;
 }
 
 static void table_free(cmr_u64map_t *t)

@@ -45,6 +45,7 @@
 
 #include "cmr/buf.h"
 #include "cmr/event.h"
+#include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/map.h"
 
@@ -221,9 +222,15 @@ static int put_http(st_seg_t *g, cmr_http_key_t k, int32_t seq, const char *v, u
     return 0;
 }
 
+/* The segment of an async request's completion (cmr/ids.h): its status is the request's. */
+static bool completes_request(const st_seg_t *g)
+{
+    return g->has_parent && g->have_first && cmr_method_is_async_completion(g->root_method);
+}
+
 static int take_http(st_seg_t *g, const cmr_ingest_batch_t *b)
 {
-    if (!root_candidate(g))
+    if (!root_candidate(g) && !completes_request(g))
         return 0; /* a child segment's request is not the trace's */
     if ((b->http_method && put_http(g, CMR_HTTP_METHOD, b->batch_seq, b->http_method, 0) != 0) ||
         (b->http_path && put_http(g, CMR_HTTP_PATH, b->batch_seq, b->http_path, 0) != 0) ||
@@ -267,8 +274,6 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
     }
     if (b->last)
         g->last_seq = b->batch_seq;
-    if (take_http(g, b) != 0)
-        return -1;
     s->events += b->event_count;
     s->dropped += (uint64_t)b->dropped;
     s->not_recorded += b->calls_not_recorded;
@@ -303,7 +308,23 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
         if (rm && on_method)
             on_method(opaque, ev.method_id);
     }
+    if (take_http(g, b) != 0) /* after the events: the segment's root call is known */
+        return -1;
     return 1;
+}
+
+/* The completion of root's request when it was answered asynchronously: the latest
+ * completion segment under root that carries a status; NULL when none. */
+static const st_seg_t *completion_of(const cmr_trace_state_t *s, const st_seg_t *root)
+{
+    const st_seg_t *c = NULL;
+    for (size_t i = 0; i < s->nsegs; i++) {
+        const st_seg_t *g = &s->segs[i];
+        if (g->parent_segment == root->segment && g->parent_agent == root->agent && g->http && g->http->status &&
+            completes_request(g) && (!c || g->root_start > c->root_start))
+            c = g;
+    }
+    return c;
 }
 
 static bool better_root(const st_seg_t *a, const st_seg_t *b)
@@ -375,6 +396,9 @@ void cmr_trace_state_summary(const cmr_trace_state_t *s, cmr_trace_summary_t *ou
         out->root_thread = root->thread_id;
         if (root->http)
             out->http = *root->http;
+        const st_seg_t *c = completion_of(s, root);
+        if (c) /* an async request: answered when it completed, not when service returned */
+            out->http.status = c->http->status;
     }
     if (complete && root)
         out->flags |= CMR_TRACE_COMPLETE;

@@ -1214,19 +1214,25 @@ static void test_names_table(void **state)
     (void)state;
     cmr_names_t *n = cmr_names_new();
     char cls[64], buf[256];
+    /* the nodes the agent writes itself are named from the start (cmr/ids.h) */
+    assert_int_equal(cmr_names_count(n), 2);
+    assert_string_equal(cmr_names_method(n, cmr_async_completion_id(true), buf, sizeof buf),
+                        "jakarta.servlet.AsyncListener.onComplete(Ljakarta/servlet/AsyncEvent;)V");
+    assert_true(cmr_method_is_async_completion(cmr_async_completion_id(false)));
+    assert_false(cmr_method_is_async_completion(0x42));
     for (uint64_t i = 1; i <= 1000; i++) {
         snprintf(cls, sizeof cls, "com/ex/C%" PRIu64, i);
         cmr_method_entry_t m = {
             .method_id = (int64_t)(i * 0x10001), .class_name = cls, .method_name = "m", .descriptor = "()V"};
         assert_int_equal(cmr_names_put_method(n, &m), 0);
     }
-    assert_int_equal(cmr_names_count(n), 1000);
+    assert_int_equal(cmr_names_count(n), 1002);
     assert_string_equal(cmr_names_method(n, 7 * 0x10001, buf, sizeof buf), "com.ex.C7.m()V");
     assert_string_equal(cmr_names_method(n, 0x42, buf, sizeof buf), "method#0000000000000042");
     cmr_method_entry_t again = {
         .method_id = 7 * 0x10001, .class_name = "a/B", .method_name = "x", .descriptor = "(I)V"};
     assert_int_equal(cmr_names_put_method(n, &again), 0); /* replaces */
-    assert_int_equal(cmr_names_count(n), 1000);
+    assert_int_equal(cmr_names_count(n), 1002);
     assert_string_equal(cmr_names_method(n, 7 * 0x10001, buf, sizeof buf), "a.B.x(I)V");
     uint64_t *ids;
     size_t k = cmr_names_find_methods(n, "com.ex.C99", &ids); /* C99, C990 .. C999 */
@@ -2615,6 +2621,80 @@ static void test_http_attributes_summary(void **state)
     }
 }
 
+/* An async servlet request: the root segment (the servlet's service) carries method and
+ * path but no status; the segment of its completion (the agent's own node, cmr/ids.h)
+ * under the root carries the status, which becomes the trace's, in any order and after a
+ * rebuild; a completion under another segment (a grandchild: another request's) and an
+ * ordinary child's status do not. */
+static void test_http_async_completion(void **state)
+{
+    (void)state;
+    uint8_t tid[16];
+    synth_trace_id(61, tid);
+    synth_seg_t segs[4];
+    synth_seg_t *root = &segs[0], *done = &segs[1], *task = &segs[2], *other = &segs[3];
+    synth_seg_init(root, tid, A1, 10, 1, "http-nio-1", NULL);
+    synth_enter(root, M_HANDLER, T0);
+    int64_t fork_task = synth_fork(root, T0 + 50);
+    int64_t fork_done = synth_fork(root, T0 + 90);
+    synth_exit(root, M_HANDLER, T0 + 100);
+    cmr_parent_link_t to_done = {(int64_t)A1, 10, fork_done}, to_task = {(int64_t)A1, 10, fork_task};
+    uint64_t completion = cmr_async_completion_id(true);
+    synth_seg_init(done, tid, A1, 11, 2, "http-nio-2", &to_done);
+    synth_enter(done, completion, T0 + 100);
+    synth_exit(done, completion, T0 + 5000);
+    synth_seg_init(task, tid, A1, 12, 3, "http-nio-3", &to_task);
+    synth_enter(task, M_TASK, T0 + 60);
+    int64_t fork_inner = synth_fork(task, T0 + 70);
+    synth_exit(task, M_TASK, T0 + 4000);
+    cmr_parent_link_t to_inner = {(int64_t)A1, 12, fork_inner};
+    synth_seg_init(other, tid, A1, 13, 4, "http-nio-4", &to_inner);
+    synth_enter(other, completion, T0 + 80);
+    synth_exit(other, completion, T0 + 90);
+    cmr_event_batch_t *msgs[4];
+    size_t counts[4];
+    for (int i = 0; i < 4; i++)
+        counts[i] = synth_batches(&segs[i], 100, &msgs[i]);
+    cmr_kv_t req[] = {{"http.method", "GET"}, {"http.path", "/orders/async"}}, st503[] = {{"http.status", "503"}},
+             st201[] = {{"http.status", "201"}}, st404[] = {{"http.status", "404"}};
+    set_attrs(&msgs[0][0], req, 2);
+    set_attrs(&msgs[1][0], st503, 1);
+    set_attrs(&msgs[2][0], st201, 1);
+    set_attrs(&msgs[3][0], st404, 1);
+    cmr_ingest_batch_t flat[16];
+    size_t n;
+    flatten_all(msgs, counts, 4, flat, &n);
+    cmr_trace_summary_t a, b;
+    for (int reverse = 0; reverse < 2; reverse++) {
+        cmr_trace_state_t *st = cmr_trace_state_new(tid);
+        apply_all(st, flat, n, reverse);
+        cmr_trace_state_summary(st, &a);
+        assert_string_equal(a.http.method, "GET");
+        assert_string_equal(a.http.path, "/orders/async");
+        assert_int_equal(a.http.status, 503);
+        cmr_trace_state_free(st);
+    }
+    /* without the completion: no status (service's return did not answer the request) */
+    cmr_trace_state_t *st = cmr_trace_state_new(tid);
+    apply_all(st, flat, counts[0], false);
+    apply_all(st, flat + counts[0] + counts[1], n - counts[0] - counts[1], false);
+    cmr_trace_state_summary(st, &b);
+    assert_int_equal(b.http.status, 0);
+    /* the completion arrives late, into a state rebuilt from the store */
+    cmr_trace_state_t *rb = cmr_trace_state_new(tid);
+    apply_all(rb, flat, counts[0], false);
+    assert_int_equal(cmr_trace_state_seed_http(rb, &b.http), 0);
+    apply_all(rb, flat + counts[0], counts[1], false);
+    cmr_trace_state_summary(rb, &b);
+    assert_int_equal(b.http.status, 503);
+    cmr_trace_state_free(st);
+    cmr_trace_state_free(rb);
+    for (int i = 0; i < 4; i++) {
+        synth_batches_free(msgs[i], counts[i]);
+        synth_seg_free(&segs[i]);
+    }
+}
+
 /* What a batch's attributes may carry: the kept values, invalid ones left out and counted
  * (the batch itself is applied), empty values and unknown keys ignored; the globs and the
  * filters' checks. */
@@ -3699,6 +3779,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
         cmocka_unit_test(test_http_attributes_summary),
+        cmocka_unit_test(test_http_async_completion),
         cmocka_unit_test(test_http_attributes_checks),
         cmocka_unit_test_setup_teardown(test_http_store_filters, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_status_history_keeps_the_newest, make_tmp, remove_tmp),

@@ -3,6 +3,7 @@
  */
 #include "cmr/ids.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -34,6 +35,35 @@ static uint64_t hash_parts(const char *a, const char *sep1, const char *b, const
 uint64_t cmr_method_id(const char *class_name, const char *method_name, const char *descriptor)
 {
     return hash_parts(class_name, ".", method_name, "", descriptor);
+}
+
+void cmr_async_completion_name(bool jakarta, const char **class_name, const char **method_name, const char **descriptor)
+{
+    *class_name = jakarta ? "jakarta/servlet/AsyncListener" : "javax/servlet/AsyncListener";
+    *method_name = "onComplete";
+    *descriptor = jakarta ? "(Ljakarta/servlet/AsyncEvent;)V" : "(Ljavax/servlet/AsyncEvent;)V";
+}
+
+uint64_t cmr_async_completion_id(bool jakarta)
+{
+    const char *c, *m, *d;
+    cmr_async_completion_name(jakarta, &c, &m, &d);
+    return cmr_method_id(c, m, d);
+}
+
+bool cmr_method_is_async_completion(uint64_t method_id)
+{
+    static _Atomic uint64_t ids[2]; /* computed once (a race computes the same value twice) */
+    for (int jakarta = 0; jakarta < 2; jakarta++) {
+        uint64_t id = atomic_load_explicit(&ids[jakarta], memory_order_relaxed);
+        if (!id) {
+            id = cmr_async_completion_id(jakarta);
+            atomic_store_explicit(&ids[jakarta], id, memory_order_relaxed);
+        }
+        if (method_id == id)
+            return true;
+    }
+    return false;
 }
 
 uint64_t cmr_agent_id(const char *agent_name, const char *hostname, const char *instance_id)

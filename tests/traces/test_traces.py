@@ -162,6 +162,25 @@ def check_route(tree, want):
     return [] if got == want else ["the entry call's http.route %r, want %r" % (got, want)]
 
 
+def check_completion(tree, api, agent):
+    """Problems unless the async servlet's request has its completion node: one async child
+    of the servlet's service, on its JVM, from service's return to the request's end."""
+    root = tree["roots"][0]
+    done = [c for c in root.get("children", [])
+            if c["method"].startswith(api + ".servlet.AsyncListener.onComplete(")]
+    if len(done) != 1:
+        return ["%d completion nodes under the servlet, want 1: %s" % (
+            len(done), [short(c["method"]) for c in root.get("children", [])])]
+    c = done[0]
+    p = []
+    if not c["async"] or c["agent_id"] != agent:
+        p.append("the completion node async=%s on %s" % (c["async"], c["agent_id"]))
+    if c["start_ns"] != root["end_ns"] or c["end_ns"] <= c["start_ns"]:
+        p.append("the completion node [%d, %d] does not begin where service [%d, %d] returned" % (
+            c["start_ns"], c["end_ns"], root["start_ns"], root["end_ns"]))
+    return p
+
+
 def root_view(tree):
     roots = tree["roots"]
     if len(roots) != 1:
@@ -689,12 +708,13 @@ class Scenarios:
             body = r.read().decode()
         if not body.startswith("async "):
             return ["the async servlet answered %r" % body]
-        tree = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service")
+        tree = self.ingest.complete_trace(since, root="jakarta.servlet.http.HttpServlet.service", http_status="202")
         if not tree:
-            return ["no complete trace rooted in the servlet"]
+            return ["no complete trace rooted in the servlet with the async part's status (202)"]
         v, p = root_view(tree)
         if p:
             return p
+        p = check_completion(tree, "jakarta", self.tc_agent)
         # complete() usually hands the request's completion to Tomcat's pool (the
         # container's own processing of this request, in its trace); when the request's
         # thread has not left the container yet, that thread completes it instead
@@ -703,9 +723,9 @@ class Scenarios:
         shapes = [[("jakarta.servlet.http.HttpServlet.service", False, [("AsyncOrderServlet.doGet", False, [
             (pool, True, [("AsyncOrderServlet.lambda$doGet$0", False, [check] + tail)])])])]
             for tail in ([(pool, True, [])], [])]
-        p = expect_shape(v, shapes[0])
-        if p and not expect_shape(v, shapes[1]):
-            p = []
+        q = expect_shape(v, shapes[0])
+        if q and expect_shape(v, shapes[1]):
+            p += q
         # on Tomcat's threads (the pool may give the task to the request's own thread once
         # it is back in the pool)
         threads = {n["thread"] for n, _ in walk(tree["roots"][0]) if n["kind"] == "call"}
@@ -723,20 +743,21 @@ class Scenarios:
             body = r.read().decode()
         if not body.startswith("async "):
             return ["Jetty's async servlet answered %r" % body]
-        tree = self.ingest.complete_trace(since, root="javax.servlet.http.HttpServlet.service")
+        tree = self.ingest.complete_trace(since, root="javax.servlet.http.HttpServlet.service", http_status="202")
         if not tree:
-            return ["no complete trace rooted in Jetty's servlet"]
+            return ["no complete trace rooted in Jetty's servlet with the async part's status (202)"]
         v, p = root_view(tree)
         if p:
             return p
+        p = check_completion(tree, "javax", self.jetty_agent)
         pool = "org.eclipse.jetty.util.thread.QueuedThreadPool.runJob"
         level = ("jetty.JettyService$Stock.level", False, [])
         shapes = [[("javax.servlet.http.HttpServlet.service", False, [("jetty.JettyService$AsyncStockServlet.doGet", False, [
             (pool, True, [("jetty.JettyService$AsyncStockServlet.lambda$doGet$0", False, [level] + tail)])])])]
             for tail in ([(pool, True, [])], [])]
-        p = expect_shape(v, shapes[0])
-        if p and not expect_shape(v, shapes[1]):
-            p = []
+        q = expect_shape(v, shapes[0])
+        if q and expect_shape(v, shapes[1]):
+            p += q
         threads = {n["thread"] for n, _ in walk(tree["roots"][0]) if n["kind"] == "call"}
         if not all(t.startswith("qtp") for t in threads):
             p.append("threads %s, want Jetty's" % threads)

@@ -11,11 +11,24 @@
 #ifndef CMR_IDS_H
 #define CMR_IDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 uint64_t cmr_class_hash(const void *bytes, size_t len);
 uint64_t cmr_method_id(const char *class_name, const char *method_name, const char *descriptor);
+/* The node of an async servlet request's completion, which the agent writes itself (no
+ * method of the application stands for it): from the servlet's return from service to
+ * the container's call of AsyncListener.onComplete, on a segment of its own under the
+ * request's call, with the request's final status. Its id is the method id of that
+ * listener method, the jakarta or the javax one (cmr_async_completion_id); cmr-ingest
+ * names it without cmr.methods and takes the request's status from its segment. */
+uint64_t cmr_async_completion_id(bool jakarta);
+bool cmr_method_is_async_completion(uint64_t method_id);
+/* Its class (internal form), name and descriptor. */
+void cmr_async_completion_name(bool jakarta, const char **class_name, const char **method_name,
+                               const char **descriptor);
+
 /* The agent id of one JVM run: computed by anyone who saw its registration (NULL strings
  * count as empty). */
 uint64_t cmr_agent_id(const char *agent_name, const char *hostname, const char *instance_id);

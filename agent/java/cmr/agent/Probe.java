@@ -104,7 +104,7 @@ public final class Probe {
         long httpStack;  // one bit per open httpCall: did it open an HTTP client node?
         int httpCalls;   // HTTP client nodes open
         AsyncSend asyncSend; // the JDK HttpClient's sendAsync being called (httpSendAsync)
-        AsyncSend asyncDone; // sendAsync nodes completed on this thread inside a segment, newest
+        AsyncNode asyncDone; // async nodes completed on this thread inside a segment, newest
         int asyncDoneCount;  // first (written when the segment ends), and how many
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
         long diagnosis;  // that diagnosis (diagDepth > 0)
@@ -627,10 +627,18 @@ public final class Probe {
             return; // ctxBegin opened nothing either
         boolean opened = (r.ctxStack & 1) != 0;
         r.ctxStack >>>= 1;
-        if (opened && r.request != null && r.depth == 1) // the incoming request's answer
-            data(r, DATA_HTTP_STATUS, responseStatus(r.response != null ? r.response : r.request));
-        if (opened) // ctxEnd may run in another method than ctxBegin (afterExecute)
-            leave(r, kind, r.ctxSite);
+        AsyncRequest later = null;
+        if (opened && r.request != null && r.depth == 1) { // the incoming request's answer
+            later = answeredLater(r, siteId);
+            if (later == null)
+                data(r, DATA_HTTP_STATUS, responseStatus(r.response != null ? r.response : r.request));
+        }
+        if (opened) { // ctxEnd may run in another method than ctxBegin (afterExecute)
+            long t = System.nanoTime();
+            leaveAt(r, kind, r.ctxSite, t);
+            if (later != null)
+                later.begins(t); // where service returned
+        }
     }
 
     // --- transaction data -----------------------------------------------------------------
@@ -1241,22 +1249,34 @@ public final class Probe {
         return a;
     }
 
-    /** A sendAsync's call, from the send to the completion of its future: written then as a
-     *  segment of its own by the completing thread (accept). */
-    static final class AsyncSend implements BiConsumer<Object, Throwable> {
-        final Context parent;
-        final long segment, site, start;
-        final String[] line; // {method, URL}, or null
-        long end;            // when the future completed
-        int status;          // the response's status (0: none)
+    /** A node that ends after the call that began it returned, on another thread: written
+     *  as a segment of its own under `parent` by the thread it ends on (asyncCallDone). */
+    abstract static class AsyncNode {
+        Context parent;           // (set before the node can end)
+        final long segment, site; // segment: its id, or -1 for a new one
+        long start, end;          // when it began and ended
         boolean failed;
-        AsyncSend next;      // Ring.asyncDone's list
+        AsyncNode next; // Ring.asyncDone's list
 
-        AsyncSend(Context parent, long segment, long site, long start, String[] line) {
+        AsyncNode(Context parent, long segment, long site, long start) {
             this.parent = parent;
             this.segment = segment;
             this.site = site;
             this.start = start;
+        }
+
+        /** What the node records between its enter and its exit, on x. */
+        abstract void writeInside(Ring x);
+    }
+
+    /** A sendAsync's call, from the send to the completion of its future: written then as a
+     *  segment of its own by the completing thread (accept). */
+    static final class AsyncSend extends AsyncNode implements BiConsumer<Object, Throwable> {
+        final String[] line; // {method, URL}, or null
+        int status;          // the response's status (0: none)
+
+        AsyncSend(Context parent, long segment, long site, long start, String[] line) {
+            super(parent, segment, site, start);
             this.line = line;
         }
 
@@ -1275,15 +1295,25 @@ public final class Probe {
                 // never into the application's future
             }
         }
+
+        @Override
+        void writeInside(Ring x) {
+            if (x.putChecked(FORK, site, start, 0, 1)) // event 1, named by the headers
+                x.seq++;
+            requestData(x, line);
+            if (status > 0)
+                data(x, NODE_HTTP_STATUS, Integer.toString(status), NODE_DATA_MAX);
+        }
     }
 
     static final int MAX_ASYNC_WAITING = 64;
 
-    /** On the thread that completed a sendAsync's future: its node, as a whole segment,
-     *  now; or, on a thread inside a segment of its own (the future completed at once, on
-     *  the caller), when that segment ends: one segment at a time in a ring. More than
-     *  MAX_ASYNC_WAITING waiting: counted as calls not recorded. */
-    static void asyncCallDone(AsyncSend a) {
+    /** On the thread an async node ended on: the node, as a whole segment, now; or, on a
+     *  thread inside a segment of its own (a sendAsync's future completed at once, on the
+     *  caller; a container completing a request inside a task of the trace), when that
+     *  segment ends: one segment at a time in a ring. More than MAX_ASYNC_WAITING waiting:
+     *  counted as calls not recorded. */
+    static void asyncCallDone(AsyncNode a) {
         Ring x = ring();
         if (x == NONE || x.buf == null)
             return; // a carrier thread, or no ring to be had: nowhere to write or count
@@ -1298,33 +1328,181 @@ public final class Probe {
         }
     }
 
-    /** The sendAsync nodes that waited for x's segment to end (oldest first). */
+    /** The async nodes that waited for x's segment to end (oldest first). */
     private static void writeWaitingAsyncCalls(Ring x) {
-        AsyncSend list = x.asyncDone, reversed = null;
+        AsyncNode list = x.asyncDone, reversed = null;
         x.asyncDone = null;
         x.asyncDoneCount = 0;
-        for (AsyncSend a = list, n; a != null; a = n) {
+        for (AsyncNode a = list, n; a != null; a = n) {
             n = a.next;
             a.next = reversed;
             reversed = a;
         }
-        for (AsyncSend a = reversed; a != null; a = a.next)
+        for (AsyncNode a = reversed; a != null; a = a.next)
             writeAsyncCall(x, a);
     }
 
-    /** A sendAsync's node as a segment of its own, on x outside any segment. */
-    private static void writeAsyncCall(Ring x, AsyncSend a) {
+    /** An async node as a segment of its own, on x outside any segment. */
+    private static void writeAsyncCall(Ring x, AsyncNode a) {
         x.depth = 1;
         x.pending = a.parent;
         x.beginSegment(a.site, a.segment, a.start);
-        if (x.skipFrom == 0) {
-            if (x.putChecked(FORK, a.site, a.start, 0, 1)) // event 1, named by the headers
-                x.seq++;
-            requestData(x, a.line);
-            if (a.status > 0)
-                data(x, NODE_HTTP_STATUS, Integer.toString(a.status), NODE_DATA_MAX);
-        }
+        if (x.skipFrom == 0)
+            a.writeInside(x);
         leaveAt(x, a.failed ? EXIT_THROW : EXIT, a.site, a.end);
+    }
+
+    // --- async servlets ---------------------------------------------------------------------
+    //
+    // A servlet that started async processing (request.startAsync) returns from service
+    // before its request is answered: whoever completes it later sets the status. At
+    // service's end such a request records a FORK and gets a listener (a proxy of the
+    // servlet API's AsyncListener); when the container calls its onComplete, the thread
+    // there writes a node under that FORK spanning service's return to the completion,
+    // with the request's final status as its segment's http.status, which cmr-ingest then
+    // takes as the trace's (cmr/ids.h: the node's id is the method id of onComplete).
+
+    /** At the end of a servlet's service, r's open segment its request's: the completion
+     *  listening, its FORK recorded, when the request goes on asynchronously (the caller
+     *  then gives it the time service returned, AsyncRequest.begins); null otherwise. */
+    private static AsyncRequest answeredLater(Ring r, long siteId) {
+        Object request = r.request, response = r.response;
+        if (response == null || !forkFits(r))
+            return null;
+        try {
+            Method started = SERVLET_ASYNC_STARTED.of(request.getClass());
+            if (started == null || !Boolean.TRUE.equals(started.invoke(request)))
+                return null;
+            Method context = SERVLET_ASYNC_CONTEXT.of(request.getClass());
+            Object ac = context == null ? null : context.invoke(request);
+            AsyncApi api = ac == null ? null : AsyncApi.of(started.getDeclaringClass());
+            if (api == null)
+                return null;
+            AsyncRequest a = new AsyncRequest(api, asyncCompletionId(api.jakarta), response);
+            // the container completes the request only after service returned
+            api.addListener.invoke(ac, a.listener);
+            Context parent = fork(r, siteId);
+            if (parent.event >= 0)
+                a.parent = parent;
+            return a; // without a FORK recorded: listening, writes nothing (parent null)
+        } catch (Throwable e) {
+            return null; // not async, or the listener refused: the status as it is now
+        }
+    }
+
+    /** The async part of one servlet API (jakarta or javax), by its ServletRequest type. */
+    static final class AsyncApi {
+        final boolean jakarta;
+        final Class<?> listenerType;
+        final Method addListener, contextOfEvent;
+
+        private AsyncApi(boolean jakarta, Class<?> listenerType, Method addListener, Method contextOfEvent) {
+            this.jakarta = jakarta;
+            this.listenerType = listenerType;
+            this.addListener = addListener;
+            this.contextOfEvent = contextOfEvent;
+        }
+
+        private static final IdentityHashMap<Class<?>, AsyncApi> FOUND = new IdentityHashMap<>();
+
+        /** For the ServletRequest interface `servletRequest`; null if its API has no async part. */
+        static synchronized AsyncApi of(Class<?> servletRequest) throws ReflectiveOperationException {
+            AsyncApi api = FOUND.get(servletRequest);
+            if (api == null) {
+                String pkg = servletRequest.getPackageName();
+                ClassLoader l = servletRequest.getClassLoader();
+                Class<?> listener = Class.forName(pkg + ".AsyncListener", false, l);
+                Class<?> context = Class.forName(pkg + ".AsyncContext", false, l);
+                Class<?> event = Class.forName(pkg + ".AsyncEvent", false, l);
+                api = new AsyncApi(pkg.startsWith("jakarta."), listener, context.getMethod("addListener", listener),
+                                   event.getMethod("getAsyncContext"));
+                if (FOUND.size() > 16)
+                    FOUND.clear();
+                FOUND.put(servletRequest, api);
+            }
+            return api;
+        }
+    }
+
+    private static volatile long completionJakarta, completionJavax;
+
+    /** The method id of an async request's completion node (cmr/ids.h), from the agent. */
+    private static long asyncCompletionId(boolean jakarta) {
+        long id = jakarta ? completionJakarta : completionJavax;
+        if (id == 0) {
+            id = asyncCompletionId0(jakarta);
+            if (jakarta)
+                completionJakarta = id;
+            else
+                completionJavax = id;
+        }
+        return id;
+    }
+
+    private static native long asyncCompletionId0(boolean jakarta);
+
+    /** An async request's completion: its listener's onComplete writes the node. */
+    static final class AsyncRequest extends AsyncNode implements java.lang.reflect.InvocationHandler {
+        final AsyncApi api;
+        final Object response, listener;
+        int status;
+        private boolean begun, done;
+
+        AsyncRequest(AsyncApi api, long site, Object response) {
+            super(null, -1, site, 0);
+            this.api = api;
+            this.response = response;
+            this.listener = java.lang.reflect.Proxy.newProxyInstance(api.listenerType.getClassLoader(),
+                                                                    new Class<?>[] {api.listenerType}, this);
+        }
+
+        @Override
+        public Object invoke(Object proxy, Method m, Object[] args) {
+            try {
+                switch (m.getName()) {
+                case "onComplete":
+                    completed();
+                    return null;
+                case "onStartAsync": // async again (a dispatch started it anew): listen to that too
+                    api.addListener.invoke(api.contextOfEvent.invoke(args[0]), listener);
+                    return null;
+                case "hashCode":
+                    return System.identityHashCode(proxy);
+                case "equals":
+                    return proxy == args[0];
+                case "toString":
+                    return "cmr async request listener";
+                default: // onTimeout, onError: onComplete follows
+                    return null;
+                }
+            } catch (Throwable e) {
+                return null; // never into the container
+            }
+        }
+
+        /** Service returned at t (the node's start). */
+        synchronized void begins(long t) {
+            start = t;
+            begun = true;
+        }
+
+        private void completed() {
+            synchronized (this) {
+                if (done || !begun || parent == null)
+                    return; // once; never before service returned
+                done = true;
+            }
+            end = Math.max(System.nanoTime(), start);
+            String code = responseStatus(response);
+            status = code == null ? 0 : Integer.parseInt(code);
+            asyncCallDone(this);
+        }
+
+        @Override
+        void writeInside(Ring x) {
+            if (status > 0)
+                data(x, DATA_HTTP_STATUS, Integer.toString(status));
+        }
     }
 
     /** The method and URL of a client's request (requestLine), on the node just entered. */
@@ -2085,6 +2263,10 @@ public final class Probe {
             "com.sun.net.httpserver.HttpExchange", "getHttpContext");
     private static final HeaderMethods HTTP_CONTEXT_PATH = new HeaderMethods(
             "com.sun.net.httpserver.HttpContext", "getPath");
+    private static final HeaderMethods SERVLET_ASYNC_STARTED = new HeaderMethods(
+            "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest", "isAsyncStarted");
+    private static final HeaderMethods SERVLET_ASYNC_CONTEXT = new HeaderMethods(
+            "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest", "getAsyncContext");
     private static final HeaderMethods SERVLET_STATUS = new HeaderMethods(
             "jakarta.servlet.http.HttpServletResponse|javax.servlet.http.HttpServletResponse", "getStatus");
     private static final HeaderMethods EXCHANGE_STATUS = new HeaderMethods(

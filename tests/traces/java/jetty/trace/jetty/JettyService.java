@@ -59,6 +59,7 @@ public class JettyService {
             ctx.start(() -> {
                 try {
                     long n = Stock.level("async");
+                    resp.setStatus(202); // accepted: only the completion tells
                     resp.setContentType("text/plain");
                     resp.getWriter().print("async " + n);
                 } catch (IOException e) {

@@ -7,7 +7,7 @@ import jakarta.servlet.http.HttpServletResponse;
 
 /** GET /orders/async: doGet starts async processing and returns; the container runs the
  *  rest on another of its threads (AsyncContext.start): Inventory.check, then the answer
- *  "async N" and complete(). */
+ *  (202, "async N") and complete(). */
 public class AsyncOrderServlet extends HttpServlet {
     private static final long serialVersionUID = 1L;
 
@@ -17,6 +17,7 @@ public class AsyncOrderServlet extends HttpServlet {
         ctx.start(() -> {
             try {
                 long n = Inventory.check("async");
+                resp.setStatus(202); // accepted: only the completion tells
                 resp.setContentType("text/plain");
                 resp.getWriter().print("async " + n);
             } catch (java.io.IOException e) {
