@@ -356,9 +356,17 @@ static void restore_assigned(worker_t *w)
         cmr_log(CMR_LOG_ERROR, "ingest.resume_failed", "partitions=%zu", n);
         w->fatal = 1;
     }
-    for (size_t i = 0; i < n && w->peers; i++) /* restored: queries may count on it */
-        if (!w->restore[i].metrics)
-            cmr_ingest_peers_set_owned(w->peers, w->restore[i].partition, true);
+    for (size_t i = 0; i < n; i++) {
+        cmr_reader_range_t read;
+        if (!w->restore[i].metrics) {
+            if (w->peers) /* restored: queries may count on it */
+                cmr_ingest_peers_set_owned(w->peers, w->restore[i].partition, true);
+        } else if (cmr_restore_range(w->restore[i].partition, w->restore[i].applied, parts[i].offset, &read)) {
+            /* records another owner handled: the rules' state, from the data they brought
+             * (a store that was current judges its own unjudged boundaries as usual) */
+            cmr_metrics_restored(w->metrics, w->restore[i].partition);
+        }
+    }
     w->announce_now = true;
     w->nrestore = 0;
 out:

@@ -648,6 +648,24 @@ size_t cmr_metrics_pending(const cmr_metrics_t *m)
     return n;
 }
 
+void cmr_metrics_restored(cmr_metrics_t *m, int partition)
+{
+    size_t it = 0;
+    void *val;
+    while (cmr_map_next(&m->envs, &it, NULL, NULL, &val)) {
+        met_env_t *e = val;
+        if (e->partition != partition)
+            continue;
+        int64_t t = (e->watermark_ms - m->o.lateness_ms) / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
+        if (t > e->quiet_until_ms)
+            e->quiet_until_ms = t;
+        cmr_log(CMR_LOG_INFO, "metrics.rules_restored",
+                "environment=%s partition=%d quiet_until_ms=%" PRId64
+                " action=\"the rules' state is judged again from the data up to here, without events\"",
+                e->id, partition, e->quiet_until_ms);
+    }
+}
+
 int cmr_metrics_evaluate(cmr_metrics_t *m)
 {
     int n = 0;

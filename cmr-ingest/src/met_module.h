@@ -27,6 +27,7 @@ typedef struct met_env {
     int64_t first_ms; /* the oldest interval start seen since the partition was opened */
     int64_t watermark_ms;
     int64_t judged_ms;
+    int64_t quiet_until_ms; /* boundaries up to here are judged without events (cmr_metrics_restored) */
 } met_env_t;
 
 /* A series exported on /metrics: counters since this worker started. */

@@ -195,6 +195,9 @@ static void render_health(cmr_buf_t *out, cmr_metrics_t *m)
         {"cmr_metrics_alerts_normal_total", "counter", "back-to-normal events sent", s.alerts_normal},
         {"cmr_metrics_alerts_suppressed_total", "counter", "abnormal events over metrics.rules.max_alerts (retried)",
          s.alerts_suppressed},
+        {"cmr_metrics_alerts_restored_total", "counter",
+         "state changes a newly assigned partition judged again without events (the owner before sent them)",
+         s.alerts_restored},
         {"cmr_metrics_prometheus_overflow_total", "counter",
          "points not exported here: more series than metrics.prometheus.max_series", s.prom_overflow},
     };

@@ -12,7 +12,10 @@
  *     a period": the period is the rule's `for`).
  * Only changes are events. The state (which series are abnormal, since when) lives in the
  * partition store's state column family ("r" keys), written in the same atomic batch as
- * the data, so a restarted or replaying worker continues where the last one stopped.
+ * the data, so a restarted or replaying worker continues where the last one stopped. A
+ * worker newly assigned a partition restores its data from cmr.metrics, not the state:
+ * it judges the restored boundaries again without events (cmr_metrics_restored), which
+ * gives it the state the owner before had without sending its events twice.
  * A rule removed from its environment releases its abnormal series silently (logged).
  *
  * An event carries its evidence: the value, the window, its call count, and up to three
@@ -173,6 +176,10 @@ static void send_event(judge_ctx_t *c, const cmr_met_labels_t *l, const char *na
                        double value)
 {
     cmr_metrics_t *m = c->m;
+    if (c->to_ms <= c->e->quiet_until_ms) { /* a restored partition: the owner before sent it */
+        m->stats.alerts_restored++;
+        return;
+    }
     examples_t ex = {0};
     if (state == CMR_THRESHOLD_ABNORMAL)
         cmr_met_series_read(&c->st, 1, l, CMR_MET_RES_10S, c->from_ms, c->to_ms, collect_example, &ex);

@@ -289,6 +289,41 @@ static void test_rule_abnormal_and_back(void **state)
     rig_free(&r);
 }
 
+/* A partition moved to a worker with an empty store: it restores the data from the topic,
+ * not the rules' state; judged again without events up to the restored data, the state is
+ * the old owner's: the abnormal event it sent is not sent twice, the back-to-normal event
+ * that follows comes from the new owner, once. */
+static void test_rule_state_restored(void **state)
+{
+    (void)state;
+    init_ids();
+    rig_t old, moved;
+    rig_new(&old);
+    for (int i = 0; i < 7; i++)
+        feed(&old, i);
+    assert_int_equal(old.nevents, 1);
+    assert_int_equal(old.events[0].state, CMR_THRESHOLD_ABNORMAL);
+
+    rig_new(&moved); /* another host: the same records, read back by the restore */
+    for (int i = 0; i < 7; i++)
+        feed_commit(&moved, i, false);
+    assert_int_equal(cmr_metrics_flush(moved.m), 0);
+    cmr_metrics_restored(moved.m, 0);
+    for (int i = 7; i < INTERVALS; i++)
+        feed(&moved, i);
+    assert_int_equal(moved.nevents, 1);
+    assert_int_equal(moved.events[0].state, CMR_THRESHOLD_NORMAL);
+    assert_int_equal(moved.events[0].time_ms, T0 + 110000);
+    cmr_metrics_stats_t s;
+    cmr_metrics_stats(moved.m, &s);
+    assert_int_equal(s.alerts_restored, 1);
+    assert_int_equal(s.alerts_abnormal, 0);
+    assert_int_equal(s.alerts_normal, 1);
+    cmr_metrics_restored(moved.m, 3); /* a partition without environments: nothing */
+    rig_free(&moved);
+    rig_free(&old);
+}
+
 /* Redelivered intervals change nothing; malformed batches are refused with a reason. */
 /* The applied offset of a metrics partition goes into the store with the points of the
  * group it ends (what a newly assigned worker restores from), survives a reopen, never
@@ -573,6 +608,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_abnormal_and_back),
+        cmocka_unit_test(test_rule_state_restored),
         cmocka_unit_test(test_duplicates_and_malformed),
         cmocka_unit_test(test_applied_offset),
         cmocka_unit_test(test_queries),

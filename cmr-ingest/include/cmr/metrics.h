@@ -54,6 +54,7 @@ typedef struct cmr_metrics_stats {
     uint64_t batches, duplicates, rejected, points, stalled_calls;
     uint64_t series, series_overflow, corrupt, disk_bytes;
     uint64_t evaluations, alerts_abnormal, alerts_normal, alerts_suppressed;
+    uint64_t alerts_restored; /* changes a restored partition judged again without sending (cmr_metrics_restored) */
     uint64_t prom_overflow;
     uint64_t partitions;
 } cmr_metrics_stats_t;
@@ -77,6 +78,13 @@ int cmr_metrics_close_partition(cmr_metrics_t *m, int partition);
  * durably, -1 when none (or the partition is not open). */
 void cmr_metrics_set_applied(cmr_metrics_t *m, int partition, int64_t offset);
 int64_t cmr_metrics_applied(const cmr_metrics_t *m, int partition);
+
+/* The store of `partition` was just brought up to the group's committed offset by reading
+ * cmr.metrics back (ing_restore.c): the rules' state (which series are abnormal) is not in
+ * the topic, so the boundaries its environments' data reached are judged again from the
+ * data, without events: the owner before sent them (it judged each boundary before it
+ * committed the records that made it). Later boundaries are judged as usual. */
+void cmr_metrics_restored(cmr_metrics_t *m, int partition);
 
 /* Adds one MetricBatch received on `partition`: 1 applied, 0 duplicate (this agent's
  * interval was applied before), -1 rejected as malformed (err says why; nothing changed),
