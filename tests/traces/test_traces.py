@@ -367,14 +367,20 @@ class Scenarios:
         method, URL and status, the servlet under each a synchronous remote child; the
         sendAsync's node an async child of its caller, written by the thread that completed
         it (the caller's own, after its segment, when the response came before sendAsync
-        returned)."""
+        returned). A send the server redirects (302) and the client follows is one node
+        with the final status, both requests under it as synchronous remote children (the
+        client keeps the context headers on the request it follows with)."""
         tree, v, p = self._run("http " + self.url, "http:", "trace.Client.run")
         if p:
             return p
         p = expect_shape(v, [("Client.run", False, [
             ("Client.viaUrlConnection", False, [self._servlet(False)]),
             ("Client.viaHttpClient", False, [self._servlet(False)]),
-            ("Client.viaHttpClientAsync", False, [self._servlet(True)])])])
+            ("Client.viaHttpClientAsync", False, [self._servlet(True)]),
+            ("Client.viaHttpClientRedirect", False, [
+                ("jakarta.servlet.http.HttpServlet.service", False, [("OrderServlet.doGet", False, [])]),
+                self._servlet(False)])])])
+        p += self._redirected(tree)
         for caller, call, is_async in (("Client.viaHttpClient", "send", False),
                                        ("Client.viaHttpClientAsync", "sendAsync", True)):
             method = "jdk.internal.net.http.HttpClientImpl." + call + "("
@@ -413,6 +419,25 @@ class Scenarios:
             if n["method"].startswith("trace.Client") and (n["agent_id"] != self.app_agent or n["thread"] != "main"):
                 p.append("%s on %s / %s" % (short(n["method"]), n["agent_id"], n["thread"]))
         return p + check_common(tree)
+
+    def _redirected(self, tree):
+        """Problems unless the redirected send is one node (the first request's URL, the
+        final status) with both requests' servlets as synchronous remote children."""
+        nodes = [n for r in tree["roots"] for c, _ in walk(r) if short(c["method"]) == "Client.viaHttpClientRedirect"
+                 for n in c.get("children", []) if n["method"].startswith("jdk.internal.net.http.HttpClientImpl.send(")]
+        if len(nodes) != 1:
+            return ["the redirected send: %d nodes" % len(nodes)]
+        n, p = nodes[0], []
+        a = n.get("attributes", {})
+        if (a.get("http.request.method"), a.get("url.full"), a.get("http.response.status_code")) != \
+                ("GET", self.url, "200"):
+            p.append("the redirected send's attributes %s" % a)
+        kids = n.get("children", [])
+        if len(kids) != 2 or any(not k["method"].startswith(SERVER_ENTRIES[0]) or not k.get("remote") or k["async"]
+                                 for k in kids):
+            p.append("the redirected send's children %s, want two synchronous remote servlets" % [
+                (short(k["method"]), k.get("remote"), k["async"]) for k in kids])
+        return p
 
     def local(self):
         tree, v, p = self._run("local", "local:", "trace.Client.local")

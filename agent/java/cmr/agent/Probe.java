@@ -1382,9 +1382,10 @@ public final class Probe {
             // the container completes the request only after service returned
             api.addListener.invoke(ac, a.listener);
             Context parent = fork(r, siteId);
-            if (parent.event >= 0)
-                a.parent = parent;
-            return a; // without a FORK recorded: listening, writes nothing (parent null)
+            if (parent.event < 0)
+                return null; // no FORK to hang it under: the listener writes nothing (parent null)
+            a.parent = parent;
+            return a;
         } catch (Throwable e) {
             return null; // not async, or the listener refused: the status as it is now
         }

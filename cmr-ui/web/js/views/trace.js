@@ -711,9 +711,13 @@ class RawPanel {
 
 // What a call's own attributes say, in one line, what that is, and a tooltip: a JDBC
 // call's SQL (and an update's row count), an outgoing HTTP call's method, URL and status,
-// an entry call's route and request headers (the environment's request_headers; '' when
-// it has none).
+// an entry call's route and request headers (the environment's request_headers), an async
+// servlet request's completion (the agent's own node); '' when it has none.
 function callAttributes(n) {
+  if (/^(jakarta|javax)\.servlet\.AsyncListener\.onComplete\(/.test(n.method || '')) {
+    const text = 'the async request, from service\'s return until it completed (its status is the trace\'s)';
+    return [text, 'async request', text];
+  }
   const a = n.attributes;
   if (!a) return ['', '', ''];
   if (a['db.statement']) {

@@ -14,8 +14,8 @@
  *                                             StructuredTaskScope (JDK 21+, --enable-preview)
  *   chain             -> chain: N             trace.Chain.run: CompletableFuture stages
  *   forkjoin N        -> forkjoin: N          trace.Sum.total: a RecursiveTask in a ForkJoinPool
- *   http URL          -> http: CODE CODE CODE trace.Client.run: HttpURLConnection, then HttpClient
- *                                             (send, sendAsync)
+ *   http URL          -> http: CODES      trace.Client.run: HttpURLConnection, then HttpClient
+ *                                             (send, sendAsync, a send redirected)
  *   local             -> local: CODE          trace.Client.local: HttpURLConnection into a
  *                                             JDK HttpServer of this JVM
  *   clients URL       -> clients: CODES       trace.Clients.run: GET URL with Apache HttpClient

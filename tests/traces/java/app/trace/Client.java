@@ -8,8 +8,9 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 
 /** run(url, requests): one GET with HttpURLConnection, then one with java.net.http.HttpClient's
- *  send, then one with its sendAsync (the requests built beforehand by prepare, outside the
- *  trace: the context is the one of the send).
+ *  send, then one with its sendAsync, then a send that the server redirects (302) and the
+ *  client follows (the requests built beforehand by prepare, outside the trace: the context
+ *  is the one of the send).
  *  local(): one GET with HttpURLConnection to a JDK HttpServer in this JVM (its handler:
  *  Client.handle -> Leaf.work, on a thread of the server's pool). */
 public class Client {
@@ -42,14 +43,22 @@ public class Client {
     }
 
     private static final HttpClient CLIENT = HttpClient.newHttpClient();
+    private static final HttpClient FOLLOWING =
+            HttpClient.newBuilder().followRedirects(HttpClient.Redirect.NORMAL).build();
 
     public static HttpRequest[] prepare(String url) {
         return new HttpRequest[] {HttpRequest.newBuilder(URI.create(url + "?client=httpclient")).GET().build(),
-                                  HttpRequest.newBuilder(URI.create(url + "?client=async")).GET().build()};
+                                  HttpRequest.newBuilder(URI.create(url + "?client=async")).GET().build(),
+                                  HttpRequest.newBuilder(URI.create(url + "?client=redirect&moved=1")).GET().build()};
     }
 
     public static String run(String url, HttpRequest[] requests) throws Exception {
-        return viaUrlConnection(url) + " " + viaHttpClient(requests[0]) + " " + viaHttpClientAsync(requests[1]);
+        return viaUrlConnection(url) + " " + viaHttpClient(requests[0]) + " " + viaHttpClientAsync(requests[1]) + " "
+                + viaHttpClientRedirect(requests[2]);
+    }
+
+    static int viaHttpClientRedirect(HttpRequest req) throws Exception {
+        return FOLLOWING.send(req, HttpResponse.BodyHandlers.ofString()).statusCode();
     }
 
     static int viaUrlConnection(String url) throws Exception {
