@@ -250,8 +250,10 @@ def bench(args):
 def start_fleet(work, args, db_url, procs, agent_opts):
     """The three services (with the agent when agent_opts is given), appended to procs:
     the front's URL, and the agents' ids (empty without agents)."""
+    extra = os.environ.get("CMR_BENCH_JVM_FLAGS", "").split()  # e.g. a perf map for CMR_BENCH_PERF
+
     def agent(name):
-        return ["-agentpath:%s=%s,name=fleet-%s" % (args.agent, agent_opts, name)] if agent_opts else []
+        return extra + (["-agentpath:%s=%s,name=fleet-%s" % (args.agent, agent_opts, name)] if agent_opts else [])
 
     price = Proc("price", [args.java] + agent("price") + ["-cp", args.price, "fleet.back.PriceService",
                                                           os.path.join(work, "price.port")], work)

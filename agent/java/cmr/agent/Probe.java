@@ -891,7 +891,14 @@ public final class Probe {
             // natives not bound (no agent): the defaults stay
         }
     }
-    private static final ThreadLocal<Mac> MACS = new ThreadLocal<>();
+    /** A thread's HMAC, and the key it was last initialised with (doFinal leaves it ready
+     *  for the next value under the same key: no init per header). */
+    private static final class KeyedMac {
+        Mac mac;
+        SecretKeySpec key;
+    }
+
+    private static final ThreadLocal<KeyedMac> MACS = ThreadLocal.withInitial(KeyedMac::new);
 
     /** Replaces the settings (from traceContext0; tests call it directly). */
     static void configureTraceContext(int policy, byte[] key) {
@@ -906,12 +913,15 @@ public final class Probe {
         if (key == null)
             return null;
         try {
-            Mac mac = MACS.get();
-            if (mac == null) {
-                mac = Mac.getInstance("HmacSHA256");
-                MACS.set(mac);
+            KeyedMac k = MACS.get();
+            if (k.mac == null)
+                k.mac = Mac.getInstance("HmacSHA256");
+            Mac mac = k.mac;
+            if (k.key != key) {
+                k.key = null; // until init succeeded
+                mac.init(key);
+                k.key = key;
             }
-            mac.init(key);
             ByteBuffer b = ByteBuffer.allocate(48);
             b.putLong(hi).putLong(lo).putLong(agent).putLong(segment).putLong(event).putLong(timeS);
             byte[] d = mac.doFinal(b.array());
