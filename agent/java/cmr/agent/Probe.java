@@ -2262,22 +2262,20 @@ public final class Probe {
     private static final HeaderMethods EXCHANGE_URI = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getRequestURI");
     private static final String SERVLET_REQUEST = "jakarta.servlet.http.HttpServletRequest|javax.servlet.http.HttpServletRequest";
+    private static final String SERVLET_REQUEST_BASE = "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest";
+    private static final String SERVLET_MAPPING_TYPE = "jakarta.servlet.http.HttpServletMapping|javax.servlet.http.HttpServletMapping";
     private static final HeaderMethods SERVLET_CONTEXT_PATH = new HeaderMethods(SERVLET_REQUEST, "getContextPath");
     private static final HeaderMethods SERVLET_SERVLET_PATH = new HeaderMethods(SERVLET_REQUEST, "getServletPath");
     private static final HeaderMethods SERVLET_PATH_INFO = new HeaderMethods(SERVLET_REQUEST, "getPathInfo");
     private static final HeaderMethods SERVLET_MAPPING = new HeaderMethods(SERVLET_REQUEST, "getHttpServletMapping");
-    private static final HeaderMethods MAPPING_PATTERN = new HeaderMethods(
-            "jakarta.servlet.http.HttpServletMapping|javax.servlet.http.HttpServletMapping", "getPattern");
-    private static final HeaderMethods MAPPING_MATCH = new HeaderMethods(
-            "jakarta.servlet.http.HttpServletMapping|javax.servlet.http.HttpServletMapping", "getMappingMatch");
+    private static final HeaderMethods MAPPING_PATTERN = new HeaderMethods(SERVLET_MAPPING_TYPE, "getPattern");
+    private static final HeaderMethods MAPPING_MATCH = new HeaderMethods(SERVLET_MAPPING_TYPE, "getMappingMatch");
     private static final HeaderMethods EXCHANGE_CONTEXT = new HeaderMethods(
             "com.sun.net.httpserver.HttpExchange", "getHttpContext");
     private static final HeaderMethods HTTP_CONTEXT_PATH = new HeaderMethods(
             "com.sun.net.httpserver.HttpContext", "getPath");
-    private static final HeaderMethods SERVLET_ASYNC_STARTED = new HeaderMethods(
-            "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest", "isAsyncStarted");
-    private static final HeaderMethods SERVLET_ASYNC_CONTEXT = new HeaderMethods(
-            "jakarta.servlet.ServletRequest|javax.servlet.ServletRequest", "getAsyncContext");
+    private static final HeaderMethods SERVLET_ASYNC_STARTED = new HeaderMethods(SERVLET_REQUEST_BASE, "isAsyncStarted");
+    private static final HeaderMethods SERVLET_ASYNC_CONTEXT = new HeaderMethods(SERVLET_REQUEST_BASE, "getAsyncContext");
     private static final HeaderMethods SERVLET_STATUS = new HeaderMethods(
             "jakarta.servlet.http.HttpServletResponse|javax.servlet.http.HttpServletResponse", "getStatus");
     private static final HeaderMethods EXCHANGE_STATUS = new HeaderMethods(
