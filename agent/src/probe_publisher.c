@@ -135,8 +135,8 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
 }
 
 static const char *const node_keys[CMR_RING_NODE_KEYS] = {
-    CMR_NODE_ATTR_DB_STATEMENT, CMR_NODE_ATTR_HTTP_METHOD,     CMR_NODE_ATTR_URL,       CMR_NODE_ATTR_HTTP_STATUS,
-    CMR_NODE_ATTR_DB_ROWS,      NULL /* named by its value */, CMR_NODE_ATTR_HTTP_ROUTE};
+    CMR_NODE_ATTR_DB_STATEMENT, CMR_NODE_ATTR_HTTP_METHOD,     CMR_NODE_ATTR_URL,        CMR_NODE_ATTR_HTTP_STATUS,
+    CMR_NODE_ATTR_DB_ROWS,      NULL /* named by its value */, CMR_NODE_ATTR_HTTP_ROUTE, CMR_NODE_ATTR_DB_SYSTEM};
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last);
 
 /* A complete call attribute: normalised (SQL: literals masked) and kept for the next batch. */

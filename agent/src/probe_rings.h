@@ -49,7 +49,8 @@
  *                      20 db.response.affected_rows (a JDBC update's count), 21 a
  *                      request header an entry call keeps, "name\nvalue" (the publisher
  *                      names it http.request.header.<name>), 22 http.route (the
- *                      servlet mapping or HttpServer context an entry call matched)
+ *                      servlet mapping or HttpServer context an entry call matched),
+ *                      23 db.system (the JDBC URL's subprotocol of a statement's driver)
  *   11 loss            the open segment did not record calls (written right before its
  *                      root exit): id = calls not recorded (each with everything below
  *                      it), aux = why (1 the size limit, 2 the ring was full)
@@ -90,7 +91,7 @@
 #define CMR_RING_NODE_KEY0 16
 #define CMR_RING_NODE_DB_STATEMENT 16
 #define CMR_RING_NODE_HTTP_HEADER 21 /* "name\nvalue": attribute http.request.header.<name> */
-#define CMR_RING_NODE_KEYS 7         /* keys 16..22 */
+#define CMR_RING_NODE_KEYS 8         /* keys 16..23 */
 #define CMR_RING_NODE_DATA_MAX 2048  /* as Probe.NODE_DATA_MAX */
 #define CMR_RING_NODE_PENDING 64     /* call attributes a batch carries: more send it early */
 #define CMR_RING_OPEN_CALLS 256      /* call depths a call attribute can be given to */

@@ -103,10 +103,44 @@ static const cf_probe servlet_in_probe = {"http-in",
                                           CALL("ctxEnd"),
                                           CALL("ctxEndThrow")};
 
+/* Statement.execute*(String sql, ...): the statement (`this`, for its db.system) and its
+ * SQL (parameter 0) at entry; the exits as the role's. */
+#define SQL_TEXT_ENTRY                                                                  \
+    {                                                                                   \
+        CMR_PROBE_CLASS, "sqlEnterText", "(Ljava/lang/Object;Ljava/lang/Object;J)V", 3, \
+        {                                                                               \
+            {CF_PARG_THIS, 0, 0}, {CF_PARG_ARG, 0, 0},                                  \
+            {                                                                           \
+                CF_PARG_METHOD_ID, 0, 0                                                 \
+            }                                                                           \
+        }                                                                               \
+    }
+static const cf_probe sql_text_probes[] = {
+    {"sql", SQL_TEXT_ENTRY, CALL("sqlExit"), CALL("sqlExitThrow")},
+    {"sql", SQL_TEXT_ENTRY, NUM_CALL("sqlExitRows", "I"), CALL("sqlExitThrow")},
+    {"sql", SQL_TEXT_ENTRY, NUM_CALL("sqlExitLargeRows", "J"), CALL("sqlExitThrow")},
+};
+
+/* The SQL-text probe for a JDBC role whose object is parameter 0 (the SQL); NULL otherwise. */
+static const cf_probe *sql_text_probe(const cmr_instr_pick_t *p)
+{
+    if (p->arg != 0)
+        return NULL;
+    switch (p->handoff) {
+    case CMR_HANDOFF_SQL: return &sql_text_probes[0];
+    case CMR_HANDOFF_SQL_UPDATE: return &sql_text_probes[1];
+    case CMR_HANDOFF_SQL_LARGE_UPDATE: return &sql_text_probes[2];
+    default: return NULL;
+    }
+}
+
 const cf_probe *cmr_instr_pick_probe(const cmr_instr_pick_t *p)
 {
     if (p->handoff == CMR_HANDOFF_HTTP_IN_SERVLET)
         return &servlet_in_probe;
+    const cf_probe *sql = sql_text_probe(p);
+    if (sql)
+        return sql;
     if (p->handoff == CMR_HANDOFF_NONE && p->sensor == CMR_SENSOR_ANCHOR && p->arg > 0 &&
         p->arg <= CMR_ANCHOR_MAX_ARG + 1)
         return &anchor_arg_probes[p->arg - 1];

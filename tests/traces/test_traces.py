@@ -211,6 +211,12 @@ def app_nodes(view):
         yield from app_nodes(c)
 
 
+def check_db_system(nodes, want):
+    """Problems unless every JDBC node names its database as its driver's URL does."""
+    got = [(n.get("attributes") or {}).get("db.system") for n in nodes]
+    return [] if got and all(g == want for g in got) else ["db.system of the JDBC nodes %s, want %s" % (got, want)]
+
+
 def check_rows(nodes):
     """The JDBC nodes of Db.statements: each update with its row count (the insert 1),
     no count on a query."""
@@ -472,6 +478,7 @@ class Scenarios:
         if got != want:
             p.append("JDBC nodes %s, want %s" % (got, want))
         p += check_rows(nodes)
+        p += check_db_system(nodes, "h2")
         text = json.dumps([n.get("attributes") for n, _ in walk(tree["roots"][0])])
         for secret in ("secret-customer", "42", "1000"):
             if secret in text:
@@ -590,6 +597,9 @@ class Scenarios:
         if got != want:
             p.append("JDBC nodes %s, want %s" % (got, want))
         p += check_rows(nodes[1:])
+        p += check_db_system(nodes[1:], "postgresql")
+        if nodes and "db.system" in (nodes[0].get("attributes") or {}):
+            p.append("the pool's getConnection has a db.system")
         if nodes and not nodes[0]["method"].startswith("com.zaxxer.hikari.HikariDataSource.getConnection"):
             p.append("the pool's node is %s" % nodes[0]["method"])
         text = json.dumps([n.get("attributes") for n in nodes])

@@ -654,7 +654,7 @@ public final class Probe {
     // Keys from 16 on are attributes of the call whose ENTER came right before (the
     // publisher gives them to that call), values up to NODE_DATA_MAX bytes.
     static final int NODE_DB_STATEMENT = 16, NODE_HTTP_METHOD = 17, NODE_URL = 18, NODE_HTTP_STATUS = 19,
-            NODE_DB_ROWS = 20, NODE_HTTP_HEADER = 21, NODE_HTTP_ROUTE = 22;
+            NODE_DB_ROWS = 20, NODE_HTTP_HEADER = 21, NODE_HTTP_ROUTE = 22, NODE_DB_SYSTEM = 23;
     static final int NODE_DATA_MAX = 2048; // as probe_rings.h
 
     static void data(Ring r, int key, String value) {
@@ -709,9 +709,15 @@ public final class Probe {
     /** The SQL of prepared statements, by identity, held weakly (bounded as Handoffs). */
     private static final Handoffs SQL_TEXTS = new Handoffs();
 
-    /** Entry of Statement.execute*(String sql, ...) (o is the SQL) or of a
-     *  PreparedStatement's execute*() (o is the statement). Pair with sqlExit. */
+    /** Entry of a PreparedStatement's execute*() (o is the statement) or of a DataSource's
+     *  getConnection (o is the data source). Pair with sqlExit. */
     public static void sqlEnter(Object o, long siteId) {
+        sqlEnterText(o, null, siteId);
+    }
+
+    /** Entry of Statement.execute*(String sql, ...): the statement and its SQL. Pair with
+     *  sqlExit. */
+    public static void sqlEnterText(Object statement, Object sql, long siteId) {
         Ring r = RINGS.get();
         boolean opens = r != null && r.depth > 0 && r.sqlDepth == 0 && r.buf != null;
         if (r == null)
@@ -719,13 +725,88 @@ public final class Probe {
         r.sqlStack = (r.sqlStack << 1) | (opens ? 1 : 0);
         if (!opens)
             return;
-        r.sqlDepth++;
+        r.sqlDepth++; // from here JDBC calls record nothing (dbSystem's own included)
         enter(siteId);
-        if (r.skipFrom != 0)
+        if (r.skipFrom != 0 || statement == null)
             return;
-        String sql = o instanceof String ? (String) o : o == null ? null : SQL_TEXTS.peek(o);
-        data(r, NODE_DB_STATEMENT, sql, NODE_DATA_MAX);
+        String text = sql instanceof String ? (String) sql : SQL_TEXTS.peek(statement);
+        data(r, NODE_DB_STATEMENT, text, NODE_DATA_MAX);
+        data(r, NODE_DB_SYSTEM, dbSystem(statement), NODE_DATA_MAX);
     }
+
+    /** The database product a statement's driver names in its JDBC URL (jdbc:<name>:...,
+     *  OpenTelemetry's db.system: h2, postgresql, ...), through a pool's proxy
+     *  (Wrapper.unwrap), read once per driver's statement class; null for anything not a
+     *  statement (a data source), or when the driver does not say. */
+    static String dbSystem(Object statement) {
+        try {
+            Class<?> k = statement.getClass();
+            String s = knownDbSystem(k);
+            if (s != UNKNOWN)
+                return s; // a driver's statement class seen before
+            Method connection = STATEMENT_CONNECTION.of(k);
+            if (connection == null)
+                return null; // a data source
+            Object driver = statement;
+            Method unwrap = WRAPPER_UNWRAP.of(k);
+            Object inner = unwrap == null ? null : unwrap.invoke(statement, connection.getDeclaringClass());
+            if (inner != null && inner != statement) { // a pool's proxy (never kept: it may wrap any driver)
+                driver = inner;
+                k = inner.getClass();
+                if ((s = knownDbSystem(k)) != UNKNOWN)
+                    return s;
+            }
+            Object c = STATEMENT_CONNECTION.of(k).invoke(driver);
+            Method meta = c == null ? null : CONNECTION_META.of(c.getClass());
+            Object md = meta == null ? null : meta.invoke(c);
+            Method url = md == null ? null : META_URL.of(md.getClass());
+            s = url == null ? null : jdbcSubprotocol((String) url.invoke(md));
+            DB_SYSTEMS.get(k)[0] = s == null ? "" : s;
+            return s;
+        } catch (Throwable e) {
+            return null; // the driver would not say: no db.system
+        }
+    }
+
+    private static final String UNKNOWN = new String("?"); // compared by identity
+
+    /** What is known of a driver's statement class: its db.system, null when it says
+     *  nothing, UNKNOWN before it was asked. */
+    private static String knownDbSystem(Class<?> k) {
+        String s = DB_SYSTEMS.get(k)[0];
+        return s == null ? UNKNOWN : s.isEmpty() ? null : s;
+    }
+
+    /** Per statement class, once asked: its db.system, "" for none (a ClassValue: no lock,
+     *  and nothing that keeps a web application's classes from being unloaded). */
+    private static final ClassValue<String[]> DB_SYSTEMS = new ClassValue<String[]>() {
+        @Override
+        protected String[] computeValue(Class<?> k) {
+            return new String[1];
+        }
+    };
+
+    /** "postgresql" of "jdbc:postgresql://host/db", "h2" of "jdbc:h2:mem:x"; null when the
+     *  URL is none (or the name is not [a-z0-9]+ after lower-casing). */
+    static String jdbcSubprotocol(String url) {
+        if (url == null || !url.regionMatches(true, 0, "jdbc:", 0, 5))
+            return null;
+        int end = url.indexOf(':', 5);
+        String name = (end < 0 ? url.substring(5) : url.substring(5, end)).toLowerCase(java.util.Locale.ROOT);
+        if (name.isEmpty() || name.length() > 32)
+            return null;
+        for (int i = 0; i < name.length(); i++) {
+            char ch = name.charAt(i);
+            if (!(ch >= 'a' && ch <= 'z') && !(ch >= '0' && ch <= '9'))
+                return null;
+        }
+        return name;
+    }
+
+    private static final HeaderMethods STATEMENT_CONNECTION = new HeaderMethods("java.sql.Statement", "getConnection");
+    private static final HeaderMethods CONNECTION_META = new HeaderMethods("java.sql.Connection", "getMetaData");
+    private static final HeaderMethods META_URL = new HeaderMethods("java.sql.DatabaseMetaData", "getURL");
+    private static final HeaderMethods WRAPPER_UNWRAP = new HeaderMethods("java.sql.Wrapper", "unwrap", Class.class);
 
     public static void sqlExit(long siteId) {
         sqlDone(siteId, EXIT);

@@ -721,7 +721,7 @@ function callAttributes(n) {
   const a = n.attributes;
   if (!a) return ['', '', ''];
   if (a['db.statement']) {
-    const what = 'SQL (literals masked)';
+    const what = a['db.system'] ? `SQL on ${a['db.system']} (literals masked)` : 'SQL (literals masked)';
     const rows = a['db.response.affected_rows'];
     const text =
         rows !== undefined ? `${a['db.statement']} → ${rows} row${rows === '1' ? '' : 's'}` : a['db.statement'];

@@ -61,6 +61,15 @@ public final class ProbeSqlTest {
         Object prepared = new Object(), proxy = new Object(), unknown = new Object();
         String sql = "select a, b from orders where customer = ? and note = 'ünïcode, longer than sixteen bytes'";
 
+        // db.system: the JDBC URL's subprotocol; an object that is no statement has none
+        check("postgresql".equals(Probe.jdbcSubprotocol("jdbc:postgresql://127.0.0.1:5432/db")), "postgresql");
+        check("h2".equals(Probe.jdbcSubprotocol("JDBC:H2:mem:test")), "h2, any case");
+        check("sqlserver".equals(Probe.jdbcSubprotocol("jdbc:sqlserver://h;databaseName=x")), "sqlserver");
+        check(Probe.jdbcSubprotocol("jdbc:") == null && Probe.jdbcSubprotocol("postgresql://h") == null
+                      && Probe.jdbcSubprotocol(null) == null && Probe.jdbcSubprotocol("jdbc:a b:x") == null,
+              "no subprotocol");
+        check(Probe.dbSystem(new Object()) == null && Probe.dbSystem("select 1") == null, "no statement");
+
         // prepared outside any trace (a statement cache filled at start-up): bound, nothing recorded
         long at = ring.getLong(Probe.WRITE);
         Probe.sqlPrepare(sql, PREP);
@@ -71,7 +80,7 @@ public final class ProbeSqlTest {
         check(kinds(ring, at).isEmpty(), "no record for a prepare: " + kinds(ring, at));
 
         // outside a trace: a JDBC call records nothing
-        Probe.sqlEnter("delete from t", EXEC);
+        Probe.sqlEnterText(new Object(), "delete from t", EXEC);
         Probe.sqlExit(EXEC);
         check(kinds(ring, at).isEmpty(), "no record outside a trace: " + kinds(ring, at));
 
@@ -91,7 +100,7 @@ public final class ProbeSqlTest {
 
         // SQL given as the argument (Statement.execute(String)); an exception exit
         at = ring.getLong(Probe.WRITE);
-        Probe.sqlEnter("update t set a = 1", EXEC);
+        Probe.sqlEnterText(new Object(), "update t set a = 1", EXEC);
         Probe.sqlExitThrow(EXEC);
         k = kinds(ring, at);
         check(k.equals(List.of(Probe.ENTER, Probe.DATA, Probe.DATA, Probe.EXIT_THROW)), "update (2 chunks): " + k);
@@ -108,7 +117,7 @@ public final class ProbeSqlTest {
         while (big.length() < 3 * Probe.NODE_DATA_MAX)
             big.append("column_name, ");
         at = ring.getLong(Probe.WRITE);
-        Probe.sqlEnter(big.toString(), EXEC);
+        Probe.sqlEnterText(new Object(), big.toString(), EXEC);
         Probe.sqlExit(EXEC);
         String cut = data(ring, at, Probe.NODE_DB_STATEMENT);
         check(cut != null && cut.length() == Probe.NODE_DATA_MAX && big.toString().startsWith(cut), "cut SQL");
