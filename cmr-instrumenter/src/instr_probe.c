@@ -63,7 +63,7 @@ static const cf_probe probes[4] = {
         [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                             \
         [CMR_HANDOFF_HTTP_CALL] = {"http-call", OBJ_CALL("httpCall", kind, i), RET_CALL("httpCallExit"),           \
                                    CALL("httpCallExitThrow")},                                                     \
-        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCall", kind, i), CALL("httpCallEnd"),           \
+        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCallVoid", kind, i), CALL("httpCallEnd"),       \
                                         CALL("httpCallExitThrow")},                                                \
         [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},       \
         [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},                   \
@@ -77,6 +77,7 @@ static const cf_probe probes[4] = {
                                           CALL("sqlExitThrow")},                                                   \
         [CMR_HANDOFF_SQL_BATCH] = {"sql", OBJ_CALL("sqlEnter", kind, i), RET_CALL("sqlExitBatch"),                 \
                                    CALL("sqlExitThrow")},                                                          \
+        [CMR_HANDOFF_HTTP_CALL_RESPONSE] = {"http-call-response", {0}, RET_CALL("httpCallResponse"), {0}},         \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0),

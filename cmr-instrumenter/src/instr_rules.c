@@ -238,6 +238,9 @@ static const struct {
     {"org/apache/hc/client5/http/impl/classic/MinimalHttpClient", "doExecute", NULL, CMR_HANDOFF_HTTP_CALL, 1},
     {"okhttp3/RealCall", "execute", "()Lokhttp3/Response;", CMR_HANDOFF_HTTP_CALL, CMR_HANDOFF_ARG_THIS},
     {"okhttp3/RealCall$AsyncCall", "execute", "()V", CMR_HANDOFF_HTTP_CALL_VOID, CMR_HANDOFF_ARG_THIS},
+    /* ... whose status comes from the exchange inside it (sync execute's too: ignored there) */
+    {"okhttp3/RealCall", "getResponseWithInterceptorChain", "()Lokhttp3/Response;", CMR_HANDOFF_HTTP_CALL_RESPONSE,
+     CMR_HANDOFF_ARG_THIS},
     {"okhttp3/Request$Builder", "build", "()Lokhttp3/Request;", CMR_HANDOFF_HTTP_OUT_IN_CALL, CMR_HANDOFF_ARG_THIS},
     /* HTTP in: a servlet's service continues the caller's trace */
     {"jakarta/servlet/http/HttpServlet", "service",

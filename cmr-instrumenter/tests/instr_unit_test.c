@@ -529,8 +529,8 @@ static void test_jdbc_rules(void **state)
 
 /* Every hand-off role has a probe whatever its object's source, and the probes are valid
  * descriptions; the HTTP client libraries' calls get theirs (Apache HttpClient 4 and 5:
- * the request is parameter 1 of doExecute; OkHttp: the call itself, and the builder of the
- * request it sends). */
+ * the request is parameter 1 of doExecute; OkHttp: the call itself, the builder of the
+ * request it sends, and the exchange whose response gives an async call its status). */
 static void test_handoff_probes_and_clients(void **state)
 {
     (void)state;
@@ -542,8 +542,10 @@ static void test_handoff_probes_and_clients(void **state)
             cf_error e;
             if (!probe || cf_probe_check(probe, &e) != CF_OK)
                 fail_msg("role %d from %u: no valid probe", role, from[k]);
-            if (!probe->enter.owner)
+            if (!probe->enter.owner && role != CMR_HANDOFF_HTTP_CALL_RESPONSE) /* exit only, by design */
                 fail_msg("role %d from %u: no entry probe", role, from[k]);
+            if (role == CMR_HANDOFF_HTTP_CALL_RESPONSE && (probe->enter.owner || !probe->normal_exit.owner))
+                fail_msg("the response role is its normal exit alone");
         }
     universe_t u = {0};
     cmr_instr_meta_t *a4 = add_type(&u, "org/apache/http/impl/client/InternalHttpClient",
@@ -556,6 +558,7 @@ static void test_handoff_probes_and_clients(void **state)
     cmr_instr_meta_t *ok = add_type(&u, "okhttp3/RealCall", "java/lang/Object", NULL, NULL);
     add_method(ok, "execute", "()Lokhttp3/Response;", 0x0001, NULL);
     add_method(ok, "enqueue", "(Lokhttp3/Callback;)V", 0x0001, NULL);
+    add_method(ok, "getResponseWithInterceptorChain", "()Lokhttp3/Response;", 0x0000, NULL);
     cmr_sensor_assignment_t seq[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
     cmr_environment_t env = env_of(seq, 1);
     cmr_instr_decision_t d;
@@ -566,9 +569,10 @@ static void test_handoff_probes_and_clients(void **state)
     assert_int_equal(arg, 1);
     cmr_instr_decision_free(&d);
     assert_int_equal(cmr_instr_decide(&env, ok, lookup, &u, &d), 0);
-    assert_int_equal(d.n_picks, 1);
+    assert_int_equal(d.n_picks, 2);
     assert_int_equal(role_of(ok, &d, "execute", NULL, &arg), CMR_HANDOFF_HTTP_CALL);
     assert_int_equal(arg, CMR_HANDOFF_ARG_THIS);
+    assert_int_equal(role_of(ok, &d, "getResponseWithInterceptorChain", NULL, &arg), CMR_HANDOFF_HTTP_CALL_RESPONSE);
     cmr_instr_decision_free(&d);
     universe_free(&u);
 }

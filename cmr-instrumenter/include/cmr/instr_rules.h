@@ -42,42 +42,46 @@ typedef const cmr_instr_meta_t *(cmr_instr_lookup_fn)(const char *type, void *ud
  * contract") whenever the environment records invocation sequences. */
 typedef enum cmr_instr_handoff {
     CMR_HANDOFF_NONE = 0,
-    CMR_HANDOFF_CAPTURE,          /* entry: ctxCapture(task): the task is handed over here */
-    CMR_HANDOFF_BEGIN,            /* entry: ctxBegin(task): the task starts running here */
-    CMR_HANDOFF_END,              /* entry: ctxEnd: the task is done */
-    CMR_HANDOFF_SPAN,             /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
-    CMR_HANDOFF_HTTP_OUT,         /* entry: httpOut(request): an outgoing request gets the headers */
-    CMR_HANDOFF_HTTP_IN,          /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
-    CMR_HANDOFF_SQL,              /* sqlEnter(sql or statement) at entry, sqlExit / sqlExitThrow at
+    CMR_HANDOFF_CAPTURE,            /* entry: ctxCapture(task): the task is handed over here */
+    CMR_HANDOFF_BEGIN,              /* entry: ctxBegin(task): the task starts running here */
+    CMR_HANDOFF_END,                /* entry: ctxEnd: the task is done */
+    CMR_HANDOFF_SPAN,               /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_HTTP_OUT,           /* entry: httpOut(request): an outgoing request gets the headers */
+    CMR_HANDOFF_HTTP_IN,            /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
+    CMR_HANDOFF_SQL,                /* sqlEnter(sql or statement) at entry, sqlExit / sqlExitThrow at
                            * the exits: a JDBC call, a node with its SQL (db.statement) */
-    CMR_HANDOFF_SQL_PREPARE,      /* sqlPrepare(sql) at entry, sqlPrepared at the exits:
+    CMR_HANDOFF_SQL_PREPARE,        /* sqlPrepare(sql) at entry, sqlPrepared at the exits:
                               * Connection.prepareStatement / prepareCall */
-    CMR_HANDOFF_SQL_BIND,         /* entry: sqlBind(statement): a PreparedStatement made inside
+    CMR_HANDOFF_SQL_BIND,           /* entry: sqlBind(statement): a PreparedStatement made inside
                               * a prepare keeps its SQL */
-    CMR_HANDOFF_HTTP_CALL,        /* httpCall(request) at entry, httpCallExit(the returned
+    CMR_HANDOFF_HTTP_CALL,          /* httpCall(request) at entry, httpCallExit(the returned
                               * response) / httpCallExitThrow: an HTTP client's call, a node
                               * with method, URL and status, carrying the context */
-    CMR_HANDOFF_HTTP_CALL_VOID,   /* the same for a call that returns no response: httpCallEnd */
-    CMR_HANDOFF_HTTP_OUT_IN_CALL, /* entry: httpOutInCall(builder): the request built inside
+    CMR_HANDOFF_HTTP_CALL_VOID,     /* the same for a call that returns no response: httpCallEnd */
+    CMR_HANDOFF_HTTP_OUT_IN_CALL,   /* entry: httpOutInCall(builder): the request built inside
                                    * a client's call carries the context */
-    CMR_HANDOFF_HTTP_IN_SERVLET,  /* httpInServlet(request, response) at entry (parameters 0
+    CMR_HANDOFF_HTTP_IN_SERVLET,    /* httpInServlet(request, response) at entry (parameters 0
                                    * and 1), ctxEnd / ctxEndThrow: a servlet's service, its
                                    * response's status at the end */
-    CMR_HANDOFF_QUIET,            /* quietBegin at entry, quietEnd at the exits: what the
+    CMR_HANDOFF_QUIET,              /* quietBegin at entry, quietEnd at the exits: what the
                                    * method hands to another thread carries no context (a
                                    * virtual thread's scheduling) */
-    CMR_HANDOFF_HTTP_SEND,        /* request = httpSend(request) at entry (the probe's copy with
+    CMR_HANDOFF_HTTP_SEND,          /* request = httpSend(request) at entry (the probe's copy with
                                    * the context headers replaces the parameter), httpSendExit
                                    * (the response) / httpSendExitThrow: the JDK HttpClient's
                                    * send, a node with method, URL and status */
-    CMR_HANDOFF_HTTP_SEND_ASYNC,  /* request = httpSendAsync(request) at entry, httpSendAsyncExit
+    CMR_HANDOFF_HTTP_SEND_ASYNC,    /* request = httpSendAsync(request) at entry, httpSendAsyncExit
                                    * (the future) / httpSendAsyncExitThrow: its sendAsync, a node
                                    * from the send to the response, written when it completes */
-    CMR_HANDOFF_SQL_UPDATE,       /* as CMR_HANDOFF_SQL, its exit sqlExitRows(the returned int):
+    CMR_HANDOFF_SQL_UPDATE,         /* as CMR_HANDOFF_SQL, its exit sqlExitRows(the returned int):
                                    * executeUpdate, the node gets the row count */
-    CMR_HANDOFF_SQL_LARGE_UPDATE, /* the same for executeLargeUpdate's long: sqlExitLargeRows */
-    CMR_HANDOFF_SQL_BATCH,        /* the same for executeBatch / executeLargeBatch's counts:
+    CMR_HANDOFF_SQL_LARGE_UPDATE,   /* the same for executeLargeUpdate's long: sqlExitLargeRows */
+    CMR_HANDOFF_SQL_BATCH,          /* the same for executeBatch / executeLargeBatch's counts:
                                    * sqlExitBatch (their sum) */
+    CMR_HANDOFF_HTTP_CALL_RESPONSE, /* exit only: httpCallResponse(the returned response): a
+                                     * call node opened without one (HTTP_CALL_VOID: OkHttp's
+                                     * AsyncCall.execute) gets its status from the method
+                                     * inside it that returns the response */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

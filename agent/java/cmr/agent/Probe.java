@@ -103,6 +103,7 @@ public final class Probe {
         int sqlDepth;    // JDBC nodes open (a pool's proxy calls the driver: one node)
         long httpStack;  // one bit per open httpCall: did it open an HTTP client node?
         int httpCalls;   // HTTP client nodes open
+        int httpVoidCall; // that count when the innermost is a call without a response (0: none)
         AsyncSend asyncSend; // the JDK HttpClient's sendAsync being called (httpSendAsync)
         AsyncNode asyncDone; // async nodes completed on this thread inside a segment, newest
         int asyncDoneCount;  // first (written when the segment ends), and how many
@@ -1117,6 +1118,33 @@ public final class Probe {
         propagate(r, request, siteId);
     }
 
+    /** Entry of a client's call that returns no response (OkHttp's AsyncCall.execute): as
+     *  httpCall; the response's status comes from httpCallResponse inside it. Pair with
+     *  httpCallEnd / httpCallExitThrow. */
+    public static void httpCallVoid(Object request, long siteId) {
+        httpCall(request, siteId);
+        Ring r = RINGS.get();
+        if (r != null && (r.httpStack & 1) != 0)
+            r.httpVoidCall = r.httpCalls;
+    }
+
+    /** Exit of the method inside a call opened by httpCallVoid that returns its response
+     *  (OkHttp's RealCall.getResponseWithInterceptorChain): the status on that call's node,
+     *  once; inside any other call (a sync execute gives its own), nothing. */
+    public static void httpCallResponse(Object response, long siteId) {
+        Ring r = RINGS.get();
+        if (r == null || r.httpCalls == 0 || r.httpVoidCall != r.httpCalls)
+            return;
+        r.httpVoidCall = 0;
+        try {
+            int code = statusOf(response);
+            if (code > 0)
+                data(r, NODE_HTTP_STATUS, Integer.toString(code), NODE_DATA_MAX);
+        } catch (Throwable e) {
+            // unreadable response: no status
+        }
+    }
+
     public static void httpCallExit(Object response, long siteId) {
         Ring r = httpCallDone();
         if (r == null)
@@ -1147,8 +1175,11 @@ public final class Probe {
     /** The ring, if the call being left opened a node. */
     private static Ring httpCallDone() {
         Ring r = popHttpStack();
-        if (r != null)
+        if (r != null) {
+            if (r.httpVoidCall == r.httpCalls)
+                r.httpVoidCall = 0;
             r.httpCalls--;
+        }
         return r;
     }
 
