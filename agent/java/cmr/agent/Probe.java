@@ -18,6 +18,10 @@
  *
  * Re-entry: a probe that runs while this thread is inside a probe records nothing (the
  * first call of a thread registers its ring through JNI, which may load classes).
+ *
+ * No lambdas or method references in the static initialisers: whichever instrumented
+ * class calls a probe first initialises this class, possibly during the JVM's start-up or
+ * inside java.lang.invoke itself, where bootstrapping a call site may fail.
  */
 package cmr.agent;
 
@@ -980,7 +984,7 @@ public final class Probe {
         SecretKeySpec key;
     }
 
-    private static final ThreadLocal<KeyedMac> MACS = ThreadLocal.withInitial(KeyedMac::new);
+    private static final ThreadLocal<KeyedMac> MACS = new ThreadLocal<>(); // (no lambda: see the class comment)
 
     /** Replaces the settings (from traceContext0; tests call it directly). */
     static void configureTraceContext(int policy, byte[] key) {
@@ -996,6 +1000,8 @@ public final class Probe {
             return null;
         try {
             KeyedMac k = MACS.get();
+            if (k == null)
+                MACS.set(k = new KeyedMac());
             if (k.mac == null)
                 k.mac = Mac.getInstance("HmacSHA256");
             Mac mac = k.mac;
