@@ -648,6 +648,12 @@ size_t cmr_metrics_pending(const cmr_metrics_t *m)
     return n;
 }
 
+/* The last boundary e's rules can be judged at now: its data time less the lateness. */
+static int64_t judgeable_until(const cmr_metrics_t *m, const met_env_t *e)
+{
+    return (e->watermark_ms - m->o.lateness_ms) / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
+}
+
 void cmr_metrics_restored(cmr_metrics_t *m, int partition)
 {
     size_t it = 0;
@@ -656,7 +662,7 @@ void cmr_metrics_restored(cmr_metrics_t *m, int partition)
         met_env_t *e = val;
         if (e->partition != partition)
             continue;
-        int64_t t = (e->watermark_ms - m->o.lateness_ms) / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
+        int64_t t = judgeable_until(m, e);
         if (t > e->quiet_until_ms)
             e->quiet_until_ms = t;
         cmr_log(CMR_LOG_INFO, "metrics.rules_restored",
@@ -673,7 +679,7 @@ int cmr_metrics_evaluate(cmr_metrics_t *m)
     void *val;
     while (cmr_map_next(&m->envs, &it, NULL, NULL, &val)) {
         met_env_t *e = val;
-        int64_t t = (e->watermark_ms - m->o.lateness_ms) / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;
+        int64_t t = judgeable_until(m, e);
         if (!e->judged_ms) /* from the oldest data seen: what a previous owner judged is judged again,
                             * with its state, so nothing is sent twice */
             e->judged_ms = e->first_ms / MET_EVAL_STEP_MS * MET_EVAL_STEP_MS;

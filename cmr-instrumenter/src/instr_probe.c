@@ -49,40 +49,51 @@ static const cf_probe probes[4] = {
 /* A normal exit that gets the returned int ("I") or long ("J"): a JDBC update's count. */
 #define NUM_CALL(n, t) PAIR_CALL(n, "(" t "J)V", CF_PARG_RETURN, 0)
 
-#define HANDOFF_SET(kind, i)                                                                                       \
-    {                                                                                                              \
-        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                        \
-        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                              \
-        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                                 \
-        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
-        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                             \
-        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},     \
-        [CMR_HANDOFF_SQL] = {"sql", OBJ_CALL("sqlEnter", kind, i), CALL("sqlExit"), CALL("sqlExitThrow")},         \
-        [CMR_HANDOFF_SQL_PREPARE] = {"sql-prepare", OBJ_CALL("sqlPrepare", kind, i), CALL("sqlPrepared"),          \
-                                     CALL("sqlPrepared")},                                                         \
-        [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                             \
-        [CMR_HANDOFF_HTTP_CALL] = {"http-call", OBJ_CALL("httpCall", kind, i), RET_CALL("httpCallExit"),           \
-                                   CALL("httpCallExitThrow")},                                                     \
-        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCallVoid", kind, i), CALL("httpCallEnd"),       \
-                                        CALL("httpCallExitThrow")},                                                \
-        [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},       \
-        [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},                   \
-        [CMR_HANDOFF_HTTP_SEND] = {"http-send", SWAP_CALL("httpSend", i), RET_CALL("httpSendExit"),                \
-                                   CALL("httpSendExitThrow")},                                                     \
-        [CMR_HANDOFF_HTTP_SEND_ASYNC] = {"http-send-async", SWAP_CALL("httpSendAsync", i),                         \
-                                         RET_CALL("httpSendAsyncExit"), CALL("httpSendAsyncExitThrow")},           \
-        [CMR_HANDOFF_SQL_UPDATE] = {"sql", OBJ_CALL("sqlEnter", kind, i), NUM_CALL("sqlExitRows", "I"),            \
-                                    CALL("sqlExitThrow")},                                                         \
-        [CMR_HANDOFF_SQL_LARGE_UPDATE] = {"sql", OBJ_CALL("sqlEnter", kind, i), NUM_CALL("sqlExitLargeRows", "J"), \
-                                          CALL("sqlExitThrow")},                                                   \
-        [CMR_HANDOFF_SQL_BATCH] = {"sql", OBJ_CALL("sqlEnter", kind, i), RET_CALL("sqlExitBatch"),                 \
-                                   CALL("sqlExitThrow")},                                                          \
-        [CMR_HANDOFF_HTTP_CALL_RESPONSE] = {"http-call-response", {0}, RET_CALL("httpCallResponse"), {0}},         \
+/* Statement.execute*(String sql, ...): the statement (`this`, for its db.system) and its
+ * SQL (parameter 0). The JDBC roles' entry when their object is parameter 0. */
+#define SQL_TEXT_ENTRY                                                                  \
+    {                                                                                   \
+        CMR_PROBE_CLASS, "sqlEnterText", "(Ljava/lang/Object;Ljava/lang/Object;J)V", 3, \
+        {                                                                               \
+            {CF_PARG_THIS, 0, 0}, {CF_PARG_ARG, 0, 0},                                  \
+            {                                                                           \
+                CF_PARG_METHOD_ID, 0, 0                                                 \
+            }                                                                           \
+        }                                                                               \
+    }
+
+/* The roles' probes for an object from (kind, i); sql: the JDBC roles' entry from there. */
+#define HANDOFF_SET(kind, i, sql)                                                                               \
+    {                                                                                                           \
+        [CMR_HANDOFF_CAPTURE] = {"ctx-capture", OBJ_CALL("ctxCapture", kind, i), {0}, {0}},                     \
+        [CMR_HANDOFF_BEGIN] = {"ctx-begin", OBJ_CALL("ctxBegin", kind, i), {0}, {0}},                           \
+        [CMR_HANDOFF_END] = {"ctx-end", CALL("ctxEnd"), {0}, {0}},                                              \
+        [CMR_HANDOFF_SPAN] = {"ctx-span", OBJ_CALL("ctxBegin", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},  \
+        [CMR_HANDOFF_HTTP_OUT] = {"http-out", OBJ_CALL("httpOut", kind, i), {0}, {0}},                          \
+        [CMR_HANDOFF_HTTP_IN] = {"http-in", OBJ_CALL("httpIn", kind, i), CALL("ctxEnd"), CALL("ctxEndThrow")},  \
+        [CMR_HANDOFF_SQL] = {"sql", sql, CALL("sqlExit"), CALL("sqlExitThrow")},                                \
+        [CMR_HANDOFF_SQL_PREPARE] = {"sql-prepare", OBJ_CALL("sqlPrepare", kind, i), CALL("sqlPrepared"),       \
+                                     CALL("sqlPrepared")},                                                      \
+        [CMR_HANDOFF_SQL_BIND] = {"sql-bind", OBJ_CALL("sqlBind", kind, i), {0}, {0}},                          \
+        [CMR_HANDOFF_HTTP_CALL] = {"http-call", OBJ_CALL("httpCall", kind, i), RET_CALL("httpCallExit"),        \
+                                   CALL("httpCallExitThrow")},                                                  \
+        [CMR_HANDOFF_HTTP_CALL_VOID] = {"http-call", OBJ_CALL("httpCallVoid", kind, i), CALL("httpCallEnd"),    \
+                                        CALL("httpCallExitThrow")},                                             \
+        [CMR_HANDOFF_HTTP_OUT_IN_CALL] = {"http-out-in-call", OBJ_CALL("httpOutInCall", kind, i), {0}, {0}},    \
+        [CMR_HANDOFF_QUIET] = {"quiet", CALL("quietBegin"), CALL("quietEnd"), CALL("quietEnd")},                \
+        [CMR_HANDOFF_HTTP_SEND] = {"http-send", SWAP_CALL("httpSend", i), RET_CALL("httpSendExit"),             \
+                                   CALL("httpSendExitThrow")},                                                  \
+        [CMR_HANDOFF_HTTP_SEND_ASYNC] = {"http-send-async", SWAP_CALL("httpSendAsync", i),                      \
+                                         RET_CALL("httpSendAsyncExit"), CALL("httpSendAsyncExitThrow")},        \
+        [CMR_HANDOFF_SQL_UPDATE] = {"sql", sql, NUM_CALL("sqlExitRows", "I"), CALL("sqlExitThrow")},            \
+        [CMR_HANDOFF_SQL_LARGE_UPDATE] = {"sql", sql, NUM_CALL("sqlExitLargeRows", "J"), CALL("sqlExitThrow")}, \
+        [CMR_HANDOFF_SQL_BATCH] = {"sql", sql, RET_CALL("sqlExitBatch"), CALL("sqlExitThrow")},                 \
+        [CMR_HANDOFF_HTTP_CALL_RESPONSE] = {"http-call-response", {0}, RET_CALL("httpCallResponse"), {0}},      \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
-    HANDOFF_SET(CF_PARG_ARG, 0),
-    HANDOFF_SET(CF_PARG_ARG, 1),
-    HANDOFF_SET(CF_PARG_THIS, 0),
+    HANDOFF_SET(CF_PARG_ARG, 0, SQL_TEXT_ENTRY),
+    HANDOFF_SET(CF_PARG_ARG, 1, OBJ_CALL("sqlEnter", CF_PARG_ARG, 1)),
+    HANDOFF_SET(CF_PARG_THIS, 0, OBJ_CALL("sqlEnter", CF_PARG_THIS, 0)),
 };
 
 /* A diagnosis' anchor whose conditions look at an argument (arg:N): the entry probe gets
@@ -104,44 +115,10 @@ static const cf_probe servlet_in_probe = {"http-in",
                                           CALL("ctxEnd"),
                                           CALL("ctxEndThrow")};
 
-/* Statement.execute*(String sql, ...): the statement (`this`, for its db.system) and its
- * SQL (parameter 0) at entry; the exits as the role's. */
-#define SQL_TEXT_ENTRY                                                                  \
-    {                                                                                   \
-        CMR_PROBE_CLASS, "sqlEnterText", "(Ljava/lang/Object;Ljava/lang/Object;J)V", 3, \
-        {                                                                               \
-            {CF_PARG_THIS, 0, 0}, {CF_PARG_ARG, 0, 0},                                  \
-            {                                                                           \
-                CF_PARG_METHOD_ID, 0, 0                                                 \
-            }                                                                           \
-        }                                                                               \
-    }
-static const cf_probe sql_text_probes[] = {
-    {"sql", SQL_TEXT_ENTRY, CALL("sqlExit"), CALL("sqlExitThrow")},
-    {"sql", SQL_TEXT_ENTRY, NUM_CALL("sqlExitRows", "I"), CALL("sqlExitThrow")},
-    {"sql", SQL_TEXT_ENTRY, NUM_CALL("sqlExitLargeRows", "J"), CALL("sqlExitThrow")},
-};
-
-/* The SQL-text probe for a JDBC role whose object is parameter 0 (the SQL); NULL otherwise. */
-static const cf_probe *sql_text_probe(const cmr_instr_pick_t *p)
-{
-    if (p->arg != 0)
-        return NULL;
-    switch (p->handoff) {
-    case CMR_HANDOFF_SQL: return &sql_text_probes[0];
-    case CMR_HANDOFF_SQL_UPDATE: return &sql_text_probes[1];
-    case CMR_HANDOFF_SQL_LARGE_UPDATE: return &sql_text_probes[2];
-    default: return NULL;
-    }
-}
-
 const cf_probe *cmr_instr_pick_probe(const cmr_instr_pick_t *p)
 {
     if (p->handoff == CMR_HANDOFF_HTTP_IN_SERVLET)
         return &servlet_in_probe;
-    const cf_probe *sql = sql_text_probe(p);
-    if (sql)
-        return sql;
     if (p->handoff == CMR_HANDOFF_NONE && p->sensor == CMR_SENSOR_ANCHOR && p->arg > 0 &&
         p->arg <= CMR_ANCHOR_MAX_ARG + 1)
         return &anchor_arg_probes[p->arg - 1];

@@ -105,23 +105,6 @@ static void print_line(jvm_proc_t *j, const char *event)
         fclose(f);
 }
 
-/* The last lines of the JVM's stderr (and what is left of its stdout) to the test's output:
- * why a JVM gave no result line. */
-static void print_stderr_tail(jvm_proc_t *j)
-{
-    FILE *f = fopen(j->stderr_path, "r");
-    char last[40][512];
-    size_t n = 0;
-    while (f && fgets(last[n % 40], sizeof last[0], f)) /* (a longer line: its rest is a line of its own) */
-        n++;
-    if (f)
-        fclose(f);
-    fprintf(stderr, "# the JVM's stderr, last %zu lines:\n", n < 40 ? n : 40);
-    for (size_t i = n > 40 ? n - 40 : 0; i < n; i++)
-        fprintf(stderr, "#   %s", last[i % 40]);
-    fprintf(stderr, "# its stdout not yet read: %.*s\n", (int)(j->len < 2000 ? j->len : 2000), j->buf);
-}
-
 /* The text after `key=` (up to a space or quote) in the first stderr line of the JVM holding
  * `event`, in out; false when there is none. */
 static bool stderr_text(jvm_proc_t *j, const char *event, const char *key, char *out, size_t len)
@@ -206,7 +189,7 @@ static void run_short_jvm_opts(jvm_proc_t *j, char *name, size_t name_len, const
     assert_int_equal(jvm_proc_start(j, argv), 0);
     jvm_started = true;
     if (jvm_proc_expect(j, "shortjob:", out, out_len, 60000) != 0) {
-        print_stderr_tail(j); /* why the JVM gave no result line */
+        jvm_proc_print_stderr_tail(j); /* why the JVM gave no result line */
         fail_msg("ShortJob printed no result line");
     }
     assert_int_equal(jvm_proc_wait(j, 60000), 0);

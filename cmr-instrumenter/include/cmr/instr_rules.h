@@ -48,7 +48,8 @@ typedef enum cmr_instr_handoff {
     CMR_HANDOFF_SPAN,               /* ctxBegin(task) at entry, ctxEnd / ctxEndThrow at the exits */
     CMR_HANDOFF_HTTP_OUT,           /* entry: httpOut(request): an outgoing request gets the headers */
     CMR_HANDOFF_HTTP_IN,            /* httpIn(request) at entry, ctxEnd / ctxEndThrow at the exits */
-    CMR_HANDOFF_SQL,                /* sqlEnter(sql or statement) at entry, sqlExit / sqlExitThrow at
+    CMR_HANDOFF_SQL,                /* sqlEnter(statement) at entry (sqlEnterText(statement, sql)
+                                     * when the object is parameter 0, the SQL), sqlExit / sqlExitThrow at
                            * the exits: a JDBC call, a node with its SQL (db.statement) */
     CMR_HANDOFF_SQL_PREPARE,        /* sqlPrepare(sql) at entry, sqlPrepared at the exits:
                               * Connection.prepareStatement / prepareCall */

@@ -104,6 +104,21 @@ int jvm_proc_wait(jvm_proc_t *j, int timeout_ms)
     return -1;
 }
 
+void jvm_proc_print_stderr_tail(jvm_proc_t *j)
+{
+    FILE *f = fopen(j->stderr_path, "r");
+    char last[40][512];
+    size_t n = 0;
+    while (f && fgets(last[n % 40], sizeof last[0], f)) /* (a longer line: its rest is a line of its own) */
+        n++;
+    if (f)
+        fclose(f);
+    fprintf(stderr, "# the JVM's stderr, last %zu lines:\n", n < 40 ? n : 40);
+    for (size_t i = n > 40 ? n - 40 : 0; i < n; i++)
+        fprintf(stderr, "#   %s", last[i % 40]);
+    fprintf(stderr, "# its stdout not yet read: %.*s\n", (int)(j->len < 2000 ? j->len : 2000), j->buf);
+}
+
 bool jvm_proc_stderr_has(jvm_proc_t *j, const char *text)
 {
     FILE *f = fopen(j->stderr_path, "r");

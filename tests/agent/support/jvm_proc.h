@@ -24,6 +24,9 @@ int jvm_proc_send(jvm_proc_t *j, const char *line);
 int jvm_proc_expect(jvm_proc_t *j, const char *prefix, char *out, size_t outlen, int timeout_ms);
 /* Waits for the exit; returns the exit status, or -1 after killing it at the timeout. */
 int jvm_proc_wait(jvm_proc_t *j, int timeout_ms);
+/* The last 40 lines of the JVM's stderr and what is left of its stdout, to the test's
+ * stderr as "# " lines: why a JVM did not print what was expected. */
+void jvm_proc_print_stderr_tail(jvm_proc_t *j);
 /* Whether the JVM's stderr so far contains `text`. */
 bool jvm_proc_stderr_has(jvm_proc_t *j, const char *text);
 /* Kills (if still running), reaps, removes the stderr file. */

@@ -1142,6 +1142,11 @@ public final class Probe {
         if (r == null || r.httpCalls == 0 || r.httpVoidCall != r.httpCalls)
             return;
         r.httpVoidCall = 0;
+        statusData(r, response);
+    }
+
+    /** A client's response's status on the innermost open call (the client's node). */
+    private static void statusData(Ring r, Object response) {
         try {
             int code = statusOf(response);
             if (code > 0)
@@ -1155,13 +1160,7 @@ public final class Probe {
         Ring r = httpCallDone();
         if (r == null)
             return;
-        try {
-            int code = statusOf(response);
-            if (code > 0)
-                data(r, NODE_HTTP_STATUS, Integer.toString(code), NODE_DATA_MAX);
-        } catch (Throwable e) {
-            // unreadable response: no status
-        }
+        statusData(r, response);
         leave(r, EXIT, siteId);
     }
 
@@ -1503,10 +1502,10 @@ public final class Probe {
                 return null;
             Method context = SERVLET_ASYNC_CONTEXT.of(request.getClass());
             Object ac = context == null ? null : context.invoke(request);
-            AsyncApi api = ac == null ? null : AsyncApi.of(started.getDeclaringClass());
+            AsyncApi api = ac == null ? null : ASYNC_APIS.get(started.getDeclaringClass());
             if (api == null)
                 return null;
-            AsyncRequest a = new AsyncRequest(api, asyncCompletionId(api.jakarta), response);
+            AsyncRequest a = new AsyncRequest(api, response);
             // the container completes the request only after service returned
             api.addListener.invoke(ac, a.listener);
             Context parent = fork(r, siteId);
@@ -1519,54 +1518,36 @@ public final class Probe {
         }
     }
 
-    /** The async part of one servlet API (jakarta or javax), by its ServletRequest type. */
+    /** The async part of one servlet API (jakarta or javax), and the method id of its
+     *  completion node (cmr/ids.h, from the agent). */
     static final class AsyncApi {
-        final boolean jakarta;
+        final long completionId;
         final Class<?> listenerType;
         final Method addListener, contextOfEvent;
 
-        private AsyncApi(boolean jakarta, Class<?> listenerType, Method addListener, Method contextOfEvent) {
-            this.jakarta = jakarta;
-            this.listenerType = listenerType;
-            this.addListener = addListener;
-            this.contextOfEvent = contextOfEvent;
+        /** For the ServletRequest interface `servletRequest`'s API. */
+        AsyncApi(Class<?> servletRequest) throws ReflectiveOperationException {
+            String pkg = servletRequest.getPackageName();
+            ClassLoader l = servletRequest.getClassLoader();
+            listenerType = Class.forName(pkg + ".AsyncListener", false, l);
+            addListener = Class.forName(pkg + ".AsyncContext", false, l).getMethod("addListener", listenerType);
+            contextOfEvent = Class.forName(pkg + ".AsyncEvent", false, l).getMethod("getAsyncContext");
+            completionId = asyncCompletionId0(pkg.startsWith("jakarta."));
         }
+    }
 
-        private static final IdentityHashMap<Class<?>, AsyncApi> FOUND = new IdentityHashMap<>();
-
-        /** For the ServletRequest interface `servletRequest`; null if its API has no async part. */
-        static synchronized AsyncApi of(Class<?> servletRequest) throws ReflectiveOperationException {
-            AsyncApi api = FOUND.get(servletRequest);
-            if (api == null) {
-                String pkg = servletRequest.getPackageName();
-                ClassLoader l = servletRequest.getClassLoader();
-                Class<?> listener = Class.forName(pkg + ".AsyncListener", false, l);
-                Class<?> context = Class.forName(pkg + ".AsyncContext", false, l);
-                Class<?> event = Class.forName(pkg + ".AsyncEvent", false, l);
-                api = new AsyncApi(pkg.startsWith("jakarta."), listener, context.getMethod("addListener", listener),
-                                   event.getMethod("getAsyncContext"));
-                if (FOUND.size() > 16)
-                    FOUND.clear();
-                FOUND.put(servletRequest, api);
+    /** Per ServletRequest interface: its API's async part, null when it has none (a
+     *  ClassValue, as DB_SYSTEMS: no lock, nothing that keeps a container's classes). */
+    private static final ClassValue<AsyncApi> ASYNC_APIS = new ClassValue<AsyncApi>() {
+        @Override
+        protected AsyncApi computeValue(Class<?> servletRequest) {
+            try {
+                return new AsyncApi(servletRequest);
+            } catch (Throwable e) {
+                return null; // no async part to be found (or no agent to name the node)
             }
-            return api;
         }
-    }
-
-    private static volatile long completionJakarta, completionJavax;
-
-    /** The method id of an async request's completion node (cmr/ids.h), from the agent. */
-    private static long asyncCompletionId(boolean jakarta) {
-        long id = jakarta ? completionJakarta : completionJavax;
-        if (id == 0) {
-            id = asyncCompletionId0(jakarta);
-            if (jakarta)
-                completionJakarta = id;
-            else
-                completionJavax = id;
-        }
-        return id;
-    }
+    };
 
     private static native long asyncCompletionId0(boolean jakarta);
 
@@ -1574,11 +1555,11 @@ public final class Probe {
     static final class AsyncRequest extends AsyncNode implements java.lang.reflect.InvocationHandler {
         final AsyncApi api;
         final Object response, listener;
-        int status;
+        String status; // the response's, once completed (null: unknown)
         private boolean begun, done;
 
-        AsyncRequest(AsyncApi api, long site, Object response) {
-            super(null, -1, site, 0);
+        AsyncRequest(AsyncApi api, Object response) {
+            super(null, -1, api.completionId, 0);
             this.api = api;
             this.response = response;
             this.listener = java.lang.reflect.Proxy.newProxyInstance(api.listenerType.getClassLoader(),
@@ -1622,15 +1603,13 @@ public final class Probe {
                 done = true;
             }
             end = Math.max(System.nanoTime(), start);
-            String code = responseStatus(response);
-            status = code == null ? 0 : Integer.parseInt(code);
+            status = responseStatus(response);
             asyncCallDone(this);
         }
 
         @Override
         void writeInside(Ring x) {
-            if (status > 0)
-                data(x, DATA_HTTP_STATUS, Integer.toString(status));
+            data(x, DATA_HTTP_STATUS, status); // (null: nothing)
         }
     }
 
