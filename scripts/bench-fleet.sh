@@ -9,7 +9,7 @@
 # redefined during the warm-up) and that, not the agents, dominates the difference.
 #   scripts/bench-fleet.sh [SECONDS] [ROUNDS] [CONNS]     defaults: 60 s, 2 rounds, 8
 #   CMR_BUILD=DIR: use that build instead of building build/; JAVA=path: the JVM
-#   CMR_BENCH_PERF=DIR: a perf profile of each JVM with the agents, into DIR;
+#   CMR_BENCH_PERF=DIR: a perf profile of each JVM and CMR process with the agents, into DIR;
 #   CMR_BENCH_JVM_FLAGS="...": more JVM options (for names of JIT-compiled code in those
 #   profiles: -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit -XX:+PreserveFramePointer)
 set -euo pipefail

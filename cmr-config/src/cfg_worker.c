@@ -62,6 +62,7 @@ typedef enum reject_reason {
 typedef struct worker {
     const cmr_conf_t *conf;
     cmr_cfg_state_t *state;
+    cmr_reader_client_t *readers; /* owned: the handle of the readers below */
     cmr_reader_t *config_reader, *registry_reader;
     cmr_reader_t *diag_reader, *alerts_reader; /* cmr.diagnoses (all), cmr.alerts (from a minute ago) */
     cmr_reader_t *status_reader;               /* cmr.agent-events (from a minute ago): agents' ends */
@@ -485,10 +486,12 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->state = cmr_cfg_state_new();
     if (!w->state)
         return -1;
-    w->config_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
+    if (!(w->readers = cmr_reader_client_new(conf, err, errlen)))
+        return -1;
+    w->config_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
     if (!w->config_reader)
         return -1;
-    w->registry_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
+    w->registry_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
     if (!w->registry_reader)
         return -1;
     const cmr_topic_t diag_topics[3] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_ALERTS, CMR_TOPIC_AGENT_EVENTS};
@@ -500,14 +503,16 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     }
     if (cmr_cfg_diag_worker_init(&w->diag, conf, err, errlen) != 0)
         return -1;
-    w->diag_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
+    w->diag_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
     if (!w->diag_reader)
         return -1;
     /* threshold events of the last minute on: older ones were acted upon before */
-    w->alerts_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_ALERTS), cmr_wall_ms() - 60000, err, errlen);
+    w->alerts_reader =
+        cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_ALERTS), cmr_wall_ms() - 60000, err, errlen);
     if (!w->alerts_reader)
         return -1;
-    w->status_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), cmr_wall_ms() - 60000, err, errlen);
+    w->status_reader =
+        cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), cmr_wall_ms() - 60000, err, errlen);
     if (!w->status_reader)
         return -1;
     w->producer = cmr_producer_new(conf, "cmr-config", NULL, NULL, err, errlen);
@@ -525,6 +530,7 @@ static void teardown(worker_t *w)
     cmr_reader_free(w->diag_reader);
     cmr_reader_free(w->alerts_reader);
     cmr_reader_free(w->status_reader);
+    cmr_reader_client_free(w->readers); /* after its readers */
     cmr_cfg_diag_worker_free(&w->diag);
     cmr_cfg_state_free(w->state);
     for (size_t i = 0; i < w->n_agents; i++)

@@ -58,8 +58,9 @@ typedef struct worker {
     cmr_metrics_t *metrics;   /* the metrics module (cmr.metrics, cmr.config) */
     cmr_producer_t *producer; /* threshold events */
     cmr_consumer_t *consumer;
-    cmr_reader_t *tables[4]; /* cmr.methods, cmr.registrations, cmr.agent-events, cmr.config */
-    cmr_record_t **pending;  /* owned: received, not yet marked done */
+    cmr_reader_client_t *readers; /* owned: the handle of tables and directory */
+    cmr_reader_t *tables[4];      /* cmr.methods, cmr.registrations, cmr.agent-events, cmr.config */
+    cmr_record_t **pending;       /* owned: received, not yet marked done */
     size_t npending, cap;
     int64_t first_pending_ms;
     int64_t commit_records, commit_interval_ms;
@@ -471,7 +472,7 @@ static int start_peers(worker_t *w, cmr_ingest_http_t *http)
     const char *topic = cmr_topic_name(CMR_TOPIC_INGEST_WORKERS);
     if (cmr_admin_ensure_topic(w->conf, topic, 1, -1, 1, 15000, err, sizeof err) != 0)
         cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", topic, err);
-    if (!(w->directory = cmr_reader_new(w->conf, topic, 0, err, sizeof err)))
+    if (!(w->directory = cmr_reader_open(w->readers, topic, 0, err, sizeof err)))
         cmr_log(CMR_LOG_ERROR, "ingest.reader_failed",
                 "topic=%s error=\"%s\" action=\"queries answer for this "
                 "worker's partitions only, naming the others unreachable\"",
@@ -509,7 +510,7 @@ static int open_tables(worker_t *w)
         const char *name = cmr_topic_name(table_topics[i]);
         if (cmr_admin_ensure_topic(w->conf, name, l->partitions, -1, l->compacted, 15000, err, sizeof err) != 0)
             cmr_log(CMR_LOG_WARN, "ingest.topic_missing", "topic=%s error=\"%s\"", name, err);
-        w->tables[i] = cmr_reader_new(w->conf, name, 0, err, sizeof err);
+        w->tables[i] = cmr_reader_open(w->readers, name, 0, err, sizeof err);
         if (!w->tables[i]) {
             cmr_log(CMR_LOG_ERROR, "ingest.reader_failed", "topic=%s error=\"%s\"", name, err);
             return -1;
@@ -609,6 +610,10 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     pthread_mutex_init(&w.published_lock, NULL);
     cmr_lag_gauge_init(&w.lag, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
     publish_stats(&w);
+    if (!(w.readers = cmr_reader_client_new(conf, err, sizeof err))) {
+        cmr_log(CMR_LOG_ERROR, "ingest.reader_failed", "error=\"%s\"", err);
+        goto out;
+    }
     if (cmr_metrics_http_start(conf, metrics_fill, &w, &metrics, err, sizeof err) != 0) {
         cmr_log(CMR_LOG_ERROR, "ingest.metrics_failed", "error=\"%s\"", err);
         goto out;
@@ -702,7 +707,8 @@ out:
     cmr_ingest_http_stop(http);
     cmr_ingest_peers_free(w.peers); /* after the server: its threads read it */
     cmr_reader_free(w.directory);
-    cmr_metrics_http_stop(metrics); /* before the engine and w go: its thread reads w */
+    cmr_reader_client_free(w.readers); /* after its readers */
+    cmr_metrics_http_stop(metrics);    /* before the engine and w go: its thread reads w */
     pthread_mutex_destroy(&w.published_lock);
     cmr_lag_gauge_free(&w.lag);
     if (w.producer)

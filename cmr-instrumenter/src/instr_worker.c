@@ -129,6 +129,7 @@ typedef struct worker {
     cmr_conf_t *pconf; /* producer configuration (low linger by default) */
     cmr_instr_cache_t *cache;
     cmr_cfg_state_t *state;
+    cmr_reader_client_t *readers; /* owned: the handle of config_reader, diag_reader, budget.reader */
     cmr_reader_t *config_reader;
     cmr_reader_t *diag_reader; /* cmr.diagnoses from the beginning */
     cmr_instr_diag_t *diag;    /* diagnoses, the trees still to make, the overlays */
@@ -1559,7 +1560,9 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (!w->cache)
         return -1;
     w->state = cmr_cfg_state_new();
-    w->config_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
+    if (!(w->readers = cmr_reader_client_new(conf, err, errlen)))
+        return -1;
+    w->config_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
     if (!w->state || !w->config_reader)
         return -1;
     w->diag = cmr_instr_diag_new();
@@ -1570,7 +1573,7 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
                                    errlen) != 0)
             cmr_log(CMR_LOG_WARN, "instr.topic_missing", "topic=%s error=\"%s\"", cmr_topic_name(diag_topics[i]), err);
     }
-    w->diag_reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
+    w->diag_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
     if (!w->diag || !w->diag_reader)
         return -1;
     w->pconf = cmr_conf_dup(conf);
@@ -1598,6 +1601,7 @@ static void teardown(worker_t *w)
     cmr_reader_free(w->config_reader);
     cmr_cfg_state_free(w->state);
     cmr_reader_free(w->diag_reader);
+    cmr_reader_client_free(w->readers); /* after its readers (budget_free ran before) */
     cmr_instr_diag_free(w->diag);
     cmr_instr_cache_close(w->cache);
     cmr_topic_set_free(&w->topics_ok);
@@ -1768,7 +1772,8 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     if (catch_up(&w, timeout) != 0)
         goto out;
     if (w.budget.pct > 0 && w.budget.probe_ns > 0 && /* from now: what JVMs measure from here on */
-        !(w.budget.reader = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_METRICS), cmr_wall_ms(), err, sizeof err)))
+        !(w.budget.reader =
+              cmr_reader_open(w.readers, cmr_topic_name(CMR_TOPIC_METRICS), cmr_wall_ms(), err, sizeof err)))
         cmr_log(CMR_LOG_WARN, "instr.budget_off", "error=\"%s\"", err);
     const char *topics[] = {cmr_topic_name(CMR_TOPIC_CLASSES)};
     const char *group = cmr_conf_get(conf, "instrumenter.group", "cmr-instrumenter");

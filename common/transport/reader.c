@@ -8,6 +8,15 @@
  * Per partition the reader keeps how far to read (`until`) and whether the partition has
  * reached its end once (what "caught up" counts). A range that is done, or dropped, is
  * paused: librdkafka stops fetching it and drops what it had fetched.
+ *
+ * Readers live on a client (a librdkafka consumer handle): a reader of its own, or one
+ * shared by the long-lived readers of a worker's loop (cmr_reader_client_new). A shared
+ * client adds each reader's partitions to its assignment (incremental assign) and sends
+ * them to that reader's own queue (partition queues forwarded), so readers on one client
+ * never see each other's records. Why share: every librdkafka handle has a main thread
+ * that, in the Debian's librdkafka 2.0, spins for up to a millisecond before each of its
+ * timers (librdkafka issue 4684, fixed in 2.4): about 0.7 ms of CPU a second per handle
+ * while idle, which a worker with seven handles paid seven times.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -26,10 +35,20 @@ typedef struct reader_part {
     bool stopped;  /* range done or dropped: nothing more handed out, fetching paused */
 } reader_part_t;
 
-struct cmr_reader {
+struct cmr_reader_client {
     rd_kafka_t *rk;
+    int readers; /* open readers on it (must be 0 when the client is freed) */
+};
+
+struct cmr_reader {
+    cmr_reader_client_t *client;
+    bool own_client;         /* created with the reader, freed with it */
+    rd_kafka_t *rk;          /* client->rk */
+    rd_kafka_queue_t *queue; /* this reader's records: its partitions are forwarded here */
+    rd_kafka_queue_t **pq;   /* per partition: its fetch queue, while forwarded (NULL: not assigned) */
+    bool assigned;           /* its partitions are in the client's assignment */
     char *topic;
-    reader_part_t *parts; /* indexed by partition; nparts entries */
+    reader_part_t *parts; /* indexed by partition; nparts entries (and as many pq) */
     int nparts;
     int wanted, reached; /* partitions read, and how many of them reached their end */
     int64_t total;
@@ -39,9 +58,9 @@ struct cmr_reader {
     char key[256]; /* the last record's key */
 };
 
-/* The reader's handle: a consumer in a group of its own that never commits and reports
- * the end of each partition. */
-static cmr_reader_t *reader_open(const cmr_conf_t *conf, const char *topic, int nparts, char *err, size_t errlen)
+/* The client's handle: a consumer in a group of its own that never commits, only
+ * assigns, and reports the end of each partition. */
+cmr_reader_client_t *cmr_reader_client_new(const cmr_conf_t *conf, char *err, size_t errlen)
 {
     char group[64], hex[17];
     uint8_t rnd[8];
@@ -56,20 +75,65 @@ static cmr_reader_t *reader_open(const cmr_conf_t *conf, const char *topic, int 
                                        {"auto.offset.reset", "earliest"},
                                        {"fetch.message.max.bytes", "16777216"},
                                        {NULL, NULL}};
+    cmr_reader_client_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->rk = cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, NULL, NULL, NULL, "reader", err, errlen);
+    if (!c->rk) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void cmr_reader_client_free(cmr_reader_client_t *c)
+{
+    if (!c)
+        return;
+    assert(c->readers == 0);
+    rd_kafka_consumer_close(c->rk);
+    rd_kafka_destroy(c->rk);
+    free(c);
+}
+
+/* Room for nparts partitions (none handed out yet). 0 or -1 (out of memory). */
+static int reader_size(cmr_reader_t *r, int nparts)
+{
+    if (nparts <= 0)
+        return 0;
+    r->parts = calloc((size_t)nparts, sizeof *r->parts);
+    r->pq = calloc((size_t)nparts, sizeof *r->pq);
+    if (!r->parts || !r->pq)
+        return -1;
+    r->nparts = nparts;
+    return 0;
+}
+
+/* A reader on client (a new client of its own when client is NULL) with room for nparts
+ * partitions (0: sized later, once the topic's partitions are known). */
+static cmr_reader_t *reader_open(cmr_reader_client_t *client, const cmr_conf_t *conf, const char *topic, int nparts,
+                                 char *err, size_t errlen)
+{
     cmr_reader_t *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    r->rk = cmr_kafka_client(RD_KAFKA_CONSUMER, conf, forced, NULL, NULL, NULL, "reader", err, errlen);
-    if (!r->rk) {
-        cmr_reader_free(r);
-        return NULL;
+    if (!client) {
+        if (!(client = cmr_reader_client_new(conf, err, errlen))) {
+            free(r);
+            return NULL;
+        }
+        r->own_client = true;
     }
+    r->client = client;
+    client->readers++;
+    r->rk = client->rk;
+    r->queue = rd_kafka_queue_new(r->rk);
     r->topic = strdup(topic);
-    r->nparts = nparts;
-    r->parts = nparts > 0 ? calloc((size_t)nparts, sizeof *r->parts) : NULL;
-    if (!r->topic || (nparts > 0 && !r->parts)) {
+    if (!r->queue || !r->topic || reader_size(r, nparts) != 0) {
         snprintf(err, errlen, "out of memory");
         cmr_reader_free(r);
         return NULL;
@@ -77,33 +141,52 @@ static cmr_reader_t *reader_open(const cmr_conf_t *conf, const char *topic, int 
     return r;
 }
 
+/* Adds list's partitions to the client's assignment, each sent to this reader's queue
+ * first (so that no record of it reaches the client's consumer queue). Takes list. */
 static int reader_assign(cmr_reader_t *r, rd_kafka_topic_partition_list_t *list, char *err, size_t errlen)
 {
-    rd_kafka_resp_err_t e = rd_kafka_assign(r->rk, list);
+    for (int i = 0; i < list->cnt; i++) {
+        int32_t p = list->elems[i].partition;
+        rd_kafka_queue_t *pq = rd_kafka_queue_get_partition(r->rk, r->topic, p);
+        if (!pq) {
+            snprintf(err, errlen, "assign %s [%d]: no partition queue", r->topic, (int)p);
+            rd_kafka_topic_partition_list_destroy(list);
+            return -1;
+        }
+        rd_kafka_queue_forward(pq, r->queue);
+        r->pq[p] = pq;
+    }
+    rd_kafka_error_t *e = rd_kafka_incremental_assign(r->rk, list);
     rd_kafka_topic_partition_list_destroy(list);
-    if (e)
-        snprintf(err, errlen, "assign %s: %s", r->topic, rd_kafka_err2str(e));
-    return e ? -1 : 0;
+    if (e) {
+        snprintf(err, errlen, "assign %s: %s", r->topic, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return -1;
+    }
+    r->assigned = true;
+    return 0;
 }
 
-cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err, size_t errlen)
+/* A reader of every partition of topic, on client or (NULL) a client of its own. */
+static cmr_reader_t *reader_whole(cmr_reader_client_t *client, const cmr_conf_t *conf, const char *topic,
+                                  int64_t since_ms, char *err, size_t errlen)
 {
-    cmr_reader_t *r = reader_open(conf, topic, 0, err, errlen);
+    cmr_reader_t *r = reader_open(client, conf, topic, 0, err, errlen);
     if (!r)
         return NULL;
     int n = -1;
     for (int attempt = 0; attempt < 10 && n <= 0; attempt++)
         if (cmr_kafka_topic_partitions(r->rk, topic, 5000, &n, err, errlen) != 1)
             n = -1;
-    r->parts = n > 0 ? calloc((size_t)n, sizeof *r->parts) : NULL;
-    rd_kafka_topic_partition_list_t *parts = r->parts ? rd_kafka_topic_partition_list_new(n) : NULL;
+    rd_kafka_topic_partition_list_t *parts =
+        n > 0 && reader_size(r, n) == 0 ? rd_kafka_topic_partition_list_new(n) : NULL;
     if (!parts) {
         if (n > 0)
             snprintf(err, errlen, "out of memory");
         cmr_reader_free(r);
         return NULL;
     }
-    r->nparts = r->wanted = n;
+    r->wanted = n;
     for (int p = 0; p < n; p++) {
         r->parts[p] = (reader_part_t){.until = INT64_MAX, .wanted = true};
         rd_kafka_topic_partition_list_add(parts, topic, p)->offset =
@@ -136,6 +219,17 @@ cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t 
     return r;
 }
 
+cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err, size_t errlen)
+{
+    return reader_whole(NULL, conf, topic, since_ms, err, errlen);
+}
+
+cmr_reader_t *cmr_reader_open(cmr_reader_client_t *client, const char *topic, int64_t since_ms, char *err,
+                              size_t errlen)
+{
+    return reader_whole(client, NULL, topic, since_ms, err, errlen);
+}
+
 cmr_reader_t *cmr_reader_new_ranges(const cmr_conf_t *conf, const char *topic, const cmr_reader_range_t *ranges,
                                     size_t count, char *err, size_t errlen)
 {
@@ -148,7 +242,7 @@ cmr_reader_t *cmr_reader_new_ranges(const cmr_conf_t *conf, const char *topic, c
         if (ranges[i].partition >= nparts)
             nparts = ranges[i].partition + 1;
     }
-    cmr_reader_t *r = reader_open(conf, topic, nparts, err, errlen);
+    cmr_reader_t *r = reader_open(NULL, conf, topic, nparts, err, errlen);
     rd_kafka_topic_partition_list_t *parts = r ? rd_kafka_topic_partition_list_new((int)count) : NULL;
     if (!parts) {
         cmr_reader_free(r);
@@ -179,16 +273,49 @@ cmr_reader_t *cmr_reader_new_ranges(const cmr_conf_t *conf, const char *topic, c
     return r;
 }
 
+/* Takes the reader's partitions out of the client's assignment and stops forwarding
+ * them (what they had fetched is dropped with the reader's queue). */
+static void reader_unassign(cmr_reader_t *r)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(r->nparts > 0 ? r->nparts : 1);
+    for (int p = 0; p < r->nparts; p++)
+        if (r->pq[p] && list)
+            rd_kafka_topic_partition_list_add(list, r->topic, p);
+    if (r->assigned && list && list->cnt > 0) {
+        rd_kafka_error_t *e = rd_kafka_incremental_unassign(r->rk, list);
+        if (e) {
+            cmr_log(CMR_LOG_WARN, "reader.unassign_failed", "topic=%s error=\"%s\"", r->topic,
+                    rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        }
+    }
+    if (list)
+        rd_kafka_topic_partition_list_destroy(list);
+    for (int p = 0; p < r->nparts; p++)
+        if (r->pq[p]) {
+            rd_kafka_queue_forward(r->pq[p], NULL);
+            rd_kafka_queue_destroy(r->pq[p]);
+            r->pq[p] = NULL;
+        }
+    r->assigned = false;
+}
+
 void cmr_reader_free(cmr_reader_t *r)
 {
     if (!r)
         return;
     if (r->last)
         rd_kafka_message_destroy(r->last);
-    if (r->rk) {
-        rd_kafka_consumer_close(r->rk);
-        rd_kafka_destroy(r->rk);
+    if (r->client) {
+        if (r->pq)
+            reader_unassign(r); /* a shared client goes on with its other readers */
+        if (r->queue)
+            rd_kafka_queue_destroy(r->queue);
+        r->client->readers--;
+        if (r->own_client)
+            cmr_reader_client_free(r->client);
     }
+    free(r->pq);
     free(r->parts);
     free(r->topic);
     free(r);
@@ -225,13 +352,33 @@ bool cmr_reader_partition_done(const cmr_reader_t *r, int32_t partition)
     return partition < 0 || partition >= r->nparts || !r->parts[partition].wanted || r->parts[partition].reached;
 }
 
+/* Serves what reaches the client's own queue (none of the readers' records: errors and
+ * callbacks), logging errors. -1 on a fatal one. */
+static int client_events(cmr_reader_t *r)
+{
+    rd_kafka_message_t *m;
+    int rc = 0;
+    for (int i = 0; i < 64 && (m = rd_kafka_consumer_poll(r->rk, 0)); i++) {
+        if (m->err) {
+            int fatal = m->err == RD_KAFKA_RESP_ERR__FATAL;
+            cmr_log(fatal ? CMR_LOG_ERROR : CMR_LOG_WARN, "reader.error", "topic=%s error=\"%s\"", r->topic,
+                    rd_kafka_message_errstr(m));
+            rc = fatal ? -1 : rc;
+        }
+        rd_kafka_message_destroy(m); /* a record cannot come here: every partition is forwarded first */
+    }
+    return rc;
+}
+
 int cmr_reader_poll(cmr_reader_t *r, int timeout_ms, cmr_reader_rec_t *out)
 {
     if (r->last) {
         rd_kafka_message_destroy(r->last);
         r->last = NULL;
     }
-    rd_kafka_message_t *m = rd_kafka_consumer_poll(r->rk, timeout_ms);
+    if (client_events(r) != 0)
+        return -1;
+    rd_kafka_message_t *m = rd_kafka_consume_queue(r->queue, timeout_ms);
     if (!m)
         return 0;
     /* a partition that is not ours cannot come from assign(): skipped all the same */

@@ -212,11 +212,11 @@ def bench(args):
                     cmr = [p for p in procs if p.name in ("config", "instrumenter", "ingest", "broker")]
                     c0 = [cpu_s(p.p.pid) for p in jvms + cmr]
                     perf = []
-                    if with_agents and os.environ.get("CMR_BENCH_PERF"):  # a profile of each JVM (perf)
+                    if with_agents and os.environ.get("CMR_BENCH_PERF"):  # a profile of each JVM and CMR process
                         perf = [subprocess.Popen(["perf", "record", "-F", "499", "-g", "-q", "-p", str(q.p.pid),
                                                   "-o", "%s/perf-%s.data" % (os.environ["CMR_BENCH_PERF"], q.name),
                                                   "--", "sleep", str(max(1, args.bench - 2))],
-                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for q in jvms]
+                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for q in jvms + cmr]
                     rps, p50, p99, errors = wrk(url + "?id=1", args.bench, args.concurrency)
                     for pp in perf:
                         pp.wait()

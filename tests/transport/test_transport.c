@@ -609,6 +609,74 @@ static void test_range_reader_reads_exactly_its_ranges(void **state)
     assert_non_null(strstr(err, "two ranges"));
 }
 
+/* --- readers sharing a client ----------------------------------------------------- */
+
+/* Reads r until caught up and quiet for half a second; counts records, checks each is
+ * a method entry of topic (the reader's own) with an id below limit. */
+static int read_whole(cmr_reader_t *r, int limit)
+{
+    int n = 0;
+    int64_t deadline = cmr_mono_ms() + 30000, quiet_until = 0;
+    while (cmr_mono_ms() < deadline && (!quiet_until || cmr_mono_ms() < quiet_until)) {
+        cmr_reader_rec_t rec;
+        int rc = cmr_reader_poll(r, 50, &rec);
+        assert_true(rc >= 0);
+        if (rc == 1) {
+            cmr_msg_t m;
+            char err[256];
+            assert_int_equal(cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err), CMR_WIRE_OK);
+            assert_int_equal(m.type, CMR_MSG_METHOD_ENTRY);
+            assert_true(m.u.method_entry.method_id < limit);
+            cmr_msg_free(&m);
+            n++;
+            quiet_until = 0;
+        }
+        if (cmr_reader_caught_up(r) && !quiet_until)
+            quiet_until = cmr_mono_ms() + 500;
+    }
+    assert_true(cmr_reader_caught_up(r));
+    return n;
+}
+
+static void test_readers_share_a_client(void **state)
+{
+    (void)state;
+    char err[512], a[96], b[96], group[64];
+    /* two topics of several partitions (the embedded broker may give more), 30 records on
+     * one, 50 on the other */
+    cmr_producer_t *p = fresh_topic("share-a", 3, a, group);
+    send_entries(p, a, 30, false);
+    cmr_producer_destroy(p, 1000);
+    p = fresh_topic("share-b", 4, b, group);
+    send_entries(p, b, 50, false);
+
+    cmr_reader_client_t *c = cmr_reader_client_new(conf, err, sizeof err);
+    assert_non_null(c);
+    cmr_reader_t *ra = cmr_reader_open(c, a, 0, err, sizeof err);
+    assert_non_null(ra);
+    cmr_reader_t *rb = cmr_reader_open(c, b, 0, err, sizeof err);
+    assert_non_null(rb);
+    assert_true(cmr_reader_partitions(ra) > 1);
+    assert_true(cmr_reader_partitions(rb) > 1);
+    /* each reader has exactly its own topic's records */
+    assert_int_equal(read_whole(ra, 30), 30);
+    assert_int_equal(read_whole(rb, 50), 50);
+
+    /* a reader freed: the other goes on following its topic on the same client */
+    cmr_reader_free(ra);
+    send_entries(p, b, 20, false);
+    assert_int_equal(read_whole(rb, 20), 20);
+    /* and a reader opened afterwards on the client reads its topic from the beginning */
+    ra = cmr_reader_open(c, a, 0, err, sizeof err);
+    assert_non_null(ra);
+    assert_int_equal(read_whole(ra, 30), 30);
+    assert_int_equal(read_whole(rb, 1), 0);
+    cmr_reader_free(ra);
+    cmr_reader_free(rb);
+    cmr_reader_client_free(c);
+    cmr_producer_destroy(p, 1000);
+}
+
 /* --- unreachable broker ------------------------------------------------------------ */
 
 typedef struct dr_count {
@@ -679,6 +747,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_foreign_messages_are_skipped_and_counted),
         cmocka_unit_test(test_pause_on_assign_holds_records_until_resumed),
         cmocka_unit_test(test_range_reader_reads_exactly_its_ranges),
+        cmocka_unit_test(test_readers_share_a_client),
         cmocka_unit_test(test_unreachable_broker_never_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -16,8 +16,14 @@
  * starts before the oldest record the topic still holds (retention) is read from that
  * record: the caller sees the offsets that are missing.
  *
- * Ownership: the reader owns its librdkafka handle and the last record it handed out
- * (valid until the next poll or cmr_reader_free()).
+ * Readers opened on one client (cmr_reader_client_new, cmr_reader_open) share its
+ * librdkafka handle, each with its own partitions and queue: what a worker's loop uses
+ * for the topics it follows all its life (one handle's idle CPU instead of one per
+ * topic). A client and its readers are used from one thread.
+ *
+ * Ownership: a reader owns the last record it handed out (valid until the next poll or
+ * cmr_reader_free()) and, made by cmr_reader_new or cmr_reader_new_ranges, a client of
+ * its own. A shared client is freed by its creator, after every reader opened on it.
  */
 #ifndef CMR_READER_H
 #define CMR_READER_H
@@ -39,8 +45,18 @@ typedef struct cmr_reader_rec {
     int64_t timestamp_ms;
 } cmr_reader_rec_t;
 
-/* Assigns every partition of topic. NULL with err filled. */
+typedef struct cmr_reader_client cmr_reader_client_t;
+
+/* Assigns every partition of topic, on a client of its own. NULL with err filled. */
 cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t since_ms, char *err, size_t errlen);
+
+/* A librdkafka handle for several readers. NULL with err filled. */
+cmr_reader_client_t *cmr_reader_client_new(const cmr_conf_t *conf, char *err, size_t errlen);
+/* After cmr_reader_free() of every reader opened on it. NULL is a no-op. */
+void cmr_reader_client_free(cmr_reader_client_t *c);
+/* cmr_reader_new() on a shared client. NULL with err filled. */
+cmr_reader_t *cmr_reader_open(cmr_reader_client_t *client, const char *topic, int64_t since_ms, char *err,
+                              size_t errlen);
 
 /* Offsets [from, until) of one partition. */
 typedef struct cmr_reader_range {
