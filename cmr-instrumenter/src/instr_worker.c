@@ -1769,12 +1769,14 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         cmr_log(CMR_LOG_ERROR, "instr.start_failed", "error=\"%s\"", err);
         goto out;
     }
-    if (catch_up(&w, timeout) != 0)
-        goto out;
-    if (w.budget.pct > 0 && w.budget.probe_ns > 0 && /* from now: what JVMs measure from here on */
+    /* from now: what JVMs measure from here on (opened before the first poll of the
+     * readers' client: see cmr_reader_open) */
+    if (w.budget.pct > 0 && w.budget.probe_ns > 0 &&
         !(w.budget.reader =
               cmr_reader_open(w.readers, cmr_topic_name(CMR_TOPIC_METRICS), cmr_wall_ms(), err, sizeof err)))
         cmr_log(CMR_LOG_WARN, "instr.budget_off", "error=\"%s\"", err);
+    if (catch_up(&w, timeout) != 0)
+        goto out;
     const char *topics[] = {cmr_topic_name(CMR_TOPIC_CLASSES)};
     const char *group = cmr_conf_get(conf, "instrumenter.group", "cmr-instrumenter");
     w.consumer = cmr_consumer_new(conf, group, topics, 1, on_rebalance, &w, err, sizeof err);

@@ -42,11 +42,12 @@ struct cmr_reader_client {
 
 struct cmr_reader {
     cmr_reader_client_t *client;
-    bool own_client;         /* created with the reader, freed with it */
-    rd_kafka_t *rk;          /* client->rk */
-    rd_kafka_queue_t *queue; /* this reader's records: its partitions are forwarded here */
-    rd_kafka_queue_t **pq;   /* per partition: its fetch queue, while forwarded (NULL: not assigned) */
-    bool assigned;           /* its partitions are in the client's assignment */
+    bool own_client;                          /* created with the reader, freed with it */
+    rd_kafka_t *rk;                           /* client->rk */
+    rd_kafka_queue_t *queue;                  /* this reader's records: its partitions are forwarded here */
+    rd_kafka_queue_t **pq;                    /* per partition: its fetch queue, while forwarded (NULL: not assigned) */
+    bool assigned;                            /* its partitions are in the client's assignment */
+    rd_kafka_topic_partition_list_t *pending; /* owned: what to assign at the first poll */
     char *topic;
     reader_part_t *parts; /* indexed by partition; nparts entries (and as many pq) */
     int nparts;
@@ -212,10 +213,7 @@ static cmr_reader_t *reader_whole(cmr_reader_client_t *client, const cmr_conf_t 
             r->total += hi > from ? hi - from : 0;
         }
     }
-    if (reader_assign(r, parts, err, errlen) != 0) {
-        cmr_reader_free(r);
-        return NULL;
-    }
+    r->pending = parts;
     return r;
 }
 
@@ -266,10 +264,7 @@ cmr_reader_t *cmr_reader_new_ranges(const cmr_conf_t *conf, const char *topic, c
         r->total += ranges[i].until - ranges[i].from;
         rd_kafka_topic_partition_list_add(parts, topic, ranges[i].partition)->offset = ranges[i].from;
     }
-    if (reader_assign(r, parts, err, errlen) != 0) {
-        cmr_reader_free(r);
-        return NULL;
-    }
+    r->pending = parts;
     return r;
 }
 
@@ -306,6 +301,8 @@ void cmr_reader_free(cmr_reader_t *r)
         return;
     if (r->last)
         rd_kafka_message_destroy(r->last);
+    if (r->pending)
+        rd_kafka_topic_partition_list_destroy(r->pending);
     if (r->client) {
         if (r->pq)
             reader_unassign(r); /* a shared client goes on with its other readers */
@@ -332,6 +329,8 @@ static void part_reached(cmr_reader_t *r, int32_t partition, bool stop)
     }
     if (stop && !p->stopped) {
         p->stopped = true;
+        if (!r->pq || !r->pq[partition])
+            return; /* not assigned yet: the first poll leaves it out */
         rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
         if (list) {
             rd_kafka_topic_partition_list_add(list, r->topic, partition);
@@ -350,6 +349,35 @@ void cmr_reader_drop(cmr_reader_t *r, int32_t partition)
 bool cmr_reader_partition_done(const cmr_reader_t *r, int32_t partition)
 {
     return partition < 0 || partition >= r->nparts || !r->parts[partition].wanted || r->parts[partition].reached;
+}
+
+/* The first poll: assigns the partitions (those still wanted: a range dropped before is
+ * left out). Deferred to here so that readers opened one after the other on a shared
+ * client ask their metadata and offsets while the client fetches nothing yet: a broker
+ * answers a connection's requests in order, so each would wait behind the client's
+ * long-polling fetch (fetch.wait.max.ms) for every partition's offsets. -1 on failure. */
+static int reader_start(cmr_reader_t *r)
+{
+    rd_kafka_topic_partition_list_t *all = r->pending, *list = rd_kafka_topic_partition_list_new(all->cnt);
+    r->pending = NULL;
+    for (int i = 0; list && i < all->cnt; i++)
+        if (!r->parts[all->elems[i].partition].stopped)
+            rd_kafka_topic_partition_list_add(list, r->topic, all->elems[i].partition)->offset = all->elems[i].offset;
+    rd_kafka_topic_partition_list_destroy(all);
+    char err[512];
+    if (!list) {
+        cmr_log(CMR_LOG_ERROR, "reader.assign_failed", "topic=%s error=\"out of memory\"", r->topic);
+        return -1;
+    }
+    if (list->cnt == 0) { /* every range empty or dropped */
+        rd_kafka_topic_partition_list_destroy(list);
+        return 0;
+    }
+    if (reader_assign(r, list, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_ERROR, "reader.assign_failed", "topic=%s error=\"%s\"", r->topic, err);
+        return -1;
+    }
+    return 0;
 }
 
 /* Serves what reaches the client's own queue (none of the readers' records: errors and
@@ -376,6 +404,8 @@ int cmr_reader_poll(cmr_reader_t *r, int timeout_ms, cmr_reader_rec_t *out)
         rd_kafka_message_destroy(r->last);
         r->last = NULL;
     }
+    if (r->pending && reader_start(r) != 0)
+        return -1;
     if (client_events(r) != 0)
         return -1;
     rd_kafka_message_t *m = rd_kafka_consume_queue(r->queue, timeout_ms);

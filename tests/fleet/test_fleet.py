@@ -233,10 +233,15 @@ def bench(args):
                     if os.environ.get("CMR_BENCH_THREADS"):  # where each JVM's CPU went, by thread
                         for q in jvms:
                             log("        %s threads (CPU s since start): %s" % (q.name, thread_cpu(q.p.pid)))
+                except BaseException:
+                    log("kept the work directory of the failed run: %s" % work)  # its processes' logs
+                    work = None
+                    raise
                 finally:
                     for p in reversed(procs):
                         p.stop()
-                    shutil.rmtree(work, ignore_errors=True)
+                    if work:
+                        shutil.rmtree(work, ignore_errors=True)
     finally:
         pg.stop()
     for w in (False, True):
