@@ -30,8 +30,10 @@
  * means records this worker never read (deleted by retention before it got to them, or by
  * a broker that keeps less). Their classes are unknown here, so configuration changes
  * could not reach them: the gap is logged and counted (instr.classes_lost), and every
- * agent of that partition, those cached now and those whose records arrive later, is
- * asked once for all its classes (a BytecodeResend without a class name). Asked again only
+ * agent of that partition, those cached now, those whose records arrive later and those
+ * registered (cmr.registrations, read whole: an agent whose every record was lost is known
+ * only there) whose key falls in it, is asked once for all its classes (a BytecodeResend
+ * without a class name). Asked again only
  * after a later gap (its resend may have been lost too), not sooner than
  * CMR_RESYNC_RETRY_MS after the last ask and at most CMR_RESYNC_MAX times per
  * CMR_RESYNC_MIN_MS, so that a broker that keeps too little is not flooded. A record the consumer skipped as malformed counts as
@@ -129,7 +131,7 @@ typedef struct worker {
     cmr_conf_t *pconf; /* producer configuration (low linger by default) */
     cmr_instr_cache_t *cache;
     cmr_cfg_state_t *state;
-    cmr_reader_client_t *readers; /* owned: the handle of config_reader, diag_reader, budget.reader */
+    cmr_reader_client_t *readers; /* owned: the handle of the config, diagnoses, registrations and budget readers */
     cmr_reader_t *config_reader;
     cmr_reader_t *diag_reader; /* cmr.diagnoses from the beginning */
     cmr_instr_diag_t *diag;    /* diagnoses, the trees still to make, the overlays */
@@ -160,7 +162,10 @@ typedef struct worker {
      * partition was found, when each agent was last asked for all its classes, and how
      * many records were lost in all. */
     int64_t lost_at_ms[MAX_PARTITIONS];
-    cmr_u64map_t resynced; /* agent id -> last ask (ask_resync) */
+    cmr_u64map_t resynced;         /* agent id -> last ask (ask_resync) */
+    cmr_reader_t *registry_reader; /* cmr.registrations from the beginning (on readers) */
+    cmr_u64map_t registered;       /* agent id -> its instance id (owned strings) */
+    int32_t classes_partitions;    /* of cmr.classes, to find a registered agent's partition */
     _Atomic uint64_t records_lost, resyncs;
 } worker_t;
 
@@ -357,6 +362,83 @@ static int resync_agent(uint64_t agent, const cmr_instr_agent_rec_t *r, void *ud
     return 0;
 }
 
+/* The partition of cmr.classes an agent's ClassLoaded records go to (their key is the
+ * agent id, topics.c; the producers' partitioner, as kafka.partitioner says). -1 unknown. */
+static int32_t classes_partition(const worker_t *w, uint64_t agent)
+{
+    char key[17];
+    snprintf(key, sizeof key, "%016" PRIx64, agent);
+    if (w->classes_partitions <= 0)
+        return -1;
+    return cmr_key_partition(cmr_conf_get(w->conf, "kafka.partitioner", NULL), key, 16, w->classes_partitions);
+}
+
+/* Asks the registered agents whose records go to partition (those cached were asked
+ * already: ask_resync asks each once per gap). */
+static void resync_registered(worker_t *w, int32_t partition)
+{
+    size_t it = 0;
+    uint64_t agent;
+    void *instance;
+    while (cmr_u64map_next(&w->registered, &it, &agent, &instance))
+        if (classes_partition(w, agent) == partition)
+            ask_resync(w, agent, instance, partition);
+}
+
+/* Registrations: who may have class records, by agent id (the first poll waits up to
+ * timeout_ms). A bounded table: beyond REGISTERED_MAX agents, new ones are not kept (said
+ * in the log once). An agent whose registration is read within REGISTERED_LATE_MS after a
+ * gap of its partition was found is asked then (the registration may come in after the
+ * records that revealed the gap). */
+#define REGISTERED_MAX 200000
+#define REGISTERED_LATE_MS 60000 /* a registration read this long after a gap still counts */
+
+static void drain_registrations(worker_t *w, int max, int timeout_ms)
+{
+    cmr_reader_rec_t rec;
+    for (int i = 0; w->registry_reader && i < max && cmr_reader_poll(w->registry_reader, timeout_ms, &rec) == 1;
+         i++, timeout_ms = 0) {
+        cmr_msg_t m;
+        char err[256];
+        if (cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) != CMR_WIRE_OK)
+            continue; /* cmr-config rejects and counts these */
+        if (m.type == CMR_MSG_AGENT_REGISTRATION && m.u.registration.instance_id && m.u.registration.instance_id[0]) {
+            const cmr_agent_registration_t *r = &m.u.registration;
+            uint64_t id = cmr_agent_id(r->agent_name, r->hostname, r->instance_id);
+            char *old = cmr_u64map_get(&w->registered, id);
+            if (!old && cmr_u64map_count(&w->registered) >= REGISTERED_MAX) {
+                static bool told;
+                if (!told)
+                    cmr_log(CMR_LOG_WARN, "instr.registrations_full", "kept=%d", REGISTERED_MAX);
+                told = true;
+            } else if (!old) {
+                char *copy = strdup(r->instance_id);
+                if (copy && cmr_u64map_put(&w->registered, id, copy) != 0) {
+                    free(copy);
+                    copy = NULL;
+                }
+                /* registered just after a gap of its partition was found: its records may
+                 * be among the lost ones (an agent registers before it sends classes) */
+                int32_t part = copy ? classes_partition(w, id) : -1;
+                if (part >= 0 && part < MAX_PARTITIONS && w->lost_at_ms[part] &&
+                    mono_ms() - w->lost_at_ms[part] < REGISTERED_LATE_MS)
+                    ask_resync(w, id, copy, part);
+            }
+        }
+        cmr_msg_free(&m);
+    }
+}
+
+static void registered_free(worker_t *w)
+{
+    size_t it = 0;
+    uint64_t agent;
+    void *instance;
+    while (cmr_u64map_next(&w->registered, &it, &agent, &instance))
+        free(instance);
+    cmr_u64map_free(&w->registered);
+}
+
 /* The cache saw `offset` of `partition` (the offset is recorded). Records between the
  * previous one it saw and this one were lost: counted, logged, and the partition's
  * agents asked for their classes (those cached now; the others when their records come). */
@@ -373,6 +455,7 @@ static void see_offset(worker_t *w, int32_t partition, int64_t offset)
                 partition, seen + 1, offset, offset - (seen + 1));
         resync_ctx_t x = {w, partition};
         cmr_instr_cache_each_agent(w->cache, resync_agent, &x);
+        resync_registered(w, partition);
     }
 }
 
@@ -1565,6 +1648,16 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->config_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_CONFIG), 0, err, errlen);
     if (!w->state || !w->config_reader)
         return -1;
+    w->registry_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
+    if (!w->registry_reader)
+        return -1;
+    /* the partition count of cmr.classes (a reader never polled assigns nothing) */
+    cmr_reader_t *classes = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_CLASSES), 0, err, errlen);
+    w->classes_partitions = classes ? cmr_reader_partitions(classes) : 0;
+    cmr_reader_free(classes);
+    if (w->classes_partitions <= 0)
+        cmr_log(CMR_LOG_WARN, "instr.classes_partitions_unknown",
+                "error=\"%s\" action=\"after lost class records, only the agents seen since are asked again\"", err);
     w->diag = cmr_instr_diag_new();
     const cmr_topic_t diag_topics[2] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES};
     for (int i = 0; i < 2; i++) {
@@ -1601,6 +1694,8 @@ static void teardown(worker_t *w)
     cmr_reader_free(w->config_reader);
     cmr_cfg_state_free(w->state);
     cmr_reader_free(w->diag_reader);
+    cmr_reader_free(w->registry_reader);
+    registered_free(w);
     cmr_reader_client_free(w->readers); /* after its readers (budget_free ran before) */
     cmr_instr_diag_free(w->diag);
     cmr_instr_cache_close(w->cache);
@@ -1619,7 +1714,12 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
         if (drain_config(w, 200) != 0)
             return -1;
     }
-    cmr_log(CMR_LOG_INFO, "instr.config_loaded", "environments=%zu", cmr_cfg_state_env_count(w->state));
+    /* the registrations too, so that the first lost records find their agents */
+    while (!cmr_reader_caught_up(w->registry_reader) && mono_ms() < deadline)
+        drain_registrations(w, 1024, 100);
+    drain_registrations(w, 1 << 30, 0);
+    cmr_log(CMR_LOG_INFO, "instr.config_loaded", "environments=%zu registered_agents=%zu",
+            cmr_cfg_state_env_count(w->state), cmr_u64map_count(&w->registered));
     return 0;
 }
 
@@ -1794,6 +1894,7 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         }
         if (!catch_up_busy(&w) && drain_config(&w, 0) != 0)
             goto out;
+        drain_registrations(&w, 256, 0);
         catch_up_run(&w);
         if (w.assigned_once && !w.envs_checked) {
             w.envs_checked = 1;

@@ -35,9 +35,12 @@ typedef struct reader_part {
     bool stopped;  /* range done or dropped: nothing more handed out, fetching paused */
 } reader_part_t;
 
+#define CLIENT_READERS 16 /* readers one client holds at once */
+
 struct cmr_reader_client {
     rd_kafka_t *rk;
-    int readers; /* open readers on it (must be 0 when the client is freed) */
+    int readers;                        /* open readers on it (0 when the client is freed) */
+    cmr_reader_t *open[CLIENT_READERS]; /* them (not owned) */
 };
 
 struct cmr_reader {
@@ -129,8 +132,15 @@ static cmr_reader_t *reader_open(cmr_reader_client_t *client, const cmr_conf_t *
         }
         r->own_client = true;
     }
+    if (client->readers == CLIENT_READERS) {
+        snprintf(err, errlen, "a reader client holds at most %d readers", CLIENT_READERS);
+        if (r->own_client)
+            cmr_reader_client_free(client);
+        free(r);
+        return NULL;
+    }
     r->client = client;
-    client->readers++;
+    client->open[client->readers++] = r;
     r->rk = client->rk;
     r->queue = rd_kafka_queue_new(r->rk);
     r->topic = strdup(topic);
@@ -308,7 +318,12 @@ void cmr_reader_free(cmr_reader_t *r)
             reader_unassign(r); /* a shared client goes on with its other readers */
         if (r->queue)
             rd_kafka_queue_destroy(r->queue);
-        r->client->readers--;
+        cmr_reader_client_t *c = r->client;
+        for (int i = 0; i < c->readers; i++)
+            if (c->open[i] == r) {
+                c->open[i] = c->open[--c->readers];
+                break;
+            }
         if (r->own_client)
             cmr_reader_client_free(r->client);
     }
@@ -351,11 +366,13 @@ bool cmr_reader_partition_done(const cmr_reader_t *r, int32_t partition)
     return partition < 0 || partition >= r->nparts || !r->parts[partition].wanted || r->parts[partition].reached;
 }
 
-/* The first poll: assigns the partitions (those still wanted: a range dropped before is
- * left out). Deferred to here so that readers opened one after the other on a shared
- * client ask their metadata and offsets while the client fetches nothing yet: a broker
- * answers a connection's requests in order, so each would wait behind the client's
- * long-polling fetch (fetch.wait.max.ms) for every partition's offsets. -1 on failure. */
+/* At the first poll of any reader of its client: assigns the partitions (those still
+ * wanted: a range dropped before is left out). Deferred to there, and done for all the
+ * client's readers at once, so that readers opened one after the other on a shared client
+ * ask their metadata and offsets while the client fetches nothing yet, and start in the
+ * same fetch: a broker answers a connection's requests in order, so each would otherwise
+ * wait behind the client's long-polling fetch (fetch.wait.max.ms) for its offsets and
+ * again for its first records. -1 on failure. */
 static int reader_start(cmr_reader_t *r)
 {
     rd_kafka_topic_partition_list_t *all = r->pending, *list = rd_kafka_topic_partition_list_new(all->cnt);
@@ -404,8 +421,10 @@ int cmr_reader_poll(cmr_reader_t *r, int timeout_ms, cmr_reader_rec_t *out)
         rd_kafka_message_destroy(r->last);
         r->last = NULL;
     }
-    if (r->pending && reader_start(r) != 0)
-        return -1;
+    if (r->pending) /* the client's readers start together: see reader_start */
+        for (int i = 0; i < r->client->readers; i++)
+            if (r->client->open[i]->pending && reader_start(r->client->open[i]) != 0)
+                return -1;
     if (client_events(r) != 0)
         return -1;
     rd_kafka_message_t *m = rd_kafka_consume_queue(r->queue, timeout_ms);

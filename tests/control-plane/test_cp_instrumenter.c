@@ -48,6 +48,7 @@
 #include "cmr/reader.h"
 #include "cmr/topics.h"
 #include "cmr/ids.h"
+#include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/wire.h"
 #include "cmr/clock.h"
@@ -1099,15 +1100,54 @@ static void test_overhead_budget_removes_probes(void **state)
     tests_ok++;
 }
 
+static int32_t classes_partition(const cp_peer_t *p)
+{
+    char key[17];
+    snprintf(key, sizeof key, "%016" PRIx64, (uint64_t)p->agent_id);
+    return cmr_key_partition(NULL, key, 16, cmr_topic_layout(CMR_TOPIC_CLASSES)->partitions);
+}
+
+/* True when the next commands of p include a BytecodeResend for all its classes. */
+static bool asked_for_all(cp_peer_t *p, int timeout_ms)
+{
+    cmr_msg_t m;
+    for (int64_t deadline = cmr_mono_ms() + timeout_ms; cmr_mono_ms() < deadline;) {
+        if (cp_peer_expect(p, CMR_MSG_BYTECODE_RESEND, (int)(deadline - cmr_mono_ms()), &m) != 1)
+            return false;
+        bool all = m.u.bytecode_resend.class_name[0] == '\0' && m.u.bytecode_resend.agent_id == p->agent_id;
+        cmr_msg_free(&m);
+        if (all)
+            return true;
+    }
+    return false;
+}
+
 /* Records of cmr.classes deleted before the instrumenter read them are found by their
  * offsets: while the worker is down, the agent sends a class and then more than the
  * embedded broker keeps of a partition (5 MB) of other records, so that the class's record
  * is deleted unread. The restarted worker logs and counts the gap and asks the agent of
- * that partition for all its classes (a signed BytecodeResend without a class name). */
+ * that partition for all its classes (a signed BytecodeResend without a class name).
+ * An agent of that partition the worker never saw a record of (registered, its one class
+ * among the lost records) is asked too: the worker knows it from cmr.registrations. */
 static void test_lost_class_records_ask_for_all_classes(void **state)
 {
     (void)state;
     assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    static cp_peer_t unseen;
+    bool found = false;
+    for (int i = 0; i < 64 && !found; i++) { /* an agent whose records share the peer's partition */
+        char name[32];
+        snprintf(name, sizeof name, "unseen-%d", i);
+        assert_int_equal(cp_peer_open(&unseen, conf, name, "host-2", "10.0.0.2"), 0);
+        found = classes_partition(&unseen) == classes_partition(&peer);
+        if (!found)
+            cp_peer_close(&unseen);
+    }
+    assert_true(found);
+    assert_int_equal(cp_peer_register(&unseen, 1), 0);
+    const cp_class_t *c = cls("app/Later");
+    assert_int_equal(cp_peer_send_class(&unseen, "app/Later", 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    assert_int_equal(cp_peer_flush(&unseen), 0);
     send_class("app/Later", 7);
     enum { FILLERS = 80, FILLER_BYTES = 96 * 1024 };
     uint8_t *junk = malloc(FILLER_BYTES);
@@ -1123,18 +1163,15 @@ static void test_lost_class_records_ask_for_all_classes(void **state)
     }
     free(junk);
     assert_int_equal(start_instrumenter(), 0);
-    cmr_msg_t m;
-    bool asked = false;
-    for (int64_t deadline = cmr_mono_ms() + 30000; !asked && cmr_mono_ms() < deadline;) {
-        if (cp_peer_expect(&peer, CMR_MSG_BYTECODE_RESEND, (int)(deadline - cmr_mono_ms()), &m) != 1)
-            break;
-        asked = m.u.bytecode_resend.class_name[0] == '\0' && m.u.bytecode_resend.agent_id == peer.agent_id;
-        cmr_msg_free(&m);
-    }
-    if (!asked) {
+    if (!asked_for_all(&peer, 30000)) {
         cp_proc_dump_log(&instr_worker, 40);
         fail_msg("no BytecodeResend for all classes after the lost records");
     }
+    if (!asked_for_all(&unseen, 10000)) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("the agent known only by its registration was not asked for its classes");
+    }
+    cp_peer_close(&unseen);
     assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.classes_lost partition=", 5000), 0);
     assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.classes_asked_again agent=", 5000), 0);
     tests_ok++;

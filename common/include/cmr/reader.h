@@ -19,10 +19,11 @@
  * Readers opened on one client (cmr_reader_client_new, cmr_reader_open) share its
  * librdkafka handle, each with its own partitions and queue: what a worker's loop uses
  * for the topics it follows all its life (one handle's idle CPU instead of one per
- * topic). A client and its readers are used from one thread. A reader fetches nothing
- * before its first poll (its partitions are assigned then), so that the readers a worker
- * opens one after the other ask for their metadata and offsets while nothing waits on the
- * connection.
+ * topic). A client and its readers are used from one thread. A client's readers fetch
+ * nothing before the first poll of any of them; then all those open start together (their
+ * partitions assigned at once), so that the readers a worker opens one after the other ask
+ * for their metadata and offsets while nothing waits on the connection, and begin in the
+ * same fetch.
  *
  * Ownership: a reader owns the last record it handed out (valid until the next poll or
  * cmr_reader_free()) and, made by cmr_reader_new or cmr_reader_new_ranges, a client of
@@ -57,9 +58,9 @@ cmr_reader_t *cmr_reader_new(const cmr_conf_t *conf, const char *topic, int64_t 
 cmr_reader_client_t *cmr_reader_client_new(const cmr_conf_t *conf, char *err, size_t errlen);
 /* After cmr_reader_free() of every reader opened on it. NULL is a no-op. */
 void cmr_reader_client_free(cmr_reader_client_t *c);
-/* cmr_reader_new() on a shared client. NULL with err filled. Open a client's readers
- * before polling any of them: once one fetches, the next one's offset lookups wait behind
- * its long polls (up to fetch.wait.max.ms per request). */
+/* cmr_reader_new() on a shared client (at most 16 readers at once). NULL with err
+ * filled. Open a client's readers before polling any of them: once one fetches, the next
+ * one's offset lookups wait behind its long polls (up to fetch.wait.max.ms per request). */
 cmr_reader_t *cmr_reader_open(cmr_reader_client_t *client, const char *topic, int64_t since_ms, char *err,
                               size_t errlen);
 
