@@ -437,6 +437,10 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->partitions.items = calloc(2, sizeof *m->partitions.items);
         m->partitions.items[0] = (cmr_owned_partition_t){3, 1041};
         m->partitions.items[1] = (cmr_owned_partition_t){7, -1};
+        m->metrics_partition_count = 16;
+        m->metrics_partitions.count = 1;
+        m->metrics_partitions.items = calloc(1, sizeof *m->metrics_partitions.items);
+        m->metrics_partitions.items[0] = (cmr_owned_partition_t){5, -1};
         break;
     }
     case CMR_MSG_THRESHOLD_EVENT: {

@@ -429,25 +429,6 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
     return *body ? 200 : 500;
 }
 
-/* GET /api/metrics/{top,series,jvms,alerts,stalled}?env=&kind=&name=&stat=&last=&from=&to=&res=&limit= */
-static int answer_metrics(const char *root, const char *what, const query_t *q, char **body)
-{
-    char err[512];
-    cmr_metrics_view_t *v = cmr_metrics_view_open(root, err, sizeof err);
-    if (!v) {
-        *body = error_json(err);
-        return 500;
-    }
-    int rc = cmr_metrics_query(v, what, (const char *const *)q->keys, (const char *const *)q->vals, (size_t)q->n, body,
-                               NULL, err, sizeof err);
-    cmr_metrics_view_free(v);
-    if (rc != 0) {
-        *body = error_json(err);
-        return strstr(err, "unknown query") ? 404 : 400;
-    }
-    return *body ? 200 : 500;
-}
-
 /* GET /api/agents (the latest status of every JVM), /api/agents/<hex id>?from=&to= (one's history). */
 static int answer_agents(const char *root, const char *id, const query_t *q, char **body)
 {
@@ -576,10 +557,10 @@ static char *query_string(const query_t *q)
 
 /* A peer's local answer: the partitions asked that this worker owns (into eff), and a JSON
  * array of those it does not (malloc'd; NULL when none). */
-static json_t *local_partitions(cmr_ingest_peers_t *peers, const fanout_keys_t *k, bool eff[4096])
+static json_t *local_partitions(cmr_ingest_peers_t *peers, cmr_topic_t topic, const fanout_keys_t *k, bool eff[4096])
 {
     int32_t *own;
-    size_t n = cmr_ingest_peers_owned(peers, &own);
+    size_t n = cmr_ingest_peers_owned(peers, topic, &own);
     for (size_t i = 0; own && i < n; i++)
         eff[own[i]] = !k->has_parts || k->parts[own[i]];
     free(own);
@@ -596,7 +577,7 @@ static json_t *local_partitions(cmr_ingest_peers_t *peers, const fanout_keys_t *
 static bool owns(cmr_ingest_peers_t *peers, int32_t partition)
 {
     int32_t *own;
-    size_t n = cmr_ingest_peers_owned(peers, &own);
+    size_t n = cmr_ingest_peers_owned(peers, CMR_TOPIC_EVENTS, &own);
     bool found = false;
     for (size_t i = 0; own && i < n && !found; i++)
         found = own[i] == partition;
@@ -617,6 +598,85 @@ static char *with_not_owned(char *json, json_t *not_owned)
     }
     json_object_set_new(root, "partitions_not_owned", not_owned);
     return cmr_json_take(root, CMR_JSON_COMPACT);
+}
+
+/* GET /api/metrics/{top,series,jvms,alerts,stalled}?env=&kind=&name=&stat=&last=&from=&to=&res=&limit=
+ * from the metrics stores of the partitions `only` names (NULL: every store of the root):
+ * the status, *body the answer. */
+static int local_metrics(const char *root, const bool *only, const char *what, const query_t *q, char **body)
+{
+    char err[512];
+    cmr_metrics_view_t *v = cmr_metrics_view_open_only(root, only, err, sizeof err);
+    if (!v) {
+        *body = error_json(err);
+        return 500;
+    }
+    int rc = cmr_metrics_query(v, what, (const char *const *)q->keys, (const char *const *)q->vals, (size_t)q->n, body,
+                               NULL, err, sizeof err);
+    cmr_metrics_view_free(v);
+    if (rc != 0) {
+        *body = error_json(err);
+        return strstr(err, "unknown query") ? 404 : 400;
+    }
+    return *body ? 200 : 500;
+}
+
+/* The value of key in q, or NULL. */
+static const char *query_value(const query_t *q, const char *key)
+{
+    for (int i = 0; i < q->n; i++)
+        if (!strcmp(q->keys[i], key))
+            return q->vals[i];
+    return NULL;
+}
+
+/* GET /api/metrics/...: an environment's metrics are whole in one cmr.metrics partition
+ * (its key), so a query of one environment is asked of that partition's owner and a query
+ * of every environment of every owner, merged (ing_peers.c); local=1&partitions=... is
+ * such a question from another worker: answered from the partitions asked that this
+ * worker owns, naming the others. */
+static int answer_metrics(cmr_ingest_http_t *h, const char *root, const char *what, const query_t *qp, char **body)
+{
+    char err[512];
+    query_t q = *qp;
+    fanout_keys_t fk = {0};
+    if (take_fanout_keys(&q, &fk, err, sizeof err) != 0) {
+        *body = error_json(err);
+        return 400;
+    }
+    cmr_ingest_peers_t *peers = get_peers(h);
+    if (!peers)
+        return local_metrics(root, fk.has_parts ? fk.parts : NULL, what, &q, body);
+    if (fk.local) {
+        bool eff[4096] = {0};
+        json_t *not_owned = local_partitions(peers, CMR_TOPIC_METRICS, &fk, eff);
+        int status = local_metrics(root, eff, what, &q, body);
+        if (status == 200)
+            *body = with_not_owned(*body, not_owned);
+        else
+            json_decref(not_owned);
+        return *body ? status : 500;
+    }
+    const char *env = query_value(&q, "env");
+    cmr_ingest_plan_t plan;
+    if (cmr_ingest_peers_plan(peers, CMR_TOPIC_METRICS, env && env[0] ? env : NULL, &plan) != 0) {
+        *body = error_json("out of memory");
+        return 500;
+    }
+    char *local = NULL, *qs = query_string(&q);
+    int status = local_metrics(root, plan.local, what, &q, &local);
+    const char *limit = query_value(&q, "limit");
+    if (local && qs)
+        status = cmr_ingest_peers_gather_metrics(peers, &plan, what, qs, status, local,
+                                                 limit ? strtoul(limit, NULL, 10) : 20, body);
+    else
+        status = 500;
+    free(local);
+    free(qs);
+    cmr_ingest_plan_free(&plan);
+    if (!*body)
+        *body = error_json("out of memory");
+    return status;
 }
 
 /* GET /api/traces/<id>[/export] of a trace whose partition another worker owns: asked of
@@ -674,7 +734,7 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
         return 200;
     }
     if (!strncmp(path, "/api/metrics/", 13))
-        return answer_metrics(root, path + 13, &q, body);
+        return answer_metrics(h, root, path + 13, &q, body);
     if (!strcmp(path, "/api/agents") || !strncmp(path, "/api/agents/", 12))
         return answer_agents(root, path[11] ? path + 12 : "", &q, body);
     if (!strncmp(path, "/api/diagnoses/", 15))
@@ -692,7 +752,7 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
     cmr_ingest_peers_t *peers = get_peers(h);
     bool fan = peers && !fk.local;
     cmr_ingest_plan_t plan = {0};
-    if (fan && cmr_ingest_peers_plan(peers, &plan) != 0) {
+    if (fan && cmr_ingest_peers_plan(peers, CMR_TOPIC_EVENTS, NULL, &plan) != 0) {
         *body = error_json("out of memory");
         return 500;
     }
@@ -711,7 +771,7 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
         if (fan) {
             f.partitions = plan.local; /* the others' come from their owners */
         } else if (peers) {
-            not_owned = local_partitions(peers, &fk, eff);
+            not_owned = local_partitions(peers, CMR_TOPIC_EVENTS, &fk, eff);
             f.partitions = eff;
         } else if (fk.has_parts) {
             f.partitions = fk.parts;

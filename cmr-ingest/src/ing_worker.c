@@ -185,8 +185,9 @@ static void on_rebalance(cmr_consumer_t *c, int revoked, const cmr_partition_t *
         for (size_t i = 0; i < n; i++) {
             bool m = !strcmp(parts[i].topic, metrics);
             unqueue_restore(w, m, parts[i].partition);
-            if (!m && w->peers) {
-                cmr_ingest_peers_set_owned(w->peers, parts[i].partition, false);
+            if (w->peers) {
+                cmr_ingest_peers_set_owned(w->peers, m ? CMR_TOPIC_METRICS : CMR_TOPIC_EVENTS, parts[i].partition,
+                                           false);
                 w->announce_now = true;
             }
             if (m)
@@ -359,10 +360,11 @@ static void restore_assigned(worker_t *w)
     }
     for (size_t i = 0; i < n; i++) {
         cmr_reader_range_t read;
-        if (!w->restore[i].metrics) {
-            if (w->peers) /* restored: queries may count on it */
-                cmr_ingest_peers_set_owned(w->peers, w->restore[i].partition, true);
-        } else if (cmr_restore_range(w->restore[i].partition, w->restore[i].applied, parts[i].offset, &read)) {
+        if (w->peers) /* restored: queries may count on it */
+            cmr_ingest_peers_set_owned(w->peers, w->restore[i].metrics ? CMR_TOPIC_METRICS : CMR_TOPIC_EVENTS,
+                                       w->restore[i].partition, true);
+        if (w->restore[i].metrics &&
+            cmr_restore_range(w->restore[i].partition, w->restore[i].applied, parts[i].offset, &read)) {
             /* records another owner handled: the rules' state, from the data they brought
              * (a store that was current judges its own unjudged boundaries as usual) */
             cmr_metrics_restored(w->metrics, w->restore[i].partition);
@@ -406,21 +408,15 @@ static void poll_peers(worker_t *w)
         announce(w, false);
 }
 
-/* The number of partitions of cmr.events, as a reader of the whole topic sees it; when
- * the cluster does not say, the layout's default (logged: the fan-out would not know of
- * partitions beyond it). */
-static int events_partition_count(const cmr_conf_t *conf)
+/* The number of partitions of topic, as the cluster's metadata says; when it does not
+ * say, the layout's default (logged: the fan-out would not know of partitions beyond it). */
+static int partition_count(worker_t *w, cmr_topic_t topic)
 {
-    char err[256];
-    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_EVENTS), 0, err, sizeof err);
-    bool opened = r != NULL;
-    int n = opened ? cmr_reader_partitions(r) : -1;
-    cmr_reader_free(r);
+    int n = w->producer ? cmr_producer_partitions(w->producer, cmr_topic_name(topic), 5000) : -1;
     if (n > 0)
         return n;
-    n = cmr_topic_layout(CMR_TOPIC_EVENTS)->partitions;
-    cmr_log(CMR_LOG_WARN, "ingest.partition_count_unknown", "topic=%s assumed=%d error=\"%s\"",
-            cmr_topic_name(CMR_TOPIC_EVENTS), n, opened ? "no partitions" : err);
+    n = cmr_topic_layout(topic)->partitions;
+    cmr_log(CMR_LOG_WARN, "ingest.partition_count_unknown", "topic=%s assumed=%d", cmr_topic_name(topic), n);
     return n;
 }
 
@@ -462,7 +458,8 @@ static int start_peers(worker_t *w, cmr_ingest_http_t *http)
                                  .token = token,
                                  .timeout_ms = (int)timeout_ms,
                                  .stale_ms = 3 * w->announce_interval_ms,
-                                 .partition_count = events_partition_count(w->conf)};
+                                 .partition_count = partition_count(w, CMR_TOPIC_EVENTS),
+                                 .metrics_partition_count = partition_count(w, CMR_TOPIC_METRICS)};
     w->peers = cmr_ingest_peers_new(&o, err, sizeof err);
     explicit_bzero(token, sizeof token);
     if (!w->peers) {
@@ -478,8 +475,8 @@ static int start_peers(worker_t *w, cmr_ingest_http_t *http)
                 "worker's partitions only, naming the others unreachable\"",
                 topic, err);
     cmr_ingest_http_set_peers(http, w->peers);
-    cmr_log(CMR_LOG_INFO, "ingest.peers_started", "worker_id=%s url=%s partitions=%d", o.worker_id, o.url,
-            o.partition_count);
+    cmr_log(CMR_LOG_INFO, "ingest.peers_started", "worker_id=%s url=%s partitions=%d metrics_partitions=%d",
+            o.worker_id, o.url, o.partition_count, o.metrics_partition_count);
     return 0;
 }
 

@@ -57,6 +57,11 @@ static int by_int(const void *a, const void *b)
 
 cmr_metrics_view_t *cmr_metrics_view_open(const char *root, char *err, size_t errlen)
 {
+    return cmr_metrics_view_open_only(root, NULL, err, errlen);
+}
+
+cmr_metrics_view_t *cmr_metrics_view_open_only(const char *root, const bool *only, char *err, size_t errlen)
+{
     cmr_metrics_view_t *v = calloc(1, sizeof *v);
     if (!v || !(v->stores = calloc(MAX_STORES, sizeof *v->stores))) {
         free(v);
@@ -77,7 +82,7 @@ cmr_metrics_view_t *cmr_metrics_view_open(const char *root, char *err, size_t er
     for (struct dirent *e; d && (e = readdir(d)) && np < MAX_STORES;) {
         int p;
         char tail;
-        if (sscanf(e->d_name, "p%d%c", &p, &tail) == 1 && p >= 0)
+        if (sscanf(e->d_name, "p%d%c", &p, &tail) == 1 && p >= 0 && (!only || (p < MAX_STORES && only[p])))
             parts[np++] = p;
     }
     if (d)
@@ -355,6 +360,9 @@ static int q_top(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *te
             continue;
         json_t *it = labels_json(v, &top.items[i].labels);
         json_object_update_new(it, value_json(&top.items[i].value, seconds));
+        /* the ranked statistic (latencies in ms), by which answers of several workers merge */
+        double value = cmr_met_stat(&top.items[i].value, p->stat);
+        json_object_set_new(it, "value", json_real(p->stat <= CMR_MET_MEAN ? ms(value) : value));
         json_array_append_new(items, it);
         if (text)
             value_text(text, name, &top.items[i].value, seconds);

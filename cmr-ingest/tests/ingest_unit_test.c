@@ -32,6 +32,7 @@
 #include "cmr/buf.h"
 #include "cmr/wire.h"
 #include "cmr/ingest.h"
+#include "cmr/kafka.h"
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/log.h"
@@ -3586,8 +3587,12 @@ static void encode_worker(cmr_buf_t *out, const char *id, const char *url, int64
 static cmr_ingest_peers_t *new_peers(const char *url_of_self)
 {
     char err[256];
-    cmr_ingest_peers_opts_t o = {
-        .worker_id = "me", .url = url_of_self, .timeout_ms = 2000, .stale_ms = 60000, .partition_count = 4};
+    cmr_ingest_peers_opts_t o = {.worker_id = "me",
+                                 .url = url_of_self,
+                                 .timeout_ms = 2000,
+                                 .stale_ms = 60000,
+                                 .partition_count = 4,
+                                 .metrics_partition_count = 4};
     cmr_ingest_peers_t *p = cmr_ingest_peers_new(&o, err, sizeof err);
     assert_non_null(p);
     return p;
@@ -3606,7 +3611,7 @@ static void test_peers_announcements(void **state)
     assert_non_null(strstr(err, "advertise_url"));
 
     cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
-    cmr_ingest_peers_set_owned(p, 0, true);
+    cmr_ingest_peers_set_owned(p, CMR_TOPIC_EVENTS, 0, true);
     int64_t now = cmr_wall_ms();
     cmr_buf_t b = {0};
     assert_int_equal(cmr_ingest_peers_add(p, "garbage", 7, err, sizeof err), -1); /* does not decode */
@@ -3639,7 +3644,7 @@ static void test_peers_announcements(void **state)
     encode_worker(&b, "me", "http://127.0.0.1:7", now, three, 1, 4, false); /* our own: not a peer */
     assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
     cmr_ingest_plan_t plan;
-    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_EVENTS, NULL, &plan), 0);
     assert_true(plan.local[0]);
     assert_int_equal(plan.ngroups, 1);
     assert_string_equal(plan.groups[0].url, "http://127.0.0.1:9");
@@ -3649,7 +3654,7 @@ static void test_peers_announcements(void **state)
     cmr_ingest_plan_free(&plan);
     encode_worker(&b, "a", "http://127.0.0.1:9", now + 1, NULL, 0, 4, true); /* it leaves */
     assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
-    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_EVENTS, NULL, &plan), 0);
     assert_int_equal(plan.ngroups, 0);
     assert_int_equal(plan.nunowned, 3);
     cmr_ingest_plan_free(&plan);
@@ -3689,14 +3694,14 @@ static void test_peers_bad_answers(void **state)
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", cmr_http_server_port(srv));
     cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
-    cmr_ingest_peers_set_owned(p, 0, true);
+    cmr_ingest_peers_set_owned(p, CMR_TOPIC_EVENTS, 0, true);
     cmr_buf_t b = {0};
     const int32_t parts[] = {1, 2};
     encode_worker(&b, "peer", url, cmr_wall_ms(), parts, 2, 4, false);
     assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
     cmr_buf_free(&b);
     cmr_ingest_plan_t plan;
-    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_EVENTS, NULL, &plan), 0);
     const char *local = "{\"traces\":[{\"trace_id\":\"bb\",\"start_ns\":5,\"duration_ns\":1}]}";
     struct {
         const char *body;
@@ -3734,13 +3739,140 @@ static void test_peers_bad_answers(void **state)
     cmr_ingest_plan_free(&plan);
     cmr_http_server_stop(srv);
     /* the peer is gone: unreachable, within the time bound */
-    assert_int_equal(cmr_ingest_peers_plan(p, &plan), 0);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_EVENTS, NULL, &plan), 0);
     int64_t t0 = cmr_mono_ms();
     out = cmr_ingest_peers_gather(p, &plan, "/api/traces", "", local, false, 50);
     assert_true(cmr_mono_ms() - t0 < 5000);
     assert_non_null(strstr(out, "\"partitions_unreachable\":[3,1,2]"));
     free(out);
     cmr_ingest_plan_free(&plan);
+    cmr_ingest_peers_free(p);
+}
+
+/* An IngestWorker encoded that owns cmr.metrics partitions mparts[0..n) (of 4), no events. */
+static void encode_metrics_worker(cmr_buf_t *out, const char *id, const char *url, const int32_t *mparts, size_t n)
+{
+    char err[256];
+    cmr_owned_partition_t op[16];
+    for (size_t i = 0; i < n; i++)
+        op[i] = (cmr_owned_partition_t){mparts[i], -1};
+    cmr_ingest_worker_t a = {.worker_id = (char *)id,
+                             .url = (char *)url,
+                             .started_ms = 1,
+                             .time_ms = cmr_wall_ms(),
+                             .partition_count = 4,
+                             .metrics_partition_count = 4,
+                             .metrics_partitions = {op, n}};
+    cmr_buf_reset(out);
+    assert_int_equal(cmr_msg_encode(CMR_MSG_INGEST_WORKER, &a, out, err, sizeof err), CMR_WIRE_OK);
+}
+
+/* The metrics queries' fan-out: owners of cmr.metrics partitions (apart from cmr.events'),
+ * an environment's query to its partition's owner alone, lists merged by their statistic,
+ * one series from the one owner that has it, and bad or missing answers named. */
+static void test_peers_metrics(void **state)
+{
+    (void)state;
+    char err[256];
+    cmr_http_server_opts_t o = {.name = "peer", .address = "127.0.0.1"};
+    cmr_http_server_t *srv;
+    assert_int_equal(cmr_http_server_start(&o, peer_handler, NULL, &srv, err, sizeof err), 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", cmr_http_server_port(srv));
+    cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
+    cmr_ingest_peers_set_owned(p, CMR_TOPIC_EVENTS, 0, true);
+    cmr_ingest_peers_set_owned(p, CMR_TOPIC_METRICS, 3, true);
+    cmr_buf_t b = {0};
+    const int32_t bad[] = {4};
+    encode_metrics_worker(&b, "peer", url, bad, 1);
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), -1);
+    assert_non_null(strstr(err, "metrics partition number out of range"));
+    const int32_t parts[] = {0, 1};
+    encode_metrics_worker(&b, "peer", url, parts, 2);
+    assert_int_equal(cmr_ingest_peers_add(p, b.data, b.len, err, sizeof err), 0);
+    cmr_buf_free(&b);
+    /* events and metrics have their own owners */
+    cmr_ingest_plan_t plan;
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_EVENTS, NULL, &plan), 0);
+    assert_int_equal(plan.ngroups, 0);
+    assert_int_equal(plan.nunowned, 3);
+    cmr_ingest_plan_free(&plan);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_METRICS, NULL, &plan), 0);
+    assert_true(plan.local[3]);
+    assert_int_equal(plan.ngroups, 1);
+    assert_int_equal(plan.groups[0].npartitions, 2);
+    assert_int_equal(plan.nunowned, 1);
+    assert_int_equal(plan.unowned[0], 2);
+    cmr_ingest_plan_free(&plan);
+    /* one environment: only the partition its key goes to */
+    int32_t want = cmr_key_partition(NULL, "shop", 4, 4);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_METRICS, "shop", &plan), 0);
+    size_t asked = plan.nunowned + (plan.ngroups ? plan.groups[0].npartitions : 0);
+    for (int i = 0; i < 4; i++)
+        asked += plan.local[i];
+    assert_int_equal(asked, 1);
+    assert_true(plan.local[want] || (plan.nunowned && plan.unowned[0] == want) ||
+                (plan.ngroups && plan.groups[0].partitions[0] == want));
+    cmr_ingest_plan_free(&plan);
+    cmr_ingest_worker_t mine;
+    assert_int_equal(cmr_ingest_peers_announcement(p, false, &mine), 0);
+    assert_int_equal(mine.metrics_partition_count, 4);
+    assert_int_equal(mine.metrics_partitions.count, 1);
+    assert_int_equal(mine.metrics_partitions.items[0].partition, 3);
+    cmr_msg_body_free(CMR_MSG_INGEST_WORKER, &mine);
+
+    /* partition 2 has no owner: take it on, so that complete answers can be seen */
+    cmr_ingest_peers_set_owned(p, CMR_TOPIC_METRICS, 2, true);
+    assert_int_equal(cmr_ingest_peers_plan(p, CMR_TOPIC_METRICS, NULL, &plan), 0);
+    const char *local = "{\"query\":\"top\",\"items\":[{\"env\":\"a\",\"value\":5.0},{\"env\":\"a\",\"value\":1.0}]}";
+    peer_status = 200;
+    peer_body = "{\"query\":\"top\",\"items\":[{\"env\":\"b\",\"value\":3.0}]}";
+    char *out;
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "top", "", 200, local, 2, &out), 200);
+    assert_string_equal(out, "{\"query\":\"top\",\"items\":[{\"env\":\"a\",\"value\":5.0},"
+                             "{\"env\":\"b\",\"value\":3.0}]}");
+    free(out);
+    /* alerts: by environment, each owner's order kept */
+    local = "{\"abnormal\":[{\"env\":\"c\",\"rule\":\"z\"},{\"env\":\"c\",\"rule\":\"a\"}]}";
+    peer_body = "{\"abnormal\":[{\"env\":\"b\",\"rule\":\"r\"}],\"partitions_not_owned\":[1]}";
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "alerts", "", 200, local, 20, &out), 200);
+    assert_non_null(strstr(out, "{\"abnormal\":[{\"env\":\"b\",\"rule\":\"r\"},{\"env\":\"c\",\"rule\":\"z\"},"
+                                "{\"env\":\"c\",\"rule\":\"a\"}],\"partial\":true"));
+    assert_non_null(strstr(out, "\"partitions_unreachable\":[1]"));
+    free(out);
+    /* a bad answer: named, the local part kept */
+    peer_body = "{\"stalled\":[1]}";
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "stalled", "", 200, "{\"stalled\":[]}", 20, &out), 200);
+    assert_non_null(strstr(out, "an item that is not an object"));
+    assert_non_null(strstr(out, "\"partitions_unreachable\":[0,1]"));
+    free(out);
+    /* a wrong query is the local answer's error */
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "top", "", 400, "{\"error\":\"bad stat\"}", 20, &out),
+                     400);
+    assert_string_equal(out, "{\"error\":\"bad stat\"}");
+    free(out);
+    /* one series: from whichever owner found it; found twice is ambiguous */
+    const char *none = "{\"error\":\"matches no series\"}", *found = "{\"series\":{\"env\":\"b\"},\"points\":[]}";
+    peer_body = found;
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 400, none, 20, &out), 200);
+    assert_string_equal(out, found);
+    free(out);
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 200, found, 20, &out), 400);
+    assert_non_null(strstr(out, "give env"));
+    free(out);
+    peer_status = 400;
+    peer_body = none;
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 400, none, 20, &out), 400);
+    assert_string_equal(out, none);
+    free(out);
+    peer_status = 500; /* not found here, and an owner could not say: not "no such series" */
+    peer_body = "{\"error\":\"boom\"}";
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "jvms", "", 400, none, 20, &out), 503);
+    assert_non_null(strstr(out, "\"partitions_unreachable\":[0,1]"));
+    free(out);
+    peer_status = 200;
+    cmr_ingest_plan_free(&plan);
+    cmr_http_server_stop(srv);
     cmr_ingest_peers_free(p);
 }
 
@@ -3792,6 +3924,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_applied_offset_durable, make_tmp, remove_tmp),
         cmocka_unit_test(test_peers_announcements),
         cmocka_unit_test(test_peers_bad_answers),
+        cmocka_unit_test(test_peers_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

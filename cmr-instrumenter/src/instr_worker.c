@@ -1651,13 +1651,6 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->registry_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_REGISTRATIONS), 0, err, errlen);
     if (!w->registry_reader)
         return -1;
-    /* the partition count of cmr.classes (a reader never polled assigns nothing) */
-    cmr_reader_t *classes = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_CLASSES), 0, err, errlen);
-    w->classes_partitions = classes ? cmr_reader_partitions(classes) : 0;
-    cmr_reader_free(classes);
-    if (w->classes_partitions <= 0)
-        cmr_log(CMR_LOG_WARN, "instr.classes_partitions_unknown",
-                "error=\"%s\" action=\"after lost class records, only the agents seen since are asked again\"", err);
     w->diag = cmr_instr_diag_new();
     const cmr_topic_t diag_topics[2] = {CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES};
     for (int i = 0; i < 2; i++) {
@@ -1677,6 +1670,11 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->producer = cmr_producer_new(w->pconf, "cmr-instrumenter", NULL, NULL, err, errlen);
     if (!w->producer)
         return -1;
+    /* the partition count of cmr.classes, from the cluster's metadata */
+    w->classes_partitions = cmr_producer_partitions(w->producer, cmr_topic_name(CMR_TOPIC_CLASSES), 5000);
+    if (w->classes_partitions <= 0)
+        cmr_log(CMR_LOG_WARN, "instr.classes_partitions_unknown",
+                "action=\"after lost class records, only the agents seen since are asked again\"");
     warm_topic(w, cmr_topic_name(CMR_TOPIC_METHODS));
     warm_topic(w, cmr_topic_name(CMR_TOPIC_DIAGNOSIS_TREES));
     return 0;

@@ -482,6 +482,8 @@ static const cmr_field_desc_t ingest_worker_fields[] = {
     FIELD(cmr_ingest_worker_t, partition_count, INT),
     SUB(cmr_ingest_worker_t, partitions, RECORDS, owned_partition_desc),
     FIELD(cmr_ingest_worker_t, leaving, BOOL),
+    FIELD(cmr_ingest_worker_t, metrics_partition_count, INT),
+    SUB(cmr_ingest_worker_t, metrics_partitions, RECORDS, owned_partition_desc),
 };
 static const cmr_record_desc_t ingest_worker_desc = {"IngestWorker", sizeof(cmr_ingest_worker_t), ingest_worker_fields,
                                                      TABLE(ingest_worker_fields)};

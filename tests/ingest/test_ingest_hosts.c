@@ -14,6 +14,9 @@
  * Before that, while several workers own the partitions, the HTTP API of one worker must
  * list every trace exactly once, complete, through the fan-out to the others (no
  * "partial"), and a trace asked of a worker by id is answered by its partition's owner.
+ * The same for the metrics of NENVS environments (cmr.metrics is keyed by environment):
+ * the ranking of every environment from one worker has each environment once, with its
+ * count, in order; a query of one environment, and one series, answer from any worker.
  *
  * A restore whose range the topic no longer holds in full (the embedded broker keeps about
  * 5 MiB per partition) counts the missing offsets: loss is never silent.
@@ -36,6 +39,7 @@
 
 #include "broker_proc.h"
 #include "cmr/clock.h"
+#include "cmr/histogram.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
@@ -47,6 +51,7 @@
 #define NTRACES 450   /* sent in three equal phases */
 #define PER_BATCH 2   /* events per batch: every segment has several batches */
 #define MAX_WORKERS 4 /* the scenario's workers plus the added one */
+#define NENVS 12      /* environments with metrics */
 
 static const char *broker_bin, *ingest_bin;
 static broker_proc_t broker;
@@ -385,6 +390,108 @@ static void check_fanout(const worker_t *w, const worker_t *other)
     json_decref(list);
 }
 
+/* --- metrics of several environments ---------------------------------------------------- */
+
+/* One MetricBatch per environment env-00 ... : transaction 0x5000+e, 10+e calls of about
+ * (1+e) ms, in the 10-second interval before the last. */
+static void send_metrics(cmr_producer_t *p)
+{
+    int64_t start = cmr_wall_ms() / 10000 * 10000 - 20000;
+    for (int e = 0; e < NENVS; e++) {
+        cmr_hist_t h = {0};
+        int64_t sum = 0;
+        for (int k = 0; k < 10 + e; k++) {
+            int64_t ns = (1 + e) * 1000000LL + k * 1000LL;
+            cmr_hist_record(&h, (uint64_t)ns, 1);
+            sum += ns;
+        }
+        cmr_buf_t enc = {0};
+        cmr_hist_encode(&h, &enc);
+        cmr_transaction_metric_t tx = {.root_method_id = 0x5000 + e,
+                                       .name = "",
+                                       .count = 10 + e,
+                                       .sum_ns = sum,
+                                       .min_ns = (int64_t)h.min,
+                                       .max_ns = (int64_t)h.max,
+                                       .histogram = {enc.data, enc.len},
+                                       .max_in_flight = 1};
+        char env[16], err[256];
+        snprintf(env, sizeof env, "env-%02d", e);
+        cmr_metric_batch_t b = {.agent_id = 0x100 + e,
+                                .interval_start_ms = start,
+                                .interval_ms = 10000,
+                                .environment_id = env,
+                                .transactions = {&tx, 1}};
+        assert_int_equal(cmr_producer_send(p, CMR_MSG_METRIC_BATCH, &b, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+        cmr_buf_free(&enc);
+        cmr_hist_free(&h);
+    }
+    assert_int_equal(cmr_producer_flush(p, 10000), 0);
+}
+
+/* Through w's HTTP API: every environment's transaction once, with its count, ranked by
+ * count across the workers' answers, complete (once the stores have them); one
+ * environment's ranking and one series from either worker; a worker asked as an owner
+ * names the partitions it does not own. */
+static void check_metrics_fanout(const worker_t *w, const worker_t *other)
+{
+    int64_t deadline = cp_mono_ms() + 60000;
+    json_t *top = NULL;
+    size_t got = 0;
+    bool partial = true;
+    while (cp_mono_ms() < deadline && (got < NENVS || partial)) {
+        json_decref(top);
+        top = NULL;
+        if (get_json(w, "/api/metrics/top?last=1h&stat=count&limit=1000", &top) == 200 && top) {
+            got = json_array_size(json_object_get(top, "items"));
+            partial = json_is_true(json_object_get(top, "partial"));
+        }
+        if (got < NENVS || partial)
+            cmr_sleep_ms(300);
+    }
+    assert_non_null(top);
+    assert_false(partial);
+    json_t *items = json_object_get(top, "items");
+    assert_int_equal(json_array_size(items), NENVS);
+    for (int i = 0; i < NENVS; i++) { /* highest count first: env-11 (21 calls) ... env-00 (10) */
+        json_t *it = json_array_get(items, (size_t)i);
+        char env[16];
+        snprintf(env, sizeof env, "env-%02d", NENVS - 1 - i);
+        assert_string_equal(json_string_value(json_object_get(it, "env")), env);
+        assert_int_equal(json_integer_value(json_object_get(it, "count")), 10 + NENVS - 1 - i);
+    }
+    json_decref(top);
+    int remote = 0;
+    for (int e = 0; e < NENVS; e++)
+        for (int k = 0; k < 2; k++) {
+            char target[200];
+            json_t *body = NULL;
+            snprintf(target, sizeof target, "/api/metrics/top?env=env-%02d&last=1h", e);
+            assert_int_equal(get_json(k ? other : w, target, &body), 200);
+            assert_int_equal(json_array_size(json_object_get(body, "items")), 1);
+            json_decref(body);
+            snprintf(target, sizeof target, "/api/metrics/series?env=env-%02d&name=%016x&last=1h", e, 0x5000 + e);
+            assert_int_equal(get_json(k ? other : w, target, &body), 200);
+            char env[16];
+            snprintf(env, sizeof env, "env-%02d", e);
+            const char *series_env = json_string_value(json_object_get(json_object_get(body, "series"), "env"));
+            assert_string_equal(series_env ? series_env : "", env);
+            json_decref(body);
+            /* without env: the one worker that has it answers */
+            snprintf(target, sizeof target, "/api/metrics/series?name=%016x&last=1h", 0x5000 + e);
+            assert_int_equal(get_json(k ? other : w, target, &body), 200);
+            json_decref(body);
+            /* asked as an owner of every partition: a worker owns only some */
+            snprintf(target, sizeof target, "/api/metrics/top?env=env-%02d&last=1h&local=1&partitions=%s", e,
+                     "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15");
+            assert_int_equal(get_json(k ? other : w, target, &body), 200);
+            remote += json_array_size(json_object_get(body, "items")) == 0;
+            assert_true(json_array_size(json_object_get(body, "partitions_not_owned")) > 0);
+            json_decref(body);
+        }
+    assert_true(remote > 0); /* some environments live on the other worker */
+}
+
 /* n workers in separate directories; while the traffic flows, worker 1 is killed and
  * worker n+1 added; then the others stop and the added one must hold everything. */
 static void run_scenario(int n)
@@ -414,7 +521,9 @@ static void run_scenario(int n)
     start_worker(&w[n], n); /* added during ingest: its store is empty */
     wait_settled(w, n + 1);
     send_traces(p, tr, 2 * third, NTRACES);
+    send_metrics(p);
     check_fanout(&w[0], &w[n]);
+    check_metrics_fanout(&w[0], &w[n]);
 
     /* the others leave: the added worker is assigned every partition */
     for (int i = 0; i < n; i++)

@@ -36,6 +36,7 @@
 #include "cmr/histogram.h"
 #include "cmr/map.h"
 #include "cmr/reader.h"
+#include "cmr/topics.h"
 #include "cmr/buf.h"
 #include "cmr/event.h"
 #include "cmr/msg.h"
@@ -673,24 +674,27 @@ int cmr_ingest_restore(const cmr_conf_t *conf, const char *topic, const cmr_read
 
 typedef struct cmr_ingest_peers cmr_ingest_peers_t;
 typedef struct cmr_ingest_peers_opts {
-    const cmr_conf_t *conf;  /* kafka.partitioner (the trace id's partition); kept, not owned */
-    const char *worker_id;   /* ingest.worker_id */
-    const char *url;         /* ingest.http.advertise_url: this worker's HTTP base URL */
-    const char *token;       /* sent to peers as a bearer token (ingest.http.token_file), or NULL */
-    int timeout_ms;          /* ingest.fanout.timeout_ms: a fanned-out query's time bound */
-    int64_t stale_ms;        /* an announcement older than this does not count */
-    int32_t partition_count; /* of cmr.events */
+    const cmr_conf_t *conf;          /* kafka.partitioner (the trace id's partition); kept, not owned */
+    const char *worker_id;           /* ingest.worker_id */
+    const char *url;                 /* ingest.http.advertise_url: this worker's HTTP base URL */
+    const char *token;               /* sent to peers as a bearer token (ingest.http.token_file), or NULL */
+    int timeout_ms;                  /* ingest.fanout.timeout_ms: a fanned-out query's time bound */
+    int64_t stale_ms;                /* an announcement older than this does not count */
+    int32_t partition_count;         /* of cmr.events */
+    int32_t metrics_partition_count; /* of cmr.metrics */
 } cmr_ingest_peers_opts_t;
 /* NULL with err filled (an invalid worker id or URL). */
 cmr_ingest_peers_t *cmr_ingest_peers_new(const cmr_ingest_peers_opts_t *o, char *err, size_t errlen);
 void cmr_ingest_peers_free(cmr_ingest_peers_t *p);
 bool cmr_ingest_peers_id_valid(const char *id);
 bool cmr_ingest_peers_url_valid(const char *url);
-/* This worker owns (and has restored) the partition, or not any more. */
-void cmr_ingest_peers_set_owned(cmr_ingest_peers_t *p, int32_t partition, bool owned);
-void cmr_ingest_peers_set_partition_count(cmr_ingest_peers_t *p, int32_t count);
-/* The partitions this worker owns, sorted: the count, *parts malloc'd (NULL: out of memory). */
-size_t cmr_ingest_peers_owned(cmr_ingest_peers_t *p, int32_t **parts);
+/* This worker owns (and has restored) the partition of topic (CMR_TOPIC_EVENTS or
+ * CMR_TOPIC_METRICS), or not any more. */
+void cmr_ingest_peers_set_owned(cmr_ingest_peers_t *p, cmr_topic_t topic, int32_t partition, bool owned);
+void cmr_ingest_peers_set_partition_count(cmr_ingest_peers_t *p, cmr_topic_t topic, int32_t count);
+/* The partitions of topic this worker owns, sorted: the count, *parts malloc'd (NULL: out
+ * of memory). */
+size_t cmr_ingest_peers_owned(cmr_ingest_peers_t *p, cmr_topic_t topic, int32_t **parts);
 /* This worker's announcement (free with cmr_msg_body_free(CMR_MSG_INGEST_WORKER, out)). 0 or -1. */
 int cmr_ingest_peers_announcement(cmr_ingest_peers_t *p, bool leaving, cmr_ingest_worker_t *out);
 /* A record of cmr.ingest-workers: 0 kept (or ours: ignored), -1 rejected with err (does
@@ -711,7 +715,9 @@ typedef struct cmr_ingest_plan {
     int32_t *unowned; /* no owner known */
     size_t nunowned;
 } cmr_ingest_plan_t;
-int cmr_ingest_peers_plan(cmr_ingest_peers_t *p, cmr_ingest_plan_t *plan);
+/* Who answers for the partitions of topic: every one, or (key not NULL) only the one the
+ * producers' partitioner puts key in (an environment's metrics). 0 or -1. */
+int cmr_ingest_peers_plan(cmr_ingest_peers_t *p, cmr_topic_t topic, const char *key, cmr_ingest_plan_t *plan);
 void cmr_ingest_plan_free(cmr_ingest_plan_t *plan);
 /* The cmr.events partition a trace id was written to, -1 when not known. */
 int32_t cmr_ingest_peers_trace_partition(cmr_ingest_peers_t *p, const uint8_t trace_id[16]);
@@ -725,6 +731,16 @@ long cmr_ingest_peers_get(cmr_ingest_peers_t *p, const char *url, int timeout_ms
  * something is missing; NULL when out of memory. */
 char *cmr_ingest_peers_gather(cmr_ingest_peers_t *p, const cmr_ingest_plan_t *plan, const char *path, const char *query,
                               const char *local_json, bool slowest, size_t limit);
+/* A metrics query (GET /api/metrics/<what>) across the owners of cmr.metrics partitions:
+ * local_status and local_json are this worker's answer for plan->local, the other groups
+ * are asked as above. top, alerts and stalled: the lists merged (top by its "value",
+ * highest first, cut to limit; alerts and stalled by environment), "partial" as above.
+ * series and jvms: the answer of the one owner that found the series; 400 when several
+ * did (the name matches in several environments), 503 when none did and some partition
+ * could not be asked, else the local answer. The status; *out the answer (malloc'd). */
+int cmr_ingest_peers_gather_metrics(cmr_ingest_peers_t *p, const cmr_ingest_plan_t *plan, const char *what,
+                                    const char *query, int local_status, const char *local_json, size_t limit,
+                                    char **out);
 
 typedef struct cmr_ingest_http cmr_ingest_http_t;
 typedef struct cmr_ingest_http_source {

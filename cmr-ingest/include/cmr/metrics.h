@@ -122,6 +122,9 @@ typedef struct cmr_metrics_view cmr_metrics_view_t;
 
 /* Every metrics partition under root, read-only, and the names of the ingest view. */
 cmr_metrics_view_t *cmr_metrics_view_open(const char *root, char *err, size_t errlen);
+/* The same, only the partitions p with only[p] (4096 of them; NULL: every one): a worker
+ * of a group answers for the partitions it owns, not for stale copies of others. */
+cmr_metrics_view_t *cmr_metrics_view_open_only(const char *root, const bool *only, char *err, size_t errlen);
 void cmr_metrics_view_free(cmr_metrics_view_t *v);
 
 /* A query: `what` is top | series | jvms | alerts | stalled; params as key=value pairs

@@ -657,7 +657,12 @@ typedef struct cmr_ingest_worker {
         cmr_owned_partition_t *items;
         size_t count;
     } partitions;
-    bool leaving; /* the worker stops: it owns nothing any more */
+    bool leaving;                    /* the worker stops: it owns nothing any more */
+    int32_t metrics_partition_count; /* of cmr.metrics, as the worker sees it (0: unknown) */
+    struct {
+        cmr_owned_partition_t *items;
+        size_t count;
+    } metrics_partitions; /* the cmr.metrics partitions it owns and has restored */
 } cmr_ingest_worker_t;
 
 /* cmr.alerts (key: environment id) */
