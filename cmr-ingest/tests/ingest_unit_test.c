@@ -3682,17 +3682,24 @@ static void peer_handler(void *opaque, const cmr_http_request_t *req, cmr_http_r
     res->len = strlen(peer_body);
 }
 
+/* A peer on a free loopback port that answers peer_status and peer_body; its base URL into url. */
+static cmr_http_server_t *start_peer(char url[64])
+{
+    char err[256];
+    cmr_http_server_opts_t o = {.name = "peer", .address = "127.0.0.1"};
+    cmr_http_server_t *srv;
+    assert_int_equal(cmr_http_server_start(&o, peer_handler, NULL, &srv, err, sizeof err), 0);
+    snprintf(url, 64, "http://127.0.0.1:%d", cmr_http_server_port(srv));
+    return srv;
+}
+
 /* The fan-out names every partition it could not get, with why; a bad answer never
  * crashes it nor lands in the list. */
 static void test_peers_bad_answers(void **state)
 {
     (void)state;
-    char err[256];
-    cmr_http_server_opts_t o = {.name = "peer", .address = "127.0.0.1"};
-    cmr_http_server_t *srv;
-    assert_int_equal(cmr_http_server_start(&o, peer_handler, NULL, &srv, err, sizeof err), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", cmr_http_server_port(srv));
+    char err[256], url[64];
+    cmr_http_server_t *srv = start_peer(url);
     cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
     cmr_ingest_peers_set_owned(p, CMR_TOPIC_EVENTS, 0, true);
     cmr_buf_t b = {0};
@@ -3773,12 +3780,8 @@ static void encode_metrics_worker(cmr_buf_t *out, const char *id, const char *ur
 static void test_peers_metrics(void **state)
 {
     (void)state;
-    char err[256];
-    cmr_http_server_opts_t o = {.name = "peer", .address = "127.0.0.1"};
-    cmr_http_server_t *srv;
-    assert_int_equal(cmr_http_server_start(&o, peer_handler, NULL, &srv, err, sizeof err), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", cmr_http_server_port(srv));
+    char err[256], url[64];
+    cmr_http_server_t *srv = start_peer(url);
     cmr_ingest_peers_t *p = new_peers("http://127.0.0.1:1");
     cmr_ingest_peers_set_owned(p, CMR_TOPIC_EVENTS, 0, true);
     cmr_ingest_peers_set_owned(p, CMR_TOPIC_METRICS, 3, true);
