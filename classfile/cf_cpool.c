@@ -239,6 +239,16 @@ uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, c
     return nat ? add_ref(c, JVM_CONSTANT_Methodref, cl, nat) : 0;
 }
 
+uint16_t cf_cp_add_fieldref(cf_class *c, uint16_t class_index, const char *name, const char *desc)
+{
+    uint16_t n = cf_cp_add_utf8(c, name, strlen(name));
+    uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
+    if (!class_index || !n || !d)
+        return 0;
+    uint16_t nat = add_ref(c, JVM_CONSTANT_NameAndType, n, d);
+    return nat ? add_ref(c, JVM_CONSTANT_Fieldref, class_index, nat) : 0;
+}
+
 uint16_t cf_cp_add_long(cf_class *c, int64_t v)
 {
     uint8_t d[8];

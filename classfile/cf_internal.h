@@ -147,6 +147,8 @@ uint16_t cf_cp_add_utf8(cf_class *c, const char *s, size_t len);
 uint16_t cf_cp_add_class(cf_class *c, const char *name);
 uint16_t cf_cp_add_string(cf_class *c, const char *s, size_t len);
 uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc);
+/* A Fieldref of the class at class_index (a Class constant of c). */
+uint16_t cf_cp_add_fieldref(cf_class *c, uint16_t class_index, const char *name, const char *desc);
 uint16_t cf_cp_add_long(cf_class *c, int64_t v); /* always appends (2 slots) */
 uint16_t cf_cp_add_int(cf_class *c, int32_t v);
 uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len);

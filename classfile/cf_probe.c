@@ -102,6 +102,15 @@ static cf_err check_call(const cf_probe_call *pc, const char *site, bool exc, cf
                 return cf_fail(err, CF_ERR_ARG, "%s probe: THIS is not available at the exceptional exit", site);
             want = 'T';
             break;
+        case CF_PARG_THIS_INT_FIELD:
+            if (exc)
+                return cf_fail(err, CF_ERR_ARG, "%s probe: a field of THIS is not available at the exceptional exit",
+                               site);
+            if (!pc->args[i].s || !*pc->args[i].s || strlen(pc->args[i].s) > 255 || !mutf8_ok(pc->args[i].s) ||
+                strpbrk(pc->args[i].s, ".;[/<>"))
+                return cf_fail(err, CF_ERR_ARG, "%s probe: field name missing or not a field name", site);
+            want = 'I';
+            break;
         case CF_PARG_RETURN: /* an object, an int (or narrower) or a long: the method must match */
             if (strcmp(site, "normal-exit") != 0 || i != 0)
                 return cf_fail(err, CF_ERR_ARG, "%s probe: RETURN only as first argument of the normal-exit probe",
@@ -289,7 +298,7 @@ bool cf_probe_args_fit(const cf_class *c, const cf_member *m, const cf_probe *p,
                     return false;
                 continue;
             }
-            if (pc->args[a].kind == CF_PARG_THIS) {
+            if (pc->args[a].kind == CF_PARG_THIS || pc->args[a].kind == CF_PARG_THIS_INT_FIELD) {
                 if (m->access & JVM_ACC_STATIC) {
                     snprintf(why, whylen, "the probe wants `this` but the method is static");
                     return false;
@@ -425,6 +434,15 @@ bool cf_probe_emit(cf_class *c, const cf_member *m, const cf_probe_call *pc, uin
             cf_buf_u1(b, return_type(c, m) == 'J' ? JVM_OPC_dup2 : JVM_OPC_dup);
             break;
         case CF_PARG_THIS: push_aload(b, 0); break;
+        case CF_PARG_THIS_INT_FIELD: {
+            uint16_t k = cf_cp_add_fieldref(c, c->this_class, a->s, "I");
+            if (!k)
+                full = true;
+            push_aload(b, 0);
+            cf_buf_u1(b, JVM_OPC_getfield);
+            cf_buf_u2(b, k);
+            break;
+        }
         case CF_PARG_ARG:
         case CF_PARG_ARG_REPLACED: {
             char type;

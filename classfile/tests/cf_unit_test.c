@@ -728,6 +728,71 @@ static void test_object_arguments(void **st)
     assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
 }
 
+/* A probe that takes an int field of the method's own object (the agent's
+ * HttpURLConnection: its responseCode, a protected field of its superclass): aload_0;
+ * getfield through the instrumented class; refused in static methods, at the exceptional
+ * exit and for a name that is no field name. */
+static void test_this_int_field(void **st)
+{
+    (void)st;
+    static const cf_probe field = {
+        "field",
+        {"p/P",
+         "enter",
+         "(Ljava/lang/Object;IJ)V",
+         3,
+         {{CF_PARG_THIS, 0, NULL}, {CF_PARG_THIS_INT_FIELD, 0, "code"}, {CF_PARG_METHOD_ID, 0, NULL}}},
+        {"p/P", "leave", "(I)V", 1, {{CF_PARG_THIS_INT_FIELD, 0, "code"}}},
+        {0}};
+    asm_cls a;
+    a_init(&a, 52);
+    uint8_t ret[] = {JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC, "run", "()V", ret, sizeof ret, 0, 1, NULL, 0, NULL);
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "stat", "()V", ret, sizeof ret, 0, 0, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/F", "java/lang/Object", &n);
+    cf_instrument_result r;
+    cf_error e;
+    assert_int_equal(cf_instrument_class(b, n, &field, NULL, NULL, &r, &e), CF_OK);
+    assert_int_equal(r.methods[0].refusal, CF_REFUSE_NONE);
+    assert_int_equal(r.methods[1].refusal, CF_REFUSE_PROBE_ARGS); /* static: no `this` */
+    assert_int_equal(cf_class_check(r.bytes, r.len, &e), CF_OK);
+    cf_class *c = parse_ok(r.bytes, r.len);
+    cf_code k;
+    code_of(c, "run", &k);
+    assert_int_equal(k.code[0], JVM_OPC_aload_0); /* this */
+    assert_int_equal(k.code[1], JVM_OPC_aload_0); /* this.code */
+    assert_int_equal(k.code[2], JVM_OPC_getfield);
+    uint16_t ref = cmr_be16(k.code + 3);
+    assert_int_equal(c->cp[ref].tag, JVM_CONSTANT_Fieldref);
+    assert_int_equal(c->cp[ref].a, c->this_class); /* resolved through the class itself */
+    assert_int_equal(k.code[5], JVM_OPC_ldc2_w);
+    assert_int_equal(k.code[8], JVM_OPC_invokestatic);
+    assert_int_equal(k.code[11], JVM_OPC_aload_0); /* exit: this.code */
+    assert_int_equal(k.code[12], JVM_OPC_getfield);
+    assert_int_equal(cmr_be16(k.code + 13), ref); /* one constant for both */
+    assert_int_equal(k.code[15], JVM_OPC_invokestatic);
+    assert_int_equal(k.code[18], JVM_OPC_return);
+    assert_true(k.max_stack >= 4);
+    cf_code_release(&k);
+    cf_class_free(c);
+    cf_instrument_result_free(&r);
+    free(b);
+
+    cf_probe bad = field; /* not at the exceptional exit (no locals there) */
+    bad.exc_exit = bad.normal_exit;
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+    const char *names[] = {NULL, "", "a.b", "java/lang/X", "<init>", "x;"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        bad = field;
+        bad.normal_exit.args[0].s = names[i];
+        assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+    }
+    bad = field; /* an int, nothing else */
+    bad.normal_exit.desc = "(J)V";
+    assert_int_equal(cf_probe_check(&bad, &e), CF_ERR_ARG);
+}
+
 /* An entry probe whose result replaces a parameter (the agent's JDK HttpClient send: a copy
  * of the request with the context headers): checkcast to the parameter's type and astore
  * into its local; refused for a primitive parameter, a parameter the method assigns, a
@@ -1264,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_constructors),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_object_arguments),
+        cmocka_unit_test(test_this_int_field),
         cmocka_unit_test(test_replaced_argument),
         cmocka_unit_test(test_returned_object),
         cmocka_unit_test(test_returned_number),

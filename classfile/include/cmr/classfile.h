@@ -218,26 +218,32 @@ const char *cf_trivial_name(cf_trivial_kind k);
  * trampolines of far conditional branches. Probe calls can be stacked: instrumenting an
  * instrumented class again (another probe kind) works. */
 typedef enum cf_parg_kind {
-    CF_PARG_METHOD_ID,   /* J: the method id of the instrumented method */
-    CF_PARG_LONG,        /* J: constant `i` */
-    CF_PARG_INT,         /* I (or Z/B/C/S): constant `i` */
-    CF_PARG_STRING,      /* Ljava/lang/String;: constant `s` */
-    CF_PARG_METHOD_NAME, /* Ljava/lang/String;: "owner.name(desc)" of the method */
-    CF_PARG_THROWABLE,   /* Ljava/lang/Throwable; (or Object): the exception; exceptional
+    CF_PARG_METHOD_ID,     /* J: the method id of the instrumented method */
+    CF_PARG_LONG,          /* J: constant `i` */
+    CF_PARG_INT,           /* I (or Z/B/C/S): constant `i` */
+    CF_PARG_STRING,        /* Ljava/lang/String;: constant `s` */
+    CF_PARG_METHOD_NAME,   /* Ljava/lang/String;: "owner.name(desc)" of the method */
+    CF_PARG_THROWABLE,     /* Ljava/lang/Throwable; (or Object): the exception; exceptional
                           site only, first argument only */
-    CF_PARG_THIS,        /* Ljava/lang/Object;: the method's own object (instance methods;
+    CF_PARG_THIS,          /* Ljava/lang/Object;: the method's own object (instance methods;
                           entry and normal-exit sites; constructors: after super()) */
-    CF_PARG_ARG,         /* Ljava/lang/Object;: parameter number `i` (0-based, reference
+    CF_PARG_ARG,           /* Ljava/lang/Object;: parameter number `i` (0-based, reference
                           typed; entry site only) */
-    CF_PARG_RETURN,      /* the value the method returns (normal-exit site only, first
+    CF_PARG_RETURN,        /* the value the method returns (normal-exit site only, first
                           argument only): Ljava/lang/Object; for a reference, I for an int,
                           boolean, byte, char or short, J for a long; a method that returns
                           another type is refused */
-    CF_PARG_ARG_REPLACED /* as CF_PARG_ARG, and the probe's result replaces that parameter:
+    CF_PARG_ARG_REPLACED,  /* as CF_PARG_ARG, and the probe's result replaces that parameter:
                           cast to its type and stored in its local, so the method goes on
                           with what the probe gave (a copy of a request with headers
                           added). Entry site only, at most one, the desc returns a
                           reference; a method that assigns the parameter is refused */
+    CF_PARG_THIS_INT_FIELD /* I: the int field named `s` of the method's own object, read
+                          with getfield through the instrumented class (declared there or
+                          in a superclass, protected included: the class file alone cannot
+                          tell, so a name it does not have fails when the JVM links the
+                          method; rules name fields of the Java SE API only). Entry and
+                          normal-exit sites of instance methods */
 } cf_parg_kind;
 
 typedef struct cf_parg {
