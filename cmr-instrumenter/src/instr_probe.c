@@ -115,10 +115,25 @@ static const cf_probe servlet_in_probe = {"http-in",
                                           CALL("ctxEnd"),
                                           CALL("ctxEndThrow")};
 
+/* HttpURLConnection.getInputStream: the connection and its responseCode field (-1 until a
+ * response was read: the exchange is still to come) at entry, the connection at the normal
+ * exit; the exceptional exit's probe remembers it from the entry. */
+static const cf_probe url_call_probe = {
+    "http-url-call",
+    {CMR_PROBE_CLASS,
+     "httpUrlCall",
+     "(Ljava/lang/Object;IJ)V",
+     3,
+     {{CF_PARG_THIS, 0, 0}, {CF_PARG_THIS_INT_FIELD, 0, "responseCode"}, {CF_PARG_METHOD_ID, 0, 0}}},
+    PAIR_CALL("httpUrlCallExit", "(Ljava/lang/Object;J)V", CF_PARG_THIS, 0),
+    CALL("httpUrlCallExitThrow")};
+
 const cf_probe *cmr_instr_pick_probe(const cmr_instr_pick_t *p)
 {
     if (p->handoff == CMR_HANDOFF_HTTP_IN_SERVLET)
         return &servlet_in_probe;
+    if (p->handoff == CMR_HANDOFF_HTTP_URL_CALL)
+        return &url_call_probe;
     if (p->handoff == CMR_HANDOFF_NONE && p->sensor == CMR_SENSOR_ANCHOR && p->arg > 0 &&
         p->arg <= CMR_ANCHOR_MAX_ARG + 1)
         return &anchor_arg_probes[p->arg - 1];

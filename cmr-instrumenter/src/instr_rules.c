@@ -215,10 +215,13 @@ static const struct {
     {"java/util/concurrent/CompletableFuture$AsyncSupply", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
     {"java/util/concurrent/CompletableFuture$AsyncRun", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
     {"java/util/concurrent/CompletableFuture$Completion", "run", "()V", CMR_HANDOFF_SPAN, CMR_HANDOFF_ARG_THIS},
-    /* HTTP out: before the request goes out (HttpURLConnection: whichever of these the
-     * application calls first; the later ones find it connected and add nothing) */
+    /* HTTP out: the JDK's HttpURLConnection exchanges in getInputStream (getResponseCode
+     * and the header getters call it): a node with method, URL and status, the headers put
+     * on at its entry; an application that calls connect() or getOutputStream() first (a
+     * POST's body) gets them there, before the node (the later ones find it connected and
+     * add nothing) */
+    {HUC, "getInputStream", "()Ljava/io/InputStream;", CMR_HANDOFF_HTTP_URL_CALL, CMR_HANDOFF_ARG_THIS},
     {HUC, "connect", "()V", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
-    {HUC, "getInputStream", "()Ljava/io/InputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
     {HUC, "getOutputStream", "()Ljava/io/OutputStream;", CMR_HANDOFF_HTTP_OUT, CMR_HANDOFF_ARG_THIS},
     /* the JDK HttpClient (JDK 11+; every client, HttpClient.newHttpClient() included, is an
      * HttpClientImpl behind a facade): the call is a node with method, URL and status, the

@@ -624,7 +624,11 @@ static void test_handoff_points_in_excluded_classes(void **state)
     assert_int_equal(cmr_instr_decide(&env, huc, lookup, &u, &d), 0);
     assert_true(d.excluded);
     assert_int_equal(d.n_picks, 1);
-    assert_true(d.picks[0].handoff == CMR_HANDOFF_HTTP_OUT);
+    assert_true(d.picks[0].handoff == CMR_HANDOFF_HTTP_URL_CALL); /* getInputStream: the exchange, a node */
+    const cf_probe *url_call = cmr_instr_pick_probe(&d.picks[0]);
+    assert_string_equal(url_call->enter.name, "httpUrlCall");
+    assert_int_equal(url_call->enter.args[1].kind, CF_PARG_THIS_INT_FIELD);
+    assert_string_equal(url_call->enter.args[1].s, "responseCode");
     cmr_instr_decision_free(&d);
 
     /* the JDK HttpClient: send and every sendAsync, the request (parameter 0) replaced */

@@ -371,8 +371,10 @@ class Scenarios:
 
     def http(self):
         """HttpURLConnection and the JDK HttpClient (send, sendAsync) into Tomcat; the
-        HttpClient's requests are built before the trace began. Its calls are nodes with
-        method, URL and status, the servlet under each a synchronous remote child; the
+        HttpClient's requests are built before the trace began. The calls are nodes with
+        method, URL and status (HttpURLConnection's: its exchange, in getInputStream, once
+        although the application reads the connection twice), the servlet under each a
+        synchronous remote child; the
         sendAsync's node an async child of its caller, written by the thread that completed
         it (the caller's own, after its segment, when the response came before sendAsync
         returned). A send the server redirects (302) and the client follows is one node
@@ -389,9 +391,11 @@ class Scenarios:
                 ("jakarta.servlet.http.HttpServlet.service", False, [("OrderServlet.doGet", False, [])]),
                 self._servlet(False)])])])
         p += self._redirected(tree)
-        for caller, call, is_async in (("Client.viaHttpClient", "send", False),
-                                       ("Client.viaHttpClientAsync", "sendAsync", True)):
-            method = "jdk.internal.net.http.HttpClientImpl." + call + "("
+        for caller, method, is_async in (
+                ("Client.viaUrlConnection", "sun.net.www.protocol.http.HttpURLConnection.getInputStream(", False),
+                ("Client.viaHttpClient", "jdk.internal.net.http.HttpClientImpl.send(", False),
+                ("Client.viaHttpClientAsync", "jdk.internal.net.http.HttpClientImpl.sendAsync(", True)):
+            call = method.split("(")[0].split(".")[-1]
             nodes = [n for r in tree["roots"] for c, _ in walk(r) if short(c["method"]) == caller
                      for n in c.get("children", []) if n["method"].startswith(method)]
             if len(nodes) != 1:
@@ -448,12 +452,33 @@ class Scenarios:
         return p
 
     def local(self):
+        """HttpURLConnection to the JDK's HTTP server in the same JVM: a GET, a POST that
+        writes its body first, a GET answered 404. Each exchange is a node with method, URL
+        and status (the 404's read from the exception getInputStream threw), the server's
+        exchange under the caller (async: another thread of this JVM)."""
         tree, v, p = self._run("local", "local:", "trace.Client.local")
         if p:
             return p
-        p = expect_shape(v, [("Client.local", False, [("Client.localUrl", False, []), ("Client.viaUrlConnection", False, [
-            ("com.sun.net.httpserver.Filter$Chain.doFilter", True, [
-                ("Client.handle", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])])])])])
+        served = ("com.sun.net.httpserver.Filter$Chain.doFilter", True, [
+            ("Client.handle", False, [("Leaf.work", False, [("Leaf.pause", False, [])])])])
+        p = expect_shape(v, [("Client.local", False, [("Client.localUrl", False, []),
+                                                      ("Client.viaUrlConnection", False, [served]),
+                                                      ("Client.viaUrlConnectionPost", False, [served]),
+                                                      ("Client.viaUrlConnectionMissing", False, [served])])])
+        for caller, want in (("Client.viaUrlConnection", ("GET", "/local", "200")),
+                             ("Client.viaUrlConnectionPost", ("POST", "/local", "200")),
+                             ("Client.viaUrlConnectionMissing", ("GET", "/local/missing", "404"))):
+            nodes = [n for c, _ in walk(tree["roots"][0]) if short(c["method"]) == caller
+                     for n in c.get("children", [])
+                     if n["method"].startswith("sun.net.www.protocol.http.HttpURLConnection.getInputStream(")]
+            if len(nodes) != 1:
+                p.append("%s: %d HttpURLConnection nodes under it, want 1" % (caller, len(nodes)))
+                continue
+            a = nodes[0].get("attributes", {})
+            url = a.get("url.full") or ""
+            if (a.get("http.request.method"), url[url.find("/", 8):] if "://" in url else url,
+                    a.get("http.response.status_code")) != want:
+                p.append("%s: node attributes %s, want %s" % (caller, a, want))
         for n, _ in walk(tree["roots"][0]):
             if n["kind"] == "call" and n["method"].startswith("trace.Client.handle") and n["thread"] != "trace-server":
                 p.append("handler ran on %s" % n["thread"])

@@ -158,6 +158,33 @@ try {
   await page.locator('table', {hasText: first}).first().waitFor();
   await shot(page, 'metrics');
 
+  // ---- an answer of several ingest workers that lacks partitions (one did not answer):
+  // the real answers with what the fan-out adds then (docs/INGEST.md), passed through the
+  // page's requests; both views say what is missing
+  step = 'partial';
+  say(step);
+  const partial = {
+    partial: true,
+    partitions_unreachable: [7, 3],
+    errors: [{url: 'http://10.0.0.9:8470', error: 'timed out'}]
+  };
+  const widen = async (route) => {
+    const r = await route.fetch();
+    await route.fulfill({response: r, json: {...(await r.json()), ...partial}});
+  };
+  await page.route(/\/api\/metrics\/top\?/, widen);
+  await page.route(/\/api\/traces\?/, widen);
+  await visit(page, '#/metrics?env=demo&kind=transaction&last=1h');
+  const note = await page.locator('.partial-note').first().textContent();
+  check(/partitions 3, 7 did not answer/.test(note) && /timed out/.test(note), `the metrics view says so: ${note}`);
+  await page.locator('table', {hasText: first}).first().waitFor(); /* and shows what it has */
+  await visit(page, '#/traces');
+  const tnote = await page.locator('.tl-partial .partial-note').textContent();
+  check(/partitions 3, 7 did not answer/.test(tnote), `the traces view says so: ${tnote}`);
+  await shot(page, 'partial');
+  await page.unroute(/\/api\/metrics\/top\?/);
+  await page.unroute(/\/api\/traces\?/);
+
   // ---- agents: both JVMs
   step = 'agents';
   say(step);

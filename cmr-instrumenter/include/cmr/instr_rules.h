@@ -83,6 +83,10 @@ typedef enum cmr_instr_handoff {
                                      * call node opened without one (HTTP_CALL_VOID: OkHttp's
                                      * AsyncCall.execute) gets its status from the method
                                      * inside it that returns the response */
+    CMR_HANDOFF_HTTP_URL_CALL,      /* the JDK's HttpURLConnection.getInputStream, where its
+                                     * exchange happens: httpUrlCall(this, this.responseCode)
+                                     * at entry, httpUrlCallExit(this) / httpUrlCallExitThrow:
+                                     * the exchange as a node (whatever arg says) */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

@@ -32,6 +32,7 @@ import java.lang.invoke.VarHandle;
 import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
 import java.lang.reflect.Method;
+import java.net.HttpURLConnection;
 import java.net.URLConnection;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -109,6 +110,7 @@ public final class Probe {
         int httpCalls;   // HTTP client nodes open
         int httpVoidCall; // that count when the innermost is a call without a response (0: none)
         AsyncSend asyncSend; // the JDK HttpClient's sendAsync being called (httpSendAsync)
+        Object httpUrlConn; // the HttpURLConnection whose exchange is the open node (httpUrlCall)
         AsyncNode asyncDone; // async nodes completed on this thread inside a segment, newest
         int asyncDoneCount;  // first (written when the segment ends), and how many
         int diagDepth;   // anchors open since the thread entered a diagnosis' context
@@ -1037,6 +1039,8 @@ public final class Probe {
         Ring r = RINGS.get();
         if (request == null || r == null || r.depth == 0 || r.buf == null || r.skipFrom == 1)
             return; // (a segment skipped whole: the request goes out untraced)
+        if (request == r.httpUrlConn)
+            return; // the connect() inside its exchange's node: the node put the headers on
         propagate(r, request, siteId);
     }
 
@@ -1196,6 +1200,71 @@ public final class Probe {
         boolean opened = (r.httpStack & 1) != 0;
         r.httpStack >>>= 1;
         return opened ? r : null;
+    }
+
+    // --- the JDK's HttpURLConnection as a node --------------------------------------------
+    //
+    // Its exchange happens in getInputStream (getResponseCode, getHeaderField... all call
+    // it): the node is that call, when the exchange is still to come (the instrumenter
+    // passes its responseCode field: -1 until a response was read) and no other client call
+    // is open on the thread. The headers go on the request at the node's entry when it is
+    // not connected yet; an application that called connect() or getOutputStream() first
+    // (a POST's body) had them put on there (httpOut), naming its own method: the callee
+    // then hangs beside the node, under that method, and the node still has method, URL
+    // and status. The status of an exchange that threw (a 404 is a FileNotFoundException)
+    // is read as getResponseCode reads it: from the remembered exception and the status
+    // line, without a second request.
+
+    /** Entry of sun.net.www.protocol.http.HttpURLConnection.getInputStream: `conn` the
+     *  connection, `responseCode` its field. Pair with httpUrlCallExit / httpUrlCallExitThrow. */
+    public static void httpUrlCall(Object conn, int responseCode, long siteId) {
+        Ring r = RINGS.get();
+        if (r == null)
+            return; // a thread outside any trace: the exits find no ring either
+        boolean opens = conn instanceof HttpURLConnection && responseCode == -1 && r.depth > 0 && r.buf != null
+                && r.skipFrom != 1 && r.httpCalls == 0 && r.asyncSend == null;
+        r.httpStack = (r.httpStack << 1) | (opens ? 1 : 0);
+        if (!opens)
+            return; // read again after its exchange, or inside another client's call
+        r.httpCalls++;
+        r.httpUrlConn = conn;
+        enter(siteId);
+        HttpURLConnection c = (HttpURLConnection) conn;
+        requestData(r, new String[] {c.getRequestMethod(), String.valueOf(c.getURL())});
+        propagate(r, conn, siteId); // refused (connected already): put on before, by httpOut
+    }
+
+    public static void httpUrlCallExit(Object conn, long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && (r.httpStack & 1) != 0)
+            urlStatus(r, conn);
+        httpUrlCallDone(siteId, EXIT);
+    }
+
+    public static void httpUrlCallExitThrow(long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && (r.httpStack & 1) != 0)
+            urlStatus(r, r.httpUrlConn); // while the node is open: the nested reads open none
+        httpUrlCallDone(siteId, EXIT_THROW);
+    }
+
+    private static void httpUrlCallDone(long siteId, int kind) {
+        Ring r = httpCallDone();
+        if (r != null) {
+            r.httpUrlConn = null;
+            leave(r, kind, siteId);
+        }
+    }
+
+    /** The connection's response status on the open node, when it has one. */
+    private static void urlStatus(Ring r, Object conn) {
+        try {
+            int code = conn instanceof HttpURLConnection ? ((HttpURLConnection) conn).getResponseCode() : -1;
+            if (code > 0)
+                data(r, NODE_HTTP_STATUS, Integer.toString(code), NODE_DATA_MAX);
+        } catch (Throwable e) {
+            // no response (refused, timed out): the node without a status
+        }
     }
 
     /** A request builder about to build, inside a client's call node: the request it builds

@@ -9,6 +9,7 @@
 // q (a name filter).
 import {clear, h, notice} from '../lib/dom.js';
 import {ago, count, method as splitMethod, ms, time} from '../lib/format.js';
+import {unreachableNote} from '../lib/loss.js';
 import {timeChart} from '../lib/m-chart.js';
 import {errorText, field, methodName, msCell, pct, rate, replace, select, sortTable, windowQuery} from '../lib/m-common.js';
 
@@ -230,6 +231,8 @@ async function loadAll() {
   ]);
   if (!S || gen !== S.gen) return;
   S.alerts = alerts.status === 'fulfilled' ? alerts.value.abnormal || [] : [];
+  // an answer that lacks partitions of ingest workers that did not answer says so
+  S.unreachable = [top, alerts, stalled].map((r) => r.status === 'fulfilled' && unreachableNote(r.value)).find(Boolean);
   if (top.status === 'rejected') {
     replace(S.parts.top, notice('error', `Could not load the ranking: ${errorText(top.reason)}`));
     replace(S.parts.detail);
@@ -285,7 +288,7 @@ function renderTop() {
             S.kind === 'transaction' ? 'transactions' :
                                        'methods'} recorded in this window. Try a longer window or another environment.`,
   });
-  replace(S.parts.top, head, h('div', {class: 'm-scroll'}, t));
+  replace(S.parts.top, head, S.unreachable || null, h('div', {class: 'm-scroll'}, t));
 }
 
 function topColumns() {

@@ -10,7 +10,7 @@ import uPlot from '/vendor/uplot/uPlot.esm.js';
 
 import {append, clear, h, notice} from '../lib/dom.js';
 import * as fmt from '../lib/format.js';
-import {truncatedBadge} from '../lib/loss.js';
+import {truncatedBadge, unreachableNote} from '../lib/loss.js';
 import {Tooltip} from '../lib/tr-canvas.js';
 import {VirtualList} from '../lib/virtual.js';
 
@@ -174,6 +174,7 @@ class TracesView {
     );
     this.listBox = h('div', {class: 'tl-list'});
     this.listMsg = h('div', {class: 'tl-list-msg'});
+    this.partialBox = h('div', {class: 'tl-partial'});
     this.flameBtn =
         h('button', {class: 'primary', type: 'button', disabled: true, onclick: () => this.openFlame()},
           'Flame graph of 0 traces');
@@ -195,6 +196,7 @@ class TracesView {
             h('button', {type: 'button', onclick: () => this.clearSelection()}, 'Clear'),
             this.flameBtn,
             ),
+        this.partialBox,
         this.listBox,
         this.listMsg,
     );
@@ -398,6 +400,7 @@ class TracesView {
       if (k !== 'diagnosis') q[k] = s[k];
     const r = await this.ctx.api.get('/api/traces', q, {signal});
     this.reportNote = '';
+    this.unreachable = unreachableNote(r);
     return r.traces || [];
   }
 
@@ -406,6 +409,7 @@ class TracesView {
     const s = this.state;
     const q = {limit: s.limit || 1000, http_method: s.http_method, http_path: s.http_path, http_status: s.http_status};
     const r = await this.ctx.api.get(`/api/diagnoses/${encodeURIComponent(s.diagnosis)}/report`, q, {signal});
+    this.unreachable = null;
     let list = r.traces || [];
     const from = parseTimeMs(s.from);
     const to = parseTimeMs(s.to);
@@ -455,6 +459,8 @@ class TracesView {
     const text = `${fmt.count(n)} trace${n === 1 ? '' : 's'}, ${fmt.count(this.groups)} entry point${
         this.groups === 1 ? '' : 's'}${more}`;
     this.countsEl.textContent = this.reportNote ? `${text} · ${this.reportNote}` : text;
+    clear(this.partialBox);
+    if (this.unreachable) this.partialBox.append(this.unreachable);
   }
 
   showMessage(kind, text) {

@@ -11,13 +11,38 @@ import java.net.http.HttpResponse;
  *  send, then one with its sendAsync, then a send that the server redirects (302) and the
  *  client follows (the requests built beforehand by prepare, outside the trace: the context
  *  is the one of the send).
- *  local(): one GET with HttpURLConnection to a JDK HttpServer in this JVM (its handler:
- *  Client.handle -> Leaf.work, on a thread of the server's pool). */
+ *  local(): with HttpURLConnection to a JDK HttpServer in this JVM (its handler:
+ *  Client.handle -> Leaf.work, on a thread of the server's pool): a GET, a POST whose body
+ *  the application writes first (getOutputStream connects: the request's headers go on
+ *  there), and a GET the server answers 404 (getInputStream throws). */
 public class Client {
     private static com.sun.net.httpserver.HttpServer server;
 
     public static String local() throws Exception {
-        return Integer.toString(viaUrlConnection(localUrl()));
+        String url = localUrl();
+        return viaUrlConnection(url) + " " + viaUrlConnectionPost(url) + " " + viaUrlConnectionMissing(url);
+    }
+
+    static int viaUrlConnectionPost(String url) throws Exception {
+        HttpURLConnection c = (HttpURLConnection) new URL(url).openConnection();
+        c.setRequestMethod("POST");
+        c.setDoOutput(true);
+        try (java.io.OutputStream out = c.getOutputStream()) {
+            out.write("order=7".getBytes());
+        }
+        int code = c.getResponseCode();
+        c.getInputStream().readAllBytes();
+        return code;
+    }
+
+    static int viaUrlConnectionMissing(String url) throws Exception {
+        HttpURLConnection c = (HttpURLConnection) new URL(url + "/missing").openConnection();
+        try {
+            c.getInputStream(); // throws: 404
+            return 0;
+        } catch (java.io.FileNotFoundException e) {
+            return c.getResponseCode();
+        }
     }
 
     private static synchronized String localUrl() throws java.io.IOException {
@@ -35,8 +60,9 @@ public class Client {
     }
 
     static void handle(com.sun.net.httpserver.HttpExchange ex) throws java.io.IOException {
+        ex.getRequestBody().readAllBytes();
         byte[] body = ("ok " + (Leaf.work(1) & 0xff)).getBytes();
-        ex.sendResponseHeaders(200, body.length);
+        ex.sendResponseHeaders(ex.getRequestURI().getPath().endsWith("/missing") ? 404 : 200, body.length);
         try (java.io.OutputStream out = ex.getResponseBody()) {
             out.write(body);
         }
