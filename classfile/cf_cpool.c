@@ -228,25 +228,25 @@ uint16_t cf_cp_add_string(cf_class *c, const char *s, size_t len)
     return u ? cf_cp_add_ref1(c, JVM_CONSTANT_String, u) : 0;
 }
 
-uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc)
-{
-    uint16_t cl = cf_cp_add_class(c, owner);
-    uint16_t n = cf_cp_add_utf8(c, name, strlen(name));
-    uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
-    if (!cl || !n || !d)
-        return 0;
-    uint16_t nat = add_ref(c, JVM_CONSTANT_NameAndType, n, d);
-    return nat ? add_ref(c, JVM_CONSTANT_Methodref, cl, nat) : 0;
-}
-
-uint16_t cf_cp_add_fieldref(cf_class *c, uint16_t class_index, const char *name, const char *desc)
+/* A Methodref or Fieldref (tag) of the class at class_index: name and desc. */
+static uint16_t add_member_ref(cf_class *c, uint8_t tag, uint16_t class_index, const char *name, const char *desc)
 {
     uint16_t n = cf_cp_add_utf8(c, name, strlen(name));
     uint16_t d = cf_cp_add_utf8(c, desc, strlen(desc));
     if (!class_index || !n || !d)
         return 0;
     uint16_t nat = add_ref(c, JVM_CONSTANT_NameAndType, n, d);
-    return nat ? add_ref(c, JVM_CONSTANT_Fieldref, class_index, nat) : 0;
+    return nat ? add_ref(c, tag, class_index, nat) : 0;
+}
+
+uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, const char *desc)
+{
+    return add_member_ref(c, JVM_CONSTANT_Methodref, cf_cp_add_class(c, owner), name, desc);
+}
+
+uint16_t cf_cp_add_fieldref(cf_class *c, uint16_t class_index, const char *name, const char *desc)
+{
+    return add_member_ref(c, JVM_CONSTANT_Fieldref, class_index, name, desc);
 }
 
 uint16_t cf_cp_add_long(cf_class *c, int64_t v)
