@@ -717,6 +717,17 @@ static const char *metrics_list_key(const char *what)
                                       : NULL;
 }
 
+/* Whether an answer of status 400 says only that its partitions have no such series
+ * ("no transaction matches ..."), not that the question is wrong or ambiguous there. */
+static bool series_not_here(long status, const char *json, size_t len)
+{
+    json_t *root = status == 400 ? json_loadb(json, len, 0, NULL) : NULL;
+    const char *e = json_string_value(json_object_get(root, "error"));
+    bool not_here = e && !strncmp(e, "no ", 3) && strstr(e, " matches \"");
+    json_decref(root);
+    return not_here;
+}
+
 /* series and jvms: the answer of the one owner that found the series. */
 static int one_series(const cmr_ingest_plan_t *plan, ask_t *asks, int local_status, const char *local_json,
                       json_t *unreachable, json_t *errors, char **out)
@@ -730,9 +741,11 @@ static int one_series(const cmr_ingest_plan_t *plan, ask_t *asks, int local_stat
             found++;
             cmr_buf_putc(&a->body, '\0');
             answer = cmr_buf_ok(&a->body) ? (const char *)a->body.data : NULL;
-        } else if (!(a->status == 400 || a->status == 404) || !json_is_object(root)) {
-            /* a 400 is "no such series here"; anything else: the owner could not say */
-            if (a->status)
+        } else if (a->status == 400 && json_is_object(root) &&
+                   !series_not_here(a->status, (const char *)a->body.data, a->body.len)) {
+            found += 2; /* ambiguous there (or a question it refuses): as found several times */
+        } else if (a->status != 400 || !json_is_object(root)) {
+            if (a->status) /* anything but "not here": the owner could not say */
                 snprintf(a->error, sizeof a->error, "HTTP %ld%s", a->status, root ? "" : ", not JSON");
             group_unreachable(unreachable, errors, a->g, a->error[0] ? a->error : "no answer");
         }
@@ -767,16 +780,18 @@ int cmr_ingest_peers_gather_metrics(cmr_ingest_peers_t *p, const cmr_ingest_plan
     *out = NULL;
     char path[64];
     snprintf(path, sizeof path, "/api/metrics/%s", what);
+    const char *key = metrics_list_key(what);
+    if (local_status != 200 &&
+        (key || !series_not_here(local_status, local_json, local_json ? strlen(local_json) : 0))) {
+        *out = local_json ? strdup(local_json) : NULL; /* the question is wrong: the others would say so too */
+        return *out ? local_status : 500;
+    }
     json_t *unreachable = json_array(), *errors = json_array();
     unowned_unreachable(plan, unreachable, errors);
     ask_t *asks = ask_all(p, plan, path, query);
-    const char *key = metrics_list_key(what);
     int status = 200;
     if (!key) {
         status = one_series(plan, asks, local_status, local_json, unreachable, errors, out);
-    } else if (local_status != 200) { /* the query itself is wrong: the others say the same */
-        *out = local_json ? strdup(local_json) : NULL;
-        status = local_status;
     } else {
         json_t *root = json_loads(local_json, 0, NULL), *all = json_array();
         json_array_extend(all, json_object_get(root, key));
