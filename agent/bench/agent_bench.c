@@ -21,6 +21,8 @@
  * With CMR_BENCH_PACED=RATE instead: the top-level calls at RATE per second (a steady
  * load, as a server's requests), baseline and full recording, and the CPU of the whole
  * JVM (application, publisher and librdkafka threads) per top-level call, i.e. per trace.
+ * CMR_BENCH_SEND_MS=MS sets the strategy's send interval (default 10 ms paced, as the
+ * tests' environments; an environment's default strategy sends every 1,000 ms).
  *
  * Usage: agent_bench BROKER JAVA17 JAVA25|- AGENT_SO CLASSES [CALLS] [DEPTH]
  */
@@ -99,6 +101,13 @@ typedef struct outcome {
 } outcome_t;
 
 static long long paced_rate; /* CMR_BENCH_PACED: top-level calls per second, 0 = flat out */
+static int send_ms;          /* CMR_BENCH_SEND_MS: the strategy's send interval (0: 10 ms paced, 5 ms flat out) */
+
+/* The send interval the agent is configured with. */
+static int send_interval_ms(void)
+{
+    return send_ms ? send_ms : paced_rate ? 10 : 5;
+}
 
 /* Reads cmr.events from since_ms to its end and counts agent_id's batches into out. */
 static void wire_tally(int64_t agent_id, int64_t since_ms, outcome_t *out)
@@ -213,9 +222,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
             .environment_id = "bench",
             .environment_name = "bench",
             .revision = 1,
-            .strategy = {.send_interval_ms = paced_rate ? 10 : 5, /* paced: the agent's default */
-                         .max_batch_events = 8192,
-                         .metric_interval_ms = 1000}};
+            .strategy = {.send_interval_ms = send_interval_ms(), .max_batch_events = 8192, .metric_interval_ms = 1000}};
         cmr_peer_command(&peer, instance, CMR_MSG_AGENT_CONFIGURATION, &cfg);
         if (!cmr_peer_wait(&peer, CMR_MSG_AGENT_STATUS, configured, instance, 0, 30000))
             goto done;
@@ -275,7 +282,7 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
     out.seconds = (double)(cmr_mono_ns() - run_ns) / 1e9;
     out.ns = strtod(strstr(line, "ns_per_call=") + 12, NULL);
     if (paced_rate) {
-        cmr_sleep_ms(500); /* the last events leave (send interval 5 ms) */
+        cmr_sleep_ms(send_interval_ms() + 500); /* the last events leave (the next pass, and their sends) */
         out.cpu_s = proc_cpu_s(j.pid) - cpu0;
         const char *b = strstr(line, "behind_ms=");
         out.behind_ms = b ? atoll(b + 10) : -1;
@@ -349,9 +356,9 @@ static void report(const char *jdk, const char *mode, outcome_t o, double base)
  * second, without and with the agent recording every call: the JVM's CPU per trace. */
 static int paced_main(const char *java17, const char *java25)
 {
-    printf("Paced: %lld top-level calls (traces of %d calls) at %lld per second, after %lld warm-up calls; CPU of "
-           "the whole JVM (every thread) over the paced calls\n\n",
-           calls, depth, paced_rate, warmup);
+    printf("Paced: %lld top-level calls (traces of %d calls) at %lld per second, after %lld warm-up calls, sent every "
+           "%d ms; CPU of the whole JVM (every thread) over the paced calls\n\n",
+           calls, depth, paced_rate, warmup, send_interval_ms());
     printf("| JDK | mode | CPU s | CPU us per trace | above baseline, us per trace | late at the end | agent events "
            "|\n|---|---|---|---|---|---|---|\n");
     const char *jdks[2][2] = {{"17", java17}, {"25", java25}};
@@ -385,6 +392,11 @@ int main(int argc, char **argv)
     cmr_log_set_level(CMR_LOG_ERROR);
     if (broker_proc_start(&broker, broker_bin, NULL) != 0 || cmr_peer_start_control_only(&peer, broker.bootstrap) != 0)
         return 1;
+    const char *sm = getenv("CMR_BENCH_SEND_MS");
+    if (sm && ((send_ms = atoi(sm)) < 10 || send_ms > 3600000)) {
+        fprintf(stderr, "CMR_BENCH_SEND_MS: 10..3600000 ms, not \"%s\"\n", sm);
+        return 2;
+    }
     const char *pr = getenv("CMR_BENCH_PACED");
     if (pr && (paced_rate = atoll(pr)) > 0)
         return paced_main(java17, java25);

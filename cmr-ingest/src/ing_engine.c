@@ -27,11 +27,17 @@
  * starts right after it (ing_restore.c).
  *
  * Memory: the trace states of a partition (a cmr_map_t keyed by the 16-byte trace id) are
- * kept while a trace is incomplete: the state of a complete trace is dropped once its
- * group is written (most traces arrive whole: keeping them only grew memory), and all of
- * them after a flush when there are more than MAX_TRACES_PER_PART. A trace that gets
- * more (a late segment of another JVM, a record that comes again) is rebuilt from the
- * store.
+ * kept while a trace is incomplete. A complete trace leaves memory once its group is
+ * written (most traces arrive whole: keeping them only costs), unless it awaits children:
+ * it has hand-offs (FORK events) that no segment continues yet. A request that crossed
+ * JVMs looks complete as soon as its caller's segment arrives, and its callees' segments
+ * come with their own JVMs' next sends (an agent sends every second by default), each of
+ * which would rebuild the state from the store (its summary and every stored batch read
+ * back and applied again). Such a trace stays in a FIFO of at most trace_keep_max per
+ * partition for trace_keep_ms (cmr_store_opts_t), then leaves (oldest first); all states
+ * leave after a flush when there are more than MAX_TRACES_PER_PART. A trace that gets
+ * more after that (a segment later than the window, a record that comes again) is rebuilt
+ * from the store (stats.traces_reloaded).
  *
  * Ownership: the engine owns its stores, write batches and states.
  */
@@ -66,6 +72,10 @@ typedef struct trace_entry {
     bool has_stored, dirty;
     bool complete; /* as of its last summary written */
     struct trace_entry *next_dirty;
+    /* in the partition's FIFO of complete traces kept for late segments (kept_ms: since) */
+    struct trace_entry *kept_prev, *kept_next;
+    bool kept;
+    int64_t kept_ms;
 } trace_entry_t;
 
 typedef struct part {
@@ -75,6 +85,8 @@ typedef struct part {
     size_t wb_count;
     cmr_map_t traces; /* trace id (16 bytes) -> trace_entry_t (owned) */
     trace_entry_t *dirty;
+    trace_entry_t *kept_head, *kept_tail; /* complete traces kept for late segments, oldest first */
+    size_t nkept;
     int64_t applied;         /* the last cmr.events offset the store holds durably (-1: none) */
     int64_t applied_pending; /* the last one handled; written with the next flush */
     /* the group's postings, (id, trace) records of POSTING_REC bytes: a JVM or method of
@@ -124,6 +136,10 @@ cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opt
     }
     snprintf(e->root, sizeof e->root, "%s", root);
     e->o = *o;
+    if (!e->o.trace_keep_ms)
+        e->o.trace_keep_ms = CMR_INGEST_TRACE_KEEP_MS;
+    if (!e->o.trace_keep_max)
+        e->o.trace_keep_max = CMR_INGEST_TRACE_KEEP_MAX;
     e->meta = cmr_store_open_meta(root, 0, o, err, errlen);
     if (!e->meta || !(e->names = cmr_names_new())) {
         cmr_store_close(e->meta);
@@ -151,6 +167,50 @@ static void free_entries(part_t *p)
     }
     cmr_map_free(&p->traces);
     p->dirty = NULL;
+    p->kept_head = p->kept_tail = NULL;
+    p->nkept = 0;
+}
+
+/* --- complete traces kept for late segments ---------------------------------------- */
+
+static void kept_unlink(part_t *p, trace_entry_t *t)
+{
+    if (!t->kept)
+        return;
+    *(t->kept_prev ? &t->kept_prev->kept_next : &p->kept_head) = t->kept_next;
+    *(t->kept_next ? &t->kept_next->kept_prev : &p->kept_tail) = t->kept_prev;
+    t->kept_prev = t->kept_next = NULL;
+    t->kept = false;
+    p->nkept--;
+}
+
+static void kept_append(part_t *p, trace_entry_t *t, int64_t now_ms)
+{
+    kept_unlink(p, t);
+    t->kept_ms = now_ms;
+    t->kept_prev = p->kept_tail;
+    *(p->kept_tail ? &p->kept_tail->kept_next : &p->kept_head) = t;
+    p->kept_tail = t;
+    t->kept = true;
+    p->nkept++;
+}
+
+static void drop_entry(part_t *p, trace_entry_t *t)
+{
+    kept_unlink(p, t);
+    if (cmr_map_del(&p->traces, t->id, 16, NULL)) {
+        cmr_trace_state_free(t->st);
+        free(t->stored);
+        free(t);
+    }
+}
+
+/* Drops the kept complete traces that are past the window or beyond the bound. */
+static void kept_expire(const cmr_ingest_engine_t *e, part_t *p, int64_t now_ms)
+{
+    while (p->kept_head &&
+           (p->nkept > (size_t)e->o.trace_keep_max || now_ms - p->kept_head->kept_ms >= e->o.trace_keep_ms))
+        drop_entry(p, p->kept_head);
 }
 
 void cmr_ingest_engine_free(cmr_ingest_engine_t *e)
@@ -248,8 +308,9 @@ int64_t cmr_ingest_engine_applied(const cmr_ingest_engine_t *e, int partition)
 }
 
 /* The trace's state: in memory, or rebuilt from what the store holds. */
-static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
+static trace_entry_t *get_trace(cmr_ingest_engine_t *e, part_t *p, const uint8_t id[16])
 {
+    bool reloaded = false;
     trace_entry_t *t = cmr_map_get(&p->traces, id, 16);
     if (t)
         return t;
@@ -261,6 +322,7 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
     memcpy(t->id, id, 16);
     cmr_trace_summary_t sum;
     if (cmr_store_get_summary(p->store, id, &sum) == 1) {
+        reloaded = true;
         uint8_t enc[CMR_TRACE_SUMMARY_MAX_LEN];
         size_t len = cmr_trace_summary_encode(&sum, enc);
         if (!(t->stored = malloc(len))) {
@@ -289,6 +351,7 @@ static trace_entry_t *get_trace(part_t *p, const uint8_t id[16])
         free(t);
         return NULL;
     }
+    e->stats.traces_reloaded += reloaded;
     return t;
 }
 
@@ -410,7 +473,7 @@ static int add_segment(cmr_ingest_engine_t *e, int partition, const cmr_event_ba
         snprintf(err, errlen, "partition %d is not open", partition);
         return -2;
     }
-    trace_entry_t *t = get_trace(p, b.trace_id);
+    trace_entry_t *t = get_trace(e, p, b.trace_id);
     if (!t) {
         snprintf(err, errlen, "out of memory");
         return -2;
@@ -455,6 +518,7 @@ static int add_segment(cmr_ingest_engine_t *e, int partition, const cmr_event_ba
         t->dirty = true;
         t->next_dirty = p->dirty;
         p->dirty = t;
+        kept_unlink(p, t); /* not dropped while its group is being written */
     }
     e->pending++;
     e->stats.batches++;
@@ -621,17 +685,19 @@ static int write_summary(part_t *p, trace_entry_t *t)
 }
 
 /* After a partition's write: the traces of the group leave the dirty list, and those
- * that are complete leave memory when the write succeeded (the store has them whole). */
-static void forget_written(part_t *p, bool written)
+ * that are complete, now that the store has them whole, leave memory, or join the FIFO
+ * of traces kept for late segments when they await children. */
+static void forget_written(const cmr_ingest_engine_t *e, part_t *p, bool written, int64_t now_ms)
 {
     for (trace_entry_t *t = p->dirty, *next; t; t = next) {
         next = t->next_dirty;
         t->next_dirty = NULL;
-        if (written && t->complete && cmr_map_del(&p->traces, t->id, 16, NULL)) {
-            cmr_trace_state_free(t->st);
-            free(t->stored);
-            free(t);
-        }
+        if (!written || !t->complete)
+            continue;
+        if (e->o.trace_keep_ms > 0 && e->o.trace_keep_max > 0 && cmr_trace_state_awaits_children(t->st))
+            kept_append(p, t, now_ms);
+        else
+            drop_entry(p, t);
     }
     p->dirty = NULL;
 }
@@ -719,8 +785,11 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
     int rc = 0;
     write_job_t jobs[MAX_PARTITIONS];
     size_t njobs = 0;
+    int64_t now_ms = cmr_mono_ms();
     for (int i = 0; i < MAX_PARTITIONS; i++) {
         part_t *p = e->parts[i];
+        if (p)
+            kept_expire(e, p, now_ms);
         if (!p || (!p->dirty && !rocksdb_writebatch_count(p->wb) && p->applied_pending == p->applied))
             continue;
         bool failed = false;
@@ -763,7 +832,8 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             p->applied_pending = p->applied;
         rocksdb_writebatch_clear(p->wb);
         p->wb_count = 0;
-        forget_written(p, jobs[i].rc == 0);
+        forget_written(e, p, jobs[i].rc == 0, now_ms);
+        kept_expire(e, p, now_ms);
         if (cmr_map_count(&p->traces) > MAX_TRACES_PER_PART)
             free_entries(p);
     }

@@ -79,6 +79,7 @@ struct cmr_trace_state {
     size_t nagents, capagents;
     uint64_t diags[CMR_TRACE_MAX_DIAGNOSES]; /* ascending */
     uint32_t ndiags;
+    uint64_t forks; /* FORK events of the batches seen: hand-offs a child segment may name */
 };
 
 cmr_trace_state_t *cmr_trace_state_new(const uint8_t trace_id[16])
@@ -294,6 +295,7 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
             s->start_ns = ts;
         if (ts > s->end_ns)
             s->end_ns = ts;
+        s->forks += ev.kind == CMR_EVENT_FORK;
         if (i == 0 && b->first_event_seq == 0 && ev.kind == CMR_EVENT_ENTER) {
             g->have_first = true;
             g->root_method = ev.method_id;
@@ -311,6 +313,14 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
     if (take_http(g, b) != 0) /* after the events: the segment's root call is known */
         return -1;
     return 1;
+}
+
+bool cmr_trace_state_awaits_children(const cmr_trace_state_t *s)
+{
+    uint64_t children = 0;
+    for (size_t i = 0; i < s->nsegs; i++)
+        children += s->segs[i].has_parent && !(s->segs[i].parent_agent == 0 && s->segs[i].parent_seq == -1);
+    return s->forks > children;
 }
 
 /* The completion of root's request when it was answered asynchronously: the latest

@@ -122,6 +122,8 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_ingest_attributes_rejected_total", "counter",
          "attribute values (transaction data) left out of applied batches as invalid", s.attributes_rejected},
         {"cmr_ingest_flushes_total", "counter", "group commits written durably", s.flushes},
+        {"cmr_ingest_traces_reloaded_total", "counter",
+         "trace states rebuilt from the store for a segment that came after the trace left memory", s.traces_reloaded},
         {"cmr_ingest_restored_records_total", "counter",
          "records read back from the topics to bring newly assigned partitions' stores up to the group", s.restored},
         {"cmr_ingest_restore_missing_total", "counter",
@@ -519,14 +521,20 @@ static int open_tables(worker_t *w)
 int cmr_ingest_store_opts(const cmr_conf_t *conf, cmr_store_opts_t *o, char *err, size_t errlen)
 {
     bool sync;
-    int64_t age, bytes, wb_mb;
+    int64_t age, bytes, wb_mb, keep_ms, keep_max;
     if (cmr_conf_get_bool(conf, "ingest.sync", true, &sync, err, errlen) ||
         cmr_conf_get_int(conf, "ingest.retention.age_ms", 7LL * 24 * 3600 * 1000, 0, INT64_MAX, &age, err, errlen) ||
         cmr_conf_get_int(conf, "ingest.retention.bytes", 0, 0, INT64_MAX, &bytes, err, errlen) ||
-        cmr_conf_get_int(conf, "ingest.store.write_buffer_mb", 16, 1, 1024, &wb_mb, err, errlen))
+        cmr_conf_get_int(conf, "ingest.store.write_buffer_mb", 16, 1, 1024, &wb_mb, err, errlen) ||
+        cmr_conf_get_int(conf, "ingest.trace.keep_ms", CMR_INGEST_TRACE_KEEP_MS, 0, 600000, &keep_ms, err, errlen) ||
+        cmr_conf_get_int(conf, "ingest.trace.keep_max", CMR_INGEST_TRACE_KEEP_MAX, 0, 1000000, &keep_max, err, errlen))
         return -1;
-    *o = (cmr_store_opts_t){
-        .sync = sync, .retention_age_ms = age, .retention_bytes = bytes, .write_buffer_bytes = wb_mb << 20};
+    *o = (cmr_store_opts_t){.sync = sync,
+                            .retention_age_ms = age,
+                            .retention_bytes = bytes,
+                            .write_buffer_bytes = wb_mb << 20,
+                            .trace_keep_ms = keep_ms ? keep_ms : -1, /* 0: none kept */
+                            .trace_keep_max = keep_max ? keep_max : -1};
     return 0;
 }
 
@@ -537,10 +545,11 @@ static void log_stats(worker_t *w)
     cmr_log(CMR_LOG_INFO, "ingest.stats",
             "messages=%" PRIu64 " batches=%" PRIu64 " events=%" PRIu64 " event_bytes=%" PRIu64 " duplicates=%" PRIu64
             " rejected=%" PRIu64 " attributes_rejected=%" PRIu64 " flushes=%" PRIu64 " methods=%" PRIu64
-            " agents=%" PRIu64 " restored=%" PRIu64 " restore_missing=%" PRIu64 " first_record_ms=%" PRId64
-            " last_commit_ms=%" PRId64,
+            " agents=%" PRIu64 " restored=%" PRIu64 " restore_missing=%" PRIu64 " traces_reloaded=%" PRIu64
+            " first_record_ms=%" PRId64 " last_commit_ms=%" PRId64,
             s.messages, s.batches, s.events, s.event_bytes, s.duplicates, s.rejected, s.attributes_rejected, s.flushes,
-            s.methods, s.agents, s.restored, s.restore_missing, w->first_record_ms, w->last_commit_ms);
+            s.methods, s.agents, s.restored, s.restore_missing, s.traces_reloaded, w->first_record_ms,
+            w->last_commit_ms);
     cmr_rejects_log_summary();
     cmr_metrics_stats_t m;
     cmr_metrics_stats(w->metrics, &m);

@@ -70,6 +70,10 @@ static const cmr_conf_key_t keys[] = {
     {"ingest.store.write_buffer_mb", "16",
      "RocksDB memtable of a partition's batches (a partition store holds at most twice this in memtables; one store "
      "per partition a worker owns)"},
+    {"ingest.trace.keep_ms", "3000",
+     "a complete trace's state stays in memory this long for segments of other JVMs that come later (the agents' "
+     "send interval, 1 s by default, and some); later ones rebuild it from the store; 0 = none kept"},
+    {"ingest.trace.keep_max", "4096", "complete traces kept so, per partition at most (the oldest go first); 0 = none"},
     {"ingest.exit_idle_ms", "0",
      "exit after the topic has been idle this long once records arrived (catch up and stop: benchmarks, batch runs); "
      "0 = never"},

@@ -2134,6 +2134,7 @@ static void test_engine_splits_messages(void **state)
 }
 
 /* Feeds a segment in batches of per_batch events; batch k carries tags[k] (0 beyond ntags). */
+
 static void feed_tagged(cmr_ingest_engine_t *e, int partition, const synth_seg_t *s, size_t per_batch,
                         const uint64_t *tags, size_t ntags, size_t from, size_t to)
 {
@@ -2146,6 +2147,137 @@ static void feed_tagged(cmr_ingest_engine_t *e, int partition, const synth_seg_t
     }
     synth_batches_free(b, n);
 }
+
+/* A request across two JVMs (A1's root calls A2) whose callee segment comes after the
+ * caller's was written: the partition's engine gets the root, flushes, then the child,
+ * flushes; returns how many states were rebuilt from the store meanwhile. */
+static uint64_t late_callee(cmr_ingest_engine_t *e, int partition, uint64_t n, bool sleep_between)
+{
+    uint8_t tid[16];
+    synth_trace_id(n, tid);
+    synth_seg_t root, callee;
+    synth_seg_init(&root, tid, A1, 1, 1, "http-1", NULL);
+    synth_enter(&root, M_MAIN, T0);
+    int64_t fork = synth_fork(&root, T0 + 5);
+    synth_exit(&root, M_MAIN, T0 + 90);
+    cmr_parent_link_t link = {(int64_t)A1, 1, fork};
+    synth_seg_init(&callee, tid, A2, 7, 3, "http-2", &link);
+    synth_enter(&callee, M_HANDLER, T0 + 20);
+    synth_exit(&callee, M_HANDLER, T0 + 60);
+    cmr_ingest_stats_t before, after;
+    cmr_ingest_engine_stats(e, &before);
+    feed_tagged(e, partition, &root, 100, NULL, 0, 0, 100);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0); /* complete on its own: the caller's JVM sent first */
+    if (sleep_between)
+        cmr_sleep_ms(1200);                          /* past a window of 1 s */
+    assert_int_equal(cmr_ingest_engine_flush(e), 0); /* an idle round */
+    feed_tagged(e, partition, &callee, 100, NULL, 0, 0, 100);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_engine_stats(e, &after);
+    synth_seg_free(&root);
+    synth_seg_free(&callee);
+    return after.traces_reloaded - before.traces_reloaded;
+}
+
+/* Complete traces that await children (a hand-off no segment continues yet) stay in
+ * memory for a while (ingest.trace.keep_ms / keep_max): a callee's segment that comes
+ * after its caller's was written applies to the kept state, without reading the trace
+ * back from the store, and gives the same summary as the rebuild did; past the window or
+ * the bound (oldest first), with none kept, and for a trace whose hand-offs all have
+ * their segments, the state is rebuilt. */
+static void test_complete_traces_kept(void **state)
+{
+    (void)state;
+    char err[512];
+    cmr_store_opts_t kept = {.sync = false}, none = {.sync = false, .trace_keep_ms = -1},
+                     one = {.sync = false, .trace_keep_max = 1}, brief = {.sync = false, .trace_keep_ms = 1000};
+    cmr_trace_summary_t a, b;
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &kept, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(late_callee(e, 0, 801, false), 0); /* kept: applied in memory */
+    cmr_ingest_engine_free(e);
+    e = cmr_ingest_engine_new(tmpdir, &none, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(late_callee(e, 0, 802, false), 1); /* the behaviour before: rebuilt */
+    cmr_ingest_engine_free(e);
+    /* the same trace either way */
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    uint8_t t801[16], t802[16];
+    synth_trace_id(801, t801);
+    synth_trace_id(802, t802);
+    assert_int_equal(cmr_ingest_view_summary(v, t801, &a), 1);
+    assert_int_equal(cmr_ingest_view_summary(v, t802, &b), 1);
+    cmr_ingest_view_free(v);
+    assert_true(a.flags & CMR_TRACE_COMPLETE);
+    assert_int_equal(a.segments, 2);
+    assert_int_equal(a.agents, 2);
+    memcpy(b.trace_id, a.trace_id, 16);
+    assert_memory_equal(&a, &b, sizeof a);
+    /* past the window (1 s here): rebuilt */
+    e = cmr_ingest_engine_new(tmpdir, &brief, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(late_callee(e, 0, 803, true), 1);
+    assert_int_equal(late_callee(e, 0, 804, false), 0); /* within it */
+    cmr_ingest_engine_free(e);
+    /* beyond the bound, the oldest go first */
+    e = cmr_ingest_engine_new(tmpdir, &one, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    uint8_t t1[16], t2[16];
+    synth_trace_id(805, t1);
+    synth_trace_id(806, t2);
+    synth_seg_t r1, r2;
+    synth_seg_init(&r1, t1, A1, 1, 1, "http-1", NULL);
+    synth_enter(&r1, M_MAIN, T0);
+    int64_t f1 = synth_fork(&r1, T0 + 2);
+    synth_exit(&r1, M_MAIN, T0 + 9);
+    synth_seg_init(&r2, t2, A1, 2, 1, "http-1", NULL);
+    synth_enter(&r2, M_MAIN, T0 + 10);
+    int64_t f2 = synth_fork(&r2, T0 + 12);
+    synth_exit(&r2, M_MAIN, T0 + 19);
+    feed_tagged(e, 0, &r1, 100, NULL, 0, 0, 100);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    feed_tagged(e, 0, &r2, 100, NULL, 0, 0, 100);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_stats_t st;
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.traces_reloaded, 0);
+    cmr_parent_link_t l1 = {(int64_t)A1, 1, f1}, l2 = {(int64_t)A1, 2, f2};
+    synth_seg_t c1, c2, again;
+    synth_seg_init(&c1, t1, A2, 1, 1, "async", &l1); /* the child of each */
+    synth_enter(&c1, M_A, T0 + 3);
+    synth_exit(&c1, M_A, T0 + 4);
+    synth_seg_init(&c2, t2, A2, 2, 1, "async", &l2);
+    synth_enter(&c2, M_A, T0 + 13);
+    synth_exit(&c2, M_A, T0 + 14);
+    feed_tagged(e, 0, &c2, 100, NULL, 0, 0, 100); /* the newer one is still kept */
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.traces_reloaded, 0);
+    feed_tagged(e, 0, &c1, 100, NULL, 0, 0, 100); /* the older one was dropped for it */
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.traces_reloaded, 1);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    /* trace 2 has its child now: it awaits nothing and has left memory; one more segment
+     * under the same hand-off (a followed redirect's second request) rebuilds it */
+    synth_seg_init(&again, t2, A2, 3, 1, "async", &l2);
+    synth_enter(&again, M_A, T0 + 15);
+    synth_exit(&again, M_A, T0 + 16);
+    feed_tagged(e, 0, &again, 100, NULL, 0, 0, 100);
+    cmr_ingest_engine_stats(e, &st);
+    assert_int_equal(st.traces_reloaded, 2);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    cmr_ingest_engine_free(e);
+    synth_seg_free(&r1);
+    synth_seg_free(&r2);
+    synth_seg_free(&c1);
+    synth_seg_free(&c2);
+    synth_seg_free(&again);
+}
+
 
 static const json_t *method_entry(const json_t *methods, uint64_t id)
 {
@@ -3855,7 +3987,8 @@ static void test_peers_metrics(void **state)
     assert_string_equal(out, "{\"error\":\"bad stat\"}");
     free(out);
     /* one series: from whichever owner found it; found twice is ambiguous */
-    const char *none = "{\"error\":\"matches no series\"}", *found = "{\"series\":{\"env\":\"b\"},\"points\":[]}";
+    const char *none = "{\"error\":\"no transaction matches \\\"x\\\"\"}",
+               *found = "{\"series\":{\"env\":\"b\"},\"points\":[]}";
     peer_body = found;
     assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 400, none, 20, &out), 200);
     assert_string_equal(out, found);
@@ -3867,6 +4000,17 @@ static void test_peers_metrics(void **state)
     peer_body = none;
     assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 400, none, 20, &out), 400);
     assert_string_equal(out, none);
+    free(out);
+    peer_body = "{\"error\":\"\\\"x\\\" matches 2 series (a, b, ...): give more of the name, or env\"}";
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 400, none, 20, &out), 400);
+    assert_non_null(strstr(out, "give env")); /* ambiguous at a peer: not "not found" */
+    free(out);
+    /* a wrong question is answered here, without asking */
+    peer_body = found;
+    peer_status = 200;
+    const char *wrong = "{\"error\":\"name is required\"}";
+    assert_int_equal(cmr_ingest_peers_gather_metrics(p, &plan, "series", "", 400, wrong, 20, &out), 400);
+    assert_string_equal(out, wrong);
     free(out);
     peer_status = 500; /* not found here, and an owner could not say: not "no such series" */
     peer_body = "{\"error\":\"boom\"}";
@@ -3910,6 +4054,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_http_large_tree, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_splits_messages, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_complete_traces_kept, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_postings_index, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),

@@ -23,8 +23,15 @@
  * runs on core i alone (taskset -c i): one worker gets one core, two workers two, which
  * shows how ingest scales per core when the machine has fewer cores than a worker would use.
  *
+ * Fleet (`fleet`): traces of the fleet test's shape (three JVMs, eight segments, 62 events
+ * a request), each JVM's segments of a pass (PASS requests) packed per partition and
+ * arriving in a poll round of its own, as the three agents' sends do; decoded and applied
+ * in process, CPU time per trace, for three arrival orders of the JVMs' passes, with and
+ * without the engine keeping complete traces in memory for late segments.
+ *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]
+ *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest fleet [TRACES [PASS]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest hosts [BATCH_EVENTS [BATCHES]]
  */
 #include <inttypes.h>
@@ -340,6 +347,164 @@ static void bench_small(size_t events, size_t ntraces, size_t per_msg)
     free(part);
     free(order);
     free_data(&d);
+    cp_rmrf(dir);
+}
+
+/* --- traces of a fleet: three JVMs, eight segments a request -------------------------- */
+
+enum { FLEET_SEGS = 8 };
+
+/* The request k of the fleet benchmark's shape (tests/fleet): the front JVM's servlet calls
+ * the stock service (a remote child), which queries its database and hands three prices
+ * to a pool, each of which calls the price JVM. segs[0] front, [1] stock, [2..4] its pool
+ * threads, [5..7] the price service: 62 events. */
+static void make_fleet_trace(synth_seg_t segs[FLEET_SEGS], uint64_t k, uint64_t base)
+{
+    static const char *names[3] = {"front", "stock", "price"};
+    uint64_t agent[3];
+    for (int a = 0; a < 3; a++)
+        agent[a] = cmr_agent_id(names[a], "host", NULL);
+    uint8_t tid[16];
+    cmr_random_bytes(tid, 16);
+    uint64_t t = base + k * 20000, seg = k * FLEET_SEGS;
+    synth_seg_t *f = &segs[0], *st = &segs[1];
+    synth_seg_init(f, tid, agent[0], seg + 1, (int64_t)(k % 8), "http-nio-8080-exec-1", NULL);
+    synth_enter(f, 101, t += 3);
+    synth_enter(f, 102, t += 10);
+    synth_enter(f, 103, t += 10);
+    synth_exit(f, 103, t += 10);
+    synth_enter(f, 104, t += 10);
+    cmr_parent_link_t to_stock = {(int64_t)agent[0], (int64_t)f->segment_id, synth_fork(f, t += 5)};
+    synth_seg_init(st, tid, agent[1], seg + 2, (int64_t)(k % 8), "qtp-1", &to_stock);
+    synth_enter(st, 201, t += 50);
+    synth_enter(st, 202, t += 10);
+    synth_enter(st, 203, t += 10);
+    synth_exit(st, 203, t += 200);
+    synth_exit(st, 202, t += 10);
+    for (int i = 0; i < 3; i++) {
+        cmr_parent_link_t to_pool = {(int64_t)agent[1], (int64_t)st->segment_id, synth_fork(st, t += 5)};
+        synth_seg_t *pool = &segs[2 + i], *price = &segs[5 + i];
+        synth_seg_init(pool, tid, agent[1], seg + 3 + (uint64_t)i, 100 + i, "pricing-1", &to_pool);
+        uint64_t tp = t + 20;
+        synth_enter(pool, 210, tp += 5);
+        synth_enter(pool, 211, tp += 5);
+        cmr_parent_link_t to_price = {(int64_t)agent[1], (int64_t)pool->segment_id, synth_fork(pool, tp += 5)};
+        synth_seg_init(price, tid, agent[2], seg + 6 + (uint64_t)i, (int64_t)(k % 4), "HTTP-Dispatcher", &to_price);
+        uint64_t tq = tp + 30;
+        synth_enter(price, 301, tq += 5);
+        synth_enter(price, 302, tq += 5);
+        synth_exit(price, 302, tq += 1000);
+        synth_enter(price, 303, tq += 5);
+        synth_exit(price, 303, tq += 5);
+        synth_exit(price, 301, tq += 5);
+        synth_exit(pool, 211, tq += 30);
+        synth_exit(pool, 210, tq += 5);
+    }
+    t += 1500;
+    synth_exit(st, 201, t += 10);
+    synth_exit(f, 104, t += 50);
+    synth_exit(f, 102, t += 10);
+    synth_exit(f, 101, t += 10);
+}
+
+/* The order the three JVMs' passes arrive in: all in one poll round, or each in a round
+ * of its own, callers first (front, stock, price) or callees first. */
+typedef enum { FLEET_TOGETHER, FLEET_CALLERS_FIRST, FLEET_CALLEES_FIRST } fleet_order_t;
+
+/* Traces of the fleet's shape, `pass` requests per agent pass: each JVM packs its
+ * segments of a pass per partition into one message (as the publisher does), and each
+ * JVM's messages of a pass arrive in a poll round of their own (one group commit), in
+ * `order`. Decoded from Avro and applied in process, CPU time measured; with `keep` false
+ * the engine keeps no complete trace in memory (ingest.trace.keep_ms=0: as before it did). */
+static void bench_fleet(size_t ntraces, size_t pass, fleet_order_t order, bool keep)
+{
+    static const char *order_names[] = {"all three JVMs in one poll round", "callers first (front, stock, price)",
+                                        "callees first (price, stock, front)"};
+    char dir[256], err[512];
+    if (cp_tmpdir(dir, sizeof dir) != 0)
+        return;
+    synth_seg_t *segs = calloc(ntraces * FLEET_SEGS, sizeof *segs);
+    uint64_t base = (uint64_t)cmr_wall_ns() - 3600ull * 1000000000ull, events = 0;
+    for (size_t k = 0; k < ntraces; k++) {
+        make_fleet_trace(&segs[k * FLEET_SEGS], k, base);
+        for (int j = 0; j < FLEET_SEGS; j++)
+            events += segs[k * FLEET_SEGS + j].count;
+    }
+    /* the segments of each JVM: front {0}, stock {1,2,3,4}, price {5,6,7} */
+    static const int first[3] = {0, 1, 5}, nsegs[3] = {1, 4, 3};
+    static const int arrival[3][3] = {{0, 1, 2}, {0, 1, 2}, {2, 1, 0}};
+    size_t cap = (ntraces / 16 + 2) * 4;
+    cmr_event_batch_t *all = calloc(cap, sizeof *all), **held = calloc(cap, sizeof *held);
+    cmr_segs_writer_t *w = calloc(1, sizeof *w);
+    size_t nrounds = 0, nmsgs = 0, bytes = 0;
+    size_t mcap = (ntraces / pass + 1) * 3 * 16;
+    cmr_buf_t *msgs = calloc(mcap, sizeof *msgs);
+    int *part = calloc(mcap, sizeof *part);
+    size_t *round_end = calloc((ntraces / pass + 1) * 3, sizeof *round_end);
+    for (size_t from = 0; from < ntraces; from += pass) {
+        size_t to = from + pass < ntraces ? from + pass : ntraces;
+        for (int ai = 0; ai < 3; ai++) {
+            int a = arrival[order][ai];
+            for (int p = 0; p < 16; p++) {
+                size_t nb = 0;
+                for (size_t k = from + ((size_t)p + 16 - from % 16) % 16; k < to; k += 16)
+                    for (int j = 0; j < nsegs[a]; j++) {
+                        synth_batches(&segs[k * FLEET_SEGS + (size_t)(first[a] + j)], 4096, &held[nb]);
+                        all[nb] = held[nb][0];
+                        nb++;
+                    }
+                cmr_event_msg_t m;
+                if (nb && cmr_segs_join(w, all[0].agent_id, all, nb, &m) == 0) {
+                    cmr_msg_encode(CMR_MSG_EVENT_BATCH, &m, &msgs[nmsgs], err, sizeof err);
+                    part[nmsgs] = p;
+                    bytes += msgs[nmsgs++].len;
+                }
+                for (size_t i = 0; i < nb; i++)
+                    synth_batches_free(held[i], 1);
+            }
+            if (order != FLEET_TOGETHER || ai == 2)
+                round_end[nrounds++] = nmsgs;
+        }
+    }
+    cmr_segs_writer_free(w);
+    free(w);
+    free(all);
+    free(held);
+    cmr_store_opts_t o = {.sync = true, .trace_keep_ms = keep ? 0 : -1};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
+    for (int p = 0; p < 16; p++)
+        cmr_ingest_engine_open_partition(e, p, 0);
+    double t0 = now_s(), c0 = cpu_s();
+    size_t bad = 0;
+    for (size_t r = 0, i = 0; r < nrounds; r++) {
+        for (; i < round_end[r]; i++) {
+            cmr_msg_t m;
+            if (cmr_msg_decode(msgs[i].data, msgs[i].len, &m, err, sizeof err) != CMR_WIRE_OK ||
+                cmr_ingest_engine_add(e, part[i], &m.u.event_batch, err, sizeof err) != 1)
+                bad++;
+            cmr_msg_free(&m);
+        }
+        cmr_ingest_engine_flush(e); /* one group commit per poll round */
+    }
+    double dt = now_s() - t0, dc = cpu_s() - c0;
+    cmr_ingest_stats_t st;
+    cmr_ingest_engine_stats(e, &st);
+    printf("fleet traces (3 JVMs, %d segments, %.0f events each; %zu requests a pass), %s, complete traces %s: %zu "
+           "traces in %.3f s, CPU %.3f s: %.2f us of CPU per trace, %.0f traces per CPU-second; %zu messages, %.0f "
+           "bytes per trace; trace states rebuilt from the store %" PRIu64 "%s\n",
+           FLEET_SEGS, (double)events / (double)ntraces, pass, order_names[order],
+           keep ? "kept for late segments" : "not kept (before)", ntraces, dt, dc, dc * 1e6 / (double)ntraces,
+           (double)ntraces / dc, nmsgs, (double)bytes / (double)ntraces, st.traces_reloaded, bad ? " SOME FAILED" : "");
+    fflush(stdout);
+    cmr_ingest_engine_free(e);
+    for (size_t i = 0; i < nmsgs; i++)
+        cmr_buf_free(&msgs[i]);
+    free(msgs);
+    free(part);
+    free(round_end);
+    for (size_t k = 0; k < ntraces * FLEET_SEGS; k++)
+        synth_seg_free(&segs[k]);
+    free(segs);
     cp_rmrf(dir);
 }
 
@@ -665,6 +830,18 @@ int main(int argc, char **argv)
             d.pack = worker_runs[i][2];
             bench_workers(argv[1], argv[2], &d, 1, 0, false);
             free_data(&d);
+        }
+        return 0;
+    }
+    if (argc > 3 && !strcmp(argv[3], "fleet")) { /* traces of three JVMs, passes in three orders */
+        size_t n = argc > 4 ? strtoul(argv[4], NULL, 10) : 60000, pass = argc > 5 ? strtoul(argv[5], NULL, 10) : 600;
+        if (!n || !pass) {
+            fprintf(stderr, "fleet: TRACES and PASS must be positive\n");
+            return 2;
+        }
+        for (int order = FLEET_TOGETHER; order <= FLEET_CALLEES_FIRST; order++) {
+            bench_fleet(n, pass, (fleet_order_t)order, false);
+            bench_fleet(n, pass, (fleet_order_t)order, true);
         }
         return 0;
     }

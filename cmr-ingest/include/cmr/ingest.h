@@ -312,6 +312,10 @@ int cmr_trace_state_seed_http(cmr_trace_state_t *s, const cmr_trace_http_t *h);
  * do not carry: what the engine does when it rebuilds a state from stored batches. */
 void cmr_trace_state_seed_loss(cmr_trace_state_t *s, const cmr_trace_summary_t *sum);
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s);
+/* Whether the trace has more hand-offs (FORK events) than segments that continue one of
+ * them: a child segment may still come (from another JVM's next send), or never (a
+ * hand-off to a thread or service that records nothing). */
+bool cmr_trace_state_awaits_children(const cmr_trace_state_t *s);
 
 /* --- names (methods and agents) ----------------------------------------------------- */
 
@@ -351,7 +355,14 @@ typedef struct cmr_store_opts {
     int64_t retention_age_ms;   /* 0: keep forever */
     int64_t retention_bytes;    /* per partition; 0: no bound */
     int64_t write_buffer_bytes; /* memtable of the batches column family; 0: 16 MiB */
+    /* the engine: complete traces' states kept in memory for late segments of other JVMs
+     * (ing_engine.c), at most trace_keep_max per partition for trace_keep_ms; 0: the
+     * default (below), negative: none kept */
+    int64_t trace_keep_ms, trace_keep_max;
 } cmr_store_opts_t;
+
+#define CMR_INGEST_TRACE_KEEP_MS 3000
+#define CMR_INGEST_TRACE_KEEP_MAX 4096
 
 enum {
     CMR_CF_BATCHES,
@@ -421,7 +432,8 @@ typedef struct cmr_ingest_stats {
     uint64_t messages; /* EventBatch messages read (cmr_ingest_engine_add; not those to come again: -2) */
     /* segment batches: applied, seen before, refused (and damaged messages, once each) */
     uint64_t batches, events, duplicates, rejected, flushes, traces_touched;
-    uint64_t event_bytes; /* of the applied batches' encoded events as stored (cmr/event.h) */
+    uint64_t traces_reloaded; /* trace states rebuilt from the store (a segment after the trace left memory) */
+    uint64_t event_bytes;     /* of the applied batches' encoded events as stored (cmr/event.h) */
     uint64_t methods, agents;
     uint64_t attributes_rejected; /* invalid attribute values left out of applied batches */
     uint64_t restored;            /* records read back from the topics for newly assigned partitions */
