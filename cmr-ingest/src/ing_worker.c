@@ -38,6 +38,7 @@
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/program.h"
 #include "cmr/metrics.h"
 #include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
@@ -576,8 +577,9 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     char err[1024];
     worker_t w = {.conf = conf, .stop = stop};
     cmr_store_opts_t o;
-    int64_t port, retention_ms, exit_idle_ms, metrics_port;
+    int64_t port, retention_ms, exit_idle_ms, metrics_port, keep_mb;
     if (cmr_ingest_store_opts(conf, &o, err, sizeof err) ||
+        cmr_conf_get_int(conf, "ingest.malloc.keep_mb", 256, 0, 1 << 20, &keep_mb, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.records", 2000, 1, 1000000, &w.commit_records, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.commit.interval_ms", 50, 0, 60000, &w.commit_interval_ms, err, sizeof err) ||
         cmr_conf_get_int(conf, "ingest.http.port", 8470, -1, 65535, &port, err, sizeof err) ||
@@ -588,6 +590,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         fprintf(stderr, "cmr-ingest: %s\n", err);
         return 2;
     }
+    cmr_program_keep_freed_memory(keep_mb << 20); /* before the engine's and librdkafka's threads */
     const char *root = cmr_conf_get(conf, "ingest.store", "cmr-ingest-data");
     cmr_metrics_opts_t mo;
     if (cmr_metrics_opts_from_conf(conf, &o, &mo, err, sizeof err) != 0) {

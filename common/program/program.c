@@ -3,6 +3,8 @@
  */
 #include "cmr/program.h"
 
+#include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +36,18 @@ int cmr_program_start(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t **
     cmr_conf_destroy(*conf);
     *conf = NULL;
     return 2;
+}
+
+int cmr_program_keep_freed_memory(int64_t bytes)
+{
+    if (bytes <= 0)
+        return 0;
+    int keep = bytes > INT32_MAX ? INT32_MAX : (int)bytes;
+    if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, keep)) {
+        cmr_log(CMR_LOG_WARN, "program.malloc_refused", "keep_bytes=%d", keep);
+        return -1;
+    }
+    return 0;
 }
 
 static volatile sig_atomic_t *stop_flag;

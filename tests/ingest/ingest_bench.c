@@ -29,6 +29,9 @@
  * in process, CPU time per trace, for three arrival orders of the JVMs' passes, with and
  * without the engine keeping complete traces in memory for late segments.
  *
+ * CMR_BENCH_MALLOC_KEEP_MB=N: the freed memory kept for reuse, in this process and by the
+ * workers (ingest.malloc.keep_mb, default 256; 0: the C library's defaults, as before).
+ *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest fleet [TRACES [PASS]]
@@ -53,12 +56,17 @@
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/program.h"
 #include "cmr/reader.h"
 #include "cmr/wire.h"
 #include "cp_support.h"
 #include "ing_synth.h"
 
 #define BATCHES_PER_TRACE 4
+
+/* CMR_BENCH_MALLOC_KEEP_MB: freed memory kept for reuse, in process and by the workers
+ * (ingest.malloc.keep_mb; default the worker's, 256; 0: the C library's defaults) */
+static long long malloc_keep_mb = 256;
 
 static double now_s(void)
 {
@@ -645,9 +653,10 @@ static char *slurp(const char *path)
 static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const char *bootstrap, const char *store,
                           char logs[2][320], const char *dir, bool separate)
 {
-    char group[64], setgroup[96];
+    char group[64], setgroup[96], keep[64];
     cp_unique("bench", group, sizeof group);
     snprintf(setgroup, sizeof setgroup, "ingest.group=%s", group);
+    snprintf(keep, sizeof keep, "ingest.malloc.keep_mb=%lld", malloc_keep_mb);
     for (int i = 0; i < n; i++) {
         snprintf(logs[i], sizeof logs[i], "%s/w%d.log", dir, i);
         char own[340];
@@ -662,6 +671,7 @@ static void start_workers(cp_proc_t *w, int n, const char *ingest_bin, const cha
                               "-X",          "ingest.exit_idle_ms=5000",
                               "-X",          "kafka.session.timeout.ms=6000",
                               "-X",          "kafka.heartbeat.interval.ms=500",
+                              "-X",          keep,
                               "--log-level", "info",
                               NULL};
         const char *pinned[32] = {"/usr/bin/taskset", "-c", core};
@@ -811,6 +821,12 @@ int main(int argc, char **argv)
         return 2;
     }
     cmr_log_set_level(CMR_LOG_WARN);
+    const char *keep = getenv("CMR_BENCH_MALLOC_KEEP_MB");
+    if (keep && ((malloc_keep_mb = atoll(keep)) < 0 || malloc_keep_mb > (1 << 20))) {
+        fprintf(stderr, "CMR_BENCH_MALLOC_KEEP_MB: 0..1048576, not \"%s\"\n", keep);
+        return 2;
+    }
+    cmr_program_keep_freed_memory(malloc_keep_mb << 20); /* as the worker does */
     size_t batch = argc > 3 ? strtoul(argv[3], NULL, 10) : 4096;
     size_t nbatches = argc > 4 ? strtoul(argv[4], NULL, 10) : 512;
     if (argc > 3 && !strcmp(argv[3], "small")) { /* small traces: 4, 50 and 5,000 events */

@@ -28,4 +28,13 @@ int cmr_program_start(const cmr_cli_t *cli, int argc, char **argv, cmr_conf_t **
 /* SIGINT and SIGTERM set *flag to 1 (the worker loops poll it). One flag per process. */
 void cmr_program_stop_on_signals(volatile sig_atomic_t *flag);
 
+/* Keeps up to `bytes` of freed heap memory in the process instead of giving it back to
+ * the system at once, and serves allocations of up to 32 MiB from the heap (glibc's
+ * M_TRIM_THRESHOLD and M_MMAP_THRESHOLD): a worker that allocates and frees large blocks
+ * at a high rate (RocksDB memtable arenas, write batches, trace states) otherwise has the
+ * kernel fault in and zero fresh pages for them again and again. The price is a resident
+ * size that stays near its peak. 0 leaves the C library's defaults. Call it before the
+ * worker's threads start. Returns 0, or -1 when the C library refused (logged). */
+int cmr_program_keep_freed_memory(int64_t bytes);
+
 #endif
