@@ -319,7 +319,7 @@ bool cmr_trace_state_awaits_children(const cmr_trace_state_t *s)
 {
     uint64_t children = 0;
     for (size_t i = 0; i < s->nsegs; i++)
-        children += s->segs[i].has_parent && !(s->segs[i].parent_agent == 0 && s->segs[i].parent_seq == -1);
+        children += !root_candidate(&s->segs[i]); /* continues a hand-off of this trace */
     return s->forks > children;
 }
 
