@@ -23,7 +23,7 @@
  * runs on core i alone (taskset -c i): one worker gets one core, two workers two, which
  * shows how ingest scales per core when the machine has fewer cores than a worker would use.
  *
- * Fleet (`fleet`): traces of the fleet test's shape (three JVMs, eight segments, 62 events
+ * Fleet (`fleet`): traces of the fleet test's shape (three JVMs, eight segments, 51 events
  * a request), each JVM's segments of a pass (PASS requests) packed per partition and
  * arriving in a poll round of its own, as the three agents' sends do; decoded and applied
  * in process, CPU time per trace, for three arrival orders of the JVMs' passes, with and
@@ -365,7 +365,7 @@ enum { FLEET_SEGS = 8 };
 /* The request k of the fleet benchmark's shape (tests/fleet): the front JVM's servlet calls
  * the stock service (a remote child), which queries its database and hands three prices
  * to a pool, each of which calls the price JVM. segs[0] front, [1] stock, [2..4] its pool
- * threads, [5..7] the price service: 62 events. */
+ * threads, [5..7] the price service: 51 events. */
 static void make_fleet_trace(synth_seg_t segs[FLEET_SEGS], uint64_t k, uint64_t base)
 {
     static const char *names[3] = {"front", "stock", "price"};
@@ -441,7 +441,7 @@ static void bench_fleet(size_t ntraces, size_t pass, fleet_order_t order, bool k
     /* the segments of each JVM: front {0}, stock {1,2,3,4}, price {5,6,7} */
     static const int first[3] = {0, 1, 5}, nsegs[3] = {1, 4, 3};
     static const int arrival[3][3] = {{0, 1, 2}, {0, 1, 2}, {2, 1, 0}};
-    size_t cap = (ntraces / 16 + 2) * 4;
+    size_t cap = ((pass < ntraces ? pass : ntraces) / 16 + 2) * 4; /* one JVM's segments of a pass in a partition */
     cmr_event_batch_t *all = calloc(cap, sizeof *all), **held = calloc(cap, sizeof *held);
     cmr_segs_writer_t *w = calloc(1, sizeof *w);
     size_t nrounds = 0, nmsgs = 0, bytes = 0;
