@@ -33,11 +33,10 @@
  * agent of that partition, those cached now, those whose records arrive later and those
  * registered (cmr.registrations, read whole: an agent whose every record was lost is known
  * only there) whose key falls in it, is asked once for all its classes (a BytecodeResend
- * without a class name). Asked again only
- * after a later gap (its resend may have been lost too), not sooner than
- * CMR_RESYNC_RETRY_MS after the last ask and at most CMR_RESYNC_MAX times per
- * CMR_RESYNC_MIN_MS, so that a broker that keeps too little is not flooded. A record the consumer skipped as malformed counts as
- * lost too: its classes are equally unknown.
+ * without a class name). When it is asked again after a later gap is instr_resync.h's
+ * policy (bounded, backing off; an ask that is only too soon is made when it is due, by
+ * resync_step, since the records of the resend itself may be among the lost ones). A record
+ * the consumer skipped as malformed counts as lost too: its classes are equally unknown.
  *
  * Trust (docs/SECURITY.md): a ClassLoaded whose bytes do not hash to its class_hash is
  * refused before anything is cached or recorded from it (instr.hash_mismatch, counted).
@@ -74,6 +73,7 @@
 #include "cmr/instr_cache.h"
 #include "cmr/instr_diagnose.h"
 #include "cmr/instr_probe.h"
+#include "cmr/instr_resync.h"
 #include "cmr/instr_rules.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
@@ -162,10 +162,11 @@ typedef struct worker {
      * partition was found, when each agent was last asked for all its classes, and how
      * many records were lost in all. */
     int64_t lost_at_ms[MAX_PARTITIONS];
-    cmr_u64map_t resynced;         /* agent id -> last ask (ask_resync) */
-    cmr_reader_t *registry_reader; /* cmr.registrations from the beginning (on readers) */
-    cmr_u64map_t registered;       /* agent id -> its instance id (owned strings) */
-    int32_t classes_partitions;    /* of cmr.classes, to find a registered agent's partition */
+    int64_t resync_due_ms[MAX_PARTITIONS]; /* asks deferred by the wait: when to ask (0: none) */
+    cmr_u64map_t resynced;                 /* agent id -> last ask (ask_resync) */
+    cmr_reader_t *registry_reader;         /* cmr.registrations from the beginning (on readers) */
+    cmr_u64map_t registered;               /* agent id -> its instance id (owned strings) */
+    int32_t classes_partitions;            /* of cmr.classes, to find a registered agent's partition */
     _Atomic uint64_t records_lost, resyncs;
 } worker_t;
 
@@ -315,27 +316,23 @@ static int64_t request_id(uint64_t agent, int64_t loader, const char *name, uint
 
 /* --- lost class records ("Lost class records" above) ------------------------------------ */
 
-#define CMR_RESYNC_MIN_MS (10 * 60 * 1000) /* the window in which an agent is asked ... */
-#define CMR_RESYNC_MAX 5                   /* ... at most this many times */
-#define CMR_RESYNC_RETRY_MS 1000           /* and not sooner than this after the last ask */
-
-/* Asks one agent of a partition with lost records for all its classes, unless it was asked
- * since the gap, or too recently or too often (above). Sends nothing while replaying.
- * w->resynced keeps per agent the last ask's time << 8 | the asks in its window. */
+/* Asks one agent of a partition with lost records for all its classes when
+ * cmr_resync_decide says so; an ask that is only too soon is remembered as due for the
+ * partition (resync_step). Sends nothing while replaying. w->resynced keeps each agent's
+ * mark (instr_resync.h). */
 static int ask_resync(worker_t *w, uint64_t agent, const char *instance, int32_t partition)
 {
     if (w->replaying || partition < 0 || partition >= MAX_PARTITIONS || w->lost_at_ms[partition] == 0)
         return 0;
-    uint64_t v = (uint64_t)(uintptr_t)cmr_u64map_get(&w->resynced, agent);
-    int64_t now = mono_ms(), last = (int64_t)(v >> 8);
-    unsigned asks = (unsigned)(v & 0xFF);
-    if (last) {
-        if (last >= w->lost_at_ms[partition])
-            return 0; /* asked since the gap */
-        if (now - last >= CMR_RESYNC_MIN_MS)
-            asks = 0; /* a new window */
-        else if (asks >= CMR_RESYNC_MAX || now - last < CMR_RESYNC_RETRY_MS)
-            return 0;
+    uint64_t mark = (uint64_t)(uintptr_t)cmr_u64map_get(&w->resynced, agent);
+    int64_t now = mono_ms(), due = 0;
+    switch (cmr_resync_decide(mark, w->lost_at_ms[partition], now, &due)) {
+    case CMR_RESYNC_SKIP: return 0;
+    case CMR_RESYNC_LATER:
+        if (!w->resync_due_ms[partition] || due < w->resync_due_ms[partition])
+            w->resync_due_ms[partition] = due;
+        return 0;
+    case CMR_RESYNC_ASK: break;
     }
     char topic[CMR_TOPIC_NAME_MAX];
     if (command_topic(w, instance, topic, sizeof topic) != 0)
@@ -343,9 +340,11 @@ static int ask_resync(worker_t *w, uint64_t agent, const char *instance, int32_t
     cmr_bytecode_resend_t r = {request_id(agent, 0, "", 0, (uint64_t)now, 5), (int64_t)agent, "", 0, 0};
     if (send_msg(w, CMR_MSG_BYTECODE_RESEND, &r, instance, topic) != 0)
         return -1;
-    cmr_u64map_put(&w->resynced, agent, (void *)(uintptr_t)((uint64_t)now << 8 | (asks + 1)));
+    mark = cmr_resync_asked(mark, now);
+    cmr_u64map_put(&w->resynced, agent, (void *)(uintptr_t)mark);
     w->resyncs++;
-    cmr_log(CMR_LOG_INFO, "instr.classes_asked_again", "agent=%016" PRIx64 " partition=%d", agent, partition);
+    cmr_log(CMR_LOG_INFO, "instr.classes_asked_again", "agent=%016" PRIx64 " partition=%d asks_in_window=%u", agent,
+            partition, cmr_resync_asks(mark));
     return 0;
 }
 
@@ -383,6 +382,21 @@ static void resync_registered(worker_t *w, int32_t partition)
     while (cmr_u64map_next(&w->registered, &it, &agent, &instance))
         if (classes_partition(w, agent) == partition)
             ask_resync(w, agent, instance, partition);
+}
+
+/* Asks the agents of each partition whose asks were deferred (ask_resync) once the wait
+ * is over; one still too soon is deferred again. */
+static void resync_step(worker_t *w)
+{
+    int64_t now = mono_ms();
+    for (int32_t p = 0; p < MAX_PARTITIONS; p++) {
+        if (!w->resync_due_ms[p] || now < w->resync_due_ms[p])
+            continue;
+        w->resync_due_ms[p] = 0;
+        resync_ctx_t x = {w, p};
+        cmr_instr_cache_each_agent(w->cache, resync_agent, &x);
+        resync_registered(w, p);
+    }
 }
 
 /* Registrations: who may have class records, by agent id (the first poll waits up to
@@ -1893,6 +1907,8 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         if (!catch_up_busy(&w) && drain_config(&w, 0) != 0)
             goto out;
         drain_registrations(&w, 256, 0);
+        if (!w.replaying)
+            resync_step(&w);
         catch_up_run(&w);
         if (w.assigned_once && !w.envs_checked) {
             w.envs_checked = 1;

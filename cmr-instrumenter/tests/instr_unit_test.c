@@ -19,6 +19,7 @@
 #include "cmr/instr_cache.h"
 #include "cmr/instr_exclude.h"
 #include "cmr/instr_probe.h"
+#include "cmr/instr_resync.h"
 #include "cmr/instr_rules.h"
 #include "cmr/classfile.h"
 
@@ -324,6 +325,46 @@ static void test_cyclic_hierarchy_terminates(void **state)
     assert_int_equal(d.n_picks, 0);
     cmr_instr_decision_free(&d);
     universe_free(&u);
+}
+
+/* Asking an agent again for all its classes after lost records (instr_resync.h): once per
+ * gap; a gap found right after an ask is asked when the wait is over (not forgotten), the
+ * wait doubling with each ask; at most CMR_RESYNC_MAX asks per window, then a new window. */
+static void test_resync_after_lost_records(void **state)
+{
+    (void)state;
+    int64_t due = -1, t = 1000000;
+    uint64_t mark = 0;
+    assert_int_equal(cmr_resync_decide(mark, t, t, &due), CMR_RESYNC_ASK); /* never asked */
+    mark = cmr_resync_asked(mark, t);
+    assert_int_equal(cmr_resync_asks(mark), 1);
+    /* the same gap (found before the ask) does not ask again, however late */
+    assert_int_equal(cmr_resync_decide(mark, t, t + 5000, &due), CMR_RESYNC_SKIP);
+    /* a later gap found 300 ms after the ask: due 1 s after the ask */
+    assert_int_equal(cmr_resync_decide(mark, t + 300, t + 300, &due), CMR_RESYNC_LATER);
+    assert_int_equal(due, t + CMR_RESYNC_RETRY_MS);
+    assert_int_equal(cmr_resync_decide(mark, t + 300, due, &due), CMR_RESYNC_ASK);
+    int64_t last = t + CMR_RESYNC_RETRY_MS;
+    mark = cmr_resync_asked(mark, last);
+    assert_int_equal(cmr_resync_asks(mark), 2);
+    /* each further ask of the window waits twice as long as the one before */
+    for (unsigned asks = 2; asks < CMR_RESYNC_MAX; asks++) {
+        int64_t wait = (int64_t)CMR_RESYNC_RETRY_MS << (asks - 1);
+        assert_int_equal(cmr_resync_decide(mark, last + 1, last + 1, &due), CMR_RESYNC_LATER);
+        assert_int_equal(due, last + wait);
+        assert_int_equal(cmr_resync_decide(mark, last + 1, last + wait - 1, &due), CMR_RESYNC_LATER);
+        assert_int_equal(cmr_resync_decide(mark, last + 1, last + wait, &due), CMR_RESYNC_ASK);
+        last += wait;
+        mark = cmr_resync_asked(mark, last);
+        assert_int_equal(cmr_resync_asks(mark), asks + 1);
+    }
+    /* CMR_RESYNC_MAX asks in the window: a later gap is not asked for, not even later ... */
+    assert_int_equal(cmr_resync_decide(mark, last + 1, last + 60000, &due), CMR_RESYNC_SKIP);
+    /* ... until the window since the last ask is over: a new window, asked at once */
+    int64_t later = last + CMR_RESYNC_WINDOW_MS;
+    assert_int_equal(cmr_resync_decide(mark, later - 10, later, &due), CMR_RESYNC_ASK);
+    mark = cmr_resync_asked(mark, later);
+    assert_int_equal(cmr_resync_asks(mark), 1);
 }
 
 static void test_exclusions(void **state)
@@ -1117,6 +1158,7 @@ int main(void)
         cmocka_unit_test(test_types_not_seen_yet),
         cmocka_unit_test(test_cyclic_hierarchy_terminates),
         cmocka_unit_test(test_exclusions),
+        cmocka_unit_test(test_resync_after_lost_records),
         cmocka_unit_test(test_handoff_points),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
         cmocka_unit_test(test_timer_tasks),

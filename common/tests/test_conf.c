@@ -302,7 +302,7 @@ static void test_kafka_properties_pass_through(void **state)
     cmr_conf_set(c, "kafka.security.protocol", "SASL_SSL", "f:1");
     cmr_conf_set(c, "kafka.sasl.mechanisms", "PLAIN", "f:2");
     cmr_conf_set(c, "unrelated", "x", "f:3");
-    rd_kafka_conf_t *rk = cmr_kafka_conf(c, err, sizeof err);
+    rd_kafka_conf_t *rk = cmr_kafka_conf(c, 0, err, sizeof err);
     assert_non_null(rk);
     char val[64];
     size_t n = sizeof val;
@@ -310,8 +310,41 @@ static void test_kafka_properties_pass_through(void **state)
     assert_string_equal(val, "PLAIN");
     rd_kafka_conf_destroy(rk);
     cmr_conf_set(c, "kafka.no.such.property", "1", "f:4");
-    assert_null(cmr_kafka_conf(c, err, sizeof err));
+    assert_null(cmr_kafka_conf(c, 0, err, sizeof err));
     assert_non_null(strstr(err, "f:4"));
+    cmr_conf_destroy(c);
+}
+
+/* One "kafka.*" configuration serves a process's producers and consumers: a property
+ * librdkafka lists for one role only is given to clients of that role, the others to all. */
+static void test_kafka_properties_by_role(void **state)
+{
+    (void)state;
+    cmr_conf_t *c = cmr_conf_new();
+    char err[256], val[64];
+    cmr_conf_set(c, "kafka.fetch.wait.max.ms", "5", "f:1");     /* consumers' */
+    cmr_conf_set(c, "kafka.message.timeout.ms", "1234", "f:2"); /* producers' (a topic property) */
+    cmr_conf_set(c, "kafka.linger.ms", "7", "f:3");             /* producers' */
+    cmr_conf_set(c, "kafka.socket.timeout.ms", "4321", "f:4");  /* everyone's */
+    struct {
+        char role;
+        const char *fetch, *linger;
+    } cases[] = {{'C', "5", NULL}, {'P', NULL, "7"}, {0, "5", "7"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rd_kafka_conf_t *rk = cmr_kafka_conf(c, cases[i].role, err, sizeof err);
+        assert_non_null(rk);
+        const char *keys[] = {"fetch.wait.max.ms", "linger.ms"}, *want[] = {cases[i].fetch, cases[i].linger};
+        const char *defaults[] = {"500", "5"}; /* librdkafka's own, where the key was not given */
+        for (int k = 0; k < 2; k++) {
+            size_t n = sizeof val;
+            assert_int_equal(rd_kafka_conf_get(rk, keys[k], val, &n), RD_KAFKA_CONF_OK);
+            assert_string_equal(val, want[k] ? want[k] : defaults[k]);
+        }
+        size_t n = sizeof val;
+        assert_int_equal(rd_kafka_conf_get(rk, "socket.timeout.ms", val, &n), RD_KAFKA_CONF_OK);
+        assert_string_equal(val, "4321");
+        rd_kafka_conf_destroy(rk);
+    }
     cmr_conf_destroy(c);
 }
 
@@ -361,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_key_table),
         cmocka_unit_test(test_print_keys),
         cmocka_unit_test(test_kafka_properties_pass_through),
+        cmocka_unit_test(test_kafka_properties_by_role),
         cmocka_unit_test(test_keep_freed_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

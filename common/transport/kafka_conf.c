@@ -79,8 +79,55 @@ static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *op
             reason, (unsigned long long)suppressed);
 }
 
+/* Which clients a property is for: librdkafka's own table (rd_kafka_conf_properties_show,
+ * its "C/P" column) read once, keeping the properties of one role only ('C' consumer,
+ * 'P' producer); every other property is for both. A "kafka.*" key is one configuration
+ * for every client of a process (the agent has producers and a consumer), so a property of
+ * one role is not given to the other, which would only log that it ignores it. */
+#define ROLE_PROPS_MAX 256
+static struct {
+    char name[64];
+    char role;
+} role_props[ROLE_PROPS_MAX];
+static size_t n_role_props;
+static pthread_once_t role_props_once = PTHREAD_ONCE_INIT;
+
+static void role_props_read(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return; /* unknown: every property goes to every client, as librdkafka takes them */
+    rd_kafka_conf_properties_show(f);
+    fclose(f);
+    for (char *line = text, *next; line && *line && n_role_props < ROLE_PROPS_MAX; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char name[64], role[8];
+        if (sscanf(line, "%63[a-z0-9._] | %7[CP*/] |", name, role) == 2 && !role[1] &&
+            (role[0] == 'C' || role[0] == 'P')) {
+            memcpy(role_props[n_role_props].name, name, sizeof name);
+            role_props[n_role_props++].role = role[0];
+        }
+    }
+    free(text);
+}
+
+/* 'C', 'P', or 0 for a property of both roles (or one librdkafka does not list). */
+static char prop_role(const char *key)
+{
+    pthread_once(&role_props_once, role_props_read);
+    for (size_t i = 0; i < n_role_props; i++)
+        if (!strcmp(role_props[i].name, key))
+            return role_props[i].role;
+    return 0;
+}
+
 typedef struct conf_ctx {
     rd_kafka_conf_t *rk_conf;
+    char role; /* 'C', 'P', or 0: every property */
     char *errbuf;
     size_t errlen;
 } conf_ctx_t;
@@ -89,6 +136,9 @@ static int apply_one(const char *key, const char *value, const char *origin, voi
 {
     conf_ctx_t *ctx = opaque;
     char err[256];
+    char role = ctx->role ? prop_role(key) : 0;
+    if (role && role != ctx->role)
+        return 0; /* the other role's: not this client's */
     if (rd_kafka_conf_set(ctx->rk_conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
         if (ctx->errbuf && ctx->errlen)
             snprintf(ctx->errbuf, ctx->errlen, "%s: kafka.%s: %s", origin, key, err);
@@ -97,14 +147,14 @@ static int apply_one(const char *key, const char *value, const char *origin, voi
     return 0;
 }
 
-rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t errlen)
+rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char role, char *errbuf, size_t errlen)
 {
     rd_kafka_conf_t *rk_conf = rd_kafka_conf_new();
     if (!rk_conf)
         return NULL;
     rd_kafka_conf_set_log_cb(rk_conf, kafka_log_cb);
     rd_kafka_conf_set_error_cb(rk_conf, kafka_error_cb);
-    conf_ctx_t ctx = {rk_conf, errbuf, errlen};
+    conf_ctx_t ctx = {rk_conf, role, errbuf, errlen};
     if (conf && cmr_conf_foreach(conf, "kafka.", apply_one, &ctx) != 0) {
         rd_kafka_conf_destroy(rk_conf);
         return NULL;
@@ -129,10 +179,10 @@ static int conf_default(rd_kafka_conf_t *rk_conf, const cmr_conf_t *conf, const 
 }
 
 /* cmr_kafka_conf() with the forced and default properties. NULL with errbuf filled. */
-static rd_kafka_conf_t *conf_with(const cmr_conf_t *conf, const cmr_kafka_prop_t *forced,
+static rd_kafka_conf_t *conf_with(const cmr_conf_t *conf, char role, const cmr_kafka_prop_t *forced,
                                   const cmr_kafka_prop_t *defaults, char *errbuf, size_t errlen)
 {
-    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, errbuf, errlen);
+    rd_kafka_conf_t *rk_conf = cmr_kafka_conf(conf, role, errbuf, errlen);
     if (!rk_conf)
         return NULL;
     char err[256];
@@ -166,7 +216,7 @@ rd_kafka_t *cmr_kafka_client(rd_kafka_type_t type, const cmr_conf_t *conf, const
                              const cmr_kafka_prop_t *defaults, void (*callbacks)(rd_kafka_conf_t *rk_conf),
                              void *opaque, const char *what, char *errbuf, size_t errlen)
 {
-    rd_kafka_conf_t *rk_conf = conf_with(conf, forced, defaults, errbuf, errlen);
+    rd_kafka_conf_t *rk_conf = conf_with(conf, type == RD_KAFKA_CONSUMER ? 'C' : 'P', forced, defaults, errbuf, errlen);
     if (!rk_conf)
         return NULL;
     if (callbacks)

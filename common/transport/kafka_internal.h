@@ -10,10 +10,12 @@
 
 #include "cmr/kafka.h"
 
-/* Builds a librdkafka configuration from every "kafka.*" key of conf, plus log and error
- * callbacks into log.h. The caller owns the result (rd_kafka_conf_destroy, or pass it
- * to rd_kafka_new which takes it). NULL with errbuf filled on a bad property. */
-rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char *errbuf, size_t errlen);
+/* Builds a librdkafka configuration from the "kafka.*" keys of conf, plus log and error
+ * callbacks into log.h: for a client of `role` ('C' consumer, 'P' producer, which admin
+ * clients are too) those that librdkafka does not list as the other role's; role 0: every
+ * key. The caller owns the result (rd_kafka_conf_destroy, or pass it to rd_kafka_new which
+ * takes it). NULL with errbuf filled on a bad property. */
+rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char role, char *errbuf, size_t errlen);
 
 /* A librdkafka property; arrays of them end with a NULL key. */
 typedef struct cmr_kafka_prop {

@@ -33,6 +33,7 @@
  * Usage: test_cp_instrumenter CMR-BROKER CMR-CONFIG CMR-INSTRUMENTER
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1122,6 +1123,25 @@ static bool asked_for_all(cp_peer_t *p, int timeout_ms)
     return false;
 }
 
+/* More than the embedded broker keeps of one partition (5 MB), sent by p to its
+ * cmr.classes partition: not class files, and not compressible. */
+static void overfill_partition(cp_peer_t *p)
+{
+    enum { FILLERS = 80, FILLER_BYTES = 96 * 1024 };
+    uint8_t *junk = malloc(FILLER_BYTES);
+    assert_non_null(junk);
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    for (int i = 0; i < FILLERS; i++) {
+        for (size_t j = 0; j < FILLER_BYTES; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            junk[j] = (uint8_t)x;
+        }
+        assert_int_equal(cp_peer_send_class(p, "filler/Junk", 1, junk, FILLER_BYTES, CMR_CLASS_LOADED, 0), 0);
+        assert_int_equal(cp_peer_flush(p), 0);
+    }
+    free(junk);
+}
+
 /* Records of cmr.classes deleted before the instrumenter read them are found by their
  * offsets: while the worker is down, the agent sends a class and then more than the
  * embedded broker keeps of a partition (5 MB) of other records, so that the class's record
@@ -1149,19 +1169,7 @@ static void test_lost_class_records_ask_for_all_classes(void **state)
     assert_int_equal(cp_peer_send_class(&unseen, "app/Later", 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
     assert_int_equal(cp_peer_flush(&unseen), 0);
     send_class("app/Later", 7);
-    enum { FILLERS = 80, FILLER_BYTES = 96 * 1024 };
-    uint8_t *junk = malloc(FILLER_BYTES);
-    assert_non_null(junk);
-    uint64_t x = 0x9E3779B97F4A7C15u;
-    for (int i = 0; i < FILLERS; i++) { /* not class files, and not compressible */
-        for (size_t j = 0; j < FILLER_BYTES; j++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            junk[j] = (uint8_t)x;
-        }
-        assert_int_equal(cp_peer_send_class(&peer, "filler/Junk", 1, junk, FILLER_BYTES, CMR_CLASS_LOADED, 0), 0);
-        assert_int_equal(cp_peer_flush(&peer), 0);
-    }
-    free(junk);
+    overfill_partition(&peer);
     assert_int_equal(start_instrumenter(), 0);
     if (!asked_for_all(&peer, 30000)) {
         cp_proc_dump_log(&instr_worker, 40);
@@ -1174,6 +1182,27 @@ static void test_lost_class_records_ask_for_all_classes(void **state)
     cp_peer_close(&unseen);
     assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.classes_lost partition=", 5000), 0);
     assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.classes_asked_again agent=", 5000), 0);
+    /* Gaps found soon after an ask (the resend's own records lost): the worker, frozen
+     * right after an ask, misses the next 7.5 MB of the partition. Each gap asks again when
+     * its wait is over (1, 2, 4 s after the first, second, third ask): the third gap is
+     * found about 2 s after the third ask here (the fill, then the consumer's offset
+     * reset), so the fourth ask is a deferred one, made by the worker's loop. */
+    for (int round = 2; round <= 4; round++) {
+        int64_t t0 = cmr_mono_ms();
+        assert_int_equal(kill(instr_worker.pid, SIGSTOP), 0);
+        overfill_partition(&peer);
+        assert_int_equal(kill(instr_worker.pid, SIGCONT), 0);
+        print_message("round %d: the worker frozen for %lld ms after the last ask\n", round,
+                      (long long)(cmr_mono_ms() - t0));
+        if (!asked_for_all(&peer, 30000)) {
+            cp_proc_dump_log(&instr_worker, 40);
+            fail_msg("no BytecodeResend for all classes after a gap found soon after the last ask (round %d)", round);
+        }
+    }
+    char want[96];
+    snprintf(want, sizeof want, "agent=%016" PRIx64 " partition=%d asks_in_window=4", (uint64_t)peer.agent_id,
+             classes_partition(&peer));
+    assert_int_equal(cp_proc_wait_log(&instr_worker, want, 5000), 0);
     tests_ok++;
 }
 

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -153,6 +154,26 @@ def show_tails(procs, lines=15):
             pass
 
 
+def show_warnings(procs, last=6):
+    """Per process, its warnings and errors: how many of each event, and the last few lines
+    (after a failure: lost records, refused commands, timeouts say why a tree was wrong)."""
+    for p in procs:
+        try:
+            with open(p.logpath, errors="replace") as f:
+                bad = [ln.rstrip("\n") for ln in f if "level=warn" in ln or "level=error" in ln]
+        except OSError:
+            continue
+        if not bad:
+            continue
+        counts = {}
+        for ln in bad:
+            m = re.search(r"event=(\S+)", ln)
+            counts[m.group(1) if m else "?"] = counts.get(m.group(1) if m else "?", 0) + 1
+        log("--- %s: warnings and errors %s" % (p.name, ", ".join("%s x%d" % kv for kv in sorted(counts.items()))))
+        for ln in bad[-last:]:
+            print("    " + ln[:400], flush=True)
+
+
 def crashes(procs):
     """JVM crashes and aborts the logs show, per process."""
     for p in procs:
@@ -171,6 +192,7 @@ def wind_down(procs, pg, work, ok, keep):
     if pg:
         pg.stop()
     if not ok:
+        show_warnings(procs)
         crashes(procs)
     if keep or not ok:
         log("scratch directory kept: %s" % work)
@@ -183,13 +205,24 @@ def wind_down(procs, pg, work, ok, keep):
 # --- the ingest API -----------------------------------------------------------------------
 
 class Ingest:
+    """cmr-ingest's HTTP API. patience: how long complete_trace waits by default (a test
+    may raise it where a slow machine, not a wrong tree, would make it fail)."""
+    API_TIMEOUT_S = 30
+
     def __init__(self, port):
         self.base = "http://127.0.0.1:%d" % port
+        self.patience = 4
 
     def get(self, path, **q):
         url = self.base + path + ("?" + urllib.parse.urlencode(q) if q else "")
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return json.load(r)
+        t0 = time.time()
+        try:
+            with urllib.request.urlopen(url, timeout=self.API_TIMEOUT_S) as r:
+                return json.load(r)
+        except (TimeoutError, urllib.error.URLError) as e:
+            if isinstance(e, urllib.error.HTTPError):
+                raise
+            raise RuntimeError("the ingest API did not answer %s (%s after %.1f s)" % (url, e, time.time() - t0))
 
     def traces(self, **q):
         return self.get("/api/traces", **q)["traces"]
@@ -197,9 +230,10 @@ class Ingest:
     def trace(self, tid):
         return self.get("/api/traces/" + tid)
 
-    def complete_trace(self, since_ns, timeout=4, **q):
-        """The newest complete trace that started after since_ns and matches q."""
-        end = time.time() + timeout
+    def complete_trace(self, since_ns, timeout=None, **q):
+        """The newest complete trace that started after since_ns and matches q, waiting up
+        to timeout s (default: patience)."""
+        end = time.time() + (self.patience if timeout is None else timeout)
         while time.time() < end:
             for t in self.traces(**({"from": str(since_ns), "limit": "20"} | q)):
                 if t["complete"]:
