@@ -171,6 +171,8 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state)
 
 /* --- registration ------------------------------------------------------------------------ */
 
+#define REGISTER_QUIET_MS 3000 /* registration retries before this are logged as info */
+
 static void send_registration(control_t *c)
 {
     cmr_agent_t *a = c->a;
@@ -189,10 +191,13 @@ static void send_registration(control_t *c)
     char err[256];
     int rc = cmr_producer_send(a->producer, CMR_MSG_AGENT_REGISTRATION, &r, NULL, NULL, err, sizeof err);
     char ecmr[300];
-    cmr_log(c->attempt == 1 ? CMR_LOG_INFO : CMR_LOG_WARN, "agent.registering",
-            "attempt=%d cmr=\"%s\" next_retry_ms=%lld%s", c->attempt,
+    /* the first retries are the usual start (the command consumer joining): a warning only
+     * once the agent has waited REGISTER_QUIET_MS since it started */
+    int64_t waited_ms = cmr_wall_ms() - a->start_time_ms;
+    cmr_log(waited_ms < REGISTER_QUIET_MS ? CMR_LOG_INFO : CMR_LOG_WARN, "agent.registering",
+            "attempt=%d cmr=\"%s\" next_retry_ms=%lld since_start_ms=%lld%s", c->attempt,
             cmr_log_escape(a->settings.bootstrap, ecmr, sizeof ecmr), (long long)c->register_backoff_ms,
-            rc == CMR_SEND_OK ? "" : " queue=full");
+            (long long)waited_ms, rc == CMR_SEND_OK ? "" : " queue=full");
 }
 
 /* --- commands ----------------------------------------------------------------------------- */
