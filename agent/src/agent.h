@@ -130,6 +130,11 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
 /* Applies several Redefine commands with one RedefineClasses call (one safepoint); if the
  * JVM refuses the batch, each command is applied alone so that a bad one fails alone. */
 void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n);
+/* True when the class a Redefine names is being defined: the JVM handed the agent its bytes
+ * (ClassFileLoadHook) with the original digest the command names, for the loader it names,
+ * but it is no loaded class of that loader yet (its superclass still loading, say). The
+ * command would find nothing now; it can wait for the class (agent_control.c). */
+bool cmr_agent_class_being_defined(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd);
 /* Ends the diagnoses whose end time, hits or budget are reached: their classes get their
  * restore bytes back (docs/DIAGNOSIS.md, "Remove"). Returns how many ended. */
 int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env);

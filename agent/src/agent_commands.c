@@ -269,6 +269,22 @@ static bool find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefin
     return false;
 }
 
+bool cmr_agent_class_being_defined(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
+{
+    uint8_t seen[CMR_TRUST_DIGEST_BYTES];
+    if (cmd->original_digest.len != CMR_TRUST_DIGEST_BYTES || !cmd->original_digest.data ||
+        !cmr_class_cache_digest_of(a->classes, cmd->class_name, cmd->loader_id, seen) ||
+        memcmp(seen, cmd->original_digest.data, CMR_TRUST_DIGEST_BYTES) != 0)
+        return false; /* not seen loading with those bytes: nothing to wait for */
+    find_ctx_t f = {.env = env, .loader_id = cmd->loader_id, .digest = cmd->original_digest.data};
+    find_classes(a, env, cmd->class_name, &f);
+    bool loaded = false;
+    for (int i = 0; i < f.n; i++)
+        loaded |= f.loaders[i] == cmd->loader_id;
+    find_release(&f);
+    return !loaded;
+}
+
 /* --- diagnoses (agent_diagnoses.h) ------------------------------------------------------- */
 
 /* Before a command's bytes go in: a diagnosis' command starts or updates it (its anchors in

@@ -55,6 +55,12 @@ typedef struct control {
     /* commands that arrived before the JVM was live */
     cmr_record_t *deferred[64];
     int ndeferred;
+    /* Redefines whose class is being defined (hold_redefine), in arrival order, each until
+     * its class is loaded or awaiting_until[i]; owned (done and freed when applied) */
+    cmr_record_t *awaiting[64];
+    int64_t awaiting_until[64];
+    int nawaiting;
+    int64_t next_await_check_ms;
 } control_t;
 
 static control_t control_state;
@@ -364,6 +370,71 @@ static void flush_redefines(control_t *c, cmr_record_t **batch, int *n)
     *n = 0;
 }
 
+/* Redefines that reach the agent while their class is being defined. The agent ships a
+ * class's bytes from ClassFileLoadHook, before the JVM has defined it (its superclass may
+ * still be loading, and its loader may be slow), so the CMR's answer can come first: such a
+ * command is held (at most AWAIT_CLASS_MS, checked every AWAIT_CHECK_MS) and applied once
+ * the class is loaded. A later command for the same class waits behind it, so that commands
+ * of one class apply in order. When the class never comes, or the table is full, the
+ * command is applied as it is and answers UNKNOWN_CLASS. */
+#define AWAIT_CLASS_MS 10000
+#define AWAIT_CHECK_MS 20
+
+static bool same_class(const cmr_redefine_t *x, const cmr_redefine_t *y)
+{
+    return x->loader_id == y->loader_id && strcmp(x->class_name, y->class_name) == 0;
+}
+
+static bool waits_behind(const control_t *c, int upto, const cmr_redefine_t *cmd)
+{
+    for (int i = 0; i < upto; i++)
+        if (same_class(&c->awaiting[i]->msg.u.redefine, cmd))
+            return true;
+    return false;
+}
+
+/* Takes rec (a Redefine) into the held commands when it must wait for its class (true). */
+static bool hold_redefine(control_t *c, cmr_record_t *rec)
+{
+    const cmr_redefine_t *cmd = &rec->msg.u.redefine;
+    int max = (int)(sizeof c->awaiting / sizeof c->awaiting[0]);
+    if (c->nawaiting == max ||
+        (!waits_behind(c, c->nawaiting, cmd) && !cmr_agent_class_being_defined(c->a, c->env, cmd)))
+        return false;
+    char ename[256];
+    cmr_log(CMR_LOG_DEBUG, "agent.redefine_waits", "request=%lld class=\"%s\" loader=%lld", (long long)cmd->request_id,
+            cmr_log_escape(cmd->class_name, ename, sizeof ename), (long long)cmd->loader_id);
+    c->awaiting_until[c->nawaiting] = cmr_mono_ms() + AWAIT_CLASS_MS;
+    c->awaiting[c->nawaiting++] = rec;
+    return true;
+}
+
+/* Applies the held commands whose class is loaded now, or whose wait is over, in order. */
+static void release_held(control_t *c)
+{
+    int64_t now = cmr_mono_ms();
+    if (c->nawaiting == 0 || now < c->next_await_check_ms)
+        return;
+    c->next_await_check_ms = now + AWAIT_CHECK_MS;
+    cmr_record_t *batch[REDEFINE_BATCH];
+    int nbatch = 0, kept = 0;
+    for (int i = 0; i < c->nawaiting; i++) {
+        cmr_record_t *rec = c->awaiting[i];
+        const cmr_redefine_t *cmd = &rec->msg.u.redefine;
+        if (now < c->awaiting_until[i] &&
+            (waits_behind(c, kept, cmd) || cmr_agent_class_being_defined(c->a, c->env, cmd))) {
+            c->awaiting_until[kept] = c->awaiting_until[i];
+            c->awaiting[kept++] = rec;
+            continue;
+        }
+        batch[nbatch++] = rec;
+        if (nbatch == REDEFINE_BATCH)
+            flush_redefines(c, batch, &nbatch);
+    }
+    c->nawaiting = kept;
+    flush_redefines(c, batch, &nbatch);
+}
+
 /* Verifies the envelope of a record from the command topic and puts the command inside
  * in its place (true). A refused record is counted, logged (rate-limited: anyone who can
  * write to the topic can make refusals at will), marked done and freed (false). */
@@ -420,6 +491,8 @@ static void poll_commands(control_t *c, int timeout_ms)
         cmr_record_free(c->deferred[0]);
         memmove(c->deferred, c->deferred + 1, (size_t)--c->ndeferred * sizeof c->deferred[0]);
     }
+    if (ensure_env(c))
+        release_held(c);
     cmr_record_t *batch[REDEFINE_BATCH];
     int nbatch = 0;
     for (int i = 0; i < 1024; i++) {
@@ -431,6 +504,8 @@ static void poll_commands(control_t *c, int timeout_ms)
         if (!open_command(c, rec))
             continue; /* refused: nothing else sees it */
         if (c->ndeferred == 0 && rec->msg.type == CMR_MSG_REDEFINE && ensure_env(c)) {
+            if (hold_redefine(c, rec))
+                continue;
             batch[nbatch++] = rec;
             if (nbatch == REDEFINE_BATCH)
                 flush_redefines(c, batch, &nbatch);
@@ -661,6 +736,9 @@ static void *control_main(void *arg)
     for (int i = 0; i < c->ndeferred; i++)
         cmr_record_free(c->deferred[i]);
     c->ndeferred = 0;
+    for (int i = 0; i < c->nawaiting; i++)
+        cmr_record_free(c->awaiting[i]);
+    c->nawaiting = 0;
     if (c->consumer)
         cmr_consumer_close(c->consumer);
     c->consumer = NULL;

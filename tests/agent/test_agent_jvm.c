@@ -455,6 +455,37 @@ static void test_no_environment_stops_the_agent(void **state)
     agent_done(&r);
 }
 
+/* The agent ships a class's bytes from ClassFileLoadHook, before the JVM has defined the
+ * class: a Redefine can come back while the class is still being defined (here the
+ * superclass of demo/LateSub takes 3 s to load, as behind a slow class loader). The command
+ * waits for the class and is applied once it is loaded, instead of answering UNKNOWN_CLASS
+ * and leaving the class uninstrumented for good. */
+static void test_redefine_waits_for_a_class_being_defined(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "latesub", NULL);
+    agent_configure(&r, 10000);
+    jvm_proc_send(&r.jvm, "latesub 3000");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "latesub: started", NULL, 0, 10000), 0);
+    int64_t t0 = cmr_mono_ms();
+    const cmr_class_loaded_t *k = wait_class(&r, "demo/LateSub", -1, 10000);
+    assert_non_null(k);
+    int64_t shipped = cmr_mono_ms() - t0;
+    const cmr_redefine_result_t *res = send_redefine(&r, 1, "demo/LateSub", k->loader_id, k->class_hash, &k->bytecode,
+                                                     k->bytecode.data, k->bytecode.len, false);
+    int64_t answered = cmr_mono_ms() - t0;
+    print_message("LateSub shipped %lld ms after the load began, the Redefine answered after %lld ms: %s\n",
+                  (long long)shipped, (long long)answered, res->message);
+    assert_true(shipped < 2500); /* else the class was defined before the command came */
+    assert_int_equal(res->status, CMR_COMMAND_APPLIED);
+    char line[256];
+    assert_int_equal(jvm_proc_expect(&r.jvm, "latesub:", line, sizeof line, 10000), 0);
+    assert_string_equal(line, "latesub: late");
+    agent_exit(&r);
+    agent_done(&r);
+}
+
 static void test_redefine_resend_and_failures(void **state)
 {
     (void)state;
@@ -1752,6 +1783,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handshake_processes_classes_loaded_before_it),
         cmocka_unit_test(test_no_environment_stops_the_agent),
         cmocka_unit_test(test_redefine_resend_and_failures),
+        cmocka_unit_test(test_redefine_waits_for_a_class_being_defined),
         cmocka_unit_test(test_resend_all_sends_every_class_again),
         cmocka_unit_test(test_forged_commands_are_refused),
         cmocka_unit_test(test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm),

@@ -19,6 +19,9 @@
  *   diagother CALLS       -> diagother: sum=N    (while this thread is inside DiagAnchor.run, which calls
  *                                                  nothing itself, a thread named diag-other, started
  *                                                  before, calls DiagHelper.step CALLS times)
+ *   latesub MS            -> latesub: started, later latesub: <LateSub.hello()>  (a thread loads
+ *                                                  demo.LateSub through demo.SlowBaseLoader, which
+ *                                                  defines its superclass only after MS ms)
  *   exit                  -> the JVM ends normally
  */
 import demo.Greeter;
@@ -119,6 +122,22 @@ public class AgentTestApp {
                 case "diagother":
                     System.out.println("diagother: sum=" + diagOther(Integer.parseInt(w[1])));
                     break;
+                case "latesub": {
+                    long ms = Long.parseLong(w[1]);
+                    Thread t = new Thread(() -> {
+                        try {
+                            Object o = new demo.SlowBaseLoader(AgentTestApp.class.getClassLoader(), ms)
+                                    .loadClass("demo.LateSub").getDeclaredConstructor().newInstance();
+                            System.out.println("latesub: " + o.getClass().getMethod("hello").invoke(o));
+                        } catch (ReflectiveOperationException e) {
+                            System.out.println("latesub: failed " + e);
+                        }
+                    }, "late-loader");
+                    t.setDaemon(true);
+                    t.start();
+                    System.out.println("latesub: started");
+                    break;
+                }
                 case "exit":
                     System.out.println("bye");
                     return;
