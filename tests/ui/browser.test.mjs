@@ -67,7 +67,7 @@ const browser = await chromium.launch({
   ],
 });
 const page = await browser.newPage({viewport: {width: 1400, height: 900}});
-page.setDefaultTimeout(20000);
+page.setDefaultTimeout(45000);  // a loaded 2-core machine answers slowly, not wrongly
 page.on('console', (m) => {
   if (m.type() === 'error') problems.push(`console (${step}): ${m.text()}`);
 });
