@@ -168,7 +168,8 @@ def show_warnings(procs, last=6):
         counts = {}
         for ln in bad:
             m = re.search(r"event=(\S+)", ln)
-            counts[m.group(1) if m else "?"] = counts.get(m.group(1) if m else "?", 0) + 1
+            event = m.group(1) if m else "?"
+            counts[event] = counts.get(event, 0) + 1
         log("--- %s: warnings and errors %s" % (p.name, ", ".join("%s x%d" % kv for kv in sorted(counts.items()))))
         for ln in bad[-last:]:
             print("    " + ln[:400], flush=True)
