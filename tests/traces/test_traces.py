@@ -30,6 +30,8 @@ within its parent in time.
             method, URL and status, the servlet's tree under each
   jetty     Jetty 9 in a third JVM, called with Apache HttpClient 4, and directly
   jetty_async  an async servlet on Jetty: AsyncContext.start continues the request's trace
+  jetty_late  a Jetty server started inside a trace: its pool's jobs carry that context, the
+            requests they serve do not continue it
   timer     java.util.Timer: a periodic task's first run continues the trace, later ones not
   vthreads  (JDK 21+) tasks on virtual threads continue the trace (one segment each, across
             sleeps and carriers); 5,000 of them give their rings back
@@ -236,6 +238,7 @@ class Scenarios:
     def __init__(self, app, ingest, tomcat_url, app_agent, tc_agent):
         self.app, self.ingest, self.url = app, ingest, tomcat_url
         self.app_agent, self.tc_agent = app_agent, tc_agent
+        self.jetty_url = self.jetty_port_file = self.jetty_late_url = None
 
     def _run(self, cmd, expect, root):
         """Runs one command; its complete trace, the root's application view, and problems
@@ -568,7 +571,27 @@ class Scenarios:
         servlet's tree hangs under the client's node as a synchronous remote child; a request
         straight to Jetty is a trace rooted in its servlet with the request's method, path
         and status."""
-        tree, v, p = self._run("jetty " + self.jetty_url, "jetty:", "trace.Clients.jetty")
+        return self._jetty(self.jetty_url)
+
+    def jetty_late(self):
+        """A Jetty server started inside a trace (a recorded call of the service's main
+        thread, once Jetty's pool is instrumented): its pool's long-lived jobs carry that
+        trace's context, yet every request they serve is a transaction of its own, as in
+        the jetty scenario (the caller's trace, or a new one)."""
+        if not self.jetty_late_url:
+            open(self.jetty_port_file + ".late", "w").close()
+            port_file = self.jetty_port_file + ".late-port"
+            for _ in range(300):
+                if os.path.exists(port_file):
+                    break
+                time.sleep(0.1)
+            else:
+                return ["the late Jetty server did not start within 30 s"]
+            self.jetty_late_url = "http://127.0.0.1:%s/stock/check" % open(port_file).read().strip()
+        return self._jetty(self.jetty_late_url)
+
+    def _jetty(self, url):
+        tree, v, p = self._run("jetty " + url, "jetty:", "trace.Clients.jetty")
         if p:
             return p
         javax = "javax.servlet.http.HttpServlet.service"
@@ -586,7 +609,7 @@ class Scenarios:
             p.append("%d JVMs, want 2" % tree["jvms"])
         p += check_common(tree)
         since = time.time_ns()
-        with urllib.request.urlopen(self.jetty_url + "?item=x", timeout=30) as r:
+        with urllib.request.urlopen(url + "?item=x", timeout=30) as r:
             r.read()
         direct = self.ingest.complete_trace(since, root=javax)
         if not direct:
@@ -599,7 +622,7 @@ class Scenarios:
             p.append("the direct request's user-agent on Jetty's servlet: %r" % agent)
         p += check_route(direct, "/stock/check")
         since = time.time_ns()  # a path mapping on Servlet 3.1: the route from the servlet path
-        with urllib.request.urlopen(self.jetty_url.replace("/check", "/level/7"), timeout=30) as r:
+        with urllib.request.urlopen(url.replace("/check", "/level/7"), timeout=30) as r:
             r.read()
         level = self.ingest.complete_trace(since, root=javax)
         return p + (check_route(level, "/stock/level/*") if level else ["no complete trace of /stock/level/7"])
@@ -1056,11 +1079,12 @@ def main():
             if not os.path.exists(jetty_port_file):
                 raise RuntimeError("Jetty did not start (see its log)")
             s.jetty_url = "http://127.0.0.1:%s/stock/check" % open(jetty_port_file).read().strip()
+            s.jetty_port_file = jetty_port_file
             s.jetty_agent = agent_id(jetty)
         s.pg_url = pg.url if pg else None
         names = ["nested", "pool", "scheduled", "timer", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "async_servlet", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
-            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty", "jetty_async"] if jetty else []) + \
+            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty", "jetty_async", "jetty_late"] if jetty else []) + \
             (["vthreads", "structured"] if java_feature(args.java) >= 21 else [])
         if args.only:
             names = args.only.split(",")

@@ -1765,6 +1765,8 @@ public final class Probe {
      *  ctxEndThrow. */
     public static void httpIn(Object request, long siteId) {
         Ring r = ring();
+        if (r.depth == 1 && r.ctxStack != 0 && r.request == null && request != null && newRequest(request))
+            leaveHandOff(r);
         Context c = null;
         if (r.depth == 0 && request != null) {
             try {
@@ -1789,6 +1791,31 @@ public final class Probe {
             } catch (Throwable e) {
                 // unreadable request: no data
             }
+        }
+    }
+
+    /** An incoming request is a transaction of its own, never the context a pool's job
+     *  carried onto its thread: a server's loops run as jobs of its pool (Jetty's selector
+     *  and reserved threads, a keep-alive or pipelined connection handed on while a request
+     *  was open), so the context captured when the job was queued (the thread that started
+     *  the server, the previous request) is not this request's caller. When the open
+     *  segment is only such a hand-off's node (depth 1, opened by ctxBegin), it ends here and
+     *  the request begins its own; the hand-off's ctxEnd then finds nothing to close. */
+    private static void leaveHandOff(Ring r) {
+        r.ctxStack = 0; // the only set bit was the hand-off's (one segment is open at a time)
+        leave(r, EXIT, r.ctxSite);
+    }
+
+    /** Whether a request is new from the network (a servlet's REQUEST dispatch, any
+     *  HttpServer exchange), not an async or error dispatch of a request already under way,
+     *  which continues the context its dispatch was handed on with. */
+    private static boolean newRequest(Object request) {
+        try {
+            Method m = SERVLET_DISPATCHER_TYPE.of(request.getClass());
+            Object type = m == null ? null : m.invoke(request);
+            return !(type instanceof Enum) || ((Enum<?>) type).name().equals("REQUEST");
+        } catch (Throwable e) {
+            return false; // unreadable: as before, the request continues the open segment
         }
     }
 
@@ -2440,6 +2467,8 @@ public final class Probe {
             "com.sun.net.httpserver.HttpExchange", "getHttpContext");
     private static final HeaderMethods HTTP_CONTEXT_PATH = new HeaderMethods(
             "com.sun.net.httpserver.HttpContext", "getPath");
+    private static final HeaderMethods SERVLET_DISPATCHER_TYPE = new HeaderMethods(SERVLET_REQUEST_BASE,
+            "getDispatcherType");
     private static final HeaderMethods SERVLET_ASYNC_STARTED = new HeaderMethods(SERVLET_REQUEST_BASE, "isAsyncStarted");
     private static final HeaderMethods SERVLET_ASYNC_CONTEXT = new HeaderMethods(SERVLET_REQUEST_BASE, "getAsyncContext");
     private static final HeaderMethods SERVLET_STATUS = new HeaderMethods(

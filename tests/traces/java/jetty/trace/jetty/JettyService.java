@@ -17,10 +17,30 @@ import org.eclipse.jetty.servlet.ServletContextHandler;
  *  returns, Jetty's pool runs the rest (AsyncContext.start), which completes it.
  *
  *    java trace.jetty.JettyService PORT_FILE   (binds a free loopback port, writes it to
- *                                              PORT_FILE, serves until the JVM is stopped)
+ *                                              PORT_FILE, serves until the JVM is stopped;
+ *                                              once PORT_FILE.late exists, a second server
+ *                                              too, its port in PORT_FILE.late-port)
  *  Compiled only where Debian's libjetty9-java is installed (tests/traces/CMakeLists.txt). */
 public class JettyService {
     public static void main(String[] args) throws Exception {
+        Server server = serve(args[0]);
+        Path trigger = Path.of(args[0] + ".late");
+        while (!Files.exists(trigger))
+            Thread.sleep(50);
+        startLate(args[0] + ".late-port");
+        server.join();
+    }
+
+    /** A second server, started once the test asks (PORT_FILE.late appears) by a call that
+     *  is recorded, a trace root: its pool's jobs (selector, acceptor, reserved threads) are
+     *  queued inside that trace, and run for the server's life. A request they serve must
+     *  not continue it (the jetty_late scenario). */
+    static void startLate(String portFile) throws Exception {
+        serve(portFile);
+    }
+
+    /** A started server with the service's servlets; its port written to portFile. */
+    static Server serve(String portFile) throws Exception {
         Server server = new Server();
         ServerConnector http = new ServerConnector(server);
         http.setHost("127.0.0.1");
@@ -33,10 +53,10 @@ public class JettyService {
         context.addServlet(AsyncStockServlet.class, "/async").setAsyncSupported(true);
         server.setHandler(context);
         server.start();
-        Path tmp = Path.of(args[0] + ".tmp");
+        Path tmp = Path.of(portFile + ".tmp");
         Files.writeString(tmp, Integer.toString(http.getLocalPort()));
-        Files.move(tmp, Path.of(args[0]));
-        server.join();
+        Files.move(tmp, Path.of(portFile));
+        return server;
     }
 
     public static class StockServlet extends HttpServlet {
