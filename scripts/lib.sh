@@ -82,13 +82,22 @@ cmr_make_keys() {
 # cmr_start_control_plane DIR [LOG_LEVEL]: with the broker of cmr_start_broker (`bs`) and
 # the key of cmr_make_keys (`signing_key`), starts cmr-config and cmr-instrumenter in the
 # background (logs DIR/config.log and DIR/instrumenter.log, the class cache in
-# DIR/instrumenter), their pids appended to the caller's `pids` array.
+# DIR/instrumenter), their pids appended to the caller's `pids` array, and waits (up to
+# 30 s) until the instrumenter reads cmr.classes. Their consumers fetch every 5 ms: the
+# embedded broker answers a fetch only when its wait is over, which at librdkafka's 500 ms
+# caps a partition's reading at 1 MB per wait, less than JVMs starting at once send.
 cmr_start_control_plane() {
     local level=${2:-info}
     "$CMR_ROOT/build/cmr-config/cmr-config" --bootstrap "$bs" --log-level "$level" \
-        -X "trust.signing_key=$signing_key" run >"$1/config.log" 2>&1 &
+        -X "trust.signing_key=$signing_key" -X kafka.fetch.wait.max.ms=5 run >"$1/config.log" 2>&1 &
     pids+=($!)
     "$CMR_ROOT/build/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "$level" \
-        -X "trust.signing_key=$signing_key" --db "$1/instrumenter" run >"$1/instrumenter.log" 2>&1 &
+        -X "trust.signing_key=$signing_key" -X kafka.fetch.wait.max.ms=5 --db "$1/instrumenter" run \
+        >"$1/instrumenter.log" 2>&1 &
     pids+=($!)
+    for _ in $(seq 300); do
+        grep -q "event=instr.partitions_assigned" "$1/instrumenter.log" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "cmr-instrumenter was not assigned its partitions within 30 s (see $1/instrumenter.log)" >&2
 }
