@@ -128,13 +128,14 @@ void cmr_agent_send_status(cmr_agent_t *a, cmr_agent_state_t state);
 /* agent_commands.c (control thread, attached to the JVM) */
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd);
 /* Applies several Redefine commands with one RedefineClasses call (one safepoint); if the
- * JVM refuses the batch, each command is applied alone so that a bad one fails alone. */
-void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n);
-/* True when the class a Redefine names is being defined: the JVM handed the agent its bytes
- * (ClassFileLoadHook) with the original digest the command names, for the loader it names,
- * but it is no loaded class of that loader yet (its superclass still loading, say). The
- * command would find nothing now; it can wait for the class (agent_control.c). */
-bool cmr_agent_class_being_defined(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd);
+ * JVM refuses the batch, each command is applied alone so that a bad one fails alone.
+ * waits: NULL, or one flag per command: on entry whether it may wait for its class, on
+ * return whether it does. A command waits when the class of the loader it names is being
+ * defined: the JVM handed the agent its bytes (ClassFileLoadHook) with the original digest
+ * the command names, but it is no loaded class yet (its superclass still loading, say); a
+ * later command of the same class waits behind it. Such a command is neither applied nor
+ * answered: the caller keeps it and passes it again (agent_control.c). */
+void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool *waits);
 /* Ends the diagnoses whose end time, hits or budget are reached: their classes get their
  * restore bytes back (docs/DIAGNOSIS.md, "Remove"). Returns how many ended. */
 int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env);

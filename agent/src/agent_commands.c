@@ -241,10 +241,34 @@ static void report(cmr_agent_t *a, int64_t request_id, const char *class_name, i
 
 /* --- Redefine --------------------------------------------------------------------------- */
 
+/* What a Redefine's search for its classes came to. */
+typedef enum { TARGETS_FOUND, TARGETS_ANSWERED, TARGETS_WAIT } targets_t;
+
+/* Whether the JVM handed the agent the bytes a Redefine names (ClassFileLoadHook: the
+ * digest it names, for the loader it names). */
+static bool seen_loading(cmr_agent_t *a, const cmr_redefine_t *cmd)
+{
+    uint8_t seen[CMR_TRUST_DIGEST_BYTES];
+    return cmr_class_cache_digest_of(a->classes, cmd->class_name, cmd->loader_id, seen) &&
+           memcmp(seen, cmd->original_digest.data, CMR_TRUST_DIGEST_BYTES) == 0;
+}
+
+static bool found_loader(const find_ctx_t *f, int64_t loader_id)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->loaders[i] == loader_id)
+            return true;
+    return false;
+}
+
 /* Finds the loaded classes a Redefine may change: its name, and original bytes with the
- * digest it names. When there is none, reports why (UNKNOWN_CLASS or DIGEST_MISMATCH)
- * and returns false: the JVM is left as it is. */
-static bool find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, find_ctx_t *f)
+ * digest it names (TARGETS_FOUND, in f). When the class of the loader it names is being
+ * defined (the JVM handed the agent its bytes, but it is no loaded class yet: its
+ * superclass still loading, say) and may_wait, nothing is done (TARGETS_WAIT): the caller
+ * keeps the command for later. When there is no class to change, reports why
+ * (UNKNOWN_CLASS or DIGEST_MISMATCH; TARGETS_ANSWERED): the JVM is left as it is. */
+static targets_t find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool may_wait,
+                                       find_ctx_t *f)
 {
     *f = (find_ctx_t){.env = env,
                       .loader_id = cmd->loader_id,
@@ -254,11 +278,15 @@ static bool find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefin
     if (cmd->original_digest.len != CMR_TRUST_DIGEST_BYTES || !cmd->original_digest.data) {
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_DIGEST_MISMATCH, 0,
                "the command names no digest of the original class bytes (32 bytes); the class is unchanged");
-        return false;
+        return TARGETS_ANSWERED;
     }
     find_classes(a, env, cmd->class_name, f);
+    if (may_wait && f->mismatched == 0 && !found_loader(f, cmd->loader_id) && seen_loading(a, cmd)) {
+        find_release(f); /* (its twins of other loaders wait with it: one command, one batch) */
+        return TARGETS_WAIT;
+    }
     if (f->n > 0)
-        return true;
+        return TARGETS_FOUND;
     if (f->mismatched > 0)
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_DIGEST_MISMATCH, 0,
                "the loaded class's original bytes do not have the digest the command names (or were never read); "
@@ -266,23 +294,7 @@ static bool find_redefine_targets(cmr_agent_t *a, JNIEnv *env, const cmr_redefin
     else
         report(a, cmd->request_id, cmd->class_name, cmd->loader_id, cmd->class_hash, CMR_COMMAND_UNKNOWN_CLASS, 0,
                "no loaded class of that name and loader");
-    return false;
-}
-
-bool cmr_agent_class_being_defined(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
-{
-    uint8_t seen[CMR_TRUST_DIGEST_BYTES];
-    if (cmd->original_digest.len != CMR_TRUST_DIGEST_BYTES || !cmd->original_digest.data ||
-        !cmr_class_cache_digest_of(a->classes, cmd->class_name, cmd->loader_id, seen) ||
-        memcmp(seen, cmd->original_digest.data, CMR_TRUST_DIGEST_BYTES) != 0)
-        return false; /* not seen loading with those bytes: nothing to wait for */
-    find_ctx_t f = {.env = env, .loader_id = cmd->loader_id, .digest = cmd->original_digest.data};
-    find_classes(a, env, cmd->class_name, &f);
-    bool loaded = false;
-    for (int i = 0; i < f.n; i++)
-        loaded |= f.loaders[i] == cmd->loader_id;
-    find_release(&f);
-    return !loaded;
+    return TARGETS_ANSWERED;
 }
 
 /* --- diagnoses (agent_diagnoses.h) ------------------------------------------------------- */
@@ -331,8 +343,9 @@ static void installed(cmr_agent_t *a, const cmr_redefine_t *cmd, const int64_t *
     }
 }
 
-static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring);
-static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring);
+static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring, bool *waits);
+static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring,
+                            bool *waits);
 
 /* The Redefine that gives a diagnosis' class its restore bytes back (pointing into r). */
 static cmr_redefine_t restore_command(const cmr_agent_t *a, const cmr_agent_diag_restore_t *r)
@@ -367,12 +380,12 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
             ptrs[i] = &cmds[i];
         }
         for (size_t off = 0; cmds && ptrs && off < n; off += 256) /* the control loop's batch size */
-            apply_redefines(a, env, ptrs + off, (int)(n - off < 256 ? n - off : 256), true);
+            apply_redefines(a, env, ptrs + off, (int)(n - off < 256 ? n - off : 256), true, NULL);
         for (size_t i = 0; i < n; i++) {
             cmr_bytes_t od = {(uint8_t *)r[i].digest, sizeof r[i].digest};
             if (!cmds || !ptrs) { /* no memory for the batch: one by one */
                 cmr_redefine_t one = restore_command(a, &r[i]);
-                apply_redefine(a, env, &one, true);
+                apply_redefine(a, env, &one, true, NULL);
             }
             uint64_t now = digest_in_effect(a, r[i].class_name, r[i].loader_id, &od);
             char ename[256];
@@ -572,15 +585,18 @@ void cmr_agent_revert_cached(cmr_agent_t *a, JNIEnv *env)
 
 void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd)
 {
-    apply_redefine(a, env, cmd, false);
+    apply_redefine(a, env, cmd, false, NULL);
 }
 
 /* restoring: the agent gives a class its restore bytes back (the diagnosis' table is
- * updated by the caller, not here). */
-static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring)
+ * updated by the caller, not here). waits: as cmr_agent_apply_redefines', for one command. */
+static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cmd, bool restoring, bool *waits)
 {
     find_ctx_t f;
-    if (!find_redefine_targets(a, env, cmd, &f))
+    targets_t t = find_redefine_targets(a, env, cmd, waits && *waits, &f);
+    if (waits)
+        *waits = t == TARGETS_WAIT;
+    if (t != TARGETS_FOUND)
         return;
     if (!restoring && !diag_before(a, cmd)) {
         find_release(&f);
@@ -627,16 +643,27 @@ static void apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *cm
  * report and to update the cache once the JVM has answered. */
 #define BATCH_DEFS 1024
 
-void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n)
+void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool *waits)
 {
-    apply_redefines(a, env, cmds, n, false);
+    apply_redefines(a, env, cmds, n, false, waits);
+}
+
+/* Whether a command of cmds[0..i) of the same class as cmds[i] waits for its class. */
+static bool behind_waiting(const cmr_redefine_t *const *cmds, const bool *waits, int i)
+{
+    for (int k = 0; k < i; k++)
+        if (waits[k] && cmds[k]->loader_id == cmds[i]->loader_id &&
+            strcmp(cmds[k]->class_name, cmds[i]->class_name) == 0)
+            return true;
+    return false;
 }
 
 /* restoring: the agent's own restore of a diagnosis' classes (see apply_redefine). */
-static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring)
+static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool restoring,
+                            bool *waits)
 {
     if (n == 1) {
-        apply_redefine(a, env, cmds[0], restoring);
+        apply_redefine(a, env, cmds[0], restoring, waits);
         return;
     }
     find_ctx_t *found = calloc((size_t)n, sizeof *found);
@@ -645,14 +672,21 @@ static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *c
         free(found);
         free(defs);
         for (int i = 0; i < n; i++)
-            apply_redefine(a, env, cmds[i], restoring);
+            if (!(waits && waits[i] && behind_waiting(cmds, waits, i)))
+                apply_redefine(a, env, cmds[i], restoring, waits ? &waits[i] : NULL);
         return;
     }
     int ndefs = 0;
     bool fits = true;
     for (int i = 0; i < n; i++) {
-        /* a command with no class to change is answered now and left out of the batch */
-        if (!find_redefine_targets(a, env, cmds[i], &found[i]))
+        if (waits && waits[i] && behind_waiting(cmds, waits, i))
+            continue; /* the commands of a class apply in order: this one waits too */
+        /* a command with no class to change is answered now and left out of the batch, one
+         * whose class is being defined is left to wait */
+        targets_t t = find_redefine_targets(a, env, cmds[i], waits && waits[i], &found[i]);
+        if (waits)
+            waits[i] = t == TARGETS_WAIT;
+        if (t != TARGETS_FOUND)
             continue;
         if (!restoring && !diag_before(a, cmds[i])) {
             find_release(&found[i]);
@@ -675,12 +709,12 @@ static void apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *c
     free(defs);
     if (jerr != JVMTI_ERROR_NONE) {
         /* one bad class (or the same class twice) fails the whole call: one by one, in
-         * order, except the commands answered already (nothing to change) */
+         * order, except the commands answered already or waiting (nothing to change now) */
         for (int i = 0; i < n; i++) {
             bool answered = found[i].n == 0;
             find_release(&found[i]);
             if (!answered) /* (a diagnosis' begin again: harmless, it updates the same) */
-                apply_redefine(a, env, cmds[i], restoring);
+                apply_redefine(a, env, cmds[i], restoring, NULL);
         }
         free(found);
         return;

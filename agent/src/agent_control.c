@@ -35,6 +35,7 @@
 #define SILENCE_DISCONNECT_MS 3000
 #define REFUSAL_STATUS_MS 1000 /* refusals are reported in an AgentStatus within this time */
 #define REFUSAL_LOG_PER_SECOND 5
+#define AWAITING_MAX 1024 /* Redefines held while their class is being defined */
 
 typedef struct control {
     cmr_agent_t *a;
@@ -55,10 +56,10 @@ typedef struct control {
     /* commands that arrived before the JVM was live */
     cmr_record_t *deferred[64];
     int ndeferred;
-    /* Redefines whose class is being defined (hold_redefine), in arrival order, each until
-     * its class is loaded or awaiting_until[i]; owned (done and freed when applied) */
-    cmr_record_t *awaiting[64];
-    int64_t awaiting_until[64];
+    /* Redefines whose class is being defined (flush_redefines), in arrival order, each
+     * until its class is loaded or awaiting_until[i]; owned (done and freed when applied) */
+    cmr_record_t *awaiting[AWAITING_MAX];
+    int64_t awaiting_until[AWAITING_MAX];
     int nawaiting;
     int64_t next_await_check_ms;
 } control_t;
@@ -354,29 +355,14 @@ static bool handle_command(control_t *c, cmr_record_t *rec)
 /* Redefine commands waiting together are applied with one RedefineClasses call. */
 #define REDEFINE_BATCH 256
 
-static void flush_redefines(control_t *c, cmr_record_t **batch, int *n)
-{
-    if (*n == 0)
-        return;
-    assert(*n <= REDEFINE_BATCH);
-    const cmr_redefine_t *cmds[REDEFINE_BATCH];
-    for (int i = 0; i < *n; i++)
-        cmds[i] = &batch[i]->msg.u.redefine;
-    cmr_agent_apply_redefines(c->a, c->env, cmds, *n);
-    for (int i = 0; i < *n; i++) {
-        cmr_consumer_done(c->consumer, batch[i]);
-        cmr_record_free(batch[i]);
-    }
-    *n = 0;
-}
-
 /* Redefines that reach the agent while their class is being defined. The agent ships a
  * class's bytes from ClassFileLoadHook, before the JVM has defined it (its superclass may
  * still be loading, and its loader may be slow), so the CMR's answer can come first: such a
- * command is held (at most AWAIT_CLASS_MS, checked every AWAIT_CHECK_MS) and applied once
- * the class is loaded. A later command for the same class waits behind it, so that commands
- * of one class apply in order. When the class never comes, or the table is full, the
- * command is applied as it is and answers UNKNOWN_CLASS. */
+ * command is held (at most AWAIT_CLASS_MS, tried again every AWAIT_CHECK_MS) and applied
+ * once the class is loaded (cmr_agent_apply_redefines says which wait). A later command for
+ * the same class waits behind it, so that commands of one class apply in order. When the
+ * class never comes, or the table is full, the command is applied as it is and answers
+ * UNKNOWN_CLASS. */
 #define AWAIT_CLASS_MS 10000
 #define AWAIT_CHECK_MS 20
 
@@ -385,54 +371,86 @@ static bool same_class(const cmr_redefine_t *x, const cmr_redefine_t *y)
     return x->loader_id == y->loader_id && strcmp(x->class_name, y->class_name) == 0;
 }
 
-static bool waits_behind(const control_t *c, int upto, const cmr_redefine_t *cmd)
+static bool waits_behind(const control_t *c, const cmr_redefine_t *cmd)
 {
-    for (int i = 0; i < upto; i++)
+    for (int i = 0; i < c->nawaiting; i++)
         if (same_class(&c->awaiting[i]->msg.u.redefine, cmd))
             return true;
     return false;
 }
 
-/* Takes rec (a Redefine) into the held commands when it must wait for its class (true). */
-static bool hold_redefine(control_t *c, cmr_record_t *rec)
+/* Appends rec (a Redefine, owned from now on) to the held commands; arriving: it is new
+ * (its wait is logged). */
+static void hold(control_t *c, cmr_record_t *rec, int64_t until, bool arriving)
 {
-    const cmr_redefine_t *cmd = &rec->msg.u.redefine;
-    int max = (int)(sizeof c->awaiting / sizeof c->awaiting[0]);
-    if (c->nawaiting == max ||
-        (!waits_behind(c, c->nawaiting, cmd) && !cmr_agent_class_being_defined(c->a, c->env, cmd)))
-        return false;
-    char ename[256];
-    cmr_log(CMR_LOG_DEBUG, "agent.redefine_waits", "request=%lld class=\"%s\" loader=%lld", (long long)cmd->request_id,
-            cmr_log_escape(cmd->class_name, ename, sizeof ename), (long long)cmd->loader_id);
-    c->awaiting_until[c->nawaiting] = cmr_mono_ms() + AWAIT_CLASS_MS;
+    assert(c->nawaiting < AWAITING_MAX);
+    if (arriving) {
+        const cmr_redefine_t *cmd = &rec->msg.u.redefine;
+        char ename[256];
+        cmr_log(CMR_LOG_DEBUG, "agent.redefine_waits", "request=%lld class=\"%s\" loader=%lld",
+                (long long)cmd->request_id, cmr_log_escape(cmd->class_name, ename, sizeof ename),
+                (long long)cmd->loader_id);
+    }
+    c->awaiting_until[c->nawaiting] = until;
     c->awaiting[c->nawaiting++] = rec;
-    return true;
 }
 
-/* Applies the held commands whose class is loaded now, or whose wait is over, in order. */
+/* Applies the Redefines of batch[0..*n). A command whose class is being defined and whose
+ * wait is not over (until[i]) goes (back) to the held commands, after those held already;
+ * the others are done and freed. arriving: the commands are new (their wait is logged). */
+static void flush_redefines(control_t *c, cmr_record_t **batch, const int64_t *until, int *n, bool arriving)
+{
+    if (*n == 0)
+        return;
+    assert(*n <= REDEFINE_BATCH);
+    const cmr_redefine_t *cmds[REDEFINE_BATCH];
+    bool waits[REDEFINE_BATCH];
+    int64_t now = cmr_mono_ms();
+    bool room = c->nawaiting + *n <= AWAITING_MAX;
+    for (int i = 0; i < *n; i++) {
+        cmds[i] = &batch[i]->msg.u.redefine;
+        waits[i] = room && now < until[i];
+    }
+    cmr_agent_apply_redefines(c->a, c->env, cmds, *n, waits);
+    for (int i = 0; i < *n; i++) {
+        if (waits[i]) {
+            hold(c, batch[i], until[i], arriving);
+            continue;
+        }
+        cmr_consumer_done(c->consumer, batch[i]);
+        cmr_record_free(batch[i]);
+    }
+    *n = 0;
+}
+
+/* Tries the held commands again (every AWAIT_CHECK_MS): those whose class is loaded now, or
+ * whose wait is over, are applied; the others stay, in order. */
 static void release_held(control_t *c)
 {
     int64_t now = cmr_mono_ms();
     if (c->nawaiting == 0 || now < c->next_await_check_ms)
         return;
     c->next_await_check_ms = now + AWAIT_CHECK_MS;
+    static cmr_record_t *held[AWAITING_MAX]; /* the control thread's alone */
+    static int64_t held_until[AWAITING_MAX];
+    int nheld = c->nawaiting;
+    memcpy(held, c->awaiting, (size_t)nheld * sizeof held[0]);
+    memcpy(held_until, c->awaiting_until, (size_t)nheld * sizeof held_until[0]);
+    c->nawaiting = 0;
     cmr_record_t *batch[REDEFINE_BATCH];
-    int nbatch = 0, kept = 0;
-    for (int i = 0; i < c->nawaiting; i++) {
-        cmr_record_t *rec = c->awaiting[i];
-        const cmr_redefine_t *cmd = &rec->msg.u.redefine;
-        if (now < c->awaiting_until[i] &&
-            (waits_behind(c, kept, cmd) || cmr_agent_class_being_defined(c->a, c->env, cmd))) {
-            c->awaiting_until[kept] = c->awaiting_until[i];
-            c->awaiting[kept++] = rec;
+    int64_t until[REDEFINE_BATCH];
+    int nbatch = 0;
+    for (int i = 0; i < nheld; i++) {
+        if (now < held_until[i] && waits_behind(c, &held[i]->msg.u.redefine)) {
+            hold(c, held[i], held_until[i], false); /* behind one a batch before kept waiting */
             continue;
         }
-        batch[nbatch++] = rec;
+        batch[nbatch] = held[i];
+        until[nbatch++] = held_until[i];
         if (nbatch == REDEFINE_BATCH)
-            flush_redefines(c, batch, &nbatch);
+            flush_redefines(c, batch, until, &nbatch, false);
     }
-    c->nawaiting = kept;
-    flush_redefines(c, batch, &nbatch);
+    flush_redefines(c, batch, until, &nbatch, false);
 }
 
 /* Verifies the envelope of a record from the command topic and puts the command inside
@@ -494,6 +512,7 @@ static void poll_commands(control_t *c, int timeout_ms)
     if (ensure_env(c))
         release_held(c);
     cmr_record_t *batch[REDEFINE_BATCH];
+    int64_t until[REDEFINE_BATCH];
     int nbatch = 0;
     for (int i = 0; i < 1024; i++) {
         if (c->ndeferred == (int)(sizeof c->deferred / sizeof c->deferred[0]))
@@ -504,14 +523,18 @@ static void poll_commands(control_t *c, int timeout_ms)
         if (!open_command(c, rec))
             continue; /* refused: nothing else sees it */
         if (c->ndeferred == 0 && rec->msg.type == CMR_MSG_REDEFINE && ensure_env(c)) {
-            if (hold_redefine(c, rec))
+            int64_t until_ms = cmr_mono_ms() + AWAIT_CLASS_MS;
+            if (c->nawaiting < AWAITING_MAX && waits_behind(c, &rec->msg.u.redefine)) {
+                hold(c, rec, until_ms, true);
                 continue;
-            batch[nbatch++] = rec;
+            }
+            batch[nbatch] = rec;
+            until[nbatch++] = until_ms;
             if (nbatch == REDEFINE_BATCH)
-                flush_redefines(c, batch, &nbatch);
+                flush_redefines(c, batch, until, &nbatch, true);
             continue;
         }
-        flush_redefines(c, batch, &nbatch); /* keep the order of commands */
+        flush_redefines(c, batch, until, &nbatch, true); /* keep the order of commands */
         if (c->ndeferred == 0 && handle_command(c, rec)) {
             cmr_consumer_done(c->consumer, rec);
             cmr_record_free(rec);
@@ -519,7 +542,7 @@ static void poll_commands(control_t *c, int timeout_ms)
             c->deferred[c->ndeferred++] = rec;
         }
     }
-    flush_redefines(c, batch, &nbatch);
+    flush_redefines(c, batch, until, &nbatch, true);
 }
 
 /* Fetches the producer's metadata of every topic the agent sends to, on the control
