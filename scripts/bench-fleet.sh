@@ -10,6 +10,9 @@
 #   scripts/bench-fleet.sh [SECONDS] [ROUNDS] [CONNS]     defaults: 60 s, 2 rounds, 8
 #   CMR_BUILD=DIR: use that build instead of building build/; JAVA=path: the JVM
 #   CMR_BENCH_PERF=DIR: a perf profile of each JVM and CMR process with the agents, into DIR;
+#   CMR_BENCH_CMR_NICE=19: the CMR's processes (broker, workers) at that nice value during
+#   the measured load, so that they run on what the JVMs leave of the cores, the nearest
+#   this machine comes to a CMR on other hosts (what the agents cost inside the JVMs)
 #   CMR_BENCH_JVM_FLAGS="...": more JVM options (for names of JIT-compiled code in those
 #   profiles: -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit -XX:+PreserveFramePointer)
 set -euo pipefail

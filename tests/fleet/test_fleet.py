@@ -171,6 +171,16 @@ def thread_cpu(pid, top=8):
     return ", ".join("%s %.1f" % kv for kv in sorted(by.items(), key=lambda kv: -kv[1])[:top])
 
 
+def renice(pid, nice):
+    """Sets the nice value of every thread of process pid (Linux's is per thread; threads
+    it starts later inherit it)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+        except OSError:
+            pass  # the thread ended meanwhile
+
+
 def wrk(url, seconds, conns):
     """wrk's requests/s, p50 and p99 (ms) and non-2xx count for seconds of closed-loop load."""
     out = subprocess.run(["wrk", "-t2", "-c%d" % conns, "-d%ds" % seconds, "--latency", url], capture_output=True,
@@ -210,6 +220,9 @@ def bench(args):
                     wrk(url + "?id=1", args.bench, args.concurrency)  # warm-up
                     jvms = [p for p in procs if p.name in ("front", "stock", "price")]
                     cmr = [p for p in procs if p.name in ("config", "instrumenter", "ingest", "broker")]
+                    if os.environ.get("CMR_BENCH_CMR_NICE"):  # the CMR only on what the JVMs leave
+                        for q in cmr:
+                            renice(q.p.pid, int(os.environ["CMR_BENCH_CMR_NICE"]))
                     c0 = [cpu_s(p.p.pid) for p in jvms + cmr]
                     perf = []
                     if with_agents and os.environ.get("CMR_BENCH_PERF"):  # a profile of each JVM and CMR process
