@@ -87,11 +87,12 @@ cmr_make_keys() {
 # embedded broker answers a fetch only when its wait is over, which at librdkafka's 500 ms
 # caps a partition's reading at 1 MB per wait, less than JVMs starting at once send.
 cmr_start_control_plane() {
-    local level=${2:-info}
+    local level=${2:-info} ilevel=${2:-info}
+    case $level in warn | error) ilevel=info ;; esac # its few info lines: the wait below reads one
     "$CMR_ROOT/build/cmr-config/cmr-config" --bootstrap "$bs" --log-level "$level" \
         -X "trust.signing_key=$signing_key" -X kafka.fetch.wait.max.ms=5 run >"$1/config.log" 2>&1 &
     pids+=($!)
-    "$CMR_ROOT/build/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "$level" \
+    "$CMR_ROOT/build/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "$ilevel" \
         -X "trust.signing_key=$signing_key" -X kafka.fetch.wait.max.ms=5 --db "$1/instrumenter" run \
         >"$1/instrumenter.log" 2>&1 &
     pids+=($!)
