@@ -89,6 +89,7 @@ static const cf_probe probes[4] = {
         [CMR_HANDOFF_SQL_LARGE_UPDATE] = {"sql", sql, NUM_CALL("sqlExitLargeRows", "J"), CALL("sqlExitThrow")}, \
         [CMR_HANDOFF_SQL_BATCH] = {"sql", sql, RET_CALL("sqlExitBatch"), CALL("sqlExitThrow")},                 \
         [CMR_HANDOFF_HTTP_CALL_RESPONSE] = {"http-call-response", {0}, RET_CALL("httpCallResponse"), {0}},      \
+        [CMR_HANDOFF_DETACH] = {"detach", CALL("ctxDetach"), {0}, {0}},                                         \
     }
 static const cf_probe handoff_probes[3][CMR_HANDOFF__COUNT] = {
     HANDOFF_SET(CF_PARG_ARG, 0, SQL_TEXT_ENTRY),

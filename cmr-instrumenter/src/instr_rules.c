@@ -182,6 +182,13 @@ static const struct {
      * it on a pool thread */
     {JETTY_QTP, "execute", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_CAPTURE, 0},
     {JETTY_QTP, "runJob", "(Ljava/lang/Runnable;)V", CMR_HANDOFF_SPAN, 0},
+    /* ... whose server loops are jobs too, queued while the server starts (inside a trace,
+     * when the code that starts it is recorded) and running for the server's life: each
+     * ends the segment its job opened, so that they carry no trace (the requests they
+     * serve are transactions of their own, Probe.httpIn) */
+    {"org/eclipse/jetty/server/AbstractConnector$Acceptor", "run", "()V", CMR_HANDOFF_DETACH, 0},
+    {"org/eclipse/jetty/util/thread/strategy/EatWhatYouKill", "produce", "()V", CMR_HANDOFF_DETACH, 0},
+    {"org/eclipse/jetty/util/thread/ReservedThreadExecutor$ReservedThread", "run", "()V", CMR_HANDOFF_DETACH, 0},
     /* scheduled pools queue their tasks without execute() (first run of a periodic task) */
     {"java/util/concurrent/ScheduledThreadPoolExecutor", "delayedExecute",
      "(Ljava/util/concurrent/RunnableScheduledFuture;)V", CMR_HANDOFF_CAPTURE, 0},

@@ -466,6 +466,43 @@ static int role_of(const cmr_instr_meta_t *m, const cmr_instr_decision_t *d, con
     return -1;
 }
 
+/* Jetty's server loops (pool jobs queued while the server starts, running for its life)
+ * end the segment their job opened where they begin: ctxDetach at entry, nothing at the
+ * exits. EatWhatYouKill's run(), which also runs inside other work, is left alone. */
+static void test_handoff_server_loops(void **state)
+{
+    (void)state;
+    universe_t u = {0};
+    cmr_instr_meta_t *acceptor =
+        add_type(&u, "org/eclipse/jetty/server/AbstractConnector$Acceptor", "java/lang/Object", NULL, NULL);
+    add_method(acceptor, "run", "()V", 0x0001, NULL);
+    cmr_instr_meta_t *ewyk = add_type(&u, "org/eclipse/jetty/util/thread/strategy/EatWhatYouKill",
+                                      "org/eclipse/jetty/util/component/ContainerLifeCycle", NULL, NULL);
+    add_method(ewyk, "run", "()V", 0x0001, NULL);
+    add_method(ewyk, "produce", "()V", 0x0001, NULL);
+    cmr_instr_meta_t *reserved = add_type(&u, "org/eclipse/jetty/util/thread/ReservedThreadExecutor$ReservedThread",
+                                          "java/lang/Object", NULL, NULL);
+    add_method(reserved, "run", "()V", 0x0001, NULL);
+    cmr_sensor_assignment_t seq[] = {rule(CMR_SENSOR_INVOCATION_SEQUENCE, "com/shop/*", "*")};
+    cmr_environment_t env = env_of(seq, 1);
+    const cmr_instr_meta_t *loops[] = {acceptor, ewyk, reserved};
+    const char *loop_method[] = {"run", "produce", "run"};
+    for (size_t k = 0; k < 3; k++) {
+        cmr_instr_decision_t d;
+        assert_int_equal(cmr_instr_decide(&env, loops[k], lookup, &u, &d), 0);
+        assert_int_equal(d.n_picks, 1);
+        uint8_t arg = 0;
+        assert_int_equal(role_of(loops[k], &d, loop_method[k], "()V", &arg), CMR_HANDOFF_DETACH);
+        const cf_probe *probe = cmr_instr_pick_probe(&d.picks[0]);
+        assert_string_equal(probe->enter.name, "ctxDetach");
+        assert_string_equal(probe->enter.desc, "(J)V");
+        assert_null(probe->normal_exit.owner);
+        assert_null(probe->exc_exit.owner);
+        cmr_instr_decision_free(&d);
+    }
+    universe_free(&u);
+}
+
 /* JDBC: whatever the driver, a class that implements java.sql.Statement (through its
  * superclasses and interfaces) gets the SQL probes on its executes, a Connection on its
  * prepares, a PreparedStatement's constructors bind; a class that only has the same method
@@ -1160,6 +1197,7 @@ int main(void)
         cmocka_unit_test(test_exclusions),
         cmocka_unit_test(test_resync_after_lost_records),
         cmocka_unit_test(test_handoff_points),
+        cmocka_unit_test(test_handoff_server_loops),
         cmocka_unit_test(test_handoff_points_in_excluded_classes),
         cmocka_unit_test(test_timer_tasks),
         cmocka_unit_test(test_jdbc_rules),

@@ -30,8 +30,9 @@ within its parent in time.
             method, URL and status, the servlet's tree under each
   jetty     Jetty 9 in a third JVM, called with Apache HttpClient 4, and directly
   jetty_async  an async servlet on Jetty: AsyncContext.start continues the request's trace
-  jetty_late  a Jetty server started inside a trace: its pool's jobs carry that context, the
-            requests they serve do not continue it
+  jetty_late  a Jetty server started inside a trace: that trace completes, and the requests
+            the server serves do not continue it
+  jetty_pipelined  two requests pipelined on one connection, the first async: two traces
   timer     java.util.Timer: a periodic task's first run continues the trace, later ones not
   vthreads  (JDK 21+) tasks on virtual threads continue the trace (one segment each, across
             sleeps and carriers); 5,000 of them give their rings back
@@ -48,11 +49,13 @@ import glob
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -238,7 +241,8 @@ class Scenarios:
     def __init__(self, app, ingest, tomcat_url, app_agent, tc_agent):
         self.app, self.ingest, self.url = app, ingest, tomcat_url
         self.app_agent, self.tc_agent = app_agent, tc_agent
-        self.jetty_url = self.jetty_port_file = self.jetty_late_url = None
+        self.jetty_url = self.jetty_late_url = None
+        self.jetty_late_start = []
 
     def _run(self, cmd, expect, root):
         """Runs one command; its complete trace, the root's application view, and problems
@@ -574,21 +578,80 @@ class Scenarios:
         return self._jetty(self.jetty_url)
 
     def jetty_late(self):
-        """A Jetty server started inside a trace (a recorded call of the service's main
-        thread, once Jetty's pool is instrumented): its pool's long-lived jobs carry that
-        trace's context, yet every request they serve is a transaction of its own, as in
-        the jetty scenario (the caller's trace, or a new one)."""
+        """A Jetty server started inside a trace (a request to Jetty's /stock/late, once
+        Jetty's pool is instrumented): its pool's long-lived jobs (acceptor, selector,
+        reserved threads) are queued inside that trace, yet the trace completes (its
+        segments in those jobs end where the loops begin), and every request the new server
+        serves is a transaction of its own, as in the jetty scenario."""
         if not self.jetty_late_url:
-            open(self.jetty_port_file + ".late", "w").close()
-            port_file = self.jetty_port_file + ".late-port"
-            for _ in range(300):
-                if os.path.exists(port_file):
+            p = self.jetty_async()  # Jetty's servlets and pool instrumented
+            if p:
+                return p
+            since = time.time_ns()
+            with urllib.request.urlopen(self.jetty_url.replace("/check", "/late"), timeout=30) as r:
+                self.jetty_late_url = "http://127.0.0.1:%d/stock/check" % int(r.read())
+            self.jetty_late_start = self._late_start(since)  # the server starts once: kept
+        return self.jetty_late_start + self._jetty(self.jetty_late_url)
+
+    def jetty_pipelined(self):
+        """Two requests pipelined on one connection, the first async: Jetty hands the
+        connection on to its pool from the thread that completes the first (inside its
+        trace's context), and the second request is still a transaction of its own. Three
+        connections (whether the hand-on happens there depends on timing)."""
+        p = []
+        for _ in range(3):
+            p += self._pipelined_pair()
+            if p:
+                break
+        return p
+
+    def _pipelined_pair(self):
+        u = urllib.parse.urlsplit(self.jetty_url)
+        since = time.time_ns()
+        with socket.create_connection((u.hostname, u.port), timeout=30) as c:
+            c.sendall(b"GET /stock/async HTTP/1.1\r\nHost: jetty\r\n\r\n"
+                      b"GET /stock/check?item=p HTTP/1.1\r\nHost: jetty\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
                     break
-                time.sleep(0.1)
-            else:
-                return ["the late Jetty server did not start within 30 s"]
-            self.jetty_late_url = "http://127.0.0.1:%s/stock/check" % open(port_file).read().strip()
-        return self._jetty(self.jetty_late_url)
+                answer += chunk
+        if re.findall(rb"HTTP/1\.1 (\d+)", answer) != [b"202", b"200"]:
+            return ["the pipelined requests' answers: %r" % answer[:400]]
+        javax = "javax.servlet.http.HttpServlet.service"
+        end = time.time() + self.ingest.patience
+        while True:
+            got = [t for t in self.ingest.traces(**{"from": str(since), "limit": "50"})
+                   if t["complete"] and (t["root_method"] or "").startswith(javax)]
+            paths = sorted((t.get("http") or {}).get("path") or "" for t in got)
+            if paths == ["/stock/async", "/stock/check"] or time.time() > end:
+                break
+            time.sleep(0.2)
+        if paths != ["/stock/async", "/stock/check"]:
+            return ["complete traces rooted in Jetty's servlet: %s, want one per request" % paths]
+        p = []
+        for t in got:
+            tree = self.ingest.trace(t["trace_id"])
+            entries = [n for root in tree["roots"] for n, _ in walk(root) if n["method"].startswith(javax)]
+            if len(entries) != 1:
+                p.append("%s: %d servlet entries in its trace" % (t["http"]["path"], len(entries)))
+        return p
+
+    def _late_start(self, since):
+        """Problems of the trace of the request that started the late server."""
+        tree = self.ingest.complete_trace(since, root="javax.servlet.http.HttpServlet.service")
+        if not tree:
+            return ["the request that started a server has no complete trace (traces since: %s)" % [
+                (t["root_method"], t["complete"], t.get("segments")) for t in self.ingest.traces(**{
+                    "from": str(since), "limit": "50"})]]
+        nodes = [n for root in tree["roots"] for n, _ in walk(root) if n["kind"] == "call"]
+        methods = {short(n["method"]) for n in nodes}
+        p = [] if "jetty.JettyService$StartLateServlet.doGet" in methods else ["not the late start's trace: %s" % methods]
+        jobs = [n for n in nodes if short(n["method"]) == "org.eclipse.jetty.util.thread.QueuedThreadPool.runJob"]
+        if not jobs or not all(n["async"] for n in jobs):  # the server's loops, ended where they begin
+            p.append("the late server's pool jobs in its starter's trace: %s" % [(n["thread"], n["async"]) for n in jobs])
+        return p
 
     def _jetty(self, url):
         tree, v, p = self._run("jetty " + url, "jetty:", "trace.Clients.jetty")
@@ -1079,12 +1142,11 @@ def main():
             if not os.path.exists(jetty_port_file):
                 raise RuntimeError("Jetty did not start (see its log)")
             s.jetty_url = "http://127.0.0.1:%s/stock/check" % open(jetty_port_file).read().strip()
-            s.jetty_port_file = jetty_port_file
             s.jetty_agent = agent_id(jetty)
         s.pg_url = pg.url if pg else None
         names = ["nested", "pool", "scheduled", "timer", "thread", "chain", "forkjoin", "http", "local", "foreign", "forged",
                  "malformed", "plain", "async_servlet", "running"] + (["jdbc"] if os.path.isfile(H2_JAR) else []) + \
-            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty", "jetty_async", "jetty_late"] if jetty else []) + \
+            (["pooled"] if pg else []) + (["clients"] if clients_ok else []) + (["jetty", "jetty_async", "jetty_late", "jetty_pipelined"] if jetty else []) + \
             (["vthreads", "structured"] if java_feature(args.java) >= 21 else [])
         if args.only:
             names = args.only.split(",")

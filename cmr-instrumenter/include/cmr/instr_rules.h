@@ -87,6 +87,9 @@ typedef enum cmr_instr_handoff {
                                      * exchange happens: httpUrlCall(this, this.responseCode)
                                      * at entry, httpUrlCallExit(this) / httpUrlCallExitThrow:
                                      * the exchange as a node (whatever arg says) */
+    CMR_HANDOFF_DETACH,             /* entry: ctxDetach: a server's loop begins (an acceptor, a
+                                     * selector, a reserved thread) in a pool job that carried a
+                                     * context: its segment ends, the loop is no transaction */
     CMR_HANDOFF__COUNT
 } cmr_instr_handoff_t;
 

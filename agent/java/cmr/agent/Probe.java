@@ -1806,6 +1806,16 @@ public final class Probe {
         leave(r, EXIT, r.ctxSite);
     }
 
+    /** At the start of a server's loop (Jetty's acceptor, selector, reserved thread), in a
+     *  pool job that carried a context onto its thread: that segment ends here (as for a
+     *  request, leaveHandOff), so that the loop, which runs for the server's life, keeps no
+     *  trace open and carries none into the jobs it queues. */
+    public static void ctxDetach(long siteId) {
+        Ring r = RINGS.get();
+        if (r != null && r != NONE && r.depth == 1 && r.ctxStack != 0 && r.request == null)
+            leaveHandOff(r);
+    }
+
     /** Whether a request is new from the network (a servlet's REQUEST dispatch, any
      *  HttpServer exchange), not an async or error dispatch of a request already under way,
      *  which continues the context its dispatch was handed on with. */

@@ -14,32 +14,46 @@ import org.eclipse.jetty.servlet.ServletContextHandler;
 /** The trace tests' Jetty 9 service (a third JVM): GET /stock/check answers "stock N"
  *  through StockServlet.doGet -> Stock.level (javax.servlet, as Jetty 9 has it); GET
  *  /stock/async the same with async processing: AsyncStockServlet.doGet starts it and
- *  returns, Jetty's pool runs the rest (AsyncContext.start), which completes it.
+ *  returns, Jetty's pool runs the rest (AsyncContext.start), which completes it; GET
+ *  /stock/late starts a second server inside the request (StartLateServlet).
  *
  *    java trace.jetty.JettyService PORT_FILE   (binds a free loopback port, writes it to
- *                                              PORT_FILE, serves until the JVM is stopped;
- *                                              once PORT_FILE.late exists, a second server
- *                                              too, its port in PORT_FILE.late-port)
+ *                                              PORT_FILE, serves until the JVM is stopped)
  *  Compiled only where Debian's libjetty9-java is installed (tests/traces/CMakeLists.txt). */
 public class JettyService {
     public static void main(String[] args) throws Exception {
-        Server server = serve(args[0]);
-        Path trigger = Path.of(args[0] + ".late");
-        while (!Files.exists(trigger))
-            Thread.sleep(50);
-        startLate(args[0] + ".late-port");
-        server.join();
+        serve(args[0]).join();
     }
 
-    /** A second server, started once the test asks (PORT_FILE.late appears) by a call that
-     *  is recorded, a trace root: its pool's jobs (selector, acceptor, reserved threads) are
-     *  queued inside that trace, and run for the server's life. A request they serve must
+    /** GET /stock/late starts a second server (once) and answers its port: code inside a
+     *  trace (this request's) that starts a server, whose pool's jobs (selector, acceptor,
+     *  reserved threads) are queued inside that trace and run for the server's life. The
+     *  request's trace must still complete, and the requests the second server serves must
      *  not continue it (the jetty_late scenario). */
-    static void startLate(String portFile) throws Exception {
-        serve(portFile);
+    public static class StartLateServlet extends HttpServlet {
+        private static final long serialVersionUID = 1L;
+        private static Server late;
+
+        @Override
+        protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            try {
+                int port = startLate();
+                resp.setContentType("text/plain");
+                resp.getWriter().print(port);
+            } catch (Exception e) {
+                resp.sendError(500, e.toString());
+            }
+        }
+
+        private static synchronized int startLate() throws Exception {
+            if (late == null)
+                late = serve(null);
+            return ((ServerConnector) late.getConnectors()[0]).getLocalPort();
+        }
     }
 
-    /** A started server with the service's servlets; its port written to portFile. */
+    /** A started server with the service's servlets; its port written to portFile (when
+     *  one is given). */
     static Server serve(String portFile) throws Exception {
         Server server = new Server();
         ServerConnector http = new ServerConnector(server);
@@ -51,8 +65,11 @@ public class JettyService {
         context.addServlet(StockServlet.class, "/check");
         context.addServlet(StockServlet.class, "/level/*");
         context.addServlet(AsyncStockServlet.class, "/async").setAsyncSupported(true);
+        context.addServlet(StartLateServlet.class, "/late");
         server.setHandler(context);
         server.start();
+        if (portFile == null)
+            return server;
         Path tmp = Path.of(portFile + ".tmp");
         Files.writeString(tmp, Integer.toString(http.getLocalPort()));
         Files.move(tmp, Path.of(portFile));
