@@ -136,6 +136,8 @@ void cmr_agent_apply_redefine(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t 
  * later command of the same class waits behind it. Such a command is neither applied nor
  * answered: the caller keeps it and passes it again (agent_control.c). */
 void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t *const *cmds, int n, bool *waits);
+/* Whether two Redefines name the same class (name and loader). */
+bool cmr_agent_same_class(const cmr_redefine_t *x, const cmr_redefine_t *y);
 /* Ends the diagnoses whose end time, hits or budget are reached: their classes get their
  * restore bytes back (docs/DIAGNOSIS.md, "Remove"). Returns how many ended. */
 int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env);

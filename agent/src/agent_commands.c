@@ -648,12 +648,16 @@ void cmr_agent_apply_redefines(cmr_agent_t *a, JNIEnv *env, const cmr_redefine_t
     apply_redefines(a, env, cmds, n, false, waits);
 }
 
+bool cmr_agent_same_class(const cmr_redefine_t *x, const cmr_redefine_t *y)
+{
+    return x->loader_id == y->loader_id && strcmp(x->class_name, y->class_name) == 0;
+}
+
 /* Whether a command of cmds[0..i) of the same class as cmds[i] waits for its class. */
 static bool behind_waiting(const cmr_redefine_t *const *cmds, const bool *waits, int i)
 {
     for (int k = 0; k < i; k++)
-        if (waits[k] && cmds[k]->loader_id == cmds[i]->loader_id &&
-            strcmp(cmds[k]->class_name, cmds[i]->class_name) == 0)
+        if (waits[k] && cmr_agent_same_class(cmds[k], cmds[i]))
             return true;
     return false;
 }

@@ -366,15 +366,10 @@ static bool handle_command(control_t *c, cmr_record_t *rec)
 #define AWAIT_CLASS_MS 10000
 #define AWAIT_CHECK_MS 20
 
-static bool same_class(const cmr_redefine_t *x, const cmr_redefine_t *y)
-{
-    return x->loader_id == y->loader_id && strcmp(x->class_name, y->class_name) == 0;
-}
-
 static bool waits_behind(const control_t *c, const cmr_redefine_t *cmd)
 {
     for (int i = 0; i < c->nawaiting; i++)
-        if (same_class(&c->awaiting[i]->msg.u.redefine, cmd))
+        if (cmr_agent_same_class(&c->awaiting[i]->msg.u.redefine, cmd))
             return true;
     return false;
 }

@@ -1765,7 +1765,7 @@ public final class Probe {
      *  ctxEndThrow. */
     public static void httpIn(Object request, long siteId) {
         Ring r = ring();
-        if (r.depth == 1 && r.ctxStack != 0 && r.request == null && request != null && newRequest(request))
+        if (onlyHandOff(r) && request != null && newRequest(request))
             leaveHandOff(r);
         Context c = null;
         if (r.depth == 0 && request != null) {
@@ -1806,13 +1806,19 @@ public final class Probe {
         leave(r, EXIT, r.ctxSite);
     }
 
+    /** Whether the open segment is only a hand-off's node: depth 1, opened by ctxBegin
+     *  (ctxStack's only set bit), not by httpIn (which keeps its request). */
+    private static boolean onlyHandOff(Ring r) {
+        return r.depth == 1 && r.ctxStack != 0 && r.request == null;
+    }
+
     /** At the start of a server's loop (Jetty's acceptor, selector, reserved thread), in a
      *  pool job that carried a context onto its thread: that segment ends here (as for a
      *  request, leaveHandOff), so that the loop, which runs for the server's life, keeps no
      *  trace open and carries none into the jobs it queues. */
     public static void ctxDetach(long siteId) {
         Ring r = RINGS.get();
-        if (r != null && r != NONE && r.depth == 1 && r.ctxStack != 0 && r.request == null)
+        if (r != null && r != NONE && onlyHandOff(r))
             leaveHandOff(r);
     }
 
