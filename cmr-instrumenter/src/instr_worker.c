@@ -1436,10 +1436,17 @@ static bool catch_up_busy(const worker_t *w)
     return false;
 }
 
-/* The partition is this worker's now: environment runs include it, its records flow. */
+/* The partition is this worker's now: environment runs include it, its records flow. A
+ * partition that cannot be resumed (logged by the transport) waits for the next round. */
 static void take_over(worker_t *w, int32_t partition)
 {
     assert(partition >= 0 && partition < MAX_PARTITIONS);
+    cmr_partition_t part = {cmr_topic_name(CMR_TOPIC_CLASSES), partition, CMR_OFFSET_INVALID};
+    if (cmr_consumer_resume(w->consumer, &part, 1) != 0) {
+        cmr_log(CMR_LOG_ERROR, "instr.resume_failed", "partition=%d retry=next_round", partition);
+        w->catch_up.state[partition] = CATCH_UP_WAITING;
+        return;
+    }
     w->catch_up.state[partition] = CATCH_UP_NONE;
     w->owned[partition] = 1;
     w->assigned_once = 1;
@@ -1448,9 +1455,6 @@ static void take_over(worker_t *w, int32_t partition)
         resync_ctx_t x = {w, partition};
         cmr_instr_cache_each_agent(w->cache, resync_agent, &x);
     }
-    cmr_partition_t part = {cmr_topic_name(CMR_TOPIC_CLASSES), partition, CMR_OFFSET_INVALID};
-    if (cmr_consumer_resume(w->consumer, &part, 1) != 0)
-        cmr_log(CMR_LOG_ERROR, "instr.resume_failed", "partition=%d", partition);
 }
 
 static void range_taken_over(worker_t *w, catch_up_range_t *cr, int ok)

@@ -8,6 +8,16 @@
  * Pausing from the rebalance callback: the caller's callback runs before the assignment
  * is made, so pauses it asks for are collected and applied right after the assign, in
  * the same callback (before any fetch of the new partitions can start).
+ *
+ * A pause holds whatever librdkafka does. Its pause is an asynchronous op of the
+ * partition that a newer op of the same partition makes outdated before it is served:
+ * the fetch start that follows an assignment once the committed offsets are known can
+ * overtake the pause asked for right after the assign, and the partition is then fetched
+ * as if never paused (librdkafka issue 2190; seen once in many runs on a loaded machine).
+ * So the consumer keeps its own list of paused partitions and checks every record
+ * against it: a record of a paused partition is not handed out (and not stored), the
+ * pause is asked for again, and the resume first seeks the partition back to the first
+ * record held back, so each record is still handed out once, in order.
  */
 #include <assert.h>
 #include <stdbool.h>
@@ -15,20 +25,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/buf.h"
+#include "cmr/clock.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/rejects.h"
 #include "cmr/wire.h"
 #include "kafka_internal.h"
 
+/* A partition the caller paused and has not resumed. */
+typedef struct paused_part {
+    char *topic; /* owned */
+    int32_t partition;
+    int64_t rewind;      /* the first record held back while paused (CMR_OFFSET_INVALID: none) */
+    int64_t repaused_ms; /* when the pause was last asked for again */
+} paused_part_t;
+
+/* How often a paused partition whose records still arrive is paused again. */
+#define REPAUSE_EVERY_MS 100
+/* How long a resume waits for the seek back to the first record held back. */
+#define REWIND_TIMEOUT_MS 10000
+
 struct cmr_consumer {
     rd_kafka_t *rk;
     cmr_rebalance_cb_t *rebalance_cb;
     void *cb_opaque;
-    uint64_t received, rejected, done, rebalances;
+    uint64_t received, rejected, done, rebalances, held_back;
     bool assigned;                                    /* cmr_consumer_new_assigned: no group, no commits */
     bool in_rebalance;                                /* the caller's rebalance callback runs */
     rd_kafka_topic_partition_list_t *deferred_pauses; /* asked for during it (owned) */
+    paused_part_t *paused;                            /* owned, npaused of cap_paused */
+    size_t npaused, cap_paused;
 };
 
 /* A record as allocated: what the caller sees first, then what only the consumer uses. */
@@ -49,6 +76,130 @@ static cmr_partition_t *parts_of(const rd_kafka_topic_partition_list_t *list)
         parts[i] = (cmr_partition_t){list->elems[i].topic, list->elems[i].partition, list->elems[i].offset};
     return parts;
 }
+
+/* --- the paused partitions ----------------------------------------------------------- */
+
+static paused_part_t *paused_find(cmr_consumer_t *c, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < c->npaused; i++)
+        if (c->paused[i].partition == partition && strcmp(c->paused[i].topic, topic) == 0)
+            return &c->paused[i];
+    return NULL;
+}
+
+static int paused_add(cmr_consumer_t *c, const char *topic, int32_t partition)
+{
+    if (paused_find(c, topic, partition))
+        return 0;
+    if (CMR_ARRAY_GROW(c->paused, c->cap_paused, c->npaused + 1) != 0)
+        return -1;
+    char *name = strdup(topic);
+    if (!name)
+        return -1;
+    c->paused[c->npaused++] = (paused_part_t){name, partition, CMR_OFFSET_INVALID, 0};
+    return 0;
+}
+
+static void paused_remove(cmr_consumer_t *c, paused_part_t *p)
+{
+    free(p->topic);
+    *p = c->paused[--c->npaused];
+}
+
+/* Pauses or resumes partitions in librdkafka now. 0 or -1. */
+static int pause_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count, bool pause)
+{
+    rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(parts, count);
+    if (!list)
+        return -1;
+    rd_kafka_resp_err_t err = pause ? rd_kafka_pause_partitions(c->rk, list) : rd_kafka_resume_partitions(c->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err)
+        cmr_log(CMR_LOG_ERROR, pause ? "kafka.pause_failed" : "kafka.resume_failed", "error=\"%s\"",
+                rd_kafka_err2str(err));
+    return err ? -1 : 0;
+}
+
+/* 1 when m belongs to a paused partition (librdkafka lost the pause): it is not handed
+ * out, the partition will be rewound to it on resume, and the pause is asked for again. */
+static int held_back(cmr_consumer_t *c, const rd_kafka_message_t *m)
+{
+    if (!c->npaused)
+        return 0;
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    paused_part_t *p = paused_find(c, topic, m->partition);
+    if (!p)
+        return 0;
+    c->held_back++;
+    if (p->rewind == CMR_OFFSET_INVALID)
+        cmr_log(CMR_LOG_INFO, "kafka.paused_record_held", "topic=%s partition=%d offset=%lld", topic, m->partition,
+                (long long)m->offset);
+    if (p->rewind == CMR_OFFSET_INVALID || m->offset < p->rewind)
+        p->rewind = m->offset;
+    int64_t now = cmr_mono_ms();
+    if (now - p->repaused_ms >= REPAUSE_EVERY_MS) {
+        p->repaused_ms = now;
+        pause_resume(c, &(cmr_partition_t){p->topic, p->partition, CMR_OFFSET_INVALID}, 1, true);
+    }
+    return 1;
+}
+
+/* Seeks the resumed partitions that had records held back to the first of them, and
+ * waits until librdkafka has done it (a seek still queued would make the resume after it
+ * outdated). Those that could not be rewound stay paused. 0 or -1. */
+static int rewind_held(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count);
+    if (!list)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        paused_part_t *p = paused_find(c, parts[i].topic, parts[i].partition);
+        if (p && p->rewind != CMR_OFFSET_INVALID)
+            rd_kafka_topic_partition_list_add(list, p->topic, p->partition)->offset = p->rewind;
+    }
+    int rc = 0;
+    if (list->cnt) {
+        rd_kafka_error_t *error = rd_kafka_seek_partitions(c->rk, list, REWIND_TIMEOUT_MS);
+        if (error) {
+            cmr_log(CMR_LOG_ERROR, "kafka.rewind_failed", "partitions=%d error=\"%s\"", list->cnt,
+                    rd_kafka_error_string(error));
+            rd_kafka_error_destroy(error);
+            rc = -1;
+        }
+        for (int i = 0; rc == 0 && i < list->cnt; i++)
+            if (list->elems[i].err) {
+                cmr_log(CMR_LOG_ERROR, "kafka.rewind_failed", "topic=%s partition=%d offset=%lld error=\"%s\"",
+                        list->elems[i].topic, list->elems[i].partition, (long long)list->elems[i].offset,
+                        rd_kafka_err2str(list->elems[i].err));
+                rc = -1;
+            }
+        if (rc == 0)
+            cmr_log(CMR_LOG_INFO, "kafka.paused_records_rewound", "partitions=%d", list->cnt);
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return rc;
+}
+
+/* A revoked partition is no longer paused: neither here nor in librdkafka, which would
+ * otherwise keep the pause for the next time the partition is assigned. */
+static void forget_revoked_pauses(cmr_consumer_t *c, const rd_kafka_topic_partition_list_t *revoked)
+{
+    rd_kafka_topic_partition_list_t *resume = rd_kafka_topic_partition_list_new(revoked->cnt);
+    for (int i = 0; i < revoked->cnt; i++) {
+        paused_part_t *p = paused_find(c, revoked->elems[i].topic, revoked->elems[i].partition);
+        if (!p)
+            continue;
+        if (resume)
+            rd_kafka_topic_partition_list_add(resume, p->topic, p->partition);
+        paused_remove(c, p);
+    }
+    if (resume && resume->cnt)
+        rd_kafka_resume_partitions(c->rk, resume);
+    if (resume)
+        rd_kafka_topic_partition_list_destroy(resume);
+}
+
+/* --- rebalancing ------------------------------------------------------------------------ */
 
 /* Runs the caller's rebalance callback; pauses it asked for are kept for after the assign. */
 static void call_rebalance_cb(cmr_consumer_t *c, int revoked, const rd_kafka_topic_partition_list_t *list)
@@ -100,6 +251,8 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_ka
         cmr_log(CMR_LOG_ERROR, "kafka.assign_failed", "error=\"%s\"", rd_kafka_err2str(rerr));
     }
     apply_deferred_pauses(c, revoked);
+    if (revoked)
+        forget_revoked_pauses(c, parts);
 }
 
 static void consumer_callbacks(rd_kafka_conf_t *rk_conf)
@@ -217,6 +370,10 @@ int cmr_consumer_poll(cmr_consumer_t *c, int timeout_ms, cmr_record_t **out)
     rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, timeout_ms);
     if (!m)
         return 0;
+    if (!m->err && held_back(c, m)) {
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
     if (m->err) {
         int fatal = m->err == RD_KAFKA_RESP_ERR__FATAL;
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
@@ -288,6 +445,7 @@ void cmr_consumer_stats(cmr_consumer_t *c, cmr_consumer_stats_t *out)
     out->rejected = c->rejected;
     out->done = c->done;
     out->rebalances = c->rebalances;
+    out->held_back = c->held_back;
 }
 
 int cmr_consumer_assignment(cmr_consumer_t *c, cmr_partition_t **out, size_t *count)
@@ -360,22 +518,11 @@ int cmr_consumer_committed(cmr_consumer_t *c, cmr_partition_t *parts, size_t cou
     return err ? -1 : 0;
 }
 
-/* Pauses or resumes partitions now. 0 or -1. */
-static int pause_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count, bool pause)
-{
-    rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(parts, count);
-    if (!list)
-        return -1;
-    rd_kafka_resp_err_t err = pause ? rd_kafka_pause_partitions(c->rk, list) : rd_kafka_resume_partitions(c->rk, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    if (err)
-        cmr_log(CMR_LOG_ERROR, pause ? "kafka.pause_failed" : "kafka.resume_failed", "error=\"%s\"",
-                rd_kafka_err2str(err));
-    return err ? -1 : 0;
-}
-
 int cmr_consumer_pause(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count)
 {
+    for (size_t i = 0; i < count; i++)
+        if (paused_add(c, parts[i].topic, parts[i].partition) != 0)
+            return -1;
     if (!c->in_rebalance)
         return pause_resume(c, parts, count, true);
     /* not assigned yet: paused right after the assign */
@@ -388,7 +535,19 @@ int cmr_consumer_pause(cmr_consumer_t *c, const cmr_partition_t *parts, size_t c
 
 int cmr_consumer_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count)
 {
+    if (rewind_held(c, parts, count) != 0)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        paused_part_t *p = paused_find(c, parts[i].topic, parts[i].partition);
+        if (p)
+            paused_remove(c, p);
+    }
     return pause_resume(c, parts, count, false);
+}
+
+rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c)
+{
+    return c->rk;
 }
 
 void cmr_consumer_close(cmr_consumer_t *c)
@@ -401,5 +560,8 @@ void cmr_consumer_close(cmr_consumer_t *c)
         cmr_log(CMR_LOG_WARN, "kafka.close_failed", "error=\"%s\"", rd_kafka_err2str(err));
     rd_kafka_destroy(c->rk);
     assert(!c->deferred_pauses); /* applied by the rebalance that collected them */
+    while (c->npaused)
+        paused_remove(c, &c->paused[c->npaused - 1]);
+    free(c->paused);
     free(c);
 }

@@ -46,6 +46,10 @@ int cmr_kafka_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms
  * they encode and decode with are initialized. NULL with errbuf filled. */
 void *cmr_kafka_client_alloc(size_t size, char *errbuf, size_t errlen);
 
+/* The consumer's librdkafka handle, still owned by c: for the transport's white-box tests
+ * (tests/transport), which act on librdkafka behind the consumer's back. */
+rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c);
+
 /* snprintf into errbuf when there is one. */
 #define CMR_ERRF(errbuf, errlen, ...)                  \
     do {                                               \

@@ -8,13 +8,16 @@
  *    lost, nothing processed twice;
  *  - foreign and corrupt messages on a topic are skipped and counted, the valid ones
  *    around them still arrive;
- *  - partitions paused from the rebalance callback hand out nothing until resumed; the
+ *  - partitions paused from the rebalance callback hand out nothing until resumed, even
+ *    where librdkafka lost the pause (then every record still once, in order); the
  *    group's committed offsets are read back;
  *  - a range reader reads exactly its offset ranges, stops at the end of the log, and
  *    drops a range on request;
  *  - an unreachable broker: sends do not block, the failures are reported and counted.
  *
  * Usage: test_transport PATH-TO-cmr-broker
+ * CMR_TEST_FILTER (a cmocka glob on the test names) runs some tests only;
+ * CMR_TEST_KAFKA_DEBUG (librdkafka's debug contexts, e.g. "cgrp,topic,fetch") logs them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "broker_proc.h"
+#include "kafka_internal.h"
 #include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/kafka.h"
@@ -100,6 +104,10 @@ static int setup(void **state)
     cmr_conf_set(conf, "kafka.session.timeout.ms", "6000", "test");
     cmr_conf_set(conf, "kafka.heartbeat.interval.ms", "500", "test");
     cmr_conf_set(conf, "kafka.topic.metadata.refresh.interval.ms", "1000", "test");
+    if (getenv("CMR_TEST_KAFKA_DEBUG")) {
+        cmr_conf_set(conf, "kafka.debug", getenv("CMR_TEST_KAFKA_DEBUG"), "test");
+        cmr_log_set_level(CMR_LOG_DEBUG);
+    }
     return 0;
 }
 
@@ -475,41 +483,37 @@ static void pause_on_assign(cmr_consumer_t *c, int revoked, const cmr_partition_
     x->n += n;
 }
 
-static void test_pause_on_assign_holds_records_until_resumed(void **state)
+/* Polls until the partitions are assigned (and paused) and quiet_ms have passed since,
+ * asserting that no record is handed out meanwhile; then checks the assignment (every
+ * partition, none committed). Returns it (the caller frees it). */
+static cmr_partition_t *expect_nothing_while_paused(cmr_consumer_t *c, const paused_t *x, size_t *n)
 {
-    (void)state;
-    char err[512], group[64];
-    paused_t x = {0};
-    cmr_producer_t *p = fresh_topic("pause", 2, x.topic, group);
-    send_entries(p, x.topic, PAUSE_MESSAGES, false);
-    cmr_producer_destroy(p, 1000);
-
-    const char *topics[] = {x.topic};
-    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, pause_on_assign, &x, err, sizeof err);
-    assert_non_null(c);
-    /* assigned and paused: nothing is handed out */
     int64_t deadline = cmr_mono_ms() + 30000, quiet_until = 0;
-    while (cmr_mono_ms() < deadline && (!x.n || cmr_mono_ms() < quiet_until)) {
+    while (cmr_mono_ms() < deadline && (!x->n || cmr_mono_ms() < quiet_until)) {
         cmr_record_t *rec = NULL;
         assert_int_not_equal(cmr_consumer_poll(c, 100, &rec), 1);
-        if (x.n && !quiet_until)
+        if (x->n && !quiet_until)
             quiet_until = cmr_mono_ms() + 2000;
     }
     cmr_partition_t *assigned;
-    size_t n;
-    assert_int_equal(cmr_consumer_assignment(c, &assigned, &n), 0);
-    assert_true(n >= 2); /* the one consumer of its group holds every partition */
-    assert_int_equal(x.n, n);
-    assert_string_equal(assigned[0].topic, x.topic);
+    assert_int_equal(cmr_consumer_assignment(c, &assigned, n), 0);
+    assert_true(*n >= 2); /* the one consumer of its group holds every partition */
+    assert_int_equal(x->n, *n);
+    assert_string_equal(assigned[0].topic, x->topic);
     /* a new group has committed nothing */
-    assert_int_equal(cmr_consumer_committed(c, assigned, n, 10000), 0);
-    for (size_t i = 0; i < n; i++)
+    assert_int_equal(cmr_consumer_committed(c, assigned, *n, 10000), 0);
+    for (size_t i = 0; i < *n; i++)
         assert_int_equal(assigned[i].offset, CMR_OFFSET_INVALID);
+    return assigned;
+}
 
-    /* resumed: every record, once */
+/* Resumes the partitions: every record is handed out once, and what was marked done is
+ * committed (the offsets add up to every record). */
+static void expect_every_record_once_after_resume(cmr_consumer_t *c, cmr_partition_t *assigned, size_t n)
+{
     assert_int_equal(cmr_consumer_resume(c, assigned, n), 0);
     int got[PAUSE_MESSAGES] = {0}, total = 0;
-    deadline = cmr_mono_ms() + 30000;
+    int64_t deadline = cmr_mono_ms() + 30000;
     while (total < PAUSE_MESSAGES && cmr_mono_ms() < deadline) {
         cmr_record_t *rec;
         if (cmr_consumer_poll(c, 100, &rec) != 1)
@@ -522,13 +526,73 @@ static void test_pause_on_assign_holds_records_until_resumed(void **state)
         cmr_record_free(rec);
     }
     assert_int_equal(total, PAUSE_MESSAGES);
-    /* what was marked done is committed: the offsets add up to every record */
     assert_int_equal(cmr_consumer_commit(c), 0);
     assert_int_equal(cmr_consumer_committed(c, assigned, n, 10000), 0);
     int64_t sum = 0;
     for (size_t i = 0; i < n; i++)
         sum += assigned[i].offset > 0 ? assigned[i].offset : 0;
     assert_int_equal(sum, PAUSE_MESSAGES);
+}
+
+/* A fresh topic with PAUSE_MESSAGES records, and the one consumer of a new group that
+ * pauses its partitions as they are assigned: returned once they are and nothing was
+ * handed out (*assigned: the assignment, which the caller frees). */
+static cmr_consumer_t *paused_consumer(const char *prefix, paused_t *x, cmr_partition_t **assigned, size_t *n)
+{
+    char err[512], group[64];
+    cmr_producer_t *p = fresh_topic(prefix, 2, x->topic, group);
+    send_entries(p, x->topic, PAUSE_MESSAGES, false);
+    cmr_producer_destroy(p, 1000);
+    const char *topics[] = {x->topic};
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, pause_on_assign, x, err, sizeof err);
+    assert_non_null(c);
+    *assigned = expect_nothing_while_paused(c, x, n);
+    return c;
+}
+
+static void test_pause_on_assign_holds_records_until_resumed(void **state)
+{
+    (void)state;
+    paused_t x = {0};
+    size_t n;
+    cmr_partition_t *assigned;
+    cmr_consumer_t *c = paused_consumer("pause", &x, &assigned, &n);
+    expect_every_record_once_after_resume(c, assigned, n);
+    free(assigned);
+    cmr_consumer_close(c);
+}
+
+/* librdkafka can lose a pause: its pause is an op of the partition that a newer op makes
+ * outdated before it is served (the fetch start that follows the assignment). Resumed in
+ * librdkafka behind the consumer's back, the paused partitions are fetched, and still no
+ * record of them is handed out before the consumer's own resume; then every record once. */
+static void test_pause_holds_where_librdkafka_lost_it(void **state)
+{
+    (void)state;
+    paused_t x = {0};
+    size_t n;
+    cmr_partition_t *assigned;
+    cmr_consumer_t *c = paused_consumer("lostpause", &x, &assigned, &n);
+
+    rd_kafka_topic_partition_list_t *list = cmr_kafka_list_of(assigned, n);
+    assert_non_null(list);
+    assert_int_equal(rd_kafka_resume_partitions(cmr_consumer_handle(c), list), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(list);
+    /* fetched and held back (the consumer pauses them again at the first one): until one
+     * arrived, and a second more */
+    cmr_consumer_stats_t st = {0};
+    int64_t deadline = cmr_mono_ms() + 30000, quiet_until = 0;
+    while (cmr_mono_ms() < deadline && (!quiet_until || cmr_mono_ms() < quiet_until)) {
+        cmr_record_t *rec = NULL;
+        assert_int_not_equal(cmr_consumer_poll(c, 100, &rec), 1);
+        cmr_consumer_stats(c, &st);
+        if (st.held_back && !quiet_until)
+            quiet_until = cmr_mono_ms() + 1000;
+    }
+    assert_true(st.held_back > 0);
+    assert_int_equal(st.received, 0);
+
+    expect_every_record_once_after_resume(c, assigned, n);
     free(assigned);
     cmr_consumer_close(c);
 }
@@ -740,9 +804,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_assigned_consumer_reads_commands_from_the_beginning),
         cmocka_unit_test(test_foreign_messages_are_skipped_and_counted),
         cmocka_unit_test(test_pause_on_assign_holds_records_until_resumed),
+        cmocka_unit_test(test_pause_holds_where_librdkafka_lost_it),
         cmocka_unit_test(test_range_reader_reads_exactly_its_ranges),
         cmocka_unit_test(test_readers_share_a_client),
         cmocka_unit_test(test_unreachable_broker_never_blocks),
     };
+    if (getenv("CMR_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("CMR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

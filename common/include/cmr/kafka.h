@@ -152,6 +152,7 @@ typedef struct cmr_consumer_stats {
     uint64_t rejected; /* skipped because they did not decode */
     uint64_t done;     /* marked done by the caller */
     uint64_t rebalances;
+    uint64_t held_back; /* fetched while their partition was paused: not handed out, fetched again on resume */
 } cmr_consumer_stats_t;
 
 /* Called when partitions are assigned (revoked = 0) or revoked (revoked = 1), on the
@@ -201,7 +202,10 @@ int cmr_consumer_lag(cmr_consumer_t *c, cmr_partition_t **out, size_t *count);
  * and not yet handed out is dropped and fetched again after the resume, from the next
  * record not handed out. Called from the rebalance callback for the partitions being
  * assigned, the pause takes effect with the assignment (no record of them is handed out
- * before the resume). 0 or -1. */
+ * before the resume). A pause holds even where librdkafka loses it (consumer.c): no record
+ * of a paused partition is handed out until its resume, which may then wait up to 10 s
+ * to rewind the partition. A revoked partition is no longer paused. 0 or -1 (resume: the
+ * partition could not be rewound and stays paused). */
 int cmr_consumer_pause(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count);
 int cmr_consumer_resume(cmr_consumer_t *c, const cmr_partition_t *parts, size_t count);
 /* Commits stored offsets, leaves the group, frees. */
