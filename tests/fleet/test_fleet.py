@@ -199,6 +199,9 @@ def bench(args):
     """The fleet's throughput, latency and CPU per request with and without the agents
     (docs/benchmarks.md), each run on fresh JVMs warmed with as much load as is measured;
     with the agents once their traces are right. The CMR runs on the same machine."""
+    nice = os.environ.get("CMR_BENCH_CMR_NICE")
+    if nice and not re.fullmatch(r"-?[0-9]+", nice.strip()):
+        sys.exit("CMR_BENCH_CMR_NICE must be a nice value (an integer, e.g. 19), not %r" % nice)
     pg = Postgres()
     rows = []
     virtual = java_feature(args.java) >= 21
@@ -220,9 +223,9 @@ def bench(args):
                     wrk(url + "?id=1", args.bench, args.concurrency)  # warm-up
                     jvms = [p for p in procs if p.name in ("front", "stock", "price")]
                     cmr = [p for p in procs if p.name in ("config", "instrumenter", "ingest", "broker")]
-                    if os.environ.get("CMR_BENCH_CMR_NICE"):  # the CMR only on what the JVMs leave
+                    if nice:  # the CMR only on what the JVMs leave
                         for q in cmr:
-                            renice(q.p.pid, int(os.environ["CMR_BENCH_CMR_NICE"]))
+                            renice(q.p.pid, int(nice))
                     c0 = [cpu_s(p.p.pid) for p in jvms + cmr]
                     perf = []
                     if with_agents and os.environ.get("CMR_BENCH_PERF"):  # a profile of each JVM and CMR process
