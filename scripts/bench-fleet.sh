@@ -13,6 +13,9 @@
 #   CMR_BENCH_CMR_NICE=19: the CMR's processes (broker, workers) at that nice value during
 #   the measured load, so that they run on what the JVMs leave of the cores, the nearest
 #   this machine comes to a CMR on other hosts (what the agents cost inside the JVMs)
+#   CMR_BENCH_PIN=0/1: during the measured load the application (JVMs, PostgreSQL) on the
+#   first CPU list, the CMR and wrk on the second, with and without the agents alike: the
+#   agents' cost inside the JVMs, with the CMR off the application's CPUs as on other hosts
 #   CMR_BENCH_JVM_FLAGS="...": more JVM options (for names of JIT-compiled code in those
 #   profiles: -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit -XX:+PreserveFramePointer)
 set -euo pipefail

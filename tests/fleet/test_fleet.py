@@ -181,10 +181,36 @@ def renice(pid, nice):
             pass  # the thread ended meanwhile
 
 
-def wrk(url, seconds, conns):
-    """wrk's requests/s, p50 and p99 (ms) and non-2xx count for seconds of closed-loop load."""
-    out = subprocess.run(["wrk", "-t2", "-c%d" % conns, "-d%ds" % seconds, "--latency", url], capture_output=True,
-                         text=True, timeout=seconds + 60).stdout
+def pin(pid, cpus):
+    """Keeps every thread of process pid on cpus (Linux's affinity is per thread; threads it
+    starts later inherit their creator's)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass  # the thread ended meanwhile
+
+
+def pinning():
+    """CMR_BENCH_PIN=APP/OTHER (CPU lists, e.g. 0/1): the CPUs of the application (the three
+    JVMs and PostgreSQL) and of the rest (the CMR, wrk) during the measured load; None when
+    unset."""
+    v = os.environ.get("CMR_BENCH_PIN")
+    if not v:
+        return None
+    m = re.fullmatch(r"([0-9]+(?:,[0-9]+)*)/([0-9]+(?:,[0-9]+)*)", v.strip())
+    cpus = [{int(c) for c in m.group(i).split(",")} for i in (1, 2)] if m else None
+    if not cpus or cpus[0] & cpus[1] or not (cpus[0] | cpus[1]) <= os.sched_getaffinity(0):
+        sys.exit("CMR_BENCH_PIN must be two disjoint CPU lists of this machine, APP/OTHER (e.g. 0/1), not %r" % v)
+    return cpus
+
+
+def wrk(url, seconds, conns, cpus=None):
+    """wrk's requests/s, p50 and p99 (ms) and non-2xx count for seconds of closed-loop load
+    (on cpus when given)."""
+    on = ["taskset", "-c", ",".join(str(c) for c in sorted(cpus))] if cpus else []
+    out = subprocess.run(on + ["wrk", "-t2", "-c%d" % conns, "-d%ds" % seconds, "--latency", url],
+                         capture_output=True, text=True, timeout=seconds + 60).stdout
 
     def ms(pct):
         m = re.search(r"\s%s%%\s+([\d.]+)(us|ms|s)\b" % pct, out)
@@ -199,6 +225,7 @@ def bench(args):
     """The fleet's throughput, latency and CPU per request with and without the agents
     (docs/benchmarks.md), each run on fresh JVMs warmed with as much load as is measured;
     with the agents once their traces are right. The CMR runs on the same machine."""
+    pins = pinning()
     nice = os.environ.get("CMR_BENCH_CMR_NICE")
     if nice and not re.fullmatch(r"-?[0-9]+", nice.strip()):
         sys.exit("CMR_BENCH_CMR_NICE must be a nice value (an integer, e.g. 19), not %r" % nice)
@@ -226,6 +253,11 @@ def bench(args):
                     if nice:  # the CMR only on what the JVMs leave
                         for q in cmr:
                             renice(q.p.pid, int(nice))
+                    if pins:  # the application on its CPUs, the CMR and the load generator on others
+                        for pid in [q.p.pid for q in jvms] + pg.pids():
+                            pin(pid, pins[0])
+                        for q in cmr:
+                            pin(q.p.pid, pins[1])
                     c0 = [cpu_s(p.p.pid) for p in jvms + cmr]
                     perf = []
                     if with_agents and os.environ.get("CMR_BENCH_PERF"):  # a profile of each JVM and CMR process
@@ -233,7 +265,7 @@ def bench(args):
                                                   "-o", "%s/perf-%s.data" % (os.environ["CMR_BENCH_PERF"], q.name),
                                                   "--", "sleep", str(max(1, args.bench - 2))],
                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for q in jvms + cmr]
-                    rps, p50, p99, errors = wrk(url + "?id=1", args.bench, args.concurrency)
+                    rps, p50, p99, errors = wrk(url + "?id=1", args.bench, args.concurrency, pins and pins[1])
                     for pp in perf:
                         pp.wait()
                     c1 = [cpu_s(p.p.pid) for p in jvms + cmr]

@@ -284,6 +284,20 @@ class Postgres:
         subprocess.run(self.as_user + [os.path.join(self.bin, tool)] + list(a), check=True, timeout=120,
                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
+    def pids(self):
+        """The server's processes: the postmaster (from its pid file) and its children."""
+        with open(os.path.join(self.dir, "data", "postmaster.pid")) as f:
+            main = int(f.readline())
+        out = [main]
+        for d in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if d.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == main:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass  # not a process, or it ended meanwhile
+        return out
+
     def stop(self):
         try:
             self._run("pg_ctl", "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w", "stop")
