@@ -307,6 +307,11 @@ void cp_peer_close(cp_peer_t *p)
 
 int cp_peer_register(cp_peer_t *p, int attempt)
 {
+    return cp_peer_register_queued(p, attempt) == 0 ? cmr_producer_flush(p->producer, 10000) : -1;
+}
+
+int cp_peer_register_queued(cp_peer_t *p, int attempt)
+{
     char err[256];
     char *ips[] = {p->ip};
     cmr_agent_registration_t r = {
@@ -321,9 +326,9 @@ int cp_peer_register(cp_peer_t *p, int attempt)
         .start_time_ms = p->start_time_ms,
         .attempt = attempt,
     };
-    if (cmr_producer_send(p->producer, CMR_MSG_AGENT_REGISTRATION, &r, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
-        return -1;
-    return cmr_producer_flush(p->producer, 10000);
+    return cmr_producer_send(p->producer, CMR_MSG_AGENT_REGISTRATION, &r, NULL, NULL, err, sizeof err) == CMR_SEND_OK
+               ? 0
+               : -1;
 }
 
 int cp_peer_next(cp_peer_t *p, int timeout_ms, cmr_msg_t *out)

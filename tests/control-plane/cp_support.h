@@ -98,8 +98,10 @@ typedef struct cp_peer {
  * cp_keys_make first (its verifier pins the harness's public key). */
 int cp_peer_open(cp_peer_t *p, const cmr_conf_t *conf, const char *name, const char *host, const char *ip);
 void cp_peer_close(cp_peer_t *p);
-/* Sends AgentRegistration (attempt n). */
+/* Sends AgentRegistration (attempt n) and waits for its delivery. */
 int cp_peer_register(cp_peer_t *p, int attempt);
+/* The same, queued only: cp_peer_flush delivers it. */
+int cp_peer_register_queued(cp_peer_t *p, int attempt);
 /* Next command within timeout_ms: 1 with *out filled (free with cmr_msg_free): the command
  * inside a signed envelope that verified (cmr_command_open); 0 none; -1 a record whose
  * envelope was refused (reported on stderr, counted in p->refused). */
