@@ -91,9 +91,17 @@ int main(int argc, char **argv)
     free(out);
     /* consumers: the mock broker answers a fetch only when fetch.wait.max.ms expires (a real
      * broker answers as soon as data arrives): keep that wait short, as the tests do */
-    const char *cargv[] = {argv[2], "--bootstrap", broker.bootstrap, "-X", "kafka.fetch.wait.max.ms=5", "-X",
-                           cp_signing_key_option(), "--log-level",
-                           getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info", "run", NULL};
+    const char *cargv[] = {argv[2],
+                           "--bootstrap",
+                           broker.bootstrap,
+                           "-X",
+                           "kafka.fetch.wait.max.ms=5",
+                           "-X",
+                           cp_signing_key_option(),
+                           "--log-level",
+                           getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info",
+                           "run",
+                           NULL};
     cp_proc_t cfg;
     if (cp_proc_start(&cfg, cargv, log) != 0 || cp_proc_wait_log(&cfg, "event=kafka.partitions_assigned", 30000) != 0) {
         fprintf(stderr, "cmr-config did not start\n");
