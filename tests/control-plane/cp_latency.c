@@ -77,21 +77,9 @@ int main(int argc, char **argv)
     if (cp_apply(argv[2], broker.bootstrap, env, NULL) != 0)
         return 1;
     cp_proc_t w;
-    /* consumers: the mock broker answers a fetch only when fetch.wait.max.ms expires (a real
-     * broker answers as soon as data arrives): keep that wait short */
-    const char *wargv[] = {argv[3],
-                           "--bootstrap",
-                           broker.bootstrap,
-                           "--db",
-                           db,
-                           "-X",
-                           "kafka.fetch.wait.max.ms=5",
-                           "-X",
-                           cp_signing_key_option(),
-                           "--log-level",
-                           getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info",
-                           NULL};
-    if (cp_proc_start(&w, wargv, log) != 0 || cp_proc_wait_log(&w, "event=instr.partitions_assigned", 30000) != 0)
+    const char *db_opt[] = {"--db", db, NULL};
+    if (cp_bench_worker_start(&w, argv[3], broker.bootstrap, db_opt, log) != 0 ||
+        cp_proc_wait_log(&w, "event=instr.partitions_assigned", 30000) != 0)
         return 1;
     cmr_conf_t *conf = cmr_conf_new();
     cmr_conf_set(conf, "kafka.bootstrap.servers", broker.bootstrap, "bench");

@@ -89,21 +89,10 @@ int main(int argc, char **argv)
         return 1;
     }
     free(out);
-    /* consumers: the mock broker answers a fetch only when fetch.wait.max.ms expires (a real
-     * broker answers as soon as data arrives): keep that wait short, as the tests do */
-    const char *cargv[] = {argv[2],
-                           "--bootstrap",
-                           broker.bootstrap,
-                           "-X",
-                           "kafka.fetch.wait.max.ms=5",
-                           "-X",
-                           cp_signing_key_option(),
-                           "--log-level",
-                           getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info",
-                           "run",
-                           NULL};
     cp_proc_t cfg;
-    if (cp_proc_start(&cfg, cargv, log) != 0 || cp_proc_wait_log(&cfg, "event=kafka.partitions_assigned", 30000) != 0) {
+    const char *run[] = {"run", NULL};
+    if (cp_bench_worker_start(&cfg, argv[2], broker.bootstrap, run, log) != 0 ||
+        cp_proc_wait_log(&cfg, "event=kafka.partitions_assigned", 30000) != 0) {
         fprintf(stderr, "cmr-config did not start\n");
         cp_proc_dump_log(&cfg, 20);
         cp_proc_stop(&cfg);

@@ -116,6 +116,28 @@ int cp_proc_start(cp_proc_t *p, const char *const *argv, const char *log)
     return 0;
 }
 
+int cp_bench_worker_start(cp_proc_t *p, const char *bin, const char *bootstrap, const char *const *extra,
+                          const char *log)
+{
+    const char *argv[32] = {bin,
+                            "--bootstrap",
+                            bootstrap,
+                            "-X",
+                            "kafka.fetch.wait.max.ms=5",
+                            "-X",
+                            cp_signing_key_option(),
+                            "--log-level",
+                            getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info"};
+    size_t n = 9;
+    for (size_t i = 0; extra && extra[i]; i++) {
+        if (n + 1 >= sizeof argv / sizeof *argv)
+            return -1;
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    return cp_proc_start(p, argv, log);
+}
+
 int cp_proc_stop(cp_proc_t *p)
 {
     if (p->pid <= 0)

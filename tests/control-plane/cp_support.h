@@ -51,6 +51,13 @@ int cp_proc_stop(cp_proc_t *p);
 /* The caller reaped p itself (waitpid): forget it (it is no longer killed at exit). */
 void cp_proc_forget(cp_proc_t *p);
 void cp_proc_kill(cp_proc_t *p);
+/* Starts a CMR worker for a benchmark: bin --bootstrap BOOTSTRAP, the harness's signing
+ * key, consumers at kafka.fetch.wait.max.ms=5 (the embedded broker answers a fetch only
+ * when that wait expires; a real broker answers as soon as data arrives), the log level of
+ * CP_LOG_LEVEL (default info), then `extra` (NULL-ended, may be NULL: --db DIR, "run").
+ * 0 or -1 (as cp_proc_start). */
+int cp_bench_worker_start(cp_proc_t *p, const char *bin, const char *bootstrap, const char *const *extra,
+                          const char *log);
 /* Waits until `needle` appears in the process's log. 0, or -1 on timeout. */
 int cp_proc_wait_log(const cp_proc_t *p, const char *needle, int timeout_ms);
 /* Copies the last `lines` lines of the process's log to stderr (diagnostics on failure). */

@@ -171,24 +171,24 @@ def thread_cpu(pid, top=8):
     return ", ".join("%s %.1f" % kv for kv in sorted(by.items(), key=lambda kv: -kv[1])[:top])
 
 
-def renice(pid, nice):
-    """Sets the nice value of every thread of process pid (Linux's is per thread; threads
-    it starts later inherit it)."""
+def each_thread(pid, set_one):
+    """Calls set_one(tid) for every thread of process pid: Linux keeps nice values and CPU
+    affinity per thread, and threads started later inherit their creator's."""
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
-            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+            set_one(int(tid))
         except OSError:
             pass  # the thread ended meanwhile
+
+
+def renice(pid, nice):
+    """Sets the nice value of every thread of process pid."""
+    each_thread(pid, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice))
 
 
 def pin(pid, cpus):
-    """Keeps every thread of process pid on cpus (Linux's affinity is per thread; threads it
-    starts later inherit their creator's)."""
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except OSError:
-            pass  # the thread ended meanwhile
+    """Keeps every thread of process pid on cpus."""
+    each_thread(pid, lambda tid: os.sched_setaffinity(tid, cpus))
 
 
 def pinning():
