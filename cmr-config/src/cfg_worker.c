@@ -2,8 +2,9 @@
  * cfg_worker.c - the cmr-config worker loop (see cfg_worker.h).
  *
  * One thread: it drains the cmr.config reader (state), the cmr.registrations reader
- * (registry), then polls the group consumer for registrations to answer. Answers go to
- * the agent's command topic, created on first use (cmr_admin_ensure_topic) and remembered.
+ * (registry), then polls the group consumer for registrations to answer, all that are
+ * waiting at once (see "answers in flight"). Answers go to the agent's command topic,
+ * created on first use (cmr_admin_ensure_topic) and remembered.
  * Every answer is a command, signed for the agent's instance with the key of
  * trust.signing_key (cmr_command_send); the worker does not start without that key.
  *
@@ -79,9 +80,12 @@ typedef struct worker {
     _Atomic uint64_t agents_known;               /* n_agents, for /metrics */
     _Atomic uint64_t configured, no_environment; /* answers sent */
     cmr_log_limiter_t reject_log[N_REJECT];
-    cmr_signer_t *signer; /* owned: signs every command */
-    int64_t lifetime_ms;  /* of every command (trust.command.lifetime.ms) */
-    cmr_lag_gauge_t lag;  /* the group consumer's lag per partition, for /metrics */
+    cmr_signer_t *signer;    /* owned: signs every command */
+    int64_t lifetime_ms;     /* of every command (trust.command.lifetime.ms) */
+    cmr_lag_gauge_t lag;     /* the group consumer's lag per partition, for /metrics */
+    struct answer **answers; /* owned: answers queued, waiting for answers_flush() */
+    size_t n_answers;
+    cmr_record_t **polled; /* owned array: the registrations of one poll, while they are queued */
 } worker_t;
 
 /* --- rejected messages -------------------------------------------------------------- */
@@ -198,68 +202,190 @@ static int ensure_command_topic(worker_t *w, const char *topic)
     return 0;
 }
 
-/* Waits until every queued message is delivered or failed (reported by the producer's own
- * thread), polling the outstanding count finely: rd_kafka_flush() sleeps in 10 ms steps
- * when another thread serves the delivery reports, which would add to every answer.
- * 0, or -1 when messages are still outstanding after timeout_ms. */
-static int wait_delivered(cmr_producer_t *p, int timeout_ms)
+/* --- answers in flight -------------------------------------------------------------- */
+
+/*
+ * Answers are queued, not sent one by one: a registration burst (a fleet restarting) or an
+ * environment change that re-answers every agent costs one wait for delivery, not one per
+ * agent (each wait is a round trip to the cluster, about 10 ms on the embedded broker,
+ * which made 100 registrations at once take a second). answers_flush() waits for every
+ * queued answer, then, in the order they were queued, counts and logs each one and marks
+ * its registration record done once its answer is delivered.
+ *
+ * Ownership: the batch owns its entries and the records in them. The delivery report (on
+ * the producer's thread) writes an entry's outcome; an entry still in flight when the wait
+ * times out is abandoned, and then the report frees it (atomic_exchange decides who is
+ * last).
+ */
+enum { ANSWER_IN_FLIGHT, ANSWER_DELIVERED, ANSWER_FAILED, ANSWER_ABANDONED };
+
+#define ANSWERS_MAX 1024      /* queued answers before a flush is forced */
+#define ANSWERS_WAIT_MS 30000 /* for the delivery of a batch */
+
+static int answers_flush(worker_t *w);
+
+typedef struct answer {
+    _Atomic int outcome; /* ANSWER_*: written by the delivery report, or here when nothing was sent */
+    const char *error;   /* librdkafka's static text of a failed delivery */
+    int configured;      /* 1: AgentConfiguration; 0: NoEnvironment; -1: nothing sent */
+    cmr_record_t *rec;   /* owned: the registration this answers (NULL for a re-answer) */
+    cmr_buf_t log;       /* owned: the log line's fields, written once delivered */
+    char topic[CMR_TOPIC_NAME_MAX];
+} answer_t;
+
+/* The producer's delivery report (its own thread); diagnoses are sent with no opaque. */
+static void on_delivery(const cmr_delivery_t *d, void *cb_opaque)
 {
-    int64_t deadline = cmr_mono_ms() + timeout_ms;
-    while (cmr_producer_outstanding(p) > 0) {
-        if (cmr_mono_ms() > deadline) {
-            cmr_log(CMR_LOG_ERROR, "config.delivery_timeout", "outstanding=%d", cmr_producer_outstanding(p));
-            return -1;
-        }
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
+    (void)cb_opaque;
+    answer_t *a = d->opaque;
+    if (!a)
+        return;
+    a->error = d->error;
+    if (atomic_exchange(&a->outcome, d->err ? ANSWER_FAILED : ANSWER_DELIVERED) == ANSWER_ABANDONED) {
+        cmr_buf_free(&a->log);
+        free(a);
     }
-    return 0;
 }
 
-/* Sends the answer for one registration and waits until it is delivered. 0 or -1. */
-static int send_answer(worker_t *w, const cmr_agent_registration_t *reg, const char *why)
+static answer_t *answer_new(worker_t *w, cmr_record_t *rec)
 {
-    char topic[CMR_TOPIC_NAME_MAX], err[256];
+    if (w->n_answers == ANSWERS_MAX)
+        answers_flush(w); /* a failed answer there is logged; this one is queued anyway */
+    answer_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    atomic_init(&a->outcome, ANSWER_DELIVERED); /* nothing sent (yet) */
+    a->configured = -1;
+    a->rec = rec;
+    w->answers[w->n_answers++] = a;
+    return a;
+}
+
+/* Queues the answer for one registration (rec: its record, owned from here on, or NULL).
+ * 0, or -1 when the answer could not even be queued (the record is then not done). */
+static int queue_answer(worker_t *w, const cmr_agent_registration_t *reg, const char *why, cmr_record_t *rec)
+{
+    char err[256];
     reg_esc_t e;
     escape_reg(reg, &e);
-    if (cmr_topic_command(reg->instance_id, topic, sizeof topic) != 0) {
+    answer_t *ans = answer_new(w, rec);
+    if (!ans) {
+        cmr_log(CMR_LOG_ERROR, "config.send_failed", "instance=%s error=\"out of memory\"", e.instance);
+        cmr_record_free(rec);
+        return -1;
+    }
+    if (cmr_topic_command(reg->instance_id, ans->topic, sizeof ans->topic) != 0) {
         cmr_log(CMR_LOG_WARN, "config.bad_instance_id", "instance=\"%s\" agent=\"%s\"", e.instance, e.name);
         return 0; /* nothing can ever be sent to it: done */
     }
-    if (ensure_command_topic(w, topic) != 0)
+    if (ensure_command_topic(w, ans->topic) != 0) {
+        atomic_store(&ans->outcome, ANSWER_FAILED);
+        ans->error = "the command topic could not be made";
         return -1;
+    }
     cmr_cfg_answer_t a;
     cmr_cfg_answer(w->state, reg, cmr_wall_ms(), &a);
     if (a.configured) { /* the fleet's trace-context MAC key, derived from the signing key */
         cmr_signer_derive_key(w->signer, CMR_TRACE_CONTEXT_KEY_CONTEXT, a.trace_key);
         a.cfg.trace_context.key = (cmr_bytes_t){a.trace_key, sizeof a.trace_key};
     }
-    int rc = a.configured ? cmr_command_send(w->producer, w->signer, reg->instance_id, topic, w->lifetime_ms,
-                                             CMR_MSG_AGENT_CONFIGURATION, &a.cfg, err, sizeof err)
-                          : cmr_command_send(w->producer, w->signer, reg->instance_id, topic, w->lifetime_ms,
-                                             CMR_MSG_NO_ENVIRONMENT, &a.no_env, err, sizeof err);
+    char reason[sizeof a.reason * 4];
+    ans->configured = a.configured;
+    if (a.configured)
+        cmr_buf_printf(&ans->log,
+                       "why=%s agent=\"%s\" host=\"%s\" instance=%s agent_id=%016" PRIx64
+                       " environment=%s revision=%" PRId64,
+                       why, e.name, e.host, e.instance, (uint64_t)a.cfg.agent_id, a.cfg.environment_id, a.cfg.revision);
+    else
+        cmr_buf_printf(&ans->log, "agent=\"%s\" host=\"%s\" instance=%s reason=\"%s\"", e.name, e.host, e.instance,
+                       cmr_log_escape(a.reason, reason, sizeof reason));
+    atomic_store(&ans->outcome, ANSWER_IN_FLIGHT);
+    int rc = a.configured ? cmr_command_send(w->producer, w->signer, reg->instance_id, ans->topic, w->lifetime_ms,
+                                             CMR_MSG_AGENT_CONFIGURATION, &a.cfg, ans, err, sizeof err)
+                          : cmr_command_send(w->producer, w->signer, reg->instance_id, ans->topic, w->lifetime_ms,
+                                             CMR_MSG_NO_ENVIRONMENT, &a.no_env, ans, err, sizeof err);
     if (rc != CMR_SEND_OK) {
-        cmr_log(CMR_LOG_ERROR, "config.send_failed", "topic=%s error=\"%s\"", topic,
+        atomic_store(&ans->outcome, ANSWER_FAILED); /* never queued: no report will come */
+        cmr_log(CMR_LOG_ERROR, "config.send_failed", "topic=%s error=\"%s\"", ans->topic,
                 rc == CMR_SEND_QUEUE_FULL ? "queue full" : err);
+        ans->error = "not queued";
         return -1;
     }
-    cmr_producer_stats_t before, after;
-    cmr_producer_stats(w->producer, &before);
-    if (wait_delivered(w->producer, 30000) != 0)
-        return -1;
-    cmr_producer_stats(w->producer, &after);
-    if (after.failed != before.failed)
-        return -1;
-    atomic_fetch_add(a.configured ? &w->configured : &w->no_environment, 1);
-    char reason[sizeof a.reason * 4];
-    if (a.configured)
-        cmr_log(CMR_LOG_INFO, "agent.configured",
-                "why=%s agent=\"%s\" host=\"%s\" instance=%s agent_id=%016" PRIx64 " environment=%s revision=%" PRId64,
-                why, e.name, e.host, e.instance, (uint64_t)a.cfg.agent_id, a.cfg.environment_id, a.cfg.revision);
-    else
-        cmr_log(CMR_LOG_WARN, "agent.no_environment", "agent=\"%s\" host=\"%s\" instance=%s reason=\"%s\"", e.name,
-                e.host, e.instance, cmr_log_escape(a.reason, reason, sizeof reason));
     return 0;
+}
+
+/* A registration record that gets no answer (refused): done in its turn. */
+static void queue_no_answer(worker_t *w, cmr_record_t *rec)
+{
+    if (!answer_new(w, rec))
+        cmr_record_free(rec); /* not done: read again by the next owner */
+}
+
+/* Waits until every queued answer is delivered or failed, at most ANSWERS_WAIT_MS. */
+static void answers_wait(worker_t *w)
+{
+    int64_t deadline = cmr_mono_ms() + ANSWERS_WAIT_MS;
+    for (size_t i = 0; i < w->n_answers;) {
+        if (atomic_load(&w->answers[i]->outcome) != ANSWER_IN_FLIGHT) {
+            i++;
+            continue;
+        }
+        if (cmr_mono_ms() > deadline)
+            return;
+        struct timespec ts = {0, 200000}; /* the report comes on the producer's thread */
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Settles one answer after the wait; frees it unless its report is still to come. */
+static void answer_settle(worker_t *w, answer_t *a)
+{
+    int outcome = atomic_exchange(&a->outcome, ANSWER_ABANDONED);
+    if (outcome == ANSWER_DELIVERED && a->configured >= 0) {
+        atomic_fetch_add(a->configured ? &w->configured : &w->no_environment, 1);
+        if (a->configured)
+            cmr_log(CMR_LOG_INFO, "agent.configured", "%s", cmr_buf_str(&a->log));
+        else
+            cmr_log(CMR_LOG_WARN, "agent.no_environment", "%s", cmr_buf_str(&a->log));
+    } else if (outcome == ANSWER_FAILED) {
+        cmr_log(CMR_LOG_ERROR, "config.send_failed", "topic=%s error=\"%s\" %s", a->topic,
+                a->error ? a->error : "delivery failed", cmr_buf_str(&a->log));
+    } else if (outcome == ANSWER_IN_FLIGHT) {
+        cmr_log(CMR_LOG_ERROR, "config.delivery_timeout", "topic=%s timeout_ms=%d %s", a->topic, ANSWERS_WAIT_MS,
+                cmr_buf_str(&a->log));
+    }
+    if (a->rec) {
+        if (outcome == ANSWER_DELIVERED)
+            cmr_consumer_done(w->consumer, a->rec);
+        cmr_record_free(a->rec);
+        a->rec = NULL;
+    }
+    if (outcome != ANSWER_IN_FLIGHT) { /* else the delivery report frees it */
+        cmr_buf_free(&a->log);
+        free(a);
+    }
+}
+
+/* Waits for every queued answer, then settles them in order. 0, or -1 when an answer
+ * failed or timed out (logged; its record is not done). */
+static int answers_flush(worker_t *w)
+{
+    if (!w->n_answers)
+        return 0;
+    int64_t started = cmr_mono_ms();
+    answers_wait(w);
+    int64_t waited = cmr_mono_ms() - started;
+    size_t failed = 0;
+    for (size_t i = 0; i < w->n_answers; i++) {
+        int outcome = atomic_load(&w->answers[i]->outcome);
+        failed += outcome == ANSWER_FAILED || outcome == ANSWER_IN_FLIGHT;
+        answer_settle(w, w->answers[i]);
+    }
+    if (w->n_answers > 1) /* a burst: how many answers shared one wait */
+        cmr_log(CMR_LOG_INFO, "config.answers_delivered", "answers=%zu failed=%zu wait_ms=%" PRId64, w->n_answers,
+                failed, waited);
+    w->n_answers = 0;
+    return failed ? -1 : 0;
 }
 
 /* --- registry ----------------------------------------------------------------------- */
@@ -321,9 +447,10 @@ static void on_env_changed(worker_t *w, const char *env_id)
         const char *cur = cmr_cfg_agent_env(w->state, r->agent_name, &r->ip_addresses);
         if (!cur || strcmp(cur, env_id) != 0 || !owns_partition(w, w->agents[i].partition))
             continue;
-        if (send_answer(w, r, "environment_changed") == 0)
+        if (queue_answer(w, r, "environment_changed", NULL) == 0)
             sent++;
     }
+    answers_flush(w);
     cmr_log(CMR_LOG_INFO, "config.environment_changed", "environment=%s agents_updated=%zu", env_id, sent);
 }
 
@@ -352,7 +479,7 @@ static void on_mappings_record(worker_t *w, const cmr_reader_rec_t *rec)
         const char *now = cmr_cfg_agent_env(w->state, r->agent_name, &r->ip_addresses);
         int same = (!now && !before[i]) || (now && before[i] && strcmp(now, before[i]) == 0);
         if (!same && now && owns_partition(w, w->agents[i].partition))
-            send_answer(w, r, "mapping_changed");
+            queue_answer(w, r, "mapping_changed", NULL);
         else if (!same && !now) {
             reg_esc_t e;
             escape_reg(r, &e);
@@ -360,6 +487,7 @@ static void on_mappings_record(worker_t *w, const cmr_reader_rec_t *rec)
                     e.instance, before[i]);
         }
     }
+    answers_flush(w);
     for (size_t i = 0; before && i < n; i++)
         free(before[i]);
     free(before);
@@ -457,13 +585,16 @@ static int drain_readers(worker_t *w)
     return 0;
 }
 
-static int handle_registration(worker_t *w, cmr_record_t *rec)
+/* Queues the answer to one record of cmr.registrations (owned from here on: it is done
+ * once its answer is delivered, or at once when it is refused). */
+static void handle_registration(worker_t *w, cmr_record_t *rec)
 {
     char what[2048];
     if (rec->msg.type != CMR_MSG_AGENT_REGISTRATION) {
         snprintf(what, sizeof what, "type=%s", cmr_msg_type_name(rec->msg.type));
         reject(w, REJECT_FOREIGN_TYPE, rec->topic, rec->partition, rec->offset, what);
-        return 0;
+        queue_no_answer(w, rec);
+        return;
     }
     const cmr_agent_registration_t *r = &rec->msg.u.registration;
     reg_esc_t e;
@@ -472,12 +603,55 @@ static int handle_registration(worker_t *w, cmr_record_t *rec)
     if (problem >= 0) {
         snprintf(what, sizeof what, "agent=\"%s\" host=\"%s\" instance=\"%s\"", e.name, e.host, e.instance);
         reject(w, (reject_reason_t)problem, rec->topic, rec->partition, rec->offset, what);
-        return 0; /* done: it is never answered */
+        queue_no_answer(w, rec); /* done: it is never answered */
+        return;
     }
     cmr_log(CMR_LOG_INFO, "agent.registration",
             "agent=\"%s\" host=\"%s\" instance=%s agent_id=%016" PRIx64 " attempt=%d", e.name, e.host, e.instance,
             cmr_agent_id(r->agent_name, r->hostname, r->instance_id), r->attempt);
-    return send_answer(w, r, "registration");
+    queue_answer(w, r, "registration", rec);
+}
+
+/* The command topics of the registrations a poll returned, looked up together (one
+ * metadata request instead of one per agent: a round trip each, which made a burst of
+ * registrations wait for each other). Those that fail are asked for again, and logged, by
+ * the answer's own ensure_command_topic(). */
+static void learn_topics(worker_t *w, cmr_record_t *const *recs, size_t n)
+{
+    char(*names)[CMR_TOPIC_NAME_MAX] = calloc(n, sizeof *names);
+    const char **topics = calloc(n, sizeof *topics);
+    size_t k = 0;
+    for (size_t i = 0; names && topics && i < n; i++) {
+        const cmr_msg_t *m = &recs[i]->msg;
+        if (m->type == CMR_MSG_AGENT_REGISTRATION && registration_problem(&m->u.registration) < 0 &&
+            cmr_topic_command(m->u.registration.instance_id, names[k], sizeof names[k]) == 0) {
+            topics[k] = names[k];
+            k++;
+        }
+    }
+    char err[256];
+    if (k > 1)
+        cmr_producer_ensure_topics_once(w->producer, &w->topics_ok, w->conf, topics, k, 10000, err, sizeof err);
+    free(names);
+    free(topics);
+}
+
+/* Every registration waiting: their command topics looked up together, their answers
+ * queued, one wait for their delivery. 0, or -1 on a fatal consumer error. */
+static int answer_waiting(worker_t *w)
+{
+    cmr_record_t *rec;
+    size_t n = 0;
+    int got = cmr_consumer_poll(w->consumer, 100, &rec);
+    while (got == 1) {
+        w->polled[n++] = rec;
+        got = n < ANSWERS_MAX ? cmr_consumer_poll(w->consumer, 0, &rec) : 0;
+    }
+    learn_topics(w, w->polled, n);
+    for (size_t i = 0; i < n; i++)
+        handle_registration(w, w->polled[i]);
+    answers_flush(w);
+    return got < 0 ? -1 : 0;
 }
 
 static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
@@ -515,12 +689,21 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
         cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_AGENT_EVENTS), cmr_wall_ms() - 60000, err, errlen);
     if (!w->status_reader)
         return -1;
-    w->producer = cmr_producer_new(conf, "cmr-config", NULL, NULL, err, errlen);
+    if (!(w->answers = calloc(ANSWERS_MAX, sizeof *w->answers)) ||
+        !(w->polled = calloc(ANSWERS_MAX, sizeof *w->polled))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    w->producer = cmr_producer_new(conf, "cmr-config", on_delivery, NULL, err, errlen);
     return w->producer ? 0 : -1;
 }
 
 static void teardown(worker_t *w)
 {
+    if (w->answers)
+        answers_flush(w); /* what is queued still goes out; records done before the consumer closes */
+    free(w->answers);
+    free(w->polled);
     if (w->consumer)
         cmr_consumer_close(w->consumer);
     if (w->producer)
@@ -585,15 +768,8 @@ int cmr_cfg_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
         }
         if (drain_readers(&w) != 0)
             goto out;
-        cmr_record_t *rec;
-        int got = cmr_consumer_poll(w.consumer, 100, &rec);
-        if (got < 0)
+        if (answer_waiting(&w) != 0)
             goto out;
-        if (got == 0)
-            continue;
-        if (handle_registration(&w, rec) == 0)
-            cmr_consumer_done(w.consumer, rec);
-        cmr_record_free(rec);
     }
     rc = 0;
     log_reject_totals(&w);

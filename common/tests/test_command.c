@@ -177,7 +177,7 @@ static void test_send_refuses_non_commands(void **state)
     (void)state;
     char err[256];
     cmr_class_loaded_t cl = {0};
-    assert_int_equal(cmr_command_send(NULL, signer, INSTANCE, "t", 0, CMR_MSG_CLASS_LOADED, &cl, err, sizeof err),
+    assert_int_equal(cmr_command_send(NULL, signer, INSTANCE, "t", 0, CMR_MSG_CLASS_LOADED, &cl, NULL, err, sizeof err),
                      CMR_SEND_ERROR);
     assert_non_null(strstr(err, "not a command"));
     assert_true(cmr_command_type(CMR_MSG_REDEFINE));

@@ -111,6 +111,33 @@ int cmr_producer_ensure_topic_once(cmr_producer_t *p, cmr_topic_set_t *set, cons
     return 1;
 }
 
+int cmr_producer_ensure_topics_once(cmr_producer_t *p, cmr_topic_set_t *set, const cmr_conf_t *conf,
+                                    const char *const *topics, size_t n, int timeout_ms, char *errbuf, size_t errlen)
+{
+    const char **unknown = calloc(n ? n : 1, sizeof *unknown);
+    bool *known = calloc(n ? n : 1, sizeof *known);
+    size_t nunknown = 0;
+    for (size_t i = 0; unknown && i < n; i++)
+        if (!cmr_map_has(&set->names, topics[i], strlen(topics[i])))
+            unknown[nunknown++] = topics[i];
+    int ensured = 0, rc = 0;
+    if (unknown && known && nunknown > 1 &&
+        cmr_producer_topics_known(p, unknown, nunknown, timeout_ms, known) > 0) /* one round trip for all */
+        for (size_t i = 0; i < nunknown; i++)
+            if (known[i] && cmr_map_put(&set->names, unknown[i], strlen(unknown[i]), NULL) == 0)
+                ensured++;
+    for (size_t i = 0; i < n; i++) { /* the rest one by one (creates what is missing) */
+        int one = cmr_producer_ensure_topic_once(p, set, conf, topics[i], timeout_ms, errbuf, errlen);
+        if (one < 0)
+            rc = -1;
+        else
+            ensured += one;
+    }
+    free(unknown);
+    free(known);
+    return rc < 0 ? -1 : ensured;
+}
+
 size_t cmr_topic_set_count(const cmr_topic_set_t *set)
 {
     return cmr_map_count(&set->names);

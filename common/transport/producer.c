@@ -15,6 +15,7 @@
 #include "cmr/event.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 #include "cmr/wire.h"
 #include "kafka_internal.h"
 
@@ -238,6 +239,36 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
 int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_ms)
 {
     return cmr_kafka_topic_partitions(p->rk, topic, timeout_ms, NULL, NULL, 0);
+}
+
+int cmr_producer_topics_known(cmr_producer_t *p, const char *const *topics, size_t n, int timeout_ms, bool *known)
+{
+    rd_kafka_topic_t **rkts = calloc(n ? n : 1, sizeof *rkts);
+    if (!rkts)
+        return -1;
+    for (size_t i = 0; i < n; i++) { /* handles: the reply updates their metadata too */
+        known[i] = false;
+        rkts[i] = rd_kafka_topic_new(p->rk, topics[i], NULL);
+    }
+    const struct rd_kafka_metadata *md = NULL;
+    int found = -1;
+    if (rd_kafka_metadata(p->rk, 1, NULL, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR && md) {
+        cmr_map_t present = {0}; /* out of memory: fewer found, asked for one by one */
+        for (int i = 0; i < md->topic_cnt; i++)
+            if (md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topics[i].partition_cnt > 0)
+                cmr_map_put(&present, md->topics[i].topic, strlen(md->topics[i].topic), NULL);
+        found = 0;
+        for (size_t i = 0; i < n; i++)
+            found += known[i] = cmr_map_has(&present, topics[i], strlen(topics[i]));
+        cmr_map_free(&present);
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    for (size_t i = 0; i < n; i++)
+        if (rkts[i])
+            rd_kafka_topic_destroy(rkts[i]);
+    free(rkts);
+    return found;
 }
 
 void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)

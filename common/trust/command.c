@@ -76,7 +76,8 @@ int cmr_command_wrap(const cmr_signer_t *signer, const char *instance_id, int64_
 }
 
 int cmr_command_send(cmr_producer_t *p, const cmr_signer_t *signer, const char *instance_id, const char *topic,
-                     int64_t lifetime_ms, cmr_msg_type_t type, const void *msg, char *errbuf, size_t errlen)
+                     int64_t lifetime_ms, cmr_msg_type_t type, const void *msg, void *opaque, char *errbuf,
+                     size_t errlen)
 {
     if (!cmr_command_type(type)) {
         snprintf(errbuf, errlen, "%s is not a command", cmr_msg_type_name(type));
@@ -89,7 +90,7 @@ int cmr_command_send(cmr_producer_t *p, const cmr_signer_t *signer, const char *
     int rc = CMR_SEND_ERROR;
     if (cmr_command_wrap(signer, instance_id, lifetime_ms, type, msg, &payload, &sc, key_id, signature, errbuf,
                          errlen) == 0)
-        rc = cmr_producer_send(p, CMR_MSG_SIGNED_COMMAND, &sc, topic, NULL, errbuf, errlen);
+        rc = cmr_producer_send(p, CMR_MSG_SIGNED_COMMAND, &sc, topic, opaque, errbuf, errlen);
     cmr_buf_free(&payload);
     return rc;
 }

@@ -14,6 +14,8 @@
  *    every line says what really happened;
  *  - two JVMs with the same name on one host are two agents (two agent ids), both are
  *    configured and both get an environment change;
+ *  - registrations waiting when the worker polls (a fleet restarting) are answered
+ *    together, one wait for their delivery, each agent once;
  *  - outsider-controlled values are escaped in the worker's log (a newline in an agent
  *    name stays in one line) and refused registrations are counted per reason;
  *  - diagnoses (docs/DIAGNOSIS.md): started with `diagnose start`, refused twice for one
@@ -113,7 +115,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tests_ok != 10)
+    if (tests_ok != 11)
         cp_proc_dump_log(&worker, 60);
     cp_proc_stop(&worker);
     cmr_conf_destroy(conf);
@@ -590,6 +592,65 @@ static void test_same_name_instances(void **state)
     tests_ok++;
 }
 
+/* Sums the answers= of the worker's config.answers_delivered lines; *lines: how many. */
+static size_t answers_delivered(int *lines)
+{
+    FILE *f = fopen(worker_log, "r");
+    char line[4096];
+    size_t answers = 0;
+    *lines = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "event=config.answers_delivered answers=");
+        if (at) {
+            answers += strtoul(at + strlen("event=config.answers_delivered answers="), NULL, 10);
+            (*lines)++;
+        }
+    }
+    if (f)
+        fclose(f);
+    return answers;
+}
+
+/* A fleet restarting: registrations waiting when the worker polls are answered together,
+ * with one wait for their delivery, each agent exactly once. */
+static void test_registration_burst_answered_together(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    cp_peer_t *peers = calloc(N, sizeof *peers);
+    assert_non_null(peers);
+    int lines_before;
+    size_t answers_before = answers_delivered(&lines_before);
+    assert_int_equal(cp_proc_stop(&worker), 0);
+    for (int i = 0; i < N; i++) {
+        char name[32], ip[32];
+        snprintf(name, sizeof name, "shop-burst-%d", i);
+        snprintf(ip, sizeof ip, "10.9.0.%d", i + 1);
+        assert_int_equal(cp_peer_open(&peers[i], conf, name, "host-burst", ip), 0);
+        assert_int_equal(cp_peer_register_queued(&peers[i], 1), 0);
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(cp_peer_flush(&peers[i]), 0);
+    assert_int_equal(start_worker(), 0);
+    for (int i = 0; i < N; i++)
+        expect_configuration(&peers[i], "shop", 3, 125);
+    usleep(300000);
+    for (int i = 0; i < N; i++) { /* once each */
+        cmr_msg_t m;
+        assert_int_equal(cp_peer_next(&peers[i], 0, &m), 0);
+        cp_peer_close(&peers[i]);
+    }
+    free(peers);
+    int lines;
+    size_t answers = answers_delivered(&lines) - answers_before;
+    lines -= lines_before;
+    /* most answered in a few shared waits, not one wait each (a registration that a poll
+     * returns alone is answered alone: not in these lines) */
+    if (answers < N / 2 || lines < 1 || lines > N / 4)
+        fail_msg("answers in shared waits: %zu in %d waits", answers, lines);
+    tests_ok++;
+}
+
 /* --- what outsiders write: escaped, refused, counted ------------------------------------- */
 
 static void send_registration(const cmr_agent_registration_t *r)
@@ -666,6 +727,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_foreign_bytes_and_restart),
         cmocka_unit_test(test_apply_all_or_nothing),
         cmocka_unit_test(test_same_name_instances),
+        cmocka_unit_test(test_registration_burst_answered_together),
         cmocka_unit_test(test_diagnoses),
         cmocka_unit_test(test_outsider_values_in_logs),
     };

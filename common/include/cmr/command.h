@@ -44,10 +44,11 @@ int cmr_command_wrap(const cmr_signer_t *signer, const char *instance_id, int64_
                      char *errbuf, size_t errlen);
 
 /* Encodes msg (a command type), signs it for instance_id and queues the envelope on
- * `topic` (the agent's command topic). Never blocks. A CMR_SEND_* value; errbuf says
- * why on CMR_SEND_ERROR. */
+ * `topic` (the agent's command topic). Never blocks. `opaque` comes back in the delivery
+ * report (cmr_delivery_t). A CMR_SEND_* value; errbuf says why on CMR_SEND_ERROR. */
 int cmr_command_send(cmr_producer_t *p, const cmr_signer_t *signer, const char *instance_id, const char *topic,
-                     int64_t lifetime_ms, cmr_msg_type_t type, const void *msg, char *errbuf, size_t errlen);
+                     int64_t lifetime_ms, cmr_msg_type_t type, const void *msg, void *opaque, char *errbuf,
+                     size_t errlen);
 
 /* The agent side: verifies the SignedCommand in rec->msg at wall time now_ms. On
  * CMR_TRUST_OK, rec->msg holds the command inside (the envelope is freed). Otherwise

@@ -95,6 +95,10 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
  * topic's metadata afterwards. 1 when it exists, 0 when not, -1 when the cluster did not
  * answer. Cheaper than cmr_admin_ensure_topic(), which opens a client of its own. */
 int cmr_producer_topic_known(cmr_producer_t *p, const char *topic, int timeout_ms);
+/* The same for n topics with one metadata request (of every topic of the cluster: one
+ * round trip, whatever n): known[i] says whether topics[i] exists. How many do, or -1
+ * when the cluster did not answer. */
+int cmr_producer_topics_known(cmr_producer_t *p, const char *const *topics, size_t n, int timeout_ms, bool *known);
 /* The partition the producers' partitioner (librdkafka's `partitioner` setting; NULL: its
  * default, consistent_random) picks for a non-empty key among partition_count partitions:
  * where a message with that key was written. -1 when the key is empty, the count is not
@@ -239,6 +243,12 @@ int cmr_admin_ensure_topic_once(cmr_topic_set_t *set, const cmr_conf_t *conf, co
  * when the topic is still missing. Same return values. */
 int cmr_producer_ensure_topic_once(cmr_producer_t *p, cmr_topic_set_t *set, const cmr_conf_t *conf, const char *topic,
                                    int timeout_ms, char *errbuf, size_t errlen);
+/* The same for n topics: those not in `set` are looked up together
+ * (cmr_producer_topics_known) when there are several, and only those still missing are
+ * asked for one by one. How many were ensured now, or -1 when one could not be (errbuf
+ * names it; the others are in the set). */
+int cmr_producer_ensure_topics_once(cmr_producer_t *p, cmr_topic_set_t *set, const cmr_conf_t *conf,
+                                    const char *const *topics, size_t n, int timeout_ms, char *errbuf, size_t errlen);
 /* How many topics the set holds. */
 size_t cmr_topic_set_count(const cmr_topic_set_t *set);
 void cmr_topic_set_free(cmr_topic_set_t *set);

@@ -185,8 +185,8 @@ int cmr_peer_send_signed(cmr_peer_t *p, const cmr_signer_t *signer, const char *
     char topic[CMR_TOPIC_NAME_MAX], err[256];
     if (cmr_topic_command(topic_instance, topic, sizeof topic) != 0)
         return -1;
-    if (cmr_command_send(p->producer, signer, target_instance, topic, CMR_COMMAND_DEFAULT_LIFETIME_MS, type, msg, err,
-                         sizeof err) != CMR_SEND_OK) {
+    if (cmr_command_send(p->producer, signer, target_instance, topic, CMR_COMMAND_DEFAULT_LIFETIME_MS, type, msg, NULL,
+                         err, sizeof err) != CMR_SEND_OK) {
         fprintf(stderr, "cmr_peer: %s\n", err);
         return -1;
     }
