@@ -43,7 +43,6 @@
  */
 #include <assert.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +59,7 @@
 #include "cmr/rejects.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
+#include "cmr/workpool.h"
 
 #define MAX_PARTITIONS 4096
 #define MAX_TRACES_PER_PART 20000
@@ -98,19 +98,8 @@ typedef struct part {
 
 #define POSTING_REC 24 /* id (8, native order) | trace id (16) */
 
-/* The writer threads of group commits (run_jobs): they wait for a round's jobs. */
+/* The writer threads of group commits (run_jobs): helpers of the flushing thread. */
 #define WRITERS_MAX 15
-typedef struct writers {
-    pthread_mutex_t lock;
-    pthread_cond_t work, done;
-    struct write_job *jobs; /* the round's, while one runs */
-    size_t njobs, next, pending;
-    bool stop;
-    pthread_t threads[WRITERS_MAX];
-    int nthreads;
-} writers_t;
-
-static void writers_stop(writers_t *w);
 
 struct cmr_ingest_engine {
     char root[4096];
@@ -124,7 +113,7 @@ struct cmr_ingest_engine {
     cmr_u64map_t status;        /* agent id -> last stored status (ing_agents.c) */
     int64_t status_retained_ms; /* the last status retention (hourly) */
     cmr_segs_reader_t *reader;  /* splits EventBatch messages into segment batches (owned) */
-    writers_t writers;
+    cmr_workpool_t *writers;    /* owned */
 };
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -148,9 +137,11 @@ cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opt
     }
     cmr_store_load_names(e->meta, e->names);
     e->meta_wb = rocksdb_writebatch_create();
-    pthread_mutex_init(&e->writers.lock, NULL);
-    pthread_cond_init(&e->writers.work, NULL);
-    pthread_cond_init(&e->writers.done, NULL);
+    e->writers = cmr_workpool_new(WRITERS_MAX);
+    if (!e->writers) {
+        cmr_ingest_engine_free(e);
+        return NULL;
+    }
     return e;
 }
 
@@ -228,7 +219,7 @@ void cmr_ingest_engine_free(cmr_ingest_engine_t *e)
     if (e->reader)
         cmr_segs_reader_free(e->reader);
     free(e->reader);
-    writers_stop(&e->writers);
+    cmr_workpool_free(e->writers);
     free(e);
 }
 
@@ -710,73 +701,25 @@ typedef struct write_job {
     int rc;
 } write_job_t;
 
-static void write_part(write_job_t *j)
+static void write_part(void *ctx, size_t i)
 {
+    write_job_t *j = (write_job_t *)ctx + i;
     char err[1024];
     j->rc = cmr_store_write(j->p->store, j->p->wb, err, sizeof err);
     if (j->rc)
         cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"%s\"", j->p->partition, err);
 }
 
-/* Takes the round's next job while there is one (lock held on entry and exit). */
-static void take_jobs(writers_t *w)
+/* Runs the jobs, side by side on the writer threads when `parallel` (fsync on), else one
+ * after the other here. Returns when every job has run. */
+static void run_jobs(cmr_workpool_t *writers, write_job_t *jobs, size_t n, bool parallel)
 {
-    while (w->next < w->njobs) {
-        write_job_t *j = &w->jobs[w->next++];
-        pthread_mutex_unlock(&w->lock);
-        write_part(j);
-        pthread_mutex_lock(&w->lock);
-        if (--w->pending == 0)
-            pthread_cond_signal(&w->done);
+    if (parallel) {
+        cmr_workpool_run(writers, n, write_part, jobs);
+        return;
     }
-}
-
-static void *writer_main(void *arg)
-{
-    writers_t *w = arg;
-    pthread_mutex_lock(&w->lock);
-    while (!w->stop) {
-        take_jobs(w);
-        if (!w->stop)
-            pthread_cond_wait(&w->work, &w->lock);
-    }
-    pthread_mutex_unlock(&w->lock);
-    return NULL;
-}
-
-/* Runs the jobs, side by side when there are writer threads (started as needed, up to
- * WRITERS_MAX; a job that finds none runs here). Returns when every job has run. */
-static void run_jobs(writers_t *w, write_job_t *jobs, size_t n, bool parallel)
-{
-    pthread_mutex_lock(&w->lock);
-    while (parallel && w->nthreads < WRITERS_MAX && (size_t)w->nthreads + 1 < n &&
-           pthread_create(&w->threads[w->nthreads], NULL, writer_main, w) == 0)
-        w->nthreads++;
-    w->jobs = jobs;
-    w->njobs = n;
-    w->next = 0;
-    w->pending = n;
-    if (parallel)
-        pthread_cond_broadcast(&w->work);
-    take_jobs(w);
-    while (w->pending)
-        pthread_cond_wait(&w->done, &w->lock);
-    w->jobs = NULL;
-    w->njobs = w->next = 0;
-    pthread_mutex_unlock(&w->lock);
-}
-
-static void writers_stop(writers_t *w)
-{
-    pthread_mutex_lock(&w->lock);
-    w->stop = true;
-    pthread_cond_broadcast(&w->work);
-    pthread_mutex_unlock(&w->lock);
-    for (int i = 0; i < w->nthreads; i++)
-        pthread_join(w->threads[i], NULL);
-    pthread_mutex_destroy(&w->lock);
-    pthread_cond_destroy(&w->work);
-    pthread_cond_destroy(&w->done);
+    for (size_t i = 0; i < n; i++)
+        write_part(jobs, i);
 }
 
 int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
@@ -822,7 +765,7 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
         assert(njobs < MAX_PARTITIONS);
         jobs[njobs++] = (write_job_t){.p = p};
     }
-    run_jobs(&e->writers, jobs, njobs, e->o.sync);
+    run_jobs(e->writers, jobs, njobs, e->o.sync);
     for (size_t i = 0; i < njobs; i++) {
         rc |= jobs[i].rc;
         part_t *p = jobs[i].p;

@@ -72,6 +72,7 @@
 #include "cmr/instr_budget.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_diagnose.h"
+#include "cmr/instr_prepare.h"
 #include "cmr/instr_probe.h"
 #include "cmr/instr_resync.h"
 #include "cmr/instr_rules.h"
@@ -81,6 +82,7 @@
 #include "cmr/metrics_http.h"
 #include "cmr/rejects.h"
 #include "cmr/trust.h"
+#include "cmr/workpool.h"
 
 #define MAX_PARTITIONS 1024
 
@@ -168,7 +170,15 @@ typedef struct worker {
     cmr_u64map_t registered;               /* agent id -> its instance id (owned strings) */
     int32_t classes_partitions;            /* of cmr.classes, to find a registered agent's partition */
     _Atomic uint64_t records_lost, resyncs;
+    /* A unit's new classes, prepared side by side ("prepared side by side" below). */
+    cmr_workpool_t *pool;   /* owned: instrumenter.threads - 1 helpers */
+    struct class_job *jobs; /* owned: JOBS_MAX of them, njobs queued */
+    size_t njobs;
+    bool emitting;                         /* jobs_flush() is sending: send_msg() must not flush again */
+    _Atomic uint64_t prepare_us, prepared; /* time in the pool's rounds, classes prepared there */
 } worker_t;
+
+static int jobs_flush(worker_t *w);
 
 /* Metadata loaded while deciding one class (lookup results must outlive the decision). */
 typedef struct lookup_ctx {
@@ -288,12 +298,14 @@ static int command_topic(worker_t *w, const char *instance_id, char *topic, size
 static int send_msg(worker_t *w, cmr_msg_type_t type, const void *msg, const char *instance, const char *topic)
 {
     if (w->replaying)
-        return 0; /* the previous owner answered these records */
+        return 0;                                       /* the previous owner answered these records */
+    if (w->njobs && !w->emitting && jobs_flush(w) != 0) /* what was queued before goes first */
+        return -1;
     char err[256];
     assert(!cmr_command_type(type) || (instance && topic));
-    int rc = cmr_command_type(type)
-                 ? cmr_command_send(w->producer, w->signer, instance, topic, w->lifetime_ms, type, msg, err, sizeof err)
-                 : cmr_producer_send(w->producer, type, msg, topic, NULL, err, sizeof err);
+    int rc = cmr_command_type(type) ? cmr_command_send(w->producer, w->signer, instance, topic, w->lifetime_ms, type,
+                                                       msg, NULL, err, sizeof err)
+                                    : cmr_producer_send(w->producer, type, msg, topic, NULL, err, sizeof err);
     if (rc != CMR_SEND_OK) {
         cmr_log(CMR_LOG_ERROR, "instr.send_failed", "type=%s error=\"%s\"", cmr_msg_type_name(type),
                 rc == CMR_SEND_QUEUE_FULL ? "local queue full" : err);
@@ -489,58 +501,95 @@ static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const 
     return 0;
 }
 
-/* Instruments and sends a Redefine with new bytes. *sig is set to 0 when every method was
- * refused (the class then stays original). */
-/* A diagnosis' scope for bytes that carry its probes: its limits, and the bytes of the
- * environment's decision alone (env_d) to restore, built here (restore_out owns them). */
-static void diag_scope(const cmr_diagnosis_t *diag, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
-                       const cmr_instr_decision_t *env_d, cmr_diagnosis_scope_t *scope, cmr_instr_built_t *restore_out)
+/* Sends what cmr_instr_prepare() made for one class (the worker's thread, in order): the
+ * Redefine with its grant or scope and the method entries, or only the method entries when
+ * the agent runs those bytes already; logs the outcome. *sig becomes what the agent will
+ * run (0: the original bytes). */
+static int emit_prepared(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
+                         uint64_t hash, const cmr_instr_meta_t *meta, int64_t revision, const cmr_instr_prep_t *p,
+                         uint64_t *sig)
 {
-    char err[256];
-    memset(restore_out, 0, sizeof *restore_out);
-    bool original = env_d->n_picks == 0 ||
-                    cmr_instr_build(bytes, len, meta, env_d, restore_out, err, sizeof err) != 0 ||
-                    restore_out->n_methods == 0;
-    *scope = (cmr_diagnosis_scope_t){
-        .id = (int64_t)cmr_diag_id_number(diag->id),
-        .revision = diag->revision,
-        .end_ms = diag->ttl_ms > 0 ? diag->started_ms + diag->ttl_ms : 0,
-        .max_hits = diag->max_hits,
-        .overhead_budget_pct = diag->overhead_budget_pct,
-        .conditions = {diag->conditions.items, diag->conditions.count},
-        .restore_bytecode =
-            original ? (cmr_bytes_t){(uint8_t *)bytes, len} : (cmr_bytes_t){restore_out->bytes, restore_out->len},
-        .restore_original = original,
-    };
+    char topic[CMR_TOPIC_NAME_MAX];
+    if (p->diag_failed) /* the class keeps the environment's bytes, and the cache says so */
+        cmr_log(CMR_LOG_WARN, "instr.diagnosis_class_failed", "class=%s agent=%016" PRIx64 " diagnosis=%s error=\"%s\"",
+                name, agent, p->asked->id, p->diag_error);
+    *sig = p->sig;
+    const cmr_instr_built_t *b = &p->built;
+    int rc = 0;
+    switch (p->status) {
+    case CMR_PREP_NONE: break;
+    case CMR_PREP_FAILED:
+        cmr_log(CMR_LOG_WARN, "instr.class_failed", "class=%s agent=%016" PRIx64 " error=\"%s\"", name, agent, p->err);
+        break;
+    case CMR_PREP_REFUSED:
+        cmr_log(CMR_LOG_INFO, "instr.class_refused", "class=%s agent=%016" PRIx64 " refused=%zu", name, agent,
+                b->n_refused);
+        break;
+    case CMR_PREP_READY:
+        if (p->agent_runs) {
+            w->cached_at_agent++;
+            rc = send_method_entries(w, meta, b);
+            cmr_log(CMR_LOG_DEBUG, "instr.cached_at_agent", "class=%s agent=%016" PRIx64 " methods=%zu", name, agent,
+                    b->n_methods);
+            break;
+        }
+        if (command_topic(w, instance, topic, sizeof topic) != 0)
+            break;
+        if (p->grant_error[0])
+            cmr_log(CMR_LOG_DEBUG, "instr.grant_not_made", "class=%s error=\"%s\"", name, p->grant_error);
+        cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, *sig, 1),
+                            .agent_id = (int64_t)agent,
+                            .class_name = (char *)name,
+                            .loader_id = loader,
+                            .class_hash = (int64_t)hash,
+                            .original = false,
+                            .revision = revision,
+                            .bytecode = {b->bytes, b->len},
+                            .original_digest = {(uint8_t *)p->original_digest, sizeof p->original_digest}};
+        r.methods.items = b->methods;
+        r.methods.count = b->n_methods;
+        if (p->diag)
+            r.diagnosis = (cmr_diagnosis_scope_t *)&p->scope;
+        else if (p->grant.len)
+            r.grant = (cmr_bytes_t){p->grant.data, p->grant.len};
+        rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
+        if (rc == 0)
+            rc = send_method_entries(w, meta, b);
+        if (rc == 0)
+            w->redefines++;
+        cmr_log(p->diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
+                "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b->n_methods,
+                b->n_refused, p->diag ? p->diag->id : "-");
+        break;
+    }
+    return rc;
 }
 
-/* The class grant for instrumented bytes (cmr/grant.h): what lets the next JVM of the
- * environment run them from its cache at load time. Into out; false when none is made
- * (grants off, or the ids do not fit a grant: the Redefine goes without one). */
-static bool make_grant(worker_t *w, const char *env_id, int64_t revision, const char *name,
-                       const uint8_t digest[CMR_TRUST_DIGEST_BYTES], const cmr_instr_built_t *b, cmr_buf_t *out)
+/* The input of cmr_instr_prepare() for one class. */
+static cmr_instr_prep_in_t prep_input(const worker_t *w, const char *name, const uint8_t *bytes, size_t len,
+                                      const cmr_instr_meta_t *meta, const cmr_instr_decision_t *d,
+                                      const cmr_instr_decision_t *env_d, const cmr_diagnosis_t *diag,
+                                      const char *env_id, int64_t revision, const cmr_bytes_t *applied)
 {
-    char err[256];
-    if (w->grant_lifetime_ms <= 0 || !env_id || !*env_id)
-        return false;
-    if (cmr_grant_sign(w->signer, env_id, revision, name, digest, b->bytes, b->len, w->grant_lifetime_ms, out, err,
-                       sizeof err) == 0)
-        return true;
-    cmr_log(CMR_LOG_DEBUG, "instr.grant_not_made", "class=%s error=\"%s\"", name, err);
-    return false;
+    return (cmr_instr_prep_in_t){.class_name = name,
+                                 .bytes = bytes,
+                                 .len = len,
+                                 .meta = meta,
+                                 .d = d,
+                                 .env_d = env_d,
+                                 .diag = diag,
+                                 .sig_env = diag ? cmr_instr_decision_signature(meta, env_d) : 0,
+                                 .applied = applied,
+                                 .signer = w->signer,
+                                 .grant_lifetime_ms = w->grant_lifetime_ms,
+                                 .env_id = env_id,
+                                 .revision = revision};
 }
 
-/* Whether the agent runs exactly these bytes already, from its cache of class grants
- * (ClassLoaded.applied_digest): then no Redefine is needed. */
-static bool agent_runs(const cmr_bytes_t *applied, const cmr_instr_built_t *b)
-{
-    if (!applied || applied->len != CMR_TRUST_DIGEST_BYTES)
-        return false;
-    uint8_t d[CMR_TRUST_DIGEST_BYTES];
-    cmr_trust_digest(b->bytes, b->len, d);
-    return memcmp(d, applied->data, sizeof d) == 0;
-}
-
+/* Instruments and sends a Redefine with new bytes, here and now (a class reconciled with
+ * a changed environment or diagnosis; a unit's new classes go through the pool: see
+ * "prepared side by side"). *sig is set to what the agent will run (0: every method was
+ * refused, the class stays original). */
 static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
                              uint64_t hash, const uint8_t *bytes, size_t len, const cmr_instr_meta_t *meta,
                              const cmr_instr_decision_t *d, const cmr_instr_decision_t *env_d,
@@ -549,70 +598,118 @@ static int send_instrumented(worker_t *w, uint64_t agent, const char *instance, 
 {
     if (w->replaying)
         return 0;
-    cmr_instr_built_t b, restore = {0};
-    cmr_diagnosis_scope_t scope;
-    char err[256], topic[CMR_TOPIC_NAME_MAX];
-    bool built = cmr_instr_build(bytes, len, meta, d, &b, err, sizeof err) == 0;
-    if (diag && (!built || b.n_methods == 0)) {
-        /* the diagnosis' probes do not fit this class: it keeps the environment's bytes,
-         * and the cache says so (else a later change could never be told from this) */
-        cmr_log(CMR_LOG_WARN, "instr.diagnosis_class_failed", "class=%s agent=%016" PRIx64 " diagnosis=%s error=\"%s\"",
-                name, agent, diag->id, built ? "every method refused" : err);
-        if (built)
-            cmr_instr_built_free(&b);
-        *sig = cmr_instr_decision_signature(meta, env_d);
-        return *sig ? send_instrumented(w, agent, instance, loader, name, hash, bytes, len, meta, env_d, env_d, NULL,
-                                        env_id, revision, applied, sig)
-                    : 0;
-    }
-    if (!built) {
-        cmr_log(CMR_LOG_WARN, "instr.class_failed", "class=%s agent=%016" PRIx64 " error=\"%s\"", name, agent, err);
-        *sig = 0;
+    cmr_instr_prep_in_t in = prep_input(w, name, bytes, len, meta, d, env_d, diag, env_id, revision, applied);
+    cmr_instr_prep_t p;
+    cmr_instr_prepare(&in, *sig, &p);
+    int rc = emit_prepared(w, agent, instance, loader, name, hash, meta, revision, &p, sig);
+    cmr_instr_prep_free(&p);
+    return rc;
+}
+
+/* --- prepared side by side ---------------------------------------------------------- */
+
+/*
+ * The new classes of a unit (on_class) are queued as jobs instead of being instrumented
+ * one by one: jobs_flush() has the pool prepare them side by side (cmr_instr_prepare:
+ * instrumenting, digests, grants, the pure part) and then sends them here, in the order
+ * they came, writing the signature the bytes turned out to have when it differs from the
+ * decision's (every method refused, a diagnosis that did not fit). Anything sent while
+ * jobs are queued (a waiting class reconciled, a resync) sends them first, so the order
+ * of commands is the order of the sequential worker.
+ *
+ * Ownership: a job owns the metadata and decisions moved into it; its ClassLoaded belongs
+ * to the unit's record, which outlives the job (jobs are flushed or discarded before the
+ * unit ends).
+ */
+#define JOBS_MAX 256
+
+typedef struct class_job {
+    const cmr_class_loaded_t *cl; /* the unit's */
+    uint64_t hash;
+    cmr_instr_meta_t meta;         /* owned */
+    cmr_instr_decision_t d, env_d; /* owned */
+    const cmr_diagnosis_t *diag;
+    int64_t revision;
+    uint64_t sig;              /* the decision's */
+    cmr_instr_class_rec_t rec; /* as written to the cache with it */
+    cmr_instr_prep_t prep;     /* owned: filled by the pool */
+} class_job_t;
+
+/* Moves meta and the decisions into a new job (*meta, *d, *env_d are left empty). */
+static int job_queue(worker_t *w, const cmr_class_loaded_t *cl, uint64_t hash, cmr_instr_meta_t *meta,
+                     cmr_instr_decision_t *d, cmr_instr_decision_t *env_d, const cmr_diagnosis_t *diag,
+                     int64_t revision, uint64_t sig, class_job_t **out)
+{
+    if (w->njobs == JOBS_MAX && jobs_flush(w) != 0)
+        return -1;
+    class_job_t *j = &w->jobs[w->njobs++];
+    *j = (class_job_t){.cl = cl,
+                       .hash = hash,
+                       .meta = *meta,
+                       .d = *d,
+                       .env_d = *env_d,
+                       .diag = diag,
+                       .revision = revision,
+                       .sig = sig};
+    memset(meta, 0, sizeof *meta);
+    memset(d, 0, sizeof *d);
+    memset(env_d, 0, sizeof *env_d);
+    *out = j;
+    return 0;
+}
+
+static void job_free(class_job_t *j)
+{
+    cmr_instr_prep_free(&j->prep);
+    cmr_instr_decision_free(&j->d);
+    cmr_instr_decision_free(&j->env_d);
+    cmr_instr_meta_free(&j->meta);
+}
+
+/* One job, on a pool thread: reads the job and the worker's signer only. */
+static void job_prepare(void *ctx, size_t i)
+{
+    worker_t *w = ctx;
+    class_job_t *j = &w->jobs[i];
+    const cmr_class_loaded_t *cl = j->cl;
+    cmr_instr_prep_in_t in = prep_input(w, cl->class_name, cl->bytecode.data, cl->bytecode.len, &j->meta, &j->d,
+                                        &j->env_d, j->diag, cl->environment_id, j->revision, &cl->applied_digest);
+    cmr_instr_prepare(&in, j->sig, &j->prep);
+}
+
+/* Drops the queued jobs unsent (the unit is rolled back). */
+static void jobs_discard(worker_t *w)
+{
+    for (size_t i = 0; i < w->njobs; i++)
+        job_free(&w->jobs[i]);
+    w->njobs = 0;
+}
+
+/* Prepares the queued jobs side by side, then sends them in order. 0 or -1 (a send
+ * failed: the rest are dropped, the unit is rolled back). */
+static int jobs_flush(worker_t *w)
+{
+    if (!w->njobs)
         return 0;
-    }
+    int64_t t0 = cmr_mono_ns();
+    cmr_workpool_run(w->pool, w->njobs, job_prepare, w);
+    w->prepare_us += (uint64_t)(cmr_mono_ns() - t0) / 1000;
+    w->prepared += w->njobs;
     int rc = 0;
-    if (b.n_methods == 0) {
-        cmr_log(CMR_LOG_INFO, "instr.class_refused", "class=%s agent=%016" PRIx64 " refused=%zu", name, agent,
-                b.n_refused);
-        *sig = 0;
-    } else if (!diag && agent_runs(applied, &b)) {
-        w->cached_at_agent++;
-        rc = send_method_entries(w, meta, &b);
-        cmr_log(CMR_LOG_DEBUG, "instr.cached_at_agent", "class=%s agent=%016" PRIx64 " methods=%zu", name, agent,
-                b.n_methods);
-    } else if (command_topic(w, instance, topic, sizeof topic) == 0) {
-        uint8_t digest[CMR_TRUST_DIGEST_BYTES]; /* binds the new bytes to these original ones */
-        cmr_trust_digest(bytes, len, digest);
-        cmr_redefine_t r = {.request_id = request_id(agent, loader, name, hash, *sig, 1),
-                            .agent_id = (int64_t)agent,
-                            .class_name = (char *)name,
-                            .loader_id = loader,
-                            .class_hash = (int64_t)hash,
-                            .original = false,
-                            .revision = revision,
-                            .bytecode = {b.bytes, b.len},
-                            .original_digest = {digest, sizeof digest}};
-        r.methods.items = b.methods;
-        r.methods.count = b.n_methods;
-        cmr_buf_t grant = {0};
-        if (diag) {
-            diag_scope(diag, bytes, len, meta, env_d, &scope, &restore);
-            r.diagnosis = &scope;
-        } else if (make_grant(w, env_id, revision, name, digest, &b, &grant)) {
-            r.grant = (cmr_bytes_t){grant.data, grant.len};
+    w->emitting = true;
+    for (size_t i = 0; i < w->njobs && rc == 0; i++) {
+        class_job_t *j = &w->jobs[i];
+        const cmr_class_loaded_t *cl = j->cl;
+        uint64_t sig = j->sig;
+        rc = emit_prepared(w, (uint64_t)cl->agent_id, cl->instance_id, cl->loader_id, cl->class_name, j->hash, &j->meta,
+                           j->revision, &j->prep, &sig);
+        if (rc == 0 && sig != j->sig) {
+            j->rec.signature = sig;
+            cmr_instr_cache_put_class(w->cache, (uint64_t)cl->agent_id, cl->loader_id, cl->class_name, &j->rec);
         }
-        rc = send_msg(w, CMR_MSG_REDEFINE, &r, instance, topic);
-        cmr_buf_free(&grant);
-        if (rc == 0)
-            rc = send_method_entries(w, meta, &b);
-        if (rc == 0)
-            w->redefines++;
-        cmr_log(diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
-                "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b.n_methods,
-                b.n_refused, diag ? diag->id : "-");
     }
-    cmr_instr_built_free(&b);
-    cmr_instr_built_free(&restore);
+    w->emitting = false;
+    jobs_discard(w);
     return rc;
 }
 
@@ -773,6 +870,8 @@ static int resolve_waiters(worker_t *w, const target_t *t, const char *type)
 {
     class_list_t x = {0};
     int rc = cmr_instr_cache_each_waiting(w->cache, t->agent, type, collect_waiter, &x) ? -1 : 0;
+    if (rc == 0 && x.n) /* the waiting classes' signatures as sent: the unit's queued classes go first */
+        rc = jobs_flush(w);
     for (size_t i = 0; i < x.n; i++) {
         cmr_instr_class_rec_t rec;
         cmr_instr_cache_del_waiting(w->cache, t->agent, type, x.items[i].loader, x.items[i].name);
@@ -868,21 +967,27 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         rc = cmr_instr_cache_put_bytes(w->cache, hash, cl->bytecode.data, cl->bytecode.len,
                                        sig != 0 || env_d.missing.count > 0 ||
                                            cl->cause == CMR_CLASS_RESEND /* asked for: needed */);
-    if (rc == 0 && sig != 0)
-        rc = send_instrumented(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
-                               cl->bytecode.len, &meta, &d, &env_d, diag, cl->environment_id, revision,
-                               &cl->applied_digest, &sig);
-    else if (rc == 0 && cl->applied_digest.len > 0)
+    char *type = strdup(meta.name); /* the meta may go to a job, and the job away */
+    class_job_t *job = NULL;
+    if (!type)
+        rc = -1;
+    else if (rc == 0 && sig != 0 && !w->replaying)
+        /* prepared in the pool with the unit's other classes, sent in order by jobs_flush() */
+        rc = job_queue(w, cl, hash, &meta, &d, &env_d, diag, revision, sig, &job);
+    else if (rc == 0 && sig == 0 && cl->applied_digest.len > 0)
         /* the agent runs cached instrumented bytes the environment no longer wants */
         rc = send_original(w, agent, cl->instance_id, cl->loader_id, cl->class_name, hash, cl->bytecode.data,
                            cl->bytecode.len, revision);
     if (rc == 0) {
         rec.hash = hash;
-        rec.signature = sig;
+        rec.signature = sig; /* the decision's: jobs_flush() corrects it if the bytes say otherwise */
         rec.revision = revision;
         cmr_instr_cache_put_class(w->cache, agent, cl->loader_id, cl->class_name, &rec);
-        rc = resolve_waiters(w, &t, meta.name);
+        if (job)
+            job->rec = rec;
+        rc = resolve_waiters(w, &t, type);
     }
+    free(type);
     cmr_instr_decision_free(&d);
     cmr_instr_decision_free(&env_d);
     cmr_instr_meta_free(&meta);
@@ -1656,6 +1761,20 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (cmr_conf_get_int(conf, "trust.grant.lifetime.ms", 604800000, 0, CMR_GRANT_MAX_LIFETIME_MS,
                          &w->grant_lifetime_ms, err, errlen) != 0)
         return -1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t threads;
+    if (cmr_conf_get_int(conf, "instrumenter.threads",
+                         cpus < 1   ? 1
+                         : cpus > 8 ? 8
+                                    : cpus,
+                         1, CMR_WORKPOOL_MAX_THREADS + 1, &threads, err, errlen) != 0)
+        return -1;
+    w->pool = cmr_workpool_new((int)threads - 1); /* the worker's own thread prepares too */
+    w->jobs = calloc(JOBS_MAX, sizeof *w->jobs);
+    if (!w->pool || !w->jobs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     const char *path = cmr_conf_get(conf, "instrumenter.db", "/var/lib/cmr/instrumenter");
     w->cache = cmr_instr_cache_open(path, (uint64_t)budget, (int)sync, err, errlen);
     if (!w->cache)
@@ -1717,6 +1836,10 @@ static void teardown(worker_t *w)
     cmr_instr_cache_close(w->cache);
     cmr_topic_set_free(&w->topics_ok);
     cmr_signer_free(w->signer);
+    if (w->jobs)
+        jobs_discard(w);
+    free(w->jobs);
+    cmr_workpool_free(w->pool);
 }
 
 static int catch_up(worker_t *w, int64_t timeout_ms)
@@ -1739,7 +1862,7 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
     return 0;
 }
 
-#define UNIT_MAX 256
+#define UNIT_MAX 1024
 
 /* One unit of records: processed together, delivered and committed together, then
  * marked done in the order they were received. */
@@ -1751,6 +1874,7 @@ typedef struct unit {
 static int process_unit(worker_t *w, unit_t *u)
 {
     int64_t t0 = mono_ms();
+    uint64_t prepare_before = atomic_load(&w->prepare_us);
     unit_begin(w);
     for (size_t i = 0; i < u->n; i++) {
         cmr_record_t *rec = u->recs[i];
@@ -1762,14 +1886,20 @@ static int process_unit(worker_t *w, unit_t *u)
         }
         see_offset(w, rec->partition, rec->offset);
         if (on_class(w, &rec->msg.u.class_loaded, rec->partition) != 0) {
+            jobs_discard(w);
             cmr_instr_cache_rollback(w->cache);
             return -1;
         }
     }
+    if (jobs_flush(w) != 0) {
+        cmr_instr_cache_rollback(w->cache);
+        return -1;
+    }
     int64_t t1 = mono_ms();
     int rc = unit_end(w);
-    cmr_log(CMR_LOG_DEBUG, "instr.unit", "records=%zu messages=%zu process_ms=%" PRId64 " deliver_commit_ms=%" PRId64,
-            u->n, w->sent, t1 - t0, mono_ms() - t1);
+    cmr_log(CMR_LOG_DEBUG, "instr.unit",
+            "records=%zu messages=%zu process_ms=%" PRId64 " prepare_us=%" PRIu64 " deliver_commit_ms=%" PRId64, u->n,
+            w->sent, t1 - t0, atomic_load(&w->prepare_us) - prepare_before, mono_ms() - t1);
     return rc;
 }
 
@@ -1827,6 +1957,11 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_class_resyncs_total", "counter",
          "Agents asked for all their classes again after records of their partition were lost",
          atomic_load(&w->resyncs)},
+        {"cmr_instrumenter_prepared_total", "counter",
+         "New classes instrumented, digested and signed on the pool of instrumenter.threads",
+         atomic_load(&w->prepared)},
+        {"cmr_instrumenter_prepare_microseconds_total", "counter",
+         "Wall time of the pool's rounds (the worker waits for them)", atomic_load(&w->prepare_us)},
         {"cmr_instrumenter_trivial_skipped_total", "counter",
          "Methods a sensor assignment matched but left out as trivial (accessors, tiny leaves; trivial: true forces "
          "them)",

@@ -26,6 +26,9 @@ static const cmr_conf_key_t keys[] = {
     {"instrumenter.sync", "false",
      "fsync every cache commit; the WAL is always on: false survives a process crash, true also a machine crash"},
     {"instrumenter.catchup_timeout_ms", "60000", "how long to wait for cmr.config at start"},
+    {"instrumenter.threads", NULL,
+     "threads that instrument, digest and sign the new classes of a unit side by side, the worker's own included "
+     "(1 .. 65; default: the CPUs online, at most 8; 1 does it all on the worker's thread)"},
     {"instrumenter.budget.pct", "3",
      "overhead budget: when a JVM's probes cost more than this % of its CPU time, the methods whose probes cost more "
      "than they measure lose them (docs/ARCHITECTURE.md, 'The overhead budget'); 0 = off"},

@@ -1,7 +1,7 @@
 /*
  * test_toolbox.c - unit tests of the toolbox (cmr_base): buffers and array growth, hash
- * maps (against a reference model under random inserts and deletes), byte order, clocks
- * and JSON output from untrusted strings.
+ * maps (against a reference model under random inserts and deletes), byte order, clocks,
+ * JSON output from untrusted strings and the work pool (every job of a round once).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -21,6 +24,7 @@
 #include "cmr/json.h"
 #include "cmr/log.h"
 #include "cmr/map.h"
+#include "cmr/workpool.h"
 
 /* --- buf ---------------------------------------------------------------------------- */
 
@@ -364,6 +368,65 @@ static void test_log_limiter(void **state)
     assert_int_equal(l.suppressed, 0);
 }
 
+/* --- workpool.h -------------------------------------------------------------------- */
+
+typedef struct pool_round {
+    _Atomic int ran[512];
+    _Atomic int threads_seen;
+    pthread_t seen[8];
+    pthread_mutex_t lock;
+} pool_round_t;
+
+static void pool_job(void *ctx, size_t i)
+{
+    pool_round_t *r = ctx;
+    atomic_fetch_add(&r->ran[i], 1);
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL); /* long enough for the helpers to take some */
+    pthread_mutex_lock(&r->lock);
+    int n = atomic_load(&r->threads_seen), known = 0;
+    for (int k = 0; k < n; k++)
+        known |= pthread_equal(r->seen[k], pthread_self());
+    if (!known && n < 8)
+        r->seen[atomic_fetch_add(&r->threads_seen, 1)] = pthread_self();
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void test_workpool_runs_each_job_once(void **state)
+{
+    (void)state;
+    assert_null(cmr_workpool_new(-1));
+    assert_null(cmr_workpool_new(CMR_WORKPOOL_MAX_THREADS + 1));
+    cmr_workpool_t *p = cmr_workpool_new(3);
+    assert_non_null(p);
+    pool_round_t *r = calloc(1, sizeof *r);
+    pthread_mutex_init(&r->lock, NULL);
+    cmr_workpool_run(p, 1, pool_job, r); /* one job: the caller's, no helper started */
+    assert_int_equal(cmr_workpool_threads(p), 0);
+    assert_int_equal(atomic_load(&r->ran[0]), 1);
+    for (int round = 0; round < 20; round++) { /* rounds one after the other, sizes varying */
+        size_t n = round % 2 ? 512 : 37;
+        memset(r->ran, 0, sizeof r->ran);
+        cmr_workpool_run(p, n, pool_job, r);
+        for (size_t i = 0; i < 512; i++)
+            assert_int_equal(atomic_load(&r->ran[i]), i < n ? 1 : 0);
+    }
+    assert_int_equal(cmr_workpool_threads(p), 3);
+    assert_true(atomic_load(&r->threads_seen) >= 2); /* the caller and at least one helper */
+    cmr_workpool_run(p, 0, pool_job, r);
+    cmr_workpool_free(p);
+    cmr_workpool_free(NULL);
+
+    cmr_workpool_t *inline_only = cmr_workpool_new(0); /* every job on the caller's thread */
+    memset(r->ran, 0, sizeof r->ran);
+    cmr_workpool_run(inline_only, 100, pool_job, r);
+    assert_int_equal(cmr_workpool_threads(inline_only), 0);
+    assert_int_equal(atomic_load(&r->ran[99]), 1);
+    cmr_workpool_free(inline_only);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_json_untrusted_strings),
         cmocka_unit_test(test_log_escape),
         cmocka_unit_test(test_log_limiter),
+        cmocka_unit_test(test_workpool_runs_each_job_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

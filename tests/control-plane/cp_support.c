@@ -129,6 +129,11 @@ int cp_bench_worker_start(cp_proc_t *p, const char *bin, const char *bootstrap, 
                             "--log-level",
                             getenv("CP_LOG_LEVEL") ? getenv("CP_LOG_LEVEL") : "info"};
     size_t n = 9;
+    const char *x = getenv("CP_WORKER_X"); /* one more KEY=VALUE, e.g. instrumenter.threads=1 */
+    if (x && *x) {
+        argv[n++] = "-X";
+        argv[n++] = x;
+    }
     for (size_t i = 0; extra && extra[i]; i++) {
         if (n + 1 >= sizeof argv / sizeof *argv)
             return -1;

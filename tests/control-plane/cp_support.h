@@ -54,7 +54,8 @@ void cp_proc_kill(cp_proc_t *p);
 /* Starts a CMR worker for a benchmark: bin --bootstrap BOOTSTRAP, the harness's signing
  * key, consumers at kafka.fetch.wait.max.ms=5 (the embedded broker answers a fetch only
  * when that wait expires; a real broker answers as soon as data arrives), the log level of
- * CP_LOG_LEVEL (default info), then `extra` (NULL-ended, may be NULL: --db DIR, "run").
+ * CP_LOG_LEVEL (default info), `-X $CP_WORKER_X` when that is set (one KEY=VALUE), then
+ * `extra` (NULL-ended, may be NULL: --db DIR, "run").
  * 0 or -1 (as cp_proc_start). */
 int cp_bench_worker_start(cp_proc_t *p, const char *bin, const char *bootstrap, const char *const *extra,
                           const char *log);
