@@ -1960,14 +1960,16 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_prepared_total", "counter",
          "New classes instrumented, digested and signed on the pool of instrumenter.threads",
          atomic_load(&w->prepared)},
-        {"cmr_instrumenter_prepare_microseconds_total", "counter",
-         "Wall time of the pool's rounds (the worker waits for them)", atomic_load(&w->prepare_us)},
         {"cmr_instrumenter_trivial_skipped_total", "counter",
          "Methods a sensor assignment matched but left out as trivial (accessors, tiny leaves; trivial: true forces "
          "them)",
          atomic_load(&w->trivial)},
     };
     cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
+    cmr_prom_family(out, "cmr_instrumenter_prepare_seconds_total", "counter",
+                    "Wall time of the pool's rounds (the worker waits for them)");
+    cmr_prom_sample_double(out, "cmr_instrumenter_prepare_seconds_total", NULL, 0,
+                           (double)atomic_load(&w->prepare_us) / 1e6);
     cmr_lag_gauge_write(&w->lag, out);
 }
 

@@ -461,6 +461,7 @@ static void test_instrumenter_metrics(void **state)
                           "cmr_instrumenter_redefines_total ",
                           "cmr_instrumenter_resends_total ",
                           "cmr_instrumenter_hash_mismatch_total ",
+                          "# TYPE cmr_instrumenter_prepare_seconds_total counter\n",
                           "cmr_build_info{version=\"",
                           NULL};
     free(scrape_and_check(instr_port, want));
