@@ -52,6 +52,7 @@
 #include "cmr/instr_worker.h"
 
 #include <assert.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -175,7 +176,7 @@ typedef struct worker {
     struct class_job *jobs; /* owned: JOBS_MAX of them, njobs queued */
     size_t njobs;
     bool emitting;                         /* jobs_flush() is sending: send_msg() must not flush again */
-    _Atomic uint64_t prepare_us, prepared; /* time in the pool's rounds, classes prepared there */
+    _Atomic uint64_t prepare_us, prepared; /* worker's time preparing or waiting for it; classes prepared */
 } worker_t;
 
 static int jobs_flush(worker_t *w);
@@ -633,6 +634,7 @@ typedef struct class_job {
     uint64_t sig;              /* the decision's */
     cmr_instr_class_rec_t rec; /* as written to the cache with it */
     cmr_instr_prep_t prep;     /* owned: filled by the pool */
+    atomic_bool ready;         /* prep is filled (set last by the thread that prepared it) */
 } class_job_t;
 
 /* Moves meta and the decisions into a new job (*meta, *d, *env_d are left empty). */
@@ -651,6 +653,7 @@ static int job_queue(worker_t *w, const cmr_class_loaded_t *cl, uint64_t hash, c
                        .diag = diag,
                        .revision = revision,
                        .sig = sig};
+    atomic_init(&j->ready, false);
     memset(meta, 0, sizeof *meta);
     memset(d, 0, sizeof *d);
     memset(env_d, 0, sizeof *env_d);
@@ -675,6 +678,7 @@ static void job_prepare(void *ctx, size_t i)
     cmr_instr_prep_in_t in = prep_input(w, cl->class_name, cl->bytecode.data, cl->bytecode.len, &j->meta, &j->d,
                                         &j->env_d, j->diag, cl->environment_id, j->revision, &cl->applied_digest);
     cmr_instr_prepare(&in, j->sig, &j->prep);
+    atomic_store_explicit(&j->ready, true, memory_order_release);
 }
 
 /* Drops the queued jobs unsent (the unit is rolled back). */
@@ -685,20 +689,29 @@ static void jobs_discard(worker_t *w)
     w->njobs = 0;
 }
 
-/* Prepares the queued jobs side by side, then sends them in order. 0 or -1 (a send
- * failed: the rest are dropped, the unit is rolled back). */
+/* Waits until job i is prepared, preparing others meanwhile. */
+static void job_wait(worker_t *w, class_job_t *j)
+{
+    while (!atomic_load_explicit(&j->ready, memory_order_acquire))
+        if (!cmr_workpool_help(w->pool))
+            sched_yield(); /* a helper has it */
+}
+
+/* Prepares the queued jobs side by side and sends each, in order, as soon as it and those
+ * before it are prepared (a class's Redefine does not wait for the whole round). 0 or -1
+ * (a send failed: the rest are dropped, the unit is rolled back). */
 static int jobs_flush(worker_t *w)
 {
     if (!w->njobs)
         return 0;
-    int64_t t0 = cmr_mono_ns();
-    cmr_workpool_run(w->pool, w->njobs, job_prepare, w);
-    w->prepare_us += (uint64_t)(cmr_mono_ns() - t0) / 1000;
-    w->prepared += w->njobs;
+    cmr_workpool_start(w->pool, w->njobs, job_prepare, w);
     int rc = 0;
     w->emitting = true;
     for (size_t i = 0; i < w->njobs && rc == 0; i++) {
         class_job_t *j = &w->jobs[i];
+        int64_t t0 = cmr_mono_ns();
+        job_wait(w, j);
+        w->prepare_us += (uint64_t)(cmr_mono_ns() - t0) / 1000;
         const cmr_class_loaded_t *cl = j->cl;
         uint64_t sig = j->sig;
         rc = emit_prepared(w, (uint64_t)cl->agent_id, cl->instance_id, cl->loader_id, cl->class_name, j->hash, &j->meta,
@@ -708,7 +721,9 @@ static int jobs_flush(worker_t *w)
             cmr_instr_cache_put_class(w->cache, (uint64_t)cl->agent_id, cl->loader_id, cl->class_name, &j->rec);
         }
     }
+    cmr_workpool_wait(w->pool); /* every job done before any is freed */
     w->emitting = false;
+    w->prepared += w->njobs;
     jobs_discard(w);
     return rc;
 }
@@ -1967,7 +1982,7 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
     };
     cmr_prom_rows(out, rows, sizeof rows / sizeof rows[0]);
     cmr_prom_family(out, "cmr_instrumenter_prepare_seconds_total", "counter",
-                    "Wall time of the pool's rounds (the worker waits for them)");
+                    "Time the worker's thread spent preparing new classes or waiting for the pool to");
     cmr_prom_sample_double(out, "cmr_instrumenter_prepare_seconds_total", NULL, 0,
                            (double)atomic_load(&w->prepare_us) / 1e6);
     cmr_lag_gauge_write(&w->lag, out);

@@ -65,10 +65,8 @@ cmr_workpool_t *cmr_workpool_new(int max_threads)
     return p;
 }
 
-void cmr_workpool_run(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx)
+void cmr_workpool_start(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx)
 {
-    if (n == 0)
-        return;
     pthread_mutex_lock(&p->lock);
     /* as many helpers as the round can use besides the caller */
     while (p->nthreads < p->max_threads && (size_t)p->nthreads + 1 < n &&
@@ -79,8 +77,32 @@ void cmr_workpool_run(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx)
     p->n = n;
     p->next = 0;
     p->pending = n;
-    if (p->nthreads)
+    if (p->nthreads && n)
         pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+}
+
+bool cmr_workpool_help(cmr_workpool_t *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool took = p->next < p->n;
+    if (took) { /* one job, as take_jobs() runs them */
+        size_t i = p->next++;
+        cmr_work_fn_t *fn = p->fn;
+        void *ctx = p->ctx;
+        pthread_mutex_unlock(&p->lock);
+        fn(ctx, i);
+        pthread_mutex_lock(&p->lock);
+        if (--p->pending == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return took;
+}
+
+void cmr_workpool_wait(cmr_workpool_t *p)
+{
+    pthread_mutex_lock(&p->lock);
     take_jobs(p);
     while (p->pending)
         pthread_cond_wait(&p->done, &p->lock);
@@ -88,6 +110,14 @@ void cmr_workpool_run(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx)
     p->ctx = NULL;
     p->n = p->next = 0;
     pthread_mutex_unlock(&p->lock);
+}
+
+void cmr_workpool_run(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx)
+{
+    if (n == 0)
+        return;
+    cmr_workpool_start(p, n, fn, ctx);
+    cmr_workpool_wait(p);
 }
 
 int cmr_workpool_threads(const cmr_workpool_t *p)

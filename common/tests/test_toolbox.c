@@ -414,6 +414,17 @@ static void test_workpool_runs_each_job_once(void **state)
     assert_int_equal(cmr_workpool_threads(p), 3);
     assert_true(atomic_load(&r->threads_seen) >= 2); /* the caller and at least one helper */
     cmr_workpool_run(p, 0, pool_job, r);
+    /* in steps: the caller takes jobs while the helpers run others; every job once */
+    memset(r->ran, 0, sizeof r->ran);
+    cmr_workpool_start(p, 300, pool_job, r);
+    size_t mine = 0;
+    while (cmr_workpool_help(p))
+        mine++;
+    cmr_workpool_wait(p);
+    assert_true(mine >= 1 && mine <= 300);
+    for (size_t i = 0; i < 512; i++)
+        assert_int_equal(atomic_load(&r->ran[i]), i < 300 ? 1 : 0);
+    assert_false(cmr_workpool_help(p)); /* no round */
     cmr_workpool_free(p);
     cmr_workpool_free(NULL);
 

@@ -15,6 +15,7 @@
 #ifndef CMR_WORKPOOL_H
 #define CMR_WORKPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct cmr_workpool cmr_workpool_t;
@@ -30,6 +31,16 @@ cmr_workpool_t *cmr_workpool_new(int max_threads);
  * order; returns when all have returned. A helper that cannot be started leaves its share
  * to the others. */
 void cmr_workpool_run(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx);
+/* The same in steps, for a caller that uses each result as soon as it is there (in
+ * order, while later jobs still run): start the round (returns at once; the helpers take
+ * jobs from the lowest index up), take jobs here with cmr_workpool_help() while waiting
+ * for the one it needs (each job says itself when it is done), and end the round with
+ * cmr_workpool_wait(), which returns when every job has run. */
+void cmr_workpool_start(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ctx);
+/* Runs the round's next job not taken yet on the calling thread: true, or false when
+ * every job is taken (by now or before). */
+bool cmr_workpool_help(cmr_workpool_t *p);
+void cmr_workpool_wait(cmr_workpool_t *p);
 /* Helper threads running now (started so far). */
 int cmr_workpool_threads(const cmr_workpool_t *p);
 /* Stops and joins the helpers; NULL is ignored. Not during a run. */
