@@ -23,19 +23,28 @@ struct cmr_workpool {
     pthread_t threads[CMR_WORKPOOL_MAX_THREADS];
 };
 
+/* Runs the round's next job when one is left: true, or false when every job is taken
+ * (lock held on entry and exit, released while the job runs). */
+static bool take_job(cmr_workpool_t *p)
+{
+    if (p->next >= p->n)
+        return false;
+    size_t i = p->next++;
+    cmr_work_fn_t *fn = p->fn;
+    void *ctx = p->ctx;
+    pthread_mutex_unlock(&p->lock);
+    fn(ctx, i);
+    pthread_mutex_lock(&p->lock);
+    if (--p->pending == 0)
+        pthread_cond_signal(&p->done);
+    return true;
+}
+
 /* Runs the round's jobs while there are any left (lock held on entry and exit). */
 static void take_jobs(cmr_workpool_t *p)
 {
-    while (p->next < p->n) {
-        size_t i = p->next++;
-        cmr_work_fn_t *fn = p->fn;
-        void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->lock);
-        fn(ctx, i);
-        pthread_mutex_lock(&p->lock);
-        if (--p->pending == 0)
-            pthread_cond_signal(&p->done);
-    }
+    while (take_job(p))
+        ;
 }
 
 static void *helper_main(void *arg)
@@ -85,17 +94,7 @@ void cmr_workpool_start(cmr_workpool_t *p, size_t n, cmr_work_fn_t *fn, void *ct
 bool cmr_workpool_help(cmr_workpool_t *p)
 {
     pthread_mutex_lock(&p->lock);
-    bool took = p->next < p->n;
-    if (took) { /* one job, as take_jobs() runs them */
-        size_t i = p->next++;
-        cmr_work_fn_t *fn = p->fn;
-        void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->lock);
-        fn(ctx, i);
-        pthread_mutex_lock(&p->lock);
-        if (--p->pending == 0)
-            pthread_cond_signal(&p->done);
-    }
+    bool took = take_job(p);
     pthread_mutex_unlock(&p->lock);
     return took;
 }
