@@ -1,12 +1,14 @@
 /*
  * instr_worker.c - the instrumenter worker loop (see instr_worker.h).
  *
- * One thread. Records are processed in units (what the consumer has ready, up to 256; or
- * one environment run): decisions and cache writes go to the cache's pending batch (which
- * later reads of the unit see) and commands to the producer; then the producer is flushed
- * (every command delivered), the batch committed, and only then the records are marked
- * done, in order. A failure before that point rolls the batch back and processes the
- * record again; a crash replays it (every write is keyed, every answer recomputed).
+ * One thread, and a pool for the pure part of a unit's new classes ("prepared side by
+ * side" below: instrumenting, digests, grants; sent in order from this thread). Records
+ * are processed in units (what the consumer has ready, up to 1,024; or one environment
+ * run): decisions and cache writes go to the cache's pending batch (which later reads of
+ * the unit see) and commands to the producer; then the producer is flushed (every command
+ * delivered), the batch committed, and only then the records are marked done, in order. A
+ * failure before that point rolls the batch back and processes the record again; a crash
+ * replays it (every write is keyed, every answer recomputed).
  *
  * Catch-up of newly assigned partitions. Another worker answered the records of a
  * partition up to the group's committed offset; this worker's cache must know those
