@@ -227,6 +227,30 @@ static void apply_deferred_pauses(cmr_consumer_t *c, int revoked)
     c->deferred_pauses = NULL;
 }
 
+/* How long a commit may wait for its answer: a synchronous rd_kafka_commit() waits for
+ * the group coordinator without bound, so a worker stopping while the cluster is
+ * unreachable would never exit. */
+#define COMMIT_WAIT_MS 10000
+/* How long closing may wait for the group (after the commit). */
+#define CLOSE_WAIT_MS 10000
+
+/* Commits the stored offsets and waits for the answer at most COMMIT_WAIT_MS (then
+ * RD_KAFKA_RESP_ERR__TIMED_OUT): asynchronous, its result on a queue of its own. */
+static rd_kafka_resp_err_t commit_stored(rd_kafka_t *rk)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_resp_err_t err = q ? rd_kafka_commit_queue(rk, NULL, q, NULL, NULL) : RD_KAFKA_RESP_ERR__CRIT_SYS_RESOURCE;
+    if (!err) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, COMMIT_WAIT_MS);
+        err = ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
+        if (ev)
+            rd_kafka_event_destroy(ev);
+    }
+    if (q)
+        rd_kafka_queue_destroy(q);
+    return err;
+}
+
 static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                                   void *opaque)
 {
@@ -237,7 +261,7 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_ka
             "client=%s count=%d protocol=%s", rd_kafka_name(rk), parts->cnt, rd_kafka_rebalance_protocol(rk));
     call_rebalance_cb(c, revoked, parts);
     if (revoked) /* hand over what was processed before the partitions go elsewhere */
-        rd_kafka_commit(rk, NULL, 0);
+        commit_stored(rk);
     rd_kafka_error_t *error = NULL;
     rd_kafka_resp_err_t rerr = RD_KAFKA_RESP_ERR_NO_ERROR;
     if (strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0)
@@ -431,7 +455,7 @@ int cmr_consumer_commit(cmr_consumer_t *c)
 {
     if (c->assigned)
         return 0;
-    rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, NULL, 0);
+    rd_kafka_resp_err_t err = commit_stored(c->rk);
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         cmr_log(CMR_LOG_WARN, "kafka.commit_failed", "error=\"%s\"", rd_kafka_err2str(err));
         return -1;
@@ -555,10 +579,36 @@ void cmr_consumer_close(cmr_consumer_t *c)
     if (!c)
         return;
     cmr_consumer_commit(c);
-    rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
-    if (err)
-        cmr_log(CMR_LOG_WARN, "kafka.close_failed", "error=\"%s\"", rd_kafka_err2str(err));
-    rd_kafka_destroy(c->rk);
+    /* rd_kafka_consumer_close() waits for the group without bound: closed here on a queue
+     * of its own (handing its rebalance to the callback as it would), within CLOSE_WAIT_MS; past
+     * it the handle is destroyed without leaving the group (the coordinator then drops the
+     * member after its session timeout) */
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
+    rd_kafka_error_t *error = q ? rd_kafka_consumer_close_queue(c->rk, q) : NULL;
+    bool closed = false;
+    if (!q || error) {
+        cmr_log(CMR_LOG_WARN, "kafka.close_failed", "error=\"%s\"",
+                error ? rd_kafka_error_string(error) : "out of memory");
+    } else {
+        for (int64_t deadline = cmr_mono_ms() + CLOSE_WAIT_MS;
+             !(closed = rd_kafka_consumer_closed(c->rk)) && cmr_mono_ms() < deadline;) {
+            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 100);
+            if (ev && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) /* as librdkafka's close would */
+                consumer_rebalance_cb(c->rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev), c);
+            if (ev)
+                rd_kafka_event_destroy(ev);
+        }
+        if (!closed)
+            cmr_log(CMR_LOG_WARN, "kafka.close_timeout",
+                    "wait_ms=%d effect=\"left without leaving the group: its partitions move after the session "
+                    "timeout\"",
+                    CLOSE_WAIT_MS);
+    }
+    if (error)
+        rd_kafka_error_destroy(error);
+    if (q)
+        rd_kafka_queue_destroy(q);
+    rd_kafka_destroy_flags(c->rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     assert(!c->deferred_pauses); /* applied by the rebalance that collected them */
     while (c->npaused)
         paused_remove(c, &c->paused[c->npaused - 1]);

@@ -789,6 +789,29 @@ static void test_unreachable_broker_never_blocks(void **state)
     cmr_conf_destroy(bad);
 }
 
+/* A worker stopping while the cluster is gone: closing its group consumer (commit, leave
+ * the group) gives up within its bounds (10 s each) instead of waiting for the coordinator
+ * forever, which kept stopped workers alive. Stops the broker: runs last. */
+static void test_close_without_broker_is_bounded(void **state)
+{
+    (void)state;
+    char err[512], topic[96], group[64];
+    cmr_producer_t *p = fresh_topic("close", 2, topic, group);
+    send_entries(p, topic, 20, false);
+    cmr_producer_destroy(p, 1000);
+    const char *topics[] = {topic};
+    cmr_consumer_t *c = cmr_consumer_new(conf, group, topics, 1, NULL, NULL, err, sizeof err);
+    assert_non_null(c);
+    int processed[20] = {0};
+    assert_int_equal(process_entries(c, processed, 0, 10), 10); /* offsets stored, not committed */
+    broker_proc_stop(&broker);
+    int64_t t0 = cmr_mono_ms();
+    cmr_consumer_close(c);
+    int64_t took = cmr_mono_ms() - t0;
+    print_message("close without a broker: %lld ms\n", (long long)took);
+    assert_true(took < 25000);
+}
+
 int main(int argc, char **argv)
 {
     broker_bin = argc > 1 ? argv[1] : getenv("CMR_BROKER_BIN");
@@ -808,6 +831,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_range_reader_reads_exactly_its_ranges),
         cmocka_unit_test(test_readers_share_a_client),
         cmocka_unit_test(test_unreachable_broker_never_blocks),
+        cmocka_unit_test(test_close_without_broker_is_bounded),
     };
     if (getenv("CMR_TEST_FILTER"))
         cmocka_set_test_filter(getenv("CMR_TEST_FILTER"));
