@@ -65,9 +65,11 @@ acl "$config" Write transactional-id cmr-config-apply prefixed
 acl "$config" Describe transactional-id cmr-config-apply prefixed
 
 # cmr-instrumenter: reads classes, configuration and diagnoses, and the JVMs' metrics (the
-# overhead budget), writes commands, the method table and the diagnoses' discovered trees.
-for t in classes config methods diagnoses metrics; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
+# overhead budget), writes commands, the method table, the diagnoses' discovered trees and
+# the overhead budget's removals (which it reads back: only it may write them).
+for t in classes config methods diagnoses metrics budget; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
 topic "$instr" Write methods
+topic "$instr" Write budget
 topic "$instr" Write diagnosis-trees
 topic "$instr" Describe diagnosis-trees
 topic "$instr" Write cmd. prefixed

@@ -109,6 +109,9 @@ for jdk in "${jdks[@]}"; do
             wait_ms=$([ "$mode" = base ] && echo 0 || echo "$WAIT_MS")
             settle_ms=$SETTLE_MS
             removed_before=$(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true)
+            log_before=0
+            [ ! -f "$work/instrumenter.log" ] || log_before=$(wc -l < "$work/instrumenter.log")
+            jvm_start=$(date +%s.%N)
             "$jdk/bin/java" "${agent[@]}" -cp "$work/classes:$JAR" H2Bench "$ROWS" "$ROUNDS" "$wait_ms" "$settle_ms" \
                 >"$work/out" 2>"$work/jvm.log" || { tail -20 "$work/jvm.log"; exit 1; }
             ms=$(sed -n 's/.*work_ms=\([0-9]*\).*/\1/p' "$work/out")
@@ -119,7 +122,7 @@ for jdk in "${jdks[@]}"; do
             # an agent with several segments per message counts their segment headers too),
             # events and segment batches per EventBatch message (an agent without
             # event_messages sent one segment batch per message)
-            ev="$ev $(grep 'event=agent.stopped' "$work/jvm.log" | tr ' ' '\n' | awk -F= '
+            ev="$ev $({ grep 'event=agent.stopped' "$work/jvm.log" || true; } | tr ' ' '\n' | awk -F= '
                 {v[$1] = $2}
                 END {
                     m = ("event_messages" in v) ? v["event_messages"] : v["event_batches"]
@@ -128,9 +131,15 @@ for jdk in "${jdks[@]}"; do
                                2 * v["event_bytes"] / v["events_sent"], v["events_sent"] / m, v["event_batches"] / m
                 }')"
             removed=$(( $(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true) - removed_before ))
+            # how the budget learned this JVM: its judgements that removed methods, and when
+            # the last of them came (seconds after the JVM started)
+            learn=$( { [ ! -f "$work/instrumenter.log" ] || tail -n +"$((log_before + 1))" "$work/instrumenter.log"; } |
+                { grep 'event=instr.budget ' || true; } | { grep -v ' removed=0 ' || true; } |
+                sed -n 's/^ts=\([^ ]*\) .*/\1/p' | while read -r ts; do date -d "$ts" +%s.%N; done |
+                awk -v s="$jvm_start" '{n++; last = $1} END {printf "budget_rounds=%d learned_s=%s", n, n ? sprintf("%.1f", last - s) : "-"}')
             ratio=$([ -n "$base_ms" ] && awk -v a="$ms" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
-            printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s %s %s budget_removed=%d\n' "$ver" "$mode" "$r" "$ms" \
-                "$ratio" "$ev" "$applied" "$removed"
+            printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s %s %s budget_removed=%d %s\n' "$ver" "$mode" "$r" \
+                "$ms" "$ratio" "$ev" "$applied" "$removed" "$([ "$mode" = budget ] && echo "$learn")"
         done
         med=$(median < "$work/times")
         [ "$mode" = base ] && base_ms=$med

@@ -357,6 +357,8 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         s->stack = (cmr_bytes_t){calloc(1, 16), 16};
         cmr_put_be64(s->stack.data, (uint64_t)tm.method_id);
         cmr_put_be64(s->stack.data + 8, (uint64_t)s->method_id);
+        m->cpu_ns = 9600000000; /* 0.96 of a core's 10 s */
+        m->calls_dropped = 380; /* calls the rings had no room for */
         break;
     }
     case CMR_MSG_DIAGNOSIS: {
@@ -441,6 +443,19 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->metrics_partitions.count = 1;
         m->metrics_partitions.items = calloc(1, sizeof *m->metrics_partitions.items);
         m->metrics_partitions.items[0] = (cmr_owned_partition_t){5, -1};
+        break;
+    }
+    case CMR_MSG_BUDGET_REMOVAL: {
+        cmr_budget_removal_msg_t *m = &out->u.budget_removal;
+        m->environment_id = DUP("production");
+        m->revision = 4;
+        m->method_id = (int64_t)cmr_method_id("com/acme/shop/Cart", "size", "()I");
+        m->agent_id = sample_agent();
+        m->time_ms = cmr_wall_ms();
+        m->calls = 12000000;
+        m->self_ns_per_call = 4.5;
+        m->cost_pct = 18.2;
+        m->reason = DUP("probes 50 ns per call > self time 4.5 ns; 12000000 calls, 18.2% of CPU");
         break;
     }
     case CMR_MSG_THRESHOLD_EVENT: {

@@ -62,6 +62,10 @@ typedef struct publisher {
      * each ring keeps its own stack (cmr_ring_t.cs) */
     cmr_call_stacks_t cs;
     int64_t interval_start_ms;
+    /* calls the probes ran this interval that were not recorded (segments skipped whole,
+     * calls left out of truncated segments, records lost to a full ring): the overhead
+     * budget scales the interval's counts by them (MetricBatch.calls_dropped) */
+    int64_t interval_calls_dropped;
     /* the stalled calls of the batch being sent: their stacks live here */
     cmr_stalled_call_t stalled[MAX_STALLED];
     uint8_t stall_stacks[MAX_STALLED + 1][CMR_CS_STACK_BYTES]; /* the last one: scratch */
@@ -462,6 +466,7 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
         mb.stalled.items = p->stalled;
         mb.stalled.count = stalled_scan(p);
         mb.environment_id = a->environment_id;
+        mb.calls_dropped = p->interval_calls_dropped;
         char err[256];
         if ((mb.metrics.count || mb.transactions.count || mb.stalled.count) &&
             cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
@@ -470,6 +475,7 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
     cmr_metric_agg_reset(g);
     cmr_cs_interval_reset(&p->cs);
     p->interval_start_ms = now_ms;
+    p->interval_calls_dropped = 0;
 }
 
 /* --- draining -------------------------------------------------------------------------------- */
@@ -484,6 +490,7 @@ static void loss_record(publisher_t *p, cmr_ring_t *ring, uint64_t calls, uint32
     ring->loss_why |= (int32_t)(why & (CMR_TRUNCATED_BY_LIMIT | CMR_TRUNCATED_BY_RING));
     p->n.dropped += 2 * calls; /* the enter and the exit of each */
     p->n.calls_not_recorded += calls;
+    p->interval_calls_dropped += (int64_t)(calls > INT64_MAX / 2 ? INT64_MAX / 2 : calls);
 }
 
 /* Segments the thread skipped whole since the last pass (header 40, 48). */
@@ -504,6 +511,7 @@ static void traces_dropped(publisher_t *p, cmr_ring_t *ring)
     }
     if (c != ring->dropped_calls_seen) {
         p->n.dropped += 2 * (c - ring->dropped_calls_seen);
+        p->interval_calls_dropped += (int64_t)(c - ring->dropped_calls_seen);
         ring->dropped_calls_seen = c;
     }
 }
@@ -596,6 +604,7 @@ static void drain_ring(publisher_t *p, cmr_ring_t *ring)
         uint64_t d = dropped - ring->dropped_seen;
         ring->dropped_seen = dropped;
         p->n.dropped += d;
+        p->interval_calls_dropped += (int64_t)(d / 2); /* records: an enter and an exit per call */
         ring->dropped_pending += (int32_t)(d > INT32_MAX ? INT32_MAX : d);
         /* the thread lost records: its shadow stack may hold calls whose exits were lost,
          * which would read as stalled forever; it is rebuilt from the next enters */

@@ -23,15 +23,27 @@ static int by_cost_desc(const void *a, const void *b)
     return x->m->method_id < y->m->method_id ? -1 : x->m->method_id > y->m->method_id;
 }
 
+static bool is_listed(const uint64_t *sorted, size_t n, uint64_t id)
+{
+    return n && bsearch(&id, sorted, n, sizeof id, cmr_u64_cmp) != NULL;
+}
+
+/* Whether m counts: it was called, and it has not been removed already. */
+static bool counts(const cmr_budget_input_t *in, const cmr_budget_method_t *m)
+{
+    return m->calls > 0 && !is_listed(in->removed, in->n_removed, m->method_id);
+}
+
 int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
 {
     memset(out, 0, sizeof *out);
     if (in->cpu_ns <= 0 || in->probe_ns <= 0)
         return -1;
     double budget = in->budget_pct > 0 ? in->budget_pct : CMR_BUDGET_DEFAULT_PCT;
-    double total = 0;
+    double scale = in->scale > 1 ? in->scale : 1, total = 0;
     for (size_t i = 0; i < in->n; i++)
-        total += (double)(in->methods[i].calls > 0 ? in->methods[i].calls : 0) * in->probe_ns;
+        if (counts(in, &in->methods[i]))
+            total += (double)in->methods[i].calls * scale * in->probe_ns;
     double cpu = (double)in->cpu_ns;
     out->before_pct = out->after_pct = 100.0 * total / cpu;
     if (out->before_pct <= budget || in->n == 0)
@@ -50,26 +62,30 @@ int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
         size_t nc = 0;
         for (size_t i = 0; i < in->n; i++) {
             const cmr_budget_method_t *m = &in->methods[i];
-            if (m->calls <= 0)
+            if (!counts(in, m))
                 continue;
             double self = (double)(m->self_ns > 0 ? m->self_ns : 0) / (double)m->calls;
             bool first = self < in->probe_ns;
             if ((pass == 0 && !first) || (pass == 1 && (first || self >= limit)))
                 continue;
-            c[nc++] = (cand_t){m, (double)m->calls * in->probe_ns};
+            c[nc++] = (cand_t){m, (double)m->calls * scale * in->probe_ns};
         }
         qsort(c, nc, sizeof *c, by_cost_desc);
         for (size_t i = 0; i < nc && out->after_pct > budget; i++) {
             cmr_budget_removal_t *r = &out->removed[out->n_removed++];
             r->method_id = c[i].m->method_id;
-            r->calls = c[i].m->calls;
+            r->calls = (int64_t)((double)c[i].m->calls * scale);
             r->self_ns_per_call = (double)(c[i].m->self_ns > 0 ? c[i].m->self_ns : 0) / (double)c[i].m->calls;
             r->cost_pct = 100.0 * c[i].cost_ns / cpu;
             out->after_pct -= r->cost_pct;
-            snprintf(r->reason, sizeof r->reason,
-                     pass == 0 ? "probes %.0f ns per call > self time %.1f ns; %lld calls, %.1f%% of CPU"
-                               : "probes %.0f ns per call > 1/10 of self time %.1f ns; %lld calls, %.1f%% of CPU",
-                     in->probe_ns, r->self_ns_per_call, (long long)r->calls, r->cost_pct);
+            int len =
+                snprintf(r->reason, sizeof r->reason,
+                         pass == 0 ? "probes %.0f ns per call > self time %.1f ns; %lld calls, %.1f%% of CPU"
+                                   : "probes %.0f ns per call > 1/10 of self time %.1f ns; %lld calls, %.1f%% of CPU",
+                         in->probe_ns, r->self_ns_per_call, (long long)r->calls, r->cost_pct);
+            if (scale > 1.005 && len > 0 && (size_t)len < sizeof r->reason)
+                snprintf(r->reason + len, sizeof r->reason - (size_t)len, " (recorded calls x%.2f for those dropped)",
+                         scale);
         }
     }
     if (out->after_pct < 0)
@@ -85,12 +101,20 @@ void cmr_budget_result_free(cmr_budget_result_t *r)
     memset(r, 0, sizeof *r);
 }
 
+/* *sum += v for v >= 0 (a negative v, never sent by an agent, adds nothing), saturating:
+ * the figures come off a topic anyone with access may write to. */
+static void add_count(int64_t *sum, int64_t v)
+{
+    if (v > 0)
+        *sum = v > INT64_MAX - *sum ? INT64_MAX : *sum + v;
+}
+
 int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb)
 {
     if (mb->cpu_ns <= 0)
         return 0;
-    w->cpu_ns += mb->cpu_ns;
-    w->samples_dropped += mb->samples_dropped;
+    add_count(&w->cpu_ns, mb->cpu_ns);
+    add_count(&w->samples_dropped, mb->samples_dropped);
     w->intervals++;
     for (size_t i = 0; i < mb->metrics.count; i++) {
         const cmr_method_metric_t *mm = &mb->metrics.items[i];
@@ -105,21 +129,36 @@ int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb)
             at = ++w->n;
         }
         cmr_budget_method_t *m = &w->methods[at - 1];
-        m->calls += mm->count;
-        m->self_ns += mm->self_ns > 0 ? mm->self_ns : mm->sum_ns;
+        add_count(&m->calls, mm->count);
+        add_count(&m->self_ns, mm->self_ns > 0 ? mm->self_ns : mm->sum_ns);
+        add_count(&w->calls_recorded, mm->count);
     }
+    add_count(&w->calls_dropped, mb->calls_dropped);
     return 0;
+}
+
+double cmr_budget_window_scale(const cmr_budget_window_t *w)
+{
+    if (w->calls_recorded <= 0 || w->calls_dropped <= 0)
+        return 1;
+    double s = ((double)w->calls_recorded + (double)w->calls_dropped) / (double)w->calls_recorded;
+    return s < CMR_BUDGET_MAX_SCALE ? s : CMR_BUDGET_MAX_SCALE;
 }
 
 cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct)
 {
-    return (cmr_budget_input_t){w->methods, w->n, w->cpu_ns, probe_ns, budget_pct};
+    return (cmr_budget_input_t){.methods = w->methods,
+                                .n = w->n,
+                                .cpu_ns = w->cpu_ns,
+                                .probe_ns = probe_ns,
+                                .budget_pct = budget_pct,
+                                .scale = cmr_budget_window_scale(w)};
 }
 
 void cmr_budget_window_reset(cmr_budget_window_t *w)
 {
     w->n = 0;
-    w->cpu_ns = w->samples_dropped = 0;
+    w->cpu_ns = w->samples_dropped = w->calls_recorded = w->calls_dropped = 0;
     w->intervals = 0;
     cmr_u64map_clear(&w->index);
 }
@@ -129,11 +168,6 @@ void cmr_budget_window_free(cmr_budget_window_t *w)
     free(w->methods);
     cmr_u64map_free(&w->index);
     memset(w, 0, sizeof *w);
-}
-
-static bool is_listed(const uint64_t *sorted, size_t n, uint64_t id)
-{
-    return n && bsearch(&id, sorted, n, sizeof id, cmr_u64_cmp) != NULL;
 }
 
 size_t cmr_instr_decision_drop(const cmr_instr_meta_t *cls, cmr_instr_decision_t *d, const uint64_t *ids, size_t n)

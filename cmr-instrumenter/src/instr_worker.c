@@ -112,23 +112,38 @@ typedef struct catch_up {
 } catch_up_t;
 
 /* The overhead budget's state: cmr.metrics read from the end, a window per JVM whose
- * classes this worker owns, and per environment the methods removed (sorted ids). In
- * memory: a restarted worker learns them again within a window (docs/ARCHITECTURE.md). */
+ * classes this worker owns, and per environment the methods removed in its current
+ * revision. The removals are a projection of cmr.budget: each one this worker decides is
+ * written there, and every worker reads the topic from its beginning (at start, before it
+ * answers a class, and then as it runs), so a restarted worker keeps them and the JVMs of an
+ * environment get them whichever worker owns their classes (docs/ARCHITECTURE.md). */
 typedef struct budget_env {
     char env_id[128];
-    uint64_t *ids; /* sorted */
+    int64_t revision; /* of the environment, the removals' (a newer one starts without) */
+    cmr_u64map_t set; /* the removed method ids (values unused) */
+    uint64_t *ids;    /* the same ids, owned; sorted when `sorted` (budget_env_ids) */
     size_t n, cap;
+    bool sorted;
+    bool run_again; /* gained removals from cmr.budget: its JVMs get them (budget_rerun) */
 } budget_env_t;
+
+/* At most this many removals per environment are held (more on cmr.budget are refused and
+ * counted): a bound on what a writer of the topic can make a worker keep. */
+#define BUDGET_MAX_REMOVED (1u << 18)
 
 typedef struct budget {
     double pct, probe_ns;
     int64_t intervals;
-    cmr_reader_t *reader; /* NULL: off */
-    cmr_u64map_t windows; /* agent id -> cmr_budget_window_t * (owned) */
-    budget_env_t *envs;   /* owned */
+    cmr_reader_t *reader;          /* cmr.metrics from the end; NULL: off */
+    cmr_reader_t *removals_reader; /* cmr.budget from the beginning (on the readers' client) */
+    cmr_u64map_t windows;          /* agent id -> cmr_budget_window_t * (owned) */
+    budget_env_t *envs;            /* owned */
     size_t n_envs, cap_envs;
-    _Atomic uint64_t removed; /* methods removed, for /metrics */
-    int64_t swept_ms;         /* windows of JVMs gone quiet were last freed then */
+    _Atomic uint64_t removed;  /* methods this worker removed, for /metrics */
+    _Atomic uint64_t restored; /* removals read from cmr.budget and applied */
+    _Atomic uint64_t refused;  /* records of cmr.budget refused (bad, or past the bound) */
+    int64_t swept_ms;          /* windows of JVMs gone quiet were last freed then */
+    cmr_log_limiter_t refused_log;
 } budget_t;
 
 typedef struct worker {
@@ -237,12 +252,22 @@ static void lookup_done(lookup_ctx_t *x)
 }
 
 /* The methods the overhead budget removed in environment env_id, or NULL. */
-static const budget_env_t *budget_env(const worker_t *w, const char *env_id)
+static budget_env_t *budget_env(worker_t *w, const char *env_id)
 {
     for (size_t i = 0; i < w->budget.n_envs; i++)
         if (strcmp(w->budget.envs[i].env_id, env_id) == 0)
             return &w->budget.envs[i];
     return NULL;
+}
+
+/* be's removed ids, sorted ascending (as cmr_instr_decision_drop and the choice want). */
+static const uint64_t *budget_env_ids(budget_env_t *be)
+{
+    if (!be->sorted) {
+        qsort(be->ids, be->n, sizeof *be->ids, cmr_u64_cmp);
+        be->sorted = true;
+    }
+    return be->ids;
 }
 
 /* Decides for one class of one agent and records the types it waits for. */
@@ -252,9 +277,9 @@ static int decide(worker_t *w, uint64_t agent, int64_t loader, const char *name,
     lookup_ctx_t x = {w, agent, NULL, 0, 0};
     int rc = cmr_instr_decide(env, meta, lookup_type, &x, d);
     lookup_done(&x);
-    const budget_env_t *be = rc == 0 && env ? budget_env(w, env->id) : NULL;
+    budget_env_t *be = rc == 0 && env ? budget_env(w, env->id) : NULL;
     if (be && be->n > 0) /* the overhead budget took these out */
-        cmr_instr_decision_drop(meta, d, be->ids, be->n);
+        cmr_instr_decision_drop(meta, d, budget_env_ids(be), be->n);
     if (rc == 0 && d->n_trivial > 0) {
         size_t kinds[CF_TRIVIAL_LEAF + 1] = {0};
         for (size_t i = 0; i < d->n_trivial; i++)
@@ -1143,51 +1168,179 @@ static void run_pending_envs(worker_t *w)
 
 /* --- the overhead budget (instr_budget.h) -------------------------------------------- */
 
-/* Adds the removed methods to their environment's set; how many were new. */
-static size_t budget_remove(worker_t *w, const char *env_id, const cmr_budget_result_t *r)
+/* Empties be: its environment moved to `revision` (0: the environment is gone). */
+static void budget_env_clear(budget_env_t *be, int64_t revision)
 {
-    budget_env_t *be = (budget_env_t *)budget_env(w, env_id);
+    cmr_u64map_clear(&be->set);
+    be->n = 0;
+    be->sorted = true;
+    be->run_again = false;
+    be->revision = revision;
+}
+
+/* The removal set of env_id at `revision`: made when new, emptied when it held an older
+ * revision; NULL when it holds a newer one (the caller's removal is stale), or out of memory. */
+static budget_env_t *budget_env_at(worker_t *w, const char *env_id, int64_t revision)
+{
+    budget_env_t *be = budget_env(w, env_id);
     if (!be) {
         if (strlen(env_id) >= sizeof be->env_id ||
             CMR_ARRAY_GROW(w->budget.envs, w->budget.cap_envs, w->budget.n_envs + 1) != 0)
-            return 0;
+            return NULL;
         be = &w->budget.envs[w->budget.n_envs++];
         memset(be, 0, sizeof *be);
         snprintf(be->env_id, sizeof be->env_id, "%s", env_id);
+        be->sorted = true;
+        be->revision = revision;
     }
-    size_t added = 0;
-    for (size_t i = 0; i < r->n_removed; i++) {
-        uint64_t id = r->removed[i].method_id;
-        if (bsearch(&id, be->ids, be->n, sizeof id, cmr_u64_cmp) || CMR_ARRAY_GROW(be->ids, be->cap, be->n + 1) != 0)
-            continue;
-        be->ids[be->n++] = id;
-        qsort(be->ids, be->n, sizeof id, cmr_u64_cmp);
-        added++;
-    }
-    return added;
+    if (be->revision < revision)
+        budget_env_clear(be, revision);
+    return be->revision == revision ? be : NULL;
 }
 
-/* One JVM's window is complete: choose, list, and instrument its environment again. */
+/* Adds method `id` to the removals of env_id at `revision`: 1 when new, 0 when known or
+ * stale (an older revision), -1 when refused (out of memory, past BUDGET_MAX_REMOVED). */
+static int budget_add(worker_t *w, const char *env_id, int64_t revision, uint64_t id)
+{
+    budget_env_t *be = budget_env_at(w, env_id, revision);
+    if (!be)
+        return budget_env(w, env_id) ? 0 : -1;
+    bool created = false;
+    if (cmr_u64map_has(&be->set, id))
+        return 0;
+    if (be->n >= BUDGET_MAX_REMOVED || CMR_ARRAY_GROW(be->ids, be->cap, be->n + 1) != 0 ||
+        !cmr_u64map_get_slot(&be->set, id, &created))
+        return -1;
+    be->ids[be->n++] = id;
+    be->sorted = be->n < 2 || (be->sorted && be->ids[be->n - 2] < id);
+    return 1;
+}
+
+/* Writes one removal to cmr.budget (asynchronously: the producer reports a failed delivery;
+ * the removal holds in this worker's memory either way). */
+static void budget_publish(worker_t *w, const char *env_id, int64_t revision, uint64_t agent,
+                           const cmr_budget_removal_t *r)
+{
+    cmr_budget_removal_msg_t m = {.environment_id = (char *)env_id,
+                                  .revision = revision,
+                                  .method_id = (int64_t)r->method_id,
+                                  .agent_id = (int64_t)agent,
+                                  .time_ms = cmr_wall_ms(),
+                                  .calls = r->calls,
+                                  .self_ns_per_call = r->self_ns_per_call,
+                                  .cost_pct = r->cost_pct,
+                                  .reason = (char *)r->reason};
+    char err[256];
+    if (cmr_producer_send(w->producer, CMR_MSG_BUDGET_REMOVAL, &m, NULL, NULL, err, sizeof err) != CMR_SEND_OK)
+        cmr_log(CMR_LOG_WARN, "instr.budget_not_written",
+                "environment=%s method=%016" PRIx64 " error=\"%s\" effect=\"a restarted worker learns it again\"",
+                env_id, r->method_id, err);
+}
+
+/* One JVM's window is complete: choose, list, write to cmr.budget, and instrument its
+ * environment again. */
 static void budget_judge(worker_t *w, uint64_t agent, const char *env_id, cmr_budget_window_t *win)
 {
+    int64_t revision = 0;
+    if (!cmr_cfg_state_env(w->state, env_id, &revision))
+        return; /* an environment this worker does not know (any more) */
     cmr_budget_input_t in = cmr_budget_window_input(win, w->budget.probe_ns, w->budget.pct);
+    budget_env_t *be = budget_env_at(w, env_id, revision);
+    if (be) { /* removed already: not counted again while their Redefines land */
+        in.removed = budget_env_ids(be);
+        in.n_removed = be->n;
+    }
     cmr_budget_result_t r;
     if (cmr_budget_select(&in, &r) != 0)
         return;
     cmr_log(r.n_removed ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.budget",
-            "agent=%016" PRIx64 " environment=%s methods=%zu before_pct=%.2f after_pct=%.2f removed=%zu over_budget=%d",
-            agent, env_id, win->n, r.before_pct, r.after_pct, r.n_removed, r.over_budget);
-    for (size_t i = 0; i < r.n_removed; i++)
+            "agent=%016" PRIx64 " environment=%s methods=%zu before_pct=%.2f after_pct=%.2f removed=%zu over_budget=%d "
+            "calls_recorded=%" PRId64 " calls_dropped=%" PRId64 " scale=%.2f",
+            agent, env_id, win->n, r.before_pct, r.after_pct, r.n_removed, r.over_budget, win->calls_recorded,
+            win->calls_dropped, in.scale);
+    size_t added = 0;
+    for (size_t i = 0; i < r.n_removed; i++) {
         cmr_log(CMR_LOG_INFO, "instr.budget_removed",
                 "environment=%s method=%016" PRIx64 " agent=%016" PRIx64 " reason=\"%s\"", env_id,
                 r.removed[i].method_id, agent, r.removed[i].reason);
-    size_t added = budget_remove(w, env_id, &r);
+        if (budget_add(w, env_id, revision, r.removed[i].method_id) == 1) {
+            budget_publish(w, env_id, revision, agent, &r.removed[i]);
+            added++;
+        }
+    }
     w->budget.removed += added;
     cmr_budget_result_free(&r);
     if (added > 0) {
         char copy[sizeof w->budget.envs[0].env_id];
         snprintf(copy, sizeof copy, "%s", env_id);
         run_env(w, copy);
+    }
+}
+
+/* One record of cmr.budget: a removal decided by this worker or another (or before a
+ * restart). Kept when it belongs to its environment's current revision; `live`: the
+ * environment is instrumented again once the records at hand are in (budget_rerun). */
+static void on_removal_record(worker_t *w, const cmr_reader_rec_t *rec, bool live)
+{
+    cmr_msg_t m;
+    char err[160];
+    int64_t revision = 0;
+    const char *why = NULL;
+    if (cmr_msg_decode(rec->payload, rec->len, &m, err, sizeof err) != CMR_WIRE_OK) {
+        why = err;
+    } else if (m.type != CMR_MSG_BUDGET_REMOVAL) {
+        why = "not a BudgetRemoval";
+    } else if (!cmr_cfg_state_env(w->state, m.u.budget_removal.environment_id, &revision) ||
+               m.u.budget_removal.revision < revision) {
+        cmr_msg_free(&m); /* an environment gone, or an older revision of it: not any more */
+        return;
+    } else {
+        const cmr_budget_removal_msg_t *r = &m.u.budget_removal;
+        int added = budget_add(w, r->environment_id, r->revision, (uint64_t)r->method_id);
+        if (added < 0) {
+            why = "too many removals for the environment, or out of memory";
+        } else if (added > 0) {
+            w->budget.restored++;
+            budget_env_t *be = budget_env(w, r->environment_id);
+            if (be && live)
+                be->run_again = true;
+        }
+    }
+    if (why) {
+        w->budget.refused++;
+        unsigned long long suppressed = 0;
+        if (cmr_log_allow(&w->budget.refused_log, 1, &suppressed))
+            cmr_log(CMR_LOG_WARN, "instr.budget_record_refused",
+                    "partition=%d offset=%" PRId64 " error=\"%s\" suppressed=%llu", rec->partition, rec->offset, why,
+                    suppressed);
+    }
+    if (why != err)
+        cmr_msg_free(&m);
+}
+
+/* Reads what cmr.budget has (at most `max` records, waiting up to timeout_ms for the
+ * first); 1 once the reader has caught up with the topic. */
+static int budget_read_removals(worker_t *w, size_t max, int timeout_ms, bool live)
+{
+    cmr_reader_rec_t rec;
+    for (size_t i = 0; w->budget.removals_reader && i < max &&
+                       cmr_reader_poll(w->budget.removals_reader, i ? 0 : timeout_ms, &rec) == 1;
+         i++)
+        on_removal_record(w, &rec, live);
+    return !w->budget.removals_reader || cmr_reader_caught_up(w->budget.removals_reader);
+}
+
+/* Instruments again the environments that gained removals from cmr.budget (another
+ * worker's judgement): once per environment for all the records at hand. */
+static void budget_rerun(worker_t *w)
+{
+    for (size_t i = 0; i < w->budget.n_envs; i++) {
+        if (!w->budget.envs[i].run_again)
+            continue;
+        w->budget.envs[i].run_again = false;
+        char copy[sizeof w->budget.envs[0].env_id];
+        snprintf(copy, sizeof copy, "%s", w->budget.envs[i].env_id);
+        run_env(w, copy); /* (may grow w->budget.envs: nothing held across it) */
     }
 }
 
@@ -1219,10 +1372,13 @@ static void budget_sweep(worker_t *w, int64_t now)
                 cmr_u64map_count(&w->budget.windows));
 }
 
-/* Takes the MetricBatches that arrived (of the JVMs whose classes this worker owns). */
+/* Takes the removals other workers wrote, and the MetricBatches that arrived (of the JVMs
+ * whose classes this worker owns). */
 static void budget_step(worker_t *w)
 {
     budget_sweep(w, mono_ms());
+    budget_read_removals(w, 4096, 0, true);
+    budget_rerun(w);
     cmr_reader_rec_t rec;
     for (int i = 0; w->budget.reader && i < 256 && cmr_reader_poll(w->budget.reader, 0, &rec) == 1; i++) {
         cmr_msg_t m;
@@ -1266,9 +1422,12 @@ static void budget_free(budget_t *b)
         free(val);
     }
     cmr_u64map_free(&b->windows);
-    for (size_t i = 0; i < b->n_envs; i++)
+    for (size_t i = 0; i < b->n_envs; i++) {
         free(b->envs[i].ids);
+        cmr_u64map_free(&b->envs[i].set);
+    }
     free(b->envs);
+    cmr_reader_free(b->removals_reader);
 }
 
 /* --- configuration ------------------------------------------------------------------ */
@@ -1281,10 +1440,14 @@ static void on_config_record(worker_t *w, const cmr_reader_rec_t *rec, int live)
     if (effect < 0)
         cmr_log(CMR_LOG_WARN, "config.bad_record", "partition=%d offset=%" PRId64 " error=\"%s\"", rec->partition,
                 rec->offset, err);
-    else if (live && (effect == CMR_CFG_ENV_CHANGED || effect == CMR_CFG_ENV_DELETED) && w->assigned_once) {
-        budget_env_t *be = (budget_env_t *)budget_env(w, id);
-        if (be) /* a new revision starts without the budget's removals */
-            be->n = 0;
+    if (effect == CMR_CFG_ENV_CHANGED || effect == CMR_CFG_ENV_DELETED) {
+        budget_env_t *be = budget_env(w, id);
+        int64_t revision = 0;
+        bool exists = cmr_cfg_state_env(w->state, id, &revision) != NULL;
+        if (be && (!exists || be->revision < revision)) /* a new revision starts without removals */
+            budget_env_clear(be, exists ? revision : 0);
+    }
+    if (effect >= 0 && live && (effect == CMR_CFG_ENV_CHANGED || effect == CMR_CFG_ENV_DELETED) && w->assigned_once) {
         char *copy = strdup(id);
         if (copy)
             run_env(w, copy);
@@ -1816,6 +1979,15 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->diag_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_DIAGNOSES), 0, err, errlen);
     if (!w->diag || !w->diag_reader)
         return -1;
+    /* the overhead budget's removals (read even with the budget off here: another worker's
+     * removals still hold for the JVMs of this one) */
+    const cmr_topic_layout_t *bl = cmr_topic_layout(CMR_TOPIC_BUDGET);
+    if (cmr_admin_ensure_topic(conf, cmr_topic_name(CMR_TOPIC_BUDGET), bl->partitions, -1, bl->compacted, 15000, err,
+                               errlen) != 0)
+        cmr_log(CMR_LOG_WARN, "instr.topic_missing", "topic=%s error=\"%s\"", cmr_topic_name(CMR_TOPIC_BUDGET), err);
+    w->budget.removals_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_BUDGET), 0, err, errlen);
+    if (!w->budget.removals_reader)
+        return -1;
     w->pconf = cmr_conf_dup(conf);
     if (!w->pconf)
         return -1;
@@ -1870,12 +2042,19 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
         if (drain_config(w, 200) != 0)
             return -1;
     }
+    /* the overhead budget's removals, before the first class is answered */
+    while (!budget_read_removals(w, 4096, 100, false)) {
+        if (mono_ms() > deadline) {
+            cmr_log(CMR_LOG_ERROR, "instr.catch_up_timeout", "topic=%s", cmr_topic_name(CMR_TOPIC_BUDGET));
+            return -1;
+        }
+    }
     /* the registrations too, so that the first lost records find their agents */
     while (!cmr_reader_caught_up(w->registry_reader) && mono_ms() < deadline)
         drain_registrations(w, 1024, 100);
     drain_registrations(w, 1 << 30, 0);
-    cmr_log(CMR_LOG_INFO, "instr.config_loaded", "environments=%zu registered_agents=%zu",
-            cmr_cfg_state_env_count(w->state), cmr_u64map_count(&w->registered));
+    cmr_log(CMR_LOG_INFO, "instr.config_loaded", "environments=%zu registered_agents=%zu budget_removals=%" PRIu64,
+            cmr_cfg_state_env_count(w->state), cmr_u64map_count(&w->registered), atomic_load(&w->budget.restored));
     return 0;
 }
 
@@ -1968,6 +2147,12 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_budget_removed_total", "counter",
          "Methods the overhead budget took the probes of (their probes cost more than they measure)",
          atomic_load(&w->budget.removed)},
+        {"cmr_instrumenter_budget_restored_total", "counter",
+         "Removals of the overhead budget read from cmr.budget (written before a restart, or by other workers)",
+         atomic_load(&w->budget.restored)},
+        {"cmr_instrumenter_budget_refused_total", "counter",
+         "Records of cmr.budget refused (malformed, or past the bound of removals per environment)",
+         atomic_load(&w->budget.refused)},
         {"cmr_instrumenter_class_records_lost_total", "counter",
          "Records of cmr.classes this worker never read (deleted before it got to them, or malformed)",
          atomic_load(&w->records_lost)},

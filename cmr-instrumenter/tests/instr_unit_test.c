@@ -886,7 +886,7 @@ static void test_overhead_budget(void **state)
         {4, 1000, 1000000000}, /* 1 ms self: never removed */
         {5, 10000, 100000},    /* 10 ns self, 10 k calls: 0.04 % */
     };
-    cmr_budget_input_t in = {m, 5, 1000000000, 40.0, 3.0};
+    cmr_budget_input_t in = {.methods = m, .n = 5, .cpu_ns = 1000000000, .probe_ns = 40.0, .budget_pct = 3.0};
     cmr_budget_result_t r;
     assert_int_equal(cmr_budget_select(&in, &r), 0);
     assert_true(r.before_pct > 6.8 && r.before_pct < 6.9);
@@ -917,6 +917,28 @@ static void test_overhead_budget(void **state)
     assert_int_equal(cmr_budget_select(&in, &r), 0);
     assert_int_equal(r.n_removed, 0);
     assert_null(r.removed);
+    /* the JVM dropped as many calls as it recorded: each counts twice (13.7 %), so the
+     * first two go at once, and the reason says why the figures are above the counts */
+    in.budget_pct = 3.0;
+    in.scale = 2.0;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 13.6 && r.before_pct < 13.7);
+    assert_int_equal(r.n_removed, 2); /* 13.68 % -> 5.68 % -> 1.68 % */
+    assert_int_equal(r.removed[0].method_id, 1);
+    assert_int_equal(r.removed[1].method_id, 2);
+    assert_int_equal(r.removed[0].calls, 2000000);
+    assert_non_null(strstr(r.removed[0].reason, "x2.00 for those dropped"));
+    cmr_budget_result_free(&r);
+    /* method 1 was removed already (a window from before its Redefine landed): it is not
+     * counted, so nothing more goes (2.84 % is within 3 %) */
+    in.scale = 0;
+    uint64_t gone[] = {1};
+    in.removed = gone;
+    in.n_removed = 1;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 2.8 && r.before_pct < 2.9);
+    assert_int_equal(r.n_removed, 0);
+    assert_null(r.removed);
     in.cpu_ns = 0;
     assert_int_equal(cmr_budget_select(&in, &r), -1);
 }
@@ -943,6 +965,8 @@ static void test_budget_window(void **state)
     assert_int_equal(w.methods[0].calls, 2000000);
     assert_int_equal(w.methods[0].self_ns, 12000000);
     assert_int_equal(w.methods[1].self_ns, 1800000000); /* no self_ns: the whole time */
+    assert_int_equal(w.calls_recorded, 2000020);
+    assert_true(cmr_budget_window_scale(&w) == 1.0); /* nothing dropped */
     cmr_budget_result_t r;
     cmr_budget_input_t in = cmr_budget_window_input(&w, 50.0, 0);
     assert_int_equal(cmr_budget_select(&in, &r), 0);
@@ -953,8 +977,20 @@ static void test_budget_window(void **state)
     cmr_budget_result_free(&r);
     cmr_budget_window_reset(&w);
     assert_int_equal(w.n, 0);
+    mb.calls_dropped = 3000030; /* three calls ran for each one recorded */
     assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
     assert_int_equal(w.methods[0].calls, 1000000);
+    assert_true(cmr_budget_window_scale(&w) > 3.999 && cmr_budget_window_scale(&w) < 4.001);
+    in = cmr_budget_window_input(&w, 50.0, 0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 40.0 && r.before_pct < 40.1); /* 4 x 1 M calls x 50 ns of 0.5 s */
+    cmr_budget_result_free(&r);
+    mb.calls_dropped = INT64_MAX / 4; /* an absurd count is bounded */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(cmr_budget_window_scale(&w) == CMR_BUDGET_MAX_SCALE);
+    mb.calls_dropped = INT64_MAX; /* and sums saturate instead of overflowing */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(w.calls_dropped == INT64_MAX);
     cmr_budget_window_free(&w);
 }
 

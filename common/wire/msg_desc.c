@@ -369,6 +369,7 @@ static const cmr_field_desc_t metric_batch_fields[] = {
     SUB(cmr_metric_batch_t, stalled, RECORDS, stalled_call_desc),
     FIELD(cmr_metric_batch_t, samples_dropped, LONG),
     FIELD(cmr_metric_batch_t, cpu_ns, LONG),
+    FIELD(cmr_metric_batch_t, calls_dropped, LONG),
 };
 static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
                                                     TABLE(metric_batch_fields)};
@@ -488,6 +489,20 @@ static const cmr_field_desc_t ingest_worker_fields[] = {
 static const cmr_record_desc_t ingest_worker_desc = {"IngestWorker", sizeof(cmr_ingest_worker_t), ingest_worker_fields,
                                                      TABLE(ingest_worker_fields)};
 
+static const cmr_field_desc_t budget_removal_fields[] = {
+    FIELD(cmr_budget_removal_msg_t, environment_id, STRING),
+    FIELD(cmr_budget_removal_msg_t, revision, LONG),
+    FIELD(cmr_budget_removal_msg_t, method_id, LONG),
+    FIELD(cmr_budget_removal_msg_t, agent_id, LONG),
+    FIELD(cmr_budget_removal_msg_t, time_ms, LONG),
+    FIELD(cmr_budget_removal_msg_t, calls, LONG),
+    FIELD(cmr_budget_removal_msg_t, self_ns_per_call, DOUBLE),
+    FIELD(cmr_budget_removal_msg_t, cost_pct, DOUBLE),
+    FIELD(cmr_budget_removal_msg_t, reason, STRING),
+};
+static const cmr_record_desc_t budget_removal_desc = {"BudgetRemoval", sizeof(cmr_budget_removal_msg_t),
+                                                      budget_removal_fields, TABLE(budget_removal_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_AGENT_REGISTRATION] = &registration_desc,
     [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
@@ -506,4 +521,5 @@ const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_DIAGNOSIS] = &diagnosis_desc,
     [CMR_MSG_DIAGNOSIS_TREE] = &diagnosis_tree_desc,
     [CMR_MSG_INGEST_WORKER] = &ingest_worker_desc,
+    [CMR_MSG_BUDGET_REMOVAL] = &budget_removal_desc,
 };

@@ -22,6 +22,7 @@ static const cmr_topic_layout_t layouts[CMR_TOPIC__COUNT] = {
     [CMR_TOPIC_DIAGNOSES] = {"diagnoses", 1, 0},
     [CMR_TOPIC_DIAGNOSIS_TREES] = {"diagnosis-trees", 1, 0},
     [CMR_TOPIC_INGEST_WORKERS] = {"ingest-workers", 1, 1},
+    [CMR_TOPIC_BUDGET] = {"budget", 1, 1},
 };
 
 static char topic_prefix[64] = "cmr";
@@ -104,6 +105,7 @@ cmr_topic_t cmr_msg_topic(cmr_msg_type_t type)
     case CMR_MSG_DIAGNOSIS: return CMR_TOPIC_DIAGNOSES;
     case CMR_MSG_DIAGNOSIS_TREE: return CMR_TOPIC_DIAGNOSIS_TREES;
     case CMR_MSG_INGEST_WORKER: return CMR_TOPIC_INGEST_WORKERS;
+    case CMR_MSG_BUDGET_REMOVAL: return CMR_TOPIC_BUDGET;
     default: return CMR_TOPIC__COUNT;
     }
 }
@@ -146,6 +148,12 @@ size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len)
     case CMR_MSG_THRESHOLD_EVENT: return key_str(((const cmr_threshold_event_t *)msg)->environment_id, buf, len);
     case CMR_MSG_DIAGNOSIS: return key_str(((const cmr_diagnosis_t *)msg)->id, buf, len);
     case CMR_MSG_INGEST_WORKER: return key_str(((const cmr_ingest_worker_t *)msg)->worker_id, buf, len);
+    case CMR_MSG_BUDGET_REMOVAL: {
+        const cmr_budget_removal_msg_t *r = msg;
+        int n =
+            snprintf(buf, len, "%s/%016" PRIx64, r->environment_id ? r->environment_id : "", (uint64_t)r->method_id);
+        return n > 0 && (size_t)n < len ? (size_t)n : 0;
+    }
     case CMR_MSG_DIAGNOSIS_TREE: {
         const cmr_diagnosis_tree_t *t = msg;
         int n = snprintf(buf, len, "%s/%016" PRIx64, t->diagnosis_id ? t->diagnosis_id : "", (uint64_t)t->agent_id);

@@ -1266,6 +1266,22 @@ static void test_loss_is_whole_traces(void **state)
     assert_true(not_recorded >= segments);
     /* every event is in a batch or counted: 2 per call not recorded, in kept and dropped traces */
     assert_int_equal(2 * enters + (uint64_t)st->events_dropped, (uint64_t)done * 8);
+    /* and the MetricBatches, which count recorded calls only, say how many calls the probes
+     * ran beyond them (MetricBatch.calls_dropped, what the overhead budget scales by): the
+     * two make every call of the run (the last interval is sent at exit) */
+    int64_t metric_calls = 0, calls_dropped = 0;
+    for (size_t i = 0; i < peer.n; i++) {
+        const cmr_msg_t *m = &peer.recs[i]->msg;
+        if (m->type != CMR_MSG_METRIC_BATCH || m->u.metric_batch.agent_id != r.agent_id)
+            continue;
+        calls_dropped += m->u.metric_batch.calls_dropped;
+        for (size_t k = 0; k < m->u.metric_batch.metrics.count; k++)
+            if ((uint64_t)m->u.metric_batch.metrics.items[k].method_id == call_id)
+                metric_calls += m->u.metric_batch.metrics.items[k].count;
+    }
+    print_message("loss: metrics count %" PRId64 " calls, %" PRId64 " dropped\n", metric_calls, calls_dropped);
+    assert_true(calls_dropped > 0);
+    assert_int_equal(metric_calls + calls_dropped, (int64_t)done * 4);
 }
 
 static void test_dynamic_attach_sends_classes_loaded_before_it(void **state)

@@ -142,7 +142,7 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain, trivial: true}\n"
                             "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
-static int tests_ok, tests_run = 9;
+static int tests_ok, tests_run = 10;
 
 /* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
 static int start_instrumenter_budget(const char *budget)
@@ -1101,6 +1101,62 @@ static void test_overhead_budget_removes_probes(void **state)
     tests_ok++;
 }
 
+/* The overhead budget's removals are a projection of cmr.budget: the removal of
+ * budget/Hot.hot above is a BudgetRemoval there (its environment's revision, the JVM, the
+ * figures, the reason), and a worker started on an empty class cache reads it back before
+ * it answers a class: the class comes without hot's probes from its first answer. Runs
+ * last: it leaves the worker on a cache of its own. */
+static void test_budget_removals_outlive_the_worker(void **state)
+{
+    (void)state;
+    char err[256];
+    cmr_reader_t *r = cmr_reader_new(conf, cmr_topic_name(CMR_TOPIC_BUDGET), 0, err, sizeof err);
+    assert_non_null(r);
+    uint64_t hot = cmr_method_id("budget/Hot", "hot", "(I)I");
+    bool found = false;
+    for (int64_t deadline = cmr_mono_ms() + 30000; !found && cmr_mono_ms() < deadline;) {
+        cmr_reader_rec_t rec;
+        if (cmr_reader_poll(r, 200, &rec) != 1)
+            continue;
+        cmr_msg_t m;
+        assert_int_equal(cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err), CMR_WIRE_OK);
+        assert_int_equal(m.type, CMR_MSG_BUDGET_REMOVAL);
+        const cmr_budget_removal_msg_t *b = &m.u.budget_removal;
+        char key[160];
+        cp_fmt(key, sizeof key, "app/%016" PRIx64, hot);
+        if ((uint64_t)b->method_id == hot) {
+            found = true;
+            assert_string_equal(rec.key, key);
+            assert_string_equal(b->environment_id, "app");
+            assert_true(b->revision > 0);
+            assert_int_equal(b->agent_id, peer.agent_id);
+            assert_int_equal(b->calls, 30000000); /* 3 intervals of 10 M calls */
+            assert_true(b->self_ns_per_call > 4.9 && b->self_ns_per_call < 5.1);
+            assert_true(b->cost_pct > 49.9 && b->cost_pct < 50.1);
+            assert_non_null(strstr(b->reason, "probes 50 ns per call > self time 5.0 ns"));
+        }
+        cmr_msg_free(&m);
+    }
+    cmr_reader_free(r);
+    assert_true(found);
+
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    cp_fmt(instr_db, sizeof instr_db, "%s/db-after-budget", tmp); /* nothing cached */
+    assert_int_equal(start_instrumenter_budget("16777216"), 0);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "budget_removals=1", 5000), 0);
+    send_class("budget/Hot", 3);
+    cmr_msg_t m;
+    if (next_redefine_of("budget/Hot", &m) != 1) {
+        cp_proc_dump_log(&instr_worker, 40);
+        fail_msg("no Redefine of budget/Hot from the restarted worker");
+    }
+    assert_int_equal(m.u.redefine.methods.count, 1);
+    assert_string_equal(m.u.redefine.methods.items[0].name, "cold");
+    assert_false(calls_probe(&m.u.redefine.bytecode, "hot", "enter"));
+    cmr_msg_free(&m);
+    tests_ok++;
+}
+
 static int32_t classes_partition(const cp_peer_t *p)
 {
     char key[17];
@@ -1225,6 +1281,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_diagnosis_exclude_method),
         cmocka_unit_test(test_overhead_budget_removes_probes),
         cmocka_unit_test(test_lost_class_records_ask_for_all_classes),
+        cmocka_unit_test(test_budget_removals_outlive_the_worker),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {

@@ -13,6 +13,8 @@
  *      the probes' cost (their figures are distorted by more than 1/CMR_BUDGET_DISTORTION)
  *      go the same way. Methods that measure more than that are never removed: the budget
  *      is then reported as not reachable by removal (over_budget).
+ * The calls counted are scaled by the calls the JVM dropped (its probes ran for those too),
+ * and methods removed already are left out of the estimate.
  * Pure: no Kafka, no cache; the caller applies the result (cmr_instr_decision_drop).
  */
 #ifndef CMR_INSTR_BUDGET_H
@@ -27,6 +29,7 @@
 
 #define CMR_BUDGET_DEFAULT_PCT 3.0
 #define CMR_BUDGET_DISTORTION 10
+#define CMR_BUDGET_MAX_SCALE 100.0
 
 typedef struct cmr_budget_method {
     uint64_t method_id;
@@ -40,6 +43,15 @@ typedef struct cmr_budget_input {
     int64_t cpu_ns;    /* the JVM's CPU time over the window (all threads) */
     double probe_ns;   /* the cost of one call's probes (entry + exit), measured by the agent */
     double budget_pct; /* the environment's budget; <= 0: CMR_BUDGET_DEFAULT_PCT */
+    /* the calls the probes ran per call counted (>= 1; 0 counts as 1): a JVM that drops
+     * records counts only the calls it recorded, and the dropped ones cost probes too
+     * (cmr_budget_window_scale) */
+    double scale;
+    /* methods already removed (sorted ascending; may be NULL): their probes are on their
+     * way out, so a window measured before the Redefines landed leaves them out of the
+     * estimate instead of making the choice take more */
+    const uint64_t *removed;
+    size_t n_removed;
 } cmr_budget_input_t;
 
 typedef struct cmr_budget_removal {
@@ -73,14 +85,20 @@ typedef struct cmr_budget_window {
     cmr_u64map_t index; /* method id -> position + 1 */
     int64_t cpu_ns;
     int64_t samples_dropped;
-    uint32_t intervals; /* batches counted */
-    int64_t last_ms;    /* when the last batch arrived (the caller's clock): a JVM gone
+    int64_t calls_recorded; /* the methods' calls, summed */
+    int64_t calls_dropped;  /* MetricBatch.calls_dropped, summed */
+    uint32_t intervals;     /* batches counted */
+    int64_t last_ms;        /* when the last batch arrived (the caller's clock): a JVM gone
                            quiet for long has its window freed */
 } cmr_budget_window_t;
 
 /* 0, or -1 on out of memory (the window is then partly updated: reset it). */
 int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb);
-/* What cmr_budget_select needs, borrowing w's methods. */
+/* The calls the probes ran per call the window counted: (recorded + dropped) / recorded,
+ * at most CMR_BUDGET_MAX_SCALE; 1 without drops. */
+double cmr_budget_window_scale(const cmr_budget_window_t *w);
+/* What cmr_budget_select needs, borrowing w's methods (scaled by its drops; nothing
+ * listed as removed: the caller sets removed, n_removed). */
 cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct);
 void cmr_budget_window_reset(cmr_budget_window_t *w);
 void cmr_budget_window_free(cmr_budget_window_t *w);

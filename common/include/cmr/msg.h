@@ -63,6 +63,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_DIAGNOSIS,
     CMR_MSG_DIAGNOSIS_TREE,
     CMR_MSG_INGEST_WORKER,
+    CMR_MSG_BUDGET_REMOVAL,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -541,7 +542,8 @@ typedef struct cmr_metric_batch {
         size_t count;
     } stalled;
     int64_t samples_dropped;
-    int64_t cpu_ns; /* the process's CPU time since the previous batch (0: unknown) */
+    int64_t cpu_ns;        /* the process's CPU time since the previous batch (0: unknown) */
+    int64_t calls_dropped; /* calls of the interval the probes ran but the agent did not record */
 } cmr_metric_batch_t;
 
 typedef struct cmr_diag_condition {
@@ -665,6 +667,21 @@ typedef struct cmr_ingest_worker {
     } metrics_partitions; /* the cmr.metrics partitions it owns and has restored */
 } cmr_ingest_worker_t;
 
+/* cmr.budget (compacted; key: environment id/method id in hex): a method the overhead
+ * budget took the probes of in one revision of an environment (docs/ARCHITECTURE.md, "The
+ * overhead budget"). */
+typedef struct cmr_budget_removal_msg {
+    char *environment_id;
+    int64_t revision; /* of the environment: a newer one starts without removals */
+    int64_t method_id;
+    int64_t agent_id; /* the JVM whose measurements decided it */
+    int64_t time_ms;
+    int64_t calls; /* over the judged window, scaled by the JVM's dropped calls */
+    double self_ns_per_call;
+    double cost_pct; /* its probes, in % of the JVM's CPU time */
+    char *reason;
+} cmr_budget_removal_msg_t;
+
 /* cmr.alerts (key: environment id) */
 typedef struct cmr_threshold_event {
     char *environment_id;
@@ -716,6 +733,7 @@ typedef struct cmr_msg {
         cmr_diagnosis_t diagnosis;
         cmr_diagnosis_tree_t diagnosis_tree;
         cmr_ingest_worker_t ingest_worker;
+        cmr_budget_removal_msg_t budget_removal;
     } u;
 } cmr_msg_t;
 

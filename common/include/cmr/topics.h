@@ -38,6 +38,7 @@ typedef enum cmr_topic {
     CMR_TOPIC_DIAGNOSES,       /* diagnoses and their history (docs/DIAGNOSIS.md) */
     CMR_TOPIC_DIAGNOSIS_TREES, /* the discovered callees per diagnosis and agent */
     CMR_TOPIC_INGEST_WORKERS,  /* compacted: cmr-ingest workers' HTTP APIs and partitions */
+    CMR_TOPIC_BUDGET,          /* compacted: the methods the overhead budget removed */
     CMR_TOPIC__COUNT
 } cmr_topic_t;
 
