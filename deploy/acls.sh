@@ -106,7 +106,7 @@ acl "$op" Describe transactional-id cmr-config-apply prefixed
 # cmr-ui (the web UI): reads what its pages show, and writes what an operator writes from
 # them: diagnoses (start, narrow, stop) and, unless it runs with ui.writable = false,
 # environments in one transaction of its own (config.transactional_id = cmr-ui-apply).
-for t in config diagnoses diagnosis-trees; do topic "$ui" Read "$t"; topic "$ui" Describe "$t"; done
+for t in config diagnoses diagnosis-trees budget; do topic "$ui" Read "$t"; topic "$ui" Describe "$t"; done
 topic "$ui" Write config
 topic "$ui" Write diagnoses
 acl "$ui" IdempotentWrite cluster kafka-cluster

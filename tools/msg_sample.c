@@ -357,8 +357,10 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         s->stack = (cmr_bytes_t){calloc(1, 16), 16};
         cmr_put_be64(s->stack.data, (uint64_t)tm.method_id);
         cmr_put_be64(s->stack.data + 8, (uint64_t)s->method_id);
-        m->cpu_ns = 9600000000; /* 0.96 of a core's 10 s */
-        m->calls_dropped = 380; /* calls the rings had no room for */
+        m->cpu_ns = 9600000000;     /* 0.96 of a core's 10 s */
+        m->calls_dropped = 380;     /* calls the rings had no room for */
+        m->probe_ps = 41500;        /* 41.5 ns per recorded call's probes */
+        m->agent_cpu_ns = 21000000; /* the publisher thread's 21 ms */
         break;
     }
     case CMR_MSG_DIAGNOSIS: {

@@ -36,6 +36,11 @@
 #define REFUSAL_STATUS_MS 1000 /* refusals are reported in an AgentStatus within this time */
 #define REFUSAL_LOG_PER_SECOND 5
 #define AWAITING_MAX 1024 /* Redefines held while their class is being defined */
+/* the probes are timed this long after the configuration, when no Redefine is held (the
+ * first wave of Redefines goes first), and again later: a JIT busy with the application's
+ * start-up may not have compiled the timing loop yet, so the least figure is kept */
+static const int64_t probe_cost_at_ms[] = {1000, 10000, 60000};
+#define PROBE_COST_TIMES (int)(sizeof probe_cost_at_ms / sizeof probe_cost_at_ms[0])
 
 typedef struct control {
     cmr_agent_t *a;
@@ -51,6 +56,7 @@ typedef struct control {
     _Atomic int in_flight;
     _Atomic uint64_t failed;
     bool disconnect_reported;
+    int probe_cost_runs;      /* times cmr_probe_measure_cost ran */
     bool refusals_unreported; /* a command was refused since the last AgentStatus */
     int64_t next_refusal_status_ms;
     /* commands that arrived before the JVM was live */
@@ -317,6 +323,21 @@ static bool ensure_env(control_t *c)
         return false;
     }
     return true;
+}
+
+/* Times the probes (their cost goes with every MetricBatch, for the overhead budget) at
+ * probe_cost_at_ms after the configuration, between Redefines; keeps the least figure. */
+static void measure_probe_cost(control_t *c)
+{
+    cmr_agent_t *a = c->a;
+    int64_t configured = a->configured_ns;
+    if (c->probe_cost_runs >= PROBE_COST_TIMES || !configured || c->nawaiting > 0 ||
+        cmr_mono_ns() - configured < probe_cost_at_ms[c->probe_cost_runs] * 1000000 || !ensure_env(c))
+        return;
+    c->probe_cost_runs++;
+    int64_t ps = cmr_probe_measure_cost(c->env), was = a->probe_ps;
+    if (ps > 0 && (was <= 0 || ps < was))
+        a->probe_ps = ps;
 }
 
 /* Returns false when the record must wait (JVM not live yet). */
@@ -733,6 +754,8 @@ static void *control_main(void *arg)
          * start and end is reported at once */
         if (a->mode == CMR_MODE_FULL && ensure_env(c))
             cmr_agent_end_due_diagnoses(a, c->env);
+        if (a->mode == CMR_MODE_FULL)
+            measure_probe_cost(c);
         if (cmr_agent_diags_take_changed(a->diags) && a->mode == CMR_MODE_FULL)
             cmr_agent_send_status(a, a->connected ? CMR_AGENT_FULL : CMR_AGENT_DISCONNECTED);
         /* periodic status while configured (agent.status.interval.ms; 0: only changes) */

@@ -66,6 +66,9 @@ typedef struct publisher {
      * calls left out of truncated segments, records lost to a full ring): the overhead
      * budget scales the interval's counts by them (MetricBatch.calls_dropped) */
     int64_t interval_calls_dropped;
+    /* the publisher thread's CPU time at its last MetricBatch (0: none yet): each batch
+     * says what the thread spent since (agent_cpu_ns); read on that thread only */
+    int64_t thread_cpu_ns;
     /* the stalled calls of the batch being sent: their stacks live here */
     cmr_stalled_call_t stalled[MAX_STALLED];
     uint8_t stall_stacks[MAX_STALLED + 1][CMR_CS_STACK_BYTES]; /* the last one: scratch */
@@ -451,7 +454,21 @@ static size_t stalled_scan(publisher_t *p)
     return n;
 }
 
-static void metrics_send(publisher_t *p, int64_t now_ms)
+/* The publisher thread's CPU time since its previous MetricBatch: the agent's own work for
+ * what the probes recorded (MetricBatch.agent_cpu_ns). 0 the first time, and when called
+ * on another thread (!on_publisher: the last batch, sent by the thread that stops the
+ * agent, counts none; that thread's clock would say that thread's time). */
+static int64_t publisher_cpu_since(publisher_t *p, bool on_publisher)
+{
+    struct timespec ts;
+    if (!on_publisher || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, before = p->thread_cpu_ns;
+    p->thread_cpu_ns = now;
+    return before > 0 && now > before ? now - before : 0;
+}
+
+static void metrics_send(publisher_t *p, int64_t now_ms, bool on_publisher)
 {
     cmr_agent_t *a = p->a;
     cmr_metric_agg_t *g = &p->agg;
@@ -467,6 +484,8 @@ static void metrics_send(publisher_t *p, int64_t now_ms)
         mb.stalled.count = stalled_scan(p);
         mb.environment_id = a->environment_id;
         mb.calls_dropped = p->interval_calls_dropped;
+        mb.probe_ps = a->probe_ps; /* every batch: a budget window may start at any of them */
+        mb.agent_cpu_ns = publisher_cpu_since(p, on_publisher);
         char err[256];
         if ((mb.metrics.count || mb.transactions.count || mb.stalled.count) &&
             cmr_producer_send(a->producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err) == CMR_SEND_OK)
@@ -659,7 +678,7 @@ static void *publisher_main(void *arg)
         pass_once(p);
         int64_t now = cmr_wall_ms();
         if (now - p->interval_start_ms >= metric_ms) {
-            metrics_send(p, now);
+            metrics_send(p, now, true);
             counts_flush(p);
         }
     }
@@ -700,7 +719,7 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
     a->publisher_started = false;
     if (a->mode == CMR_MODE_FULL) {
         pass_once(&pub); /* what the threads recorded until now */
-        metrics_send(&pub, cmr_wall_ms());
+        metrics_send(&pub, cmr_wall_ms(), false);
         counts_flush(&pub);
     }
     cmr_cs_free(&pub.cs);

@@ -335,6 +335,36 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
     }
 }
 
+int64_t cmr_probe_measure_cost(JNIEnv *env)
+{
+    int64_t t0 = cmr_mono_ns();
+    jclass cls = (*env)->FindClass(env, CMR_PROBE_CLASS);
+    jmethodID calibrate = cls ? (*env)->GetStaticMethodID(env, cls, "calibrate", "(II)J") : NULL;
+    jlong ps = -1;
+    if (calibrate)
+        ps = (*env)->CallStaticLongMethod(env, cls, calibrate, (jint)CMR_PROBE_CALIBRATION_WARMUP,
+                                          (jint)CMR_PROBE_CALIBRATION_ROUNDS);
+    bool thrown = (*env)->ExceptionCheck(env);
+    if (thrown)
+        (*env)->ExceptionClear(env);
+    if (cls)
+        (*env)->DeleteLocalRef(env, cls);
+    long long took_ms = (long long)((cmr_mono_ns() - t0) / 1000000);
+    if (!calibrate || thrown || ps <= 0) {
+        cmr_log(CMR_LOG_WARN, "agent.probe_cost_unmeasured",
+                "reason=\"%s\" took_ms=%lld action=\"the overhead budget takes the CMR's setting "
+                "(instrumenter.budget.probe_ns)\"",
+                !calibrate ? "no Probe.calibrate"
+                : thrown   ? "it threw"
+                           : "the clock went backwards",
+                took_ms);
+        return 0;
+    }
+    cmr_log(CMR_LOG_INFO, "agent.probe_cost", "probe_ns=%.1f rounds=%d calls_per_round=1000 took_ms=%lld",
+            (double)ps / 1000.0, CMR_PROBE_CALIBRATION_ROUNDS, took_ms);
+    return (int64_t)ps;
+}
+
 void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti, jthread thread)
 {
     cmr_ring_t *ring = NULL;

@@ -170,6 +170,15 @@ typedef struct cmr_probe_rings cmr_probe_rings_t;
 cmr_probe_rings_t *cmr_probe_rings_new(struct cmr_agent *a);
 /* Registers the natives of cmr/agent/Probe (called when that class is prepared). */
 void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass probe_class);
+/* What the probes of one recorded call cost this JVM, in picoseconds (Probe.calibrate: the
+ * JIT-compiled probes of an empty method timed against the same loop without them, the
+ * median of CMR_PROBE_CALIBRATION_ROUNDS rounds after CMR_PROBE_CALIBRATION_WARMUP), or 0
+ * when it could not be measured (logged). Runs Java code on the calling thread, which must
+ * be attached to the live JVM: tens of milliseconds of its CPU, once. Logs
+ * agent.probe_cost. */
+#define CMR_PROBE_CALIBRATION_WARMUP 300
+#define CMR_PROBE_CALIBRATION_ROUNDS 101
+int64_t cmr_probe_measure_cost(JNIEnv *env);
 /* JVMTI ThreadEnd (thread NULL: the ending thread) or VirtualThreadEnd (the virtual
  * thread): its ring is drained one last time and freed. */
 void cmr_probe_rings_thread_end(cmr_probe_rings_t *r, jvmtiEnv *jvmti, jthread thread);

@@ -11,6 +11,9 @@
  *                                             the traces a diagnosis tagged and its
  *                                             per-method statistics (ing_diag.c)
  *   GET /api/metrics/..., /api/agents[/<agent id>]
+ *   GET /api/methods?ids=<hex id>,<hex id>,...  {"methods":{"<hex id>":"pkg.Class.m(I)V" or
+ *                                             null when unknown}}: at most METHODS_MAX ids
+ *                                             (cmr.methods, which every worker reads whole)
  *
  * The server is the common one (cmr/http_server.h over libmicrohttpd): a pool of
  * HTTP_THREADS threads (epoll), keep-alive, at most HTTP_CONNECTIONS connections, idle
@@ -429,6 +432,59 @@ static int answer_tree(cmr_ingest_http_t *h, cmr_ingest_view_t *v, const uint8_t
     return *body ? 200 : 500;
 }
 
+#define METHODS_MAX 500
+
+/* GET /api/methods?ids=a,b,c: the display names of method ids (the web UI names the
+ * methods of lists that carry only ids, e.g. the overhead budget's removals). */
+static int answer_methods(cmr_ingest_http_t *h, const char *root, const query_t *q, char **body)
+{
+    const char *ids = NULL;
+    for (int i = 0; i < q->n; i++)
+        if (!strcmp(q->keys[i], "ids"))
+            ids = q->vals[i];
+    if (!ids) {
+        *body = error_json("ids= is missing: a comma-separated list of 16-hex-digit method ids");
+        return 400;
+    }
+    char err[512];
+    void *owned;
+    cmr_ingest_view_t *v = get_view(h, root, &owned, err, sizeof err);
+    if (!v) {
+        *body = error_json(err);
+        return 500;
+    }
+    const cmr_names_t *names = cmr_ingest_view_names(v);
+    json_t *out = json_object();
+    int n = 0, status = 200;
+    for (const char *p = ids; *p && status == 200;) {
+        size_t len = strcspn(p, ",");
+        uint8_t raw[8];
+        char hex[17];
+        if (len != 16 || ++n > METHODS_MAX) {
+            *body = error_json(len != 16 ? "a method id is 16 hex digits" : "at most 500 ids at a time");
+            status = 400;
+            break;
+        }
+        memcpy(hex, p, 16);
+        hex[16] = '\0';
+        if (cmr_unhex(hex, raw, 8) != 0) {
+            *body = error_json("a method id is 16 hex digits");
+            status = 400;
+            break;
+        }
+        char buf[2048];
+        const char *name = cmr_names_method_known(names, cmr_be64(raw), buf, sizeof buf);
+        json_object_set_new(out, hex, name ? cmr_json_str(name) : json_null());
+        p += len + (p[len] == ',');
+    }
+    put_view(h, owned);
+    if (status == 200)
+        *body = cmr_json_take(json_pack("{s:o}", "methods", out), CMR_JSON_COMPACT);
+    else
+        json_decref(out);
+    return status;
+}
+
 /* GET /api/agents (the latest status of every JVM), /api/agents/<hex id>?from=&to= (one's history). */
 static int answer_agents(const char *root, const char *id, const query_t *q, char **body)
 {
@@ -739,9 +795,11 @@ static int answer_path(cmr_ingest_http_t *h, const char *root, char *path, const
         return answer_agents(root, path[11] ? path + 12 : "", &q, body);
     if (!strncmp(path, "/api/diagnoses/", 15))
         return answer_diagnosis(h, root, path + 15, &q, body);
+    if (!strcmp(path, "/api/methods"))
+        return answer_methods(h, root, &q, body);
     if (strncmp(path, "/api/traces", 11) || (path[11] && path[11] != '/')) {
         *body = error_json("not found: try /api/traces, /api/traces/<trace id>, /api/diagnoses/<diagnosis id>, "
-                           "/api/metrics/top, /api/agents");
+                           "/api/metrics/top, /api/agents, /api/methods?ids=");
         return 404;
     }
     fanout_keys_t fk = {0};

@@ -198,6 +198,15 @@ const char *cmr_names_method(const cmr_names_t *n, uint64_t id, char *buf, size_
     return table_name(&n->methods, "method", id, buf, len);
 }
 
+const char *cmr_names_method_known(const cmr_names_t *n, uint64_t id, char *buf, size_t len)
+{
+    const char *display = cmr_u64map_get(&n->methods, id);
+    if (!display)
+        return NULL;
+    snprintf(buf, len, "%s", display);
+    return buf;
+}
+
 const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t len)
 {
     return table_name(&n->agents, "agent", id, buf, len);

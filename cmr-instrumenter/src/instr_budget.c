@@ -12,7 +12,7 @@
 
 typedef struct cand {
     const cmr_budget_method_t *m;
-    double cost_ns; /* calls * probe_ns */
+    double cost_ns; /* calls * (scale * probe_ns + agent_ns) */
 } cand_t;
 
 static int by_cost_desc(const void *a, const void *b)
@@ -34,6 +34,15 @@ static bool counts(const cmr_budget_input_t *in, const cmr_budget_method_t *m)
     return m->calls > 0 && !is_listed(in->removed, in->n_removed, m->method_id);
 }
 
+/* "probes 90 ns" or "probes 90 ns + agent 30 ns": a call's monitoring cost, in words. */
+static void cost_words(const cmr_budget_input_t *in, char *buf, size_t len)
+{
+    if (in->agent_ns >= 0.5)
+        snprintf(buf, len, "probes %.0f ns + agent %.0f ns", in->probe_ns, in->agent_ns);
+    else
+        snprintf(buf, len, "probes %.0f ns", in->probe_ns);
+}
+
 int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -41,9 +50,12 @@ int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
         return -1;
     double budget = in->budget_pct > 0 ? in->budget_pct : CMR_BUDGET_DEFAULT_PCT;
     double scale = in->scale > 1 ? in->scale : 1, total = 0;
+    double agent = in->agent_ns > 0 ? in->agent_ns : 0;
+    double per_call = in->probe_ns + agent;          /* what monitoring one call costs */
+    double call_cost = scale * in->probe_ns + agent; /* the same per call counted */
     for (size_t i = 0; i < in->n; i++)
         if (counts(in, &in->methods[i]))
-            total += (double)in->methods[i].calls * scale * in->probe_ns;
+            total += (double)in->methods[i].calls * call_cost;
     double cpu = (double)in->cpu_ns;
     out->before_pct = out->after_pct = 100.0 * total / cpu;
     if (out->before_pct <= budget || in->n == 0)
@@ -56,19 +68,19 @@ int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
         return -1;
     }
     for (int pass = 0; pass < 2 && out->after_pct > budget; pass++) {
-        /* pass 0: probes cost more than the method's own time; pass 1: they distort it by
+        /* pass 0: monitoring costs more than the method's own time; pass 1: it distorts it by
          * more than 1/CMR_BUDGET_DISTORTION */
-        double limit = pass == 0 ? in->probe_ns : in->probe_ns * CMR_BUDGET_DISTORTION;
+        double limit = pass == 0 ? per_call : per_call * CMR_BUDGET_DISTORTION;
         size_t nc = 0;
         for (size_t i = 0; i < in->n; i++) {
             const cmr_budget_method_t *m = &in->methods[i];
             if (!counts(in, m))
                 continue;
             double self = (double)(m->self_ns > 0 ? m->self_ns : 0) / (double)m->calls;
-            bool first = self < in->probe_ns;
+            bool first = self < per_call;
             if ((pass == 0 && !first) || (pass == 1 && (first || self >= limit)))
                 continue;
-            c[nc++] = (cand_t){m, (double)m->calls * scale * in->probe_ns};
+            c[nc++] = (cand_t){m, (double)m->calls * call_cost};
         }
         qsort(c, nc, sizeof *c, by_cost_desc);
         for (size_t i = 0; i < nc && out->after_pct > budget; i++) {
@@ -78,11 +90,12 @@ int cmr_budget_select(const cmr_budget_input_t *in, cmr_budget_result_t *out)
             r->self_ns_per_call = (double)(c[i].m->self_ns > 0 ? c[i].m->self_ns : 0) / (double)c[i].m->calls;
             r->cost_pct = 100.0 * c[i].cost_ns / cpu;
             out->after_pct -= r->cost_pct;
-            int len =
-                snprintf(r->reason, sizeof r->reason,
-                         pass == 0 ? "probes %.0f ns per call > self time %.1f ns; %lld calls, %.1f%% of CPU"
-                                   : "probes %.0f ns per call > 1/10 of self time %.1f ns; %lld calls, %.1f%% of CPU",
-                         in->probe_ns, r->self_ns_per_call, (long long)r->calls, r->cost_pct);
+            char cost[64];
+            cost_words(in, cost, sizeof cost);
+            int len = snprintf(r->reason, sizeof r->reason,
+                               pass == 0 ? "%s per call > self time %.1f ns; %lld calls, %.1f%% of CPU"
+                                         : "%s per call > 1/10 of self time %.1f ns; %lld calls, %.1f%% of CPU",
+                               cost, r->self_ns_per_call, (long long)r->calls, r->cost_pct);
             if (scale > 1.005 && len > 0 && (size_t)len < sizeof r->reason)
                 snprintf(r->reason + len, sizeof r->reason - (size_t)len, " (recorded calls x%.2f for those dropped)",
                          scale);
@@ -111,6 +124,10 @@ static void add_count(int64_t *sum, int64_t v)
 
 int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb)
 {
+    if (mb->probe_ps > 0) /* even from a batch without CPU time: it belongs to the JVM */
+        w->probe_ps = mb->probe_ps < CMR_BUDGET_MIN_PROBE_PS   ? CMR_BUDGET_MIN_PROBE_PS
+                      : mb->probe_ps > CMR_BUDGET_MAX_PROBE_PS ? CMR_BUDGET_MAX_PROBE_PS
+                                                               : mb->probe_ps;
     if (mb->cpu_ns <= 0)
         return 0;
     add_count(&w->cpu_ns, mb->cpu_ns);
@@ -134,6 +151,8 @@ int cmr_budget_window_add(cmr_budget_window_t *w, const cmr_metric_batch_t *mb)
         add_count(&w->calls_recorded, mm->count);
     }
     add_count(&w->calls_dropped, mb->calls_dropped);
+    /* the agent's threads are the process's: never more than its CPU time */
+    add_count(&w->agent_cpu_ns, mb->agent_cpu_ns < mb->cpu_ns ? mb->agent_cpu_ns : mb->cpu_ns);
     return 0;
 }
 
@@ -145,12 +164,25 @@ double cmr_budget_window_scale(const cmr_budget_window_t *w)
     return s < CMR_BUDGET_MAX_SCALE ? s : CMR_BUDGET_MAX_SCALE;
 }
 
-cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double probe_ns, double budget_pct)
+double cmr_budget_window_probe_ns(const cmr_budget_window_t *w, double fallback_ns)
+{
+    return w->probe_ps > 0 ? (double)w->probe_ps / 1000.0 : fallback_ns;
+}
+
+double cmr_budget_window_agent_ns(const cmr_budget_window_t *w)
+{
+    if (w->calls_recorded < CMR_BUDGET_AGENT_MIN_CALLS || w->agent_cpu_ns <= 0)
+        return 0;
+    return (double)w->agent_cpu_ns / (double)w->calls_recorded;
+}
+
+cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double fallback_probe_ns, double budget_pct)
 {
     return (cmr_budget_input_t){.methods = w->methods,
                                 .n = w->n,
                                 .cpu_ns = w->cpu_ns,
-                                .probe_ns = probe_ns,
+                                .probe_ns = cmr_budget_window_probe_ns(w, fallback_probe_ns),
+                                .agent_ns = cmr_budget_window_agent_ns(w),
                                 .budget_pct = budget_pct,
                                 .scale = cmr_budget_window_scale(w)};
 }
@@ -158,7 +190,7 @@ cmr_budget_input_t cmr_budget_window_input(const cmr_budget_window_t *w, double 
 void cmr_budget_window_reset(cmr_budget_window_t *w)
 {
     w->n = 0;
-    w->cpu_ns = w->samples_dropped = w->calls_recorded = w->calls_dropped = 0;
+    w->cpu_ns = w->samples_dropped = w->calls_recorded = w->calls_dropped = w->agent_cpu_ns = 0;
     w->intervals = 0;
     cmr_u64map_clear(&w->index);
 }

@@ -1255,9 +1255,9 @@ static void budget_judge(worker_t *w, uint64_t agent, const char *env_id, cmr_bu
         return;
     cmr_log(r.n_removed ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.budget",
             "agent=%016" PRIx64 " environment=%s methods=%zu before_pct=%.2f after_pct=%.2f removed=%zu over_budget=%d "
-            "calls_recorded=%" PRId64 " calls_dropped=%" PRId64 " scale=%.2f",
+            "calls_recorded=%" PRId64 " calls_dropped=%" PRId64 " scale=%.2f probe_ns=%.1f probe_cost=%s agent_ns=%.1f",
             agent, env_id, win->n, r.before_pct, r.after_pct, r.n_removed, r.over_budget, win->calls_recorded,
-            win->calls_dropped, in.scale);
+            win->calls_dropped, in.scale, in.probe_ns, win->probe_ps > 0 ? "measured" : "setting", in.agent_ns);
     size_t added = 0;
     for (size_t i = 0; i < r.n_removed; i++) {
         cmr_log(CMR_LOG_INFO, "instr.budget_removed",

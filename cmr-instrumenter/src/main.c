@@ -32,7 +32,9 @@ static const cmr_conf_key_t keys[] = {
     {"instrumenter.budget.pct", "3",
      "overhead budget: when a JVM's probes cost more than this % of its CPU time, the methods whose probes cost more "
      "than they measure lose them (docs/ARCHITECTURE.md, 'The overhead budget'); 0 = off"},
-    {"instrumenter.budget.probe_ns", "50", "overhead budget: the cost of one call's probes (entry + exit), in ns"},
+    {"instrumenter.budget.probe_ns", "50",
+     "overhead budget: the cost of one call's probes (entry + exit), in ns, for agents that do not measure it "
+     "(MetricBatch.probe_ps)"},
     {"instrumenter.budget.intervals", "3", "overhead budget: metric intervals of a JVM judged together"},
     {"trust.signing_key", NULL,
      "the CMR's Ed25519 secret key file (mode 0600) that signs every command; required (make one with "

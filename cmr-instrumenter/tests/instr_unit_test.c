@@ -994,6 +994,109 @@ static void test_budget_window(void **state)
     cmr_budget_window_free(&w);
 }
 
+/* The probes' cost is the JVM's own when it sent one (MetricBatch.probe_ps), bounded, kept
+ * across windows; the setting otherwise. The same calls judged with each. */
+static void test_budget_probe_cost(void **state)
+{
+    (void)state;
+    cmr_method_metric_t a[] = {{.method_id = 9, .count = 1000000, .sum_ns = 80000000, .self_ns = 80000000}};
+    cmr_metric_batch_t mb = {.agent_id = 1, .cpu_ns = 2000000000};
+    mb.metrics.items = a;
+    mb.metrics.count = 1;
+    cmr_budget_window_t w = {0};
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(cmr_budget_window_probe_ns(&w, 10.0) == 10.0); /* nothing measured: the setting */
+    cmr_budget_result_t r;
+    cmr_budget_input_t in = cmr_budget_window_input(&w, 10.0, 0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 0.49 && r.before_pct < 0.51); /* 1 M x 10 ns of 2 s */
+    assert_int_equal(r.n_removed, 0);
+    cmr_budget_result_free(&r);
+
+    cmr_budget_window_reset(&w);
+    mb.probe_ps = 100000; /* this JVM measured 100 ns */
+    mb.cpu_ns = 0;        /* a batch without CPU time still tells it */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(w.probe_ps, 100000);
+    mb.cpu_ns = 2000000000;
+    mb.probe_ps = 0; /* a batch without it keeps the last one */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    in = cmr_budget_window_input(&w, 10.0, 0);
+    assert_true(in.probe_ns == 100.0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 4.99 && r.before_pct < 5.01); /* 1 M x 100 ns of 2 s */
+    assert_int_equal(r.n_removed, 1);
+    assert_int_equal(r.removed[0].method_id, 9); /* 80 ns of its own, 100 ns of probes */
+    assert_non_null(strstr(r.removed[0].reason, "probes 100 ns per call > self time 80.0 ns"));
+    cmr_budget_result_free(&r);
+    cmr_budget_window_reset(&w);
+    assert_int_equal(w.probe_ps, 100000); /* the JVM's, not the window's */
+
+    mb.probe_ps = 1; /* figures off a topic are bounded */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(cmr_budget_window_probe_ns(&w, 10.0) == CMR_BUDGET_MIN_PROBE_PS / 1000.0);
+    mb.probe_ps = INT64_MAX;
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(cmr_budget_window_probe_ns(&w, 10.0) == CMR_BUDGET_MAX_PROBE_PS / 1000.0);
+    mb.probe_ps = -5; /* nonsense is ignored */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.probe_ps, CMR_BUDGET_MAX_PROBE_PS);
+    cmr_budget_window_free(&w);
+}
+
+/* The agent's own work (its publisher thread's CPU, MetricBatch.agent_cpu_ns) counts per
+ * recorded call, on top of the probes: not scaled by the dropped calls, which it never saw. */
+static void test_budget_agent_cost(void **state)
+{
+    (void)state;
+    cmr_method_metric_t a[] = {{.method_id = 11, .count = 1000000, .sum_ns = 120000000, .self_ns = 120000000}};
+    cmr_metric_batch_t mb = {.agent_id = 1, .cpu_ns = 2000000000, .probe_ps = 100000, .agent_cpu_ns = 40000000};
+    mb.metrics.items = a;
+    mb.metrics.count = 1;
+    cmr_budget_window_t w = {0};
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(cmr_budget_window_agent_ns(&w) == 40.0); /* 40 ms over 1 M recorded calls */
+    cmr_budget_input_t in = cmr_budget_window_input(&w, 10.0, 0);
+    assert_true(in.agent_ns == 40.0);
+    cmr_budget_result_t r;
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 6.99 && r.before_pct < 7.01); /* 1 M x (100 + 40) ns of 2 s */
+    assert_int_equal(r.n_removed, 1); /* 120 ns of its own: less than its probes and the agent's work */
+    assert_non_null(strstr(r.removed[0].reason, "probes 100 ns + agent 40 ns per call > self time 120.0 ns"));
+    cmr_budget_result_free(&r);
+    in.agent_ns = 0; /* without the agent's work its probes cost less than it measures: second pass */
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.removed[0].method_id == 11 && strstr(r.removed[0].reason, "1/10 of self time"));
+    cmr_budget_result_free(&r);
+    cmr_budget_window_reset(&w);
+    mb.calls_dropped = 3000000; /* the dropped calls scale the probes, not the agent's work */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    in = cmr_budget_window_input(&w, 10.0, 0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_true(r.before_pct > 21.99 && r.before_pct < 22.01); /* 1 M x (4 x 100 + 40) ns of 2 s */
+    cmr_budget_result_free(&r);
+    cmr_budget_window_reset(&w);
+    mb.agent_cpu_ns = INT64_MAX; /* the agent's work is part of the process's CPU: bounded by it */
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_int_equal(w.agent_cpu_ns, mb.cpu_ns);
+    cmr_budget_window_reset(&w);
+    /* a quiet JVM: 200 ms of its publisher's own work over 1,000 calls (10 % of its CPU if
+     * it were theirs) is no cost per call, since removing them would not lower it: the
+     * probes alone count, and nothing is removed */
+    a[0].count = 1000;
+    a[0].sum_ns = a[0].self_ns = 120000;
+    mb.calls_dropped = 0;
+    mb.agent_cpu_ns = 200000000;
+    assert_int_equal(cmr_budget_window_add(&w, &mb), 0);
+    assert_true(cmr_budget_window_agent_ns(&w) == 0);
+    in = cmr_budget_window_input(&w, 10.0, 0);
+    assert_int_equal(cmr_budget_select(&in, &r), 0);
+    assert_int_equal(r.n_removed, 0);
+    cmr_budget_result_free(&r);
+    cmr_budget_window_free(&w);
+}
+
 /* Dropping removed methods from a decision keeps the hand-off points. */
 static void test_decision_drop(void **state)
 {
@@ -1243,6 +1346,8 @@ int main(void)
         cmocka_unit_test(test_overhead_budget),
         cmocka_unit_test(test_decision_drop),
         cmocka_unit_test(test_budget_window),
+        cmocka_unit_test(test_budget_probe_cost),
+        cmocka_unit_test(test_budget_agent_cost),
         cmocka_unit_test(test_meta_encoding),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_long_names),

@@ -4,8 +4,8 @@
  *   ui_server.c   the HTTP server: routes, security checks, session, login
  *   ui_static.c   the front end's files (web root) and uPlot from its npm package
  *   ui_ingest.c   reads passed to cmr-ingest's HTTP API (libcurl)
- *   ui_state.c    projections of cmr.config, cmr.diagnoses and cmr.diagnosis-trees, followed
- *                 by one thread, rendered as JSON
+ *   ui_state.c    projections of cmr.config, cmr.diagnoses, cmr.diagnosis-trees and
+ *                 cmr.budget, followed by one thread, rendered as JSON
  *   ui_actions.c  the writes: diagnoses started, stopped, narrowed; environments planned
  *                 and applied (cmr-config's own functions, so the checks are the CLI's)
  *

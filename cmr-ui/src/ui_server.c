@@ -6,7 +6,8 @@
  *   GET  /, /index.html, /css/..., /js/..., /vendor/uplot/...   the front end (ui_static.c)
  *   GET  /health                                             {"status":"ok"}
  *   GET  /api/session                                        what the page shows in its corner
- *   GET  /api/traces..., /api/metrics/..., /api/agents...    cmr-ingest's answers (ui_ingest.c)
+ *   GET  /api/traces..., /api/metrics/..., /api/agents...,
+ *        /api/methods?ids=                                   cmr-ingest's answers (ui_ingest.c)
  *   GET  /api/diagnoses/<id>/report?...                      cmr-ingest's /api/diagnoses/<id>
  *   GET  /api/diagnoses[/<id>], /api/environments[/<id>]     the projections (ui_state.c)
  *   POST /api/diagnoses, /api/diagnoses/<id>/stop|exclude,
@@ -244,7 +245,8 @@ static void route_get(cmr_ui_t *ui, const cmr_http_request_t *req, cmr_http_resp
         ui_json(res, 200, json_pack("{s:s}", "status", "ok"));
     else if (!strcmp(p, "/api/session"))
         session(ui, res);
-    else if (starts(p, "/api/traces") || starts(p, "/api/metrics") || starts(p, "/api/agents"))
+    else if (starts(p, "/api/traces") || starts(p, "/api/metrics") || starts(p, "/api/agents") ||
+             !strcmp(p, "/api/methods"))
         ui_ingest_get(ui->ingest, req->target, res);
     else if (starts(p, "/api/diagnoses"))
         get_diagnoses(ui, req, res);

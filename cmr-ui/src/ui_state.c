@@ -1,7 +1,8 @@
 /*
  * ui_state.c - what cmr-ui knows of its own: the environments and agent mappings
- * (cmr.config), the diagnoses and their history (cmr.diagnoses) and the trees the
- * instrumenter discovered (cmr.diagnosis-trees). One thread reads the three topics from
+ * (cmr.config), the diagnoses and their history (cmr.diagnoses), the trees the
+ * instrumenter discovered (cmr.diagnosis-trees) and the methods the overhead budget took
+ * the probes of (cmr.budget). One thread reads the four topics from
  * their beginning and keeps following them, applying each record to the same projections
  * cmr-config and cmr-instrumenter use (cmr/cfg_state.h, cmr/diagnoses.h); requests render
  * JSON from them under a read lock. Like every CMR state, it is rebuilt from the topics at
@@ -9,6 +10,10 @@
  *
  * Trees: the latest revision per (diagnosis, agent) is kept decoded; a record that does not
  * decode, or a tree older than the one held, is dropped (counted in the log at debug).
+ *
+ * Budget removals: the last record per key (environment, method) is kept decoded, at most
+ * UI_BUDGET_MAX in all (more are refused and counted); an environment's page lists those
+ * of its current revision as in force, and older ones as history.
  *
  * Ownership: the state owns its readers, thread, projections and trees.
  */
@@ -20,6 +25,8 @@
 
 #include <jansson.h>
 
+#include "cmr/buf.h"
+#include "cmr/bytes.h"
 #include "cmr/cfg_doc.h"
 #include "cmr/cfg_state.h"
 #include "cmr/clock.h"
@@ -27,12 +34,17 @@
 #include "cmr/ids.h"
 #include "cmr/json.h"
 #include "cmr/log.h"
+#include "cmr/map.h"
 #include "cmr/reader.h"
 #include "cmr/topics.h"
 #include "cmr/wire.h"
 #include "ui_internal.h"
 
-enum { T_CONFIG, T_DIAGNOSES, T_TREES, T_COUNT };
+enum { T_CONFIG, T_DIAGNOSES, T_TREES, T_BUDGET, T_COUNT };
+
+#define UI_BUDGET_MAX 100000 /* removals held, all environments together */
+#define UI_BUDGET_SHOWN 2000 /* removals one environment's answer lists */
+#define UI_ENV_ID_MAX 512    /* a longer environment id is no configuration's: its removal is dropped */
 
 typedef struct tree_slot {
     cmr_msg_t msg; /* a decoded DiagnosisTree (owned) */
@@ -49,6 +61,10 @@ struct ui_state {
     cmr_diagnoses_t *diagnoses;
     tree_slot_t *trees; /* owned array */
     size_t ntrees, cap_trees;
+    cmr_msg_t *removals; /* owned array of decoded BudgetRemovals */
+    size_t nremovals, cap_removals;
+    cmr_map_t removal_at;      /* environment id \0 method id (8 bytes) -> index + 1 */
+    uint64_t removals_refused; /* over UI_BUDGET_MAX */
     bool caught_up[T_COUNT];
     int64_t config_changes; /* records that changed the configuration, since the start */
     cmr_conf_t *conf;       /* owned copy: readers are made again after a fatal error */
@@ -84,6 +100,36 @@ static void keep_tree(ui_state_t *s, cmr_msg_t *m)
     s->trees[s->ntrees++].msg = *m;
 }
 
+/* Keeps m (a decoded BudgetRemoval, taken over) as the removal of its key, replacing the
+ * one held: cmr.budget is compacted, and a later record of a key is the newer decision. */
+static void keep_removal(ui_state_t *s, cmr_msg_t *m)
+{
+    const cmr_budget_removal_msg_t *r = &m->u.budget_removal;
+    char key[UI_ENV_ID_MAX + 1 + 8];
+    size_t n = strlen(r->environment_id);
+    if (n > UI_ENV_ID_MAX) {
+        cmr_msg_free(m);
+        return;
+    }
+    memcpy(key, r->environment_id, n + 1);
+    cmr_put_be64((uint8_t *)key + n + 1, (uint64_t)r->method_id);
+    size_t at = (size_t)(uintptr_t)cmr_map_get(&s->removal_at, key, n + 9);
+    if (at) {
+        cmr_msg_free(&s->removals[at - 1]);
+        s->removals[at - 1] = *m;
+        return;
+    }
+    if (s->nremovals >= UI_BUDGET_MAX || CMR_ARRAY_GROW(s->removals, s->cap_removals, s->nremovals + 1) != 0 ||
+        cmr_map_put(&s->removal_at, key, n + 9, (void *)(uintptr_t)(s->nremovals + 1)) != 0) {
+        if (s->removals_refused++ % 1000 == 0)
+            cmr_log(CMR_LOG_WARN, "ui.budget_refused", "held=%zu refused=%" PRIu64 " max=%d", s->nremovals,
+                    s->removals_refused, UI_BUDGET_MAX);
+        cmr_msg_free(m);
+        return;
+    }
+    s->removals[s->nremovals++] = *m;
+}
+
 static void apply(ui_state_t *s, int topic, const cmr_reader_rec_t *rec)
 {
     char err[256];
@@ -101,14 +147,17 @@ static void apply(ui_state_t *s, int topic, const cmr_reader_rec_t *rec)
         cmr_msg_t m;
         if (cmr_msg_decode(rec->payload, rec->len, &m, err, sizeof err) != CMR_WIRE_OK)
             return;
-        if (m.type == CMR_MSG_DIAGNOSIS_TREE)
+        if (m.type == CMR_MSG_DIAGNOSIS_TREE && topic == T_TREES)
             keep_tree(s, &m);
+        else if (m.type == CMR_MSG_BUDGET_REMOVAL && topic == T_BUDGET)
+            keep_removal(s, &m);
         else
             cmr_msg_free(&m);
     }
 }
 
-static const cmr_topic_t topics[T_COUNT] = {CMR_TOPIC_CONFIG, CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES};
+static const cmr_topic_t topics[T_COUNT] = {CMR_TOPIC_CONFIG, CMR_TOPIC_DIAGNOSES, CMR_TOPIC_DIAGNOSIS_TREES,
+                                            CMR_TOPIC_BUDGET};
 
 /* A reader that failed for good is made again from the start of its topic: the projection
  * it feeds ignores what it has already applied (revisions), so nothing is applied twice. */
@@ -215,6 +264,10 @@ void ui_state_stop(ui_state_t *s)
     for (size_t i = 0; i < s->ntrees; i++)
         cmr_msg_free(&s->trees[i].msg);
     free(s->trees);
+    for (size_t i = 0; i < s->nremovals; i++)
+        cmr_msg_free(&s->removals[i]);
+    free(s->removals);
+    cmr_map_free(&s->removal_at);
     cmr_cfg_state_free(s->config);
     cmr_diagnoses_free(s->diagnoses);
     cmr_conf_destroy(s->conf);
@@ -228,7 +281,9 @@ void ui_state_stop(ui_state_t *s)
 bool ui_state_caught_up(ui_state_t *s)
 {
     pthread_mutex_lock(&s->lock);
-    bool up = s->caught_up[T_CONFIG] && s->caught_up[T_DIAGNOSES] && s->caught_up[T_TREES];
+    bool up = true;
+    for (int t = 0; t < T_COUNT; t++)
+        up = up && s->caught_up[t];
     pthread_mutex_unlock(&s->lock);
     return up;
 }
@@ -469,18 +524,98 @@ static char *all_yaml(const cmr_cfg_state_t *c)
     return text;
 }
 
+/* Whether r belongs to its environment's current revision (the removals in force). */
+static bool removal_in_force(const ui_state_t *s, const cmr_budget_removal_msg_t *r)
+{
+    int64_t rev;
+    return cmr_cfg_state_env(s->config, r->environment_id, &rev) && rev == r->revision;
+}
+
+/* The removals in force per environment: id -> count (as a pointer). */
+static void removals_in_force(const ui_state_t *s, cmr_map_t *counts)
+{
+    for (size_t i = 0; i < s->nremovals; i++) {
+        const cmr_budget_removal_msg_t *r = &s->removals[i].u.budget_removal;
+        if (!removal_in_force(s, r))
+            continue;
+        bool created;
+        void **slot = cmr_map_get_slot(counts, r->environment_id, strlen(r->environment_id), &created);
+        if (slot)
+            *slot = (void *)((uintptr_t)*slot + 1);
+    }
+}
+
+static json_t *removal_json(const cmr_budget_removal_msg_t *r, bool in_force)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "method_id", cmr_json_id64((uint64_t)r->method_id));
+    json_object_set_new(o, "revision", json_integer(r->revision));
+    json_object_set_new(o, "in_force", json_boolean(in_force));
+    json_object_set_new(o, "agent", cmr_json_id64((uint64_t)r->agent_id));
+    json_object_set_new(o, "time_ms", json_integer(r->time_ms));
+    json_object_set_new(o, "calls", json_integer(r->calls));
+    json_object_set_new(o, "self_ns_per_call", json_real(r->self_ns_per_call));
+    json_object_set_new(o, "cost_pct", json_real(r->cost_pct));
+    json_object_set_new(o, "reason", cmr_json_str(r->reason ? r->reason : ""));
+    return o;
+}
+
+typedef struct shown_removal {
+    const cmr_budget_removal_msg_t *r;
+    bool in_force;
+} shown_removal_t;
+
+/* In force first, then the most expensive in probes, then by method id. */
+static int removal_order(const void *a, const void *b)
+{
+    const shown_removal_t *x = a, *y = b;
+    if (x->in_force != y->in_force)
+        return x->in_force ? -1 : 1;
+    if (x->r->cost_pct != y->r->cost_pct)
+        return x->r->cost_pct > y->r->cost_pct ? -1 : 1;
+    return x->r->method_id < y->r->method_id ? -1 : x->r->method_id > y->r->method_id;
+}
+
+/* One environment's removals: {in_force, history, shown, removals: [...]}, at most
+ * UI_BUDGET_SHOWN of them in removal_order. NULL: no memory. */
+static json_t *budget_json(const ui_state_t *s, const char *env_id)
+{
+    shown_removal_t *v = malloc((s->nremovals + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    size_t n = 0, in_force = 0;
+    for (size_t i = 0; i < s->nremovals; i++) {
+        const cmr_budget_removal_msg_t *r = &s->removals[i].u.budget_removal;
+        if (strcmp(r->environment_id, env_id) != 0)
+            continue;
+        v[n] = (shown_removal_t){r, removal_in_force(s, r)};
+        in_force += v[n++].in_force;
+    }
+    qsort(v, n, sizeof *v, removal_order);
+    json_t *list = json_array();
+    for (size_t i = 0; i < n && i < UI_BUDGET_SHOWN; i++)
+        json_array_append_new(list, removal_json(v[i].r, v[i].in_force));
+    free(v);
+    return json_pack("{s:I,s:I,s:I,s:o}", "in_force", (json_int_t)in_force, "history", (json_int_t)(n - in_force),
+                     "shown", (json_int_t)json_array_size(list), "removals", list);
+}
+
 void ui_state_environments(ui_state_t *s, cmr_http_response_t *res)
 {
     json_t *envs = json_array();
     pthread_mutex_lock(&s->lock);
+    cmr_map_t in_force = {0};
+    removals_in_force(s, &in_force);
     int64_t rev;
     for (size_t i = 0; i < cmr_cfg_state_env_count(s->config); i++) {
         const cmr_environment_t *e = cmr_cfg_state_env_at(s->config, i, &rev);
-        json_array_append_new(envs, json_pack("{s:o,s:o,s:I,s:I,s:I}", "id", cmr_json_str(e->id), "name",
-                                              cmr_json_str(e->name ? e->name : ""), "revision", (json_int_t)rev,
-                                              "sensors", (json_int_t)e->assignments.count, "thresholds",
-                                              (json_int_t)e->thresholds.count));
+        json_array_append_new(envs,
+                              json_pack("{s:o,s:o,s:I,s:I,s:I,s:I}", "id", cmr_json_str(e->id), "name",
+                                        cmr_json_str(e->name ? e->name : ""), "revision", (json_int_t)rev, "sensors",
+                                        (json_int_t)e->assignments.count, "thresholds", (json_int_t)e->thresholds.count,
+                                        "budget_removed", (json_int_t)(uintptr_t)cmr_map_get_str(&in_force, e->id)));
     }
+    cmr_map_free(&in_force);
     size_t n;
     cmr_cfg_state_mappings(s->config, &n, &rev);
     char *yaml = all_yaml(s->config);
@@ -498,6 +633,7 @@ void ui_state_environment(ui_state_t *s, const char *id, cmr_http_response_t *re
     char *yaml = NULL;
     const char *name = "";
     bool found = true;
+    json_t *budget = NULL;
     if (!strcmp(id, "mappings")) {
         size_t n;
         const cmr_agent_mapping_t *m = cmr_cfg_state_mappings(s->config, &n, &rev);
@@ -509,11 +645,15 @@ void ui_state_environment(ui_state_t *s, const char *id, cmr_http_response_t *re
         if (e) {
             yaml = env_yaml(e, NULL, 0);
             name = e->name ? e->name : "";
+            budget = budget_json(s, id);
         }
     }
-    json_t *o = found ? json_pack("{s:o,s:o,s:I,s:o}", "id", cmr_json_str(id), "name", cmr_json_str(name), "revision",
-                                  (json_int_t)rev, "yaml", cmr_json_str(yaml ? yaml : ""))
+    json_t *o = found ? json_pack("{s:o,s:o,s:I,s:o,s:o}", "id", cmr_json_str(id), "name", cmr_json_str(name),
+                                  "revision", (json_int_t)rev, "yaml", cmr_json_str(yaml ? yaml : ""), "budget",
+                                  budget ? budget : json_null())
                       : NULL;
+    if (!o)
+        json_decref(budget);
     pthread_mutex_unlock(&s->lock);
     free(yaml);
     if (o)

@@ -22,6 +22,7 @@
 #include "broker_proc.h"
 #include "cmr/clock.h"
 #include "cmr/ingest.h"
+#include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/ui.h"
 #include "http_client.h"
@@ -301,6 +302,80 @@ static void test_environments(void **state)
     json_decref(get_json("/api/environments/nope", 404));
 }
 
+/* The overhead budget's removals on an environment's page: the last record of each key,
+ * in force for the current revision, history for older ones, markup kept as text; their
+ * names through cmr-ingest (/api/methods, passed on). Runs after test_environments (shop at
+ * revision 1). */
+static void test_budget_removals(void **state)
+{
+    (void)state;
+    char err[256];
+    cmr_producer_t *p = cmr_producer_new(conf, "test-budget", NULL, NULL, err, sizeof err);
+    assert_non_null(p);
+    cmr_budget_removal_msg_t r = {.environment_id = "shop",
+                                  .revision = 1,
+                                  .method_id = 0x1122334455667788,
+                                  .agent_id = 0x0102030405060708,
+                                  .time_ms = 1700000000000,
+                                  .calls = 30000000,
+                                  .self_ns_per_call = 5.0,
+                                  .cost_pct = 50.0,
+                                  .reason = "first decision"};
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_BUDGET_REMOVAL, &r, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    r.reason = "probes 90 ns per call > self time 5.0 ns <b>"; /* the same key again: it replaces the first */
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_BUDGET_REMOVAL, &r, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    r.revision = 0; /* an older revision: history */
+    r.method_id = 0x0a0b0c0d0e0f1011;
+    r.cost_pct = 70.0;
+    r.reason = "older";
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_BUDGET_REMOVAL, &r, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    r.environment_id = "elsewhere"; /* another environment's */
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_BUDGET_REMOVAL, &r, NULL, NULL, err, sizeof err), CMR_SEND_OK);
+    assert_int_equal(cmr_producer_flush(p, 10000), 0);
+    cmr_producer_destroy(p, 0);
+
+    json_t *env = NULL, *b = NULL;
+    for (int i = 0; i < 100; i++) {
+        json_decref(env);
+        env = get_json("/api/environments/shop", 200);
+        b = json_object_get(env, "budget");
+        if (json_integer_value(json_object_get(b, "history")) == 1 &&
+            !strcmp(json_string_value(json_object_get(json_array_get(json_object_get(b, "removals"), 0), "reason")),
+                    "probes 90 ns per call > self time 5.0 ns <b>"))
+            break;
+        cmr_sleep_ms(100);
+    }
+    assert_int_equal(json_integer_value(json_object_get(b, "in_force")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b, "history")), 1);
+    json_t *list = json_object_get(b, "removals");
+    assert_int_equal(json_array_size(list), 2);
+    json_t *first = json_array_get(list, 0); /* in force first, though the other costs more */
+    assert_string_equal(json_string_value(json_object_get(first, "method_id")), "1122334455667788");
+    assert_true(json_is_true(json_object_get(first, "in_force")));
+    assert_string_equal(json_string_value(json_object_get(first, "reason")),
+                        "probes 90 ns per call > self time 5.0 ns <b>");
+    assert_int_equal(json_integer_value(json_object_get(first, "calls")), 30000000);
+    assert_string_equal(json_string_value(json_object_get(first, "agent")), "0102030405060708");
+    json_t *second = json_array_get(list, 1);
+    assert_string_equal(json_string_value(json_object_get(second, "method_id")), "0a0b0c0d0e0f1011");
+    assert_false(json_is_true(json_object_get(second, "in_force")));
+    json_decref(env);
+    json_t *all = get_json("/api/environments", 200);
+    json_t *shop = json_array_get(json_object_get(all, "environments"), 0);
+    assert_string_equal(json_string_value(json_object_get(shop, "id")), "shop");
+    assert_int_equal(json_integer_value(json_object_get(shop, "budget_removed")), 1);
+    json_decref(all);
+
+    /* names: cmr-ingest's method table, through cmr-ui; an unknown id is null */
+    json_t *names = get_json("/api/methods?ids=1122334455667788,0a0b0c0d0e0f1011", 200);
+    json_t *m = json_object_get(names, "methods");
+    assert_int_equal(json_object_size(m), 2);
+    assert_true(json_is_null(json_object_get(m, "1122334455667788")));
+    json_decref(names);
+    json_decref(get_json("/api/methods?ids=12345", 400));
+    json_decref(get_json("/api/methods", 400));
+}
+
 /* --- a diagnosis from start to stop ------------------------------------------------------ */
 
 static json_t *diagnosis(const char *id)
@@ -450,8 +525,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_files),    cmocka_unit_test(test_reads_passed_to_ingest),
         cmocka_unit_test(test_write_checks),    cmocka_unit_test(test_environments),
-        cmocka_unit_test(test_diagnosis_round), cmocka_unit_test(test_read_only),
-        cmocka_unit_test(test_token),
+        cmocka_unit_test(test_budget_removals), cmocka_unit_test(test_diagnosis_round),
+        cmocka_unit_test(test_read_only),       cmocka_unit_test(test_token),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

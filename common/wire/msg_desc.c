@@ -370,6 +370,8 @@ static const cmr_field_desc_t metric_batch_fields[] = {
     FIELD(cmr_metric_batch_t, samples_dropped, LONG),
     FIELD(cmr_metric_batch_t, cpu_ns, LONG),
     FIELD(cmr_metric_batch_t, calls_dropped, LONG),
+    FIELD(cmr_metric_batch_t, probe_ps, LONG),
+    FIELD(cmr_metric_batch_t, agent_cpu_ns, LONG),
 };
 static const cmr_record_desc_t metric_batch_desc = {"MetricBatch", sizeof(cmr_metric_batch_t), metric_batch_fields,
                                                     TABLE(metric_batch_fields)};

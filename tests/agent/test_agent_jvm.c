@@ -749,6 +749,14 @@ static bool full_status_instrumented(const cmr_msg_t *m, const void *ud)
            m->u.agent_status.classes_instrumented >= 2;
 }
 
+static bool metric_with_probe_cost(const cmr_msg_t *m, const void *ud)
+{
+    return m->u.metric_batch.agent_id == *(const int64_t *)ud && m->u.metric_batch.probe_ps > 0;
+}
+
+/* The method id Probe.calibrate records its calls under (Probe.CALIBRATION_ID). */
+#define CALIBRATION_ID 0x63616c6962726174ULL
+
 static void test_invocation_metrics_transactions_and_stalled_calls(void **state)
 {
     (void)state;
@@ -800,6 +808,34 @@ static void test_invocation_metrics_transactions_and_stalled_calls(void **state)
     assert_int_equal(st->msg.u.agent_status.classes_instrumented, 2);
     assert_int_equal(st->msg.u.agent_status.redefine_failures, 0);
     assert_string_equal(st->msg.u.agent_status.environment_id, "test");
+
+    /* the agent timed its probes once, a second after its configuration, and every
+     * MetricBatch since says what they cost; the calibration's own calls went nowhere */
+    jvm_proc_send(&r.jvm, "work 1 100");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
+    const cmr_record_t *pc = cmr_peer_wait(&peer, CMR_MSG_METRIC_BATCH, metric_with_probe_cost, &r.agent_id, 0, 15000);
+    assert_non_null(pc);
+    int64_t probe_ps = pc->msg.u.metric_batch.probe_ps;
+    print_message("probe cost measured by the agent: %.1f ns per recorded call\n", (double)probe_ps / 1000.0);
+    assert_true(probe_ps >= 1000 && probe_ps <= 10000000); /* 1 ns .. 10 us */
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.probe_cost probe_ns="));
+    int64_t agent_cpu_ns = 0; /* and what its publisher thread spent (MetricBatch.agent_cpu_ns) */
+    for (size_t i = 0; i < peer.n; i++) {
+        const cmr_msg_t *m = &peer.recs[i]->msg;
+        if (m->type != CMR_MSG_METRIC_BATCH || m->u.metric_batch.agent_id != r.agent_id)
+            continue;
+        for (size_t k = 0; k < m->u.metric_batch.metrics.count; k++)
+            assert_true((uint64_t)m->u.metric_batch.metrics.items[k].method_id != CALIBRATION_ID);
+        assert_true(m->u.metric_batch.agent_cpu_ns >= 0);
+        agent_cpu_ns += m->u.metric_batch.agent_cpu_ns;
+    }
+    print_message("the publisher thread's CPU over the batches: %.1f ms\n", (double)agent_cpu_ns / 1e6);
+    assert_true(agent_cpu_ns > 0);
+    for (int i = 0; i < 150 && t.method_count < 4400; i++) {
+        cmr_peer_poll(&peer, 100);
+        tally_metrics(&r, call_id, slow_id, &t);
+    }
+    assert_int_equal(t.method_count, 4000 + 400); /* the calls of the two runs, nothing more */
     agent_exit(&r);
     agent_done(&r);
 }

@@ -199,9 +199,19 @@ try {
   say(step);
   await visit(page, '#/environments');
   await page.getByText('Demo shop').first().waitFor();
+  await page.getByRole('columnheader', {name: 'Budget removals'}).waitFor();
   await shot(page, 'environments');
+  // the overhead budget's panel lists what it took out (removals only grow within a
+  // revision: the page, loaded after this answer, has at least as many)
+  const envDemo = await api('/api/environments/demo');
+  check(envDemo.budget && typeof envDemo.budget.in_force === 'number', 'the environment answers its budget');
   await visit(page, '#/environments/demo');
   await page.getByText('invocation-sequence').first().waitFor();
+  await page.locator('.env-budget h2', {hasText: 'Overhead budget'}).waitFor();
+  const budgetRows = await page.locator('.env-budget-table tbody tr').count();
+  check(
+      budgetRows >= envDemo.budget.shown && budgetRows <= 2000,
+      `the budget panel lists what the API holds (${budgetRows} rows, ${envDemo.budget.shown} removals)`);
 
   // ---- a diagnosis from the page: start, untick a discovered method, stop
   step = 'diagnosis';

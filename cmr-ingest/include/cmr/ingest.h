@@ -333,6 +333,8 @@ char *cmr_names_method_value(const cmr_method_entry_t *m, size_t *len);
 char *cmr_names_agent_value(const cmr_agent_registration_t *r, size_t *len);
 /* "com.example.Foo.bar(I)V", or "method#<hex>" when unknown; into buf. */
 const char *cmr_names_method(const cmr_names_t *n, uint64_t id, char *buf, size_t len);
+/* The same, or NULL when id is not in the table. */
+const char *cmr_names_method_known(const cmr_names_t *n, uint64_t id, char *buf, size_t len);
 /* "name@host pid N", or "agent#<hex>"; into buf. */
 const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t len);
 /* Ids of methods whose display name contains `pattern` (or equals it as 16 hex digits).

@@ -544,6 +544,8 @@ typedef struct cmr_metric_batch {
     int64_t samples_dropped;
     int64_t cpu_ns;        /* the process's CPU time since the previous batch (0: unknown) */
     int64_t calls_dropped; /* calls of the interval the probes ran but the agent did not record */
+    int64_t probe_ps;      /* one recorded call's probes, as this JVM measured them (0: not measured) */
+    int64_t agent_cpu_ns;  /* the agent's publisher thread's CPU time since the previous batch */
 } cmr_metric_batch_t;
 
 typedef struct cmr_diag_condition {

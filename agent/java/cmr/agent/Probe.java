@@ -547,6 +547,88 @@ public final class Probe {
         }
     }
 
+    // --- the probes' own cost --------------------------------------------------------------
+
+    static final long CALIBRATION_ID = 0x63616c6962726174L; // a method id no class has in practice
+    static final int CALIBRATION_CALLS = 1000;               // calls per round
+    static final int CALIBRATION_RECORDS = 4096;             // the round's records fit in half
+
+    /**
+     * What the probes of one recorded call cost this JVM, in picoseconds: an enter and an exit
+     * inside an open segment, as a hot instrumented method pays them once compiled, timed
+     * against the same loop without probes. The agent's control thread calls it once (the
+     * overhead budget holds every method's own time against it: MetricBatch.probe_ps); no
+     * application thread ever runs it. `warmup` rounds are run first and not counted (they
+     * let the JIT compile the loops), then the median of `rounds` rounds is returned, or -1
+     * when they were too few or the clock went backwards.
+     *
+     * The calls are written to a ring of its own that nothing publishes, emptied before each
+     * round, with segment ids of its own: the thread's ring (if any) is put back after,
+     * untouched, and no trace of the calibration leaves the JVM.
+     */
+    static long calibrate(int warmup, int rounds) {
+        if (rounds <= 0 || warmup < 0)
+            return -1;
+        Ring saved = RINGS.get();
+        RINGS.set(NONE); // whatever else this runs records nothing
+        try {
+            ByteBuffer b = ByteBuffer.allocateDirect(HEADER + RECORD * CALIBRATION_RECORDS)
+                    .order(ByteOrder.LITTLE_ENDIAN);
+            Ring own = new Ring(b);
+            own.nextSegment = 1;
+            own.segmentLimit = Long.MAX_VALUE; // never takes a block of this JVM's segment ids
+            long[] extra = new long[rounds];
+            for (int i = -warmup; i < rounds; i++) {
+                LONGS.setRelease(b, READ, own.write); // all read: the round never waits for room
+                own.readSeen = own.write;
+                RINGS.set(own);
+                long t0 = System.nanoTime();
+                calibrationProbed(CALIBRATION_CALLS);
+                long t1 = System.nanoTime();
+                calibrationBare(CALIBRATION_CALLS);
+                long t2 = System.nanoTime();
+                RINGS.set(NONE);
+                if (i >= 0)
+                    extra[i] = (t1 - t0) - (t2 - t1);
+            }
+            java.util.Arrays.sort(extra);
+            long median = extra[rounds / 2];
+            return median < 0 ? -1 : median * 1000 / CALIBRATION_CALLS;
+        } finally {
+            if (saved != null)
+                RINGS.set(saved);
+            else
+                RINGS.remove();
+        }
+    }
+
+    /** One segment of `calls` recorded calls of an empty method with its probes. */
+    private static void calibrationProbed(int calls) {
+        enter(CALIBRATION_ID);
+        for (int i = 0; i < calls; i++)
+            calibrationProbedCall(CALIBRATION_ID + i);
+        exit(CALIBRATION_ID);
+    }
+
+    private static void calibrationProbedCall(long id) {
+        enter(id);
+        exit(id);
+    }
+
+    /** The same without probes (the loop's own cost). */
+    private static void calibrationBare(int calls) {
+        calibrationBareCall(CALIBRATION_ID);
+        for (int i = 0; i < calls; i++)
+            calibrationBareCall(CALIBRATION_ID + i);
+        calibrationBareCall(CALIBRATION_ID);
+    }
+
+    private static long calibrationSink;
+
+    private static void calibrationBareCall(long id) {
+        calibrationSink = id;
+    }
+
     // --- context hand-off between threads and JVMs --------------------------------------
     //
     // The instrumentation of the JDK's hand-off points calls these (docs/ARCHITECTURE.md,

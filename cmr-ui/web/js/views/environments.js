@@ -3,7 +3,9 @@
 //
 //   #/environments              the list (GET /api/environments)
 //   #/environments/<id>         one environment's YAML, read-only, with line numbers
-//                               (GET /api/environments/<id>; the id "mappings" is the table)
+//                               (GET /api/environments/<id>; the id "mappings" is the table),
+//                               and the methods the overhead budget took the probes of, with
+//                               the reason (named through GET /api/methods?ids=)
 //   #/environments/<id>?edit=1  the editor: the whole document `cmr-config apply` reads
 //   #/environments?edit=1       the editor with an empty document, to paste a file
 //
@@ -12,8 +14,8 @@
 // "Apply" publishes every change in one Kafka transaction (POST /api/environments/apply):
 // all of them or none.
 import {h, notice} from '../lib/dom.js';
-import {count} from '../lib/format.js';
-import {confirmDialog, errorText, replace, sortTable} from '../lib/m-common.js';
+import {ago, count, ns, time} from '../lib/format.js';
+import {confirmDialog, errorText, methodName, replace, sortTable} from '../lib/m-common.js';
 import {diffLines, hunks, stats} from '../lib/m-linediff.js';
 
 let S = null;
@@ -104,6 +106,14 @@ function envTable(envs) {
       {key: 'rev', title: 'Revision', class: 'num', sort: (e) => e.revision, get: (e) => count(e.revision)},
       {key: 'sensors', title: 'Sensor assignments', class: 'num', sort: (e) => e.sensors, get: (e) => count(e.sensors)},
       {
+        key: 'budget',
+        title: 'Budget removals',
+        class: 'num',
+        hint: 'methods whose probes the overhead budget took out in the current revision',
+        sort: (e) => e.budget_removed || 0,
+        get: (e) => count(e.budget_removed || 0)
+      },
+      {
         key: 'go',
         title: '',
         get: (e) =>
@@ -132,6 +142,9 @@ async function showOne() {
   }
   if (S !== mine) return;
   S.env = env;
+  const budget = env.budget && !S.edit ? env.budget : null;
+  S.names = budget ? await methodNames(budget.removals.map((r) => r.method_id)) : new Map();
+  if (S !== mine) return;
   const yaml = env.yaml || '';
   replace(
       S.el,
@@ -154,7 +167,101 @@ async function showOne() {
                      'Edit'),
           ),
       S.edit ? editorPanel(documentOf(yaml), `${S.id} revision ${env.revision}`) : yamlPanel(yaml),
+      budget ? budgetPanel(budget, env.revision) : null,
   );
+}
+
+// ---- the overhead budget's removals ----
+
+const NAMES_PER_REQUEST = 100;  // ids per GET /api/methods (the target stays short)
+
+// id -> display name for the ids cmr-ingest knows (cmr.methods); the others stay ids. A
+// failed lookup names nothing: the table shows ids.
+async function methodNames(ids) {
+  const names = new Map();
+  const chunks = [];
+  for (let i = 0; i < ids.length; i += NAMES_PER_REQUEST) chunks.push(ids.slice(i, i + NAMES_PER_REQUEST));
+  await Promise.all(chunks.map(async (c) => {
+    try {
+      const r = await S.ctx.api.get('/api/methods', {ids: c.join(',')});
+      for (const [id, name] of Object.entries(r.methods || {}))
+        if (name) names.set(id, name);
+    } catch (e) {
+      // named by id
+    }
+  }));
+  return names;
+}
+
+function budgetPanel(b, revision) {
+  const panel = h('div', {class: 'panel env-budget'});
+  const render = () => {
+    const sort = S.budgetSort;
+    replace(
+        panel,
+        h('div', {class: 'm-panel-head'}, h('h2', null, 'Overhead budget'),
+          h('span', {class: 'muted'},
+            b.in_force ? `${count(b.in_force)} method${b.in_force === 1 ? '' : 's'} without probes in revision ${
+                             revision}: their probes cost more than they measured` :
+                         `no method lost its probes in revision ${revision}`,
+            b.history ? ` · ${count(b.history)} removal${b.history === 1 ? '' : 's'} of older revisions` : '',
+            b.shown < b.in_force + b.history ? ` · the first ${count(b.shown)} shown` : '')),
+        b.removals.length ? sortTable({
+          rows: b.removals,
+          sort,
+          onSort: (key, dir) => {
+            S.budgetSort = {key, dir};
+            render();
+          },
+          className: 'env-budget-table',
+          columns: [
+            {
+              key: 'method',
+              title: 'Method',
+              sort: (r) => S.names.get(r.method_id) || r.method_id,
+              get: (r) => S.names.has(r.method_id) ?
+                  methodName(S.names.get(r.method_id), {withPackage: true}) :
+                  h('code', {title: 'not in cmr-ingest\'s method table'}, r.method_id)
+            },
+            {key: 'calls', title: 'Calls', class: 'num', sort: (r) => r.calls, get: (r) => count(r.calls)},
+            {
+              key: 'self',
+              title: 'Self time / call',
+              class: 'num',
+              sort: (r) => r.self_ns_per_call,
+              get: (r) => ns(r.self_ns_per_call)
+            },
+            {
+              key: 'cost',
+              title: 'Cost, % of CPU',
+              hint: 'what its probes and the agent\'s work for its calls cost, in % of the JVM\'s CPU time',
+              class: 'num',
+              sort: (r) => r.cost_pct,
+              get: (r) => `${r.cost_pct.toFixed(r.cost_pct < 0.1 ? 3 : 1)} %`
+            },
+            {key: 'reason', title: 'Reason', get: (r) => h('span', {class: 'env-reason', title: r.reason}, r.reason)},
+            {
+              key: 'rev',
+              title: 'Revision',
+              class: 'num',
+              sort: (r) => r.revision,
+              get: (r) => r.in_force ?
+                  h('span', {class: 'badge warn', title: 'in force'}, `${r.revision}`) :
+                  h('span', {class: 'badge', title: 'an older revision: not in force'}, `${r.revision}`)
+            },
+            {
+              key: 'when',
+              title: 'Decided',
+              sort: (r) => r.time_ms,
+              get: (r) => h('span', {title: `${time(r.time_ms)} · from agent ${r.agent}`}, ago(r.time_ms))
+            },
+          ],
+        }) :
+                            null,
+    );
+  };
+  render();
+  return panel;
 }
 
 function backLink() {
