@@ -174,8 +174,8 @@ void cmr_probe_rings_bind_natives(cmr_probe_rings_t *r, JNIEnv *env, jclass prob
  * JIT-compiled probes of an empty method timed against the same loop without them, the
  * median of CMR_PROBE_CALIBRATION_ROUNDS rounds after CMR_PROBE_CALIBRATION_WARMUP), or 0
  * when it could not be measured (logged). Runs Java code on the calling thread, which must
- * be attached to the live JVM: tens of milliseconds of its CPU, once. Logs
- * agent.probe_cost. */
+ * be attached to the live JVM: tens to hundreds of milliseconds of its CPU each
+ * time. Logs agent.probe_cost. */
 #define CMR_PROBE_CALIBRATION_WARMUP 300
 #define CMR_PROBE_CALIBRATION_ROUNDS 101
 int64_t cmr_probe_measure_cost(JNIEnv *env);

@@ -3558,6 +3558,30 @@ static void test_table_records_rejected(void **state)
     assert_int_equal(st.methods, 1);
     assert_int_equal(st.agents, 0);
     cmr_ingest_engine_free(e);
+
+    /* GET /api/methods names what was applied (null for an id it does not know), and
+     * refuses ids that are not 16 hex digits and more than 100 at a time */
+    char *body = NULL;
+    assert_int_equal(cmr_ingest_http_answer(dir, "GET", "/api/methods?ids=000000000000004d,0000000000000001", &body),
+                     200);
+    assert_string_equal(body, "{\"methods\":{\"000000000000004d\":\"a.B.m()V\",\"0000000000000001\":null}}");
+    free(body);
+    assert_int_equal(cmr_ingest_http_answer(dir, "GET", "/api/methods?ids=000000000000004d,00000000000000zz", &body),
+                     400);
+    assert_non_null(strstr(body, "16 hex digits"));
+    free(body);
+    cmr_buf_t many = {0};
+    cmr_buf_puts(&many, "/api/methods?ids=");
+    for (int i = 0; i < 101; i++) /* 1.7 KB: within the 2 KB a target may have */
+        cmr_buf_puts(&many, i ? ",000000000000004d" : "000000000000004d");
+    cmr_buf_putc(&many, '\0');
+    assert_true(cmr_buf_ok(&many));
+    assert_int_equal(cmr_ingest_http_answer(dir, "GET", (const char *)many.data, &body), 400);
+    assert_non_null(strstr(body, "at most 100"));
+    free(body);
+    cmr_buf_free(&many);
+    assert_int_equal(cmr_ingest_http_answer(dir, "GET", "/api/methods", &body), 400);
+    free(body);
 }
 
 static void test_parse_time_and_duration(void **state)

@@ -556,9 +556,9 @@ public final class Probe {
     /**
      * What the probes of one recorded call cost this JVM, in picoseconds: an enter and an exit
      * inside an open segment, as a hot instrumented method pays them once compiled, timed
-     * against the same loop without probes. The agent's control thread calls it once (the
-     * overhead budget holds every method's own time against it: MetricBatch.probe_ps); no
-     * application thread ever runs it. `warmup` rounds are run first and not counted (they
+     * against the same loop without probes. The agent's control thread calls it 1, 10 and 60 s
+     * after the configuration and keeps the least figure (the overhead budget holds every
+     * method's own time against it: MetricBatch.probe_ps); no application thread ever runs it. `warmup` rounds are run first and not counted (they
      * let the JIT compile the loops), then the median of `rounds` rounds is returned, or -1
      * when they were too few or the clock went backwards.
      *
