@@ -13,12 +13,18 @@
 #             every 2 intervals)
 # Every run does one warm-up round, waits WAIT_MS (agent runs: the redefinitions arrive),
 # works untimed for SETTLE_MS (the JIT settles; the budget acts), then times ROUNDS rounds.
-# and prints the timed phase of each run, its ratio to the median of the base runs, the
+# and prints the timed phase of each run, its ratio to the median of the base runs, its
+# quickest timed round and that one's ratio to the base runs' (best_round_ms, best_ratio: what a
+# late recompilation or redefinition landing in one round does not move), the
 # events the agent recorded and dropped, and (budget) the methods the budget removed.
 #   scripts/bench-agent-h2.sh [ROWS] [ROUNDS] [REPEAT] [MODES]
 #     defaults: 20000 rows, 3 rounds, 3 runs per mode, MODES "base trivial default budget"
 #   CMR_BUILD=DIR: use that build instead of building build/; JDKS="DIR ...": these JDKs;
 #   WAIT_MS: pause after the warm-up round (default 15000); SETTLE_MS: untimed work (default 45000)
+#   PROFILE=DIR: perf samples each run's timed phase (every thread of the JVM, 999 Hz, JIT
+#   code named through -XX:+DumpPerfMapAtExit) and prints where its CPU went: the
+#   application's threads, the JIT compilers, the GC, the agent's own threads (cmr-*),
+#   librdkafka's (rdk:*) and the JVM's others; DIR keeps each run's perf data and report
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$CMR_ROOT"
@@ -93,15 +99,65 @@ start_instrumenter() {
     for _ in $(seq 300); do grep -q instr.partitions_assigned "$work/instrumenter.log" && break; sleep 0.1; done
 }
 
+# run_jvm JDK RUN ARGS...: runs the JVM (stdout to $work/out, stderr to $work/jvm.log); with
+# PROFILE, perf records its timed phase and profile_summary writes where the CPU went to
+# $work/profile
+run_jvm() {
+    local jdk=$1 run=$2
+    shift 2
+    if [ -z "${PROFILE:-}" ]; then
+        "$jdk/bin/java" "$@" >"$work/out" 2>"$work/jvm.log"
+        return
+    fi
+    local data
+    data="$PROFILE/$(basename "$jdk")-$run.data"
+    : > "$work/out"
+    "$jdk/bin/java" -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit "$@" >"$work/out" 2>"$work/jvm.log" &
+    local jpid=$! ppid= rc=0
+    pids+=("$jpid")
+    while kill -0 "$jpid" 2>/dev/null && ! grep -q timed_start "$work/out"; do sleep 0.05; done
+    if kill -0 "$jpid" 2>/dev/null; then
+        perf record -q -F 999 -p "$jpid" -o "$data" >/dev/null 2>&1 &
+        ppid=$!
+    fi
+    wait "$jpid" || rc=$?
+    [ -z "$ppid" ] || wait "$ppid" || true
+    [ "$rc" = 0 ] && [ -n "$ppid" ] && profile_summary "$data" > "$work/profile"
+    return "$rc"
+}
+
+# profile_summary DATA: CPU seconds of the timed phase by kind of thread, and the report of
+# the hottest symbols next to DATA
+profile_summary() {
+    perf report -q -i "$1" --stdio --sort dso,sym 2>/dev/null | head -60 > "${1%.data}.top" || true
+    perf script -i "$1" -F comm 2>/dev/null | awk '
+        { n++
+          sub(/^ +/, ""); sub(/ +$/, "")
+          if ($0 ~ /^cmr-/) k = "agent"
+          else if ($0 ~ /^rdk:/) k = "rdkafka"
+          else if ($0 ~ /^C[12] CompilerThre/) k = "jit"
+          else if ($0 ~ /^(GC Thread|G1 |VM Periodic|VM Thread)/) k = "gc_vm"
+          else if ($0 == "java" || $0 == "main") k = "app"
+          else k = "other"
+          c[k]++ }
+        END { printf "  profile: cpu_s=%.2f", n / 999
+              split("app jit gc_vm agent rdkafka other", ks, " ")
+              for (i = 1; i <= 6; i++) printf " %s=%.2f", ks[i], c[ks[i]] / 999
+              printf "\n" }' || true
+}
+
 echo "uptime: $(uptime)"
+[ -z "${PROFILE:-}" ] || mkdir -p "$PROFILE"
 echo "rows=$ROWS rounds=$ROUNDS runs=$REPEAT wait_ms=$WAIT_MS settle_ms=$SETTLE_MS"
 median() { sort -n | awk '{v[NR]=$1} END {print NR ? v[int((NR+1)/2)] : 0}'; }
 for jdk in "${jdks[@]}"; do
     ver=$("$jdk/bin/java" -version 2>&1 | head -1 | sed 's/.*"\(.*\)".*/\1/')
     base_ms=
+    base_best=
     for mode in $MODES; do
         [ "$mode" = base ] || start_instrumenter "$([ "$mode" = budget ] && echo 3 || echo 0)"
         : > "$work/times"
+        : > "$work/bests"
         for r in $(seq "$REPEAT"); do
             agent=()
             [ "$mode" = base ] ||
@@ -112,10 +168,13 @@ for jdk in "${jdks[@]}"; do
             log_before=0
             [ ! -f "$work/instrumenter.log" ] || log_before=$(wc -l < "$work/instrumenter.log")
             jvm_start=$(date +%s.%N)
-            "$jdk/bin/java" "${agent[@]}" -cp "$work/classes:$JAR" H2Bench "$ROWS" "$ROUNDS" "$wait_ms" "$settle_ms" \
-                >"$work/out" 2>"$work/jvm.log" || { tail -20 "$work/jvm.log"; exit 1; }
+            : > "$work/profile"
+            run_jvm "$jdk" "$mode-$r" "${agent[@]}" -cp "$work/classes:$JAR" H2Bench "$ROWS" "$ROUNDS" "$wait_ms" "$settle_ms" ||
+                { tail -20 "$work/jvm.log"; exit 1; }
             ms=$(sed -n 's/.*work_ms=\([0-9]*\).*/\1/p' "$work/out")
+            best=$(sed -n 's/.*best_round_ms=\([0-9]*\).*/\1/p' "$work/out")
             echo "$ms" >> "$work/times"
+            echo "$best" >> "$work/bests"
             ev=$(grep -o 'events_recorded=[0-9]* events_dropped=[0-9]*' "$work/jvm.log" || echo "events_recorded=- events_dropped=-")
             applied=$(grep -o 'commands_applied=[0-9]*' "$work/jvm.log" || echo "commands_applied=-")
             # what the events cost on the wire: encoded bytes per call (an enter and an exit;
@@ -138,13 +197,18 @@ for jdk in "${jdks[@]}"; do
                 sed -n 's/^ts=\([^ ]*\) .*/\1/p' | while read -r ts; do date -d "$ts" +%s.%N; done |
                 awk -v s="$jvm_start" '{n++; last = $1} END {printf "budget_rounds=%d learned_s=%s", n, n ? sprintf("%.1f", last - s) : "-"}')
             ratio=$([ -n "$base_ms" ] && awk -v a="$ms" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
-            printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s %s %s budget_removed=%d %s\n' "$ver" "$mode" "$r" \
-                "$ms" "$ratio" "$ev" "$applied" "$removed" "$([ "$mode" = budget ] && echo "$learn")"
+            best_ratio=$([ -n "$base_best" ] && awk -v a="$best" -v b="$base_best" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
+            printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s best_round_ms=%-6s best_ratio=%-6s %s %s budget_removed=%d %s\n' \
+                "$ver" "$mode" "$r" "$ms" "$ratio" "$best" "$best_ratio" "$ev" "$applied" "$removed" \
+                "$([ "$mode" = budget ] && echo "$learn")"
+            cat "$work/profile"
         done
         med=$(median < "$work/times")
-        [ "$mode" = base ] && base_ms=$med
-        printf 'jdk=%s mode=%-8s median_ms=%s ratio=%s\n' "$ver" "$mode" "$med" \
-            "$([ -n "$base_ms" ] && awk -v a="$med" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo -)"
+        med_best=$(median < "$work/bests")
+        [ "$mode" = base ] && base_ms=$med && base_best=$med_best
+        printf 'jdk=%s mode=%-8s median_ms=%s ratio=%s median_best_round_ms=%s best_ratio=%s\n' "$ver" "$mode" "$med" \
+            "$([ -n "$base_ms" ] && awk -v a="$med" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo -)" "$med_best" \
+            "$([ -n "$base_best" ] && awk -v a="$med_best" -v b="$base_best" 'BEGIN {printf "%.2fx", a / b}' || echo -)"
         [ "$mode" = budget ] && grep -o 'event=instr.budget .*' "$work/instrumenter.log" | tail -3
     done
 done

@@ -717,6 +717,7 @@ static void *control_main(void *arg)
 {
     control_t *c = arg;
     cmr_agent_t *a = c->a;
+    pthread_setname_np(pthread_self(), "cmr-control"); /* as the publisher's */
     c->register_backoff_ms = a->settings.register_backoff_ms;
     c->setup_backoff_ms = a->settings.register_backoff_ms > 1000 ? a->settings.register_backoff_ms : 1000;
     c->last_ack_ms = cmr_mono_ms();

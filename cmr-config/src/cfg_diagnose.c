@@ -184,12 +184,13 @@ static int parse_agents(const char *s, cmr_buf_t *out, char *err, size_t errlen)
     for (const char *p = s; p && *p;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char hex[17];
+        uint64_t agent;
         uint8_t raw[8];
-        if (len != 16 || (memcpy(hex, p, 16), hex[16] = '\0', cmr_unhex(hex, raw, 8) != 0)) {
+        if (cmr_id64_parse(p, len, &agent) != 0) {
             snprintf(err, errlen, "--agent takes agent ids of 16 hex digits, comma-separated (cmr-ingest agents)");
             return -1;
         }
+        cmr_put_be64(raw, agent);
         cmr_buf_put(out, raw, 8);
         p = comma ? comma + 1 : NULL;
     }

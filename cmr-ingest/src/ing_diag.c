@@ -31,10 +31,8 @@
 
 int cmr_ingest_parse_diagnosis_id(const char *s, uint64_t *id)
 {
-    uint8_t raw[8];
-    if (!s || strlen(s) != 16 || cmr_unhex(s, raw, 8) != 0)
+    if (!s || cmr_id64_parse(s, strlen(s), id) != 0)
         return -1;
-    *id = cmr_be64(raw);
     return *id ? 0 : -1;
 }
 

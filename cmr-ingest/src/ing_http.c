@@ -458,15 +458,17 @@ static int answer_methods(cmr_ingest_http_t *h, const char *root, const query_t 
     int n = 0, status = 200;
     for (const char *p = ids; *p;) {
         size_t len = strcspn(p, ",");
-        uint8_t raw[8];
-        char hex[17];
-        if (len != 16 || (memcpy(hex, p, 16), hex[16] = '\0', cmr_unhex(hex, raw, 8) != 0) || ++n > METHODS_MAX) {
+        uint64_t id;
+        if (cmr_id64_parse(p, len, &id) != 0 || ++n > METHODS_MAX) {
             *body = error_json(n <= METHODS_MAX ? "a method id is 16 hex digits" : "at most 100 ids at a time");
             status = 400;
             break;
         }
         char buf[2048];
-        const char *name = cmr_names_method_known(names, cmr_be64(raw), buf, sizeof buf);
+        const char *name = cmr_names_method_known(names, id, buf, sizeof buf);
+        char hex[17];
+        memcpy(hex, p, 16);
+        hex[16] = '\0';
         json_object_set_new(out, hex, name ? cmr_json_str(name) : json_null());
         p += len + (p[len] == ',');
     }
@@ -482,14 +484,10 @@ static int answer_methods(cmr_ingest_http_t *h, const char *root, const query_t 
 static int answer_agents(const char *root, const char *id, const query_t *q, char **body)
 {
     char err[512];
-    uint8_t raw[8];
     uint64_t agent = 0;
-    if (*id) {
-        if (strlen(id) != 16 || cmr_unhex(id, raw, 8) != 0) {
-            *body = error_json("an agent id is 16 hex digits");
-            return 400;
-        }
-        agent = cmr_be64(raw);
+    if (*id && cmr_id64_parse(id, strlen(id), &agent) != 0) {
+        *body = error_json("an agent id is 16 hex digits");
+        return 400;
     }
     int64_t from_ns = 0, to_ns = 0;
     for (int i = 0; i < q->n; i++)

@@ -219,9 +219,9 @@ static size_t table_match(const cmr_u64map_t *t, const char *pattern, uint64_t *
     uint64_t *v = malloc((cmr_u64map_count(t) + 1) * sizeof *v);
     if (!v)
         return 0;
-    uint8_t raw[8];
-    if (strlen(pattern) == 16 && cmr_unhex(pattern, raw, 8) == 0) {
-        v[n++] = cmr_be64(raw);
+    uint64_t one;
+    if (cmr_id64_parse(pattern, strlen(pattern), &one) == 0) {
+        v[n++] = one;
     } else {
         size_t it = 0;
         uint64_t id;

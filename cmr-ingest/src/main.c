@@ -381,19 +381,14 @@ static int cmd_diagnosis(const cmr_conf_t *conf, const char *id)
 static int cmd_agents(const cmr_conf_t *conf, const char *id)
 {
     char err[512], *json = NULL;
-    uint8_t raw[8];
     uint64_t agent = 0;
     int64_t from_ns = 0, to_ns = 0;
     const char *from = cmr_conf_get(conf, "query.from", NULL), *to = cmr_conf_get(conf, "query.to", NULL);
-    if ((id && (strlen(id) != 16 || cmr_unhex(id, raw, 8) != 0)) || (from && cmr_ingest_parse_time(from, &from_ns)) ||
+    if ((id && cmr_id64_parse(id, strlen(id), &agent) != 0) || (from && cmr_ingest_parse_time(from, &from_ns)) ||
         (to && cmr_ingest_parse_time(to, &to_ns))) {
         fprintf(stderr, "cmr-ingest: agents [AGENT-ID (16 hex digits)] [--from TIME] [--to TIME]\n");
         return 2;
     }
-    if (id)
-        agent = ((uint64_t)raw[0] << 56) | ((uint64_t)raw[1] << 48) | ((uint64_t)raw[2] << 40) |
-                ((uint64_t)raw[3] << 32) | ((uint64_t)raw[4] << 24) | ((uint64_t)raw[5] << 16) |
-                ((uint64_t)raw[6] << 8) | raw[7];
     bool as_json = !strcmp(cmr_conf_get(conf, "query.json", "false"), "true");
     if (cmr_ingest_agents(cmr_conf_get(conf, "ingest.store", "cmr-ingest-data"), agent, from_ns / 1000000,
                           to_ns / 1000000, &json, as_json ? NULL : stdout, err, sizeof err) != 0) {

@@ -402,12 +402,12 @@ static int q_series(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE 
     if (find_series(v, p, &l, err, errlen) != 0)
         return -2;
     if (p->agent) {
-        uint8_t raw[8];
-        if (strlen(p->agent) != 16 || cmr_unhex(p->agent, raw, 8) != 0) {
+        uint64_t agent;
+        if (cmr_id64_parse(p->agent, strlen(p->agent), &agent) != 0) {
             snprintf(err, errlen, "agent is a 16-hex-digit agent id");
             return -2;
         }
-        l.agent_id = (int64_t)cmr_be64(raw);
+        l.agent_id = (int64_t)agent;
     }
     cmr_met_res_t res = auto_res(p);
     series_ctx_t c = {.points = json_array(), .text = text, .res_ms = cmr_met_res_ms(res)};

@@ -61,8 +61,8 @@ bool cmr_diag_id_valid(const char *s)
 
 uint64_t cmr_diag_id_number(const char *s)
 {
-    uint8_t raw[8];
-    return cmr_diag_id_valid(s) && cmr_unhex(s, raw, sizeof raw) == 0 ? cmr_be64(raw) : 0;
+    uint64_t id;
+    return cmr_diag_id_valid(s) && cmr_id64_parse(s, 16, &id) == 0 ? id : 0;
 }
 
 static entry_t *entry_of(const cmr_diagnoses_t *s, const char *id)

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "cmr/bytes.h"
 #include "cmr/ids.h"
 #include "cmr/topics.h"
 
@@ -83,11 +84,42 @@ static void test_ids(void **state)
     assert_int_equal(cmr_unhex("abc", back, 1), -1);
 }
 
+/* cmr_id64_parse: exactly 16 hex digits of the n given, either case, in place in a list */
+static void test_id64_parse(void **state)
+{
+    (void)state;
+    uint64_t id = 7;
+    assert_int_equal(cmr_id64_parse("00000000000000ff", 16, &id), 0);
+    assert_true(id == 0xff);
+    assert_int_equal(cmr_id64_parse("FEDCBA9876543210", 16, &id), 0);
+    assert_true(id == UINT64_C(0xfedcba9876543210));
+    const char *list = "0123456789abcdef,ffffffffffffffff";
+    assert_int_equal(cmr_id64_parse(list, 16, &id), 0);
+    assert_true(id == UINT64_C(0x0123456789abcdef));
+    assert_int_equal(cmr_id64_parse(list + 17, strlen(list + 17), &id), 0);
+    assert_true(id == UINT64_MAX);
+    id = 7;
+    assert_int_equal(cmr_id64_parse(list, strlen(list), &id), -1);      /* 33 chars */
+    assert_int_equal(cmr_id64_parse("0123456789abcde", 15, &id), -1);   /* 15 */
+    assert_int_equal(cmr_id64_parse("0123456789abcdeg", 16, &id), -1);  /* not hex */
+    assert_int_equal(cmr_id64_parse("0123456789abcd\0f", 16, &id), -1); /* NUL inside */
+    assert_int_equal(cmr_id64_parse("", 0, &id), -1);
+    assert_true(id == 7);
+    /* the same id cmr_unhex + cmr_be64 gives */
+    uint8_t raw[8];
+    char hex[17];
+    assert_int_equal(cmr_random_bytes(raw, sizeof raw), 0);
+    cmr_hex(raw, 8, hex);
+    assert_int_equal(cmr_id64_parse(hex, 16, &id), 0);
+    assert_true(id == cmr_be64(raw));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topic_names),
         cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_id64_parse),
         cmocka_unit_test(test_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,6 +127,21 @@ int cmr_unhex(const char *hex, void *bytes, size_t len)
     return 0;
 }
 
+int cmr_id64_parse(const char *hex, size_t n, uint64_t *id)
+{
+    if (n != 16)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < 16; i++) {
+        int d = hexval(hex[i]);
+        if (d < 0)
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *id = v;
+    return 0;
+}
+
 int cmr_instance_id_new(char *buf, size_t len)
 {
     uint8_t raw[16];

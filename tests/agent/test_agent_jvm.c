@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -757,6 +758,30 @@ static bool metric_with_probe_cost(const cmr_msg_t *m, const void *ud)
 /* The method id Probe.calibrate records its calls under (Probe.CALIBRATION_ID). */
 #define CALIBRATION_ID 0x63616c6962726174ULL
 
+/* Whether one of the process' threads has the name (/proc/PID/task/TID/comm). */
+static bool has_thread_named(pid_t pid, const char *name)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool found = false;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        char path[sizeof dir + sizeof e->d_name + 8], comm[32] = "";
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(comm, sizeof comm, f))
+            found = !strncmp(comm, name, strlen(name)) && (comm[strlen(name)] == '\n' || !comm[strlen(name)]);
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
 static void test_invocation_metrics_transactions_and_stalled_calls(void **state)
 {
     (void)state;
@@ -777,6 +802,9 @@ static void test_invocation_metrics_transactions_and_stalled_calls(void **state)
     jvm_proc_send(&r.jvm, "work 2 500"); /* 1000 root calls, each 4 invocations deep */
     assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
     assert_string_equal(line, "work: calls=1000");
+    /* the agent's own threads carry names an operator can tell apart (top -H, perf) */
+    assert_true(has_thread_named(r.jvm.pid, "cmr-publisher"));
+    assert_true(has_thread_named(r.jvm.pid, "cmr-control"));
     jvm_proc_send(&r.jvm, "slow 1500");
     assert_int_equal(jvm_proc_expect(&r.jvm, "slow:", line, sizeof line, 10000), 0);
 

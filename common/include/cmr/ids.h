@@ -42,5 +42,9 @@ int cmr_instance_id_new(char *buf, size_t len);
 void cmr_hex(const void *bytes, size_t len, char *buf);
 /* Parses exactly 2*len hex chars. 0 or -1. */
 int cmr_unhex(const char *hex, void *bytes, size_t len);
+/* A 64-bit id as the CLIs, APIs and topics write it (agent, method, diagnosis ids): the n
+ * chars at hex must be exactly 16 hex digits (hex need not end there, so a comma-separated
+ * list is parsed in place). Fills *id (big-endian digits). 0 or -1 (*id untouched). */
+int cmr_id64_parse(const char *hex, size_t n, uint64_t *id);
 
 #endif
