@@ -697,6 +697,23 @@ static int parse_request_headers(parse_ctx_t *c, const yaml_node_t *n, const cha
     return 0;
 }
 
+/* overhead_budget_pct: 3, 2.5 or "0.5%": the share of each JVM's CPU time its monitoring
+ * may cost (0 < pct <= 100), or 0: the budget is off in this environment
+ * (CMR_BUDGET_OFF on the wire; absent: cmr-instrumenter's instrumenter.budget.pct). */
+static int want_budget_pct(parse_ctx_t *c, const yaml_node_t *n, const char *where, double *out)
+{
+    const char *s = NULL;
+    if (want_scalar(c, n, where, &s) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || (*end && strcmp(end, "%") != 0) || !(v >= 0 && v <= 100))
+        return fail(c, n, "%s: \"%s\" is not a percentage of CPU time from 0 (off) to 100", where, s);
+    *out = v > 0 ? v : CMR_BUDGET_OFF;
+    return 0;
+}
+
 static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cmr_environment_t *env)
 {
     if (want_mapping(c, n, where) != 0)
@@ -724,10 +741,12 @@ static int parse_env(parse_ctx_t *c, const yaml_node_t *n, const char *where, cm
             rc = parse_thresholds(c, v, w, env);
         else if (!strcmp(key, "request_headers"))
             rc = parse_request_headers(c, v, w, env);
+        else if (!strcmp(key, "overhead_budget_pct"))
+            rc = want_budget_pct(c, v, w, &env->overhead_budget_pct);
         else
             return fail(c, k,
                         "%s: unknown key \"%s\" (id, name, description, sensors, strategy, trace_context, "
-                        "thresholds, request_headers)",
+                        "thresholds, request_headers, overhead_budget_pct)",
                         where, key);
         if (rc != 0)
             return -1;

@@ -92,6 +92,8 @@ void cmr_cfg_write_env(const cmr_environment_t *env, void *stream)
         }
         fprintf(f, "]\n");
     }
+    if (env->overhead_budget_pct != 0) /* the instrumenter's default is not printed */
+        fprintf(f, "    overhead_budget_pct: %.15g\n", env->overhead_budget_pct > 0 ? env->overhead_budget_pct : 0.0);
     if (env->thresholds.count)
         fprintf(f, "    thresholds:\n");
     for (size_t i = 0; i < env->thresholds.count; i++) {

@@ -305,6 +305,58 @@ static void test_doc_request_headers(void **state)
     }
 }
 
+/* overhead_budget_pct: the environment's own budget (2.5, "5%"), 0 = off, absent = the
+ * instrumenter's; printed and read back the same; a change of it is a change; bad values
+ * refused with their line. */
+static void test_doc_overhead_budget(void **state)
+{
+    (void)state;
+    char err[512];
+    static const struct {
+        const char *yaml;
+        double want;
+        const char *shown; /* in cmr-config show's text, or NULL: not printed */
+    } ok[] = {
+        {"2.5", 2.5, "overhead_budget_pct: 2.5\n"},           {"\"5%\"", 5, "overhead_budget_pct: 5\n"},
+        {"100", 100, "overhead_budget_pct: 100\n"},           {"0", CMR_BUDGET_OFF, "overhead_budget_pct: 0\n"},
+        {"0.0%", CMR_BUDGET_OFF, "overhead_budget_pct: 0\n"}, {NULL, 0, NULL},
+    };
+    cmr_cfg_doc_t d, again;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char doc[256];
+        snprintf(doc, sizeof doc, "version: 1\nenvironments:\n  - id: shop\n%s%s\n",
+                 ok[i].yaml ? "    overhead_budget_pct: " : "", ok[i].yaml ? ok[i].yaml : "");
+        assert_int_equal(cmr_cfg_doc_parse(doc, strlen(doc), "f.yaml", &d, err, sizeof err), 0);
+        assert_true(d.envs[0].overhead_budget_pct == ok[i].want);
+        size_t len = 0;
+        char *text = shown(&d.envs[0], &len);
+        if (ok[i].shown)
+            assert_non_null(strstr(text, ok[i].shown));
+        else
+            assert_null(strstr(text, "overhead_budget_pct"));
+        assert_int_equal(cmr_cfg_doc_parse(text, len, "shown", &again, err, sizeof err), 0);
+        assert_true(cmr_cfg_env_equal(&d.envs[0], &again.envs[0]));
+        free(text);
+        cmr_cfg_doc_free(&again);
+        cmr_cfg_doc_free(&d);
+    }
+    const char *a = "version: 1\nenvironments:\n  - id: shop\n    overhead_budget_pct: 3\n";
+    const char *b = "version: 1\nenvironments:\n  - id: shop\n    overhead_budget_pct: 4\n";
+    assert_int_equal(cmr_cfg_doc_parse(a, strlen(a), "a.yaml", &d, err, sizeof err), 0);
+    assert_int_equal(cmr_cfg_doc_parse(b, strlen(b), "b.yaml", &again, err, sizeof err), 0);
+    assert_false(cmr_cfg_env_equal(&d.envs[0], &again.envs[0])); /* a new revision */
+    cmr_cfg_doc_free(&again);
+    cmr_cfg_doc_free(&d);
+    static const char *const bad[] = {"-1", "101", "three", "3 %", "5%%", "nan", "[3]", "\"\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char doc[256];
+        snprintf(doc, sizeof doc, "version: 1\nenvironments:\n  - id: shop\n    overhead_budget_pct: %s\n", bad[i]);
+        assert_int_equal(cmr_cfg_doc_parse(doc, strlen(doc), "f.yaml", &d, err, sizeof err), -1);
+        if (!strstr(err, "f.yaml:4") || (bad[i][0] != '[' && !strstr(err, "percentage of CPU time")))
+            fail_msg("%s: %s", bad[i], err);
+    }
+}
+
 /* Threshold rules: units, defaults, a round trip through show, and the errors. */
 static void test_doc_thresholds(void **state)
 {
@@ -819,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_doc_full),
         cmocka_unit_test(test_doc_trace_context),
         cmocka_unit_test(test_doc_request_headers),
+        cmocka_unit_test(test_doc_overhead_budget),
         cmocka_unit_test(test_doc_errors),
         cmocka_unit_test(test_doc_thresholds),
         cmocka_unit_test(test_state_projection),

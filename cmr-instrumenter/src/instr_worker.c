@@ -1237,14 +1237,25 @@ static void budget_publish(worker_t *w, const char *env_id, int64_t revision, ui
                 env_id, r->method_id, err);
 }
 
+/* The overhead budget of an environment, in % of each JVM's CPU time: its own
+ * (Environment.overhead_budget_pct), else instrumenter.budget.pct; 0: off. */
+static double budget_pct_of(const worker_t *w, const cmr_environment_t *env)
+{
+    if (env->overhead_budget_pct < 0)
+        return 0;
+    return env->overhead_budget_pct > 0 ? env->overhead_budget_pct : w->budget.pct;
+}
+
 /* One JVM's window is complete: choose, list, write to cmr.budget, and instrument its
  * environment again. */
 static void budget_judge(worker_t *w, uint64_t agent, const char *env_id, cmr_budget_window_t *win)
 {
     int64_t revision = 0;
-    if (!cmr_cfg_state_env(w->state, env_id, &revision))
-        return; /* an environment this worker does not know (any more) */
-    cmr_budget_input_t in = cmr_budget_window_input(win, w->budget.probe_ns, w->budget.pct);
+    const cmr_environment_t *env = cmr_cfg_state_env(w->state, env_id, &revision);
+    double pct = env ? budget_pct_of(w, env) : 0;
+    if (pct <= 0)
+        return; /* an environment this worker does not know (any more), or its budget is off */
+    cmr_budget_input_t in = cmr_budget_window_input(win, w->budget.probe_ns, pct);
     budget_env_t *be = budget_env_at(w, env_id, revision);
     if (be) { /* removed already: not counted again while their Redefines land */
         in.removed = budget_env_ids(be);
@@ -1254,9 +1265,10 @@ static void budget_judge(worker_t *w, uint64_t agent, const char *env_id, cmr_bu
     if (cmr_budget_select(&in, &r) != 0)
         return;
     cmr_log(r.n_removed ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.budget",
-            "agent=%016" PRIx64 " environment=%s methods=%zu before_pct=%.2f after_pct=%.2f removed=%zu over_budget=%d "
+            "agent=%016" PRIx64 " environment=%s budget_pct=%g methods=%zu before_pct=%.2f after_pct=%.2f removed=%zu "
+            "over_budget=%d "
             "calls_recorded=%" PRId64 " calls_dropped=%" PRId64 " scale=%.2f probe_ns=%.1f probe_cost=%s agent_ns=%.1f",
-            agent, env_id, win->n, r.before_pct, r.after_pct, r.n_removed, r.over_budget, win->calls_recorded,
+            agent, env_id, pct, win->n, r.before_pct, r.after_pct, r.n_removed, r.over_budget, win->calls_recorded,
             win->calls_dropped, in.scale, in.probe_ns, win->probe_ps > 0 ? "measured" : "setting", in.agent_ns);
     size_t added = 0;
     for (size_t i = 0; i < r.n_removed; i++) {
@@ -1391,8 +1403,10 @@ static void budget_step(worker_t *w)
         }
         cmr_instr_agent_rec_t ar;
         uint64_t agent = (uint64_t)m.u.metric_batch.agent_id;
+        const cmr_environment_t *env;
         if (cmr_instr_cache_agent(w->cache, agent, &ar) == 1 && ar.partition >= 0 && ar.partition < MAX_PARTITIONS &&
-            w->owned[ar.partition]) {
+            w->owned[ar.partition] && (env = cmr_cfg_state_env(w->state, ar.env_id, NULL)) &&
+            budget_pct_of(w, env) > 0) { /* (JVMs of environments without a budget: no window) */
             cmr_budget_window_t *win = cmr_u64map_get(&w->budget.windows, agent);
             if (!win && (win = calloc(1, sizeof *win)) && cmr_u64map_put(&w->budget.windows, agent, win) != 0) {
                 free(win);
@@ -2226,9 +2240,9 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
     }
     /* from now: what JVMs measure from here on (opened before the first poll of the
      * readers' client: see cmr_reader_open) */
-    if (w.budget.pct > 0 && w.budget.probe_ns > 0 &&
-        !(w.budget.reader =
-              cmr_reader_open(w.readers, cmr_topic_name(CMR_TOPIC_METRICS), cmr_wall_ms(), err, sizeof err)))
+    /* (also with instrumenter.budget.pct 0: an environment may set a budget of its own) */
+    if (w.budget.probe_ns > 0 && !(w.budget.reader = cmr_reader_open(w.readers, cmr_topic_name(CMR_TOPIC_METRICS),
+                                                                     cmr_wall_ms(), err, sizeof err)))
         cmr_log(CMR_LOG_WARN, "instr.budget_off", "error=\"%s\"", err);
     if (catch_up(&w, timeout) != 0)
         goto out;

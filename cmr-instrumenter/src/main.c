@@ -30,8 +30,9 @@ static const cmr_conf_key_t keys[] = {
      "threads that instrument, digest and sign the new classes of a unit side by side, the worker's own included "
      "(1 .. 65; default: the CPUs online, at most 8; 1 does it all on the worker's thread)"},
     {"instrumenter.budget.pct", "3",
-     "overhead budget: when a JVM's probes cost more than this % of its CPU time, the methods whose probes cost more "
-     "than they measure lose them (docs/ARCHITECTURE.md, 'The overhead budget'); 0 = off"},
+     "overhead budget of the environments that set none (overhead_budget_pct, docs/ENVIRONMENTS.md): when a JVM's "
+     "monitoring costs more than this % of its CPU time, the methods whose probes cost more than they measure lose "
+     "them (docs/ARCHITECTURE.md, 'The overhead budget'); 0 = off for those environments"},
     {"instrumenter.budget.probe_ns", "50",
      "overhead budget: the cost of one call's probes (entry + exit), in ns, for agents that do not measure it "
      "(MetricBatch.probe_ps)"},

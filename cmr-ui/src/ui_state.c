@@ -576,10 +576,12 @@ static int removal_order(const void *a, const void *b)
     return x->r->method_id < y->r->method_id ? -1 : x->r->method_id > y->r->method_id;
 }
 
-/* One environment's removals: {in_force, history, shown, removals: [...]}, at most
- * UI_BUDGET_SHOWN of them in removal_order. NULL: no memory. */
-static json_t *budget_json(const ui_state_t *s, const char *env_id)
+/* One environment's budget: {pct, off, in_force, history, shown, removals: [...]}; pct is
+ * the environment's own (overhead_budget_pct), null when it takes cmr-instrumenter's; at most
+ * UI_BUDGET_SHOWN removals, in removal_order. NULL: no memory. */
+static json_t *budget_json(const ui_state_t *s, const cmr_environment_t *env)
 {
+    const char *env_id = env->id;
     shown_removal_t *v = malloc((s->nremovals + 1) * sizeof *v);
     if (!v)
         return NULL;
@@ -596,8 +598,10 @@ static json_t *budget_json(const ui_state_t *s, const char *env_id)
     for (size_t i = 0; i < n && i < UI_BUDGET_SHOWN; i++)
         json_array_append_new(list, removal_json(v[i].r, v[i].in_force));
     free(v);
-    return json_pack("{s:I,s:I,s:I,s:o}", "in_force", (json_int_t)in_force, "history", (json_int_t)(n - in_force),
-                     "shown", (json_int_t)json_array_size(list), "removals", list);
+    return json_pack("{s:o,s:b,s:I,s:I,s:I,s:o}", "pct",
+                     env->overhead_budget_pct > 0 ? json_real(env->overhead_budget_pct) : json_null(), "off",
+                     env->overhead_budget_pct < 0, "in_force", (json_int_t)in_force, "history",
+                     (json_int_t)(n - in_force), "shown", (json_int_t)json_array_size(list), "removals", list);
 }
 
 void ui_state_environments(ui_state_t *s, cmr_http_response_t *res)
@@ -645,7 +649,7 @@ void ui_state_environment(ui_state_t *s, const char *id, cmr_http_response_t *re
         if (e) {
             yaml = env_yaml(e, NULL, 0);
             name = e->name ? e->name : "";
-            budget = budget_json(s, id);
+            budget = budget_json(s, e);
         }
     }
     json_t *o = found ? json_pack("{s:o,s:o,s:I,s:o,s:o}", "id", cmr_json_str(id), "name", cmr_json_str(name),

@@ -39,6 +39,7 @@ static const char env_yaml[] = "version: 1\n"
                                "environments:\n"
                                "  - id: shop\n"
                                "    name: The shop\n"
+                               "    overhead_budget_pct: 2.5\n"
                                "    sensors:\n"
                                "      - sensor: invocation-sequence\n"
                                "        class: \"shop.*\"\n"
@@ -347,6 +348,9 @@ static void test_budget_removals(void **state)
     }
     assert_int_equal(json_integer_value(json_object_get(b, "in_force")), 1);
     assert_int_equal(json_integer_value(json_object_get(b, "history")), 1);
+    assert_true(json_real_value(json_object_get(b, "pct")) == 2.5); /* the environment's own budget */
+    assert_true(json_is_false(json_object_get(b, "off")));
+    assert_non_null(strstr(json_string_value(json_object_get(env, "yaml")), "overhead_budget_pct: 2.5\n"));
     json_t *list = json_object_get(b, "removals");
     assert_int_equal(json_array_size(list), 2);
     json_t *first = json_array_get(list, 0); /* in force first, though the other costs more */

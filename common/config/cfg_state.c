@@ -234,7 +234,7 @@ int cmr_cfg_env_equal(const cmr_environment_t *a, const cmr_environment_t *b)
     if (!str_eq(a->id, b->id) || !str_eq(a->name, b->name) || !str_eq(a->description, b->description) ||
         memcmp(&a->strategy, &b->strategy, sizeof a->strategy) != 0 || a->trace_context != b->trace_context ||
         a->assignments.count != b->assignments.count || a->thresholds.count != b->thresholds.count ||
-        a->request_headers.count != b->request_headers.count)
+        a->request_headers.count != b->request_headers.count || a->overhead_budget_pct != b->overhead_budget_pct)
         return 0;
     for (size_t i = 0; i < a->request_headers.count; i++)
         if (!str_eq(a->request_headers.items[i], b->request_headers.items[i]))

@@ -283,6 +283,7 @@ static const cmr_field_desc_t environment_fields[] = {
     ENUM(cmr_environment_t, trace_context, trace_context_policies),
     SUB(cmr_environment_t, thresholds, RECORDS, threshold_rule_desc),
     FIELD(cmr_environment_t, request_headers, STRINGS),
+    FIELD(cmr_environment_t, overhead_budget_pct, DOUBLE),
 };
 static const cmr_record_desc_t environment_desc = {"Environment", sizeof(cmr_environment_t), environment_fields,
                                                    TABLE(environment_fields)};

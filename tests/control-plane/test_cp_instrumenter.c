@@ -142,7 +142,7 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain, trivial: true}\n"
                             "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
-static int tests_ok, tests_run = 10;
+static int tests_ok, tests_run = 11;
 
 /* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
 static int start_instrumenter_budget(const char *budget)
@@ -1050,6 +1050,29 @@ static void test_diagnosis_exclude_method(void **state)
     tests_ok++;
 }
 
+/* Three metric intervals (instrumenter.budget.intervals) of the peer's JVM on cmr.metrics:
+ * budget/Hot.hot 10 M calls of 5 ns each, whose probes (50 ns each) cost 50 % of 1 s of
+ * CPU, and budget/Hot.cold 100 calls of 1 ms. */
+static void send_hot_metrics(void)
+{
+    uint64_t hot = cmr_method_id("budget/Hot", "hot", "(I)I"), cold = cmr_method_id("budget/Hot", "cold", "(I)I");
+    cmr_method_metric_t mm[] = {
+        {.method_id = (int64_t)hot, .count = 10000000, .sum_ns = 60000000, .self_ns = 50000000},
+        {.method_id = (int64_t)cold, .count = 100, .sum_ns = 100000000, .self_ns = 100000000},
+    };
+    cmr_metric_batch_t mb = {
+        .agent_id = peer.agent_id, .interval_ms = 1000, .environment_id = "app", .cpu_ns = 1000000000};
+    mb.metrics.items = mm;
+    mb.metrics.count = 2;
+    char err[256];
+    for (int i = 0; i < 3; i++) {
+        mb.interval_start_ms = cmr_wall_ms() + i * 1000;
+        assert_int_equal(cmr_producer_send(peer.producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err),
+                         CMR_SEND_OK);
+    }
+    assert_int_equal(cp_peer_flush(&peer), 0);
+}
+
 /* The overhead budget: MetricBatches on cmr.metrics say a method's probes cost half the
  * JVM's CPU time and more than the method itself; the instrumenter removes its probes
  * (a new Redefine without them, the other method keeps its own) and says why. */
@@ -1069,23 +1092,7 @@ static void test_overhead_budget_removes_probes(void **state)
     assert_int_equal(next_redefine_of("budget/Hot", &m), 1);
     assert_int_equal(m.u.redefine.methods.count, 2);
     cmr_msg_free(&m);
-    uint64_t hot = cmr_method_id("budget/Hot", "hot", "(I)I"), cold = cmr_method_id("budget/Hot", "cold", "(I)I");
-    /* 10 M calls of 5 ns each (50 ns of probes each: 50 % of 1 s of CPU), 100 calls of 1 ms */
-    cmr_method_metric_t mm[] = {
-        {.method_id = (int64_t)hot, .count = 10000000, .sum_ns = 60000000, .self_ns = 50000000},
-        {.method_id = (int64_t)cold, .count = 100, .sum_ns = 100000000, .self_ns = 100000000},
-    };
-    cmr_metric_batch_t mb = {
-        .agent_id = peer.agent_id, .interval_ms = 1000, .environment_id = "app", .cpu_ns = 1000000000};
-    mb.metrics.items = mm;
-    mb.metrics.count = 2;
-    char err[256];
-    for (int i = 0; i < 3; i++) { /* instrumenter.budget.intervals (3) */
-        mb.interval_start_ms = cmr_wall_ms() + i * 1000;
-        assert_int_equal(cmr_producer_send(peer.producer, CMR_MSG_METRIC_BATCH, &mb, NULL, NULL, err, sizeof err),
-                         CMR_SEND_OK);
-    }
-    assert_int_equal(cp_peer_flush(&peer), 0);
+    send_hot_metrics();
     if (next_redefine_of("budget/Hot", &m) != 1) {
         cp_proc_dump_log(&instr_worker, 40);
         fail_msg("no Redefine of budget/Hot after the metric batches");
@@ -1154,6 +1161,69 @@ static void test_budget_removals_outlive_the_worker(void **state)
     assert_string_equal(m.u.redefine.methods.items[0].name, "cold");
     assert_false(calls_probe(&m.u.redefine.bytecode, "hot", "enter"));
     cmr_msg_free(&m);
+    tests_ok++;
+}
+
+/* An environment's own overhead budget (overhead_budget_pct) stands in for the
+ * instrumenter's 3 %: at 60 % the JVM's 50 % is within it and hot keeps its probes; at 40 %
+ * it loses them; at 0 the budget is off there and the JVM is not judged at all. Each
+ * setting is a new revision of the environment, whose JVMs first get every probe back. */
+static void test_environment_overhead_budget(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pct;
+        int judged; /* 1: judged, within its budget; 2: judged, hot removed; 0: not judged */
+    } steps[] = {{"60", 1}, {"40", 2}, {"0", 0}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        char yaml[512], *out = NULL;
+        cp_fmt(yaml, sizeof yaml,
+               "version: 1\nenvironments:\n  - id: app\n    overhead_budget_pct: %s\n    sensors:\n"
+               "      - {sensor: invocation-sequence, class: budget.Hot, method: \"*\", trivial: true}\n",
+               steps[i].pct);
+        int runs = cp_proc_count_log(&instr_worker, "event=instr.environment_run environment=app ");
+        assert_int_equal(cp_apply(config_bin, broker.bootstrap, yaml, &out), 0);
+        free(out);
+        cmr_msg_t m;
+        /* the new revision: both probed again, a Redefine where hot had lost its probes (the
+         * previous test's removal, and the 40 % step's) */
+        if ((i == 0 || steps[i - 1].judged == 2) && next_redefine_of("budget/Hot", &m) != 1) {
+            cp_proc_dump_log(&instr_worker, 40);
+            fail_msg("overhead_budget_pct %s: no Redefine of the new revision", steps[i].pct);
+        }
+        if (i == 0 || steps[i - 1].judged == 2) {
+            assert_int_equal(m.u.redefine.methods.count, 2);
+            cmr_msg_free(&m);
+        }
+        for (int64_t deadline = cmr_mono_ms() + 10000;
+             cp_proc_count_log(&instr_worker, "event=instr.environment_run environment=app ") == runs; usleep(50000))
+            if (cmr_mono_ms() > deadline)
+                fail_msg("overhead_budget_pct %s: the environment was not run again", steps[i].pct);
+        int judged = cp_proc_count_log(&instr_worker, "event=instr.budget agent=");
+        int removed = cp_proc_count_log(&instr_worker, "event=instr.budget_removed environment=app");
+        send_hot_metrics();
+        char line[64];
+        cp_fmt(line, sizeof line, "environment=app budget_pct=%s ", steps[i].pct);
+        if (steps[i].judged == 2) {
+            assert_int_equal(next_redefine_of("budget/Hot", &m), 1);
+            assert_int_equal(m.u.redefine.methods.count, 1);
+            assert_string_equal(m.u.redefine.methods.items[0].name, "cold");
+            cmr_msg_free(&m);
+            assert_int_equal(cp_proc_wait_log(&instr_worker, line, 5000), 0);
+            assert_true(cp_proc_count_log(&instr_worker, "event=instr.budget_removed environment=app") > removed);
+        } else if (steps[i].judged == 1) {
+            assert_int_equal(cp_proc_wait_log(&instr_worker, line, 10000), 0); /* debug: removed=0 */
+            assert_int_equal(cp_proc_count_log(&instr_worker, "event=instr.budget_removed environment=app"), removed);
+        } else {
+            sleep(3); /* the batches were read meanwhile (the worker reads cmr.metrics every pass) */
+            assert_int_equal(cp_proc_count_log(&instr_worker, "event=instr.budget agent="), judged);
+        }
+        if (steps[i].judged != 2 && cp_peer_next(&peer, 1000, &m) == 1) { /* no removal: no Redefine */
+            if (m.type == CMR_MSG_REDEFINE)
+                fail_msg("overhead_budget_pct %s: a Redefine of %s", steps[i].pct, m.u.redefine.class_name);
+            cmr_msg_free(&m);
+        }
+    }
     tests_ok++;
 }
 
@@ -1282,6 +1352,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_overhead_budget_removes_probes),
         cmocka_unit_test(test_lost_class_records_ask_for_all_classes),
         cmocka_unit_test(test_budget_removals_outlive_the_worker),
+        cmocka_unit_test(test_environment_overhead_budget),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {

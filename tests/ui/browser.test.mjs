@@ -208,6 +208,12 @@ try {
   await visit(page, '#/environments/demo');
   await page.getByText('invocation-sequence').first().waitFor();
   await page.locator('.env-budget h2', {hasText: 'Overhead budget'}).waitFor();
+  // the budget in force: the environment's own (overhead_budget_pct) or the instrumenter's
+  const setting = envDemo.budget.off ? 'off in this environment' :
+      envDemo.budget.pct != null     ? `${envDemo.budget.pct} % of each JVM's CPU` :
+                                       'cmr-instrumenter\'s default';
+  await page.locator('.env-budget .badge', {hasText: setting}).waitFor();
+  await shot(page, 'environment-budget');
   const budgetRows = await page.locator('.env-budget-table tbody tr').count();
   check(
       budgetRows >= envDemo.budget.shown && budgetRows <= 2000,

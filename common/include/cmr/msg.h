@@ -390,7 +390,12 @@ typedef struct cmr_environment {
         size_t count;
     } thresholds;
     cmr_strings_t request_headers; /* lower-case names an entry trace keeps the values of */
+    double overhead_budget_pct;    /* the overhead budget, % of a JVM's CPU; 0: the instrumenter's
+                                    * instrumenter.budget.pct; < 0: off (CMR_BUDGET_OFF) */
 } cmr_environment_t;
+
+/* Environment.overhead_budget_pct of an environment whose budget is off ("0" in its YAML). */
+#define CMR_BUDGET_OFF (-1.0)
 
 /* Request headers an environment may name (cmr-config refuses more; an agent keeps the
  * first ones of a configuration that has more), each name at most 64 bytes. */

@@ -193,6 +193,13 @@ async function methodNames(ids) {
   return names;
 }
 
+// What each JVM of the environment may spend on monitoring: its own setting, or the
+// instrumenter's (instrumenter.budget.pct, which the page does not know).
+function budgetSetting(b) {
+  if (b.off) return 'off in this environment';
+  return b.pct != null ? `${b.pct} % of each JVM's CPU` : 'cmr-instrumenter\'s default (instrumenter.budget.pct)';
+}
+
 function budgetPanel(b, revision) {
   const panel = h('div', {class: 'panel env-budget'});
   const render = () => {
@@ -200,6 +207,7 @@ function budgetPanel(b, revision) {
     replace(
         panel,
         h('div', {class: 'm-panel-head'}, h('h2', null, 'Overhead budget'),
+          h('span', {class: 'badge info', title: 'overhead_budget_pct in the environment\'s YAML'}, budgetSetting(b)),
           h('span', {class: 'muted'},
             b.in_force ? `${count(b.in_force)} method${b.in_force === 1 ? '' : 's'} without probes in revision ${
                              revision}: their probes cost more than they measured` :
