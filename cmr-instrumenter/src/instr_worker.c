@@ -2067,8 +2067,10 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
     while (!cmr_reader_caught_up(w->registry_reader) && mono_ms() < deadline)
         drain_registrations(w, 1024, 100);
     drain_registrations(w, 1 << 30, 0);
-    cmr_log(CMR_LOG_INFO, "instr.config_loaded", "environments=%zu registered_agents=%zu budget_removals=%" PRIu64,
-            cmr_cfg_state_env_count(w->state), cmr_u64map_count(&w->registered), atomic_load(&w->budget.restored));
+    cmr_log(CMR_LOG_INFO, "instr.config_loaded",
+            "environments=%zu registered_agents=%zu budget_removals=%" PRIu64 " budget_refused=%" PRIu64,
+            cmr_cfg_state_env_count(w->state), cmr_u64map_count(&w->registered), atomic_load(&w->budget.restored),
+            atomic_load(&w->budget.refused));
     return 0;
 }
 

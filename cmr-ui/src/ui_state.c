@@ -145,14 +145,20 @@ static void apply(ui_state_t *s, int topic, const cmr_reader_rec_t *rec)
                     err);
     } else {
         cmr_msg_t m;
-        if (cmr_msg_decode(rec->payload, rec->len, &m, err, sizeof err) != CMR_WIRE_OK)
+        const char *name = topic == T_TREES ? "diagnosis-trees" : "budget";
+        if (cmr_msg_decode(rec->payload, rec->len, &m, err, sizeof err) != CMR_WIRE_OK) {
+            cmr_log(CMR_LOG_DEBUG, "ui.bad_record", "topic=%s offset=%" PRId64 " error=\"%s\"", name, rec->offset, err);
             return;
-        if (m.type == CMR_MSG_DIAGNOSIS_TREE && topic == T_TREES)
+        }
+        if (m.type == CMR_MSG_DIAGNOSIS_TREE && topic == T_TREES) {
             keep_tree(s, &m);
-        else if (m.type == CMR_MSG_BUDGET_REMOVAL && topic == T_BUDGET)
+        } else if (m.type == CMR_MSG_BUDGET_REMOVAL && topic == T_BUDGET) {
             keep_removal(s, &m);
-        else
+        } else {
+            cmr_log(CMR_LOG_DEBUG, "ui.bad_record", "topic=%s offset=%" PRId64 " error=\"a %s has no place there\"",
+                    name, rec->offset, cmr_msg_type_name(m.type));
             cmr_msg_free(&m);
+        }
     }
 }
 

@@ -20,11 +20,14 @@
 #include <jansson.h>
 
 #include "broker_proc.h"
+#include "cmr/buf.h"
 #include "cmr/clock.h"
 #include "cmr/ingest.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
+#include "cmr/topics.h"
 #include "cmr/ui.h"
+#include "cmr/wire.h"
 #include "http_client.h"
 
 static const char *broker_bin;
@@ -313,6 +316,22 @@ static void test_budget_removals(void **state)
     char err[256];
     cmr_producer_t *p = cmr_producer_new(conf, "test-budget", NULL, NULL, err, sizeof err);
     assert_non_null(p);
+    /* what an attacker or a bug may write there first: junk, another message type, an
+     * environment id no environment has; none of it shows, nothing stops */
+    const char *budget_topic = cmr_topic_name(CMR_TOPIC_BUDGET);
+    assert_int_equal(cmr_producer_send_raw(p, budget_topic, "k", 1, "junk!", 5, NULL), 0);
+    assert_int_equal(
+        cmr_producer_send_raw(p, budget_topic, "k", 1, "\xc3\x01\x01\x02\x03\x04\x05\x06\x07\x08", 10, NULL), 0);
+    cmr_metric_batch_t other = {.agent_id = 1, .interval_ms = 1000, .environment_id = "shop"};
+    cmr_buf_t enc = {0};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METRIC_BATCH, &other, &enc, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(cmr_producer_send_raw(p, budget_topic, "shop/1", 6, enc.data, enc.len, NULL), 0);
+    cmr_buf_free(&enc);
+    char long_id[200];
+    memset(long_id, 'x', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    cmr_budget_removal_msg_t stray = {.environment_id = long_id, .revision = 1, .method_id = 1, .reason = "stray"};
+    assert_int_equal(cmr_producer_send(p, CMR_MSG_BUDGET_REMOVAL, &stray, NULL, NULL, err, sizeof err), CMR_SEND_OK);
     cmr_budget_removal_msg_t r = {.environment_id = "shop",
                                   .revision = 1,
                                   .method_id = 0x1122334455667788,

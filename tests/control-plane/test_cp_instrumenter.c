@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "broker_proc.h"
+#include "cmr/buf.h"
 #include "cmr/classfile.h"
 #include "cmr/reader.h"
 #include "cmr/topics.h"
@@ -1147,10 +1148,25 @@ static void test_budget_removals_outlive_the_worker(void **state)
     cmr_reader_free(r);
     assert_true(found);
 
+    /* what else may be on the topic: junk, another message type, a removal of an environment
+     * that does not exist; refused (the first two) or passed over, the removal kept */
+    const char *budget_topic = cmr_topic_name(CMR_TOPIC_BUDGET);
+    assert_int_equal(cmr_producer_send_raw(peer.producer, budget_topic, "app/x", 5, "junk!", 5, NULL), 0);
+    cmr_metric_batch_t other = {.agent_id = peer.agent_id, .interval_ms = 1000, .environment_id = "app"};
+    cmr_buf_t enc = {0};
+    assert_int_equal(cmr_msg_encode(CMR_MSG_METRIC_BATCH, &other, &enc, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(cmr_producer_send_raw(peer.producer, budget_topic, "app/y", 5, enc.data, enc.len, NULL), 0);
+    cmr_buf_free(&enc);
+    cmr_budget_removal_msg_t stray = {.environment_id = "nowhere", .revision = 1, .method_id = 7, .reason = "stray"};
+    assert_int_equal(cmr_producer_send(peer.producer, CMR_MSG_BUDGET_REMOVAL, &stray, NULL, NULL, err, sizeof err),
+                     CMR_SEND_OK);
+    assert_int_equal(cp_peer_flush(&peer), 0);
+
     assert_int_equal(cp_proc_stop(&instr_worker), 0);
     cp_fmt(instr_db, sizeof instr_db, "%s/db-after-budget", tmp); /* nothing cached */
     assert_int_equal(start_instrumenter_budget("16777216"), 0);
-    assert_int_equal(cp_proc_wait_log(&instr_worker, "budget_removals=1", 5000), 0);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "budget_removals=1 budget_refused=2", 5000), 0);
+    assert_int_equal(cp_proc_wait_log(&instr_worker, "event=instr.budget_record_refused", 5000), 0);
     send_class("budget/Hot", 3);
     cmr_msg_t m;
     if (next_redefine_of("budget/Hot", &m) != 1) {
