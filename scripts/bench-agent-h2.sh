@@ -10,13 +10,15 @@
 #   default   the same without trivial: true: accessors and tiny leaves left out (the
 #             default); the overhead budget off
 #   budget    as default, with the overhead budget on (3 %, metric interval 1 s, judged
-#             every 2 intervals)
+#             every 2 intervals); budgetN: the same with a budget of N % (e.g. budget1,
+#             budget10: the environment's overhead_budget_pct)
 # Every run does one warm-up round, waits WAIT_MS (agent runs: the redefinitions arrive),
 # works untimed for SETTLE_MS (the JIT settles; the budget acts), then times ROUNDS rounds.
 # and prints the timed phase of each run, its ratio to the median of the base runs, its
 # quickest timed round and that one's ratio to the base runs' (best_round_ms, best_ratio: what a
 # late recompilation or redefinition landing in one round does not move), the
-# events the agent recorded and dropped, and (budget) the methods the budget removed.
+# events the agent recorded and dropped, and (budget*) the methods the budget removed in that
+# run (budget_removed) and in its environment so far (env_removed).
 #   scripts/bench-agent-h2.sh [ROWS] [ROUNDS] [REPEAT] [MODES]
 #     defaults: 20000 rows, 3 rounds, 3 runs per mode, MODES "base trivial default budget"
 #   CMR_BUILD=DIR: use that build instead of building build/; JDKS="DIR ...": these JDKs;
@@ -67,19 +69,25 @@ environments:
     name: every org.h2 method, trivial ones left out
     sensors:
       - {sensor: invocation-sequence, class: "org.h2.*", method: "*"}
-  - id: h2-budget
-    name: every org.h2 method, trivial ones left out, metrics every second
-    strategy:
-      metric_interval_ms: 1000
-    sensors:
-      - {sensor: invocation-sequence, class: "org.h2.*", method: "*"}
+$(for mode in $MODES; do
+    case $mode in
+    budget*)
+        pct=${mode#budget}
+        printf '  - id: h2-%s\n    name: every org.h2 method, trivial ones left out, a budget of %s %%\n' "$mode" "${pct:-3}"
+        printf '    overhead_budget_pct: %s\n    strategy:\n      metric_interval_ms: 1000\n' "${pct:-3}"
+        printf '    sensors:\n      - {sensor: invocation-sequence, class: "org.h2.*", method: "*"}\n'
+        ;;
+    esac
+done)
   - id: h2-trivial
     name: every org.h2 method
     sensors:
       - {sensor: invocation-sequence, class: "org.h2.*", method: "*", trivial: true}
 mappings:
   - {agent: "h2-default-*", address: "*", environment: h2}
-  - {agent: "h2-budget-*", address: "*", environment: h2-budget}
+$(for mode in $MODES; do
+    case $mode in budget*) printf '  - {agent: "h2-%s-*", address: "*", environment: h2-%s}\n' "$mode" "$mode" ;; esac
+done)
   - {agent: "h2-trivial-*", address: "*", environment: h2-trivial}
 YAML
 "$B/cmr-config/cmr-config" --bootstrap "$bs" --log-level warn apply "$work/env.yaml" >/dev/null
@@ -87,14 +95,14 @@ YAML
     >"$work/config.log" 2>&1 &
 pids+=($!)
 
-# start_instrumenter BUDGET_PCT: (re)starts cmr-instrumenter (same class cache), the
-# overhead budget at BUDGET_PCT % (0: off)
+# start_instrumenter: starts cmr-instrumenter, the overhead budget off but where an
+# environment sets one (the budget* modes' environments)
 start_instrumenter() {
     if [ -n "$instr_pid" ]; then kill "$instr_pid"; wait "$instr_pid" 2>/dev/null || true; fi
     : > "$work/instrumenter.log"
     "$B/cmr-instrumenter/cmr-instrumenter" --bootstrap "$bs" --log-level "${INSTR_LOG:-info}" \
         -X "trust.signing_key=$work/cmr.key" -X kafka.fetch.wait.max.ms=5 --db "$work/instrumenter" \
-        -X "instrumenter.budget.pct=$1" -X instrumenter.budget.intervals=2 run >>"$work/instrumenter.log" 2>&1 &
+        -X instrumenter.budget.pct=0 -X instrumenter.budget.intervals=2 run >>"$work/instrumenter.log" 2>&1 &
     instr_pid=$!
     for _ in $(seq 300); do grep -q instr.partitions_assigned "$work/instrumenter.log" && break; sleep 0.1; done
 }
@@ -155,7 +163,7 @@ for jdk in "${jdks[@]}"; do
     base_ms=
     base_best=
     for mode in $MODES; do
-        [ "$mode" = base ] || start_instrumenter "$([ "$mode" = budget ] && echo 3 || echo 0)"
+        [ "$mode" = base ] || [ -n "$instr_pid" ] || start_instrumenter
         : > "$work/times"
         : > "$work/bests"
         for r in $(seq "$REPEAT"); do
@@ -198,9 +206,10 @@ for jdk in "${jdks[@]}"; do
                 awk -v s="$jvm_start" '{n++; last = $1} END {printf "budget_rounds=%d learned_s=%s", n, n ? sprintf("%.1f", last - s) : "-"}')
             ratio=$([ -n "$base_ms" ] && awk -v a="$ms" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
             best_ratio=$([ -n "$base_best" ] && awk -v a="$best" -v b="$base_best" 'BEGIN {printf "%.2fx", a / b}' || echo "-")
+            env_removed=$(grep -c "event=instr.budget_removed environment=h2-$mode " "$work/instrumenter.log" 2>/dev/null || true)
             printf 'jdk=%s mode=%-8s run=%d work_ms=%-7s ratio=%-7s best_round_ms=%-6s best_ratio=%-6s %s %s budget_removed=%d %s\n' \
                 "$ver" "$mode" "$r" "$ms" "$ratio" "$best" "$best_ratio" "$ev" "$applied" "$removed" \
-                "$([ "$mode" = budget ] && echo "$learn")"
+                "$(case $mode in budget*) echo "env_removed=$env_removed $learn" ;; esac)"
             cat "$work/profile"
         done
         med=$(median < "$work/times")
@@ -209,7 +218,7 @@ for jdk in "${jdks[@]}"; do
         printf 'jdk=%s mode=%-8s median_ms=%s ratio=%s median_best_round_ms=%s best_ratio=%s\n' "$ver" "$mode" "$med" \
             "$([ -n "$base_ms" ] && awk -v a="$med" -v b="$base_ms" 'BEGIN {printf "%.2fx", a / b}' || echo -)" "$med_best" \
             "$([ -n "$base_best" ] && awk -v a="$med_best" -v b="$base_best" 'BEGIN {printf "%.2fx", a / b}' || echo -)"
-        [ "$mode" = budget ] && grep -o 'event=instr.budget .*' "$work/instrumenter.log" | tail -3
+        case $mode in budget*) grep -o "event=instr.budget .* environment=h2-$mode .*" "$work/instrumenter.log" | tail -3 ;; esac
     done
 done
 if [ "${INSTR_LOG:-info}" = debug ]; then
