@@ -183,12 +183,19 @@ int cmr_names_put_agent(cmr_names_t *n, const cmr_agent_registration_t *r)
 }
 
 /* The display name of id in t, or "<kind>#<hex id>", into buf. */
-static const char *table_name(const cmr_u64map_t *t, const char *kind, uint64_t id, char *buf, size_t len)
+/* id's display name from table t into buf, or NULL when t does not have it. */
+static const char *table_known(const cmr_u64map_t *t, uint64_t id, char *buf, size_t len)
 {
     const char *display = cmr_u64map_get(t, id);
-    if (display)
-        snprintf(buf, len, "%s", display);
-    else
+    if (!display)
+        return NULL;
+    snprintf(buf, len, "%s", display);
+    return buf;
+}
+
+static const char *table_name(const cmr_u64map_t *t, const char *kind, uint64_t id, char *buf, size_t len)
+{
+    if (!table_known(t, id, buf, len))
         snprintf(buf, len, "%s#%016" PRIx64, kind, id);
     return buf;
 }
@@ -200,11 +207,7 @@ const char *cmr_names_method(const cmr_names_t *n, uint64_t id, char *buf, size_
 
 const char *cmr_names_method_known(const cmr_names_t *n, uint64_t id, char *buf, size_t len)
 {
-    const char *display = cmr_u64map_get(&n->methods, id);
-    if (!display)
-        return NULL;
-    snprintf(buf, len, "%s", display);
-    return buf;
+    return table_known(&n->methods, id, buf, len);
 }
 
 const char *cmr_names_agent(const cmr_names_t *n, uint64_t id, char *buf, size_t len)
