@@ -2,6 +2,8 @@
  * cmr_wire.c - cmr-wire: look at and exercise the wire contracts.
  *
  *   cmr-wire list                      message types, topics and schema fingerprints
+ *   cmr-wire versions                  every schema version this build reads: the current
+ *                                      ones and the past ones of schemas/past/
  *   cmr-wire schema TYPE               the .avsc of a type and its canonical form
  *   cmr-wire sample TYPE [FILE]        write an encoded sample message
  *   cmr-wire decode [FILE...]          decode messages (files or stdin) to JSON lines
@@ -38,7 +40,7 @@ static const cmr_conf_key_t wire_keys[] = {
 
 static const cmr_cli_t wire_cli = {
     .program = "cmr-wire",
-    .synopsis = "[options] list | schema TYPE | sample TYPE [FILE] | decode [FILE...] | roundtrip",
+    .synopsis = "[options] list | versions | schema TYPE | sample TYPE [FILE] | decode [FILE...] | roundtrip",
     .summary = "Inspects the Avro wire contracts of the CMR (schemas/*.avsc) and checks them\n"
                "end to end through a Kafka cluster (roundtrip needs --bootstrap).",
     .options = wire_options,
@@ -67,6 +69,21 @@ static int cmd_list(void)
     for (int t = 0; t < CMR_MSG__COUNT; t++)
         printf("%-20s %-22s %016" PRIx64 "\n", cmr_msg_type_name(t), topic_label(t), cmr_msg_fingerprint(t));
     return 0;
+}
+
+static int cmd_versions(void)
+{
+    printf("%-20s %-16s %s\n", "TYPE", "FINGERPRINT", "VERSION");
+    for (int t = 0; t < CMR_MSG__COUNT; t++)
+        printf("%-20s %016" PRIx64 " current\n", cmr_msg_type_name(t), cmr_msg_fingerprint(t));
+    int rc = cmr_wire_past_init() == 0 ? 0 : 1;
+    for (size_t i = 0; i < cmr_wire_past_count(); i++) {
+        cmr_msg_type_t t;
+        uint64_t fp;
+        if (cmr_wire_past_version(i, &t, &fp) == 0)
+            printf("%-20s %016" PRIx64 " past\n", cmr_msg_type_name(t), fp);
+    }
+    return rc;
 }
 
 static int cmd_schema(const char *name)
@@ -284,6 +301,8 @@ int main(int argc, char **argv)
         rc = 2;
     } else if (strcmp(cmd, "list") == 0 && nargs == 0) {
         rc = cmd_list();
+    } else if (strcmp(cmd, "versions") == 0 && nargs == 0) {
+        rc = cmd_versions();
     } else if (strcmp(cmd, "schema") == 0 && nargs == 1) {
         rc = cmd_schema(args[0]);
     } else if (strcmp(cmd, "sample") == 0 && (nargs == 1 || nargs == 2)) {

@@ -6,8 +6,18 @@
  * msg_validate.c walk the body against the schema with bounds checks, has avro-c read the
  * body into a generic value, and copies it into a freshly allocated struct.
  *
+ * Past versions. schemas/past/ holds older versions of some schemas (docs/ARCHITECTURE.md,
+ * "Schema versions"). They are parsed on the first message whose fingerprint is not a
+ * current one (so a process that only meets current messages never pays for them), each
+ * checked once to be readable as the current struct: every field of the C table is in the
+ * old schema with the same shape (an enum's old symbols a prefix of the new ones), or has
+ * a default in the current schema. A message of a past version is validated against its
+ * own schema, read by field name, and the fields it lacks take their defaults
+ * (msg_defaults.c); the caller gets the current struct and type.
+ *
  * Thread safety: after cmr_wire_init() (run once, under pthread_once) the schemas and
- * value interfaces are read-only; each call creates its own generic value.
+ * value interfaces are read-only; each call creates its own generic value. The past
+ * versions are loaded under a pthread_once of their own and are read-only afterwards.
  */
 #include <assert.h>
 #include <avro.h>
@@ -19,6 +29,7 @@
 
 #include "cmr/log.h"
 #include "cmr/wire.h"
+#include "msg_defaults.h"
 #include "msg_desc.h"
 #include "msg_validate.h"
 #include "cmr/json.h"
@@ -30,6 +41,19 @@ static struct {
     avro_value_iface_t *iface;
     uint64_t fingerprint;
 } wire_types[CMR_MSG__COUNT];
+
+/* Past versions (schemas/past/), loaded on first need: past_load(). */
+typedef struct wire_past {
+    cmr_msg_type_t type; /* the current type a message of this version decodes into */
+    avro_schema_t schema;
+    avro_value_iface_t *iface;
+    uint64_t fingerprint;
+} wire_past_t;
+static wire_past_t *wire_past;
+static size_t wire_past_count;
+static int wire_past_rc = -1;
+static pthread_once_t wire_past_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t wire_past_reads;
 
 static pthread_once_t wire_once = PTHREAD_ONCE_INIT;
 static int wire_init_rc = -1;
@@ -84,16 +108,56 @@ static avro_schema_t schema_resolve(avro_schema_t s)
     return s;
 }
 
-/* Does the schema of one field have the shape the C table expects? */
-static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, size_t whylen);
+/* Does the schema of one field have the shape the C table expects? `past` is -1 for a
+ * current schema (exact match), or the message type of a past version being checked
+ * (fields by name, missing ones must have a default; see the top of this file). */
+static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, int past, char *why, size_t whylen);
 
-static int record_matches(const cmr_record_desc_t *d, avro_schema_t s, char *why, size_t whylen)
+/* The index of field `name` in record schema `s`, or -1. */
+static int schema_field_index(avro_schema_t s, const char *name)
+{
+    for (size_t i = 0; i < avro_schema_record_size(s); i++)
+        if (strcmp(avro_schema_record_field_name(s, (int)i), name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* A past version lacks field f of record d: can its current default be applied? Tried
+ * on a scratch struct. */
+static int default_applies(int past, const cmr_record_desc_t *d, const cmr_field_desc_t *f, char *why, size_t whylen)
+{
+    char *scratch = calloc(1, d->size);
+    if (!scratch) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    int rc = cmr_wire_default_apply((cmr_msg_type_t)past, d, f, scratch + f->offset, why, whylen);
+    cmr_wire_record_free(d, scratch);
+    free(scratch);
+    return rc;
+}
+
+static int past_record_matches(const cmr_record_desc_t *d, avro_schema_t s, int past, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < d->nfields; i++) {
+        int w = schema_field_index(s, d->fields[i].name);
+        int rc = w < 0 ? default_applies(past, d, &d->fields[i], why, whylen)
+                       : field_matches(&d->fields[i], avro_schema_record_field_get_by_index(s, w), past, why, whylen);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int record_matches(const cmr_record_desc_t *d, avro_schema_t s, int past, char *why, size_t whylen)
 {
     s = schema_resolve(s);
     if (!is_avro_record(s) || strcmp(avro_schema_name(s), d->name) != 0) {
         snprintf(why, whylen, "%s: schema is not record %s", d->name, d->name);
         return -1;
     }
+    if (past >= 0)
+        return past_record_matches(d, s, past, why, whylen);
     if (avro_schema_record_size(s) != d->nfields) {
         snprintf(why, whylen, "%s: schema has %zu fields, the C table %zu", d->name, avro_schema_record_size(s),
                  d->nfields);
@@ -106,7 +170,7 @@ static int record_matches(const cmr_record_desc_t *d, avro_schema_t s, char *why
                      d->fields[i].name);
             return -1;
         }
-        if (field_matches(&d->fields[i], avro_schema_record_field_get_by_index(s, (int)i), why, whylen) != 0)
+        if (field_matches(&d->fields[i], avro_schema_record_field_get_by_index(s, (int)i), past, why, whylen) != 0)
             return -1;
     }
     return 0;
@@ -125,7 +189,21 @@ static bool is_null_or(avro_schema_t s, avro_type_t other, avro_schema_t *branch
     return true;
 }
 
-static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, size_t whylen)
+/* Are the enum's symbols those of the C table (a past version: its first ones)? */
+static bool enum_matches(const cmr_field_desc_t *f, avro_schema_t s, int past)
+{
+    int n = avro_schema_enum_number_of_symbols(s), known = 0;
+    while (f->symbols[known])
+        known++;
+    if (past < 0 ? n != known : n > known)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (!avro_schema_enum_get(s, i) || strcmp(avro_schema_enum_get(s, i), f->symbols[i]) != 0)
+            return false;
+    return true;
+}
+
+static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, int past, char *why, size_t whylen)
 {
     s = schema_resolve(s);
     avro_schema_t inner = NULL;
@@ -135,20 +213,15 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
     case CMR_F_LONG: ok = is_avro_int64(s); break;
     case CMR_F_DOUBLE: ok = is_avro_double(s); break;
     case CMR_F_BOOL: ok = is_avro_boolean(s); break;
-    case CMR_F_ENUM:
-        ok = is_avro_enum(s);
-        for (int i = 0; ok && f->symbols[i]; i++)
-            ok = avro_schema_enum_get(s, i) && strcmp(avro_schema_enum_get(s, i), f->symbols[i]) == 0 &&
-                 (f->symbols[i + 1] || avro_schema_enum_number_of_symbols(s) == i + 1);
-        break;
+    case CMR_F_ENUM: ok = is_avro_enum(s) && enum_matches(f, s, past); break;
     case CMR_F_STRING: ok = is_avro_string(s); break;
     case CMR_F_BYTES: ok = is_avro_bytes(s); break;
     case CMR_F_FIXED16: ok = is_avro_fixed(s) && avro_schema_fixed_size(s) == 16; break;
     case CMR_F_OPT_STRING: ok = is_null_or(s, AVRO_STRING, &inner); break;
-    case CMR_F_RECORD: return record_matches(f->rec, s, why, whylen);
+    case CMR_F_RECORD: return record_matches(f->rec, s, past, why, whylen);
     case CMR_F_OPT_RECORD:
         ok = is_null_or(s, AVRO_RECORD, &inner);
-        return ok ? record_matches(f->rec, inner, why, whylen)
+        return ok ? record_matches(f->rec, inner, past, why, whylen)
                   : (snprintf(why, whylen, "field %s: expected [null, record]", f->name), -1);
     case CMR_F_STRINGS: ok = is_avro_array(s) && is_avro_string(schema_resolve(avro_schema_array_items(s))); break;
     case CMR_F_MAP: ok = is_avro_map(s) && is_avro_string(schema_resolve(avro_schema_map_values(s))); break;
@@ -157,7 +230,7 @@ static int field_matches(const cmr_field_desc_t *f, avro_schema_t s, char *why, 
             ok = false;
             break;
         }
-        return record_matches(f->rec, avro_schema_array_items(s), why, whylen);
+        return record_matches(f->rec, avro_schema_array_items(s), past, why, whylen);
     default: /* the descriptor tables (msg_desc.c) use only the types above */
         assert(!"field type outside cmr_field_type_t");
         ok = false;
@@ -177,7 +250,7 @@ static void wire_init_once(void)
                     avro_strerror());
             return;
         }
-        if (record_matches(cmr_msg_descs[t], wire_types[t].schema, why, sizeof why) != 0) {
+        if (record_matches(cmr_msg_descs[t], wire_types[t].schema, -1, why, sizeof why) != 0) {
             cmr_log(CMR_LOG_ERROR, "wire.schema_mismatch", "error=\"%s\"", why);
             return;
         }
@@ -202,6 +275,93 @@ int cmr_wire_init(void)
 {
     pthread_once(&wire_once, wire_init_once);
     return wire_init_rc;
+}
+
+/* Parses one past version and checks that it reads as the current struct of its type.
+ * 0 and *out filled, or -1 with `why`. */
+static int past_load_one(const char *text, wire_past_t *out, char *why, size_t whylen)
+{
+    char *canonical = NULL;
+    memset(out, 0, sizeof *out);
+    if (avro_schema_from_json_length(text, strlen(text), &out->schema) != 0) {
+        snprintf(why, whylen, "avro: %s", avro_strerror());
+        return -1;
+    }
+    int type = is_avro_record(out->schema) ? cmr_msg_type_by_name(avro_schema_name(out->schema)) : -1;
+    int rc = -1;
+    if (type < 0) {
+        snprintf(why, whylen, "not the record of a current message type");
+    } else if (!(canonical = cmr_wire_canonical_form(text, why, whylen))) {
+        /* why filled */
+    } else if ((out->fingerprint = cmr_wire_crc64_avro(canonical, strlen(canonical))) == wire_types[type].fingerprint) {
+        snprintf(why, whylen, "%s: the same as the current schema", cmr_msg_descs[type]->name);
+    } else if (record_matches(cmr_msg_descs[type], out->schema, type, why, whylen) != 0) {
+        /* why filled */
+    } else if (!(out->iface = avro_generic_class_from_schema(out->schema))) {
+        snprintf(why, whylen, "avro: %s", avro_strerror());
+    } else {
+        out->type = (cmr_msg_type_t)type;
+        rc = 0;
+    }
+    free(canonical);
+    if (rc != 0)
+        avro_schema_decref(out->schema);
+    return rc;
+}
+
+static void past_load(void)
+{
+    if (cmr_wire_init() != 0 || !(wire_past = calloc(cmr_past_schema_count + 1, sizeof *wire_past)))
+        return;
+    int rc = 0;
+    for (size_t i = 0; i < cmr_past_schema_count; i++) {
+        char why[256];
+        wire_past_t *p = &wire_past[wire_past_count];
+        if (past_load_one(cmr_past_schema_texts[i], p, why, sizeof why) != 0) {
+            cmr_log(CMR_LOG_ERROR, "wire.past_schema_refused", "index=%zu error=\"%s\"", i, why);
+            rc = -1;
+            continue;
+        }
+        bool twice = false;
+        for (size_t j = 0; j < wire_past_count; j++)
+            twice = twice || wire_past[j].fingerprint == p->fingerprint;
+        if (twice) {
+            cmr_log(CMR_LOG_ERROR, "wire.past_schema_refused", "index=%zu error=\"fingerprint %016llx twice\"", i,
+                    (unsigned long long)p->fingerprint);
+            avro_value_iface_decref(p->iface);
+            avro_schema_decref(p->schema);
+            rc = -1;
+            continue;
+        }
+        wire_past_count++;
+    }
+    wire_past_rc = rc;
+}
+
+int cmr_wire_past_init(void)
+{
+    pthread_once(&wire_past_once, past_load);
+    return wire_past_rc;
+}
+
+size_t cmr_wire_past_count(void)
+{
+    cmr_wire_past_init();
+    return wire_past_count;
+}
+
+int cmr_wire_past_version(size_t i, cmr_msg_type_t *type, uint64_t *fingerprint)
+{
+    if (i >= cmr_wire_past_count())
+        return -1;
+    *type = wire_past[i].type;
+    *fingerprint = wire_past[i].fingerprint;
+    return 0;
+}
+
+uint64_t cmr_wire_past_reads(void)
+{
+    return wire_past_reads;
 }
 
 const char *cmr_msg_type_name(cmr_msg_type_t type)
@@ -450,7 +610,9 @@ cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *o
 
 /* --- decode: generic value -> struct ----------------------------------------------- */
 
-static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst);
+/* `past` is -1 for a value of the current schema (fields by index), or the message type
+ * of a past version's value (fields by name, missing ones from their defaults). */
+static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst, int past);
 
 static int take_string(avro_value_t *v, char **out)
 {
@@ -463,7 +625,7 @@ static int take_string(avro_value_t *v, char **out)
     return *out ? 0 : -1;
 }
 
-static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
+static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p, int past)
 {
     avro_value_t branch, elem;
     int disc, ival;
@@ -505,7 +667,7 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
         memcpy(p, data, 16);
         return 0;
     }
-    case CMR_F_RECORD: return take_record(f->rec, v, p);
+    case CMR_F_RECORD: return take_record(f->rec, v, p, past);
     case CMR_F_OPT_RECORD: {
         if (avro_value_get_discriminant(v, &disc) != 0)
             return -1;
@@ -516,7 +678,7 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
         if (!sub)
             return -1;
         *(void **)p = sub;
-        return avro_value_get_current_branch(v, &branch) || take_record(f->rec, &branch, sub) ? -1 : 0;
+        return avro_value_get_current_branch(v, &branch) || take_record(f->rec, &branch, sub, past) ? -1 : 0;
     }
     case CMR_F_STRINGS: {
         cmr_strings_t *a = (cmr_strings_t *)p;
@@ -548,7 +710,7 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
         a->count = n;
         for (size_t i = 0; i < n; i++)
             if (avro_value_get_by_index(v, i, &elem, NULL) ||
-                take_record(f->rec, &elem, (char *)a->items + i * f->rec->size))
+                take_record(f->rec, &elem, (char *)a->items + i * f->rec->size, past))
                 return -1;
         return 0;
     }
@@ -557,12 +719,20 @@ static int take_field(const cmr_field_desc_t *f, avro_value_t *v, char *p)
     return -1;
 }
 
-static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst)
+static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst, int past)
 {
     for (size_t i = 0; i < d->nfields; i++) {
+        const cmr_field_desc_t *f = &d->fields[i];
+        char *at = (char *)dst + f->offset;
         avro_value_t field;
-        if (avro_value_get_by_index(rec, i, &field, NULL) != 0 ||
-            take_field(&d->fields[i], &field, (char *)dst + d->fields[i].offset) != 0)
+        int rc;
+        if (past < 0)
+            rc = avro_value_get_by_index(rec, i, &field, NULL) || take_field(f, &field, at, past);
+        else if (schema_field_index(schema_resolve(avro_value_get_schema(rec)), f->name) < 0)
+            rc = cmr_wire_default_apply((cmr_msg_type_t)past, d, f, at, NULL, 0);
+        else
+            rc = avro_value_get_by_name(rec, f->name, &field, NULL) || take_field(f, &field, at, past);
+        if (rc != 0)
             return -1;
     }
     return 0;
@@ -571,6 +741,11 @@ static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst)
 /* --- free -------------------------------------------------------------------------- */
 
 static void free_record(const cmr_record_desc_t *d, void *p);
+
+void cmr_wire_record_free(const cmr_record_desc_t *d, void *p)
+{
+    free_record(d, p);
+}
 
 static void free_field(const cmr_field_desc_t *f, char *p)
 {
@@ -650,7 +825,16 @@ static cmr_wire_err_t reject(cmr_wire_err_t err)
     return err;
 }
 
-cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *type)
+/* The schema a message's header names: a current one (past = -1), or a past version of
+ * `type` (past = type; loads the past versions on first need). */
+typedef struct wire_version {
+    cmr_msg_type_t type;
+    avro_schema_t schema;
+    avro_value_iface_t *iface;
+    int past;
+} wire_version_t;
+
+static cmr_wire_err_t find_version(const void *data, size_t len, wire_version_t *v, uint64_t *fp_out)
 {
     const uint8_t *p = data;
     if (cmr_wire_init() != 0)
@@ -662,13 +846,31 @@ cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *
     uint64_t fp = 0;
     for (int i = 0; i < 8; i++)
         fp |= (uint64_t)p[2 + i] << (8 * i);
+    *fp_out = fp;
     for (int t = 0; t < CMR_MSG__COUNT; t++) {
         if (wire_types[t].fingerprint == fp) {
-            *type = (cmr_msg_type_t)t;
+            *v = (wire_version_t){(cmr_msg_type_t)t, wire_types[t].schema, wire_types[t].iface, -1};
+            return CMR_WIRE_OK;
+        }
+    }
+    cmr_wire_past_init();
+    for (size_t i = 0; i < wire_past_count; i++) {
+        if (wire_past[i].fingerprint == fp) {
+            *v = (wire_version_t){wire_past[i].type, wire_past[i].schema, wire_past[i].iface, (int)wire_past[i].type};
             return CMR_WIRE_OK;
         }
     }
     return CMR_WIRE_ERR_UNKNOWN_FINGERPRINT;
+}
+
+cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *type)
+{
+    wire_version_t v;
+    uint64_t fp;
+    cmr_wire_err_t rc = find_version(data, len, &v, &fp);
+    if (rc == CMR_WIRE_OK)
+        *type = v.type;
+    return rc;
 }
 
 cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char *errbuf, size_t errlen)
@@ -678,46 +880,45 @@ cmr_wire_err_t cmr_msg_decode(const void *data, size_t len, cmr_msg_t *out, char
         ERRF("message of %zu bytes exceeds the %zu-byte maximum", len, (size_t)wire_max_message);
         return reject(CMR_WIRE_ERR_OVERSIZED);
     }
-    cmr_msg_type_t type;
-    cmr_wire_err_t rc = cmr_wire_peek_type(data, len, &type);
+    wire_version_t v;
+    uint64_t fp = 0;
+    cmr_wire_err_t rc = find_version(data, len, &v, &fp);
     if (rc != CMR_WIRE_OK) {
-        if (rc == CMR_WIRE_ERR_UNKNOWN_FINGERPRINT) {
-            const uint8_t *p = data;
-            uint64_t fp = 0;
-            for (int i = 0; i < 8; i++)
-                fp |= (uint64_t)p[2 + i] << (8 * i);
+        if (rc == CMR_WIRE_ERR_UNKNOWN_FINGERPRINT)
             ERRF("unknown schema fingerprint %016llx", (unsigned long long)fp);
-        } else {
+        else
             ERRF("%s (%zu bytes)", cmr_wire_strerror(rc), len);
-        }
         return reject(rc);
     }
+    const char *name = cmr_msg_descs[v.type]->name;
     const uint8_t *body = (const uint8_t *)data + CMR_WIRE_HEADER_SIZE;
     size_t body_len = len - CMR_WIRE_HEADER_SIZE;
     size_t used = 0;
-    rc = cmr_wire_validate(wire_types[type].schema, body, body_len, &used, errbuf, errlen);
+    rc = cmr_wire_validate(v.schema, body, body_len, &used, errbuf, errlen);
     if (rc == CMR_WIRE_OK && used != body_len) {
-        ERRF("%s: %zu trailing bytes after the body", cmr_msg_descs[type]->name, body_len - used);
+        ERRF("%s: %zu trailing bytes after the body", name, body_len - used);
         rc = CMR_WIRE_ERR_TRAILING;
     }
     if (rc != CMR_WIRE_OK)
         return reject(rc);
 
     avro_value_t value;
-    if (avro_generic_value_new(wire_types[type].iface, &value) != 0) {
+    if (avro_generic_value_new(v.iface, &value) != 0) {
         ERRF("avro: %s", avro_strerror());
         return reject(CMR_WIRE_ERR_INTERNAL);
     }
     avro_reader_t r = avro_reader_memory((const char *)body, (int64_t)body_len);
     if (!r || avro_value_read(r, &value) != 0) {
-        ERRF("%s: avro read: %s", cmr_msg_descs[type]->name, avro_strerror());
+        ERRF("%s: avro read: %s", name, avro_strerror());
         rc = CMR_WIRE_ERR_CORRUPT;
     } else {
-        out->type = type;
-        if (take_record(cmr_msg_descs[type], &value, &out->u) != 0) {
-            ERRF("%s: out of memory or avro error: %s", cmr_msg_descs[type]->name, avro_strerror());
+        out->type = v.type;
+        if (take_record(cmr_msg_descs[v.type], &value, &out->u, v.past) != 0) {
+            ERRF("%s: out of memory or avro error: %s", name, avro_strerror());
             cmr_msg_free(out);
             rc = CMR_WIRE_ERR_INTERNAL;
+        } else if (v.past >= 0) {
+            wire_past_reads++;
         }
     }
     if (r)

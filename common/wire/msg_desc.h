@@ -57,5 +57,12 @@ extern const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT];
 
 /* Generated at build time from schemas/ *.avsc (see cmake/EmbedSchemas.cmake). */
 extern const char *const cmr_schema_texts[CMR_MSG__COUNT];
+/* The same for schemas/past/ *.avsc: older versions the codec still reads. */
+extern const char *const cmr_past_schema_texts[];
+extern const size_t cmr_past_schema_count;
+
+/* Releases what a struct described by `d` owns (not the struct itself); NULL members are
+ * skipped, so a struct filled part way is freed as well (msg_codec.c). */
+void cmr_wire_record_free(const cmr_record_desc_t *d, void *p);
 
 #endif

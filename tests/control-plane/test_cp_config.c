@@ -18,6 +18,9 @@
  *    together, one wait for their delivery, each agent once;
  *  - outsider-controlled values are escaped in the worker's log (a newline in an agent
  *    name stays in one line) and refused registrations are counted per reason;
+ *  - a record of cmr.config written under the first ConfigChange schema (by an older
+ *    cmr-config) is read by the running worker, by `cmr-config list` and by a restarted
+ *    worker, which configures an agent with it: the fields added since at their defaults;
  *  - diagnoses (docs/DIAGNOSIS.md): started with `diagnose start`, refused twice for one
  *    method; methods excluded and included again (`diagnose exclude|include`: a revision
  *    each, none when nothing changes; bad methods, unknown ids, ended diagnoses refused);
@@ -44,6 +47,7 @@
 #include "cmr/wire.h"
 #include "cmr/clock.h"
 #include "cp_support.h"
+#include "msg_past.h"
 
 static const char *broker_bin, *config_bin;
 static broker_proc_t broker;
@@ -115,7 +119,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tests_ok != 11)
+    if (tests_ok != 12)
         cp_proc_dump_log(&worker, 60);
     cp_proc_stop(&worker);
     cmr_conf_destroy(conf);
@@ -710,6 +714,77 @@ static void test_outsider_values_in_logs(void **state)
     tests_ok++;
 }
 
+/* --- records of older schema versions ------------------------------------------------- */
+
+/* The first ConfigChange schema (schemas/past/): no trace context, thresholds, stall
+ * threshold, segment limit, trivial flag, request headers or overhead budget. */
+#define CONFIG_CHANGE_FIRST 0x2540f3ee2846fdb9ULL
+
+static void test_record_of_an_older_version(void **state)
+{
+    (void)state;
+    int64_t rev = listed_revision("batch");
+    assert_true(rev > 0);
+    cmr_sensor_assignment_t a = {.sensor = CMR_SENSOR_TIMER,
+                                 .class_pattern = "com.batch.*",
+                                 .method_pattern = "*",
+                                 .trivial = true}; /* not in that version: false on arrival */
+    cmr_environment_t env = {.id = "batch", .name = "Batch", .description = "written by an older cmr-config"};
+    env.assignments.items = &a;
+    env.assignments.count = 1;
+    env.strategy = (cmr_strategy_t){.send_interval_ms = 321,
+                                    .ring_records = 8192,
+                                    .max_batch_events = 1024,
+                                    .metric_interval_ms = 10000,
+                                    .max_threads = 256,
+                                    .stall_threshold_ms = 1,  /* not in that version: 10000 */
+                                    .max_segment_events = 1}; /* not in that version: 100000 */
+    env.trace_context = CMR_TRACE_CONTEXT_NONE;               /* not in that version: AUTHENTICATED */
+    cmr_config_change_t cc = {.kind = CMR_CONFIG_ENVIRONMENT,
+                              .revision = rev + 1,
+                              .time_ms = cmr_wall_ms(),
+                              .author = "cmr-config of 2026-11-21",
+                              .environment = &env};
+    cmr_buf_t old = {0};
+    assert_int_equal(msg_encode_past(CMR_MSG_CONFIG_CHANGE, &cc, CONFIG_CHANGE_FIRST, &old), 0);
+    cmr_producer_t *p = cmr_producer_new(conf, "older-cmr-config", NULL, NULL, NULL, 0);
+    assert_non_null(p);
+    assert_int_equal(cmr_producer_send_raw(p, cmr_topic_name(CMR_TOPIC_CONFIG), "batch", 5, old.data, old.len, NULL),
+                     0);
+    assert_int_equal(cmr_producer_flush(p, 10000), 0);
+    cmr_producer_destroy(p, 1000);
+    cmr_buf_free(&old);
+
+    /* `cmr-config list` and the running worker read it */
+    int64_t deadline = cmr_mono_ms() + 15000;
+    while (listed_revision("batch") != rev + 1 && cmr_mono_ms() < deadline)
+        cmr_sleep_ms(200);
+    assert_int_equal(listed_revision("batch"), rev + 1);
+    assert_int_equal(cp_proc_wait_log(&worker, "event=config.environment_changed environment=batch", 10000), 0);
+
+    /* a restarted worker rebuilds the environment from it and configures an agent */
+    assert_int_equal(cp_proc_stop(&worker), 0);
+    assert_int_equal(start_worker(), 0);
+    cp_peer_t nightly;
+    assert_int_equal(cp_peer_open(&nightly, conf, "nightly", "host-o", "2001:db8::7"), 0);
+    assert_int_equal(cp_peer_register(&nightly, 1), 0);
+    cmr_msg_t m;
+    assert_int_equal(cp_peer_expect(&nightly, CMR_MSG_AGENT_CONFIGURATION, 30000, &m), 1);
+    const cmr_agent_configuration_t *c = &m.u.agent_configuration;
+    assert_string_equal(c->environment_id, "batch");
+    assert_int_equal(c->revision, rev + 1);
+    assert_int_equal(c->strategy.send_interval_ms, 321);
+    assert_int_equal(c->strategy.max_threads, 256);
+    assert_int_equal(c->strategy.stall_threshold_ms, 10000);
+    assert_int_equal(c->strategy.max_segment_events, 100000);
+    assert_int_equal(c->trace_context.policy, CMR_TRACE_CONTEXT_AUTHENTICATED);
+    assert_int_equal(c->request_headers.count, 0);
+    cmr_msg_free(&m);
+    cp_peer_close(&nightly);
+    assert_int_equal(cp_proc_count_log(&worker, "unknown schema"), 0);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -730,6 +805,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_registration_burst_answered_together),
         cmocka_unit_test(test_diagnoses),
         cmocka_unit_test(test_outsider_values_in_logs),
+        cmocka_unit_test(test_record_of_an_older_version),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,12 @@ For every message type:
   3. it writes the decoded datum back with avro.io.DatumWriter as a single-object
      message and has `cmr-wire decode` read it: the JSON must be identical.
 
+For every past version of a schema (schemas/past/, which the project still reads):
+  4. python-avro reads the project's sample as that version (fields added since
+     dropped) and writes it under the past fingerprint, as an old writer would have;
+  5. python-avro resolves that message to the current schema (Avro's resolution rules:
+     the added fields take their defaults), and `cmr-wire decode` must print the same.
+
 Usage: test_external_reader.py PATH-TO-cmr-wire SCHEMA-DIR
 Prints 'N passed, N failed' and exits non-zero on any failure.
 """
@@ -62,6 +68,42 @@ def to_json_like(value, schema):
     return value
 
 
+def check_past_versions(wire, schema_dir, schemas, tmp):
+    """Steps 4 and 5 for every file of schemas/past/. Returns (passed, failed)."""
+    past_dir = os.path.join(schema_dir, "past")
+    passed = failed = 0
+    for name in sorted(os.listdir(past_dir)) if os.path.isdir(past_dir) else []:
+        if not name.endswith(".avsc"):
+            continue
+        try:
+            with open(os.path.join(past_dir, name)) as f:
+                old = avro.schema.parse(f.read())
+            cur = schemas[old.name]
+            fp = crc64_avro(old.canonical_form.encode())
+            assert name.endswith(f".{fp:016x}.avsc"), f"the file's name does not carry its fingerprint {fp:016x}"
+            sample = os.path.join(tmp, old.name + ".past.bin")
+            subprocess.run([wire, "sample", old.name, sample], check=True)
+            data = open(sample, "rb").read()
+            datum = avro.io.DatumReader(cur, old).read(avro.io.BinaryDecoder(io.BytesIO(data[10:])))
+            out = io.BytesIO()
+            out.write(b"\xc3\x01" + fp.to_bytes(8, "little"))
+            avro.io.DatumWriter(old).write(datum, avro.io.BinaryEncoder(out))
+            written = os.path.join(tmp, name + ".bin")
+            open(written, "wb").write(out.getvalue())
+            resolved = avro.io.DatumReader(old, cur).read(avro.io.BinaryDecoder(io.BytesIO(out.getvalue()[10:])))
+            ours = json.loads(subprocess.run([wire, "decode", written], check=True,
+                                             capture_output=True, text=True).stdout)
+            assert ours["type"] == old.name
+            theirs = to_json_like(resolved, cur)
+            assert ours["body"] == theirs, f"resolved values differ:\n ours   {ours['body']}\n python {theirs}"
+            print(f"ok   {old.name:20} past version {fp:016x}  {len(out.getvalue())} bytes")
+            passed += 1
+        except Exception as e:  # report every version, then fail
+            print(f"FAIL past version {name}: {e}")
+            failed += 1
+    return passed, failed
+
+
 def main():
     wire, schema_dir = sys.argv[1], sys.argv[2]
     listing = subprocess.run([wire, "list"], check=True, capture_output=True, text=True).stdout
@@ -107,6 +149,9 @@ def main():
             except Exception as e:  # report every type, then fail
                 print(f"FAIL {type_name}: {e}")
                 failed += 1
+        p, f = check_past_versions(wire, schema_dir, schemas, tmp)
+        passed += p
+        failed += f
     if len(types) != len(schemas):
         print(f"FAIL cmr-wire lists {len(types)} types but schemas/ has {len(schemas)} schemas")
         failed += 1

@@ -54,6 +54,19 @@ uint64_t cmr_msg_fingerprint(cmr_msg_type_t type);    /* CRC-64-AVRO of the cano
 /* Finds a type by its name (as cmr_msg_type_name() gives it); -1 when unknown. */
 int cmr_msg_type_by_name(const char *name);
 
+/* Past versions of the schemas (schemas/past/) that this build still reads: a message
+ * written under one decodes into the current struct and type, the fields added since
+ * taking their defaults from the current schema (docs/ARCHITECTURE.md, "Schema versions").
+ * They are loaded on the first message of an unknown fingerprint, or by the first call
+ * below. cmr_wire_past_init() returns -1 when one of them cannot be read as the current
+ * struct (logged; the others still are): a broken build, which the unit tests catch.
+ * cmr_wire_past_version() names the i-th readable one (0 <= i < cmr_wire_past_count()).
+ * cmr_wire_past_reads() counts the messages of past versions decoded in this process. */
+int cmr_wire_past_init(void);
+size_t cmr_wire_past_count(void);
+int cmr_wire_past_version(size_t i, cmr_msg_type_t *type, uint64_t *fingerprint);
+uint64_t cmr_wire_past_reads(void);
+
 /* Limit for decoding (and encoding); 0 restores the default. Process wide. */
 void cmr_wire_set_max_message(size_t max_bytes);
 size_t cmr_wire_max_message(void);
@@ -62,7 +75,7 @@ size_t cmr_wire_max_message(void);
  * replacing its content. On error `errbuf` (may be NULL) says why. */
 cmr_wire_err_t cmr_msg_encode(cmr_msg_type_t type, const void *msg, cmr_buf_t *out, char *errbuf, size_t errlen);
 
-/* Reads only the header: which message type is this? */
+/* Reads only the header: which message type is this? (A past version's current type.) */
 cmr_wire_err_t cmr_wire_peek_type(const void *data, size_t len, cmr_msg_type_t *type);
 
 /* Decodes a message of any known type into `out` (which then owns its pointers;
