@@ -30,13 +30,35 @@ static size_t item_of(cmr_metric_agg_t *g, uint64_t method_id)
     }
     if (g->traces_cap < g->cap && CMR_ARRAY_GROW(g->traces, g->traces_cap, g->cap) != 0)
         return SIZE_MAX;
+    if (g->pending_cap < g->cap && CMR_ARRAY_GROW(g->pending, g->pending_cap, g->cap) != 0)
+        return SIZE_MAX;
     /* stored as position + 1: a NULL value would read as absent */
     if (cmr_u64map_put(&g->index, method_id, (void *)(uintptr_t)(g->n + 1)) != 0)
         return SIZE_MAX;
     g->items[g->n] = (cmr_method_metric_t){.method_id = (int64_t)method_id, .min_ns = INT64_MAX};
     memset(g->traces[g->n], 0, 16);
+    g->pending[g->n].n = 0;
     assert(g->hists[g->n].count == 0);
     return g->n++;
+}
+
+/* Puts item i's values aside into its histogram, sorted (insertion sort: at most
+ * CMR_METRIC_PENDING values). Cannot fail: room for them was reserved when the first was
+ * put aside. */
+static void pending_flush(cmr_metric_agg_t *g, size_t i)
+{
+    cmr_metric_pending_t *p = &g->pending[i];
+    for (size_t k = 1; k < p->n; k++) {
+        uint64_t x = p->v[k];
+        size_t j = k;
+        for (; j > 0 && p->v[j - 1] > x; j--)
+            p->v[j] = p->v[j - 1];
+        p->v[j] = x;
+    }
+    int rc = cmr_hist_record_sorted(&g->hists[i], p->v, p->n);
+    assert(rc == 0);
+    (void)rc;
+    p->n = 0;
 }
 
 int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown)
@@ -59,10 +81,14 @@ int cmr_metric_agg_add_call(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns,
     if (self_ns > ns)
         self_ns = ns;
     size_t i = item_of(g, method_id);
-    if (i == SIZE_MAX || cmr_hist_record(&g->hists[i], (uint64_t)ns, 1) != 0) {
+    if (i == SIZE_MAX || (g->pending[i].n == 0 && cmr_hist_reserve(&g->hists[i], CMR_METRIC_PENDING) != 0)) {
         g->overflow++;
         return -1;
     }
+    cmr_metric_pending_t *p = &g->pending[i];
+    p->v[p->n++] = (uint64_t)ns;
+    if (p->n == CMR_METRIC_PENDING)
+        pending_flush(g, i);
     cmr_method_metric_t *m = &g->items[i];
     m->count++;
     m->exceptions += thrown;
@@ -97,6 +123,7 @@ int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval
     cmr_buf_reset(&g->enc);
     /* encode everything first (the buffer moves while it grows), noting where each ends */
     for (size_t i = 0; i < g->n; i++) {
+        pending_flush(g, i);
         assert(g->hists[i].count == (uint64_t)g->items[i].count);
         cmr_hist_encode(&g->hists[i], &g->enc);
         g->items[i].histogram = (cmr_bytes_t){NULL, g->enc.len};
@@ -118,8 +145,10 @@ int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval
 
 void cmr_metric_agg_reset(cmr_metric_agg_t *g)
 {
-    for (size_t i = 0; i < g->n; i++)
+    for (size_t i = 0; i < g->n; i++) {
         cmr_hist_reset(&g->hists[i]);
+        g->pending[i].n = 0;
+    }
     g->n = 0;
     g->overflow = 0;
     cmr_u64map_clear(&g->index);
@@ -131,6 +160,7 @@ void cmr_metric_agg_free(cmr_metric_agg_t *g)
         cmr_hist_free(&g->hists[i]);
     free(g->hists);
     free(g->traces);
+    free(g->pending);
     free(g->items);
     cmr_u64map_free(&g->index);
     cmr_buf_free(&g->enc);

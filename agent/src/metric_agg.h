@@ -5,10 +5,14 @@
  * slowest call, shipped as one MetricBatch.
  *
  * Used by the publisher thread only (never an application thread), once per timer sample
- * or completed invocation-sequence call: one map lookup and one histogram record. Memory is bounded: at most max_methods methods
- * per interval (each with a sparse histogram: a few hundred bytes for a method whose calls
- * take similar times, 60 KB at the very worst); samples of further methods are not kept
- * and are counted in `overflow`.
+ * or completed invocation-sequence call: one map lookup, the counters, and the value put
+ * aside. A method's values go into its histogram CMR_METRIC_PENDING at a time, sorted, in
+ * one pass over its bins (cmr_hist_record_sorted): a histogram of hundreds of bins is
+ * then read once per CMR_METRIC_PENDING calls instead of searched per call, which with
+ * many methods costs a cache miss per step. Memory is bounded: at most max_methods
+ * methods per interval (each with a sparse histogram: a few hundred bytes for a method
+ * whose calls take similar times, 60 KB at the very worst, and 256 bytes of values put
+ * aside); samples of further methods are not kept and are counted in `overflow`.
  *
  * Ownership: the aggregate owns its items, histograms and encodings; a batch filled by
  * cmr_metric_agg_batch() points into it and is valid until the next add, reset or free.
@@ -27,13 +31,21 @@
 #include "cmr/msg.h"
 
 #define CMR_METRIC_MAX_METHODS 2048 /* methods per interval and agent */
+#define CMR_METRIC_PENDING 31       /* values put aside per method before its histogram */
+
+/* A method's values not in its histogram yet (in arrival order). */
+typedef struct cmr_metric_pending {
+    uint64_t v[CMR_METRIC_PENDING];
+    uint64_t n;
+} cmr_metric_pending_t;
 
 typedef struct cmr_metric_agg {
-    cmr_method_metric_t *items; /* owned; one per method of the interval */
-    cmr_hist_t *hists;          /* owned; parallel to items, emptied (memory kept) on reset */
-    uint8_t (*traces)[16];      /* owned; parallel to items: trace of the slowest call, all
+    cmr_method_metric_t *items;    /* owned; one per method of the interval */
+    cmr_hist_t *hists;             /* owned; parallel to items, emptied (memory kept) on reset */
+    cmr_metric_pending_t *pending; /* owned; parallel to items: values not in hists yet */
+    uint8_t (*traces)[16];         /* owned; parallel to items: trace of the slowest call, all
                                    zero when that call had none */
-    size_t n, cap, hists_cap, traces_cap;
+    size_t n, cap, hists_cap, traces_cap, pending_cap;
     size_t max_methods;
     cmr_u64map_t index; /* method id -> position in items (as a uintptr_t) */
     cmr_buf_t enc;      /* the histograms' encodings of the last batch */

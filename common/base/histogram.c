@@ -78,6 +78,58 @@ int cmr_hist_record(cmr_hist_t *h, uint64_t v, uint64_t n)
     return 0;
 }
 
+int cmr_hist_reserve(cmr_hist_t *h, size_t extra)
+{
+    return CMR_ARRAY_GROW(h->bins, h->cap, h->n + extra);
+}
+
+int cmr_hist_record_sorted(cmr_hist_t *h, const uint64_t *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    /* Room for a new bin per value first, so that nothing below can fail half way. */
+    cmr_hist_bin_t stack_new[32], *fresh = n <= 32 ? stack_new : malloc(n * sizeof *fresh);
+    if (!fresh || cmr_hist_reserve(h, n) != 0) {
+        if (fresh != stack_new)
+            free(fresh);
+        return -1;
+    }
+    /* Forward: counts of buckets that have a bin are added in place; the others are noted
+     * and inserted from the back afterwards, so that only the bins above the lowest new
+     * bucket move. */
+    size_t nfresh = 0, i = 0;
+    double sum = 0;
+    for (size_t k = 0; k < n;) {
+        uint16_t b = cmr_hist_bucket(v[k]);
+        uint64_t c = 0;
+        for (uint64_t high = cmr_hist_bucket_high(b); k < n && v[k] <= high; k++, c++)
+            sum += (double)v[k];
+        while (i < h->n && h->bins[i].bucket < b)
+            i++;
+        if (i < h->n && h->bins[i].bucket == b)
+            h->bins[i].count += c;
+        else
+            fresh[nfresh++] = (cmr_hist_bin_t){b, c};
+    }
+    size_t old = h->n, w = h->n + nfresh;
+    for (size_t f = nfresh; f-- > 0;) {
+        while (old > 0 && h->bins[old - 1].bucket > fresh[f].bucket)
+            h->bins[--w] = h->bins[--old];
+        h->bins[--w] = fresh[f];
+    }
+    h->n += nfresh;
+    if (fresh != stack_new)
+        free(fresh);
+    if (h->count == 0 || v[0] < h->min)
+        h->min = v[0];
+    if (h->count == 0 || v[n - 1] > h->max)
+        h->max = v[n - 1];
+    h->count += n;
+    h->sum += sum;
+    h->last = 0;
+    return 0;
+}
+
 int cmr_hist_merge(cmr_hist_t *dst, const cmr_hist_t *src)
 {
     if (src->count == 0)

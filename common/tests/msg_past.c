@@ -23,8 +23,7 @@ int msg_past_file(uint64_t fingerprint, char *path, size_t len)
     int rc = -1;
     for (struct dirent *e; rc != 0 && (e = readdir(d));) {
         size_t n = strlen(e->d_name), w = strlen(want);
-        if (n > w && strcmp(e->d_name + n - w, want) == 0 &&
-            (size_t)snprintf(path, len, "%s/%s", dir, e->d_name) < len)
+        if (n > w && strcmp(e->d_name + n - w, want) == 0 && (size_t)snprintf(path, len, "%s/%s", dir, e->d_name) < len)
             rc = 0;
     }
     closedir(d);
@@ -69,7 +68,8 @@ int msg_encode_past(cmr_msg_type_t type, const void *body, uint64_t fingerprint,
                avro_resolved_reader_new_value(resolver, &resolved) != 0 || avro_generic_value_new(ri, &pv) != 0) {
         fprintf(stderr, "msg_encode_past: %s: %s\n", path, avro_strerror());
     } else {
-        r = avro_reader_memory((const char *)cur.data + CMR_WIRE_HEADER_SIZE, (int64_t)(cur.len - CMR_WIRE_HEADER_SIZE));
+        r = avro_reader_memory((const char *)cur.data + CMR_WIRE_HEADER_SIZE,
+                               (int64_t)(cur.len - CMR_WIRE_HEADER_SIZE));
         avro_resolved_reader_set_source(&resolved, &wv);
         size_t size = 0;
         uint8_t *at;

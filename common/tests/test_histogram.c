@@ -1,7 +1,7 @@
 /*
  * test_histogram.c - the toolbox's histogram (cmr/histogram.h) against exact percentiles:
- * bucket layout, relative error on several distributions, exact merges, the wire encoding
- * and its refusal of damaged bytes.
+ * bucket layout, relative error on several distributions, exact merges, sorted runs
+ * recorded in one pass, the wire encoding and its refusal of damaged bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,6 +136,43 @@ static void test_merge_is_exact(void **state)
     cmr_hist_free(&empty);
 }
 
+/* Sorted runs recorded in one pass give exactly what one record per value gives: runs
+ * of 1 to 40 values (past the 32 kept on the stack), into empty and full histograms,
+ * repeated values, new buckets below, between and above the existing ones. */
+static void test_record_sorted_is_record(void **state)
+{
+    (void)state;
+    cmr_hist_t one = {0}, runs = {0};
+    uint64_t v[40];
+    for (int round = 0; round < 3000; round++) {
+        size_t n = 1 + next_rand() % 40;
+        for (size_t i = 0; i < n; i++)
+            v[i] = round % 7 == 0 ? 1000 : gen_log_uniform(); /* some runs of one value */
+        qsort(v, n, sizeof v[0], cmp_u64);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(cmr_hist_record(&one, v[i], 1), 0);
+        assert_int_equal(cmr_hist_record_sorted(&runs, v, n), 0);
+        assert_true(one.count == runs.count && one.min == runs.min && one.max == runs.max && one.n == runs.n);
+        for (size_t i = 0; i < one.n; i++)
+            assert_true(one.bins[i].bucket == runs.bins[i].bucket && one.bins[i].count == runs.bins[i].count);
+        assert_true(one.sum == runs.sum || __builtin_fabs(one.sum - runs.sum) / one.sum < 1e-12);
+    }
+    assert_int_equal(cmr_hist_record_sorted(&runs, v, 0), 0); /* nothing: nothing changes */
+    assert_true(runs.count == one.count);
+    /* after a reserve of n, a record of n cannot need memory: the bins do not move */
+    cmr_hist_t h = {0};
+    assert_int_equal(cmr_hist_reserve(&h, 32), 0);
+    cmr_hist_bin_t *at = h.bins;
+    for (size_t i = 0; i < 32; i++)
+        v[i] = (uint64_t)1 << (i + 8); /* 32 new buckets */
+    assert_int_equal(cmr_hist_record_sorted(&h, v, 32), 0);
+    assert_ptr_equal(h.bins, at);
+    assert_int_equal(h.n, 32);
+    cmr_hist_free(&h);
+    cmr_hist_free(&one);
+    cmr_hist_free(&runs);
+}
+
 /* Bucket deltas that wrap around 2^64 (10, +290, +2^64-100: back to bucket 200) are
  * refused: the bins would be out of order while count, min and max still agree. */
 static void test_decode_refuses_wrapping_deltas(void **state)
@@ -213,11 +250,9 @@ static void test_encoding(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bucket_layout),
-        cmocka_unit_test(test_relative_error),
-        cmocka_unit_test(test_merge_is_exact),
-        cmocka_unit_test(test_encoding),
-        cmocka_unit_test(test_decode_refuses_wrapping_deltas),
+        cmocka_unit_test(test_bucket_layout),  cmocka_unit_test(test_relative_error),
+        cmocka_unit_test(test_merge_is_exact), cmocka_unit_test(test_record_sorted_is_record),
+        cmocka_unit_test(test_encoding),       cmocka_unit_test(test_decode_refuses_wrapping_deltas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,8 +82,13 @@ static void fill_environment_change(cmr_config_change_t *c)
                                            .modifiers_excluded = 8,
                                            .constructors = true,
                                            .trivial = true};
-    rule = (cmr_threshold_rule_t){.name = "slow", .scope = CMR_THRESHOLD_TRANSACTION, .pattern = "*",
-                                  .statistic = CMR_STAT_P99, .above = 250, .for_ms = 60000, .min_count = 5};
+    rule = (cmr_threshold_rule_t){.name = "slow",
+                                  .scope = CMR_THRESHOLD_TRANSACTION,
+                                  .pattern = "*",
+                                  .statistic = CMR_STAT_P99,
+                                  .above = 250,
+                                  .for_ms = 60000,
+                                  .min_count = 5};
     env = (cmr_environment_t){.id = "e1", .name = "shop", .description = "the shop"};
     env.assignments.items = &assignment;
     env.assignments.count = 1;
@@ -99,8 +104,8 @@ static void fill_environment_change(cmr_config_change_t *c)
     env.thresholds.count = 1;
     env.request_headers = (cmr_strings_t){headers, 1};
     env.overhead_budget_pct = 2.5;
-    *c = (cmr_config_change_t){.kind = CMR_CONFIG_ENVIRONMENT, .revision = 7, .time_ms = 1700000000000,
-                               .author = "ops", .environment = &env};
+    *c = (cmr_config_change_t){
+        .kind = CMR_CONFIG_ENVIRONMENT, .revision = 7, .time_ms = 1700000000000, .author = "ops", .environment = &env};
     c->mappings.items = &mapping;
     c->mappings.count = 1;
 }
@@ -269,8 +274,7 @@ static void test_damaged_past_message_refused(void **state)
     uint64_t corrupt = cmr_wire_rejected(CMR_WIRE_ERR_TRUNCATED) + cmr_wire_rejected(CMR_WIRE_ERR_CORRUPT);
     cmr_wire_err_t rc = cmr_msg_decode(old.data, old.len - 1, &out, err, sizeof err);
     assert_true(rc == CMR_WIRE_ERR_TRUNCATED || rc == CMR_WIRE_ERR_CORRUPT);
-    assert_int_equal(cmr_wire_rejected(CMR_WIRE_ERR_TRUNCATED) + cmr_wire_rejected(CMR_WIRE_ERR_CORRUPT),
-                     corrupt + 1);
+    assert_int_equal(cmr_wire_rejected(CMR_WIRE_ERR_TRUNCATED) + cmr_wire_rejected(CMR_WIRE_ERR_CORRUPT), corrupt + 1);
 
     uint8_t *more = cmr_buf_append(&old, 1);
     *more = 0;

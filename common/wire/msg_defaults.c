@@ -54,8 +54,7 @@ static void collect_records(int t, const json_t *type)
     if (json_is_array(type)) { /* a union */
         size_t i;
         const json_t *branch;
-        json_array_foreach (type, i, branch)
-            collect_records(t, branch);
+        json_array_foreach(type, i, branch) collect_records(t, branch);
         return;
     }
     if (!json_is_object(type))
@@ -76,8 +75,7 @@ static void collect_records(int t, const json_t *type)
         }
         size_t i;
         const json_t *field;
-        json_array_foreach (fields, i, field)
-            collect_records(t, json_object_get(field, "type"));
+        json_array_foreach(fields, i, field) collect_records(t, json_object_get(field, "type"));
     } else if (strcmp(kind, "array") == 0) {
         collect_records(t, json_object_get(type, "items"));
     } else if (strcmp(kind, "map") == 0) {
@@ -91,8 +89,7 @@ static void defaults_load(void)
         json_error_t err;
         docs[t] = json_loads(cmr_schema_texts[t], 0, &err);
         if (!docs[t]) {
-            cmr_log(CMR_LOG_ERROR, "wire.defaults_unreadable", "schema=%d line=%d error=\"%s\"", t, err.line,
-                    err.text);
+            cmr_log(CMR_LOG_ERROR, "wire.defaults_unreadable", "schema=%d line=%d error=\"%s\"", t, err.line, err.text);
             continue;
         }
         collect_records(t, docs[t]);
@@ -108,7 +105,8 @@ static const json_t *field_default(int t, const char *record, const char *name)
             continue;
         size_t i;
         const json_t *field;
-        json_array_foreach (known[r].fields, i, field) {
+        json_array_foreach(known[r].fields, i, field)
+        {
             const char *fname = json_string_value(json_object_get(field, "name"));
             if (fname && strcmp(fname, name) == 0)
                 return json_object_get(field, "default");
@@ -214,7 +212,8 @@ static int apply_value(int t, const cmr_field_desc_t *f, const json_t *v, char *
         if (!json_is_object(v) || !(m->items = calloc(n ? n : 1, sizeof(cmr_kv_t))))
             break;
         m->count = n;
-        json_object_foreach ((json_t *)v, key, val) {
+        json_object_foreach((json_t *)v, key, val)
+        {
             if (!json_is_string(val) || !(m->items[i].key = strdup(key)) || apply_string(val, &m->items[i].value))
                 return fail(why, whylen, "field %s: default value of %s is not a string", f->name, key);
             i++;
@@ -262,7 +261,7 @@ int cmr_wire_default_apply(cmr_msg_type_t type, const cmr_record_desc_t *d, cons
     pthread_once(&defaults_once, defaults_load);
     const json_t *v = field_default((int)type, d->name, f->name);
     if (!v)
-        return fail(why, whylen, "field %s.%s is not in the message and has no default in the current schema",
-                    d->name, f->name);
+        return fail(why, whylen, "field %s.%s is not in the message and has no default in the current schema", d->name,
+                    f->name);
     return apply_value((int)type, f, v, dst, why, whylen);
 }

@@ -15,7 +15,8 @@
  *
  * Storage is sparse: only buckets that hold values take memory (a sorted array of
  * (bucket, count) pairs), so a method whose calls take similar times costs a few dozen
- * bytes; recording is a binary search, and an insertion when the bucket is new.
+ * bytes; recording is a binary search, and an insertion when the bucket is new. Values
+ * gathered and sorted first are recorded in one pass (cmr_hist_record_sorted).
  *
  * Ownership: a zeroed cmr_hist_t is empty and valid; its owner releases it with
  * cmr_hist_free(). Not thread-safe.
@@ -53,6 +54,14 @@ uint64_t cmr_hist_bucket_high(uint16_t bucket);
 
 /* Records n occurrences of v. 0, or -1 when memory ran out (nothing recorded). */
 int cmr_hist_record(cmr_hist_t *h, uint64_t v, uint64_t n);
+/* Records the n values of v, which are sorted ascending, in one pass over the bins (for a
+ * caller that gathers a method's values first: a binary search per value touches a line of
+ * a large histogram each step). 0, or -1 when memory ran out (nothing recorded): it
+ * reserves room for n new bins first, and cannot run out after cmr_hist_reserve(h, n)
+ * when n <= 32. */
+int cmr_hist_record_sorted(cmr_hist_t *h, const uint64_t *v, size_t n);
+/* Makes room for `extra` more bins. 0, or -1 when memory ran out. */
+int cmr_hist_reserve(cmr_hist_t *h, size_t extra);
 /* Adds every value of src to dst. 0, or -1 when memory ran out (dst unchanged). */
 int cmr_hist_merge(cmr_hist_t *dst, const cmr_hist_t *src);
 /* The value at quantile q (0..1): the middle of the bucket that holds the rank, clamped to
