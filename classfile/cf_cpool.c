@@ -3,10 +3,21 @@
  * accessors, and the find-or-add helpers the instrumenter uses to add the constants its
  * probe calls need. Added entries (and their string bytes) are owned by the class arena.
  * The instrumenter rolls additions back by restoring cp_count.
+ *
+ * Find-or-add goes through a hash index of the pool (cp_index), built on the first
+ * search: instrumenting adds constants per method (the probes' method references, the
+ * classes in the frames of its handlers), and a linear search of the pool for each made a
+ * class with a large pool quadratic to instrument (org/h2/command/Parser, 400 methods
+ * over a pool of thousands of entries, took 100-200 ms in cmr-instrumenter). The index
+ * gives what the linear search gave, the lowest index holding the constant: it is built
+ * in index order, keeping the first of equal entries, and takes every appended entry;
+ * after a rollback its slots may name indexes past cp_count or, appended again since,
+ * other constants, so a lookup checks each candidate against the pool.
  */
 #include "cf_internal.h"
 
 #include <stdlib.h>
+#include <xxhash.h>
 
 bool cf_str_eq(cf_str s, const char *z)
 {
@@ -122,31 +133,136 @@ static cf_const *cp_append(cf_class *c, uint32_t slots)
     return k;
 }
 
-uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len)
+/* ---- the index ---- */
+
+/* The constants find-or-add looks for: by value (Utf8, Integer) or by the indexes they
+ * hold (every other kind added through add_ref). */
+static bool by_value(uint8_t tag)
 {
+    return tag == JVM_CONSTANT_Utf8 || tag == JVM_CONSTANT_Integer;
+}
+
+static bool indexed(uint8_t tag)
+{
+    return by_value(tag) || tag == JVM_CONSTANT_Class || tag == JVM_CONSTANT_String || tag == JVM_CONSTANT_MethodType ||
+           tag == JVM_CONSTANT_Module || tag == JVM_CONSTANT_Package || tag == JVM_CONSTANT_NameAndType ||
+           tag == JVM_CONSTANT_Fieldref || tag == JVM_CONSTANT_Methodref || tag == JVM_CONSTANT_InterfaceMethodref;
+}
+
+/* A constant as looked for: tag and value bytes, or tag and indexes. */
+typedef struct cp_key {
+    uint8_t tag;
+    const void *data;
+    uint32_t len;
+    uint16_t a, b;
+} cp_key;
+
+static uint64_t key_hash(const cp_key *k)
+{
+    if (by_value(k->tag))
+        return XXH3_64bits_withSeed(k->data, k->len, k->tag);
+    uint64_t x = ((uint64_t)k->tag << 32 | (uint64_t)k->a << 16 | k->b) * 0x9E3779B97F4A7C15ull;
+    return x ^ x >> 29;
+}
+
+static bool key_is(const cf_class *c, uint32_t i, const cp_key *k)
+{
+    const cf_const *e = &c->cp[i];
+    if (i >= c->cp_count || e->tag != k->tag)
+        return false;
+    if (by_value(k->tag))
+        return e->len == k->len && memcmp(e->data, k->data, k->len) == 0;
+    return e->a == k->a && e->b == k->b;
+}
+
+static cp_key key_of(const cf_class *c, uint32_t i)
+{
+    const cf_const *e = &c->cp[i];
+    return (cp_key){e->tag, e->data, e->len, e->a, e->b};
+}
+
+/* The lowest index holding k, 0 when none. */
+static uint16_t index_find(const cf_class *c, const cp_key *k)
+{
+    uint32_t best = 0;
+    for (uint32_t s = (uint32_t)key_hash(k) & c->cp_index_mask; c->cp_index[s]; s = (s + 1) & c->cp_index_mask)
+        if ((!best || c->cp_index[s] < best) && key_is(c, c->cp_index[s], k))
+            best = c->cp_index[s];
+    return (uint16_t)best;
+}
+
+static void index_put(cf_class *c, uint32_t i)
+{
+    cp_key k = key_of(c, i);
+    uint32_t s = (uint32_t)key_hash(&k) & c->cp_index_mask;
+    while (c->cp_index[s])
+        s = (s + 1) & c->cp_index_mask;
+    c->cp_index[s] = (uint16_t)i;
+    c->cp_index_used++;
+}
+
+/* (Re)builds the index over the pool as it is, with room to grow: at most half full. */
+static bool index_build(cf_class *c, uint32_t want)
+{
+    uint32_t cap = 64;
+    while (cap < 2 * want)
+        cap *= 2;
+    uint16_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return false;
+    free(c->cp_index);
+    c->cp_index = slots;
+    c->cp_index_mask = cap - 1;
+    c->cp_index_used = 0;
     for (uint32_t i = 1; i < c->cp_count; i++) {
-        const cf_const *k = &c->cp[i];
-        if (k->tag == JVM_CONSTANT_Utf8 && k->len == len && memcmp(k->data, s, len) == 0)
-            return (uint16_t)i;
+        if (!indexed(c->cp[i].tag))
+            continue;
+        cp_key k = key_of(c, i);
+        if (!index_find(c, &k)) /* equal entries: the first one only */
+            index_put(c, i);
     }
+    return true;
+}
+
+/* Ready for a search, and for one more entry. false when memory ran out. */
+static bool index_ready(cf_class *c)
+{
+    if (c->cp_index && 2 * (c->cp_index_used + 1) <= c->cp_index_mask + 1)
+        return true;
+    return index_build(c, (uint32_t)c->cp_count + 64);
+}
+
+/* Find k through the index (a linear search when memory for it ran out). */
+static uint16_t cp_find(cf_class *c, const cp_key *k)
+{
+    if (index_ready(c))
+        return index_find(c, k);
+    for (uint32_t i = 1; i < c->cp_count; i++)
+        if (key_is(c, i, k))
+            return (uint16_t)i;
     return 0;
 }
 
-void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t *len, uint16_t *out, int n)
+/* An entry was appended at i: the index takes it (a later search rebuilds it when it
+ * could not). */
+static void cp_indexed(cf_class *c, uint32_t i)
 {
-    uint64_t lens = 0; /* bit L set: some wanted string has length L (mod 64) */
-    for (int k = 0; k < n; k++) {
-        out[k] = 0;
-        lens |= 1ull << (len[k] & 63);
-    }
-    for (uint32_t i = 1; i < c->cp_count; i++) {
-        const cf_const *e = &c->cp[i];
-        if (e->tag != JVM_CONSTANT_Utf8 || !(lens >> (e->len & 63) & 1))
-            continue;
-        for (int k = 0; k < n; k++)
-            if (!out[k] && e->len == len[k] && memcmp(e->data, s[k], len[k]) == 0)
-                out[k] = (uint16_t)i;
-    }
+    if (!c->cp_index || !indexed(c->cp[i].tag))
+        return;
+    if (index_ready(c))
+        index_put(c, i);
+}
+
+uint16_t cf_cp_find_utf8(cf_class *c, const char *s, size_t len)
+{
+    cp_key k = {JVM_CONSTANT_Utf8, s, (uint32_t)len, 0, 0};
+    return len > 65535 ? 0 : cp_find(c, &k);
+}
+
+void cf_cp_find_utf8_multi(cf_class *c, const char *const *s, const size_t *len, uint16_t *out, int n)
+{
+    for (int k = 0; k < n; k++)
+        out[k] = cf_cp_find_utf8(c, s[k], len[k]);
 }
 
 /* Appends a constant whose value is bytes (Utf8, Integer, Long: `slots` 1 or 2); the bytes
@@ -164,6 +280,7 @@ static uint16_t append_value(cf_class *c, uint8_t tag, const void *v, size_t len
     k->tag = tag;
     k->data = copy;
     k->len = (uint32_t)len;
+    cp_indexed(c, idx);
     return idx;
 }
 
@@ -198,16 +315,16 @@ uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
     k->a = a;
     k->b = b;
     k->len = one_index_tag(tag) ? 2 : 4;
+    cp_indexed(c, idx);
     return idx;
 }
 
 /* Find-or-append of an index-only constant. One-index constants always have b == 0. */
 static uint16_t add_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b)
 {
-    for (uint32_t i = 1; i < c->cp_count; i++)
-        if (c->cp[i].tag == tag && c->cp[i].a == a && c->cp[i].b == b)
-            return (uint16_t)i;
-    return cf_cp_append_ref(c, tag, a, b);
+    cp_key k = {tag, NULL, 0, a, b};
+    uint16_t i = cp_find(c, &k);
+    return i ? i : cf_cp_append_ref(c, tag, a, b);
 }
 
 uint16_t cf_cp_add_ref1(cf_class *c, uint8_t tag, uint16_t a)
@@ -258,10 +375,9 @@ uint16_t cf_cp_add_long(cf_class *c, int64_t v)
 
 uint16_t cf_cp_add_int(cf_class *c, int32_t v)
 {
-    for (uint32_t i = 1; i < c->cp_count; i++)
-        if (c->cp[i].tag == JVM_CONSTANT_Integer && cmr_be32(c->cp[i].data) == (uint32_t)v)
-            return (uint16_t)i;
     uint8_t d[4];
     cmr_put_be32(d, (uint32_t)v);
-    return append_value(c, JVM_CONSTANT_Integer, d, sizeof d, 1);
+    cp_key k = {JVM_CONSTANT_Integer, d, sizeof d, 0, 0};
+    uint16_t i = cp_find(c, &k);
+    return i ? i : append_value(c, JVM_CONSTANT_Integer, d, sizeof d, 1);
 }

@@ -151,9 +151,9 @@ uint16_t cf_cp_add_methodref(cf_class *c, const char *owner, const char *name, c
 uint16_t cf_cp_add_fieldref(cf_class *c, uint16_t class_index, const char *name, const char *desc);
 uint16_t cf_cp_add_long(cf_class *c, int64_t v); /* always appends (2 slots) */
 uint16_t cf_cp_add_int(cf_class *c, int32_t v);
-uint16_t cf_cp_find_utf8(const cf_class *c, const char *s, size_t len);
-/* One pass over the pool: out[k] = index of Utf8 s[k] or 0. */
-void cf_cp_find_utf8_multi(const cf_class *c, const char *const *s, const size_t *len, uint16_t *out, int n);
+uint16_t cf_cp_find_utf8(cf_class *c, const char *s, size_t len);
+/* out[k] = index of Utf8 s[k] or 0 (through the pool's index, cf_cpool.c). */
+void cf_cp_find_utf8_multi(cf_class *c, const char *const *s, const size_t *len, uint16_t *out, int n);
 /* Append without looking for an existing equal entry (duplicates are legal). */
 uint16_t cf_cp_append_utf8(cf_class *c, const char *s, size_t len);
 uint16_t cf_cp_append_ref(cf_class *c, uint8_t tag, uint16_t a, uint16_t b);

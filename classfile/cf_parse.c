@@ -227,6 +227,7 @@ void cf_class_free(cf_class *c)
     if (!c)
         return;
     free(c->cp);
+    free(c->cp_index);
     cf_arena_free(c->arena); /* c itself lives in its arena */
 }
 

@@ -1157,6 +1157,68 @@ static void test_cpool_growth(void **st)
     free(b);
 }
 
+/* Find-or-add through the pool's index (cf_cpool.c) gives what a linear search gives: the
+ * lowest index holding the constant, for entries parsed (duplicates included), appended,
+ * rolled back and appended again, across the index's growth. */
+static void test_cpool_index(void **st)
+{
+    (void)st;
+    asm_cls a;
+    a_init(&a, 52);
+    uint16_t dup1 = a_utf8(&a, "dup"), dup2 = a_utf8(&a, "dup"); /* equal entries: legal */
+    uint16_t seven = a_int(&a, 7000000);
+    uint16_t str = a_class(&a, "java/lang/String");
+    uint8_t code[] = {JVM_OPC_return};
+    a_method(&a, JVM_ACC_PUBLIC | JVM_ACC_STATIC, "m", "()V", code, sizeof code, 0, 0, NULL, 0, NULL);
+    size_t n;
+    uint8_t *b = a_finish(&a, "p/I", "java/lang/Object", &n);
+    cf_class *c = parse_ok(b, n);
+    assert_true(dup1 < dup2);
+    assert_int_equal(cf_cp_find_utf8(c, "dup", 3), dup1);
+    assert_int_equal(cf_cp_add_utf8(c, "dup", 3), dup1);
+    assert_int_equal(cf_cp_add_int(c, 7000000), seven);
+    assert_int_equal(cf_cp_add_class(c, "java/lang/String"), str);
+    assert_int_equal(cf_cp_find_utf8(c, "absent", 6), 0);
+
+    /* appended, then found */
+    uint16_t mark = c->cp_count;
+    uint16_t x = cf_cp_add_utf8(c, "x", 1);
+    assert_int_equal(x, mark);
+    assert_int_equal(cf_cp_add_utf8(c, "x", 1), x);
+    uint16_t mref = cf_cp_add_methodref(c, "p/Probe", "enter", "(J)V");
+    assert_int_equal(cf_cp_add_methodref(c, "p/Probe", "enter", "(J)V"), mref);
+    assert_int_equal(cf_cp_add_int(c, 123456789), cf_cp_add_int(c, 123456789));
+
+    /* rolled back: gone; their indexes reused by other constants */
+    c->cp_count = mark;
+    assert_int_equal(cf_cp_find_utf8(c, "x", 1), 0);
+    uint16_t y = cf_cp_add_utf8(c, "y", 1);
+    assert_int_equal(y, mark); /* where "x" was */
+    assert_int_equal(cf_cp_find_utf8(c, "x", 1), 0);
+    assert_int_equal(cf_cp_find_utf8(c, "y", 1), y);
+    uint16_t x2 = cf_cp_add_utf8(c, "x", 1);
+    assert_int_equal(x2, mark + 1);
+    uint16_t mref2 = cf_cp_add_methodref(c, "p/Probe", "enter", "(J)V");
+    assert_true(mref2 > x2);
+    assert_int_equal(cf_cp_add_methodref(c, "p/Probe", "enter", "(J)V"), mref2);
+
+    /* thousands more: the index grows, every one is found where it was put */
+    char name[16];
+    uint16_t first = c->cp_count;
+    for (int i = 0; i < 20000; i++) {
+        snprintf(name, sizeof name, "k%d", i);
+        assert_int_equal(cf_cp_add_utf8(c, name, strlen(name)), first + i);
+    }
+    for (int i = 0; i < 20000; i += 7) {
+        snprintf(name, sizeof name, "k%d", i);
+        assert_int_equal(cf_cp_find_utf8(c, name, strlen(name)), first + i);
+    }
+    assert_int_equal(cf_cp_find_utf8(c, "dup", 3), dup1);
+    assert_int_equal(cf_cp_find_utf8(c, "y", 1), y);
+    cf_class_free(c);
+    free(b);
+}
+
 static void test_probe_check(void **st)
 {
     (void)st;
@@ -1336,6 +1398,7 @@ int main(void)
         cmocka_unit_test(test_tables_and_uninitialized),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_cpool_growth),
+        cmocka_unit_test(test_cpool_index),
         cmocka_unit_test(test_probe_check),
         cmocka_unit_test(test_annotation_types),
         cmocka_unit_test(test_trivial),

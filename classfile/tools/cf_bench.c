@@ -3,6 +3,8 @@
  *   parse+write              (cf_class_parse + cf_class_write)
  *   parse+instrument+write   (cf_instrument_class with the timer probe: entry, every
  *                             normal exit, catch-all exceptional exit, all methods)
+ *   per method               (parse, cf_instrument_method for each method, write: what
+ *                             cmr-instrumenter's cmr_instr_build does with a decision)
  * Prints classes/s and MB/s (input bytes). Compare with tests/classfile/java/AsmBench.java
  * (tests/classfile/bench.sh runs both).
  *   cf_bench [--seconds S] [--only 1|2] PATH...
@@ -81,6 +83,28 @@ static void pass_instrument(void)
     }
 }
 
+static void pass_per_method(void)
+{
+    for (size_t i = 0; i < n_items; i++) {
+        cf_class *c;
+        cf_error e;
+        if (cf_class_parse(items[i].b, items[i].n, &c, &e))
+            continue;
+        for (uint16_t m = 0; m < c->method_count; m++) {
+            cf_method_result r;
+            if (cf_instrument_method(c, m, cf_test_probe(CF_PROBE_TIMER), &r, &e) == CF_OK)
+                sink++;
+        }
+        uint8_t *o;
+        size_t ol;
+        if (cf_class_write(c, &o, &ol, &e) == CF_OK) {
+            sink += ol;
+            free(o);
+        }
+        cf_class_free(c);
+    }
+}
+
 /* Five rounds of seconds/5 each; the best round is reported (the machine is shared, so
  * the best round is the one least disturbed by other processes). */
 static void bench(const char *name, void (*pass)(void), double seconds)
@@ -111,7 +135,7 @@ static void bench(const char *name, void (*pass)(void), double seconds)
 int main(int argc, char **argv)
 {
     double seconds = 5;
-    int i = 1, only = 0; /* --only 1|2: run one mode (for profiling) */
+    int i = 1, only = 0; /* --only 1|2|3: run one mode (for profiling) */
     for (; i + 1 < argc && !strncmp(argv[i], "--", 2); i += 2) {
         if (!strcmp(argv[i], "--seconds"))
             seconds = atof(argv[i + 1]);
@@ -125,9 +149,11 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("corpus: %zu classes, %.1f MB\n", n_items, total_bytes / 1e6);
-    if (only != 2)
+    if (!only || only == 1)
         bench("parse+write", pass_roundtrip, seconds);
-    if (only != 1)
+    if (!only || only == 2)
         bench("parse+instrument+write", pass_instrument, seconds);
+    if (!only || only == 3)
+        bench("per method", pass_per_method, seconds);
     return sink == 0;
 }

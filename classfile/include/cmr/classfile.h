@@ -110,7 +110,11 @@ typedef struct cf_class {
     uint16_t field_count, method_count, attr_count;
     cf_member *fields, *methods;
     cf_attr *attrs;
-    cf_arena *arena; /* owns everything above except the input bytes and cp */
+    cf_arena *arena; /* owns everything above except the input bytes, cp and cp_index */
+    /* Hash index of the pool for the engine's find-or-add (cf_cpool.c): built on the first
+     * search, malloc'ed, freed by cf_class_free. Slots hold pool indexes, 0 = empty. */
+    uint16_t *cp_index;
+    uint32_t cp_index_mask, cp_index_used;
 } cf_class;
 
 /* Parses `len` bytes. On success *out is a new cf_class (free with cf_class_free) that
