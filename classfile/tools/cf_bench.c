@@ -54,20 +54,26 @@ static double now(void)
 
 static size_t sink;
 
+/* Writes c (its length into sink) and frees it. */
+static void write_and_free(cf_class *c)
+{
+    uint8_t *o;
+    size_t ol;
+    cf_error e;
+    if (cf_class_write(c, &o, &ol, &e) == CF_OK) {
+        sink += ol;
+        free(o);
+    }
+    cf_class_free(c);
+}
+
 static void pass_roundtrip(void)
 {
     for (size_t i = 0; i < n_items; i++) {
         cf_class *c;
         cf_error e;
-        if (cf_class_parse(items[i].b, items[i].n, &c, &e))
-            continue;
-        uint8_t *o;
-        size_t ol;
-        if (cf_class_write(c, &o, &ol, &e) == CF_OK) {
-            sink += ol;
-            free(o);
-        }
-        cf_class_free(c);
+        if (cf_class_parse(items[i].b, items[i].n, &c, &e) == CF_OK)
+            write_and_free(c);
     }
 }
 
@@ -95,13 +101,7 @@ static void pass_per_method(void)
             if (cf_instrument_method(c, m, cf_test_probe(CF_PROBE_TIMER), &r, &e) == CF_OK)
                 sink++;
         }
-        uint8_t *o;
-        size_t ol;
-        if (cf_class_write(c, &o, &ol, &e) == CF_OK) {
-            sink += ol;
-            free(o);
-        }
-        cf_class_free(c);
+        write_and_free(c);
     }
 }
 
