@@ -54,7 +54,10 @@ static void collect_records(int t, const json_t *type)
     if (json_is_array(type)) { /* a union */
         size_t i;
         const json_t *branch;
-        json_array_foreach(type, i, branch) collect_records(t, branch);
+        json_array_foreach(type, i, branch)
+        {
+            collect_records(t, branch);
+        }
         return;
     }
     if (!json_is_object(type))
@@ -75,7 +78,10 @@ static void collect_records(int t, const json_t *type)
         }
         size_t i;
         const json_t *field;
-        json_array_foreach(fields, i, field) collect_records(t, json_object_get(field, "type"));
+        json_array_foreach(fields, i, field)
+        {
+            collect_records(t, json_object_get(field, "type"));
+        }
     } else if (strcmp(kind, "array") == 0) {
         collect_records(t, json_object_get(type, "items"));
     } else if (strcmp(kind, "map") == 0) {
