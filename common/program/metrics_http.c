@@ -15,6 +15,7 @@
 #include "cmr/http_server.h"
 #include "cmr/log.h"
 #include "cmr/rejects.h"
+#include "cmr/wire.h"
 
 #ifndef CMR_VERSION
 #define CMR_VERSION "unknown"
@@ -128,6 +129,10 @@ void cmr_metrics_common(cmr_buf_t *out)
     cmr_prom_family(out, "cmr_messages_rejected_total", "counter",
                     "messages rejected (undecodable, wrong type, failed check, refused), per topic and reason");
     cmr_rejects_each(reject_sample, out);
+    cmr_prom_family(out, "cmr_messages_past_schema_total", "counter",
+                    "messages read under a past version of their schema (schemas/past/), the fields added since at "
+                    "their defaults");
+    cmr_prom_sample_u64(out, "cmr_messages_past_schema_total", NULL, 0, cmr_wire_past_reads());
     cmr_prom_family(out, "cmr_process_start_time_seconds", "gauge", "start time of the process since the Unix epoch");
     cmr_prom_sample_double(out, "cmr_process_start_time_seconds", NULL, 0, (double)process_start_ms / 1000.0);
     cmr_prom_family(out, "cmr_build_info", "gauge", "always 1; the version of the CMR build in a label");

@@ -71,6 +71,7 @@ static void test_common(void **state)
     const char *s = cmr_buf_str(&b);
     assert_non_null(strstr(s, "# TYPE cmr_messages_rejected_total counter\n"));
     assert_non_null(strstr(s, "cmr_messages_rejected_total{topic=\"cmr.\\\"odd\\\"\\ntopic\",reason=\"corrupt\"} 1\n"));
+    assert_non_null(strstr(s, "# TYPE cmr_messages_past_schema_total counter\ncmr_messages_past_schema_total 0\n"));
     assert_non_null(strstr(s, "# TYPE cmr_process_start_time_seconds gauge\ncmr_process_start_time_seconds 1"));
     assert_non_null(strstr(s, "cmr_build_info{version=\""));
     /* every family's HELP and TYPE once */

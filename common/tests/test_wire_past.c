@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/metrics_http.h"
 #include "cmr/wire.h"
 #include "msg_fill.h"
 #include "msg_past.h"
@@ -189,6 +190,13 @@ static void test_first_config_change_takes_defaults(void **state)
         fail_msg("decode: %s", err);
     assert_int_equal(cmr_wire_past_reads(), reads + 1);
     assert_int_equal(out.type, CMR_MSG_CONFIG_CHANGE);
+    /* counted on every worker's GET /metrics */
+    cmr_buf_t metrics = {0};
+    char want[96];
+    cmr_metrics_common(&metrics);
+    snprintf(want, sizeof want, "\ncmr_messages_past_schema_total %llu\n", (unsigned long long)(reads + 1));
+    assert_non_null(strstr(cmr_buf_str(&metrics), want));
+    cmr_buf_free(&metrics);
 
     /* What the first version had arrives as written. */
     const cmr_config_change_t *c = &out.u.config_change;
