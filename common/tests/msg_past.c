@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/file.h"
 #include "cmr/wire.h"
 
 int msg_past_file(uint64_t fingerprint, char *path, size_t len)
@@ -30,25 +31,10 @@ int msg_past_file(uint64_t fingerprint, char *path, size_t len)
     return rc;
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16;
-    char *buf = malloc(cap);
-    size_t n = buf ? fread(buf, 1, cap - 1, f) : 0;
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
-}
-
 int msg_encode_past(cmr_msg_type_t type, const void *body, uint64_t fingerprint, cmr_buf_t *out)
 {
     char err[256] = "", path[1024];
-    cmr_buf_t cur = {0};
-    char *past_text = NULL;
+    cmr_buf_t cur = {0}, past = {0};
     avro_schema_t ws = NULL, rs = NULL;
     avro_value_iface_t *wi = NULL, *ri = NULL, *resolver = NULL;
     avro_value_t wv = {0}, resolved = {0}, pv = {0};
@@ -59,10 +45,11 @@ int msg_encode_past(cmr_msg_type_t type, const void *body, uint64_t fingerprint,
 
     if (cmr_msg_encode(type, body, &cur, err, sizeof err) != CMR_WIRE_OK) {
         fprintf(stderr, "msg_encode_past: encode %s: %s\n", cmr_msg_type_name(type), err);
-    } else if (msg_past_file(fingerprint, path, sizeof path) != 0 || !(past_text = read_text(path))) {
-        fprintf(stderr, "msg_encode_past: no schemas/past file for %016llx\n", (unsigned long long)fingerprint);
+    } else if (msg_past_file(fingerprint, path, sizeof path) != 0 ||
+               cmr_file_read(path, 1 << 20, &past, err, sizeof err) != 0) {
+        fprintf(stderr, "msg_encode_past: no schemas/past file for %016llx %s\n", (unsigned long long)fingerprint, err);
     } else if (avro_schema_from_json_length(cur_text, strlen(cur_text), &ws) != 0 ||
-               avro_schema_from_json_length(past_text, strlen(past_text), &rs) != 0 ||
+               avro_schema_from_json_length(cmr_buf_str(&past), past.len, &rs) != 0 ||
                !(wi = avro_generic_class_from_schema(ws)) || !(ri = avro_generic_class_from_schema(rs)) ||
                !(resolver = avro_resolved_reader_new(ws, rs)) || avro_generic_value_new(wi, &wv) != 0 ||
                avro_resolved_reader_new_value(resolver, &resolved) != 0 || avro_generic_value_new(ri, &pv) != 0) {
@@ -107,7 +94,7 @@ int msg_encode_past(cmr_msg_type_t type, const void *body, uint64_t fingerprint,
         avro_schema_decref(rs);
     if (ws)
         avro_schema_decref(ws);
-    free(past_text);
+    cmr_buf_free(&past);
     cmr_buf_free(&cur);
     return rc;
 }

@@ -12,6 +12,10 @@
 #include "cmr/buf.h"
 #include "cmr/msg.h"
 
+/* The first ConfigChange schema (2026-11-21, schemas/past/): no trace context, thresholds,
+ * stall threshold, segment limit, trivial flag, request headers or overhead budget. */
+#define MSG_PAST_CONFIG_CHANGE_FIRST 0x2540f3ee2846fdb9ULL
+
 /* The schema file of past version `fingerprint` in $CMR_SOURCE_DIR/schemas/past/
  * (<stem>.<fingerprint>.avsc) into `path`; 0, or -1 when there is none. */
 int msg_past_file(uint64_t fingerprint, char *path, size_t len);

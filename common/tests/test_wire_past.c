@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/file.h"
 #include "cmr/metrics_http.h"
 #include "cmr/wire.h"
 #include "msg_fill.h"
@@ -29,18 +30,6 @@ static const char *schema_dir(void)
         fail_msg("CMR_SOURCE_DIR is not set (ctest sets it)");
     snprintf(dir, sizeof dir, "%s/schemas", src);
     return dir;
-}
-
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strdup(buf);
 }
 
 /* The .avsc files of schemas/past/. */
@@ -64,9 +53,6 @@ static void encode_as_past(cmr_msg_type_t type, const void *body, uint64_t finge
                  (unsigned long long)fingerprint);
 }
 
-/* The first ConfigChange (2026-11-21): no trace context, thresholds, stall threshold,
- * segment limit, trivial flag, request headers or overhead budget. */
-#define CONFIG_CHANGE_FIRST 0x2540f3ee2846fdb9ULL
 
 static void fill_environment_change(cmr_config_change_t *c)
 {
@@ -133,7 +119,11 @@ static void test_versions_listed(void **state)
     /* schemas/versions.txt lists the current and past versions, and nothing else. */
     char path[600];
     snprintf(path, sizeof path, "%s/versions.txt", schema_dir());
-    char *text = read_text(path);
+    cmr_buf_t file = {0};
+    char err[256];
+    if (cmr_file_read(path, 1 << 20, &file, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    char *text = (char *)file.data;
     bool current_listed[CMR_MSG__COUNT] = {0};
     size_t past_listed = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -169,7 +159,7 @@ static void test_versions_listed(void **state)
                      "previous version in schemas/past/ and list the new fingerprint",
                      cmr_msg_type_name(t), (unsigned long long)cmr_msg_fingerprint(t));
     assert_int_equal(past_listed, cmr_wire_past_count());
-    free(text);
+    cmr_buf_free(&file);
 }
 
 static void test_first_config_change_takes_defaults(void **state)
@@ -178,7 +168,7 @@ static void test_first_config_change_takes_defaults(void **state)
     cmr_config_change_t in;
     fill_environment_change(&in);
     cmr_buf_t old = {0};
-    encode_as_past(CMR_MSG_CONFIG_CHANGE, &in, CONFIG_CHANGE_FIRST, &old);
+    encode_as_past(CMR_MSG_CONFIG_CHANGE, &in, MSG_PAST_CONFIG_CHANGE_FIRST, &old);
 
     cmr_msg_type_t type = CMR_MSG__COUNT;
     assert_int_equal(cmr_wire_peek_type(old.data, old.len, &type), CMR_WIRE_OK);
@@ -275,7 +265,7 @@ static void test_damaged_past_message_refused(void **state)
     cmr_config_change_t in;
     fill_environment_change(&in);
     cmr_buf_t old = {0};
-    encode_as_past(CMR_MSG_CONFIG_CHANGE, &in, CONFIG_CHANGE_FIRST, &old);
+    encode_as_past(CMR_MSG_CONFIG_CHANGE, &in, MSG_PAST_CONFIG_CHANGE_FIRST, &old);
     cmr_msg_t out;
     char err[256] = "";
 

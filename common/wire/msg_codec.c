@@ -724,14 +724,11 @@ static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst,
     for (size_t i = 0; i < d->nfields; i++) {
         const cmr_field_desc_t *f = &d->fields[i];
         char *at = (char *)dst + f->offset;
+        /* a past version's field by name: its place in the old schema, -1 when it has none */
+        int w = past < 0 ? (int)i : schema_field_index(schema_resolve(avro_value_get_schema(rec)), f->name);
         avro_value_t field;
-        int rc;
-        if (past < 0)
-            rc = avro_value_get_by_index(rec, i, &field, NULL) || take_field(f, &field, at, past);
-        else if (schema_field_index(schema_resolve(avro_value_get_schema(rec)), f->name) < 0)
-            rc = cmr_wire_default_apply((cmr_msg_type_t)past, d, f, at, NULL, 0);
-        else
-            rc = avro_value_get_by_name(rec, f->name, &field, NULL) || take_field(f, &field, at, past);
+        int rc = w < 0 ? cmr_wire_default_apply((cmr_msg_type_t)past, d, f, at, NULL, 0)
+                       : avro_value_get_by_index(rec, (size_t)w, &field, NULL) || take_field(f, &field, at, past);
         if (rc != 0)
             return -1;
     }
@@ -740,12 +737,6 @@ static int take_record(const cmr_record_desc_t *d, avro_value_t *rec, void *dst,
 
 /* --- free -------------------------------------------------------------------------- */
 
-static void free_record(const cmr_record_desc_t *d, void *p);
-
-void cmr_wire_record_free(const cmr_record_desc_t *d, void *p)
-{
-    free_record(d, p);
-}
 
 static void free_field(const cmr_field_desc_t *f, char *p)
 {
@@ -753,10 +744,10 @@ static void free_field(const cmr_field_desc_t *f, char *p)
     case CMR_F_STRING:
     case CMR_F_OPT_STRING: free(*(char **)p); break;
     case CMR_F_BYTES: free(((cmr_bytes_t *)p)->data); break;
-    case CMR_F_RECORD: free_record(f->rec, p); break;
+    case CMR_F_RECORD: cmr_wire_record_free(f->rec, p); break;
     case CMR_F_OPT_RECORD:
         if (*(void **)p)
-            free_record(f->rec, *(void **)p);
+            cmr_wire_record_free(f->rec, *(void **)p);
         free(*(void **)p);
         break;
     case CMR_F_STRINGS: {
@@ -778,7 +769,7 @@ static void free_field(const cmr_field_desc_t *f, char *p)
     case CMR_F_RECORDS: {
         cmr_array_any_t *a = (cmr_array_any_t *)p;
         for (size_t i = 0; a->items && i < a->count; i++)
-            free_record(f->rec, (char *)a->items + i * f->rec->size);
+            cmr_wire_record_free(f->rec, (char *)a->items + i * f->rec->size);
         free(a->items);
         break;
     }
@@ -786,7 +777,7 @@ static void free_field(const cmr_field_desc_t *f, char *p)
     }
 }
 
-static void free_record(const cmr_record_desc_t *d, void *p)
+void cmr_wire_record_free(const cmr_record_desc_t *d, void *p)
 {
     for (size_t i = 0; i < d->nfields; i++)
         free_field(&d->fields[i], (char *)p + d->fields[i].offset);
@@ -795,7 +786,7 @@ static void free_record(const cmr_record_desc_t *d, void *p)
 void cmr_msg_body_free(cmr_msg_type_t type, void *body)
 {
     if (body && (unsigned)type < CMR_MSG__COUNT) {
-        free_record(cmr_msg_descs[type], body);
+        cmr_wire_record_free(cmr_msg_descs[type], body);
         memset(body, 0, cmr_msg_descs[type]->size);
     }
 }

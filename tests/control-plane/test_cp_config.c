@@ -716,10 +716,6 @@ static void test_outsider_values_in_logs(void **state)
 
 /* --- records of older schema versions ------------------------------------------------- */
 
-/* The first ConfigChange schema (schemas/past/): no trace context, thresholds, stall
- * threshold, segment limit, trivial flag, request headers or overhead budget. */
-#define CONFIG_CHANGE_FIRST 0x2540f3ee2846fdb9ULL
-
 static void test_record_of_an_older_version(void **state)
 {
     (void)state;
@@ -746,7 +742,7 @@ static void test_record_of_an_older_version(void **state)
                               .author = "cmr-config of 2026-11-21",
                               .environment = &env};
     cmr_buf_t old = {0};
-    assert_int_equal(msg_encode_past(CMR_MSG_CONFIG_CHANGE, &cc, CONFIG_CHANGE_FIRST, &old), 0);
+    assert_int_equal(msg_encode_past(CMR_MSG_CONFIG_CHANGE, &cc, MSG_PAST_CONFIG_CHANGE_FIRST, &old), 0);
     cmr_producer_t *p = cmr_producer_new(conf, "older-cmr-config", NULL, NULL, NULL, 0);
     assert_non_null(p);
     assert_int_equal(cmr_producer_send_raw(p, cmr_topic_name(CMR_TOPIC_CONFIG), "batch", 5, old.data, old.len, NULL),
