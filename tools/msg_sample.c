@@ -186,6 +186,22 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
                                                           CMR_SENSOR_INVOCATION_SEQUENCE};
         break;
     }
+    case CMR_MSG_CLASS_GRANTS: {
+        cmr_class_grants_t *m = &out->u.class_grants;
+        m->agent_id = agent;
+        m->environment_id = DUP("production");
+        m->revision = 7;
+        m->part = 1;
+        m->parts = 1;
+        m->classes.count = 1;
+        m->classes.items = calloc(1, sizeof *m->classes.items);
+        cmr_granted_class_t *g = &m->classes.items[0];
+        g->class_name = DUP(sample_class);
+        sample_random_bytes(&g->original_digest, 32);
+        sample_random_bytes(&g->grant, 400);
+        sample_bytecode(&g->bytecode);
+        break;
+    }
     case CMR_MSG_REDEFINE_RESULT: {
         cmr_redefine_result_t *m = &out->u.redefine_result;
         m->agent_id = agent;

@@ -30,6 +30,7 @@
 #include "agent_diagnoses.h"
 #include "agent_options.h"
 #include "class_cache.h"
+#include "grant_preload.h"
 #include "grant_store.h"
 #include "cmr/clock.h"
 #include "cmr/kafka.h"
@@ -112,6 +113,13 @@ typedef struct cmr_agent {
      * the time of those hook calls (agent.cache_stats) */
     _Atomic uint64_t cache_load_hits, cache_hit_ns_total, cache_hit_ns_max;
     char recorded_environment[128]; /* what the cache directory says the previous run had */
+    /* Classes granted ahead of their load (grant_preload.h; NULL: agent.preload.max.bytes
+     * is 0 or no key is trusted): filled by the control thread from ClassGrants, read by
+     * the load hook before the cache, for the environment the agent is configured with.
+     * preload_load_hits: classes instrumented as they loaded from it, and the time of
+     * those hook calls (agent.granted_ahead_stats). */
+    cmr_grant_preload_t *preload;
+    _Atomic uint64_t preload_load_hits, preload_hit_ns_total;
 } cmr_agent_t;
 
 extern cmr_agent_t *cmr_agent_self;
@@ -154,12 +162,19 @@ void cmr_agent_log_redefine_latency(cmr_agent_t *a);
  * thread, when it is shipped); an applied Redefine with a grant is written to it; the
  * classes served from it get their original bytes back (grants_revert). */
 void cmr_agent_note_cached(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t digest[32]);
+/* A ClassGrants (signed, for this instance): its classes are verified and kept for the
+ * load hook (grant_preload.h); what was kept and refused is logged. Control thread. */
+void cmr_agent_take_grants(cmr_agent_t *a, const cmr_class_grants_t *cg);
+/* A class that loaded with bytes granted ahead goes to the cache on disk as well (when
+ * there is one and it lacks the class), for a restart of this JVM. Control thread. */
+void cmr_agent_keep_ahead(cmr_agent_t *a, const char *name, int64_t loader_id);
 void cmr_agent_revert_cached(cmr_agent_t *a, JNIEnv *env);
-/* The load hook's part (agent_entry.c): the cached instrumented bytes for a class being
- * loaded (or captured again), verified, in JVMTI memory. true when *new_data was set;
- * applied gets the digest of those bytes. */
+/* The load hook's part (agent_entry.c): the instrumented bytes granted for a class being
+ * loaded (or captured again), from the classes granted ahead or the cache, verified, in
+ * JVMTI memory. true when *new_data was set; applied gets the digest of those bytes and
+ * *ahead whether they were granted ahead. */
 bool cmr_agent_serve_cached(cmr_agent_t *a, jvmtiEnv *jvmti, const char *name, const uint8_t digest[32], jint *new_len,
-                            unsigned char **new_data, uint8_t applied[32]);
+                            unsigned char **new_data, uint8_t applied[32], bool *ahead);
 /* Puts a weak handle of cls in the class registry, replacing (and freeing) an older one. */
 void cmr_agent_keep_handle(cmr_agent_t *a, JNIEnv *env, jclass cls, const char *name, int64_t loader_id);
 /* Records loaded classes for capture: all of them (after a dynamic attach), or only those

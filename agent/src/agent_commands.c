@@ -435,6 +435,75 @@ static void keep_grant(cmr_agent_t *a, const cmr_redefine_t *cmd)
     }
 }
 
+/* --- classes granted ahead (grant_preload.h) ---------------------------------------------- */
+
+void cmr_agent_take_grants(cmr_agent_t *a, const cmr_class_grants_t *cg)
+{
+    char eenv[300];
+    if (!a->preload) {
+        static bool told; /* control thread only */
+        if (!told)
+            cmr_log(CMR_LOG_INFO, "agent.granted_ahead_ignored",
+                    "environment=\"%s\" reason=\"agent.preload.max.bytes is 0\" consequence=\"classes are "
+                    "instrumented by redefinition\"",
+                    cmr_log_escape(cg->environment_id, eenv, sizeof eenv));
+        told = true;
+        return;
+    }
+    int64_t t0 = cmr_mono_ns(), now_ms = cmr_wall_ms();
+    size_t kept = 0, refused = 0, over = 0;
+    cmr_grant_verdict_t why = CMR_GRANT_OK, first_why = CMR_GRANT_OK;
+    const char *first_class = "";
+    for (size_t i = 0; i < cg->classes.count; i++) {
+        const cmr_granted_class_t *g = &cg->classes.items[i];
+        cmr_grant_preload_add_t r =
+            g->original_digest.len != CMR_TRUST_DIGEST_BYTES
+                ? (why = CMR_GRANT_MALFORMED, CMR_GRANT_PRELOAD_REFUSED)
+                : cmr_grant_preload_add(a->preload, g->class_name, g->original_digest.data, g->grant.data, g->grant.len,
+                                        g->bytecode.data, g->bytecode.len, now_ms, &why);
+        kept += r == CMR_GRANT_PRELOAD_KEPT;
+        over += r == CMR_GRANT_PRELOAD_OVER_BUDGET;
+        if (r == CMR_GRANT_PRELOAD_REFUSED && refused++ == 0) {
+            first_why = why;
+            first_class = g->class_name ? g->class_name : "";
+        }
+    }
+    cmr_log(CMR_LOG_INFO, "agent.granted_ahead",
+            "environment=\"%s\" revision=%lld part=%d parts=%d classes=%zu kept=%zu refused=%zu over_budget=%zu "
+            "took_us=%lld",
+            cmr_log_escape(cg->environment_id, eenv, sizeof eenv), (long long)cg->revision, cg->part, cg->parts,
+            cg->classes.count, kept, refused, over, (long long)((cmr_mono_ns() - t0) / 1000));
+    if (refused) {
+        char ename[256];
+        cmr_log(CMR_LOG_WARN, "agent.granted_ahead_refused",
+                "refused=%zu first_class=\"%s\" reason=%s consequence=\"those classes are instrumented by "
+                "redefinition\"",
+                refused, cmr_log_escape(first_class, ename, sizeof ename), cmr_grant_verdict_name(first_why));
+    }
+}
+
+void cmr_agent_keep_ahead(cmr_agent_t *a, const char *name, int64_t loader_id)
+{
+    uint8_t original[CMR_TRUST_DIGEST_BYTES], *grant = NULL, *bytes = NULL;
+    size_t glen = 0, len = 0;
+    if (!a->grants || !a->preload || !cmr_class_cache_digest_of(a->classes, name, loader_id, original) ||
+        cmr_grant_store_has(a->grants, original) ||
+        !cmr_grant_preload_copy(a->preload, original, &grant, &glen, &bytes, &len))
+        return;
+    char err[300];
+    if (cmr_grant_store_put(a->grants, grant, glen, original, bytes, len, cmr_wall_ms(), err, sizeof err) != 0) {
+        static cmr_log_limiter_t limiter; /* control thread only */
+        unsigned long long suppressed = 0;
+        char ename[256], eerr[400];
+        if (cmr_log_allow(&limiter, 5, &suppressed))
+            cmr_log(CMR_LOG_WARN, "agent.cache_not_written",
+                    "class=\"%s\" error=\"%s\" suppressed=%llu action=\"a restart gets this class from the CMR\"",
+                    cmr_log_escape(name, ename, sizeof ename), cmr_log_escape(err, eerr, sizeof eerr), suppressed);
+    }
+    free(grant);
+    free(bytes);
+}
+
 void cmr_agent_note_cached(cmr_agent_t *a, const char *name, int64_t loader_id, const uint8_t digest[32])
 {
     note_installed(a, name, loader_id, true, cmr_agent_digest8_of(digest));
@@ -772,20 +841,40 @@ static int cmp_i64(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* The value at rank k of the sorted samples v[0..n) preceded by z zeros (classes
+ * instrumented as they loaded: nothing to wait for), in ms. */
+static double rank_ms(const int64_t *v, size_t z, size_t k)
+{
+    return k < z ? 0.0 : v[k - z] / 1000.0;
+}
+
 void cmr_agent_log_redefine_latency(cmr_agent_t *a)
 {
-    (void)a;
-    if (latency_n == 0)
+    size_t n = latency_n, z = (size_t)(a->cache_load_hits + a->preload_load_hits);
+    if (n == 0 && z == 0)
         return;
-    size_t n = latency_n;
     qsort(latency_us, n, sizeof latency_us[0], cmp_i64);
     qsort(since_configured_us, n, sizeof since_configured_us[0], cmp_i64);
+    /* classes=: redefined ones; at_load=: instrumented as they loaded (granted ahead or
+     * from the cache); instrumented_*: both, since the agent was configured (0 at load) */
+    size_t t = n + z;
+    const int64_t *s = since_configured_us;
+    if (n == 0) {
+        cmr_log(CMR_LOG_INFO, "agent.redefine_latency",
+                "classes=0 at_load=%zu instrumented=%zu instrumented_p50_ms=0.0 instrumented_p99_ms=0.0 "
+                "instrumented_max_ms=0.0",
+                z, t);
+        return;
+    }
     cmr_log(CMR_LOG_INFO, "agent.redefine_latency",
             "classes=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f since_configured_p50_ms=%.1f "
-            "since_configured_p90_ms=%.1f since_configured_p99_ms=%.1f since_configured_max_ms=%.1f",
+            "since_configured_p90_ms=%.1f since_configured_p99_ms=%.1f since_configured_max_ms=%.1f at_load=%zu "
+            "instrumented=%zu instrumented_p50_ms=%.1f instrumented_p90_ms=%.1f instrumented_p99_ms=%.1f "
+            "instrumented_max_ms=%.1f",
             n, latency_us[n / 2] / 1000.0, latency_us[n * 9 / 10] / 1000.0, latency_us[(n * 99) / 100] / 1000.0,
-            latency_us[n - 1] / 1000.0, since_configured_us[n / 2] / 1000.0, since_configured_us[n * 9 / 10] / 1000.0,
-            since_configured_us[(n * 99) / 100] / 1000.0, since_configured_us[n - 1] / 1000.0);
+            latency_us[n - 1] / 1000.0, s[n / 2] / 1000.0, s[n * 9 / 10] / 1000.0, s[(n * 99) / 100] / 1000.0,
+            s[n - 1] / 1000.0, z, t, rank_ms(s, z, t / 2), rank_ms(s, z, t * 9 / 10), rank_ms(s, z, (t * 99) / 100),
+            rank_ms(s, z, t - 1));
 }
 
 /* --- captures (resend, dropped bytes, attach) ------------------------------------------------ */

@@ -282,6 +282,8 @@ static void apply_configuration(control_t *c, const cmr_agent_configuration_t *c
         a->mode = CMR_MODE_FULL;
     }
     a->connected = true;
+    if (a->preload)
+        cmr_grant_preload_expect(a->preload, cfg->environment_id);
     grants_confirm(a, cfg->environment_id);
     cmr_class_cache_stats_t cs;
     cmr_class_cache_stats(a->classes, &cs);
@@ -300,6 +302,8 @@ static void apply_no_environment(control_t *c, const cmr_no_environment_t *ne)
 {
     cmr_agent_t *a = c->a;
     a->mode = CMR_MODE_NO_ENVIRONMENT;
+    if (a->preload)
+        cmr_grant_preload_expect(a->preload, NULL);
     grants_confirm(a, NULL);
     char ename[300], ehost[300], ereason[600];
     cmr_log(CMR_LOG_ERROR, "agent.no_environment",
@@ -363,6 +367,9 @@ static bool handle_command(control_t *c, cmr_record_t *rec)
         if (!ensure_env(c))
             return false;
         cmr_agent_apply_resend(a, c->env, &m->u.bytecode_resend);
+        return true;
+    case CMR_MSG_CLASS_GRANTS: /* memory only: no JVM call, no need to wait for it */
+        cmr_agent_take_grants(a, &m->u.class_grants);
         return true;
     default: {
         char etopic[CMR_TOPIC_NAME_MAX + 16];
@@ -639,9 +646,12 @@ static void ship_classes(control_t *c)
         if (!e)
             return;
         uint8_t applied[CMR_TRUST_DIGEST_BYTES];
-        bool cached = a->grants && cmr_class_cache_applied_of(a->classes, e->name, e->loader_id, applied);
-        if (cached)
+        bool cached =
+            (a->grants || a->preload) && cmr_class_cache_applied_of(a->classes, e->name, e->loader_id, applied);
+        if (cached) {
             cmr_agent_note_cached(a, e->name, e->loader_id, applied);
+            cmr_agent_keep_ahead(a, e->name, e->loader_id);
+        }
         cmr_class_loaded_t msg = {
             .agent_id = a->agent_id,
             .instance_id = a->instance_id,

@@ -90,39 +90,60 @@ static void log_cache_refusal(const char *name, cmr_grant_verdict_t why)
             cmr_log_escape(name, ename, sizeof ename), cmr_grant_verdict_name(why), suppressed);
 }
 
+/* Hands the JVM a copy of len bytes (JVMTI Allocate); false when it cannot. */
+static bool hand_over(jvmtiEnv *jvmti, uint8_t *bytes, size_t len, jint *new_len, unsigned char **new_data)
+{
+    unsigned char *out = NULL;
+    if (len > INT32_MAX || cmr_agent_check((*jvmti)->Allocate(jvmti, (jlong)len, &out),
+                                           "Allocate (an instrumented class)") != JVMTI_ERROR_NONE)
+        return false;
+    memcpy(out, bytes, len);
+    *new_data = out;
+    *new_len = (jint)len;
+    return true;
+}
+
 bool cmr_agent_serve_cached(cmr_agent_t *a, jvmtiEnv *jvmti, const char *name, const uint8_t digest[32], jint *new_len,
-                            unsigned char **new_data, uint8_t applied[32])
+                            unsigned char **new_data, uint8_t applied[32], bool *ahead)
 {
     /* Only once the JVM is live: instrumented bytes call cmr/agent/Probe, which the
      * bootstrap loader cannot load while the JVM is still starting (a JDK class such as
      * java/lang/Thread, whose start() carries a hand-off probe, served then would end the
      * JVM with NoClassDefFoundError). Classes loaded before VMInit get their original bytes
      * and are redefined as without the cache. */
-    if (!a->grants || !a->grants_on || !atomic_load(&a->live))
+    *ahead = false;
+    if (!atomic_load(&a->live))
         return false;
     uint8_t *bytes = NULL;
     size_t len = 0;
-    cmr_grant_t g;
-    cmr_grant_verdict_t why;
-    cmr_grant_lookup_t r = cmr_grant_store_lookup(a->grants, name, digest, cmr_wall_ms(), &bytes, &len, &g, &why);
-    if (r == CMR_GRANT_LOOKUP_REFUSED)
-        log_cache_refusal(name, why);
-    if (r != CMR_GRANT_LOOKUP_HIT)
-        return false;
-    unsigned char *out = NULL;
-    if (len > INT32_MAX ||
-        cmr_agent_check((*jvmti)->Allocate(jvmti, (jlong)len, &out), "Allocate (a cached class)") != JVMTI_ERROR_NONE) {
-        free(bytes);
-        return false;
+    int64_t revision = 0;
+    const char *from = "granted_ahead";
+    /* classes granted ahead (verified as they arrived, for the configured environment)
+     * first; then the cache of grants on disk */
+    if (a->preload &&
+        cmr_grant_preload_lookup(a->preload, name, digest, cmr_wall_ms(), &bytes, &len, applied, &revision)) {
+        *ahead = true;
+    } else {
+        if (!a->grants || !a->grants_on)
+            return false;
+        cmr_grant_t g;
+        cmr_grant_verdict_t why;
+        cmr_grant_lookup_t r = cmr_grant_store_lookup(a->grants, name, digest, cmr_wall_ms(), &bytes, &len, &g, &why);
+        if (r == CMR_GRANT_LOOKUP_REFUSED)
+            log_cache_refusal(name, why);
+        if (r != CMR_GRANT_LOOKUP_HIT)
+            return false;
+        memcpy(applied, g.instrumented_digest, sizeof g.instrumented_digest);
+        revision = g.revision;
+        from = "cache";
     }
-    memcpy(out, bytes, len);
+    bool ok = hand_over(jvmti, bytes, len, new_len, new_data);
     free(bytes);
-    *new_data = out;
-    *new_len = (jint)len;
-    memcpy(applied, g.instrumented_digest, sizeof g.instrumented_digest);
+    if (!ok)
+        return false;
     char ename[256];
-    cmr_log(CMR_LOG_DEBUG, "agent.cache_applied", "class=\"%s\" revision=%lld bytes=%zu",
-            cmr_log_escape(name, ename, sizeof ename), (long long)g.revision, len);
+    cmr_log(CMR_LOG_DEBUG, "agent.cache_applied", "class=\"%s\" revision=%lld bytes=%zu from=%s",
+            cmr_log_escape(name, ename, sizeof ename), (long long)revision, len, from);
     return true;
 }
 
@@ -151,8 +172,9 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
         if (cmr_agent_capture_hook(a, name, loader_id, data, (size_t)len) &&
             cmr_class_cache_applied_of(a->classes, name, loader_id, applied)) {
             uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+            bool ahead;
             cmr_trust_digest(data, (size_t)len, digest);
-            if (!cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied))
+            if (!cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied, &ahead))
                 cmr_class_cache_set_applied(a->classes, name, loader_id, NULL);
         }
     } else {
@@ -162,17 +184,23 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *env, jclass clas
         uint8_t digest[CMR_TRUST_DIGEST_BYTES];
         cmr_trust_digest(data, (size_t)len, digest);
         uint8_t applied[CMR_TRUST_DIGEST_BYTES];
-        bool cached = cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied);
+        bool ahead;
+        bool cached = cmr_agent_serve_cached(a, jvmti, name, digest, new_len, new_data, applied, &ahead);
         cmr_class_cause_t cause = mode == CMR_MODE_FULL ? CMR_CLASS_LOADED : CMR_CLASS_LOADED_BEFORE_REGISTRATION;
         cmr_class_cache_offer(a->classes, name, loader_id, hash, digest, data, (size_t)len, cause, t0);
         if (cached) {
             cmr_class_cache_set_applied(a->classes, name, loader_id, applied);
             uint64_t ns = (uint64_t)(cmr_mono_ns() - t0);
-            a->cache_load_hits++;
-            a->cache_hit_ns_total += ns;
-            uint64_t max = atomic_load(&a->cache_hit_ns_max);
-            while (ns > max && !atomic_compare_exchange_weak(&a->cache_hit_ns_max, &max, ns))
-                ;
+            if (ahead) {
+                a->preload_load_hits++;
+                a->preload_hit_ns_total += ns;
+            } else {
+                a->cache_load_hits++;
+                a->cache_hit_ns_total += ns;
+                uint64_t max = atomic_load(&a->cache_hit_ns_max);
+                while (ns > max && !atomic_compare_exchange_weak(&a->cache_hit_ns_max, &max, ns))
+                    ;
+            }
         }
     }
     a->hook_ns_total += (uint64_t)(cmr_mono_ns() - t0);
@@ -276,6 +304,18 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
             (unsigned long long)a->commands_applied, (unsigned long long)a->commands_failed,
             (unsigned long long)a->trust_counts[CMR_TRUST_OK], (unsigned long long)refused);
     cmr_agent_log_redefine_latency(a);
+    if (a->preload) {
+        cmr_grant_preload_stats_t ps2;
+        cmr_grant_preload_stats(a->preload, &ps2);
+        cmr_log(
+            CMR_LOG_INFO, "agent.granted_ahead_stats",
+            "received=%llu kept=%llu refused=%llu over_budget=%llu load_hits=%llu hit_hook_us_avg=%.1f expired=%llu "
+            "classes=%zu bytes=%zu",
+            (unsigned long long)ps2.received, (unsigned long long)ps2.kept, (unsigned long long)ps2.refused,
+            (unsigned long long)ps2.over_budget, (unsigned long long)a->preload_load_hits,
+            a->preload_load_hits ? (double)a->preload_hit_ns_total / (double)a->preload_load_hits / 1e3 : 0.0,
+            (unsigned long long)ps2.expired, ps2.classes, ps2.bytes);
+    }
     if (a->grants) {
         cmr_grant_store_stats_t gs;
         cmr_grant_store_stats(a->grants, &gs);
@@ -423,6 +463,7 @@ static void agent_free(cmr_agent_t *a)
         return;
     cmr_conf_destroy(a->conf);
     cmr_grant_store_close(a->grants);
+    cmr_grant_preload_free(a->preload);
     cmr_verifier_free(a->verifier);
     cmr_u64map_free(&a->instrumented_classes);
     for (size_t i = 0; i < a->addresses.count; i++)
@@ -548,6 +589,8 @@ static jint agent_start(JavaVM *vm, char *options, int attach)
     a->rings = cmr_probe_rings_new(a);
     a->diags = cmr_agent_diags_new();
     grants_setup(a);
+    if (a->verifier && cmr_verifier_key_count(a->verifier) > 0 && a->settings.preload_max_bytes > 0)
+        a->preload = cmr_grant_preload_new(a->verifier, (size_t)a->settings.preload_max_bytes);
     char jar[4096];
     const char *jar_opt = cmr_conf_get(a->conf, "agent.probe.jar", NULL);
     if (jar_opt)

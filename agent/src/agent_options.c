@@ -64,6 +64,11 @@ static const cmr_conf_key_t agent_keys[] = {
      "others may use it; unset: no cache"},
     {"agent.cache.max.bytes", "67108864", "largest total size of the cache's files (64 MiB); the oldest go first"},
     {"agent.cache.max.files", "20000", "most files in the cache; the oldest go first"},
+    {"agent.preload.max.bytes", "67108864",
+     "most instrumented bytes the agent keeps of the classes the CMR grants ahead of their load (64 MiB; "
+     "docs/AGENT.md, "
+     "\"Classes granted ahead\"): such a class is instrumented as it loads, without redefinition; 0: none kept, every "
+     "class is instrumented by redefinition"},
     {"agent.environment", NULL,
      "the environment id whose cached classes this JVM may use before the CMR configures it (default: the one the CMR "
      "gave the previous run of this agent name, recorded in agent.cache.dir); a different answer from the CMR "
@@ -312,7 +317,9 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
                          errlen) ||
         cmr_conf_get_int(conf, "agent.cache.max.bytes", 64 << 20, 0, INT64_C(1) << 40, &out->cache_max_bytes, errbuf,
                          errlen) ||
-        cmr_conf_get_int(conf, "agent.cache.max.files", 20000, 0, 10000000, &out->cache_max_files, errbuf, errlen))
+        cmr_conf_get_int(conf, "agent.cache.max.files", 20000, 0, 10000000, &out->cache_max_files, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.preload.max.bytes", 64 << 20, 0, INT64_C(1) << 40, &out->preload_max_bytes,
+                         errbuf, errlen))
         return -1;
     if (parse_trust_keys(conf, out, errbuf, errlen) != 0)
         return -1;

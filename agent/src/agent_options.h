@@ -64,10 +64,11 @@ typedef struct cmr_agent_settings {
      * accepted) */
     char trust_keys[CMR_TRUST_MAX_KEYS][1024];
     int n_trust_keys;
-    char cache_dir[1024];    /* agent.cache.dir: the grant cache ("" : none) */
-    int64_t cache_max_bytes; /* agent.cache.max.bytes, default 64 MiB */
-    int64_t cache_max_files; /* agent.cache.max.files, default 20000 */
-    char environment[128];   /* agent.environment: cached classes of it may run before configuration */
+    char cache_dir[1024];      /* agent.cache.dir: the grant cache ("" : none) */
+    int64_t cache_max_bytes;   /* agent.cache.max.bytes, default 64 MiB */
+    int64_t cache_max_files;   /* agent.cache.max.files, default 20000 */
+    int64_t preload_max_bytes; /* agent.preload.max.bytes, default 64 MiB (0: no class granted ahead is kept) */
+    char environment[128];     /* agent.environment: cached classes of it may run before configuration */
 } cmr_agent_settings_t;
 
 /* Parses one option string into conf. 0, or -1 with errbuf filled. */

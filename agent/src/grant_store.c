@@ -372,6 +372,19 @@ cmr_grant_lookup_t cmr_grant_store_lookup(cmr_grant_store_t *s, const char *name
     return CMR_GRANT_LOOKUP_HIT;
 }
 
+bool cmr_grant_store_has(cmr_grant_store_t *s, const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES])
+{
+    uint8_t key[KEY_BYTES];
+    pthread_mutex_lock(&s->lock);
+    bool has = false;
+    if (s->expected[0]) {
+        key_of(s->expected, original_digest, key);
+        has = cmr_map_has(&s->index, key, KEY_BYTES);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return has;
+}
+
 /* --- writing ---------------------------------------------------------------------------- */
 
 /* Writes data to `name` in the directory: a temporary file (0600, O_EXCL), then rename. */

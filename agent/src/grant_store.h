@@ -89,6 +89,10 @@ cmr_grant_lookup_t cmr_grant_store_lookup(cmr_grant_store_t *s, const char *name
                                           uint8_t **bytes, size_t *len, cmr_grant_t *grant_out,
                                           cmr_grant_verdict_t *why);
 
+/* Whether the cache holds a grant of the expected environment for original digest
+ * `original_digest` (its file is in the index; not read, not verified). */
+bool cmr_grant_store_has(cmr_grant_store_t *s, const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES]);
+
 /* Verifies an encoded grant for bytes (against its own environment and original digest,
  * which must equal `original_digest`) and writes both to the cache. 0, or -1 with errbuf
  * filled (a refused grant names its verdict). */

@@ -73,6 +73,7 @@
 #include "cmr/grant.h"
 #include "cmr/ids.h"
 #include "cmr/instr_budget.h"
+#include "cmr/instr_ahead.h"
 #include "cmr/instr_cache.h"
 #include "cmr/instr_diagnose.h"
 #include "cmr/instr_prepare.h"
@@ -167,14 +168,16 @@ typedef struct worker {
     cmr_topic_set_t topics_ok; /* command topics known to exist */
     /* Counters: atomic, the /metrics thread reads them while the worker runs. */
     _Atomic uint64_t classes, redefines, resends, originals;
-    _Atomic uint64_t hash_mismatch;   /* ClassLoaded refused: bytes do not hash to class_hash */
-    _Atomic uint64_t trivial;         /* methods left out as trivial (accessors, tiny leaves), per decision */
-    cmr_log_limiter_t mismatch_limit; /* of their log lines */
-    cmr_signer_t *signer;             /* owned: signs every command */
-    int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
-    int64_t grant_lifetime_ms;        /* of class grants (trust.grant.lifetime.ms); 0: none sent */
-    _Atomic uint64_t cached_at_agent; /* Redefines not sent: the agent runs those bytes from its cache */
-    int replaying;                    /* catch-up of a newly assigned partition: cache only, no commands */
+    _Atomic uint64_t hash_mismatch;             /* ClassLoaded refused: bytes do not hash to class_hash */
+    _Atomic uint64_t trivial;                   /* methods left out as trivial (accessors, tiny leaves), per decision */
+    cmr_log_limiter_t mismatch_limit;           /* of their log lines */
+    cmr_signer_t *signer;                       /* owned: signs every command */
+    int64_t lifetime_ms;                        /* of every command (trust.command.lifetime.ms) */
+    int64_t grant_lifetime_ms;                  /* of class grants (trust.grant.lifetime.ms); 0: none sent */
+    _Atomic uint64_t cached_at_agent;           /* Redefines not sent: the agent runs those bytes from its cache */
+    cmr_instr_ahead_t *ahead;                   /* owned: grants kept to send ahead to new JVMs; NULL: off */
+    _Atomic uint64_t ahead_sets, ahead_classes; /* JVMs sent classes ahead, and those classes */
+    int replaying;                              /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
     cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
     budget_t budget;     /* the overhead budget (instr_budget.h) */
@@ -585,6 +588,8 @@ static int emit_prepared(worker_t *w, uint64_t agent, const char *instance, int6
             rc = send_method_entries(w, meta, b);
         if (rc == 0)
             w->redefines++;
+        if (rc == 0 && w->ahead && r.grant.len) /* for the next JVMs of the environment */
+            cmr_instr_ahead_put(w->ahead, r.grant.data, r.grant.len, b->bytes, b->len);
         cmr_log(p->diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
                 "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b->n_methods,
                 b->n_refused, p->diag ? p->diag->id : "-");
@@ -948,6 +953,52 @@ static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t 
             w->hash_mismatch, suppressed);
 }
 
+/* --- classes granted ahead (instr_ahead.h) ---------------------------------------------- */
+
+#define AHEAD_MESSAGE_BYTES (1u << 20) /* grants and bytes per ClassGrants message */
+
+typedef struct ahead_ctx {
+    worker_t *w;
+    const char *instance, *topic;
+    size_t bytes;
+} ahead_ctx_t;
+
+static int send_ahead_part(const cmr_class_grants_t *m, void *ud)
+{
+    ahead_ctx_t *x = ud;
+    for (size_t i = 0; i < m->classes.count; i++)
+        x->bytes += m->classes.items[i].bytecode.len + m->classes.items[i].grant.len;
+    return send_msg(x->w, CMR_MSG_CLASS_GRANTS, m, x->instance, x->topic);
+}
+
+/* The first record of a JVM (a new instance of the agent): the classes this worker has
+ * granted for its environment at the current revision go to it now, before it loads
+ * them, in ClassGrants commands; the agent instruments them as they load. */
+static int send_ahead(worker_t *w, uint64_t agent, const char *instance, const char *env_id)
+{
+    int64_t revision;
+    if (!w->ahead || w->replaying || !env_of(w, env_id, &revision))
+        return 0;
+    size_t n = cmr_instr_ahead_count(w->ahead, env_id, revision);
+    char topic[CMR_TOPIC_NAME_MAX];
+    if (n == 0 || command_topic(w, instance, topic, sizeof topic) != 0)
+        return 0;
+    int64_t t0 = cmr_mono_ns();
+    ahead_ctx_t x = {w, instance, topic, 0};
+    int rc =
+        cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, AHEAD_MESSAGE_BYTES, send_ahead_part, &x);
+    if (rc == 0) {
+        w->ahead_sets++;
+        w->ahead_classes += n;
+    }
+    char eenv[300];
+    cmr_log(rc == 0 ? CMR_LOG_INFO : CMR_LOG_WARN, "instr.granted_ahead",
+            "agent=%016" PRIx64 " environment=\"%s\" revision=%" PRId64 " classes=%zu bytes=%zu took_us=%lld%s", agent,
+            cmr_log_escape(env_id, eenv, sizeof eenv), revision, n, x.bytes, (long long)((cmr_mono_ns() - t0) / 1000),
+            rc == 0 ? "" : " result=failed");
+    return rc;
+}
+
 /* Handles one ClassLoaded inside the current unit. */
 static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition)
 {
@@ -971,8 +1022,13 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         return 0;
     }
     w->classes++;
+    cmr_instr_agent_rec_t known;
+    bool new_jvm =
+        cmr_instr_cache_agent(w->cache, agent, &known) == 0 || strcmp(known.instance_id, cl->instance_id) != 0;
     cmr_instr_cache_put_agent(w->cache, agent, &ar);
     if (ask_resync(w, agent, cl->instance_id, partition) != 0)
+        return -1;
+    if (new_jvm && send_ahead(w, agent, cl->instance_id, cl->environment_id) != 0)
         return -1;
 
     cmr_instr_meta_t meta;
@@ -1955,6 +2011,14 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     if (cmr_conf_get_int(conf, "trust.grant.lifetime.ms", 604800000, 0, CMR_GRANT_MAX_LIFETIME_MS,
                          &w->grant_lifetime_ms, err, errlen) != 0)
         return -1;
+    int64_t ahead_bytes;
+    if (cmr_conf_get_int(conf, "instrumenter.ahead.max_bytes", 64ll << 20, 0, INT64_C(1) << 40, &ahead_bytes, err,
+                         errlen) != 0)
+        return -1;
+    if (ahead_bytes > 0 && w->grant_lifetime_ms > 0 && !(w->ahead = cmr_instr_ahead_new((size_t)ahead_bytes))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int64_t threads;
     if (cmr_conf_get_int(conf, "instrumenter.threads",
@@ -2039,6 +2103,7 @@ static void teardown(worker_t *w)
     cmr_instr_cache_close(w->cache);
     cmr_topic_set_free(&w->topics_ok);
     cmr_signer_free(w->signer);
+    cmr_instr_ahead_free(w->ahead);
     if (w->jobs)
         jobs_discard(w);
     free(w->jobs);
@@ -2158,6 +2223,11 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
         {"cmr_instrumenter_cached_at_agent_total", "counter",
          "Redefines not sent: the agent already runs those instrumented bytes (its cache of instrumented classes)",
          atomic_load(&w->cached_at_agent)},
+        {"cmr_instrumenter_ahead_jvms_total", "counter",
+         "New JVMs sent the classes of their environment ahead of their load (ClassGrants)",
+         atomic_load(&w->ahead_sets)},
+        {"cmr_instrumenter_ahead_classes_total", "counter", "Classes sent ahead of their load, all JVMs",
+         atomic_load(&w->ahead_classes)},
         {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
         {"cmr_instrumenter_budget_removed_total", "counter",
@@ -2287,10 +2357,11 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
 out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
             "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64
-            " class_records_lost=%" PRIu64 " resyncs=%" PRIu64 " cached_at_agent=%" PRIu64,
+            " class_records_lost=%" PRIu64 " resyncs=%" PRIu64 " cached_at_agent=%" PRIu64 " ahead_jvms=%" PRIu64
+            " ahead_classes=%" PRIu64,
             atomic_load(&w.classes), atomic_load(&w.redefines), atomic_load(&w.resends), atomic_load(&w.originals),
             atomic_load(&w.hash_mismatch), atomic_load(&w.records_lost), atomic_load(&w.resyncs),
-            atomic_load(&w.cached_at_agent));
+            atomic_load(&w.cached_at_agent), atomic_load(&w.ahead_sets), atomic_load(&w.ahead_classes));
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     budget_free(&w.budget);

@@ -46,6 +46,11 @@ static const cmr_conf_key_t keys[] = {
      "how long a class grant stays valid (7 days; at most 30): sent with every Redefine of an environment's "
      "instrumentation, it lets a restarted JVM of the environment take those bytes from its agent's cache at load "
      "time (docs/SECURITY.md, 'Class grants'); 0 sends none"},
+    {"instrumenter.ahead.max_bytes", "67108864",
+     "most bytes (instrumented classes and their grants, all environments) kept to send ahead to new JVMs: a JVM of "
+     "an environment gets the classes granted for it as soon as this worker first hears from it, and instruments them "
+     "as they load, without redefinition (docs/AGENT.md, 'Classes granted ahead'; needs trust.grant.lifetime.ms); 0: "
+     "none"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_METRICS_TOKEN_FILE,

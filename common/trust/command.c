@@ -48,7 +48,7 @@ cmr_signer_t *cmr_command_signer_load(const cmr_conf_t *conf, const char *progra
 bool cmr_command_type(cmr_msg_type_t type)
 {
     return type == CMR_MSG_AGENT_CONFIGURATION || type == CMR_MSG_NO_ENVIRONMENT || type == CMR_MSG_REDEFINE ||
-           type == CMR_MSG_BYTECODE_RESEND;
+           type == CMR_MSG_BYTECODE_RESEND || type == CMR_MSG_CLASS_GRANTS;
 }
 
 int cmr_command_wrap(const cmr_signer_t *signer, const char *instance_id, int64_t lifetime_ms, cmr_msg_type_t type,

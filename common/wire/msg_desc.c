@@ -506,6 +506,23 @@ static const cmr_field_desc_t budget_removal_fields[] = {
 static const cmr_record_desc_t budget_removal_desc = {"BudgetRemoval", sizeof(cmr_budget_removal_msg_t),
                                                       budget_removal_fields, TABLE(budget_removal_fields)};
 
+static const cmr_field_desc_t granted_class_fields[] = {
+    FIELD(cmr_granted_class_t, class_name, STRING),
+    FIELD(cmr_granted_class_t, original_digest, BYTES),
+    FIELD(cmr_granted_class_t, grant, BYTES),
+    FIELD(cmr_granted_class_t, bytecode, BYTES),
+};
+static const cmr_record_desc_t granted_class_desc = {"GrantedClass", sizeof(cmr_granted_class_t), granted_class_fields,
+                                                     TABLE(granted_class_fields)};
+
+static const cmr_field_desc_t class_grants_fields[] = {
+    FIELD(cmr_class_grants_t, agent_id, LONG), FIELD(cmr_class_grants_t, environment_id, STRING),
+    FIELD(cmr_class_grants_t, revision, LONG), FIELD(cmr_class_grants_t, part, INT),
+    FIELD(cmr_class_grants_t, parts, INT),     SUB(cmr_class_grants_t, classes, RECORDS, granted_class_desc),
+};
+static const cmr_record_desc_t class_grants_desc = {"ClassGrants", sizeof(cmr_class_grants_t), class_grants_fields,
+                                                    TABLE(class_grants_fields)};
+
 const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_AGENT_REGISTRATION] = &registration_desc,
     [CMR_MSG_AGENT_CONFIGURATION] = &agent_configuration_desc,
@@ -525,4 +542,5 @@ const cmr_record_desc_t *const cmr_msg_descs[CMR_MSG__COUNT] = {
     [CMR_MSG_DIAGNOSIS_TREE] = &diagnosis_tree_desc,
     [CMR_MSG_INGEST_WORKER] = &ingest_worker_desc,
     [CMR_MSG_BUDGET_REMOVAL] = &budget_removal_desc,
+    [CMR_MSG_CLASS_GRANTS] = &class_grants_desc,
 };

@@ -93,6 +93,7 @@ cmr_topic_t cmr_msg_topic(cmr_msg_type_t type)
     case CMR_MSG_NO_ENVIRONMENT:
     case CMR_MSG_BYTECODE_RESEND:
     case CMR_MSG_REDEFINE:
+    case CMR_MSG_CLASS_GRANTS:
     case CMR_MSG_SIGNED_COMMAND: return CMR_TOPIC_COMMANDS;
     case CMR_MSG_CLASS_LOADED: return CMR_TOPIC_CLASSES;
     case CMR_MSG_REDEFINE_RESULT:
@@ -163,6 +164,7 @@ size_t cmr_msg_key(cmr_msg_type_t type, const void *msg, char *buf, size_t len)
     case CMR_MSG_NO_ENVIRONMENT:
     case CMR_MSG_BYTECODE_RESEND:
     case CMR_MSG_REDEFINE:
+    case CMR_MSG_CLASS_GRANTS:
     case CMR_MSG_SIGNED_COMMAND:
         /* One constant key: every command of an agent lands in one partition and keeps
          * its order, however many partitions the command topic was created with. */

@@ -5,19 +5,25 @@
  * runs tests/agent's ShortJob for 1,000 ms counted from its start (an in-memory H2
  * database from Debian's h2.jar: a few hundred org.h2 classes loaded within its first
  * half second), with an environment that records every method of org.h2.*. Asserted:
- * A first such JVM warms the CMR up (not asserted beyond its normal end); then, for a
- * second one:
+ * A first such JVM warms the CMR up: it gets its org.h2 classes by Redefine
+ * (agent.redefine_latency classes=N, N > 0); then, for a second one:
  *   - the JVM ends normally within the bound;
  *   - the agent was configured less than a second after its start (agent.configured
- *     since_start_ms) and applied Redefines of org.h2 classes before the JVM ended
- *     (agent.redefine_latency classes=N, N > 0);
+ *     since_start_ms);
+ *   - the instrumenter sent it the classes it had granted for the first JVM ahead of their
+ *     load (ClassGrants, docs/AGENT.md "Classes granted ahead"): the agent kept them, none
+ *     refused, and org.h2 classes loaded instrumented from them (agent.granted_ahead_stats
+ *     load_hits), which the instrumenter did not redefine again (instr.stopped
+ *     cached_at_agent, at the end of the group);
  *   - the probes of those classes fired and their events reached cmr.events (the topic
  *     cmr-ingest reads): EventBatches of that agent, read back from the topic.
  * Then the agent's cache of instrumented classes (agent.cache.dir) with the same workers: a
- * JVM of 2 s caches its granted Redefines; its restart (same agent name and directory, the
- * environment taken from the previous run) gets those classes instrumented at load
- * (agent.cache_stats load_hits, none refused), the instrumenter sends no Redefine for them
- * (instr.stopped cached_at_agent) and the probes' events reach cmr.events.
+ * JVM of 2 s writes the classes it loaded instrumented (granted ahead) to the cache; its
+ * restart (same agent name and directory, the environment taken from the previous run,
+ * classes granted ahead turned off so that only the cache can serve them) gets those
+ * classes instrumented at load (agent.cache_stats load_hits, none refused), the
+ * instrumenter sends no Redefine for them (instr.stopped cached_at_agent) and the probes'
+ * events reach cmr.events.
  * Skipped (77) where /usr/share/java/h2.jar is missing (Debian's libh2-java).
  *
  * Usage: test_e2e_short_jvm BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH
@@ -220,20 +226,31 @@ static void test_one_second_jvm_is_monitored(void **state)
      * sends: a few hundred ms on the embedded broker) */
     char name[64], out[256] = "";
     run_short_jvm(&jvm, name, sizeof name, out, sizeof out);
+    long long warm_redefined = stderr_value(&jvm, "event=agent.redefine_latency", "classes");
+    fprintf(stderr, "# warm-up JVM: %s | %lld classes redefined\n", out, warm_redefined);
     jvm_proc_cleanup(&jvm);
     jvm_started = false;
-    fprintf(stderr, "# warm-up JVM: %s\n", out);
+    assert_true(warm_redefined > 0);
 
     jvm_proc_t *j = &jvm;
     int64_t started_ms = cmr_wall_ms() - 1000; /* clocks of one machine; a margin all the same */
     run_short_jvm(j, name, sizeof name, out, sizeof out);
     long long since_start = stderr_value(j, "event=agent.configured", "since_start_ms");
-    long long redefined = stderr_value(j, "event=agent.redefine_latency", "classes");
-    fprintf(stderr, "# %s | configured after %lld ms, %lld classes redefined before the JVM ended\n", out, since_start,
-            redefined);
+    long long instrumented = stderr_value(j, "event=agent.redefine_latency", "instrumented");
+    long long kept = stderr_value(j, "event=agent.granted_ahead_stats", "kept");
+    long long refused = stderr_value(j, "event=agent.granted_ahead_stats", "refused");
+    long long ahead_hits = stderr_value(j, "event=agent.granted_ahead_stats", "load_hits");
+    fprintf(stderr,
+            "# %s | configured after %lld ms, %lld classes instrumented before the JVM ended; granted ahead: %lld "
+            "kept, %lld refused, %lld loaded instrumented from them\n",
+            out, since_start, instrumented, kept, refused, ahead_hits);
     print_line(j, "event=agent.stopped");
+    print_line(j, "event=agent.redefine_latency");
     assert_true(since_start >= 0 && since_start < 1000);
-    assert_true(redefined > 0);
+    assert_true(instrumented > 0);
+    assert_true(kept > 0);
+    assert_int_equal(refused, 0);
+    assert_true(ahead_hits > 0);
 
     char instance[64], host[256];
     assert_true(stderr_text(j, "event=agent.started", "instance", instance, sizeof instance));
@@ -270,21 +287,24 @@ static void test_restarted_jvm_uses_cache(void **state)
     }
     assert_true(ready);
 
-    /* the first JVM: 2 s, time for the Redefines of the classes loaded early */
+    /* the first JVM: 2 s; its classes come ahead of their load (the CMR is warm), and those
+     * it loads are written to the cache as they are shipped */
     jvm_proc_t *j = &jvm;
     run_short_jvm_opts(j, name, sizeof name, cache_opt, "2000", out, sizeof out);
-    long long redefined1 = stderr_value(j, "event=agent.redefine_latency", "classes");
+    long long instrumented1 = stderr_value(j, "event=agent.redefine_latency", "instrumented");
     long long written = stderr_value(j, "event=agent.cache_stats", "written");
-    fprintf(stderr, "# first JVM: %s | %lld classes redefined, %lld grants written\n", out, redefined1, written);
+    fprintf(stderr, "# first JVM: %s | %lld classes instrumented, %lld grants written\n", out, instrumented1, written);
     print_line(j, "event=agent.cache_stats");
-    assert_true(redefined1 > 0);
+    assert_true(instrumented1 > 0);
     assert_true(written > 0);
     jvm_proc_cleanup(j);
     jvm_started = false;
 
-    /* its restart: same name, same directory */
+    /* its restart: same name, same directory, nothing granted ahead (the cache alone) */
+    char restart_opt[500];
+    assert_true(FITS(restart_opt, "%s,agent.preload.max.bytes=0", cache_opt));
     int64_t started_ms = cmr_wall_ms() - 1000;
-    run_short_jvm_opts(j, name, sizeof name, cache_opt, "1000", out, sizeof out);
+    run_short_jvm_opts(j, name, sizeof name, restart_opt, "1000", out, sizeof out);
     char source[64] = "";
     assert_true(stderr_text(j, "event=agent.cache_opened", "from", source, sizeof source));
     long long load_hits = stderr_value(j, "event=agent.cache_stats", "load_hits");

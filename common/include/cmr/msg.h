@@ -64,6 +64,7 @@ typedef enum cmr_msg_type {
     CMR_MSG_DIAGNOSIS_TREE,
     CMR_MSG_INGEST_WORKER,
     CMR_MSG_BUDGET_REMOVAL,
+    CMR_MSG_CLASS_GRANTS,
     CMR_MSG__COUNT
 } cmr_msg_type_t;
 
@@ -301,6 +302,27 @@ typedef struct cmr_redefine {
     struct cmr_diagnosis_scope *diagnosis; /* optional: the bytes carry a diagnosis' probes */
     cmr_bytes_t grant;                     /* an encoded class grant (cmr/grant.h); empty: none */
 } cmr_redefine_t;
+
+/* One class of a ClassGrants: the instrumented bytes and the grant that lets the agent run
+ * them in place of the original bytes with this digest. */
+typedef struct cmr_granted_class {
+    char *class_name;
+    cmr_bytes_t original_digest; /* BLAKE2b-256 of the original class bytes */
+    cmr_bytes_t grant;           /* an encoded class grant (cmr/grant.h) */
+    cmr_bytes_t bytecode;        /* the instrumented class */
+} cmr_granted_class_t;
+
+/* cmr.cmd.<instance id>: classes of the agent's environment granted ahead of their load. */
+typedef struct cmr_class_grants {
+    int64_t agent_id;
+    char *environment_id;
+    int64_t revision;
+    int32_t part, parts;
+    struct {
+        cmr_granted_class_t *items;
+        size_t count;
+    } classes;
+} cmr_class_grants_t;
 
 /* cmr.agent-events */
 typedef struct cmr_redefine_result {
@@ -741,6 +763,7 @@ typedef struct cmr_msg {
         cmr_diagnosis_tree_t diagnosis_tree;
         cmr_ingest_worker_t ingest_worker;
         cmr_budget_removal_msg_t budget_removal;
+        cmr_class_grants_t class_grants;
     } u;
 } cmr_msg_t;
 

@@ -1,0 +1,67 @@
+/*
+ * instr_ahead.h - classes granted ahead: the class grants (cmr/grant.h) this worker has
+ * signed, per environment, with their instrumented bytes, kept in memory so that a new
+ * JVM of the environment gets them in ClassGrants commands as soon as the worker first
+ * hears from it, before it loads them (docs/AGENT.md, "Classes granted ahead"). The agent
+ * then instruments those classes as they load, with no RedefineClasses: what its disk
+ * cache does for a restarted JVM, for the first JVM of a host.
+ *
+ * What is kept: for each environment, the latest revision's grants, one per original
+ * class digest (a class granted again replaces its entry and keeps its place), in the
+ * order they were first signed, which is roughly the order in which a JVM of the
+ * environment loads its classes. A grant of a newer revision drops the environment's
+ * older ones; one of an older revision is not kept. Only grants are kept, so never a
+ * diagnosis' bytes (they get none).
+ *
+ * Bounds: at most max_bytes of instrumented bytes and grants over all environments;
+ * grants beyond are not kept (counted). The set is a cache of what was signed: a
+ * restarted worker starts empty and fills again as it signs.
+ *
+ * Threads: one thread (the worker's); /metrics reads the worker's own counters.
+ *
+ * Ownership: the set owns copies of everything; the messages handed to the callback of
+ * cmr_instr_ahead_messages point into the set and live only during the call.
+ */
+#ifndef CMR_INSTR_AHEAD_H
+#define CMR_INSTR_AHEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmr/msg.h"
+
+typedef struct cmr_instr_ahead cmr_instr_ahead_t;
+
+typedef struct cmr_instr_ahead_stats {
+    uint64_t kept;        /* grants put and kept (replacements included) */
+    uint64_t over_budget; /* grants not kept: max_bytes reached */
+    uint64_t stale;       /* grants of an older revision than the environment's, not kept */
+    uint64_t sets_sent;   /* JVMs the classes were offered to */
+    uint64_t classes_sent;
+    size_t classes; /* held now, all environments */
+    size_t bytes;
+} cmr_instr_ahead_stats_t;
+
+/* NULL when out of memory. max_bytes 0: nothing is kept. */
+cmr_instr_ahead_t *cmr_instr_ahead_new(size_t max_bytes);
+void cmr_instr_ahead_free(cmr_instr_ahead_t *x);
+
+/* Keeps an encoded grant with the instrumented bytes it grants (the grant says for which
+ * environment, revision, class and original digest; it is decoded, not verified: the
+ * worker signed it). 1 kept, 0 not kept (over budget, older revision, malformed). */
+int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, const uint8_t *bytes, size_t len);
+
+/* How many classes are held for the environment at this revision. */
+size_t cmr_instr_ahead_count(const cmr_instr_ahead_t *x, const char *environment_id, int64_t revision);
+
+/* Calls fn with the ClassGrants messages that carry every class held for the environment
+ * at this revision, in order, each with at most max_message_bytes of grants and bytes
+ * (a larger class goes alone), numbered part 1..parts. Stops at the first non-zero return
+ * of fn and returns it; 0 when every message was handed over (or there was none). */
+typedef int(cmr_instr_ahead_fn)(const cmr_class_grants_t *m, void *ud);
+int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
+                             size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud);
+
+void cmr_instr_ahead_stats(const cmr_instr_ahead_t *x, cmr_instr_ahead_stats_t *out);
+
+#endif

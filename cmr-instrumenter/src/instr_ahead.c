@@ -1,0 +1,239 @@
+/*
+ * instr_ahead.c - classes granted ahead (see instr_ahead.h).
+ *
+ * Per environment: a vector of entries in the order they were first kept, and a map from
+ * original digest to the entry's index (stored as index + 1), so that a class granted
+ * again replaces its entry in place. Environments are few (an array, searched).
+ */
+#include "cmr/instr_ahead.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/buf.h"
+#include "cmr/grant.h"
+#include "cmr/map.h"
+
+typedef struct entry {
+    char *class_name;
+    uint8_t original_digest[CMR_TRUST_DIGEST_BYTES];
+    uint8_t *grant; /* owned */
+    size_t grant_len;
+    uint8_t *bytes; /* owned */
+    size_t len;
+} entry_t;
+
+typedef struct env {
+    char *id; /* owned */
+    int64_t revision;
+    entry_t *items; /* owned */
+    size_t n, cap;
+    cmr_map_t by_digest; /* original digest -> (void *)(index + 1) */
+} env_t;
+
+struct cmr_instr_ahead {
+    size_t max_bytes;
+    env_t *envs; /* owned */
+    size_t n_envs, cap_envs;
+    cmr_instr_ahead_stats_t stats;
+};
+
+static size_t entry_size(const entry_t *e)
+{
+    return e->len + e->grant_len;
+}
+
+static void entry_free(entry_t *e)
+{
+    free(e->class_name);
+    free(e->grant);
+    free(e->bytes);
+    memset(e, 0, sizeof *e);
+}
+
+/* Drops every class of an environment (its revision stays). */
+static void env_empty(cmr_instr_ahead_t *x, env_t *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        x->stats.classes--;
+        x->stats.bytes -= entry_size(&v->items[i]);
+        entry_free(&v->items[i]);
+    }
+    v->n = 0;
+    cmr_map_clear(&v->by_digest);
+}
+
+cmr_instr_ahead_t *cmr_instr_ahead_new(size_t max_bytes)
+{
+    cmr_instr_ahead_t *x = calloc(1, sizeof *x);
+    if (x)
+        x->max_bytes = max_bytes;
+    return x;
+}
+
+void cmr_instr_ahead_free(cmr_instr_ahead_t *x)
+{
+    if (!x)
+        return;
+    for (size_t i = 0; i < x->n_envs; i++) {
+        env_empty(x, &x->envs[i]);
+        free(x->envs[i].items);
+        cmr_map_free(&x->envs[i].by_digest);
+        free(x->envs[i].id);
+    }
+    free(x->envs);
+    free(x);
+}
+
+static env_t *env_find(const cmr_instr_ahead_t *x, const char *id)
+{
+    for (size_t i = 0; i < x->n_envs; i++)
+        if (strcmp(x->envs[i].id, id) == 0)
+            return &x->envs[i];
+    return NULL;
+}
+
+/* The environment's record, created at `revision` when new; NULL when out of memory. */
+static env_t *env_get(cmr_instr_ahead_t *x, const char *id, int64_t revision)
+{
+    env_t *v = env_find(x, id);
+    if (v)
+        return v;
+    if (CMR_ARRAY_GROW(x->envs, x->cap_envs, x->n_envs + 1) != 0)
+        return NULL;
+    v = &x->envs[x->n_envs];
+    *v = (env_t){.id = strdup(id), .revision = revision};
+    if (!v->id)
+        return NULL;
+    x->n_envs++;
+    return v;
+}
+
+/* A copy of the grant and bytes into e (its name from g); -1 when out of memory. */
+static int entry_fill(entry_t *e, const cmr_grant_t *g, const void *grant, size_t glen, const uint8_t *bytes,
+                      size_t len)
+{
+    *e = (entry_t){.class_name = strdup(g->class_name), .grant = malloc(glen), .bytes = malloc(len)};
+    if (!e->class_name || !e->grant || !e->bytes) {
+        entry_free(e);
+        return -1;
+    }
+    memcpy(e->original_digest, g->original_digest, sizeof e->original_digest);
+    memcpy(e->grant, grant, glen);
+    e->grant_len = glen;
+    memcpy(e->bytes, bytes, len);
+    e->len = len;
+    return 0;
+}
+
+int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, const uint8_t *bytes, size_t len)
+{
+    cmr_grant_t g;
+    if (len == 0 || cmr_grant_decode(grant, grant_len, &g) != CMR_GRANT_OK)
+        return 0;
+    env_t *v = env_get(x, g.environment_id, g.revision);
+    if (!v)
+        return 0;
+    if (g.revision < v->revision) {
+        x->stats.stale++;
+        return 0;
+    }
+    if (g.revision > v->revision) {
+        env_empty(x, v);
+        v->revision = g.revision;
+    }
+    void *slot = cmr_map_get(&v->by_digest, g.original_digest, sizeof g.original_digest);
+    size_t idx = slot ? (size_t)(uintptr_t)slot - 1 : v->n;
+    size_t old = slot ? entry_size(&v->items[idx]) : 0;
+    if (x->stats.bytes - old + len + grant_len > x->max_bytes) {
+        x->stats.over_budget++;
+        return 0;
+    }
+    if (!slot && CMR_ARRAY_GROW(v->items, v->cap, v->n + 1) != 0)
+        return 0;
+    entry_t e;
+    if (entry_fill(&e, &g, grant, grant_len, bytes, len) != 0)
+        return 0;
+    if (!slot && cmr_map_put(&v->by_digest, g.original_digest, sizeof g.original_digest, (void *)(uintptr_t)(idx + 1)) !=
+                     0) {
+        entry_free(&e);
+        return 0;
+    }
+    if (slot) {
+        x->stats.bytes -= old;
+        entry_free(&v->items[idx]);
+    } else {
+        v->n++;
+        x->stats.classes++;
+    }
+    v->items[idx] = e;
+    x->stats.bytes += entry_size(&e);
+    x->stats.kept++;
+    return 1;
+}
+
+size_t cmr_instr_ahead_count(const cmr_instr_ahead_t *x, const char *environment_id, int64_t revision)
+{
+    const env_t *v = environment_id ? env_find(x, environment_id) : NULL;
+    return v && v->revision == revision ? v->n : 0;
+}
+
+/* The messages' parts: how many messages the classes make at max bytes each. */
+static int32_t count_parts(const env_t *v, size_t max)
+{
+    int32_t parts = 0;
+    size_t used = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        size_t sz = entry_size(&v->items[i]);
+        if (parts == 0 || (used > 0 && used + sz > max)) {
+            parts++;
+            used = 0;
+        }
+        used += sz;
+    }
+    return parts;
+}
+
+int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
+                             size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud)
+{
+    env_t *v = environment_id ? env_find(x, environment_id) : NULL;
+    if (!v || v->revision != revision || v->n == 0)
+        return 0;
+    cmr_granted_class_t *items = calloc(v->n, sizeof *items);
+    if (!items)
+        return -1;
+    cmr_class_grants_t m = {.agent_id = agent_id,
+                            .environment_id = v->id,
+                            .revision = revision,
+                            .parts = count_parts(v, max_message_bytes)};
+    int rc = 0;
+    size_t i = 0;
+    while (rc == 0 && i < v->n) {
+        size_t used = 0, first = i;
+        while (i < v->n && (i == first || used + entry_size(&v->items[i]) <= max_message_bytes)) {
+            const entry_t *e = &v->items[i];
+            items[i] = (cmr_granted_class_t){.class_name = e->class_name,
+                                             .original_digest = {(uint8_t *)e->original_digest, CMR_TRUST_DIGEST_BYTES},
+                                             .grant = {e->grant, e->grant_len},
+                                             .bytecode = {e->bytes, e->len}};
+            used += entry_size(e);
+            i++;
+        }
+        m.part++;
+        m.classes.items = items + first;
+        m.classes.count = i - first;
+        rc = fn(&m, ud);
+    }
+    free(items);
+    if (rc == 0) {
+        x->stats.sets_sent++;
+        x->stats.classes_sent += v->n;
+    }
+    return rc;
+}
+
+void cmr_instr_ahead_stats(const cmr_instr_ahead_t *x, cmr_instr_ahead_stats_t *out)
+{
+    *out = x->stats;
+}

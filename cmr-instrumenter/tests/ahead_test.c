@@ -1,0 +1,186 @@
+/*
+ * ahead_test.c - classes granted ahead (cmr-instrumenter/src/instr_ahead.c): grants are
+ * kept per environment at its latest revision, one per original digest, in the order they
+ * were first kept; a newer revision drops the older grants, an older one is not kept; the
+ * byte bound holds; the ClassGrants messages carry every class once, in order, within the
+ * message size (a larger class alone), numbered part 1..parts, and decode as they were
+ * made.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmr/grant.h"
+#include "cmr/instr_ahead.h"
+#include "cmr/wire.h"
+
+static char tmp[64];
+static cmr_signer_t *signer;
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[256], path[160];
+    snprintf(tmp, sizeof tmp, "/tmp/cmr-ahead-test-XXXXXX");
+    assert_non_null(mkdtemp(tmp));
+    assert_int_equal(cmr_trust_keygen(tmp, "cmr", err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/cmr.key", tmp);
+    assert_non_null(signer = cmr_signer_load(path, err, sizeof err));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+    cmr_signer_free(signer);
+    return 0;
+}
+
+/* Class i of an environment: `size` instrumented bytes, original digest from i. */
+static int put(cmr_instr_ahead_t *x, const char *env, int64_t revision, int i, size_t size, uint8_t fill)
+{
+    char name[64], err[256];
+    snprintf(name, sizeof name, "demo/C%d", i);
+    uint8_t orig[CMR_TRUST_DIGEST_BYTES] = {0};
+    orig[0] = (uint8_t)i;
+    orig[1] = (uint8_t)(i >> 8);
+    uint8_t *bytes = malloc(size);
+    memset(bytes, fill, size);
+    cmr_buf_t g = {0};
+    assert_int_equal(cmr_grant_sign(signer, env, revision, name, orig, bytes, size, 60000, &g, err, sizeof err), 0);
+    int kept = cmr_instr_ahead_put(x, g.data, g.len, bytes, size);
+    cmr_buf_free(&g);
+    free(bytes);
+    return kept;
+}
+
+typedef struct seen {
+    int parts, last_part, classes;
+    char names[64][16];
+    size_t max_bytes, largest_message;
+} seen_t;
+
+static int collect(const cmr_class_grants_t *m, void *ud)
+{
+    seen_t *s = ud;
+    assert_int_equal(m->part, s->last_part + 1);
+    s->last_part = m->part;
+    s->parts = m->parts;
+    assert_string_equal(m->environment_id, "shop");
+    /* it goes on the wire as it is */
+    cmr_buf_t enc = {0};
+    char err[256];
+    assert_int_equal(cmr_msg_encode(CMR_MSG_CLASS_GRANTS, m, &enc, err, sizeof err), CMR_WIRE_OK);
+    cmr_msg_t back;
+    assert_int_equal(cmr_msg_decode(enc.data, enc.len, &back, err, sizeof err), CMR_WIRE_OK);
+    assert_int_equal(back.u.class_grants.classes.count, m->classes.count);
+    cmr_msg_free(&back);
+    cmr_buf_free(&enc);
+    size_t bytes = 0;
+    for (size_t i = 0; i < m->classes.count; i++) {
+        const cmr_granted_class_t *c = &m->classes.items[i];
+        cmr_grant_t g;
+        assert_int_equal(cmr_grant_decode(c->grant.data, c->grant.len, &g), CMR_GRANT_OK);
+        assert_string_equal(g.class_name, c->class_name);
+        assert_memory_equal(g.original_digest, c->original_digest.data, CMR_TRUST_DIGEST_BYTES);
+        snprintf(s->names[s->classes++], sizeof s->names[0], "%s", c->class_name);
+        bytes += c->bytecode.len + c->grant.len;
+    }
+    if (m->classes.count > 1)
+        assert_true(bytes <= s->max_bytes);
+    if (bytes > s->largest_message)
+        s->largest_message = bytes;
+    return 0;
+}
+
+static void test_order_replacement_and_messages(void **state)
+{
+    (void)state;
+    cmr_instr_ahead_t *x = cmr_instr_ahead_new(1 << 20);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(put(x, "shop", 3, i, 1000, 1), 1);
+    assert_int_equal(put(x, "shop", 3, 4, 1200, 2), 1); /* C4 again: replaced in its place */
+    assert_int_equal(put(x, "billing", 1, 0, 500, 1), 1);
+    assert_int_equal(cmr_instr_ahead_count(x, "shop", 3), 10);
+    assert_int_equal(cmr_instr_ahead_count(x, "shop", 2), 0);
+    assert_int_equal(cmr_instr_ahead_count(x, "billing", 1), 1);
+    assert_int_equal(cmr_instr_ahead_count(x, "none", 1), 0);
+
+    /* about three classes per message (each ~1,000 bytes and a grant of ~300) */
+    seen_t s = {.max_bytes = 4000};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, s.max_bytes, collect, &s), 0);
+    assert_int_equal(s.classes, 10);
+    assert_int_equal(s.last_part, s.parts);
+    assert_true(s.parts >= 3 && s.parts <= 5);
+    for (int i = 0; i < 10; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "demo/C%d", i);
+        assert_string_equal(s.names[i], want);
+    }
+    /* a message size smaller than a class: one class per message */
+    seen_t one = {.max_bytes = 10};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, one.max_bytes, collect, &one), 0);
+    assert_int_equal(one.parts, 10);
+    /* none for an older revision or an unknown environment */
+    seen_t none = {.max_bytes = 4000};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 2, 42, none.max_bytes, collect, &none), 0);
+    assert_int_equal(cmr_instr_ahead_messages(x, "none", 3, 42, none.max_bytes, collect, &none), 0);
+    assert_int_equal(none.classes, 0);
+
+    cmr_instr_ahead_stats_t st;
+    cmr_instr_ahead_stats(x, &st);
+    assert_int_equal(st.classes, 11);
+    assert_int_equal(st.kept, 12);
+    assert_int_equal(st.sets_sent, 2);
+    assert_int_equal(st.classes_sent, 20);
+    cmr_instr_ahead_free(x);
+}
+
+static void test_revisions_and_bound(void **state)
+{
+    (void)state;
+    cmr_instr_ahead_t *x = cmr_instr_ahead_new(5000);
+    assert_int_equal(put(x, "shop", 3, 0, 1000, 1), 1);
+    assert_int_equal(put(x, "shop", 3, 1, 1000, 1), 1);
+    assert_int_equal(put(x, "shop", 2, 2, 1000, 1), 0); /* older revision: not kept */
+    assert_int_equal(put(x, "shop", 4, 3, 1000, 1), 1); /* newer: the older grants go */
+    assert_int_equal(cmr_instr_ahead_count(x, "shop", 3), 0);
+    assert_int_equal(cmr_instr_ahead_count(x, "shop", 4), 1);
+    cmr_instr_ahead_stats_t st;
+    cmr_instr_ahead_stats(x, &st);
+    assert_int_equal(st.stale, 1);
+    assert_int_equal(st.classes, 1);
+    /* the bound: ~1,300 bytes a class, 5,000 bytes in all */
+    int kept = 0;
+    for (int i = 10; i < 20; i++)
+        kept += put(x, "shop", 4, i, 1000, 1);
+    cmr_instr_ahead_stats(x, &st);
+    assert_true(kept >= 1 && kept <= 3);
+    assert_true(st.bytes <= 5000);
+    assert_int_equal(st.over_budget, (uint64_t)(10 - kept));
+    /* malformed grants are not kept */
+    uint8_t junk[40] = {0}, bytes[10] = {0};
+    assert_int_equal(cmr_instr_ahead_put(x, junk, sizeof junk, bytes, sizeof bytes), 0);
+    cmr_instr_ahead_free(x);
+
+    cmr_instr_ahead_t *off = cmr_instr_ahead_new(0);
+    assert_int_equal(put(off, "shop", 1, 0, 100, 1), 0);
+    cmr_instr_ahead_free(off);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_order_replacement_and_messages),
+        cmocka_unit_test(test_revisions_and_bound),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
