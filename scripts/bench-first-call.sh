@@ -9,6 +9,10 @@
 #   redefine p50/p99 of class load -> redefined, counted from the agent being configured
 #                  for classes loaded before it (agent.redefine_latency's since_configured
 #                  figures; builds before them print only load -> redefined)
+#   instrumented   every class instrumented: redefined, and at load (granted ahead by the
+#                  CMR, or from the cache) counted as 0 (agent.redefine_latency's at_load
+#                  and instrumented_* figures; AGENT_EXTRA=,agent.preload.max.bytes=0 runs
+#                  the agents without the classes granted ahead, for the comparison)
 # With BASE=DIR (a build of another commit, e.g. main), the same runs against that build
 # first, for the comparison in the same conditions.
 # With CACHE=1 (a build with the agent's cache of instrumented classes, agent.cache.dir),
@@ -114,6 +118,9 @@ YAML
                 n ? a[int((n + 1) / 2)] : "NA", med("p50_ms"), med("p99_ms")
             if (med("since_configured_p99_ms") != "NA")
                 printf " since_configured p50_ms=%s p99_ms=%s", med("since_configured_p50_ms"), med("since_configured_p99_ms")
+            if (med("instrumented") != "NA")
+                printf " | instrumented classes=%s at_load=%s p50_ms=%s p99_ms=%s", med("instrumented"), med("at_load"),
+                    med("instrumented_p50_ms"), med("instrumented_p99_ms")
             printf "\n"
         }' "$all"
     stop_stack "${pids[@]}"

@@ -120,6 +120,7 @@ typedef struct cmr_agent {
      * those hook calls (agent.granted_ahead_stats). */
     cmr_grant_preload_t *preload;
     _Atomic uint64_t preload_load_hits, preload_hit_ns_total;
+    int64_t preload_trim_ms; /* when the unused ones go (control thread; 0: nothing to trim) */
 } cmr_agent_t;
 
 extern cmr_agent_t *cmr_agent_self;
@@ -168,6 +169,9 @@ void cmr_agent_take_grants(cmr_agent_t *a, const cmr_class_grants_t *cg);
 /* A class that loaded with bytes granted ahead goes to the cache on disk as well (when
  * there is one and it lacks the class), for a restart of this JVM. Control thread. */
 void cmr_agent_keep_ahead(cmr_agent_t *a, const char *name, int64_t loader_id);
+/* agent.preload.keep.ms after the last ClassGrants, the classes granted ahead that no load
+ * used are dropped (logged). Control thread. */
+void cmr_agent_trim_ahead(cmr_agent_t *a, int64_t now_ms);
 void cmr_agent_revert_cached(cmr_agent_t *a, JNIEnv *env);
 /* The load hook's part (agent_entry.c): the instrumented bytes granted for a class being
  * loaded (or captured again), from the classes granted ahead or the cache, verified, in

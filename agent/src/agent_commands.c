@@ -468,6 +468,7 @@ void cmr_agent_take_grants(cmr_agent_t *a, const cmr_class_grants_t *cg)
             first_class = g->class_name ? g->class_name : "";
         }
     }
+    a->preload_trim_ms = cmr_mono_ms() + a->settings.preload_keep_ms;
     cmr_log(CMR_LOG_INFO, "agent.granted_ahead",
             "environment=\"%s\" revision=%lld part=%d parts=%d classes=%zu kept=%zu refused=%zu over_budget=%zu "
             "took_us=%lld",
@@ -480,6 +481,18 @@ void cmr_agent_take_grants(cmr_agent_t *a, const cmr_class_grants_t *cg)
                 "redefinition\"",
                 refused, cmr_log_escape(first_class, ename, sizeof ename), cmr_grant_verdict_name(first_why));
     }
+}
+
+void cmr_agent_trim_ahead(cmr_agent_t *a, int64_t now_ms)
+{
+    if (!a->preload || !a->preload_trim_ms || now_ms < a->preload_trim_ms)
+        return;
+    a->preload_trim_ms = 0;
+    size_t dropped = cmr_grant_preload_trim(a->preload);
+    cmr_grant_preload_stats_t st;
+    cmr_grant_preload_stats(a->preload, &st);
+    cmr_log(CMR_LOG_INFO, "agent.granted_ahead_trimmed", "dropped=%zu kept=%zu bytes=%zu", dropped, st.classes,
+            st.bytes);
 }
 
 void cmr_agent_keep_ahead(cmr_agent_t *a, const char *name, int64_t loader_id)

@@ -767,6 +767,7 @@ static void *control_main(void *arg)
             cmr_agent_end_due_diagnoses(a, c->env);
         if (a->mode == CMR_MODE_FULL)
             measure_probe_cost(c);
+        cmr_agent_trim_ahead(a, now);
         if (cmr_agent_diags_take_changed(a->diags) && a->mode == CMR_MODE_FULL)
             cmr_agent_send_status(a, a->connected ? CMR_AGENT_FULL : CMR_AGENT_DISCONNECTED);
         /* periodic status while configured (agent.status.interval.ms; 0: only changes) */

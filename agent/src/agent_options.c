@@ -69,6 +69,9 @@ static const cmr_conf_key_t agent_keys[] = {
      "docs/AGENT.md, "
      "\"Classes granted ahead\"): such a class is instrumented as it loads, without redefinition; 0: none kept, every "
      "class is instrumented by redefinition"},
+    {"agent.preload.keep.ms", "600000",
+     "how long after the last classes granted ahead arrived those that no class load used are kept (10 min); those "
+     "used stay for the JVM's life"},
     {"agent.environment", NULL,
      "the environment id whose cached classes this JVM may use before the CMR configures it (default: the one the CMR "
      "gave the previous run of this agent name, recorded in agent.cache.dir); a different answer from the CMR "
@@ -319,6 +322,8 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
                          errlen) ||
         cmr_conf_get_int(conf, "agent.cache.max.files", 20000, 0, 10000000, &out->cache_max_files, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.preload.max.bytes", 64 << 20, 0, INT64_C(1) << 40, &out->preload_max_bytes,
+                         errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.preload.keep.ms", 600000, 1000, INT64_C(7) * 86400000, &out->preload_keep_ms,
                          errbuf, errlen))
         return -1;
     if (parse_trust_keys(conf, out, errbuf, errlen) != 0)

@@ -68,6 +68,7 @@ typedef struct cmr_agent_settings {
     int64_t cache_max_bytes;   /* agent.cache.max.bytes, default 64 MiB */
     int64_t cache_max_files;   /* agent.cache.max.files, default 20000 */
     int64_t preload_max_bytes; /* agent.preload.max.bytes, default 64 MiB (0: no class granted ahead is kept) */
+    int64_t preload_keep_ms;   /* agent.preload.keep.ms, default 10 min: unused classes granted ahead */
     char environment[128];     /* agent.environment: cached classes of it may run before configuration */
 } cmr_agent_settings_t;
 

@@ -24,14 +24,15 @@ typedef struct entry {
     size_t grant_len;
     uint8_t *bytes;
     size_t len;
+    bool served; /* a lookup handed it out */
 } entry_t;
 
 struct cmr_grant_preload {
     const cmr_verifier_t *verifier; /* not owned */
     size_t max_bytes;
-    pthread_mutex_t lock; /* guards everything below */
+    pthread_mutex_t lock;                 /* guards everything below */
     char expected[CMR_GRANT_ENV_MAX + 1]; /* the agent's environment ("": none) */
-    cmr_map_t by_digest;  /* original digest (32 bytes) -> entry_t * (owned) */
+    cmr_map_t by_digest;                  /* original digest (32 bytes) -> entry_t * (owned) */
     cmr_grant_preload_stats_t stats;
 };
 
@@ -125,9 +126,9 @@ void cmr_grant_preload_expect(cmr_grant_preload_t *p, const char *environment_id
 }
 
 cmr_grant_preload_add_t cmr_grant_preload_add(cmr_grant_preload_t *p, const char *class_name,
-                                              const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES],
-                                              const void *grant, size_t grant_len, const uint8_t *bytes, size_t len,
-                                              int64_t now_ms, cmr_grant_verdict_t *why)
+                                              const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES], const void *grant,
+                                              size_t grant_len, const uint8_t *bytes, size_t len, int64_t now_ms,
+                                              cmr_grant_verdict_t *why)
 {
     /* verified outside the lock (tens of microseconds), against the environment expected
      * now; checked again under the lock, in case it changed meanwhile */
@@ -137,7 +138,7 @@ cmr_grant_preload_add_t cmr_grant_preload_add(cmr_grant_preload_t *p, const char
     pthread_mutex_unlock(&p->lock);
     cmr_grant_t g;
     cmr_grant_expect_t want = {env, class_name, original_digest, bytes, len};
-    cmr_grant_verdict_t v = !env[0]                  ? CMR_GRANT_WRONG_ENVIRONMENT
+    cmr_grant_verdict_t v = !env[0]                 ? CMR_GRANT_WRONG_ENVIRONMENT
                             : class_name && len > 0 ? cmr_grant_verify(p->verifier, grant, grant_len, &want, now_ms, &g)
                                                     : CMR_GRANT_MALFORMED;
     pthread_mutex_lock(&p->lock);
@@ -187,11 +188,31 @@ bool cmr_grant_preload_lookup(cmr_grant_preload_t *p, const char *name, const ui
         *len = e->len;
         memcpy(applied, e->instrumented_digest, CMR_TRUST_DIGEST_BYTES);
         *revision = e->revision;
+        e->served = true;
         p->stats.hits++;
         hit = true;
     }
     pthread_mutex_unlock(&p->lock);
     return hit;
+}
+
+size_t cmr_grant_preload_trim(cmr_grant_preload_t *p)
+{
+    pthread_mutex_lock(&p->lock);
+    /* the unused digests first (the map is not changed while it is walked) */
+    size_t n = 0, cap = p->stats.classes, it = 0, klen;
+    uint8_t(*unused)[CMR_TRUST_DIGEST_BYTES] = cap ? malloc(cap * sizeof *unused) : NULL;
+    const void *k;
+    void *v;
+    while (unused && cmr_map_next(&p->by_digest, &it, &k, &klen, &v))
+        if (!((entry_t *)v)->served && n < cap)
+            memcpy(unused[n++], k, CMR_TRUST_DIGEST_BYTES);
+    for (size_t i = 0; i < n; i++)
+        drop_one(p, unused[i]);
+    p->stats.trimmed += n;
+    pthread_mutex_unlock(&p->lock);
+    free(unused);
+    return n;
 }
 
 bool cmr_grant_preload_copy(cmr_grant_preload_t *p, const uint8_t digest[CMR_TRUST_DIGEST_BYTES], uint8_t **grant,

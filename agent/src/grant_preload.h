@@ -13,7 +13,9 @@
  * the grant's validity, under a mutex held for a map lookup and a copy.
  *
  * Bounds: at most max_bytes of instrumented bytes (classes beyond are not kept, counted);
- * a class granted again (same original digest) replaces the one held.
+ * a class granted again (same original digest) replaces the one held. Classes no load has
+ * used can be dropped (cmr_grant_preload_trim, some minutes after they came); those used
+ * stay, as a RetransformClasses of such a class must get the same bytes again.
  *
  * Threads: adds and clears on the control thread, lookups on application threads (the
  * load hook); one mutex.
@@ -34,13 +36,14 @@
 typedef struct cmr_grant_preload cmr_grant_preload_t;
 
 typedef struct cmr_grant_preload_stats {
-    uint64_t received;    /* classes offered (every ClassGrants entry) */
-    uint64_t kept;        /* verified and kept (replacements included) */
-    uint64_t refused;     /* their grant did not verify (sum of refusals[]) */
+    uint64_t received; /* classes offered (every ClassGrants entry) */
+    uint64_t kept;     /* verified and kept (replacements included) */
+    uint64_t refused;  /* their grant did not verify (sum of refusals[]) */
     uint64_t refusals[CMR_GRANT_VERDICT__COUNT];
     uint64_t over_budget; /* verified, not kept: max_bytes reached */
     uint64_t hits;        /* lookups that handed bytes out */
     uint64_t expired;     /* lookups that found a grant past its validity (dropped) */
+    uint64_t trimmed;     /* classes dropped unused (cmr_grant_preload_trim) */
     size_t classes;       /* held now */
     size_t bytes;         /* instrumented bytes held now */
 } cmr_grant_preload_stats_t;
@@ -64,18 +67,21 @@ void cmr_grant_preload_expect(cmr_grant_preload_t *p, const char *environment_id
  * name the expected environment, this class and the original digest, and the
  * instrumented bytes must have the granted digest. */
 cmr_grant_preload_add_t cmr_grant_preload_add(cmr_grant_preload_t *p, const char *class_name,
-                                              const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES],
-                                              const void *grant, size_t grant_len, const uint8_t *bytes, size_t len,
-                                              int64_t now_ms, cmr_grant_verdict_t *why);
+                                              const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES], const void *grant,
+                                              size_t grant_len, const uint8_t *bytes, size_t len, int64_t now_ms,
+                                              cmr_grant_verdict_t *why);
 
 /* The instrumented bytes granted for class `name` loading with original digest `digest`,
  * at wall time now_ms. true: *bytes (malloc'd, the caller
  * frees), *len, applied (the digest of those bytes) and *revision are set. false: none
  * (also when the grant has expired: it is dropped). */
-bool cmr_grant_preload_lookup(cmr_grant_preload_t *p, const char *name,
-                              const uint8_t digest[CMR_TRUST_DIGEST_BYTES], int64_t now_ms, uint8_t **bytes,
-                              size_t *len, uint8_t applied[CMR_TRUST_DIGEST_BYTES], int64_t *revision);
+bool cmr_grant_preload_lookup(cmr_grant_preload_t *p, const char *name, const uint8_t digest[CMR_TRUST_DIGEST_BYTES],
+                              int64_t now_ms, uint8_t **bytes, size_t *len, uint8_t applied[CMR_TRUST_DIGEST_BYTES],
+                              int64_t *revision);
 
+
+/* Drops the classes no lookup has handed out yet; returns how many. */
+size_t cmr_grant_preload_trim(cmr_grant_preload_t *p);
 
 /* Copies of the grant and the instrumented bytes held for original digest `digest`
  * (malloc'd, the caller frees both): for the cache of grants on disk, once such a class

@@ -4,8 +4,8 @@
  * its original digest and its instrumented bytes, under a pinned key and within its
  * validity; a lookup hands it out only to a load of those original bytes under that name;
  * a new environment drops everything; the byte bound holds; a class granted again replaces
- * the one held; an expired grant is dropped at lookup; the copy for the disk cache is the
- * grant and the bytes as received.
+ * the one held; an expired grant is dropped at lookup; trimming drops only the classes no
+ * load used; the copy for the disk cache is the grant and the bytes as received.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -228,12 +228,36 @@ static void test_environment_change_bound_and_replacement(void **state)
     cmr_grant_preload_free(p);
 }
 
+static void test_trim_drops_only_unused(void **state)
+{
+    (void)state;
+    cmr_grant_preload_t *p = cmr_grant_preload_new(verifier, 1 << 20);
+    cmr_grant_preload_expect(p, "shop");
+    cmr_buf_t g = {0};
+    sign_for(signer, "shop", "demo/Work", instrumented, sizeof instrumented, DAY_MS, &g);
+    cmr_grant_verdict_t why;
+    assert_int_equal(add(p, &g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_KEPT);
+    assert_int_equal(cmr_grant_preload_trim(p), 1); /* never loaded */
+    assert_false(served(p, "demo/Work", instrumented, sizeof instrumented, cmr_wall_ms()));
+    assert_int_equal(add(p, &g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_KEPT);
+    assert_true(served(p, "demo/Work", instrumented, sizeof instrumented, cmr_wall_ms()));
+    assert_int_equal(cmr_grant_preload_trim(p), 0); /* loaded: kept for a retransform */
+    assert_true(served(p, "demo/Work", instrumented, sizeof instrumented, cmr_wall_ms()));
+    cmr_grant_preload_stats_t st;
+    cmr_grant_preload_stats(p, &st);
+    assert_int_equal(st.trimmed, 1);
+    assert_int_equal(st.classes, 1);
+    cmr_buf_free(&g);
+    cmr_grant_preload_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verified_class_is_served_to_its_load_only),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_environment_change_bound_and_replacement),
+        cmocka_unit_test(test_trim_drops_only_unused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,9 +1,10 @@
 /*
  * instr_ahead.c - classes granted ahead (see instr_ahead.h).
  *
- * Per environment: a vector of entries in the order they were first kept, and a map from
+ * Per environment: a vector of entries in the order they were first kept, a map from
  * original digest to the entry's index (stored as index + 1), so that a class granted
- * again replaces its entry in place. Environments are few (an array, searched).
+ * again replaces its entry in place, and one from class hash to the same index, for the
+ * load counts. Environments are few (an array, searched).
  */
 #include "cmr/instr_ahead.h"
 
@@ -16,6 +17,8 @@
 
 typedef struct entry {
     char *class_name;
+    uint64_t class_hash;
+    uint32_t loads; /* JVMs that loaded the class since it was kept */
     uint8_t original_digest[CMR_TRUST_DIGEST_BYTES];
     uint8_t *grant; /* owned */
     size_t grant_len;
@@ -28,7 +31,8 @@ typedef struct env {
     int64_t revision;
     entry_t *items; /* owned */
     size_t n, cap;
-    cmr_map_t by_digest; /* original digest -> (void *)(index + 1) */
+    cmr_map_t by_digest;  /* original digest -> (void *)(index + 1) */
+    cmr_u64map_t by_hash; /* class hash -> (void *)(index + 1) */
 } env_t;
 
 struct cmr_instr_ahead {
@@ -61,6 +65,7 @@ static void env_empty(cmr_instr_ahead_t *x, env_t *v)
     }
     v->n = 0;
     cmr_map_clear(&v->by_digest);
+    cmr_u64map_clear(&v->by_hash);
 }
 
 cmr_instr_ahead_t *cmr_instr_ahead_new(size_t max_bytes)
@@ -79,6 +84,7 @@ void cmr_instr_ahead_free(cmr_instr_ahead_t *x)
         env_empty(x, &x->envs[i]);
         free(x->envs[i].items);
         cmr_map_free(&x->envs[i].by_digest);
+        cmr_u64map_free(&x->envs[i].by_hash);
         free(x->envs[i].id);
     }
     free(x->envs);
@@ -126,7 +132,8 @@ static int entry_fill(entry_t *e, const cmr_grant_t *g, const void *grant, size_
     return 0;
 }
 
-int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, const uint8_t *bytes, size_t len)
+int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, uint64_t class_hash,
+                        const uint8_t *bytes, size_t len)
 {
     cmr_grant_t g;
     if (len == 0 || cmr_grant_decode(grant, grant_len, &g) != CMR_GRANT_OK)
@@ -154,13 +161,17 @@ int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_le
     entry_t e;
     if (entry_fill(&e, &g, grant, grant_len, bytes, len) != 0)
         return 0;
-    if (!slot && cmr_map_put(&v->by_digest, g.original_digest, sizeof g.original_digest, (void *)(uintptr_t)(idx + 1)) !=
-                     0) {
+    void *as_index = (void *)(uintptr_t)(idx + 1);
+    if (!slot && (cmr_map_put(&v->by_digest, g.original_digest, sizeof g.original_digest, as_index) != 0 ||
+                  cmr_u64map_put(&v->by_hash, class_hash, as_index) != 0)) {
+        cmr_map_del(&v->by_digest, g.original_digest, sizeof g.original_digest, NULL);
         entry_free(&e);
         return 0;
     }
+    e.class_hash = class_hash;
     if (slot) {
         x->stats.bytes -= old;
+        e.loads = v->items[idx].loads;
         entry_free(&v->items[idx]);
     } else {
         v->n++;
@@ -172,47 +183,80 @@ int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_le
     return 1;
 }
 
+void cmr_instr_ahead_loaded(cmr_instr_ahead_t *x, const char *environment_id, uint64_t class_hash)
+{
+    env_t *v = environment_id ? env_find(x, environment_id) : NULL;
+    void *slot = v ? cmr_u64map_get(&v->by_hash, class_hash) : NULL;
+    if (slot && v->items[(uintptr_t)slot - 1].loads < UINT32_MAX)
+        v->items[(uintptr_t)slot - 1].loads++;
+}
+
 size_t cmr_instr_ahead_count(const cmr_instr_ahead_t *x, const char *environment_id, int64_t revision)
 {
     const env_t *v = environment_id ? env_find(x, environment_id) : NULL;
     return v && v->revision == revision ? v->n : 0;
 }
 
-/* The messages' parts: how many messages the classes make at max bytes each. */
-static int32_t count_parts(const env_t *v, size_t max)
+/* The order classes are sent in: most loaded first, ties in the order they were kept. */
+static const env_t *sort_env;
+
+static int by_loads(const void *a, const void *b)
 {
-    int32_t parts = 0;
-    size_t used = 0;
-    for (size_t i = 0; i < v->n; i++) {
-        size_t sz = entry_size(&v->items[i]);
-        if (parts == 0 || (used > 0 && used + sz > max)) {
-            parts++;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    uint32_t li = sort_env->items[i].loads, lj = sort_env->items[j].loads;
+    if (li != lj)
+        return li > lj ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* How many of order[] fit in max_jvm bytes (at least one), and in how many messages of
+ * max_message bytes they go (*parts). */
+static size_t plan(const env_t *v, const size_t *order, size_t max_jvm, size_t max_message, int32_t *parts)
+{
+    size_t n = 0, total = 0, used = 0;
+    *parts = 0;
+    for (; n < v->n; n++) {
+        size_t sz = entry_size(&v->items[order[n]]);
+        if (n > 0 && total + sz > max_jvm)
+            break;
+        total += sz;
+        if (*parts == 0 || (used > 0 && used + sz > max_message)) {
+            (*parts)++;
             used = 0;
         }
         used += sz;
     }
-    return parts;
+    return n;
 }
 
 int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
-                             size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud)
+                             size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud,
+                             size_t *sent)
 {
+    if (sent)
+        *sent = 0;
     env_t *v = environment_id ? env_find(x, environment_id) : NULL;
     if (!v || v->revision != revision || v->n == 0)
         return 0;
+    size_t *order = malloc(v->n * sizeof *order);
     cmr_granted_class_t *items = calloc(v->n, sizeof *items);
-    if (!items)
+    if (!order || !items) {
+        free(order);
+        free(items);
         return -1;
-    cmr_class_grants_t m = {.agent_id = agent_id,
-                            .environment_id = v->id,
-                            .revision = revision,
-                            .parts = count_parts(v, max_message_bytes)};
+    }
+    for (size_t i = 0; i < v->n; i++)
+        order[i] = i;
+    sort_env = v; /* one thread (instr_ahead.h) */
+    qsort(order, v->n, sizeof *order, by_loads);
+    cmr_class_grants_t m = {.agent_id = agent_id, .environment_id = v->id, .revision = revision};
+    size_t n = plan(v, order, max_jvm_bytes, max_message_bytes, &m.parts);
     int rc = 0;
     size_t i = 0;
-    while (rc == 0 && i < v->n) {
+    while (rc == 0 && i < n) {
         size_t used = 0, first = i;
-        while (i < v->n && (i == first || used + entry_size(&v->items[i]) <= max_message_bytes)) {
-            const entry_t *e = &v->items[i];
+        while (i < n && (i == first || used + entry_size(&v->items[order[i]]) <= max_message_bytes)) {
+            const entry_t *e = &v->items[order[i]];
             items[i] = (cmr_granted_class_t){.class_name = e->class_name,
                                              .original_digest = {(uint8_t *)e->original_digest, CMR_TRUST_DIGEST_BYTES},
                                              .grant = {e->grant, e->grant_len},
@@ -226,9 +270,12 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
         rc = fn(&m, ud);
     }
     free(items);
+    free(order);
     if (rc == 0) {
         x->stats.sets_sent++;
-        x->stats.classes_sent += v->n;
+        x->stats.classes_sent += n;
+        if (sent)
+            *sent = n;
     }
     return rc;
 }

@@ -168,14 +168,15 @@ typedef struct worker {
     cmr_topic_set_t topics_ok; /* command topics known to exist */
     /* Counters: atomic, the /metrics thread reads them while the worker runs. */
     _Atomic uint64_t classes, redefines, resends, originals;
-    _Atomic uint64_t hash_mismatch;             /* ClassLoaded refused: bytes do not hash to class_hash */
-    _Atomic uint64_t trivial;                   /* methods left out as trivial (accessors, tiny leaves), per decision */
-    cmr_log_limiter_t mismatch_limit;           /* of their log lines */
-    cmr_signer_t *signer;                       /* owned: signs every command */
-    int64_t lifetime_ms;                        /* of every command (trust.command.lifetime.ms) */
-    int64_t grant_lifetime_ms;                  /* of class grants (trust.grant.lifetime.ms); 0: none sent */
-    _Atomic uint64_t cached_at_agent;           /* Redefines not sent: the agent runs those bytes from its cache */
-    cmr_instr_ahead_t *ahead;                   /* owned: grants kept to send ahead to new JVMs; NULL: off */
+    _Atomic uint64_t hash_mismatch;   /* ClassLoaded refused: bytes do not hash to class_hash */
+    _Atomic uint64_t trivial;         /* methods left out as trivial (accessors, tiny leaves), per decision */
+    cmr_log_limiter_t mismatch_limit; /* of their log lines */
+    cmr_signer_t *signer;             /* owned: signs every command */
+    int64_t lifetime_ms;              /* of every command (trust.command.lifetime.ms) */
+    int64_t grant_lifetime_ms;        /* of class grants (trust.grant.lifetime.ms); 0: none sent */
+    _Atomic uint64_t cached_at_agent; /* Redefines not sent: the agent runs those bytes from its cache */
+    cmr_instr_ahead_t *ahead;         /* owned: grants kept to send ahead to new JVMs; NULL: off */
+    int64_t ahead_jvm_bytes;          /* sent ahead to one JVM at most (instrumenter.ahead.max_bytes_per_jvm) */
     _Atomic uint64_t ahead_sets, ahead_classes; /* JVMs sent classes ahead, and those classes */
     int replaying;                              /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
@@ -589,7 +590,7 @@ static int emit_prepared(worker_t *w, uint64_t agent, const char *instance, int6
         if (rc == 0)
             w->redefines++;
         if (rc == 0 && w->ahead && r.grant.len) /* for the next JVMs of the environment */
-            cmr_instr_ahead_put(w->ahead, r.grant.data, r.grant.len, b->bytes, b->len);
+            cmr_instr_ahead_put(w->ahead, r.grant.data, r.grant.len, hash, b->bytes, b->len);
         cmr_log(p->diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
                 "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b->n_methods,
                 b->n_refused, p->diag ? p->diag->id : "-");
@@ -979,23 +980,24 @@ static int send_ahead(worker_t *w, uint64_t agent, const char *instance, const c
     int64_t revision;
     if (!w->ahead || w->replaying || !env_of(w, env_id, &revision))
         return 0;
-    size_t n = cmr_instr_ahead_count(w->ahead, env_id, revision);
+    size_t held = cmr_instr_ahead_count(w->ahead, env_id, revision), n = 0;
     char topic[CMR_TOPIC_NAME_MAX];
-    if (n == 0 || command_topic(w, instance, topic, sizeof topic) != 0)
+    if (held == 0 || command_topic(w, instance, topic, sizeof topic) != 0)
         return 0;
     int64_t t0 = cmr_mono_ns();
     ahead_ctx_t x = {w, instance, topic, 0};
-    int rc =
-        cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, AHEAD_MESSAGE_BYTES, send_ahead_part, &x);
+    int rc = cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, (size_t)w->ahead_jvm_bytes,
+                                      AHEAD_MESSAGE_BYTES, send_ahead_part, &x, &n);
     if (rc == 0) {
         w->ahead_sets++;
         w->ahead_classes += n;
     }
     char eenv[300];
     cmr_log(rc == 0 ? CMR_LOG_INFO : CMR_LOG_WARN, "instr.granted_ahead",
-            "agent=%016" PRIx64 " environment=\"%s\" revision=%" PRId64 " classes=%zu bytes=%zu took_us=%lld%s", agent,
-            cmr_log_escape(env_id, eenv, sizeof eenv), revision, n, x.bytes, (long long)((cmr_mono_ns() - t0) / 1000),
-            rc == 0 ? "" : " result=failed");
+            "agent=%016" PRIx64 " environment=\"%s\" revision=%" PRId64
+            " classes=%zu held=%zu bytes=%zu took_us=%lld%s",
+            agent, cmr_log_escape(env_id, eenv, sizeof eenv), revision, n, held, x.bytes,
+            (long long)((cmr_mono_ns() - t0) / 1000), rc == 0 ? "" : " result=failed");
     return rc;
 }
 
@@ -1030,6 +1032,8 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
         return -1;
     if (new_jvm && send_ahead(w, agent, cl->instance_id, cl->environment_id) != 0)
         return -1;
+    if (w->ahead && !w->replaying) /* which classes the JVMs of an environment load most */
+        cmr_instr_ahead_loaded(w->ahead, cl->environment_id, hash);
 
     cmr_instr_meta_t meta;
     char err[512];
@@ -2013,7 +2017,9 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
         return -1;
     int64_t ahead_bytes;
     if (cmr_conf_get_int(conf, "instrumenter.ahead.max_bytes", 64ll << 20, 0, INT64_C(1) << 40, &ahead_bytes, err,
-                         errlen) != 0)
+                         errlen) != 0 ||
+        cmr_conf_get_int(conf, "instrumenter.ahead.max_bytes_per_jvm", 16ll << 20, 1, INT64_C(1) << 40,
+                         &w->ahead_jvm_bytes, err, errlen) != 0)
         return -1;
     if (ahead_bytes > 0 && w->grant_lifetime_ms > 0 && !(w->ahead = cmr_instr_ahead_new((size_t)ahead_bytes))) {
         snprintf(err, errlen, "out of memory");

@@ -51,6 +51,8 @@ static const cmr_conf_key_t keys[] = {
      "an environment gets the classes granted for it as soon as this worker first hears from it, and instruments them "
      "as they load, without redefinition (docs/AGENT.md, 'Classes granted ahead'; needs trust.grant.lifetime.ms); 0: "
      "none"},
+    {"instrumenter.ahead.max_bytes_per_jvm", "16777216",
+     "most bytes sent ahead to one new JVM (16 MiB): the classes most JVMs of the environment loaded go first"},
     CMR_CONF_KEY_METRICS_LISTEN,
     CMR_CONF_KEY_METRICS_PORT,
     CMR_CONF_KEY_METRICS_TOKEN_FILE,

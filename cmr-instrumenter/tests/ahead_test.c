@@ -2,9 +2,9 @@
  * ahead_test.c - classes granted ahead (cmr-instrumenter/src/instr_ahead.c): grants are
  * kept per environment at its latest revision, one per original digest, in the order they
  * were first kept; a newer revision drops the older grants, an older one is not kept; the
- * byte bound holds; the ClassGrants messages carry every class once, in order, within the
- * message size (a larger class alone), numbered part 1..parts, and decode as they were
- * made.
+ * byte bound holds; the ClassGrants messages carry every class once, in order (the classes
+ * JVMs loaded most first), within the message size (a larger class alone) and the bound
+ * per JVM, numbered part 1..parts, and decode as they were made.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +57,7 @@ static int put(cmr_instr_ahead_t *x, const char *env, int64_t revision, int i, s
     memset(bytes, fill, size);
     cmr_buf_t g = {0};
     assert_int_equal(cmr_grant_sign(signer, env, revision, name, orig, bytes, size, 60000, &g, err, sizeof err), 0);
-    int kept = cmr_instr_ahead_put(x, g.data, g.len, bytes, size);
+    int kept = cmr_instr_ahead_put(x, g.data, g.len, (uint64_t)(1000 + i), bytes, size);
     cmr_buf_free(&g);
     free(bytes);
     return kept;
@@ -116,7 +117,9 @@ static void test_order_replacement_and_messages(void **state)
 
     /* about three classes per message (each ~1,000 bytes and a grant of ~300) */
     seen_t s = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, s.max_bytes, collect, &s), 0);
+    size_t sent = 0;
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, s.max_bytes, collect, &s, &sent), 0);
+    assert_int_equal(sent, 10);
     assert_int_equal(s.classes, 10);
     assert_int_equal(s.last_part, s.parts);
     assert_true(s.parts >= 3 && s.parts <= 5);
@@ -127,12 +130,12 @@ static void test_order_replacement_and_messages(void **state)
     }
     /* a message size smaller than a class: one class per message */
     seen_t one = {.max_bytes = 10};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, one.max_bytes, collect, &one), 0);
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, one.max_bytes, collect, &one, NULL), 0);
     assert_int_equal(one.parts, 10);
     /* none for an older revision or an unknown environment */
     seen_t none = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 2, 42, none.max_bytes, collect, &none), 0);
-    assert_int_equal(cmr_instr_ahead_messages(x, "none", 3, 42, none.max_bytes, collect, &none), 0);
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 2, 42, SIZE_MAX, none.max_bytes, collect, &none, NULL), 0);
+    assert_int_equal(cmr_instr_ahead_messages(x, "none", 3, 42, SIZE_MAX, none.max_bytes, collect, &none, NULL), 0);
     assert_int_equal(none.classes, 0);
 
     cmr_instr_ahead_stats_t st;
@@ -141,6 +144,33 @@ static void test_order_replacement_and_messages(void **state)
     assert_int_equal(st.kept, 12);
     assert_int_equal(st.sets_sent, 2);
     assert_int_equal(st.classes_sent, 20);
+
+    /* classes the JVMs load most go first; with a bound per JVM, only they go */
+    for (int k = 0; k < 3; k++)
+        cmr_instr_ahead_loaded(x, "shop", 1000 + 7);
+    cmr_instr_ahead_loaded(x, "shop", 1000 + 5);
+    cmr_instr_ahead_loaded(x, "billing", 1000 + 5); /* another environment's count */
+    cmr_instr_ahead_loaded(x, "shop", 99);          /* a class not held */
+    seen_t hot = {.max_bytes = 4000};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, hot.max_bytes, collect, &hot, NULL), 0);
+    assert_string_equal(hot.names[0], "demo/C7");
+    assert_string_equal(hot.names[1], "demo/C5");
+    assert_string_equal(hot.names[2], "demo/C0");
+    assert_string_equal(hot.names[9], "demo/C9");
+    seen_t capped = {.max_bytes = 4000};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, 2700, capped.max_bytes, collect, &capped, &sent), 0);
+    assert_int_equal(sent, 2);
+    assert_int_equal(capped.classes, 2);
+    assert_string_equal(capped.names[0], "demo/C7");
+    assert_string_equal(capped.names[1], "demo/C5");
+    seen_t tiny = {.max_bytes = 4000};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, 1, tiny.max_bytes, collect, &tiny, &sent), 0);
+    assert_int_equal(sent, 1); /* at least one class */
+    /* a class granted again keeps its count */
+    assert_int_equal(put(x, "shop", 3, 7, 900, 3), 1);
+    seen_t again = {.max_bytes = 4000};
+    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, again.max_bytes, collect, &again, NULL), 0);
+    assert_string_equal(again.names[0], "demo/C7");
     cmr_instr_ahead_free(x);
 }
 
@@ -168,7 +198,7 @@ static void test_revisions_and_bound(void **state)
     assert_int_equal(st.over_budget, (uint64_t)(10 - kept));
     /* malformed grants are not kept */
     uint8_t junk[40] = {0}, bytes[10] = {0};
-    assert_int_equal(cmr_instr_ahead_put(x, junk, sizeof junk, bytes, sizeof bytes), 0);
+    assert_int_equal(cmr_instr_ahead_put(x, junk, sizeof junk, 1, bytes, sizeof bytes), 0);
     cmr_instr_ahead_free(x);
 
     cmr_instr_ahead_t *off = cmr_instr_ahead_new(0);

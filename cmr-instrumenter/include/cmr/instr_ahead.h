@@ -9,9 +9,14 @@
  * What is kept: for each environment, the latest revision's grants, one per original
  * class digest (a class granted again replaces its entry and keeps its place), in the
  * order they were first signed, which is roughly the order in which a JVM of the
- * environment loads its classes. A grant of a newer revision drops the environment's
- * older ones; one of an older revision is not kept. Only grants are kept, so never a
- * diagnosis' bytes (they get none).
+ * environment loads its classes, and for each how many JVMs loaded it since (counted
+ * from their ClassLoaded, by class hash). A grant of a newer revision drops the
+ * environment's older ones; one of an older revision is not kept. Only grants are kept,
+ * so never a diagnosis' bytes (they get none).
+ *
+ * What a JVM is sent: the classes most JVMs loaded first (ties in the order they were
+ * signed), up to a number of bytes per JVM, so that an environment of many classes does
+ * not send all of them to every JVM.
  *
  * Bounds: at most max_bytes of instrumented bytes and grants over all environments;
  * grants beyond are not kept (counted). The set is a cache of what was signed: a
@@ -48,19 +53,28 @@ void cmr_instr_ahead_free(cmr_instr_ahead_t *x);
 
 /* Keeps an encoded grant with the instrumented bytes it grants (the grant says for which
  * environment, revision, class and original digest; it is decoded, not verified: the
- * worker signed it). 1 kept, 0 not kept (over budget, older revision, malformed). */
-int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, const uint8_t *bytes, size_t len);
+ * worker signed it); class_hash is the XXH3 of the original bytes (ClassLoaded's). 1
+ * kept, 0 not kept (over budget, older revision, malformed). */
+int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, uint64_t class_hash,
+                        const uint8_t *bytes, size_t len);
+
+/* A JVM of the environment loaded the class with this hash (a ClassLoaded): counts for the
+ * order in which classes are sent. */
+void cmr_instr_ahead_loaded(cmr_instr_ahead_t *x, const char *environment_id, uint64_t class_hash);
 
 /* How many classes are held for the environment at this revision. */
 size_t cmr_instr_ahead_count(const cmr_instr_ahead_t *x, const char *environment_id, int64_t revision);
 
-/* Calls fn with the ClassGrants messages that carry every class held for the environment
- * at this revision, in order, each with at most max_message_bytes of grants and bytes
- * (a larger class goes alone), numbered part 1..parts. Stops at the first non-zero return
- * of fn and returns it; 0 when every message was handed over (or there was none). */
+/* Calls fn with the ClassGrants messages for one JVM: the classes held for the
+ * environment at this revision, most loaded first, up to max_jvm_bytes of grants and bytes
+ * in all (at least one class), each message with at most max_message_bytes (a larger
+ * class goes alone), numbered part 1..parts. *sent (may be NULL) gets the number of
+ * classes. Stops at the first non-zero return of fn and returns it; 0 when every message
+ * was handed over (or there was none). */
 typedef int(cmr_instr_ahead_fn)(const cmr_class_grants_t *m, void *ud);
 int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
-                             size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud);
+                             size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud,
+                             size_t *sent);
 
 void cmr_instr_ahead_stats(const cmr_instr_ahead_t *x, cmr_instr_ahead_stats_t *out);
 
