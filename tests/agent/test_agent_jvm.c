@@ -25,7 +25,10 @@
  *   - the cache of instrumented classes: a restart runs the cached bytes from the load hook;
  *     another environment's JVM does not; a class the JVM cannot give its original bytes
  *     back to (RetransformClasses fails) is retried once, logged, and reported with the
- *     bytes it runs.
+ *     bytes it runs;
+ *   - classes granted ahead (ClassGrants): a class granted for the JVM's environment under
+ *     the pinned key loads instrumented with no Redefine; grants of another key or another
+ *     environment, and a ClassGrants without an envelope, are refused.
  *
   * Usage: test_agent_jvm BROKER JAVA AGENT_SO CLASSPATH GREETER_V2_CLASS WORK_V3_CLASS
  * (CMR_TEST_FILTER=PATTERN runs only the tests whose name matches, e.g. "*forged*")
@@ -1620,6 +1623,93 @@ static void test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm(void
     assert_int_equal(system(rm), 0);
 }
 
+/* Classes granted ahead (docs/AGENT.md): a ClassGrants for a configured JVM is verified
+ * class by class; demo.Work, granted for the JVM's environment under the pinned key, loads
+ * with its instrumented bytes (ClassLoaded.applied_digest, its probes' events) with no
+ * RedefineClasses at all, while a grant signed by a key the agent does not pin and one of
+ * another environment are refused and counted; a ClassGrants without an envelope is
+ * refused before it is read. */
+static void test_classes_granted_ahead_load_instrumented(void **state)
+{
+    (void)state;
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+
+    /* 1. demo.Work's bytes, as cmr-instrumenter has them from an earlier JVM */
+    agent_run_t r;
+    agent_start(&r, "ahead-src", "");
+    agent_configure_env(&r, "ahead-env");
+    load_classes(&r, "demo.Work");
+    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES], instrumented_digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(work->bytecode.data, work->bytecode.len, digest);
+    cf_instrument_result res;
+    cf_error cerr;
+    assert_int_equal(cf_instrument_class(work->bytecode.data, work->bytecode.len, &agent_sequence_probe, only_call,
+                                         NULL, &res, &cerr),
+                     CF_OK);
+    cmr_trust_digest(res.bytes, res.len, instrumented_digest);
+    agent_exit(&r);
+    agent_done(&r);
+
+    cmr_buf_t good = {0}, foreign = {0}, other_env = {0};
+    char err[256];
+    cmr_signer_t *stranger = cmr_peer_new_signer(&peer);
+    assert_non_null(stranger);
+    assert_int_equal(cmr_grant_sign(peer.signer, "ahead-env", 1, "demo/Work", digest, res.bytes, res.len, 86400000,
+                                    &good, err, sizeof err),
+                     0);
+    assert_int_equal(cmr_grant_sign(stranger, "ahead-env", 1, "demo/Work", digest, res.bytes, res.len, 86400000,
+                                    &foreign, err, sizeof err),
+                     0);
+    assert_int_equal(cmr_grant_sign(peer.signer, "elsewhere", 1, "demo/Work", digest, res.bytes, res.len, 86400000,
+                                    &other_env, err, sizeof err),
+                     0);
+
+    /* 2. a new JVM of the environment gets them before it loads demo.Work */
+    agent_start(&r, "ahead-new", "");
+    agent_configure_env(&r, "ahead-env");
+    cmr_granted_class_t classes[] = {
+        {"demo/Work", {digest, sizeof digest}, {foreign.data, foreign.len}, {res.bytes, res.len}},
+        {"demo/Work", {digest, sizeof digest}, {other_env.data, other_env.len}, {res.bytes, res.len}},
+        {"demo/Work", {digest, sizeof digest}, {good.data, good.len}, {res.bytes, res.len}},
+    };
+    cmr_class_grants_t cg = {
+        .agent_id = r.agent_id, .environment_id = "ahead-env", .revision = 1, .part = 1, .parts = 1};
+    cg.classes.items = classes;
+    cg.classes.count = 3;
+    assert_int_equal(cmr_peer_send_raw(&peer, r.instance, CMR_MSG_CLASS_GRANTS, &cg), 0); /* no envelope */
+    assert_int_equal(cmr_peer_command(&peer, r.instance, CMR_MSG_CLASS_GRANTS, &cg), 0);
+    bool kept = false;
+    for (int waited = 0; waited < 30000 && !kept; waited += 50) {
+        kept = jvm_proc_stderr_has(&r.jvm, "event=agent.granted_ahead ");
+        if (!kept)
+            usleep(50 * 1000);
+    }
+    assert_true(kept);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "classes=3 kept=1 refused=2"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.granted_ahead_refused refused=2"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.command_refused"));
+    load_classes(&r, "demo.Work");
+    work = wait_class(&r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    assert_int_equal(work->applied_digest.len, CMR_TRUST_DIGEST_BYTES);
+    assert_memory_equal(work->applied_digest.data, instrumented_digest, CMR_TRUST_DIGEST_BYTES);
+    assert_true(work_events(&r, call_id, 40) >= 40); /* the probes of the bytes granted ahead run */
+    assert_int_equal(redefine_results_of(&r), 0);    /* no RedefineClasses was asked for */
+    agent_exit(&r);
+    assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.granted_ahead_stats received=3 kept=1 refused=2"));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "load_hits=1 "));
+    assert_true(jvm_proc_stderr_has(&r.jvm, "at_load=1 "));
+    agent_done(&r);
+
+    cmr_signer_free(stranger);
+    cmr_buf_free(&good);
+    cmr_buf_free(&foreign);
+    cmr_buf_free(&other_env);
+    cf_instrument_result_free(&res);
+}
+
 /* A class served from the cache that the JVM cannot give its original bytes back to when
  * the CMR names another environment (here the cached bytes have one more method, which
  * RetransformClasses cannot delete): the batch is retried class by class once, the
@@ -1868,6 +1958,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_forged_commands_are_refused),
         cmocka_unit_test(test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm),
         cmocka_unit_test(test_failed_revert_of_cached_class_is_reported),
+        cmocka_unit_test(test_classes_granted_ahead_load_instrumented),
         cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
         cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
