@@ -65,11 +65,13 @@ acl "$config" Write transactional-id cmr-config-apply prefixed
 acl "$config" Describe transactional-id cmr-config-apply prefixed
 
 # cmr-instrumenter: reads classes, configuration and diagnoses, and the JVMs' metrics (the
-# overhead budget), writes commands, the method table, the diagnoses' discovered trees and
-# the overhead budget's removals (which it reads back: only it may write them).
-for t in classes config methods diagnoses metrics budget; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
+# overhead budget), writes commands, the method table, the diagnoses' discovered trees,
+# the overhead budget's removals and the class grants sent ahead to new JVMs (both of which
+# it reads back: only it may write them).
+for t in classes config methods diagnoses metrics budget grants; do topic "$instr" Read "$t"; topic "$instr" Describe "$t"; done
 topic "$instr" Write methods
 topic "$instr" Write budget
+topic "$instr" Write grants
 topic "$instr" Write diagnosis-trees
 topic "$instr" Describe diagnosis-trees
 topic "$instr" Write cmd. prefixed

@@ -38,3 +38,4 @@ create diagnoses 1 cleanup.policy=delete retention.ms=$((90 * day))
 create diagnosis-trees 1 cleanup.policy=delete retention.ms=$((90 * day))
 create ingest-workers 1 cleanup.policy=compact retention.ms=-1
 create budget 1 cleanup.policy=compact retention.ms=-1
+create grants 4 cleanup.policy=compact retention.ms=-1

@@ -3,7 +3,7 @@
  *
  * Per environment: a vector of entries in the order they were first kept, a map from
  * original digest to the entry's index (stored as index + 1), so that a class granted
- * again replaces its entry in place, and one from class hash to the same index, for the
+ * again replaces its entry in place, and one from class name to the same index, for the
  * load counts. Environments are few (an array, searched).
  */
 #include "cmr/instr_ahead.h"
@@ -17,10 +17,11 @@
 
 typedef struct entry {
     char *class_name;
-    uint64_t class_hash;
     uint32_t loads; /* JVMs that loaded the class since it was kept */
     uint8_t original_digest[CMR_TRUST_DIGEST_BYTES];
-    uint8_t *grant; /* owned */
+    uint8_t instrumented_digest[CMR_TRUST_DIGEST_BYTES];
+    int64_t not_after_ms; /* the grant's validity */
+    uint8_t *grant;       /* owned */
     size_t grant_len;
     uint8_t *bytes; /* owned */
     size_t len;
@@ -31,8 +32,8 @@ typedef struct env {
     int64_t revision;
     entry_t *items; /* owned */
     size_t n, cap;
-    cmr_map_t by_digest;  /* original digest -> (void *)(index + 1) */
-    cmr_u64map_t by_hash; /* class hash -> (void *)(index + 1) */
+    cmr_map_t by_digest; /* original digest -> (void *)(index + 1) */
+    cmr_map_t by_name;   /* class name -> (void *)(index + 1) */
 } env_t;
 
 struct cmr_instr_ahead {
@@ -65,7 +66,7 @@ static void env_empty(cmr_instr_ahead_t *x, env_t *v)
     }
     v->n = 0;
     cmr_map_clear(&v->by_digest);
-    cmr_u64map_clear(&v->by_hash);
+    cmr_map_clear(&v->by_name);
 }
 
 cmr_instr_ahead_t *cmr_instr_ahead_new(size_t max_bytes)
@@ -84,7 +85,7 @@ void cmr_instr_ahead_free(cmr_instr_ahead_t *x)
         env_empty(x, &x->envs[i]);
         free(x->envs[i].items);
         cmr_map_free(&x->envs[i].by_digest);
-        cmr_u64map_free(&x->envs[i].by_hash);
+        cmr_map_free(&x->envs[i].by_name);
         free(x->envs[i].id);
     }
     free(x->envs);
@@ -125,6 +126,8 @@ static int entry_fill(entry_t *e, const cmr_grant_t *g, const void *grant, size_
         return -1;
     }
     memcpy(e->original_digest, g->original_digest, sizeof e->original_digest);
+    memcpy(e->instrumented_digest, g->instrumented_digest, sizeof e->instrumented_digest);
+    e->not_after_ms = g->not_after_ms;
     memcpy(e->grant, grant, glen);
     e->grant_len = glen;
     memcpy(e->bytes, bytes, len);
@@ -132,18 +135,21 @@ static int entry_fill(entry_t *e, const cmr_grant_t *g, const void *grant, size_
     return 0;
 }
 
-int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, uint64_t class_hash,
-                        const uint8_t *bytes, size_t len)
+/* A grant is renewed (published again) once less than this is left of its validity. */
+#define RENEW_BEFORE_MS (INT64_C(24) * 3600 * 1000)
+
+cmr_instr_ahead_put_t cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len,
+                                          const uint8_t *bytes, size_t len)
 {
     cmr_grant_t g;
     if (len == 0 || cmr_grant_decode(grant, grant_len, &g) != CMR_GRANT_OK)
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     env_t *v = env_get(x, g.environment_id, g.revision);
     if (!v)
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     if (g.revision < v->revision) {
         x->stats.stale++;
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     }
     if (g.revision > v->revision) {
         env_empty(x, v);
@@ -151,24 +157,29 @@ int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_le
     }
     void *slot = cmr_map_get(&v->by_digest, g.original_digest, sizeof g.original_digest);
     size_t idx = slot ? (size_t)(uintptr_t)slot - 1 : v->n;
+    if (slot) {
+        const entry_t *held = &v->items[idx];
+        if (memcmp(held->instrumented_digest, g.instrumented_digest, sizeof g.instrumented_digest) == 0 &&
+            held->not_after_ms - g.issued_ms > RENEW_BEFORE_MS)
+            return CMR_INSTR_AHEAD_SAME;
+    }
     size_t old = slot ? entry_size(&v->items[idx]) : 0;
     if (x->stats.bytes - old + len + grant_len > x->max_bytes) {
         x->stats.over_budget++;
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     }
     if (!slot && CMR_ARRAY_GROW(v->items, v->cap, v->n + 1) != 0)
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     entry_t e;
     if (entry_fill(&e, &g, grant, grant_len, bytes, len) != 0)
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     void *as_index = (void *)(uintptr_t)(idx + 1);
     if (!slot && (cmr_map_put(&v->by_digest, g.original_digest, sizeof g.original_digest, as_index) != 0 ||
-                  cmr_u64map_put(&v->by_hash, class_hash, as_index) != 0)) {
+                  cmr_map_put(&v->by_name, g.class_name, strlen(g.class_name), as_index) != 0)) {
         cmr_map_del(&v->by_digest, g.original_digest, sizeof g.original_digest, NULL);
         entry_free(&e);
-        return 0;
+        return CMR_INSTR_AHEAD_NOT_KEPT;
     }
-    e.class_hash = class_hash;
     if (slot) {
         x->stats.bytes -= old;
         e.loads = v->items[idx].loads;
@@ -180,13 +191,13 @@ int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_le
     v->items[idx] = e;
     x->stats.bytes += entry_size(&e);
     x->stats.kept++;
-    return 1;
+    return CMR_INSTR_AHEAD_KEPT;
 }
 
-void cmr_instr_ahead_loaded(cmr_instr_ahead_t *x, const char *environment_id, uint64_t class_hash)
+void cmr_instr_ahead_loaded(cmr_instr_ahead_t *x, const char *environment_id, const char *class_name)
 {
-    env_t *v = environment_id ? env_find(x, environment_id) : NULL;
-    void *slot = v ? cmr_u64map_get(&v->by_hash, class_hash) : NULL;
+    env_t *v = environment_id && class_name ? env_find(x, environment_id) : NULL;
+    void *slot = v ? cmr_map_get(&v->by_name, class_name, strlen(class_name)) : NULL;
     if (slot && v->items[(uintptr_t)slot - 1].loads < UINT32_MAX)
         v->items[(uintptr_t)slot - 1].loads++;
 }
@@ -209,13 +220,14 @@ static int by_loads(const void *a, const void *b)
     return (i > j) - (i < j);
 }
 
-/* How many of order[] fit in max_jvm bytes (at least one), and in how many messages of
- * max_message bytes they go (*parts). */
-static size_t plan(const env_t *v, const size_t *order, size_t max_jvm, size_t max_message, int32_t *parts)
+/* How many of order[0..n) fit in max_jvm bytes (at least one), and in how many messages
+ * of max_message bytes they go (*parts). */
+static size_t plan(const env_t *v, const size_t *order, size_t count, size_t max_jvm, size_t max_message,
+                   int32_t *parts)
 {
     size_t n = 0, total = 0, used = 0;
     *parts = 0;
-    for (; n < v->n; n++) {
+    for (; n < count; n++) {
         size_t sz = entry_size(&v->items[order[n]]);
         if (n > 0 && total + sz > max_jvm)
             break;
@@ -229,9 +241,12 @@ static size_t plan(const env_t *v, const size_t *order, size_t max_jvm, size_t m
     return n;
 }
 
+/* Grants valid for less than this are not sent (the agent would refuse them soon). */
+#define SEND_MIN_VALIDITY_MS (INT64_C(3600) * 1000)
+
 int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
-                             size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud,
-                             size_t *sent)
+                             int64_t now_ms, size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn,
+                             void *ud, size_t *sent)
 {
     if (sent)
         *sent = 0;
@@ -245,12 +260,19 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
         free(items);
         return -1;
     }
+    size_t valid = 0;
     for (size_t i = 0; i < v->n; i++)
-        order[i] = i;
+        if (v->items[i].not_after_ms - now_ms > SEND_MIN_VALIDITY_MS)
+            order[valid++] = i;
     sort_env = v; /* one thread (instr_ahead.h) */
-    qsort(order, v->n, sizeof *order, by_loads);
+    qsort(order, valid, sizeof *order, by_loads);
     cmr_class_grants_t m = {.agent_id = agent_id, .environment_id = v->id, .revision = revision};
-    size_t n = plan(v, order, max_jvm_bytes, max_message_bytes, &m.parts);
+    size_t n = valid ? plan(v, order, valid, max_jvm_bytes, max_message_bytes, &m.parts) : 0;
+    if (n == 0) {
+        free(items);
+        free(order);
+        return 0;
+    }
     int rc = 0;
     size_t i = 0;
     while (rc == 0 && i < n) {

@@ -177,6 +177,9 @@ typedef struct worker {
     _Atomic uint64_t cached_at_agent; /* Redefines not sent: the agent runs those bytes from its cache */
     cmr_instr_ahead_t *ahead;         /* owned: grants kept to send ahead to new JVMs; NULL: off */
     int64_t ahead_jvm_bytes;          /* sent ahead to one JVM at most (instrumenter.ahead.max_bytes_per_jvm) */
+    cmr_reader_t *grants_reader;      /* cmr.grants from the beginning (on readers): every worker's grants */
+    _Atomic uint64_t ahead_published, ahead_read, ahead_refused; /* records of cmr.grants */
+    cmr_log_limiter_t ahead_refused_log;
     _Atomic uint64_t ahead_sets, ahead_classes; /* JVMs sent classes ahead, and those classes */
     int replaying;                              /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
@@ -537,6 +540,95 @@ static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const 
  * Redefine with its grant or scope and the method entries, or only the method entries when
  * the agent runs those bytes already; logs the outcome. *sig becomes what the agent will
  * run (0: the original bytes). */
+/* --- cmr.grants: the classes granted ahead, shared by the workers ---------------------------- */
+
+/* A grant this worker kept for the first time (or renewed, or for other bytes) goes to
+ * cmr.grants, compacted by environment and original digest, so that every worker, and this
+ * one after a restart, can send it ahead (instr_ahead.h). A record that cannot be queued
+ * is only logged: the grant still goes to the JVMs this worker serves. */
+static void publish_grant(worker_t *w, const char *name, const cmr_redefine_t *r)
+{
+    cmr_grant_t g;
+    if (cmr_grant_decode(r->grant.data, r->grant.len, &g) != CMR_GRANT_OK)
+        return;
+    cmr_granted_class_t c = {(char *)name, r->original_digest, r->grant, r->bytecode};
+    cmr_class_grants_t rec = {.environment_id = g.environment_id, .revision = g.revision, .part = 1, .parts = 1};
+    rec.classes.items = &c;
+    rec.classes.count = 1;
+    char key[CMR_GRANT_ENV_MAX + 2 + 2 * CMR_TRUST_DIGEST_BYTES], hex[2 * CMR_TRUST_DIGEST_BYTES + 1], err[256];
+    cmr_hex(g.original_digest, sizeof g.original_digest, hex);
+    int klen = snprintf(key, sizeof key, "%s/%s", g.environment_id, hex);
+    cmr_buf_t payload = {0};
+    int rc = klen > 0 && (size_t)klen < sizeof key &&
+                     cmr_msg_encode(CMR_MSG_CLASS_GRANTS, &rec, &payload, err, sizeof err) == CMR_WIRE_OK
+                 ? cmr_producer_send_raw(w->producer, cmr_topic_name(CMR_TOPIC_GRANTS), key, (size_t)klen, payload.data,
+                                         payload.len, NULL)
+                 : CMR_SEND_ERROR;
+    cmr_buf_free(&payload);
+    if (rc == CMR_SEND_OK)
+        w->ahead_published++;
+    else
+        cmr_log(CMR_LOG_WARN, "instr.grant_not_published", "class=%s environment=%s result=%d", name, g.environment_id,
+                rc);
+}
+
+/* Why a record of cmr.grants is not kept (NULL: it is): one class, a grant of this CMR's
+ * key for exactly that class and those bytes. The signature is the agents' to check (they
+ * pin the keys; the topic is written by cmr-instrumenter alone, deploy/acls.sh). */
+static const char *grant_record_refusal(const worker_t *w, const cmr_msg_t *m)
+{
+    if (m->type != CMR_MSG_CLASS_GRANTS || m->u.class_grants.classes.count != 1)
+        return "not a ClassGrants of one class";
+    const cmr_granted_class_t *c = &m->u.class_grants.classes.items[0];
+    cmr_grant_t g;
+    uint8_t d[CMR_TRUST_DIGEST_BYTES];
+    if (cmr_grant_decode(c->grant.data, c->grant.len, &g) != CMR_GRANT_OK)
+        return "malformed grant";
+    if (strcmp(g.key_id, cmr_signer_key_id(w->signer)) != 0)
+        return "signed by another key";
+    if (!c->class_name || strcmp(g.class_name, c->class_name) != 0 ||
+        c->original_digest.len != CMR_TRUST_DIGEST_BYTES ||
+        memcmp(g.original_digest, c->original_digest.data, sizeof d) != 0)
+        return "grant for another class";
+    cmr_trust_digest(c->bytecode.data, c->bytecode.len, d);
+    if (memcmp(d, g.instrumented_digest, sizeof d) != 0)
+        return "bytes do not match the grant";
+    return NULL;
+}
+
+/* Reads what cmr.grants has (at most `max` records, waiting up to timeout_ms for the
+ * first) into the classes granted ahead; 1 once the reader has caught up. */
+static int grants_step(worker_t *w, size_t max, int timeout_ms)
+{
+    cmr_reader_rec_t rec;
+    for (size_t i = 0; w->grants_reader && i < max && cmr_reader_poll(w->grants_reader, i ? 0 : timeout_ms, &rec) == 1;
+         i++) {
+        if (!rec.payload) /* a tombstone */
+            continue;
+        cmr_msg_t m;
+        char err[256];
+        const char *why = cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) == CMR_WIRE_OK ? NULL : err;
+        if (!why) {
+            why = grant_record_refusal(w, &m);
+            if (!why) {
+                const cmr_granted_class_t *c = &m.u.class_grants.classes.items[0];
+                cmr_instr_ahead_put(w->ahead, c->grant.data, c->grant.len, c->bytecode.data, c->bytecode.len);
+                w->ahead_read++;
+            }
+            cmr_msg_free(&m);
+        }
+        if (why) {
+            w->ahead_refused++;
+            unsigned long long suppressed = 0;
+            if (cmr_log_allow(&w->ahead_refused_log, 1, &suppressed))
+                cmr_log(CMR_LOG_WARN, "instr.grant_record_refused",
+                        "partition=%d offset=%" PRId64 " error=\"%s\" suppressed=%llu", rec.partition, rec.offset, why,
+                        suppressed);
+        }
+    }
+    return !w->grants_reader || cmr_reader_caught_up(w->grants_reader);
+}
+
 static int emit_prepared(worker_t *w, uint64_t agent, const char *instance, int64_t loader, const char *name,
                          uint64_t hash, const cmr_instr_meta_t *meta, int64_t revision, const cmr_instr_prep_t *p,
                          uint64_t *sig)
@@ -589,8 +681,9 @@ static int emit_prepared(worker_t *w, uint64_t agent, const char *instance, int6
             rc = send_method_entries(w, meta, b);
         if (rc == 0)
             w->redefines++;
-        if (rc == 0 && w->ahead && r.grant.len) /* for the next JVMs of the environment */
-            cmr_instr_ahead_put(w->ahead, r.grant.data, r.grant.len, hash, b->bytes, b->len);
+        if (rc == 0 && w->ahead && r.grant.len && /* for the next JVMs of the environment */
+            cmr_instr_ahead_put(w->ahead, r.grant.data, r.grant.len, b->bytes, b->len) == CMR_INSTR_AHEAD_KEPT)
+            publish_grant(w, name, &r);
         cmr_log(p->diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
                 "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b->n_methods,
                 b->n_refused, p->diag ? p->diag->id : "-");
@@ -986,8 +1079,8 @@ static int send_ahead(worker_t *w, uint64_t agent, const char *instance, const c
         return 0;
     int64_t t0 = cmr_mono_ns();
     ahead_ctx_t x = {w, instance, topic, 0};
-    int rc = cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, (size_t)w->ahead_jvm_bytes,
-                                      AHEAD_MESSAGE_BYTES, send_ahead_part, &x, &n);
+    int rc = cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, cmr_wall_ms(),
+                                      (size_t)w->ahead_jvm_bytes, AHEAD_MESSAGE_BYTES, send_ahead_part, &x, &n);
     if (rc == 0) {
         w->ahead_sets++;
         w->ahead_classes += n;
@@ -1033,7 +1126,7 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
     if (new_jvm && send_ahead(w, agent, cl->instance_id, cl->environment_id) != 0)
         return -1;
     if (w->ahead && !w->replaying) /* which classes the JVMs of an environment load most */
-        cmr_instr_ahead_loaded(w->ahead, cl->environment_id, hash);
+        cmr_instr_ahead_loaded(w->ahead, cl->environment_id, cl->class_name);
 
     cmr_instr_meta_t meta;
     char err[512];
@@ -1808,6 +1901,7 @@ static void take_over(worker_t *w, int32_t partition)
     }
     w->catch_up.state[partition] = CATCH_UP_NONE;
     w->owned[partition] = 1;
+    cmr_log(CMR_LOG_INFO, "instr.partition_live", "partition=%d", partition); /* its records are answered from here */
     w->assigned_once = 1;
     w->envs_checked = 0;            /* environments changed meanwhile are run against it too */
     if (w->lost_at_ms[partition]) { /* records lost in its catch-up */
@@ -2072,6 +2166,17 @@ static int setup(worker_t *w, const cmr_conf_t *conf, char *err, size_t errlen)
     w->budget.removals_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_BUDGET), 0, err, errlen);
     if (!w->budget.removals_reader)
         return -1;
+    /* the classes granted ahead that the workers published */
+    if (w->ahead) {
+        const cmr_topic_layout_t *gl = cmr_topic_layout(CMR_TOPIC_GRANTS);
+        if (cmr_admin_ensure_topic(conf, cmr_topic_name(CMR_TOPIC_GRANTS), gl->partitions, -1, gl->compacted, 15000,
+                                   err, errlen) != 0)
+            cmr_log(CMR_LOG_WARN, "instr.topic_missing", "topic=%s error=\"%s\"", cmr_topic_name(CMR_TOPIC_GRANTS),
+                    err);
+        w->grants_reader = cmr_reader_open(w->readers, cmr_topic_name(CMR_TOPIC_GRANTS), 0, err, errlen);
+        if (!w->grants_reader)
+            return -1;
+    }
     w->pconf = cmr_conf_dup(conf);
     if (!w->pconf)
         return -1;
@@ -2103,6 +2208,7 @@ static void teardown(worker_t *w)
     cmr_cfg_state_free(w->state);
     cmr_reader_free(w->diag_reader);
     cmr_reader_free(w->registry_reader);
+    cmr_reader_free(w->grants_reader);
     registered_free(w);
     cmr_reader_client_free(w->readers); /* after its readers (budget_free ran before) */
     cmr_instr_diag_free(w->diag);
@@ -2131,6 +2237,13 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
     while (!budget_read_removals(w, 4096, 100, false)) {
         if (mono_ms() > deadline) {
             cmr_log(CMR_LOG_ERROR, "instr.catch_up_timeout", "topic=%s", cmr_topic_name(CMR_TOPIC_BUDGET));
+            return -1;
+        }
+    }
+    /* the classes granted ahead, before the first JVM is answered */
+    while (!grants_step(w, 4096, 100)) {
+        if (mono_ms() > deadline) {
+            cmr_log(CMR_LOG_ERROR, "instr.catch_up_timeout", "topic=%s", cmr_topic_name(CMR_TOPIC_GRANTS));
             return -1;
         }
     }
@@ -2234,6 +2347,14 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
          atomic_load(&w->ahead_sets)},
         {"cmr_instrumenter_ahead_classes_total", "counter", "Classes sent ahead of their load, all JVMs",
          atomic_load(&w->ahead_classes)},
+        {"cmr_instrumenter_grants_published_total", "counter",
+         "Class grants this worker wrote to cmr.grants (new, renewed or for other bytes)",
+         atomic_load(&w->ahead_published)},
+        {"cmr_instrumenter_grants_read_total", "counter", "Records of cmr.grants read into the classes granted ahead",
+         atomic_load(&w->ahead_read)},
+        {"cmr_instrumenter_grants_refused_total", "counter",
+         "Records of cmr.grants refused (not one class, another key, bytes that do not match the grant)",
+         atomic_load(&w->ahead_refused)},
         {"cmr_instrumenter_hash_mismatch_total", "counter", "ClassLoaded refused: bytes do not hash to class_hash",
          atomic_load(&w->hash_mismatch)},
         {"cmr_instrumenter_budget_removed_total", "counter",
@@ -2353,6 +2474,7 @@ int cmr_instr_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             goto out;
         if (w.assigned_once && !catch_up_busy(&w))
             budget_step(&w);
+        grants_step(&w, 256, 0);
         static unit_t unit;
         int rc_fill = fill_unit(&w, &unit);
         run_unit(&w, &unit, stop);

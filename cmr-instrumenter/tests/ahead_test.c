@@ -4,7 +4,9 @@
  * were first kept; a newer revision drops the older grants, an older one is not kept; the
  * byte bound holds; the ClassGrants messages carry every class once, in order (the classes
  * JVMs loaded most first), within the message size (a larger class alone) and the bound
- * per JVM, numbered part 1..parts, and decode as they were made.
+ * per JVM, numbered part 1..parts, and decode as they were made; the same bytes signed
+ * again are not news unless the held grant is about to expire, and a grant valid for less
+ * than an hour is not sent.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/clock.h"
 #include "cmr/grant.h"
 #include "cmr/instr_ahead.h"
 #include "cmr/wire.h"
@@ -45,8 +48,12 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Class i of an environment: `size` instrumented bytes, original digest from i. */
-static int put(cmr_instr_ahead_t *x, const char *env, int64_t revision, int i, size_t size, uint8_t fill)
+#define DAY_MS (INT64_C(86400000))
+
+/* Class i of an environment: `size` instrumented bytes, original digest from i, a grant
+ * valid for lifetime_ms. */
+static int put_for(cmr_instr_ahead_t *x, const char *env, int64_t revision, int i, size_t size, uint8_t fill,
+                   int64_t lifetime_ms)
 {
     char name[64], err[256];
     snprintf(name, sizeof name, "demo/C%d", i);
@@ -56,11 +63,17 @@ static int put(cmr_instr_ahead_t *x, const char *env, int64_t revision, int i, s
     uint8_t *bytes = malloc(size);
     memset(bytes, fill, size);
     cmr_buf_t g = {0};
-    assert_int_equal(cmr_grant_sign(signer, env, revision, name, orig, bytes, size, 60000, &g, err, sizeof err), 0);
-    int kept = cmr_instr_ahead_put(x, g.data, g.len, (uint64_t)(1000 + i), bytes, size);
+    assert_int_equal(cmr_grant_sign(signer, env, revision, name, orig, bytes, size, lifetime_ms, &g, err, sizeof err),
+                     0);
+    int kept = (int)cmr_instr_ahead_put(x, g.data, g.len, bytes, size);
     cmr_buf_free(&g);
     free(bytes);
     return kept;
+}
+
+static int put(cmr_instr_ahead_t *x, const char *env, int64_t revision, int i, size_t size, uint8_t fill)
+{
+    return put_for(x, env, revision, i, size, fill, 2 * DAY_MS);
 }
 
 typedef struct seen {
@@ -118,7 +131,8 @@ static void test_order_replacement_and_messages(void **state)
     /* about three classes per message (each ~1,000 bytes and a grant of ~300) */
     seen_t s = {.max_bytes = 4000};
     size_t sent = 0;
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, s.max_bytes, collect, &s, &sent), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 3, 42, cmr_wall_ms(), SIZE_MAX, s.max_bytes, collect, &s, &sent), 0);
     assert_int_equal(sent, 10);
     assert_int_equal(s.classes, 10);
     assert_int_equal(s.last_part, s.parts);
@@ -130,12 +144,15 @@ static void test_order_replacement_and_messages(void **state)
     }
     /* a message size smaller than a class: one class per message */
     seen_t one = {.max_bytes = 10};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, one.max_bytes, collect, &one, NULL), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 3, 42, cmr_wall_ms(), SIZE_MAX, one.max_bytes, collect, &one, NULL), 0);
     assert_int_equal(one.parts, 10);
     /* none for an older revision or an unknown environment */
     seen_t none = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 2, 42, SIZE_MAX, none.max_bytes, collect, &none, NULL), 0);
-    assert_int_equal(cmr_instr_ahead_messages(x, "none", 3, 42, SIZE_MAX, none.max_bytes, collect, &none, NULL), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 2, 42, cmr_wall_ms(), SIZE_MAX, none.max_bytes, collect, &none, NULL), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "none", 3, 42, cmr_wall_ms(), SIZE_MAX, none.max_bytes, collect, &none, NULL), 0);
     assert_int_equal(none.classes, 0);
 
     cmr_instr_ahead_stats_t st;
@@ -147,29 +164,33 @@ static void test_order_replacement_and_messages(void **state)
 
     /* classes the JVMs load most go first; with a bound per JVM, only they go */
     for (int k = 0; k < 3; k++)
-        cmr_instr_ahead_loaded(x, "shop", 1000 + 7);
-    cmr_instr_ahead_loaded(x, "shop", 1000 + 5);
-    cmr_instr_ahead_loaded(x, "billing", 1000 + 5); /* another environment's count */
-    cmr_instr_ahead_loaded(x, "shop", 99);          /* a class not held */
+        cmr_instr_ahead_loaded(x, "shop", "demo/C7");
+    cmr_instr_ahead_loaded(x, "shop", "demo/C5");
+    cmr_instr_ahead_loaded(x, "billing", "demo/C5"); /* another environment's count */
+    cmr_instr_ahead_loaded(x, "shop", "demo/C99");   /* a class not held */
     seen_t hot = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, hot.max_bytes, collect, &hot, NULL), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 3, 42, cmr_wall_ms(), SIZE_MAX, hot.max_bytes, collect, &hot, NULL), 0);
     assert_string_equal(hot.names[0], "demo/C7");
     assert_string_equal(hot.names[1], "demo/C5");
     assert_string_equal(hot.names[2], "demo/C0");
     assert_string_equal(hot.names[9], "demo/C9");
     seen_t capped = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, 2700, capped.max_bytes, collect, &capped, &sent), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 3, 42, cmr_wall_ms(), 2700, capped.max_bytes, collect, &capped, &sent), 0);
     assert_int_equal(sent, 2);
     assert_int_equal(capped.classes, 2);
     assert_string_equal(capped.names[0], "demo/C7");
     assert_string_equal(capped.names[1], "demo/C5");
     seen_t tiny = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, 1, tiny.max_bytes, collect, &tiny, &sent), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 3, 42, cmr_wall_ms(), 1, tiny.max_bytes, collect, &tiny, &sent), 0);
     assert_int_equal(sent, 1); /* at least one class */
     /* a class granted again keeps its count */
     assert_int_equal(put(x, "shop", 3, 7, 900, 3), 1);
     seen_t again = {.max_bytes = 4000};
-    assert_int_equal(cmr_instr_ahead_messages(x, "shop", 3, 42, SIZE_MAX, again.max_bytes, collect, &again, NULL), 0);
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 3, 42, cmr_wall_ms(), SIZE_MAX, again.max_bytes, collect, &again, NULL), 0);
     assert_string_equal(again.names[0], "demo/C7");
     cmr_instr_ahead_free(x);
 }
@@ -198,7 +219,7 @@ static void test_revisions_and_bound(void **state)
     assert_int_equal(st.over_budget, (uint64_t)(10 - kept));
     /* malformed grants are not kept */
     uint8_t junk[40] = {0}, bytes[10] = {0};
-    assert_int_equal(cmr_instr_ahead_put(x, junk, sizeof junk, 1, bytes, sizeof bytes), 0);
+    assert_int_equal(cmr_instr_ahead_put(x, junk, sizeof junk, bytes, sizeof bytes), CMR_INSTR_AHEAD_NOT_KEPT);
     cmr_instr_ahead_free(x);
 
     cmr_instr_ahead_t *off = cmr_instr_ahead_new(0);
@@ -206,11 +227,38 @@ static void test_revisions_and_bound(void **state)
     cmr_instr_ahead_free(off);
 }
 
+static void test_same_renewed_and_expiring(void **state)
+{
+    (void)state;
+    cmr_instr_ahead_t *x = cmr_instr_ahead_new(1 << 20);
+    assert_int_equal(put(x, "shop", 1, 0, 500, 1), CMR_INSTR_AHEAD_KEPT);
+    /* the same bytes signed again while the held grant has days left: nothing to publish */
+    assert_int_equal(put(x, "shop", 1, 0, 500, 1), CMR_INSTR_AHEAD_SAME);
+    /* other bytes for the class: kept, to be published */
+    assert_int_equal(put(x, "shop", 1, 0, 500, 2), CMR_INSTR_AHEAD_KEPT);
+    /* a held grant with less than a day left is renewed */
+    assert_int_equal(put_for(x, "shop", 1, 1, 500, 1, DAY_MS / 2), CMR_INSTR_AHEAD_KEPT);
+    assert_int_equal(put_for(x, "shop", 1, 1, 500, 1, 2 * DAY_MS), CMR_INSTR_AHEAD_KEPT);
+    assert_int_equal(put_for(x, "shop", 1, 1, 500, 1, 2 * DAY_MS), CMR_INSTR_AHEAD_SAME);
+    /* a grant valid for less than an hour is held but never sent */
+    assert_int_equal(put_for(x, "shop", 1, 2, 500, 1, 30 * 60 * 1000), CMR_INSTR_AHEAD_KEPT);
+    assert_int_equal(cmr_instr_ahead_count(x, "shop", 1), 3);
+    seen_t s = {.max_bytes = 1 << 20};
+    size_t sent = 0;
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 1, 42, cmr_wall_ms(), SIZE_MAX, s.max_bytes, collect, &s, &sent), 0);
+    assert_int_equal(sent, 2);
+    assert_string_equal(s.names[0], "demo/C0");
+    assert_string_equal(s.names[1], "demo/C1");
+    cmr_instr_ahead_free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_replacement_and_messages),
         cmocka_unit_test(test_revisions_and_bound),
+        cmocka_unit_test(test_same_renewed_and_expiring),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

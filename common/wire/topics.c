@@ -23,6 +23,7 @@ static const cmr_topic_layout_t layouts[CMR_TOPIC__COUNT] = {
     [CMR_TOPIC_DIAGNOSIS_TREES] = {"diagnosis-trees", 1, 0},
     [CMR_TOPIC_INGEST_WORKERS] = {"ingest-workers", 1, 1},
     [CMR_TOPIC_BUDGET] = {"budget", 1, 1},
+    [CMR_TOPIC_GRANTS] = {"grants", 4, 1},
 };
 
 static char topic_prefix[64] = "cmr";

@@ -23,7 +23,9 @@
  * classes granted ahead turned off so that only the cache can serve them) gets those
  * classes instrumented at load (agent.cache_stats load_hits, none refused), the
  * instrumenter sends no Redefine for them (instr.stopped cached_at_agent) and the probes'
- * events reach cmr.events.
+ * events reach cmr.events. Last, a new instrumenter worker with an empty store of its own
+ * sends the next JVM the grants the first one published on cmr.grants, and that JVM loads
+ * them instrumented.
  * Skipped (77) where /usr/share/java/h2.jar is missing (Debian's libh2-java).
  *
  * Usage: test_e2e_short_jvm BROKER CMR_CONFIG CMR_INSTRUMENTER JAVA AGENT_SO CLASSPATH
@@ -76,6 +78,20 @@ static int run_tool(const char *const *argv)
     int rc = jvm_proc_wait(&p, 60000);
     jvm_proc_cleanup(&p);
     return rc == 0 ? 0 : -1;
+}
+
+/* How many stderr lines of the process hold `needle`. */
+static int stderr_count(jvm_proc_t *j, const char *needle)
+{
+    FILE *f = fopen(j->stderr_path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
 }
 
 /* The number after `key=` in the first stderr line of the JVM holding `event`, or -1. */
@@ -338,6 +354,57 @@ static void test_restarted_jvm_uses_cache(void **state)
     assert_true(cached_at_agent > 0);
 }
 
+/* A new cmr-instrumenter worker with a store of its own (as on another host, or the same
+ * worker restarted with its store lost): it reads the grants the first worker published on
+ * cmr.grants and sends them ahead to the next JVM, which loads them instrumented, although
+ * this worker has served no JVM yet. Runs after test_restarted_jvm_uses_cache, which
+ * stopped the first worker. */
+static void test_new_worker_sends_ahead_what_was_published(void **state)
+{
+    (void)state;
+    char db[256];
+    assert_true(FITS(db, "%s/instrumenter-2", workdir));
+    jvm_proc_cleanup(&instr_worker);
+    const char *ins[] = {
+        instr_bin, "--bootstrap", broker.bootstrap, "--db", db, "-X", signing_opt, "-X", "kafka.fetch.wait.max.ms=5",
+        "run",     NULL};
+    assert_int_equal(jvm_proc_start(&instr_worker, ins), 0);
+    /* ready once every partition of cmr.classes is live: a new worker first replays what
+     * the partitions hold into its store, their records held back meanwhile */
+    int partitions = cmr_topic_layout(CMR_TOPIC_CLASSES)->partitions;
+    bool ready = false;
+    for (int waited = 0; waited < 120000 && !ready; waited += 100) {
+        ready = stderr_count(&instr_worker, "event=instr.partition_live") >= partitions;
+        if (!ready)
+            usleep(100 * 1000);
+    }
+    assert_true(ready);
+
+    char name[64], out[256] = "";
+    jvm_proc_t *j = &jvm;
+    run_short_jvm(j, name, sizeof name, out, sizeof out);
+    long long kept = stderr_value(j, "event=agent.granted_ahead_stats", "kept");
+    long long ahead_hits = stderr_value(j, "event=agent.granted_ahead_stats", "load_hits");
+    fprintf(stderr, "# JVM served by the new worker: %s | granted ahead: %lld kept, %lld loaded instrumented\n", out,
+            kept, ahead_hits);
+    print_line(j, "event=agent.redefine_latency");
+    print_line(j, "event=agent.configured");
+    print_line(j, "event=agent.granted_ahead ");
+    print_line(&instr_worker, "event=instr.granted_ahead");
+    if (kept <= 0)
+        jvm_proc_print_stderr_tail(&instr_worker);
+    assert_true(kept > 0);
+    assert_true(ahead_hits > 0);
+    jvm_proc_cleanup(j);
+    jvm_started = false;
+
+    kill(instr_worker.pid, SIGTERM);
+    assert_int_equal(jvm_proc_wait(&instr_worker, 30000), 0);
+    long long ahead_jvms = stderr_value(&instr_worker, "event=instr.stopped", "ahead_jvms");
+    print_line(&instr_worker, "event=instr.stopped");
+    assert_true(ahead_jvms >= 1);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -403,6 +470,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_second_jvm_is_monitored),
         cmocka_unit_test(test_restarted_jvm_uses_cache),
+        cmocka_unit_test(test_new_worker_sends_ahead_what_was_published),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

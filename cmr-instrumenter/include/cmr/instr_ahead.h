@@ -10,7 +10,7 @@
  * class digest (a class granted again replaces its entry and keeps its place), in the
  * order they were first signed, which is roughly the order in which a JVM of the
  * environment loads its classes, and for each how many JVMs loaded it since (counted
- * from their ClassLoaded, by class hash). A grant of a newer revision drops the
+ * from their ClassLoaded, by class name). A grant of a newer revision drops the
  * environment's older ones; one of an older revision is not kept. Only grants are kept,
  * so never a diagnosis' bytes (they get none).
  *
@@ -51,30 +51,36 @@ typedef struct cmr_instr_ahead_stats {
 cmr_instr_ahead_t *cmr_instr_ahead_new(size_t max_bytes);
 void cmr_instr_ahead_free(cmr_instr_ahead_t *x);
 
+typedef enum cmr_instr_ahead_put {
+    CMR_INSTR_AHEAD_NOT_KEPT = 0, /* over budget, older revision, malformed */
+    CMR_INSTR_AHEAD_KEPT,         /* new, or other bytes, or a grant renewed: worth publishing */
+    CMR_INSTR_AHEAD_SAME,         /* the same bytes are held under a grant valid for days yet */
+} cmr_instr_ahead_put_t;
+
 /* Keeps an encoded grant with the instrumented bytes it grants (the grant says for which
  * environment, revision, class and original digest; it is decoded, not verified: the
- * worker signed it); class_hash is the XXH3 of the original bytes (ClassLoaded's). 1
- * kept, 0 not kept (over budget, older revision, malformed). */
-int cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len, uint64_t class_hash,
-                        const uint8_t *bytes, size_t len);
+ * worker signed it, or checks it first). */
+cmr_instr_ahead_put_t cmr_instr_ahead_put(cmr_instr_ahead_t *x, const void *grant, size_t grant_len,
+                                          const uint8_t *bytes, size_t len);
 
-/* A JVM of the environment loaded the class with this hash (a ClassLoaded): counts for the
+/* A JVM of the environment loaded the class of this name (a ClassLoaded): counts for the
  * order in which classes are sent. */
-void cmr_instr_ahead_loaded(cmr_instr_ahead_t *x, const char *environment_id, uint64_t class_hash);
+void cmr_instr_ahead_loaded(cmr_instr_ahead_t *x, const char *environment_id, const char *class_name);
 
 /* How many classes are held for the environment at this revision. */
 size_t cmr_instr_ahead_count(const cmr_instr_ahead_t *x, const char *environment_id, int64_t revision);
 
 /* Calls fn with the ClassGrants messages for one JVM: the classes held for the
- * environment at this revision, most loaded first, up to max_jvm_bytes of grants and bytes
- * in all (at least one class), each message with at most max_message_bytes (a larger
- * class goes alone), numbered part 1..parts. *sent (may be NULL) gets the number of
- * classes. Stops at the first non-zero return of fn and returns it; 0 when every message
- * was handed over (or there was none). */
+ * environment at this revision whose grant is valid for an hour yet at wall time now_ms,
+ * most loaded first, up to max_jvm_bytes of grants and bytes in all (at least one
+ * class), each message with at most max_message_bytes (a larger class goes alone),
+ * numbered part 1..parts. *sent (may be NULL) gets the number of classes. Stops at the
+ * first non-zero return of fn and returns it; 0 when every message was handed over (or
+ * there was none). */
 typedef int(cmr_instr_ahead_fn)(const cmr_class_grants_t *m, void *ud);
 int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
-                             size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn, void *ud,
-                             size_t *sent);
+                             int64_t now_ms, size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn,
+                             void *ud, size_t *sent);
 
 void cmr_instr_ahead_stats(const cmr_instr_ahead_t *x, cmr_instr_ahead_stats_t *out);
 

@@ -39,6 +39,7 @@ typedef enum cmr_topic {
     CMR_TOPIC_DIAGNOSIS_TREES, /* the discovered callees per diagnosis and agent */
     CMR_TOPIC_INGEST_WORKERS,  /* compacted: cmr-ingest workers' HTTP APIs and partitions */
     CMR_TOPIC_BUDGET,          /* compacted: the methods the overhead budget removed */
+    CMR_TOPIC_GRANTS,          /* compacted: class grants with their bytes, sent ahead to new JVMs */
     CMR_TOPIC__COUNT
 } cmr_topic_t;
 
