@@ -414,6 +414,24 @@ int cmr_agent_end_due_diagnoses(cmr_agent_t *a, JNIEnv *env)
 
 /* --- the cache of instrumented classes (grant_store.h) ------------------------------------ */
 
+/* Writes a grant and its bytes to the cache (verified there first); a failure is logged,
+ * rate-limited (control thread only). */
+static void cache_put(cmr_agent_t *a, const char *name, const void *grant, size_t glen, const uint8_t *original,
+                      const uint8_t *bytes, size_t len)
+{
+    char err[300];
+    if (cmr_grant_store_put(a->grants, grant, glen, original, bytes, len, cmr_wall_ms(), err, sizeof err) == 0)
+        return;
+    static cmr_log_limiter_t limiter;
+    unsigned long long suppressed = 0;
+    char ename[256], eerr[400];
+    if (cmr_log_allow(&limiter, 5, &suppressed))
+        cmr_log(
+            CMR_LOG_WARN, "agent.cache_not_written",
+            "class=\"%s\" error=\"%s\" suppressed=%llu action=\"a restart of this JVM gets the class from the CMR\"",
+            cmr_log_escape(name, ename, sizeof ename), cmr_log_escape(err, eerr, sizeof eerr), suppressed);
+}
+
 /* An applied Redefine with a class grant: the grant and its bytes go to the cache, for the
  * next JVM of the environment (never a diagnosis' bytes: they do not outlive it). */
 static void keep_grant(cmr_agent_t *a, const cmr_redefine_t *cmd)
@@ -421,18 +439,8 @@ static void keep_grant(cmr_agent_t *a, const cmr_redefine_t *cmd)
     if (!a->grants || cmd->original || cmd->diagnosis || cmd->grant.len == 0 ||
         cmd->original_digest.len != CMR_TRUST_DIGEST_BYTES)
         return;
-    char err[300];
-    if (cmr_grant_store_put(a->grants, cmd->grant.data, cmd->grant.len, cmd->original_digest.data, cmd->bytecode.data,
-                            cmd->bytecode.len, cmr_wall_ms(), err, sizeof err) != 0) {
-        static cmr_log_limiter_t limiter; /* control thread only */
-        unsigned long long suppressed = 0;
-        char ename[256], eerr[400];
-        if (cmr_log_allow(&limiter, 5, &suppressed))
-            cmr_log(CMR_LOG_WARN, "agent.cache_not_written",
-                    "class=\"%s\" error=\"%s\" suppressed=%llu action=\"the next JVM gets this class by redefinition\"",
-                    cmr_log_escape(cmd->class_name, ename, sizeof ename), cmr_log_escape(err, eerr, sizeof eerr),
-                    suppressed);
-    }
+    cache_put(a, cmd->class_name, cmd->grant.data, cmd->grant.len, cmd->original_digest.data, cmd->bytecode.data,
+              cmd->bytecode.len);
 }
 
 /* --- classes granted ahead (grant_preload.h) ---------------------------------------------- */
@@ -503,16 +511,7 @@ void cmr_agent_keep_ahead(cmr_agent_t *a, const char *name, int64_t loader_id)
         cmr_grant_store_has(a->grants, original) ||
         !cmr_grant_preload_copy(a->preload, original, &grant, &glen, &bytes, &len))
         return;
-    char err[300];
-    if (cmr_grant_store_put(a->grants, grant, glen, original, bytes, len, cmr_wall_ms(), err, sizeof err) != 0) {
-        static cmr_log_limiter_t limiter; /* control thread only */
-        unsigned long long suppressed = 0;
-        char ename[256], eerr[400];
-        if (cmr_log_allow(&limiter, 5, &suppressed))
-            cmr_log(CMR_LOG_WARN, "agent.cache_not_written",
-                    "class=\"%s\" error=\"%s\" suppressed=%llu action=\"a restart gets this class from the CMR\"",
-                    cmr_log_escape(name, ename, sizeof ename), cmr_log_escape(err, eerr, sizeof eerr), suppressed);
-    }
+    cache_put(a, name, grant, glen, original, bytes, len);
     free(grant);
     free(bytes);
 }

@@ -19,10 +19,11 @@
 #include "cmr/clock.h"
 #include "cmr/grant.h"
 #include "grant_preload.h"
+#include "test_keys.h"
 
 #define DAY_MS INT64_C(86400000)
 
-static char tmp[64];
+static test_keys_t keys, other; /* the pinned key, and one the agent does not pin */
 static cmr_signer_t *signer, *other_signer;
 static cmr_verifier_t *verifier;
 static const uint8_t original[] = {0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 55, 1, 2, 3};
@@ -33,18 +34,11 @@ static uint8_t orig_digest[CMR_TRUST_DIGEST_BYTES], instr_digest[CMR_TRUST_DIGES
 static int setup(void **state)
 {
     (void)state;
-    char err[256], path[160];
-    snprintf(tmp, sizeof tmp, "/tmp/cmr-preload-test-XXXXXX");
-    assert_non_null(mkdtemp(tmp));
-    assert_int_equal(cmr_trust_keygen(tmp, "cmr", err, sizeof err), 0);
-    assert_int_equal(cmr_trust_keygen(tmp, "other", err, sizeof err), 0);
-    snprintf(path, sizeof path, "%s/cmr.key", tmp);
-    assert_non_null(signer = cmr_signer_load(path, err, sizeof err));
-    snprintf(path, sizeof path, "%s/other.key", tmp);
-    assert_non_null(other_signer = cmr_signer_load(path, err, sizeof err));
-    verifier = cmr_verifier_new("instance", NULL);
-    snprintf(path, sizeof path, "%s/cmr.pub", tmp);
-    assert_int_equal(cmr_verifier_add_key_file(verifier, path, err, sizeof err), 0);
+    if (test_keys_make(&keys) != 0 || test_keys_make(&other) != 0)
+        return -1;
+    signer = keys.signer;
+    verifier = keys.verifier;
+    other_signer = other.signer;
     cmr_trust_digest(original, sizeof original, orig_digest);
     cmr_trust_digest(instrumented, sizeof instrumented, instr_digest);
     return 0;
@@ -53,12 +47,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    assert_int_equal(system(cmd), 0);
-    cmr_signer_free(signer);
-    cmr_signer_free(other_signer);
-    cmr_verifier_free(verifier);
+    test_keys_free(&keys);
+    test_keys_free(&other);
     return 0;
 }
 
@@ -93,16 +83,23 @@ static bool served(cmr_grant_preload_t *p, const char *name, const uint8_t *want
     return true;
 }
 
+/* A set for environment "shop" holding demo/Work, granted by the pinned key (*g). */
+static cmr_grant_preload_t *set_with_work(cmr_buf_t *g)
+{
+    cmr_grant_preload_t *p = cmr_grant_preload_new(verifier, 1 << 20);
+    cmr_grant_preload_expect(p, "shop");
+    sign_for(signer, "shop", "demo/Work", instrumented, sizeof instrumented, DAY_MS, g);
+    cmr_grant_verdict_t why;
+    assert_int_equal(add(p, g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_KEPT);
+    assert_int_equal(why, CMR_GRANT_OK);
+    return p;
+}
+
 static void test_verified_class_is_served_to_its_load_only(void **state)
 {
     (void)state;
-    cmr_grant_preload_t *p = cmr_grant_preload_new(verifier, 1 << 20);
-    cmr_grant_preload_expect(p, "shop");
     cmr_buf_t g = {0};
-    sign_for(signer, "shop", "demo/Work", instrumented, sizeof instrumented, DAY_MS, &g);
-    cmr_grant_verdict_t why;
-    assert_int_equal(add(p, &g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_KEPT);
-    assert_int_equal(why, CMR_GRANT_OK);
+    cmr_grant_preload_t *p = set_with_work(&g);
     int64_t now = cmr_wall_ms();
     assert_true(served(p, "demo/Work", instrumented, sizeof instrumented, now));
     assert_false(served(p, "demo/Other", instrumented, sizeof instrumented, now)); /* another class name */
@@ -231,12 +228,9 @@ static void test_environment_change_bound_and_replacement(void **state)
 static void test_trim_drops_only_unused(void **state)
 {
     (void)state;
-    cmr_grant_preload_t *p = cmr_grant_preload_new(verifier, 1 << 20);
-    cmr_grant_preload_expect(p, "shop");
     cmr_buf_t g = {0};
-    sign_for(signer, "shop", "demo/Work", instrumented, sizeof instrumented, DAY_MS, &g);
+    cmr_grant_preload_t *p = set_with_work(&g);
     cmr_grant_verdict_t why;
-    assert_int_equal(add(p, &g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_KEPT);
     assert_int_equal(cmr_grant_preload_trim(p), 1); /* never loaded */
     assert_false(served(p, "demo/Work", instrumented, sizeof instrumented, cmr_wall_ms()));
     assert_int_equal(add(p, &g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_KEPT);

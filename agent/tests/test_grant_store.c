@@ -24,10 +24,12 @@
 #include "cmr/clock.h"
 #include "cmr/grant.h"
 #include "grant_store.h"
+#include "test_keys.h"
 
 #define DAY_MS INT64_C(86400000)
 
-static char tmp[64], dir[128];
+static test_keys_t keys, other; /* the pinned key, and one the agent does not pin */
+static char dir[128];
 static cmr_signer_t *signer, *other_signer;
 static cmr_verifier_t *verifier, *other_verifier;
 static const uint8_t original[] = {0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 55, 1, 2, 3};
@@ -37,36 +39,22 @@ static uint8_t orig_digest[CMR_TRUST_DIGEST_BYTES];
 static int setup(void **state)
 {
     (void)state;
-    char err[256], path[160];
-    snprintf(tmp, sizeof tmp, "/tmp/cmr-grant-test-XXXXXX");
-    assert_non_null(mkdtemp(tmp));
-    assert_int_equal(cmr_trust_keygen(tmp, "cmr", err, sizeof err), 0);
-    assert_int_equal(cmr_trust_keygen(tmp, "other", err, sizeof err), 0);
-    snprintf(path, sizeof path, "%s/cmr.key", tmp);
-    assert_non_null(signer = cmr_signer_load(path, err, sizeof err));
-    snprintf(path, sizeof path, "%s/other.key", tmp);
-    assert_non_null(other_signer = cmr_signer_load(path, err, sizeof err));
-    verifier = cmr_verifier_new("instance", NULL);
-    other_verifier = cmr_verifier_new("instance", NULL);
-    snprintf(path, sizeof path, "%s/cmr.pub", tmp);
-    assert_int_equal(cmr_verifier_add_key_file(verifier, path, err, sizeof err), 0);
-    snprintf(path, sizeof path, "%s/other.pub", tmp);
-    assert_int_equal(cmr_verifier_add_key_file(other_verifier, path, err, sizeof err), 0);
+    if (test_keys_make(&keys) != 0 || test_keys_make(&other) != 0)
+        return -1;
+    signer = keys.signer;
+    verifier = keys.verifier;
+    other_signer = other.signer;
+    other_verifier = other.verifier;
     cmr_trust_digest(original, sizeof original, orig_digest);
-    snprintf(dir, sizeof dir, "%s/cache", tmp);
+    snprintf(dir, sizeof dir, "%s/cache", keys.dir);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    assert_int_equal(system(cmd), 0);
-    cmr_signer_free(signer);
-    cmr_signer_free(other_signer);
-    cmr_verifier_free(verifier);
-    cmr_verifier_free(other_verifier);
+    test_keys_free(&keys);
+    test_keys_free(&other);
     return 0;
 }
 

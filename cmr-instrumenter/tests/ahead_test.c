@@ -22,29 +22,24 @@
 #include "cmr/grant.h"
 #include "cmr/instr_ahead.h"
 #include "cmr/wire.h"
+#include "test_keys.h"
 
-static char tmp[64];
+static test_keys_t keys;
 static cmr_signer_t *signer;
 
 static int setup(void **state)
 {
     (void)state;
-    char err[256], path[160];
-    snprintf(tmp, sizeof tmp, "/tmp/cmr-ahead-test-XXXXXX");
-    assert_non_null(mkdtemp(tmp));
-    assert_int_equal(cmr_trust_keygen(tmp, "cmr", err, sizeof err), 0);
-    snprintf(path, sizeof path, "%s/cmr.key", tmp);
-    assert_non_null(signer = cmr_signer_load(path, err, sizeof err));
+    if (test_keys_make(&keys) != 0)
+        return -1;
+    signer = keys.signer;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    assert_int_equal(system(cmd), 0);
-    cmr_signer_free(signer);
+    test_keys_free(&keys);
     return 0;
 }
 
