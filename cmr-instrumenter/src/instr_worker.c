@@ -1050,6 +1050,7 @@ static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t 
 /* --- classes granted ahead (instr_ahead.h) ---------------------------------------------- */
 
 #define AHEAD_MESSAGE_BYTES (1u << 20) /* grants and bytes per ClassGrants message */
+#define GRANTS_CATCH_UP_MS 10000       /* cmr.grants read at most this long before the first unit */
 
 typedef struct ahead_ctx {
     worker_t *w;
@@ -2240,11 +2241,16 @@ static int catch_up(worker_t *w, int64_t timeout_ms)
             return -1;
         }
     }
-    /* the classes granted ahead, before the first JVM is answered */
+    /* the classes granted ahead, before the first JVM is answered; a topic too large to
+     * read in GRANTS_CATCH_UP_MS goes on being read in the loop (the first JVMs may then get
+     * fewer classes ahead): it never keeps the worker from starting */
+    int64_t grants_until = mono_ms() + GRANTS_CATCH_UP_MS;
     while (!grants_step(w, 4096, 100)) {
-        if (mono_ms() > deadline) {
-            cmr_log(CMR_LOG_ERROR, "instr.catch_up_timeout", "topic=%s", cmr_topic_name(CMR_TOPIC_GRANTS));
-            return -1;
+        if (mono_ms() > grants_until || mono_ms() > deadline) {
+            cmr_log(CMR_LOG_WARN, "instr.grants_partial",
+                    "topic=%s read_ms=%d action=\"the rest is read while the worker runs\"",
+                    cmr_topic_name(CMR_TOPIC_GRANTS), GRANTS_CATCH_UP_MS);
+            break;
         }
     }
     /* the registrations too, so that the first lost records find their agents */
