@@ -208,35 +208,39 @@ size_t cmr_instr_ahead_count(const cmr_instr_ahead_t *x, const char *environment
     return v && v->revision == revision ? v->n : 0;
 }
 
-/* The order classes are sent in: most loaded first, ties in the order they were kept. */
-static const env_t *sort_env;
+/* A class held, as ranked for sending: most loaded first, ties in the order they were kept. */
+typedef struct ranked {
+    uint32_t loads;
+    size_t idx;   /* in env_t.items */
+    int32_t part; /* the message it goes in, 1-based (0: not sent) */
+} ranked_t;
 
 static int by_loads(const void *a, const void *b)
 {
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    uint32_t li = sort_env->items[i].loads, lj = sort_env->items[j].loads;
-    if (li != lj)
-        return li > lj ? -1 : 1;
-    return (i > j) - (i < j);
+    const ranked_t *x = a, *y = b;
+    if (x->loads != y->loads)
+        return x->loads > y->loads ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* How many of order[0..n) fit in max_jvm bytes (at least one), and in how many messages
- * of max_message bytes they go (*parts). */
-static size_t plan(const env_t *v, const size_t *order, size_t count, size_t max_jvm, size_t max_message,
-                   int32_t *parts)
+/* Gives order[0..count) their messages: as many as fit in max_jvm bytes (at least one),
+ * in messages of at most max_message bytes (a larger class alone). Returns how many are
+ * sent; order[n - 1].part is the number of messages. */
+static size_t plan(const env_t *v, ranked_t *order, size_t count, size_t max_jvm, size_t max_message)
 {
     size_t n = 0, total = 0, used = 0;
-    *parts = 0;
+    int32_t part = 0;
     for (; n < count; n++) {
-        size_t sz = entry_size(&v->items[order[n]]);
+        size_t sz = entry_size(&v->items[order[n].idx]);
         if (n > 0 && total + sz > max_jvm)
             break;
         total += sz;
-        if (*parts == 0 || (used > 0 && used + sz > max_message)) {
-            (*parts)++;
+        if (part == 0 || (used > 0 && used + sz > max_message)) {
+            part++;
             used = 0;
         }
         used += sz;
+        order[n].part = part;
     }
     return n;
 }
@@ -253,7 +257,7 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
     env_t *v = environment_id ? env_find(x, environment_id) : NULL;
     if (!v || v->revision != revision || v->n == 0)
         return 0;
-    size_t *order = malloc(v->n * sizeof *order);
+    ranked_t *order = malloc(v->n * sizeof *order);
     cmr_granted_class_t *items = calloc(v->n, sizeof *items);
     if (!order || !items) {
         free(order);
@@ -263,33 +267,30 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
     size_t valid = 0;
     for (size_t i = 0; i < v->n; i++)
         if (v->items[i].not_after_ms - now_ms > SEND_MIN_VALIDITY_MS)
-            order[valid++] = i;
-    sort_env = v; /* one thread (instr_ahead.h) */
+            order[valid++] = (ranked_t){v->items[i].loads, i, 0};
     qsort(order, valid, sizeof *order, by_loads);
     cmr_class_grants_t m = {.agent_id = agent_id, .environment_id = v->id, .revision = revision};
-    size_t n = valid ? plan(v, order, valid, max_jvm_bytes, max_message_bytes, &m.parts) : 0;
+    size_t n = valid ? plan(v, order, valid, max_jvm_bytes, max_message_bytes) : 0;
     if (n == 0) {
         free(items);
         free(order);
         return 0;
     }
+    m.parts = order[n - 1].part;
     int rc = 0;
-    size_t i = 0;
-    while (rc == 0 && i < n) {
-        size_t used = 0, first = i;
-        while (i < n && (i == first || used + entry_size(&v->items[order[i]]) <= max_message_bytes)) {
-            const entry_t *e = &v->items[order[i]];
-            items[i] = (cmr_granted_class_t){.class_name = e->class_name,
-                                             .original_digest = {(uint8_t *)e->original_digest, CMR_TRUST_DIGEST_BYTES},
-                                             .grant = {e->grant, e->grant_len},
-                                             .bytecode = {e->bytes, e->len}};
-            used += entry_size(e);
-            i++;
-        }
-        m.part++;
+    for (size_t i = 0, first = 0; rc == 0 && i < n; i++) {
+        const entry_t *e = &v->items[order[i].idx];
+        items[i] = (cmr_granted_class_t){.class_name = e->class_name,
+                                         .original_digest = {(uint8_t *)e->original_digest, CMR_TRUST_DIGEST_BYTES},
+                                         .grant = {e->grant, e->grant_len},
+                                         .bytecode = {e->bytes, e->len}};
+        if (i + 1 < n && order[i + 1].part == order[i].part)
+            continue; /* the message goes on */
+        m.part = order[i].part;
         m.classes.items = items + first;
-        m.classes.count = i - first;
+        m.classes.count = i + 1 - first;
         rc = fn(&m, ud);
+        first = i + 1;
     }
     free(items);
     free(order);
