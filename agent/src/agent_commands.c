@@ -465,10 +465,8 @@ void cmr_agent_take_grants(cmr_agent_t *a, const cmr_class_grants_t *cg)
     for (size_t i = 0; i < cg->classes.count; i++) {
         const cmr_granted_class_t *g = &cg->classes.items[i];
         cmr_grant_preload_add_t r =
-            g->original_digest.len != CMR_TRUST_DIGEST_BYTES
-                ? (why = CMR_GRANT_MALFORMED, CMR_GRANT_PRELOAD_REFUSED)
-                : cmr_grant_preload_add(a->preload, g->class_name, g->original_digest.data, g->grant.data, g->grant.len,
-                                        g->bytecode.data, g->bytecode.len, now_ms, &why);
+            cmr_grant_preload_add(a->preload, g->class_name, g->original_digest.data, g->original_digest.len,
+                                  g->grant.data, g->grant.len, g->bytecode.data, g->bytecode.len, now_ms, &why);
         kept += r == CMR_GRANT_PRELOAD_KEPT;
         over += r == CMR_GRANT_PRELOAD_OVER_BUDGET;
         if (r == CMR_GRANT_PRELOAD_REFUSED && refused++ == 0) {

@@ -126,7 +126,7 @@ void cmr_grant_preload_expect(cmr_grant_preload_t *p, const char *environment_id
 }
 
 cmr_grant_preload_add_t cmr_grant_preload_add(cmr_grant_preload_t *p, const char *class_name,
-                                              const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES], const void *grant,
+                                              const uint8_t *original_digest, size_t digest_len, const void *grant,
                                               size_t grant_len, const uint8_t *bytes, size_t len, int64_t now_ms,
                                               cmr_grant_verdict_t *why)
 {
@@ -138,9 +138,10 @@ cmr_grant_preload_add_t cmr_grant_preload_add(cmr_grant_preload_t *p, const char
     pthread_mutex_unlock(&p->lock);
     cmr_grant_t g;
     cmr_grant_expect_t want = {env, class_name, original_digest, bytes, len};
-    cmr_grant_verdict_t v = !env[0]                 ? CMR_GRANT_WRONG_ENVIRONMENT
-                            : class_name && len > 0 ? cmr_grant_verify(p->verifier, grant, grant_len, &want, now_ms, &g)
-                                                    : CMR_GRANT_MALFORMED;
+    bool whole = class_name && len > 0 && digest_len == CMR_TRUST_DIGEST_BYTES;
+    cmr_grant_verdict_t v = !env[0] ? CMR_GRANT_WRONG_ENVIRONMENT
+                            : whole ? cmr_grant_verify(p->verifier, grant, grant_len, &want, now_ms, &g)
+                                    : CMR_GRANT_MALFORMED;
     pthread_mutex_lock(&p->lock);
     if (v == CMR_GRANT_OK && strcmp(env, p->expected) != 0)
         v = CMR_GRANT_WRONG_ENVIRONMENT;

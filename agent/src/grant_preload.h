@@ -64,10 +64,11 @@ typedef enum cmr_grant_preload_add {
 void cmr_grant_preload_expect(cmr_grant_preload_t *p, const char *environment_id);
 
 /* Verifies one granted class at wall time now_ms, and keeps a copy of it: the grant must
- * name the expected environment, this class and the original digest, and the
- * instrumented bytes must have the granted digest. */
+ * name the expected environment, this class and the original digest (digest_len bytes as
+ * received; anything but a BLAKE2b-256 digest is MALFORMED), and the instrumented bytes
+ * must have the granted digest. Every call counts as received. */
 cmr_grant_preload_add_t cmr_grant_preload_add(cmr_grant_preload_t *p, const char *class_name,
-                                              const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES], const void *grant,
+                                              const uint8_t *original_digest, size_t digest_len, const void *grant,
                                               size_t grant_len, const uint8_t *bytes, size_t len, int64_t now_ms,
                                               cmr_grant_verdict_t *why);
 

@@ -62,7 +62,8 @@ static void sign_for(const cmr_signer_t *s, const char *env, const char *name, c
 static cmr_grant_preload_add_t add(cmr_grant_preload_t *p, const cmr_buf_t *g, const char *name, const uint8_t *bytes,
                                    size_t len, cmr_grant_verdict_t *why)
 {
-    return cmr_grant_preload_add(p, name, orig_digest, g->data, g->len, bytes, len, cmr_wall_ms(), why);
+    return cmr_grant_preload_add(p, name, orig_digest, sizeof orig_digest, g->data, g->len, bytes, len, cmr_wall_ms(),
+                                 why);
 }
 
 /* Looks demo/Work up with the original digest; true on a hit, whose bytes must be `want`. */
@@ -165,8 +166,8 @@ static void test_refusals(void **state)
     g.data[g.len / 2] ^= 1;
     assert_int_equal(add(p, &g, "demo/Work", instrumented, sizeof instrumented, &why), CMR_GRANT_PRELOAD_REFUSED);
     assert_int_not_equal(why, CMR_GRANT_OK);
-    assert_int_equal(cmr_grant_preload_add(p, "demo/Work", orig_digest, g.data, g.len / 2, instrumented,
-                                           sizeof instrumented, cmr_wall_ms(), &why),
+    assert_int_equal(cmr_grant_preload_add(p, "demo/Work", orig_digest, sizeof orig_digest, g.data, g.len / 2,
+                                           instrumented, sizeof instrumented, cmr_wall_ms(), &why),
                      CMR_GRANT_PRELOAD_REFUSED);
     assert_int_equal(why, CMR_GRANT_MALFORMED);
     g.data[g.len / 2] ^= 1;
@@ -177,6 +178,14 @@ static void test_refusals(void **state)
     assert_int_equal(st.refusals[CMR_GRANT_WRONG_ENVIRONMENT], 2);
     assert_int_equal(st.classes, 0);
     assert_false(served(p, "demo/Work", instrumented, sizeof instrumented, cmr_wall_ms()));
+    /* an original digest that is not 32 bytes: refused and counted like the others */
+    assert_int_equal(cmr_grant_preload_add(p, "demo/Work", orig_digest, 16, g.data, g.len, instrumented,
+                                           sizeof instrumented, cmr_wall_ms(), &why),
+                     CMR_GRANT_PRELOAD_REFUSED);
+    assert_int_equal(why, CMR_GRANT_MALFORMED);
+    cmr_grant_preload_stats(p, &st);
+    assert_int_equal(st.received, 8);
+    assert_int_equal(st.refused, 8);
     cmr_buf_free(&g);
     cmr_buf_free(&other_env);
     cmr_buf_free(&other_key);
