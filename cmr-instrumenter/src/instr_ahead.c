@@ -303,6 +303,27 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
     return rc;
 }
 
+const char *cmr_instr_ahead_record_refusal(const cmr_msg_t *m, const char *key_id)
+{
+    if (m->type != CMR_MSG_CLASS_GRANTS || m->u.class_grants.classes.count != 1)
+        return "not a ClassGrants of one class";
+    const cmr_granted_class_t *c = &m->u.class_grants.classes.items[0];
+    cmr_grant_t g;
+    uint8_t d[CMR_TRUST_DIGEST_BYTES];
+    if (cmr_grant_decode(c->grant.data, c->grant.len, &g) != CMR_GRANT_OK)
+        return "malformed grant";
+    if (strcmp(g.key_id, key_id) != 0)
+        return "signed by another key";
+    if (!c->class_name || strcmp(g.class_name, c->class_name) != 0 ||
+        c->original_digest.len != CMR_TRUST_DIGEST_BYTES ||
+        memcmp(g.original_digest, c->original_digest.data, sizeof d) != 0)
+        return "grant for another class";
+    cmr_trust_digest(c->bytecode.data, c->bytecode.len, d);
+    if (memcmp(d, g.instrumented_digest, sizeof d) != 0)
+        return "bytes do not match the grant";
+    return NULL;
+}
+
 void cmr_instr_ahead_stats(const cmr_instr_ahead_t *x, cmr_instr_ahead_stats_t *out)
 {
     *out = x->stats;

@@ -572,30 +572,6 @@ static void publish_grant(worker_t *w, const char *name, const cmr_redefine_t *r
                 rc);
 }
 
-/* Why a record of cmr.grants is not kept (NULL: it is): one class, a grant of this CMR's
- * key for exactly that class and those bytes. The signature is the agents' to check (they
- * pin the keys; the topic is written by cmr-instrumenter alone, deploy/acls.sh). */
-static const char *grant_record_refusal(const worker_t *w, const cmr_msg_t *m)
-{
-    if (m->type != CMR_MSG_CLASS_GRANTS || m->u.class_grants.classes.count != 1)
-        return "not a ClassGrants of one class";
-    const cmr_granted_class_t *c = &m->u.class_grants.classes.items[0];
-    cmr_grant_t g;
-    uint8_t d[CMR_TRUST_DIGEST_BYTES];
-    if (cmr_grant_decode(c->grant.data, c->grant.len, &g) != CMR_GRANT_OK)
-        return "malformed grant";
-    if (strcmp(g.key_id, cmr_signer_key_id(w->signer)) != 0)
-        return "signed by another key";
-    if (!c->class_name || strcmp(g.class_name, c->class_name) != 0 ||
-        c->original_digest.len != CMR_TRUST_DIGEST_BYTES ||
-        memcmp(g.original_digest, c->original_digest.data, sizeof d) != 0)
-        return "grant for another class";
-    cmr_trust_digest(c->bytecode.data, c->bytecode.len, d);
-    if (memcmp(d, g.instrumented_digest, sizeof d) != 0)
-        return "bytes do not match the grant";
-    return NULL;
-}
-
 /* Reads what cmr.grants has (at most `max` records, waiting up to timeout_ms for the
  * first) into the classes granted ahead; 1 once the reader has caught up. */
 static int grants_step(worker_t *w, size_t max, int timeout_ms)
@@ -609,7 +585,7 @@ static int grants_step(worker_t *w, size_t max, int timeout_ms)
         char err[256];
         const char *why = cmr_msg_decode(rec.payload, rec.len, &m, err, sizeof err) == CMR_WIRE_OK ? NULL : err;
         if (!why) {
-            why = grant_record_refusal(w, &m);
+            why = cmr_instr_ahead_record_refusal(&m, cmr_signer_key_id(w->signer));
             if (!why) {
                 const cmr_granted_class_t *c = &m.u.class_grants.classes.items[0];
                 cmr_instr_ahead_put(w->ahead, c->grant.data, c->grant.len, c->bytecode.data, c->bytecode.len);

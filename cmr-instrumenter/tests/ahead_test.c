@@ -6,7 +6,8 @@
  * JVMs loaded most first), within the message size (a larger class alone) and the bound
  * per JVM, numbered part 1..parts, and decode as they were made; the same bytes signed
  * again are not news unless the held grant is about to expire, and a grant valid for less
- * than an hour is not sent.
+ * than an hour is not sent; a record of cmr.grants is kept only for the worker's own key,
+ * its class and its bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,12 +249,67 @@ static void test_same_renewed_and_expiring(void **state)
     cmr_instr_ahead_free(x);
 }
 
+/* A cmr.grants record of one class: kept only when its grant is of the worker's key and
+ * names that class, its original digest and the digest of its bytes. */
+static void test_records_of_the_topic_are_checked(void **state)
+{
+    (void)state;
+    char err[256];
+    uint8_t orig[CMR_TRUST_DIGEST_BYTES] = {7}, other_orig[CMR_TRUST_DIGEST_BYTES] = {8};
+    uint8_t bytes[300], other_bytes[300];
+    memset(bytes, 1, sizeof bytes);
+    memset(other_bytes, 2, sizeof other_bytes);
+    cmr_buf_t g = {0}, foreign = {0};
+    assert_int_equal(
+        cmr_grant_sign(signer, "shop", 1, "demo/C", orig, bytes, sizeof bytes, 2 * DAY_MS, &g, err, sizeof err), 0);
+    test_keys_t stranger;
+    assert_int_equal(test_keys_make(&stranger), 0);
+    assert_int_equal(cmr_grant_sign(stranger.signer, "shop", 1, "demo/C", orig, bytes, sizeof bytes, 2 * DAY_MS,
+                                    &foreign, err, sizeof err),
+                     0);
+    const char *key = cmr_signer_key_id(signer);
+    cmr_granted_class_t c = {"demo/C", {orig, sizeof orig}, {g.data, g.len}, {bytes, sizeof bytes}};
+    cmr_msg_t m = {.type = CMR_MSG_CLASS_GRANTS};
+    m.u.class_grants.classes.items = &c;
+    m.u.class_grants.classes.count = 1;
+    assert_null(cmr_instr_ahead_record_refusal(&m, key));
+
+    cmr_granted_class_t bad = c;
+    bad.grant = (cmr_bytes_t){foreign.data, foreign.len};
+    m.u.class_grants.classes.items = &bad;
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "signed by another key");
+    bad = c;
+    bad.class_name = "demo/Other";
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "grant for another class");
+    bad = c;
+    bad.original_digest = (cmr_bytes_t){other_orig, sizeof other_orig};
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "grant for another class");
+    bad.original_digest = (cmr_bytes_t){orig, 16};
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "grant for another class");
+    bad = c;
+    bad.bytecode = (cmr_bytes_t){other_bytes, sizeof other_bytes};
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "bytes do not match the grant");
+    bad = c;
+    bad.grant = (cmr_bytes_t){g.data, g.len / 2};
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "malformed grant");
+    m.u.class_grants.classes.count = 2; /* (items[1] is not read) */
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "not a ClassGrants of one class");
+    m.u.class_grants.classes.count = 1;
+    m.type = CMR_MSG_REDEFINE;
+    assert_string_equal(cmr_instr_ahead_record_refusal(&m, key), "not a ClassGrants of one class");
+
+    test_keys_free(&stranger);
+    cmr_buf_free(&g);
+    cmr_buf_free(&foreign);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_replacement_and_messages),
         cmocka_unit_test(test_revisions_and_bound),
         cmocka_unit_test(test_same_renewed_and_expiring),
+        cmocka_unit_test(test_records_of_the_topic_are_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

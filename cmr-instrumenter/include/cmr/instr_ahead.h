@@ -82,6 +82,12 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
                              int64_t now_ms, size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn,
                              void *ud, size_t *sent);
 
+/* Why a record of cmr.grants is not to be kept (NULL: it is): it must be one class whose
+ * grant is of the key key_id and names that class, its original digest and the digest of
+ * its bytes. The signature is the agents' to check (they pin the keys; the topic is
+ * written by cmr-instrumenter alone, deploy/acls.sh). */
+const char *cmr_instr_ahead_record_refusal(const cmr_msg_t *m, const char *key_id);
+
 void cmr_instr_ahead_stats(const cmr_instr_ahead_t *x, cmr_instr_ahead_stats_t *out);
 
 #endif
