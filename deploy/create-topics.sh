@@ -38,4 +38,6 @@ create diagnoses 1 cleanup.policy=delete retention.ms=$((90 * day))
 create diagnosis-trees 1 cleanup.policy=delete retention.ms=$((90 * day))
 create ingest-workers 1 cleanup.policy=compact retention.ms=-1
 create budget 1 cleanup.policy=compact retention.ms=-1
-create grants 4 cleanup.policy=compact retention.ms=-1
+# compacted, and a grant older than the longest validity there is (trust.grant.lifetime.ms:
+# 30 days at most) is of no use: the segments past it go (classes no JVM loads any more)
+create grants 4 cleanup.policy=compact,delete retention.ms=$((30 * day))

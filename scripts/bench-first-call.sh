@@ -15,6 +15,8 @@
 #                  the agents without the classes granted ahead, for the comparison)
 # With BASE=DIR (a build of another commit, e.g. main), the same runs against that build
 # first, for the comparison in the same conditions.
+# With AGENT_LIB=PATH (libcmragent.so of another build), the JVMs run that agent against
+# this build's CMR: e.g. an agent from before ClassGrants, as during an upgrade.
 # With CACHE=1 (a build with the agent's cache of instrumented classes, agent.cache.dir),
 # each of the RUNS is a pair of JVMs of one agent name and one fresh cache directory: the
 # first gets its classes by Redefine (and caches them), then its restart; per pair it prints
@@ -72,7 +74,7 @@ YAML
     pids+=($!)
     for _ in $(seq 300); do grep -q instr.partitions_assigned "$work/instrumenter.log" 2>/dev/null && break; sleep 0.1; done
     for _ in $(seq 300); do grep -q config.started "$work/config.log" 2>/dev/null && break; sleep 0.1; done
-    local agent="$B/agent/libcmragent.so=bootstrap=$bs,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5${AGENT_EXTRA:-}"
+    local agent="${AGENT_LIB:-$B/agent/libcmragent.so}=bootstrap=$bs,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5${AGENT_EXTRA:-}"
     # warm-up: one JVM served before the measured ones (CMR caches, consumer groups settled)
     # (WARM=0: none, the first JVM is measured against a CMR that has served nobody yet)
     if [ "${WARM:-1}" != 0 ]; then

@@ -159,6 +159,7 @@ void cmr_msg_sample(cmr_msg_type_t type, cmr_msg_t *out)
         m->loader_name = DUP("app");
         m->class_hash = sample_bytecode(&m->bytecode);
         m->cause = CMR_CLASS_LOADED;
+        m->agent_features = CMR_AGENT_READS_CLASS_GRANTS;
         break;
     }
     case CMR_MSG_BYTECODE_RESEND: {

@@ -664,6 +664,8 @@ static void ship_classes(control_t *c)
             .request_id = e->request_id,
             .bytecode = {e->bytes, e->len},
             .applied_digest = {cached ? applied : NULL, cached ? sizeof applied : 0},
+            /* no ClassGrants for an agent that would drop them (agent.preload.max.bytes 0) */
+            .agent_features = a->preload ? CMR_AGENT_READS_CLASS_GRANTS : 0,
         };
         char err[256];
         if (c->in_flight == 0)

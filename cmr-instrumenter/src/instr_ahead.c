@@ -303,6 +303,101 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
     return rc;
 }
 
+/* Drops entry idx of v; those after it move up one place, their order kept (rare: a grant
+ * that does not verify). */
+static void entry_drop(cmr_instr_ahead_t *x, env_t *v, size_t idx)
+{
+    entry_t *e = &v->items[idx];
+    cmr_map_del(&v->by_digest, e->original_digest, sizeof e->original_digest, NULL);
+    cmr_map_del(&v->by_name, e->class_name, strlen(e->class_name), NULL);
+    x->stats.classes--;
+    x->stats.bytes -= entry_size(e);
+    entry_free(e);
+    memmove(&v->items[idx], &v->items[idx + 1], (v->n - idx - 1) * sizeof *v->items);
+    v->n--;
+    for (size_t i = idx; i < v->n; i++) { /* the same keys: replaced in place, no allocation */
+        void *as_index = (void *)(uintptr_t)(i + 1);
+        cmr_map_put(&v->by_digest, v->items[i].original_digest, sizeof v->items[i].original_digest, as_index);
+        cmr_map_put(&v->by_name, v->items[i].class_name, strlen(v->items[i].class_name), as_index);
+    }
+}
+
+/* Signs e's bytes again (a grant that verified under `own` as at its issue); 0, or -1 when
+ * it does not verify (drop it) or 1 when it could not be signed (keep it as it is). */
+static int entry_resign(const env_t *v, entry_t *e, const cmr_verifier_t *own, const cmr_signer_t *signer,
+                        int64_t lifetime_ms, cmr_buf_t *fresh)
+{
+    cmr_grant_t g;
+    if (cmr_grant_decode(e->grant, e->grant_len, &g) != CMR_GRANT_OK)
+        return -1;
+    cmr_grant_expect_t want = {v->id, e->class_name, e->original_digest, e->bytes, e->len};
+    if (g.revision != v->revision || cmr_grant_verify(own, e->grant, e->grant_len, &want, g.issued_ms, NULL))
+        return -1;
+    char err[256];
+    if (cmr_grant_sign(signer, v->id, v->revision, e->class_name, e->original_digest, e->bytes, e->len, lifetime_ms,
+                       fresh, err, sizeof err) != 0 ||
+        cmr_grant_decode(fresh->data, fresh->len, &g) != CMR_GRANT_OK)
+        return 1;
+    uint8_t *copy = malloc(fresh->len);
+    if (!copy)
+        return 1;
+    memcpy(copy, fresh->data, fresh->len);
+    free(e->grant);
+    e->grant = copy;
+    e->grant_len = fresh->len;
+    e->not_after_ms = g.not_after_ms;
+    return 0;
+}
+
+size_t cmr_instr_ahead_renew(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t now_ms,
+                             size_t max, const cmr_verifier_t *own, const cmr_signer_t *signer, int64_t lifetime_ms,
+                             cmr_instr_ahead_renewed_fn *fn, void *ud)
+{
+    env_t *v = environment_id ? env_find(x, environment_id) : NULL;
+    if (!v || v->revision != revision || v->n == 0 || max == 0 || !own || !signer || lifetime_ms <= 0)
+        return 0;
+    ranked_t *due = malloc(v->n * sizeof *due);
+    uint8_t(*drop)[CMR_TRUST_DIGEST_BYTES] = malloc(v->n * sizeof *drop);
+    if (!due || !drop) {
+        free(due);
+        free(drop);
+        return 0;
+    }
+    size_t n = 0, renewed = 0, ndrop = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i].not_after_ms - now_ms <= RENEW_BEFORE_MS)
+            due[n++] = (ranked_t){v->items[i].loads, i, 0};
+    qsort(due, n, sizeof *due, by_loads);
+    cmr_buf_t fresh = {0};
+    for (size_t i = 0; i < n && i < max; i++) {
+        entry_t *e = &v->items[due[i].idx];
+        size_t before = e->grant_len;
+        int rc = entry_resign(v, e, own, signer, lifetime_ms, &fresh);
+        if (rc < 0) { /* dropped after the loop: indexes stay valid meanwhile */
+            memcpy(drop[ndrop++], e->original_digest, CMR_TRUST_DIGEST_BYTES);
+            continue;
+        }
+        if (rc > 0)
+            continue;
+        x->stats.bytes = x->stats.bytes - before + e->grant_len;
+        renewed++;
+        if (fn)
+            fn(e->class_name, e->original_digest, &(cmr_bytes_t){e->grant, e->grant_len},
+               &(cmr_bytes_t){e->bytes, e->len}, ud);
+    }
+    for (size_t i = 0; i < ndrop; i++) {
+        void *slot = cmr_map_get(&v->by_digest, drop[i], CMR_TRUST_DIGEST_BYTES);
+        if (slot)
+            entry_drop(x, v, (size_t)(uintptr_t)slot - 1);
+    }
+    cmr_buf_free(&fresh);
+    free(due);
+    free(drop);
+    x->stats.renewed += renewed;
+    x->stats.renew_refused += ndrop;
+    return renewed;
+}
+
 const char *cmr_instr_ahead_record_refusal(const cmr_msg_t *m, const char *key_id)
 {
     if (m->type != CMR_MSG_CLASS_GRANTS || m->u.class_grants.classes.count != 1)

@@ -176,11 +176,14 @@ typedef struct worker {
     int64_t grant_lifetime_ms;        /* of class grants (trust.grant.lifetime.ms); 0: none sent */
     _Atomic uint64_t cached_at_agent; /* Redefines not sent: the agent runs those bytes from its cache */
     cmr_instr_ahead_t *ahead;         /* owned: grants kept to send ahead to new JVMs; NULL: off */
+    cmr_verifier_t *own_key;          /* owned: the signer's public key, to check a grant before renewing it */
+    _Atomic uint64_t ahead_renewed;   /* grants renewed before they were sent ahead */
     int64_t ahead_jvm_bytes;          /* sent ahead to one JVM at most (instrumenter.ahead.max_bytes_per_jvm) */
     cmr_reader_t *grants_reader;      /* cmr.grants from the beginning (on readers): every worker's grants */
     _Atomic uint64_t ahead_published, ahead_read, ahead_refused; /* records of cmr.grants */
     cmr_log_limiter_t ahead_refused_log;
     _Atomic uint64_t ahead_sets, ahead_classes; /* JVMs sent classes ahead, and those classes */
+    _Atomic uint64_t ahead_unread;              /* new JVMs whose agent does not read ClassGrants */
     int replaying;                              /* catch-up of a newly assigned partition: cache only, no commands */
     catch_up_t catch_up;
     cmr_lag_gauge_t lag; /* the group consumer's lag per partition, for /metrics */
@@ -546,12 +549,13 @@ static int send_method_entries(worker_t *w, const cmr_instr_meta_t *meta, const 
  * cmr.grants, compacted by environment and original digest, so that every worker, and this
  * one after a restart, can send it ahead (instr_ahead.h). A record that cannot be queued
  * is only logged: the grant still goes to the JVMs this worker serves. */
-static void publish_grant(worker_t *w, const char *name, const cmr_redefine_t *r)
+static void publish_grant(worker_t *w, const char *name, cmr_bytes_t original_digest, cmr_bytes_t grant,
+                          cmr_bytes_t bytes)
 {
     cmr_grant_t g;
-    if (cmr_grant_decode(r->grant.data, r->grant.len, &g) != CMR_GRANT_OK)
+    if (cmr_grant_decode(grant.data, grant.len, &g) != CMR_GRANT_OK)
         return;
-    cmr_granted_class_t c = {(char *)name, r->original_digest, r->grant, r->bytecode};
+    cmr_granted_class_t c = {(char *)name, original_digest, grant, bytes};
     cmr_class_grants_t rec = {.environment_id = g.environment_id, .revision = g.revision, .part = 1, .parts = 1};
     rec.classes.items = &c;
     rec.classes.count = 1;
@@ -659,7 +663,7 @@ static int emit_prepared(worker_t *w, uint64_t agent, const char *instance, int6
             w->redefines++;
         if (rc == 0 && w->ahead && r.grant.len && /* for the next JVMs of the environment */
             cmr_instr_ahead_put(w->ahead, r.grant.data, r.grant.len, b->bytes, b->len) == CMR_INSTR_AHEAD_KEPT)
-            publish_grant(w, name, &r);
+            publish_grant(w, name, r.original_digest, r.grant, r.bytecode);
         cmr_log(p->diag ? CMR_LOG_INFO : CMR_LOG_DEBUG, "instr.redefine",
                 "class=%s agent=%016" PRIx64 " methods=%zu refused=%zu diagnosis=%s", name, agent, b->n_methods,
                 b->n_refused, p->diag ? p->diag->id : "-");
@@ -1028,6 +1032,28 @@ static void refuse_mismatch(worker_t *w, const cmr_class_loaded_t *cl, uint64_t 
 #define AHEAD_MESSAGE_BYTES (1u << 20) /* grants and bytes per ClassGrants message */
 #define GRANTS_CATCH_UP_MS 10000       /* cmr.grants read at most this long before the first unit */
 
+/* Grants renewed in one go before a JVM is sent its classes ahead (the rest at the next). */
+#define AHEAD_RENEW_MAX 4096
+
+/* A grant renewed by cmr_instr_ahead_renew goes to cmr.grants, as a new one does. */
+static void publish_renewed(const char *name, const uint8_t original_digest[32], const cmr_bytes_t *grant,
+                            const cmr_bytes_t *bytes, void *ud)
+{
+    publish_grant(ud, name, (cmr_bytes_t){(uint8_t *)original_digest, CMR_TRUST_DIGEST_BYTES}, *grant, *bytes);
+}
+
+/* The signer's own public key, to check a grant before it is signed again (made once). */
+static const cmr_verifier_t *own_key(worker_t *w)
+{
+    char err[256];
+    if (!w->own_key && (w->own_key = cmr_verifier_new("cmr-instrumenter", NULL)) &&
+        cmr_verifier_add_signer(w->own_key, w->signer, err, sizeof err) != 0) {
+        cmr_verifier_free(w->own_key);
+        w->own_key = NULL;
+    }
+    return w->own_key;
+}
+
 typedef struct ahead_ctx {
     worker_t *w;
     const char *instance, *topic;
@@ -1044,17 +1070,40 @@ static int send_ahead_part(const cmr_class_grants_t *m, void *ud)
 
 /* The first record of a JVM (a new instance of the agent): the classes this worker has
  * granted for its environment at the current revision go to it now, before it loads
- * them, in ClassGrants commands; the agent instruments them as they load. */
-static int send_ahead(worker_t *w, uint64_t agent, const char *instance, const char *env_id)
+ * them, in ClassGrants commands; the agent instruments them as they load. An agent that
+ * does not say it reads ClassGrants (ClassLoaded.agent_features: one from before them,
+ * which would refuse them as an unknown schema, or one with agent.preload.max.bytes 0,
+ * which would drop them) is sent none. */
+static int send_ahead(worker_t *w, const cmr_class_loaded_t *cl)
 {
     int64_t revision;
+    uint64_t agent = (uint64_t)cl->agent_id;
+    const char *instance = cl->instance_id, *env_id = cl->environment_id;
     if (!w->ahead || w->replaying || !env_of(w, env_id, &revision))
         return 0;
     size_t held = cmr_instr_ahead_count(w->ahead, env_id, revision), n = 0;
     char topic[CMR_TOPIC_NAME_MAX];
     if (held == 0 || command_topic(w, instance, topic, sizeof topic) != 0)
         return 0;
+    if (!(cl->agent_features & CMR_AGENT_READS_CLASS_GRANTS)) {
+        w->ahead_unread++;
+        cmr_log(CMR_LOG_DEBUG, "instr.granted_ahead_unread", "agent=%016" PRIx64 " held=%zu features=%" PRId64, agent,
+                held, cl->agent_features);
+        return 0;
+    }
     int64_t t0 = cmr_mono_ns();
+    char eenv[300];
+    cmr_instr_ahead_stats_t before;
+    cmr_instr_ahead_stats(w->ahead, &before);
+    size_t renewed = cmr_instr_ahead_renew(w->ahead, env_id, revision, cmr_wall_ms(), AHEAD_RENEW_MAX, own_key(w),
+                                           w->signer, w->grant_lifetime_ms, publish_renewed, w);
+    cmr_instr_ahead_stats_t after;
+    cmr_instr_ahead_stats(w->ahead, &after);
+    if (after.renew_refused > before.renew_refused)
+        cmr_log(CMR_LOG_WARN, "instr.grants_not_renewed",
+                "environment=\"%s\" dropped=%" PRIu64 " reason=\"not verified under this worker's own key\"",
+                cmr_log_escape(env_id, eenv, sizeof eenv), after.renew_refused - before.renew_refused);
+    w->ahead_renewed += renewed;
     ahead_ctx_t x = {w, instance, topic, 0};
     int rc = cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, cmr_wall_ms(),
                                       (size_t)w->ahead_jvm_bytes, AHEAD_MESSAGE_BYTES, send_ahead_part, &x, &n);
@@ -1062,11 +1111,10 @@ static int send_ahead(worker_t *w, uint64_t agent, const char *instance, const c
         w->ahead_sets++;
         w->ahead_classes += n;
     }
-    char eenv[300];
     cmr_log(rc == 0 ? CMR_LOG_INFO : CMR_LOG_WARN, "instr.granted_ahead",
             "agent=%016" PRIx64 " environment=\"%s\" revision=%" PRId64
-            " classes=%zu held=%zu bytes=%zu took_us=%lld%s",
-            agent, cmr_log_escape(env_id, eenv, sizeof eenv), revision, n, held, x.bytes,
+            " classes=%zu held=%zu renewed=%zu bytes=%zu took_us=%lld%s",
+            agent, cmr_log_escape(env_id, eenv, sizeof eenv), revision, n, held, renewed, x.bytes,
             (long long)((cmr_mono_ns() - t0) / 1000), rc == 0 ? "" : " result=failed");
     return rc;
 }
@@ -1100,7 +1148,7 @@ static int on_class(worker_t *w, const cmr_class_loaded_t *cl, int32_t partition
     cmr_instr_cache_put_agent(w->cache, agent, &ar);
     if (ask_resync(w, agent, cl->instance_id, partition) != 0)
         return -1;
-    if (new_jvm && send_ahead(w, agent, cl->instance_id, cl->environment_id) != 0)
+    if (new_jvm && send_ahead(w, cl) != 0)
         return -1;
     if (w->ahead && !w->replaying) /* which classes the JVMs of an environment load most */
         cmr_instr_ahead_loaded(w->ahead, cl->environment_id, cl->class_name);
@@ -2192,6 +2240,7 @@ static void teardown(worker_t *w)
     cmr_instr_cache_close(w->cache);
     cmr_topic_set_free(&w->topics_ok);
     cmr_signer_free(w->signer);
+    cmr_verifier_free(w->own_key);
     cmr_instr_ahead_free(w->ahead);
     if (w->jobs)
         jobs_discard(w);
@@ -2329,6 +2378,14 @@ static void metrics_fill(cmr_buf_t *out, void *opaque)
          atomic_load(&w->ahead_sets)},
         {"cmr_instrumenter_ahead_classes_total", "counter", "Classes sent ahead of their load, all JVMs",
          atomic_load(&w->ahead_classes)},
+        {"cmr_instrumenter_grants_renewed_total", "counter",
+         "Class grants renewed (signed again for the same bytes) before they were sent ahead, less than a day of "
+         "their validity left",
+         atomic_load(&w->ahead_renewed)},
+        {"cmr_instrumenter_ahead_unread_jvms_total", "counter",
+         "New JVMs sent no classes ahead: their agent does not read ClassGrants (from before them, or "
+         "agent.preload.max.bytes 0)",
+         atomic_load(&w->ahead_unread)},
         {"cmr_instrumenter_grants_published_total", "counter",
          "Class grants this worker wrote to cmr.grants (new, renewed or for other bytes)",
          atomic_load(&w->ahead_published)},
@@ -2468,10 +2525,11 @@ out:
     cmr_log(CMR_LOG_INFO, "instr.stopped",
             "classes=%" PRIu64 " redefined=%" PRIu64 " resend=%" PRIu64 " restored=%" PRIu64 " hash_mismatch=%" PRIu64
             " class_records_lost=%" PRIu64 " resyncs=%" PRIu64 " cached_at_agent=%" PRIu64 " ahead_jvms=%" PRIu64
-            " ahead_classes=%" PRIu64,
+            " ahead_classes=%" PRIu64 " ahead_unread_jvms=%" PRIu64,
             atomic_load(&w.classes), atomic_load(&w.redefines), atomic_load(&w.resends), atomic_load(&w.originals),
             atomic_load(&w.hash_mismatch), atomic_load(&w.records_lost), atomic_load(&w.resyncs),
-            atomic_load(&w.cached_at_agent), atomic_load(&w.ahead_sets), atomic_load(&w.ahead_classes));
+            atomic_load(&w.cached_at_agent), atomic_load(&w.ahead_sets), atomic_load(&w.ahead_classes),
+            atomic_load(&w.ahead_unread));
     cmr_rejects_log_summary();
     cmr_metrics_http_stop(metrics); /* before w goes: its thread reads w */
     budget_free(&w.budget);

@@ -7,7 +7,8 @@
  * per JVM, numbered part 1..parts, and decode as they were made; the same bytes signed
  * again are not news unless the held grant is about to expire, and a grant valid for less
  * than an hour is not sent; a record of cmr.grants is kept only for the worker's own key,
- * its class and its bytes.
+ * its class and its bytes; grants near their end are signed again, never one that does not
+ * verify under the worker's own key.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmr/clock.h"
 #include "cmr/grant.h"
@@ -249,6 +251,94 @@ static void test_same_renewed_and_expiring(void **state)
     cmr_instr_ahead_free(x);
 }
 
+typedef struct renewals {
+    int n;
+    char names[8][16];
+} renewals_t;
+
+static void note_renewed(const char *name, const uint8_t original_digest[32], const cmr_bytes_t *grant,
+                         const cmr_bytes_t *bytes, void *ud)
+{
+    renewals_t *r = ud;
+    cmr_grant_t g;
+    assert_int_equal(cmr_grant_decode(grant->data, grant->len, &g), CMR_GRANT_OK);
+    assert_string_equal(g.class_name, name);
+    assert_memory_equal(g.original_digest, original_digest, CMR_TRUST_DIGEST_BYTES);
+    uint8_t d[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(bytes->data, bytes->len, d);
+    assert_memory_equal(g.instrumented_digest, d, sizeof d);
+    assert_true(g.not_after_ms - cmr_wall_ms() > 6 * DAY_MS);
+    snprintf(r->names[r->n++], sizeof r->names[0], "%s", name);
+}
+
+/* Renewal: the grants with less than a day left (expired ones too) are signed again for
+ * the same bytes, the most loaded first, up to `max`, and then sent again; one that does
+ * not verify under the worker's own key (its id, a bad signature) is dropped, never
+ * signed. */
+static void test_renewal(void **state)
+{
+    (void)state;
+    char err[256];
+    cmr_verifier_t *own = cmr_verifier_new("cmr-instrumenter", NULL);
+    assert_int_equal(cmr_verifier_add_signer(own, signer, err, sizeof err), 0);
+    cmr_instr_ahead_t *x = cmr_instr_ahead_new(1 << 20);
+    assert_int_equal(put(x, "shop", 1, 0, 500, 1), CMR_INSTR_AHEAD_KEPT);                      /* 2 days */
+    assert_int_equal(put_for(x, "shop", 1, 1, 500, 1, DAY_MS / 2), CMR_INSTR_AHEAD_KEPT);      /* 12 h */
+    assert_int_equal(put_for(x, "shop", 1, 2, 500, 1, 2 * 3600 * 1000), CMR_INSTR_AHEAD_KEPT); /* 2 h */
+    assert_int_equal(put_for(x, "shop", 1, 3, 500, 1, 1), CMR_INSTR_AHEAD_KEPT);               /* expired */
+    /* class 4: this key's id, a bad signature (a forged record of cmr.grants) */
+    uint8_t orig[CMR_TRUST_DIGEST_BYTES] = {4}, bytes[500];
+    memset(bytes, 1, sizeof bytes);
+    cmr_buf_t forged = {0};
+    assert_int_equal(
+        cmr_grant_sign(signer, "shop", 1, "demo/C4", orig, bytes, sizeof bytes, 3600 * 1000, &forged, err, sizeof err),
+        0);
+    forged.data[forged.len - 1] ^= 1;
+    assert_int_equal(cmr_instr_ahead_put(x, forged.data, forged.len, bytes, sizeof bytes), CMR_INSTR_AHEAD_KEPT);
+    cmr_buf_free(&forged);
+    cmr_instr_ahead_loaded(x, "shop", "demo/C2");
+    usleep(2000); /* class 3 expired */
+
+    /* none for another revision or environment, or without the keys */
+    renewals_t r = {0};
+    int64_t now = cmr_wall_ms();
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 2, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 0);
+    assert_int_equal(cmr_instr_ahead_renew(x, "none", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 0);
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, NULL, signer, 7 * DAY_MS, note_renewed, &r), 0);
+    /* one at a time: the most loaded first */
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 1, own, signer, 7 * DAY_MS, note_renewed, &r), 1);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.names[0], "demo/C2");
+    /* the rest: classes 1 and 3 renewed, the forged one dropped, class 0 not due */
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 2);
+    assert_int_equal(r.n, 3);
+    assert_string_equal(r.names[1], "demo/C1");
+    assert_string_equal(r.names[2], "demo/C3");
+    cmr_instr_ahead_stats_t st;
+    cmr_instr_ahead_stats(x, &st);
+    assert_int_equal(st.renewed, 3);
+    assert_int_equal(st.renew_refused, 1);
+    assert_int_equal(st.classes, 4);
+    assert_int_equal(cmr_instr_ahead_count(x, "shop", 1), 4);
+    /* nothing due any more */
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 0);
+
+    /* 20 h on, every class is still sent (class 0 had 2 days), in its order, C2 first */
+    seen_t s = {.max_bytes = 1 << 20};
+    size_t sent = 0;
+    assert_int_equal(
+        cmr_instr_ahead_messages(x, "shop", 1, 42, now + 20 * 3600 * 1000, SIZE_MAX, s.max_bytes, collect, &s, &sent),
+        0);
+    assert_int_equal(sent, 4);
+    assert_string_equal(s.names[0], "demo/C2");
+    assert_string_equal(s.names[1], "demo/C0");
+    assert_string_equal(s.names[2], "demo/C1");
+    assert_string_equal(s.names[3], "demo/C3");
+    /* what the agent checks: each grant verifies, for its class and bytes */
+    cmr_instr_ahead_free(x);
+    cmr_verifier_free(own);
+}
+
 /* A cmr.grants record of one class: kept only when its grant is of the worker's key and
  * names that class, its original digest and the digest of its bytes. */
 static void test_records_of_the_topic_are_checked(void **state)
@@ -310,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_revisions_and_bound),
         cmocka_unit_test(test_same_renewed_and_expiring),
         cmocka_unit_test(test_records_of_the_topic_are_checked),
+        cmocka_unit_test(test_renewal),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

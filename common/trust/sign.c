@@ -77,6 +77,11 @@ const char *cmr_signer_key_id(const cmr_signer_t *s)
     return s->key_id;
 }
 
+void trust_signer_public(const cmr_signer_t *s, uint8_t pk[CMR_TRUST_PUBLIC_KEY_BYTES])
+{
+    memcpy(pk, s->sk + crypto_sign_SEEDBYTES, CMR_TRUST_PUBLIC_KEY_BYTES);
+}
+
 void cmr_signer_derive_key(const cmr_signer_t *s, const char *context, uint8_t out[32])
 {
     /* BLAKE2b keyed with the Ed25519 seed (the first half of libsodium's secret key). */

@@ -25,6 +25,8 @@ int trust_read_key_file(const char *path, bool secret, cmr_buf_t *out, char *err
  * the payload's digest. */
 void trust_signed_bytes(const cmr_envelope_t *env, const void *payload, size_t payload_len, cmr_buf_t *out);
 
+/* The signer's public key (the end of its secret key). */
+void trust_signer_public(const cmr_signer_t *s, uint8_t pk[CMR_TRUST_PUBLIC_KEY_BYTES]);
 /* Signs msg with the signer's secret key (grant.c). 0 or -1. */
 int trust_sign_detached(const cmr_signer_t *s, const void *msg, size_t len, uint8_t sig[CMR_TRUST_SIGNATURE_BYTES]);
 /* The pinned public key with this id, or NULL. Reads the verifier's key table only: safe

@@ -124,6 +124,13 @@ int cmr_verifier_add_key_file(cmr_verifier_t *v, const char *path, char *errbuf,
     return add_key(v, pk, errbuf, errlen);
 }
 
+int cmr_verifier_add_signer(cmr_verifier_t *v, const cmr_signer_t *s, char *errbuf, size_t errlen)
+{
+    uint8_t pk[CMR_TRUST_PUBLIC_KEY_BYTES];
+    trust_signer_public(s, pk);
+    return add_key(v, pk, errbuf, errlen);
+}
+
 size_t cmr_verifier_key_count(const cmr_verifier_t *v)
 {
     return v->nkeys;

@@ -125,6 +125,7 @@ static const cmr_field_desc_t class_loaded_fields[] = {
     FIELD(cmr_class_loaded_t, loader_name, OPT_STRING), FIELD(cmr_class_loaded_t, class_hash, LONG),
     ENUM(cmr_class_loaded_t, cause, class_causes),      FIELD(cmr_class_loaded_t, request_id, LONG),
     FIELD(cmr_class_loaded_t, bytecode, BYTES),         FIELD(cmr_class_loaded_t, applied_digest, BYTES),
+    FIELD(cmr_class_loaded_t, agent_features, LONG),
 };
 static const cmr_record_desc_t class_loaded_desc = {"ClassLoaded", sizeof(cmr_class_loaded_t), class_loaded_fields,
                                                     TABLE(class_loaded_fields)};

@@ -425,6 +425,7 @@ int cp_peer_send_class(cp_peer_t *p, const char *class_name, int64_t loader, con
         .cause = cause,
         .request_id = request_id,
         .bytecode = {(uint8_t *)bytes, len},
+        .agent_features = p->agent_features,
     };
     int rc = cmr_producer_send(p->producer, CMR_MSG_CLASS_LOADED, &c, NULL, NULL, err, sizeof err);
     if (rc != CMR_SEND_OK)

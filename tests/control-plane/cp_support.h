@@ -99,6 +99,7 @@ typedef struct cp_peer {
     int64_t agent_id;
     char env_id[128];
     int64_t revision;
+    int64_t agent_features; /* ClassLoaded.agent_features of its classes; 0 (as an agent from before them) */
 } cp_peer_t;
 
 /* Draws an instance id, creates the command topic and joins it as group

@@ -47,6 +47,7 @@
 #include "broker_proc.h"
 #include "cmr/buf.h"
 #include "cmr/classfile.h"
+#include "cmr/grant.h"
 #include "cmr/reader.h"
 #include "cmr/topics.h"
 #include "cmr/ids.h"
@@ -143,10 +144,11 @@ static const char *env_v4 = "version: 1\n"
                             "      - {sensor: timer, class: app.Plain, method: plain, trivial: true}\n"
                             "      - {sensor: anchor, class: app.Later, method: later, trivial: true}\n";
 
-static int tests_ok, tests_run = 11;
+static int tests_ok, tests_run = 12;
 
-/* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes) */
-static int start_instrumenter_budget(const char *budget)
+/* budget: instrumenter.cache_budget_bytes ("0": only instrumented classes keep their bytes);
+ * option: one more KEY=VALUE, or NULL */
+static int start_instrumenter_with(const char *budget, const char *option)
 {
     int assigned = cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned");
     const char *argv[] = {instr_bin,
@@ -164,6 +166,8 @@ static int start_instrumenter_budget(const char *budget)
                           cp_signing_key_option(),
                           "--log-level",
                           "debug",
+                          option ? "-X" : NULL,
+                          option,
                           NULL};
     if (cp_proc_start(&instr_worker, argv, instr_log) != 0)
         return -1;
@@ -171,6 +175,11 @@ static int start_instrumenter_budget(const char *budget)
         if (cp_proc_count_log(&instr_worker, "event=instr.partitions_assigned") > assigned)
             return 0;
     return -1;
+}
+
+static int start_instrumenter_budget(const char *budget)
+{
+    return start_instrumenter_with(budget, NULL);
 }
 
 static int start_instrumenter(void)
@@ -1348,6 +1357,131 @@ static void test_lost_class_records_ask_for_all_classes(void **state)
     tests_ok++;
 }
 
+/* A JVM of the environment, as test_lost_class_records_ask_for_all_classes makes one:
+ * registered, configured like the peer, its agent reading what `features` says. */
+static void open_jvm(cp_peer_t *p, const char *name, int64_t features)
+{
+    assert_int_equal(cp_peer_open(p, conf, name, "host-3", "10.0.0.3"), 0);
+    assert_int_equal(cp_peer_register(p, 1), 0);
+    cp_fmt(p->env_id, sizeof p->env_id, "%s", peer.env_id);
+    p->revision = peer.revision;
+    p->agent_features = features;
+}
+
+/* p's commands until the Redefine of `name` (returned in *redefine), with the ClassGrants
+ * before it in grants[] (at most 4, *ngrants of them; the caller frees them). */
+static void until_redefine(cp_peer_t *p, const char *name, cmr_msg_t *redefine, cmr_msg_t *grants, int *ngrants)
+{
+    cmr_msg_t m;
+    for (int64_t deadline = cmr_mono_ms() + 30000;;) {
+        int got = cp_peer_next(p, (int)(deadline - cmr_mono_ms()), &m);
+        if (got != 1 || cmr_mono_ms() > deadline) {
+            cp_proc_dump_log(&instr_worker, 30);
+            fail_msg("no Redefine of %s for %s", name, p->name);
+        }
+        if (m.type == CMR_MSG_REDEFINE && strcmp(m.u.redefine.class_name, name) == 0) {
+            *redefine = m;
+            return;
+        }
+        if (m.type == CMR_MSG_CLASS_GRANTS && *ngrants < 4)
+            grants[(*ngrants)++] = m;
+        else
+            cmr_msg_free(&m);
+    }
+}
+
+/* Classes granted ahead go only to agents that read them (ClassLoaded.agent_features):
+ * after one JVM's class was granted, a JVM whose agent does not say it reads ClassGrants
+ * (one from before them, or with agent.preload.max.bytes 0) gets none, only the Redefine;
+ * the next one that does gets the class ahead, with the bytes the first one got. The
+ * worker signs grants for 2 hours here (trust.grant.lifetime.ms), less than the day before
+ * their end from which they are signed again: so the grant the next JVM gets is a renewed
+ * one, signed after the first, by the worker's key, for the same bytes. */
+static void test_classes_granted_ahead_to_agents_that_read_them(void **state)
+{
+    (void)state;
+    static cp_peer_t first, old, next;
+    const cp_class_t *c = cls("budget/Hot");
+    cmr_msg_t r1, r2, r3, grants[4];
+    int ng = 0;
+    char *out = NULL;
+    assert_int_equal(cp_proc_stop(&instr_worker), 0);
+    assert_int_equal(start_instrumenter_with("0", "trust.grant.lifetime.ms=7200000"), 0);
+    int runs = cp_proc_count_log(&instr_worker, "event=instr.environment_run environment=app ");
+    assert_int_equal(cp_apply(config_bin, broker.bootstrap,
+                              "version: 1\nenvironments:\n  - id: app\n    sensors:\n"
+                              "      - {sensor: invocation-sequence, class: budget.Hot, method: hot, trivial: true}\n",
+                              &out),
+                     0);
+    free(out);
+    for (int64_t deadline = cmr_mono_ms() + 10000;
+         cp_proc_count_log(&instr_worker, "event=instr.environment_run environment=app ") == runs; usleep(50000))
+        if (cmr_mono_ms() > deadline)
+            fail_msg("the environment was not run again");
+    open_jvm(&first, "app-ahead-first", CMR_AGENT_READS_CLASS_GRANTS);
+    assert_int_equal(cp_peer_send_class(&first, "budget/Hot", 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    assert_int_equal(cp_peer_flush(&first), 0);
+    until_redefine(&first, "budget/Hot", &r1, grants, &ng);
+    assert_true(r1.u.redefine.grant.len > 0); /* kept for the next JVMs */
+    for (int i = 0; i < ng; i++)
+        cmr_msg_free(&grants[i]);
+
+    ng = 0;
+    open_jvm(&old, "app-ahead-old", 0);
+    assert_int_equal(cp_peer_send_class(&old, "budget/Hot", 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    assert_int_equal(cp_peer_flush(&old), 0);
+    until_redefine(&old, "budget/Hot", &r2, grants, &ng);
+    if (ng)
+        fail_msg("an agent that does not read ClassGrants was sent %d of them", ng);
+    assert_memory_equal(r2.u.redefine.bytecode.data, r1.u.redefine.bytecode.data, r1.u.redefine.bytecode.len);
+    char line[96];
+    cp_fmt(line, sizeof line, "event=instr.granted_ahead agent=%016" PRIx64, (uint64_t)old.agent_id);
+    assert_int_equal(cp_proc_count_log(&instr_worker, line), 0);
+    cp_fmt(line, sizeof line, "event=instr.granted_ahead_unread agent=%016" PRIx64, (uint64_t)old.agent_id);
+    assert_int_equal(cp_proc_count_log(&instr_worker, line), 1);
+
+    open_jvm(&next, "app-ahead-next", CMR_AGENT_READS_CLASS_GRANTS);
+    assert_int_equal(cp_peer_send_class(&next, "budget/Hot", 7, c->bytes, c->len, CMR_CLASS_LOADED, 0), 0);
+    assert_int_equal(cp_peer_flush(&next), 0);
+    until_redefine(&next, "budget/Hot", &r3, grants, &ng);
+    bool found = false;
+    for (int i = 0; i < ng; i++) {
+        const cmr_class_grants_t *g = &grants[i].u.class_grants;
+        assert_string_equal(g->environment_id, next.env_id);
+        for (size_t k = 0; k < g->classes.count; k++)
+            if (strcmp(g->classes.items[k].class_name, "budget/Hot") == 0) {
+                found = true;
+                cmr_grant_t first_grant, renewed;
+                assert_int_equal(cmr_grant_decode(r1.u.redefine.grant.data, r1.u.redefine.grant.len, &first_grant),
+                                 CMR_GRANT_OK);
+                const cmr_bytes_t *gb = &g->classes.items[k].grant;
+                assert_int_equal(cmr_grant_decode(gb->data, gb->len, &renewed), CMR_GRANT_OK);
+                assert_true(renewed.issued_ms >= first_grant.issued_ms);
+                assert_true(gb->len != r1.u.redefine.grant.len ||
+                            memcmp(gb->data, r1.u.redefine.grant.data, gb->len) != 0); /* signed again */
+                assert_memory_equal(renewed.instrumented_digest, first_grant.instrumented_digest,
+                                    CMR_TRUST_DIGEST_BYTES);
+                assert_string_equal(renewed.key_id, first_grant.key_id);
+                assert_int_equal(g->classes.items[k].bytecode.len, r1.u.redefine.bytecode.len);
+                assert_memory_equal(g->classes.items[k].bytecode.data, r1.u.redefine.bytecode.data,
+                                    r1.u.redefine.bytecode.len);
+            }
+        cmr_msg_free(&grants[i]);
+    }
+    if (!found)
+        fail_msg("the JVM whose agent reads ClassGrants was not sent budget/Hot ahead (%d ClassGrants)", ng);
+    cp_fmt(line, sizeof line, "event=instr.granted_ahead agent=%016" PRIx64, (uint64_t)next.agent_id);
+    assert_int_equal(cp_proc_count_log(&instr_worker, line), 1);
+    assert_true(cp_proc_count_log(&instr_worker, "renewed=1 ") >= 1);
+    cmr_msg_free(&r1);
+    cmr_msg_free(&r2);
+    cmr_msg_free(&r3);
+    cp_peer_close(&first);
+    cp_peer_close(&old);
+    cp_peer_close(&next);
+    tests_ok++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -1369,6 +1503,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_lost_class_records_ask_for_all_classes),
         cmocka_unit_test(test_budget_removals_outlive_the_worker),
         cmocka_unit_test(test_environment_overhead_budget),
+        cmocka_unit_test(test_classes_granted_ahead_to_agents_that_read_them),
     };
     const char *filter = getenv("CMR_TEST_FILTER");
     if (filter && filter[0]) {

@@ -34,14 +34,17 @@
 #include <stdint.h>
 
 #include "cmr/msg.h"
+#include "cmr/trust.h"
 
 typedef struct cmr_instr_ahead cmr_instr_ahead_t;
 
 typedef struct cmr_instr_ahead_stats {
-    uint64_t kept;        /* grants put and kept (replacements included) */
-    uint64_t over_budget; /* grants not kept: max_bytes reached */
-    uint64_t stale;       /* grants of an older revision than the environment's, not kept */
-    uint64_t sets_sent;   /* JVMs the classes were offered to */
+    uint64_t kept;          /* grants put and kept (replacements included) */
+    uint64_t over_budget;   /* grants not kept: max_bytes reached */
+    uint64_t stale;         /* grants of an older revision than the environment's, not kept */
+    uint64_t renewed;       /* grants signed again by cmr_instr_ahead_renew */
+    uint64_t renew_refused; /* grants dropped by it: not verified under the worker's own key */
+    uint64_t sets_sent;     /* JVMs the classes were offered to */
     uint64_t classes_sent;
     size_t classes; /* held now, all environments */
     size_t bytes;
@@ -81,6 +84,22 @@ typedef int(cmr_instr_ahead_fn)(const cmr_class_grants_t *m, void *ud);
 int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t agent_id,
                              int64_t now_ms, size_t max_jvm_bytes, size_t max_message_bytes, cmr_instr_ahead_fn *fn,
                              void *ud, size_t *sent);
+
+/* Renewal, so that the classes no JVM had to have redefined lately (all of them, once
+ * every JVM gets them ahead) stay ready to send: the grants of the environment at this
+ * revision with less than a day of validity left at now_ms, expired ones included (at
+ * most max of them, the most loaded first), are signed again by `signer` for lifetime_ms,
+ * for the same class and bytes, and replace the old ones in place (loads and rank kept).
+ * A grant is signed again only once it verifies under `own` (the signer's own public key,
+ * cmr_verifier_add_signer) as it did when it was issued: a record of cmr.grants is kept on
+ * its key id alone, so one with that id and a bad signature is dropped here (counted in
+ * renew_refused) and never signed. fn (may be NULL) gets each renewed class, to publish
+ * it. Returns how many were renewed. */
+typedef void(cmr_instr_ahead_renewed_fn)(const char *class_name, const uint8_t original_digest[32],
+                                         const cmr_bytes_t *grant, const cmr_bytes_t *bytes, void *ud);
+size_t cmr_instr_ahead_renew(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t now_ms,
+                             size_t max, const cmr_verifier_t *own, const cmr_signer_t *signer, int64_t lifetime_ms,
+                             cmr_instr_ahead_renewed_fn *fn, void *ud);
 
 /* Why a record of cmr.grants is not to be kept (NULL: it is): it must be one class whose
  * grant is of the key key_id and names that class, its original digest and the digest of

@@ -266,7 +266,14 @@ typedef struct cmr_class_loaded {
     int64_t request_id;
     cmr_bytes_t bytecode;
     cmr_bytes_t applied_digest; /* BLAKE2b-256 of instrumented bytes applied from the agent's cache; empty: none */
+    int64_t agent_features;     /* CMR_AGENT_READS_* bits; 0: an agent from before them */
 } cmr_class_loaded_t;
+
+/* ClassLoaded.agent_features: the commands an agent reads beyond those every agent reads.
+ * The instrumenter sends a command of such a type only to agents that say they read it;
+ * agents from before a type refuse it as an unknown schema (docs/ARCHITECTURE.md, "Schema
+ * versions"). */
+#define CMR_AGENT_READS_CLASS_GRANTS 1 /* ClassGrants: classes granted ahead */
 
 /* cmr.cmd.<instance id> */
 typedef struct cmr_bytecode_resend {

@@ -125,6 +125,9 @@ void cmr_verifier_free(cmr_verifier_t *v);
  * the bare base64). At most CMR_TRUST_MAX_KEYS. 0, or -1 with errbuf filled. */
 int cmr_verifier_add_key_file(cmr_verifier_t *v, const char *path, char *errbuf, size_t errlen);
 int cmr_verifier_add_key_text(cmr_verifier_t *v, const char *text, char *errbuf, size_t errlen);
+/* Pins the public key of a signing key: for a worker that checks what it signed itself
+ * when it reads it back (cmr-instrumenter renewing its class grants). */
+int cmr_verifier_add_signer(cmr_verifier_t *v, const cmr_signer_t *s, char *errbuf, size_t errlen);
 size_t cmr_verifier_key_count(const cmr_verifier_t *v);
 
 /* Checks one envelope and its payload at wall time now_ms. On CMR_TRUST_OK the command id
