@@ -351,19 +351,26 @@ static int entry_resign(const env_t *v, entry_t *e, const cmr_verifier_t *own, c
 
 size_t cmr_instr_ahead_renew(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t now_ms,
                              size_t max, const cmr_verifier_t *own, const cmr_signer_t *signer, int64_t lifetime_ms,
-                             cmr_instr_ahead_renewed_fn *fn, void *ud)
+                             cmr_instr_ahead_renewed_fn *fn, void *ud, size_t *dropped)
 {
+    if (dropped)
+        *dropped = 0;
     env_t *v = environment_id ? env_find(x, environment_id) : NULL;
-    if (!v || v->revision != revision || v->n == 0 || max == 0 || !own || !signer || lifetime_ms <= 0)
+    if (!v || v->revision != revision || max == 0 || !own || !signer || lifetime_ms <= 0)
         return 0;
-    ranked_t *due = malloc(v->n * sizeof *due);
-    uint8_t(*drop)[CMR_TRUST_DIGEST_BYTES] = malloc(v->n * sizeof *drop);
+    size_t n = 0, renewed = 0, ndrop = 0;
+    for (size_t i = 0; i < v->n; i++) /* the usual case, nothing due, allocates nothing */
+        n += v->items[i].not_after_ms - now_ms <= RENEW_BEFORE_MS;
+    if (n == 0)
+        return 0;
+    ranked_t *due = malloc(n * sizeof *due);
+    uint8_t(*drop)[CMR_TRUST_DIGEST_BYTES] = malloc((n < max ? n : max) * sizeof *drop);
     if (!due || !drop) {
         free(due);
         free(drop);
         return 0;
     }
-    size_t n = 0, renewed = 0, ndrop = 0;
+    n = 0;
     for (size_t i = 0; i < v->n; i++)
         if (v->items[i].not_after_ms - now_ms <= RENEW_BEFORE_MS)
             due[n++] = (ranked_t){v->items[i].loads, i, 0};
@@ -395,6 +402,8 @@ size_t cmr_instr_ahead_renew(cmr_instr_ahead_t *x, const char *environment_id, i
     free(drop);
     x->stats.renewed += renewed;
     x->stats.renew_refused += ndrop;
+    if (dropped)
+        *dropped = ndrop;
     return renewed;
 }
 

@@ -1093,16 +1093,13 @@ static int send_ahead(worker_t *w, const cmr_class_loaded_t *cl)
     }
     int64_t t0 = cmr_mono_ns();
     char eenv[300];
-    cmr_instr_ahead_stats_t before;
-    cmr_instr_ahead_stats(w->ahead, &before);
+    size_t dropped;
     size_t renewed = cmr_instr_ahead_renew(w->ahead, env_id, revision, cmr_wall_ms(), AHEAD_RENEW_MAX, own_key(w),
-                                           w->signer, w->grant_lifetime_ms, publish_renewed, w);
-    cmr_instr_ahead_stats_t after;
-    cmr_instr_ahead_stats(w->ahead, &after);
-    if (after.renew_refused > before.renew_refused)
+                                           w->signer, w->grant_lifetime_ms, publish_renewed, w, &dropped);
+    if (dropped)
         cmr_log(CMR_LOG_WARN, "instr.grants_not_renewed",
-                "environment=\"%s\" dropped=%" PRIu64 " reason=\"not verified under this worker's own key\"",
-                cmr_log_escape(env_id, eenv, sizeof eenv), after.renew_refused - before.renew_refused);
+                "environment=\"%s\" dropped=%zu reason=\"not verified under this worker's own key\"",
+                cmr_log_escape(env_id, eenv, sizeof eenv), dropped);
     w->ahead_renewed += renewed;
     ahead_ctx_t x = {w, instance, topic, 0};
     int rc = cmr_instr_ahead_messages(w->ahead, env_id, revision, (int64_t)agent, cmr_wall_ms(),

@@ -302,15 +302,18 @@ static void test_renewal(void **state)
     /* none for another revision or environment, or without the keys */
     renewals_t r = {0};
     int64_t now = cmr_wall_ms();
-    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 2, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 0);
-    assert_int_equal(cmr_instr_ahead_renew(x, "none", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 0);
-    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, NULL, signer, 7 * DAY_MS, note_renewed, &r), 0);
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 2, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r, NULL), 0);
+    assert_int_equal(cmr_instr_ahead_renew(x, "none", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r, NULL), 0);
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, NULL, signer, 7 * DAY_MS, note_renewed, &r, NULL), 0);
     /* one at a time: the most loaded first */
-    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 1, own, signer, 7 * DAY_MS, note_renewed, &r), 1);
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 1, own, signer, 7 * DAY_MS, note_renewed, &r, NULL), 1);
     assert_int_equal(r.n, 1);
     assert_string_equal(r.names[0], "demo/C2");
     /* the rest: classes 1 and 3 renewed, the forged one dropped, class 0 not due */
-    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 2);
+    size_t dropped = 0;
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r, &dropped),
+                     2);
+    assert_int_equal(dropped, 1);
     assert_int_equal(r.n, 3);
     assert_string_equal(r.names[1], "demo/C1");
     assert_string_equal(r.names[2], "demo/C3");
@@ -321,7 +324,7 @@ static void test_renewal(void **state)
     assert_int_equal(st.classes, 4);
     assert_int_equal(cmr_instr_ahead_count(x, "shop", 1), 4);
     /* nothing due any more */
-    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r), 0);
+    assert_int_equal(cmr_instr_ahead_renew(x, "shop", 1, now, 10, own, signer, 7 * DAY_MS, note_renewed, &r, NULL), 0);
 
     /* 20 h on, every class is still sent (class 0 had 2 days), in its order, C2 first */
     seen_t s = {.max_bytes = 1 << 20};

@@ -93,13 +93,13 @@ int cmr_instr_ahead_messages(cmr_instr_ahead_t *x, const char *environment_id, i
  * A grant is signed again only once it verifies under `own` (the signer's own public key,
  * cmr_verifier_add_signer) as it did when it was issued: a record of cmr.grants is kept on
  * its key id alone, so one with that id and a bad signature is dropped here (counted in
- * renew_refused) and never signed. fn (may be NULL) gets each renewed class, to publish
- * it. Returns how many were renewed. */
+ * renew_refused, and in *dropped when not NULL) and never signed. fn (may be NULL) gets
+ * each renewed class, to publish it. Returns how many were renewed. */
 typedef void(cmr_instr_ahead_renewed_fn)(const char *class_name, const uint8_t original_digest[32],
                                          const cmr_bytes_t *grant, const cmr_bytes_t *bytes, void *ud);
 size_t cmr_instr_ahead_renew(cmr_instr_ahead_t *x, const char *environment_id, int64_t revision, int64_t now_ms,
                              size_t max, const cmr_verifier_t *own, const cmr_signer_t *signer, int64_t lifetime_ms,
-                             cmr_instr_ahead_renewed_fn *fn, void *ud);
+                             cmr_instr_ahead_renewed_fn *fn, void *ud, size_t *dropped);
 
 /* Why a record of cmr.grants is not to be kept (NULL: it is): it must be one class whose
  * grant is of the key key_id and names that class, its original digest and the digest of
