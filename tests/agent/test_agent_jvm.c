@@ -1526,7 +1526,7 @@ static size_t redefine_results_of(agent_run_t *r)
 static void test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm(void **state)
 {
     (void)state;
-    char tmp[64] = "/tmp/cmr-agent-cache-XXXXXX", opts[256], name[64], other[300], rm[128];
+    char tmp[64] = "/tmp/cmr-agent-cache-XXXXXX", opts[256], name[64], other[320], rm[128];
     assert_non_null(mkdtemp(tmp));
     snprintf(opts, sizeof opts, "agent.cache.dir=%s/cache", tmp);
     uint8_t raw[4];
@@ -1546,6 +1546,8 @@ static void test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm(void
     const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
     assert_non_null(work);
     assert_int_equal(work->applied_digest.len, 0);
+    /* it keeps classes granted ahead (agent.preload.max.bytes by default): it says so */
+    assert_int_equal(work->agent_features, CMR_AGENT_READS_CLASS_GRANTS);
     cf_instrument_result res;
     cf_error cerr;
     assert_int_equal(cf_instrument_class(work->bytecode.data, work->bytecode.len, &agent_sequence_probe, only_call,
@@ -1587,15 +1589,17 @@ static void test_cached_classes_are_instrumented_at_load_in_a_restarted_jvm(void
     assert_true(jvm_proc_stderr_has(&r.jvm, "event=agent.cache_stats hits=1 "));
     agent_done(&r);
 
-    /* 3. a JVM of another environment with the same cache does not use it */
+    /* 3. a JVM of another environment with the same cache does not use it (nor keeps
+     * classes granted ahead, agent.preload.max.bytes=0: it does not say it reads them) */
     agent_run_t o;
-    snprintf(other, sizeof other, "%s,agent.environment=other-env", opts);
+    snprintf(other, sizeof other, "%s,agent.environment=other-env,agent.preload.max.bytes=0", opts);
     agent_start(&o, "cache-other", other);
     load_classes(&o, "demo.Work");
     agent_configure_env(&o, "other-env");
     work = wait_class(&o, "demo/Work", -1, 30000);
     assert_non_null(work);
     assert_int_equal(work->applied_digest.len, 0);
+    assert_int_equal(work->agent_features, 0);
     assert_int_equal(work_events(&o, call_id, 0), 0);
     agent_exit(&o);
     assert_true(jvm_proc_stderr_has(&o.jvm, "event=agent.cache_stats hits=0 "));
