@@ -22,7 +22,8 @@
 #   scripts/bench-agent-h2.sh [ROWS] [ROUNDS] [REPEAT] [MODES]
 #     defaults: 20000 rows, 3 rounds, 3 runs per mode, MODES "base trivial default budget"
 #   CMR_BUILD=DIR: use that build instead of building build/; JDKS="DIR ...": these JDKs;
-#   AGENT_EXTRA=,key=value...: more agent options (e.g. ,agent.events.exact_time=true)
+#   AGENT_EXTRA=,key=value...: more agent options (e.g. ,agent.events.linger.ms=0)
+#   AGENT_LIB=FILE: another build's libcmragent.so (its probe jar next to it), e.g. to compare agents
 #   WAIT_MS: pause after the warm-up round (default 15000); SETTLE_MS: untimed work (default 45000)
 #   PROFILE=DIR: perf samples each run's timed phase (every thread of the JVM, 999 Hz, JIT
 #   code named through -XX:+DumpPerfMapAtExit) and prints where its CPU went: the
@@ -170,7 +171,7 @@ for jdk in "${jdks[@]}"; do
         for r in $(seq "$REPEAT"); do
             agent=()
             [ "$mode" = base ] ||
-                agent=("-agentpath:$B/agent/libcmragent.so=bootstrap=$bs,name=h2-$mode-$r,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5${AGENT_EXTRA:-}")
+                agent=("-agentpath:${AGENT_LIB:-$B/agent/libcmragent.so}=bootstrap=$bs,name=h2-$mode-$r,trust.keys=$work/cmr.pub,kafka.fetch.wait.max.ms=5${AGENT_EXTRA:-}")
             wait_ms=$([ "$mode" = base ] && echo 0 || echo "$WAIT_MS")
             settle_ms=$SETTLE_MS
             removed_before=$(grep -c 'event=instr.budget_removed' "$work/instrumenter.log" 2>/dev/null || true)

@@ -42,6 +42,10 @@ static const cmr_conf_key_t agent_keys[] = {
      "events one thread segment of a trace may hold: deeper calls past it are not recorded and the trace is marked "
      "truncated (the CMR's strategy, max_segment_events, overrides it)"},
     {"agent.send.interval.ms", "10", "how often the rings are drained"},
+    {"agent.events.linger.ms", "200",
+     "how long a partition's EventBatch message may wait for more segments before it is sent (sooner once full, "
+     "and at the JVM's exit): fewer, larger messages carry each method id once for more calls (0: sent at the end "
+     "of every drain)"},
     {"agent.metric.interval.ms", "10000",
      "metric interval: per-method and per-transaction aggregates, stalled calls (the CMR's strategy overrides it)"},
     {"agent.max.threads", "4096",
@@ -306,6 +310,7 @@ int cmr_agent_settings_from_conf(const cmr_conf_t *conf, cmr_agent_settings_t *o
         cmr_conf_get_int(conf, "agent.segment.max.events", 100000, 100, 1 << 30, &out->max_segment_events, errbuf,
                          errlen) ||
         cmr_conf_get_int(conf, "agent.send.interval.ms", 10, 1, 60000, &out->send_interval_ms, errbuf, errlen) ||
+        cmr_conf_get_int(conf, "agent.events.linger.ms", 200, 0, 10000, &out->events_linger_ms, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.shutdown.flush.ms", 3000, 0, 600000, &out->shutdown_flush_ms, errbuf, errlen) ||
         cmr_conf_get_int(conf, "agent.metric.interval.ms", 10000, 100, 3600000, &out->metric_interval_ms, errbuf,
                          errlen) ||

@@ -52,6 +52,8 @@ typedef struct cmr_agent_settings {
     int64_t ring_records;            /* agent.ring.records: per-thread ring, default 16384 */
     int64_t max_segment_events;      /* agent.segment.max.events: until the strategy says, default 100000 */
     int64_t send_interval_ms;        /* agent.send.interval.ms, default 10 */
+    int64_t events_linger_ms;        /* agent.events.linger.ms: a partition's EventBatch
+                                         message waits this long for more segments, default 200 */
     int64_t shutdown_flush_ms;       /* agent.shutdown.flush.ms, default 3000 */
     int64_t metric_interval_ms;      /* agent.metric.interval.ms, default 10000 */
     int64_t max_threads;             /* agent.max.threads with a ring at once, default 4096 */

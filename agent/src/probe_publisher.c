@@ -8,8 +8,10 @@
  *
  * Messages: the segment batches a pass cuts go into one EventBatch message per partition
  * of cmr.events (cmr_segs_writer, cmr/event.h: one method dictionary and clock base per
- * message, compact segment headers), sent at the end of the pass or once a message is
- * full; the partition is the one the producers' partitioner (kafka.partitioner) gives the trace id's
+ * message, compact segment headers), sent once a message is full, or at the end of the
+ * first pass after its first segment waited agent.events.linger.ms (200 ms: over 20
+ * passes, a message carries each method's 8-byte id once where 20 would; the events
+ * reach the cluster at most that much later), and at the JVM's exit; the partition is the one the producers' partitioner (kafka.partitioner) gives the trace id's
  * key, set explicitly, so a trace's segments from every JVM meet in one partition. Until
  * the partition count is known, each segment batch is a message of its own.
  *
@@ -80,7 +82,8 @@ typedef struct publisher {
      * trace id for librdkafka's partitioner as before), refreshed every
      * PARTITIONS_REFRESH_MS */
     cmr_segs_writer_t *wr[MAX_PARTITIONS];
-    cmr_segs_writer_t *lone; /* a lone segment batch's message */
+    int64_t wr_since_ms[MAX_PARTITIONS]; /* monotonic ms of the first segment of wr[i]'s message */
+    cmr_segs_writer_t *lone;             /* a lone segment batch's message */
     int32_t partitions;
     int64_t partitions_ms;
     cmr_probe_stats_t n; /* counters of this pass, added to the rings' totals after it */
@@ -315,13 +318,17 @@ static void batch_route(publisher_t *p, const cmr_event_batch_t *b, const uint8_
     }
     if (part < 0)
         msg_send(p, w, part);
+    else if (w->segments == 1)
+        p->wr_since_ms[part] = cmr_mono_ms();
 }
 
-/* Sends every partition's message of this pass. */
-static void msgs_flush(publisher_t *p)
+/* Sends the partitions' messages whose first segment waited the linger (every one with
+ * `all`: at the JVM's exit, or when the partition count changed). */
+static void msgs_flush(publisher_t *p, bool all)
 {
+    int64_t now = cmr_mono_ms(), linger = p->a->settings.events_linger_ms;
     for (int32_t i = 0; i < MAX_PARTITIONS; i++)
-        if (p->wr[i])
+        if (p->wr[i] && p->wr[i]->segments && (all || now - p->wr_since_ms[i] >= linger))
             msg_send(p, p->wr[i], i);
 }
 
@@ -336,7 +343,7 @@ static void partitions_refresh(publisher_t *p)
     p->partitions_ms = now;
     int n = cmr_producer_partitions(p->a->producer, cmr_topic_name(CMR_TOPIC_EVENTS), 500);
     if (n > 0 && n != p->partitions) {
-        msgs_flush(p); /* built for the old count */
+        msgs_flush(p, true); /* built for the old count */
         p->partitions = n;
     }
 }
@@ -647,7 +654,8 @@ static void counts_flush(publisher_t *p)
     memset(&p->n, 0, sizeof p->n);
 }
 
-static void pass_once(publisher_t *p)
+/* One drain of every ring; `final`: the last, at the JVM's exit (every message goes). */
+static void pass_once(publisher_t *p, bool final)
 {
     cmr_ring_t **dead = p->dead;
     size_t ndead;
@@ -657,7 +665,7 @@ static void pass_once(publisher_t *p)
     partitions_refresh(p);
     for (size_t i = 0; i < n; i++)
         drain_ring(p, p->pass[i]);
-    msgs_flush(p);
+    msgs_flush(p, final);
     for (size_t i = 0; i < ndead; i++)
         cmr_ring_free(dead[i]);
     counts_flush(p);
@@ -677,7 +685,7 @@ static void *publisher_main(void *arg)
             p->interval_start_ms = cmr_wall_ms(); /* the first interval starts once configured */
             continue; /* no agent id yet: events wait in the rings (or are dropped when full) */
         }
-        pass_once(p);
+        pass_once(p, false);
         int64_t now = cmr_wall_ms();
         if (now - p->interval_start_ms >= metric_ms) {
             metrics_send(p, now, true);
@@ -720,8 +728,11 @@ void cmr_probe_publisher_stop(cmr_agent_t *a)
     pthread_join(a->publisher_thread, NULL);
     a->publisher_started = false;
     if (a->mode == CMR_MODE_FULL) {
-        pass_once(&pub); /* what the threads recorded until now */
+        pass_once(&pub, true); /* what the threads recorded until now, and every message held */
         metrics_send(&pub, cmr_wall_ms(), false);
+        counts_flush(&pub);
+    } else { /* messages held from before the agent stopped (sent, or counted as dropped) */
+        msgs_flush(&pub, true);
         counts_flush(&pub);
     }
     cmr_cs_free(&pub.cs);

@@ -3,8 +3,9 @@
  * (cmr/event.h) are refused cleanly or read as events; never a crash, an out-of-bounds
  * access or UB. Events that decode encode again and decode to the same events.
  * Input: a 2-byte little-endian event count, then the block. With the count's top bit set,
- * the rest is an EventBatch message body instead (cmr_segs_reader): the low 7 bits of the
- * first byte are segment_count, the second byte's value times 4 event_count; every segment
+ * the rest is an EventBatch message body instead (cmr_segs_reader): the first byte's bit 6
+ * its event_layout (basic or packed), its low 6 bits segment_count, the second byte's value
+ * times 4 event_count; every segment
  * batch it reads back must be a standalone block the plain decoder accepts, and its
  * attributes' strings readable (ASan sees a pointer into a buffer that moved).
  */
@@ -20,9 +21,10 @@ static void fuzz_segments(const uint8_t *data, size_t size)
 {
     static cmr_segs_reader_t r;
     cmr_event_msg_t m = {.agent_id = 7,
-                         .segment_count = data[0] & 0x7f,
+                         .segment_count = data[0] & 0x3f,
                          .event_count = data[1] * 4,
-                         .segments = {(uint8_t *)data + 2, size - 2}};
+                         .segments = {(uint8_t *)data + 2, size - 2},
+                         .event_layout = data[0] & 0x40 ? CMR_EVENTS_LAYOUT_PACKED : CMR_EVENTS_LAYOUT_BASIC};
     cmr_segs_reader_init(&r, &m);
     cmr_event_batch_t b;
     char err[128];

@@ -1,8 +1,9 @@
 /*
  * test_event_codec.c - the compact event encoding (cmr/event.h): every sequence the
  * encoder takes comes back exactly (nested calls, exits without entries, explicit depths,
- * deep stacks, more methods than the dictionary holds, clocks going back), the sizes it is
- * for, and the refusal of every damaged block.
+ * deep stacks, more methods than the dictionary holds, clocks going back), in both layouts
+ * (the packed one as a message's segments have it: cut into segments, each from its first
+ * event's time), the sizes it is for, and the refusal of every damaged block.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,9 +61,61 @@ static void call_exit(seq_t *s, uint64_t dt, bool thrown)
     s->depth--;
 }
 
-/* Packs, checks the size bound, unpacks, compares; returns the packed length. */
+static size_t packed_len; /* the packed layout's bytes of the last round trip */
+
+/* The packed layout: s cut into segments of 1 - 500 events (`whole`: one segment), each
+ * begun at its first event's time as the message writer does; decoded back the same way
+ * and compared. Returns the bytes. */
+static size_t round_trip_packed(const seq_t *s, bool whole)
+{
+    uint8_t *packed = malloc((size_t)s->n * CMR_EVENTS_MAX_ENCODED + 1);
+    uint32_t *cuts = malloc(((size_t)s->n + 1) * sizeof *cuts), ncuts = 0;
+    size_t len = 0;
+    cmr_events_encoder_begin_layout(&enc, CMR_EVENTS_LAYOUT_PACKED);
+    for (uint32_t i = 0; i < s->n; i++) {
+        cmr_event_t ev;
+        cmr_event_read(s->rec, i, &ev);
+        if (i == 0 || (!whole && next_rand() % 100 == 0)) {
+            cuts[ncuts++] = i;
+            cmr_events_encoder_segment(&enc, ev.timestamp_ns);
+        }
+        size_t one = cmr_events_encoder_put(&enc, &ev, packed + len);
+        assert_true(one >= 1 && one <= CMR_EVENTS_MAX_ENCODED);
+        len += one;
+    }
+    cuts[ncuts] = s->n;
+    cmr_events_decoder_t *d = malloc(sizeof *d);
+    cmr_events_decoder_init(d, packed, 0, 0);
+    d->layout = CMR_EVENTS_LAYOUT_PACKED;
+    const uint8_t *p = packed;
+    for (uint32_t c = 0; c < ncuts; c++) {
+        cmr_event_t want, ev;
+        cmr_event_read(s->rec, cuts[c], &want);
+        cmr_events_decoder_segment(d, p, packed + len, cuts[c + 1] - cuts[c], want.timestamp_ns);
+        for (uint32_t i = cuts[c]; i < cuts[c + 1]; i++) {
+            if (cmr_events_decoder_next(d, &ev) != 1)
+                fail_msg("event %u: %s", i, d->error);
+            cmr_event_read(s->rec, i, &want);
+            assert_true(ev.method_id == want.method_id && ev.timestamp_ns == want.timestamp_ns &&
+                        ev.kind == want.kind && ev.aux == want.aux);
+        }
+        p = d->p;
+    }
+    assert_ptr_equal(p, packed + len);
+    free(d);
+    free(cuts);
+    free(packed);
+    return len;
+}
+
+/* Packs, checks the size bound, unpacks, compares; returns the packed length. The packed
+ * layout too (its length in packed_len, the sequence as one segment). */
 static size_t round_trip(const seq_t *s)
 {
+    if (s->n) {
+        round_trip_packed(s, false);
+        packed_len = round_trip_packed(s, true);
+    }
     uint8_t *packed = malloc((size_t)s->n * CMR_EVENTS_MAX_ENCODED + 1);
     uint8_t *back = malloc((size_t)s->n * CMR_EVENT_RECORD_SIZE + 1);
     size_t len = 0;
@@ -103,9 +156,10 @@ static void test_recursion_is_small(void **state)
             call_exit(&s, 20 + next_rand() % 40, false);
     }
     size_t len = round_trip(&s);
-    double per_call = (double)len / (s.n / 2);
-    printf("recursion: %u events in %zu bytes, %.2f bytes per call\n", s.n, len, per_call);
+    double per_call = (double)len / (s.n / 2), packed = (double)packed_len / (s.n / 2);
+    printf("recursion: %u events in %zu bytes, %.2f bytes per call; packed %.2f\n", s.n, len, per_call, packed);
     assert_true(per_call <= 4.1);
+    assert_true(packed <= 3.1); /* an exit 20 - 60 ns after the event before it: its tag alone */
     free(s.rec);
 }
 
@@ -130,8 +184,9 @@ static void test_mixed_workload_size(void **state)
     while (s.depth)
         call_exit(&s, 100, false);
     size_t len = round_trip(&s);
-    double per_call = (double)len / (s.n / 2);
-    printf("mixed: %u events in %zu bytes, %.2f bytes per call\n", s.n, len, per_call);
+    double per_call = (double)len / (s.n / 2), packed = (double)packed_len / (s.n / 2);
+    printf("mixed: %u events in %zu bytes, %.2f bytes per call; packed %.2f\n", s.n, len, per_call, packed);
+    assert_true(packed < per_call - 0.3);
     /* 250 or so first appearances (9 bytes each) in 4,000 events, deltas up to 4 us: a
      * harsher mix than a real program's batch, whose figures are in docs/benchmarks.md */
     assert_true(per_call <= 7.0);
@@ -250,12 +305,69 @@ static void test_refuses_damaged_blocks(void **state)
     free(over);
 }
 
+/* Decodes len bytes as one packed segment of count events from base: 0 or -1 (d->error). */
+static int check_packed(const uint8_t *p, size_t len, uint32_t count, uint64_t base, const char **why)
+{
+    static cmr_events_decoder_t d;
+    cmr_events_decoder_init(&d, p, 0, 0);
+    d.layout = CMR_EVENTS_LAYOUT_PACKED;
+    cmr_events_decoder_segment(&d, p, p + len, count, base);
+    cmr_event_t ev;
+    int rc;
+    while ((rc = cmr_events_decoder_next(&d, &ev)) == 1)
+        ;
+    *why = d.error;
+    return rc;
+}
+
+static void expect_packed_corrupt(const uint8_t *p, size_t len, uint32_t count, const char *why)
+{
+    const char *got = NULL;
+    assert_int_equal(check_packed(p, len, count, 1000, &got), -1);
+    if (why && (!got || !strstr(got, why)))
+        fail_msg("expected \"%s\", got \"%s\"", why, got ? got : "(none)");
+}
+
+/* The packed layout refuses what the basic one does, and what is its own: an exit of no
+ * open call in the tag's form, a time that overflows, a segment's first event off its
+ * base (which the encoder will not write either). */
+static void test_packed_refuses_damaged_segments(void **state)
+{
+    (void)state;
+    uint8_t exit_alone[] = {0x80};
+    expect_packed_corrupt(exit_alone, sizeof exit_alone, 1, "implied method");
+    uint8_t undefined_entry[] = {5}; /* enter of entry 5 of an empty dictionary */
+    expect_packed_corrupt(undefined_entry, sizeof undefined_entry, 1, "not defined");
+    /* enter (new entry 0, no time: the segment's first), exit with 64 + 2^63 ns: too long */
+    uint8_t huge_exit[] = {96 | 3 << 3, 1,    2,    3,    4,    5,    6,    7,    8,   0x80 | 0x40,
+                           0xff,        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+    expect_packed_corrupt(huge_exit, sizeof huge_exit, 2, "oversized time");
+    uint8_t ok[] = {96 | 3 << 3, 1, 2, 3, 4, 5, 6, 7, 8, 0x80 | 0x40 | 5, 0x02};
+    const char *why;
+    assert_int_equal(check_packed(ok, sizeof ok, 2, 1000, &why), 0);
+    for (size_t cut = 0; cut < sizeof ok; cut++)
+        expect_packed_corrupt(ok, cut, 2, NULL);
+    expect_packed_corrupt(ok, sizeof ok, 3, "fewer events");
+    expect_packed_corrupt(ok, sizeof ok, 1, "bytes after");
+    uint8_t implied_enter[] = {96 | 0 /* enter, implied method */};
+    expect_packed_corrupt(implied_enter, sizeof implied_enter, 1, "implied method");
+
+    /* the encoder: a segment's first event at its base, nothing else */
+    cmr_events_encoder_begin_layout(&enc, CMR_EVENTS_LAYOUT_PACKED);
+    cmr_events_encoder_segment(&enc, 1000);
+    uint8_t out[CMR_EVENTS_MAX_ENCODED];
+    assert_int_equal(cmr_events_encoder_put(&enc, &(cmr_event_t){7, 1001, CMR_EVENT_ENTER, 1}, out), 0);
+    assert_int_equal(cmr_events_encoder_put(&enc, &(cmr_event_t){7, 1000, CMR_EVENT_ENTER, 1}, out), 9); /* no time */
+    assert_int_equal(cmr_events_encoder_put(&enc, &(cmr_event_t){7, 1030, CMR_EVENT_EXIT, 1}, out), 1);
+    assert_int_equal(out[0], 0x80 | 30);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_is_small),       cmocka_unit_test(test_mixed_workload_size),
         cmocka_unit_test(test_any_sequence_round_trips), cmocka_unit_test(test_refuses_other_kinds),
-        cmocka_unit_test(test_refuses_damaged_blocks),
+        cmocka_unit_test(test_refuses_damaged_blocks),   cmocka_unit_test(test_packed_refuses_damaged_segments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
  * cmr_segs_writer / cmr_segs_reader): random messages of random segments (traces shared
  * or not, threads repeated or not, parents local and remote, every optional field) come
  * back exactly, each segment as a standalone block; every truncation of a message and
- * every wrong count is refused with a reason; the sizes the layout is for.
+ * every wrong count is refused with a reason; the sizes the layout is for. Messages in the
+ * packed event layout (what agents write) and in the basic one (what agents from before
+ * event_layout wrote) alike; a layout the reader does not know is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -132,9 +134,11 @@ static void random_sample(sample_t *s, int64_t agent)
     }
 }
 
+static uint32_t layout = CMR_EVENTS_LAYOUT_PACKED; /* of the messages write_sample writes */
+
 static void write_sample(cmr_segs_writer_t *w, const sample_t *s, int64_t agent, cmr_event_msg_t *m)
 {
-    cmr_segs_writer_begin(w, agent);
+    cmr_segs_writer_begin_layout(w, agent, layout);
     for (size_t i = 0; i < s->n; i++)
         assert_int_equal(cmr_segs_writer_add(w, &s->b[i], s->rec[i], s->count[i]), 0);
     cmr_segs_writer_msg(w, m);
@@ -190,7 +194,9 @@ static void test_random_messages_round_trip(void **state)
         int64_t agent = (int64_t)next_rand();
         random_sample(&s, agent);
         cmr_event_msg_t m;
+        layout = round % 3 ? CMR_EVENTS_LAYOUT_PACKED : CMR_EVENTS_LAYOUT_BASIC;
         write_sample(&w, &s, agent, &m);
+        assert_int_equal(m.event_layout, (int32_t)layout);
         assert_int_equal(m.segment_count, (int32_t)s.n);
         assert_memory_equal(m.key_trace_id, s.b[0].trace_id, 16);
         cmr_segs_reader_init(&r, &m);
@@ -214,6 +220,7 @@ static void test_refuses_truncations_and_counts(void **state)
         int64_t agent = (int64_t)next_rand();
         random_sample(&s, agent);
         cmr_event_msg_t m;
+        layout = round % 2 ? CMR_EVENTS_LAYOUT_PACKED : CMR_EVENTS_LAYOUT_BASIC;
         write_sample(&w, &s, agent, &m);
         for (size_t cut = 0; cut < m.segments.len; cut++) {
             cmr_event_msg_t t = m;
@@ -255,6 +262,7 @@ static void test_damaged_messages(void **state)
         int64_t agent = (int64_t)next_rand();
         random_sample(&s, agent);
         cmr_event_msg_t m;
+        layout = round % 2 ? CMR_EVENTS_LAYOUT_PACKED : CMR_EVENTS_LAYOUT_BASIC;
         write_sample(&w, &s, agent, &m);
         if (!m.segments.len || m.segments.len > sizeof copy)
             continue;
@@ -275,13 +283,12 @@ static void test_damaged_messages(void **state)
     }
 }
 
-/* Small traces of a few calls on one thread, many per message: what the layout is for. */
-static void test_small_traces_are_small(void **state)
+/* 100 traces of 10 calls on one thread in one message, in `how`'s event layout: bytes per call. */
+static double small_traces(uint32_t how)
 {
-    (void)state;
     static uint8_t rec[20 * CMR_EVENT_RECORD_SIZE];
     uint64_t ts = 1700000000000000000ULL;
-    cmr_segs_writer_begin(&w, 42);
+    cmr_segs_writer_begin_layout(&w, 42, how);
     uint32_t segs = 100;
     for (uint32_t i = 0; i < segs; i++) {
         /* 10 calls: a root and 9 children, each a few µs */
@@ -300,9 +307,36 @@ static void test_small_traces_are_small(void **state)
     }
     cmr_event_msg_t m;
     cmr_segs_writer_msg(&w, &m);
-    double per_call = (double)m.segments.len / (segs * 10);
-    print_message("100 traces of 10 calls: %zu bytes, %.2f bytes per call\n", m.segments.len, per_call);
-    assert_true(per_call < 7.0); /* 8.06 with whole trace ids; a step costs 1 byte of the 16 */
+    return (double)m.segments.len / (segs * 10);
+}
+
+/* Small traces of a few calls on one thread, many per message: what the layout is for. */
+static void test_small_traces_are_small(void **state)
+{
+    (void)state;
+    double basic = small_traces(CMR_EVENTS_LAYOUT_BASIC), packed = small_traces(CMR_EVENTS_LAYOUT_PACKED);
+    print_message("100 traces of 10 calls: %.2f bytes per call, basic event layout %.2f\n", packed, basic);
+    assert_true(basic < 7.0); /* 8.06 with whole trace ids; a step costs 1 byte of the 16 */
+    assert_true(packed < basic - 0.5);
+}
+
+/* A message in an event layout this reader does not know is refused, not misread. */
+static void test_unknown_layout_is_refused(void **state)
+{
+    (void)state;
+    static sample_t s;
+    random_sample(&s, 5);
+    cmr_event_msg_t m;
+    layout = CMR_EVENTS_LAYOUT_PACKED;
+    write_sample(&w, &s, 5, &m);
+    int32_t unknown[] = {-1, 2, INT32_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        m.event_layout = unknown[i];
+        cmr_segs_reader_init(&r, &m);
+        cmr_event_batch_t b;
+        assert_int_equal(cmr_segs_reader_next(&r, &b), -1);
+        assert_non_null(strstr(r.error, "unknown event_layout"));
+    }
 }
 
 /* A trace id is sent whole unless it follows the previous one by a small step: the same
@@ -421,7 +455,7 @@ int main(void)
         cmocka_unit_test(test_random_messages_round_trip),     cmocka_unit_test(test_trace_id_steps),
         cmocka_unit_test(test_refuses_truncations_and_counts), cmocka_unit_test(test_damaged_messages),
         cmocka_unit_test(test_small_traces_are_small),         cmocka_unit_test(test_split_and_join),
-        cmocka_unit_test(test_segment_without_events),
+        cmocka_unit_test(test_segment_without_events),         cmocka_unit_test(test_unknown_layout_is_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cmr_segs_writer_free(&w);

@@ -36,9 +36,9 @@ static void test_keys(void **state)
 {
     (void)state;
     char key[CMR_KEY_MAX];
-    cmr_event_batch_t b = {0};
+    cmr_event_msg_t b = {0}; /* keyed by its first segment's trace id */
     for (int i = 0; i < 16; i++)
-        b.trace_id[i] = (uint8_t)i;
+        b.key_trace_id[i] = (uint8_t)i;
     assert_int_equal(cmr_msg_key(CMR_MSG_EVENT_BATCH, &b, key, sizeof key), 32);
     assert_string_equal(key, "000102030405060708090a0b0c0d0e0f");
     cmr_class_loaded_t c = {.agent_id = -1};

@@ -322,10 +322,9 @@ static const cmr_record_desc_t method_entry_desc = {"MethodEntry", sizeof(cmr_me
 /* --- EventBatch -------------------------------------------------------------------- */
 
 static const cmr_field_desc_t event_batch_fields[] = {
-    FIELD(cmr_event_msg_t, agent_id, LONG),
-    FIELD(cmr_event_msg_t, segment_count, INT),
-    FIELD(cmr_event_msg_t, event_count, INT),
-    FIELD(cmr_event_msg_t, segments, BYTES),
+    FIELD(cmr_event_msg_t, agent_id, LONG),    FIELD(cmr_event_msg_t, segment_count, INT),
+    FIELD(cmr_event_msg_t, event_count, INT),  FIELD(cmr_event_msg_t, segments, BYTES),
+    FIELD(cmr_event_msg_t, event_layout, INT),
 };
 static const cmr_record_desc_t event_batch_desc = {"EventBatch", sizeof(cmr_event_msg_t), event_batch_fields,
                                                    TABLE(event_batch_fields)};

@@ -56,9 +56,9 @@ static inline int64_t unzigzag(uint64_t v)
 
 /* --- writer -------------------------------------------------------------------------------- */
 
-void cmr_segs_writer_begin(cmr_segs_writer_t *w, int64_t agent_id)
+void cmr_segs_writer_begin_layout(cmr_segs_writer_t *w, int64_t agent_id, uint32_t layout)
 {
-    cmr_events_encoder_begin(&w->enc);
+    cmr_events_encoder_begin_layout(&w->enc, layout);
     cmr_buf_reset(&w->out);
     w->segments = w->events = 0;
     w->agent_id = agent_id;
@@ -66,6 +66,11 @@ void cmr_segs_writer_begin(cmr_segs_writer_t *w, int64_t agent_id)
     w->prev_base = 0;
     free(w->prev_name);
     w->prev_name = NULL;
+}
+
+void cmr_segs_writer_begin(cmr_segs_writer_t *w, int64_t agent_id)
+{
+    cmr_segs_writer_begin_layout(w, agent_id, CMR_EVENTS_LAYOUT_PACKED);
 }
 
 void cmr_segs_writer_free(cmr_segs_writer_t *w)
@@ -248,6 +253,7 @@ void cmr_segs_writer_msg(const cmr_segs_writer_t *w, cmr_event_msg_t *m)
     m->event_count = (int32_t)w->events;
     m->segments.data = w->out.data;
     m->segments.len = w->out.len;
+    m->event_layout = (int32_t)w->enc.layout;
     memcpy(m->key_trace_id, w->first_trace, 16);
 }
 
@@ -267,9 +273,12 @@ void cmr_segs_reader_init(cmr_segs_reader_t *r, const cmr_event_msg_t *m)
     r->first = true;
     r->error[0] = '\0';
     cmr_events_decoder_init(&r->dec, r->p, 0, 0);
+    r->dec.layout = (uint32_t)m->event_layout;
     if (m->segment_count < 0 || m->event_count < 0)
         snprintf(r->error, sizeof r->error, "negative segment_count %d or event_count %d", m->segment_count,
                  m->event_count);
+    else if (m->event_layout != CMR_EVENTS_LAYOUT_BASIC && m->event_layout != CMR_EVENTS_LAYOUT_PACKED)
+        snprintf(r->error, sizeof r->error, "unknown event_layout %d", m->event_layout);
 }
 
 void cmr_segs_reader_free(cmr_segs_reader_t *r)

@@ -620,15 +620,23 @@ static void test_resend_all_sends_every_class_again(void **state)
     agent_done(&r);
 }
 
+/* Starts an agent (`test`, `options`), configures it (metric interval `metric_ms`), has
+ * the JVM load demo.Work and returns its ClassLoaded (owned by the peer). */
+static const cmr_class_loaded_t *agent_with_work(agent_run_t *r, const char *test, const char *options, int metric_ms)
+{
+    agent_start(r, test, options);
+    agent_configure(r, metric_ms);
+    load_classes(r, "demo.Work");
+    const cmr_class_loaded_t *work = wait_class(r, "demo/Work", -1, 30000);
+    assert_non_null(work);
+    return work;
+}
+
 static void test_probes_record_call_trees_and_timers(void **state)
 {
     (void)state;
     agent_run_t r;
-    agent_start(&r, "probes", NULL);
-    agent_configure(&r, 300);
-    load_classes(&r, "demo.Work");
-    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
-    assert_non_null(work);
+    const cmr_class_loaded_t *work = agent_with_work(&r, "probes", NULL, 300);
     uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
 
     instrument_work(&r, work, &agent_sequence_probe, 10);
@@ -686,6 +694,48 @@ static void test_probes_record_call_trees_and_timers(void **state)
     tally_events(&r, call_id, &after);
     assert_int_equal(after.events, t.events); /* the timer run produced no events */
     agent_exit(&r);
+    agent_done(&r);
+}
+
+/* EventBatch messages of the agent (whole messages, as the peer received them). */
+static size_t event_messages_of(const agent_run_t *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < peer.nsplits; i++)
+        n += peer.splits[i].n && peer.splits[i].v[0].agent_id == r->agent_id;
+    return n;
+}
+
+/* agent.events.linger.ms: a partition's message waits for more segments, and whatever
+ * waits goes at the JVM's exit, nothing lost. With a linger longer than the test, the
+ * 1,000 traces of a run leave only at the exit, at most one message per partition of
+ * cmr.events (16 on the test broker) instead of one per partition and drain. */
+static void test_messages_wait_for_the_linger_and_go_at_exit(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    const cmr_class_loaded_t *work = agent_with_work(&r, "linger", "agent.events.linger.ms=10000", 300);
+    uint64_t call_id = cmr_method_id("demo/Work", "call", "(I)J");
+    instrument_work(&r, work, &agent_sequence_probe, 10);
+    char line[128];
+    jvm_proc_send(&r.jvm, "work 2 500");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "work:", line, sizeof line, 30000), 0);
+    event_tally_t t;
+    cmr_peer_poll(&peer, 2000); /* the publisher drained the rings 400 times meanwhile */
+    tally_events(&r, call_id, &t);
+    assert_int_equal(t.events, 0);
+    agent_exit(&r);
+    for (int i = 0; i < 100 && t.events < 8000; i++) {
+        cmr_peer_poll(&peer, 100);
+        tally_events(&r, call_id, &t);
+    }
+    size_t messages = event_messages_of(&r);
+    print_message("events %" PRIu64 " in %" PRIu64 " batches, %zu messages\n", t.events, t.batches, messages);
+    assert_int_equal(t.bad, 0);
+    assert_int_equal(t.enters, 4000);
+    assert_int_equal(t.exits, 4000);
+    assert_int_equal(t.segments_done, 1000);
+    assert_true(messages >= 1 && messages <= 16);
     agent_done(&r);
 }
 
@@ -1171,11 +1221,8 @@ static void test_stress_every_event_arrives_or_is_counted(void **state)
     (void)state;
     agent_run_t r;
     /* a generous shutdown flush: tens of thousands of small batches may still be queued */
-    agent_start(&r, "stress", "agent.ring.records=4096,agent.shutdown.flush.ms=30000");
-    agent_configure(&r, 10000);
-    load_classes(&r, "demo.Work");
-    const cmr_class_loaded_t *work = wait_class(&r, "demo/Work", -1, 30000);
-    assert_non_null(work);
+    const cmr_class_loaded_t *work =
+        agent_with_work(&r, "stress", "agent.ring.records=4096,agent.shutdown.flush.ms=30000", 10000);
     instrument_work(&r, work, &agent_sequence_probe, 20);
     char line[128];
     const int threads = 16;
@@ -1966,6 +2013,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_without_a_pinned_key_no_command_is_accepted),
         cmocka_unit_test(test_unreadable_key_file_leaves_the_jvm_running),
         cmocka_unit_test(test_probes_record_call_trees_and_timers),
+        cmocka_unit_test(test_messages_wait_for_the_linger_and_go_at_exit),
         cmocka_unit_test(test_invocation_metrics_transactions_and_stalled_calls),
         cmocka_unit_test(test_context_follows_work_to_other_threads),
         cmocka_unit_test(test_context_follows_thread_pool_tasks_through_the_jdk),

@@ -27,10 +27,29 @@
  *
  * The dictionary (at most CMR_EVENTS_DICT_MAX method ids) and the open calls' methods (at
  * most CMR_EVENTS_STACK deep) start empty in every batch, so a batch decodes on its own.
+ *
+ * That is the basic layout (CMR_EVENTS_LAYOUT_BASIC): stored batches and standalone blocks
+ * use it, and so did EventBatch messages before event_layout. Messages now use the packed
+ * layout (CMR_EVENTS_LAYOUT_PACKED, EventBatch.event_layout = 1), the same rules with the
+ * tag byte spent where a message's events are:
+ *
+ *   tag 128-255  an exit (kind EXIT) at the implied depth of the implied method: bits 0-5
+ *                the low 6 bits of its time difference, bit 6 set when the rest follows
+ *                (a varint of the difference shifted right by 6)
+ *   tag 0-95     an enter at the implied depth of dictionary entry 0-95, then the time
+ *   tag 96-127   any other event: tag - 96 has the kind - 1 in bits 0-1, bit 2 an explicit
+ *                depth follows, bits 3-4 the method: 0 = the open call's (exits only),
+ *                1 = a dictionary entry (a varint), 2 = a method id (8 bytes, LE), 3 = the
+ *                same, and it becomes the next entry; then depth, method and time as above
+ *
+ * and the first event of every segment carries no time: it is the segment's base. An exit
+ * less than 64 ns after the event before it takes one byte, less than 8 µs two; an enter
+ * of one of a message's first 96 methods two below 128 ns.
  */
 #ifndef CMR_EVENT_H
 #define CMR_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -83,6 +102,9 @@ static inline void cmr_event_write(uint8_t *block, size_t i, const cmr_event_t *
 #define CMR_EVENTS_STACK 256      /* call depths whose method an exit may leave implied */
 #define CMR_EVENTS_SLOTS 2048     /* the encoder's dictionary hash table */
 
+#define CMR_EVENTS_LAYOUT_BASIC 0  /* stored and standalone blocks (and messages before 2026-11-29) */
+#define CMR_EVENTS_LAYOUT_PACKED 1 /* EventBatch messages: event_layout 1 */
+
 /* One batch's encoder state. Large (about 36 KiB): one per producing thread, reused; begin
  * every batch with cmr_events_encoder_begin. */
 typedef struct cmr_events_encoder {
@@ -92,23 +114,30 @@ typedef struct cmr_events_encoder {
         uint32_t index;
     } slot[CMR_EVENTS_SLOTS];
     uint32_t gen, dict_n, depth;
+    uint32_t layout; /* CMR_EVENTS_LAYOUT_*, set by begin */
+    bool seg_first;  /* packed: the next event is its segment's first (no time) */
     uint64_t prev_ts;
     uint64_t stack[CMR_EVENTS_STACK + 1];
     uint64_t stack_set[(CMR_EVENTS_STACK + 1 + 63) / 64];
 } cmr_events_encoder_t;
 
+/* Begins a block in the basic layout (cmr_events_encoder_begin) or in `layout`. */
 void cmr_events_encoder_begin(cmr_events_encoder_t *e);
+void cmr_events_encoder_begin_layout(cmr_events_encoder_t *e, uint32_t layout);
 /* The next segment of a message: open calls empty, the clock from base_ts, the
  * dictionary kept (begin the message with cmr_events_encoder_begin). */
 void cmr_events_encoder_segment(cmr_events_encoder_t *e, uint64_t base_ts);
 /* Appends one event at out, which has room for CMR_EVENTS_MAX_ENCODED bytes. Returns the
- * bytes written, or 0 when the event cannot be encoded (a kind other than 1-4). */
+ * bytes written, or 0 when the event cannot be encoded (a kind other than 1-4, or in the
+ * packed layout a segment's first event at another time than the segment's base). */
 size_t cmr_events_encoder_put(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t *out);
 
 /* Reads an encoded block event by event (about 10 KiB: keep it off small stacks). */
 typedef struct cmr_events_decoder {
     const uint8_t *p, *end;
     uint32_t left, dict_n, depth;
+    uint32_t layout; /* CMR_EVENTS_LAYOUT_*: basic after init; set it before reading */
+    bool seg_first;
     uint64_t prev_ts;
     const char *error; /* why the block is corrupt (a static string), after -1 */
     uint64_t dict[CMR_EVENTS_DICT_MAX];
@@ -192,7 +221,7 @@ int cmr_events_check(const uint8_t *p, size_t len, uint32_t count, char *err, si
 
 /* Builds a message's `segments` bytes. Owns `out` (free with cmr_segs_writer_free). */
 typedef struct cmr_segs_writer {
-    cmr_events_encoder_t enc; /* its dictionary spans the message */
+    cmr_events_encoder_t enc; /* its dictionary spans the message; its layout the message's */
     cmr_buf_t out;
     uint32_t segments, events;
     int64_t agent_id;
@@ -202,8 +231,11 @@ typedef struct cmr_segs_writer {
     char *prev_name; /* owned copy */
 } cmr_segs_writer_t;
 
-/* Starts a message of agent_id's (memory of the previous one is kept). */
+/* Starts a message of agent_id's (memory of the previous one is kept), its events in the
+ * packed layout (cmr_segs_writer_begin) or in `layout` (a message as older agents wrote
+ * it: CMR_EVENTS_LAYOUT_BASIC). */
 void cmr_segs_writer_begin(cmr_segs_writer_t *w, int64_t agent_id);
+void cmr_segs_writer_begin_layout(cmr_segs_writer_t *w, int64_t agent_id, uint32_t layout);
 /* Appends one segment batch: its header from b (agent_id, packed_events and event_count
  * are ignored) and count records (the 24-byte layout). 0, or -1 when memory ran out or a
  * record has a kind other than 1-4: the message is then unusable (begin a new one). */
@@ -212,9 +244,10 @@ int cmr_segs_writer_add(cmr_segs_writer_t *w, const cmr_event_batch_t *b, const 
 void cmr_segs_writer_msg(const cmr_segs_writer_t *w, cmr_event_msg_t *m);
 void cmr_segs_writer_free(cmr_segs_writer_t *w);
 
-/* Reads a message's segment batches one by one, checking every rule, and hands each out
- * as a standalone batch: its events re-encoded on their own (a dictionary and clock of
- * their own), as an EventBatch of one segment had them. Large (two event decoders and an
+/* Reads a message's segment batches one by one, checking every rule (a message in a
+ * layout it does not know is refused), and hands each out as a standalone batch: its
+ * events re-encoded on their own in the basic layout (a dictionary and clock of their
+ * own), as an EventBatch of one segment had them. Large (two event decoders and an
  * encoder): keep it off small stacks. Owns its buffers (free with cmr_segs_reader_free). */
 typedef struct cmr_segs_reader {
     cmr_events_decoder_t dec;

@@ -511,6 +511,8 @@ typedef struct cmr_event_msg {
     int32_t segment_count;
     int32_t event_count;
     cmr_bytes_t segments;
+    int32_t event_layout; /* CMR_EVENTS_LAYOUT_* of the segments' events (cmr/event.h);
+                             0 in the messages of agents from before it */
     /* not on the wire: the message's key (the first segment's trace id) when sending; a
      * decoded message has it zero */
     uint8_t key_trace_id[16];
