@@ -9,6 +9,9 @@
  * or close, so their timestamps differ by little (one or two varint bytes); an exit's
  * method is the open call's (implied); a method seen in the batch before is a dictionary
  * entry (in the tag byte for the first 28); depths follow from the order of the events.
+ * EventBatch messages use the packed layout of the same rules (an exit's time in its tag,
+ * 96 entries inline, no time for a segment's first event); cmr-ingest reads it with
+ * cmr_segs_reader and stores every segment batch in the basic one.
  *
  * Everything an encoder can write, the decoder reads back exactly (the tests check this
  * for any event sequence); a block from anywhere else is checked against every rule, so a
@@ -162,11 +165,12 @@ static size_t put_packed(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t
     uint32_t kind = ev->kind, depth = ev->aux;
     uint64_t delta = ev->timestamp_ns - e->prev_ts; /* modulo 2^64: back in time takes 10 bytes */
     bool first = e->seg_first, implied = depth == implied_depth(kind, e->depth);
+    bool open_exit = exit_of_open_call(e, ev, depth);
     if (first && delta)
         return 0; /* the segment's base is its first event's time */
     uint8_t *q = out + 1;
     unsigned tag;
-    if (kind == CMR_EVENT_EXIT && implied && exit_of_open_call(e, ev, depth)) {
+    if (kind == CMR_EVENT_EXIT && implied && open_exit) {
         tag = P_EXIT | (unsigned)(delta & ((1u << P_EXIT_BITS) - 1));
         if (delta >> P_EXIT_BITS) {
             tag |= P_EXIT_MORE;
@@ -179,9 +183,7 @@ static size_t put_packed(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t
         return (size_t)(q - out);
     }
     bool added = false;
-    int64_t index = -1;
-    if (kind == CMR_EVENT_ENTER || !exit_of_open_call(e, ev, depth))
-        index = dict_entry(e, ev->method_id, &added);
+    int64_t index = open_exit ? -1 : dict_entry(e, ev->method_id, &added);
     if (kind == CMR_EVENT_ENTER && implied && index >= 0 && index < P_ENTER_INLINE && !added) {
         tag = (unsigned)index;
     } else {
@@ -190,7 +192,7 @@ static size_t put_packed(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t
             tag |= TAG_DEPTH;
             q += put_varint(q, depth);
         }
-        if (index < 0 && kind != CMR_EVENT_ENTER && exit_of_open_call(e, ev, depth)) {
+        if (open_exit) {
             tag |= P_M_IMPLIED << 3;
         } else if (added || index < 0) {
             tag |= (added ? P_M_LITERAL_ADD : P_M_LITERAL) << 3;
