@@ -77,7 +77,8 @@ typedef struct publisher {
     cmr_log_limiter_t stall_log;
     /* the messages being built, one per partition of cmr.events (cmr_segs_writer: several
      * segment batches, one dictionary and clock base), created on first use, owned; sent
-     * at the end of every pass or once full. partitions: the topic's partition count
+     * once full or at the end of the first pass past the linger (wr_since_ms), and all at
+     * the JVM's exit. partitions: the topic's partition count
      * (0: not known yet, then every segment batch is a message of its own, keyed by its
      * trace id for librdkafka's partitioner as before), refreshed every
      * PARTITIONS_REFRESH_MS */

@@ -31,7 +31,7 @@
  * written (most traces arrive whole: keeping them only costs), unless it awaits children:
  * it has hand-offs (FORK events) that no segment continues yet. A request that crossed
  * JVMs looks complete as soon as its caller's segment arrives, and its callees' segments
- * come with their own JVMs' next sends (an agent sends every second by default), each of
+ * come with their own JVMs' next messages (agent.events.linger.ms, 200 ms by default), each of
  * which would rebuild the state from the store (its summary and every stored batch read
  * back and applied again). Such a trace stays in a FIFO of at most trace_keep_max per
  * partition for trace_keep_ms (cmr_store_opts_t), then leaves (oldest first); all states
