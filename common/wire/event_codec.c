@@ -132,7 +132,7 @@ static inline bool exit_of_open_call(const cmr_events_encoder_t *e, const cmr_ev
            depth <= CMR_EVENTS_STACK && stack_has(e->stack_set, depth) && e->stack[depth] == ev->method_id;
 }
 
-/* The open calls after the event (both layouts). */
+/* The open calls and the clock after the event (both layouts). */
 static inline void encoder_follow(cmr_events_encoder_t *e, const cmr_event_t *ev, uint32_t depth)
 {
     if (ev->kind == CMR_EVENT_ENTER && depth >= 1 && depth <= CMR_EVENTS_STACK) {
@@ -140,6 +140,8 @@ static inline void encoder_follow(cmr_events_encoder_t *e, const cmr_event_t *ev
         stack_mark(e->stack_set, depth);
     }
     e->depth = depth_after(ev->kind, depth, e->depth);
+    e->prev_ts = ev->timestamp_ns;
+    e->seg_first = false;
 }
 
 /* The method's dictionary entry, made when it has none and there is room: the entry, or
@@ -178,8 +180,6 @@ static size_t put_packed(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t
         }
         out[0] = (uint8_t)tag;
         encoder_follow(e, ev, depth);
-        e->prev_ts = ev->timestamp_ns;
-        e->seg_first = false;
         return (size_t)(q - out);
     }
     bool added = false;
@@ -207,8 +207,6 @@ static size_t put_packed(cmr_events_encoder_t *e, const cmr_event_t *ev, uint8_t
         q += put_varint(q, delta);
     out[0] = (uint8_t)tag;
     encoder_follow(e, ev, depth);
-    e->prev_ts = ev->timestamp_ns;
-    e->seg_first = false;
     assert((size_t)(q - out) <= CMR_EVENTS_MAX_ENCODED);
     return (size_t)(q - out);
 }
@@ -241,9 +239,8 @@ size_t cmr_events_encoder_put(cmr_events_encoder_t *e, const cmr_event_t *ev, ui
             cmr_put_le64(q, ev->method_id), q += 8;
         }
     }
-    encoder_follow(e, ev, depth);
     q += put_varint(q, ev->timestamp_ns - e->prev_ts); /* modulo 2^64: back in time takes 10 bytes */
-    e->prev_ts = ev->timestamp_ns;
+    encoder_follow(e, ev, depth);
     out[0] = (uint8_t)tag;
     assert((size_t)(q - out) <= CMR_EVENTS_MAX_ENCODED);
     return (size_t)(q - out);
