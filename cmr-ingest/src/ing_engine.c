@@ -98,6 +98,17 @@ typedef struct part {
 
 #define POSTING_REC 24 /* id (8, native order) | trace id (16) */
 
+/* put_postings' working memory, kept between group commits: the ids of a group's
+ * records with their chains of records (`heads`: id -> 1 + the index of the id's last
+ * record; `next`: 1 + the index of the record before it, 0 at the first), and the value
+ * being built. */
+typedef struct postings_scratch {
+    cmr_u64map_t heads;
+    uint32_t *next;
+    size_t next_cap;
+    cmr_buf_t val;
+} postings_scratch_t;
+
 /* The writer threads of group commits (run_jobs): helpers of the flushing thread. */
 #define WRITERS_MAX 15
 
@@ -114,6 +125,7 @@ struct cmr_ingest_engine {
     int64_t status_retained_ms; /* the last status retention (hourly) */
     cmr_segs_reader_t *reader;  /* splits EventBatch messages into segment batches (owned) */
     cmr_workpool_t *writers;    /* owned */
+    postings_scratch_t post;    /* put_postings' working memory (owned; kept between flushes) */
 };
 
 cmr_ingest_engine_t *cmr_ingest_engine_new(const char *root, const cmr_store_opts_t *o, char *err, size_t errlen)
@@ -220,6 +232,9 @@ void cmr_ingest_engine_free(cmr_ingest_engine_t *e)
         cmr_segs_reader_free(e->reader);
     free(e->reader);
     cmr_workpool_free(e->writers);
+    cmr_u64map_free(&e->post.heads);
+    free(e->post.next);
+    cmr_buf_free(&e->post.val);
     free(e);
 }
 
@@ -395,40 +410,45 @@ static void on_method(void *o, uint64_t id)
     add_posting(&c->p->post_method, id, c->trace);
 }
 
-static int cmp_posting(const void *a, const void *b)
-{
-    uint64_t x, y;
-    memcpy(&x, a, 8);
-    memcpy(&y, b, 8);
-    if (x != y)
-        return x < y ? -1 : 1;
-    return memcmp((const uint8_t *)a + 8, (const uint8_t *)b + 8, 16);
-}
-
-/* Queues the group's postings of one index: one entry per id, id | group -> the trace
- * ids (16 bytes each, ascending) of the group that have it (ing_store.c). Empties recs. */
-static void put_postings(part_t *p, int cf, cmr_buf_t *recs, int64_t group)
+/* Queues a group's postings of one index (idx_agent or idx_method): an entry per id,
+ * key id | group, value the trace ids of its records (newest first). The records are
+ * grouped by id with a hash map, in one pass (a sort of the 24-byte records took two
+ * thirds of a group's flush for traces of 50 events). 0, or -1 out of memory (nothing
+ * of this index queued; the records are kept for the caller to reset). */
+static int put_postings(part_t *p, postings_scratch_t *ps, int cf, cmr_buf_t *recs, int64_t group)
 {
     size_t n = recs->len / POSTING_REC;
     if (!n)
-        return;
-    qsort(recs->data, n, POSTING_REC, cmp_posting);
-    uint8_t *vals = recs->data; /* trace ids compacted in place, behind the records read */
-    for (size_t i = 0, j; i < n; i = j) {
+        return 0;
+    if (n > UINT32_MAX - 1 || cmr_array_grow(&ps->next, &ps->next_cap, n, sizeof *ps->next, 1024) != 0)
+        return -1;
+    cmr_u64map_clear(&ps->heads);
+    for (size_t i = 0; i < n; i++) {
         uint64_t id;
         memcpy(&id, recs->data + i * POSTING_REC, 8);
-        uint8_t *first = vals;
-        for (j = i; j < n && !memcmp(recs->data + j * POSTING_REC, &id, 8); j++) {
-            memmove(vals, recs->data + j * POSTING_REC + 8, 16);
-            vals += 16;
-        }
+        bool created;
+        void **head = cmr_u64map_get_slot(&ps->heads, id, &created);
+        if (!head)
+            return -1;
+        ps->next[i] = (uint32_t)(uintptr_t)*head; /* NULL (0) when created */
+        *head = (void *)(uintptr_t)(i + 1);
+    }
+    size_t it = 0;
+    uint64_t id;
+    void *head;
+    while (cmr_u64map_next(&ps->heads, &it, &id, &head)) {
+        cmr_buf_reset(&ps->val);
+        for (uint32_t r = (uint32_t)(uintptr_t)head; r; r = ps->next[r - 1])
+            cmr_buf_put(&ps->val, recs->data + (size_t)(r - 1) * POSTING_REC + 8, 16);
+        if (!cmr_buf_ok(&ps->val))
+            return -1;
         uint8_t k[16];
         cmr_put_be64(k, id);
         cmr_put_be64(k + 8, (uint64_t)group);
-        rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, cf), (const char *)k, 16, (const char *)first,
-                                  (size_t)(vals - first));
+        rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, cf), (const char *)k, 16, (const char *)ps->val.data,
+                                  ps->val.len);
     }
-    cmr_buf_reset(recs);
+    return 0;
 }
 
 /* The group key of the postings written now: at least the latest start of the group's
@@ -742,6 +762,12 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             e->stats.traces_touched++;
         }
         failed |= p->post_agent.oom || p->post_method.oom;
+        int64_t group = 0;
+        if (!failed && (p->post_agent.len || p->post_method.len)) {
+            group = next_group(p);
+            failed |= put_postings(p, &e->post, CMR_CF_IDX_AGENT, &p->post_agent, group) != 0 ||
+                      put_postings(p, &e->post, CMR_CF_IDX_METHOD, &p->post_method, group) != 0;
+        }
         if (failed) { /* nothing of the group is written here: its records come again */
             cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"out of memory\"", p->partition);
             rocksdb_writebatch_clear(p->wb);
@@ -753,10 +779,9 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             rc = -1;
             continue;
         }
-        if (p->post_agent.len || p->post_method.len) {
-            int64_t group = next_group(p);
-            put_postings(p, CMR_CF_IDX_AGENT, &p->post_agent, group);
-            put_postings(p, CMR_CF_IDX_METHOD, &p->post_method, group);
+        if (group) {
+            cmr_buf_reset(&p->post_agent);
+            cmr_buf_reset(&p->post_method);
             cmr_store_put_group(p->store, p->wb, group);
             p->last_group = group; /* taken even if the write fails: keys stay unique */
         }

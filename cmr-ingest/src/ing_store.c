@@ -129,7 +129,12 @@ static rocksdb_options_t *cf_options(size_t write_buffer, bool compress)
  *    memtable writes are off (a store has one writer, its partition's).
  *  - `traces` gets a bloom filter, in its memtable and in its tables: the summary of
  *    every new trace is looked up first (ing_engine.c get_trace), and almost every
- *    lookup misses. */
+ *    lookup misses.
+ *  - `traces` gets as large a memtable as `batches` (store_open): a summary is small, but
+ *    with the 2 MiB of the index column families its memtable filled every ~20,000 traces,
+ *    and each flush of a hashed memtable first sorts it whole, then its level-0 files
+ *    are compacted and every lookup checks their filters: 4-event traces cost 12.8 µs
+ *    of CPU each with the small memtable, 10.2 µs with this (docs/benchmarks.md). */
 #define TRACE_BUCKETS (1u << 15) /* hash buckets of a `batches` / `traces` memtable: 256 KiB each */
 
 /* Compaction filter of idx_agent / idx_method: a posting (16-byte key, id | group) of a
@@ -226,7 +231,9 @@ static cmr_store_t *store_open(const char *path, const char *const *names, int n
     size_t wb = o->write_buffer_bytes ? (size_t)o->write_buffer_bytes : (16u << 20);
     rocksdb_options_set_db_write_buffer_size(s->opts, wb * 2);
     for (int i = 0; i < n; i++)
-        s->cf_opts[i] = cf_options(i == 1 && partition >= 0 ? wb : (2u << 20), i == 1);
+        s->cf_opts[i] =
+            cf_options(partition >= 0 && (i == 1 + CMR_CF_BATCHES || i == 1 + CMR_CF_TRACES) ? wb : (2u << 20),
+                       i == 1 + CMR_CF_BATCHES);
     if (partition >= 0)
         tune_partition_cfs(s);
     const rocksdb_options_t *cfo[NPART_CFS];

@@ -68,8 +68,8 @@ static const cmr_conf_key_t keys[] = {
      "per partition: the oldest traces are deleted beyond this many bytes of stored batches; 0 = no bound"},
     {"ingest.retention.check_ms", "10000", "how often retention runs"},
     {"ingest.store.write_buffer_mb", "16",
-     "RocksDB memtable of a partition's batches (a partition store holds at most twice this in memtables; one store "
-     "per partition a worker owns)"},
+     "RocksDB memtable of a partition's batches, and of its trace summaries (a partition store holds at most twice "
+     "this in memtables; one store per partition a worker owns)"},
     {"ingest.trace.keep_ms", "3000",
      "a complete trace that awaits children (hand-offs no segment continues yet) stays in memory this long for "
      "segments of other JVMs that come later (the agents' send interval, 1 s by default, and some); later ones "

@@ -31,6 +31,9 @@
  *
  * CMR_BENCH_MALLOC_KEEP_MB=N: the freed memory kept for reuse, in this process and by the
  * workers (ingest.malloc.keep_mb, default 256; 0: the C library's defaults, as before).
+ * CMR_BENCH_SMALL=4x64,50x16: only these in-process rows of `small` (events x traces per
+ * message), e.g. to profile one of them; the worker rows are skipped too.
+ * CMR_BENCH_QUERIES=0: no list queries after the rows of several traces per message.
  *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]
@@ -298,6 +301,20 @@ static void bench_queries(const char *dir)
     cmr_ingest_view_free(v);
 }
 
+/* Whether CMR_BENCH_SMALL (unset: every row) names the row EVENTSxPER_MSG. */
+static bool small_row_wanted(size_t events, size_t per_msg)
+{
+    const char *rows = getenv("CMR_BENCH_SMALL");
+    if (!rows)
+        return true;
+    char row[48];
+    snprintf(row, sizeof row, "%zux%zu", events, per_msg);
+    for (const char *p = rows; (p = strstr(p, row)); p += strlen(row))
+        if ((p == rows || p[-1] == ',') && (p[strlen(row)] == ',' || !p[strlen(row)]))
+            return true;
+    return false;
+}
+
 /* Small traces as Avro messages decoded and applied in process (what the worker does per
  * record, without the Kafka fetch): traces per second of wall time and per second of this
  * process's CPU (its RocksDB threads included). `per_msg` traces per message: 1 (a trace
@@ -306,6 +323,8 @@ static void bench_queries(const char *dir)
 static void bench_small(size_t events, size_t ntraces, size_t per_msg)
 {
     char dir[256], err[512];
+    if (!small_row_wanted(events, per_msg))
+        return;
     if (cp_tmpdir(dir, sizeof dir) != 0)
         return;
     data_t d;
@@ -346,7 +365,7 @@ static void bench_small(size_t events, size_t ntraces, size_t per_msg)
            "(%.2f us of CPU per trace)%s\n",
            events, per_msg, (double)bytes / (double)ntraces, 2.0 * (double)bytes / (double)d.events, ntraces, dt, dc,
            (double)ntraces / dt, (double)ntraces / dc, dc * 1e6 / (double)ntraces, bad ? " SOME FAILED" : "");
-    if (per_msg > 1)
+    if (per_msg > 1 && !(getenv("CMR_BENCH_QUERIES") && !strcmp(getenv("CMR_BENCH_QUERIES"), "0")))
         bench_queries(dir);
     cmr_ingest_engine_free(e);
     for (size_t k = 0; k < nmsgs; k++)
@@ -836,7 +855,7 @@ int main(int argc, char **argv)
         bench_small(50, 50000 * scale, 1);
         bench_small(50, 50000 * scale, 16);
         bench_small(5000, 500 * scale, 1);
-        if (getenv("CMR_BENCH_IN_PROCESS")) /* the in-process rows only */
+        if (getenv("CMR_BENCH_IN_PROCESS") || getenv("CMR_BENCH_SMALL")) /* the in-process rows only */
             return 0;
         static const size_t worker_runs[][3] = {
             {4, 16, 1}, {4, 100000, 1}, {4, 400000, 64}, {50, 20000, 1}, {50, 80000, 16}};

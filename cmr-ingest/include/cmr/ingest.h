@@ -356,7 +356,7 @@ typedef struct cmr_store_opts {
     bool sync;                  /* fsync the WAL at every group commit (default true) */
     int64_t retention_age_ms;   /* 0: keep forever */
     int64_t retention_bytes;    /* per partition; 0: no bound */
-    int64_t write_buffer_bytes; /* memtable of the batches column family; 0: 16 MiB */
+    int64_t write_buffer_bytes; /* memtable of `batches`, and of `traces`; 0: 16 MiB */
     /* the engine: complete traces' states kept in memory for late segments of other JVMs
      * (ing_engine.c), at most trace_keep_max per partition for trace_keep_ms; 0: the
      * default (below), negative: none kept */
