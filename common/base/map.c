@@ -85,6 +85,14 @@ bool cmr_u64map_has(const cmr_u64map_t *m, uint64_t key)
     return found;
 }
 
+int cmr_u64map_reserve(cmr_u64map_t *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : MAP_MIN_CAP;
+    while (n * 10 > cap * 7)
+        cap *= 2;
+    return cap > m->cap ? u64_resize(m, cap) : 0;
+}
+
 void **cmr_u64map_get_slot(cmr_u64map_t *m, uint64_t key, bool *created)
 {
     bool found = false;

@@ -121,6 +121,29 @@ static void test_array_grow(void **state)
 /* Reference model: a plain array of (key, value, present). */
 #define MODEL_KEYS 512
 
+/* cmr_u64map_reserve makes room once: inserts up to the count reserved keep the table (no
+ * resize), entries already in it stay, and the next insert beyond grows it as before. */
+static void test_u64map_reserve(void **state)
+{
+    (void)state;
+    cmr_u64map_t m = {0};
+    assert_int_equal(cmr_u64map_put(&m, 7, (void *)1), 0);
+    assert_int_equal(cmr_u64map_reserve(&m, 44), 0);
+    assert_int_equal(m.cap, 64);
+    const cmr_u64map_slot_t *slots = m.slots;
+    for (uint64_t k = 100; k < 143; k++) /* 43 more: 44 in all */
+        assert_int_equal(cmr_u64map_put(&m, k << 40, (void *)(uintptr_t)k), 0);
+    assert_ptr_equal(m.slots, slots);
+    assert_int_equal((uintptr_t)cmr_u64map_get(&m, 7), 1);
+    assert_int_equal((uintptr_t)cmr_u64map_get(&m, 142ull << 40), 142);
+    assert_int_equal(cmr_u64map_reserve(&m, 10), 0); /* fewer than it holds: unchanged */
+    assert_ptr_equal(m.slots, slots);
+    assert_int_equal(cmr_u64map_put(&m, 1, (void *)2), 0); /* the 45th grows it */
+    assert_int_equal(m.cap, 128);
+    assert_int_equal(cmr_u64map_count(&m), 45);
+    cmr_u64map_free(&m);
+}
+
 static void test_u64map_against_model(void **state)
 {
     (void)state;
@@ -446,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_buf_oom_is_sticky),
         cmocka_unit_test(test_array_grow),
         cmocka_unit_test(test_u64map_against_model),
+        cmocka_unit_test(test_u64map_reserve),
         cmocka_unit_test(test_u64map_slot_counts),
         cmocka_unit_test(test_map_bytes_keys),
         cmocka_unit_test(test_byte_order),

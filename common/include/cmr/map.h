@@ -51,6 +51,9 @@ int cmr_u64map_put(cmr_u64map_t *m, uint64_t key, void *val);
  * whether it was). NULL when memory ran out. The pointer is valid until the next insert
  * or delete. */
 void **cmr_u64map_get_slot(cmr_u64map_t *m, uint64_t key, bool *created);
+/* Makes room for n entries in all, so that inserts up to that count do not grow the
+ * table. 0, or -1 when memory ran out (the map is unchanged). */
+int cmr_u64map_reserve(cmr_u64map_t *m, size_t n);
 /* Removes key; true when it was there (its value in *old when old is not NULL). */
 bool cmr_u64map_del(cmr_u64map_t *m, uint64_t key, void **old);
 bool cmr_u64map_next(const cmr_u64map_t *m, size_t *it, uint64_t *key, void **val);
