@@ -4,11 +4,14 @@
  * probe calls need. Added entries (and their string bytes) are owned by the class arena.
  * The instrumenter rolls additions back by restoring cp_count.
  *
- * Find-or-add goes through a hash index of the pool (cp_index), built on the first
- * search: instrumenting adds constants per method (the probes' method references, the
- * classes in the frames of its handlers), and a linear search of the pool for each made a
- * class with a large pool quadratic to instrument (org/h2/command/Parser, 400 methods
- * over a pool of thousands of entries, took 100-200 ms in cmr-instrumenter). The index
+ * Find-or-add searches the pool linearly for a class's first CF_CP_SCANS_BEFORE_INDEX
+ * searches, then through a hash index of the pool (cp_index) built then: instrumenting
+ * method by method adds constants per method (the probes' method references, the classes
+ * in the frames of its handlers), and a linear search of the pool for each made a class
+ * with a large pool quadratic to instrument (org/h2/command/Parser, 400 methods over a
+ * pool of thousands of entries, took 100-200 ms in cmr-instrumenter). Instrumenting a
+ * class at once searches a handful of times, and hashing its whole pool for them cost
+ * more than the searches (a quarter of the engine's instrumentation throughput). The index
  * gives what the linear search gave, the lowest index holding the constant: it is built
  * in index order, keeping the first of equal entries, and takes every appended entry;
  * after a rollback its slots may name indexes past cp_count or, appended again since,
@@ -18,6 +21,12 @@
 
 #include <stdlib.h>
 #include <xxhash.h>
+
+/* Searches of a class's pool made linearly before its index is built: a linear search
+ * reads the pool's tags, the index hashes every constant once. On cf_bench's corpus 8 was
+ * the best of 4, 8 and 32 (4: most classes still built the index; 32: method-by-method
+ * instrumentation slower). */
+#define CF_CP_SCANS_BEFORE_INDEX 8
 
 bool cf_str_eq(cf_str s, const char *z)
 {
@@ -217,9 +226,14 @@ static bool index_build(cf_class *c, uint32_t want)
     for (uint32_t i = 1; i < c->cp_count; i++) {
         if (!indexed(c->cp[i].tag))
             continue;
-        cp_key k = key_of(c, i);
-        if (!index_find(c, &k)) /* equal entries: the first one only */
-            index_put(c, i);
+        cp_key k = key_of(c, i); /* hashed once: it goes in unless an equal entry (a lower one) is in */
+        uint32_t slot = (uint32_t)key_hash(&k) & c->cp_index_mask;
+        while (c->cp_index[slot] && !key_is(c, c->cp_index[slot], &k))
+            slot = (slot + 1) & c->cp_index_mask;
+        if (!c->cp_index[slot]) {
+            c->cp_index[slot] = (uint16_t)i;
+            c->cp_index_used++;
+        }
     }
     return true;
 }
@@ -232,10 +246,11 @@ static bool index_ready(cf_class *c)
     return index_build(c, (uint32_t)c->cp_count + 64);
 }
 
-/* Find k through the index (a linear search when memory for it ran out). */
+/* Find k: linearly for a class's first searches, then through the index (linearly again
+ * when memory for it ran out). */
 static uint16_t cp_find(cf_class *c, const cp_key *k)
 {
-    if (index_ready(c))
+    if ((c->cp_index || ++c->cp_scans > CF_CP_SCANS_BEFORE_INDEX) && index_ready(c))
         return index_find(c, k);
     for (uint32_t i = 1; i < c->cp_count; i++)
         if (key_is(c, i, k))

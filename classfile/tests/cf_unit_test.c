@@ -1157,9 +1157,10 @@ static void test_cpool_growth(void **st)
     free(b);
 }
 
-/* Find-or-add through the pool's index (cf_cpool.c) gives what a linear search gives: the
- * lowest index holding the constant, for entries parsed (duplicates included), appended,
- * rolled back and appended again, across the index's growth. */
+/* Find-or-add, linear for a class's first searches and through the pool's index after
+ * (cf_cpool.c), gives what a linear search gives: the lowest index holding the constant,
+ * for entries parsed (duplicates included), appended, rolled back and appended again,
+ * across the index's growth. */
 static void test_cpool_index(void **st)
 {
     (void)st;
@@ -1179,8 +1180,9 @@ static void test_cpool_index(void **st)
     assert_int_equal(cf_cp_add_int(c, 7000000), seven);
     assert_int_equal(cf_cp_add_class(c, "java/lang/String"), str);
     assert_int_equal(cf_cp_find_utf8(c, "absent", 6), 0);
+    assert_null(c->cp_index); /* a class's first searches are linear: no index yet */
 
-    /* appended, then found */
+    /* appended, then found (the index is built on the way: the same answers) */
     uint16_t mark = c->cp_count;
     uint16_t x = cf_cp_add_utf8(c, "x", 1);
     assert_int_equal(x, mark);
@@ -1215,6 +1217,7 @@ static void test_cpool_index(void **st)
     }
     assert_int_equal(cf_cp_find_utf8(c, "dup", 3), dup1);
     assert_int_equal(cf_cp_find_utf8(c, "y", 1), y);
+    assert_non_null(c->cp_index);
     cf_class_free(c);
     free(b);
 }

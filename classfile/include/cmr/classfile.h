@@ -111,10 +111,12 @@ typedef struct cf_class {
     cf_member *fields, *methods;
     cf_attr *attrs;
     cf_arena *arena; /* owns everything above except the input bytes, cp and cp_index */
-    /* Hash index of the pool for the engine's find-or-add (cf_cpool.c): built on the first
-     * search, malloc'ed, freed by cf_class_free. Slots hold pool indexes, 0 = empty. */
+    /* Hash index of the pool for the engine's find-or-add (cf_cpool.c): built once a class
+     * has had CF_CP_SCANS_BEFORE_INDEX searches, malloc'ed, freed by cf_class_free. Slots
+     * hold pool indexes, 0 = empty. cp_scans counts the searches made without it. */
     uint16_t *cp_index;
     uint32_t cp_index_mask, cp_index_used;
+    uint32_t cp_scans;
 } cf_class;
 
 /* Parses `len` bytes. On success *out is a new cf_class (free with cf_class_free) that
