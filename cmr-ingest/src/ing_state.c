@@ -285,9 +285,9 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
         return -1;
     if (ra && on_agent)
         on_agent(opaque, b->agent_id);
-    /* room for the batch's methods at once (at most one per two events), up to a table
-     * of 64 slots; beyond that it grows as it fills */
-    if (cmr_u64map_reserve(&s->methods, s->methods.count + (b->event_count / 2 + 1 < 44 ? b->event_count / 2 + 1 : 44)))
+    /* a new trace's set of methods gets room for its first batch's at once (at most one
+     * per two events), up to a table of 64 slots; beyond that it grows as it fills */
+    if (!s->methods.count && cmr_u64map_reserve(&s->methods, b->event_count / 2 + 1 < 44 ? b->event_count / 2 + 1 : 44))
         return -1;
     uint64_t last_method = 0;
     cmr_events_decoder_t d; /* the block was checked when the batch arrived */
