@@ -13,7 +13,7 @@
  * class at once searches a handful of times, and hashing its whole pool for them cost
  * more than the searches (a quarter of the engine's instrumentation throughput). The index
  * gives what the linear search gave, the lowest index holding the constant: it is built
- * in index order, keeping the first of equal entries, and takes every appended entry;
+ * in index order and takes every appended entry, keeping the first of equal entries;
  * after a rollback its slots may name indexes past cp_count or, appended again since,
  * other constants, so a lookup checks each candidate against the pool.
  */
@@ -200,12 +200,17 @@ static uint16_t index_find(const cf_class *c, const cp_key *k)
     return (uint16_t)best;
 }
 
+/* The index takes entry i unless it holds an equal entry already (a lower one: entries
+ * go in in index order), so that a lookup finds the first of equal entries. One hash. */
 static void index_put(cf_class *c, uint32_t i)
 {
     cp_key k = key_of(c, i);
     uint32_t s = (uint32_t)key_hash(&k) & c->cp_index_mask;
-    while (c->cp_index[s])
+    while (c->cp_index[s]) {
+        if (key_is(c, c->cp_index[s], &k))
+            return;
         s = (s + 1) & c->cp_index_mask;
+    }
     c->cp_index[s] = (uint16_t)i;
     c->cp_index_used++;
 }
@@ -223,18 +228,9 @@ static bool index_build(cf_class *c, uint32_t want)
     c->cp_index = slots;
     c->cp_index_mask = cap - 1;
     c->cp_index_used = 0;
-    for (uint32_t i = 1; i < c->cp_count; i++) {
-        if (!indexed(c->cp[i].tag))
-            continue;
-        cp_key k = key_of(c, i); /* hashed once: it goes in unless an equal entry (a lower one) is in */
-        uint32_t slot = (uint32_t)key_hash(&k) & c->cp_index_mask;
-        while (c->cp_index[slot] && !key_is(c, c->cp_index[slot], &k))
-            slot = (slot + 1) & c->cp_index_mask;
-        if (!c->cp_index[slot]) {
-            c->cp_index[slot] = (uint16_t)i;
-            c->cp_index_used++;
-        }
-    }
+    for (uint32_t i = 1; i < c->cp_count; i++)
+        if (indexed(c->cp[i].tag))
+            index_put(c, i);
     return true;
 }
 

@@ -287,7 +287,8 @@ int cmr_trace_state_apply(cmr_trace_state_t *s, const cmr_ingest_batch_t *b, cmr
         on_agent(opaque, b->agent_id);
     /* a new trace's set of methods gets room for its first batch's at once (at most one
      * per two events), up to a table of 64 slots; beyond that it grows as it fills */
-    if (!s->methods.count && cmr_u64map_reserve(&s->methods, b->event_count / 2 + 1 < 44 ? b->event_count / 2 + 1 : 44))
+    size_t room = b->event_count / 2 + 1;
+    if (!s->methods.count && cmr_u64map_reserve(&s->methods, room < 44 ? room : 44))
         return -1;
     uint64_t last_method = 0;
     cmr_events_decoder_t d; /* the block was checked when the batch arrived */
