@@ -90,8 +90,10 @@ typedef struct part {
     int64_t applied;         /* the last cmr.events offset the store holds durably (-1: none) */
     int64_t applied_pending; /* the last one handled; written with the next flush */
     /* the group's postings, (id, trace) records of POSTING_REC bytes: a JVM or method of
-     * a trace seen for the first time (cmr_trace_state_apply's callbacks) */
-    cmr_buf_t post_agent, post_method;
+     * a trace seen for the first time (cmr_trace_state_apply's callbacks), the root of a
+     * new trace or a trace whose root changed (write_summary) */
+    cmr_buf_t post_agent, post_method, post_root;
+    cmr_buf_t post_time;  /* the group's time entry: its new traces (CMR_TIME_REC each) */
     int64_t last_group;   /* the group key of the last postings written (cmr_store_last_group) */
     int64_t group_starts; /* the latest start (ms) of the group's traces, so far */
 } part_t;
@@ -286,6 +288,8 @@ int cmr_ingest_engine_close_partition(cmr_ingest_engine_t *e, int partition)
     free_entries(p);
     cmr_buf_free(&p->post_agent);
     cmr_buf_free(&p->post_method);
+    cmr_buf_free(&p->post_root);
+    cmr_buf_free(&p->post_time);
     rocksdb_writebatch_destroy(p->wb);
     cmr_store_close(p->store);
     free(p);
@@ -449,6 +453,25 @@ static int put_postings(part_t *p, postings_scratch_t *ps, int cf, cmr_buf_t *re
                                   ps->val.len);
     }
     return 0;
+}
+
+/* Queues the group's time entry, when it has new traces. */
+static void put_time_group(part_t *p, int64_t group)
+{
+    if (!p->post_time.len)
+        return;
+    uint8_t k[CMR_TIME_GROUP_KEY];
+    cmr_store_time_group_key(k, group, cmr_wall_ns() / 1000000);
+    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)k, sizeof k,
+                              (const char *)p->post_time.data, p->post_time.len);
+}
+
+static void reset_postings(part_t *p)
+{
+    cmr_buf_reset(&p->post_agent);
+    cmr_buf_reset(&p->post_method);
+    cmr_buf_reset(&p->post_root);
+    cmr_buf_reset(&p->post_time);
 }
 
 /* The group key of the postings written now: at least the latest start of the group's
@@ -643,7 +666,21 @@ int cmr_ingest_engine_add_table_record(cmr_ingest_engine_t *e, const char *topic
     return rc;
 }
 
-/* Queues the summary of a changed trace and moves its time / duration / root entries.
+/* Puts a trace into the group's time entry, as it starts now. */
+static void add_time(part_t *p, const cmr_trace_summary_t *s)
+{
+    uint8_t rec[CMR_TIME_REC];
+    memcpy(rec, s->trace_id, 16);
+    cmr_put_be64_ordered(rec + 16, s->start_ns);
+    cmr_buf_put(&p->post_time, rec, sizeof rec);
+}
+
+/* Queues the summary of a changed trace, moves its duration entry, and puts it into the
+ * group's time entry when new and under its root's posting when new or its root changed.
+ * In a store of the older format (cmr_store_time_legacy) a changed trace's time key
+ * moves per trace, as before: every trace that predates time groups keeps an exact one,
+ * which the postings' retention cutoff relies on (ing_store.c); its per-trace root key
+ * is deleted when it would change, and the trace is posted under its root instead.
  * 0, or -1 out of memory (nothing queued for it). */
 static int write_summary(part_t *p, trace_entry_t *t)
 {
@@ -662,21 +699,33 @@ static int write_summary(part_t *p, trace_entry_t *t)
     uint8_t tk[24], dk[24], rk[32], otk[24], odk[24], ork[32];
     cmr_store_index_keys(&now, tk, dk, rk);
     memset(&old, 0, sizeof old);
+    bool root_moved = !t->has_stored, dur_moved = true;
     if (t->has_stored) {
         int bad = cmr_trace_summary_decode(t->stored, t->stored_len, &old);
         assert(!bad); /* encoded by this process */
         (void)bad;
         cmr_store_index_keys(&old, otk, odk, ork);
-        if (memcmp(tk, otk, 24))
-            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
-        if (memcmp(dk, odk, 24))
+        dur_moved = memcmp(dk, odk, 24) != 0;
+        if (dur_moved)
             rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)odk, 24);
-        if (memcmp(rk, ork, 32))
-            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)ork, 32);
+        root_moved = old.root_method != now.root_method;
+        if (cmr_store_time_legacy(p->store)) { /* time keys per trace until none is left */
+            if (memcmp(tk, otk, 24)) {
+                rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
+                rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)tk, 24, "", 0);
+            }
+            if (memcmp(rk, ork, 32)) {
+                rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)ork, 32);
+                root_moved = true;
+            }
+        }
     }
-    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)tk, 24, "", 0);
-    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)dk, 24, "", 0);
-    rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)rk, 32, "", 0);
+    if (dur_moved)
+        rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)dk, 24, "", 0);
+    if (!t->has_stored)
+        add_time(p, &now);
+    if (root_moved)
+        add_posting(&p->post_root, now.root_method, now.trace_id);
     idx_ctx_t ctx = {p, t->id};
     for (uint32_t i = 0; i < old.ndiagnoses; i++) /* ids the set dropped for smaller ones */
         if (!has_id(now.diagnoses, now.ndiagnoses, old.diagnoses[i]))
@@ -761,27 +810,27 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
             t->dirty = false;
             e->stats.traces_touched++;
         }
-        failed |= p->post_agent.oom || p->post_method.oom;
+        failed |= p->post_agent.oom || p->post_method.oom || p->post_root.oom || p->post_time.oom;
         int64_t group = 0;
-        if (!failed && (p->post_agent.len || p->post_method.len)) {
+        if (!failed && (p->post_agent.len || p->post_method.len || p->post_root.len || p->post_time.len)) {
             group = next_group(p);
             failed |= put_postings(p, &e->post, CMR_CF_IDX_AGENT, &p->post_agent, group) != 0 ||
-                      put_postings(p, &e->post, CMR_CF_IDX_METHOD, &p->post_method, group) != 0;
+                      put_postings(p, &e->post, CMR_CF_IDX_METHOD, &p->post_method, group) != 0 ||
+                      put_postings(p, &e->post, CMR_CF_IDX_ROOT, &p->post_root, group) != 0;
+            put_time_group(p, group);
         }
         if (failed) { /* nothing of the group is written here: its records come again */
             cmr_log(CMR_LOG_ERROR, "ingest.write_failed", "partition=%d error=\"out of memory\"", p->partition);
             rocksdb_writebatch_clear(p->wb);
             p->wb_count = 0;
             p->applied_pending = p->applied;
-            cmr_buf_reset(&p->post_agent);
-            cmr_buf_reset(&p->post_method);
+            reset_postings(p);
             free_entries(p); /* rebuilt from the store, which has none of the group */
             rc = -1;
             continue;
         }
         if (group) {
-            cmr_buf_reset(&p->post_agent);
-            cmr_buf_reset(&p->post_method);
+            reset_postings(p);
             cmr_store_put_group(p->store, p->wb, group);
             p->last_group = group; /* taken even if the write fails: keys stay unique */
         }

@@ -296,6 +296,126 @@ static void scan(qctx_t *q, int cf, const uint64_t *prefix, bool reverse, size_t
     rocksdb_readoptions_destroy(ro);
 }
 
+/* The `limit` latest starts among one partition's matches of a newest-first scan, in a
+ * min-heap: once it is full, a candidate that started before its least cannot be among
+ * the partition's first `limit`. */
+typedef struct latest {
+    int64_t *v;
+    size_t n, limit;
+} latest_t;
+
+static bool latest_full(const latest_t *l)
+{
+    return l->n == l->limit;
+}
+
+static void latest_add(latest_t *l, int64_t start)
+{
+    size_t i;
+    if (l->n < l->limit) {
+        i = l->n++;
+        for (; i > 0 && l->v[(i - 1) / 2] > start; i = (i - 1) / 2) /* up */
+            l->v[i] = l->v[(i - 1) / 2];
+        l->v[i] = start;
+        return;
+    }
+    if (start <= l->v[0])
+        return;
+    for (i = 0;;) { /* the least leaves, start sinks from the top */
+        size_t c = 2 * i + 1;
+        if (c >= l->n)
+            break;
+        if (c + 1 < l->n && l->v[c + 1] < l->v[c])
+            c++;
+        if (l->v[c] >= start)
+            break;
+        l->v[i] = l->v[c];
+        i = c;
+    }
+    l->v[i] = start;
+}
+
+/* Considers one candidate of a newest-first scan, and adds its start to the heap when it
+ * matched. */
+static void consider_latest(qctx_t *q, latest_t *l, const uint8_t trace[16])
+{
+    size_t before = q->r->count;
+    consider(q, trace);
+    if (q->r->count > before)
+        latest_add(l, q->r->items[q->r->count - 1].start_ns);
+}
+
+static int cmp_rec_start_desc(const void *a, const void *b)
+{
+    int64_t x = cmr_be64_ordered(*(const uint8_t *const *)a + 16);
+    int64_t y = cmr_be64_ordered(*(const uint8_t *const *)b + 16);
+    return x > y ? -1 : x < y;
+}
+
+/* The traces of one time group, latest start (as posted) first. A trace's start only
+ * moves earlier, so once the heap is full, a record posted before its least ends the
+ * group. 0, or -1 out of memory. */
+static int consider_group(qctx_t *q, latest_t *l, const uint8_t *v, size_t vl)
+{
+    size_t n = vl / CMR_TIME_REC;
+    const uint8_t **recs = malloc((n ? n : 1) * sizeof *recs);
+    if (!recs)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        recs[i] = v + i * CMR_TIME_REC;
+    qsort(recs, n, sizeof *recs, cmp_rec_start_desc);
+    for (size_t i = 0; i < n; i++) {
+        if (latest_full(l) && cmr_be64_ordered(recs[i] + 16) < l->v[0])
+            break;
+        consider_latest(q, l, recs[i]);
+    }
+    free(recs);
+    return 0;
+}
+
+/* The newest-first scan of idx_time for one partition: its first `limit` matches by
+ * start. Time groups, newest first, until the heap is full and its least start is later
+ * than the end of the next group's millisecond (that group's traces, and every older
+ * group's, started before it) or the group ended before the `from` bound; then the
+ * per-trace keys of the older format, which are in start order. */
+static void scan_latest(qctx_t *q, size_t limit)
+{
+    latest_t l = {.v = malloc(limit * sizeof *l.v), .limit = limit};
+    if (!l.v)
+        return;
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(q->s), ro, cmr_store_cf(q->s, CMR_CF_IDX_TIME));
+    for (rocksdb_iter_seek_to_last(it); rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
+        size_t kl, vl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl != CMR_TIME_GROUP_KEY || k[0] != CMR_TIME_GROUP_TAG) {
+            if (!kl || k[0] != CMR_TIME_GROUP_TAG)
+                break; /* the older keys: below */
+            continue;
+        }
+        int64_t end = cmr_store_time_group_end_ns((int64_t)cmr_be64(k + 1));
+        if ((latest_full(&l) && l.v[0] > end) || (q->f->from_ns && end < q->f->from_ns))
+            break;
+        const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
+        if (consider_group(q, &l, v, vl) != 0)
+            break;
+    }
+    const char tag = (char)CMR_TIME_GROUP_TAG;
+    for (rocksdb_iter_seek_for_prev(it, &tag, 1); rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl != 24)
+            continue;
+        int64_t start = cmr_be64_ordered(k);
+        if ((latest_full(&l) && start < l.v[0]) || (q->f->from_ns && start < q->f->from_ns))
+            break;
+        consider_latest(q, &l, k + 8);
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    free(l.v);
+}
+
 static int cmp_summary(const void *a, const void *b, void *slowest)
 {
     const cmr_trace_summary_t *x = a, *y = b;
@@ -352,8 +472,10 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
         else if (f->root_method)
             for (size_t k = 0; k < q.nroots; k++)
                 scan(&q, CMR_CF_IDX_ROOT, &q.roots[k], false, 0);
+        else if (f->slowest)
+            scan(&q, CMR_CF_IDX_DURATION, NULL, true, limit);
         else
-            scan(&q, f->slowest ? CMR_CF_IDX_DURATION : CMR_CF_IDX_TIME, NULL, true, limit);
+            scan_latest(&q, limit);
     }
     free(q.roots);
     free(q.agents);

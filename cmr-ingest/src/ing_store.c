@@ -11,21 +11,37 @@
  * Column families of a partition store (keys big endian, so byte order = numeric order):
  *   batches       trace | agent | segment | batch_seq -> stored batch (ing_batch.c)
  *   traces        trace -> summary (ing_state.c)
- *   idx_time      start | trace                 -> ""
+ *   idx_time      0xFF | group                  -> (trace id, start) per new trace
  *   idx_duration  duration | trace              -> ""
- *   idx_root      root method | start | trace   -> ""
- *   idx_agent     agent | group                 -> trace ids (16 bytes each)
+ *   idx_root      root method | group           -> trace ids (16 bytes each)
+ *   idx_agent     agent | group                 -> trace ids
  *   idx_method    method | group                -> trace ids   (every method entered)
- *                 postings: per group commit of the partition one entry per JVM or
- *                 method seen first in a trace of the group, with those traces. The group
- *                 key is at least the latest start (ms) of the group's traces and greater
- *                 than the one before (kept under "postings_group" in the default column
- *                 family), so a posting whose group is older than the oldest trace left
- *                 names only deleted traces (a trace's start only moves earlier): after
- *                 retention a compaction filter drops those. Stores written before
- *                 postings hold agent | trace -> "" and method | trace -> "" (24-byte keys;
+ *                 postings: per group commit of the partition one entry per root, JVM
+ *                 or method seen first in a trace of the group, with those traces (a
+ *                 trace whose root changes is posted again under the new one; queries
+ *                 check every candidate against its summary). The group key is at least
+ *                 the latest start (ms) of the group's traces and greater than the one
+ *                 before (kept under "postings_group" in the default column family), so
+ *                 a posting whose group is older than the oldest trace left names only
+ *                 deleted traces (a trace's start only moves earlier): after retention a
+ *                 compaction filter drops those. Stores written before postings hold
+ *                 agent | trace -> "" and method | trace -> "" (24-byte keys;
  *                 `legacy_index`): queries read both forms, retention deletes the old
  *                 ones per trace.
+ *                 Time groups (idx_time, key 0xFF | group | written ms) list the traces
+ *                 new in the group, each with its start then: one entry per group commit
+ *                 where the format before had one per trace and change. Every trace of a
+ *                 group started before the end of the group key's millisecond, so a
+ *                 newest-first query stops early (ing_query.c), and retention deletes
+ *                 whole groups, oldest first: those whose traces all started before its
+ *                 cutoff, or that were written before it.
+ *                 Stores written before time groups (`legacy_time`: index_format
+ *                 "postings" or none) hold start | trace -> "" in idx_time and root |
+ *                 start | trace -> "" in idx_root. Queries read both forms; the engine
+ *                 moves a changed trace's time key as before (so each trace from before
+ *                 keeps an exact one) and posts it under its root when its root key
+ *                 changes; retention deletes them per trace, before the groups, and marks
+ *                 the store "groups" when none is left.
  *   idx_diagnosis diagnosis | trace             -> ""   (the ids of the trace's summary)
  * A column family added after stores existed (idx_diagnosis) is created when a worker
  * opens the store (create_missing_column_families); a read-only open of a store that does
@@ -82,6 +98,7 @@ struct cmr_store {
     rocksdb_compactionfilter_t *postings_filter;       /* drops postings before the cutoff */
     _Atomic int64_t postings_cutoff_ms;                /* 0 until retention deleted traces */
     bool legacy_index; /* written before postings: may hold agent|trace, method|trace keys */
+    bool legacy_time;  /* written before time groups: may hold start|trace, root|start|trace keys */
     rocksdb_column_family_handle_t *cfs[NPART_CFS];
     int ncfs;
     rocksdb_writeoptions_t *wo;
@@ -137,8 +154,8 @@ static rocksdb_options_t *cf_options(size_t write_buffer, bool compress)
  *    of CPU each with the small memtable, 10.2 µs with this (docs/benchmarks.md). */
 #define TRACE_BUCKETS (1u << 15) /* hash buckets of a `batches` / `traces` memtable: 256 KiB each */
 
-/* Compaction filter of idx_agent / idx_method: a posting (16-byte key, id | group) of a
- * group older than the cutoff names only traces retention deleted. */
+/* Compaction filter of idx_root / idx_agent / idx_method: a posting (16-byte key,
+ * id | group) of a group older than the cutoff names only traces retention deleted. */
 static unsigned char filter_postings(void *state, int level, const char *key, size_t klen, const char *val, size_t vlen,
                                      char **new_val, size_t *new_len, unsigned char *changed)
 {
@@ -176,6 +193,7 @@ static void tune_partition_cfs(cmr_store_t *s)
     rocksdb_options_set_block_based_table_factory(t, s->traces_table);
     if (!s->o.read_only) {
         s->postings_filter = rocksdb_compactionfilter_create(s, no_destroy, filter_postings, postings_filter_name);
+        rocksdb_options_set_compaction_filter(s->cf_opts[1 + CMR_CF_IDX_ROOT], s->postings_filter);
         rocksdb_options_set_compaction_filter(s->cf_opts[1 + CMR_CF_IDX_AGENT], s->postings_filter);
         rocksdb_options_set_compaction_filter(s->cf_opts[1 + CMR_CF_IDX_METHOD], s->postings_filter);
     }
@@ -313,8 +331,9 @@ static void put_number(cmr_store_t *s, void *writebatch, const char *key, int64_
     rocksdb_writebatch_put_cf(writebatch, s->cfs[0], key, strlen(key), (const char *)v, sizeof v);
 }
 
-#define INDEX_FORMAT_KEY "index_format" /* default column family: "postings" */
-#define GROUP_KEY "postings_group"      /* default column family: the last group key */
+#define INDEX_FORMAT_KEY "index_format" /* default column family: "postings", "groups" */
+#define FORMAT_GROUPS "groups"
+#define GROUP_KEY "postings_group" /* default column family: the last group key */
 
 int64_t cmr_store_last_group(cmr_store_t *s)
 {
@@ -327,33 +346,45 @@ void cmr_store_put_group(cmr_store_t *s, void *writebatch, int64_t group)
     put_number(s, writebatch, GROUP_KEY, group);
 }
 
-/* Whether the store may hold index entries of the format before postings: a store that
- * has traces and no INDEX_FORMAT_KEY does (legacy_index); a new one is marked. 0 or -1. */
+/* Marks the store's index format (INDEX_FORMAT_KEY). 0 or -1. */
+static int mark_format(cmr_store_t *s, const char *format)
+{
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_put_cf(wb, s->cfs[0], INDEX_FORMAT_KEY, strlen(INDEX_FORMAT_KEY), format, strlen(format));
+    char err[512];
+    int rc = cmr_store_write(s, wb, err, sizeof err);
+    rocksdb_writebatch_destroy(wb);
+    return rc;
+}
+
+/* Which older index formats the store may hold: one with traces and no INDEX_FORMAT_KEY
+ * may hold those before postings (legacy_index) and before time groups (legacy_time),
+ * one marked "postings" those before time groups. A store without traces is marked as
+ * of this format. 0 or -1. */
 static int note_index_format(cmr_store_t *s)
 {
     char *v;
     size_t vl;
     int marked = get_default(s, INDEX_FORMAT_KEY, &v, &vl);
-    if (marked != 0) {
-        if (marked == 1)
-            rocksdb_free(v);
-        return marked == 1 ? 0 : -1;
-    }
+    if (marked < 0)
+        return -1;
+    bool groups = marked == 1 && vl == strlen(FORMAT_GROUPS) && !memcmp(v, FORMAT_GROUPS, vl);
+    if (marked == 1)
+        rocksdb_free(v);
+    if (groups)
+        return 0;
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     rocksdb_readoptions_set_total_order_seek(ro, 1);
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, ro, s->cfs[1 + CMR_CF_TRACES]);
     rocksdb_iter_seek_to_first(it);
-    s->legacy_index = rocksdb_iter_valid(it);
+    bool has_traces = rocksdb_iter_valid(it);
     rocksdb_iter_destroy(it);
     rocksdb_readoptions_destroy(ro);
-    if (s->legacy_index)
+    s->legacy_index = has_traces && marked == 0;
+    s->legacy_time = has_traces;
+    if (has_traces)
         return 0;
-    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-    rocksdb_writebatch_put_cf(wb, s->cfs[0], INDEX_FORMAT_KEY, strlen(INDEX_FORMAT_KEY), "postings", 8);
-    char err[512];
-    int rc = cmr_store_write(s, wb, err, sizeof err);
-    rocksdb_writebatch_destroy(wb);
-    return rc;
+    return mark_format(s, FORMAT_GROUPS);
 }
 
 cmr_store_t *cmr_store_open_partition(const char *root, int partition, const cmr_store_opts_t *o, int wait_ms,
@@ -605,6 +636,27 @@ void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], ui
     memcpy(root_key + 16, s->trace_id, 16);
 }
 
+bool cmr_store_time_legacy(const cmr_store_t *s)
+{
+    return s->legacy_time;
+}
+
+void cmr_store_time_group_key(uint8_t key[CMR_TIME_GROUP_KEY], int64_t group, int64_t written_ms)
+{
+    key[0] = CMR_TIME_GROUP_TAG;
+    cmr_put_be64(key + 1, (uint64_t)group);
+    cmr_put_be64(key + 9, (uint64_t)written_ms);
+}
+
+int64_t cmr_store_time_group_end_ns(int64_t group)
+{
+    if (group >= INT64_MAX / 1000000)
+        return INT64_MAX;
+    if (group < INT64_MIN / 1000000)
+        return INT64_MIN;
+    return group * 1000000 + 999999;
+}
+
 typedef struct ids2 {
     cmr_buf_t agents, methods; /* uint64_t ids, native order */
 } ids2_t;
@@ -665,9 +717,11 @@ int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
     if (cmr_store_get_summary(s, trace_id, &sum) == 1) {
         uint8_t tk[24], dk[24], rk[32];
         cmr_store_index_keys(&sum, tk, dk, rk);
-        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_TIME], (const char *)tk, 24);
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DURATION], (const char *)dk, 24);
-        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
+        if (s->legacy_time) { /* time groups and root postings go whole (retention, filter) */
+            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_TIME], (const char *)tk, 24);
+            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
+        }
         uint8_t k[24];
         memcpy(k + 8, trace_id, 16);
         for (uint32_t i = 0; i < sum.ndiagnoses; i++) {
@@ -699,60 +753,169 @@ static uint64_t batches_bytes(cmr_store_t *s)
     return disk + mem;
 }
 
-/* After retention deleted traces: postings of groups before the oldest trace left go at
- * the next compaction (none when no trace is left: the next group's key is not known). */
-static void set_postings_cutoff(cmr_store_t *s)
+/* The start (ms) of the oldest per-trace time key of the older format, INT64_MAX when
+ * there is none. */
+static int64_t oldest_legacy_ms(cmr_store_t *s)
 {
-    int64_t oldest_ms = INT64_MIN;
+    int64_t ms = INT64_MAX;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_IDX_TIME]);
     for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kl;
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
         if (kl == 24) {
-            oldest_ms = cmr_be64_ordered(k) / 1000000;
+            ms = cmr_be64_ordered(k) / 1000000;
+            break;
+        }
+        if (kl == CMR_TIME_GROUP_KEY && k[0] == CMR_TIME_GROUP_TAG)
+            break; /* past the older keys */
+    }
+    rocksdb_iter_destroy(it);
+    return ms;
+}
+
+/* The key of the oldest time group, INT64_MAX when there is none. */
+static int64_t oldest_group(cmr_store_t *s)
+{
+    int64_t g = INT64_MAX;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_IDX_TIME]);
+    const char tag = (char)CMR_TIME_GROUP_TAG;
+    for (rocksdb_iter_seek(it, &tag, 1); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl == CMR_TIME_GROUP_KEY && k[0] == CMR_TIME_GROUP_TAG) {
+            g = (int64_t)cmr_be64(k + 1);
             break;
         }
     }
     rocksdb_iter_destroy(it);
-    if (oldest_ms > atomic_load(&s->postings_cutoff_ms))
-        atomic_store(&s->postings_cutoff_ms, oldest_ms);
+    return g;
+}
+
+/* After retention deleted traces: postings of groups before the oldest trace left go at
+ * the next compaction. A posting of group g names traces new in group g or before, and
+ * retention deletes time groups oldest first, whole; a trace from before time groups has
+ * an exact per-trace time key, and its postings' groups are at least its start, so the
+ * oldest of those keys bounds the cutoff too. None when no trace is left: the next
+ * group's key is not known. */
+static void set_postings_cutoff(cmr_store_t *s)
+{
+    int64_t legacy = s->legacy_time ? oldest_legacy_ms(s) : INT64_MAX;
+    int64_t group = oldest_group(s);
+    int64_t cutoff = legacy < group ? legacy : group;
+    if (cutoff != INT64_MAX && cutoff > atomic_load(&s->postings_cutoff_ms))
+        atomic_store(&s->postings_cutoff_ms, cutoff);
+}
+
+/* What retention is after: traces started before `cutoff` (ns), then the oldest while
+ * `excess` (bytes of batches over the bound) is positive; at most RETENTION_STEP traces a
+ * call (the next call goes on). */
+#define RETENTION_STEP 256
+
+typedef struct retention {
+    cmr_store_t *s;
+    int64_t cutoff, excess;
+    cmr_buf_t victims; /* trace ids, 16 bytes each */
+} retention_t;
+
+/* Takes one trace as a victim; its estimated size counts against the excess unless it
+ * is old. */
+static void retain_victim(retention_t *r, const uint8_t trace[16], bool old)
+{
+    if (!old) {
+        cmr_trace_summary_t sum;
+        if (cmr_store_get_summary(r->s, trace, &sum) == 1)
+            r->excess -= (int64_t)(sum.events * EST_EVENT_BYTES + sum.segments * 64u);
+        else
+            r->excess -= 64;
+    }
+    cmr_buf_put(&r->victims, trace, 16);
+}
+
+static size_t victims(const retention_t *r)
+{
+    return r->victims.len / 16;
+}
+
+/* The older format's per-trace time keys, oldest first. true when there is none left. */
+static bool retain_legacy(retention_t *r)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->s->db, r->s->ro, r->s->cfs[1 + CMR_CF_IDX_TIME]);
+    bool none = true;
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it) && victims(r) < RETENTION_STEP; rocksdb_iter_next(it)) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl == CMR_TIME_GROUP_KEY && k[0] == CMR_TIME_GROUP_TAG)
+            break;
+        if (kl != 24)
+            continue;
+        none = false;
+        bool old = cmr_be64_ordered(k) < r->cutoff;
+        if (!old && r->excess <= 0)
+            break;
+        retain_victim(r, k + 8, old);
+    }
+    rocksdb_iter_destroy(it);
+    return none;
+}
+
+/* Time groups, oldest first, whole: their traces become victims (those still stored) and
+ * the groups' keys are deleted in *wb. A group is old when its traces all started
+ * before the cutoff, or when it was written before it: a start far in the future (a
+ * JVM's clock, or a forged one) raises the key of every later group, not their age. */
+static void retain_groups(retention_t *r, rocksdb_writebatch_t *wb)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->s->db, r->s->ro, r->s->cfs[1 + CMR_CF_IDX_TIME]);
+    const char tag = (char)CMR_TIME_GROUP_TAG;
+    for (rocksdb_iter_seek(it, &tag, 1); rocksdb_iter_valid(it) && victims(r) < RETENTION_STEP; rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        if (kl != CMR_TIME_GROUP_KEY || k[0] != CMR_TIME_GROUP_TAG)
+            continue;
+        int64_t g = (int64_t)cmr_be64(k + 1);
+        int64_t written = (int64_t)cmr_be64(k + 9);
+        int64_t end = cmr_store_time_group_end_ns(g < written ? g : written);
+        bool old = end < r->cutoff;
+        if (!old && r->excess <= 0)
+            break;
+        const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
+        for (size_t i = 0; i + CMR_TIME_REC <= vl; i += CMR_TIME_REC) {
+            cmr_trace_summary_t sum;
+            if (cmr_store_get_summary(r->s, v + i, &sum) == 1) /* else deleted with an older group */
+                retain_victim(r, v + i, old);
+        }
+        rocksdb_writebatch_delete_cf(wb, r->s->cfs[1 + CMR_CF_IDX_TIME], (const char *)k, kl);
+    }
+    rocksdb_iter_destroy(it);
 }
 
 long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
 {
     if (s->partition < 0 || s->o.read_only)
         return 0;
-    int64_t cutoff = s->o.retention_age_ms > 0 ? now_ns - s->o.retention_age_ms * 1000000 : INT64_MIN;
+    retention_t r = {.s = s};
+    r.cutoff = s->o.retention_age_ms > 0 ? now_ns - s->o.retention_age_ms * 1000000 : INT64_MIN;
     uint64_t size = s->o.retention_bytes > 0 ? batches_bytes(s) : 0;
-    int64_t excess = s->o.retention_bytes > 0 ? (int64_t)size - s->o.retention_bytes : 0;
-    if (cutoff == INT64_MIN && excess <= 0)
+    r.excess = s->o.retention_bytes > 0 ? (int64_t)size - s->o.retention_bytes : 0;
+    if (r.cutoff == INT64_MIN && r.excess <= 0)
         return 0;
+    rocksdb_writebatch_t *groups = rocksdb_writebatch_create();
+    bool legacy_none = s->legacy_time && retain_legacy(&r);
+    if (victims(&r) < RETENTION_STEP)
+        retain_groups(&r, groups);
     long deleted = 0;
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_IDX_TIME]);
-    uint8_t victims[256][16];
-    int nv = 0;
-    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it) && nv < 256; rocksdb_iter_next(it)) {
-        size_t kl;
-        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
-        if (kl != 24)
-            continue;
-        int64_t start = cmr_be64_ordered(k);
-        bool old = start < cutoff;
-        if (!old && excess <= 0)
-            break;
-        if (!old) {
-            cmr_trace_summary_t sum;
-            if (cmr_store_get_summary(s, k + 8, &sum) == 1)
-                excess -= (int64_t)(sum.events * EST_EVENT_BYTES + sum.segments * 64u);
-            else
-                excess -= 64;
-        }
-        memcpy(victims[nv++], k + 8, 16);
-    }
-    rocksdb_iter_destroy(it);
-    for (int i = 0; i < nv; i++)
-        if (cmr_store_delete_trace(s, victims[i]) == 0)
+    bool failed = !cmr_buf_ok(&r.victims);
+    for (size_t i = 0; !failed && i < victims(&r); i++)
+        if (cmr_store_delete_trace(s, r.victims.data + i * 16) == 0)
             deleted++;
+        else
+            failed = true;
+    char err[512];
+    if (!failed && rocksdb_writebatch_count(groups) && cmr_store_write(s, groups, err, sizeof err) != 0)
+        cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "error=\"%s\"", err);
+    rocksdb_writebatch_destroy(groups);
+    cmr_buf_free(&r.victims);
+    if (legacy_none && !s->legacy_index && mark_format(s, FORMAT_GROUPS) == 0)
+        s->legacy_time = false; /* the older per-trace keys are all gone */
     if (deleted) {
         set_postings_cutoff(s);
         cmr_log(CMR_LOG_INFO, "ingest.retention", "partition=%d deleted=%ld", s->partition, deleted);

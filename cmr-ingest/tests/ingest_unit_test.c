@@ -1979,6 +1979,327 @@ static void test_postings_index(void **state)
     free(left);
 }
 
+/* --- time groups ---------------------------------------------------------------------- */
+
+static int cmp_latest(const void *a, const void *b)
+{
+    const cmr_trace_summary_t *x = a, *y = b;
+    if (x->start_ns != y->start_ns)
+        return x->start_ns > y->start_ns ? -1 : 1;
+    return memcmp(x->trace_id, y->trace_id, 16);
+}
+
+/* Every stored trace of the partition stores under tmpdir, read from `traces` (not from
+ * an index), latest start first: what a newest-first list must agree with. */
+static long all_summaries(cmr_trace_summary_t **out)
+{
+    char err[512];
+    cmr_store_opts_t ro = {.read_only = true};
+    int *parts;
+    size_t np = cmr_store_list_partitions(tmpdir, &parts);
+    cmr_trace_summary_t *v = NULL;
+    size_t n = 0, cap = 0;
+    rocksdb_readoptions_t *o = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_total_order_seek(o, 1);
+    for (size_t i = 0; i < np; i++) {
+        cmr_store_t *st = cmr_store_open_partition(tmpdir, parts[i], &ro, 0, err, sizeof err);
+        assert_non_null(st);
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(st), o, cmr_store_cf(st, CMR_CF_TRACES));
+        for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+            size_t kl, vl;
+            const char *k = rocksdb_iter_key(it, &kl);
+            const char *val = rocksdb_iter_value(it, &vl);
+            assert_int_equal(CMR_ARRAY_GROW(v, cap, n + 1), 0);
+            assert_int_equal(cmr_trace_summary_decode((const uint8_t *)val, vl, &v[n]), 0);
+            memcpy(v[n++].trace_id, k, 16);
+        }
+        rocksdb_iter_destroy(it);
+        cmr_store_close(st);
+    }
+    rocksdb_readoptions_destroy(o);
+    free(parts);
+    qsort(v, n, sizeof *v, cmp_latest);
+    *out = v;
+    return (long)n;
+}
+
+/* A newest-first list (limit, start range, root) gives the first `limit` of every stored
+ * trace that matches, in order. */
+static void check_latest(size_t limit, int64_t from, int64_t to, uint64_t root)
+{
+    cmr_trace_summary_t *all;
+    long nall = all_summaries(&all);
+    char err[512], root_hex[20];
+    snprintf(root_hex, sizeof root_hex, "%016" PRIx64, root);
+    cmr_trace_filter_t f = {.limit = limit, .from_ns = from, .to_ns = to, .root_method = root ? root_hex : NULL};
+    cmr_ingest_view_t *v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    cmr_trace_summary_t *got;
+    long n = cmr_ingest_view_list(v, &f, &got);
+    cmr_ingest_view_free(v);
+    long want = 0;
+    for (long i = 0; i < nall && (size_t)want < limit; i++) {
+        if ((from && all[i].start_ns < from) || (to && all[i].start_ns > to) || (root && all[i].root_method != root))
+            continue;
+        assert_true(want < n);
+        assert_memory_equal(got[want].trace_id, all[i].trace_id, 16);
+        assert_int_equal(got[want].start_ns, all[i].start_ns);
+        want++;
+    }
+    assert_int_equal(n, want);
+    free(got);
+    free(all);
+}
+
+/* Counts a partition store's idx_time entries: time groups (and the traces they list,
+ * and of those the ones that started earlier since they were posted) and per-trace keys. */
+static void count_time(int partition, size_t *groups, size_t *listed, size_t *moved, size_t *per_trace)
+{
+    char err[512];
+    cmr_store_opts_t ro = {.read_only = true};
+    cmr_store_t *st = cmr_store_open_partition(tmpdir, partition, &ro, 0, err, sizeof err);
+    assert_non_null(st);
+    *groups = *listed = *moved = *per_trace = 0;
+    rocksdb_readoptions_t *o = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(st), o, cmr_store_cf(st, CMR_CF_IDX_TIME));
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        const uint8_t *val = (const uint8_t *)rocksdb_iter_value(it, &vl);
+        if (kl == 24) {
+            (*per_trace)++;
+            continue;
+        }
+        assert_int_equal(kl, CMR_TIME_GROUP_KEY);
+        assert_int_equal(k[0], CMR_TIME_GROUP_TAG);
+        assert_int_equal(vl % CMR_TIME_REC, 0);
+        (*groups)++;
+        for (size_t i = 0; i < vl; i += CMR_TIME_REC) {
+            cmr_trace_summary_t sum;
+            if (cmr_store_get_summary(st, val + i, &sum) != 1)
+                continue;
+            (*listed)++;
+            int64_t posted = cmr_be64_ordered(val + i + 16);
+            assert_true(sum.start_ns <= posted);                                                /* only moves earlier */
+            assert_true(sum.start_ns <= cmr_store_time_group_end_ns((int64_t)cmr_be64(k + 1))); /* the bound */
+            *moved += sum.start_ns < posted;
+        }
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(o);
+    cmr_store_close(st);
+}
+
+/* Rewrites a partition store's time groups and root postings as a store written before
+ * time groups had them (start | trace and root | start | trace, from the summaries), and
+ * marks it as of the postings format. */
+static void make_legacy_time(int partition)
+{
+    char err[512];
+    cmr_store_opts_t o = {.sync = true};
+    cmr_store_t *st = cmr_store_open_partition(tmpdir, partition, &o, 0, err, sizeof err);
+    assert_non_null(st);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    const int cfs[] = {CMR_CF_IDX_TIME, CMR_CF_IDX_ROOT};
+    for (int c = 0; c < 2; c++) {
+        rocksdb_column_family_handle_t *cf = cmr_store_cf(st, cfs[c]);
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(st), ro, cf);
+        for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+            size_t kl, vl;
+            const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+            const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
+            size_t rec = c == 0 ? CMR_TIME_REC : 16;
+            for (size_t i = 0; i + rec <= vl; i += rec) {
+                cmr_trace_summary_t sum;
+                assert_int_equal(cmr_store_get_summary(st, v + i, &sum), 1);
+                if (c == 1 && sum.root_method != cmr_be64(k))
+                    continue; /* posted before its root changed */
+                uint8_t tk[24], dk[24], rk[32];
+                cmr_store_index_keys(&sum, tk, dk, rk);
+                if (c == 0)
+                    rocksdb_writebatch_put_cf(wb, cf, (const char *)tk, 24, "", 0);
+                else
+                    rocksdb_writebatch_put_cf(wb, cf, (const char *)rk, 32, "", 0);
+            }
+            rocksdb_writebatch_delete_cf(wb, cf, (const char *)k, kl);
+        }
+        rocksdb_iter_destroy(it);
+    }
+    rocksdb_writebatch_put(wb, "index_format", 12, "postings", 8); /* the default column family */
+    assert_int_equal(cmr_store_write(st, wb, err, sizeof err), 0);
+    rocksdb_writebatch_destroy(wb);
+    rocksdb_readoptions_destroy(ro);
+    cmr_store_close(st);
+}
+
+/* Adds `count` traces (numbers from first_n) to a partition, 2 batches each, with starts
+ * 1 ms apart from base in a scrambled order, a group commit every 10 traces. Every 5th
+ * trace gets its second batch only (so it starts later and has no root yet): *held keeps
+ * its first batch, for the caller to add later. */
+static size_t feed_scrambled(cmr_ingest_engine_t *e, int partition, uint64_t first_n, uint32_t count, uint64_t base,
+                             cmr_event_batch_t **held, size_t *nheld)
+{
+    char err[256];
+    size_t added = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        synth_seg_t s;
+        build_nested_by(&s, first_n + i, base + (uint64_t)((i * 37u) % count) * 1000000u, i % 2 ? A2 : A1);
+        cmr_event_batch_t *b;
+        size_t nb = synth_batches(&s, 4, &b);
+        assert_int_equal(nb, 2);
+        for (size_t k = i % 5 == 0 ? 1 : 0; k < nb; k++)
+            assert_int_equal(cmr_ingest_engine_add_batch(e, partition, &b[k], err, sizeof err), 1);
+        if (i % 5 == 0)
+            held[(*nheld)++] = b; /* b[0] comes later; the caller frees b (2 batches) */
+        else
+            synth_batches_free(b, nb);
+        synth_seg_free(&s);
+        added++;
+        if (i % 10 == 9)
+            assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    }
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    return added;
+}
+
+/* Adds the held first batches (feed_scrambled), frees them and empties *held. */
+static void add_held(cmr_ingest_engine_t *e, int partition, cmr_event_batch_t **held, size_t *nheld)
+{
+    char err[256];
+    for (size_t i = 0; i < *nheld; i++) {
+        assert_int_equal(cmr_ingest_engine_add_batch(e, partition, &held[i][0], err, sizeof err), 1);
+        synth_batches_free(held[i], 2);
+    }
+    *nheld = 0;
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+}
+
+static void check_lists(uint64_t recent)
+{
+    const size_t limits[] = {1, 7, 50, 100000};
+    for (size_t i = 0; i < 4; i++) {
+        check_latest(limits[i], 0, 0, 0);
+        check_latest(limits[i], 0, 0, M_MAIN);
+    }
+    check_latest(10, (int64_t)T0 + 30000000, (int64_t)T0 + 90000000, 0); /* inside the old traces */
+    check_latest(5, (int64_t)T0 + 30000000, 0, 0);
+    check_latest(100000, (int64_t)recent, 0, M_MAIN);
+}
+
+/* idx_time holds one time group per group commit that had new traces, listing them with
+ * their starts; idx_root holds postings. Newest-first lists (limits, start ranges, roots)
+ * agree with the summaries although starts come in scrambled and some move earlier
+ * after they were posted; a store written before time groups (per-trace keys) answers
+ * the same, keeps its changed traces' keys exact and takes new traces into groups;
+ * retention by age deletes whole groups and the older keys, the store is marked of the
+ * new format once none of those is left, and compaction drops the root postings of
+ * deleted groups. */
+static void test_time_groups(void **state)
+{
+    (void)state;
+    char err[512];
+    uint64_t recent = (uint64_t)cmr_wall_ns() - 60000000000ull;
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    cmr_event_batch_t *held[2][40];
+    size_t nheld[2] = {0, 0};
+    for (int part = 0; part < 2; part++) { /* 0 becomes a store from before time groups */
+        assert_int_equal(cmr_ingest_engine_open_partition(e, part, 0), 0);
+        feed_scrambled(e, part, 1000 + 1000 * (uint64_t)part, 120, T0, held[part], &nheld[part]);
+    }
+    add_held(e, 1, held[1], &nheld[1]); /* partition 1: these traces now start earlier */
+    for (int part = 0; part < 2; part++)
+        feed_scrambled(e, part, 5000 + 1000 * (uint64_t)part, 60, recent, held[part], &nheld[part]);
+    cmr_ingest_engine_free(e);
+
+    size_t groups, listed, moved, per_trace;
+    count_time(1, &groups, &listed, &moved, &per_trace);
+    assert_int_equal(groups, 12 + 6);
+    assert_int_equal(listed, 180);
+    assert_int_equal(moved, 24); /* the held traces of the old ones */
+    assert_int_equal(per_trace, 0);
+    char err2[512];
+    cmr_store_opts_t ro = {.read_only = true};
+    cmr_store_t *st = cmr_store_open_partition(tmpdir, 1, &ro, 0, err2, sizeof err2);
+    size_t n[2], named;
+    count_index(st, CMR_CF_IDX_ROOT, n, &named);
+    assert_true(n[0] > 0);
+    assert_int_equal(n[1], 0);
+    assert_int_equal(named, 180 + 24); /* the held ones again, under their root now */
+    cmr_store_close(st);
+    check_lists(recent);
+
+    /* partition 0 as a store from before time groups: the same answers; then its held
+     * batches (traces start earlier: their keys move) and new traces (into groups) */
+    make_legacy_time(0);
+    check_lists(recent);
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    add_held(e, 0, held[0], &nheld[0]);
+    feed_scrambled(e, 0, 9000, 30, recent + 500000000u, held[0], &nheld[0]);
+    cmr_ingest_engine_free(e);
+    count_time(0, &groups, &listed, &moved, &per_trace);
+    assert_int_equal(per_trace, 180);
+    assert_int_equal(groups, 3);
+    assert_int_equal(listed, 30);
+    check_lists(recent);
+    for (size_t i = 0; i < nheld[0]; i++) /* the 6 held in the last feed */
+        synth_batches_free(held[0][i], 2);
+    for (size_t i = 0; i < nheld[1]; i++) /* the 12 held of partition 1's recent traces */
+        synth_batches_free(held[1][i], 2);
+
+    /* retention by age: the 120 old traces of each partition; in partition 1 compaction
+     * then drops the root postings of the deleted groups */
+    o.retention_age_ms = 24LL * 3600 * 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_retention(e), 120);
+    cmr_ingest_engine_free(e);
+    st = cmr_store_open_partition(tmpdir, 1, &o, 0, err2, sizeof err2);
+    assert_non_null(st);
+    assert_int_equal(cmr_store_retention(st, cmr_wall_ns()), 120);
+    rocksdb_compact_range_cf(cmr_store_db(st), cmr_store_cf(st, CMR_CF_IDX_ROOT), NULL, 0, NULL, 0);
+    count_index(st, CMR_CF_IDX_ROOT, n, &named);
+    assert_int_equal(named, 60);
+    cmr_store_close(st);
+    count_time(0, &groups, &listed, &moved, &per_trace);
+    assert_int_equal(per_trace, 60);
+    count_time(1, &groups, &listed, &moved, &per_trace);
+    assert_int_equal(groups, 6);
+    assert_int_equal(listed, 60);
+    check_lists(recent);
+
+    /* partition 0's older keys go with its recent traces (by size): then it is marked */
+    o.retention_age_ms = 0;
+    o.retention_bytes = 1;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_true(cmr_ingest_engine_retention(e) >= 60);
+    assert_int_equal(cmr_ingest_engine_close_partition(e, 0), 0);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    cmr_ingest_engine_free(e);
+    o.retention_bytes = 0;
+    st = cmr_store_open_partition(tmpdir, 0, &o, 0, err2, sizeof err2);
+    assert_non_null(st);
+    char *fmt;
+    size_t fl;
+    char *re = NULL;
+    rocksdb_readoptions_t *rdo = rocksdb_readoptions_create();
+    fmt = rocksdb_get(cmr_store_db(st), rdo, "index_format", 12, &fl, &re);
+    rocksdb_readoptions_destroy(rdo);
+    assert_null(re);
+    assert_non_null(fmt);
+    assert_true(fl == 6 && !memcmp(fmt, "groups", 6));
+    rocksdb_free(fmt);
+    assert_false(cmr_store_time_legacy(st));
+    cmr_store_close(st);
+}
+
 /* The summary's diagnosis set: the smallest CMR_TRACE_MAX_DIAGNOSES ids whatever the
  * order, encoded after the old 84 bytes only when there are some; both lengths decode. */
 static void test_summary_diagnoses(void **state)
@@ -4080,6 +4401,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_engine_many_traces, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_complete_traces_kept, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_postings_index, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_time_groups, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
         cmocka_unit_test(test_http_attributes_summary),

@@ -420,9 +420,28 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns);
 /* Deletes one trace: batches, summary, index entries. */
 int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16]);
 
-/* Index keys (big endian so that byte order is numeric order). */
+/* Index keys (big endian so that byte order is numeric order): the duration key of a
+ * trace, and the per-trace time and root keys of stores written before time groups
+ * (cmr_store_time_legacy). */
 void cmr_store_index_keys(const cmr_trace_summary_t *s, uint8_t time_key[24], uint8_t dur_key[24],
                           uint8_t root_key[32]);
+/* Whether the (writable) store may hold per-trace idx_time / idx_root keys of the format
+ * before time groups: the engine then keeps a changed trace's time key per trace (and
+ * posts its root when its root key changes), and retention deletes them. */
+bool cmr_store_time_legacy(const cmr_store_t *s);
+
+/* A time group of idx_time (ing_store.c): key CMR_TIME_GROUP_TAG | group | written (the
+ * wall clock's ms when the group was written; both big endian), value the group's new
+ * traces, CMR_TIME_REC bytes each: trace id | start ns (big endian, ordered) as the trace
+ * began when it was posted. Its key sorts after every per-trace key of the older format
+ * (start | trace: the first byte is below 0xFF for any start before the year 2260). */
+#define CMR_TIME_GROUP_TAG 0xFF
+#define CMR_TIME_GROUP_KEY 17
+#define CMR_TIME_REC 24
+void cmr_store_time_group_key(uint8_t key[CMR_TIME_GROUP_KEY], int64_t group, int64_t written_ms);
+/* The last nanosecond of a group key's millisecond: every trace of the group, and of the
+ * groups before it, started at or before it (saturating). */
+int64_t cmr_store_time_group_end_ns(int64_t group);
 
 /* --- engine ------------------------------------------------------------------------- */
 
