@@ -387,6 +387,8 @@ static int note_index_format(cmr_store_t *s)
     return mark_format(s, FORMAT_GROUPS);
 }
 
+static void set_postings_cutoff(cmr_store_t *s);
+
 cmr_store_t *cmr_store_open_partition(const char *root, int partition, const cmr_store_opts_t *o, int wait_ms,
                                       char *err, size_t errlen)
 {
@@ -398,6 +400,8 @@ cmr_store_t *cmr_store_open_partition(const char *root, int partition, const cmr
         cmr_store_close(s);
         return NULL;
     }
+    if (s && !o->read_only)
+        set_postings_cutoff(s); /* groups deleted before a restart: their postings too */
     return s;
 }
 
@@ -791,8 +795,8 @@ static int64_t oldest_group(cmr_store_t *s)
     return g;
 }
 
-/* After retention deleted traces: postings of groups before the oldest trace left go at
- * the next compaction. A posting of group g names traces new in group g or before, and
+/* After retention deleted traces, and when a worker opens the store: postings of groups
+ * before the oldest trace left go at the next compaction. A posting of group g names traces new in group g or before, and
  * retention deletes time groups oldest first, whole; a trace from before time groups has
  * an exact per-trace time key, and its postings' groups are at least its start, so the
  * oldest of those keys bounds the cutoff too. None when no trace is left: the next

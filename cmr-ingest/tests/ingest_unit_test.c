@@ -2194,7 +2194,7 @@ static void check_lists(uint64_t recent)
  * the same, keeps its changed traces' keys exact and takes new traces into groups;
  * retention by age deletes whole groups and the older keys, the store is marked of the
  * new format once none of those is left, and compaction drops the root postings of
- * deleted groups. */
+ * deleted groups, also after a restart. */
 static void test_time_groups(void **state)
 {
     (void)state;
@@ -2262,6 +2262,9 @@ static void test_time_groups(void **state)
     st = cmr_store_open_partition(tmpdir, 1, &o, 0, err2, sizeof err2);
     assert_non_null(st);
     assert_int_equal(cmr_store_retention(st, cmr_wall_ns()), 120);
+    cmr_store_close(st); /* a restart: the cutoff comes from the store again */
+    st = cmr_store_open_partition(tmpdir, 1, &o, 0, err2, sizeof err2);
+    assert_non_null(st);
     rocksdb_compact_range_cf(cmr_store_db(st), cmr_store_cf(st, CMR_CF_IDX_ROOT), NULL, 0, NULL, 0);
     count_index(st, CMR_CF_IDX_ROOT, n, &named);
     assert_int_equal(named, 60);
