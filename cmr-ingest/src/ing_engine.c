@@ -63,6 +63,7 @@
 
 #define MAX_PARTITIONS 4096
 #define MAX_TRACES_PER_PART 20000
+#define RETENTION_BUDGET_MS 500 /* one retention call's steps after its first (cmr_ingest_engine_retention) */
 
 typedef struct trace_entry {
     uint8_t id[16];
@@ -898,8 +899,10 @@ uint64_t cmr_ingest_engine_disk_bytes(const cmr_ingest_engine_t *e)
     return total;
 }
 
-long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
+long cmr_ingest_engine_retention(cmr_ingest_engine_t *e, bool *behind)
 {
+    if (behind)
+        *behind = false;
     if (cmr_ingest_engine_flush(e) != 0)
         return -1;
     int64_t now = cmr_wall_ns();
@@ -908,13 +911,25 @@ long cmr_ingest_engine_retention(cmr_ingest_engine_t *e)
         cmr_ingest_status_retention(e->meta, &e->status, now / 1000000 - e->o.retention_age_ms);
         e->status_retained_ms = cmr_mono_ms();
     }
-    for (int i = 0; i < MAX_PARTITIONS; i++)
-        if (e->parts[i]) {
-            long n = cmr_store_retention(e->parts[i]->store, now);
+    /* steps over the partitions in turn while some have more old traces, for at most
+     * RETENTION_BUDGET_MS: a backlog (a worker back after a long stop, a lowered bound)
+     * goes over a few calls without holding ingest up for long */
+    int64_t until = cmr_mono_ms() + RETENTION_BUDGET_MS;
+    bool more[MAX_PARTITIONS] = {false}, any = true;
+    for (bool first = true; any && (first || cmr_mono_ms() < until); first = false) {
+        any = false;
+        for (int i = 0; i < MAX_PARTITIONS; i++) {
+            if (!e->parts[i] || (!first && !more[i]))
+                continue;
+            long n = cmr_store_retention(e->parts[i]->store, now, &more[i]);
             if (n > 0) {
                 free_entries(e->parts[i]); /* rebuilt from the store when needed */
                 total += n;
             }
+            any |= more[i];
         }
+    }
+    if (behind)
+        *behind = any;
     return total;
 }

@@ -705,45 +705,77 @@ static int trace_ids(cmr_store_t *s, const uint8_t trace_id[16], ids2_t *ids)
     return 0;
 }
 
-int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
+/* Queues the deletion of one trace into wb: its batches (point deletes of the keys the
+ * iterator over `batches` finds; a range deletion per trace would leave a range tombstone
+ * per trace, which every later read of `batches` has to fragment), its summary and its
+ * per-trace index keys. Postings and time groups are not deleted per trace
+ * (filter_postings, retention). 1 queued, 0 no such trace (nothing queued), -1 a read
+ * failed (nothing queued). */
+static int queue_delete_trace(cmr_store_t *s, rocksdb_writebatch_t *wb, rocksdb_iterator_t *batches,
+                              const uint8_t trace_id[16])
 {
-    ids2_t ids = {0}; /* postings are not deleted per trace (filter_postings) */
+    cmr_trace_summary_t sum;
+    int found = cmr_store_get_summary(s, trace_id, &sum);
+    if (found != 1)
+        return found;
+    ids2_t ids = {0};
     if (s->legacy_index && trace_ids(s, trace_id, &ids) != 0)
         return -1;
-    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-    uint8_t end[16];
-    memcpy(end, trace_id, 16);
-    for (int i = 15; i >= 0 && ++end[i] == 0; i--)
-        ;
-    rocksdb_writebatch_delete_range_cf(wb, s->cfs[1 + CMR_CF_BATCHES], (const char *)trace_id, 16, (const char *)end,
-                                       16);
-    cmr_trace_summary_t sum;
-    if (cmr_store_get_summary(s, trace_id, &sum) == 1) {
-        uint8_t tk[24], dk[24], rk[32];
-        cmr_store_index_keys(&sum, tk, dk, rk);
-        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DURATION], (const char *)dk, 24);
-        if (s->legacy_time) { /* time groups and root postings go whole (retention, filter) */
-            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_TIME], (const char *)tk, 24);
-            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
-        }
-        uint8_t k[24];
-        memcpy(k + 8, trace_id, 16);
-        for (uint32_t i = 0; i < sum.ndiagnoses; i++) {
-            cmr_put_be64(k, sum.diagnoses[i]);
-            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DIAGNOSIS], (const char *)k, 24);
-        }
+    for (rocksdb_iter_seek(batches, (const char *)trace_id, 16); rocksdb_iter_valid(batches);
+         rocksdb_iter_next(batches)) {
+        size_t kl;
+        const char *k = rocksdb_iter_key(batches, &kl);
+        if (kl < 16 || memcmp(k, trace_id, 16))
+            break;
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_BATCHES], k, kl);
+    }
+    uint8_t tk[24], dk[24], rk[32];
+    cmr_store_index_keys(&sum, tk, dk, rk);
+    rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DURATION], (const char *)dk, 24);
+    if (s->legacy_time) { /* time groups and root postings go whole (retention, filter) */
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_TIME], (const char *)tk, 24);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_ROOT], (const char *)rk, 32);
+    }
+    uint8_t k[24];
+    memcpy(k + 8, trace_id, 16);
+    for (uint32_t i = 0; i < sum.ndiagnoses; i++) {
+        cmr_put_be64(k, sum.diagnoses[i]);
+        rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DIAGNOSIS], (const char *)k, 24);
     }
     rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16);
     delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_AGENT], &ids.agents, trace_id);
     delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_METHOD], &ids.methods, trace_id);
     cmr_buf_free(&ids.agents);
     cmr_buf_free(&ids.methods);
-    char err[512];
-    int rc = cmr_store_write(s, wb, err, sizeof err);
+    return 1;
+}
+
+/* Deletes the traces (16-byte ids, n of them) with what wb holds already, in one write
+ * (wb is the caller's). The count deleted (traces not there do not count), -1 when a read
+ * or the write failed (nothing deleted). */
+static long delete_traces(cmr_store_t *s, rocksdb_writebatch_t *wb, const uint8_t *ids, size_t n)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + CMR_CF_BATCHES]);
+    long deleted = 0;
+    for (size_t i = 0; i < n && deleted >= 0; i++) {
+        int r = queue_delete_trace(s, wb, it, ids + i * 16);
+        deleted = r < 0 ? -1 : deleted + r;
+    }
+    rocksdb_iter_destroy(it);
+    char err[512] = "a read failed";
+    if (deleted < 0 || cmr_store_write(s, wb, err, sizeof err) != 0) {
+        cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "partition=%d error=\"%s\"", s->partition, err);
+        deleted = -1;
+    }
+    return deleted;
+}
+
+int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16])
+{
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    long n = delete_traces(s, wb, trace_id, 1);
     rocksdb_writebatch_destroy(wb);
-    if (rc)
-        cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "error=\"%s\"", err);
-    return rc;
+    return n < 0 ? -1 : 0;
 }
 
 static uint64_t batches_bytes(cmr_store_t *s)
@@ -811,9 +843,9 @@ static void set_postings_cutoff(cmr_store_t *s)
 }
 
 /* What retention is after: traces started before `cutoff` (ns), then the oldest while
- * `excess` (bytes of batches over the bound) is positive; at most RETENTION_STEP traces a
- * call (the next call goes on). */
-#define RETENTION_STEP 256
+ * `excess` (bytes of batches over the bound) is positive; about RETENTION_STEP traces a
+ * step (whole time groups), deleted in one write. */
+#define RETENTION_STEP 1024
 
 typedef struct retention {
     cmr_store_t *s;
@@ -882,18 +914,16 @@ static void retain_groups(retention_t *r, rocksdb_writebatch_t *wb)
         if (!old && r->excess <= 0)
             break;
         const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
-        for (size_t i = 0; i + CMR_TIME_REC <= vl; i += CMR_TIME_REC) {
-            cmr_trace_summary_t sum;
-            if (cmr_store_get_summary(r->s, v + i, &sum) == 1) /* else deleted with an older group */
-                retain_victim(r, v + i, old);
-        }
+        for (size_t i = 0; i + CMR_TIME_REC <= vl; i += CMR_TIME_REC)
+            retain_victim(r, v + i, old); /* one deleted already is skipped then */
         rocksdb_writebatch_delete_cf(wb, r->s->cfs[1 + CMR_CF_IDX_TIME], (const char *)k, kl);
     }
     rocksdb_iter_destroy(it);
 }
 
-long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
+long cmr_store_retention(cmr_store_t *s, int64_t now_ns, bool *more)
 {
+    *more = false;
     if (s->partition < 0 || s->o.read_only)
         return 0;
     retention_t r = {.s = s};
@@ -902,22 +932,26 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns)
     r.excess = s->o.retention_bytes > 0 ? (int64_t)size - s->o.retention_bytes : 0;
     if (r.cutoff == INT64_MIN && r.excess <= 0)
         return 0;
-    rocksdb_writebatch_t *groups = rocksdb_writebatch_create();
+    bool by_size = r.excess > 0;
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create(); /* the groups', then the traces' deletes */
     bool legacy_none = s->legacy_time && retain_legacy(&r);
     if (victims(&r) < RETENTION_STEP)
-        retain_groups(&r, groups);
+        retain_groups(&r, wb);
     long deleted = 0;
-    bool failed = !cmr_buf_ok(&r.victims);
-    for (size_t i = 0; !failed && i < victims(&r); i++)
-        if (cmr_store_delete_trace(s, r.victims.data + i * 16) == 0)
-            deleted++;
-        else
-            failed = true;
-    char err[512];
-    if (!failed && rocksdb_writebatch_count(groups) && cmr_store_write(s, groups, err, sizeof err) != 0)
-        cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "error=\"%s\"", err);
-    rocksdb_writebatch_destroy(groups);
+    size_t nv = victims(&r);
+    if (!cmr_buf_ok(&r.victims)) {
+        cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "partition=%d error=\"out of memory\"", s->partition);
+        deleted = -1;
+    } else if (nv || rocksdb_writebatch_count(wb)) {
+        deleted = delete_traces(s, wb, r.victims.data, nv);
+    }
+    rocksdb_writebatch_destroy(wb);
     cmr_buf_free(&r.victims);
+    if (deleted < 0)
+        return 0; /* logged; the next call tries again */
+    /* a full step of old traces: more may be old (by size, the estimate of the store's
+     * size moves only with compactions: one step a call) */
+    *more = !by_size && nv >= RETENTION_STEP;
     if (legacy_none && !s->legacy_index && mark_format(s, FORMAT_GROUPS) == 0)
         s->legacy_time = false; /* the older per-trace keys are all gone */
     if (deleted) {

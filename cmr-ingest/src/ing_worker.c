@@ -45,6 +45,10 @@
 #include "cmr/topics.h"
 #include "cmr/wire.h"
 
+/* How soon retention runs again when its last call left old traces (it spends up to half
+ * a second a call): a backlog goes at about a third of the worker's time. */
+#define RETENTION_CATCH_UP_MS 1000
+
 /* A partition assigned to this worker whose store may be behind the group (ing_restore.c):
  * paused from its assignment until its missing offsets are read back. */
 typedef struct restore_item {
@@ -656,6 +660,7 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             http ? cmr_ingest_http_port(http) : -1, cmr_conf_get(conf, "ingest.group", "cmr-ingest"));
     int64_t last_stats = cmr_mono_ms(), last_retention = cmr_mono_ms(), last_record = cmr_mono_ms();
     int64_t last_metrics_retention = 0;
+    bool retention_behind = false; /* the last retention left old traces: the next comes sooner */
     bool consumer_failed = false;
     while (!*stop && !w.fatal) {
         poll_tables(&w);
@@ -682,9 +687,9 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             (!w.npending && cmr_ingest_engine_pending(w.engine)))
             if (commit_group(&w) != 0)
                 break;
-        if (now - last_retention >= retention_ms) {
-            cmr_ingest_engine_retention(w.engine);
-            last_retention = now;
+        if (now - last_retention >= (retention_behind ? RETENTION_CATCH_UP_MS : retention_ms)) {
+            cmr_ingest_engine_retention(w.engine, &retention_behind);
+            last_retention = cmr_mono_ms(); /* after its work: at most a third of the time behind */
         }
         if (idle && !w.npending && cmr_metrics_evaluate(w.metrics) > 0 && cmr_metrics_flush(w.metrics) != 0)
             break; /* boundaries left over from a catch-up, judged while the topics are quiet */

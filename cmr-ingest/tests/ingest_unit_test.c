@@ -1784,7 +1784,7 @@ static void test_store_engine_queries(void **state)
     e = cmr_ingest_engine_new(tmpdir, &so, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0); /* trace 21 only */
-    assert_int_equal(cmr_ingest_engine_retention(e), 1);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 1);
     cmr_ingest_engine_free(e);
     v = cmr_ingest_view_open(tmpdir, err, sizeof err);
     char *left = capture_list(v, &f, &n);
@@ -1798,7 +1798,7 @@ static void test_store_engine_queries(void **state)
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
-    assert_int_equal(cmr_ingest_engine_retention(e), 1);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 1);
     cmr_ingest_engine_free(e);
     v = cmr_ingest_view_open(tmpdir, err, sizeof err);
     free(capture_list(v, &f, &n));
@@ -1954,7 +1954,7 @@ static void test_postings_index(void **state)
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    assert_int_equal(cmr_ingest_engine_retention(e), 3);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 3);
     cmr_ingest_engine_free(e);
     s = cmr_store_open_partition(tmpdir, 0, &ro, 0, err, sizeof err);
     count_index(s, CMR_CF_IDX_METHOD, n, NULL);
@@ -1964,7 +1964,9 @@ static void test_postings_index(void **state)
     cmr_store_close(s);
     s = cmr_store_open_partition(tmpdir, 1, &o, 0, err, sizeof err);
     assert_non_null(s);
-    assert_int_equal(cmr_store_retention(s, cmr_wall_ns()), 3);
+    bool more;
+    assert_int_equal(cmr_store_retention(s, cmr_wall_ns(), &more), 3);
+    assert_false(more); /* fewer than a step */
     for (int cf = CMR_CF_IDX_AGENT; cf <= CMR_CF_IDX_METHOD; cf++)
         rocksdb_compact_range_cf(cmr_store_db(s), cmr_store_cf(s, cf), NULL, 0, NULL, 0);
     count_index(s, CMR_CF_IDX_METHOD, n, &named);
@@ -2257,11 +2259,13 @@ static void test_time_groups(void **state)
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    assert_int_equal(cmr_ingest_engine_retention(e), 120);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 120);
     cmr_ingest_engine_free(e);
     st = cmr_store_open_partition(tmpdir, 1, &o, 0, err2, sizeof err2);
     assert_non_null(st);
-    assert_int_equal(cmr_store_retention(st, cmr_wall_ns()), 120);
+    bool more;
+    assert_int_equal(cmr_store_retention(st, cmr_wall_ns(), &more), 120);
+    assert_false(more);  /* fewer than a step */
     cmr_store_close(st); /* a restart: the cutoff comes from the store again */
     st = cmr_store_open_partition(tmpdir, 1, &o, 0, err2, sizeof err2);
     assert_non_null(st);
@@ -2282,7 +2286,7 @@ static void test_time_groups(void **state)
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    assert_true(cmr_ingest_engine_retention(e) >= 60);
+    assert_true(cmr_ingest_engine_retention(e, NULL) >= 60);
     assert_int_equal(cmr_ingest_engine_close_partition(e, 0), 0);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
     cmr_ingest_engine_free(e);
@@ -2922,7 +2926,7 @@ static void test_diagnosis_report(void **state)
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 3, 0), 0);
-    assert_int_equal(cmr_ingest_engine_retention(e), 5);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 5);
     cmr_ingest_engine_free(e);
     assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DIAGNOSIS), 0);
     assert_int_equal(count_cf(tmpdir, 3, CMR_CF_IDX_DIAGNOSIS), 0);
@@ -3849,6 +3853,35 @@ static void test_engine_many_traces(void **state)
     assert_int_equal(cmr_ingest_http_answer(tmpdir, "GET", "/health", &body), 200);
     assert_string_equal(body, "{\"status\":\"ok\"}");
     free(body);
+
+    /* retention of them all (a backlog): one call takes step after step, not one */
+    o.retention_age_ms = 24LL * 3600 * 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 1, 0), 0);
+    bool behind;
+    long deleted = cmr_ingest_engine_retention(e, &behind), calls = 1;
+    assert_true(deleted > 1024); /* more than one step in the call */
+    while (behind && calls < 100) {
+        long more = cmr_ingest_engine_retention(e, &behind);
+        assert_true(more > 0);
+        deleted += more;
+        calls++;
+    }
+    assert_false(behind);
+    assert_int_equal(deleted, NTRACES);
+    assert_int_equal(cmr_ingest_engine_retention(e, &behind), 0);
+    assert_false(behind);
+    cmr_ingest_engine_free(e);
+    v = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(v);
+    assert_int_equal(cmr_ingest_view_list(v, &f, &sum), 0);
+    free(sum);
+    cmr_ingest_view_free(v);
+    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_BATCHES), 0);
+    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_TRACES), 0);
+    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_IDX_DURATION), 0);
+    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_IDX_TIME), 0);
 }
 
 /* cmr.methods and cmr.registrations are writable by every agent host: what does not

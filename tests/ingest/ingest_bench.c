@@ -34,6 +34,10 @@
  * CMR_BENCH_SMALL=4x64,50x16: only these in-process rows of `small` (events x traces per
  * message), e.g. to profile one of them; the worker rows are skipped too.
  * CMR_BENCH_QUERIES=0: no list queries after the rows of several traces per message.
+ * CMR_BENCH_RETENTION=1: after each in-process row, retention by age (every trace of the
+ *   row is an hour old; the age bound is a minute) called as the worker calls it, every
+ *   ingest.retention.check_ms, until the store is empty: traces deleted per call, the
+ *   calls needed, and the wall and CPU time per trace deleted.
  *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]
@@ -315,6 +319,38 @@ static bool small_row_wanted(size_t events, size_t per_msg)
     return false;
 }
 
+/* Retention of a store that every trace has aged out of: the engine reopened with an age
+ * bound of a minute, retention called until nothing is left. Takes the engine (frees it). */
+static void bench_retention(const char *dir, cmr_ingest_engine_t *e, size_t ntraces)
+{
+    char err[512];
+    cmr_ingest_engine_free(e);
+    cmr_store_opts_t o = {.sync = true, .retention_age_ms = 60000};
+    e = cmr_ingest_engine_new(dir, &o, err, sizeof err);
+    if (!e) {
+        printf("  retention: %s\n", err);
+        return;
+    }
+    for (int p = 0; p < 16; p++)
+        cmr_ingest_engine_open_partition(e, p, 0);
+    double t0 = now_s(), c0 = cpu_s(), first = 0;
+    long total = 0, calls = 0, first_n = 0, n;
+    while ((n = cmr_ingest_engine_retention(e, NULL)) > 0 && calls < 100000) {
+        if (!calls) {
+            first = now_s() - t0;
+            first_n = n;
+        }
+        total += n;
+        calls++;
+    }
+    double dt = now_s() - t0, dc = cpu_s() - c0;
+    printf("  retention: %ld of %zu traces deleted in %ld calls (the first: %ld traces in %.3f s), %.3f s, CPU "
+           "%.3f s: %.2f us of CPU per trace deleted%s\n",
+           total, ntraces, calls, first_n, first, dt, dc, total ? dc * 1e6 / (double)total : 0.0,
+           n < 0 ? " (a call FAILED)" : "");
+    cmr_ingest_engine_free(e);
+}
+
 /* Small traces as Avro messages decoded and applied in process (what the worker does per
  * record, without the Kafka fetch): traces per second of wall time and per second of this
  * process's CPU (its RocksDB threads included). `per_msg` traces per message: 1 (a trace
@@ -367,7 +403,10 @@ static void bench_small(size_t events, size_t ntraces, size_t per_msg)
            (double)ntraces / dt, (double)ntraces / dc, dc * 1e6 / (double)ntraces, bad ? " SOME FAILED" : "");
     if (per_msg > 1 && !(getenv("CMR_BENCH_QUERIES") && !strcmp(getenv("CMR_BENCH_QUERIES"), "0")))
         bench_queries(dir);
-    cmr_ingest_engine_free(e);
+    if (getenv("CMR_BENCH_RETENTION") && strcmp(getenv("CMR_BENCH_RETENTION"), "0"))
+        bench_retention(dir, e, ntraces);
+    else
+        cmr_ingest_engine_free(e);
     for (size_t k = 0; k < nmsgs; k++)
         cmr_buf_free(&msgs[k]);
     free(msgs);

@@ -414,9 +414,11 @@ int64_t cmr_store_last_group(cmr_store_t *s);
 void cmr_store_put_group(cmr_store_t *s, void *writebatch, int64_t group);
 /* Loads every method and agent of a meta store into names. */
 int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names);
-/* Deletes traces older than the age bound, then the oldest until under the size bound.
- * Returns the number of traces deleted. */
-long cmr_store_retention(cmr_store_t *s, int64_t now_ns);
+/* One step of retention: deletes traces older than the age bound, then the oldest until
+ * under the size bound; about a thousand traces (whole time groups), in one write.
+ * Returns the number of traces deleted; *more says the step stopped at its size with
+ * old traces possibly left (another step now would go on). */
+long cmr_store_retention(cmr_store_t *s, int64_t now_ns, bool *more);
 /* Deletes one trace: batches, summary, index entries. */
 int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16]);
 
@@ -506,8 +508,10 @@ uint64_t cmr_ingest_engine_disk_bytes(const cmr_ingest_engine_t *e);
 const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e);
 /* The method and agent tables as read so far (kept current by the table records). */
 const cmr_names_t *cmr_ingest_engine_names(const cmr_ingest_engine_t *e);
-/* Runs retention on every open partition. */
-long cmr_ingest_engine_retention(cmr_ingest_engine_t *e);
+/* Runs retention on every open partition: a step each, then further steps on those with
+ * more old traces, in turn, for up to half a second. Returns the traces deleted;
+ * *behind (when not NULL) says old traces were left for the next call. */
+long cmr_ingest_engine_retention(cmr_ingest_engine_t *e, bool *behind);
 
 /* --- agent status (ing_agents.c) ------------------------------------------------------- */
 
