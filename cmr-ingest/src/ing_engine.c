@@ -63,6 +63,7 @@
 
 #define MAX_PARTITIONS 4096
 #define MAX_TRACES_PER_PART 20000
+#define GROUP_AHEAD_MS 60000    /* how far past the wall clock a trace's start raises a group key (next_group) */
 #define RETENTION_BUDGET_MS 500 /* one retention call's steps after its first (cmr_ingest_engine_retention) */
 
 typedef struct trace_entry {
@@ -479,7 +480,14 @@ static void reset_postings(part_t *p)
  * traces, and greater than the last one (retention's filter relies on both). */
 static int64_t next_group(part_t *p)
 {
-    int64_t g = p->group_starts > p->last_group ? p->group_starts : p->last_group + 1;
+    /* a start ahead of the wall clock (a JVM's wrong clock, or a forged one) raises the
+     * key no further than GROUP_AHEAD_MS past it, since every later key is above it and
+     * newest-first lists stop early only on groups whose keys are at or below the times
+     * of the traces they want: such a trace may be left out of newest-first lists once
+     * newer groups fill them (other filters find it) */
+    int64_t ahead = cmr_wall_ns() / 1000000 + GROUP_AHEAD_MS;
+    int64_t starts = p->group_starts < ahead ? p->group_starts : ahead;
+    int64_t g = starts > p->last_group ? starts : p->last_group + 1;
     p->group_starts = INT64_MIN;
     return g;
 }
@@ -678,11 +686,11 @@ static void add_time(part_t *p, const cmr_trace_summary_t *s)
 
 /* Queues the summary of a changed trace, moves its duration entry, and puts it into the
  * group's time entry when new and under its root's posting when new or its root changed.
- * In a store of the older format (cmr_store_time_legacy) a changed trace's time key
- * moves per trace, as before: every trace that predates time groups keeps an exact one,
- * which the postings' retention cutoff relies on (ing_store.c); its per-trace root key
- * is deleted when it would change, and the trace is posted under its root instead.
- * 0, or -1 out of memory (nothing queued for it). */
+ * In a store of the older format (cmr_store_time_legacy) a trace whose start changed
+ * loses its per-trace time key (if it has one: a trace from before time groups) and joins
+ * the group's time entry with all its postings, and one whose per-trace root key would
+ * change loses that and is posted under its root. 0, or -1 out of memory (nothing queued
+ * for it). */
 static int write_summary(part_t *p, trace_entry_t *t)
 {
     cmr_trace_summary_t now, old;
@@ -700,7 +708,10 @@ static int write_summary(part_t *p, trace_entry_t *t)
     uint8_t tk[24], dk[24], rk[32], otk[24], odk[24], ork[32];
     cmr_store_index_keys(&now, tk, dk, rk);
     memset(&old, 0, sizeof old);
-    bool root_moved = !t->has_stored, dur_moved = true;
+    /* a new trace joins the group's time entry, and so does one whose start moved later
+     * (only from a first summary without events, whose start is 0): the group's bound
+     * must hold for the start it has now */
+    bool time_moved = !t->has_stored, root_moved = !t->has_stored, dur_moved = true, repost = false;
     if (t->has_stored) {
         int bad = cmr_trace_summary_decode(t->stored, t->stored_len, &old);
         assert(!bad); /* encoded by this process */
@@ -710,11 +721,15 @@ static int write_summary(part_t *p, trace_entry_t *t)
         if (dur_moved)
             rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)odk, 24);
         root_moved = old.root_method != now.root_method;
-        if (cmr_store_time_legacy(p->store)) { /* time keys per trace until none is left */
-            if (memcmp(tk, otk, 24)) {
-                rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
-                rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)tk, 24, "", 0);
-            }
+        time_moved = now.start_ns > old.start_ns;
+        if (cmr_store_time_legacy(p->store) && memcmp(tk, otk, 24)) {
+            /* its per-trace time key, if it has one, goes; the trace joins the group with
+             * all its postings (its older ones may be dropped once the store has no
+             * per-trace keys left, ing_store.c set_postings_cutoff) */
+            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
+            time_moved = repost = true;
+        }
+        if (cmr_store_time_legacy(p->store)) {
             if (memcmp(rk, ork, 32)) {
                 rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)ork, 32);
                 root_moved = true;
@@ -723,10 +738,14 @@ static int write_summary(part_t *p, trace_entry_t *t)
     }
     if (dur_moved)
         rocksdb_writebatch_put_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)dk, 24, "", 0);
-    if (!t->has_stored)
+    if (time_moved)
         add_time(p, &now);
-    if (root_moved)
+    if (root_moved || repost)
         add_posting(&p->post_root, now.root_method, now.trace_id);
+    if (repost) {
+        idx_ctx_t c = {p, t->id};
+        cmr_trace_state_each_id(t->st, on_agent, on_method, &c);
+    }
     idx_ctx_t ctx = {p, t->id};
     for (uint32_t i = 0; i < old.ndiagnoses; i++) /* ids the set dropped for smaller ones */
         if (!has_id(now.diagnoses, now.ndiagnoses, old.diagnoses[i]))
@@ -852,8 +871,8 @@ int cmr_ingest_engine_flush(cmr_ingest_engine_t *e)
         p->wb_count = 0;
         forget_written(e, p, jobs[i].rc == 0, now_ms);
         kept_expire(e, p, now_ms);
-        if (cmr_map_count(&p->traces) > MAX_TRACES_PER_PART)
-            free_entries(p);
+        if (jobs[i].rc != 0 || cmr_map_count(&p->traces) > MAX_TRACES_PER_PART)
+            free_entries(p); /* after a failed write: rebuilt from what the store has */
     }
     if (rocksdb_writebatch_count(e->meta_wb)) {
         if (cmr_store_write(e->meta, e->meta_wb, err, sizeof err) != 0) {

@@ -181,6 +181,7 @@ typedef struct qctx {
     size_t nroots, nagents, nmethods, nenv_agents;
     results_t *r;
     size_t matched; /* in this partition */
+    bool failed;    /* out of memory: the list fails rather than come back short */
 } qctx_t;
 
 static bool in_set(const uint64_t *v, size_t n, uint64_t id)
@@ -381,8 +382,10 @@ static int consider_group(qctx_t *q, latest_t *l, const uint8_t *v, size_t vl)
 static void scan_latest(qctx_t *q, size_t limit)
 {
     latest_t l = {.v = malloc(limit * sizeof *l.v), .limit = limit};
-    if (!l.v)
+    if (!l.v) {
+        q->failed = true;
         return;
+    }
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(q->s), ro, cmr_store_cf(q->s, CMR_CF_IDX_TIME));
     for (rocksdb_iter_seek_to_last(it); rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
@@ -397,8 +400,10 @@ static void scan_latest(qctx_t *q, size_t limit)
         if ((latest_full(&l) && l.v[0] > end) || (q->f->from_ns && end < q->f->from_ns))
             break;
         const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
-        if (consider_group(q, &l, v, vl) != 0)
+        if (consider_group(q, &l, v, vl) != 0) {
+            q->failed = true;
             break;
+        }
     }
     const char tag = (char)CMR_TIME_GROUP_TAG;
     for (rocksdb_iter_seek_for_prev(it, &tag, 1); rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
@@ -481,6 +486,11 @@ long cmr_ingest_view_list(cmr_ingest_view_t *v, const cmr_trace_filter_t *f, cmr
     free(q.agents);
     free(q.methods);
     free(q.env_agents);
+    if (q.failed) {
+        cmr_map_free(&r.seen);
+        free(r.items);
+        return -1;
+    }
     bool slowest = f->slowest;
     if (r.count)
         qsort_r(r.items, r.count, sizeof *r.items, cmp_summary, &slowest);

@@ -107,6 +107,18 @@ void cmr_trace_state_free(cmr_trace_state_t *s)
     free(s);
 }
 
+void cmr_trace_state_each_id(const cmr_trace_state_t *s, cmr_trace_new_id_fn *on_agent, cmr_trace_new_id_fn *on_method,
+                             void *opaque)
+{
+    for (size_t i = 0; i < s->nagents; i++)
+        on_agent(opaque, s->agents[i]);
+    size_t it = 0;
+    uint64_t id;
+    void *v;
+    while (cmr_u64map_next(&s->methods, &it, &id, &v))
+        on_method(opaque, id);
+}
+
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s)
 {
     size_t n = sizeof *s + s->capsegs * sizeof(st_seg_t) + s->methods.cap * sizeof(cmr_u64map_slot_t) +

@@ -34,14 +34,16 @@
  *                 group started before the end of the group key's millisecond, so a
  *                 newest-first query stops early (ing_query.c), and retention deletes
  *                 whole groups, oldest first: those whose traces all started before its
- *                 cutoff, or that were written before it.
+ *                 cutoff, or that were written before it. A start more than a minute
+ *                 past the wall clock raises a group key no further (ing_engine.c
+ *                 next_group).
  *                 Stores written before time groups (`legacy_time`: index_format
  *                 "postings" or none) hold start | trace -> "" in idx_time and root |
  *                 start | trace -> "" in idx_root. Queries read both forms; the engine
- *                 moves a changed trace's time key as before (so each trace from before
- *                 keeps an exact one) and posts it under its root when its root key
- *                 changes; retention deletes them per trace, before the groups, and marks
- *                 the store "groups" when none is left.
+ *                 deletes the time key of a trace whose start changes and puts the trace
+ *                 into the group's time entry with all its postings, and posts one whose
+ *                 root key changes under its root; retention deletes them per trace,
+ *                 before the groups, and marks the store "groups" when none is left.
  *   idx_diagnosis diagnosis | trace             -> ""   (the ids of the trace's summary)
  * A column family added after stores existed (idx_diagnosis) is created when a worker
  * opens the store (create_missing_column_families); a read-only open of a store that does
@@ -76,6 +78,7 @@
 #include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/event.h"
+#include "cmr/ids.h"
 #include "cmr/ingest.h"
 #include "cmr/log.h"
 
@@ -716,11 +719,17 @@ static int queue_delete_trace(cmr_store_t *s, rocksdb_writebatch_t *wb, rocksdb_
 {
     cmr_trace_summary_t sum;
     int found = cmr_store_get_summary(s, trace_id, &sum);
-    if (found != 1)
-        return found;
+    if (found == 0)
+        return 0;
     ids2_t ids = {0};
-    if (s->legacy_index && trace_ids(s, trace_id, &ids) != 0)
+    if (found < 0) { /* unreadable: its batches and summary go all the same (a retention that
+                      * stopped at it would never get past it); its duration key stays */
+        char hex[33];
+        cmr_hex(trace_id, 16, hex);
+        cmr_log(CMR_LOG_WARN, "ingest.corrupt_summary", "partition=%d trace=%s", s->partition, hex);
+    } else if (s->legacy_index && trace_ids(s, trace_id, &ids) != 0) {
         return -1;
+    }
     for (rocksdb_iter_seek(batches, (const char *)trace_id, 16); rocksdb_iter_valid(batches);
          rocksdb_iter_next(batches)) {
         size_t kl;
@@ -729,6 +738,9 @@ static int queue_delete_trace(cmr_store_t *s, rocksdb_writebatch_t *wb, rocksdb_
             break;
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_BATCHES], k, kl);
     }
+    rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16);
+    if (found < 0)
+        return 1;
     uint8_t tk[24], dk[24], rk[32];
     cmr_store_index_keys(&sum, tk, dk, rk);
     rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DURATION], (const char *)dk, 24);
@@ -742,7 +754,6 @@ static int queue_delete_trace(cmr_store_t *s, rocksdb_writebatch_t *wb, rocksdb_
         cmr_put_be64(k, sum.diagnoses[i]);
         rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_IDX_DIAGNOSIS], (const char *)k, 24);
     }
-    rocksdb_writebatch_delete_cf(wb, s->cfs[1 + CMR_CF_TRACES], (const char *)trace_id, 16);
     delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_AGENT], &ids.agents, trace_id);
     delete_indexed(wb, s->cfs[1 + CMR_CF_IDX_METHOD], &ids.methods, trace_id);
     cmr_buf_free(&ids.agents);
@@ -828,11 +839,12 @@ static int64_t oldest_group(cmr_store_t *s)
 }
 
 /* After retention deleted traces, and when a worker opens the store: postings of groups
- * before the oldest trace left go at the next compaction. A posting of group g names traces new in group g or before, and
- * retention deletes time groups oldest first, whole; a trace from before time groups has
- * an exact per-trace time key, and its postings' groups are at least its start, so the
- * oldest of those keys bounds the cutoff too. None when no trace is left: the next
- * group's key is not known. */
+ * before the oldest trace left go at the next compaction. A posting of group g names
+ * traces new in group g or before (a trace from before time groups whose start changed
+ * is posted whole again in the group it joins), and retention deletes time groups oldest
+ * first, whole; a trace from before time groups that kept its per-trace time key has
+ * postings of groups at least its start, so the oldest of those keys bounds the cutoff
+ * too. None when no trace is left: the next group's key is not known. */
 static void set_postings_cutoff(cmr_store_t *s)
 {
     int64_t legacy = s->legacy_time ? oldest_legacy_ms(s) : INT64_MAX;
@@ -872,8 +884,10 @@ static size_t victims(const retention_t *r)
     return r->victims.len / 16;
 }
 
-/* The older format's per-trace time keys, oldest first. true when there is none left. */
-static bool retain_legacy(retention_t *r)
+/* The older format's per-trace time keys, oldest first: their traces become victims and
+ * the keys themselves are deleted in *wb (whatever their trace's summary says). true
+ * when there is none left. */
+static bool retain_legacy(retention_t *r, rocksdb_writebatch_t *wb)
 {
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->s->db, r->s->ro, r->s->cfs[1 + CMR_CF_IDX_TIME]);
     bool none = true;
@@ -889,6 +903,7 @@ static bool retain_legacy(retention_t *r)
         if (!old && r->excess <= 0)
             break;
         retain_victim(r, k + 8, old);
+        rocksdb_writebatch_delete_cf(wb, r->s->cfs[1 + CMR_CF_IDX_TIME], (const char *)k, kl);
     }
     rocksdb_iter_destroy(it);
     return none;
@@ -927,22 +942,24 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns, bool *more)
     if (s->partition < 0 || s->o.read_only)
         return 0;
     retention_t r = {.s = s};
-    r.cutoff = s->o.retention_age_ms > 0 ? now_ns - s->o.retention_age_ms * 1000000 : INT64_MIN;
+    int64_t age = s->o.retention_age_ms;
+    r.cutoff = age > 0 && age < INT64_MAX / 1000000 ? now_ns - age * 1000000 : INT64_MIN; /* larger: forever */
     uint64_t size = s->o.retention_bytes > 0 ? batches_bytes(s) : 0;
     r.excess = s->o.retention_bytes > 0 ? (int64_t)size - s->o.retention_bytes : 0;
     if (r.cutoff == INT64_MIN && r.excess <= 0)
         return 0;
     bool by_size = r.excess > 0;
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create(); /* the groups', then the traces' deletes */
-    bool legacy_none = s->legacy_time && retain_legacy(&r);
+    bool legacy_none = s->legacy_time && retain_legacy(&r, wb);
     if (victims(&r) < RETENTION_STEP)
         retain_groups(&r, wb);
     long deleted = 0;
     size_t nv = victims(&r);
+    int index_keys = rocksdb_writebatch_count(wb); /* time groups and per-trace time keys */
     if (!cmr_buf_ok(&r.victims)) {
         cmr_log(CMR_LOG_WARN, "ingest.delete_failed", "partition=%d error=\"out of memory\"", s->partition);
         deleted = -1;
-    } else if (nv || rocksdb_writebatch_count(wb)) {
+    } else if (nv || index_keys) {
         deleted = delete_traces(s, wb, r.victims.data, nv);
     }
     rocksdb_writebatch_destroy(wb);
@@ -954,9 +971,9 @@ long cmr_store_retention(cmr_store_t *s, int64_t now_ns, bool *more)
     *more = !by_size && nv >= RETENTION_STEP;
     if (legacy_none && !s->legacy_index && mark_format(s, FORMAT_GROUPS) == 0)
         s->legacy_time = false; /* the older per-trace keys are all gone */
-    if (deleted) {
+    if (deleted || index_keys)
         set_postings_cutoff(s);
+    if (deleted)
         cmr_log(CMR_LOG_INFO, "ingest.retention", "partition=%d deleted=%ld", s->partition, deleted);
-    }
     return deleted;
 }

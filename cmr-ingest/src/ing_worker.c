@@ -687,8 +687,12 @@ int cmr_ingest_worker_run(const cmr_conf_t *conf, volatile sig_atomic_t *stop)
             (!w.npending && cmr_ingest_engine_pending(w.engine)))
             if (commit_group(&w) != 0)
                 break;
-        if (now - last_retention >= (retention_behind ? RETENTION_CATCH_UP_MS : retention_ms)) {
-            cmr_ingest_engine_retention(w.engine, &retention_behind);
+        if (now - last_retention >=
+            (retention_behind && RETENTION_CATCH_UP_MS < retention_ms ? RETENTION_CATCH_UP_MS : retention_ms)) {
+            if (cmr_ingest_engine_retention(w.engine, &retention_behind) < 0) {
+                w.fatal = 1; /* its group commit failed: as commit_group's */
+                break;
+            }
             last_retention = cmr_mono_ms(); /* after its work: at most a third of the time behind */
         }
         if (idle && !w.npending && cmr_metrics_evaluate(w.metrics) > 0 && cmr_metrics_flush(w.metrics) != 0)

@@ -2128,6 +2128,10 @@ static void make_legacy_time(int partition)
         }
         rocksdb_iter_destroy(it);
     }
+    uint8_t stray[24]; /* an old key whose trace has no summary: retention deletes it too */
+    cmr_put_be64_ordered(stray, (int64_t)T0);
+    memset(stray + 8, 0xee, 16);
+    rocksdb_writebatch_put_cf(wb, cmr_store_cf(st, CMR_CF_IDX_TIME), (const char *)stray, 24, "", 0);
     rocksdb_writebatch_put(wb, "index_format", 12, "postings", 8); /* the default column family */
     assert_int_equal(cmr_store_write(st, wb, err, sizeof err), 0);
     rocksdb_writebatch_destroy(wb);
@@ -2234,7 +2238,8 @@ static void test_time_groups(void **state)
     check_lists(recent);
 
     /* partition 0 as a store from before time groups: the same answers; then its held
-     * batches (traces start earlier: their keys move) and new traces (into groups) */
+     * batches (36 traces start earlier: they lose their per-trace keys and join a time
+     * group with all their postings) and new traces (into groups) */
     make_legacy_time(0);
     check_lists(recent);
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
@@ -2244,23 +2249,41 @@ static void test_time_groups(void **state)
     feed_scrambled(e, 0, 9000, 30, recent + 500000000u, held[0], &nheld[0]);
     cmr_ingest_engine_free(e);
     count_time(0, &groups, &listed, &moved, &per_trace);
-    assert_int_equal(per_trace, 180);
-    assert_int_equal(groups, 3);
-    assert_int_equal(listed, 30);
+    assert_int_equal(per_trace, 180 - 36 + 1); /* and the stray key */
+    assert_int_equal(groups, 1 + 3);
+    assert_int_equal(listed, 36 + 30);
     check_lists(recent);
     for (size_t i = 0; i < nheld[0]; i++) /* the 6 held in the last feed */
         synth_batches_free(held[0][i], 2);
     for (size_t i = 0; i < nheld[1]; i++) /* the 12 held of partition 1's recent traces */
         synth_batches_free(held[1][i], 2);
 
-    /* retention by age: the 120 old traces of each partition; in partition 1 compaction
-     * then drops the root postings of the deleted groups */
+    /* retention by age: the old traces of each partition (in partition 0 the 24 old ones
+     * that joined a recent group stay: retention goes by their group); in partition 1
+     * compaction then drops the root postings of the deleted groups */
     o.retention_age_ms = 24LL * 3600 * 1000;
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 120);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 120 - 24);
     cmr_ingest_engine_free(e);
+    /* partition 0's postings older than its oldest per-trace key or group go at the next
+     * compaction: the traces that joined a group are still found by their methods */
+    st = cmr_store_open_partition(tmpdir, 0, &o, 0, err2, sizeof err2);
+    assert_non_null(st);
+    for (int cf = CMR_CF_IDX_ROOT; cf <= CMR_CF_IDX_METHOD; cf++)
+        rocksdb_compact_range_cf(cmr_store_db(st), cmr_store_cf(st, cf), NULL, 0, NULL, 0);
+    count_index(st, CMR_CF_IDX_METHOD, n, &named);
+    cmr_store_close(st);
+    char m_a[20];
+    snprintf(m_a, sizeof m_a, "%016" PRIx64, (uint64_t)M_A);
+    cmr_ingest_view_t *view = cmr_ingest_view_open(tmpdir, err, sizeof err);
+    assert_non_null(view);
+    cmr_trace_filter_t by_method = {.contains = m_a, .limit = 100000};
+    cmr_trace_summary_t *found;
+    assert_int_equal(cmr_ingest_view_list(view, &by_method, &found), (180 + 30 - 96) + 180);
+    free(found);
+    cmr_ingest_view_free(view);
     st = cmr_store_open_partition(tmpdir, 1, &o, 0, err2, sizeof err2);
     assert_non_null(st);
     bool more;
@@ -2274,7 +2297,7 @@ static void test_time_groups(void **state)
     assert_int_equal(named, 60);
     cmr_store_close(st);
     count_time(0, &groups, &listed, &moved, &per_trace);
-    assert_int_equal(per_trace, 60);
+    assert_int_equal(per_trace, 60 - 12);
     count_time(1, &groups, &listed, &moved, &per_trace);
     assert_int_equal(groups, 6);
     assert_int_equal(listed, 60);
@@ -2305,6 +2328,74 @@ static void test_time_groups(void **state)
     rocksdb_free(fmt);
     assert_false(cmr_store_time_legacy(st));
     cmr_store_close(st);
+}
+
+/* A trace whose first stored summary had no events (a batch of a segment without events
+ * came first: start 0) joins a time group again when its events come, so newest-first
+ * lists find it although groups came after the one that first listed it. */
+static void test_time_group_empty_first(void **state)
+{
+    (void)state;
+    char err[512];
+    uint64_t now = (uint64_t)cmr_wall_ns();
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    cmr_event_batch_t *held[40];
+    size_t nheld = 0;
+    feed_scrambled(e, 0, 100, 60, now - 120000000000ull, held, &nheld);
+    add_held(e, 0, held, &nheld);
+    synth_seg_t s;
+    build_nested_by(&s, 999, now - 1000000000ull, A1); /* the newest trace of all */
+    cmr_event_batch_t *b;
+    size_t nb = synth_batches(&s, 8, &b);
+    assert_int_equal(nb, 1);
+    cmr_event_batch_t empty = b[0]; /* another segment of the trace, without events */
+    empty.segment_id += 77;
+    empty.event_count = 0;
+    empty.packed_events.len = 0;
+    assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &empty, err, sizeof err), 1);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    feed_scrambled(e, 0, 300, 20, now - 60000000000ull, held, &nheld);
+    add_held(e, 0, held, &nheld);
+    assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &b[0], err, sizeof err), 1);
+    assert_int_equal(cmr_ingest_engine_flush(e), 0);
+    feed_scrambled(e, 0, 500, 20, now - 30000000000ull, held, &nheld);
+    add_held(e, 0, held, &nheld);
+    cmr_ingest_engine_free(e);
+    synth_batches_free(b, nb);
+    synth_seg_free(&s);
+    check_latest(1, 0, 0, 0);
+    check_latest(10, 0, 0, 0);
+    check_latest(100000, 0, 0, 0);
+
+    /* a start a year ahead (a wrong clock) raises the group key a minute past the wall
+     * clock at most; the trace is listed first while its group is the newest */
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    feed_scrambled(e, 0, 700, 1, now + 365ull * 24 * 3600 * 1000000000ull, held, &nheld);
+    add_held(e, 0, held, &nheld);
+    cmr_ingest_engine_free(e);
+    int64_t bound = cmr_wall_ns() / 1000000 + 60000, newest = 0;
+    cmr_store_opts_t ro = {.read_only = true};
+    cmr_store_t *st = cmr_store_open_partition(tmpdir, 0, &ro, 0, err, sizeof err);
+    assert_non_null(st);
+    rocksdb_readoptions_t *rdo = rocksdb_readoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(st), rdo, cmr_store_cf(st, CMR_CF_IDX_TIME));
+    rocksdb_iter_seek_to_last(it);
+    assert_true(rocksdb_iter_valid(it));
+    size_t kl;
+    const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+    assert_int_equal(kl, CMR_TIME_GROUP_KEY);
+    newest = (int64_t)cmr_be64(k + 1);
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(rdo);
+    cmr_store_close(st);
+    assert_true(newest <= bound);
+    assert_true(newest > bound - 70000);
+    check_latest(1, 0, 0, 0);
 }
 
 /* The summary's diagnosis set: the smallest CMR_TRACE_MAX_DIAGNOSES ids whatever the
@@ -4438,6 +4529,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_complete_traces_kept, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_postings_index, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_time_groups, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_time_group_empty_first, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
         cmocka_unit_test(test_http_attributes_summary),

@@ -35,9 +35,9 @@
  * message), e.g. to profile one of them; the worker rows are skipped too.
  * CMR_BENCH_QUERIES=0: no list queries after the rows of several traces per message.
  * CMR_BENCH_RETENTION=1: after each in-process row, retention by age (every trace of the
- *   row is an hour old; the age bound is a minute) called as the worker calls it, every
- *   ingest.retention.check_ms, until the store is empty: traces deleted per call, the
- *   calls needed, and the wall and CPU time per trace deleted.
+ *   row is an hour old; the age bound is a minute), calls of the worker's retention back
+ *   to back until the store is empty: traces deleted per call, the calls needed, and the
+ *   wall and CPU time per trace deleted.
  *
  * Usage: cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest [BATCH_EVENTS [BATCHES]]
  *        cmr-ingest-bench PATH-TO-cmr-broker PATH-TO-cmr-ingest small [SCALE]

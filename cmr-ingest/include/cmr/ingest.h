@@ -312,6 +312,10 @@ int cmr_trace_state_seed_http(cmr_trace_state_t *s, const cmr_trace_http_t *h);
  * do not carry: what the engine does when it rebuilds a state from stored batches. */
 void cmr_trace_state_seed_loss(cmr_trace_state_t *s, const cmr_trace_summary_t *sum);
 size_t cmr_trace_state_bytes(const cmr_trace_state_t *s);
+/* Calls on_agent for every JVM and on_method for every method of the trace so far (the
+ * ids cmr_trace_state_apply reported as new, all of them again). */
+void cmr_trace_state_each_id(const cmr_trace_state_t *s, cmr_trace_new_id_fn *on_agent, cmr_trace_new_id_fn *on_method,
+                             void *opaque);
 /* Whether the trace has more hand-offs (FORK events) than segments that continue one of
  * them: a child segment may still come (from another JVM's next send), or never (a
  * hand-off to a thread or service that records nothing). */
@@ -419,7 +423,8 @@ int cmr_store_load_names(cmr_store_t *meta, cmr_names_t *names);
  * Returns the number of traces deleted; *more says the step stopped at its size with
  * old traces possibly left (another step now would go on). */
 long cmr_store_retention(cmr_store_t *s, int64_t now_ns, bool *more);
-/* Deletes one trace: batches, summary, index entries. */
+/* Deletes one trace: batches, summary and per-trace index keys (its postings and time
+ * group entries go with retention and compaction, ing_store.c). */
 int cmr_store_delete_trace(cmr_store_t *s, const uint8_t trace_id[16]);
 
 /* Index keys (big endian so that byte order is numeric order): the duration key of a
@@ -508,9 +513,10 @@ uint64_t cmr_ingest_engine_disk_bytes(const cmr_ingest_engine_t *e);
 const char *cmr_ingest_engine_root(const cmr_ingest_engine_t *e);
 /* The method and agent tables as read so far (kept current by the table records). */
 const cmr_names_t *cmr_ingest_engine_names(const cmr_ingest_engine_t *e);
-/* Runs retention on every open partition: a step each, then further steps on those with
- * more old traces, in turn, for up to half a second. Returns the traces deleted;
- * *behind (when not NULL) says old traces were left for the next call. */
+/* Runs retention on every open partition (after a group commit of what is pending): a
+ * step each, then further steps on those with more old traces, in turn, for up to half a
+ * second. Returns the traces deleted, -1 when the group commit failed; *behind (when not
+ * NULL) says old traces were left for the next call. */
 long cmr_ingest_engine_retention(cmr_ingest_engine_t *e, bool *behind);
 
 /* --- agent status (ing_agents.c) ------------------------------------------------------- */
