@@ -722,14 +722,14 @@ static int write_summary(part_t *p, trace_entry_t *t)
             rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_DURATION), (const char *)odk, 24);
         root_moved = old.root_method != now.root_method;
         time_moved = now.start_ns > old.start_ns;
-        if (cmr_store_time_legacy(p->store) && memcmp(tk, otk, 24)) {
-            /* its per-trace time key, if it has one, goes; the trace joins the group with
-             * all its postings (its older ones may be dropped once the store has no
-             * per-trace keys left, ing_store.c set_postings_cutoff) */
-            rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
-            time_moved = repost = true;
-        }
         if (cmr_store_time_legacy(p->store)) {
+            if (memcmp(tk, otk, 24)) {
+                /* its per-trace time key, if it has one, goes; the trace joins the group
+                 * with all its postings (its older ones may be dropped once the store has
+                 * no per-trace keys left, ing_store.c set_postings_cutoff) */
+                rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_TIME), (const char *)otk, 24);
+                time_moved = repost = true;
+            }
             if (memcmp(rk, ork, 32)) {
                 rocksdb_writebatch_delete_cf(p->wb, cmr_store_cf(p->store, CMR_CF_IDX_ROOT), (const char *)ork, 32);
                 root_moved = true;

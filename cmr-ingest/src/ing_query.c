@@ -391,7 +391,7 @@ static void scan_latest(qctx_t *q, size_t limit)
     for (rocksdb_iter_seek_to_last(it); rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
         size_t kl, vl;
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
-        if (kl != CMR_TIME_GROUP_KEY || k[0] != CMR_TIME_GROUP_TAG) {
+        if (!cmr_store_is_time_group_key(k, kl)) {
             if (!kl || k[0] != CMR_TIME_GROUP_TAG)
                 break; /* the older keys: below */
             continue;

@@ -813,7 +813,7 @@ static int64_t oldest_legacy_ms(cmr_store_t *s)
             ms = cmr_be64_ordered(k) / 1000000;
             break;
         }
-        if (kl == CMR_TIME_GROUP_KEY && k[0] == CMR_TIME_GROUP_TAG)
+        if (cmr_store_is_time_group_key(k, kl))
             break; /* past the older keys */
     }
     rocksdb_iter_destroy(it);
@@ -829,7 +829,7 @@ static int64_t oldest_group(cmr_store_t *s)
     for (rocksdb_iter_seek(it, &tag, 1); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kl;
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
-        if (kl == CMR_TIME_GROUP_KEY && k[0] == CMR_TIME_GROUP_TAG) {
+        if (cmr_store_is_time_group_key(k, kl)) {
             g = (int64_t)cmr_be64(k + 1);
             break;
         }
@@ -894,7 +894,7 @@ static bool retain_legacy(retention_t *r, rocksdb_writebatch_t *wb)
     for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it) && victims(r) < RETENTION_STEP; rocksdb_iter_next(it)) {
         size_t kl;
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
-        if (kl == CMR_TIME_GROUP_KEY && k[0] == CMR_TIME_GROUP_TAG)
+        if (cmr_store_is_time_group_key(k, kl))
             break;
         if (kl != 24)
             continue;
@@ -920,7 +920,7 @@ static void retain_groups(retention_t *r, rocksdb_writebatch_t *wb)
     for (rocksdb_iter_seek(it, &tag, 1); rocksdb_iter_valid(it) && victims(r) < RETENTION_STEP; rocksdb_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
-        if (kl != CMR_TIME_GROUP_KEY || k[0] != CMR_TIME_GROUP_TAG)
+        if (!cmr_store_is_time_group_key(k, kl))
             continue;
         int64_t g = (int64_t)cmr_be64(k + 1);
         int64_t written = (int64_t)cmr_be64(k + 9);

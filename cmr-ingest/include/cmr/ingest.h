@@ -446,6 +446,11 @@ bool cmr_store_time_legacy(const cmr_store_t *s);
 #define CMR_TIME_GROUP_KEY 17
 #define CMR_TIME_REC 24
 void cmr_store_time_group_key(uint8_t key[CMR_TIME_GROUP_KEY], int64_t group, int64_t written_ms);
+/* Whether an idx_time key is a time group's (else a per-trace key of the older format). */
+static inline bool cmr_store_is_time_group_key(const uint8_t *key, size_t len)
+{
+    return len == CMR_TIME_GROUP_KEY && key[0] == CMR_TIME_GROUP_TAG;
+}
 /* The last nanosecond of a group key's millisecond: every trace of the group, and of the
  * groups before it, started at or before it (saturating). */
 int64_t cmr_store_time_group_end_ns(int64_t group);
