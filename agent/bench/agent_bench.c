@@ -15,7 +15,9 @@
  *   jfr-timing   JDK 25's JFR method timing of monitoredMethod
  *
  * and prints ns per top-level call and the overhead per monitored call over the baseline
- * of the same JDK. The CMR side is scripted (tests/agent/support/cmr_peer.c) on the
+ * of the same JDK, and for the agent's runs the events its publisher thread recorded per
+ * second of the run and per second of that thread's CPU (read from /proc before the JVM
+ * exits). The CMR side is scripted (tests/agent/support/cmr_peer.c) on the
  * embedded broker, so the agent ships its events for real while the benchmark runs.
  *
  * With CMR_BENCH_PACED=RATE instead: the top-level calls at RATE per second (a steady
@@ -96,7 +98,8 @@ typedef struct outcome {
     long long messages, events, bytes, packed, segments; /* packed: the messages' `segments` bytes */
     double seconds;                                      /* the run (warm-up and measured calls), all of it recorded */
     double cpu_s;                                        /* paced: the JVM's CPU over the paced calls */
-    long long behind_ms;                                 /* paced: how late the last burst ended */
+    double publisher_s;  /* the agent's publisher thread's CPU over the whole run (draining, aggregating, encoding) */
+    long long behind_ms; /* paced: how late the last burst ended */
     bool ok;
 } outcome_t;
 
@@ -287,6 +290,10 @@ static outcome_t run(const char *java, const char *extra_jvm_arg, const bench_mo
         const char *b = strstr(line, "behind_ms=");
         out.behind_ms = b ? atoll(b + 10) : -1;
     }
+    if (probe) { /* what the rings still hold is drained within a pass or two */
+        cmr_sleep_ms(send_interval_ms() * 4 + 100);
+        out.publisher_s = proc_thread_cpu_s(j.pid, "cmr-publisher");
+    }
     jvm_proc_send(&j, "exit");
     jvm_proc_wait(&j, 60000);
     out.ok = true;
@@ -335,10 +342,14 @@ static void report(const char *jdk, const char *mode, outcome_t o, double base)
         printf("| %s | %-10s | failed | | |\n", jdk, mode);
         return;
     }
-    char events[256] = "";
+    char events[384] = "";
     if (o.recorded || o.dropped) /* recorded: what the publisher thread drained and sent */
         snprintf(events, sizeof events, "%lld recorded (%.1f M/s), %lld dropped", o.recorded,
                  (double)o.recorded / o.seconds / 1e6, o.dropped);
+    if (o.recorded && o.publisher_s > 0) /* the publisher's own rate: events per second of its CPU */
+        snprintf(events + strlen(events), sizeof events - strlen(events),
+                 "; publisher thread %.2f s of CPU, %.1f M events per CPU-second", o.publisher_s,
+                 (double)o.recorded / o.publisher_s / 1e6);
     if (o.events) /* a call is an enter and an exit */
         snprintf(events + strlen(events), sizeof events - strlen(events),
                  "; on cmr.events %lld in %lld messages of %lld segment batches, %.2f bytes per call (segment headers "

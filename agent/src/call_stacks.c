@@ -24,6 +24,11 @@ void cmr_cs_init(cmr_call_stacks_t *cs, cmr_metric_agg_t *methods)
 void cmr_cs_free(cmr_call_stacks_t *cs)
 {
     cmr_metric_agg_free(&cs->tx);
+    size_t it = 0;
+    uint64_t key;
+    void *val;
+    while (cmr_u64map_next(&cs->open, &it, &key, &val))
+        free(val);
     cmr_u64map_free(&cs->open);
     cmr_u64map_free(&cs->tx_open);
     free(cs->prune);
@@ -48,8 +53,29 @@ static uint64_t counter(uint32_t cur, uint32_t max)
     return (uint64_t)cur | (uint64_t)max << 32;
 }
 
-/* One more frame of key open. False when the map is full (or memory ran out): the frame
- * is then not counted, and must not be uncounted either. */
+/* One more frame of method_id open: its record, or NULL when cs->open is full (or memory
+ * ran out): the frame is then not counted, and must not be uncounted either. */
+static cmr_cs_method_t *method_open(cmr_call_stacks_t *cs, uint64_t method_id)
+{
+    cmr_u64map_t *m = &cs->open;
+    if (cmr_u64map_count(m) >= cs->max_tracked && !cmr_u64map_has(m, method_id))
+        return NULL;
+    bool created;
+    void **slot = cmr_u64map_get_slot(m, method_id, &created);
+    if (!slot)
+        return NULL;
+    if (created && !(*slot = calloc(1, sizeof(cmr_cs_method_t)))) {
+        cmr_u64map_del(m, method_id, NULL);
+        return NULL;
+    }
+    cmr_cs_method_t *r = *slot;
+    if (++r->cur > r->max)
+        r->max = r->cur;
+    return r;
+}
+
+/* One more frame of key open (transactions' counters). False when the map is full (or
+ * memory ran out): the frame is then not counted, and must not be uncounted either. */
 static bool in_flight_inc(cmr_call_stacks_t *cs, cmr_u64map_t *m, uint64_t key)
 {
     if (cmr_u64map_count(m) >= cs->max_tracked && !cmr_u64map_has(m, key))
@@ -77,10 +103,10 @@ static void in_flight_dec(cmr_u64map_t *m, uint64_t key)
 
 uint32_t cmr_cs_in_flight(const cmr_call_stacks_t *cs, uint64_t method_id, uint32_t *max)
 {
-    uint64_t v = (uint64_t)(uintptr_t)cmr_u64map_get(&cs->open, method_id);
+    const cmr_cs_method_t *r = cmr_u64map_get(&cs->open, method_id);
     if (max)
-        *max = max_of(v);
-    return cur_of(v);
+        *max = r ? r->max : 0;
+    return r ? r->cur : 0;
 }
 
 /* --- frames --------------------------------------------------------------------------------- */
@@ -90,8 +116,8 @@ uint32_t cmr_cs_in_flight(const cmr_call_stacks_t *cs, uint64_t method_id, uint3
 static void frame_discard(cmr_call_stacks_t *cs, cmr_cs_thread_t *t)
 {
     const cmr_cs_frame_t *f = &t->frames[--t->n];
-    if (f->flags & CMR_CS_TRACKED)
-        in_flight_dec(&cs->open, f->method_id);
+    if ((f->flags & CMR_CS_TRACKED) && f->m->cur)
+        f->m->cur--;
     if (f->flags & CMR_CS_TX_TRACKED)
         in_flight_dec(&cs->tx_open, f->method_id);
 }
@@ -128,7 +154,7 @@ void cmr_cs_enter(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, uint64_t method_id,
     }
     cmr_cs_frame_t *f = &t->frames[t->n++];
     *f = (cmr_cs_frame_t){.method_id = method_id, .enter_ns = ts_ns, .depth = depth};
-    if (in_flight_inc(cs, &cs->open, method_id))
+    if ((f->m = method_open(cs, method_id)))
         f->flags |= CMR_CS_TRACKED;
     else
         cs->untracked++;
@@ -149,8 +175,8 @@ static void frame_complete(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, int64_t ts
     int64_t ns = ts_ns - f->enter_ns;
     if (t->n >= 2) /* the enclosing open frame: this call is not its self time */
         t->frames[t->n - 2].child_ns += ns > 0 ? ns : 0;
-    cmr_metric_agg_add_call(cs->methods, f->method_id, ns, ns - f->child_ns, thrown,
-                            trace); /* overflow counted there */
+    cmr_metric_agg_add_hinted(cs->methods, f->m ? &f->m->item : NULL, f->method_id, ns, ns - f->child_ns, thrown,
+                              trace); /* overflow counted there */
     if (f->flags & CMR_CS_TX)
         cmr_metric_agg_add_traced(&cs->tx, f->method_id, ns, thrown, trace);
     frame_discard(cs, t);
@@ -267,10 +293,32 @@ static void in_flight_reset(cmr_call_stacks_t *cs, cmr_u64map_t *m)
         cmr_u64map_del(m, cs->prune[i], NULL);
 }
 
+/* The same for the methods' records: those without open frames are freed. */
+static void methods_reset(cmr_call_stacks_t *cs)
+{
+    size_t it = 0, n = 0;
+    uint64_t key;
+    void *val;
+    if (cmr_u64map_count(&cs->open) > cs->prune_cap &&
+        CMR_ARRAY_GROW(cs->prune, cs->prune_cap, cmr_u64map_count(&cs->open)) != 0)
+        cs->prune_cap = 0; /* no memory: nothing is removed this time */
+    while (cmr_u64map_next(&cs->open, &it, &key, &val)) {
+        cmr_cs_method_t *r = val;
+        r->max = r->cur;
+        if (r->cur == 0 && n < cs->prune_cap)
+            cs->prune[n++] = key;
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *old = NULL;
+        cmr_u64map_del(&cs->open, cs->prune[i], &old);
+        free(old);
+    }
+}
+
 void cmr_cs_interval_reset(cmr_call_stacks_t *cs)
 {
     cmr_metric_agg_reset(&cs->tx);
-    in_flight_reset(cs, &cs->open);
+    methods_reset(cs);
     in_flight_reset(cs, &cs->tx_open);
     cs->not_kept = 0;
     cs->untracked = 0;

@@ -50,12 +50,22 @@ enum {
     CMR_CS_TX_TRACKED = 4, /* counted in its transaction's in-flight counter */
 };
 
+/* A method with open frames: its in-flight counter and where its item is in the
+ * per-method aggregate this interval. Owned by cs->open; kept until the interval reset
+ * after its last frame ended (a tracked frame points at it, so it is not pruned before
+ * that frame ends), or cmr_cs_free. */
+typedef struct cmr_cs_method {
+    uint32_t cur, max; /* frames open now, and the most at once this interval */
+    cmr_metric_hint_t item;
+} cmr_cs_method_t;
+
 typedef struct cmr_cs_frame {
     uint64_t method_id;
-    int64_t enter_ns; /* monotonic, as the ring stamps it */
-    uint32_t depth;   /* 1: the thread's root call */
-    uint32_t flags;   /* CMR_CS_* */
-    int64_t child_ns; /* time of its completed recorded callees: the rest is its self time */
+    cmr_cs_method_t *m; /* its method's record when CMR_CS_TRACKED (not owned) */
+    int64_t enter_ns;   /* monotonic, as the ring stamps it */
+    uint32_t depth;     /* 1: the thread's root call */
+    uint32_t flags;     /* CMR_CS_* */
+    int64_t child_ns;   /* time of its completed recorded callees: the rest is its self time */
 } cmr_cs_frame_t;
 
 typedef struct cmr_cs_thread {
@@ -69,7 +79,7 @@ typedef struct cmr_cs_thread {
 typedef struct cmr_call_stacks {
     cmr_metric_agg_t *methods; /* not owned: per-method aggregate (shared with timer samples) */
     cmr_metric_agg_t tx;       /* owned: per transaction root method */
-    cmr_u64map_t open;         /* method id -> in-flight counter (cur | max << 32) */
+    cmr_u64map_t open;         /* method id -> cmr_cs_method_t (owned): one lookup per call, at its enter */
     cmr_u64map_t tx_open;      /* root method id -> in-flight counter of its transactions */
     size_t max_tracked;
     uint64_t untracked; /* frames not counted in flight (too many methods, or memory) */
@@ -82,6 +92,8 @@ typedef struct cmr_call_stacks {
 
 /* methods: the per-method aggregate durations go to (the caller keeps it alive). */
 void cmr_cs_init(cmr_call_stacks_t *cs, cmr_metric_agg_t *methods);
+/* Frees cs and its method records: no thread's frames may be ended (cmr_cs_thread_end)
+ * or touched after it, they point at those records; their frames arrays are the rings'. */
 void cmr_cs_free(cmr_call_stacks_t *cs);
 
 /* An enter record: method_id entered at ts_ns at call depth `depth` (1: root). trace: the

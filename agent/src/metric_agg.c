@@ -12,6 +12,7 @@ void cmr_metric_agg_init(cmr_metric_agg_t *g, size_t max_methods)
 {
     memset(g, 0, sizeof *g);
     g->max_methods = max_methods ? max_methods : CMR_METRIC_MAX_METHODS;
+    g->epoch = 1;
 }
 
 /* The position of method_id's item, created empty when new; SIZE_MAX when it cannot be. */
@@ -28,6 +29,8 @@ static size_t item_of(cmr_metric_agg_t *g, uint64_t method_id)
             return SIZE_MAX;
         memset(g->hists + old, 0, (g->hists_cap - old) * sizeof *g->hists);
     }
+    if (g->dense_cap < g->cap && CMR_ARRAY_GROW(g->dense, g->dense_cap, g->cap) != 0)
+        return SIZE_MAX;
     if (g->traces_cap < g->cap && CMR_ARRAY_GROW(g->traces, g->traces_cap, g->cap) != 0)
         return SIZE_MAX;
     if (g->pending_cap < g->cap && CMR_ARRAY_GROW(g->pending, g->pending_cap, g->cap) != 0)
@@ -39,6 +42,7 @@ static size_t item_of(cmr_metric_agg_t *g, uint64_t method_id)
     memset(g->traces[g->n], 0, 16);
     g->pending[g->n].n = 0;
     assert(g->hists[g->n].count == 0);
+    memset(&g->dense[g->n], 0, sizeof g->dense[g->n]);
     return g->n++;
 }
 
@@ -61,6 +65,77 @@ static void pending_flush(cmr_metric_agg_t *g, size_t i)
     p->n = 0;
 }
 
+_Static_assert(CMR_METRIC_PAGES <= 65536, "page numbers are 16 bits");
+
+/* A page of zeroed counters from the pool: its number, or 0 when the pool is used up (or
+ * memory ran out: not tried again before the reset). */
+static uint16_t page_take(cmr_metric_agg_t *g)
+{
+    if (g->pages_used == 0)
+        g->pages_used = 1; /* page 0: "none" */
+    if (g->pages_used >= g->pages_cap) {
+        if (g->pages_cap >= CMR_METRIC_PAGES || g->pool_failed)
+            return 0;
+        size_t cap = g->pages_cap ? g->pages_cap * 2 : 64;
+        if (cap > CMR_METRIC_PAGES)
+            cap = CMR_METRIC_PAGES;
+        void *pool = realloc(g->pool, cap * sizeof *g->pool);
+        if (!pool) {
+            g->pool_failed = true;
+            return 0;
+        }
+        g->pool = pool;
+        g->pages_cap = cap;
+    }
+    memset(g->pool[g->pages_used], 0, sizeof *g->pool);
+    return (uint16_t)g->pages_used++;
+}
+
+/* Whether item i counts value v in its pages (and counts it): hot, a value of a bucket
+ * that has a page, and a page for it left in the pool. */
+static bool dense_count(cmr_metric_agg_t *g, size_t i, uint64_t v)
+{
+    cmr_metric_dense_t *d = &g->dense[i];
+    if (!d->hot || v >= (UINT64_C(128) << 30) || d->n == UINT32_MAX) /* 2^37: bucket 2048 */
+        return false;
+    uint16_t b = cmr_hist_bucket(v), k = b / CMR_METRIC_PAGE_BUCKETS;
+    if (!d->page[k] && !(d->page[k] = page_take(g)))
+        return false;
+    g->pool[d->page[k]][b % CMR_METRIC_PAGE_BUCKETS]++;
+    d->n++;
+    return true;
+}
+
+/* Item i's counters into its histogram (its pages stay taken until the reset). 0, or -1
+ * when memory ran out (the counters then stay as they are). */
+static int dense_fold(cmr_metric_agg_t *g, size_t i)
+{
+    cmr_metric_dense_t *d = &g->dense[i];
+    if (d->n == 0)
+        return 0;
+    if (!g->fold && !(g->fold = malloc(CMR_METRIC_PAGED * CMR_METRIC_PAGE_BUCKETS * sizeof *g->fold)))
+        return -1;
+    size_t nb = 0;
+    for (size_t k = 0; k < CMR_METRIC_PAGED; k++) {
+        if (!d->page[k])
+            continue;
+        const uint32_t *c = g->pool[d->page[k]];
+        for (size_t j = 0; j < CMR_METRIC_PAGE_BUCKETS; j++)
+            if (c[j])
+                g->fold[nb++] = (cmr_hist_bin_t){(uint16_t)(k * CMR_METRIC_PAGE_BUCKETS + j), c[j]};
+    }
+    const cmr_method_metric_t *m = &g->items[i];
+    /* min and max: the item's, which every value of the histogram is within */
+    cmr_hist_t counted = {
+        .bins = g->fold, .n = nb, .count = d->n, .min = (uint64_t)m->min_ns, .max = (uint64_t)m->max_ns};
+    if (cmr_hist_merge(&g->hists[i], &counted) != 0)
+        return -1;
+    d->n = 0; /* in the histogram now: a later batch of the interval counts them once */
+    memset(d->page, 0, sizeof d->page);
+    g->hists[i].sum = (double)m->sum_ns; /* every value of the item is in the histogram now */
+    return 0;
+}
+
 int cmr_metric_agg_add(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, bool thrown)
 {
     return cmr_metric_agg_add_traced(g, method_id, ns, thrown, NULL);
@@ -74,21 +149,42 @@ int cmr_metric_agg_add_traced(cmr_metric_agg_t *g, uint64_t method_id, int64_t n
 int cmr_metric_agg_add_call(cmr_metric_agg_t *g, uint64_t method_id, int64_t ns, int64_t self_ns, bool thrown,
                             const uint8_t *trace)
 {
+    return cmr_metric_agg_add_hinted(g, NULL, method_id, ns, self_ns, thrown, trace);
+}
+
+int cmr_metric_agg_add_hinted(cmr_metric_agg_t *g, cmr_metric_hint_t *hint, uint64_t method_id, int64_t ns,
+                              int64_t self_ns, bool thrown, const uint8_t *trace)
+{
     if (ns < 0)
         ns = 0; /* a clock step: the call took no measurable time */
     if (self_ns < 0)
         self_ns = 0;
     if (self_ns > ns)
         self_ns = ns;
-    size_t i = item_of(g, method_id);
-    if (i == SIZE_MAX || (g->pending[i].n == 0 && cmr_hist_reserve(&g->hists[i], CMR_METRIC_PENDING) != 0)) {
+    size_t i;
+    if (hint && hint->epoch && hint->epoch == g->epoch) {
+        i = hint->pos;
+        assert(i < g->n && g->items[i].method_id == (int64_t)method_id);
+    } else if ((i = item_of(g, method_id)) != SIZE_MAX && hint) {
+        hint->epoch = g->epoch;
+        hint->pos = i;
+    }
+    if (i == SIZE_MAX) {
         g->overflow++;
         return -1;
     }
-    cmr_metric_pending_t *p = &g->pending[i];
-    p->v[p->n++] = (uint64_t)ns;
-    if (p->n == CMR_METRIC_PENDING)
-        pending_flush(g, i);
+    if (!dense_count(g, i, (uint64_t)ns)) {
+        cmr_metric_pending_t *p = &g->pending[i];
+        if (p->n == 0 && cmr_hist_reserve(&g->hists[i], CMR_METRIC_PENDING) != 0) {
+            g->overflow++;
+            return -1;
+        }
+        p->v[p->n++] = (uint64_t)ns;
+        if (p->n == CMR_METRIC_PENDING) {
+            pending_flush(g, i);
+            g->dense[i].hot = true;
+        }
+    }
     cmr_method_metric_t *m = &g->items[i];
     m->count++;
     m->exceptions += thrown;
@@ -124,6 +220,8 @@ int cmr_metric_agg_batch(cmr_metric_agg_t *g, int64_t agent_id, int64_t interval
     /* encode everything first (the buffer moves while it grows), noting where each ends */
     for (size_t i = 0; i < g->n; i++) {
         pending_flush(g, i);
+        if (dense_fold(g, i) != 0)
+            return -1;
         assert(g->hists[i].count == (uint64_t)g->items[i].count);
         cmr_hist_encode(&g->hists[i], &g->enc);
         g->items[i].histogram = (cmr_bytes_t){NULL, g->enc.len};
@@ -149,6 +247,9 @@ void cmr_metric_agg_reset(cmr_metric_agg_t *g)
         cmr_hist_reset(&g->hists[i]);
         g->pending[i].n = 0;
     }
+    g->pages_used = 0; /* every page back to the pool (each item's table is cleared when made) */
+    g->pool_failed = false;
+    g->epoch++; /* every hint of this interval is stale */
     g->n = 0;
     g->overflow = 0;
     cmr_u64map_clear(&g->index);
@@ -159,6 +260,9 @@ void cmr_metric_agg_free(cmr_metric_agg_t *g)
     for (size_t i = 0; i < g->hists_cap; i++)
         cmr_hist_free(&g->hists[i]);
     free(g->hists);
+    free(g->dense);
+    free(g->pool);
+    free(g->fold);
     free(g->traces);
     free(g->pending);
     free(g->items);

@@ -87,7 +87,8 @@ typedef struct publisher {
     cmr_segs_writer_t *lone;             /* a lone segment batch's message */
     int32_t partitions;
     int64_t partitions_ms;
-    cmr_probe_stats_t n; /* counters of this pass, added to the rings' totals after it */
+    cmr_trace_partitioner_t partitioner; /* kafka.partitioner's (the agent's conf keeps the name) */
+    cmr_probe_stats_t n;                 /* counters of this pass, added to the rings' totals after it */
     cmr_log_limiter_t loss_log;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];
     cmr_ring_t *dead[MAX_DEAD_PER_PASS]; /* the rings of ended threads a pass frees */
@@ -281,13 +282,11 @@ static void msg_send(publisher_t *p, cmr_segs_writer_t *w, int32_t part)
  * trace id in hex, as cmr_msg_key writes it) to; -1 while the partition count is unknown,
  * or with a partitioner that is not librdkafka's (each segment batch then goes alone,
  * partitioned by the producer). */
-static int32_t trace_partition(const publisher_t *p, const uint8_t trace_id[16])
+static int32_t trace_partition(publisher_t *p, const uint8_t trace_id[16])
 {
     if (p->partitions <= 0 || p->partitions > MAX_PARTITIONS)
         return -1;
-    char key[33];
-    cmr_hex(trace_id, 16, key);
-    return cmr_key_partition(cmr_conf_get(p->a->conf, "kafka.partitioner", NULL), key, 32, p->partitions);
+    return cmr_trace_partitioner_pick(&p->partitioner, trace_id, p->partitions);
 }
 
 /* The writer of a partition's message (or of a lone segment batch: part -1), NULL out of
@@ -400,9 +399,6 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
 {
     if (!ring->segment_open)
         segment_open(p, ring);
-    cmr_event_t ev;
-    cmr_event_read(rec, 0, &ev);
-    ev.timestamp_ns = (uint64_t)((int64_t)ev.timestamp_ns + p->clock_offset_ns);
     /* the open calls, for the call attributes (given to the innermost) */
     if (kind == CMR_EVENT_ENTER) {
         ring->open_depth = depth;
@@ -411,7 +407,10 @@ static void batch_append(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, u
     } else if (kind != CMR_EVENT_FORK) {
         ring->open_depth = depth - 1;
     }
-    cmr_event_write(ring->batch, ring->batch_count++, &ev);
+    /* the record as the probe wrote it, its time made wall-clock time */
+    uint8_t *out = ring->batch + (size_t)ring->batch_count++ * CMR_EVENT_RECORD_SIZE;
+    memcpy(out, rec, CMR_EVENT_RECORD_SIZE);
+    cmr_put_le64(out + 8, cmr_le64(rec + 8) + (uint64_t)p->clock_offset_ns);
     if (ring->batch_count == ring->batch_cap)
         batch_send(p, ring, false);
     if ((kind == CMR_EVENT_EXIT || kind == CMR_EVENT_EXCEPTION_EXIT) && depth == 1)
@@ -704,6 +703,7 @@ int cmr_probe_publisher_start(cmr_agent_t *a)
     pub.a = a;
     pub.rings = a->rings;
     pub.interval_start_ms = cmr_wall_ms();
+    cmr_trace_partitioner_init(&pub.partitioner, cmr_conf_get(a->conf, "kafka.partitioner", NULL));
     cmr_metric_agg_init(&pub.agg, 0);
     cmr_cs_init(&pub.cs, &pub.agg);
     if (cmr_random_bytes(pub.rng, sizeof pub.rng) != 0)

@@ -155,6 +155,106 @@ static void test_values_put_aside_reach_the_batch(void **state)
     cmr_metric_agg_free(&g);
 }
 
+/* Compares a batch's decoded histograms with reference histograms (a record per value)
+ * of methods 0 .. n-1, and their sums with the exact sums. */
+static void expect_histograms(const cmr_metric_batch_t *mb, const cmr_hist_t *want, const double *sums, size_t n)
+{
+    assert_int_equal(mb->metrics.count, n);
+    for (size_t i = 0; i < mb->metrics.count; i++) {
+        const cmr_method_metric_t *mm = &mb->metrics.items[i];
+        assert_true((uint64_t)mm->method_id < n);
+        const cmr_hist_t *w = &want[mm->method_id];
+        cmr_hist_t got = {0};
+        assert_int_equal(cmr_hist_decode(&got, mm->histogram.data, mm->histogram.len), 0);
+        assert_true(got.count == w->count && got.min == w->min && got.max == w->max && got.n == w->n);
+        for (size_t b = 0; b < got.n; b++)
+            assert_true(got.bins[b].bucket == w->bins[b].bucket && got.bins[b].count == w->bins[b].count);
+        double diff = got.sum - sums[mm->method_id];
+        assert_true(diff <= 1e-9 * sums[mm->method_id] && -diff <= 1e-9 * sums[mm->method_id]);
+        cmr_hist_free(&got);
+    }
+}
+
+/* Hot methods count their values in pages of the pool; once it is used up, and for calls
+ * of 2^37 ns or more, values are put aside as before. Either way the histograms are those
+ * of every value, interval after interval, also after an interval reset without a batch
+ * (its pages are taken again, and must hold no old counts). */
+static void test_counted_pages_and_the_pool_bound(void **state)
+{
+    (void)state;
+    enum { METHODS = 1200, CALLS = 120 };
+    cmr_metric_agg_t g;
+    cmr_metric_agg_init(&g, 0);
+    static cmr_hist_t want[METHODS];
+    static double sums[METHODS];
+    for (int interval = 0; interval < 4; interval++) {
+        for (int c = 0; c < CALLS; c++)
+            for (uint64_t m = 0; m < METHODS; m++) {
+                /* spread over five or six powers of two; a few of 2^37 ns and more; a few
+                 * of no time (a clock step) */
+                uint64_t r = rnd();
+                int64_t ns = (int64_t)(40 + (r % 4000) * (1 + (r >> 20) % 16));
+                if (r % 97 == 0)
+                    ns = (int64_t)(UINT64_C(1) << 37) + (int64_t)(r % 1000);
+                if (r % 89 == 0)
+                    ns = -5;
+                assert_int_equal(cmr_metric_agg_add(&g, m, ns, false), 0);
+                if (interval == 2)
+                    continue; /* reset without a batch */
+                assert_int_equal(cmr_hist_record(&want[m], (uint64_t)(ns < 0 ? 0 : ns), 1), 0);
+                sums[m] += (double)(ns < 0 ? 0 : ns);
+            }
+        assert_int_equal(g.pages_cap, CMR_METRIC_PAGES); /* used up: some values put aside */
+        assert_int_equal(g.pages_used, CMR_METRIC_PAGES);
+        if (interval != 2) {
+            cmr_metric_batch_t mb;
+            assert_int_equal(cmr_metric_agg_batch(&g, 1, 0, 1000, &mb), 0);
+            expect_histograms(&mb, want, sums, METHODS);
+        }
+        for (int m = 0; m < METHODS; m++) {
+            cmr_hist_reset(&want[m]);
+            sums[m] = 0;
+        }
+        cmr_metric_agg_reset(&g);
+    }
+    for (int m = 0; m < METHODS; m++)
+        cmr_hist_free(&want[m]);
+    cmr_metric_agg_free(&g);
+}
+
+/* A caller's hint of where a method's item is: used while the interval lasts, found again
+ * after a reset (where the positions are given anew), and never mixed up between methods. */
+static void test_hints(void **state)
+{
+    (void)state;
+    cmr_metric_agg_t g;
+    cmr_metric_agg_init(&g, 0);
+    cmr_metric_hint_t h7 = {0}, h9 = {0};
+    for (int interval = 0; interval < 3; interval++) {
+        if (interval == 1) /* method 9 comes first now: it takes position 0 */
+            assert_int_equal(cmr_metric_agg_add_hinted(&g, &h9, 9, 100, 100, false, NULL), 0);
+        for (int c = 0; c < 50; c++) {
+            assert_int_equal(cmr_metric_agg_add_hinted(&g, &h7, 7, 1000 + c, 1000 + c, false, NULL), 0);
+            assert_int_equal(cmr_metric_agg_add_hinted(&g, &h9, 9, 2000 + c, 1500, true, NULL), 0);
+        }
+        assert_int_equal(h7.epoch, g.epoch);
+        cmr_metric_batch_t mb;
+        assert_int_equal(cmr_metric_agg_batch(&g, 1, 0, 1000, &mb), 0);
+        assert_int_equal(mb.metrics.count, 2);
+        for (size_t i = 0; i < 2; i++) {
+            const cmr_method_metric_t *mm = &mb.metrics.items[i];
+            bool seven = mm->method_id == 7;
+            assert_true(seven || mm->method_id == 9);
+            assert_int_equal(mm->count, seven ? 50 : 50 + (interval == 1));
+            assert_int_equal(mm->exceptions, seven ? 0 : 50);
+            assert_int_equal(mm->min_ns, seven ? 1000 : interval == 1 ? 100 : 2000);
+            assert_int_equal(mm->max_ns, seven ? 1049 : 2049);
+        }
+        cmr_metric_agg_reset(&g);
+    }
+    cmr_metric_agg_free(&g);
+}
+
 static void test_method_bound_counts_overflow(void **state)
 {
     (void)state;
@@ -283,7 +383,7 @@ static void cost_per_sample(const char *label, bool narrow)
         const cmr_hist_t *want = &r.hists[(uintptr_t)cmr_u64map_get(&r.c.index, (uint64_t)g.items[i].method_id)];
         assert_true(g.hists[i].count == want->count && g.hists[i].n == want->n); /* the same histograms */
     }
-    print_message("per sample, %s: counters only %.1f ns, a histogram record per call %.1f ns, values put aside "
+    print_message("per sample, %s: counters only %.1f ns, a histogram record per call %.1f ns, the aggregate "
                   "%.1f ns; %d methods, %.0f bins per method, batch encoding %.2f ms (%zu bytes)\n",
                   label, (t1 - t0) / N, (t3 - t2) / N, (t5 - t4) / N, METHODS, (double)bins / METHODS, (t6 - t5) / 1e6,
                   g.enc.len);
@@ -306,6 +406,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_histograms_decode),
         cmocka_unit_test(test_values_put_aside_reach_the_batch),
+        cmocka_unit_test(test_counted_pages_and_the_pool_bound),
+        cmocka_unit_test(test_hints),
         cmocka_unit_test(test_method_bound_counts_overflow),
         cmocka_unit_test(test_cost_per_sample),
     };

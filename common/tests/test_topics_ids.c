@@ -1,5 +1,5 @@
 /*
- * test_topics_ids.c - topic names, message keys and identifiers.
+ * test_topics_ids.c - topic names, message keys, identifiers, and the partitions of trace ids.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 
 #include "cmr/bytes.h"
 #include "cmr/ids.h"
+#include "cmr/kafka.h"
 #include "cmr/topics.h"
 
 static void test_topic_names(void **state)
@@ -54,6 +55,37 @@ static void test_keys(void **state)
     cmr_redefine_t r = {0};
     assert_int_equal(cmr_msg_key(CMR_MSG_REDEFINE, &r, key, sizeof key), 3);
     assert_string_equal(key, "cmd");
+}
+
+/* Trace ids' partitions picked with the CRC of their first half kept (a thread's ids share
+ * it) are the ones the producers' partitioner gives their keys: with every partitioner
+ * librdkafka has, one it does not, ids that share their first 8 bytes and ids that do not
+ * (in between), and partition counts from 1 to 300. */
+static void test_trace_partitions(void **state)
+{
+    (void)state;
+    static const char *const names[] = {NULL,    "consistent_random", "consistent", "murmur2_random",   "murmur2",
+                                        "fnv1a", "fnv1a_random",      "random",     "not-a-partitioner"};
+    uint64_t x = 0x243F6A8885A308D3u, prefix = 0, counter = 0;
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        cmr_trace_partitioner_t tp;
+        cmr_trace_partitioner_init(&tp, names[n]);
+        uint8_t id[16];
+        for (int i = 0; i < 20000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (i % 100 == 0)
+                prefix = x, counter = x >> 3;                /* another thread */
+            cmr_put_be64(id, i % 13 == 0 ? x * 31 : prefix); /* an id from elsewhere now and then */
+            cmr_put_be64(id + 8, i % 7 == 0 ? x : ++counter);
+            int32_t count = 1 + (int32_t)(x % 300);
+            char key[33];
+            cmr_hex(id, 16, key);
+            int32_t want = cmr_key_partition(names[n], key, 32, count);
+            assert_int_equal(cmr_trace_partitioner_pick(&tp, id, count), want);
+            assert_true(n >= 7 ? want == -1 : want >= 0 && want < count);
+        }
+        assert_int_equal(cmr_trace_partitioner_pick(&tp, id, 0), -1);
+    }
 }
 
 static void test_ids(void **state)
@@ -117,10 +149,9 @@ static void test_id64_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_topic_names),
-        cmocka_unit_test(test_keys),
-        cmocka_unit_test(test_id64_parse),
-        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_topic_names),      cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_id64_parse),       cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_trace_partitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
+#include "cmr/bytes.h"
 #include "cmr/clock.h"
 #include "cmr/event.h"
+#include "cmr/ids.h"
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/map.h"
@@ -358,4 +361,40 @@ int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keyle
     if (!strcmp(name, "fnv1a_random") || !strcmp(name, "fnv1a"))
         return rd_kafka_msg_partitioner_fnv1a(NULL, key, keylen, partition_count, NULL, NULL);
     return -1;
+}
+
+void cmr_trace_partitioner_init(cmr_trace_partitioner_t *tp, const char *partitioner)
+{
+    const char *name = partitioner ? partitioner : "consistent_random";
+    *tp = (cmr_trace_partitioner_t){0};
+    if (strlen(name) >= sizeof tp->name)
+        return; /* none of librdkafka's names is that long */
+    memcpy(tp->name, name, strlen(name) + 1);
+    if (!strcmp(name, "consistent_random") || !strcmp(name, "consistent"))
+        tp->kind = 1;
+    else if (cmr_key_partition(name, "0", 1, 1) == 0) /* murmur2, fnv1a and their _random */
+        tp->kind = 2;
+}
+
+int32_t cmr_trace_partitioner_pick(cmr_trace_partitioner_t *tp, const uint8_t trace_id[16], int32_t partition_count)
+{
+    if (partition_count <= 0 || tp->kind == 0)
+        return -1;
+    char key[33];
+    if (tp->kind != 1) {
+        cmr_hex(trace_id, 16, key);
+        return cmr_key_partition(tp->name, key, 32, partition_count);
+    }
+    /* librdkafka's consistent partitioner: the key's CRC-32 (zlib's, from 0) modulo the
+     * count; a CRC goes on from where the first half's ended */
+    uint64_t hi = cmr_be64(trace_id);
+    if (!tp->hi_known || tp->hi != hi) {
+        cmr_hex(trace_id, 8, key);
+        tp->hi_crc = (uint32_t)crc32(0, (const Bytef *)key, 16);
+        tp->hi = hi;
+        tp->hi_known = true;
+    }
+    cmr_hex(trace_id + 8, 8, key);
+    uint32_t crc = (uint32_t)crc32(tp->hi_crc, (const Bytef *)key, 16);
+    return (int32_t)(crc % (uint32_t)partition_count);
 }

@@ -10,5 +10,8 @@
 /* CPU seconds (user + system, every thread) a running process has used so far, from
  * /proc/PID/stat; 0 when unknown. */
 double proc_cpu_s(pid_t pid);
+/* The same for the process's threads named `comm` (their /proc/PID/task/TID/comm, as
+ * pthread_setname_np set it), summed; 0 when there is none. */
+double proc_thread_cpu_s(pid_t pid, const char *comm);
 
 #endif

@@ -105,6 +105,22 @@ int cmr_producer_topics_known(cmr_producer_t *p, const char *const *topics, size
  * positive, or the partitioner is not one of librdkafka's (the random ones pick by key all
  * the same when there is a key). */
 int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keylen, int32_t partition_count);
+/* The same for trace ids (the key: the id's 32 hex digits, as cmr_msg_key writes it), for
+ * a caller that asks for many ids whose first 8 bytes repeat (a thread's trace ids are a
+ * random prefix and a counter): the partitioner's name is resolved once, and under the
+ * consistent partitioner (a CRC-32 of the key, continued byte by byte) the CRC of the
+ * first 16 digits of the last id is kept and continued over the other 16. One per caller
+ * (not thread-safe). */
+typedef struct cmr_trace_partitioner {
+    char name[24]; /* its name (librdkafka's default when none was given); kind 0 when too long */
+    int kind;      /* 0: not one of librdkafka's, 1: consistent (CRC-32), 2: another of its */
+    bool hi_known; /* hi_crc is the CRC of the digits of hi */
+    uint64_t hi;
+    uint32_t hi_crc;
+} cmr_trace_partitioner_t;
+void cmr_trace_partitioner_init(cmr_trace_partitioner_t *tp, const char *partitioner);
+/* cmr_key_partition(partitioner, the id's 32 hex digits, 32, partition_count). */
+int32_t cmr_trace_partitioner_pick(cmr_trace_partitioner_t *tp, const uint8_t trace_id[16], int32_t partition_count);
 /* The partition count of `topic` as the cluster says it now (waiting up to timeout_ms),
  * or -1 when it did not answer or does not know the topic. */
 int cmr_producer_partitions(cmr_producer_t *p, const char *topic, int timeout_ms);
