@@ -708,6 +708,22 @@ static int trace_ids(cmr_store_t *s, const uint8_t trace_id[16], ids2_t *ids)
     return 0;
 }
 
+/* Queues into wb the deletion of every key of index family cf that is klen bytes long and
+ * ends with trace_id: the per-trace index keys of a trace whose summary, which would say
+ * them, cannot be read. Walks the whole family: only for damaged summaries (each logged). */
+static void queue_delete_naming(cmr_store_t *s, rocksdb_writebatch_t *wb, int cf, size_t klen,
+                                const uint8_t trace_id[16])
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[1 + cf]);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl;
+        const char *k = rocksdb_iter_key(it, &kl);
+        if (kl == klen && !memcmp(k + klen - 16, trace_id, 16))
+            rocksdb_writebatch_delete_cf(wb, s->cfs[1 + cf], k, kl);
+    }
+    rocksdb_iter_destroy(it);
+}
+
 /* Queues the deletion of one trace into wb: its batches (point deletes of the keys the
  * iterator over `batches` finds; a range deletion per trace would leave a range tombstone
  * per trace, which every later read of `batches` has to fragment), its summary and its
@@ -723,10 +739,21 @@ static int queue_delete_trace(cmr_store_t *s, rocksdb_writebatch_t *wb, rocksdb_
         return 0;
     ids2_t ids = {0};
     if (found < 0) { /* unreadable: its batches and summary go all the same (a retention that
-                      * stopped at it would never get past it); its duration key stays */
+                      * stopped at it would never get past it), and its per-trace index keys
+                      * are looked for in the indexes */
         char hex[33];
         cmr_hex(trace_id, 16, hex);
         cmr_log(CMR_LOG_WARN, "ingest.corrupt_summary", "partition=%d trace=%s", s->partition, hex);
+        queue_delete_naming(s, wb, CMR_CF_IDX_DURATION, 24, trace_id);
+        queue_delete_naming(s, wb, CMR_CF_IDX_DIAGNOSIS, 24, trace_id);
+        if (s->legacy_time) {
+            queue_delete_naming(s, wb, CMR_CF_IDX_TIME, 24, trace_id);
+            queue_delete_naming(s, wb, CMR_CF_IDX_ROOT, 32, trace_id);
+        }
+        if (s->legacy_index) {
+            queue_delete_naming(s, wb, CMR_CF_IDX_AGENT, 24, trace_id);
+            queue_delete_naming(s, wb, CMR_CF_IDX_METHOD, 24, trace_id);
+        }
     } else if (s->legacy_index && trace_ids(s, trace_id, &ids) != 0) {
         return -1;
     }

@@ -2330,6 +2330,80 @@ static void test_time_groups(void **state)
     cmr_store_close(st);
 }
 
+/* Retention and a summary that cannot be read (a damaged store, a bug of an older
+ * version): the trace's batches and summary go with the others all the same, and
+ * retention does not stop there. A retention age too large for nanoseconds means forever,
+ * not "everything is old". */
+static size_t count_cf(const char *root, int partition, int cf);
+
+static void test_retention_unreadable_summary(void **state)
+{
+    (void)state;
+    char err[512];
+    uint64_t now = (uint64_t)cmr_wall_ns();
+    cmr_store_opts_t o = {.sync = false};
+    cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    cmr_event_batch_t *held[40];
+    size_t nheld = 0;
+    feed_scrambled(e, 0, 100, 40, now - 2 * 24 * 3600 * 1000000000ull, held, &nheld);
+    add_held(e, 0, held, &nheld);
+    cmr_ingest_engine_free(e);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_TRACES), 40);
+    size_t batches = count_cf(tmpdir, 0, CMR_CF_BATCHES);
+    assert_true(batches >= 40);
+
+    /* damage three summaries: cut short, garbage, empty */
+    cmr_store_t *st = cmr_store_open_partition(tmpdir, 0, &o, 0, err, sizeof err);
+    assert_non_null(st);
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(cmr_store_db(st), ro, cmr_store_cf(st, CMR_CF_TRACES));
+    int damaged = 0;
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it) && damaged < 3; rocksdb_iter_next(it), damaged++) {
+        size_t kl, vl;
+        const char *k = rocksdb_iter_key(it, &kl);
+        const char *v = rocksdb_iter_value(it, &vl);
+        char key[16], bad[8] = "\xff\xfe\x01garb";
+        assert_int_equal(kl, 16);
+        memcpy(key, k, 16);
+        size_t badlen = damaged == 0 ? vl / 2 : damaged == 1 ? sizeof bad : 0;
+        char *put = damaged == 0 ? memcpy(malloc(vl), v, vl) : NULL;
+        char *rerr = NULL;
+        rocksdb_put_cf(cmr_store_db(st), wo, cmr_store_cf(st, CMR_CF_TRACES), key, 16, put ? put : bad, badlen, &rerr);
+        assert_null(rerr);
+        free(put);
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_writeoptions_destroy(wo);
+    rocksdb_readoptions_destroy(ro);
+    cmr_store_close(st);
+    assert_int_equal(damaged, 3);
+
+    /* an age whose nanoseconds overflow: kept forever */
+    o.retention_age_ms = INT64_MAX / 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    assert_int_equal(cmr_ingest_engine_retention(e, NULL), 0);
+    cmr_ingest_engine_free(e);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_TRACES), 40);
+
+    /* a day: every trace goes, the three damaged ones too, with their batches */
+    o.retention_age_ms = 24LL * 3600 * 1000;
+    e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
+    assert_non_null(e);
+    assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
+    long deleted = cmr_ingest_engine_retention(e, NULL);
+    assert_true(deleted >= 37 && deleted <= 40); /* the damaged ones may not be counted */
+    cmr_ingest_engine_free(e);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_TRACES), 0);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_BATCHES), 0);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_TIME), 0);
+    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DURATION), 0);
+}
+
 /* A trace whose first stored summary had no events (a batch of a segment without events
  * came first: start 0) joins a time group again when its events come, so newest-first
  * lists find it although groups came after the one that first listed it. */
@@ -4530,6 +4604,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_postings_index, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_time_groups, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_time_group_empty_first, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_retention_unreadable_summary, make_tmp, remove_tmp),
         cmocka_unit_test(test_summary_diagnoses),
         cmocka_unit_test_setup_teardown(test_diagnosis_report, make_tmp, remove_tmp),
         cmocka_unit_test(test_http_attributes_summary),
