@@ -53,15 +53,22 @@ static uint64_t counter(uint32_t cur, uint32_t max)
     return (uint64_t)cur | (uint64_t)max << 32;
 }
 
+/* The slot of key in a map of open frames (made when new: *created), or NULL when the map
+ * holds cs->max_tracked keys already and not this one, or memory ran out. */
+static void **tracked_slot(cmr_call_stacks_t *cs, cmr_u64map_t *m, uint64_t key, bool *created)
+{
+    if (cmr_u64map_count(m) >= cs->max_tracked && !cmr_u64map_has(m, key))
+        return NULL;
+    return cmr_u64map_get_slot(m, key, created);
+}
+
 /* One more frame of method_id open: its record, or NULL when cs->open is full (or memory
  * ran out): the frame is then not counted, and must not be uncounted either. */
 static cmr_cs_method_t *method_open(cmr_call_stacks_t *cs, uint64_t method_id)
 {
     cmr_u64map_t *m = &cs->open;
-    if (cmr_u64map_count(m) >= cs->max_tracked && !cmr_u64map_has(m, method_id))
-        return NULL;
     bool created;
-    void **slot = cmr_u64map_get_slot(m, method_id, &created);
+    void **slot = tracked_slot(cs, m, method_id, &created);
     if (!slot)
         return NULL;
     if (created && !(*slot = calloc(1, sizeof(cmr_cs_method_t)))) {
@@ -78,10 +85,8 @@ static cmr_cs_method_t *method_open(cmr_call_stacks_t *cs, uint64_t method_id)
  * memory ran out): the frame is then not counted, and must not be uncounted either. */
 static bool in_flight_inc(cmr_call_stacks_t *cs, cmr_u64map_t *m, uint64_t key)
 {
-    if (cmr_u64map_count(m) >= cs->max_tracked && !cmr_u64map_has(m, key))
-        return false;
     bool created;
-    void **slot = cmr_u64map_get_slot(m, key, &created);
+    void **slot = tracked_slot(cs, m, key, &created);
     if (!slot)
         return false;
     uint64_t v = (uint64_t)(uintptr_t)*slot;

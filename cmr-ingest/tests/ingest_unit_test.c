@@ -2336,6 +2336,15 @@ static void test_time_groups(void **state)
  * not "everything is old". */
 static size_t count_cf(const char *root, int partition, int cf);
 
+/* Nothing of any trace is left in a partition: batches, summaries, time and duration keys. */
+static void expect_no_traces(int partition)
+{
+    assert_int_equal(count_cf(tmpdir, partition, CMR_CF_TRACES), 0);
+    assert_int_equal(count_cf(tmpdir, partition, CMR_CF_BATCHES), 0);
+    assert_int_equal(count_cf(tmpdir, partition, CMR_CF_IDX_TIME), 0);
+    assert_int_equal(count_cf(tmpdir, partition, CMR_CF_IDX_DURATION), 0);
+}
+
 static void test_retention_unreadable_summary(void **state)
 {
     (void)state;
@@ -2398,10 +2407,7 @@ static void test_retention_unreadable_summary(void **state)
     long deleted = cmr_ingest_engine_retention(e, NULL);
     assert_true(deleted >= 37 && deleted <= 40); /* the damaged ones may not be counted */
     cmr_ingest_engine_free(e);
-    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_TRACES), 0);
-    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_BATCHES), 0);
-    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_TIME), 0);
-    assert_int_equal(count_cf(tmpdir, 0, CMR_CF_IDX_DURATION), 0);
+    expect_no_traces(0);
 }
 
 /* A trace whose first stored summary had no events (a batch of a segment without events
@@ -4043,10 +4049,7 @@ static void test_engine_many_traces(void **state)
     assert_int_equal(cmr_ingest_view_list(v, &f, &sum), 0);
     free(sum);
     cmr_ingest_view_free(v);
-    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_BATCHES), 0);
-    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_TRACES), 0);
-    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_IDX_DURATION), 0);
-    assert_int_equal(count_cf(tmpdir, 1, CMR_CF_IDX_TIME), 0);
+    expect_no_traces(1);
 }
 
 /* cmr.methods and cmr.registrations are writable by every agent host: what does not
