@@ -87,7 +87,7 @@ typedef struct publisher {
     cmr_segs_writer_t *lone;             /* a lone segment batch's message */
     int32_t partitions;
     int64_t partitions_ms;
-    cmr_trace_partitioner_t partitioner; /* kafka.partitioner's (the agent's conf keeps the name) */
+    cmr_trace_partitioner_t partitioner; /* kafka.partitioner's, resolved once at start */
     cmr_probe_stats_t n;                 /* counters of this pass, added to the rings' totals after it */
     cmr_log_limiter_t loss_log;
     cmr_ring_t *pass[MAX_RINGS_PER_PASS];

@@ -348,32 +348,43 @@ int cmr_producer_txn_abort(cmr_producer_t *p, int timeout_ms, char *errbuf, size
     return -1;
 }
 
+enum { PART_NONE, PART_CONSISTENT, PART_MURMUR2, PART_FNV1A }; /* cmr_trace_partitioner_t.kind */
+
+/* Which of librdkafka's partitioners a `partitioner` setting names (NULL: its default). */
+static int partitioner_kind(const char *partitioner)
+{
+    const char *name = partitioner ? partitioner : "consistent_random";
+    if (!strcmp(name, "consistent_random") || !strcmp(name, "consistent"))
+        return PART_CONSISTENT;
+    if (!strcmp(name, "murmur2_random") || !strcmp(name, "murmur2"))
+        return PART_MURMUR2;
+    if (!strcmp(name, "fnv1a_random") || !strcmp(name, "fnv1a"))
+        return PART_FNV1A;
+    return PART_NONE;
+}
+
+/* The partition of a key under a partitioner of that kind. */
+static int32_t kind_partition(int kind, const void *key, size_t keylen, int32_t partition_count)
+{
+    /* with a key, none of these reads the topic handle (only the keyless random pick does) */
+    switch (kind) {
+    case PART_CONSISTENT: return rd_kafka_msg_partitioner_consistent(NULL, key, keylen, partition_count, NULL, NULL);
+    case PART_MURMUR2: return rd_kafka_msg_partitioner_murmur2(NULL, key, keylen, partition_count, NULL, NULL);
+    case PART_FNV1A: return rd_kafka_msg_partitioner_fnv1a(NULL, key, keylen, partition_count, NULL, NULL);
+    default: return -1;
+    }
+}
+
 int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keylen, int32_t partition_count)
 {
     if (!keylen || partition_count <= 0)
         return -1;
-    const char *name = partitioner ? partitioner : "consistent_random";
-    /* with a key, none of these reads the topic handle (only the keyless random pick does) */
-    if (!strcmp(name, "consistent_random") || !strcmp(name, "consistent"))
-        return rd_kafka_msg_partitioner_consistent(NULL, key, keylen, partition_count, NULL, NULL);
-    if (!strcmp(name, "murmur2_random") || !strcmp(name, "murmur2"))
-        return rd_kafka_msg_partitioner_murmur2(NULL, key, keylen, partition_count, NULL, NULL);
-    if (!strcmp(name, "fnv1a_random") || !strcmp(name, "fnv1a"))
-        return rd_kafka_msg_partitioner_fnv1a(NULL, key, keylen, partition_count, NULL, NULL);
-    return -1;
+    return kind_partition(partitioner_kind(partitioner), key, keylen, partition_count);
 }
 
 void cmr_trace_partitioner_init(cmr_trace_partitioner_t *tp, const char *partitioner)
 {
-    const char *name = partitioner ? partitioner : "consistent_random";
-    *tp = (cmr_trace_partitioner_t){0};
-    if (strlen(name) >= sizeof tp->name)
-        return; /* none of librdkafka's names is that long */
-    memcpy(tp->name, name, strlen(name) + 1);
-    if (!strcmp(name, "consistent_random") || !strcmp(name, "consistent"))
-        tp->kind = 1;
-    else if (cmr_key_partition(name, "0", 1, 1) == 0) /* murmur2, fnv1a and their _random */
-        tp->kind = 2;
+    *tp = (cmr_trace_partitioner_t){.kind = partitioner_kind(partitioner)};
 }
 
 int32_t cmr_trace_partitioner_pick(cmr_trace_partitioner_t *tp, const uint8_t trace_id[16], int32_t partition_count)
@@ -381,9 +392,9 @@ int32_t cmr_trace_partitioner_pick(cmr_trace_partitioner_t *tp, const uint8_t tr
     if (partition_count <= 0 || tp->kind == 0)
         return -1;
     char key[33];
-    if (tp->kind != 1) {
+    if (tp->kind != PART_CONSISTENT) {
         cmr_hex(trace_id, 16, key);
-        return cmr_key_partition(tp->name, key, 32, partition_count);
+        return kind_partition(tp->kind, key, 32, partition_count);
     }
     /* librdkafka's consistent partitioner: the key's CRC-32 (zlib's, from 0) modulo the
      * count; a CRC goes on from where the first half's ended */

@@ -112,8 +112,7 @@ int32_t cmr_key_partition(const char *partitioner, const void *key, size_t keyle
  * first 16 digits of the last id is kept and continued over the other 16. One per caller
  * (not thread-safe). */
 typedef struct cmr_trace_partitioner {
-    char name[24]; /* its name (librdkafka's default when none was given); kind 0 when too long */
-    int kind;      /* 0: not one of librdkafka's, 1: consistent (CRC-32), 2: another of its */
+    int kind;      /* which of librdkafka's partitioners (0: none of them: every pick is -1) */
     bool hi_known; /* hi_crc is the CRC of the digits of hi */
     uint64_t hi;
     uint32_t hi_crc;
