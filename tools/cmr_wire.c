@@ -316,5 +316,5 @@ int main(int argc, char **argv)
         rc = 2;
     }
     cmr_conf_destroy(conf);
-    return rc;
+    return cmr_kafka_process_end(rc);
 }

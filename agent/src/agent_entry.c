@@ -324,12 +324,13 @@ static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env)
         uint64_t lh = a->cache_load_hits;
         cmr_log(CMR_LOG_INFO, "agent.cache_stats",
                 "hits=%llu load_hits=%llu hit_hook_us_avg=%.1f hit_hook_us_max=%.1f hit_hook_ms_total=%.1f misses=%llu "
-                "refused=%llu written=%llu write_failures=%llu evicted=%llu files=%zu bytes=%zu",
+                "refused=%llu written=%llu write_failures=%llu evicted=%llu files=%zu bytes=%zu preverified=%llu "
+                "preverified_hits=%llu",
                 (unsigned long long)gs.hits, (unsigned long long)lh,
                 lh ? (double)a->cache_hit_ns_total / (double)lh / 1e3 : 0.0, (double)a->cache_hit_ns_max / 1e3,
                 (double)a->cache_hit_ns_total / 1e6, (unsigned long long)gs.misses, (unsigned long long)gs.refused,
                 (unsigned long long)gs.written, (unsigned long long)gs.write_failures, (unsigned long long)gs.evicted,
-                gs.files, gs.bytes);
+                gs.files, gs.bytes, (unsigned long long)gs.preverified, (unsigned long long)gs.preverified_hits);
     }
 }
 

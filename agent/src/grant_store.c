@@ -31,10 +31,29 @@
 #define TEMP_STALE_S 600 /* temporary files older than this are left-overs */
 #define ENV_FILE_MAX 256
 
+/* What a complete verification of a file established (cmr_grant_store_preverify), so
+ * that a load whose file still has the same content needs no signature check: the
+ * digest of the whole file, the class it grants and the grant's validity. The key binds
+ * the environment and the original digest (the verification found the grant's own). */
+typedef struct verified {
+    uint8_t file_digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_grant_t grant; /* as verified: environment, class, digests, validity */
+} verified_t;
+
 typedef struct index_entry {
     size_t size;
-    int64_t mtime_ns; /* eviction order: oldest written first */
+    int64_t mtime_ns;     /* eviction order: oldest written first */
+    verified_t *known;    /* owned; NULL until preverified */
+    bool preverify_tried; /* preverify looked at it (verified or not ours) */
 } index_entry_t;
+
+static void entry_free(index_entry_t *e)
+{
+    if (!e)
+        return;
+    free(e->known);
+    free(e);
+}
 
 struct cmr_grant_store {
     int dirfd;
@@ -43,6 +62,7 @@ struct cmr_grant_store {
     pthread_mutex_t lock; /* guards everything below */
     char expected[CMR_GRANT_ENV_MAX + 1];
     cmr_map_t index; /* 16-byte key -> index_entry_t * (owned) */
+    size_t untried;  /* entries preverify has not looked at yet */
     cmr_grant_store_stats_t stats;
 };
 
@@ -102,7 +122,8 @@ static void index_drop(cmr_grant_store_t *s, const uint8_t key[KEY_BYTES])
     if (cmr_map_del(&s->index, key, KEY_BYTES, &old) && old) {
         s->stats.files--;
         s->stats.bytes -= ((index_entry_t *)old)->size;
-        free(old);
+        s->untried -= !((index_entry_t *)old)->preverify_tried;
+        entry_free(old);
     }
 }
 
@@ -112,13 +133,14 @@ static void index_set(cmr_grant_store_t *s, const uint8_t key[KEY_BYTES], size_t
     index_entry_t *e = malloc(sizeof *e);
     if (!e)
         return; /* not indexed: a miss, the file stays until evicted or replaced */
-    *e = (index_entry_t){size, mtime};
+    *e = (index_entry_t){.size = size, .mtime_ns = mtime};
     if (cmr_map_put(&s->index, key, KEY_BYTES, e) != 0) {
         free(e);
         return;
     }
     s->stats.files++;
     s->stats.bytes += size;
+    s->untried++;
 }
 
 /* Removes the oldest files until the bounds hold. */
@@ -242,7 +264,7 @@ void cmr_grant_store_close(cmr_grant_store_t *s)
     size_t it = 0;
     void *v;
     while (cmr_map_next(&s->index, &it, NULL, NULL, &v))
-        free(v);
+        entry_free(v);
     cmr_map_free(&s->index);
     close(s->dirfd);
     pthread_mutex_destroy(&s->lock);
@@ -251,9 +273,17 @@ void cmr_grant_store_close(cmr_grant_store_t *s)
 
 void cmr_grant_store_expect(cmr_grant_store_t *s, const char *environment_id)
 {
+    const char *env = environment_id && strlen(environment_id) <= CMR_GRANT_ENV_MAX ? environment_id : "";
     pthread_mutex_lock(&s->lock);
-    snprintf(s->expected, sizeof s->expected, "%s",
-             environment_id && strlen(environment_id) <= CMR_GRANT_ENV_MAX ? environment_id : "");
+    if (strcmp(env, s->expected) != 0) {
+        /* preverify judged the files against the environment before: look again */
+        size_t it = 0;
+        void *v;
+        while (cmr_map_next(&s->index, &it, NULL, NULL, &v))
+            ((index_entry_t *)v)->preverify_tried = false;
+        s->untried = s->stats.files;
+        snprintf(s->expected, sizeof s->expected, "%s", env);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -266,12 +296,13 @@ void cmr_grant_store_expected(cmr_grant_store_t *s, char *out, size_t cap)
 
 /* --- reading ---------------------------------------------------------------------------- */
 
-/* Reads a whole regular file of at most CMR_GRANT_STORE_FILE_MAX bytes; -1 otherwise. */
+/* Reads a whole regular file of at most CMR_GRANT_STORE_FILE_MAX bytes; -2 when there is
+ * no such file (another JVM sharing the directory evicted it), -1 otherwise. */
 static int read_whole(int dirfd, const char *name, cmr_buf_t *out)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return -1;
+        return errno == ENOENT ? -2 : -1;
     struct stat st;
     int rc = -1;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
@@ -324,6 +355,32 @@ static void count_refusal(cmr_grant_store_t *s, const uint8_t key[KEY_BYTES], cm
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Whether the file f read for key is the one verified ahead, for environment env, class
+ * name and original digest, and still valid at now_ms (then *grant_out, when not NULL, is
+ * its grant): what the verification established, checked again but for the signature
+ * and the instrumented bytes' digest, which the content's digest covers. */
+static bool known_match(cmr_grant_store_t *s, const uint8_t key[KEY_BYTES], const cmr_buf_t *f, const char *env,
+                        const char *name, const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES], int64_t now_ms,
+                        cmr_grant_t *grant_out)
+{
+    uint8_t digest[CMR_TRUST_DIGEST_BYTES];
+    cmr_trust_digest(f->data, f->len, digest);
+    pthread_mutex_lock(&s->lock);
+    index_entry_t *e = cmr_map_get(&s->index, key, KEY_BYTES);
+    const verified_t *k = e ? e->known : NULL;
+    bool match = k && memcmp(k->file_digest, digest, sizeof digest) == 0 && name &&
+                 strcmp(k->grant.class_name, name) == 0 && strcmp(k->grant.environment_id, env) == 0 &&
+                 memcmp(k->grant.original_digest, original_digest, CMR_TRUST_DIGEST_BYTES) == 0 &&
+                 now_ms <= k->grant.not_after_ms + CMR_GRANT_CLOCK_SKEW_MS &&
+                 now_ms >= k->grant.issued_ms - CMR_GRANT_CLOCK_SKEW_MS;
+    if (match && grant_out)
+        *grant_out = k->grant;
+    if (match)
+        s->stats.preverified_hits++;
+    pthread_mutex_unlock(&s->lock);
+    return match;
+}
+
 cmr_grant_lookup_t cmr_grant_store_lookup(cmr_grant_store_t *s, const char *name,
                                           const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES], int64_t now_ms,
                                           uint8_t **bytes, size_t *len, cmr_grant_t *grant_out,
@@ -354,8 +411,12 @@ cmr_grant_lookup_t cmr_grant_store_lookup(cmr_grant_store_t *s, const char *name
     size_t glen = 0, clen = 0;
     cmr_grant_verdict_t v = CMR_GRANT_MALFORMED;
     if (read_whole(s->dirfd, file, &f) == 0 && split_file(&f, &grant, &glen, &code, &clen)) {
-        cmr_grant_expect_t want = {env, name, original_digest, code, clen};
-        v = cmr_grant_verify(s->verifier, grant, glen, &want, now_ms, grant_out);
+        if (known_match(s, key, &f, env, name, original_digest, now_ms, grant_out)) {
+            v = CMR_GRANT_OK; /* the content verified ahead, unchanged */
+        } else {
+            cmr_grant_expect_t want = {env, name, original_digest, code, clen};
+            v = cmr_grant_verify(s->verifier, grant, glen, &want, now_ms, grant_out);
+        }
     }
     if (v != CMR_GRANT_OK || !(*bytes = malloc(clen))) {
         *why = v != CMR_GRANT_OK ? v : CMR_GRANT_MALFORMED;
@@ -383,6 +444,123 @@ bool cmr_grant_store_has(cmr_grant_store_t *s, const uint8_t original_digest[CMR
     }
     pthread_mutex_unlock(&s->lock);
     return has;
+}
+
+/* --- verification ahead ----------------------------------------------------------------- */
+
+/* Up to max keys of the index not looked at yet by preverify; how many. Lock held. */
+static size_t untried_keys(cmr_grant_store_t *s, uint8_t (*keys)[KEY_BYTES], size_t max)
+{
+    size_t it = 0, klen, n = 0;
+    const void *k;
+    void *v;
+    while (n < max && cmr_map_next(&s->index, &it, &k, &klen, &v)) {
+        index_entry_t *e = v;
+        if (e->preverify_tried)
+            continue;
+        e->preverify_tried = true;
+        s->untried--;
+        memcpy(keys[n++], k, KEY_BYTES);
+    }
+    return n;
+}
+
+/* Verifies one file for the expected environment env. Returns its memo when it verifies;
+ * NULL otherwise, with *why set when it is refused as a load would refuse it (OK when it
+ * is not one of env's files, or memory ran out: left for the load to judge), and *gone
+ * when the file no longer exists. */
+static verified_t *verify_file(cmr_grant_store_t *s, const uint8_t key[KEY_BYTES], const char *env, int64_t now_ms,
+                               cmr_grant_verdict_t *why, bool *gone)
+{
+    char file[40];
+    name_of_key(key, file);
+    cmr_buf_t f = {0};
+    const uint8_t *grant = NULL, *code = NULL;
+    size_t glen = 0, clen = 0;
+    cmr_grant_t named; /* what the grant says it is for, before it is verified */
+    verified_t *k = NULL;
+    *why = CMR_GRANT_OK;
+    *gone = false;
+    int rc = read_whole(s->dirfd, file, &f);
+    if (rc == -2) {
+        *gone = true;
+    } else if (rc != 0 || !split_file(&f, &grant, &glen, &code, &clen) ||
+               cmr_grant_decode(grant, glen, &named) != CMR_GRANT_OK) {
+        *why = CMR_GRANT_MALFORMED;
+    } else {
+        uint8_t own[KEY_BYTES];
+        key_of(named.environment_id, named.original_digest, own);
+        /* another environment's file (or one named for other content): not ours to judge */
+        if (strcmp(named.environment_id, env) == 0 && memcmp(own, key, KEY_BYTES) == 0) {
+            cmr_grant_expect_t want = {env, named.class_name, named.original_digest, code, clen};
+            cmr_grant_t g;
+            *why = cmr_grant_verify(s->verifier, grant, glen, &want, now_ms, &g);
+            if (*why == CMR_GRANT_OK && (k = malloc(sizeof *k)) != NULL) {
+                cmr_trust_digest(f.data, f.len, k->file_digest);
+                k->grant = g;
+            }
+        }
+    }
+    cmr_buf_free(&f);
+    return k;
+}
+
+size_t cmr_grant_store_preverify(cmr_grant_store_t *s, int64_t now_ms, size_t max_files, cmr_grant_preverify_t *out)
+{
+    char env[CMR_GRANT_ENV_MAX + 1];
+    size_t n = 0, verified = 0;
+    cmr_grant_preverify_t res = {0};
+    pthread_mutex_lock(&s->lock);
+    bool work = s->expected[0] && s->untried > 0 && max_files > 0;
+    snprintf(env, sizeof env, "%s", s->expected);
+    pthread_mutex_unlock(&s->lock);
+    uint8_t(*keys)[KEY_BYTES] = work ? malloc(max_files * KEY_BYTES) : NULL;
+    if (keys) {
+        pthread_mutex_lock(&s->lock);
+        n = untried_keys(s, keys, max_files);
+        pthread_mutex_unlock(&s->lock);
+    }
+    for (size_t i = 0; i < n; i++) {
+        cmr_grant_verdict_t why;
+        bool gone;
+        verified_t *k = verify_file(s, keys[i], env, now_ms, &why, &gone);
+        if (gone) {
+            pthread_mutex_lock(&s->lock);
+            index_drop(s, keys[i]);
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
+        if (why != CMR_GRANT_OK) {
+            count_refusal(s, keys[i], why);
+            if (res.refused++ == 0) {
+                res.first_refusal = why;
+                name_of_key(keys[i], res.first_refused_file);
+            }
+            continue;
+        }
+        if (!k)
+            continue;
+        pthread_mutex_lock(&s->lock);
+        index_entry_t *e = cmr_map_get(&s->index, keys[i], KEY_BYTES);
+        /* the memo of the content read now; a file replaced meanwhile has another content,
+         * which the load's digest sees (and the new entry is looked at again) */
+        if (e) {
+            free(e->known);
+            e->known = k;
+            k = NULL;
+            s->stats.preverified++;
+            verified++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        free(k);
+    }
+    free(keys);
+    pthread_mutex_lock(&s->lock);
+    res.left = env[0] ? s->untried : 0;
+    pthread_mutex_unlock(&s->lock);
+    if (out)
+        *out = res;
+    return verified;
 }
 
 /* --- writing ---------------------------------------------------------------------------- */

@@ -24,7 +24,9 @@
  * the pinned keys, its validity, its environment (the store's), its original digest (the
  * bytes being loaded) and the digest of the instrumented bytes. A file that fails is
  * refused (counted per reason, logged by the caller) and dropped from the index; its
- * bytes are never handed out.
+ * bytes are never handed out. The control thread may verify the files ahead
+ * (cmr_grant_store_preverify): a load whose file has the content verified then (its
+ * BLAKE2b digest) checks only the class name and the validity.
  *
  * Bounds: at most max_files files and max_bytes bytes (oldest written evicted first, at
  * open and after each write); files larger than CMR_GRANT_STORE_FILE_MAX are refused.
@@ -56,8 +58,10 @@ typedef struct cmr_grant_store_stats {
     uint64_t refusals[CMR_GRANT_VERDICT__COUNT];
     uint64_t written; /* grants written */
     uint64_t write_failures;
-    uint64_t evicted; /* files removed for the bounds */
-    size_t files;     /* in the index now */
+    uint64_t evicted;          /* files removed for the bounds */
+    uint64_t preverified;      /* files verified ahead of their load (cmr_grant_store_preverify) */
+    uint64_t preverified_hits; /* hits served without a signature check: content verified ahead */
+    size_t files;              /* in the index now */
     size_t bytes;
 } cmr_grant_store_stats_t;
 
@@ -89,6 +93,22 @@ cmr_grant_lookup_t cmr_grant_store_lookup(cmr_grant_store_t *s, const char *name
                                           uint8_t **bytes, size_t *len, cmr_grant_t *grant_out,
                                           cmr_grant_verdict_t *why);
 
+/* Verifies ahead, off the load hook, up to max_files files of the index not looked at
+ * yet, against the expected environment at wall time now_ms, as a lookup would (the
+ * Ed25519 check costs tens of microseconds per class): a later lookup whose file still has
+ * the same content (its BLAKE2b digest) checks only the class name and the validity. A
+ * file of another environment is left alone, one that no longer exists leaves the index,
+ * one that fails is refused and counted as a lookup would (and reported in *out, which
+ * may be NULL, with how many files remain to look at). Returns how many were verified.
+ * Runs on the control thread, in slices, while lookups go on; costs nothing once every
+ * file has been looked at (until the expected environment changes or files are added). */
+typedef struct cmr_grant_preverify {
+    size_t left;                       /* files still to look at */
+    size_t refused;                    /* refused by this call */
+    cmr_grant_verdict_t first_refusal; /* the first one's reason and file name */
+    char first_refused_file[40];
+} cmr_grant_preverify_t;
+size_t cmr_grant_store_preverify(cmr_grant_store_t *s, int64_t now_ms, size_t max_files, cmr_grant_preverify_t *out);
 /* Whether the cache holds a grant of the expected environment for original digest
  * `original_digest` (its file is in the index; not read, not verified). */
 bool cmr_grant_store_has(cmr_grant_store_t *s, const uint8_t original_digest[CMR_TRUST_DIGEST_BYTES]);

@@ -223,15 +223,9 @@ static void test_store_serves_verified_bytes_across_a_restart(void **state)
     cmr_grant_store_close(s);
 }
 
-/* Rewrites the cache file of "shop" through fn, then checks that a fresh store refuses it
- * for `want`, counts it, and then misses (the file is out of the index). */
-static void expect_refused(void (*fn)(uint8_t *data, size_t *len), const cmr_verifier_t *v, int64_t now,
-                           cmr_grant_verdict_t want)
+/* Rewrites the cache file of "shop" through fn (NULL: unchanged). */
+static void rewrite_file(void (*fn)(uint8_t *data, size_t *len))
 {
-    wipe_dir();
-    cmr_grant_store_t *s = open_store("shop", verifier, 100);
-    put(s, "shop", DAY_MS);
-    cmr_grant_store_close(s);
     char path[256];
     file_path("shop", path, sizeof path);
     uint8_t data[4096];
@@ -245,16 +239,43 @@ static void expect_refused(void (*fn)(uint8_t *data, size_t *len), const cmr_ver
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, len, f), len);
     fclose(f);
-    s = open_store("shop", v, 100);
-    cmr_grant_verdict_t why;
-    assert_int_equal(lookup(s, now, &why), CMR_GRANT_LOOKUP_REFUSED);
-    assert_int_equal(why, want);
-    assert_int_equal(lookup(s, now, &why), CMR_GRANT_LOOKUP_MISS);
-    cmr_grant_store_stats_t gs;
-    cmr_grant_store_stats(s, &gs);
-    assert_int_equal(gs.refused, 1);
-    assert_int_equal(gs.refusals[want], 1);
-    cmr_grant_store_close(s);
+}
+
+/* Rewrites the cache file of "shop" through fn, then checks that a fresh store refuses it
+ * for `want`, counts it, and then misses (the file is out of the index); the same when
+ * the store verifies its files ahead (preverify), which then refuses it. */
+static void expect_refused(void (*fn)(uint8_t *data, size_t *len), const cmr_verifier_t *v, int64_t now,
+                           cmr_grant_verdict_t want)
+{
+    for (int ahead = 0; ahead < 2; ahead++) {
+        wipe_dir();
+        cmr_grant_store_t *s = open_store("shop", verifier, 100);
+        put(s, "shop", DAY_MS);
+        cmr_grant_store_close(s);
+        rewrite_file(fn);
+        s = open_store("shop", v, 100);
+        cmr_grant_verdict_t why;
+        if (ahead) {
+            cmr_grant_preverify_t r;
+            assert_int_equal(cmr_grant_store_preverify(s, now, 10, &r), 0);
+            assert_int_equal(r.left, 0);
+            assert_int_equal(r.refused, 1);
+            assert_int_equal(r.first_refusal, want);
+            char name[40];
+            cmr_grant_store_file_name("shop", orig_digest, name);
+            assert_string_equal(r.first_refused_file, name);
+        } else {
+            assert_int_equal(lookup(s, now, &why), CMR_GRANT_LOOKUP_REFUSED);
+            assert_int_equal(why, want);
+        }
+        assert_int_equal(lookup(s, now, &why), CMR_GRANT_LOOKUP_MISS);
+        cmr_grant_store_stats_t gs;
+        cmr_grant_store_stats(s, &gs);
+        assert_int_equal(gs.refused, 1);
+        assert_int_equal(gs.refusals[want], 1);
+        assert_int_equal(gs.preverified, 0);
+        cmr_grant_store_close(s);
+    }
 }
 
 static void flip_last(uint8_t *d, size_t *len)
@@ -288,6 +309,91 @@ static void test_store_refuses_tampered_truncated_foreign_and_expired_files(void
     expect_refused(garbage, verifier, now, CMR_GRANT_MALFORMED);
     expect_refused(NULL, other_verifier, now, CMR_GRANT_UNKNOWN_KEY);
     expect_refused(NULL, verifier, now + 8 * DAY_MS, CMR_GRANT_EXPIRED);
+}
+
+/* Files verified ahead of their load: the load checks the content's digest, the class
+ * name and the validity, and anything else (content changed since, another class, past
+ * its validity) goes through the whole verification again. */
+static void test_preverified_files_skip_the_signature_check(void **state)
+{
+    (void)state;
+    wipe_dir();
+    cmr_grant_store_t *s = open_store("shop", verifier, 100);
+    put(s, "shop", DAY_MS);
+    put(s, "other", DAY_MS); /* another environment's, same class: left alone */
+    cmr_grant_store_close(s);
+    s = open_store("shop", verifier, 100);
+    int64_t now = cmr_wall_ms();
+    cmr_grant_preverify_t r;
+    size_t total = cmr_grant_store_preverify(s, now, 1, &r); /* a slice of one file */
+    assert_int_equal(r.left, 1);
+    total += cmr_grant_store_preverify(s, now, 1, &r);
+    assert_int_equal(r.left, 0);
+    assert_int_equal(r.refused, 0);
+    assert_int_equal(total, 1);
+    assert_int_equal(cmr_grant_store_preverify(s, now, 10, &r), 0); /* nothing left to look at */
+    cmr_grant_store_stats_t gs;
+    cmr_grant_store_stats(s, &gs);
+    assert_int_equal(gs.preverified, 1);
+    assert_int_equal(gs.files, 2);
+    assert_int_equal(gs.refused, 0);
+
+    cmr_grant_verdict_t why;
+    cmr_grant_t g;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(cmr_grant_store_lookup(s, "demo/Work", orig_digest, now, &bytes, &len, &g, &why),
+                     CMR_GRANT_LOOKUP_HIT);
+    assert_int_equal(len, sizeof instrumented);
+    assert_memory_equal(bytes, instrumented, len);
+    free(bytes);
+    assert_string_equal(g.class_name, "demo/Work");
+    assert_string_equal(g.environment_id, "shop");
+    cmr_grant_store_stats(s, &gs);
+    assert_int_equal(gs.hits, 1);
+    assert_int_equal(gs.preverified_hits, 1);
+
+    /* past its validity: verified again, and refused */
+    assert_int_equal(lookup(s, now + 8 * DAY_MS, &why), CMR_GRANT_LOOKUP_REFUSED);
+    assert_int_equal(why, CMR_GRANT_EXPIRED);
+    put(s, "shop", DAY_MS);
+
+    /* content changed after it was verified ahead: verified again, and refused */
+    assert_int_equal(cmr_grant_store_preverify(s, now, 10, &r), 1);
+    rewrite_file(flip_last);
+    assert_int_equal(lookup(s, now, &why), CMR_GRANT_LOOKUP_REFUSED);
+    assert_int_equal(why, CMR_GRANT_BYTES_MISMATCH);
+    put(s, "shop", DAY_MS);
+
+    /* another class name: verified again, and refused */
+    assert_int_equal(cmr_grant_store_preverify(s, now, 10, &r), 1);
+    assert_int_equal(cmr_grant_store_lookup(s, "demo/Other", orig_digest, now, &bytes, &len, NULL, &why),
+                     CMR_GRANT_LOOKUP_REFUSED);
+    assert_int_equal(why, CMR_GRANT_WRONG_CLASS);
+    cmr_grant_store_stats(s, &gs);
+    assert_int_equal(gs.preverified_hits, 1);
+
+    /* another environment expected: its files are looked at again */
+    cmr_grant_store_expect(s, "other");
+    assert_int_equal(cmr_grant_store_preverify(s, now, 10, &r), 1);
+    assert_int_equal(lookup(s, now, &why), CMR_GRANT_LOOKUP_HIT);
+    cmr_grant_store_stats(s, &gs);
+    assert_int_equal(gs.preverified_hits, 2);
+    assert_int_equal(gs.refused, 3);
+
+    /* a file gone meanwhile (another JVM of the directory evicted it): out of the index,
+     * not refused */
+    put(s, "other", DAY_MS);
+    char name[40], path[sizeof dir + sizeof name];
+    cmr_grant_store_file_name("other", orig_digest, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(cmr_grant_store_preverify(s, now, 10, &r), 0);
+    assert_int_equal(r.refused, 0);
+    cmr_grant_store_stats(s, &gs);
+    assert_int_equal(gs.refused, 3);
+    assert_int_equal(gs.files, 0);
+    cmr_grant_store_close(s);
 }
 
 static void test_store_refuses_grants_it_cannot_verify_and_other_environments_files(void **state)
@@ -363,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_grant_binds_environment_class_bytes_key_and_time),
         cmocka_unit_test(test_store_serves_verified_bytes_across_a_restart),
         cmocka_unit_test(test_store_refuses_tampered_truncated_foreign_and_expired_files),
+        cmocka_unit_test(test_preverified_files_skip_the_signature_check),
         cmocka_unit_test(test_store_refuses_grants_it_cannot_verify_and_other_environments_files),
         cmocka_unit_test(test_store_refuses_a_directory_others_may_use_and_bounds_its_files),
     };

@@ -9,6 +9,7 @@
 #include "cmr/cfg_cli.h"
 #include "cmr/cfg_diagnose.h"
 #include "cmr/cfg_worker.h"
+#include "cmr/kafka.h"
 #include "cmr/program.h"
 #include "cmr/metrics_http.h"
 
@@ -145,5 +146,5 @@ int main(int argc, char **argv)
         rc = dispatch(conf, argv[first], argc - first - 1, argv + first + 1);
     }
     cmr_conf_destroy(conf);
-    return rc;
+    return cmr_kafka_process_end(rc);
 }

@@ -10,6 +10,7 @@
 #include "cmr/conf.h"
 #include "cmr/ids.h"
 #include "cmr/ingest.h"
+#include "cmr/kafka.h"
 #include "cmr/metrics.h"
 #include "cmr/log.h"
 #include "cmr/program.h"
@@ -440,5 +441,5 @@ int main(int argc, char **argv)
     }
     rc = dispatch(conf, argv[first], argc - first - 1, argv + first + 1);
     cmr_conf_destroy(conf);
-    return rc;
+    return cmr_kafka_process_end(rc);
 }

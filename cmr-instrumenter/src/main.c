@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmr/instr_worker.h"
+#include "cmr/kafka.h"
 #include "cmr/program.h"
 #include "cmr/metrics_http.h"
 
@@ -90,5 +91,5 @@ int main(int argc, char **argv)
     cmr_program_stop_on_signals(&stop_flag);
     rc = cmr_instr_worker_run(conf, &stop_flag);
     cmr_conf_destroy(conf);
-    return rc;
+    return cmr_kafka_process_end(rc);
 }

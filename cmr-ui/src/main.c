@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cmr/conf.h"
+#include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/program.h"
 #include "cmr/ui.h"
@@ -86,5 +87,5 @@ int main(int argc, char **argv)
         pause();
     cmr_ui_stop(ui);
     cmr_conf_destroy(conf);
-    return 0;
+    return cmr_kafka_process_end(0);
 }

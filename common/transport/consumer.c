@@ -53,6 +53,7 @@ struct cmr_consumer {
     uint64_t received, rejected, done, rebalances, held_back;
     bool assigned;                                    /* cmr_consumer_new_assigned: no group, no commits */
     bool in_rebalance;                                /* the caller's rebalance callback runs */
+    int64_t close_deadline_ms;                        /* closing: its commits wait until then */
     rd_kafka_topic_partition_list_t *deferred_pauses; /* asked for during it (owned) */
     paused_part_t *paused;                            /* owned, npaused of cap_paused */
     size_t npaused, cap_paused;
@@ -234,14 +235,24 @@ static void apply_deferred_pauses(cmr_consumer_t *c, int revoked)
 /* How long closing may wait for the group (after the commit). */
 #define CLOSE_WAIT_MS 10000
 
-/* Commits the stored offsets and waits for the answer at most COMMIT_WAIT_MS (then
+/* How long a commit of c waits for its answer: COMMIT_WAIT_MS, or while closing what is
+ * left of the close's time (one bound for the close and its commits). */
+static int commit_wait_ms(const cmr_consumer_t *c)
+{
+    if (!c->close_deadline_ms)
+        return COMMIT_WAIT_MS;
+    int64_t left = c->close_deadline_ms - cmr_mono_ms();
+    return left <= 0 ? 0 : left < COMMIT_WAIT_MS ? (int)left : COMMIT_WAIT_MS;
+}
+
+/* Commits the stored offsets and waits for the answer at most wait_ms (then
  * RD_KAFKA_RESP_ERR__TIMED_OUT): asynchronous, its result on a queue of its own. */
-static rd_kafka_resp_err_t commit_stored(rd_kafka_t *rk)
+static rd_kafka_resp_err_t commit_stored(rd_kafka_t *rk, int wait_ms)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_resp_err_t err = q ? rd_kafka_commit_queue(rk, NULL, q, NULL, NULL) : RD_KAFKA_RESP_ERR__CRIT_SYS_RESOURCE;
     if (!err) {
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, COMMIT_WAIT_MS);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, wait_ms);
         err = ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
         if (ev)
             rd_kafka_event_destroy(ev);
@@ -261,7 +272,7 @@ static void consumer_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_ka
             "client=%s count=%d protocol=%s", rd_kafka_name(rk), parts->cnt, rd_kafka_rebalance_protocol(rk));
     call_rebalance_cb(c, revoked, parts);
     if (revoked) /* hand over what was processed before the partitions go elsewhere */
-        commit_stored(rk);
+        commit_stored(rk, commit_wait_ms(c));
     rd_kafka_error_t *error = NULL;
     rd_kafka_resp_err_t rerr = RD_KAFKA_RESP_ERR_NO_ERROR;
     if (strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0)
@@ -455,7 +466,7 @@ int cmr_consumer_commit(cmr_consumer_t *c)
 {
     if (c->assigned)
         return 0;
-    rd_kafka_resp_err_t err = commit_stored(c->rk);
+    rd_kafka_resp_err_t err = commit_stored(c->rk, commit_wait_ms(c));
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         cmr_log(CMR_LOG_WARN, "kafka.commit_failed", "error=\"%s\"", rd_kafka_err2str(err));
         return -1;
@@ -574,41 +585,29 @@ rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c)
     return c->rk;
 }
 
+static void close_rebalance(rd_kafka_t *rk, rd_kafka_event_t *ev, void *opaque)
+{
+    consumer_rebalance_cb(rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev), opaque);
+}
+
 void cmr_consumer_close(cmr_consumer_t *c)
 {
     if (!c)
         return;
+    /* one bound, CLOSE_WAIT_MS, for the final commit, the close and the commit of its
+     * rebalance: a cluster that is gone does not answer any of them */
+    c->close_deadline_ms = cmr_mono_ms() + CLOSE_WAIT_MS;
     cmr_consumer_commit(c);
-    /* rd_kafka_consumer_close() waits for the group without bound: closed here on a queue
-     * of its own (handing its rebalance to the callback as it would), within CLOSE_WAIT_MS; past
-     * it the handle is destroyed without leaving the group (the coordinator then drops the
+    /* rd_kafka_consumer_close() waits for the group without bound: closed here until the
+     * deadline, its rebalance handed to the callback as librdkafka's close would; past it
+     * the handle is destroyed without leaving the group (the coordinator then drops the
      * member after its session timeout) */
-    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
-    rd_kafka_error_t *error = q ? rd_kafka_consumer_close_queue(c->rk, q) : NULL;
-    bool closed = false;
-    if (!q || error) {
-        cmr_log(CMR_LOG_WARN, "kafka.close_failed", "error=\"%s\"",
-                error ? rd_kafka_error_string(error) : "out of memory");
-    } else {
-        for (int64_t deadline = cmr_mono_ms() + CLOSE_WAIT_MS;
-             !(closed = rd_kafka_consumer_closed(c->rk)) && cmr_mono_ms() < deadline;) {
-            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 100);
-            if (ev && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) /* as librdkafka's close would */
-                consumer_rebalance_cb(c->rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev), c);
-            if (ev)
-                rd_kafka_event_destroy(ev);
-        }
-        if (!closed)
-            cmr_log(CMR_LOG_WARN, "kafka.close_timeout",
-                    "wait_ms=%d effect=\"left without leaving the group: its partitions move after the session "
-                    "timeout\"",
-                    CLOSE_WAIT_MS);
-    }
-    if (error)
-        rd_kafka_error_destroy(error);
-    if (q)
-        rd_kafka_queue_destroy(q);
-    rd_kafka_destroy_flags(c->rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    bool closed = cmr_kafka_close_until(c->rk, c->close_deadline_ms, close_rebalance, c);
+    /* librdkafka 2.0 destroys a consumer whose coordinator is gone only after the group's
+     * session timeout (destroy.c): past the bound c stays allocated for its callbacks */
+    if (!cmr_kafka_destroy_within(c->rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, CMR_KAFKA_DESTROY_WAIT_MS,
+                                  NULL))
+        return;
     assert(!c->deferred_pauses); /* applied by the rebalance that collected them */
     while (c->npaused)
         paused_remove(c, &c->paused[c->npaused - 1]);

@@ -7,6 +7,8 @@
 #define CMR_KAFKA_INTERNAL_H
 
 #include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "cmr/kafka.h"
 
@@ -49,6 +51,28 @@ void *cmr_kafka_client_alloc(size_t size, char *errbuf, size_t errlen);
 /* The consumer's librdkafka handle, still owned by c: for the transport's white-box tests
  * (tests/transport), which act on librdkafka behind the consumer's back. */
 rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c);
+
+/* A rebalance event met while closing a consumer (the handle, the event, the opaque). */
+typedef void(cmr_kafka_rebalance_fn)(rd_kafka_t *rk, rd_kafka_event_t *ev, void *opaque);
+
+/* rd_kafka_consumer_close() of rk until deadline_ms (cmr_mono_ms), on a queue of its own:
+ * each rebalance event met is handed to on_rebalance (may be NULL), as librdkafka's close
+ * would. true when closed; false when the deadline passed (logged as kafka.close_timeout,
+ * destroy rk with RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE) or the close could not start. */
+bool cmr_kafka_close_until(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebalance_fn *on_rebalance, void *opaque);
+
+/* How a handle is destroyed: rd_kafka_destroy_flags(), or a test's stand-in. */
+typedef void(cmr_kafka_destroy_fn)(rd_kafka_t *rk, int flags);
+
+/* Destroys rk (rd_kafka_destroy_flags with flags; `destroy` instead when not NULL) on a
+ * thread of its own and waits at most timeout_ms for it (destroy.c says why). true: rk is
+ * destroyed. false: the destroy still runs, abandoned to its thread (counted by
+ * cmr_kafka_abandoned_handles, logged as kafka.destroy_abandoned): the caller must keep
+ * alive whatever rk's callbacks reach (their opaque), as they may still run. */
+bool cmr_kafka_destroy_within(rd_kafka_t *rk, int flags, int timeout_ms, cmr_kafka_destroy_fn *destroy);
+
+/* The bound of every destroy of a transport client, after its own flush or close. */
+#define CMR_KAFKA_DESTROY_WAIT_MS 5000
 
 /* snprintf into errbuf when there is one. */
 #define CMR_ERRF(errbuf, errlen, ...)                  \

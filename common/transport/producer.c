@@ -287,8 +287,8 @@ void cmr_producer_destroy(cmr_producer_t *p, int flush_timeout_ms)
         cmr_log(CMR_LOG_WARN, "kafka.delivery_failed", "client=%s failed_since_last_report=%llu failed_total=%llu",
                 rd_kafka_name(p->rk), (unsigned long long)(p->failed - p->failed_logged),
                 (unsigned long long)p->failed);
-    rd_kafka_destroy(p->rk);
-    free(p);
+    if (cmr_kafka_destroy_within(p->rk, 0, CMR_KAFKA_DESTROY_WAIT_MS, NULL))
+        free(p); /* otherwise kept for the delivery callbacks of the abandoned handle */
 }
 
 /* --- transactions ------------------------------------------------------------------ */

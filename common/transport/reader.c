@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmr/clock.h"
 #include "cmr/ids.h"
 #include "cmr/log.h"
 #include "cmr/reader.h"
@@ -35,7 +36,8 @@ typedef struct reader_part {
     bool stopped;  /* range done or dropped: nothing more handed out, fetching paused */
 } reader_part_t;
 
-#define CLIENT_READERS 16 /* readers one client holds at once */
+#define CLIENT_READERS 16         /* readers one client holds at once */
+#define READER_CLOSE_WAIT_MS 2000 /* a reader's client closes within this (no group to leave) */
 
 struct cmr_reader_client {
     rd_kafka_t *rk;
@@ -97,9 +99,12 @@ void cmr_reader_client_free(cmr_reader_client_t *c)
     if (!c)
         return;
     assert(c->readers == 0);
-    rd_kafka_consumer_close(c->rk);
-    rd_kafka_destroy(c->rk);
-    free(c);
+    /* a reader only assigns partitions, but a handle with a group.id may still wait for
+     * the coordinator in its close */
+    bool closed = cmr_kafka_close_until(c->rk, cmr_mono_ms() + READER_CLOSE_WAIT_MS, NULL, NULL);
+    if (cmr_kafka_destroy_within(c->rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, CMR_KAFKA_DESTROY_WAIT_MS,
+                                 NULL))
+        free(c);
 }
 
 /* Room for nparts partitions (none handed out yet). 0 or -1 (out of memory). */

@@ -268,4 +268,18 @@ int cmr_producer_ensure_topics_once(cmr_producer_t *p, cmr_topic_set_t *set, con
 size_t cmr_topic_set_count(const cmr_topic_set_t *set);
 void cmr_topic_set_free(cmr_topic_set_t *set);
 
+/* --- the end of a process ----------------------------------------------------------- */
+
+/* Clients are destroyed within a bound (a producer after its flush, a consumer after its
+ * close): librdkafka 2.0 waits up to the group's session timeout, spinning a CPU, to
+ * destroy a group consumer whose coordinator is gone. How many handles were left to
+ * finish on their own threads past that bound and are still finishing. */
+int cmr_kafka_abandoned_handles(void);
+
+/* A program's last call (`return cmr_kafka_process_end(rc);` in main): returns rc, or,
+ * while a handle is still being destroyed, ends the process with rc at once (stdio
+ * flushed, _exit: exit()'s handlers must not run under librdkafka's threads). Not for
+ * code inside someone else's process (the agent). */
+int cmr_kafka_process_end(int rc);
+
 #endif
