@@ -94,6 +94,24 @@ try {
   // the page asked for its own window; the API answered at least as many in ours
   check(shown > 0 && shown <= 1000, `the count line names the traces (${counts})`);
   await shot(page, 'traces');
+  // every row's state badge says what completeness() says of its trace now
+  const badges = await page.locator('.tl-row:not(.tl-head) .badge:is(.good, .info, .warn)').allTextContents();
+  check(badges.some((b) => b === 'complete'), `the rows carry state badges (${badges.slice(0, 3)})`);
+  // completeness: a trace not complete yet is "arriving" for 30 s after its last event,
+  // then "partial" (the module, in the browser)
+  const states = await page.evaluate(async () => {
+    const {completeness} = await import('/js/lib/loss.js');
+    const now = Date.now(), ns = (ms) => ms * 1e6;
+    return [
+      completeness({complete: true, start_ns: ns(now - 100000), duration_ns: 0}, now),
+      completeness({complete: false, start_ns: ns(now - 5000), duration_ns: ns(2000)}, now),
+      completeness({complete: false, start_ns: ns(now - 40000), duration_ns: ns(5000)}, now),
+      completeness({complete: false, start_ns: ns(now - 40000), duration_ns: ns(15000)}, now),
+    ];
+  });
+  check(
+      JSON.stringify(states) === JSON.stringify(['complete', 'arriving', 'partial', 'arriving']),
+      `complete / arriving / partial by the trace's last event (${states})`);
   await page.locator('.tl-row:not(.tl-head)').first().click();
   await page.waitForURL(/#\/trace\/[0-9a-f]{32}/);
   const id = page.url().match(/#\/trace\/([0-9a-f]{32})/)[1];

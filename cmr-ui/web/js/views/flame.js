@@ -8,6 +8,7 @@ import {mergeFrameTrees} from '../lib/calltree.js';
 import {clear, h, notice, table} from '../lib/dom.js';
 import {FlameGraph} from '../lib/flamegraph.js';
 import * as fmt from '../lib/format.js';
+import {completenessBadge} from '../lib/loss.js';
 
 import {flameToolbar, showZoom} from './trace.js';
 
@@ -176,12 +177,7 @@ class FlameView {
                     {title: 'Start', get: (t) => fmt.time(t.start_ns), class: 'mono'},
                     {title: 'Duration', get: (t) => fmt.ns(t.duration_ns), class: 'num'},
                     {title: 'Root', get: (t) => rootName(t)},
-                    {
-                      title: 'State',
-                      get: (t) =>
-                          (t.complete ? h('span', {class: 'badge good'}, 'complete') :
-                                        h('span', {class: 'badge warn'}, 'partial'))
-                    },
+                    {title: 'State', get: (t) => completenessBadge(t)},
                   ],
                   rows,
                   ),

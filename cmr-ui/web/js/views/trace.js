@@ -14,7 +14,7 @@ import {criticalPath, findMatches, flattenTrace, frameTree, hasChildren, isRemot
 import {append, clear, h, notice} from '../lib/dom.js';
 import {FlameGraph} from '../lib/flamegraph.js';
 import * as fmt from '../lib/format.js';
-import {truncatedBadge, truncatedWhy} from '../lib/loss.js';
+import {completeness, completenessBadge, truncatedBadge, truncatedWhy} from '../lib/loss.js';
 import {ContextMenu} from '../lib/tr-menu.js';
 import {Waterfall} from '../lib/tr-waterfall.js';
 import {VirtualList} from '../lib/virtual.js';
@@ -137,9 +137,7 @@ class TraceView {
         stat('Dropped', fmt.count(t.dropped), t.dropped > 0 ? 'bad' : ''),
         stat('Missing batches', fmt.count(t.missing_batches), t.missing_batches > 0 ? 'bad' : ''),
         t.truncated ? stat('Calls not recorded', fmt.count(t.calls_not_recorded || 0), 'bad') : null,
-        h('div', {class: 'tr-stat'}, h('span', null, 'State'),
-          t.complete ? h('span', {class: 'badge good'}, 'complete') : h('span', {class: 'badge warn'}, 'partial'),
-          truncatedBadge(t)),
+        h('div', {class: 'tr-stat'}, h('span', null, 'State'), completenessBadge(t), truncatedBadge(t)),
         diags.length ?
             h('div', {class: 'tr-stat'}, h('span', null, 'Diagnoses'),
               h('div', {class: 'tr-diags'},
@@ -157,7 +155,10 @@ class TraceView {
   warning() {
     const t = this.trace;
     const parts = [];
-    if (!t.complete)
+    const state = completeness(t);
+    if (state === 'arriving')
+      parts.push('it ended less than 30 s ago and some of its segments have not arrived yet: reload to see them');
+    else if (state === 'partial')
       parts.push(
           'this trace is partial: some of its segments did not arrive (a JVM stopped, or its events were not sent)');
     if (t.dropped > 0)

@@ -10,7 +10,7 @@ import uPlot from '/vendor/uplot/uPlot.esm.js';
 
 import {append, clear, h, notice} from '../lib/dom.js';
 import * as fmt from '../lib/format.js';
-import {truncatedBadge, unreachableNote} from '../lib/loss.js';
+import {completeness, completenessBadge, truncatedBadge, unreachableNote} from '../lib/loss.js';
 import {Tooltip} from '../lib/tr-canvas.js';
 import {VirtualList} from '../lib/virtual.js';
 
@@ -751,9 +751,7 @@ class TracesView {
     c.dropped.textContent = t.dropped ? fmt.count(t.dropped) : '0';
     c.dropped.classList.toggle('tl-dropped', t.dropped > 0);
     append(clear(c.state), [
-      t.complete ?
-          h('span', {class: 'badge good'}, 'complete') :
-          h('span', {class: 'badge warn', title: 'some segments or batches of this trace are missing'}, 'partial'),
+      completenessBadge(t),
       t.remote_root ?
           h('span', {class: 'badge info', title: 'the trace started in a caller that is not instrumented'}, 'remote') :
           null,
@@ -782,7 +780,8 @@ class TracesView {
         a.append(h('span', {class: `tl-status s${String(http.status)[0]}`}, String(http.status)));
       a.append(h('span', {class: 'tl-meth muted'}, m.short));
     } else {
-      a.append(h('span', {class: 'tl-meth-main'}, m.short || '(unknown)'), h('span', {class: 'tl-cls muted'}, m.cls));
+      a.append(
+          h('span', {class: 'tl-meth-main'}, m.short || missingRoot(t)), h('span', {class: 'tl-cls muted'}, m.cls));
     }
   }
 
@@ -851,8 +850,14 @@ function entryLabel(t) {
   const http = t.http && (t.http.method || t.http.path) ?
       `${t.http.method || ''} ${t.http.path || ''} ${t.http.status ?? ''}`.trim() :
       '';
-  return http ? `${http} · ${fmt.method(t.root_method).short}` :
-                t.root_method || (t.root_lost ? '(root call lost)' : '(unknown)');
+  return http ? `${http} · ${fmt.method(t.root_method).short}` : t.root_method || missingRoot(t);
+}
+
+// What stands for the entry point of a trace whose root call is not known: its root
+// segment lost its first batch, has not arrived yet, or never did.
+function missingRoot(t) {
+  if (t.root_lost) return '(root call lost)';
+  return completeness(t) === 'arriving' ? '(root not arrived yet)' : '(root missing)';
 }
 
 function lowerBound(arr, v) {
