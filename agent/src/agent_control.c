@@ -68,9 +68,8 @@ typedef struct control {
     int64_t next_refusal_status_ms;
     int64_t reported_instrumented; /* classes_instrumented as of the last report_changes */
     int64_t next_change_status_ms;
-    bool preverify_done; /* the cache's files of the expected environment are verified */
-    size_t preverified;  /* by this agent, in all */
-    int64_t preverify_us;
+    bool preverify_done;  /* the cache's files of the expected environment are verified */
+    int64_t preverify_us; /* spent verifying them, in all */
     /* commands that arrived before the JVM was live */
     cmr_record_t *deferred[64];
     int ndeferred;
@@ -536,8 +535,7 @@ static void preverify_cache(control_t *c)
         return;
     cmr_grant_preverify_t r;
     int64_t t0 = cmr_mono_ns();
-    size_t n = cmr_grant_store_preverify(a->grants, cmr_wall_ms(), PREVERIFY_SLICE, &r);
-    c->preverified += n;
+    cmr_grant_store_preverify(a->grants, cmr_wall_ms(), PREVERIFY_SLICE, &r);
     c->preverify_us += (cmr_mono_ns() - t0) / 1000;
     if (r.refused)
         cmr_log(CMR_LOG_WARN, "agent.cache_refused_ahead",
@@ -548,8 +546,10 @@ static void preverify_cache(control_t *c)
         c->preverify_done = false;
         return;
     }
-    if (!c->preverify_done && (c->preverified || n))
-        cmr_log(CMR_LOG_INFO, "agent.cache_preverified", "files=%zu took_us=%lld", c->preverified,
+    cmr_grant_store_stats_t gs;
+    cmr_grant_store_stats(a->grants, &gs);
+    if (!c->preverify_done && gs.preverified)
+        cmr_log(CMR_LOG_INFO, "agent.cache_preverified", "files=%llu took_us=%lld", (unsigned long long)gs.preverified,
                 (long long)c->preverify_us);
     c->preverify_done = true;
 }

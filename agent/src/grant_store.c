@@ -33,8 +33,8 @@
 
 /* What a complete verification of a file established (cmr_grant_store_preverify), so
  * that a load whose file still has the same content needs no signature check: the
- * digest of the whole file, the class it grants and the grant's validity. The key binds
- * the environment and the original digest (the verification found the grant's own). */
+ * digest of the whole file and the grant as verified (known_match checks its environment,
+ * class, original digest and validity against the load). */
 typedef struct verified {
     uint8_t file_digest[CMR_TRUST_DIGEST_BYTES];
     cmr_grant_t grant; /* as verified: environment, class, digests, validity */

@@ -26,7 +26,8 @@
  * refused (counted per reason, logged by the caller) and dropped from the index; its
  * bytes are never handed out. The control thread may verify the files ahead
  * (cmr_grant_store_preverify): a load whose file has the content verified then (its
- * BLAKE2b digest) checks only the class name and the validity.
+ * BLAKE2b digest) checks the grant's environment, class name, original digest and
+ * validity, not its signature.
  *
  * Bounds: at most max_files files and max_bytes bytes (oldest written evicted first, at
  * open and after each write); files larger than CMR_GRANT_STORE_FILE_MAX are refused.
@@ -96,7 +97,8 @@ cmr_grant_lookup_t cmr_grant_store_lookup(cmr_grant_store_t *s, const char *name
 /* Verifies ahead, off the load hook, up to max_files files of the index not looked at
  * yet, against the expected environment at wall time now_ms, as a lookup would (the
  * Ed25519 check costs tens of microseconds per class): a later lookup whose file still has
- * the same content (its BLAKE2b digest) checks only the class name and the validity. A
+ * the same content (its BLAKE2b digest) checks the grant's environment, class name,
+ * original digest and validity, not its signature. A
  * file of another environment is left alone, one that no longer exists leaves the index,
  * one that fails is refused and counted as a lookup would (and reported in *out, which
  * may be NULL, with how many files remain to look at). Returns how many were verified.

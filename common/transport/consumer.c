@@ -602,11 +602,9 @@ void cmr_consumer_close(cmr_consumer_t *c)
      * deadline, its rebalance handed to the callback as librdkafka's close would; past it
      * the handle is destroyed without leaving the group (the coordinator then drops the
      * member after its session timeout) */
-    bool closed = cmr_kafka_close_until(c->rk, c->close_deadline_ms, close_rebalance, c);
     /* librdkafka 2.0 destroys a consumer whose coordinator is gone only after the group's
      * session timeout (destroy.c): past the bound c stays allocated for its callbacks */
-    if (!cmr_kafka_destroy_within(c->rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, CMR_KAFKA_DESTROY_WAIT_MS,
-                                  NULL))
+    if (!cmr_kafka_close_within(c->rk, c->close_deadline_ms, close_rebalance, c))
         return;
     assert(!c->deferred_pauses); /* applied by the rebalance that collected them */
     while (c->npaused)

@@ -133,7 +133,10 @@ bool cmr_kafka_destroy_within(rd_kafka_t *rk, int flags, int timeout_ms, cmr_kaf
     return false;
 }
 
-bool cmr_kafka_close_until(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebalance_fn *on_rebalance, void *opaque)
+/* rd_kafka_consumer_close() of rk until deadline_ms, on a queue of its own, each rebalance
+ * event met handed to on_rebalance (may be NULL) as librdkafka's close would. true when
+ * closed; false when the deadline passed (logged) or the close could not start. */
+static bool close_until(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebalance_fn *on_rebalance, void *opaque)
 {
     int64_t t0 = cmr_mono_ms();
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -161,6 +164,13 @@ bool cmr_kafka_close_until(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebala
     if (q)
         rd_kafka_queue_destroy(q);
     return closed;
+}
+
+bool cmr_kafka_close_within(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebalance_fn *on_rebalance, void *opaque)
+{
+    bool closed = close_until(rk, deadline_ms, on_rebalance, opaque);
+    return cmr_kafka_destroy_within(rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, CMR_KAFKA_DESTROY_WAIT_MS,
+                                    NULL);
 }
 
 int cmr_kafka_abandoned_handles(void)

@@ -55,12 +55,6 @@ rd_kafka_t *cmr_consumer_handle(cmr_consumer_t *c);
 /* A rebalance event met while closing a consumer (the handle, the event, the opaque). */
 typedef void(cmr_kafka_rebalance_fn)(rd_kafka_t *rk, rd_kafka_event_t *ev, void *opaque);
 
-/* rd_kafka_consumer_close() of rk until deadline_ms (cmr_mono_ms), on a queue of its own:
- * each rebalance event met is handed to on_rebalance (may be NULL), as librdkafka's close
- * would. true when closed; false when the deadline passed (logged as kafka.close_timeout,
- * destroy rk with RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE) or the close could not start. */
-bool cmr_kafka_close_until(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebalance_fn *on_rebalance, void *opaque);
-
 /* How a handle is destroyed: rd_kafka_destroy_flags(), or a test's stand-in. */
 typedef void(cmr_kafka_destroy_fn)(rd_kafka_t *rk, int flags);
 
@@ -73,6 +67,14 @@ bool cmr_kafka_destroy_within(rd_kafka_t *rk, int flags, int timeout_ms, cmr_kaf
 
 /* The bound of every destroy of a transport client, after its own flush or close. */
 #define CMR_KAFKA_DESTROY_WAIT_MS 5000
+
+/* Closes consumer rk (rd_kafka_consumer_close) until deadline_ms (cmr_mono_ms), on a queue
+ * of its own, each rebalance event met handed to on_rebalance (may be NULL) as librdkafka's
+ * close would (a close past the deadline is logged as kafka.close_timeout), then destroys
+ * it within CMR_KAFKA_DESTROY_WAIT_MS, without the close when it did not finish. The
+ * result of cmr_kafka_destroy_within: false when the destroy was abandoned, and then
+ * whatever rk's callbacks reach must stay allocated. */
+bool cmr_kafka_close_within(rd_kafka_t *rk, int64_t deadline_ms, cmr_kafka_rebalance_fn *on_rebalance, void *opaque);
 
 /* snprintf into errbuf when there is one. */
 #define CMR_ERRF(errbuf, errlen, ...)                  \

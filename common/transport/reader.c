@@ -101,9 +101,7 @@ void cmr_reader_client_free(cmr_reader_client_t *c)
     assert(c->readers == 0);
     /* a reader only assigns partitions, but a handle with a group.id may still wait for
      * the coordinator in its close */
-    bool closed = cmr_kafka_close_until(c->rk, cmr_mono_ms() + READER_CLOSE_WAIT_MS, NULL, NULL);
-    if (cmr_kafka_destroy_within(c->rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, CMR_KAFKA_DESTROY_WAIT_MS,
-                                 NULL))
+    if (cmr_kafka_close_within(c->rk, cmr_mono_ms() + READER_CLOSE_WAIT_MS, NULL, NULL))
         free(c);
 }
 
