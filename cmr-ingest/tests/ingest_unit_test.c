@@ -2181,6 +2181,16 @@ static void add_held(cmr_ingest_engine_t *e, int partition, cmr_event_batch_t **
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
 }
 
+/* feed_scrambled, then its held first batches at once: every trace stored whole. */
+static void feed_whole(cmr_ingest_engine_t *e, int partition, uint64_t first_n, uint32_t count, uint64_t base)
+{
+    cmr_event_batch_t *held[40];
+    size_t nheld = 0;
+    assert_true(count <= 5 * 40); /* one held per 5 traces */
+    feed_scrambled(e, partition, first_n, count, base, held, &nheld);
+    add_held(e, partition, held, &nheld);
+}
+
 static void check_lists(uint64_t recent)
 {
     const size_t limits[] = {1, 7, 50, 100000};
@@ -2354,10 +2364,7 @@ static void test_retention_unreadable_summary(void **state)
     cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    cmr_event_batch_t *held[40];
-    size_t nheld = 0;
-    feed_scrambled(e, 0, 100, 40, now - 2 * 24 * 3600 * 1000000000ull, held, &nheld);
-    add_held(e, 0, held, &nheld);
+    feed_whole(e, 0, 100, 40, now - 2 * 24 * 3600 * 1000000000ull);
     cmr_ingest_engine_free(e);
     assert_int_equal(count_cf(tmpdir, 0, CMR_CF_TRACES), 40);
     size_t batches = count_cf(tmpdir, 0, CMR_CF_BATCHES);
@@ -2422,10 +2429,7 @@ static void test_time_group_empty_first(void **state)
     cmr_ingest_engine_t *e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    cmr_event_batch_t *held[40];
-    size_t nheld = 0;
-    feed_scrambled(e, 0, 100, 60, now - 120000000000ull, held, &nheld);
-    add_held(e, 0, held, &nheld);
+    feed_whole(e, 0, 100, 60, now - 120000000000ull);
     synth_seg_t s;
     build_nested_by(&s, 999, now - 1000000000ull, A1); /* the newest trace of all */
     cmr_event_batch_t *b;
@@ -2437,12 +2441,10 @@ static void test_time_group_empty_first(void **state)
     empty.packed_events.len = 0;
     assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &empty, err, sizeof err), 1);
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
-    feed_scrambled(e, 0, 300, 20, now - 60000000000ull, held, &nheld);
-    add_held(e, 0, held, &nheld);
+    feed_whole(e, 0, 300, 20, now - 60000000000ull);
     assert_int_equal(cmr_ingest_engine_add_batch(e, 0, &b[0], err, sizeof err), 1);
     assert_int_equal(cmr_ingest_engine_flush(e), 0);
-    feed_scrambled(e, 0, 500, 20, now - 30000000000ull, held, &nheld);
-    add_held(e, 0, held, &nheld);
+    feed_whole(e, 0, 500, 20, now - 30000000000ull);
     cmr_ingest_engine_free(e);
     synth_batches_free(b, nb);
     synth_seg_free(&s);
@@ -2455,8 +2457,7 @@ static void test_time_group_empty_first(void **state)
     e = cmr_ingest_engine_new(tmpdir, &o, err, sizeof err);
     assert_non_null(e);
     assert_int_equal(cmr_ingest_engine_open_partition(e, 0, 0), 0);
-    feed_scrambled(e, 0, 700, 1, now + 365ull * 24 * 3600 * 1000000000ull, held, &nheld);
-    add_held(e, 0, held, &nheld);
+    feed_whole(e, 0, 700, 1, now + 365ull * 24 * 3600 * 1000000000ull);
     cmr_ingest_engine_free(e);
     int64_t bound = cmr_wall_ns() / 1000000 + 60000, newest = 0;
     cmr_store_opts_t ro = {.read_only = true};
