@@ -215,18 +215,32 @@ static double ms(double ns)
     return ns / 1e6;
 }
 
+/* The seconds a rate over the window divides by: the window, or its part since the JVMs
+ * (or the one JVM) began to report when that came later (a fresh deployment, a JVM
+ * started within the window: 140 calls/s over its 3 minutes, not 8.6/s over an hour);
+ * at least 10 s (one bucket), at most the window. since_ms: cmr_met_reporting_since. */
+static double rate_seconds(const params_t *p, int64_t since_ms)
+{
+    int64_t window = p->to_ms - p->from_ms;
+    int64_t span = since_ms > p->from_ms ? p->to_ms - since_ms : window;
+    if (span < 10000)
+        span = 10000;
+    return (double)(span < window ? span : window) / 1000.0;
+}
+
 static json_t *value_json(const cmr_met_value_t *v, double seconds)
 {
     char trace[33] = "";
     if (v->has_slowest)
         cmr_hex(v->slowest_trace, 16, trace);
-    return json_pack("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:s}", "count", (json_int_t)v->count,
-                     "rate", seconds > 0 ? (double)v->count / seconds : 0.0, "errors", (json_int_t)v->errors,
-                     "error_rate", cmr_met_stat(v, CMR_MET_ERROR_RATE), "p50_ms", ms(cmr_met_stat(v, CMR_MET_P50)),
-                     "p90_ms", ms(cmr_met_stat(v, CMR_MET_P90)), "p95_ms", ms(cmr_met_stat(v, CMR_MET_P95)), "p99_ms",
-                     ms(cmr_met_stat(v, CMR_MET_P99)), "max_ms", ms(cmr_met_stat(v, CMR_MET_MAX)), "mean_ms",
-                     ms(cmr_met_stat(v, CMR_MET_MEAN)), "stalled", (json_int_t)v->stalled, "max_in_flight",
-                     (json_int_t)v->max_in_flight, "slowest_trace", trace);
+    return json_pack("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:s, s:f}", "count",
+                     (json_int_t)v->count, "rate", seconds > 0 ? (double)v->count / seconds : 0.0, "errors",
+                     (json_int_t)v->errors, "error_rate", cmr_met_stat(v, CMR_MET_ERROR_RATE), "p50_ms",
+                     ms(cmr_met_stat(v, CMR_MET_P50)), "p90_ms", ms(cmr_met_stat(v, CMR_MET_P90)), "p95_ms",
+                     ms(cmr_met_stat(v, CMR_MET_P95)), "p99_ms", ms(cmr_met_stat(v, CMR_MET_P99)), "max_ms",
+                     ms(cmr_met_stat(v, CMR_MET_MAX)), "mean_ms", ms(cmr_met_stat(v, CMR_MET_MEAN)), "stalled",
+                     (json_int_t)v->stalled, "max_in_flight", (json_int_t)v->max_in_flight, "slowest_trace", trace,
+                     "rate_seconds", seconds);
 }
 
 #define NAME_COLUMN 56
@@ -348,7 +362,7 @@ static int q_top(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *te
     size_t want = p->name ? 100000 : p->limit; /* a name filter looks at every series */
     if (cmr_met_top(v->stores, v->n, &f, p->from_ms, p->to_ms, p->stat, want, &top) != 0)
         return -1;
-    double seconds = (double)(p->to_ms - p->from_ms) / 1000.0;
+    double seconds = rate_seconds(p, cmr_met_reporting_since(v->stores, v->n, 0, cmr_wall_ms()));
     json_t *items = json_array();
     if (text)
         value_header(text, p->kind == CMR_MET_TRANSACTION ? "TRANSACTION" : "METHOD");
@@ -474,12 +488,13 @@ static int q_jvms(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *t
     cmr_met_filter_t f = {.kind = l.kind, .env = l.env, .subject = l.subject, .agent = -1};
     cmr_met_list_series(v->stores, v->n, &f, jvm_one, &c);
     qsort(c.items, c.n, sizeof *c.items, by_stat_desc);
-    double seconds = (double)(p->to_ms - p->from_ms) / 1000.0;
     json_t *items = json_array();
     if (text)
         value_header(text, "JVM");
     for (size_t i = 0; i < c.n; i++) {
         if (i < p->limit) {
+            double seconds =
+                rate_seconds(p, cmr_met_reporting_since(v->stores, v->n, c.items[i].labels.agent_id, cmr_wall_ms()));
             json_t *it = labels_json(v, &c.items[i].labels);
             json_object_update_new(it, value_json(&c.items[i].value, seconds));
             json_array_append_new(items, it);

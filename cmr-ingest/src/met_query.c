@@ -18,6 +18,10 @@
  * only the scalars. Only (statistic, series) pairs are kept; the winners' full values are
  * read again at the end, so memory stays small with 10^5 series.
  *
+ * Since when JVMs report (cmr_met_reporting_since, for rates over a window that began
+ * before the data): the earliest idempotence mark, one seek per agent, so a fleet of
+ * 10^4 JVMs costs 10^4 seeks per top-N query; beyond 10^5 agents it is not told.
+ *
  * Ownership: values handed to callbacks are the query's, valid during the call; top-N
  * results belong to the caller (cmr_met_top_free). Stored values that do not decode are
  * skipped and counted in their store's corrupt_operands.
@@ -27,6 +31,9 @@
 
 #include "cmr/bytes.h"
 #include "met_internal.h"
+
+#define MET_SINCE_MAX_AGENTS 100000   /* cmr_met_reporting_since gives up beyond: seeks per query */
+#define MET_SINCE_MARGIN_MS 3600000LL /* marks this close to their retention horizon tell nothing */
 
 /* --- iterators over the points of the stores --------------------------------------------- */
 
@@ -208,6 +215,47 @@ int cmr_met_window(cmr_met_store_t *const *stores, size_t n, const cmr_met_label
     met_acc_free(&acc);
     iters_close(&pi);
     return rc;
+}
+
+/* --- since when JVMs report --------------------------------------------------------------------- */
+
+/* The earliest interval of one store's marks in [prefix agent, end agent]: one seek per
+ * agent (the marks are agent | interval start, so an agent's first key is its earliest).
+ * Updates *min; counts the agents visited in *agents. */
+static void earliest_marks(cmr_met_store_t *s, int64_t agent_id, int64_t *min, size_t *agents)
+{
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[MET_CF_APPLIED]);
+    uint8_t seek[8];
+    cmr_put_be64(seek, (uint64_t)agent_id);
+    for (rocksdb_iter_seek(it, (const char *)seek, sizeof seek); rocksdb_iter_valid(it);) {
+        size_t kl;
+        const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+        uint64_t agent = cmr_be64(k);
+        if (kl != MET_APPLIED_KEY_LEN || (agent_id != 0 && agent != (uint64_t)agent_id))
+            break;
+        int64_t start = cmr_be64_ordered(k + 8);
+        if (start < *min)
+            *min = start;
+        if (agent_id != 0 || agent == UINT64_MAX || ++*agents > MET_SINCE_MAX_AGENTS)
+            break;
+        cmr_put_be64(seek, agent + 1);
+        rocksdb_iter_seek(it, (const char *)seek, sizeof seek);
+    }
+    rocksdb_iter_destroy(it);
+}
+
+int64_t cmr_met_reporting_since(cmr_met_store_t *const *stores, size_t n, int64_t agent_id, int64_t now_ms)
+{
+    int64_t min = INT64_MAX, horizon = INT64_MAX;
+    size_t agents = 0;
+    for (size_t i = 0; i < n; i++) {
+        earliest_marks(stores[i], agent_id, &min, &agents);
+        int64_t h = now_ms - stores[i]->o.retention_ms[CMR_MET_RES_10S] + MET_SINCE_MARGIN_MS;
+        if (h < horizon)
+            horizon = h;
+    }
+    /* marks near the retention horizon may have older ones dropped before them */
+    return min == INT64_MAX || min <= horizon || agents > MET_SINCE_MAX_AGENTS ? INT64_MIN : min;
 }
 
 /* --- listing series -------------------------------------------------------------------------- */

@@ -475,6 +475,9 @@ static void test_queries(void **state)
     assert_true(fabs(json_real_value(json_object_get(it, "p99_ms")) - p99) <= p99 * 0.0078 + 1e-9);
     assert_true(fabs(json_real_value(json_object_get(it, "p50_ms")) - p50) <= p50 * 0.0078 + 1e-9);
     assert_int_equal(json_integer_value(json_object_get(it, "stalled")), 1);
+    /* data older than the marks' retention tells nothing of when it began: the window */
+    assert_true(fabs(json_real_value(json_object_get(it, "rate_seconds")) - 80.0) < 1e-9);
+    assert_true(fabs(json_real_value(json_object_get(it, "rate")) - (double)n / 80.0) < 1e-9);
     json_decref(top);
 
     const char *k2[] = {"env", "from", "to", "kind"}, *v2[] = {"shop", from, to, "method"};
@@ -567,6 +570,80 @@ static void test_queries(void **state)
     rig_free(&r);
 }
 
+/* Agent `who`'s interval at base_ms + i * 10 s, without a stalled call. */
+static void feed_at(rig_t *r, int who, int i, int64_t base_ms)
+{
+    char err[256];
+    built_t x;
+    build(&x, who, i, false);
+    x.b.interval_start_ms = base_ms + (int64_t)i * 10000;
+    assert_int_equal(cmr_metrics_add(r->m, 0, &x.b, err, sizeof err), 1);
+    built_free(&x);
+}
+
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+/* A rate over a window that began before the JVMs reported divides by the time since they
+ * did: the 6 intervals of the last minute over "the last hour" are per second of that
+ * minute, not of the hour; a JVM that joined later is per second of its own time; a
+ * window that starts after the first report divides by the whole window. */
+static void test_rate_since_reporting(void **state)
+{
+    (void)state;
+    init_ids();
+    rig_t r;
+    rig_new(&r);
+    int64_t base = cmr_wall_ms() / 10000 * 10000 - 60000;
+    for (int i = 0; i < 6; i++) {
+        feed_at(&r, AGENT_A, i, base);
+        if (i >= 3)
+            feed_at(&r, AGENT_B, i, base);
+    }
+    assert_int_equal(cmr_metrics_flush(r.m), 0);
+
+    const char *k1[] = {"env", "last"}, *v1[] = {"shop", "1h"};
+    json_t *top = query(r.root, "top", k1, v1, 2);
+    json_t *it = json_array_get(json_object_get(top, "items"), 0);
+    assert_non_null(it);
+    double secs = num(it, "rate_seconds"), count = num(it, "count");
+    assert_true(secs >= 60.0 && secs < 75.0); /* from base to the query's now */
+    assert_true(fabs(num(it, "rate") - count / secs) < 1e-6);
+    json_decref(top);
+
+    const char *k2[] = {"name", "last"}, *v2[] = {"Checkout.checkout", "1h"};
+    json_t *jvms = query(r.root, "jvms", k2, v2, 2);
+    json_t *items = json_object_get(jvms, "items");
+    assert_int_equal(json_array_size(items), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *row = json_array_get(items, i);
+        bool b = !strcmp(json_string_value(json_object_get(row, "agent")), "00000000000000b2");
+        double s = num(row, "rate_seconds");
+        if (b)
+            assert_true(s >= 30.0 && s < 45.0); /* B reported from base + 30 s */
+        else
+            assert_true(s >= 60.0 && s < 75.0);
+        assert_true(fabs(num(row, "rate") - num(row, "count") / s) < 1e-6);
+    }
+    json_decref(jvms);
+
+    /* a window that starts after the first report: the window */
+    char from[32], to[32];
+    snprintf(from, sizeof from, "%lld", (long long)(base + 20000) / 1000);
+    snprintf(to, sizeof to, "%lld", (long long)(base + 60000) / 1000);
+    const char *k3[] = {"env", "from", "to"}, *v3[] = {"shop", from, to};
+    top = query(r.root, "top", k3, v3, 3);
+    it = json_array_get(json_object_get(top, "items"), 0);
+    assert_true(fabs(num(it, "rate_seconds") - 40.0) < 1e-9);
+    assert_true(fabs(num(it, "rate") - num(it, "count") / 40.0) < 1e-6);
+    json_decref(top);
+    rig_free(&r);
+}
+
 /* The Prometheus families: cumulative histograms whose +Inf bucket is the call count. */
 static void test_prometheus(void **state)
 {
@@ -612,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_duplicates_and_malformed),
         cmocka_unit_test(test_applied_offset),
         cmocka_unit_test(test_queries),
+        cmocka_unit_test(test_rate_since_reporting),
         cmocka_unit_test(test_prometheus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -174,6 +174,15 @@ try {
   await visit(page, '#/metrics?env=demo&kind=transaction');
   const first = shortName(top.items[0].name).split('.').pop();
   await page.locator('table', {hasText: first}).first().waitFor();
+  // the stack has run for minutes, not the hour asked for: the rate is per second of them
+  const t0 = top.items[0];
+  check(
+      t0.rate_seconds >= 10 && t0.rate_seconds < 3000 &&
+          Math.abs(t0.rate * t0.rate_seconds - t0.count) < 1e-3 * t0.count,
+      `the rate is per second of the reports, not of the hour: ${t0.count} calls, ${t0.rate}/s over ${
+          t0.rate_seconds} s`);
+  const hover = await page.locator('td.num span[title*="calls over"]').first().getAttribute('title');
+  check(/ of reports in the window$/.test(hover), `the rate says over how long: ${hover}`);
   await shot(page, 'metrics');
 
   // ---- an answer of several ingest workers that lacks partitions (one did not answer):

@@ -8,8 +8,9 @@
 //   errorText(e)              what an ApiError or any error says, for inline messages
 //   windowQuery(q)            { last } or { from, to } from the hash query
 //   pct(x), rate(x), msCell(x) number formats the tables share
+//   rateCell(row)             a row's rate, with the time it is per second of on hover
 import {append, clear, h} from './dom.js';
-import {method as splitMethod, ms} from './format.js';
+import {count, method as splitMethod, ms} from './format.js';
 
 // columns: [{ key, title, get(row) -> Node|string, sort(row) -> number|string, class, hint }]
 // sort: { key, dir: 'asc'|'desc' } or null. Sorting happens here; onSort(key, dir) lets the
@@ -158,6 +159,18 @@ export function rate(x) {
   if (x >= 1) return x.toFixed(2);
   if (x === 0) return '0';
   return x.toFixed(3);
+}
+
+// The API divides a count by the part of the window since the JVMs began reporting
+// (rate_seconds): say over how long, since it is less than the window for a fresh
+// deployment or a JVM started within it.
+export function rateCell(r) {
+  const secs = r.rate_seconds;
+  if (!secs) return rate(r.rate);
+  const span = secs >= 5400 ? `${(secs / 3600).toFixed(1)} h` :
+      secs >= 90 ? `${Math.round(secs / 60)} min` :
+                   `${Math.round(secs)} s`;
+  return h('span', {title: `${count(r.count)} calls over ${span} of reports in the window`}, rate(r.rate));
 }
 
 export function msCell(x) {

@@ -11,7 +11,7 @@ import {clear, h, notice} from '../lib/dom.js';
 import {ago, count, method as splitMethod, ms, time} from '../lib/format.js';
 import {unreachableNote} from '../lib/loss.js';
 import {timeChart} from '../lib/m-chart.js';
-import {errorText, field, methodName, msCell, pct, rate, replace, select, sortTable, windowQuery} from '../lib/m-common.js';
+import {errorText, field, methodName, msCell, pct, rateCell, replace, select, sortTable, windowQuery} from '../lib/m-common.js';
 
 const WINDOWS = [
   ['15m', 'Last 15 minutes'], ['1h', 'Last hour'], ['6h', 'Last 6 hours'], ['24h', 'Last 24 hours'],
@@ -299,7 +299,7 @@ function topColumns() {
   if (!S.env) cols.push({key: 'env', title: 'Env', sort: (r) => r.env, get: (r) => r.env});
   cols.push(
       num('count', 'Count', (r) => r.count, count),
-      num('rate', 'Rate/s', (r) => r.rate, rate),
+      {key: 'rate', title: 'Rate/s', class: 'num', sort: (r) => r.rate, get: rateCell},
       {key: 'errors', title: 'Errors', class: 'num', sort: (r) => r.errors, get: errorsCell},
       num('p50', 'p50', (r) => r.p50_ms, msCell),
       num('p90', 'p90', (r) => r.p90_ms, msCell),
@@ -441,7 +441,7 @@ function kpis(it) {
       'div',
       {class: 'm-kpis'},
       tile('calls', count(it.count)),
-      tile('per second', rate(it.rate)),
+      tile('per second', rateCell(it)),
       tile('errors', it.errors ? `${count(it.errors)} (${pct(it.error_rate)})` : '0', it.errors ? 'bad' : ''),
       tile('p50', ms(it.p50_ms)),
       tile('p95', ms(it.p95_ms)),
@@ -558,7 +558,7 @@ function renderJvms(box, res) {
       get: (r) => h('a', {href: `#/agents?agent=${r.agent}`, title: r.agent}, r.agent_name || r.agent)
     },
     {key: 'count', title: 'Count', class: 'num', get: (r) => count(r.count)},
-    {key: 'rate', title: 'Rate/s', class: 'num', get: (r) => rate(r.rate)},
+    {key: 'rate', title: 'Rate/s', class: 'num', get: rateCell},
     {key: 'errors', title: 'Errors', class: 'num', get: errorsCell},
     {key: 'p50', title: 'p50', class: 'num', get: (r) => msCell(r.p50_ms)},
     {key: 'p95', title: 'p95', class: 'num', get: (r) => msCell(r.p95_ms)},
