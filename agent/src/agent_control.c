@@ -33,6 +33,7 @@
 
 #define SHIP_MAX_IN_FLIGHT 2000
 #define SILENCE_DISCONNECT_MS 3000
+#define SHUTDOWN_PROBE_MS 300  /* a metadata request at shutdown when librdkafka said every broker is down */
 #define REFUSAL_STATUS_MS 1000 /* refusals are reported in an AgentStatus within this time */
 /* a change of the classes instrumented (the first Redefines after configuration, budget
  * removals, cached classes reverted) is reported at most this often, not only with the
@@ -784,6 +785,21 @@ static void check_connection(control_t *c, int64_t now)
 
 /* --- the loop ----------------------------------------------------------------------------- */
 
+/* Whether waiting for the cluster at shutdown can help. The agent's own view turns
+ * disconnected after 10 s of silence; librdkafka says at once when every broker is down,
+ * but also when the first of a host's addresses refused a connection and the next was
+ * taken: then a metadata request of SHUTDOWN_PROBE_MS decides. A JVM stopped during an
+ * outage ends in under a second, not after its flush time. Asked by the control thread
+ * and by cmr_agent_control_stop, each for itself. */
+static bool cluster_reachable(cmr_agent_t *a)
+{
+    if (!a->connected)
+        return false;
+    if (!a->producer || !cmr_producer_cluster_down(a->producer))
+        return true;
+    return cmr_producer_fetch_metadata(a->producer, NULL, SHUTDOWN_PROBE_MS) > 0;
+}
+
 static void *control_main(void *arg)
 {
     control_t *c = arg;
@@ -844,10 +860,11 @@ static void *control_main(void *arg)
     }
     /* shutdown: ship what can still go, wait for the cluster's answers so that the final
      * counters include every delivery failure, say goodbye (flushed by the caller) */
-    if (a->mode == CMR_MODE_FULL && a->connected)
+    bool reachable = cluster_reachable(a);
+    if (a->mode == CMR_MODE_FULL && reachable)
         ship_classes(c);
     if (a->producer)
-        cmr_producer_flush(a->producer, (int)(a->connected ? a->settings.shutdown_flush_ms : 200));
+        cmr_producer_flush(a->producer, (int)(reachable ? a->settings.shutdown_flush_ms : 200));
     cmr_agent_send_status(a, CMR_AGENT_SHUTDOWN);
     for (int i = 0; i < c->ndeferred; i++)
         cmr_record_free(c->deferred[i]);
@@ -906,7 +923,7 @@ void cmr_agent_control_stop(cmr_agent_t *a)
     control_wake();
     /* A cluster that does not answer gets half a second, not the whole flush time. */
     int64_t flush_ms = a->settings.shutdown_flush_ms;
-    if (!a->connected && flush_ms > 500)
+    if (!cluster_reachable(a) && flush_ms > 500)
         flush_ms = 500;
     struct timespec deadline = cmr_wall_deadline(flush_ms);
     if (pthread_timedjoin_np(a->control_thread, NULL, &deadline) != 0) {

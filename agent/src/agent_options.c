@@ -61,7 +61,7 @@ static const cmr_conf_key_t agent_keys[] = {
     {"agent.status.interval.ms", "30000",
      "how often the agent reports its status while configured (0: only when its state changes)"},
     {"agent.shutdown.flush.ms", "3000",
-     "how long the JVM's exit may wait for the last events (500 when the CMR does not answer)"},
+     "how long the JVM's exit may wait for the last events (500 when the cluster does not answer)"},
     {"agent.cache.dir", NULL,
      "directory of the cache of instrumented classes (class grants signed by the CMR, docs/AGENT.md): a restarted JVM "
      "of the same environment gets them at load time, without redefinition; created with mode 0700, refused when "

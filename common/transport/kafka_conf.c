@@ -46,9 +46,8 @@ static struct {
     uint64_t suppressed;
 } error_seen[16];
 
-static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+void cmr_kafka_log_error(rd_kafka_t *rk, int err, const char *reason)
 {
-    (void)opaque;
     /* Transport errors (broker down, all brokers down) are retried by librdkafka: they
      * are warnings unless librdkafka says they are fatal. */
     int fatal = err == RD_KAFKA_RESP_ERR__FATAL;
@@ -77,6 +76,12 @@ static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *op
     cmr_log(fatal ? CMR_LOG_ERROR : CMR_LOG_WARN, fatal ? "kafka.fatal" : "kafka.error",
             "client=%s code=%s reason=\"%s\" suppressed_since_last=%llu", rd_kafka_name(rk), rd_kafka_err2name(err),
             reason, (unsigned long long)suppressed);
+}
+
+static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)opaque;
+    cmr_kafka_log_error(rk, err, reason);
 }
 
 /* Which clients a property is for: librdkafka's own table (rd_kafka_conf_properties_show,

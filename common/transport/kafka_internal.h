@@ -19,6 +19,11 @@
  * takes it). NULL with errbuf filled on a bad property. */
 rd_kafka_conf_t *cmr_kafka_conf(const cmr_conf_t *conf, char role, char *errbuf, size_t errlen);
 
+/* What the error callback of cmr_kafka_conf() does with an error: logged as kafka.error
+ * (kafka.fatal when fatal), one line per code per 30 s. For a client that sets its own
+ * error callback to learn from the errors too. */
+void cmr_kafka_log_error(rd_kafka_t *rk, int err, const char *reason);
+
 /* A librdkafka property; arrays of them end with a NULL key. */
 typedef struct cmr_kafka_prop {
     const char *key, *value;

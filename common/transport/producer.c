@@ -29,7 +29,8 @@ struct cmr_producer {
     pthread_t poller;
     atomic_bool stop;
     _Atomic uint64_t queued, delivered, failed, queue_full, invalid;
-    uint64_t failed_logged; /* failures already summarized in the log (poll thread only) */
+    _Atomic int64_t all_down_ms, up_ms; /* cmr_mono_ms of the last "all brokers down", of the last delivery */
+    uint64_t failed_logged;             /* failures already summarized in the log (poll thread only) */
     int64_t last_fail_log_ms;
     bool txn_ready;  /* rd_kafka_init_transactions done */
     char txn_id[64]; /* transactional.id, for messages ("" when none) */
@@ -55,6 +56,7 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
         }
     } else {
         p->delivered++;
+        p->up_ms = cmr_mono_ms();
     }
     if (p->cb) {
         cmr_delivery_t d = {rd_kafka_topic_name(m->rkt),
@@ -67,9 +69,20 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
     }
 }
 
+/* Logged as every client's errors; "all brokers down" is also kept for
+ * cmr_producer_cluster_down. */
+static void producer_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    cmr_producer_t *p = opaque;
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        p->all_down_ms = cmr_mono_ms();
+    cmr_kafka_log_error(rk, err, reason);
+}
+
 static void producer_callbacks(rd_kafka_conf_t *rk_conf)
 {
     rd_kafka_conf_set_dr_msg_cb(rk_conf, producer_dr_cb);
+    rd_kafka_conf_set_error_cb(rk_conf, producer_error_cb);
 }
 
 static void *producer_poll_main(void *arg)
@@ -223,6 +236,12 @@ void cmr_producer_stats(cmr_producer_t *p, cmr_producer_stats_t *out)
     out->invalid = p->invalid;
 }
 
+bool cmr_producer_cluster_down(cmr_producer_t *p)
+{
+    int64_t down = p->all_down_ms;
+    return down > 0 && down >= p->up_ms;
+}
+
 int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeout_ms)
 {
     rd_kafka_topic_t *rkt = topic ? rd_kafka_topic_new(p->rk, topic, NULL) : NULL;
@@ -230,8 +249,10 @@ int cmr_producer_fetch_metadata(cmr_producer_t *p, const char *topic, int timeou
         return -1;
     const struct rd_kafka_metadata *md = NULL;
     int brokers = -1;
-    if (rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR && md)
+    if (rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR && md) {
         brokers = md->broker_cnt;
+        p->up_ms = cmr_mono_ms(); /* the cluster answered */
+    }
     if (md)
         rd_kafka_metadata_destroy(md);
     if (rkt)

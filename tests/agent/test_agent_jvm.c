@@ -957,6 +957,32 @@ static void test_disconnected_mode_loses_no_class(void **state)
     agent_done(&r);
 }
 
+/* A JVM that ends while the cluster is down does not wait for it: librdkafka says every
+ * broker is down, one metadata request confirms it, and the shutdown flushes for 200 ms
+ * instead of agent.shutdown.flush.ms (3 s) and waits for the control thread half a
+ * second. The agent has nothing in flight, so its own view is still "connected". */
+static void test_exit_during_an_outage_does_not_wait(void **state)
+{
+    (void)state;
+    agent_run_t r;
+    agent_start(&r, "exit-outage", NULL);
+    agent_configure(&r, 10000);
+    cmr_peer_poll(&peer, 1000);
+    kill(broker.pid, SIGUSR1);
+    cmr_sleep_ms(2000); /* librdkafka's reconnect attempts fail */
+    int64_t t0 = cmr_mono_ms();
+    jvm_proc_send(&r.jvm, "exit");
+    assert_int_equal(jvm_proc_expect(&r.jvm, "bye", NULL, 0, 10000), 0);
+    assert_int_equal(jvm_proc_wait(&r.jvm, 30000), 0);
+    int64_t took = cmr_mono_ms() - t0;
+    kill(broker.pid, SIGUSR2);
+    print_message("the JVM ended %lld ms after being told to, during the outage\n", (long long)took);
+    if (took >= 2000)
+        fail_msg("the JVM took %lld ms to end during the outage", (long long)took);
+    assert_false(jvm_proc_stderr_has(&r.jvm, "event=agent.disconnected")); /* it did not learn it by silence */
+    agent_done(&r);
+}
+
 /* The first batch of the agent's segment whose root call is method_id, among the segment
  * batches received so far; NULL when there is none yet. */
 static const cmr_event_batch_t *root_batch(const agent_run_t *r, uint64_t method_id)
@@ -2019,6 +2045,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_context_follows_work_to_other_threads),
         cmocka_unit_test(test_context_follows_thread_pool_tasks_through_the_jdk),
         cmocka_unit_test(test_disconnected_mode_loses_no_class),
+        cmocka_unit_test(test_exit_during_an_outage_does_not_wait),
         cmocka_unit_test(test_dynamic_attach_sends_classes_loaded_before_it),
         cmocka_unit_test(test_stress_every_event_arrives_or_is_counted),
         cmocka_unit_test(test_loss_is_whole_traces),

@@ -25,6 +25,7 @@
 #ifndef CMR_KAFKA_H
 #define CMR_KAFKA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +86,11 @@ int cmr_producer_flush(cmr_producer_t *p, int timeout_ms);
 void cmr_producer_stats(cmr_producer_t *p, cmr_producer_stats_t *out);
 /* Messages not yet delivered or failed. */
 int cmr_producer_outstanding(cmr_producer_t *p);
+/* true when librdkafka last said that every broker is down (it says so once they all
+ * are, after connection attempts fail) and since then nothing was delivered and no
+ * metadata request answered: what a shutdown asks to know whether waiting for
+ * deliveries can help (a hint: one address of several refused is enough to say it). */
+bool cmr_producer_cluster_down(cmr_producer_t *p);
 /* Asks the cluster for metadata now, for `topic` or (NULL) for the topics the producer
  * knows, waiting up to timeout_ms: a new topic is then known before the first send to
  * it, and an answer proves the cluster reachable. The number of brokers in the answer
