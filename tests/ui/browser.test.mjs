@@ -183,6 +183,21 @@ try {
           t0.rate_seconds} s`);
   const hover = await page.locator('td.num span[title*="calls over"]').first().getAttribute('title');
   check(/ of reports in the window$/.test(hover), `the rate says over how long: ${hover}`);
+  // the charts' time axis reads as the UI's times do: 24-hour, seconds only when the ticks
+  // are less than a minute apart, the date where the day changes (the module, in the page)
+  const ticks = await page.evaluate(async () => {
+    const {timeTicks} = await import('/js/lib/m-chart.js');
+    const at = (y, mo, d, h, mi, s = 0) => new Date(y, mo - 1, d, h, mi, s).getTime() / 1000;
+    return [
+      timeTicks(null, [at(2026, 11, 29, 23, 59, 30), at(2026, 11, 30, 0, 0, 0)], 0, 0, 30),
+      timeTicks(null, [at(2026, 11, 29, 13, 0), at(2026, 11, 29, 14, 0)], 0, 0, 3600),
+      timeTicks(null, [at(2026, 11, 29, 0, 0), at(2026, 11, 30, 0, 0)], 0, 0, 86400),
+    ];
+  });
+  check(
+      JSON.stringify(ticks) ===
+          JSON.stringify([['23:59:30', '11-30 00:00:00'], ['13:00', '14:00'], ['11-29', '11-30']]),
+      `time axis labels (${JSON.stringify(ticks)})`);
   await shot(page, 'metrics');
 
   // ---- an answer of several ingest workers that lacks partitions (one did not answer):

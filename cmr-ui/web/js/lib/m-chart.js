@@ -13,6 +13,8 @@
 // become breaks in the lines (nulls), so a JVM that was away does not draw a straight line.
 import uPlot from '/vendor/uplot/uPlot.esm.js';
 
+import {time} from './format.js';
+
 const AXIS = {
   stroke: '#667085',
   grid: {stroke: '#eef0f3', width: 1},
@@ -43,14 +45,32 @@ function options(el, series, yFormat, bands, height) {
     height,
     scales: {x: {time: true}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1]}},
     series: [
-      {value: (u, v) => (v == null ? '—' : new Date(v * 1000).toLocaleTimeString())},
-      ...series.map((s) => seriesOpts(s, yFormat))
+      {value: (u, v) => (v == null ? '—' : time(v * 1000).slice(0, 19))}, ...series.map((s) => seriesOpts(s, yFormat))
     ],
-    axes: [{...AXIS}, {...AXIS, size: 64, values: (u, vals) => vals.map((v) => yFormat(v))}],
+    axes: [
+      {...AXIS, space: 64, values: timeTicks}, {...AXIS, size: 64, values: (u, vals) => vals.map((v) => yFormat(v))}
+    ],
     legend: {live: true},
     cursor: {points: {size: 6}, drag: {x: true, y: false}},
     hooks: {drawClear: [(u) => drawBands(u, bands)]},
   };
+}
+
+// Time axis labels as the rest of the UI writes times (24-hour, format.js time()): "14:05",
+// "14:05:30" when ticks are less than a minute apart, the date ("11-30 00:00") where the
+// day changes (the view's header says the window's dates), the date alone when ticks are
+// a day or more apart. uPlot's time scale is in seconds; incr is the ticks' spacing.
+export function timeTicks(u, splits, axisIdx, space, incr) {
+  let day = null;
+  return splits.map((v) => {
+    const t = time(v * 1000);  // "2026-11-30 00:05:30.000"
+    const d = t.slice(5, 10);
+    if (incr >= 86400) return d;
+    const hm = incr < 60 ? t.slice(11, 19) : t.slice(11, 16);
+    const label = day !== null && d !== day ? `${d} ${hm}` : hm;
+    day = d;
+    return label;
+  });
 }
 
 function seriesOpts(s, yFormat) {

@@ -464,6 +464,10 @@ function renderCharts(box, res, it) {
   const lat = h('div', {class: 'mx-chart'});
   const thr = h('div', {class: 'mx-chart'});
   const resTxt = `${Math.round(s.res_ms / 1000)} s buckets`;
+  // a bucket still open holds some of its intervals only: its rate would read as a drop
+  const end = s.to_ms || Date.now();
+  const closed = (p) => p.t + s.res_ms <= end;
+  const open = pts.some((p) => !closed(p));
   replace(
       box,
       h('div', {class: 'mx-chart-box'},
@@ -472,7 +476,8 @@ function renderCharts(box, res, it) {
         lat),
       h('div', {class: 'mx-chart-box'},
         h('div', {class: 'mx-chart-title'}, 'Throughput',
-          h('span', {class: 'muted'}, ' · calls per second, errors per second')),
+          h('span', {class: 'muted'},
+            ` · calls per second, errors per second${open ? ' · the bucket in progress left out' : ''}`)),
         thr),
   );
   const line = (key, label, color, extra = {}) => ({label, color, values: pts.map((p) => p[key]), ...extra});
@@ -496,11 +501,16 @@ function renderCharts(box, res, it) {
           {
             label: 'calls/s',
             color: COLORS.rate,
-            values: pts.map((p) => p.rate),
+            values: pts.map((p) => (closed(p) ? p.rate : null)),
             bars: true,
             fill: 'rgba(14,165,233,.55)'
           },
-          {label: 'errors/s', color: COLORS.errors, values: pts.map((p) => (p.errors * 1000) / s.res_ms), width: 1.5},
+          {
+            label: 'errors/s',
+            color: COLORS.errors,
+            values: pts.map((p) => (closed(p) ? (p.errors * 1000) / s.res_ms : null)),
+            width: 1.5
+          },
         ],
       }),
   );
