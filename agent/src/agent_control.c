@@ -786,18 +786,26 @@ static void check_connection(control_t *c, int64_t now)
 /* --- the loop ----------------------------------------------------------------------------- */
 
 /* Whether waiting for the cluster at shutdown can help. The agent's own view turns
- * disconnected after 10 s of silence; librdkafka says at once when every broker is down,
- * but also when the first of a host's addresses refused a connection and the next was
- * taken: then a metadata request of SHUTDOWN_PROBE_MS decides. A JVM stopped during an
- * outage ends in under a second, not after its flush time. Asked by the control thread
- * and by cmr_agent_control_stop, each for itself. */
+ * disconnected after SILENCE_DISCONNECT_MS of silence while it waits for answers;
+ * librdkafka says at once when every broker is down, but also when the first of a host's
+ * addresses refused a connection and the next was taken: then a metadata request of
+ * SHUTDOWN_PROBE_MS decides (a broker that restarts just then, before librdkafka's
+ * reconnect backoff ran out, counts as down: the last messages are lost, as in any outage
+ * at exit). Decided once, by the first of the control thread (its loop ended: the
+ * publisher's stop or cmr_agent_control_stop) and cmr_agent_control_stop to ask; the other
+ * waits for the answer, so both flush and join by the same one. */
+static pthread_mutex_t shutdown_lock = PTHREAD_MUTEX_INITIALIZER;
+static int shutdown_reachable = -1; /* -1: not decided yet (guarded by shutdown_lock) */
+
 static bool cluster_reachable(cmr_agent_t *a)
 {
-    if (!a->connected)
-        return false;
-    if (!a->producer || !cmr_producer_cluster_down(a->producer))
-        return true;
-    return cmr_producer_fetch_metadata(a->producer, NULL, SHUTDOWN_PROBE_MS) > 0;
+    pthread_mutex_lock(&shutdown_lock);
+    if (shutdown_reachable < 0)
+        shutdown_reachable = a->connected && (!a->producer || !cmr_producer_cluster_down(a->producer) ||
+                                              cmr_producer_fetch_metadata(a->producer, NULL, SHUTDOWN_PROBE_MS) > 0);
+    bool r = shutdown_reachable;
+    pthread_mutex_unlock(&shutdown_lock);
+    return r;
 }
 
 static void *control_main(void *arg)
@@ -884,6 +892,7 @@ int cmr_agent_control_start(cmr_agent_t *a)
 {
     control_t *c = &control_state;
     memset(c, 0, sizeof *c);
+    shutdown_reachable = -1;
     c->a = a;
     char err[512];
     /* Agent defaults: deliveries fail within 10 s so that classes go back in the queue,

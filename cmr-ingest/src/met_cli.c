@@ -362,7 +362,7 @@ static int q_top(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *te
     size_t want = p->name ? 100000 : p->limit; /* a name filter looks at every series */
     if (cmr_met_top(v->stores, v->n, &f, p->from_ms, p->to_ms, p->stat, want, &top) != 0)
         return -1;
-    double seconds = rate_seconds(p, cmr_met_reporting_since(v->stores, v->n, 0, cmr_wall_ms()));
+    double seconds = rate_seconds(p, cmr_met_reporting_since(v->stores, v->n, 0, p->from_ms, cmr_wall_ms()));
     json_t *items = json_array();
     if (text)
         value_header(text, p->kind == CMR_MET_TRANSACTION ? "TRANSACTION" : "METHOD");
@@ -493,8 +493,8 @@ static int q_jvms(cmr_metrics_view_t *v, const params_t *p, json_t *out, FILE *t
         value_header(text, "JVM");
     for (size_t i = 0; i < c.n; i++) {
         if (i < p->limit) {
-            double seconds =
-                rate_seconds(p, cmr_met_reporting_since(v->stores, v->n, c.items[i].labels.agent_id, cmr_wall_ms()));
+            double seconds = rate_seconds(
+                p, cmr_met_reporting_since(v->stores, v->n, c.items[i].labels.agent_id, p->from_ms, cmr_wall_ms()));
             json_t *it = labels_json(v, &c.items[i].labels);
             json_object_update_new(it, value_json(&c.items[i].value, seconds));
             json_array_append_new(items, it);

@@ -77,6 +77,11 @@ int met_acc_value(const met_acc_t *a, cmr_met_value_t *out);
 /* cmr_met_stat of the merged value, without building it. */
 double met_acc_stat(const met_acc_t *a, cmr_met_stat_t stat);
 
+/* How long the store's idempotence marks are kept (its 10 s buckets' retention): as the
+ * worker that writes it configured it (kept in the state CF at each writable open), else
+ * as this open's options say. */
+int64_t met_applied_retention_ms(cmr_met_store_t *s);
+
 /* Counts a stored value that did not decode. */
 void met_count_corrupt(cmr_met_store_t *s);
 

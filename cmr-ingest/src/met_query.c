@@ -19,8 +19,9 @@
  * read again at the end, so memory stays small with 10^5 series.
  *
  * Since when JVMs report (cmr_met_reporting_since, for rates over a window that began
- * before the data): the earliest idempotence mark, one seek per agent, so a fleet of
- * 10^4 JVMs costs 10^4 seeks per top-N query; beyond 10^5 agents it is not told.
+ * before the data): the earliest idempotence mark, one seek per agent until one is at or
+ * before the window's start (on a fleet that reported before the window: one seek); a
+ * new fleet of 10^4 JVMs costs 10^4 seeks per top-N query; beyond 10^5 it is not told.
  *
  * Ownership: values handed to callbacks are the query's, valid during the call; top-N
  * results belong to the caller (cmr_met_top_free). Stored values that do not decode are
@@ -219,10 +220,11 @@ int cmr_met_window(cmr_met_store_t *const *stores, size_t n, const cmr_met_label
 
 /* --- since when JVMs report --------------------------------------------------------------------- */
 
-/* The earliest interval of one store's marks in [prefix agent, end agent]: one seek per
- * agent (the marks are agent | interval start, so an agent's first key is its earliest).
- * Updates *min; counts the agents visited in *agents. */
-static void earliest_marks(cmr_met_store_t *s, int64_t agent_id, int64_t *min, size_t *agents)
+/* The earliest interval of one store's marks, of agent_id or (0) of every agent: one seek
+ * per agent (the marks are agent | interval start, so an agent's first key is its
+ * earliest). Updates *min, and stops once it is at or before stop_ms; counts the agents
+ * visited in *agents. */
+static void earliest_marks(cmr_met_store_t *s, int64_t agent_id, int64_t stop_ms, int64_t *min, size_t *agents)
 {
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro, s->cfs[MET_CF_APPLIED]);
     uint8_t seek[8];
@@ -236,7 +238,7 @@ static void earliest_marks(cmr_met_store_t *s, int64_t agent_id, int64_t *min, s
         int64_t start = cmr_be64_ordered(k + 8);
         if (start < *min)
             *min = start;
-        if (agent_id != 0 || agent == UINT64_MAX || ++*agents > MET_SINCE_MAX_AGENTS)
+        if (agent_id != 0 || *min <= stop_ms || agent == UINT64_MAX || ++*agents > MET_SINCE_MAX_AGENTS)
             break;
         cmr_put_be64(seek, agent + 1);
         rocksdb_iter_seek(it, (const char *)seek, sizeof seek);
@@ -244,18 +246,18 @@ static void earliest_marks(cmr_met_store_t *s, int64_t agent_id, int64_t *min, s
     rocksdb_iter_destroy(it);
 }
 
-int64_t cmr_met_reporting_since(cmr_met_store_t *const *stores, size_t n, int64_t agent_id, int64_t now_ms)
+int64_t cmr_met_reporting_since(cmr_met_store_t *const *stores, size_t n, int64_t agent_id, int64_t from_ms,
+                                int64_t now_ms)
 {
-    int64_t min = INT64_MAX, horizon = INT64_MAX;
+    /* the marks of the whole window must still be there: none dropped after from_ms */
+    for (size_t i = 0; i < n; i++)
+        if (from_ms < now_ms - met_applied_retention_ms(stores[i]) + MET_SINCE_MARGIN_MS)
+            return INT64_MIN;
+    int64_t min = INT64_MAX;
     size_t agents = 0;
-    for (size_t i = 0; i < n; i++) {
-        earliest_marks(stores[i], agent_id, &min, &agents);
-        int64_t h = now_ms - stores[i]->o.retention_ms[CMR_MET_RES_10S] + MET_SINCE_MARGIN_MS;
-        if (h < horizon)
-            horizon = h;
-    }
-    /* marks near the retention horizon may have older ones dropped before them */
-    return min == INT64_MAX || min <= horizon || agents > MET_SINCE_MAX_AGENTS ? INT64_MIN : min;
+    for (size_t i = 0; i < n && min > from_ms; i++)
+        earliest_marks(stores[i], agent_id, from_ms, &min, &agents);
+    return min == INT64_MAX || min <= from_ms || agents > MET_SINCE_MAX_AGENTS ? INT64_MIN : min;
 }
 
 /* --- listing series -------------------------------------------------------------------------- */

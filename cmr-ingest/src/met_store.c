@@ -64,6 +64,7 @@
 
 static const char *const cf_names[MET_NCFS] = {"default", "series", "points", "applied", "state"};
 static const int64_t res_ms[CMR_MET_NRES] = {10000, 60000, 3600000};
+#define RETENTION_KEY "#retention.10s" /* state: the writer's 10 s retention, ms (8 bytes) */
 static const int64_t default_retention_ms[CMR_MET_NRES] = {2 * 86400000LL, 14 * 86400000LL, 400 * 86400000LL};
 
 #define VALUE_VERSION 1
@@ -703,12 +704,31 @@ cmr_met_store_t *cmr_met_store_open(const char *path, const cmr_met_opts_t *o, c
     rocksdb_writeoptions_set_sync(s->wo, !s->o.no_sync);
     s->ro = rocksdb_readoptions_create();
     s->batch = rocksdb_writebatch_create();
+    if (!s->o.read_only) { /* for readers with other options (met_applied_retention_ms) */
+        uint8_t v[8];
+        cmr_put_be64(v, (uint64_t)s->o.retention_ms[CMR_MET_RES_10S]);
+        char *e = NULL;
+        rocksdb_put_cf(s->db, s->wo, s->cfs[MET_CF_STATE], RETENTION_KEY, sizeof RETENTION_KEY - 1, (const char *)v,
+                       sizeof v, &e);
+        free(e); /* not kept: readers take their own options */
+    }
     if (load_series(s) != 0) {
         snprintf(err, errlen, "out of memory loading the series of %s", path);
         cmr_met_store_close(s);
         return NULL;
     }
     return s;
+}
+
+int64_t met_applied_retention_ms(cmr_met_store_t *s)
+{
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cfs[MET_CF_STATE], RETENTION_KEY, sizeof RETENTION_KEY - 1, &vl, &e);
+    int64_t r = v && vl == 8 ? (int64_t)cmr_be64((const uint8_t *)v) : s->o.retention_ms[CMR_MET_RES_10S];
+    rocksdb_free(v);
+    free(e);
+    return r > 0 ? r : s->o.retention_ms[CMR_MET_RES_10S];
 }
 
 static void clear_pending_state(cmr_met_store_t *s)

@@ -164,6 +164,8 @@ static void on_alert(void *opaque, const cmr_threshold_event_t *ev)
     assert_string_equal(ev->subject_name, "com.shop.Checkout.checkout()V");
 }
 
+static int64_t rig_retention_10s_ms; /* 0: the store's default */
+
 static void rig_open(rig_t *r)
 {
     char err[512];
@@ -175,7 +177,10 @@ static void rig_open(rig_t *r)
     cmr_ingest_engine_add_method(r->engine, &m1);
     cmr_ingest_engine_add_method(r->engine, &m2);
     assert_int_equal(cmr_ingest_engine_flush(r->engine), 0);
-    cmr_metrics_opts_t mo = {.store = {.no_sync = true}, .lateness_ms = 0, .prom_max_series = 100, .max_alerts = 10};
+    cmr_metrics_opts_t mo = {.store = {.no_sync = true, .retention_ms = {rig_retention_10s_ms}},
+                             .lateness_ms = 0,
+                             .prom_max_series = 100,
+                             .max_alerts = 10};
     r->m = cmr_metrics_new(r->root, &mo, cmr_ingest_engine_names(r->engine), err, sizeof err);
     assert_non_null(r->m);
     cmr_metrics_on_alert(r->m, on_alert, r);
@@ -475,9 +480,17 @@ static void test_queries(void **state)
     assert_true(fabs(json_real_value(json_object_get(it, "p99_ms")) - p99) <= p99 * 0.0078 + 1e-9);
     assert_true(fabs(json_real_value(json_object_get(it, "p50_ms")) - p50) <= p50 * 0.0078 + 1e-9);
     assert_int_equal(json_integer_value(json_object_get(it, "stalled")), 1);
-    /* data older than the marks' retention tells nothing of when it began: the window */
     assert_true(fabs(json_real_value(json_object_get(it, "rate_seconds")) - 80.0) < 1e-9);
     assert_true(fabs(json_real_value(json_object_get(it, "rate")) - (double)n / 80.0) < 1e-9);
+    json_decref(top);
+    /* a window that began 40 s before the first report, a year ago: beyond the marks'
+     * retention nothing tells when reports began, so the window divides */
+    char from40[32];
+    snprintf(from40, sizeof from40, "%lld", (long long)(T0 - 40000) / 1000);
+    const char *v1b[] = {"shop", from40, to};
+    top = query(r.root, "top", k1, v1b, 3);
+    it = json_array_get(json_object_get(top, "items"), 0);
+    assert_true(fabs(json_real_value(json_object_get(it, "rate_seconds")) - 120.0) < 1e-9);
     json_decref(top);
 
     const char *k2[] = {"env", "from", "to", "kind"}, *v2[] = {"shop", from, to, "method"};
@@ -642,6 +655,25 @@ static void test_rate_since_reporting(void **state)
     assert_true(fabs(num(it, "rate") - num(it, "count") / 40.0) < 1e-6);
     json_decref(top);
     rig_free(&r);
+
+    /* a worker that keeps its marks 20 minutes: "the last hour" reaches where they may be
+     * gone, so the window divides (the query's view has the default options: it reads the
+     * writer's retention from the store) */
+    rig_retention_10s_ms = 20 * 60000;
+    rig_new(&r);
+    for (int i = 0; i < 6; i++)
+        feed_at(&r, AGENT_A, i, base);
+    assert_int_equal(cmr_metrics_flush(r.m), 0);
+    top = query(r.root, "top", k1, v1, 2);
+    it = json_array_get(json_object_get(top, "items"), 0);
+    assert_true(fabs(num(it, "rate_seconds") - 3600.0) < 1.0);
+    json_decref(top);
+    const char *v4[] = {"shop", "15m"}; /* within the 20 minutes, less the hour's margin: still the window */
+    top = query(r.root, "top", k1, v4, 2);
+    assert_true(fabs(num(json_array_get(json_object_get(top, "items"), 0), "rate_seconds") - 900.0) < 1.0);
+    json_decref(top);
+    rig_free(&r);
+    rig_retention_10s_ms = 0;
 }
 
 /* The Prometheus families: cumulative histograms whose +Inf bucket is the call count. */

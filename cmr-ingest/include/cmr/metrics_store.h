@@ -208,13 +208,15 @@ int cmr_met_series_read(cmr_met_store_t *const *stores, size_t n, const cmr_met_
 int cmr_met_window(cmr_met_store_t *const *stores, size_t n, const cmr_met_labels_t *l, int64_t from_ms, int64_t to_ms,
                    cmr_met_value_t *out);
 
-/* Since when metrics have been reported into the stores: the start (ms) of the earliest
- * interval applied, of any JVM (agent_id 0) or of one. INT64_MIN when it cannot be told:
- * nothing applied, more than 100,000 JVMs, or the earliest mark within an hour of the
- * marks' retention (that of the 10 s buckets, counted back from now_ms), which may have
- * dropped older ones. What a rate over a window divides by when the window began first
- * (met_cli.c). */
-int64_t cmr_met_reporting_since(cmr_met_store_t *const *stores, size_t n, int64_t agent_id, int64_t now_ms);
+/* Since when metrics have been reported into the stores, when that is after from_ms: the
+ * start (ms) of the earliest interval applied, of any JVM (agent_id 0) or of one.
+ * INT64_MIN when the window [from_ms, now_ms] has reports from its start, or when it
+ * cannot be told: nothing applied, more than 100,000 JVMs, or from_ms earlier than an hour
+ * after the marks' retention horizon (that of the 10 s buckets as the writing worker
+ * configured it, counted back from now_ms), before which marks may be gone. What a rate
+ * over a window divides by (met_cli.c). */
+int64_t cmr_met_reporting_since(cmr_met_store_t *const *stores, size_t n, int64_t agent_id, int64_t from_ms,
+                                int64_t now_ms);
 
 typedef struct cmr_met_filter {
     uint8_t kind;     /* 0: any */

@@ -57,17 +57,22 @@ function options(el, series, yFormat, bands, height) {
 }
 
 // Time axis labels as the rest of the UI writes times (24-hour, format.js time()): "14:05",
-// "14:05:30" when ticks are less than a minute apart, the date ("11-30 00:00") where the
-// day changes (the view's header says the window's dates), the date alone when ticks are
-// a day or more apart. uPlot's time scale is in seconds; incr is the ticks' spacing.
+// "14:05:30" when ticks are less than a minute apart, "14:05:30.500" under a second (a
+// zoom), the date and minute ("11-30 00:00") where the day changes (the view's header says
+// the window's dates), the whole date when ticks are a day or more apart. uPlot's time
+// scale is in seconds; incr is the ticks' spacing.
 export function timeTicks(u, splits, axisIdx, space, incr) {
   let day = null;
   return splits.map((v) => {
     const t = time(v * 1000);  // "2026-11-30 00:05:30.000"
     const d = t.slice(5, 10);
-    if (incr >= 86400) return d;
-    const hm = incr < 60 ? t.slice(11, 19) : t.slice(11, 16);
-    const label = day !== null && d !== day ? `${d} ${hm}` : hm;
+    if (incr >= 86400) return t.slice(0, 10);
+    const label = day !== null && d !== day ? `${d} ${t.slice(11, 16)}` :
+                                              t.slice(
+                                                  11,
+                                                  incr < 1      ? 23 :
+                                                      incr < 60 ? 19 :
+                                                                  16);
     day = d;
     return label;
   });

@@ -464,9 +464,10 @@ function renderCharts(box, res, it) {
   const lat = h('div', {class: 'mx-chart'});
   const thr = h('div', {class: 'mx-chart'});
   const resTxt = `${Math.round(s.res_ms / 1000)} s buckets`;
-  // a bucket still open holds some of its intervals only: its rate would read as a drop
-  const end = s.to_ms || Date.now();
-  const closed = (p) => p.t + s.res_ms <= end;
+  // a bucket still open, or closed less than an agent's metric interval (10 s) ago, holds
+  // some of its intervals only: its rate would read as a drop
+  const now = Date.now();
+  const closed = (p) => p.t + s.res_ms + 10000 <= now;
   const open = pts.some((p) => !closed(p));
   replace(
       box,
