@@ -29,8 +29,12 @@ void cmr_cs_free(cmr_call_stacks_t *cs)
     void *val;
     while (cmr_u64map_next(&cs->open, &it, &key, &val))
         free(val);
+    it = 0;
+    while (cmr_u64map_next(&cs->names, &it, &key, &val))
+        free(val);
     cmr_u64map_free(&cs->open);
     cmr_u64map_free(&cs->tx_open);
+    cmr_u64map_free(&cs->names);
     free(cs->prune);
     free(cs->tx_items);
     memset(cs, 0, sizeof *cs);
@@ -124,7 +128,7 @@ static void frame_discard(cmr_call_stacks_t *cs, cmr_cs_thread_t *t)
     if ((f->flags & CMR_CS_TRACKED) && f->m->cur)
         f->m->cur--;
     if (f->flags & CMR_CS_TX_TRACKED)
-        in_flight_dec(&cs->tx_open, f->method_id);
+        in_flight_dec(&cs->tx_open, f->tx_key);
 }
 
 /* Discards the frames at depth >= depth. */
@@ -158,7 +162,7 @@ void cmr_cs_enter(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, uint64_t method_id,
         return;
     }
     cmr_cs_frame_t *f = &t->frames[t->n++];
-    *f = (cmr_cs_frame_t){.method_id = method_id, .enter_ns = ts_ns, .depth = depth};
+    *f = (cmr_cs_frame_t){.method_id = method_id, .tx_key = method_id, .enter_ns = ts_ns, .depth = depth};
     if ((f->m = method_open(cs, method_id)))
         f->flags |= CMR_CS_TRACKED;
     else
@@ -183,7 +187,7 @@ static void frame_complete(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, int64_t ts
     cmr_metric_agg_add_hinted(cs->methods, f->m ? &f->m->item : NULL, f->method_id, ns, ns - f->child_ns, thrown,
                               trace); /* overflow counted there */
     if (f->flags & CMR_CS_TX)
-        cmr_metric_agg_add_traced(&cs->tx, f->method_id, ns, thrown, trace);
+        cmr_metric_agg_add_traced(&cs->tx, f->tx_key, ns, thrown, trace);
     frame_discard(cs, t);
 }
 
@@ -206,6 +210,50 @@ bool cmr_cs_exit(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, uint64_t method_id, 
     }
     frame_complete(cs, t, ts_ns, thrown);
     return true;
+}
+
+/* The record of a name (made when new), or NULL when CMR_CS_MAX_NAMES were given already
+ * or memory ran out. */
+static cmr_cs_name_t *name_record(cmr_call_stacks_t *cs, uint64_t key, const char *name, size_t len,
+                                  uint64_t root_method_id)
+{
+    cmr_cs_name_t *n = cmr_u64map_get(&cs->names, key);
+    if (n || cmr_u64map_count(&cs->names) >= CMR_CS_MAX_NAMES)
+        return n;
+    if (!(n = malloc(sizeof *n + len + 1)))
+        return NULL;
+    n->root_method_id = root_method_id;
+    memcpy(n->text, name, len);
+    n->text[len] = '\0';
+    if (cmr_u64map_put(&cs->names, key, n) != 0) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+void cmr_cs_name_transaction(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, const char *name, size_t len)
+{
+    cmr_cs_frame_t *f = t->n ? &t->frames[0] : NULL;
+    if (!f || f->depth != 1 || !(f->flags & CMR_CS_TX) || (f->flags & CMR_CS_NAMED) || len == 0 ||
+        len > CMR_CS_NAME_MAX)
+        return;
+    uint64_t key = cmr_hash_bytes(name, len);
+    cmr_cs_name_t *n = name_record(cs, key, name, len, f->method_id);
+    if (!n) {
+        cs->unnamed++;
+        return;
+    }
+    if (f->flags & CMR_CS_TX_TRACKED) { /* in flight under the name from now on */
+        in_flight_dec(&cs->tx_open, f->tx_key);
+        f->flags &= ~(uint32_t)CMR_CS_TX_TRACKED;
+    }
+    f->tx_key = key;
+    f->flags |= CMR_CS_NAMED;
+    if (in_flight_inc(cs, &cs->tx_open, key))
+        f->flags |= CMR_CS_TX_TRACKED;
+    else
+        cs->untracked++;
 }
 
 void cmr_cs_thread_end(cmr_call_stacks_t *cs, cmr_cs_thread_t *t)
@@ -257,9 +305,10 @@ int cmr_cs_batch(cmr_call_stacks_t *cs, cmr_metric_batch_t *mb)
     for (size_t i = 0; i < tb.metrics.count; i++) {
         const cmr_method_metric_t *m = &tb.metrics.items[i];
         uint64_t v = (uint64_t)(uintptr_t)cmr_u64map_get(&cs->tx_open, (uint64_t)m->method_id);
+        const cmr_cs_name_t *n = cmr_u64map_get(&cs->names, (uint64_t)m->method_id); /* the key */
         cs->tx_items[i] = (cmr_transaction_metric_t){
-            .root_method_id = m->method_id,
-            .name = "",
+            .root_method_id = n ? (int64_t)n->root_method_id : m->method_id,
+            .name = n ? (char *)n->text : "",
             .count = m->count,
             .exceptions = m->exceptions,
             .sum_ns = m->sum_ns,

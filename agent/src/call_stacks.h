@@ -24,8 +24,13 @@
  * in-flight counters (frames of further methods are not counted in flight), and the
  * aggregates' own bounds (metric_agg.h).
  *
- * Ownership: a cmr_call_stacks_t owns its transaction aggregate, its in-flight maps and
- * the transaction items of the last batch; the per-method aggregate is the caller's. A
+ * Transactions are keyed by their root method, or, once the publisher names one
+ * (cmr_cs_name_transaction: an incoming request's method and route, "GET /shop/checkout"), by
+ * the hash of the name: the batch reports it with the name and the root method it was
+ * first seen with.
+ *
+ * Ownership: a cmr_call_stacks_t owns its transaction aggregate, its in-flight maps, the
+ * names and the transaction items of the last batch; the per-method aggregate is the caller's. A
  * cmr_cs_thread_t owns its frames (released by cmr_cs_thread_end). Nothing here is
  * thread-safe or calls the JVM: the publisher thread only.
  */
@@ -44,11 +49,25 @@
 #define CMR_CS_MAX_TRACKED 8192 /* methods with open frames counted in flight at once */
 #define CMR_CS_STACK_BYTES (CMR_CS_MAX_DEPTH * 8)
 
+#define CMR_CS_MAX_NAMES 1024 /* transaction names (HTTP routes) an agent gives, ever */
+#define CMR_CS_NAME_MAX 256   /* bytes of a transaction name, "GET /shop/checkout" (as cmr-ingest takes) */
+
 enum {
     CMR_CS_TX = 1,         /* the root frame of a segment that starts a trace */
     CMR_CS_TRACKED = 2,    /* counted in its method's in-flight counter */
     CMR_CS_TX_TRACKED = 4, /* counted in its transaction's in-flight counter */
+    CMR_CS_NAMED = 8,      /* its transaction has a name: tx_key is the name's */
 };
+
+/* A transaction's name (an HTTP route and method) and the root method it was seen with
+ * first. Owned by cs->names, keyed by the name's hash, kept until cmr_cs_free: names are
+ * few (an application's routes), and a bound on the names ever given, not at once, keeps
+ * requests that make up their own routes (a Servlet 3.1 default servlet's paths) from
+ * making a series each in cmr-ingest. */
+typedef struct cmr_cs_name {
+    uint64_t root_method_id;
+    char text[]; /* NUL-terminated */
+} cmr_cs_name_t;
 
 /* A method with open frames: its in-flight counter and where its item is in the
  * per-method aggregate this interval. Owned by cs->open; kept until the interval reset
@@ -61,6 +80,7 @@ typedef struct cmr_cs_method {
 
 typedef struct cmr_cs_frame {
     uint64_t method_id;
+    uint64_t tx_key;    /* CMR_CS_TX: the transaction's key, its root method id or its name's hash */
     cmr_cs_method_t *m; /* its method's record when CMR_CS_TRACKED (not owned) */
     int64_t enter_ns;   /* monotonic, as the ring stamps it */
     uint32_t depth;     /* 1: the thread's root call */
@@ -80,7 +100,9 @@ typedef struct cmr_call_stacks {
     cmr_metric_agg_t *methods; /* not owned: per-method aggregate (shared with timer samples) */
     cmr_metric_agg_t tx;       /* owned: per transaction root method */
     cmr_u64map_t open;         /* method id -> cmr_cs_method_t (owned): one lookup per call, at its enter */
-    cmr_u64map_t tx_open;      /* root method id -> in-flight counter of its transactions */
+    cmr_u64map_t tx_open;      /* transaction key -> in-flight counter of its transactions */
+    cmr_u64map_t names;        /* name hash -> cmr_cs_name_t (owned): the named transactions */
+    uint64_t unnamed;          /* transactions left by their root method: names full, or no memory */
     size_t max_tracked;
     uint64_t untracked; /* frames not counted in flight (too many methods, or memory) */
     uint64_t not_kept;  /* frames deeper than CMR_CS_MAX_DEPTH, or no memory (interval) */
@@ -105,6 +127,15 @@ void cmr_cs_enter(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, uint64_t method_id,
  * frame and its duration was recorded; false when it was ignored. */
 bool cmr_cs_exit(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, uint64_t method_id, int64_t ts_ns, uint32_t depth,
                  bool thrown);
+/* Names the transaction t's root frame is (an open root frame that starts a trace;
+ * nothing otherwise, or when it has a name already): from then on it is counted in flight,
+ * timed and reported under the name, with its root method; transactions of several root
+ * methods may share a name. name: len bytes of UTF-8 text; longer than CMR_CS_NAME_MAX it
+ * names nothing (a cut could end inside a character, which cmr-ingest refuses). When
+ * CMR_CS_MAX_NAMES other names were given already (or memory runs out) it stays under its
+ * root method, counted in cs->unnamed. */
+void cmr_cs_name_transaction(cmr_call_stacks_t *cs, cmr_cs_thread_t *t, const char *name, size_t len);
+
 /* The thread ended (or its ring goes): discards its frames, frees them. */
 void cmr_cs_thread_end(cmr_call_stacks_t *cs, cmr_cs_thread_t *t);
 

@@ -38,6 +38,7 @@
 #include "cmr/kafka.h"
 #include "cmr/log.h"
 #include "cmr/topics.h"
+#include "cmr/utf8.h"
 #include "metric_agg.h"
 #include "probe_rings.h"
 #include "sql_text.h"
@@ -144,12 +145,61 @@ static void segment_open(publisher_t *p, cmr_ring_t *ring)
     ring->batch_count = 0;
     ring->diagnosis_id = 0;
     memset(ring->data_unsent, 0, sizeof ring->data_unsent);
+    ring->method_known = false;
 }
 
 static const char *const node_keys[CMR_RING_NODE_KEYS] = {
     CMR_NODE_ATTR_DB_STATEMENT, CMR_NODE_ATTR_HTTP_METHOD,     CMR_NODE_ATTR_URL,        CMR_NODE_ATTR_HTTP_STATUS,
     CMR_NODE_ATTR_DB_ROWS,      NULL /* named by its value */, CMR_NODE_ATTR_HTTP_ROUTE, CMR_NODE_ATTR_DB_SYSTEM};
 static void batch_send(publisher_t *p, cmr_ring_t *ring, bool last);
+
+/* The request's method as a transaction name takes it: RFC 9110's and PATCH, any other
+ * "_OTHER" (as OpenTelemetry's http.request.method), since a client chooses it and each
+ * would be a transaction of its own. */
+static const char *known_method(const char *m)
+{
+    static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(m, known[i]))
+            return m;
+    return "_OTHER";
+}
+
+/* Whether s[0..n) is text as cmr-ingest takes a transaction's name: UTF-8 without control
+ * characters (C0, DEL, C1). A route can hold the request's own path (a Servlet 3.1
+ * container's paths), decoded, so anything. */
+static bool name_is_text(const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = cmr_utf8_seq(p + i, n - i, &cp);
+        if (!l || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+            return false;
+        i += l;
+    }
+    return true;
+}
+
+/* The route of the segment's root call (an incoming request) names its transaction, with
+ * the request's method: "GET /shop/checkout" (call_stacks.h). */
+static void name_transaction(publisher_t *p, cmr_ring_t *ring, const char *route)
+{
+    if (ring->open_depth != 1 || !ring->method_known || !*route)
+        return;
+    char name[CMR_CS_NAME_MAX + 1];
+    int n = snprintf(name, sizeof name, "%s %s", known_method(ring->data[CMR_RING_DATA_HTTP_METHOD]), route);
+    if (n <= 0 || (size_t)n >= sizeof name || !name_is_text(name, (size_t)n))
+        return; /* a longer one, or one that is not text, names nothing (call_stacks.h) */
+    uint64_t unnamed = p->cs.unnamed;
+    cmr_cs_name_transaction(&p->cs, &ring->cs, name, (size_t)n);
+    if (unnamed == 0 && p->cs.unnamed > 0) {
+        char er[200];
+        cmr_log(CMR_LOG_WARN, "agent.transaction_names_full",
+                "names=%d route=\"%s\" (from now on new routes keep their root method's name)", CMR_CS_MAX_NAMES,
+                cmr_log_escape(route, er, sizeof er));
+    }
+}
 
 /* A complete call attribute: normalised (SQL: literals masked) and kept for the next batch. */
 static void node_attr_done(publisher_t *p, cmr_ring_t *ring)
@@ -164,6 +214,8 @@ static void node_attr_done(publisher_t *p, cmr_ring_t *ring)
         v = masked;
     } else {
         ring->node_raw[ring->node_len] = '\0';
+        if (ring->node_key == CMR_RING_NODE_HTTP_ROUTE)
+            name_transaction(p, ring, v);
     }
     const char *k = node_keys[ring->node_key - CMR_RING_NODE_KEY0];
     char header_key[sizeof CMR_NODE_ATTR_HTTP_HEADER + CMR_MAX_REQUEST_HEADER_NAME];
@@ -226,8 +278,11 @@ static void data_chunk(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uin
         chunk * 16 > (len ? len - 1 : 0))
         return; /* a value of another segment's, or garbage: dropped */
     size_t n = len - chunk * 16 < 16 ? len - chunk * 16 : 16;
-    if (chunk == 0)
+    if (chunk == 0) {
         ring->data_seen[key] = 0; /* a new value */
+        if (key == CMR_RING_DATA_HTTP_METHOD)
+            ring->method_known = false; /* until it is whole */
+    }
     memcpy(ring->data[key] + chunk * 16, rec, n);
     ring->data_seen[key] |= (uint16_t)(1u << chunk);
     uint32_t chunks = len ? (len + 15) / 16 : 1;
@@ -236,6 +291,8 @@ static void data_chunk(publisher_t *p, cmr_ring_t *ring, const uint8_t *rec, uin
             ring->data[key][len] = '\0';
             ring->data_len[key] = (uint16_t)len;
             ring->data_unsent[key] = true;
+            if (key == CMR_RING_DATA_HTTP_METHOD)
+                ring->method_known = len > 0 && ring->segment_open;
         }
         ring->data_seen[key] = 0;
     }

@@ -91,10 +91,12 @@
 #define CMR_RING_NODE_KEY0 16
 #define CMR_RING_NODE_DB_STATEMENT 16
 #define CMR_RING_NODE_HTTP_HEADER 21 /* "name\nvalue": attribute http.request.header.<name> */
-#define CMR_RING_NODE_KEYS 8         /* keys 16..23 */
-#define CMR_RING_NODE_DATA_MAX 2048  /* as Probe.NODE_DATA_MAX */
-#define CMR_RING_NODE_PENDING 64     /* call attributes a batch carries: more send it early */
-#define CMR_RING_OPEN_CALLS 256      /* call depths a call attribute can be given to */
+#define CMR_RING_NODE_HTTP_ROUTE 22  /* the route an entry call matched: names its transaction */
+#define CMR_RING_DATA_HTTP_METHOD 1
+#define CMR_RING_NODE_KEYS 8        /* keys 16..23 */
+#define CMR_RING_NODE_DATA_MAX 2048 /* as Probe.NODE_DATA_MAX */
+#define CMR_RING_NODE_PENDING 64    /* call attributes a batch carries: more send it early */
+#define CMR_RING_OPEN_CALLS 256     /* call depths a call attribute can be given to */
 #define CMR_RING_TIMER 16
 #define CMR_RING_TIMER_THROW 17
 
@@ -133,6 +135,7 @@ typedef struct cmr_ring {
     uint16_t data_len[CMR_RING_DATA_KEYS];
     uint16_t data_seen[CMR_RING_DATA_KEYS]; /* chunks of the value being put together */
     bool data_unsent[CMR_RING_DATA_KEYS];
+    bool method_known;     /* the open segment's http.method arrived whole (data[1]) */
     int64_t diag_start_ns; /* when that context opened (probe clock) */
     /* call attributes: the open segment's open calls (open_seq[d]: the event seq of the
      * enter of the open call at depth d, 1 .. open_depth), the value being put together

@@ -249,6 +249,117 @@ static void test_transactions_only_for_trace_roots(void **state)
     cmr_cs_thread_end(&f->cs, &continues);
 }
 
+static const cmr_transaction_metric_t *tx_named(const cmr_metric_batch_t *mb, const char *name)
+{
+    for (size_t i = 0; i < mb->transactions.count; i++)
+        if (!strcmp(mb->transactions.items[i].name, name))
+            return &mb->transactions.items[i];
+    return NULL;
+}
+
+static void name_tx(fixture_t *f, cmr_cs_thread_t *t, const char *name)
+{
+    cmr_cs_name_transaction(&f->cs, t, name, strlen(name));
+}
+
+/* A request's route names its transaction: transactions of two root methods with the same
+ * name are one, timed and counted in flight under the name, reported with the root method
+ * seen first; an unnamed one of the same root stays apart; a root call that continues
+ * another thread's trace, or a call below the root, is named nothing; a name still open at
+ * the interval's end is reported in the next one; past the bound on the names ever given,
+ * new ones stay under their root method while the names given go on. */
+static void test_named_transactions(void **state)
+{
+    fixture_t *f = *state;
+    cmr_cs_thread_t a = {0}, b = {0}, c = {0}, d = {0}, e = {0};
+    cmr_cs_enter(&f->cs, &a, 10, 0, 1, trace_a, true);
+    name_tx(f, &a, "GET /shop/cart");
+    name_tx(f, &a, "GET /elsewhere"); /* the first name stays */
+    cmr_cs_enter(&f->cs, &b, 20, 1, 1, trace_b, true);
+    cmr_cs_enter(&f->cs, &b, 21, 2, 2, trace_b, true);
+    name_tx(f, &b, "GET /shop/cart");
+    cmr_cs_enter(&f->cs, &c, 10, 3, 1, trace_a, true);  /* unnamed, same root as a */
+    cmr_cs_enter(&f->cs, &d, 10, 4, 1, trace_b, false); /* continues a trace: no transaction */
+    name_tx(f, &d, "GET /shop/cart");
+    cmr_cs_enter(&f->cs, &e, 30, 5, 2, trace_a, true); /* no root frame */
+    name_tx(f, &e, "GET /nowhere");
+    assert_int_equal(cmr_u64map_count(&f->cs.names), 1);
+    assert_true(cmr_cs_exit(&f->cs, &a, 10, 100, 1, false));
+    assert_true(cmr_cs_exit(&f->cs, &b, 21, 50, 2, false));
+    assert_true(cmr_cs_exit(&f->cs, &b, 20, 201, 1, true));
+    assert_true(cmr_cs_exit(&f->cs, &c, 10, 53, 1, false));
+    assert_true(cmr_cs_exit(&f->cs, &d, 10, 404, 1, false));
+    cmr_cs_thread_end(&f->cs, &e);
+    cmr_cs_enter(&f->cs, &a, 40, 300, 1, trace_a, true); /* open across the interval's end */
+    name_tx(f, &a, "POST /shop/order");
+    cmr_metric_batch_t mb;
+    batch(f, &mb);
+    assert_int_equal(mb.transactions.count, 2);
+    const cmr_transaction_metric_t *cart = tx_named(&mb, "GET /shop/cart");
+    assert_non_null(cart);
+    assert_int_equal(cart->root_method_id, 10);
+    assert_int_equal(cart->count, 2);
+    assert_int_equal(cart->exceptions, 1);
+    assert_int_equal(cart->min_ns, 100);
+    assert_int_equal(cart->max_ns, 200);
+    assert_int_equal(cart->max_in_flight, 2);
+    hist_agrees(cart->histogram, 2, 100, 200);
+    const cmr_transaction_metric_t *plain = tx_named(&mb, "");
+    assert_non_null(plain);
+    assert_int_equal(plain->root_method_id, 10);
+    assert_int_equal(plain->count, 1);
+    assert_int_equal(plain->max_in_flight, 1); /* a was counted under its name once named */
+    cmr_metric_agg_reset(&f->methods);
+    cmr_cs_interval_reset(&f->cs);
+    assert_true(cmr_cs_exit(&f->cs, &a, 40, 350, 1, false));
+    batch(f, &mb);
+    assert_int_equal(mb.transactions.count, 1);
+    assert_int_equal(tx_named(&mb, "POST /shop/order")->root_method_id, 40);
+    assert_int_equal(tx_named(&mb, "POST /shop/order")->count, 1);
+    cmr_metric_agg_reset(&f->methods);
+    cmr_cs_interval_reset(&f->cs);
+
+    /* the bound: names past CMR_CS_MAX_NAMES (the 2 given above count) leave their
+     * transactions by root method, in later intervals too; a name given goes on */
+    cmr_cs_thread_t many[CMR_CS_MAX_NAMES + 1];
+    memset(many, 0, sizeof many);
+    char name[32];
+    for (int i = 0; i <= CMR_CS_MAX_NAMES; i++) {
+        cmr_cs_enter(&f->cs, &many[i], 50, i, 1, trace_a, true);
+        snprintf(name, sizeof name, "GET /r%d", i);
+        name_tx(f, &many[i], name);
+    }
+    assert_int_equal(cmr_u64map_count(&f->cs.names), CMR_CS_MAX_NAMES);
+    assert_int_equal(f->cs.unnamed, 3);
+    for (int i = 0; i <= CMR_CS_MAX_NAMES; i++)
+        assert_true(cmr_cs_exit(&f->cs, &many[i], 50, 10000 + i, 1, false));
+    batch(f, &mb);
+    assert_int_equal(mb.transactions.count, CMR_CS_MAX_NAMES - 2 + 1);
+    assert_int_equal(tx_named(&mb, "")->root_method_id, 50);
+    assert_int_equal(tx_named(&mb, "")->count, 3);
+    assert_int_equal(tx_named(&mb, "GET /r7")->root_method_id, 50);
+    cmr_metric_agg_reset(&f->methods);
+    cmr_cs_interval_reset(&f->cs);
+    cmr_cs_enter(&f->cs, &many[0], 60, 20000, 1, trace_a, true); /* given before: still named */
+    name_tx(f, &many[0], "GET /shop/cart");
+    cmr_cs_enter(&f->cs, &many[1], 60, 20000, 1, trace_a, true); /* new: not any more */
+    name_tx(f, &many[1], "GET /r9999");
+    assert_true(cmr_cs_exit(&f->cs, &many[0], 60, 20100, 1, false));
+    assert_true(cmr_cs_exit(&f->cs, &many[1], 60, 20100, 1, false));
+    batch(f, &mb);
+    assert_int_equal(mb.transactions.count, 2);
+    assert_int_equal(tx_named(&mb, "GET /shop/cart")->root_method_id, 10); /* first seen with */
+    assert_int_equal(tx_named(&mb, "")->root_method_id, 60);
+    cmr_metric_agg_reset(&f->methods);
+    cmr_cs_interval_reset(&f->cs);
+    for (int i = 0; i <= CMR_CS_MAX_NAMES; i++)
+        cmr_cs_thread_end(&f->cs, &many[i]);
+    cmr_cs_thread_end(&f->cs, &a);
+    cmr_cs_thread_end(&f->cs, &b);
+    cmr_cs_thread_end(&f->cs, &c);
+    cmr_cs_thread_end(&f->cs, &d);
+}
+
 /* The most frames of a method open at once across threads; the maximum restarts from the
  * current level each interval; a thread that ends inside a call no longer counts. */
 static void test_max_in_flight_across_threads(void **state)
@@ -503,6 +614,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lost_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_depth_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transactions_only_for_trace_roots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_named_transactions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_in_flight_across_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_batch_round_trip, setup, teardown),

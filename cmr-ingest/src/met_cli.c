@@ -274,6 +274,18 @@ static void value_text(FILE *f, const char *first, const cmr_met_value_t *v, dou
             v->stalled);
 }
 
+/* A transaction named by its request (an HTTP route: docs/METRICS.md) gets the root method
+ * it was seen with, as "root_method". */
+static void add_root_method(cmr_metrics_view_t *v, const cmr_met_labels_t *l, json_t *j)
+{
+    uint64_t root;
+    if (l->kind == CMR_MET_TRANSACTION && cmr_metrics_transaction_root(v->stores, v->n, l->env, l->subject, &root)) {
+        char rname[1024];
+        cmr_names_method(v->names, root, rname, sizeof rname);
+        json_object_set_new(j, "root_method", cmr_json_str(rname));
+    }
+}
+
 static json_t *labels_json(cmr_metrics_view_t *v, const cmr_met_labels_t *l)
 {
     char name[1024], id[17], agent[512];
@@ -282,6 +294,7 @@ static json_t *labels_json(cmr_metrics_view_t *v, const cmr_met_labels_t *l)
     json_t *j =
         json_pack("{s:o, s:s, s:o, s:s}", "env", cmr_json_str(l->env), "kind",
                   l->kind == CMR_MET_TRANSACTION ? "transaction" : "method", "name", cmr_json_str(name), "subject", id);
+    add_root_method(v, l, j);
     if (l->agent_id) {
         char aid[17];
         snprintf(aid, sizeof aid, "%016" PRIx64, (uint64_t)l->agent_id);
@@ -543,9 +556,10 @@ static int alert_one(const void *key, size_t klen, const void *val, size_t vlen,
     cmr_met_labels_set(&l, CMR_MET_TRANSACTION, env, strlen(env), subject, 0);
     cmr_metrics_subject_name(c->v->names, c->v->stores, c->v->n, &l, name, sizeof name);
     snprintf(id, sizeof id, "%016" PRIx64, subject);
-    json_array_append_new(c->items,
-                          json_pack("{s:o, s:o, s:o, s:s, s:I}", "env", cmr_json_str(env), "rule", cmr_json_str(rule),
-                                    "name", cmr_json_str(name), "subject", id, "since_ms", (json_int_t)since));
+    json_t *item = json_pack("{s:o, s:o, s:o, s:s, s:I}", "env", cmr_json_str(env), "rule", cmr_json_str(rule), "name",
+                             cmr_json_str(name), "subject", id, "since_ms", (json_int_t)since);
+    add_root_method(c->v, &l, item);
+    json_array_append_new(c->items, item);
     if (c->text) {
         char when[32];
         time_t t = (time_t)(since / 1000);

@@ -118,7 +118,9 @@ int cmr_metrics_add_config(cmr_metrics_t *m, const void *payload, size_t len)
 
 /* --- partitions ---------------------------------------------------------------------- */
 
-#define APPLIED_KEY "o" /* state key of the applied offset; rules use "r" and "s" */
+/* State keys: "o" the applied offset; "r"... rules' state, "s"... stalled calls, "n"...
+ * and "m"... named transactions' names and root methods (below), "#..." the store's own. */
+#define APPLIED_KEY "o"
 
 /* The applied offset a store holds, -1 when none (or unreadable: restored from the start). */
 static int64_t read_applied(cmr_met_store_t *st)
@@ -312,6 +314,11 @@ static int check_batch(cmr_metrics_t *m, const cmr_metric_batch_t *b, cmr_met_la
             check_hist(h, &x->histogram, x->count, "transactions", i, err, errlen) ||
             check_trace(&x->slowest_trace, "transactions", i, err, errlen))
             return -1;
+        const char *why = *x->name ? cmr_http_value_check(CMR_HTTP_PATH, x->name, strlen(x->name)) : NULL;
+        if (why) { /* a name is an HTTP method and route: text, as a trace's http.path */
+            snprintf(err, errlen, "transactions[%zu]: the name is %s", i, why);
+            return -1;
+        }
     }
     for (size_t i = 0; i < b->stalled.count; i++) {
         const cmr_stalled_call_t *x = &b->stalled.items[i];
@@ -391,8 +398,11 @@ static uint64_t transaction_subject(const cmr_transaction_metric_t *x)
     return cmr_hash_bytes(x->name, strlen(x->name));
 }
 
-/* Keeps a named transaction's name for display (once its series was admitted). */
-static void keep_transaction_name(cmr_met_store_t *st, uint64_t subject, const char *name)
+/* Keeps a named transaction's name for display ("n" | subject), and the root method it was
+ * first reported with in its environment ("m" | env length | env | subject: where a
+ * threshold's diagnosis starts), once its series was admitted. */
+static void keep_transaction_name(cmr_met_store_t *st, const char *env, uint64_t subject, const char *name,
+                                  int64_t root_method_id)
 {
     uint8_t key[9] = {'n'};
     cmr_put_be64(key + 1, subject);
@@ -400,6 +410,15 @@ static void keep_transaction_name(cmr_met_store_t *st, uint64_t subject, const c
     size_t olen = 0;
     if (cmr_met_state_get(st, key, sizeof key, &old, &olen) == 0)
         cmr_met_state_put(st, key, sizeof key, name, strlen(name) > 512 ? 512 : strlen(name));
+    free(old);
+    old = NULL;
+    uint8_t mkey[CMR_METRICS_ROOT_KEY_MAX];
+    size_t mlen = cmr_metrics_root_key(mkey, env, subject);
+    if (cmr_met_state_get(st, mkey, mlen, &old, &olen) == 0) {
+        uint8_t v[8];
+        cmr_put_be64(v, (uint64_t)root_method_id);
+        cmr_met_state_put(st, mkey, mlen, v, sizeof v);
+    }
     free(old);
 }
 
@@ -476,7 +495,7 @@ static int add_transactions(cmr_metrics_t *m, cmr_met_store_t *st, const cmr_met
             if (rc < 0)
                 return -1;
             if (rc == 0 && !per_agent && *x->name)
-                keep_transaction_name(st, subject, x->name);
+                keep_transaction_name(st, env, subject, x->name, x->root_method_id);
         }
     }
     return 0;

@@ -89,6 +89,34 @@ const char *cmr_metrics_subject_name(const cmr_names_t *names, cmr_met_store_t *
     return cmr_names_method(names, l->subject, buf, len);
 }
 
+size_t cmr_metrics_root_key(uint8_t key[CMR_METRICS_ROOT_KEY_MAX], const char *env, uint64_t subject)
+{
+    size_t el = strlen(env) > CMR_MET_ENV_MAX ? CMR_MET_ENV_MAX : strlen(env);
+    key[0] = 'm';
+    key[1] = (uint8_t)el;
+    memcpy(key + 2, env, el);
+    cmr_put_be64(key + 2 + el, subject);
+    return 2 + el + 8;
+}
+
+bool cmr_metrics_transaction_root(cmr_met_store_t *const *stores, size_t n, const char *env, uint64_t subject,
+                                  uint64_t *root)
+{
+    uint8_t key[CMR_METRICS_ROOT_KEY_MAX];
+    size_t klen = cmr_metrics_root_key(key, env, subject);
+    for (size_t i = 0; i < n; i++) {
+        void *v = NULL;
+        size_t vlen = 0;
+        bool found = cmr_met_state_get(stores[i], key, klen, &v, &vlen) == 1 && vlen == 8;
+        if (found)
+            *root = cmr_be64(v);
+        free(v);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
 /* --- judging -------------------------------------------------------------------------- */
 
 static cmr_met_stat_t store_stat(cmr_threshold_statistic_t s)
@@ -185,6 +213,11 @@ static void send_event(judge_ctx_t *c, const cmr_met_labels_t *l, const char *na
         cmr_met_series_read(&c->st, 1, l, CMR_MET_RES_10S, c->from_ms, c->to_ms, collect_example, &ex);
     char hex[MAX_EXAMPLES][33];
     char *traces[MAX_EXAMPLES];
+    /* a method's id, or a transaction's root method (threshold_event.avsc): the subject of a
+     * transaction named by its route is the name's hash */
+    uint64_t subject_id = l->subject;
+    if (l->kind == CMR_MET_TRANSACTION)
+        cmr_metrics_transaction_root(&c->st, 1, l->env, l->subject, &subject_id);
     for (size_t i = 0; i < ex.n; i++) {
         cmr_hex(ex.items[i].trace, 16, hex[i]);
         traces[i] = hex[i];
@@ -194,7 +227,7 @@ static void send_event(judge_ctx_t *c, const cmr_met_labels_t *l, const char *na
         .rule = c->r->name,
         .state = state,
         .scope = c->r->scope,
-        .subject_id = (int64_t)l->subject,
+        .subject_id = (int64_t)subject_id,
         .subject_name = (char *)name,
         .statistic = c->r->statistic,
         .value = value,

@@ -33,6 +33,8 @@
 #define INTERVALS 14
 
 static uint64_t M_CHECKOUT, M_PAY;
+static const char *tx_name_sent = "";                               /* build() names its transaction so */
+static const char *alert_subject = "com.shop.Checkout.checkout()V"; /* what on_alert expects */
 
 /* --- test data ---------------------------------------------------------------------------- */
 
@@ -77,7 +79,7 @@ static void build(built_t *x, int who, int i, bool with_stall)
     memset(x->trace, who, 16);
     x->trace[15] = (uint8_t)i;
     x->txs[0] = (cmr_transaction_metric_t){.root_method_id = (int64_t)M_CHECKOUT,
-                                           .name = "",
+                                           .name = (char *)tx_name_sent,
                                            .count = (int64_t)n,
                                            .exceptions = who == AGENT_A ? 1 : 0,
                                            .sum_ns = sum,
@@ -161,7 +163,7 @@ static void on_alert(void *opaque, const cmr_threshold_event_t *ev)
                                              ev->value, ev->example_traces.count, ev->diagnose};
     assert_string_equal(ev->environment_id, "shop");
     assert_string_equal(ev->rule, "slow-checkout");
-    assert_string_equal(ev->subject_name, "com.shop.Checkout.checkout()V");
+    assert_string_equal(ev->subject_name, alert_subject);
 }
 
 static int64_t rig_retention_10s_ms; /* 0: the store's default */
@@ -583,6 +585,86 @@ static void test_queries(void **state)
     rig_free(&r);
 }
 
+/* A transaction the agent names by its HTTP method and route: its series is the name's,
+ * the API shows the name and the root method it came with, a threshold rule judges it by
+ * the name and its event names the root method (where a diagnosis starts); a name that is
+ * not text is refused with the batch. */
+static void test_named_transactions(void **state)
+{
+    (void)state;
+    init_ids();
+    tx_name_sent = alert_subject = "GET /Checkout.checkout"; /* the rule's pattern matches it */
+    rig_t r;
+    rig_new(&r);
+    for (int i = 0; i < 7; i++)
+        feed(&r, i);
+    assert_int_equal(r.nevents, 1);
+    assert_int_equal(r.events[0].state, CMR_THRESHOLD_ABNORMAL);
+    assert_int_equal(r.events[0].subject, M_CHECKOUT); /* the root method, not the name's hash */
+    assert_true(r.events[0].diagnose);
+    char from[32], to[32];
+    snprintf(from, sizeof from, "%lld", (long long)T0 / 1000);
+    snprintf(to, sizeof to, "%lld", (long long)(T0 + 70000) / 1000);
+    const char *k[] = {"env", "from", "to"}, *v[] = {"shop", from, to};
+    json_t *top = query(r.root, "top", k, v, 3);
+    json_t *items = json_object_get(top, "items");
+    assert_int_equal(json_array_size(items), 1);
+    json_t *it = json_array_get(items, 0);
+    assert_string_equal(json_string_value(json_object_get(it, "name")), "GET /Checkout.checkout");
+    assert_string_equal(json_string_value(json_object_get(it, "root_method")), "com.shop.Checkout.checkout()V");
+    char sub[17];
+    snprintf(sub, sizeof sub, "%016" PRIx64, cmr_hash_bytes("GET /Checkout.checkout", 22));
+    assert_string_equal(json_string_value(json_object_get(it, "subject")), sub);
+    json_decref(top);
+    /* a transaction named by its root method has no root_method of its own (B's slow
+     * interval makes it abnormal too, by its own name) */
+    tx_name_sent = "";
+    alert_subject = "com.shop.Checkout.checkout()V";
+    feed(&r, 7);
+    snprintf(to, sizeof to, "%lld", (long long)(T0 + 80000) / 1000);
+    top = query(r.root, "top", k, v, 3);
+    items = json_object_get(top, "items");
+    assert_int_equal(json_array_size(items), 2);
+    size_t by_root = 0;
+    for (size_t i = 0; i < 2; i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(items, i), "name")),
+                    "com.shop.Checkout.checkout()V")) {
+            assert_null(json_object_get(json_array_get(items, i), "root_method"));
+            by_root++;
+        }
+    assert_int_equal(by_root, 1);
+    json_decref(top);
+    /* another environment's transaction of the same name keeps its own root method */
+    char err[256];
+    built_t x;
+    build(&x, AGENT_A, 8, false);
+    x.b.environment_id = "other";
+    x.txs[0].root_method_id = (int64_t)M_PAY;
+    x.txs[0].name = "GET /Checkout.checkout";
+    assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), 1);
+    built_free(&x);
+    assert_int_equal(cmr_metrics_flush(r.m), 0);
+    snprintf(to, sizeof to, "%lld", (long long)(T0 + 90000) / 1000);
+    const char *vo[] = {"other", from, to};
+    top = query(r.root, "top", k, vo, 3);
+    it = json_array_get(json_object_get(top, "items"), 0);
+    assert_string_equal(json_string_value(json_object_get(it, "root_method")), "com.shop.Payment.charge()V");
+    json_decref(top);
+    top = query(r.root, "top", k, v, 3);
+    items = json_object_get(top, "items");
+    for (size_t i = 0; i < json_array_size(items); i++)
+        if (json_object_get(json_array_get(items, i), "root_method"))
+            assert_string_equal(json_string_value(json_object_get(json_array_get(items, i), "root_method")),
+                                "com.shop.Checkout.checkout()V");
+    json_decref(top);
+    build(&x, AGENT_A, 8, false);
+    x.txs[0].name = "GET /\x01";
+    assert_int_equal(cmr_metrics_add(r.m, 0, &x.b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "transactions[0]: the name is"));
+    built_free(&x);
+    rig_free(&r);
+}
+
 /* Agent `who`'s interval at base_ms + i * 10 s, without a stalled call. */
 static void feed_at(rig_t *r, int who, int i, int64_t base_ms)
 {
@@ -722,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_applied_offset),
         cmocka_unit_test(test_queries),
         cmocka_unit_test(test_rate_since_reporting),
+        cmocka_unit_test(test_named_transactions),
         cmocka_unit_test(test_prometheus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -116,6 +116,20 @@ def check_trace(tree, agents, virtual):
     return p
 
 
+def named_transaction(api, name, want, timeout=60):
+    """The metrics' transaction `name` (the agents name an incoming request's transaction by
+    its method and route) over the last hour, once its count reaches `want`, or as it is when
+    the time is up (None: not there)."""
+    end = time.time() + timeout
+    while True:
+        items = api.get("/api/metrics/top", env="fleet", kind="transaction", stat="count", last="1h",
+                        limit="50").get("items", [])
+        hit = next((i for i in items if i.get("name") == name), None)
+        if (hit and hit["count"] >= want) or time.time() > end:
+            return hit
+        time.sleep(2)
+
+
 def traces_since(api, since_ns, want, timeout=60):
     """The summaries of every trace that started after since_ns, once `want` of them are
     complete or the time is up (then as they are)."""
@@ -407,6 +421,15 @@ def main():
             problems.append("%d of %d traces wrong" % (wrong, len(front_roots)))
         log("traces: %d rooted in the front servlet, %d complete across 3 JVMs and right, %d others" % (
             len(front_roots), len(front_roots) - wrong, len(others)))
+        # the metrics: the front's requests are one transaction named by the servlet's route
+        # (its context and mapping), with the servlet's service as its root method
+        front_tx = named_transaction(api, "GET /front/order", args.requests)
+        if not front_tx or front_tx["count"] < args.requests or \
+                not front_tx.get("root_method", "").startswith(SERVLET):
+            problems.append("the metrics' transaction GET /front/order: %s" % front_tx)
+        else:
+            log("metrics: transaction %s, %d calls, root method %s" % (
+                front_tx["name"], front_tx["count"], front_tx["root_method"].split("(")[0]))
         for x in problems:
             log("FAIL: " + x)
         ok = not problems

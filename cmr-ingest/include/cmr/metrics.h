@@ -140,6 +140,15 @@ int cmr_metrics_cli(const char *root, const char *what, const char *const *keys,
 /* A rule's statistic of a value, in the rule's unit (ms, a fraction, calls). */
 double cmr_metrics_rule_value(const cmr_threshold_rule_t *r, const cmr_met_value_t *v);
 
+/* The root method a named transaction (an HTTP route: its subject is the name's hash) of
+ * environment env was first reported with, in *root: true when the stores know one (false
+ * for a transaction named by its root method, whose subject is that method). */
+bool cmr_metrics_transaction_root(cmr_met_store_t *const *stores, size_t n, const char *env, uint64_t subject,
+                                  uint64_t *root);
+/* Its state key: 'm' | env length | env | subject. Returns the length. */
+#define CMR_METRICS_ROOT_KEY_MAX (2 + CMR_MET_ENV_MAX + 8)
+size_t cmr_metrics_root_key(uint8_t key[CMR_METRICS_ROOT_KEY_MAX], const char *env, uint64_t subject);
+
 /* The display name of a series' subject: a method's name, or a named transaction. */
 const char *cmr_metrics_subject_name(const cmr_names_t *names, cmr_met_store_t *const *stores, size_t n,
                                      const cmr_met_labels_t *l, char *buf, size_t len);

@@ -294,7 +294,7 @@ function renderTop() {
 function topColumns() {
   const num = (key, title, get, fmt, hint) => ({key, title, class: 'num', sort: get, get: (r) => fmt(get(r)), hint});
   const cols = [
-    {key: 'name', title: 'Name', sort: (r) => r.name, get: (r) => methodName(r.name, {withPackage: true})},
+    {key: 'name', title: 'Name', sort: (r) => r.name, get: (r) => subjectName(r, {withPackage: true})},
   ];
   if (!S.env) cols.push({key: 'env', title: 'Env', sort: (r) => r.env, get: (r) => r.env});
   cols.push(
@@ -357,7 +357,7 @@ function renderAlerts() {
                   {class: 'mx-alert-chip', title: `${a.name}\nrule ${a.rule} (${a.env}) since ${time(a.since_ms)}`},
                   h('span', {class: 'badge bad'}, a.rule),
                   ' ',
-                  methodName(a.name),
+                  subjectName(a),
                   h('span', {class: 'muted'}, ` since ${ago(a.since_ms)}`),
                   ),
               ),
@@ -405,6 +405,7 @@ function detailHead(it) {
           h('span', {class: 'badge info'}, S.kind),
           h('code', {class: 'mx-fullname', title: it.name}, it.name),
           h('span', {class: 'muted'}, `${it.env} · ${it.subject}`),
+          it.root_method ? h('span', {class: 'muted'}, ' · root method ', methodName(it.root_method)) : null,
           ),
       h(
           'div',
@@ -422,7 +423,14 @@ function detailHead(it) {
 
 function tracesHref(it) {
   const qs = new URLSearchParams();
-  qs.set(S.kind === 'transaction' ? 'root' : 'contains', it.name);
+  const route = S.kind === 'transaction' && routeOf(it);
+  if (route) {  // the traces of its requests: method and path (the route as a glob)
+    if (route.method !== '_OTHER') qs.set('http_method', route.method);
+    qs.set('http_path', route.path);
+    if (it.env) qs.set('env', it.env);
+  } else {
+    qs.set(S.kind === 'transaction' ? 'root' : 'contains', it.name);
+  }
   if (S.top) {
     qs.set('from', String(S.top.from_ms));
     qs.set('to', String(S.top.to_ms));
@@ -431,7 +439,19 @@ function tracesHref(it) {
 }
 
 function diagnoseHref(it) {
-  return `#/diagnoses/new?${new URLSearchParams({method: it.name, environment: it.env})}`;
+  return `#/diagnoses/new?${new URLSearchParams({method: it.root_method || it.name, environment: it.env})}`;
+}
+
+// A transaction the agent named by its request ("GET /orders/*") carries the root method it
+// came with (root_method); any other subject is a method.
+function routeOf(it) {
+  const m = it.root_method && /^(\S+) (\/.*)$/.exec(it.name || '');
+  return m ? {method: m[1], path: m[2]} : null;
+}
+
+function subjectName(it, opts) {
+  if (!routeOf(it)) return methodName(it.name, opts);
+  return h('span', {class: 'm-method', title: `${it.name}\nroot method ${it.root_method}`}, it.name);
 }
 
 function kpis(it) {
