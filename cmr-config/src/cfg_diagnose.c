@@ -947,6 +947,7 @@ void cmr_cfg_diag_worker_free(cmr_cfg_diag_worker_t *w)
 {
     cmr_diagnoses_free(w->state);
     cmr_map_free(&w->normal_since);
+    cmr_map_free(&w->abnormal);
     memset(w, 0, sizeof *w);
 }
 
@@ -977,17 +978,69 @@ static int write_revision(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr
     return 1;
 }
 
+/* The key of one abnormal series of a diagnosis: its id, '\n', the series' name (a method,
+ * or a transaction named by its route: several routes can share a root method, and so one
+ * diagnosis). len: the key's length, 0 when it does not fit. */
+static size_t abnormal_key(char *k, size_t cap, const char *id, const char *subject)
+{
+    int n = snprintf(k, cap, "%s\n%s", id, subject ? subject : "");
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/* Whether any series of diagnosis id is abnormal still. */
+static bool any_abnormal(cmr_cfg_diag_worker_t *w, const char *id)
+{
+    size_t it = 0, kl, il = strlen(id);
+    const void *k;
+    void *v;
+    while (cmr_map_next(&w->abnormal, &it, &k, &kl, &v))
+        if (kl > il && !memcmp(k, id, il) && ((const char *)k)[il] == '\n')
+            return true;
+    return false;
+}
+
+/* Forgets the abnormal series of diagnoses no longer active, whatever ended them (their
+ * time, their hits, a person, this worker). */
+static void prune_abnormal(cmr_cfg_diag_worker_t *w)
+{
+    char id[64], copy[1024];
+    size_t it = 0, kl;
+    const void *key;
+    void *v;
+    while (cmr_map_next(&w->abnormal, &it, &key, &kl, &v)) {
+        const char *nl = memchr(key, '\n', kl);
+        size_t il = nl ? (size_t)(nl - (const char *)key) : 0;
+        if (il == 0 || il >= sizeof id)
+            continue;
+        memcpy(id, key, il);
+        id[il] = '\0';
+        const cmr_diagnosis_t *d = cmr_diagnoses_get(w->state, id);
+        if ((d && d->state == CMR_DIAG_ACTIVE) || kl > sizeof copy)
+            continue;
+        memcpy(copy, key, kl); /* key is the map's, which the removal frees */
+        cmr_map_del(&w->abnormal, copy, kl, NULL);
+        it = 0; /* the walk starts again after a removal */
+    }
+}
+
 int cmr_cfg_diag_on_threshold(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_threshold_event_t *ev,
                               int64_t now_ms)
 {
     const cmr_diagnosis_t *active = cmr_diagnoses_active_for(w->state, ev->environment_id, ev->subject_id);
+    bool ours = active && active->cause == CMR_DIAG_CAUSE_THRESHOLD && !strcmp(active->rule, ev->rule);
+    char akey[1024];
+    size_t aklen = active ? abnormal_key(akey, sizeof akey, active->id, ev->subject_name) : 0;
     if (ev->state == CMR_THRESHOLD_NORMAL) {
-        if (active && active->cause == CMR_DIAG_CAUSE_THRESHOLD && !strcmp(active->rule, ev->rule) &&
-            active->end_after_normal_ms > 0)
+        if (ours && aklen)
+            cmr_map_del(&w->abnormal, akey, aklen, NULL);
+        /* back to normal once every series of the rule that shares it is */
+        if (ours && active->end_after_normal_ms > 0 && !any_abnormal(w, active->id))
             cmr_map_put(&w->normal_since, active->id, strlen(active->id), (void *)(uintptr_t)now_ms);
         return 0;
     }
     if (active) { /* abnormal again: it is not back to normal */
+        if (ours && aklen)
+            cmr_map_put(&w->abnormal, akey, aklen, NULL);
         cmr_map_del(&w->normal_since, active->id, strlen(active->id), NULL);
         return 0;
     }
@@ -1030,7 +1083,10 @@ int cmr_cfg_diag_on_threshold(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const
         .started_ms = now_ms,
         .time_ms = now_ms,
     };
-    return write_revision(w, p, &d);
+    int rc = write_revision(w, p, &d);
+    if (rc > 0 && (aklen = abnormal_key(akey, sizeof akey, id, ev->subject_name)))
+        cmr_map_put(&w->abnormal, akey, aklen, NULL);
+    return rc;
 }
 
 int cmr_cfg_diag_on_agent_status(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, const cmr_agent_status_t *st,
@@ -1077,5 +1133,6 @@ int cmr_cfg_diag_tick(cmr_cfg_diag_worker_t *w, cmr_producer_t *p, int64_t now_m
         n += write_revision(w, p, &e);
         cmr_map_del(&w->normal_since, id, strlen(id), NULL);
     }
+    prune_abnormal(w);
     return n;
 }

@@ -181,7 +181,7 @@ static int show_contains(const char *id, const char *want)
     return -1;
 }
 
-static void send_threshold(cmr_threshold_state_t state)
+static void send_named_threshold(cmr_threshold_state_t state, const char *subject_name)
 {
     char err[256];
     cmr_producer_t *p = cmr_producer_new(conf, "test", NULL, NULL, err, sizeof err);
@@ -192,7 +192,7 @@ static void send_threshold(cmr_threshold_state_t state)
                                 .state = state,
                                 .scope = CMR_THRESHOLD_METHOD,
                                 .subject_id = 0x1234,
-                                .subject_name = "com.shop.Pay.charge()V",
+                                .subject_name = (char *)subject_name,
                                 .statistic = CMR_STAT_P99,
                                 .value = 400,
                                 .threshold = 200,
@@ -205,6 +205,11 @@ static void send_threshold(cmr_threshold_state_t state)
     assert_int_equal(cmr_producer_send(p, CMR_MSG_THRESHOLD_EVENT, &ev, NULL, NULL, err, sizeof err), CMR_SEND_OK);
     assert_int_equal(cmr_producer_flush(p, 15000), 0);
     cmr_producer_destroy(p, 5000);
+}
+
+static void send_threshold(cmr_threshold_state_t state)
+{
+    send_named_threshold(state, "com.shop.Pay.charge()V");
 }
 
 static void test_diagnoses(void **state)
@@ -331,7 +336,16 @@ static void test_diagnoses(void **state)
     }
     assert_int_equal(show_contains(auto_id, "from trace 4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"), 0);
     send_threshold(CMR_THRESHOLD_ABNORMAL); /* the same event again: nothing new */
+    /* a route whose root method is the same (its series is another): the same diagnosis,
+     * which is back to normal only once both are */
+    send_named_threshold(CMR_THRESHOLD_ABNORMAL, "GET /shop/pay");
     send_threshold(CMR_THRESHOLD_NORMAL);
+    cmr_sleep_ms(3000); /* end_after_normal_ms is 1 s */
+    assert_int_equal(diagnose(&out, "show", auto_id), 0);
+    if (strstr(out, "ended"))
+        fail_msg("ended while GET /shop/pay is still abnormal:\n%s", out);
+    free(out);
+    send_named_threshold(CMR_THRESHOLD_NORMAL, "GET /shop/pay");
     assert_int_equal(show_contains(auto_id, "ended: back_to_normal"), 0);
     assert_int_equal(diagnose(&out, "list", "--all"), 0);
     int threshold_started = 0;

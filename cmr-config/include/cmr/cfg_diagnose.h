@@ -120,6 +120,8 @@ int cmr_cfg_diag_exclude(const cmr_conf_t *conf, const char *id, const char *con
 typedef struct cmr_cfg_diag_worker {
     cmr_diagnoses_t *state; /* the projection (owned) */
     cmr_map_t normal_since; /* diagnosis id -> wall ms its threshold turned normal (as uintptr_t) */
+    cmr_map_t abnormal;     /* diagnosis id '\n' subject name -> NULL: the series of its rule that
+                               are abnormal now (routes sharing a root method share its diagnosis) */
     int64_t auto_ttl_ms, auto_normal_ms;
     int32_t auto_depth;
     uint64_t started, ended; /* revisions written */
