@@ -165,22 +165,6 @@ static const char *known_method(const char *m)
     return "_OTHER";
 }
 
-/* Whether s[0..n) is text as cmr-ingest takes a transaction's name: UTF-8 without control
- * characters (C0, DEL, C1). A route can hold the request's own path (a Servlet 3.1
- * container's paths), decoded, so anything. */
-static bool name_is_text(const char *s, size_t n)
-{
-    const uint8_t *p = (const uint8_t *)s;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t l = cmr_utf8_seq(p + i, n - i, &cp);
-        if (!l || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
-            return false;
-        i += l;
-    }
-    return true;
-}
-
 /* The route of the segment's root call (an incoming request) names its transaction, with
  * the request's method: "GET /shop/checkout" (call_stacks.h). */
 static void name_transaction(publisher_t *p, cmr_ring_t *ring, const char *route)
@@ -189,8 +173,9 @@ static void name_transaction(publisher_t *p, cmr_ring_t *ring, const char *route
         return;
     char name[CMR_CS_NAME_MAX + 1];
     int n = snprintf(name, sizeof name, "%s %s", known_method(ring->data[CMR_RING_DATA_HTTP_METHOD]), route);
-    if (n <= 0 || (size_t)n >= sizeof name || !name_is_text(name, (size_t)n))
-        return; /* a longer one, or one that is not text, names nothing (call_stacks.h) */
+    if (n <= 0 || (size_t)n >= sizeof name || cmr_utf8_text_check(name, (size_t)n))
+        return; /* a longer one, or one that is not text (a route can be the request's own
+                   path, decoded), names nothing (call_stacks.h) */
     uint64_t unnamed = p->cs.unnamed;
     cmr_cs_name_transaction(&p->cs, &ring->cs, name, (size_t)n);
     if (unnamed == 0 && p->cs.unnamed > 0) {

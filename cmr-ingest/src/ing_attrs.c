@@ -29,22 +29,6 @@
 #include "cmr/ingest.h"
 #include "cmr/utf8.h"
 
-/* NULL when s[0..len) is valid UTF-8 without control characters, else why not. */
-static const char *text_check(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t l = cmr_utf8_seq(p + i, len - i, &cp);
-        if (!l)
-            return "not UTF-8";
-        if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-            return "a control character";
-        i += l;
-    }
-    return NULL;
-}
-
 const char *cmr_http_value_check(cmr_http_key_t k, const char *v, size_t len)
 {
     switch (k) {
@@ -58,7 +42,7 @@ const char *cmr_http_value_check(cmr_http_key_t k, const char *v, size_t len)
     case CMR_HTTP_PATH:
         if (len > CMR_TRACE_HTTP_MAX)
             return "longer than 256 bytes";
-        return text_check(v, len);
+        return cmr_utf8_text_check(v, len);
     case CMR_HTTP_STATUS:
         if (len != 3 || v[0] < '1' || v[0] > '9' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9')
             return "not an HTTP status (three digits, 100..999)";
@@ -133,7 +117,7 @@ int cmr_http_filter_set(cmr_http_filter_t *f, const char *key, const char *value
     size_t len = strlen(value);
     const char *why = !len                        ? "an empty glob"
                       : len > CMR_HTTP_FILTER_MAX ? "longer than 1024 bytes"
-                                                  : text_check(value, len);
+                                                  : cmr_utf8_text_check(value, len);
     if (!why && slot == &f->status)
         for (size_t i = 0; i < len && !why; i++)
             if (!strchr("0123456789*?", value[i]))

@@ -1,5 +1,5 @@
 /*
- * utf8.c - strict UTF-8 decoding of one sequence (utf8.h).
+ * utf8.c - strict UTF-8 decoding of one sequence, and the text check built on it (utf8.h).
  */
 #include "cmr/utf8.h"
 
@@ -35,4 +35,19 @@ size_t cmr_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp)
     if (cp)
         *cp = v;
     return len;
+}
+
+const char *cmr_utf8_text_check(const char *s, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t l = cmr_utf8_seq(p + i, len - i, &cp);
+        if (!l)
+            return "not UTF-8";
+        if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+            return "a control character";
+        i += l;
+    }
+    return NULL;
 }

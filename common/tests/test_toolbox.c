@@ -24,6 +24,7 @@
 #include "cmr/json.h"
 #include "cmr/log.h"
 #include "cmr/map.h"
+#include "cmr/utf8.h"
 #include "cmr/workpool.h"
 
 /* --- buf ---------------------------------------------------------------------------- */
@@ -375,6 +376,20 @@ static void test_log_escape(void **state)
     }
 }
 
+/* Text as transaction names and http.path are kept: UTF-8 without control characters. */
+static void test_utf8_text_check(void **state)
+{
+    (void)state;
+    assert_null(cmr_utf8_text_check("", 0));
+    assert_null(cmr_utf8_text_check("GET /caf\xc3\xa9/*", 12));
+    assert_string_equal(cmr_utf8_text_check("GET /\x01", 6), "a control character");
+    assert_string_equal(cmr_utf8_text_check("a\x7f", 2), "a control character");     /* DEL */
+    assert_string_equal(cmr_utf8_text_check("a\xc2\x85", 3), "a control character"); /* C1 NEL */
+    assert_string_equal(cmr_utf8_text_check("a\xff", 2), "not UTF-8");
+    assert_string_equal(cmr_utf8_text_check("a\xc3", 2), "not UTF-8"); /* cut inside a character */
+    assert_null(cmr_utf8_text_check("a\x01", 1));                      /* only len bytes count */
+}
+
 static void test_log_limiter(void **state)
 {
     (void)state;
@@ -476,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_clocks),
         cmocka_unit_test(test_json_untrusted_strings),
         cmocka_unit_test(test_log_escape),
+        cmocka_unit_test(test_utf8_text_check),
         cmocka_unit_test(test_log_limiter),
         cmocka_unit_test(test_workpool_runs_each_job_once),
     };

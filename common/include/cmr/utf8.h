@@ -15,4 +15,9 @@
  * one; *cp (when cp is not NULL) gets its code point. */
 size_t cmr_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp);
 
+/* NULL when s[0..len) is text: valid UTF-8 without control characters (C0, DEL, C1);
+ * else why not ("not UTF-8", "a control character"). What cmr-ingest keeps as a trace's
+ * http.path and a transaction's name, and what the agent names transactions with. */
+const char *cmr_utf8_text_check(const char *s, size_t len);
+
 #endif
